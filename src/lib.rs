@@ -1,0 +1,11 @@
+//! boot-image-controller: keeps the boot images of OpenShift MachineSets current.
+//!
+//! Data flows one way: observe (controller) -> decide ([`plan`]) -> act (controller) -> report.
+#![forbid(unsafe_code)]
+
+pub mod api;
+pub mod arch;
+pub mod known_images;
+pub mod platform;
+pub mod reason;
+pub mod stream;

@@ -1,0 +1,307 @@
+//! CoreOS stream metadata: the golden boot images a release ships.
+//!
+//! Parsing is lenient about everything we do not read (other platforms, formats, checksums) and
+//! strict about what we do: a stream whose AWS regions are not objects is rejected as a whole,
+//! since guessing would risk writing a wrong image.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::api::ConfigMap;
+use crate::arch::Arch;
+
+/// Key of the golden ConfigMap holding the default stream.
+pub const STREAM_KEY: &str = "stream";
+/// Key of newer golden ConfigMaps holding every OS stream by name (a JSON map).
+pub const STREAMS_KEY: &str = "streams";
+/// Key naming the OpenShift release the ConfigMap belongs to.
+pub const RELEASE_VERSION_KEY: &str = "releaseVersion";
+
+#[derive(Debug, thiserror::Error)]
+pub enum StreamError {
+    #[error("the golden ConfigMap has no `{STREAM_KEY}` key")]
+    MissingStreamKey,
+    #[error("stream metadata is not valid JSON of the CoreOS stream format: {0}")]
+    Invalid(#[from] serde_json::Error),
+    #[error("stream metadata lists no architectures")]
+    NoArchitectures,
+}
+
+/// One parsed CoreOS stream (`stream.json`).
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+pub struct GoldenStream {
+    /// Stream name, e.g. `rhcos-4.21`.
+    #[serde(default)]
+    pub stream: String,
+    #[serde(default)]
+    architectures: BTreeMap<String, StreamArch>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+struct StreamArch {
+    #[serde(default)]
+    artifacts: BTreeMap<String, Value>,
+    #[serde(default)]
+    images: StreamImages,
+    #[serde(default, rename = "rhel-coreos-extensions")]
+    extensions: Extensions,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+struct StreamImages {
+    #[serde(default)]
+    aws: Option<AwsImages>,
+    #[serde(default)]
+    gcp: Option<GcpImage>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+struct AwsImages {
+    #[serde(default)]
+    regions: BTreeMap<String, AwsRegionImage>,
+}
+
+/// The AMI published for one AWS region.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+pub struct AwsRegionImage {
+    #[serde(default)]
+    pub release: String,
+    pub image: String,
+}
+
+/// The image published in the `rhcos-cloud` GCP project.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+pub struct GcpImage {
+    #[serde(default)]
+    pub release: String,
+    pub project: String,
+    pub name: String,
+}
+
+impl GcpImage {
+    /// The reference a MachineSet's boot disk uses for this image.
+    pub fn reference(&self) -> String {
+        format!("projects/{}/global/images/{}", self.project, self.name)
+    }
+}
+
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+struct Extensions {
+    #[serde(default)]
+    marketplace: Option<Marketplace>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+struct Marketplace {
+    /// variant (`no-purchase-plan`, `ocp`, ...) -> Hyper-V generation -> image
+    #[serde(default)]
+    azure: BTreeMap<String, BTreeMap<String, AzureMarketplaceImage>>,
+}
+
+/// An Azure marketplace image as stream metadata and providerSpecs both spell it.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
+pub struct AzureMarketplaceImage {
+    pub publisher: String,
+    pub offer: String,
+    pub sku: String,
+    pub version: String,
+}
+
+impl GoldenStream {
+    pub fn parse(json: &str) -> Result<Self, StreamError> {
+        let stream: GoldenStream = serde_json::from_str(json)?;
+        if stream.architectures.is_empty() {
+            return Err(StreamError::NoArchitectures);
+        }
+        Ok(stream)
+    }
+
+    fn arch(&self, arch: Arch) -> Option<&StreamArch> {
+        self.architectures.get(arch.stream_key())
+    }
+
+    /// Whether the stream publishes anything at all for this architecture.
+    pub fn has_arch(&self, arch: Arch) -> bool {
+        self.arch(arch).is_some()
+    }
+
+    /// The CoreOS release of this architecture's artifacts for a platform (`aws`, `gcp`, ...).
+    pub fn release(&self, arch: Arch, platform: &str) -> Option<&str> {
+        self.arch(arch)?.artifacts.get(platform)?.get("release")?.as_str()
+    }
+
+    pub fn aws_image(&self, arch: Arch, region: &str) -> Option<&AwsRegionImage> {
+        self.arch(arch)?.images.aws.as_ref()?.regions.get(region)
+    }
+
+    pub fn gcp_image(&self, arch: Arch) -> Option<&GcpImage> {
+        self.arch(arch)?.images.gcp.as_ref()
+    }
+
+    /// Marketplace images for Azure, by variant then Hyper-V generation (`hyperVGen1`/`2`).
+    pub fn azure_marketplace(
+        &self,
+        arch: Arch,
+    ) -> Option<&BTreeMap<String, BTreeMap<String, AzureMarketplaceImage>>> {
+        let azure = &self.arch(arch)?.extensions.marketplace.as_ref()?.azure;
+        (!azure.is_empty()).then_some(azure)
+    }
+
+    /// Every image reference the stream publishes: AMIs, GCP image paths and Azure marketplace
+    /// URNs. Images listed here are "ours": an image found here is never a custom image.
+    pub fn image_references(&self) -> BTreeSet<String> {
+        let mut refs = BTreeSet::new();
+        for arch in self.architectures.values() {
+            if let Some(aws) = &arch.images.aws {
+                refs.extend(aws.regions.values().map(|r| r.image.clone()));
+            }
+            if let Some(gcp) = &arch.images.gcp {
+                refs.insert(gcp.reference());
+            }
+            if let Some(market) = &arch.extensions.marketplace {
+                for image in market.azure.values().flat_map(BTreeMap::values) {
+                    refs.insert(image.urn());
+                }
+            }
+        }
+        refs
+    }
+
+    /// Merges an installer marketplace overlay (`marketplace-rhcos.json`: arch -> `azure` ->
+    /// variant -> generation -> image) into this stream, as the installer does when it renders
+    /// the golden ConfigMap.
+    pub fn merge_marketplace_overlay(&mut self, overlay: &Value) -> Result<(), StreamError> {
+        let Some(per_arch) = overlay.as_object() else {
+            return Ok(());
+        };
+        for (arch_key, platforms) in per_arch {
+            let marketplace: Marketplace = serde_json::from_value(platforms.clone())?;
+            let arch = self.architectures.entry(arch_key.clone()).or_default();
+            arch.extensions
+                .marketplace
+                .get_or_insert_with(Marketplace::default)
+                .azure
+                .extend(marketplace.azure);
+        }
+        Ok(())
+    }
+}
+
+impl AzureMarketplaceImage {
+    /// `publisher:offer:sku:version`, the form `az vm image` commands use.
+    pub fn urn(&self) -> String {
+        format!("{}:{}:{}:{}", self.publisher, self.offer, self.sku, self.version)
+    }
+}
+
+/// What the golden ConfigMap says: the default stream, any extra streams, and the release.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GoldenConfig {
+    pub stream: GoldenStream,
+    /// Other OS streams of the same release (`streams` key); their images are known too.
+    pub other_streams: Vec<GoldenStream>,
+    pub release_version: Option<String>,
+}
+
+impl GoldenConfig {
+    pub fn from_config_map(cm: &ConfigMap) -> Result<Self, StreamError> {
+        let data = cm.data.as_ref();
+        let get = |key: &str| data.and_then(|d| d.get(key));
+        let stream = GoldenStream::parse(get(STREAM_KEY).ok_or(StreamError::MissingStreamKey)?)?;
+        let other_streams = match get(STREAMS_KEY) {
+            None => Vec::new(),
+            Some(json) => {
+                let by_name: BTreeMap<String, Value> = serde_json::from_str(json)?;
+                by_name
+                    .into_values()
+                    .map(|v| {
+                        // Values may be embedded objects or JSON strings; accept both.
+                        let text = match v {
+                            Value::String(s) => s,
+                            other => other.to_string(),
+                        };
+                        GoldenStream::parse(&text)
+                    })
+                    .collect::<Result<_, _>>()?
+            }
+        };
+        let release_version = get(RELEASE_VERSION_KEY)
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty());
+        Ok(GoldenConfig {
+            stream,
+            other_streams,
+            release_version,
+        })
+    }
+
+    /// Image references of every stream in the ConfigMap.
+    pub fn image_references(&self) -> BTreeSet<String> {
+        let mut refs = self.stream.image_references();
+        for s in &self.other_streams {
+            refs.extend(s.image_references());
+        }
+        refs
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const COMPACT: &str = r#"{
+      "stream": "rhcos-4.21",
+      "architectures": {
+        "x86_64": {
+          "artifacts": {"aws": {"release": "9.6.20251023-0"}},
+          "images": {
+            "aws": {"regions": {"us-east-1": {"release": "9.6.20251023-0", "image": "ami-01095d1967818437c"}}},
+            "gcp": {"release": "9.6.20251023-0", "project": "rhcos-cloud", "name": "rhcos-9-6-20251023-0-gcp-x86-64"}
+          }
+        }
+      }
+    }"#;
+
+    #[test]
+    fn reads_aws_gcp_and_release() {
+        let s = GoldenStream::parse(COMPACT).unwrap();
+        assert_eq!(s.stream, "rhcos-4.21");
+        assert_eq!(
+            s.aws_image(Arch::Amd64, "us-east-1").unwrap().image,
+            "ami-01095d1967818437c"
+        );
+        assert!(s.aws_image(Arch::Amd64, "mars-1").is_none());
+        assert!(s.aws_image(Arch::Arm64, "us-east-1").is_none());
+        assert_eq!(
+            s.gcp_image(Arch::Amd64).unwrap().reference(),
+            "projects/rhcos-cloud/global/images/rhcos-9-6-20251023-0-gcp-x86-64"
+        );
+        assert_eq!(s.release(Arch::Amd64, "aws"), Some("9.6.20251023-0"));
+    }
+
+    #[test]
+    fn malformed_streams_are_errors_not_panics() {
+        assert!(matches!(
+            GoldenStream::parse("{not json"),
+            Err(StreamError::Invalid(_))
+        ));
+        assert!(matches!(
+            GoldenStream::parse(r#"{"stream":"x","architectures":{}}"#),
+            Err(StreamError::NoArchitectures)
+        ));
+        let wrong_shape = r#"{"architectures":{"x86_64":{"images":{"aws":{"regions":{"us-east-1":"ami-1"}}}}}}"#;
+        assert!(matches!(
+            GoldenStream::parse(wrong_shape),
+            Err(StreamError::Invalid(_))
+        ));
+    }
+
+    #[test]
+    fn image_references_cover_every_region_and_platform() {
+        let refs = GoldenStream::parse(COMPACT).unwrap().image_references();
+        assert!(refs.contains("ami-01095d1967818437c"));
+        assert!(refs.contains("projects/rhcos-cloud/global/images/rhcos-9-6-20251023-0-gcp-x86-64"));
+    }
+}
