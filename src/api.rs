@@ -308,7 +308,8 @@ pub struct UpdateHistory {
 }
 
 /// The CRDs of every OpenShift kind we touch, for local clusters without the upstream ones.
-pub fn local_crds() -> Vec<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>
+pub fn local_crds()
+-> Vec<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>
 {
     use kube::CustomResourceExt;
     vec![

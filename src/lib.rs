@@ -6,6 +6,7 @@
 pub mod api;
 pub mod arch;
 pub mod known_images;
+pub mod plan;
 pub mod platform;
 pub mod reason;
 pub mod stream;

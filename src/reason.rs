@@ -97,7 +97,9 @@ mod tests {
         let inner = |c: &u8| c.is_ascii_alphanumeric() || b"_,:".contains(c);
         bytes.first().is_some_and(u8::is_ascii_alphabetic)
             && bytes.iter().all(inner)
-            && bytes.last().is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_')
+            && bytes
+                .last()
+                .is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_')
     }
 
     #[test]

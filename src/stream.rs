@@ -129,7 +129,11 @@ impl GoldenStream {
 
     /// The CoreOS release of this architecture's artifacts for a platform (`aws`, `gcp`, ...).
     pub fn release(&self, arch: Arch, platform: &str) -> Option<&str> {
-        self.arch(arch)?.artifacts.get(platform)?.get("release")?.as_str()
+        self.arch(arch)?
+            .artifacts
+            .get(platform)?
+            .get("release")?
+            .as_str()
     }
 
     pub fn aws_image(&self, arch: Arch, region: &str) -> Option<&AwsRegionImage> {
@@ -192,7 +196,10 @@ impl GoldenStream {
 impl AzureMarketplaceImage {
     /// `publisher:offer:sku:version`, the form `az vm image` commands use.
     pub fn urn(&self) -> String {
-        format!("{}:{}:{}:{}", self.publisher, self.offer, self.sku, self.version)
+        format!(
+            "{}:{}:{}:{}",
+            self.publisher, self.offer, self.sku, self.version
+        )
     }
 }
 
@@ -291,7 +298,8 @@ mod tests {
             GoldenStream::parse(r#"{"stream":"x","architectures":{}}"#),
             Err(StreamError::NoArchitectures)
         ));
-        let wrong_shape = r#"{"architectures":{"x86_64":{"images":{"aws":{"regions":{"us-east-1":"ami-1"}}}}}}"#;
+        let wrong_shape =
+            r#"{"architectures":{"x86_64":{"images":{"aws":{"regions":{"us-east-1":"ami-1"}}}}}}"#;
         assert!(matches!(
             GoldenStream::parse(wrong_shape),
             Err(StreamError::Invalid(_))
@@ -302,6 +310,8 @@ mod tests {
     fn image_references_cover_every_region_and_platform() {
         let refs = GoldenStream::parse(COMPACT).unwrap().image_references();
         assert!(refs.contains("ami-01095d1967818437c"));
-        assert!(refs.contains("projects/rhcos-cloud/global/images/rhcos-9-6-20251023-0-gcp-x86-64"));
+        assert!(
+            refs.contains("projects/rhcos-cloud/global/images/rhcos-9-6-20251023-0-gcp-x86-64")
+        );
     }
 }

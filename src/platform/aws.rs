@@ -14,17 +14,21 @@ impl BootImageRule for Aws {
             if ami.is_some_and(|a| a.get("arn").is_some() || a.get("filters").is_some()) {
                 return ImageOutcome::Skip {
                     reason: Reason::ImageNotById,
-                    message: "the AMI is chosen by ARN or filters, not by id; it cannot be \
-                              compared with the golden stream"
+                    message: "the AMI is chosen by ARN or filters, not by id, so it cannot be \
+                              compared with the golden stream; set ami.id to have it managed"
                         .into(),
                     current: ami.cloned(),
                 };
             }
-            return invalid("providerSpec has no string ami.id", None);
+            return invalid(
+                "providerSpec has no string ami.id; set ami.id to an AMI id",
+                None,
+            );
         };
         let Some(region) = spec.pointer("/placement/region").and_then(Value::as_str) else {
             return invalid(
-                "providerSpec has no string placement.region",
+                "providerSpec has no string placement.region; set it to the AWS region of the \
+                 MachineSet",
                 Some(current.clone()),
             );
         };
@@ -32,7 +36,8 @@ impl BootImageRule for Aws {
             return ImageOutcome::Error {
                 reason: Reason::ArchitectureNotInStream,
                 message: format!(
-                    "the golden stream {} publishes no {} images",
+                    "the golden stream {} publishes no {} images; check the architecture in the \
+                     MachineSet's capacity annotation",
                     ctx.stream.stream, ctx.arch
                 ),
                 current: Some(current.clone()),
@@ -42,24 +47,208 @@ impl BootImageRule for Aws {
             return ImageOutcome::Skip {
                 reason: Reason::RegionNotInStream,
                 message: format!(
-                    "the golden stream {} publishes no {} AMI for region {region}",
+                    "the golden stream {} publishes no {} AMI for region {region}; the boot image \
+                     is left as is (copy a published AMI into the region and set it by hand if \
+                     needed)",
                     ctx.stream.stream, ctx.arch
                 ),
                 current: Some(current.clone()),
             };
         };
         let target = Value::String(golden.image.clone());
-        if *current != target && !current.as_str().is_some_and(|id| ctx.known_images.contains(id)) {
+        if *current != target
+            && !current
+                .as_str()
+                .is_some_and(|id| ctx.known_images.contains(id))
+        {
             return ImageOutcome::Skip {
                 reason: Reason::CustomImage,
                 message: format!(
                     "AMI {} is not a published CoreOS AMI (not in the golden streams nor the \
-                     known images); custom images are never replaced",
+                     known images); custom images are never replaced (if it is a CoreOS AMI, add \
+                     it to the known-images list)",
                     current.as_str().unwrap_or_default()
                 ),
                 current: Some(current.clone()),
             };
         }
         compare_single(current, target, vec!["/ami/id".into()])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::Aws;
+    use crate::arch::Arch;
+    use crate::platform::test_support::{Cluster, message, reason, stream_4_21};
+    use crate::platform::{BootImageRule, FieldChange, ImageOutcome};
+    use crate::reason::Reason;
+
+    const AMI_4_21_US_EAST_1: &str = "ami-01095d1967818437c";
+    const AMI_4_20_US_EAST_1: &str = "ami-09d23adad19cdb25c";
+
+    fn spec(ami: Value, region: &str) -> Value {
+        json!({
+            "apiVersion": "machine.openshift.io/v1beta1",
+            "kind": "AWSMachineProviderConfig",
+            "ami": ami,
+            "instanceType": "m6i.xlarge",
+            "placement": {"availabilityZone": format!("{region}a"), "region": region},
+            "userDataSecret": {"name": "worker-user-data"}
+        })
+    }
+
+    fn by_id(id: &str, region: &str) -> Value {
+        spec(json!({"id": id}), region)
+    }
+
+    fn cluster() -> Cluster {
+        Cluster::new(stream_4_21())
+    }
+
+    #[test]
+    fn an_older_published_ami_moves_to_the_golden_ami_of_its_region() {
+        let cluster = cluster().knowing(&[AMI_4_20_US_EAST_1]);
+        let outcome = Aws.evaluate(
+            &by_id(AMI_4_20_US_EAST_1, "us-east-1"),
+            &cluster.ctx(Arch::Amd64),
+        );
+        assert_eq!(
+            outcome,
+            ImageOutcome::Update {
+                current: json!(AMI_4_20_US_EAST_1),
+                target: json!(AMI_4_21_US_EAST_1),
+                changes: vec![FieldChange {
+                    pointer: "/ami/id".into(),
+                    from: json!(AMI_4_20_US_EAST_1),
+                    to: json!(AMI_4_21_US_EAST_1),
+                }],
+            }
+        );
+    }
+
+    #[test]
+    fn the_golden_ami_is_up_to_date() {
+        let outcome = Aws.evaluate(
+            &by_id(AMI_4_21_US_EAST_1, "us-east-1"),
+            &cluster().ctx(Arch::Amd64),
+        );
+        assert_eq!(
+            outcome,
+            ImageOutcome::UpToDate {
+                current: json!(AMI_4_21_US_EAST_1)
+            }
+        );
+    }
+
+    #[test]
+    fn a_golden_ami_of_another_region_is_known_through_the_stream_itself() {
+        // Someone copied the MachineSet across regions: the AMI is ours (the planner merges the
+        // stream's references into the known images) but wrong for us-east-2.
+        let outcome = Aws.evaluate(
+            &by_id(AMI_4_21_US_EAST_1, "us-east-2"),
+            &cluster().ctx(Arch::Amd64),
+        );
+        assert!(
+            matches!(&outcome, ImageOutcome::Update { target, .. } if target == "ami-0bc8dda494f111572"),
+            "{outcome:?}"
+        );
+    }
+
+    #[test]
+    fn the_arch_picks_the_stream_entry() {
+        let outcome = Aws.evaluate(
+            &by_id(AMI_4_21_US_EAST_1, "us-east-1"),
+            &cluster().ctx(Arch::Arm64),
+        );
+        assert!(
+            matches!(&outcome, ImageOutcome::Update { target, .. } if target == "ami-08e3890b24e081680"),
+            "{outcome:?}"
+        );
+    }
+
+    #[test]
+    fn an_unknown_ami_is_a_custom_image_and_never_replaced() {
+        // The same AMI is replaced once the known-images list names it.
+        let ami = "ami-0123456789abcdef0";
+        let outcome = Aws.evaluate(&by_id(ami, "us-east-1"), &cluster().ctx(Arch::Amd64));
+        assert_eq!(reason(&outcome), Some(Reason::CustomImage));
+        assert!(message(&outcome).contains(ami), "{outcome:?}");
+
+        let cluster = cluster().knowing(&[ami]);
+        let outcome = Aws.evaluate(&by_id(ami, "us-east-1"), &cluster.ctx(Arch::Amd64));
+        assert!(
+            matches!(outcome, ImageOutcome::Update { .. }),
+            "{outcome:?}"
+        );
+    }
+
+    #[test]
+    fn a_region_without_a_golden_ami_is_skipped() {
+        let outcome = Aws.evaluate(
+            &by_id(AMI_4_20_US_EAST_1, "eu-south-9"),
+            &cluster().ctx(Arch::Amd64),
+        );
+        assert_eq!(reason(&outcome), Some(Reason::RegionNotInStream));
+        assert!(message(&outcome).contains("eu-south-9"), "{outcome:?}");
+    }
+
+    #[test]
+    fn an_arch_missing_from_the_stream_is_an_error() {
+        let outcome = Aws.evaluate(
+            &by_id(AMI_4_20_US_EAST_1, "us-east-1"),
+            &cluster().ctx(Arch::S390x),
+        );
+        assert!(matches!(outcome, ImageOutcome::Error { .. }), "{outcome:?}");
+        assert_eq!(reason(&outcome), Some(Reason::ArchitectureNotInStream));
+    }
+
+    #[test]
+    fn amis_chosen_by_arn_or_filters_are_skipped() {
+        let by_arn = json!({"arn": "arn:aws:ec2:us-east-1::image/ami-0123456789abcdef0"});
+        let by_filters = json!({"filters": [{"name": "tag:Name", "values": ["rhcos"]}]});
+        for ami in [by_arn, by_filters] {
+            let outcome =
+                Aws.evaluate(&spec(ami.clone(), "us-east-1"), &cluster().ctx(Arch::Amd64));
+            assert_eq!(
+                outcome,
+                ImageOutcome::Skip {
+                    reason: Reason::ImageNotById,
+                    message: message(&outcome).into(),
+                    current: Some(ami),
+                }
+            );
+        }
+    }
+
+    #[test]
+    fn a_spec_without_an_ami_id_is_invalid() {
+        for ami in [json!({}), json!({"id": 42}), Value::Null] {
+            let outcome = Aws.evaluate(&spec(ami, "us-east-1"), &cluster().ctx(Arch::Amd64));
+            assert_eq!(
+                reason(&outcome),
+                Some(Reason::InvalidProviderSpec),
+                "{outcome:?}"
+            );
+        }
+        let outcome = Aws.evaluate(&json!({}), &cluster().ctx(Arch::Amd64));
+        assert_eq!(reason(&outcome), Some(Reason::InvalidProviderSpec));
+    }
+
+    #[test]
+    fn a_spec_without_a_region_is_invalid() {
+        let mut spec = by_id(AMI_4_20_US_EAST_1, "us-east-1");
+        spec["placement"] = json!({"availabilityZone": "us-east-1a"});
+        let outcome = Aws.evaluate(&spec, &cluster().ctx(Arch::Amd64));
+        assert_eq!(
+            outcome,
+            ImageOutcome::Error {
+                reason: Reason::InvalidProviderSpec,
+                message: message(&outcome).into(),
+                current: Some(json!(AMI_4_20_US_EAST_1)),
+            }
+        );
     }
 }

@@ -14,7 +14,7 @@ pub(super) struct Gcp;
 impl BootImageRule for Gcp {
     fn evaluate(&self, spec: &Value, ctx: &RuleContext<'_>) -> ImageOutcome {
         let Some(disks) = spec.get("disks").and_then(Value::as_array) else {
-            return invalid("providerSpec has no disks list", None);
+            return invalid("providerSpec has no disks list; fix the MachineSet", None);
         };
         let boot: Vec<(usize, &Value)> = disks
             .iter()
@@ -23,19 +23,28 @@ impl BootImageRule for Gcp {
             .map(|(i, d)| (i, d.get("image").unwrap_or(&Value::Null)))
             .collect();
         let Some(&(_, first)) = boot.first() else {
-            return invalid("providerSpec has no disk with boot: true", None);
+            return invalid(
+                "providerSpec has no disk with boot: true; mark the boot disk in the MachineSet",
+                None,
+            );
         };
         if let Some((i, _)) = boot.iter().find(|(_, image)| !image.is_string()) {
-            return invalid(format!("boot disk {i} has no string image"), Some(first.clone()));
+            return invalid(
+                format!("boot disk {i} has no string image"),
+                Some(first.clone()),
+            );
         }
-        if let Some((_, custom)) = boot
-            .iter()
-            .find(|(_, image)| !image.as_str().unwrap_or_default().starts_with(RHCOS_IMAGE_PREFIX))
-        {
+        if let Some((_, custom)) = boot.iter().find(|(_, image)| {
+            !image
+                .as_str()
+                .unwrap_or_default()
+                .starts_with(RHCOS_IMAGE_PREFIX)
+        }) {
             return ImageOutcome::Skip {
                 reason: Reason::CustomImage,
                 message: format!(
-                    "boot image {} is outside {RHCOS_IMAGE_PREFIX}; custom images are never replaced",
+                    "boot image {} is outside {RHCOS_IMAGE_PREFIX}; custom images are never replaced \
+                     (set a {RHCOS_IMAGE_PREFIX} image by hand to have it managed)",
                     custom.as_str().unwrap_or_default()
                 ),
                 current: Some(first.clone()),
@@ -50,7 +59,8 @@ impl BootImageRule for Gcp {
             return ImageOutcome::Error {
                 reason,
                 message: format!(
-                    "the golden stream {} publishes no {} GCP image",
+                    "the golden stream {} publishes no {} GCP image; the boot image is left as is \
+                     until the stream carries one",
                     ctx.stream.stream, ctx.arch
                 ),
                 current: Some(first.clone()),
@@ -76,6 +86,147 @@ impl BootImageRule for Gcp {
                 target,
                 changes,
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::Gcp;
+    use crate::arch::Arch;
+    use crate::platform::test_support::{Cluster, reason, stream_4_21};
+    use crate::platform::{BootImageRule, FieldChange, ImageOutcome};
+    use crate::reason::Reason;
+
+    const IMAGE_4_21: &str = "projects/rhcos-cloud/global/images/rhcos-9-6-20251023-0-gcp-x86-64";
+    const IMAGE_4_20: &str = "projects/rhcos-cloud/global/images/rhcos-9-6-20250826-1-gcp-x86-64";
+
+    fn spec(disks: Value) -> Value {
+        json!({
+            "apiVersion": "machine.openshift.io/v1beta1",
+            "kind": "GCPMachineProviderSpec",
+            "disks": disks,
+            "machineType": "n2-standard-4",
+            "region": "us-east1",
+            "zone": "us-east1-b",
+            "userDataSecret": {"name": "worker-user-data"}
+        })
+    }
+
+    fn boot_disk(image: &str) -> Value {
+        json!({"autoDelete": true, "boot": true, "image": image, "labels": null, "sizeGb": 128, "type": "pd-ssd"})
+    }
+
+    fn data_disk(image: &str) -> Value {
+        json!({"autoDelete": true, "boot": false, "image": image, "sizeGb": 500, "type": "pd-ssd"})
+    }
+
+    fn evaluate(spec: &Value, arch: Arch) -> ImageOutcome {
+        Gcp.evaluate(spec, &Cluster::new(stream_4_21()).ctx(arch))
+    }
+
+    #[test]
+    fn an_older_rhcos_cloud_image_moves_to_the_golden_one() {
+        let outcome = evaluate(&spec(json!([boot_disk(IMAGE_4_20)])), Arch::Amd64);
+        assert_eq!(
+            outcome,
+            ImageOutcome::Update {
+                current: json!(IMAGE_4_20),
+                target: json!(IMAGE_4_21),
+                changes: vec![FieldChange {
+                    pointer: "/disks/0/image".into(),
+                    from: json!(IMAGE_4_20),
+                    to: json!(IMAGE_4_21),
+                }],
+            }
+        );
+    }
+
+    #[test]
+    fn data_disks_are_never_touched() {
+        // The predecessor overwrote data disks too; only boot disks change.
+        let disks = json!([
+            data_disk(IMAGE_4_20),
+            boot_disk(IMAGE_4_20),
+            data_disk("my-data-image")
+        ]);
+        let outcome = evaluate(&spec(disks), Arch::Amd64);
+        let ImageOutcome::Update { changes, .. } = outcome else {
+            panic!("expected an update, got {outcome:?}");
+        };
+        let pointers: Vec<&str> = changes.iter().map(|c| c.pointer.as_str()).collect();
+        assert_eq!(pointers, ["/disks/1/image"]);
+    }
+
+    #[test]
+    fn only_the_outdated_boot_disks_change() {
+        let disks = json!([boot_disk(IMAGE_4_21), boot_disk(IMAGE_4_20)]);
+        let outcome = evaluate(&spec(disks), Arch::Amd64);
+        let ImageOutcome::Update { changes, .. } = outcome else {
+            panic!("expected an update, got {outcome:?}");
+        };
+        let pointers: Vec<&str> = changes.iter().map(|c| c.pointer.as_str()).collect();
+        assert_eq!(pointers, ["/disks/1/image"]);
+    }
+
+    #[test]
+    fn the_golden_image_is_up_to_date() {
+        let outcome = evaluate(
+            &spec(json!([boot_disk(IMAGE_4_21), data_disk("x")])),
+            Arch::Amd64,
+        );
+        assert_eq!(
+            outcome,
+            ImageOutcome::UpToDate {
+                current: json!(IMAGE_4_21)
+            }
+        );
+    }
+
+    #[test]
+    fn a_boot_image_outside_rhcos_cloud_is_a_custom_image() {
+        // An installer upload named after the cluster, as 4.6-era installers made them.
+        for image in [
+            "ci-ln-fyvthbt-f76d1-nl2fh-rhcos-image",
+            "projects/my-project/global/images/rhcos-9-6-20250826-1-gcp-x86-64",
+        ] {
+            let outcome = evaluate(&spec(json!([boot_disk(image)])), Arch::Amd64);
+            assert_eq!(reason(&outcome), Some(Reason::CustomImage), "{image}");
+        }
+        // One custom boot disk keeps the whole MachineSet as it is.
+        let disks = json!([boot_disk(IMAGE_4_20), boot_disk("my-image")]);
+        let outcome = evaluate(&spec(disks), Arch::Amd64);
+        assert_eq!(reason(&outcome), Some(Reason::CustomImage));
+    }
+
+    #[test]
+    fn a_stream_without_a_gcp_image_for_the_arch_is_an_error() {
+        let outcome = evaluate(&spec(json!([boot_disk(IMAGE_4_20)])), Arch::Arm64);
+        assert!(matches!(outcome, ImageOutcome::Error { .. }), "{outcome:?}");
+        assert_eq!(reason(&outcome), Some(Reason::ImageNotInStream));
+
+        let outcome = evaluate(&spec(json!([boot_disk(IMAGE_4_20)])), Arch::S390x);
+        assert_eq!(reason(&outcome), Some(Reason::ArchitectureNotInStream));
+    }
+
+    #[test]
+    fn malformed_disks_are_invalid() {
+        let no_image = json!([{"boot": true, "sizeGb": 128}]);
+        for spec in [
+            json!({"machineType": "n2-standard-4"}),
+            spec(json!("not a list")),
+            spec(json!([])),
+            spec(json!([data_disk(IMAGE_4_20)])),
+            spec(no_image),
+        ] {
+            let outcome = evaluate(&spec, Arch::Amd64);
+            assert_eq!(
+                reason(&outcome),
+                Some(Reason::InvalidProviderSpec),
+                "{spec}"
+            );
         }
     }
 }

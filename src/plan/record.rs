@@ -1,0 +1,283 @@
+//! What the controller remembers on the objects it patches.
+//!
+//! Two annotations, both owned by this controller and written in the same JSON Patch as the
+//! boot-image change, so they can never disagree with it:
+//! - [`HISTORY_ANNOTATION`]: the last [`HISTORY_LIMIT`] changes (what was replaced, by what,
+//!   for which release, when). `revert` reads it to restore the previous values.
+//! - [`HOT_LOOP_ANNOTATION`]: when we patched to the current target within the hot-loop window.
+//!   Kept on the object rather than in memory so that restarts and leader changes do not reset
+//!   the guard (the predecessor's counter was lost on restart).
+
+use jiff::{SignedDuration, Timestamp};
+use json_patch::{AddOperation, PatchOperation, ReplaceOperation, TestOperation};
+use jsonptr::PointerBuf;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::api::ObjectMeta;
+
+pub const HISTORY_ANNOTATION: &str = "boot-image-controller.io/history";
+pub const HOT_LOOP_ANNOTATION: &str = "boot-image-controller.io/hot-loop";
+/// Entries kept in the history annotation; older ones are dropped.
+pub const HISTORY_LIMIT: usize = 5;
+
+/// One recorded change of a machine resource.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HistoryEntry {
+    /// RFC 3339 time of the patch.
+    pub time: String,
+    /// The OpenShift release whose golden images were applied, when the ConfigMap says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release: Option<String>,
+    /// The CoreOS stream the new image came from, e.g. `rhcos-4.21`.
+    #[serde(default)]
+    pub stream: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_image: Option<Change<Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_data_secret: Option<Change<String>>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Change<T> {
+    pub from: T,
+    pub to: T,
+}
+
+/// Our patches to one target within the hot-loop window.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct HotLoopMemory {
+    /// Identifies the values we wrote (see [`target_key`]).
+    pub target: String,
+    /// Times of our patches to that target, oldest first.
+    pub patches: Vec<Timestamp>,
+}
+
+/// The history recorded on an object, oldest first. An unreadable annotation counts as empty:
+/// the history is informational and must never block an update.
+pub fn history(meta: &ObjectMeta) -> Vec<HistoryEntry> {
+    annotation(meta, HISTORY_ANNOTATION)
+        .and_then(|text| serde_json::from_str(text).ok())
+        .unwrap_or_default()
+}
+
+pub fn hot_loop_memory(meta: &ObjectMeta) -> Option<HotLoopMemory> {
+    annotation(meta, HOT_LOOP_ANNOTATION).and_then(|text| serde_json::from_str(text).ok())
+}
+
+/// A stable identity for "these are the values we would write".
+pub fn target_key(boot_image: Option<&Value>, user_data_secret: Option<&str>) -> String {
+    serde_json::json!([boot_image, user_data_secret]).to_string()
+}
+
+/// How many times we already patched this object to `target` within `window` before `now`.
+pub fn recent_patches(
+    meta: &ObjectMeta,
+    target: &str,
+    now: Timestamp,
+    window: SignedDuration,
+) -> usize {
+    hot_loop_memory(meta)
+        .filter(|m| m.target == target)
+        .map(|m| {
+            m.patches
+                .iter()
+                .filter(|t| now.duration_since(**t) < window)
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// The patch operations that record `entry` (and the hot-loop memory) on an object.
+///
+/// Existing annotation values are guarded with `test` ops. When the object has no annotations
+/// at all we must create the map, and JSON Patch cannot test for absence; we then guard on the
+/// resourceVersion instead, which costs at worst one retry.
+pub fn record_ops(
+    meta: &ObjectMeta,
+    entry: HistoryEntry,
+    target: &str,
+    now: Timestamp,
+    window: SignedDuration,
+) -> Vec<PatchOperation> {
+    let mut entries = history(meta);
+    entries.push(entry);
+    let excess = entries.len().saturating_sub(HISTORY_LIMIT);
+    entries.drain(..excess);
+
+    let mut memory = hot_loop_memory(meta)
+        .filter(|m| m.target == target)
+        .unwrap_or_else(|| HotLoopMemory {
+            target: target.to_string(),
+            patches: Vec::new(),
+        });
+    memory.patches.retain(|t| now.duration_since(*t) < window);
+    memory.patches.push(now);
+
+    let values = [
+        (HISTORY_ANNOTATION, serde_json::to_string(&entries)),
+        (HOT_LOOP_ANNOTATION, serde_json::to_string(&memory)),
+    ]
+    .map(|(key, value)| (key, value.expect("plain data serializes")));
+    set_annotations_ops(meta, &values)
+}
+
+/// Guarded operations that set annotations to new values.
+pub fn set_annotations_ops(meta: &ObjectMeta, values: &[(&str, String)]) -> Vec<PatchOperation> {
+    let Some(existing) = meta.annotations.as_ref() else {
+        let map: serde_json::Map<String, Value> = values
+            .iter()
+            .map(|(k, v)| (k.to_string(), Value::String(v.clone())))
+            .collect();
+        let mut ops = Vec::new();
+        if let Some(rv) = &meta.resource_version {
+            ops.push(test_op(
+                PointerBuf::from_tokens(["metadata", "resourceVersion"]),
+                rv.clone().into(),
+            ));
+        }
+        ops.push(PatchOperation::Add(AddOperation {
+            path: PointerBuf::from_tokens(["metadata", "annotations"]),
+            value: Value::Object(map),
+        }));
+        return ops;
+    };
+    let mut ops = Vec::new();
+    for (key, value) in values {
+        let path = annotation_path(key);
+        match existing.get(*key) {
+            Some(old) if old == value => {}
+            Some(old) => {
+                ops.push(test_op(path.clone(), old.clone().into()));
+                ops.push(PatchOperation::Replace(ReplaceOperation {
+                    path,
+                    value: value.clone().into(),
+                }));
+            }
+            None => ops.push(PatchOperation::Add(AddOperation {
+                path,
+                value: value.clone().into(),
+            })),
+        }
+    }
+    ops
+}
+
+/// Guarded removal of one of our annotations, if present.
+pub fn remove_annotation_ops(meta: &ObjectMeta, key: &str) -> Vec<PatchOperation> {
+    match annotation(meta, key) {
+        None => Vec::new(),
+        Some(old) => {
+            let path = annotation_path(key);
+            vec![
+                test_op(path.clone(), old.into()),
+                PatchOperation::Remove(json_patch::RemoveOperation { path }),
+            ]
+        }
+    }
+}
+
+pub fn annotation_path(key: &str) -> PointerBuf {
+    PointerBuf::from_tokens(["metadata", "annotations", key])
+}
+
+pub fn test_op(path: PointerBuf, value: Value) -> PatchOperation {
+    PatchOperation::Test(TestOperation { path, value })
+}
+
+fn annotation<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
+    meta.annotations.as_ref()?.get(key).map(String::as_str)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    const HOUR: SignedDuration = SignedDuration::from_hours(1);
+
+    fn entry(n: usize) -> HistoryEntry {
+        HistoryEntry {
+            time: format!("2026-01-01T00:00:0{n}Z"),
+            release: Some("4.21.0".into()),
+            stream: "rhcos-4.21".into(),
+            boot_image: Some(Change {
+                from: Value::String(format!("ami-{n}")),
+                to: "ami-new".into(),
+            }),
+            user_data_secret: None,
+        }
+    }
+
+    /// Applies the ops to an object holding `meta` and returns the resulting metadata.
+    fn apply(meta: &ObjectMeta, ops: Vec<PatchOperation>) -> ObjectMeta {
+        let mut doc = serde_json::json!({ "metadata": meta });
+        json_patch::patch(&mut doc, &ops).expect("ops apply");
+        serde_json::from_value(doc["metadata"].clone()).unwrap()
+    }
+
+    #[test]
+    fn history_is_bounded_and_ordered() {
+        let now: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let mut meta = ObjectMeta {
+            resource_version: Some("7".into()),
+            ..ObjectMeta::default()
+        };
+        for n in 0..7 {
+            meta = apply(&meta, record_ops(&meta, entry(n), "t", now, HOUR));
+        }
+        let h = history(&meta);
+        assert_eq!(h.len(), HISTORY_LIMIT);
+        assert_eq!(h.first().unwrap(), &entry(2));
+        assert_eq!(h.last().unwrap(), &entry(6));
+    }
+
+    #[test]
+    fn hot_loop_counts_only_same_target_within_window() {
+        let t0: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let mut meta = ObjectMeta {
+            annotations: Some(BTreeMap::from([("other".into(), "x".into())])),
+            ..ObjectMeta::default()
+        };
+        for minutes in [0, 10, 20] {
+            let now = t0 + SignedDuration::from_mins(minutes);
+            meta = apply(&meta, record_ops(&meta, entry(1), "t", now, HOUR));
+        }
+        let at = |m: i64| t0 + SignedDuration::from_mins(m);
+        assert_eq!(recent_patches(&meta, "t", at(30), HOUR), 3);
+        assert_eq!(recent_patches(&meta, "other-target", at(30), HOUR), 0);
+        // The first patch leaves the window after an hour.
+        assert_eq!(recent_patches(&meta, "t", at(65), HOUR), 2);
+        // A different target starts a fresh count.
+        meta = apply(&meta, record_ops(&meta, entry(2), "u", at(31), HOUR));
+        assert_eq!(recent_patches(&meta, "t", at(32), HOUR), 0);
+        assert_eq!(recent_patches(&meta, "u", at(32), HOUR), 1);
+        assert_eq!(meta.annotations.unwrap()["other"], "x");
+    }
+
+    #[test]
+    fn existing_values_are_guarded_by_test_ops() {
+        let meta = ObjectMeta {
+            annotations: Some(BTreeMap::from([(HISTORY_ANNOTATION.into(), "[]".into())])),
+            ..ObjectMeta::default()
+        };
+        let ops = set_annotations_ops(&meta, &[(HISTORY_ANNOTATION, "[1]".into())]);
+        assert!(matches!(&ops[0], PatchOperation::Test(t) if t.value == "[]"));
+        // Someone else changed the annotation meanwhile: the patch must fail.
+        let mut doc = serde_json::json!({"metadata": {"annotations": {HISTORY_ANNOTATION: "[9]"}}});
+        assert!(json_patch::patch(&mut doc, &ops).is_err());
+    }
+
+    #[test]
+    fn removal_is_guarded_and_noop_when_absent() {
+        let meta = ObjectMeta {
+            annotations: Some(BTreeMap::from([(HOT_LOOP_ANNOTATION.into(), "{}".into())])),
+            ..ObjectMeta::default()
+        };
+        let after = apply(&meta, remove_annotation_ops(&meta, HOT_LOOP_ANNOTATION));
+        assert!(after.annotations.unwrap().is_empty());
+        assert!(remove_annotation_ops(&ObjectMeta::default(), HOT_LOOP_ANNOTATION).is_empty());
+    }
+}
