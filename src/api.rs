@@ -173,7 +173,6 @@ pub struct MachineManager {
     pub resource: String,
     #[serde(default)]
     pub api_group: String,
-    #[serde(default)]
     pub selection: Selection,
 }
 

@@ -5,8 +5,14 @@
 
 pub mod api;
 pub mod arch;
+pub mod cli;
+pub mod controller;
 pub mod known_images;
+pub mod manifests;
+pub mod metrics;
+pub mod names;
 pub mod plan;
 pub mod platform;
 pub mod reason;
+pub mod server;
 pub mod stream;

@@ -1,1 +1,5 @@
-fn main() {}
+//! Entry point: everything lives in the library (`cli`), so tests and tools can reuse it.
+
+fn main() -> std::process::ExitCode {
+    boot_image_controller::cli::main()
+}

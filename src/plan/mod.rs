@@ -406,6 +406,16 @@ impl<'a> Planner<'a> {
                 ),
             );
         }
+        // Before the architecture and providerSpec checks: on a platform we never write to, their
+        // errors would only raise a false Degraded (e.g. every MachineSet of a multi-arch vSphere
+        // cluster without the autoscaler annotation).
+        let Some(rule) = ready.platform.rule() else {
+            return entry(
+                Action::Skip,
+                Reason::PlatformNotSupported,
+                ready.platform.unsupported_message(),
+            );
+        };
         let arch = match self.arch(res, ready) {
             Ok(arch) => arch,
             Err((reason, message)) => return entry(Action::Error, reason, message),
@@ -419,13 +429,6 @@ impl<'a> Planner<'a> {
                 Action::Error,
                 Reason::InvalidProviderSpec,
                 "the machine template has no providerSpec.value object".into(),
-            );
-        };
-        let Some(rule) = ready.platform.rule() else {
-            return entry(
-                Action::Skip,
-                Reason::PlatformNotSupported,
-                ready.platform.unsupported_message(),
             );
         };
         let ctx = RuleContext {
@@ -723,11 +726,13 @@ fn release_hold(
                 .into(),
         );
     };
+    // Build metadata is not part of a version's identity (semver 2.0 section 10), but
+    // `semver::Version`'s `==` compares it.
     let same = match (
         semver::Version::parse(cm_release),
         semver::Version::parse(&current.version),
     ) {
-        (Ok(a), Ok(b)) => a == b,
+        (Ok(a), Ok(b)) => a.cmp_precedence(&b).is_eq(),
         _ => cm_release == current.version,
     };
     if same {

@@ -1,1 +1,1721 @@
+//! The planner's specification: one scenario per gate, per rule of DESIGN.md section 2 and per
+//! reason a MachineSet can end up with.
+//!
+//! Objects are written as JSON in the shapes the API server serves them, so a scenario reads like
+//! the cluster it describes: `machine_set("worker-a").ami(AMI_PREVIOUS).region("us-east-1")`.
 
+use std::collections::BTreeMap;
+use std::marker::PhantomData;
+
+use base64::Engine as _;
+use jiff::{SignedDuration, Timestamp};
+use json_patch::PatchOperation;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use super::record::{self, Change, HistoryEntry};
+use super::{
+    AUTOSCALER_LABELS_ANNOTATION, Action, Cluster, Entry, Malformed, OPT_OUT_ANNOTATION,
+    OS_ID_LABEL, OS_STREAM_LABEL, Options, PAUSE_ANNOTATION, Plan, Planner, plan,
+};
+use crate::api::{
+    ClusterVersion, ConfigMap, ControlPlaneMachineSet, Infrastructure, MachineConfiguration,
+    MachineSet, Secret,
+};
+use crate::arch::Arch;
+use crate::reason::Reason;
+
+// ---------------------------------------------------------------------------------------------
+// The cluster of most scenarios: AWS on 4.21.0, MachineSets managed by the platform default.
+
+const NAMESPACE: &str = "openshift-machine-api";
+const INFRASTRUCTURE_NAME: &str = "ci-ln-4k2x7bt-76ef8";
+const RELEASE: &str = "4.21.0";
+
+/// The golden 4.21 AMIs (rhcos 9.6.20251023-0).
+const AMI_US_EAST_1: &str = "ami-01095d1967818437c";
+const AMI_US_EAST_2: &str = "ami-0bc8dda494f111572";
+const AMI_ARM64_US_EAST_1: &str = "ami-08e3890b24e081680";
+/// The 4.20 AMIs of us-east-1 (rhcos 9.6.20250826-1): ours once listed as known images.
+const AMI_PREVIOUS: &str = "ami-09d23adad19cdb25c";
+const AMI_PREVIOUS_ARM64: &str = "ami-05834415546b16278";
+/// An AMI an administrator built.
+const AMI_CUSTOM: &str = "ami-0a1b2c3d4e5f60718";
+
+const GCP_IMAGE: &str = "projects/rhcos-cloud/global/images/rhcos-9-6-20251023-0-gcp-x86-64";
+const GCP_IMAGE_PREVIOUS: &str =
+    "projects/rhcos-cloud/global/images/rhcos-9-6-20250826-1-gcp-x86-64";
+
+const STUB: &str = "worker-user-data";
+const MANAGED_STUB: &str = "worker-user-data-managed";
+
+/// Where the provider spec of a MachineSet and of a ControlPlaneMachineSet live.
+const MACHINE_SET_SPEC: &str = "/spec/template/spec/providerSpec/value";
+const CONTROL_PLANE_SPEC: &str =
+    "/spec/template/machines_v1beta1_machine_openshift_io/spec/providerSpec/value";
+
+/// A compact rhcos-4.21 stream in the CoreOS stream format: two x86_64 regions and GCP, and one
+/// aarch64 region.
+const GOLDEN_STREAM: &str = r#"{
+  "stream": "rhcos-4.21",
+  "metadata": {"last-modified": "2025-10-23T18:01:12Z", "generator": "plume cosa2stream"},
+  "architectures": {
+    "x86_64": {
+      "artifacts": {
+        "aws": {"release": "9.6.20251023-0"},
+        "gcp": {"release": "9.6.20251023-0"}
+      },
+      "images": {
+        "aws": {"regions": {
+          "us-east-1": {"release": "9.6.20251023-0", "image": "ami-01095d1967818437c"},
+          "us-east-2": {"release": "9.6.20251023-0", "image": "ami-0bc8dda494f111572"}
+        }},
+        "gcp": {
+          "release": "9.6.20251023-0",
+          "project": "rhcos-cloud",
+          "name": "rhcos-9-6-20251023-0-gcp-x86-64"
+        }
+      }
+    },
+    "aarch64": {
+      "artifacts": {"aws": {"release": "9.6.20251023-0"}},
+      "images": {
+        "aws": {"regions": {
+          "us-east-1": {"release": "9.6.20251023-0", "image": "ami-08e3890b24e081680"}
+        }}
+      }
+    }
+  }
+}"#;
+
+/// A pointer config as the Machine Config Operator writes into `<role>-user-data-managed`.
+const IGNITION_3_2: &str = r#"{"ignition":{"config":{"merge":[{"source":"https://api-int.ci-ln-4k2x7bt.example.com:22623/config/worker"}]},"security":{"tls":{"certificateAuthorities":[{"source":"data:text/plain;charset=utf-8;base64,LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg=="}]}},"version":"3.2.0"}}"#;
+/// What 4.5-era installers wrote into `worker-user-data`; current images cannot boot it.
+const IGNITION_2_2: &str = r#"{"ignition":{"config":{"append":[{"source":"https://api-int.ci-ln-4k2x7bt.example.com:22623/config/worker"}]},"version":"2.2.0"}}"#;
+
+fn now() -> Timestamp {
+    "2026-03-02T10:00:00Z".parse().unwrap()
+}
+
+fn minutes_ago(minutes: i64) -> Timestamp {
+    now() - SignedDuration::from_mins(minutes)
+}
+
+fn options() -> Options {
+    Options {
+        now: now(),
+        ..Options::default()
+    }
+}
+
+fn aws_cluster() -> Cluster {
+    Cluster {
+        machine_configuration: Some(machine_configuration()),
+        infrastructure: Some(infrastructure("AWS")),
+        cluster_version: Some(cluster_version("Completed", RELEASE)),
+        golden: Some(golden_config_map(GOLDEN_STREAM, Some(RELEASE))),
+        secrets: BTreeMap::from([
+            secret_entry(MANAGED_STUB, IGNITION_3_2),
+            secret_entry("master-user-data-managed", IGNITION_3_2),
+        ]),
+        known_images: Default::default(),
+    }
+}
+
+fn gcp_cluster() -> Cluster {
+    aws_cluster().on_platform("GCP")
+}
+
+fn machine_configuration() -> MachineConfiguration {
+    from_json(json!({
+        "apiVersion": "operator.openshift.io/v1",
+        "kind": "MachineConfiguration",
+        "metadata": {"name": "cluster", "resourceVersion": "48213"},
+        "spec": {"logLevel": "Normal", "managementState": "Managed", "operatorLogLevel": "Normal"}
+    }))
+}
+
+fn infrastructure(platform: &str) -> Infrastructure {
+    from_json(json!({
+        "apiVersion": "config.openshift.io/v1",
+        "kind": "Infrastructure",
+        "metadata": {"name": "cluster"},
+        "spec": {"cloudConfig": {"name": ""}, "platformSpec": {"type": platform}},
+        "status": {
+            "apiServerURL": "https://api.ci-ln-4k2x7bt.example.com:6443",
+            "controlPlaneTopology": "HighlyAvailable",
+            "infrastructureName": INFRASTRUCTURE_NAME,
+            "infrastructureTopology": "HighlyAvailable",
+            "platform": platform,
+            "platformStatus": {"type": platform}
+        }
+    }))
+}
+
+fn cluster_version(state: &str, version: &str) -> ClusterVersion {
+    from_json(json!({
+        "apiVersion": "config.openshift.io/v1",
+        "kind": "ClusterVersion",
+        "metadata": {"name": "version"},
+        "spec": {"channel": "stable-4.21", "clusterID": "5d1e3c9a-8d4f-4d0e-9a0b-6c1f2e3d4a5b"},
+        "status": {
+            "desired": {"version": version, "image": "quay.io/openshift-release-dev/ocp-release@sha256:0123"},
+            "history": [
+                {"state": state, "version": version, "startedTime": "2026-03-01T08:00:00Z",
+                 "completionTime": null, "verified": false},
+                {"state": "Completed", "version": "4.20.5", "startedTime": "2026-01-10T08:00:00Z",
+                 "completionTime": "2026-01-10T09:10:00Z", "verified": true}
+            ],
+            "observedGeneration": 3
+        }
+    }))
+}
+
+fn golden_config_map(stream: &str, release: Option<&str>) -> ConfigMap {
+    let mut data = json!({
+        "stream": stream,
+        "MCOReleaseImageVersion": "4.21.0",
+        "MCOVersionHash": "a1b2c3d4e5f6"
+    });
+    if let Some(release) = release {
+        data["releaseVersion"] = release.into();
+    }
+    from_json(json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "coreos-bootimages", "namespace": "openshift-machine-config-operator"},
+        "data": data
+    }))
+}
+
+fn secret_entry(name: &str, user_data: &str) -> ((String, String), Secret) {
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let secret = from_json(json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "type": "Opaque",
+        "data": {"disableTemplating": b64("true"), "userData": b64(user_data)}
+    }));
+    ((NAMESPACE.to_string(), name.to_string()), secret)
+}
+
+fn from_json<T: DeserializeOwned>(value: Value) -> T {
+    serde_json::from_value(value).expect("test object deserializes")
+}
+
+/// One `machineManagers` entry.
+fn manager(resource: &str, selection: Value) -> Value {
+    json!({"resource": resource, "apiGroup": "machine.openshift.io", "selection": selection})
+}
+
+/// Changes to a cluster, chained after [`aws_cluster`].
+trait ClusterBuilder: Sized {
+    fn with(self, change: impl FnOnce(&mut Cluster)) -> Self;
+
+    fn on_platform(self, platform: &str) -> Self {
+        self.with(|c| c.infrastructure = Some(infrastructure(platform)))
+    }
+
+    /// Adds entries of the `--known-images-file`.
+    fn knowing(self, images: &[&str]) -> Self {
+        self.with(|c| {
+            c.known_images
+                .extend(images.iter().map(|image| image.to_string()))
+        })
+    }
+
+    fn machine_managers(self, managers: Value) -> Self {
+        self.with(|c| {
+            let mc = c.machine_configuration.as_mut().unwrap();
+            mc.spec.managed_boot_images = Some(from_json(json!({ "machineManagers": managers })));
+        })
+    }
+
+    fn annotate_machine_configuration(self, key: &str, value: &str) -> Self {
+        self.with(|c| {
+            let mc = c.machine_configuration.as_mut().unwrap();
+            mc.metadata
+                .annotations
+                .get_or_insert_with(BTreeMap::new)
+                .insert(key.into(), value.into());
+        })
+    }
+
+    /// The newest update of the ClusterVersion history.
+    fn update_history(self, state: &str, version: &str) -> Self {
+        self.with(|c| c.cluster_version = Some(cluster_version(state, version)))
+    }
+
+    fn multi_arch(self) -> Self {
+        self.with(|c| {
+            let status = c.cluster_version.as_mut().unwrap().status.as_mut().unwrap();
+            status.desired.as_mut().unwrap().architecture = Some("Multi".into());
+        })
+    }
+
+    fn golden(self, stream: &str, release: Option<&str>) -> Self {
+        self.with(|c| c.golden = Some(golden_config_map(stream, release)))
+    }
+
+    fn secret(self, name: &str, user_data: &str) -> Self {
+        self.with(|c| {
+            let (key, secret) = secret_entry(name, user_data);
+            c.secrets.insert(key, secret);
+        })
+    }
+
+    fn without_secret(self, name: &str) -> Self {
+        self.with(|c| {
+            c.secrets.remove(&(NAMESPACE.to_string(), name.to_string()));
+        })
+    }
+}
+
+impl ClusterBuilder for Cluster {
+    fn with(mut self, change: impl FnOnce(&mut Cluster)) -> Self {
+        change(&mut self);
+        self
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Machine resources.
+
+/// A machine resource under construction, as JSON. `template` is where its machine template
+/// lives: `spec.template` in a MachineSet, one level deeper in a ControlPlaneMachineSet.
+struct Object<K> {
+    doc: Value,
+    template: &'static [&'static str],
+    kind: PhantomData<K>,
+}
+
+const MACHINE_SET_TEMPLATE: &[&str] = &["spec", "template"];
+const CONTROL_PLANE_TEMPLATE: &[&str] =
+    &["spec", "template", "machines_v1beta1_machine_openshift_io"];
+
+/// The provider spec of an AWS worker as the installer writes it, with fields we never read
+/// (including a `null`) that must survive every patch.
+fn aws_provider_spec(ami: &str, region: &str, secret: &str, role: &str) -> Value {
+    json!({
+        "ami": {"id": ami},
+        "apiVersion": "machine.openshift.io/v1beta1",
+        "blockDevices": [{"ebs": {
+            "encrypted": true, "iops": 0, "kmsKey": {"arn": ""}, "volumeSize": 120, "volumeType": "gp3"
+        }}],
+        "credentialsSecret": {"name": "aws-cloud-credentials"},
+        "deviceIndex": 0,
+        "iamInstanceProfile": {"id": format!("{INFRASTRUCTURE_NAME}-{role}-profile")},
+        "instanceType": "m6i.xlarge",
+        "kind": "AWSMachineProviderConfig",
+        "metadata": {"creationTimestamp": null},
+        "placement": {"availabilityZone": format!("{region}a"), "region": region},
+        "securityGroups": [{"filters": [{"name": "tag:Name", "values": [format!("{INFRASTRUCTURE_NAME}-node")]}]}],
+        "subnet": {"filters": [{"name": "tag:Name", "values": [format!("{INFRASTRUCTURE_NAME}-subnet-private-{region}a")]}]},
+        "tags": [{"name": format!("kubernetes.io/cluster/{INFRASTRUCTURE_NAME}"), "value": "owned"}],
+        "userDataSecret": {"name": secret}
+    })
+}
+
+/// An AWS worker MachineSet in us-east-1 on the previous release's AMI.
+fn machine_set(name: &str) -> Object<MachineSet> {
+    let doc = json!({
+        "apiVersion": "machine.openshift.io/v1beta1",
+        "kind": "MachineSet",
+        "metadata": {
+            "name": name,
+            "namespace": NAMESPACE,
+            "labels": {"machine.openshift.io/cluster-api-cluster": INFRASTRUCTURE_NAME},
+            "resourceVersion": "73519",
+            "generation": 2
+        },
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {
+                "machine.openshift.io/cluster-api-cluster": INFRASTRUCTURE_NAME,
+                "machine.openshift.io/cluster-api-machineset": name
+            }},
+            "template": {
+                "metadata": {"labels": {
+                    "machine.openshift.io/cluster-api-cluster": INFRASTRUCTURE_NAME,
+                    "machine.openshift.io/cluster-api-machine-role": "worker",
+                    "machine.openshift.io/cluster-api-machine-type": "worker",
+                    "machine.openshift.io/cluster-api-machineset": name
+                }},
+                "spec": {
+                    "lifecycleHooks": {},
+                    "metadata": {},
+                    "providerSpec": {"value": aws_provider_spec(AMI_PREVIOUS, "us-east-1", STUB, "worker")}
+                }
+            }
+        },
+        "status": {"replicas": 1, "availableReplicas": 1, "observedGeneration": 2}
+    });
+    Object {
+        doc,
+        template: MACHINE_SET_TEMPLATE,
+        kind: PhantomData,
+    }
+}
+
+/// A GCP worker MachineSet: a boot disk on the previous image and a data disk.
+fn gcp_machine_set(name: &str) -> Object<MachineSet> {
+    machine_set(name).provider_spec(json!({
+        "apiVersion": "machine.openshift.io/v1beta1",
+        "kind": "GCPMachineProviderSpec",
+        "canIPForward": false,
+        "credentialsSecret": {"name": "gcp-cloud-credentials"},
+        "deletionProtection": false,
+        "disks": [
+            {"autoDelete": true, "boot": true, "image": GCP_IMAGE_PREVIOUS, "labels": null, "sizeGb": 128, "type": "pd-ssd"},
+            {"autoDelete": true, "boot": false, "image": "projects/my-project/global/images/scratch", "sizeGb": 500, "type": "pd-standard"}
+        ],
+        "machineType": "n2-standard-4",
+        "networkInterfaces": [{"network": format!("{INFRASTRUCTURE_NAME}-network"), "subnetwork": format!("{INFRASTRUCTURE_NAME}-worker-subnet")}],
+        "projectID": "openshift-gce-devel",
+        "region": "us-east1",
+        "serviceAccounts": [{"email": format!("{INFRASTRUCTURE_NAME}-w@openshift-gce-devel.iam.gserviceaccount.com"), "scopes": ["https://www.googleapis.com/auth/cloud-platform"]}],
+        "tags": [format!("{INFRASTRUCTURE_NAME}-worker")],
+        "userDataSecret": {"name": STUB},
+        "zone": "us-east1-b"
+    }))
+}
+
+/// The AWS control plane, on the previous release's AMI.
+fn control_plane_machine_set() -> Object<ControlPlaneMachineSet> {
+    let doc = json!({
+        "apiVersion": "machine.openshift.io/v1",
+        "kind": "ControlPlaneMachineSet",
+        "metadata": {"name": "cluster", "namespace": NAMESPACE, "resourceVersion": "8127"},
+        "spec": {
+            "replicas": 3,
+            "state": "Active",
+            "strategy": {"type": "RollingUpdate"},
+            "selector": {"matchLabels": {
+                "machine.openshift.io/cluster-api-machine-role": "master",
+                "machine.openshift.io/cluster-api-machine-type": "master"
+            }},
+            "template": {
+                "machineType": "machines_v1beta1_machine_openshift_io",
+                "machines_v1beta1_machine_openshift_io": {
+                    "failureDomains": {"platform": "AWS", "aws": [
+                        {"placement": {"availabilityZone": "us-east-1a"}, "subnet": {"type": "Filters", "filters": [{"name": "tag:Name", "values": ["private-a"]}]}}
+                    ]},
+                    "metadata": {"labels": {
+                        "machine.openshift.io/cluster-api-cluster": INFRASTRUCTURE_NAME,
+                        "machine.openshift.io/cluster-api-machine-role": "master",
+                        "machine.openshift.io/cluster-api-machine-type": "master"
+                    }},
+                    "spec": {
+                        "lifecycleHooks": {},
+                        "metadata": {},
+                        "providerSpec": {"value": aws_provider_spec(AMI_PREVIOUS, "us-east-1", "master-user-data", "master")}
+                    }
+                }
+            }
+        }
+    });
+    Object {
+        doc,
+        template: CONTROL_PLANE_TEMPLATE,
+        kind: PhantomData,
+    }
+}
+
+impl<K: DeserializeOwned> Object<K> {
+    fn namespace(mut self, namespace: &str) -> Self {
+        self.doc["metadata"]["namespace"] = namespace.into();
+        self
+    }
+
+    fn ami(self, id: &str) -> Self {
+        self.spec_field(&["ami"], json!({ "id": id }))
+    }
+
+    fn region(self, region: &str) -> Self {
+        self.spec_field(
+            &["placement"],
+            json!({"availabilityZone": format!("{region}a"), "region": region}),
+        )
+    }
+
+    fn user_data_secret(self, name: &str) -> Self {
+        self.spec_field(&["userDataSecret"], json!({ "name": name }))
+    }
+
+    fn labels(mut self, labels: &[(&str, &str)]) -> Self {
+        for (key, value) in labels {
+            set(&mut self.doc, &["metadata", "labels", key], json!(value));
+        }
+        self
+    }
+
+    fn annotate(mut self, key: &str, value: &str) -> Self {
+        set(
+            &mut self.doc,
+            &["metadata", "annotations", key],
+            json!(value),
+        );
+        self
+    }
+
+    /// The autoscaler's scale-from-zero labels, where a MachineSet names its architecture.
+    fn capacity_labels(self, labels: &str) -> Self {
+        self.annotate(AUTOSCALER_LABELS_ANNOTATION, labels)
+    }
+
+    fn owned_by(mut self, kind: &str, name: &str) -> Self {
+        self.doc["metadata"]["ownerReferences"] = json!([{
+            "apiVersion": "hive.openshift.io/v1",
+            "kind": kind,
+            "name": name,
+            "uid": "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0",
+            "controller": true,
+            "blockOwnerDeletion": true
+        }]);
+        self
+    }
+
+    fn template_label(mut self, key: &str, value: &str) -> Self {
+        let path = [self.template, &["metadata", "labels", key]].concat();
+        set(&mut self.doc, &path, json!(value));
+        self
+    }
+
+    /// Sets a field inside `providerSpec.value`.
+    fn spec_field(mut self, path: &[&str], value: Value) -> Self {
+        let path = [self.template, &["spec", "providerSpec", "value"], path].concat();
+        set(&mut self.doc, &path, value);
+        self
+    }
+
+    /// Replaces the whole `providerSpec.value`.
+    fn provider_spec(mut self, value: Value) -> Self {
+        let path = [self.template, &["spec", "providerSpec", "value"]].concat();
+        set(&mut self.doc, &path, value);
+        self
+    }
+
+    fn remove_spec_field(mut self, key: &str) -> Self {
+        let path = [self.template, &["spec", "providerSpec", "value"]].concat();
+        let mut at = &mut self.doc;
+        for token in path {
+            at = &mut at[token];
+        }
+        at.as_object_mut().unwrap().remove(key);
+        self
+    }
+
+    /// The object as the planner receives it: typed, or the reason it could not be read.
+    fn build(self) -> Result<K, Malformed> {
+        let meta = |key: &str| {
+            self.doc["metadata"][key]
+                .as_str()
+                .unwrap_or_default()
+                .into()
+        };
+        serde_json::from_value(self.doc.clone()).map_err(|e| Malformed {
+            namespace: meta("namespace"),
+            name: meta("name"),
+            error: e.to_string(),
+        })
+    }
+}
+
+/// Sets `doc[path]`, creating objects along the way (keys may contain `/`, unlike pointers).
+fn set(doc: &mut Value, path: &[&str], value: Value) {
+    let (last, parents) = path.split_last().expect("a non-empty path");
+    let mut at = doc;
+    for token in parents {
+        if !at.get(*token).is_some_and(Value::is_object) {
+            at[*token] = json!({});
+        }
+        at = &mut at[*token];
+    }
+    at[*last] = value;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Planning and looking at the result.
+
+fn plan_machine_sets(cluster: &Cluster, machine_sets: &[Result<MachineSet, Malformed>]) -> Plan {
+    plan(cluster, machine_sets, &[], &options())
+}
+
+/// The entry of a single MachineSet.
+fn decide(cluster: &Cluster, ms: Result<MachineSet, Malformed>) -> Entry {
+    let mut plan = plan_machine_sets(cluster, &[ms]);
+    assert_eq!(plan.machine_sets.len(), 1);
+    plan.machine_sets.remove(0)
+}
+
+fn decide_control_plane(cluster: &Cluster, cp: Result<ControlPlaneMachineSet, Malformed>) -> Entry {
+    let mut plan = plan(cluster, &[], &[cp], &options());
+    assert_eq!(plan.control_plane_machine_sets.len(), 1);
+    plan.control_plane_machine_sets.remove(0)
+}
+
+#[track_caller]
+fn assert_decided(entry: &Entry, action: Action, reason: Reason) {
+    assert_eq!(
+        (entry.action, entry.reason),
+        (action, reason),
+        "{}: {}",
+        entry.name,
+        entry.message
+    );
+    if action != Action::Update {
+        assert!(entry.patch.is_empty(), "{entry:#?}");
+    }
+}
+
+/// The patch as RFC 6902 JSON, the form the API server receives.
+fn patch_json(entry: &Entry) -> Value {
+    serde_json::to_value(&entry.patch).unwrap()
+}
+
+fn guarded(path: &str, from: &str, to: &str) -> [Value; 2] {
+    [
+        json!({"op": "test", "path": path, "value": from}),
+        json!({"op": "replace", "path": path, "value": to}),
+    ]
+}
+
+/// The full patch of an AWS MachineSet moving to `ami` and to the managed stub secret.
+fn aws_update_patch(base: &str, from_ami: &str, to_ami: &str, stub: &str) -> Value {
+    let mut ops = guarded(&format!("{base}/ami/id"), from_ami, to_ami).to_vec();
+    ops.extend(guarded(
+        &format!("{base}/userDataSecret/name"),
+        stub,
+        &format!("{stub}-managed"),
+    ));
+    Value::Array(ops)
+}
+
+fn apply(ms: &MachineSet, patch: &[PatchOperation]) -> MachineSet {
+    let mut doc = serde_json::to_value(ms).unwrap();
+    json_patch::patch(&mut doc, patch).expect("the patch applies");
+    serde_json::from_value(doc).unwrap()
+}
+
+/// Records that we patched `ms` as `entry` says at `at`, as the controller does in the same
+/// JSON Patch as the change, without changing the image: someone reverted us.
+fn record_patch(ms: MachineSet, entry: &Entry, at: Timestamp) -> MachineSet {
+    let cluster = aws_cluster();
+    let opts = options();
+    let planner = Planner::new(&cluster, &opts);
+    let ops = record::record_ops(
+        &ms.metadata,
+        entry.history_entry(at, planner.golden().unwrap()),
+        &entry.target_key(),
+        at,
+        opts.hot_loop_window,
+    );
+    apply(&ms, &ops)
+}
+
+/// The AWS cluster with the previous release's AMIs in the known images, so they count as ours.
+fn updatable() -> Cluster {
+    aws_cluster().knowing(&[AMI_PREVIOUS, AMI_PREVIOUS_ARM64])
+}
+
+// ---------------------------------------------------------------------------------------------
+// Global gates.
+
+/// A gate that stops planning: every entry is a Skip with the gate's reason.
+#[track_caller]
+fn assert_hard_gate(cluster: &Cluster, reason: Reason) {
+    let plan = plan(
+        cluster,
+        &[
+            machine_set("worker-a").build(),
+            machine_set("worker-b").ami(AMI_US_EAST_1).build(),
+        ],
+        &[control_plane_machine_set().build()],
+        &options(),
+    );
+    assert_eq!(
+        plan.blocked.as_ref().map(|b| b.reason),
+        Some(reason),
+        "{plan:#?}"
+    );
+    assert!(!plan.blocked.as_ref().unwrap().message.is_empty());
+    for entry in plan
+        .machine_sets
+        .iter()
+        .chain(&plan.control_plane_machine_sets)
+    {
+        assert_decided(entry, Action::Skip, reason);
+        assert_eq!(entry.message, plan.blocked.as_ref().unwrap().message);
+    }
+}
+
+/// A gate that lets us plan but not write: what would update is a Skip with the gate's reason
+/// that still shows its target; everything else is decided as usual.
+#[track_caller]
+fn assert_hold(cluster: &Cluster, reason: Reason) {
+    let plan = plan_machine_sets(
+        cluster,
+        &[
+            machine_set("a-outdated").build(),
+            machine_set("b-current")
+                .ami(AMI_US_EAST_1)
+                .user_data_secret(MANAGED_STUB)
+                .build(),
+            machine_set("c-custom").ami(AMI_CUSTOM).build(),
+        ],
+    );
+    assert_eq!(
+        plan.blocked.as_ref().map(|b| b.reason),
+        Some(reason),
+        "{plan:#?}"
+    );
+    let [outdated, current, custom] = &plan.machine_sets[..] else {
+        panic!("three entries expected: {plan:#?}");
+    };
+    assert_decided(outdated, Action::Skip, reason);
+    assert_eq!(outdated.boot_image.target, Some(json!(AMI_US_EAST_1)));
+    assert_eq!(
+        outdated.user_data_secret.target.as_deref(),
+        Some(MANAGED_STUB)
+    );
+    assert!(
+        outdated.message.starts_with("would update"),
+        "{}",
+        outdated.message
+    );
+    assert_decided(current, Action::UpToDate, Reason::UpToDate);
+    assert_decided(custom, Action::Skip, Reason::CustomImage);
+    assert!(plan.machine_sets.iter().all(|e| e.action != Action::Update));
+}
+
+#[test]
+fn without_a_machine_configuration_nothing_is_planned() {
+    let cluster = Cluster {
+        machine_configuration: None,
+        ..updatable()
+    };
+    assert_hard_gate(&cluster, Reason::MachineConfigurationMissing);
+}
+
+#[test]
+fn without_an_infrastructure_platform_nothing_is_planned() {
+    let missing = Cluster {
+        infrastructure: None,
+        ..updatable()
+    };
+    assert_hard_gate(&missing, Reason::InfrastructureMissing);
+    let no_status = updatable().with(|c| c.infrastructure.as_mut().unwrap().status = None);
+    assert_hard_gate(&no_status, Reason::InfrastructureMissing);
+    let empty_type = updatable().on_platform("");
+    assert_hard_gate(&empty_type, Reason::InfrastructureMissing);
+}
+
+#[test]
+fn without_the_golden_configmap_nothing_is_planned() {
+    let cluster = Cluster {
+        golden: None,
+        ..updatable()
+    };
+    assert_hard_gate(&cluster, Reason::GoldenConfigMapMissing);
+}
+
+#[test]
+fn a_malformed_golden_stream_blocks_everything() {
+    let truncated = &GOLDEN_STREAM[..GOLDEN_STREAM.len() / 2];
+    let wrong_shape = r#"{"stream": "rhcos-4.21", "architectures": {"x86_64": {"images": {"aws": {"regions": {"us-east-1": "ami-01095d1967818437c"}}}}}}"#;
+    let no_arches = r#"{"stream": "rhcos-4.21", "architectures": {}}"#;
+    for stream in [truncated, wrong_shape, no_arches, "", "null"] {
+        let cluster = updatable().golden(stream, Some(RELEASE));
+        assert_hard_gate(&cluster, Reason::GoldenStreamInvalid);
+    }
+    let no_stream_key = updatable().with(|c| {
+        let data = c.golden.as_mut().unwrap().data.as_mut().unwrap();
+        data.remove("stream");
+    });
+    assert_hard_gate(&no_stream_key, Reason::GoldenStreamInvalid);
+}
+
+#[test]
+fn mid_upgrade_updates_wait_for_the_upgrade_to_complete() {
+    // The golden ConfigMap already describes 4.21.0 while nodes still run 4.20.
+    let cluster = updatable().update_history("Partial", RELEASE);
+    assert_hold(&cluster, Reason::ClusterUpgrading);
+    let no_history = updatable().with(|c| {
+        let status = c.cluster_version.as_mut().unwrap().status.as_mut().unwrap();
+        status.history.clear();
+    });
+    assert_hold(&no_history, Reason::ClusterUpgrading);
+}
+
+#[test]
+fn a_golden_configmap_without_release_version_holds_updates() {
+    assert_hold(
+        &updatable().golden(GOLDEN_STREAM, None),
+        Reason::ReleaseVersionMissing,
+    );
+    assert_hold(
+        &updatable().golden(GOLDEN_STREAM, Some("  ")),
+        Reason::ReleaseVersionMissing,
+    );
+}
+
+#[test]
+fn a_golden_configmap_of_another_release_holds_updates() {
+    let cluster = updatable().update_history("Completed", "4.20.5");
+    assert_hold(&cluster, Reason::ReleaseMismatch);
+    let blocked = plan_machine_sets(&cluster, &[]).blocked.unwrap();
+    assert!(
+        blocked.message.contains("4.20.5") && blocked.message.contains(RELEASE),
+        "{}",
+        blocked.message
+    );
+    // A release candidate is a different release.
+    let rc = updatable().golden(GOLDEN_STREAM, Some("4.21.0-rc.3"));
+    assert_hold(&rc, Reason::ReleaseMismatch);
+}
+
+#[test]
+fn releases_are_compared_as_semver() {
+    // Build metadata does not change a version's identity (semver 2.0 section 10), and the
+    // ConfigMap value may carry a trailing newline from a YAML block scalar.
+    for (cm, history) in [
+        ("4.21.0", "4.21.0"),
+        ("4.21.0\n", "4.21.0"),
+        ("4.21.0+build.7", "4.21.0"),
+        ("4.21.0", "4.21.0+okd.scos"),
+        (
+            "4.21.0-0.nightly-2026-02-27-101010",
+            "4.21.0-0.nightly-2026-02-27-101010",
+        ),
+    ] {
+        let cluster = updatable()
+            .golden(GOLDEN_STREAM, Some(cm))
+            .update_history("Completed", history);
+        let plan = plan_machine_sets(&cluster, &[machine_set("worker-a").build()]);
+        assert_eq!(plan.blocked, None, "{cm:?} vs {history:?}");
+        assert_decided(
+            &plan.machine_sets[0],
+            Action::Update,
+            Reason::BootImageOutdated,
+        );
+    }
+    // Versions that are not semver are compared as written.
+    let odd = updatable()
+        .golden(GOLDEN_STREAM, Some("4.21"))
+        .update_history("Completed", "4.21");
+    assert_eq!(plan_machine_sets(&odd, &[]).blocked, None);
+}
+
+#[test]
+fn without_a_cluster_version_the_release_is_not_checked() {
+    let cluster = Cluster {
+        cluster_version: None,
+        ..updatable().golden(GOLDEN_STREAM, None)
+    };
+    let entry = decide(&cluster, machine_set("worker-a").build());
+    assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
+}
+
+#[test]
+fn the_pause_annotation_holds_updates() {
+    let paused = updatable().annotate_machine_configuration(PAUSE_ANNOTATION, "true");
+    assert_hold(&paused, Reason::Paused);
+    let not_paused = updatable().annotate_machine_configuration(PAUSE_ANNOTATION, "false");
+    let entry = decide(&not_paused, machine_set("worker-a").build());
+    assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rule 1: opt-out.
+
+#[test]
+fn the_opt_out_annotation_wins_over_every_other_rule() {
+    let cluster = updatable().machine_managers(json!([manager(
+        "machinesets",
+        json!({"mode": "Partial", "partial": {"machineResourceSelector": {"matchLabels": {"boot-images": "managed"}}}})
+    )]));
+    let opted_out = |ms: Object<MachineSet>| ms.annotate(OPT_OUT_ANNOTATION, "disabled").build();
+    for ms in [
+        opted_out(machine_set("selected").labels(&[("boot-images", "managed")])),
+        opted_out(machine_set("unselected")),
+        opted_out(
+            machine_set("owned")
+                .labels(&[("boot-images", "managed")])
+                .owned_by("MachinePool", "worker"),
+        ),
+        opted_out(
+            machine_set("windows")
+                .labels(&[("boot-images", "managed")])
+                .template_label(OS_ID_LABEL, "Windows"),
+        ),
+        opted_out(
+            machine_set("garbage")
+                .labels(&[("boot-images", "managed")])
+                .provider_spec(json!("garbage")),
+        ),
+    ] {
+        let entry = decide(&cluster, ms);
+        assert_decided(&entry, Action::Skip, Reason::OptedOut);
+    }
+    // The control plane opts out the same way.
+    let cp = control_plane_machine_set()
+        .annotate(OPT_OUT_ANNOTATION, "disabled")
+        .build();
+    assert_decided(
+        &decide_control_plane(&updatable(), cp),
+        Action::Skip,
+        Reason::OptedOut,
+    );
+}
+
+#[test]
+fn only_the_disabled_value_opts_out() {
+    for value in ["enabled", "Disabled", ""] {
+        let entry = decide(
+            &updatable(),
+            machine_set("worker-a")
+                .annotate(OPT_OUT_ANNOTATION, value)
+                .build(),
+        );
+        assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rule 2: selection.
+
+#[test]
+fn mode_none_selects_no_machine_set() {
+    let none =
+        updatable().machine_managers(json!([manager("machinesets", json!({"mode": "None"}))]));
+    let entry = decide(&none, machine_set("worker-a").build());
+    assert_decided(&entry, Action::Skip, Reason::NotSelected);
+    assert!(entry.message.contains("None"), "{}", entry.message);
+    // An empty list of managers is an explicit opt-out, unlike an absent managedBootImages.
+    let empty = updatable().machine_managers(json!([]));
+    assert_decided(
+        &decide(&empty, machine_set("worker-a").build()),
+        Action::Skip,
+        Reason::NotSelected,
+    );
+}
+
+#[test]
+fn partial_selection_matches_the_machine_set_labels() {
+    let cluster = updatable().machine_managers(json!([manager(
+        "machinesets",
+        json!({"mode": "Partial", "partial": {"machineResourceSelector": {
+            "matchLabels": {"boot-images": "managed"},
+            "matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["gpu"]}]
+        }}})
+    )]));
+    let plan = plan_machine_sets(
+        &cluster,
+        &[
+            machine_set("a-selected")
+                .labels(&[("boot-images", "managed")])
+                .build(),
+            machine_set("b-no-label").build(),
+            machine_set("c-gpu")
+                .labels(&[("boot-images", "managed"), ("tier", "gpu")])
+                .build(),
+            // Labels of the machine template are not the MachineSet's own.
+            machine_set("d-template-only")
+                .template_label("boot-images", "managed")
+                .build(),
+        ],
+    );
+    let [selected, no_label, gpu, template_only] = &plan.machine_sets[..] else {
+        panic!("{plan:#?}");
+    };
+    assert_decided(selected, Action::Update, Reason::BootImageOutdated);
+    assert_decided(no_label, Action::Skip, Reason::NotSelected);
+    assert_decided(gpu, Action::Skip, Reason::NotSelected);
+    assert_decided(template_only, Action::Skip, Reason::NotSelected);
+    assert!(no_label.message.contains("Partial"), "{}", no_label.message);
+}
+
+#[test]
+fn an_invalid_selector_is_an_error_for_its_resource_kind_only() {
+    let cluster = updatable().machine_managers(json!([
+        manager(
+            "machinesets",
+            json!({"mode": "Partial", "partial": {"machineResourceSelector": {
+                "matchExpressions": [{"key": "zone", "operator": "Near", "values": ["us-east-1a"]}]
+            }}})
+        ),
+        manager("controlplanemachinesets", json!({"mode": "All"})),
+    ]));
+    let plan = plan(
+        &cluster,
+        &[
+            machine_set("worker-a").build(),
+            machine_set("worker-b").build(),
+        ],
+        &[control_plane_machine_set().build()],
+        &options(),
+    );
+    assert_eq!(plan.blocked, None);
+    for entry in &plan.machine_sets {
+        assert_decided(entry, Action::Error, Reason::InvalidSelector);
+        assert!(
+            entry.message.contains("machineResourceSelector"),
+            "{}",
+            entry.message
+        );
+    }
+    assert_decided(
+        &plan.control_plane_machine_sets[0],
+        Action::Update,
+        Reason::BootImageOutdated,
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rules 3 and 4: owned, Windows, other OS streams.
+
+#[test]
+fn owned_machine_sets_are_left_to_their_owner() {
+    let entry = decide(
+        &updatable(),
+        machine_set("worker-a")
+            .owned_by("MachinePool", "mycluster-worker")
+            .build(),
+    );
+    assert_decided(&entry, Action::Skip, Reason::Owned);
+    assert!(
+        entry.message.contains("MachinePool mycluster-worker"),
+        "{}",
+        entry.message
+    );
+}
+
+#[test]
+fn windows_machine_sets_are_skipped() {
+    let entry = decide(
+        &updatable(),
+        machine_set("winworker")
+            .template_label(OS_ID_LABEL, "Windows")
+            .ami(AMI_CUSTOM)
+            .build(),
+    );
+    assert_decided(&entry, Action::Skip, Reason::WindowsMachine);
+    // Only the template label counts, and only with this value.
+    let linux = decide(
+        &updatable(),
+        machine_set("worker-a")
+            .template_label(OS_ID_LABEL, "rhcos")
+            .build(),
+    );
+    assert_decided(&linux, Action::Update, Reason::BootImageOutdated);
+}
+
+#[test]
+fn machine_sets_of_another_os_stream_are_skipped() {
+    for ms in [
+        machine_set("rhel10").labels(&[(OS_STREAM_LABEL, "rhel-10")]),
+        machine_set("rhel10-template").template_label(OS_STREAM_LABEL, "rhel-10"),
+    ] {
+        let entry = decide(&updatable(), ms.build());
+        assert_decided(&entry, Action::Skip, Reason::NonDefaultOSStream);
+        assert!(entry.message.contains("rhel-10"), "{}", entry.message);
+    }
+    // Naming the default stream is the same as naming none.
+    let default = decide(
+        &updatable(),
+        machine_set("worker-a")
+            .labels(&[(OS_STREAM_LABEL, "rhcos-4.21")])
+            .build(),
+    );
+    assert_decided(&default, Action::Update, Reason::BootImageOutdated);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rule 5: architecture.
+
+#[test]
+fn the_autoscaler_annotation_names_the_architecture() {
+    let entry = decide(
+        &updatable(),
+        machine_set("worker-arm")
+            .ami(AMI_PREVIOUS_ARM64)
+            .capacity_labels("foo=bar, kubernetes.io/arch=arm64")
+            .build(),
+    );
+    assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
+    assert_eq!(entry.boot_image.target, Some(json!(AMI_ARM64_US_EAST_1)));
+    let amd64 = decide(
+        &updatable(),
+        machine_set("worker-a")
+            .capacity_labels(" kubernetes.io/arch = amd64 ,foo=bar")
+            .build(),
+    );
+    assert_eq!(amd64.boot_image.target, Some(json!(AMI_US_EAST_1)));
+}
+
+#[test]
+fn an_unknown_architecture_is_an_error() {
+    for arch in ["riscv64", "x86_64", ""] {
+        let entry = decide(
+            &updatable(),
+            machine_set("worker-a")
+                .capacity_labels(&format!("kubernetes.io/arch={arch}"))
+                .build(),
+        );
+        assert_decided(&entry, Action::Error, Reason::UnknownArchitecture);
+        assert!(entry.message.contains(arch), "{}", entry.message);
+    }
+}
+
+#[test]
+fn an_undetermined_architecture_is_an_error() {
+    let no_arch_entry = decide(
+        &updatable(),
+        machine_set("worker-a")
+            .capacity_labels("foo=bar, node-role.kubernetes.io/worker=")
+            .build(),
+    );
+    assert_decided(
+        &no_arch_entry,
+        Action::Error,
+        Reason::ArchitectureUndetermined,
+    );
+    let empty = decide(
+        &updatable(),
+        machine_set("worker-a").capacity_labels("").build(),
+    );
+    assert_decided(&empty, Action::Error, Reason::ArchitectureUndetermined);
+    // On a multi-arch cluster the control plane's arch says nothing about a MachineSet's.
+    let multi = updatable().multi_arch();
+    let silent = decide(&multi, machine_set("worker-a").build());
+    assert_decided(&silent, Action::Error, Reason::ArchitectureUndetermined);
+    let named = decide(
+        &multi,
+        machine_set("worker-a")
+            .capacity_labels("kubernetes.io/arch=amd64")
+            .build(),
+    );
+    assert_decided(&named, Action::Update, Reason::BootImageOutdated);
+}
+
+#[test]
+fn without_the_annotation_the_control_plane_architecture_applies() {
+    let arm64 = Options {
+        control_plane_arch: Arch::Arm64,
+        ..options()
+    };
+    let ms = machine_set("worker-a").ami(AMI_PREVIOUS_ARM64).build();
+    let worker = plan(&updatable(), &[ms], &[], &arm64)
+        .machine_sets
+        .remove(0);
+    assert_decided(&worker, Action::Update, Reason::BootImageOutdated);
+    assert_eq!(worker.boot_image.target, Some(json!(AMI_ARM64_US_EAST_1)));
+    // Control planes never carry the annotation, on multi-arch clusters too.
+    let cluster = updatable().multi_arch().machine_managers(json!([manager(
+        "controlplanemachinesets",
+        json!({"mode": "All"})
+    )]));
+    let cp = control_plane_machine_set().ami(AMI_PREVIOUS_ARM64).build();
+    let entry = &plan(&cluster, &[], &[cp], &arm64).control_plane_machine_sets[0];
+    assert_decided(entry, Action::Update, Reason::BootImageOutdated);
+    assert_eq!(entry.boot_image.target, Some(json!(AMI_ARM64_US_EAST_1)));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rule 6: the platform's image rule.
+
+#[test]
+fn a_region_without_a_golden_ami_is_skipped() {
+    let entry = decide(
+        &updatable(),
+        machine_set("worker-a").region("eu-west-3").build(),
+    );
+    assert_decided(&entry, Action::Skip, Reason::RegionNotInStream);
+    assert!(entry.message.contains("eu-west-3"), "{}", entry.message);
+    assert_eq!(entry.boot_image.current, Some(json!(AMI_PREVIOUS)));
+    // The arm64 part of the stream has no us-east-2.
+    let arm = decide(
+        &updatable(),
+        machine_set("worker-arm")
+            .region("us-east-2")
+            .capacity_labels("kubernetes.io/arch=arm64")
+            .build(),
+    );
+    assert_decided(&arm, Action::Skip, Reason::RegionNotInStream);
+}
+
+#[test]
+fn images_we_did_not_publish_are_never_replaced() {
+    let entry = decide(
+        &updatable(),
+        machine_set("worker-a").ami(AMI_CUSTOM).build(),
+    );
+    assert_decided(&entry, Action::Skip, Reason::CustomImage);
+    assert_eq!(entry.boot_image.current, Some(json!(AMI_CUSTOM)));
+    assert_eq!(entry.boot_image.target, None);
+    // The previous release's AMI is ours only once it is a known image.
+    let unknown = decide(&aws_cluster(), machine_set("worker-a").build());
+    assert_decided(&unknown, Action::Skip, Reason::CustomImage);
+    // A golden AMI of another region is ours through the stream itself.
+    let copied = decide(
+        &aws_cluster(),
+        machine_set("worker-a")
+            .ami(AMI_US_EAST_1)
+            .region("us-east-2")
+            .build(),
+    );
+    assert_decided(&copied, Action::Update, Reason::BootImageOutdated);
+    assert_eq!(copied.boot_image.target, Some(json!(AMI_US_EAST_2)));
+}
+
+#[test]
+fn amis_chosen_by_filters_are_skipped() {
+    let filters = json!({"filters": [{"name": "tag:Name", "values": ["rhcos-9.6*"]}]});
+    let entry = decide(
+        &updatable(),
+        machine_set("worker-a")
+            .spec_field(&["ami"], filters.clone())
+            .build(),
+    );
+    assert_decided(&entry, Action::Skip, Reason::ImageNotById);
+    assert_eq!(entry.boot_image.current, Some(filters));
+}
+
+#[test]
+fn a_provider_spec_that_is_not_an_object_is_invalid() {
+    for value in [
+        json!("ami-09d23adad19cdb25c"),
+        json!([]),
+        json!(null),
+        json!(42),
+    ] {
+        let entry = decide(
+            &updatable(),
+            machine_set("worker-a").provider_spec(value).build(),
+        );
+        assert_decided(&entry, Action::Error, Reason::InvalidProviderSpec);
+    }
+    let no_value = machine_set("worker-a").build().map(|mut ms| {
+        ms.spec.template.spec.provider_spec.value = None;
+        ms
+    });
+    assert_decided(
+        &decide(&updatable(), no_value),
+        Action::Error,
+        Reason::InvalidProviderSpec,
+    );
+}
+
+#[test]
+fn a_provider_spec_without_an_ami_is_invalid() {
+    for ms in [
+        machine_set("worker-a").remove_spec_field("ami"),
+        machine_set("worker-a").spec_field(&["ami"], json!({"id": null})),
+        machine_set("worker-a").remove_spec_field("placement"),
+    ] {
+        let entry = decide(&updatable(), ms.build());
+        assert_decided(&entry, Action::Error, Reason::InvalidProviderSpec);
+    }
+}
+
+#[test]
+fn a_machine_set_that_cannot_be_read_is_an_error() {
+    let mut bad = machine_set("worker-bad");
+    bad.doc["spec"]["replicas"] = json!("three");
+    let ms = bad.build();
+    let Err(malformed) = &ms else {
+        panic!("replicas must be an integer");
+    };
+    assert_eq!(
+        (malformed.namespace.as_str(), malformed.name.as_str()),
+        (NAMESPACE, "worker-bad")
+    );
+    let entry = decide(&updatable(), ms);
+    assert_decided(&entry, Action::Error, Reason::MalformedObject);
+    assert_eq!(
+        (entry.namespace.as_str(), entry.name.as_str()),
+        (NAMESPACE, "worker-bad")
+    );
+    assert!(entry.message.contains("\"three\""), "{}", entry.message);
+}
+
+#[test]
+fn unsupported_platforms_are_skipped() {
+    // vSphere is managed by default but its templates need vCenter.
+    let vsphere = updatable().on_platform("VSphere");
+    let entry = decide(&vsphere, machine_set("worker-a").build());
+    assert_decided(&entry, Action::Skip, Reason::PlatformNotSupported);
+    assert!(entry.message.contains("vCenter"), "{}", entry.message);
+    // Platform None is not managed by default; selected explicitly, it is still not supported.
+    let none = updatable().on_platform("None");
+    assert_decided(
+        &decide(&none, machine_set("worker-a").build()),
+        Action::Skip,
+        Reason::NotSelected,
+    );
+    let selected = none.machine_managers(json!([manager("machinesets", json!({"mode": "All"}))]));
+    let entry = decide(&selected, machine_set("worker-a").build());
+    assert_decided(&entry, Action::Skip, Reason::PlatformNotSupported);
+    assert!(entry.message.contains("None"), "{}", entry.message);
+}
+
+#[test]
+fn unsupported_platforms_raise_no_errors_about_what_they_never_read() {
+    // Architecture and providerSpec only matter to a platform rule; without one, reporting them
+    // as errors would degrade a cluster we never write to.
+    let vsphere = updatable().on_platform("VSphere");
+    for (cluster, ms) in [
+        (vsphere.clone().multi_arch(), machine_set("no-arch")),
+        (
+            vsphere.clone(),
+            machine_set("riscv").capacity_labels("kubernetes.io/arch=riscv64"),
+        ),
+        (
+            vsphere.clone(),
+            machine_set("template").provider_spec(json!("vsphere-template")),
+        ),
+    ] {
+        let entry = decide(&cluster, ms.build());
+        assert_decided(&entry, Action::Skip, Reason::PlatformNotSupported);
+    }
+    // Rules 1 to 4 still explain themselves first.
+    let owned = decide(
+        &vsphere,
+        machine_set("owned").owned_by("MachinePool", "w").build(),
+    );
+    assert_decided(&owned, Action::Skip, Reason::Owned);
+}
+
+#[test]
+fn gcp_updates_boot_disks_and_never_data_disks() {
+    let entry = decide(&gcp_cluster(), gcp_machine_set("worker-b").build());
+    assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
+    let mut ops = guarded(
+        &format!("{MACHINE_SET_SPEC}/disks/0/image"),
+        GCP_IMAGE_PREVIOUS,
+        GCP_IMAGE,
+    )
+    .to_vec();
+    ops.extend(guarded(
+        &format!("{MACHINE_SET_SPEC}/userDataSecret/name"),
+        STUB,
+        MANAGED_STUB,
+    ));
+    assert_eq!(patch_json(&entry), Value::Array(ops));
+
+    // A data disk before the boot disk keeps its image and its index.
+    let data_first = gcp_machine_set("worker-c").spec_field(
+        &["disks"],
+        json!([
+            {"autoDelete": true, "boot": false, "image": GCP_IMAGE_PREVIOUS, "sizeGb": 500, "type": "pd-standard"},
+            {"autoDelete": true, "boot": true, "image": GCP_IMAGE_PREVIOUS, "labels": null, "sizeGb": 128, "type": "pd-ssd"}
+        ]),
+    );
+    let ms = data_first.build();
+    let entry = decide(&gcp_cluster(), ms.clone());
+    let patched = apply(ms.as_ref().unwrap(), &entry.patch);
+    let disks = &patched
+        .spec
+        .template
+        .spec
+        .provider_spec
+        .value
+        .as_ref()
+        .unwrap()["disks"];
+    assert_eq!(disks[0]["image"], GCP_IMAGE_PREVIOUS);
+    assert_eq!(disks[1]["image"], GCP_IMAGE);
+    assert_eq!(disks[1]["labels"], Value::Null);
+
+    // An image outside rhcos-cloud is somebody's own.
+    let custom = gcp_machine_set("worker-d")
+        .spec_field(
+            &["disks"],
+            json!([{"boot": true, "image": "projects/my-project/global/images/golden"}]),
+        )
+        .build();
+    assert_decided(
+        &decide(&gcp_cluster(), custom),
+        Action::Skip,
+        Reason::CustomImage,
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rule 7: the stub secret.
+
+#[test]
+fn a_missing_managed_secret_is_an_error_and_nothing_is_patched() {
+    let cluster = updatable().without_secret(MANAGED_STUB);
+    for ami in [AMI_PREVIOUS, AMI_US_EAST_1] {
+        let entry = decide(&cluster, machine_set("worker-a").ami(ami).build());
+        assert_decided(&entry, Action::Error, Reason::ManagedSecretMissing);
+        assert!(
+            entry
+                .message
+                .contains(&format!("{NAMESPACE}/{MANAGED_STUB}")),
+            "{}",
+            entry.message
+        );
+    }
+    // The managed secret is looked up in the MachineSet's own namespace.
+    let elsewhere = decide(
+        &updatable(),
+        machine_set("worker-a").namespace("team-a").build(),
+    );
+    assert_decided(&elsewhere, Action::Error, Reason::ManagedSecretMissing);
+}
+
+#[test]
+fn an_invalid_managed_secret_is_an_error_and_nothing_is_patched() {
+    for user_data in [IGNITION_2_2, "#!/bin/bash\necho hi", "{}"] {
+        let cluster = updatable().secret(MANAGED_STUB, user_data);
+        for ami in [AMI_PREVIOUS, AMI_US_EAST_1] {
+            let entry = decide(&cluster, machine_set("worker-a").ami(ami).build());
+            assert_decided(&entry, Action::Error, Reason::ManagedSecretInvalid);
+        }
+    }
+}
+
+#[test]
+fn a_current_image_on_the_installer_stub_switches_only_the_secret() {
+    let entry = decide(
+        &updatable(),
+        machine_set("worker-a").ami(AMI_US_EAST_1).build(),
+    );
+    assert_decided(&entry, Action::Update, Reason::StubSecretOutdated);
+    assert_eq!(entry.boot_image.target, None);
+    assert_eq!(
+        patch_json(&entry),
+        json!(guarded(
+            &format!("{MACHINE_SET_SPEC}/userDataSecret/name"),
+            STUB,
+            MANAGED_STUB
+        ))
+    );
+    assert_eq!(
+        entry.message,
+        format!("stub secret {STUB} -> {MANAGED_STUB}")
+    );
+}
+
+#[test]
+fn a_current_image_on_the_managed_stub_is_up_to_date() {
+    let entry = decide(
+        &updatable().without_secret(MANAGED_STUB),
+        machine_set("worker-a")
+            .ami(AMI_US_EAST_1)
+            .user_data_secret(MANAGED_STUB)
+            .build(),
+    );
+    assert_decided(&entry, Action::UpToDate, Reason::UpToDate);
+    assert_eq!(entry.boot_image.current, Some(json!(AMI_US_EAST_1)));
+    assert_eq!(
+        entry.user_data_secret.current.as_deref(),
+        Some(MANAGED_STUB)
+    );
+    assert_eq!(entry.user_data_secret.target, None);
+    assert!(entry.message.contains(AMI_US_EAST_1), "{}", entry.message);
+}
+
+#[test]
+fn an_outdated_image_on_the_managed_stub_changes_only_the_image() {
+    let entry = decide(
+        &updatable(),
+        machine_set("worker-a")
+            .user_data_secret(MANAGED_STUB)
+            .build(),
+    );
+    assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
+    assert_eq!(
+        patch_json(&entry),
+        json!(guarded(
+            &format!("{MACHINE_SET_SPEC}/ami/id"),
+            AMI_PREVIOUS,
+            AMI_US_EAST_1
+        ))
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rule 8: the hot-loop guard.
+
+/// A MachineSet we patched at each of `times`, each time reverted by someone else.
+fn reverted_at(
+    times: &[i64],
+    target_of: impl Fn(&Entry) -> Entry,
+) -> Result<MachineSet, Malformed> {
+    let ms = machine_set("worker-a").build();
+    let first = target_of(&decide(&updatable(), ms.clone()));
+    let mut ms = ms.unwrap();
+    for minutes in times {
+        ms = record_patch(ms, &first, minutes_ago(*minutes));
+    }
+    Ok(ms)
+}
+
+#[test]
+fn repeated_reverts_within_the_window_stop_the_updates() {
+    let ms = reverted_at(&[30, 20, 10], Entry::clone);
+    let entry = decide(&updatable(), ms);
+    assert_decided(&entry, Action::Error, Reason::HotLoop);
+    assert!(
+        entry.message.contains("3 times within 1h"),
+        "{}",
+        entry.message
+    );
+    assert_eq!(entry.boot_image.target, Some(json!(AMI_US_EAST_1)));
+    let last = entry.last_change.expect("our patches are in the history");
+    assert_eq!(last.time, minutes_ago(10).to_string());
+}
+
+#[test]
+fn reverts_older_than_the_window_do_not_count() {
+    let ms = reverted_at(&[70, 20, 10], Entry::clone);
+    let entry = decide(&updatable(), ms);
+    assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
+}
+
+#[test]
+fn patches_to_another_target_do_not_count() {
+    let ms = reverted_at(&[30, 20, 10], |entry| {
+        let mut older = entry.clone();
+        older.boot_image.target = Some(json!("ami-0e1b2c3d4e5f6a7b8"));
+        older
+    });
+    let entry = decide(&updatable(), ms);
+    assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rule 9: the update itself.
+
+#[test]
+fn an_update_tests_then_replaces_each_changed_value() {
+    let entry = decide(&updatable(), machine_set("worker-a").build());
+    assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
+    assert_eq!(
+        patch_json(&entry),
+        aws_update_patch(MACHINE_SET_SPEC, AMI_PREVIOUS, AMI_US_EAST_1, STUB)
+    );
+    assert_eq!(entry.boot_image.current, Some(json!(AMI_PREVIOUS)));
+    assert_eq!(entry.boot_image.target, Some(json!(AMI_US_EAST_1)));
+    assert_eq!(entry.user_data_secret.current.as_deref(), Some(STUB));
+    assert_eq!(entry.user_data_secret.target.as_deref(), Some(MANAGED_STUB));
+    assert_eq!(
+        entry.message,
+        format!(
+            "boot image {AMI_PREVIOUS} -> {AMI_US_EAST_1} (rhcos-4.21 9.6.20251023-0); stub secret \
+             {STUB} -> {MANAGED_STUB}"
+        )
+    );
+}
+
+#[test]
+fn an_applied_update_leaves_the_machine_set_up_to_date_and_the_rest_untouched() {
+    let ms = machine_set("worker-a").build();
+    let entry = decide(&updatable(), ms.clone());
+    let before = ms.unwrap();
+    let after = apply(&before, &entry.patch);
+    let again = decide(&updatable(), Ok(after.clone()));
+    assert_decided(&again, Action::UpToDate, Reason::UpToDate);
+
+    let mut expected = serde_json::to_value(&before).unwrap();
+    let spec = expected.pointer_mut(MACHINE_SET_SPEC).unwrap();
+    spec["ami"]["id"] = json!(AMI_US_EAST_1);
+    spec["userDataSecret"]["name"] = json!(MANAGED_STUB);
+    assert_eq!(serde_json::to_value(&after).unwrap(), expected);
+    assert_eq!(
+        expected.pointer(&format!("{MACHINE_SET_SPEC}/metadata/creationTimestamp")),
+        Some(&Value::Null)
+    );
+}
+
+#[test]
+fn a_concurrent_edit_of_a_replaced_value_fails_the_patch() {
+    let ms = machine_set("worker-a").build();
+    let entry = decide(&updatable(), ms.clone());
+    let mut doc = serde_json::to_value(ms.unwrap()).unwrap();
+    doc.pointer_mut(&format!("{MACHINE_SET_SPEC}/userDataSecret/name"))
+        .map(|name| *name = json!("worker-user-data-custom"))
+        .unwrap();
+    assert!(json_patch::patch(&mut doc, &entry.patch).is_err());
+}
+
+#[test]
+fn the_history_entry_records_what_changed_and_why() {
+    let cluster = updatable();
+    let entry = decide(&cluster, machine_set("worker-a").build());
+    let opts = options();
+    let planner = Planner::new(&cluster, &opts);
+    let recorded = entry.history_entry(now(), planner.golden().unwrap());
+    assert_eq!(
+        recorded,
+        HistoryEntry {
+            time: "2026-03-02T10:00:00Z".into(),
+            release: Some(RELEASE.into()),
+            stream: "rhcos-4.21".into(),
+            boot_image: Some(Change {
+                from: json!(AMI_PREVIOUS),
+                to: json!(AMI_US_EAST_1),
+            }),
+            user_data_secret: Some(Change {
+                from: STUB.into(),
+                to: MANAGED_STUB.into(),
+            }),
+        }
+    );
+    let secret_only = decide(&cluster, machine_set("worker-a").ami(AMI_US_EAST_1).build());
+    let recorded = secret_only.history_entry(now(), planner.golden().unwrap());
+    assert_eq!(recorded.boot_image, None);
+    assert!(recorded.user_data_secret.is_some());
+}
+
+#[test]
+fn the_last_change_comes_from_the_history_annotation() {
+    let fresh = decide(&updatable(), machine_set("worker-a").build());
+    assert_eq!(fresh.last_change, None);
+
+    let older = HistoryEntry {
+        time: "2025-06-01T00:00:00Z".into(),
+        release: Some("4.19.3".into()),
+        stream: "rhcos-4.19".into(),
+        boot_image: Some(Change {
+            from: json!("ami-0c1d2e3f4a5b6c7d8"),
+            to: json!(AMI_PREVIOUS),
+        }),
+        user_data_secret: None,
+    };
+    let newer = HistoryEntry {
+        time: "2026-01-11T00:00:00Z".into(),
+        release: Some("4.20.5".into()),
+        ..older.clone()
+    };
+    let history = serde_json::to_string(&[&older, &newer]).unwrap();
+    let ms = machine_set("worker-a").annotate(record::HISTORY_ANNOTATION, &history);
+    let entry = decide(&updatable(), ms.build());
+    assert_eq!(entry.last_change, Some(newer));
+    // It is reported whatever the decision.
+    let skipped = machine_set("worker-a")
+        .annotate(record::HISTORY_ANNOTATION, &history)
+        .annotate(OPT_OUT_ANNOTATION, "disabled");
+    assert!(decide(&updatable(), skipped.build()).last_change.is_some());
+    // An unreadable history is no history, never an error.
+    let garbled = machine_set("worker-a").annotate(record::HISTORY_ANNOTATION, "[{");
+    let entry = decide(&updatable(), garbled.build());
+    assert_eq!((entry.action, entry.last_change), (Action::Update, None));
+}
+
+// ---------------------------------------------------------------------------------------------
+// ControlPlaneMachineSets.
+
+#[test]
+fn control_plane_machine_sets_are_not_updated_by_default() {
+    let entry = decide_control_plane(&updatable(), control_plane_machine_set().build());
+    assert_decided(&entry, Action::Skip, Reason::NotSelected);
+    assert!(
+        entry.message.contains("controlplanemachinesets"),
+        "{}",
+        entry.message
+    );
+}
+
+#[test]
+fn selected_control_plane_machine_sets_are_patched_at_their_own_provider_spec() {
+    let cluster = updatable().machine_managers(json!([manager(
+        "controlplanemachinesets",
+        json!({"mode": "All"})
+    )]));
+    let cp = control_plane_machine_set().build();
+    let entry = decide_control_plane(&cluster, cp.clone());
+    assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
+    assert_eq!(
+        patch_json(&entry),
+        aws_update_patch(
+            CONTROL_PLANE_SPEC,
+            AMI_PREVIOUS,
+            AMI_US_EAST_1,
+            "master-user-data"
+        )
+    );
+    // The patch applies to the object as served.
+    let mut doc = serde_json::to_value(cp.unwrap()).unwrap();
+    json_patch::patch(&mut doc, &entry.patch).unwrap();
+    let again = decide_control_plane(&cluster, Ok(serde_json::from_value(doc).unwrap()));
+    assert_decided(&again, Action::UpToDate, Reason::UpToDate);
+    // Selecting control planes does not select MachineSets.
+    let ms = decide(&cluster, machine_set("worker-a").build());
+    assert_decided(&ms, Action::Skip, Reason::NotSelected);
+}
+
+#[test]
+fn control_planes_allow_only_all_or_none() {
+    let cluster = updatable().machine_managers(json!([manager(
+        "controlplanemachinesets",
+        json!({"mode": "Partial", "partial": {"machineResourceSelector": {}}})
+    )]));
+    let entry = decide_control_plane(&cluster, control_plane_machine_set().build());
+    assert_decided(&entry, Action::Error, Reason::InvalidSelector);
+}
+
+#[test]
+fn a_control_plane_without_a_machine_template_is_invalid() {
+    let cluster = updatable().machine_managers(json!([manager(
+        "controlplanemachinesets",
+        json!({"mode": "All"})
+    )]));
+    let mut cp = control_plane_machine_set();
+    cp.doc["spec"]["template"]
+        .as_object_mut()
+        .unwrap()
+        .remove("machines_v1beta1_machine_openshift_io");
+    let entry = decide_control_plane(&cluster, cp.build());
+    assert_decided(&entry, Action::Error, Reason::InvalidProviderSpec);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The plan as a whole.
+
+#[test]
+fn entries_are_sorted_by_namespace_then_name() {
+    let plan = plan_machine_sets(
+        &updatable(),
+        &[
+            machine_set("b").namespace("zz-team").build(),
+            machine_set("c").build(),
+            machine_set("a").namespace("zz-team").build(),
+            Err(Malformed {
+                namespace: "a-team".into(),
+                name: "z".into(),
+                error: "bad".into(),
+            }),
+            machine_set("a").build(),
+        ],
+    );
+    let order: Vec<(&str, &str)> = plan
+        .machine_sets
+        .iter()
+        .map(|e| (e.namespace.as_str(), e.name.as_str()))
+        .collect();
+    assert_eq!(
+        order,
+        [
+            ("a-team", "z"),
+            (NAMESPACE, "a"),
+            (NAMESPACE, "c"),
+            ("zz-team", "a"),
+            ("zz-team", "b")
+        ]
+    );
+}
+
+#[test]
+fn entries_serialize_with_camel_case_fields() {
+    let entry = decide(&updatable(), machine_set("worker-a").build());
+    let json = serde_json::to_value(&entry).unwrap();
+    assert_eq!(json["action"], "Update");
+    assert_eq!(json["reason"], "BootImageOutdated");
+    assert_eq!(json["bootImage"]["target"], AMI_US_EAST_1);
+    assert_eq!(json["userDataSecret"]["target"], MANAGED_STUB);
+    assert!(json.get("lastChange").is_none());
+}

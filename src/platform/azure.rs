@@ -71,9 +71,9 @@ impl BootImageRule for Azure {
             return ImageOutcome::Error {
                 reason,
                 message: format!(
-                    "the golden stream {} publishes no Azure marketplace images for {}; the \
-                     coreos-bootimages ConfigMap should carry them (rhel-coreos-extensions.\
-                     marketplace.azure), check the release's Machine Config Operator",
+                    "the golden stream {} publishes no Azure marketplace images for {} \
+                     (rhel-coreos-extensions.marketplace.azure in the coreos-bootimages \
+                     ConfigMap); Azure boot images stay as they are until the release ships them",
                     ctx.stream.stream, ctx.arch
                 ),
                 current: Some(current),
@@ -346,5 +346,415 @@ fn custom(message: String, current: Value) -> ImageOutcome {
         reason: Reason::CustomImage,
         message,
         current: Some(current),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::{Azure, choose_generation, sku_shape};
+    use crate::arch::Arch;
+    use crate::platform::test_support::{Cluster, message, reason, stream_4_21};
+    use crate::platform::{BootImageRule, FieldChange, ImageOutcome};
+    use crate::reason::Reason;
+    use crate::stream::AzureMarketplaceImage;
+
+    const INFRA: &str = "mycluster-x7k2p";
+
+    fn spec(image: Value) -> Value {
+        json!({
+            "apiVersion": "machine.openshift.io/v1beta1",
+            "kind": "AzureMachineProviderSpec",
+            "image": image,
+            "location": "eastus",
+            "managedIdentity": format!("{INFRA}-identity"),
+            "osDisk": {"diskSizeGB": 128, "managedDisk": {"storageAccountType": "Premium_LRS"}, "osType": "Linux"},
+            "securityProfile": null,
+            "userDataSecret": {"name": "worker-user-data"},
+            "vmSize": "Standard_D4s_v3"
+        })
+    }
+
+    fn marketplace(publisher: &str, offer: &str, sku: &str, version: &str) -> Value {
+        json!({
+            "offer": offer,
+            "publisher": publisher,
+            "resourceID": "",
+            "sku": sku,
+            "version": version,
+            "type": "MarketplaceNoPlan"
+        })
+    }
+
+    fn upload(resource_id: &str) -> Value {
+        json!({"offer": "", "publisher": "", "resourceID": resource_id, "sku": "", "version": ""})
+    }
+
+    fn cluster() -> Cluster {
+        Cluster::new(stream_4_21()).named(INFRA)
+    }
+
+    fn evaluate(spec: &Value) -> ImageOutcome {
+        Azure.evaluate(spec, &cluster().ctx(Arch::Amd64))
+    }
+
+    /// The image the outcome moves to, or a panic naming the outcome.
+    fn target(outcome: &ImageOutcome) -> &Value {
+        match outcome {
+            ImageOutcome::Update { target, .. } => target,
+            other => panic!("expected an update, got {other:?}"),
+        }
+    }
+
+    fn urn_and_type(image: &Value) -> (String, &str) {
+        let field = |key: &str| image[key].as_str().unwrap_or_default();
+        let urn = ["publisher", "offer", "sku", "version"]
+            .map(field)
+            .join(":");
+        (urn, field("type"))
+    }
+
+    #[test]
+    fn an_older_free_marketplace_image_moves_to_the_golden_one_as_one_change() {
+        let current = marketplace("azureopenshift", "aro4", "419-v2", "419.6.20250523");
+        let outcome = evaluate(&spec(current.clone()));
+        let expected = marketplace("azureopenshift", "aro4", "420-v2", "9.6.20251015");
+        assert_eq!(
+            outcome,
+            ImageOutcome::Update {
+                current: current.clone(),
+                target: expected.clone(),
+                changes: vec![FieldChange {
+                    pointer: "/image".into(),
+                    from: current,
+                    to: expected,
+                }],
+            }
+        );
+    }
+
+    #[test]
+    fn the_generation_follows_the_sku() {
+        let cases = [
+            // Exact skus of the golden stream.
+            ("aro_420", "azureopenshift:aro4:aro_420:9.6.20251015"),
+            ("420-v2", "azureopenshift:aro4:420-v2:9.6.20251015"),
+            // Skus of earlier releases, recognised by their shape.
+            ("aro_419", "azureopenshift:aro4:aro_420:9.6.20251015"),
+            ("418-v2", "azureopenshift:aro4:420-v2:9.6.20251015"),
+            // No evidence: Gen2, unless the sku says gen1.
+            ("custom-gen1", "azureopenshift:aro4:aro_420:9.6.20251015"),
+            ("something-else", "azureopenshift:aro4:420-v2:9.6.20251015"),
+        ];
+        for (sku, expected) in cases {
+            let outcome = evaluate(&spec(marketplace("azureopenshift", "aro4", sku, "1")));
+            assert_eq!(
+                urn_and_type(target(&outcome)),
+                (expected.into(), "MarketplaceNoPlan"),
+                "{sku}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_paid_image_keeps_its_variant_and_gets_its_purchase_plan() {
+        let cases = [
+            (
+                "redhat",
+                "rh-ocp-worker-gen1",
+                "redhat:rh-ocp-worker:rh-ocp-worker-gen1:4.18.2025031114",
+            ),
+            (
+                "redhat",
+                "rh-ocp-worker",
+                "redhat:rh-ocp-worker:rh-ocp-worker:4.18.2025031114",
+            ),
+            (
+                "redhat-limited",
+                "rh-ocp-worker",
+                "redhat-limited:rh-ocp-worker:rh-ocp-worker:4.18.2025031114",
+            ),
+        ];
+        for (publisher, sku, expected) in cases {
+            let current = marketplace(publisher, "rh-ocp-worker", sku, "4.16.2024101109");
+            let outcome = evaluate(&spec(current));
+            assert_eq!(
+                urn_and_type(target(&outcome)),
+                (expected.into(), "MarketplaceWithPlan"),
+                "{publisher} {sku}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_golden_image_is_up_to_date() {
+        let current = marketplace("azureopenshift", "aro4", "420-v2", "9.6.20251015");
+        assert_eq!(
+            evaluate(&spec(current.clone())),
+            ImageOutcome::UpToDate { current }
+        );
+
+        let mut paid = marketplace(
+            "redhat",
+            "rh-ocp-worker",
+            "rh-ocp-worker",
+            "4.18.2025031114",
+        );
+        paid["type"] = json!("MarketplaceWithPlan");
+        assert_eq!(
+            evaluate(&spec(paid.clone())),
+            ImageOutcome::UpToDate { current: paid }
+        );
+    }
+
+    #[test]
+    fn a_missing_type_is_filled_in_and_other_keys_survive() {
+        let current = json!({
+            "publisher": "azureopenshift",
+            "offer": "aro4",
+            "sku": "420-v2",
+            "version": "9.6.20251015",
+            "futureField": {"kept": null}
+        });
+        let outcome = evaluate(&spec(current));
+        assert_eq!(
+            *target(&outcome),
+            json!({
+                "publisher": "azureopenshift",
+                "offer": "aro4",
+                "sku": "420-v2",
+                "version": "9.6.20251015",
+                "futureField": {"kept": null},
+                "type": "MarketplaceNoPlan"
+            })
+        );
+    }
+
+    #[test]
+    fn a_marketplace_image_from_another_publisher_or_offer_is_custom() {
+        for (publisher, offer) in [
+            ("mycorp", "aro4"),
+            ("azureopenshift", "my-offer"),
+            ("RedHat", "rhel-byos"),
+        ] {
+            let outcome = evaluate(&spec(marketplace(publisher, offer, "420-v2", "latest")));
+            assert_eq!(
+                reason(&outcome),
+                Some(Reason::CustomImage),
+                "{publisher}:{offer}"
+            );
+        }
+    }
+
+    #[test]
+    fn installer_uploads_migrate_to_the_free_marketplace_image() {
+        let gallery = format!(
+            "/resourceGroups/{INFRA}-rg/providers/Microsoft.Compute/galleries/gallery_mycluster_x7k2p/images/{INFRA}-gen2/versions/latest"
+        );
+        let outcome = evaluate(&spec(upload(&gallery)));
+        assert_eq!(
+            *target(&outcome),
+            json!({
+                "offer": "aro4",
+                "publisher": "azureopenshift",
+                "resourceID": "",
+                "sku": "420-v2",
+                "version": "9.6.20251015",
+                "type": "MarketplaceNoPlan"
+            })
+        );
+        let ImageOutcome::Update { changes, .. } = &outcome else {
+            unreachable!()
+        };
+        assert_eq!(changes.len(), 1);
+        assert_eq!(changes[0].pointer, "/image");
+    }
+
+    #[test]
+    fn the_upload_generation_and_location_are_read_from_the_resource_id() {
+        let cases = [
+            // The first installers' managed image: Gen1.
+            format!("/resourceGroups/{INFRA}-rg/providers/Microsoft.Compute/images/{INFRA}"),
+            // Azure names are case-insensitive, and tools spell the segments differently.
+            format!(
+                "/subscriptions/53b8f551-f0fc-4bea-8cba-6d1fefd54c8a/resourcegroups/MYCLUSTER-X7K2P-RG/providers/microsoft.compute/images/{INFRA}"
+            ),
+            // The cluster's gallery in a resource group the administrator supplied.
+            format!(
+                "/resourceGroups/shared-rg/providers/Microsoft.Compute/galleries/gallery_mycluster_x7k2p/images/{INFRA}/versions/412.86.20220810"
+            ),
+        ];
+        for resource_id in cases {
+            let outcome = evaluate(&spec(upload(&resource_id)));
+            assert_eq!(target(&outcome)["sku"], "aro_420", "{resource_id}");
+        }
+        let gen2 = format!(
+            "/resourceGroups/{INFRA}-rg/providers/Microsoft.Compute/galleries/gallery_mycluster_x7k2p/images/{}-GEN2",
+            INFRA.to_uppercase()
+        );
+        assert_eq!(target(&evaluate(&spec(upload(&gen2))))["sku"], "420-v2");
+    }
+
+    #[test]
+    fn other_resource_ids_are_custom_images() {
+        let others = [
+            // Another cluster's upload.
+            "/resourceGroups/other-abcde-rg/providers/Microsoft.Compute/galleries/gallery_other_abcde/images/other-abcde-gen2/versions/latest".to_string(),
+            // An administrator's image in the cluster's resource group.
+            format!("/resourceGroups/{INFRA}-rg/providers/Microsoft.Compute/images/golden-rhcos"),
+            // The right name outside the cluster's resource group and gallery.
+            format!("/resourceGroups/images-rg/providers/Microsoft.Compute/images/{INFRA}"),
+            format!("/resourceGroups/{INFRA}-rg/providers/Microsoft.Storage/images/{INFRA}"),
+            "not-a-resource-id".to_string(),
+        ];
+        for resource_id in others {
+            let outcome = evaluate(&spec(upload(&resource_id)));
+            assert_eq!(reason(&outcome), Some(Reason::CustomImage), "{resource_id}");
+            assert!(message(&outcome).contains(&resource_id));
+        }
+    }
+
+    #[test]
+    fn without_an_infrastructure_name_no_upload_is_recognised() {
+        let resource_id =
+            format!("/resourceGroups/{INFRA}-rg/providers/Microsoft.Compute/images/{INFRA}");
+        let unnamed = Cluster::new(stream_4_21());
+        let outcome = Azure.evaluate(&spec(upload(&resource_id)), &unnamed.ctx(Arch::Amd64));
+        assert_eq!(reason(&outcome), Some(Reason::CustomImage));
+        assert!(message(&outcome).contains("infrastructure name is unknown"));
+    }
+
+    #[test]
+    fn trusted_launch_and_confidential_vms_are_skipped() {
+        for security_type in ["TrustedLaunch", "ConfidentialVM"] {
+            let mut spec = spec(marketplace(
+                "azureopenshift",
+                "aro4",
+                "419-v2",
+                "419.6.20250523",
+            ));
+            spec["securityProfile"] = json!({"settings": {"securityType": security_type}});
+            let outcome = evaluate(&spec);
+            assert_eq!(reason(&outcome), Some(Reason::SecurityTypeUnsupported));
+        }
+        // An empty securityType is the default (no security features): managed as usual.
+        let mut spec = spec(marketplace(
+            "azureopenshift",
+            "aro4",
+            "419-v2",
+            "419.6.20250523",
+        ));
+        spec["securityProfile"] = json!({"settings": {"securityType": ""}});
+        assert!(matches!(evaluate(&spec), ImageOutcome::Update { .. }));
+    }
+
+    #[test]
+    fn power_and_z_are_not_azure_architectures() {
+        let spec = spec(marketplace(
+            "azureopenshift",
+            "aro4",
+            "419-v2",
+            "419.6.20250523",
+        ));
+        for arch in [Arch::Ppc64le, Arch::S390x] {
+            let outcome = Azure.evaluate(&spec, &cluster().ctx(arch));
+            assert_eq!(
+                reason(&outcome),
+                Some(Reason::ArchitectureNotSupported),
+                "{arch}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_stream_without_marketplace_images_is_an_error() {
+        let spec = spec(marketplace(
+            "azureopenshift",
+            "aro4",
+            "419-v2",
+            "419.6.20250523",
+        ));
+        // The compact stream's aarch64 has AWS images only.
+        let outcome = Azure.evaluate(&spec, &cluster().ctx(Arch::Arm64));
+        assert!(matches!(outcome, ImageOutcome::Error { .. }), "{outcome:?}");
+        assert_eq!(reason(&outcome), Some(Reason::ImageNotInStream));
+
+        let mut x86_only = stream_4_21();
+        x86_only["architectures"]
+            .as_object_mut()
+            .unwrap()
+            .remove("aarch64");
+        let outcome = Azure.evaluate(&spec, &Cluster::new(x86_only).ctx(Arch::Arm64));
+        assert_eq!(reason(&outcome), Some(Reason::ArchitectureNotInStream));
+    }
+
+    #[test]
+    fn a_generation_the_stream_lacks_is_an_error() {
+        // Arm64 VMs are Gen2 only, so the stream has no Gen1 image to move a Gen1 upload to.
+        let mut stream = stream_4_21();
+        stream["architectures"]["aarch64"]["rhel-coreos-extensions"] = json!({"marketplace": {"azure": {
+            "no-purchase-plan": {"hyperVGen2": {
+                "publisher": "azureopenshift", "offer": "aro4", "sku": "420-arm", "version": "9.6.20251015"
+            }}
+        }}});
+        let cluster = Cluster::new(stream).named(INFRA);
+        let gen1 = format!("/resourceGroups/{INFRA}-rg/providers/Microsoft.Compute/images/{INFRA}");
+        let outcome = Azure.evaluate(&spec(upload(&gen1)), &cluster.ctx(Arch::Arm64));
+        assert!(matches!(outcome, ImageOutcome::Error { .. }), "{outcome:?}");
+        assert_eq!(reason(&outcome), Some(Reason::ImageNotInStream));
+
+        // A release's arm sku is recognised by shape and has its one generation.
+        let older = marketplace("azureopenshift", "aro4", "419-arm", "419.6.20250523");
+        let outcome = Azure.evaluate(&spec(older), &cluster.ctx(Arch::Arm64));
+        assert_eq!(target(&outcome)["sku"], "420-arm");
+    }
+
+    #[test]
+    fn a_spec_without_a_usable_image_is_invalid() {
+        let invalid = [
+            json!({"vmSize": "Standard_D4s_v3"}),
+            spec(json!("azureopenshift:aro4:420-v2:latest")),
+            spec(json!({"publisher": "", "offer": "", "resourceID": "", "sku": "", "version": ""})),
+            spec(
+                json!({"publisher": "azureopenshift", "offer": "aro4", "sku": 420, "version": "1"}),
+            ),
+        ];
+        for spec in invalid {
+            let outcome = evaluate(&spec);
+            assert!(matches!(outcome, ImageOutcome::Error { .. }), "{outcome:?}");
+            assert_eq!(
+                reason(&outcome),
+                Some(Reason::InvalidProviderSpec),
+                "{spec}"
+            );
+        }
+    }
+
+    #[test]
+    fn sku_shapes_ignore_release_numbers_only() {
+        assert_eq!(sku_shape("aro_419"), sku_shape("ARO_420"));
+        assert_eq!(sku_shape("419-v2"), sku_shape("4201-v3"));
+        assert_ne!(sku_shape("aro_420"), sku_shape("420-v2"));
+        assert_ne!(sku_shape("rh-ocp-worker"), sku_shape("rh-ocp-worker-gen1"));
+    }
+
+    #[test]
+    fn ambiguous_shapes_fall_back_to_the_sku_wording() {
+        let image = |sku: &str| AzureMarketplaceImage {
+            publisher: "p".into(),
+            offer: "o".into(),
+            sku: sku.into(),
+            version: "1".into(),
+        };
+        let generations = [
+            ("hyperVGen1".to_string(), image("img-1")),
+            ("hyperVGen2".to_string(), image("img-2")),
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(choose_generation(&generations, "img-2"), "hyperVGen2");
+        assert_eq!(choose_generation(&generations, "img-3"), "hyperVGen2");
+        assert_eq!(choose_generation(&generations, "img-3-gen1"), "hyperVGen1");
     }
 }

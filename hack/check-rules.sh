@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Checks the alerting rules with promtool: `promtool check rules` on the rules of
+# manifests/monitoring/prometheusrule.yaml, then `promtool test rules` with the unit tests in
+# hack/promtool/tests.yaml (every alert, firing and not firing). Also parses every query of
+# dashboards/*.json with promtool. Exits non-zero on any failure.
+#
+# promtool comes from Debian's `prometheus` package, installed here when missing (as root; the
+# service is not started). Needs python3; PyYAML enables the stricter checks of the test file.
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+log() { echo "check-rules: $*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+ensure_promtool() {
+  command -v promtool >/dev/null && return
+  ((EUID == 0)) || die "promtool not found; install Debian's prometheus package (apt-get install -y prometheus)"
+  log "installing Debian's prometheus package for promtool"
+  # Installing the package must not start a Prometheus server: policy-rc.d exiting 101 tells
+  # invoke-rc.d and deb-systemd-invoke not to start services. Keep one that is already there.
+  local policy=/usr/sbin/policy-rc.d created_policy=""
+  if [[ ! -e "$policy" ]]; then
+    printf '#!/bin/sh\nexit 101\n' >"$policy"
+    chmod 755 "$policy"
+    created_policy=1
+  fi
+  local status=0
+  {
+    apt-get update -qq &&
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus
+  } >&2 || status=$?
+  [[ -z "$created_policy" ]] || rm -f "$policy"
+  ((status == 0)) || die "apt-get install prometheus failed"
+  command -v promtool >/dev/null || die "the prometheus package did not provide promtool"
+}
+
+ensure_promtool
+log "$(promtool --version 2>&1 | head -n1)"
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+# promtool reads rule_files relative to the test file, so both go into one directory.
+"$repo/hack/promtool/extract-rules.sh" >"$work/rules.yaml"
+cp "$repo/hack/promtool/tests.yaml" "$work/tests.yaml"
+
+# The line-based fallback of extract-rules.sh (for hosts without PyYAML) must read the manifest
+# the same way.
+if python3 -c 'import yaml' 2>/dev/null; then
+  BIC_NO_PYYAML=1 "$repo/hack/promtool/extract-rules.sh" >"$work/rules-fallback.yaml"
+  python3 - "$work/rules.yaml" "$work/rules-fallback.yaml" <<'PY' ||
+import sys, yaml
+a, b = (yaml.safe_load(open(p)) for p in sys.argv[1:])
+sys.exit(a != b)
+PY
+    die "extract-rules.sh without PyYAML reads manifests/monitoring/prometheusrule.yaml differently"
+fi
+
+# Every alert in the rules has a unit test.
+mapfile -t alerts < <(sed -nE 's/^[[:space:]]*-?[[:space:]]*alert:[[:space:]]*([A-Za-z0-9_]+).*/\1/p' "$work/rules.yaml" | sort -u)
+((${#alerts[@]} > 0)) || die "no alerts found in the rules"
+untested=()
+for alert in "${alerts[@]}"; do
+  grep -qE "alertname:[[:space:]]*$alert\$" "$work/tests.yaml" || untested+=("$alert")
+done
+((${#untested[@]} == 0)) || die "alerts without a test in hack/promtool/tests.yaml: ${untested[*]}"
+# ... and both a case where it fires and one where it must not.
+if python3 -c 'import yaml' 2>/dev/null; then
+  python3 - "$work/tests.yaml" "${alerts[@]}" <<'PY' || die "every alert needs a firing and a quiet case in hack/promtool/tests.yaml"
+import sys, yaml
+tests = yaml.safe_load(open(sys.argv[1]))["tests"]
+cases = {}
+for test in tests:
+    for case in test.get("alert_rule_test", []):
+        cases.setdefault(case["alertname"], set()).add(bool(case.get("exp_alerts")))
+missing = [a for a in sys.argv[2:] if cases.get(a) != {True, False}]
+for alert in missing:
+    print(f"check-rules: {alert}: has {'no firing' if True not in cases.get(alert, ()) else 'no quiet'} case", file=sys.stderr)
+sys.exit(1 if missing else 0)
+PY
+fi
+
+# The dashboards' queries, with Grafana's variables filled in, as recording rules: promtool
+# then parses every one of them.
+python3 - "$work/dashboard-queries.yaml" "$repo"/dashboards/*.json <<'PY'
+import json, sys
+
+out, paths = sys.argv[1], sys.argv[2:]
+values = {"$__rate_interval": "5m", "$__interval": "1m", "$__range": "1h", "$namespace": ".*"}
+rules = []
+for path in paths:
+    def walk(panels):
+        for panel in panels:
+            walk(panel.get("panels", []))
+            for target in panel.get("targets", []):
+                expr = target.get("expr", "")
+                for name, value in values.items():
+                    expr = expr.replace(name, value)
+                if "$" in expr:
+                    sys.exit(f"{path}: panel {panel.get('title')!r} uses a variable this check does not know: {expr}")
+                rules.append({"record": f"dashboard:query_{len(rules)}", "expr": expr})
+    walk(json.load(open(path)).get("panels", []))
+with open(out, "w") as f:
+    json.dump({"groups": [{"name": "dashboard-queries", "rules": rules}]}, f, indent=1)
+PY
+
+cd "$work"
+promtool check rules rules.yaml
+promtool test rules tests.yaml
+if ! out="$(promtool check rules dashboard-queries.yaml 2>&1)"; then
+  printf '%s\n' "$out" >&2
+  die "a query in dashboards/ does not parse"
+fi
+log "ok: ${#alerts[@]} alerts checked and tested; dashboard queries parse"

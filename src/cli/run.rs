@@ -1,0 +1,61 @@
+//! `boot-image-controller run`: logging, signals and the runtime around the controller.
+
+use tokio_util::sync::CancellationToken;
+use tracing::{error, info};
+use tracing_subscriber::EnvFilter;
+
+use super::Failure;
+use crate::controller::{self, RunArgs, config::LogFormat};
+
+/// Exit code when the controller stops on an error (e.g. a lost leader lease).
+const RUNTIME_FAILURE: u8 = 1;
+
+pub fn run(args: RunArgs) -> Result<(), Failure> {
+    let filter = EnvFilter::try_new(&args.log_level)
+        .map_err(|e| Failure::input(anyhow::anyhow!("--log-level {:?}: {e}", args.log_level)))?;
+    let subscriber = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match args.log_format {
+        LogFormat::Json => subscriber.json().flatten_event(true).init(),
+        LogFormat::Text => subscriber.init(),
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            Failure::runtime(
+                RUNTIME_FAILURE,
+                anyhow::anyhow!("cannot start the async runtime: {e}"),
+            )
+        })?;
+    runtime.block_on(async move {
+        let shutdown = CancellationToken::new();
+        tokio::spawn(stop_on_signal(shutdown.clone()));
+        info!(
+            version = env!("CARGO_PKG_VERSION"),
+            "starting boot-image-controller"
+        );
+        controller::run(args, shutdown).await.map_err(|e| {
+            error!(error = %e, "controller stopped");
+            Failure::runtime(RUNTIME_FAILURE, e)
+        })
+    })
+}
+
+/// SIGTERM (Kubernetes) or SIGINT (a terminal) start a graceful shutdown.
+async fn stop_on_signal(shutdown: CancellationToken) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        error!("cannot install signal handlers; stop with SIGKILL");
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => info!("SIGTERM: shutting down"),
+        _ = int.recv() => info!("SIGINT: shutting down"),
+    }
+    shutdown.cancel();
+}

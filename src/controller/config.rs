@@ -1,0 +1,166 @@
+//! `boot-image-controller run` flags, named as kubebuilder controllers name theirs.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+
+use crate::arch::Arch;
+use crate::names;
+
+/// Where the controller keeps its Lease and known-images ConfigMap when nothing else says.
+pub const DEFAULT_NAMESPACE: &str = "openshift-machine-config-operator";
+const SERVICE_ACCOUNT_NAMESPACE_FILE: &str =
+    "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Args, Clone, Debug)]
+pub struct RunArgs {
+    /// Kubeconfig file; in-cluster config when absent.
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Address of /metrics (`:8080` = all interfaces, `0` = off).
+    #[arg(long, env = "BIC_METRICS_BIND_ADDRESS", default_value = ":8080")]
+    pub metrics_bind_address: String,
+    /// Address of /healthz and /readyz (`0` = off).
+    #[arg(long, env = "BIC_HEALTH_PROBE_BIND_ADDRESS", default_value = ":8081")]
+    pub health_probe_bind_address: String,
+    /// Campaign for a Lease so that only one replica writes.
+    #[arg(long, env = "BIC_LEADER_ELECT", default_value_t = false)]
+    pub leader_elect: bool,
+    /// Namespace of the leader Lease (default: the controller's namespace).
+    #[arg(long, env = "BIC_LEADER_ELECTION_NAMESPACE")]
+    pub leader_election_namespace: Option<String>,
+    #[arg(
+        long,
+        env = "BIC_LEADER_ELECTION_ID",
+        default_value = "boot-image-controller"
+    )]
+    pub leader_election_id: String,
+    /// The controller's own namespace (Lease, known-images ConfigMap).
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Identity in the Lease; the pod name in a cluster.
+    #[arg(long, env = "POD_NAME")]
+    pub identity: Option<String>,
+    /// The only namespace whose MachineSets are watched and patched.
+    #[arg(
+        long,
+        env = "BIC_MACHINE_API_NAMESPACE",
+        default_value = "openshift-machine-api"
+    )]
+    pub machine_api_namespace: String,
+    #[arg(long, env = "BIC_GOLDEN_CONFIGMAP_NAMESPACE", default_value = names::GOLDEN_CONFIGMAP_NAMESPACE)]
+    pub golden_configmap_namespace: String,
+    #[arg(long, env = "BIC_GOLDEN_CONFIGMAP_NAME", default_value = names::GOLDEN_CONFIGMAP_NAME)]
+    pub golden_configmap_name: String,
+    #[arg(long, env = "BIC_MACHINE_CONFIGURATION_NAME", default_value = names::MACHINE_CONFIGURATION_NAME)]
+    pub machine_configuration_name: String,
+    /// Name of the Infrastructure singleton (tests run several simulated clusters side by side).
+    #[arg(long, env = "BIC_INFRASTRUCTURE_NAME", default_value = names::INFRASTRUCTURE_NAME, hide = true)]
+    pub infrastructure_name: String,
+    /// Name of the ClusterVersion singleton.
+    #[arg(long, env = "BIC_CLUSTER_VERSION_NAME", default_value = names::CLUSTER_VERSION_NAME, hide = true)]
+    pub cluster_version_name: String,
+    /// Architecture of control-plane machines, and of MachineSets that do not name theirs.
+    #[arg(long, env = "BIC_CONTROL_PLANE_ARCH", default_value = "amd64")]
+    pub control_plane_arch: Arch,
+    /// Extra known CoreOS image references, one per line; re-read when it changes.
+    #[arg(long, env = "BIC_KNOWN_IMAGES_FILE")]
+    pub known_images_file: Option<PathBuf>,
+    /// Re-plan everything this often even without events (e.g. `10m`, `30s`).
+    #[arg(long, env = "BIC_RESYNC_PERIOD", default_value = "10m", value_parser = parse_duration)]
+    pub resync_period: Duration,
+    /// Window of the hot-loop guard.
+    #[arg(long, env = "BIC_HOT_LOOP_WINDOW", default_value = "1h", value_parser = parse_duration)]
+    pub hot_loop_window: Duration,
+    /// Patches to the same value within the window after which the guard stops us.
+    #[arg(long, env = "BIC_HOT_LOOP_THRESHOLD", default_value_t = 3)]
+    pub hot_loop_threshold: usize,
+    /// MachineSet patches in flight at once.
+    #[arg(long, env = "BIC_MAX_CONCURRENT_PATCHES", default_value_t = 8)]
+    pub max_concurrent_patches: usize,
+    #[arg(long, env = "BIC_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+    /// A tracing filter: `info`, `debug`, `boot_image_controller=debug,kube=info`, ...
+    #[arg(long, env = "BIC_LOG_LEVEL", default_value = "info")]
+    pub log_level: String,
+}
+
+impl RunArgs {
+    /// `--namespace`, else `POD_NAMESPACE` (same flag), else the service account's namespace.
+    pub fn own_namespace(&self) -> String {
+        self.namespace
+            .clone()
+            .or_else(|| {
+                std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE_FILE)
+                    .ok()
+                    .map(|s| s.trim().to_string())
+                    .filter(|s| !s.is_empty())
+            })
+            .unwrap_or_else(|| DEFAULT_NAMESPACE.to_string())
+    }
+
+    pub fn identity(&self) -> String {
+        self.identity.clone().unwrap_or_else(|| {
+            let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map(|h| h.trim().to_string())
+                .unwrap_or_else(|_| "local".into());
+            format!("{host}-{}", std::process::id())
+        })
+    }
+}
+
+/// Durations as Kubernetes users write them: `90s`, `10m`, `1h`, `1h30m`, `500ms`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let mut total = Duration::ZERO;
+    let mut rest = text.trim();
+    if rest.is_empty() {
+        return Err("empty duration".into());
+    }
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        if digits == 0 {
+            return Err(format!("invalid duration {text:?}: expected a number"));
+        }
+        let n: u64 = rest[..digits]
+            .parse()
+            .map_err(|e| format!("invalid duration {text:?}: {e}"))?;
+        rest = &rest[digits..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let unit = match &rest[..unit_len] {
+            "ms" => Duration::from_millis(n),
+            "s" => Duration::from_secs(n),
+            "m" => Duration::from_secs(n * 60),
+            "h" => Duration::from_secs(n * 3600),
+            other => return Err(format!("invalid duration {text:?}: unknown unit {other:?}")),
+        };
+        total += unit;
+        rest = &rest[unit_len..];
+    }
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("10m"), Ok(Duration::from_secs(600)));
+        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert!(parse_duration("10").is_err());
+        assert!(parse_duration("m").is_err());
+        assert!(parse_duration("5d").is_err());
+    }
+}

@@ -1,0 +1,162 @@
+//! The known-images memory: every golden image we have seen, kept in a ConfigMap we own.
+//!
+//! After an upgrade the golden ConfigMap lists only the new release's images, so without memory
+//! a MachineSet still on the previous release's image would look custom and be left behind.
+//! Writes are best effort: a failure is logged and counted, and never blocks an update.
+
+use std::collections::{BTreeSet, HashSet};
+
+use json_patch::{AddOperation, PatchOperation, ReplaceOperation};
+use jsonptr::PointerBuf;
+use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use tracing::{info, warn};
+
+use crate::api::ConfigMap;
+use crate::metrics::Metrics;
+use crate::plan::record::test_op;
+
+pub use crate::names::KNOWN_IMAGES_CONFIGMAP_NAME as CONFIG_MAP_NAME;
+pub const IMAGES_KEY: &str = "images";
+/// About 40 releases of every AWS region and architecture; the oldest entries go first.
+pub const LIMIT: usize = 20_000;
+
+/// The references stored in a known-images ConfigMap (one per line, `#` comments allowed).
+pub fn images(cm: &ConfigMap) -> Vec<String> {
+    cm.data
+        .as_ref()
+        .map(|d| {
+            d.values()
+                .flat_map(|text| {
+                    crate::known_images::KnownImages::parse(text)
+                        .iter()
+                        .cloned()
+                        .collect::<Vec<_>>()
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The new content of the images key, or `None` when every reference is already remembered.
+/// Order is oldest first so that bounding drops the oldest releases.
+pub fn merged(existing: Option<&str>, refs: &BTreeSet<String>) -> Option<String> {
+    let mut lines: Vec<&str> = existing
+        .map(|t| t.lines().filter(|l| !l.trim().is_empty()).collect())
+        .unwrap_or_default();
+    let present: HashSet<&str> = lines.iter().copied().collect();
+    let new: Vec<&str> = refs
+        .iter()
+        .map(String::as_str)
+        .filter(|r| !present.contains(r))
+        .collect();
+    if new.is_empty() {
+        return None;
+    }
+    lines.extend(new);
+    let excess = lines.len().saturating_sub(LIMIT);
+    let mut text = lines[excess..].join("\n");
+    text.push('\n');
+    Some(text)
+}
+
+pub async fn remember(
+    api: &Api<ConfigMap>,
+    current: Option<std::sync::Arc<ConfigMap>>,
+    refs: BTreeSet<String>,
+    metrics: &Metrics,
+) {
+    let existing = current
+        .as_ref()
+        .and_then(|cm| cm.data.as_ref())
+        .and_then(|d| d.get(IMAGES_KEY));
+    let Some(text) = merged(existing.map(String::as_str), &refs) else {
+        return;
+    };
+    let result = match &current {
+        None => {
+            let cm = ConfigMap {
+                metadata: ObjectMeta {
+                    name: Some(CONFIG_MAP_NAME.into()),
+                    labels: Some(
+                        [(
+                            "app.kubernetes.io/managed-by".to_string(),
+                            "boot-image-controller".to_string(),
+                        )]
+                        .into(),
+                    ),
+                    ..ObjectMeta::default()
+                },
+                data: Some([(IMAGES_KEY.to_string(), text)].into()),
+                ..ConfigMap::default()
+            };
+            api.create(&PostParams::default(), &cm).await.map(|_| ())
+        }
+        Some(cm) => {
+            let path = PointerBuf::from_tokens(["data", IMAGES_KEY]);
+            let ops = match (cm.data.is_some(), existing) {
+                (_, Some(old)) => vec![
+                    test_op(path.clone(), old.clone().into()),
+                    PatchOperation::Replace(ReplaceOperation {
+                        path,
+                        value: text.into(),
+                    }),
+                ],
+                (true, None) => vec![PatchOperation::Add(AddOperation {
+                    path,
+                    value: text.into(),
+                })],
+                (false, None) => vec![PatchOperation::Add(AddOperation {
+                    path: PointerBuf::from_tokens(["data"]),
+                    value: serde_json::json!({ IMAGES_KEY: text }),
+                })],
+            };
+            let patch = Patch::Json::<()>(json_patch::Patch(ops));
+            api.patch(CONFIG_MAP_NAME, &PatchParams::default(), &patch)
+                .await
+                .map(|_| ())
+        }
+    };
+    match result {
+        Ok(()) => {
+            metrics.writes.with_label_values(&["ConfigMap"]).inc();
+            info!(
+                configmap = CONFIG_MAP_NAME,
+                "remembered the golden stream's images"
+            );
+        }
+        // Someone (another replica, a previous pass) wrote first; the next pass merges again.
+        Err(kube::Error::Api(e)) if e.code == 409 || e.code == 422 => {}
+        Err(e) => {
+            metrics.writes.with_label_values(&["ConfigMapFailed"]).inc();
+            warn!(error = %e, configmap = CONFIG_MAP_NAME, "could not remember known images (bookkeeping only)");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(items: &[&str]) -> BTreeSet<String> {
+        items.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn appends_only_new_references() {
+        assert_eq!(merged(None, &set(&["ami-1"])).as_deref(), Some("ami-1\n"));
+        assert_eq!(merged(Some("ami-1\n"), &set(&["ami-1"])), None);
+        assert_eq!(
+            merged(Some("ami-2\n"), &set(&["ami-1", "ami-2"])).as_deref(),
+            Some("ami-2\nami-1\n")
+        );
+    }
+
+    #[test]
+    fn bounded_by_dropping_the_oldest() {
+        let old: String = (0..LIMIT).map(|i| format!("ami-{i}\n")).collect();
+        let text = merged(Some(&old), &set(&["ami-new"])).unwrap();
+        assert_eq!(text.lines().count(), LIMIT);
+        assert_eq!(text.lines().next(), Some("ami-1"));
+        assert_eq!(text.lines().last(), Some("ami-new"));
+    }
+}

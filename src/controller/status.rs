@@ -1,0 +1,423 @@
+//! Conditions on the MachineConfiguration: computed by pure code, written only when different.
+//!
+//! We own three condition types and nothing else. Writes are server-side applies with our own
+//! field manager listing only those types; the conditions list is a map keyed by `type`, so the
+//! Machine Config Operator's own conditions are untouched.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use jiff::Timestamp;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::json;
+
+use crate::api::{Condition, MachineConfiguration, Time};
+use crate::plan::{Action, Blocked, Entry, display};
+use crate::reason::Reason;
+
+pub const PROGRESSING: &str = "BootImageUpdateProgressing";
+pub const DEGRADED: &str = "BootImageUpdateDegraded";
+pub const PAUSED: &str = "BootImageUpdatePaused";
+pub const FIELD_MANAGER: &str = "boot-image-controller";
+
+/// How many erroring resources a message names before it summarises the rest.
+const NAMED_ERRORS: usize = 10;
+/// How many recent changes the Progressing message lists.
+const NAMED_CHANGES: usize = 3;
+
+/// A condition as we want it, without its transition time.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Desired {
+    pub type_: &'static str,
+    pub status: bool,
+    pub reason: String,
+    pub message: String,
+}
+
+/// What the conditions are computed from.
+pub struct StatusInput<'a> {
+    pub blocked: Option<&'a Blocked>,
+    pub machine_sets: &'a [&'a Entry],
+    pub control_plane_machine_sets: &'a [&'a Entry],
+    /// Writes still running when the status is computed; pause is acknowledged only at zero.
+    pub writes_in_flight: usize,
+}
+
+/// Gates that need an administrator, as opposed to gates that clear by themselves.
+fn degrades(reason: Reason) -> bool {
+    matches!(
+        reason,
+        Reason::InfrastructureMissing
+            | Reason::GoldenConfigMapMissing
+            | Reason::GoldenStreamInvalid
+    )
+}
+
+pub fn desired(input: &StatusInput<'_>) -> [Desired; 3] {
+    let all = || {
+        input
+            .machine_sets
+            .iter()
+            .chain(input.control_plane_machine_sets)
+    };
+    let summary = summary(input);
+    let progressing = match input.blocked {
+        Some(b) => Desired {
+            type_: PROGRESSING,
+            status: false,
+            reason: b.reason.to_string(),
+            message: format!("{}. {summary}", b.message),
+        },
+        None => {
+            let updating = all().filter(|e| e.action == Action::Update).count();
+            Desired {
+                type_: PROGRESSING,
+                status: updating > 0,
+                reason: if updating > 0 {
+                    "BootImagesUpdating"
+                } else {
+                    "BootImagesCurrent"
+                }
+                .into(),
+                message: summary.clone(),
+            }
+        }
+    };
+    let errors: Vec<&&Entry> = all().filter(|e| e.action == Action::Error).collect();
+    let degraded = match input.blocked {
+        Some(b) if degrades(b.reason) => Desired {
+            type_: DEGRADED,
+            status: true,
+            reason: b.reason.to_string(),
+            message: b.message.clone(),
+        },
+        _ if !errors.is_empty() => {
+            let first = errors[0].reason;
+            let reason = if errors.iter().all(|e| e.reason == first) {
+                first.to_string()
+            } else {
+                "MultipleErrors".to_string()
+            };
+            let mut message = format!("{} machine resource(s) cannot be updated: ", errors.len());
+            for (i, e) in errors.iter().take(NAMED_ERRORS).enumerate() {
+                if i > 0 {
+                    message.push_str("; ");
+                }
+                let _ = write!(
+                    message,
+                    "{}/{} {}: {}",
+                    e.namespace, e.name, e.reason, e.message
+                );
+            }
+            if errors.len() > NAMED_ERRORS {
+                let _ = write!(message, "; and {} more", errors.len() - NAMED_ERRORS);
+            }
+            Desired {
+                type_: DEGRADED,
+                status: true,
+                reason,
+                message,
+            }
+        }
+        _ => Desired {
+            type_: DEGRADED,
+            status: false,
+            reason: "AsExpected".into(),
+            message: "no errors".into(),
+        },
+    };
+    let paused_now = input.blocked.is_some_and(|b| b.reason == Reason::Paused);
+    let paused = if paused_now && input.writes_in_flight == 0 {
+        Desired {
+            type_: PAUSED,
+            status: true,
+            reason: Reason::Paused.to_string(),
+            message: "boot image updates are paused; no MachineSet is being written".into(),
+        }
+    } else {
+        Desired {
+            type_: PAUSED,
+            status: false,
+            reason: "NotPaused".into(),
+            message: if paused_now {
+                format!(
+                    "pausing: waiting for {} write(s) to finish",
+                    input.writes_in_flight
+                )
+            } else {
+                "boot image updates are not paused".into()
+            },
+        }
+    };
+    [progressing, degraded, paused]
+}
+
+fn summary(input: &StatusInput<'_>) -> String {
+    let mut text = String::new();
+    for (kind, entries) in [
+        ("MachineSets", input.machine_sets),
+        ("ControlPlaneMachineSets", input.control_plane_machine_sets),
+    ] {
+        if entries.is_empty() && kind == "ControlPlaneMachineSets" {
+            continue;
+        }
+        let count = |f: &dyn Fn(&Entry) -> bool| entries.iter().filter(|e| f(e)).count();
+        let selected = count(&|e| !matches!(e.reason, Reason::NotSelected | Reason::OptedOut));
+        let _ = write!(
+            text,
+            "{kind}: {} total, {selected} selected, {} to update, {} up to date, {} skipped",
+            entries.len(),
+            count(&|e| e.action == Action::Update),
+            count(&|e| e.action == Action::UpToDate),
+            count(&|e| e.action == Action::Skip),
+        );
+        // Why things were skipped is what an administrator asks next; reasons are few and fixed.
+        let mut skipped: BTreeMap<Reason, usize> = BTreeMap::new();
+        for e in entries.iter().filter(|e| e.action == Action::Skip) {
+            *skipped.entry(e.reason).or_default() += 1;
+        }
+        if !skipped.is_empty() {
+            let parts: Vec<String> = skipped.iter().map(|(r, n)| format!("{r}: {n}")).collect();
+            let _ = write!(text, " ({})", parts.join(", "));
+        }
+        let _ = write!(
+            text,
+            ", {} errored. ",
+            count(&|e| e.action == Action::Error)
+        );
+    }
+    let mut recent: Vec<&Entry> = input
+        .machine_sets
+        .iter()
+        .chain(input.control_plane_machine_sets)
+        .copied()
+        .filter(|e| e.last_change.is_some())
+        .collect();
+    recent.sort_by(|a, b| {
+        let time = |e: &Entry| e.last_change.as_ref().map(|c| c.time.clone());
+        time(b).cmp(&time(a))
+    });
+    for (i, e) in recent.iter().take(NAMED_CHANGES).enumerate() {
+        let change = e.last_change.as_ref().expect("filtered");
+        text.push_str(if i == 0 { "Last changes: " } else { "; " });
+        let _ = write!(text, "{} at {}", e.name, change.time);
+        if let Some(image) = &change.boot_image {
+            let _ = write!(
+                text,
+                " {} -> {}",
+                display(Some(&image.from)),
+                display(Some(&image.to))
+            );
+        }
+        if let Some(secret) = &change.user_data_secret {
+            let _ = write!(text, " {} -> {}", secret.from, secret.to);
+        }
+    }
+    text.trim_end().to_string()
+}
+
+/// The conditions to write, or `None` when the current ones already say the same.
+///
+/// `lastTransitionTime` moves only when a condition's status flips (the predecessor bumped it on
+/// every message change, which made "how long has this been degraded" unanswerable).
+pub fn merge(
+    current: &[Condition],
+    desired: &[Desired],
+    generation: Option<i64>,
+    now: Timestamp,
+) -> Option<Vec<Condition>> {
+    let mut changed = false;
+    let merged = desired
+        .iter()
+        .map(|d| {
+            let status = if d.status { "True" } else { "False" };
+            let existing = current.iter().find(|c| c.type_ == d.type_);
+            let same = existing.is_some_and(|c| {
+                c.status == status
+                    && c.reason == d.reason
+                    && c.message == d.message
+                    && c.observed_generation == generation
+            });
+            changed |= !same;
+            let transition = match existing {
+                Some(c) if c.status == status => c.last_transition_time.clone(),
+                _ => Time(now),
+            };
+            Condition {
+                type_: d.type_.to_string(),
+                status: status.to_string(),
+                reason: d.reason.clone(),
+                message: d.message.clone(),
+                observed_generation: generation,
+                last_transition_time: transition,
+            }
+        })
+        .collect();
+    changed.then_some(merged)
+}
+
+/// Applies our conditions to the MachineConfiguration's status subresource.
+pub async fn write(
+    api: &Api<MachineConfiguration>,
+    name: &str,
+    conditions: &[Condition],
+) -> Result<(), kube::Error> {
+    let body = json!({
+        "apiVersion": "operator.openshift.io/v1",
+        "kind": "MachineConfiguration",
+        "metadata": {"name": name},
+        "status": {"conditions": conditions},
+    });
+    // Forcing takes over only the fields listed here, i.e. our three condition types, should a
+    // previous controller have written them.
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    api.patch_status(name, &params, &Patch::Apply(body))
+        .await
+        .map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::Values;
+
+    fn entry(name: &str, action: Action, reason: Reason) -> Entry {
+        Entry {
+            namespace: "openshift-machine-api".into(),
+            name: name.into(),
+            action,
+            reason,
+            message: format!("{reason} message"),
+            boot_image: Values::default(),
+            user_data_secret: Values::default(),
+            patch: vec![],
+            last_change: None,
+        }
+    }
+
+    fn conditions(input: &StatusInput<'_>) -> Vec<Condition> {
+        merge(&[], &desired(input), Some(3), Timestamp::UNIX_EPOCH).unwrap()
+    }
+
+    fn get<'a>(c: &'a [Condition], type_: &str) -> &'a Condition {
+        c.iter().find(|c| c.type_ == type_).unwrap()
+    }
+
+    #[test]
+    fn converged_cluster_is_neither_progressing_nor_degraded() {
+        let a = entry("a", Action::UpToDate, Reason::UpToDate);
+        let b = entry("b", Action::Skip, Reason::CustomImage);
+        let c = conditions(&StatusInput {
+            blocked: None,
+            machine_sets: &[&a, &b],
+            control_plane_machine_sets: &[],
+            writes_in_flight: 0,
+        });
+        assert_eq!(get(&c, PROGRESSING).status, "False");
+        assert_eq!(get(&c, DEGRADED).status, "False");
+        assert_eq!(get(&c, PAUSED).status, "False");
+        assert!(
+            get(&c, PROGRESSING)
+                .message
+                .contains("2 total, 2 selected, 0 to update, 1 up to date, 1 skipped")
+        );
+        assert_eq!(get(&c, PROGRESSING).observed_generation, Some(3));
+    }
+
+    #[test]
+    fn errors_name_the_machine_sets() {
+        let a = entry("a", Action::Error, Reason::ManagedSecretMissing);
+        let b = entry("b", Action::Update, Reason::BootImageOutdated);
+        let c = conditions(&StatusInput {
+            blocked: None,
+            machine_sets: &[&a, &b],
+            control_plane_machine_sets: &[],
+            writes_in_flight: 0,
+        });
+        let degraded = get(&c, DEGRADED);
+        assert_eq!(
+            (degraded.status.as_str(), degraded.reason.as_str()),
+            ("True", "ManagedSecretMissing")
+        );
+        assert!(
+            degraded
+                .message
+                .contains("openshift-machine-api/a ManagedSecretMissing")
+        );
+        assert_eq!(get(&c, PROGRESSING).status, "True");
+    }
+
+    #[test]
+    fn golden_configmap_missing_degrades_upgrade_does_not() {
+        let missing = Blocked {
+            reason: Reason::GoldenConfigMapMissing,
+            message: "gone".into(),
+        };
+        let input = |blocked| StatusInput {
+            blocked: Some(blocked),
+            machine_sets: &[],
+            control_plane_machine_sets: &[],
+            writes_in_flight: 0,
+        };
+        let c = conditions(&input(&missing));
+        assert_eq!(get(&c, DEGRADED).reason, "GoldenConfigMapMissing");
+        let upgrading = Blocked {
+            reason: Reason::ClusterUpgrading,
+            message: "updating".into(),
+        };
+        let c = conditions(&input(&upgrading));
+        assert_eq!(get(&c, DEGRADED).status, "False");
+        assert_eq!(get(&c, PROGRESSING).reason, "ClusterUpgrading");
+    }
+
+    #[test]
+    fn pause_is_acknowledged_only_without_writes_in_flight() {
+        let paused = Blocked {
+            reason: Reason::Paused,
+            message: "paused".into(),
+        };
+        let mut input = StatusInput {
+            blocked: Some(&paused),
+            machine_sets: &[],
+            control_plane_machine_sets: &[],
+            writes_in_flight: 2,
+        };
+        assert_eq!(get(&conditions(&input), PAUSED).status, "False");
+        input.writes_in_flight = 0;
+        assert_eq!(get(&conditions(&input), PAUSED).status, "True");
+    }
+
+    #[test]
+    fn no_write_when_unchanged_and_transition_time_moves_only_on_flip() {
+        let a = entry("a", Action::UpToDate, Reason::UpToDate);
+        let input = StatusInput {
+            blocked: None,
+            machine_sets: &[&a],
+            control_plane_machine_sets: &[],
+            writes_in_flight: 0,
+        };
+        let t0 = Timestamp::UNIX_EPOCH;
+        let first = merge(&[], &desired(&input), Some(1), t0).unwrap();
+        let t1: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        assert_eq!(merge(&first, &desired(&input), Some(1), t1), None);
+
+        // A message change keeps the transition time.
+        let b = entry("b", Action::Skip, Reason::OptedOut);
+        let more = StatusInput {
+            machine_sets: &[&a, &b],
+            ..input
+        };
+        let second = merge(&first, &desired(&more), Some(1), t1).unwrap();
+        assert_eq!(get(&second, PROGRESSING).last_transition_time, Time(t0));
+
+        // A status flip moves it.
+        let c = entry("c", Action::Error, Reason::HotLoop);
+        let failing = StatusInput {
+            machine_sets: &[&a, &c],
+            ..more
+        };
+        let third = merge(&second, &desired(&failing), Some(1), t1).unwrap();
+        assert_eq!(get(&third, DEGRADED).last_transition_time, Time(t1));
+        assert_eq!(get(&third, PROGRESSING).last_transition_time, Time(t0));
+    }
+}

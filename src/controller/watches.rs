@@ -1,0 +1,275 @@
+//! The watches: one reflector store per kind, each feeding the trigger channel.
+//!
+//! MachineSet events re-plan that MachineSet; every other kind re-plans everything. Singletons are
+//! watched by name (a `metadata.name` field selector), which is also what lets RBAC restrict the
+//! controller to those names. A watch error is logged and retried with backoff; it never ends the
+//! watch, and `Lenient` keeps one malformed object from failing a whole list.
+
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use kube::api::{Api, ListParams};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, Resource};
+use serde::de::DeserializeOwned;
+use tokio::sync::mpsc::UnboundedSender;
+use tracing::{info, warn};
+
+use super::Key;
+use super::config::RunArgs;
+use super::known;
+use super::lenient::Lenient;
+use crate::api::{
+    ClusterVersion, ConfigMap, ControlPlaneMachineSet, Infrastructure, MachineConfiguration,
+    MachineSet,
+};
+use crate::plan::{PAUSE_ANNOTATION, Resource as MachineResource};
+
+/// What should be planned again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Trigger {
+    All,
+    One(Key),
+}
+
+pub struct Stores {
+    machine_sets: Store<Lenient<MachineSet>>,
+    control_plane: Option<Store<Lenient<ControlPlaneMachineSet>>>,
+    configurations: Store<Lenient<MachineConfiguration>>,
+    golden: Store<ConfigMap>,
+    infrastructure: Store<Lenient<Infrastructure>>,
+    cluster_version: Option<Store<Lenient<ClusterVersion>>>,
+    known_images: Store<ConfigMap>,
+}
+
+/// Starts every watch; returns at once with stores that fill in the background.
+pub async fn start(
+    client: &Client,
+    args: &RunArgs,
+    own_namespace: &str,
+    tx: UnboundedSender<Trigger>,
+) -> Stores {
+    let ns = &args.machine_api_namespace;
+    let by_name = |name: &str| watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let machine_sets = spawn(
+        Api::namespaced(client.clone(), ns),
+        watcher::Config::default(),
+        tx.clone(),
+        MachineResource::MachineSets,
+    );
+    // Clusters without these CRDs (ControlPlaneMachineSets on some platforms, ClusterVersion
+    // outside OpenShift) work without them.
+    let control_plane =
+        match installed::<Lenient<ControlPlaneMachineSet>>(Api::namespaced(client.clone(), ns))
+            .await
+        {
+            true => Some(spawn(
+                Api::namespaced(client.clone(), ns),
+                watcher::Config::default(),
+                tx.clone(),
+                MachineResource::ControlPlaneMachineSets,
+            )),
+            false => None,
+        };
+    let cluster_version = match installed::<Lenient<ClusterVersion>>(Api::all(client.clone())).await
+    {
+        true => Some(spawn_singleton(
+            Api::all(client.clone()),
+            by_name(&args.cluster_version_name),
+            tx.clone(),
+        )),
+        false => None,
+    };
+    Stores {
+        machine_sets,
+        control_plane,
+        cluster_version,
+        configurations: spawn_singleton(
+            Api::all(client.clone()),
+            by_name(&args.machine_configuration_name),
+            tx.clone(),
+        ),
+        golden: spawn_singleton(
+            Api::namespaced(client.clone(), &args.golden_configmap_namespace),
+            by_name(&args.golden_configmap_name),
+            tx.clone(),
+        ),
+        infrastructure: spawn_singleton(
+            Api::all(client.clone()),
+            by_name(&args.infrastructure_name),
+            tx.clone(),
+        ),
+        known_images: spawn_singleton(
+            Api::namespaced(client.clone(), own_namespace),
+            by_name(crate::names::KNOWN_IMAGES_CONFIGMAP_NAME),
+            tx,
+        ),
+    }
+}
+
+async fn installed<K>(api: Api<K>) -> bool
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
+{
+    match api.list_metadata(&ListParams::default().limit(1)).await {
+        Err(kube::Error::Api(e)) if e.code == 404 => {
+            info!(kind = %K::kind(&()), "CRD not installed; not watching it");
+            false
+        }
+        _ => true,
+    }
+}
+
+/// Watches a collection, re-planning one object per event (everything after a relist).
+fn spawn<K>(
+    api: Api<Lenient<K>>,
+    config: watcher::Config,
+    tx: UnboundedSender<Trigger>,
+    kind: MachineResource,
+) -> Store<Lenient<K>>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+{
+    let (store, writer) = reflector::store();
+    let stream = watcher(api, config).default_backoff().reflect(writer);
+    tokio::spawn(async move {
+        futures::pin_mut!(stream);
+        while let Some(event) = stream.next().await {
+            let trigger = match event {
+                Ok(watcher::Event::Apply(o) | watcher::Event::Delete(o)) => {
+                    Trigger::One((kind, o.metadata.name.clone().unwrap_or_default()))
+                }
+                Ok(watcher::Event::InitDone) => Trigger::All,
+                Ok(_) => continue,
+                Err(e) => {
+                    warn!(kind = kind.name(), error = %e, "watch failed; retrying");
+                    continue;
+                }
+            };
+            if tx.send(trigger).is_err() {
+                return;
+            }
+        }
+    });
+    store
+}
+
+/// Watches one object; any change re-plans everything.
+fn spawn_singleton<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    tx: UnboundedSender<Trigger>,
+) -> Store<K>
+where
+    K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+{
+    let (store, writer) = reflector::store();
+    let stream = watcher(api, config).default_backoff().reflect(writer);
+    tokio::spawn(async move {
+        futures::pin_mut!(stream);
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(
+                    watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone,
+                ) => {
+                    if tx.send(Trigger::All).is_err() {
+                        return;
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => warn!(kind = %K::kind(&()), error = %e, "watch failed; retrying"),
+            }
+        }
+    });
+    store
+}
+
+fn first<K>(store: &Store<K>) -> Option<Arc<K>>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    store.state().into_iter().next()
+}
+
+/// The typed object of a lenient singleton; a malformed one counts as absent, loudly.
+fn parsed<K: Clone>(object: Option<Arc<Lenient<K>>>) -> Option<K> {
+    let object = object?;
+    match &object.parsed {
+        Ok(k) => Some(k.clone()),
+        Err(e) => {
+            warn!(name = ?object.metadata.name, error = %e, "ignoring an object that cannot be read");
+            None
+        }
+    }
+}
+
+impl Stores {
+    pub async fn wait_until_ready(&self) {
+        let _ = self.machine_sets.wait_until_ready().await;
+        if let Some(s) = &self.control_plane {
+            let _ = s.wait_until_ready().await;
+        }
+        if let Some(s) = &self.cluster_version {
+            let _ = s.wait_until_ready().await;
+        }
+        let _ = self.configurations.wait_until_ready().await;
+        let _ = self.golden.wait_until_ready().await;
+        let _ = self.infrastructure.wait_until_ready().await;
+        let _ = self.known_images.wait_until_ready().await;
+    }
+
+    pub fn machine_sets(&self) -> Vec<Arc<Lenient<MachineSet>>> {
+        self.machine_sets.state()
+    }
+
+    pub fn control_plane_machine_sets(&self) -> Vec<Arc<Lenient<ControlPlaneMachineSet>>> {
+        self.control_plane
+            .as_ref()
+            .map(Store::state)
+            .unwrap_or_default()
+    }
+
+    pub fn machine_configuration(&self, name: &str) -> Option<MachineConfiguration> {
+        parsed(
+            self.configurations
+                .state()
+                .into_iter()
+                .find(|m| m.metadata.name.as_deref() == Some(name)),
+        )
+    }
+
+    /// Read straight from the store before each write, so a pause takes effect mid-pass.
+    pub fn paused(&self, name: &str) -> bool {
+        self.configurations
+            .state()
+            .iter()
+            .filter(|m| m.metadata.name.as_deref() == Some(name))
+            .filter_map(|m| m.metadata.annotations.as_ref())
+            .any(|a| a.get(PAUSE_ANNOTATION).is_some_and(|v| v == "true"))
+    }
+
+    pub fn golden(&self) -> Option<ConfigMap> {
+        first(&self.golden).map(|c| (*c).clone())
+    }
+
+    pub fn infrastructure(&self) -> Option<Infrastructure> {
+        parsed(first(&self.infrastructure))
+    }
+
+    pub fn cluster_version(&self) -> Option<ClusterVersion> {
+        parsed(self.cluster_version.as_ref().and_then(first))
+    }
+
+    pub fn known_images_config_map(&self) -> Option<Arc<ConfigMap>> {
+        first(&self.known_images)
+    }
+
+    /// Images of earlier golden streams, remembered in our ConfigMap.
+    pub fn remembered_images(&self) -> Vec<String> {
+        self.known_images_config_map()
+            .map(|cm| known::images(&cm))
+            .unwrap_or_default()
+    }
+}

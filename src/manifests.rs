@@ -1,0 +1,621 @@
+//! A cluster snapshot read from manifest files instead of an API server.
+//!
+//! The `plan` command has to work on what people actually have at hand: `oc get -o yaml`
+//! output (often a `kind: List`), must-gather folders, hand-written fixtures. So a path may be a
+//! file or a folder walked recursively, a file may hold several YAML documents or concatenated
+//! JSON values, and anything we do not plan on is ignored rather than rejected.
+//!
+//! Broken input is reported with the file it came from. The one exception is a MachineSet or
+//! ControlPlaneMachineSet that does not fit its typed view: that becomes a [`Malformed`] entry,
+//! because the controller sees such objects too and must plan them as errors, not stop.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+
+use crate::api::{ConfigMap, ControlPlaneMachineSet, MachineSet, Secret};
+use crate::known_images::KnownImages;
+use crate::names::{
+    CLUSTER_VERSION_NAME, GOLDEN_CONFIGMAP_NAME, GOLDEN_CONFIGMAP_NAMESPACE, INFRASTRUCTURE_NAME,
+    KNOWN_IMAGES_CONFIGMAP_NAME, MACHINE_CONFIGURATION_NAME,
+};
+use crate::plan::{Cluster, Malformed};
+
+/// File name endings read when walking a folder. A file named explicitly is read whatever its
+/// name, so `oc get ... > out.txt` works too.
+const MANIFEST_EXTENSIONS: [&str; 3] = ["yaml", "yml", "json"];
+
+/// What the manifests say about a cluster: the planner's whole input.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    pub cluster: Cluster,
+    pub machine_sets: Vec<Result<MachineSet, Malformed>>,
+    pub control_plane_machine_sets: Vec<Result<ControlPlaneMachineSet, Malformed>>,
+    /// Things worth telling a person that do not prevent a plan, e.g. conflicting duplicates.
+    pub warnings: Vec<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    #[error("{}: no such file or directory", .path.display())]
+    NotFound { path: PathBuf },
+    #[error("cannot read {}: {source}", .path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}: not valid YAML: {message}", .path.display())]
+    Yaml { path: PathBuf, message: String },
+    #[error("{}: not valid JSON: {source}", .path.display())]
+    Json {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A cluster-wide object (or Secret) that does not fit its kind. Unlike a bad MachineSet,
+    /// it would silently change every decision, so the plan is refused.
+    #[error("{}: {object} cannot be read: {message}", .path.display())]
+    InvalidObject {
+        path: PathBuf,
+        object: String,
+        message: String,
+    },
+}
+
+/// Reads every manifest under `paths` (files, or folders walked recursively) into a snapshot.
+pub fn load<P: AsRef<Path>>(paths: &[P]) -> Result<Snapshot, ManifestError> {
+    let mut files = Vec::new();
+    let mut visited = HashSet::new();
+    for path in paths {
+        collect_files(path.as_ref(), &mut files, &mut visited)?;
+    }
+    let mut objects = Objects::default();
+    for file in &files {
+        let text = std::fs::read_to_string(file).map_err(|source| ManifestError::Read {
+            path: file.clone(),
+            source,
+        })?;
+        objects.add_text(file, &text)?;
+    }
+    objects.into_snapshot()
+}
+
+/// Parses manifests held in memory; `source` names them in messages.
+pub fn from_str(source: impl AsRef<Path>, text: &str) -> Result<Snapshot, ManifestError> {
+    let mut objects = Objects::default();
+    objects.add_text(source.as_ref(), text)?;
+    objects.into_snapshot()
+}
+
+fn collect_files(
+    path: &Path,
+    files: &mut Vec<PathBuf>,
+    visited: &mut HashSet<PathBuf>,
+) -> Result<(), ManifestError> {
+    let metadata = std::fs::metadata(path).map_err(|source| io_error(path, source))?;
+    if !metadata.is_dir() {
+        files.push(path.to_path_buf());
+        return Ok(());
+    }
+    // Symlinked folders in must-gathers can form cycles.
+    let canonical = path
+        .canonicalize()
+        .map_err(|source| io_error(path, source))?;
+    if !visited.insert(canonical) {
+        return Ok(());
+    }
+    let mut entries = std::fs::read_dir(path)
+        .and_then(|dir| {
+            dir.map(|e| e.map(|e| e.path()))
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .map_err(|source| io_error(path, source))?;
+    // Sorted so that duplicates resolve the same way on every machine.
+    entries.sort();
+    for entry in entries {
+        let name = entry
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        // Editor backups, VCS metadata and the like are never manifests we mean.
+        if name.starts_with('.') {
+            continue;
+        }
+        let is_manifest = entry
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| MANIFEST_EXTENSIONS.contains(&e.to_ascii_lowercase().as_str()));
+        match std::fs::metadata(&entry) {
+            Ok(m) if m.is_dir() => collect_files(&entry, files, visited)?,
+            Ok(_) if is_manifest => files.push(entry),
+            Ok(_) => {}
+            Err(source) if is_manifest => return Err(io_error(&entry, source)),
+            // A dangling link to something that would not have been read anyway.
+            Err(_) => {}
+        }
+    }
+    Ok(())
+}
+
+fn io_error(path: &Path, source: std::io::Error) -> ManifestError {
+    if source.kind() == std::io::ErrorKind::NotFound {
+        ManifestError::NotFound {
+            path: path.to_path_buf(),
+        }
+    } else {
+        ManifestError::Read {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
+/// The kinds we plan on, identified by apiVersion, kind and, for singletons, name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    MachineSet,
+    ControlPlaneMachineSet,
+    MachineConfiguration,
+    Infrastructure,
+    ClusterVersion,
+    GoldenConfigMap,
+    KnownImagesConfigMap,
+    Secret,
+}
+
+impl Kind {
+    fn classify(api_version: &str, kind: &str, namespace: &str, name: &str) -> Option<Kind> {
+        Some(match (api_version, kind) {
+            ("machine.openshift.io/v1beta1", "MachineSet") => Kind::MachineSet,
+            ("machine.openshift.io/v1", "ControlPlaneMachineSet") => Kind::ControlPlaneMachineSet,
+            ("operator.openshift.io/v1", "MachineConfiguration")
+                if name == MACHINE_CONFIGURATION_NAME =>
+            {
+                Kind::MachineConfiguration
+            }
+            ("config.openshift.io/v1", "Infrastructure") if name == INFRASTRUCTURE_NAME => {
+                Kind::Infrastructure
+            }
+            ("config.openshift.io/v1", "ClusterVersion") if name == CLUSTER_VERSION_NAME => {
+                Kind::ClusterVersion
+            }
+            ("v1", "ConfigMap")
+                if namespace == GOLDEN_CONFIGMAP_NAMESPACE && name == GOLDEN_CONFIGMAP_NAME =>
+            {
+                Kind::GoldenConfigMap
+            }
+            ("v1", "ConfigMap") if name == KNOWN_IMAGES_CONFIGMAP_NAME => {
+                Kind::KnownImagesConfigMap
+            }
+            ("v1", "Secret") => Kind::Secret,
+            _ => return None,
+        })
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Kind::MachineSet => "MachineSet",
+            Kind::ControlPlaneMachineSet => "ControlPlaneMachineSet",
+            Kind::MachineConfiguration => "MachineConfiguration",
+            Kind::Infrastructure => "Infrastructure",
+            Kind::ClusterVersion => "ClusterVersion",
+            Kind::GoldenConfigMap | Kind::KnownImagesConfigMap => "ConfigMap",
+            Kind::Secret => "Secret",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct ObjectKey {
+    kind: Kind,
+    namespace: String,
+    name: String,
+}
+
+impl fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.namespace.is_empty() {
+            write!(f, "{} {}", self.kind.name(), self.name)
+        } else {
+            write!(f, "{} {}/{}", self.kind.name(), self.namespace, self.name)
+        }
+    }
+}
+
+struct Found {
+    source: PathBuf,
+    object: Value,
+}
+
+/// Recognised objects by identity; the same object in two files (common in must-gathers) is
+/// read once.
+#[derive(Default)]
+struct Objects {
+    by_key: BTreeMap<ObjectKey, Found>,
+    warnings: Vec<String>,
+}
+
+impl Objects {
+    fn add_text(&mut self, path: &Path, text: &str) -> Result<(), ManifestError> {
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+        let is_json = path
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| e.eq_ignore_ascii_case("json"));
+        let documents = if is_json {
+            parse_json(path, text)?
+        } else {
+            parse_yaml(path, text)?
+        };
+        for document in documents {
+            self.add_value(path, document);
+        }
+        Ok(())
+    }
+
+    fn add_value(&mut self, path: &Path, value: Value) {
+        let Value::Object(mut object) = value else {
+            return;
+        };
+        let api_version = str_field(&object, "apiVersion").to_string();
+        let kind = str_field(&object, "kind").to_string();
+        if let Some(item_kind) = kind.strip_suffix("List")
+            && let Some(Value::Array(items)) = object.remove("items")
+        {
+            for mut item in items {
+                // Raw API list responses leave the kind of their items implicit.
+                if let Value::Object(item) = &mut item {
+                    if !item.contains_key("apiVersion") && !api_version.is_empty() {
+                        item.insert("apiVersion".into(), api_version.clone().into());
+                    }
+                    if !item.contains_key("kind") && !item_kind.is_empty() {
+                        item.insert("kind".into(), item_kind.into());
+                    }
+                }
+                self.add_value(path, item);
+            }
+            return;
+        }
+        let metadata = object.get("metadata");
+        let meta_field = |field: &str| {
+            metadata
+                .and_then(|m| m.get(field))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        let (namespace, name) = (meta_field("namespace"), meta_field("name"));
+        let Some(kind) = Kind::classify(&api_version, &kind, &namespace, &name) else {
+            return;
+        };
+        let key = ObjectKey {
+            kind,
+            namespace,
+            name,
+        };
+        let object = Value::Object(object);
+        if let Some(earlier) = self.by_key.get(&key)
+            && earlier.object != object
+        {
+            self.warnings.push(format!(
+                "{key} appears in {} and differently in {}; using the latter",
+                earlier.source.display(),
+                path.display()
+            ));
+        }
+        self.by_key.insert(
+            key,
+            Found {
+                source: path.to_path_buf(),
+                object,
+            },
+        );
+    }
+
+    fn into_snapshot(self) -> Result<Snapshot, ManifestError> {
+        let mut snapshot = Snapshot {
+            warnings: self.warnings,
+            ..Snapshot::default()
+        };
+        let cluster = &mut snapshot.cluster;
+        for (key, found) in self.by_key {
+            match key.kind {
+                Kind::MachineSet => snapshot.machine_sets.push(typed_or_malformed(&key, found)),
+                Kind::ControlPlaneMachineSet => snapshot
+                    .control_plane_machine_sets
+                    .push(typed_or_malformed(&key, found)),
+                Kind::MachineConfiguration => {
+                    cluster.machine_configuration = Some(typed_with_spec(&key, found)?);
+                }
+                Kind::Infrastructure => {
+                    cluster.infrastructure = Some(typed_with_spec(&key, found)?)
+                }
+                Kind::ClusterVersion => {
+                    cluster.cluster_version = Some(typed_with_spec(&key, found)?)
+                }
+                Kind::GoldenConfigMap => cluster.golden = Some(typed(&key, found)?),
+                Kind::KnownImagesConfigMap => {
+                    let cm: ConfigMap = typed(&key, found)?;
+                    for images in cm.data.iter().flat_map(|d| d.values()) {
+                        cluster
+                            .known_images
+                            .extend(KnownImages::parse(images).iter().cloned());
+                    }
+                }
+                Kind::Secret => {
+                    let secret: Secret = typed(&key, found)?;
+                    cluster.secrets.insert((key.namespace, key.name), secret);
+                }
+            }
+        }
+        Ok(snapshot)
+    }
+}
+
+fn str_field<'a>(object: &'a Map<String, Value>, field: &str) -> &'a str {
+    object
+        .get(field)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
+fn typed<T: DeserializeOwned>(key: &ObjectKey, found: Found) -> Result<T, ManifestError> {
+    serde_json::from_value(found.object).map_err(|e| ManifestError::InvalidObject {
+        path: found.source,
+        object: key.to_string(),
+        message: e.to_string(),
+    })
+}
+
+/// The API server always returns a `spec` for these kinds, but hand-written files often leave
+/// an empty one out; that must not make the whole cluster unreadable.
+fn typed_with_spec<T: DeserializeOwned>(
+    key: &ObjectKey,
+    mut found: Found,
+) -> Result<T, ManifestError> {
+    if let Value::Object(object) = &mut found.object {
+        object
+            .entry("spec")
+            .or_insert_with(|| Value::Object(Map::new()));
+    }
+    typed(key, found)
+}
+
+fn typed_or_malformed<T: DeserializeOwned>(key: &ObjectKey, found: Found) -> Result<T, Malformed> {
+    serde_json::from_value(found.object).map_err(|e| Malformed {
+        namespace: key.namespace.clone(),
+        name: key.name.clone(),
+        error: format!("{} in {}: {e}", key.kind.name(), found.source.display()),
+    })
+}
+
+fn parse_json(path: &Path, text: &str) -> Result<Vec<Value>, ManifestError> {
+    // Concatenated values, as `oc get -o json` prints when looping over objects.
+    serde_json::Deserializer::from_str(text)
+        .into_iter::<Value>()
+        .collect::<Result<_, _>>()
+        .map_err(|source| ManifestError::Json {
+            path: path.to_path_buf(),
+            source,
+        })
+}
+
+fn parse_yaml(path: &Path, text: &str) -> Result<Vec<Value>, ManifestError> {
+    // Must-gather files can be large; the default budget is sized for configuration files.
+    // Aliases keep their default limits, which is what guards against expansion bombs.
+    let options = serde_saphyr::options! {
+        budget: serde_saphyr::budget! {
+            max_events: 50_000_000,
+            max_nodes: 20_000_000,
+            max_documents: 1_000_000,
+        },
+    };
+    serde_saphyr::from_multiple_with_options(text, options).map_err(|e| ManifestError::Yaml {
+        path: path.to_path_buf(),
+        // One line with the position: the source snippet would name `<input>`, not the file.
+        message: e.without_snippet().to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::ByteString;
+
+    const MACHINE_SET: &str = r#"
+apiVersion: machine.openshift.io/v1beta1
+kind: MachineSet
+metadata:
+  name: demo-worker-a
+  namespace: openshift-machine-api
+spec:
+  template:
+    spec:
+      providerSpec:
+        value:
+          ami:
+            id: ami-09d23adad19cdb25c
+"#;
+
+    fn load_one(text: &str) -> Snapshot {
+        from_str("test.yaml", text).expect("manifests parse")
+    }
+
+    #[test]
+    fn reads_every_document_of_a_multi_document_file() {
+        let text = format!(
+            "{MACHINE_SET}---\n{}\n---\n# only a comment\n",
+            MACHINE_SET.replace("demo-worker-a", "demo-worker-b")
+        );
+        let snapshot = load_one(&text);
+        let names: Vec<_> = snapshot
+            .machine_sets
+            .iter()
+            .map(|ms| ms.as_ref().unwrap().metadata.name.clone().unwrap())
+            .collect();
+        assert_eq!(names, ["demo-worker-a", "demo-worker-b"]);
+    }
+
+    #[test]
+    fn flattens_lists_and_fills_in_the_kind_of_typed_list_items() {
+        let text = r#"
+apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Secret
+  metadata: {name: worker-user-data-managed, namespace: openshift-machine-api}
+  stringData: {userData: '{"ignition":{"version":"3.2.0"}}'}
+- apiVersion: machine.openshift.io/v1beta1
+  kind: MachineSetList
+  items:
+  - metadata: {name: nested, namespace: openshift-machine-api}
+    spec: {}
+"#;
+        let snapshot = load_one(text);
+        assert_eq!(snapshot.machine_sets.len(), 1);
+        assert!(snapshot.machine_sets[0].is_ok());
+        let key = (
+            "openshift-machine-api".to_string(),
+            "worker-user-data-managed".to_string(),
+        );
+        assert!(snapshot.cluster.secrets.contains_key(&key));
+    }
+
+    #[test]
+    fn reads_json_files_including_concatenated_values() {
+        let json = r#"{"apiVersion":"config.openshift.io/v1","kind":"Infrastructure",
+            "metadata":{"name":"cluster"},"spec":{},
+            "status":{"infrastructureName":"demo-abc12","platformStatus":{"type":"AWS"}}}
+            {"apiVersion":"v1","kind":"Secret","metadata":{"name":"s","namespace":"ns"},
+             "data":{"userData":"eyJpZ25pdGlvbiI6e319"}}"#;
+        let snapshot = from_str("objects.json", json).unwrap();
+        let infra = snapshot.cluster.infrastructure.unwrap();
+        assert_eq!(infra.status.unwrap().platform_status.unwrap().type_, "AWS");
+        let secret = &snapshot.cluster.secrets[&("ns".to_string(), "s".to_string())];
+        assert_eq!(
+            secret.data.as_ref().unwrap()["userData"],
+            ByteString(br#"{"ignition":{}}"#.to_vec())
+        );
+    }
+
+    #[test]
+    fn ignores_unknown_kinds_and_look_alikes() {
+        let text = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: machine-api-operator, namespace: openshift-machine-api}
+---
+apiVersion: cluster.x-k8s.io/v1beta1
+kind: MachineSet
+metadata: {name: capi-owned, namespace: openshift-cluster-api}
+spec: {}
+---
+apiVersion: config.openshift.io/v1
+kind: Infrastructure
+metadata: {name: not-the-singleton}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: coreos-bootimages, namespace: somewhere-else}
+data: {stream: "{}"}
+---
+just a scalar
+"#;
+        let snapshot = load_one(text);
+        assert!(snapshot.machine_sets.is_empty());
+        assert!(snapshot.cluster.infrastructure.is_none());
+        assert!(snapshot.cluster.golden.is_none());
+    }
+
+    #[test]
+    fn a_machine_set_that_does_not_fit_becomes_malformed() {
+        let text = r#"
+apiVersion: machine.openshift.io/v1beta1
+kind: MachineSet
+metadata: {name: broken, namespace: openshift-machine-api}
+spec:
+  replicas: three
+"#;
+        let snapshot = load_one(text);
+        let malformed = snapshot.machine_sets[0].as_ref().unwrap_err();
+        assert_eq!(
+            (malformed.namespace.as_str(), malformed.name.as_str()),
+            ("openshift-machine-api", "broken")
+        );
+        assert!(malformed.error.contains("test.yaml"), "{}", malformed.error);
+    }
+
+    #[test]
+    fn a_syntax_error_names_the_file() {
+        let err = from_str("folder/broken.yaml", "kind: [unclosed\n").unwrap_err();
+        assert!(matches!(err, ManifestError::Yaml { .. }));
+        assert!(err.to_string().starts_with("folder/broken.yaml: "), "{err}");
+        let err = from_str("folder/broken.json", "{\"kind\": ").unwrap_err();
+        assert!(err.to_string().starts_with("folder/broken.json: "), "{err}");
+    }
+
+    #[test]
+    fn a_cluster_object_that_does_not_fit_is_refused_with_its_name() {
+        let text = r#"
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: coreos-bootimages, namespace: openshift-machine-config-operator}
+data: {releaseVersion: 4.21}
+"#;
+        let err = from_str("golden.yaml", text).unwrap_err().to_string();
+        assert!(
+            err.contains("golden.yaml")
+                && err.contains("ConfigMap openshift-machine-config-operator/coreos-bootimages"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn known_images_config_maps_add_their_images() {
+        let text = r#"
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: boot-image-controller-known-images, namespace: anywhere}
+data:
+  rhcos-4.20: |
+    # remembered from release 4.20.0
+    ami-09d23adad19cdb25c
+    ami-05834415546b16278
+"#;
+        let known = load_one(text).cluster.known_images;
+        assert!(known.contains("ami-09d23adad19cdb25c") && known.contains("ami-05834415546b16278"));
+        assert_eq!(known.len(), 2);
+    }
+
+    #[test]
+    fn duplicates_are_read_once_and_conflicts_are_reported() {
+        let same = load_one(&format!("{MACHINE_SET}---\n{MACHINE_SET}"));
+        assert_eq!(same.machine_sets.len(), 1);
+        assert!(same.warnings.is_empty());
+        let changed = MACHINE_SET.replace("ami-09d23adad19cdb25c", "ami-01095d1967818437c");
+        let conflict = load_one(&format!("{MACHINE_SET}---\n{changed}"));
+        assert_eq!(conflict.machine_sets.len(), 1);
+        assert_eq!(conflict.warnings.len(), 1, "{:?}", conflict.warnings);
+    }
+
+    #[test]
+    fn walks_folders_recursively_and_reports_missing_paths() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("a/b")).unwrap();
+        std::fs::write(dir.path().join("a/b/ms.yml"), MACHINE_SET).unwrap();
+        std::fs::write(dir.path().join("a/notes.txt"), "not: [yaml").unwrap();
+        std::fs::write(dir.path().join(".hidden.yaml"), "not: [yaml").unwrap();
+        let snapshot = load(&[dir.path()]).unwrap();
+        assert_eq!(snapshot.machine_sets.len(), 1);
+
+        let missing = dir.path().join("nope");
+        let err = load(&[&missing]).unwrap_err();
+        assert!(matches!(err, ManifestError::NotFound { .. }));
+        assert!(err.to_string().contains("nope"), "{err}");
+    }
+}

@@ -1,0 +1,278 @@
+//! Prometheus metrics. Label values are bounded: kinds, actions, reasons and results come from
+//! closed enums, never from error text. The one exception is the MachineSet name on the
+//! predecessor-compatible `mcc_bootimage_update_error`, bounded by the number of MachineSets.
+
+use prometheus::{
+    Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder,
+};
+
+use crate::plan::{Action, Plan};
+use crate::reason::Reason;
+
+/// Metric names, shared with the alert rules and the dashboard (a test checks they match).
+pub mod names {
+    pub const MACHINE_RESOURCES: &str = "boot_image_controller_machine_resources";
+    pub const PATCHES: &str = "boot_image_controller_patches_total";
+    pub const ERRORS: &str = "boot_image_controller_errors_total";
+    pub const HOT_LOOPS: &str = "boot_image_controller_hot_loops_total";
+    pub const BLOCKED: &str = "boot_image_controller_blocked";
+    pub const RECONCILE_DURATION: &str = "boot_image_controller_reconcile_duration_seconds";
+    pub const LAST_SYNC: &str = "boot_image_controller_last_successful_sync_timestamp_seconds";
+    pub const GOLDEN_STREAM: &str = "boot_image_controller_golden_stream_info";
+    pub const LEADER: &str = "boot_image_controller_leader";
+    pub const WRITES: &str = "boot_image_controller_writes_total";
+    pub const READY: &str = "boot_image_controller_ready";
+    /// Same name and meaning as the Machine Config Operator's gauge, so existing alerts and
+    /// dashboards keep working after the switch.
+    pub const MCC_UPDATE_ERROR: &str = "mcc_bootimage_update_error";
+}
+
+#[derive(Clone)]
+pub struct Metrics {
+    registry: Registry,
+    /// Machine resources by kind, action and reason, as of the last plan.
+    pub machine_resources: IntGaugeVec,
+    /// Successful patches by kind and result (`updated`, `conflict`, `failed`).
+    pub patches: IntCounterVec,
+    /// Resources entering an error, by kind and reason.
+    pub errors: IntCounterVec,
+    pub hot_loops: IntCounterVec,
+    /// 1 for the gate currently blocking all writes.
+    pub blocked: IntGaugeVec,
+    pub reconcile_duration: HistogramVec,
+    pub last_sync: IntGauge,
+    pub golden_stream: IntGaugeVec,
+    pub leader: IntGauge,
+    pub ready: IntGauge,
+    /// Writes to the API by kind of object (`MachineSet`, `status`, `Event`, `ConfigMap`).
+    pub writes: IntCounterVec,
+    pub mcc_update_error: GaugeVec,
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let registry = Registry::new();
+        let m = Metrics {
+            machine_resources: IntGaugeVec::new(
+                Opts::new(
+                    names::MACHINE_RESOURCES,
+                    "Machine resources by kind, planned action and reason",
+                ),
+                &["kind", "action", "reason"],
+            )
+            .unwrap(),
+            patches: IntCounterVec::new(
+                Opts::new(
+                    names::PATCHES,
+                    "Boot image patches sent, by kind and result",
+                ),
+                &["kind", "result"],
+            )
+            .unwrap(),
+            errors: IntCounterVec::new(
+                Opts::new(
+                    names::ERRORS,
+                    "Machine resources that entered an error, by kind and reason",
+                ),
+                &["kind", "reason"],
+            )
+            .unwrap(),
+            hot_loops: IntCounterVec::new(
+                Opts::new(
+                    names::HOT_LOOPS,
+                    "Hot loops detected: another writer kept reverting our patch",
+                ),
+                &["kind"],
+            )
+            .unwrap(),
+            blocked: IntGaugeVec::new(
+                Opts::new(
+                    names::BLOCKED,
+                    "1 while a global gate blocks all boot image writes",
+                ),
+                &["reason"],
+            )
+            .unwrap(),
+            reconcile_duration: HistogramVec::new(
+                HistogramOpts::new(names::RECONCILE_DURATION, "Duration of a reconcile pass")
+                    .buckets(vec![
+                        0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 15.0, 60.0,
+                    ]),
+                &["scope"],
+            )
+            .unwrap(),
+            last_sync: IntGauge::new(
+                names::LAST_SYNC,
+                "Unix time of the last reconcile pass that ended with every write done",
+            )
+            .unwrap(),
+            golden_stream: IntGaugeVec::new(
+                Opts::new(
+                    names::GOLDEN_STREAM,
+                    "The golden CoreOS stream in use (value 1)",
+                ),
+                &["stream", "release"],
+            )
+            .unwrap(),
+            leader: IntGauge::new(names::LEADER, "1 while this replica holds the leader lease")
+                .unwrap(),
+            ready: IntGauge::new(names::READY, "1 once every watch has synced").unwrap(),
+            writes: IntCounterVec::new(
+                Opts::new(
+                    names::WRITES,
+                    "Writes to the Kubernetes API, by kind of object",
+                ),
+                &["kind"],
+            )
+            .unwrap(),
+            mcc_update_error: GaugeVec::new(
+                Opts::new(
+                    names::MCC_UPDATE_ERROR,
+                    "1 while the boot image of a MachineSet cannot be updated",
+                ),
+                &["machineset"],
+            )
+            .unwrap(),
+            registry,
+        };
+        for c in m.collectors() {
+            m.registry.register(c).expect("metric names are unique");
+        }
+        m
+    }
+
+    fn collectors(&self) -> Vec<Box<dyn prometheus::core::Collector>> {
+        vec![
+            Box::new(self.machine_resources.clone()),
+            Box::new(self.patches.clone()),
+            Box::new(self.errors.clone()),
+            Box::new(self.hot_loops.clone()),
+            Box::new(self.blocked.clone()),
+            Box::new(self.reconcile_duration.clone()),
+            Box::new(self.last_sync.clone()),
+            Box::new(self.golden_stream.clone()),
+            Box::new(self.leader.clone()),
+            Box::new(self.ready.clone()),
+            Box::new(self.writes.clone()),
+            Box::new(self.mcc_update_error.clone()),
+        ]
+    }
+
+    /// Replaces the per-plan gauges with the content of `plan`.
+    pub fn observe_plan(&self, plan: &Plan, golden: Option<(&str, &str)>) {
+        self.machine_resources.reset();
+        for (kind, entries) in [
+            ("MachineSet", &plan.machine_sets),
+            ("ControlPlaneMachineSet", &plan.control_plane_machine_sets),
+        ] {
+            for e in entries.iter() {
+                self.machine_resources
+                    .with_label_values(&[kind, e.action.as_str(), e.reason.as_str()])
+                    .inc();
+            }
+        }
+        self.mcc_update_error.reset();
+        for e in plan
+            .machine_sets
+            .iter()
+            .filter(|e| e.action == Action::Error)
+        {
+            self.mcc_update_error
+                .with_label_values(&[e.name.as_str()])
+                .set(1.0);
+        }
+        self.blocked.reset();
+        if let Some(blocked) = &plan.blocked {
+            self.blocked
+                .with_label_values(&[blocked.reason.as_str()])
+                .set(1);
+        }
+        self.golden_stream.reset();
+        if let Some((stream, release)) = golden {
+            self.golden_stream
+                .with_label_values(&[stream, release])
+                .set(1);
+        }
+    }
+
+    pub fn error_entered(&self, kind: &str, reason: Reason) {
+        self.errors
+            .with_label_values(&[kind, reason.as_str()])
+            .inc();
+        if reason == Reason::HotLoop {
+            self.hot_loops.with_label_values(&[kind]).inc();
+        }
+    }
+
+    /// The text exposition format served on `/metrics`.
+    pub fn render(&self) -> String {
+        let mut buf = Vec::new();
+        TextEncoder::new()
+            .encode(&self.registry.gather(), &mut buf)
+            .expect("encoding to memory cannot fail");
+        String::from_utf8(buf).expect("the text format is UTF-8")
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{Blocked, Entry, Values};
+
+    fn entry(name: &str, action: Action, reason: Reason) -> Entry {
+        Entry {
+            namespace: "openshift-machine-api".into(),
+            name: name.into(),
+            action,
+            reason,
+            message: String::new(),
+            boot_image: Values::default(),
+            user_data_secret: Values::default(),
+            patch: vec![],
+            last_change: None,
+        }
+    }
+
+    #[test]
+    fn plan_gauges_follow_the_latest_plan() {
+        let m = Metrics::new();
+        let mut plan = Plan {
+            blocked: Some(Blocked {
+                reason: Reason::Paused,
+                message: String::new(),
+            }),
+            machine_sets: vec![
+                entry("a", Action::Error, Reason::ManagedSecretMissing),
+                entry("b", Action::UpToDate, Reason::UpToDate),
+            ],
+            control_plane_machine_sets: vec![],
+        };
+        m.observe_plan(&plan, Some(("rhcos-4.21", "4.21.0")));
+        let text = m.render();
+        assert!(
+            text.contains(r#"mcc_bootimage_update_error{machineset="a"} 1"#),
+            "{text}"
+        );
+        assert!(text.contains(r#"boot_image_controller_blocked{reason="Paused"} 1"#));
+        assert!(text.contains(
+            r#"boot_image_controller_golden_stream_info{release="4.21.0",stream="rhcos-4.21"} 1"#
+        ));
+
+        plan.machine_sets[0] = entry("a", Action::UpToDate, Reason::UpToDate);
+        plan.blocked = None;
+        m.observe_plan(&plan, None);
+        let text = m.render();
+        assert!(!text.contains("mcc_bootimage_update_error{"), "{text}");
+        assert!(!text.contains("boot_image_controller_blocked{"));
+        assert!(text.contains(
+            r#"boot_image_controller_machine_resources{action="UpToDate",kind="MachineSet",reason="UpToDate"} 2"#
+        ));
+    }
+}

@@ -1,0 +1,516 @@
+//! The `plan` and `crds` commands as users and tools run them: the built binary, its exit code,
+//! its stdout parsed as JSON or YAML.
+//!
+//! Most tests use the project's own fixtures (tests/testdata, see its README). The acceptance
+//! test also reads real upstream data from the shared folder when it exists and says SKIPPED
+//! otherwise.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::{Value, json};
+
+const AMI_4_20_US_EAST_1: &str = "ami-09d23adad19cdb25c";
+const AMI_4_21_US_EAST_1: &str = "ami-01095d1967818437c";
+const AMI_4_21_AARCH64_US_EAST_1: &str = "ami-08e3890b24e081680";
+const CUSTOM_AMI: &str = "ami-0123456789abcdef0";
+/// What the real build01 MachineSet runs: an old RHCOS AMI, in no golden stream we carry.
+const BUILD01_AMI: &str = "ami-06f85a7940faa3217";
+const PROVIDER_SPEC: &str = "/spec/template/spec/providerSpec/value";
+
+fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_boot-image-controller"))
+        .args(args)
+        .output()
+        .expect("the binary runs")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8(output.stdout.clone()).expect("stdout is UTF-8")
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8(output.stderr.clone()).expect("stderr is UTF-8")
+}
+
+fn testdata(relative: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/testdata")
+        .join(relative)
+}
+
+fn demo_cluster() -> String {
+    testdata("aws-cluster").display().to_string()
+}
+
+/// Runs `plan -o json` with these arguments and returns the parsed plan.
+fn plan_json(args: &[&str]) -> Value {
+    let mut all = vec!["plan", "--output", "json"];
+    all.extend_from_slice(args);
+    let output = run(&all);
+    assert!(
+        output.status.success(),
+        "plan failed ({:?}): {}",
+        output.status,
+        stderr(&output)
+    );
+    serde_json::from_str(&stdout(&output)).expect("stdout is one JSON document")
+}
+
+fn machine_set<'a>(plan: &'a Value, name: &str) -> &'a Value {
+    plan["machineSets"]
+        .as_array()
+        .expect("machineSets is an array")
+        .iter()
+        .find(|e| e["name"] == name)
+        .unwrap_or_else(|| panic!("no entry for {name} in {plan:#}"))
+}
+
+fn action_and_reason(entry: &Value) -> (&str, &str) {
+    (
+        entry["action"].as_str().unwrap(),
+        entry["reason"].as_str().unwrap(),
+    )
+}
+
+#[test]
+fn the_demo_cluster_updates_outdated_machine_sets_and_says_why_it_leaves_the_others() {
+    let plan = plan_json(&["--manifests", &demo_cluster()]);
+    assert_eq!(plan["blocked"], Value::Null);
+    assert_eq!(plan["machineSets"].as_array().unwrap().len(), 6);
+    assert_eq!(plan["controlPlaneMachineSets"], json!([]));
+
+    let outdated = machine_set(&plan, "demo-abc12-worker-us-east-1a");
+    assert_eq!(action_and_reason(outdated), ("Update", "BootImageOutdated"));
+    assert_eq!(
+        outdated["bootImage"],
+        json!({"current": AMI_4_20_US_EAST_1, "target": AMI_4_21_US_EAST_1})
+    );
+    assert_eq!(
+        outdated["userDataSecret"],
+        json!({"current": "worker-user-data", "target": "worker-user-data-managed"})
+    );
+    assert_eq!(
+        outdated["patch"],
+        json!([
+            {"op": "test", "path": format!("{PROVIDER_SPEC}/ami/id"), "value": AMI_4_20_US_EAST_1},
+            {"op": "replace", "path": format!("{PROVIDER_SPEC}/ami/id"), "value": AMI_4_21_US_EAST_1},
+            {"op": "test", "path": format!("{PROVIDER_SPEC}/userDataSecret/name"), "value": "worker-user-data"},
+            {"op": "replace", "path": format!("{PROVIDER_SPEC}/userDataSecret/name"), "value": "worker-user-data-managed"},
+        ])
+    );
+
+    let arm64 = machine_set(&plan, "demo-abc12-worker-arm64-us-east-1a");
+    assert_eq!(action_and_reason(arm64), ("Update", "BootImageOutdated"));
+    assert_eq!(arm64["bootImage"]["target"], AMI_4_21_AARCH64_US_EAST_1);
+
+    let current = machine_set(&plan, "demo-abc12-worker-us-east-1b");
+    assert_eq!(action_and_reason(current), ("UpToDate", "UpToDate"));
+    assert_eq!(current["patch"], json!([]));
+
+    for (name, reason) in [
+        ("demo-abc12-custom-us-east-1c", "CustomImage"),
+        ("demo-abc12-infra-us-east-2a", "Owned"),
+        ("demo-abc12-pinned-us-west-2a", "OptedOut"),
+    ] {
+        let entry = machine_set(&plan, name);
+        assert_eq!(action_and_reason(entry), ("Skip", reason), "{name}");
+        assert_eq!(entry["patch"], json!([]), "{name}");
+        assert!(!entry["message"].as_str().unwrap().is_empty(), "{name}");
+    }
+}
+
+#[test]
+fn the_json_output_is_exactly_the_planners_plan() {
+    use boot_image_controller::{manifests, plan};
+
+    let snapshot = manifests::load(&[testdata("aws-cluster")]).unwrap();
+    let expected = plan::plan(
+        &snapshot.cluster,
+        &snapshot.machine_sets,
+        &snapshot.control_plane_machine_sets,
+        &plan::Options::default(),
+    );
+    let output = run(&["plan", "-o", "json", "-f", &demo_cluster()]);
+    assert_eq!(
+        stdout(&output),
+        serde_json::to_string_pretty(&expected).unwrap() + "\n"
+    );
+}
+
+#[test]
+fn known_images_from_a_file_make_an_image_ours() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("known.txt");
+    std::fs::write(&file, format!("# our own build\n{CUSTOM_AMI}\n")).unwrap();
+    let plan = plan_json(&[
+        "-f",
+        &demo_cluster(),
+        "--known-images-file",
+        file.to_str().unwrap(),
+    ]);
+    let custom = machine_set(&plan, "demo-abc12-custom-us-east-1c");
+    assert_eq!(action_and_reason(custom), ("Update", "BootImageOutdated"));
+    assert_eq!(custom["bootImage"]["target"], AMI_4_21_US_EAST_1);
+}
+
+#[test]
+fn the_control_plane_arch_is_the_arch_of_machine_sets_that_do_not_name_theirs() {
+    let default = plan_json(&["-f", &demo_cluster()]);
+    let arm64_control_plane = plan_json(&["-f", &demo_cluster(), "--control-plane-arch", "arm64"]);
+    let target = |plan: &Value, name: &str| machine_set(plan, name)["bootImage"]["target"].clone();
+    let unannotated = "demo-abc12-worker-us-east-1a";
+    assert_eq!(target(&default, unannotated), AMI_4_21_US_EAST_1);
+    assert_eq!(
+        target(&arm64_control_plane, unannotated),
+        AMI_4_21_AARCH64_US_EAST_1
+    );
+    let annotated = "demo-abc12-worker-arm64-us-east-1a";
+    assert_eq!(
+        target(&arm64_control_plane, annotated),
+        target(&default, annotated)
+    );
+}
+
+#[test]
+fn the_table_names_every_machine_set_and_counts_the_actions() {
+    let output = run(&["plan", "--manifests", &demo_cluster()]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let table = stdout(&output);
+    assert!(
+        table.starts_with(
+            "Platform: AWS   Cluster: 4.21.0 (Completed)   Golden stream: rhcos-4.21 (release \
+             4.21.0)\n"
+        ),
+        "{table}"
+    );
+    for name in [
+        "demo-abc12-custom-us-east-1c",
+        "demo-abc12-infra-us-east-2a",
+        "demo-abc12-pinned-us-west-2a",
+        "demo-abc12-worker-arm64-us-east-1a",
+        "demo-abc12-worker-us-east-1a",
+        "demo-abc12-worker-us-east-1b",
+    ] {
+        assert!(
+            table.contains(&format!("openshift-machine-api/{name} ")),
+            "{name} in\n{table}"
+        );
+    }
+    assert!(table.contains(&format!("{AMI_4_20_US_EAST_1} -> {AMI_4_21_US_EAST_1}")));
+    assert!(table.contains("worker-user-data -> worker-user-data-managed"));
+    assert!(!table.contains("BLOCKED"));
+    assert!(
+        table.ends_with("Summary: 2 Update, 1 UpToDate, 3 Skip, 0 Error (6 MachineSets)\n"),
+        "{table}"
+    );
+}
+
+#[test]
+fn mid_upgrade_the_plan_is_blocked_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let upgrading = std::fs::read_to_string(testdata("aws-cluster/clusterversion.yaml"))
+        .unwrap()
+        .replacen("state: Completed", "state: Partial", 1);
+    std::fs::write(dir.path().join("clusterversion.yaml"), upgrading).unwrap();
+    let mut args = vec!["-f".to_string(), dir.path().display().to_string()];
+    for file in [
+        "infrastructure.yaml",
+        "machineconfiguration.yaml",
+        "coreos-bootimages.yaml",
+        "secrets.yaml",
+        "known-images.yaml",
+        "machinesets.yaml",
+    ] {
+        args.extend([
+            "-f".into(),
+            testdata("aws-cluster").join(file).display().to_string(),
+        ]);
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+
+    let plan = plan_json(&args);
+    assert_eq!(plan["blocked"]["reason"], "ClusterUpgrading");
+    let outdated = machine_set(&plan, "demo-abc12-worker-us-east-1a");
+    assert_eq!(action_and_reason(outdated), ("Skip", "ClusterUpgrading"));
+    assert_eq!(outdated["patch"], json!([]));
+
+    let mut table_args = vec!["plan"];
+    table_args.extend(&args);
+    let table = stdout(&run(&table_args));
+    assert!(table.contains("\nBLOCKED: ClusterUpgrading: "), "{table}");
+    assert!(
+        table.contains("; blocked: nothing would be written"),
+        "{table}"
+    );
+}
+
+#[test]
+fn a_malformed_machine_set_is_an_error_entry_not_a_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("broken-machineset.yaml"),
+        "apiVersion: machine.openshift.io/v1beta1\nkind: MachineSet\nmetadata:\n  name: \
+         bad\n  namespace: openshift-machine-api\nspec:\n  replicas: many\n",
+    )
+    .unwrap();
+    let plan = plan_json(&["-f", &demo_cluster(), "-f", dir.path().to_str().unwrap()]);
+    let bad = machine_set(&plan, "bad");
+    assert_eq!(action_and_reason(bad), ("Error", "MalformedObject"));
+    assert!(
+        bad["message"]
+            .as_str()
+            .unwrap()
+            .contains("broken-machineset.yaml")
+    );
+}
+
+fn assert_input_error(output: &Output, names: &str) {
+    let err = stderr(output);
+    assert_eq!(output.status.code(), Some(2), "stderr: {err}");
+    assert!(err.starts_with("error: "), "{err}");
+    assert!(err.contains(names), "{err} should name {names}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(output.stdout.is_empty());
+}
+
+#[test]
+fn a_yaml_syntax_error_exits_2_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("good.yaml"),
+        "apiVersion: v1\nkind: List\nitems: []\n",
+    )
+    .unwrap();
+    std::fs::create_dir(dir.path().join("nested")).unwrap();
+    std::fs::write(
+        dir.path().join("nested/broken.yaml"),
+        "apiVersion: v1\nkind: [unclosed\n",
+    )
+    .unwrap();
+    let output = run(&["plan", "-f", dir.path().to_str().unwrap()]);
+    assert_input_error(&output, "broken.yaml");
+    assert!(stderr(&output).contains("line 2"), "{}", stderr(&output));
+}
+
+#[test]
+fn a_json_syntax_error_exits_2_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("objects.json");
+    std::fs::write(&file, "{\"apiVersion\": \"v1\", ").unwrap();
+    assert_input_error(
+        &run(&["plan", "-f", file.to_str().unwrap()]),
+        "objects.json",
+    );
+}
+
+#[test]
+fn a_missing_path_exits_2_naming_it() {
+    let missing = testdata("does-not-exist");
+    let output = run(&["plan", "--manifests", missing.to_str().unwrap()]);
+    assert_input_error(&output, "does-not-exist");
+}
+
+#[test]
+fn a_missing_known_images_file_exits_2_naming_it() {
+    let output = run(&[
+        "plan",
+        "-f",
+        &demo_cluster(),
+        "--known-images-file",
+        "no-such-known-images.txt",
+    ]);
+    assert_input_error(&output, "no-such-known-images.txt");
+}
+
+#[test]
+fn crds_prints_the_five_crds_as_a_yaml_stream() {
+    let output = run(&["crds"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let documents: Vec<Value> = serde_saphyr::from_multiple(&stdout(&output)).unwrap();
+    assert!(
+        documents
+            .iter()
+            .all(|d| d["apiVersion"] == "apiextensions.k8s.io/v1"
+                && d["kind"] == "CustomResourceDefinition")
+    );
+    let mut names: Vec<&str> = documents
+        .iter()
+        .map(|d| d["metadata"]["name"].as_str().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "clusterversions.config.openshift.io",
+            "controlplanemachinesets.machine.openshift.io",
+            "infrastructures.config.openshift.io",
+            "machineconfigurations.operator.openshift.io",
+            "machinesets.machine.openshift.io",
+        ]
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Acceptance: real upstream data.
+
+/// The shared folder of upstream fixtures, or `None` (and a visible SKIPPED) without it.
+fn shared_dir(test: &str) -> Option<PathBuf> {
+    let dir = std::env::var_os("BIC_SHARED_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared"));
+    if dir.join("fixtures").is_dir() {
+        Some(dir)
+    } else {
+        eprintln!(
+            "SKIPPED: {test}: no shared fixtures at {} (set BIC_SHARED_DIR)",
+            dir.display()
+        );
+        None
+    }
+}
+
+/// The real build01 MachineSet, renamed and changed by `edit`.
+fn build01_variant(original: &Value, suffix: &str, edit: impl FnOnce(&mut Value)) -> Value {
+    let mut ms = original.clone();
+    let name = format!(
+        "{}{suffix}",
+        ms["metadata"]["name"].as_str().expect("build01 has a name")
+    );
+    ms["metadata"]["name"] = name.into();
+    edit(&mut ms);
+    ms
+}
+
+fn set_ami(ms: &mut Value, ami: &str) {
+    let id = ms
+        .pointer_mut(&format!("{PROVIDER_SPEC}/ami/id"))
+        .expect("build01 sets ami.id");
+    *id = ami.into();
+}
+
+#[test]
+fn acceptance_real_stream_and_build01_machine_sets() {
+    let Some(shared) = shared_dir("acceptance_real_stream_and_build01_machine_sets") else {
+        return;
+    };
+    let fixtures = shared.join("fixtures");
+    let dir = tempfile::tempdir().unwrap();
+
+    let stream =
+        std::fs::read_to_string(fixtures.join("streams/rhcos-4.21-9.6.20251023-0.json")).unwrap();
+    let golden = json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": "coreos-bootimages",
+            "namespace": "openshift-machine-config-operator",
+        },
+        "data": {"releaseVersion": "4.21.0", "stream": stream},
+    });
+    std::fs::write(
+        dir.path().join("coreos-bootimages.json"),
+        serde_json::to_string_pretty(&golden).unwrap(),
+    )
+    .unwrap();
+
+    let build01_yaml = std::fs::read_to_string(
+        fixtures.join("machinesets/aws-openshift-release-build01-worker-us-east-1a.yaml"),
+    )
+    .unwrap();
+    let original: Value = serde_saphyr::from_str(&build01_yaml).unwrap();
+    assert_eq!(
+        original.pointer(&format!("{PROVIDER_SPEC}/ami/id")),
+        Some(&json!(BUILD01_AMI))
+    );
+    let moved = build01_variant(&original, "", |ms| set_ami(ms, AMI_4_20_US_EAST_1));
+    let untouched = build01_variant(&original, "-original", |_| {});
+    let hive = build01_variant(&moved, "-hive", |ms| {
+        ms["metadata"]["ownerReferences"] = json!([{
+            "apiVersion": "hive.openshift.io/v1",
+            "kind": "MachinePool",
+            "name": "build01-worker",
+            "uid": "3c1f6a0e-5b7d-4e2a-9f18-6d0c2b4a8e91",
+            "controller": true,
+        }]);
+    });
+    let custom = build01_variant(&moved, "-custom", |ms| set_ami(ms, CUSTOM_AMI));
+    let opted_out = build01_variant(&moved, "-opted-out", |ms| {
+        ms["metadata"]["annotations"] =
+            json!({"machineconfiguration.openshift.io/boot-image-updates": "disabled"});
+    });
+    let machine_sets = [&moved, &untouched, &hive, &custom, &opted_out];
+    std::fs::write(
+        dir.path().join("machinesets.yaml"),
+        serde_saphyr::to_string_multiple(&machine_sets).unwrap(),
+    )
+    .unwrap();
+
+    let mut args = vec!["-f".to_string(), dir.path().display().to_string()];
+    for file in [
+        "infrastructure.yaml",
+        "clusterversion.yaml",
+        "machineconfiguration.yaml",
+        "secrets.yaml",
+        // The 4.20 AMIs the controller remembers from the release the cluster was installed at.
+        "known-images.yaml",
+    ] {
+        args.extend([
+            "-f".into(),
+            testdata("aws-cluster").join(file).display().to_string(),
+        ]);
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let allowed_amis = fixtures.join("aws/mco-allowed-amis.txt");
+    let with_allowed_amis: Vec<&str> = args
+        .iter()
+        .copied()
+        .chain(["--known-images-file", allowed_amis.to_str().unwrap()])
+        .collect();
+
+    for (plan, knows_every_ami) in [
+        (plan_json(&args), false),
+        (plan_json(&with_allowed_amis), true),
+    ] {
+        assert_eq!(plan["blocked"], Value::Null, "{plan:#}");
+        let moved = machine_set(&plan, "build01-9hdwj-worker-us-east-1a");
+        assert_eq!(action_and_reason(moved), ("Update", "BootImageOutdated"));
+        assert_eq!(
+            moved["bootImage"],
+            json!({"current": AMI_4_20_US_EAST_1, "target": AMI_4_21_US_EAST_1})
+        );
+        assert_eq!(
+            moved["userDataSecret"]["target"],
+            "worker-user-data-managed"
+        );
+
+        let original = machine_set(&plan, "build01-9hdwj-worker-us-east-1a-original");
+        if knows_every_ami {
+            assert_eq!(action_and_reason(original), ("Update", "BootImageOutdated"));
+            assert_eq!(
+                original["bootImage"],
+                json!({"current": BUILD01_AMI, "target": AMI_4_21_US_EAST_1})
+            );
+        } else {
+            assert_eq!(action_and_reason(original), ("Skip", "CustomImage"));
+            assert_eq!(original["bootImage"]["current"], BUILD01_AMI);
+        }
+
+        let skips: Vec<(&str, &str)> = ["-hive", "-custom", "-opted-out"]
+            .map(|suffix| {
+                action_and_reason(machine_set(
+                    &plan,
+                    &format!("build01-9hdwj-worker-us-east-1a{suffix}"),
+                ))
+            })
+            .to_vec();
+        assert_eq!(
+            skips,
+            [
+                ("Skip", "Owned"),
+                ("Skip", "CustomImage"),
+                ("Skip", "OptedOut")
+            ]
+        );
+    }
+}

@@ -1,0 +1,899 @@
+//! Properties of the planner over random clusters, through the public API only.
+//!
+//! 1. Every Update's patch applies to the object as the API server holds it, and planning the
+//!    patched object again finds nothing left to do.
+//! 2. A patch touches only the compared image fields and the stub secret name; every other byte
+//!    of the object, `null`s and unknown fields included, is unchanged.
+//! 3. Planning is deterministic and does not depend on the order of its input.
+//! 4. No input panics the planner, arbitrary JSON as providerSpec included.
+
+use std::collections::BTreeMap;
+
+use base64::Engine as _;
+use boot_image_controller::api::{
+    ClusterVersion, ConfigMap, ControlPlaneMachineSet, Infrastructure, MachineConfiguration,
+    MachineSet, Secret,
+};
+use boot_image_controller::arch::Arch;
+use boot_image_controller::plan::{Action, Cluster, Entry, Malformed, Options, Plan, plan};
+use boot_image_controller::reason::Reason;
+use json_patch::PatchOperation;
+use proptest::prelude::*;
+use proptest::sample::Index;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value, json};
+
+const CASES: u32 = 128;
+
+const INFRA: &str = "mycluster-x7k2p";
+const RELEASE: &str = "4.21.0";
+const MACHINE_SET_SPEC: &str = "/spec/template/spec/providerSpec/value";
+const CONTROL_PLANE_SPEC: &str =
+    "/spec/template/machines_v1beta1_machine_openshift_io/spec/providerSpec/value";
+
+const AMI_US_EAST_1: &str = "ami-01095d1967818437c";
+const AMI_US_EAST_2: &str = "ami-0bc8dda494f111572";
+const AMI_ARM64_US_EAST_1: &str = "ami-08e3890b24e081680";
+const AMI_PREVIOUS: &str = "ami-09d23adad19cdb25c";
+const AMI_PREVIOUS_ARM64: &str = "ami-05834415546b16278";
+const AMI_CUSTOM: &str = "ami-0a1b2c3d4e5f60718";
+const GCP_IMAGE: &str = "projects/rhcos-cloud/global/images/rhcos-9-6-20251023-0-gcp-x86-64";
+const GCP_IMAGE_PREVIOUS: &str =
+    "projects/rhcos-cloud/global/images/rhcos-9-6-20250826-1-gcp-x86-64";
+
+/// A compact rhcos-4.21 stream: AWS in two x86_64 regions and one aarch64 region, GCP, and the
+/// Azure marketplace (free and paid variants) as the installer's overlay adds it.
+fn golden_stream() -> Value {
+    let market = |publisher: &str, offer: &str, gen1: &str, gen2: &str, version: &str| {
+        json!({
+            "hyperVGen1": {"publisher": publisher, "offer": offer, "sku": gen1, "version": version},
+            "hyperVGen2": {"publisher": publisher, "offer": offer, "sku": gen2, "version": version}
+        })
+    };
+    json!({
+        "stream": "rhcos-4.21",
+        "metadata": {"last-modified": "2025-10-23T18:01:12Z"},
+        "architectures": {
+            "x86_64": {
+                "artifacts": {"aws": {"release": "9.6.20251023-0"}, "gcp": {"release": "9.6.20251023-0"}},
+                "images": {
+                    "aws": {"regions": {
+                        "us-east-1": {"release": "9.6.20251023-0", "image": AMI_US_EAST_1},
+                        "us-east-2": {"release": "9.6.20251023-0", "image": AMI_US_EAST_2}
+                    }},
+                    "gcp": {"release": "9.6.20251023-0", "project": "rhcos-cloud", "name": "rhcos-9-6-20251023-0-gcp-x86-64"}
+                },
+                "rhel-coreos-extensions": {"marketplace": {"azure": {
+                    "no-purchase-plan": market("azureopenshift", "aro4", "aro_420", "420-v2", "9.6.20251015"),
+                    "ocp": market("redhat", "rh-ocp-worker", "rh-ocp-worker-gen1", "rh-ocp-worker", "4.18.2025031114")
+                }}}
+            },
+            "aarch64": {
+                "artifacts": {"aws": {"release": "9.6.20251023-0"}},
+                "images": {"aws": {"regions": {
+                    "us-east-1": {"release": "9.6.20251023-0", "image": AMI_ARM64_US_EAST_1}
+                }}}
+            }
+        }
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Clusters.
+
+#[derive(Clone, Debug)]
+struct ClusterCase {
+    platform: &'static str,
+    /// `spec.managedBootImages` of the MachineConfiguration; `None` for the platform default.
+    managed_boot_images: Option<Value>,
+    /// userData of `worker-user-data-managed` in openshift-machine-api, if it exists.
+    worker_managed: Option<&'static str>,
+    know_previous: bool,
+    multi_arch: bool,
+    /// (history state, history version, paused)
+    stability: (&'static str, &'static str, bool),
+    control_plane_arch: Arch,
+}
+
+fn arb_cluster() -> impl Strategy<Value = ClusterCase> {
+    let platform = prop_oneof![
+        4 => Just("AWS"),
+        3 => Just("GCP"),
+        3 => Just("Azure"),
+        1 => Just("VSphere"),
+        1 => Just("None"),
+    ];
+    let partial = json!({"mode": "Partial", "partial": {"machineResourceSelector": {
+        "matchLabels": {"boot-images": "managed"}
+    }}});
+    let managed_boot_images = prop_oneof![
+        3 => Just(None),
+        2 => Just(Some(json!({"machineManagers": [
+            {"resource": "machinesets", "apiGroup": "machine.openshift.io", "selection": {"mode": "All"}},
+            {"resource": "controlplanemachinesets", "apiGroup": "machine.openshift.io", "selection": {"mode": "All"}}
+        ]}))),
+        1 => Just(Some(json!({"machineManagers": [
+            {"resource": "machinesets", "apiGroup": "machine.openshift.io", "selection": partial}
+        ]}))),
+        1 => Just(Some(json!({"machineManagers": []}))),
+        1 => Just(Some(json!({"machineManagers": [
+            {"resource": "machinesets", "apiGroup": "machine.openshift.io", "selection": {"mode": "Sometimes"}}
+        ]}))),
+    ];
+    let worker_managed = prop_oneof![
+        6 => Just(Some(r#"{"ignition":{"config":{"merge":[{"source":"https://api-int.example.com:22623/config/worker"}]},"version":"3.2.0"}}"#)),
+        1 => Just(Some(r#"{"ignition":{"version":"2.2.0"}}"#)),
+        1 => Just(None),
+    ];
+    let stability = prop_oneof![
+        6 => Just(("Completed", RELEASE, false)),
+        1 => Just(("Partial", RELEASE, false)),
+        1 => Just(("Completed", "4.20.5", false)),
+        1 => Just(("Completed", RELEASE, true)),
+    ];
+    let arch = prop_oneof![4 => Just(Arch::Amd64), 1 => Just(Arch::Arm64)];
+    (
+        platform,
+        managed_boot_images,
+        worker_managed,
+        any::<bool>(),
+        prop::bool::weighted(0.2),
+        stability,
+        arch,
+    )
+        .prop_map(
+            |(
+                platform,
+                managed_boot_images,
+                worker_managed,
+                know_previous,
+                multi_arch,
+                stability,
+                control_plane_arch,
+            )| {
+                ClusterCase {
+                    platform,
+                    managed_boot_images,
+                    worker_managed,
+                    know_previous,
+                    multi_arch,
+                    stability,
+                    control_plane_arch,
+                }
+            },
+        )
+}
+
+fn from_json<T: DeserializeOwned>(value: Value) -> T {
+    serde_json::from_value(value).expect("generated cluster objects deserialize")
+}
+
+fn secret(namespace: &str, name: &str, user_data: &str) -> ((String, String), Secret) {
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let secret = from_json(json!({
+        "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+        "metadata": {"name": name, "namespace": namespace},
+        "data": {"disableTemplating": b64("true"), "userData": b64(user_data)}
+    }));
+    ((namespace.into(), name.into()), secret)
+}
+
+impl ClusterCase {
+    fn cluster(&self) -> Cluster {
+        let (state, version, paused) = self.stability;
+        let mut mc = json!({
+            "apiVersion": "operator.openshift.io/v1", "kind": "MachineConfiguration",
+            "metadata": {"name": "cluster"},
+            "spec": {"managementState": "Managed"}
+        });
+        if let Some(managed) = &self.managed_boot_images {
+            mc["spec"]["managedBootImages"] = managed.clone();
+        }
+        if paused {
+            mc["metadata"]["annotations"] =
+                json!({"machineconfiguration.openshift.io/boot-image-updates-paused": "true"});
+        }
+        let mut desired = json!({"version": version});
+        if self.multi_arch {
+            desired["architecture"] = json!("Multi");
+        }
+        let ignition_3 = r#"{"ignition":{"version":"3.4.0"}}"#;
+        let mut secrets = BTreeMap::from([
+            secret(
+                "openshift-machine-api",
+                "master-user-data-managed",
+                ignition_3,
+            ),
+            secret("team-a", "worker-user-data-managed", ignition_3),
+        ]);
+        if let Some(user_data) = self.worker_managed {
+            secrets.extend([secret(
+                "openshift-machine-api",
+                "worker-user-data-managed",
+                user_data,
+            )]);
+        }
+        let mut known_images = boot_image_controller::known_images::KnownImages::default();
+        if self.know_previous {
+            known_images.extend([AMI_PREVIOUS.to_string(), AMI_PREVIOUS_ARM64.to_string()]);
+        }
+        Cluster {
+            machine_configuration: Some(from_json::<MachineConfiguration>(mc)),
+            infrastructure: Some(from_json::<Infrastructure>(json!({
+                "apiVersion": "config.openshift.io/v1", "kind": "Infrastructure",
+                "metadata": {"name": "cluster"}, "spec": {},
+                "status": {"infrastructureName": INFRA, "platformStatus": {"type": self.platform}}
+            }))),
+            cluster_version: Some(from_json::<ClusterVersion>(json!({
+                "apiVersion": "config.openshift.io/v1", "kind": "ClusterVersion",
+                "metadata": {"name": "version"}, "spec": {},
+                "status": {"desired": desired, "history": [{"state": state, "version": version}]}
+            }))),
+            golden: Some(from_json::<ConfigMap>(json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "coreos-bootimages", "namespace": "openshift-machine-config-operator"},
+                "data": {"stream": golden_stream().to_string(), "releaseVersion": RELEASE}
+            }))),
+            secrets,
+            known_images,
+        }
+    }
+
+    fn options(&self) -> Options {
+        Options {
+            control_plane_arch: self.control_plane_arch,
+            now: "2026-03-02T10:00:00Z".parse().unwrap(),
+            ..Options::default()
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Machine resources.
+
+/// Arbitrary JSON: nulls, numbers, strings, and nested arrays and objects whose keys are often
+/// the ones the rules look for.
+fn arb_json() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(Value::from),
+        any::<f64>().prop_map(Value::from),
+        prop_oneof![
+            Just(AMI_PREVIOUS.to_string()),
+            Just(GCP_IMAGE.to_string()),
+            Just("worker-user-data".to_string()),
+            Just("us-east-1".to_string()),
+            ".{0,12}",
+        ]
+        .prop_map(Value::String),
+    ];
+    leaf.prop_recursive(4, 48, 5, |inner| {
+        let key = prop_oneof![
+            Just("ami".to_string()),
+            Just("id".to_string()),
+            Just("placement".to_string()),
+            Just("region".to_string()),
+            Just("disks".to_string()),
+            Just("boot".to_string()),
+            Just("image".to_string()),
+            Just("userDataSecret".to_string()),
+            Just("name".to_string()),
+            Just("resourceID".to_string()),
+            Just("publisher".to_string()),
+            Just("securityProfile".to_string()),
+            "[a-zA-Z/~]{0,6}",
+        ];
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
+            prop::collection::btree_map(key, inner, 0..6)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+/// Fields no rule reads, including `null`s and nested objects, that every patch must preserve.
+fn arb_unrelated_fields() -> impl Strategy<Value = Map<String, Value>> {
+    prop::collection::btree_map("x[a-zA-Z0-9]{0,8}", arb_json(), 0..4)
+        .prop_map(|m| m.into_iter().collect())
+}
+
+fn arb_aws_spec() -> impl Strategy<Value = Map<String, Value>> {
+    let ami = prop_oneof![
+        3 => Just(json!({"id": AMI_PREVIOUS})),
+        2 => Just(json!({"id": AMI_US_EAST_1})),
+        1 => Just(json!({"id": AMI_US_EAST_2})),
+        1 => Just(json!({"id": AMI_ARM64_US_EAST_1})),
+        1 => Just(json!({"id": AMI_PREVIOUS_ARM64})),
+        1 => Just(json!({"id": AMI_CUSTOM})),
+        1 => Just(json!({"filters": [{"name": "tag:Name", "values": ["rhcos-*"]}]})),
+        1 => Just(json!({"id": null})),
+    ];
+    let region = prop_oneof![
+        4 => Just(Some("us-east-1")),
+        2 => Just(Some("us-east-2")),
+        1 => Just(Some("eu-west-3")),
+        1 => Just(None),
+    ];
+    (ami, region).prop_map(|(ami, region)| {
+        let mut spec = Map::new();
+        spec.insert("kind".into(), json!("AWSMachineProviderConfig"));
+        spec.insert("ami".into(), ami);
+        spec.insert("instanceType".into(), json!("m6i.xlarge"));
+        spec.insert("metadata".into(), json!({"creationTimestamp": null}));
+        spec.insert(
+            "blockDevices".into(),
+            json!([{"ebs": {"encrypted": true, "iops": 0, "kmsKey": {"arn": ""}, "volumeSize": 120}}]),
+        );
+        if let Some(region) = region {
+            spec.insert(
+                "placement".into(),
+                json!({"availabilityZone": format!("{region}a"), "region": region}),
+            );
+        }
+        spec
+    })
+}
+
+fn arb_gcp_spec() -> impl Strategy<Value = Map<String, Value>> {
+    let image = prop_oneof![
+        3 => Just(json!(GCP_IMAGE_PREVIOUS)),
+        2 => Just(json!(GCP_IMAGE)),
+        1 => Just(json!("projects/my-project/global/images/golden")),
+        1 => Just(Value::Null),
+    ];
+    let disk = (prop::bool::weighted(0.7), image, any::<bool>()).prop_map(|(boot, image, labels)| {
+        let mut disk = json!({"autoDelete": true, "boot": boot, "image": image, "sizeGb": 128, "type": "pd-ssd"});
+        if labels {
+            disk["labels"] = Value::Null;
+        }
+        disk
+    });
+    prop::collection::vec(disk, 0..3).prop_map(|disks| {
+        let mut spec = Map::new();
+        spec.insert("kind".into(), json!("GCPMachineProviderSpec"));
+        spec.insert("disks".into(), Value::Array(disks));
+        spec.insert("machineType".into(), json!("n2-standard-4"));
+        spec.insert("zone".into(), json!("us-east1-b"));
+        spec
+    })
+}
+
+fn arb_azure_spec() -> impl Strategy<Value = Map<String, Value>> {
+    let marketplace = |publisher: &str, offer: &str, sku: &str, version: &str| {
+        json!({"publisher": publisher, "offer": offer, "sku": sku, "version": version,
+               "resourceID": "", "type": "MarketplaceNoPlan"})
+    };
+    let upload = |resource_id: String| json!({"publisher": "", "offer": "", "sku": "", "version": "", "resourceID": resource_id});
+    let image = prop_oneof![
+        Just(marketplace(
+            "azureopenshift",
+            "aro4",
+            "aro_419",
+            "419.6.20250523"
+        )),
+        Just(marketplace(
+            "azureopenshift",
+            "aro4",
+            "419-v2",
+            "419.6.20250523"
+        )),
+        Just(marketplace(
+            "azureopenshift",
+            "aro4",
+            "420-v2",
+            "9.6.20251015"
+        )),
+        Just(marketplace(
+            "redhat",
+            "rh-ocp-worker",
+            "rh-ocp-worker",
+            "4.17.2024100419"
+        )),
+        Just(marketplace("mycompany", "golden", "v1", "1.0.0")),
+        Just(upload(format!(
+            "/resourceGroups/{INFRA}-rg/providers/Microsoft.Compute/galleries/gallery_{}/images/{INFRA}-gen2/versions/latest",
+            INFRA.replace('-', "_")
+        ))),
+        Just(upload(format!(
+            "/resourceGroups/{INFRA}-rg/providers/Microsoft.Compute/images/{INFRA}"
+        ))),
+        Just(upload(
+            "/resourceGroups/other-rg/providers/Microsoft.Compute/images/mine".into()
+        )),
+        Just(json!("not an object")),
+    ];
+    let security = prop_oneof![
+        3 => Just(None),
+        1 => Just(Some(Value::Null)),
+        1 => Just(Some(json!({"settings": {"securityType": "TrustedLaunch"}}))),
+    ];
+    (image, security).prop_map(|(image, security)| {
+        let mut spec = Map::new();
+        spec.insert("kind".into(), json!("AzureMachineProviderSpec"));
+        spec.insert("image".into(), image);
+        spec.insert("location".into(), json!("eastus"));
+        spec.insert(
+            "osDisk".into(),
+            json!({"diskSizeGB": 128, "managedDisk": {"storageAccountType": "Premium_LRS"}, "osType": "Linux"}),
+        );
+        if let Some(security) = security {
+            spec.insert("securityProfile".into(), security);
+        }
+        spec
+    })
+}
+
+/// A provider spec mostly of the cluster's platform, sometimes of another one (an error there),
+/// now and then arbitrary JSON.
+fn arb_provider_spec(platform: &str) -> impl Strategy<Value = Value> {
+    let (aws, gcp, azure) = match platform {
+        "AWS" => (6, 1, 1),
+        "GCP" => (1, 6, 1),
+        "Azure" => (1, 1, 6),
+        _ => (1, 1, 1),
+    };
+    let shaped =
+        prop_oneof![aws => arb_aws_spec(), gcp => arb_gcp_spec(), azure => arb_azure_spec()];
+    let secret = prop_oneof![
+        4 => Just(Some(json!({"name": "worker-user-data"}))),
+        2 => Just(Some(json!({"name": "worker-user-data-managed"}))),
+        1 => Just(Some(json!({"name": "infra-user-data"}))),
+        1 => Just(Some(json!({"name": 7}))),
+        1 => Just(None),
+    ];
+    let shaped = (shaped, secret, arb_unrelated_fields()).prop_map(|(mut spec, secret, extra)| {
+        spec.insert("apiVersion".into(), json!("machine.openshift.io/v1beta1"));
+        if let Some(secret) = secret {
+            spec.insert("userDataSecret".into(), secret);
+        }
+        spec.extend(extra);
+        Value::Object(spec)
+    });
+    prop_oneof![8 => shaped, 1 => arb_json()]
+}
+
+fn arb_labels() -> impl Strategy<Value = BTreeMap<String, String>> {
+    let pair = prop_oneof![
+        3 => Just(("boot-images".to_string(), "managed".to_string())),
+        2 => Just(("team".to_string(), "a".to_string())),
+        1 => Just((
+            "machineconfiguration.openshift.io/osstream".to_string(),
+            "rhel-10".to_string()
+        )),
+        2 => ("[a-z]{1,5}", "[a-z0-9]{0,5}"),
+    ];
+    prop::collection::vec(pair, 0..3).prop_map(|pairs| pairs.into_iter().collect())
+}
+
+fn arb_annotations() -> impl Strategy<Value = BTreeMap<String, String>> {
+    let arch = prop_oneof![
+        3 => Just("kubernetes.io/arch=amd64".to_string()),
+        2 => Just("foo=bar, kubernetes.io/arch=arm64".to_string()),
+        1 => Just("kubernetes.io/arch=riscv64".to_string()),
+        1 => Just("foo=bar".to_string()),
+        1 => ".{0,20}",
+    ];
+    let entry = prop_oneof![
+        2 => arch.prop_map(|v| ("capacity.cluster-autoscaler.kubernetes.io/labels".to_string(), v)),
+        1 => Just((
+            "machineconfiguration.openshift.io/boot-image-updates".to_string(),
+            "disabled".to_string()
+        )),
+        1 => prop_oneof![
+            Just(r#"{"target":"x","patches":["2026-03-02T09:59:00Z"]}"#.to_string()),
+            Just(r#"{"target":"x","patches":["-009999-01-01T00:00:00Z","9999-12-31T23:59:59Z"]}"#.to_string()),
+            arb_json().prop_map(|v| v.to_string()),
+        ]
+        .prop_map(|v| ("boot-image-controller.io/hot-loop".to_string(), v)),
+        1 => arb_json().prop_map(|v| ("boot-image-controller.io/history".to_string(), v.to_string())),
+        1 => ("[a-z./]{1,12}", ".{0,8}"),
+    ];
+    let some = prop::collection::vec(entry, 1..3).prop_map(|e| e.into_iter().collect());
+    prop_oneof![2 => Just(BTreeMap::new()), 1 => some]
+}
+
+/// One machine resource as the API server would serve it, before it gets its name.
+#[derive(Clone, Debug)]
+struct ResourceCase {
+    control_plane: bool,
+    namespace: &'static str,
+    labels: BTreeMap<String, String>,
+    annotations: BTreeMap<String, String>,
+    owned: bool,
+    windows: bool,
+    provider_spec: Value,
+}
+
+fn arb_resource(platform: &str) -> impl Strategy<Value = ResourceCase> {
+    let namespace = prop_oneof![
+        4 => Just("openshift-machine-api"),
+        1 => Just("team-a"),
+        1 => Just("zz-workers"),
+    ];
+    (
+        prop::bool::weighted(0.15),
+        namespace,
+        arb_labels(),
+        arb_annotations(),
+        prop::bool::weighted(0.1),
+        prop::bool::weighted(0.05),
+        arb_provider_spec(platform),
+    )
+        .prop_map(
+            |(control_plane, namespace, labels, annotations, owned, windows, provider_spec)| {
+                ResourceCase {
+                    control_plane,
+                    namespace,
+                    labels,
+                    annotations,
+                    owned,
+                    windows,
+                    provider_spec,
+                }
+            },
+        )
+}
+
+impl ResourceCase {
+    /// The object's JSON, named `name`.
+    fn doc(&self, name: &str) -> Value {
+        let mut metadata =
+            json!({"name": name, "namespace": self.namespace, "resourceVersion": "1"});
+        if !self.labels.is_empty() {
+            metadata["labels"] = json!(self.labels);
+        }
+        if !self.annotations.is_empty() {
+            metadata["annotations"] = json!(self.annotations);
+        }
+        if self.owned {
+            metadata["ownerReferences"] = json!([{
+                "apiVersion": "hive.openshift.io/v1", "kind": "MachinePool", "name": "worker",
+                "uid": "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", "controller": true
+            }]);
+        }
+        let mut template_labels =
+            json!({"machine.openshift.io/cluster-api-machine-role": "worker"});
+        if self.windows {
+            template_labels["machine.openshift.io/os-id"] = json!("Windows");
+        }
+        let template = json!({
+            "metadata": {"labels": template_labels},
+            "spec": {"lifecycleHooks": {}, "metadata": {}, "providerSpec": {"value": self.provider_spec}}
+        });
+        if self.control_plane {
+            json!({
+                "apiVersion": "machine.openshift.io/v1", "kind": "ControlPlaneMachineSet",
+                "metadata": metadata,
+                "spec": {"replicas": 3, "state": "Active", "template": {
+                    "machineType": "machines_v1beta1_machine_openshift_io",
+                    "machines_v1beta1_machine_openshift_io": template
+                }}
+            })
+        } else {
+            json!({
+                "apiVersion": "machine.openshift.io/v1beta1", "kind": "MachineSet",
+                "metadata": metadata,
+                "spec": {"replicas": 1, "selector": {"matchLabels": {"set": name}}, "template": template},
+                "status": {"replicas": 1}
+            })
+        }
+    }
+}
+
+/// Resources with unique names: a random prefix and the position.
+fn arb_resources(platform: &str) -> impl Strategy<Value = Vec<(String, ResourceCase)>> {
+    prop::collection::vec(("[a-z]{1,6}", arb_resource(platform)), 0..10).prop_map(|cases| {
+        cases
+            .into_iter()
+            .enumerate()
+            .map(|(i, (prefix, case))| (format!("{prefix}-{i}"), case))
+            .collect()
+    })
+}
+
+/// A cluster and its machine resources.
+fn arb_snapshot() -> impl Strategy<Value = (ClusterCase, Vec<(String, ResourceCase)>)> {
+    arb_cluster().prop_flat_map(|case| {
+        let resources = arb_resources(case.platform);
+        (Just(case), resources)
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Planning.
+
+type Inputs = (
+    Vec<Result<MachineSet, Malformed>>,
+    Vec<Result<ControlPlaneMachineSet, Malformed>>,
+);
+
+fn read<K: DeserializeOwned>(doc: &Value) -> Result<K, Malformed> {
+    serde_json::from_value(doc.clone()).map_err(|e| Malformed {
+        namespace: doc["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or_default()
+            .into(),
+        name: doc["metadata"]["name"].as_str().unwrap_or_default().into(),
+        error: e.to_string(),
+    })
+}
+
+fn inputs(docs: &[Value]) -> Inputs {
+    let is_cp = |doc: &&Value| doc["kind"] == "ControlPlaneMachineSet";
+    (
+        docs.iter().filter(|d| !is_cp(d)).map(read).collect(),
+        docs.iter().filter(is_cp).map(read).collect(),
+    )
+}
+
+fn docs(resources: &[(String, ResourceCase)]) -> Vec<Value> {
+    resources
+        .iter()
+        .map(|(name, case)| case.doc(name))
+        .collect()
+}
+
+fn run(case: &ClusterCase, docs: &[Value]) -> Plan {
+    let (machine_sets, control_planes) = inputs(docs);
+    plan(
+        &case.cluster(),
+        &machine_sets,
+        &control_planes,
+        &case.options(),
+    )
+}
+
+/// The entries of a plan with the provider-spec pointer of their kind and their object.
+fn updates<'a>(plan: &'a Plan, docs: &'a [Value]) -> Vec<(&'a Entry, &'static str, &'a Value)> {
+    let find = |entry: &Entry, kind: &str| {
+        docs.iter()
+            .find(|d| {
+                d["kind"] == kind
+                    && d["metadata"]["namespace"] == entry.namespace.as_str()
+                    && d["metadata"]["name"] == entry.name.as_str()
+            })
+            .expect("every entry comes from an input object")
+    };
+    let machine_sets = plan
+        .machine_sets
+        .iter()
+        .map(|e| (e, MACHINE_SET_SPEC, find(e, "MachineSet")));
+    let control_planes = plan
+        .control_plane_machine_sets
+        .iter()
+        .map(|e| (e, CONTROL_PLANE_SPEC, find(e, "ControlPlaneMachineSet")));
+    machine_sets
+        .chain(control_planes)
+        .filter(|(e, _, _)| e.action == Action::Update)
+        .collect()
+}
+
+fn op_path(op: &PatchOperation) -> String {
+    match op {
+        PatchOperation::Test(op) => op.path.to_string(),
+        PatchOperation::Replace(op) => op.path.to_string(),
+        other => panic!("a boot-image patch only tests and replaces: {other:?}"),
+    }
+}
+
+/// Whether a pointer relative to the provider spec names a value the rules compare or the stub
+/// secret name.
+fn is_managed_field(relative: &str) -> bool {
+    matches!(relative, "/ami/id" | "/image" | "/userDataSecret/name")
+        || relative
+            .strip_prefix("/disks/")
+            .and_then(|rest| rest.strip_suffix("/image"))
+            .is_some_and(|i| !i.is_empty() && i.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Removes the value at `pointer` (its parent must be an object or array element object).
+fn remove(doc: &mut Value, pointer: &str) {
+    let (parent, key) = pointer.rsplit_once('/').expect("a pointer below the root");
+    if let Some(Value::Object(map)) = doc.pointer_mut(parent) {
+        map.remove(key);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Properties.
+
+proptest! {
+    // Failures are reported with their minimal input; no regression file is written next to
+    // the test (integration tests have no lib.rs for proptest to anchor it to).
+    #![proptest_config(ProptestConfig {
+        cases: CASES,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    /// (1) Patches apply, and a patched object is up to date.
+    #[test]
+    fn applied_updates_leave_nothing_to_do((case, resources) in arb_snapshot()) {
+        let docs = docs(&resources);
+        let plan = run(&case, &docs);
+        for (entry, _, doc) in updates(&plan, &docs) {
+            let mut patched = doc.clone();
+            json_patch::patch(&mut patched, &entry.patch)
+                .map_err(|e| TestCaseError::fail(format!("{}: {e}", entry.name)))?;
+            let again = run(&case, std::slice::from_ref(&patched));
+            let entry_again = again
+                .machine_sets
+                .iter()
+                .chain(&again.control_plane_machine_sets)
+                .next()
+                .unwrap();
+            prop_assert_eq!(
+                (entry_again.action, entry_again.reason),
+                (Action::UpToDate, Reason::UpToDate),
+                "{} after {:?}: {}", entry.name, entry.message, entry_again.message
+            );
+        }
+    }
+
+    /// (2) Patches only touch the compared image fields and the stub secret name.
+    #[test]
+    fn patches_touch_only_image_and_secret_fields(
+        (case, resources) in arb_snapshot(),
+    ) {
+        let docs = docs(&resources);
+        let plan = run(&case, &docs);
+        for (entry, base, doc) in updates(&plan, &docs) {
+            prop_assert!(!entry.patch.is_empty());
+            prop_assert_eq!(entry.patch.len() % 2, 0);
+            let mut changed = Vec::new();
+            for pair in entry.patch.chunks(2) {
+                let (PatchOperation::Test(test), PatchOperation::Replace(replace)) =
+                    (&pair[0], &pair[1])
+                else {
+                    return Err(TestCaseError::fail(format!("not a test/replace pair: {pair:?}")));
+                };
+                prop_assert_eq!(&test.path, &replace.path);
+                let path = op_path(&pair[0]);
+                let relative = path.strip_prefix(base).unwrap_or_default();
+                prop_assert!(is_managed_field(relative), "{} patches {}", entry.name, path);
+                prop_assert_eq!(doc.pointer(&path), Some(&test.value), "test of {}", path);
+                prop_assert_ne!(&test.value, &replace.value);
+                changed.push(path);
+            }
+            let mut patched = doc.clone();
+            json_patch::patch(&mut patched, &entry.patch).unwrap();
+            let mut original = doc.clone();
+            for path in &changed {
+                remove(&mut original, path);
+                remove(&mut patched, path);
+            }
+            prop_assert_eq!(patched, original);
+        }
+    }
+
+    /// (3) The same input gives the same plan, in any order.
+    #[test]
+    fn planning_is_deterministic_and_order_independent(
+        (case, resources) in arb_snapshot(),
+        swaps in prop::collection::vec((any::<Index>(), any::<Index>()), 0..12),
+    ) {
+        let docs = docs(&resources);
+        let first = run(&case, &docs);
+        prop_assert_eq!(&first, &run(&case, &docs));
+        let mut shuffled = docs.clone();
+        if !shuffled.is_empty() {
+            for (a, b) in swaps {
+                let (a, b) = (a.index(shuffled.len()), b.index(shuffled.len()));
+                shuffled.swap(a, b);
+            }
+        }
+        prop_assert_eq!(&first, &run(&case, &shuffled));
+        for entries in [&first.machine_sets, &first.control_plane_machine_sets] {
+            let sorted = entries
+                .windows(2)
+                .all(|w| (&w[0].namespace, &w[0].name) < (&w[1].namespace, &w[1].name));
+            prop_assert!(sorted, "not sorted by namespace then name");
+        }
+        let inputs = inputs(&docs);
+        prop_assert_eq!(first.machine_sets.len(), inputs.0.len());
+        prop_assert_eq!(first.control_plane_machine_sets.len(), inputs.1.len());
+    }
+
+    /// (4) Nothing panics, whatever the provider spec, and gates hold back every write.
+    #[test]
+    fn arbitrary_provider_specs_never_panic(
+        (case, resources) in arb_snapshot(),
+        specs in prop::collection::vec(arb_json(), 0..4),
+        spec_objects in prop::collection::vec(arb_json(), 0..3),
+    ) {
+        let mut docs = docs(&resources);
+        let base = ResourceCase {
+            control_plane: false,
+            namespace: "openshift-machine-api",
+            labels: BTreeMap::new(),
+            annotations: BTreeMap::new(),
+            owned: false,
+            windows: false,
+            provider_spec: Value::Null,
+        };
+        for (i, spec) in specs.into_iter().enumerate() {
+            for control_plane in [false, true] {
+                let arbitrary = ResourceCase { control_plane, provider_spec: spec.clone(), ..base.clone() };
+                docs.push(arbitrary.doc(&format!("arbitrary-{i}")));
+            }
+        }
+        // Whole specs that may not even read as a MachineSet.
+        for (i, spec) in spec_objects.into_iter().enumerate() {
+            let mut doc = base.doc(&format!("spec-{i}"));
+            doc["spec"] = spec;
+            docs.push(doc);
+        }
+        let plan = run(&case, &docs);
+        let entries = plan.machine_sets.iter().chain(&plan.control_plane_machine_sets);
+        if plan.blocked.is_some() {
+            prop_assert!(entries.clone().all(|e| e.action != Action::Update && e.patch.is_empty()));
+        }
+        let supported = matches!(case.platform, "AWS" | "GCP" | "Azure");
+        for entry in entries {
+            prop_assert_eq!(entry.patch.is_empty(), entry.action != Action::Update, "{:?}", entry);
+            // Where we never write, the only errors are about configuration and unreadable
+            // objects, never about what a platform rule would have read.
+            if !supported && entry.action == Action::Error {
+                prop_assert!(
+                    matches!(entry.reason, Reason::InvalidSelector | Reason::MalformedObject),
+                    "{:?}", entry
+                );
+            }
+            prop_assert!(!entry.reason.as_str().is_empty());
+        }
+    }
+}
+
+/// The properties above quantify over Update entries; this keeps them from holding vacuously:
+/// the generators must reach updates on every managed platform, and the common skips and errors.
+#[test]
+fn generators_reach_every_kind_of_decision() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+    use std::collections::BTreeSet;
+
+    let mut runner = TestRunner::deterministic();
+    let strategy = arb_snapshot();
+    let mut seen: BTreeSet<(&str, Action, Reason)> = BTreeSet::new();
+    for _ in 0..CASES * 4 {
+        let (case, resources) = strategy.new_tree(&mut runner).unwrap().current();
+        let plan = run(&case, &docs(&resources));
+        for entry in plan
+            .machine_sets
+            .iter()
+            .chain(&plan.control_plane_machine_sets)
+        {
+            seen.insert((case.platform, entry.action, entry.reason));
+        }
+    }
+    for platform in ["AWS", "GCP", "Azure"] {
+        for expected in [
+            (Action::Update, Reason::BootImageOutdated),
+            (Action::Update, Reason::StubSecretOutdated),
+            (Action::UpToDate, Reason::UpToDate),
+            (Action::Skip, Reason::CustomImage),
+        ] {
+            let (action, reason) = expected;
+            assert!(
+                seen.contains(&(platform, action, reason)),
+                "{platform}: never {action:?} {reason}; seen {seen:?}"
+            );
+        }
+    }
+    for (action, reason) in [
+        (Action::Skip, Reason::OptedOut),
+        (Action::Skip, Reason::NotSelected),
+        (Action::Skip, Reason::Owned),
+        (Action::Skip, Reason::RegionNotInStream),
+        (Action::Skip, Reason::Paused),
+        (Action::Error, Reason::InvalidProviderSpec),
+        (Action::Error, Reason::UnknownArchitecture),
+        (Action::Error, Reason::ManagedSecretMissing),
+    ] {
+        assert!(
+            seen.iter().any(|(_, a, r)| (*a, *r) == (action, reason)),
+            "never {action:?} {reason}"
+        );
+    }
+}
