@@ -28,6 +28,31 @@ pub mod names {
     pub const MCC_UPDATE_ERROR: &str = "mcc_bootimage_update_error";
 }
 
+const KINDS: [&str; 2] = ["MachineSet", "ControlPlaneMachineSet"];
+const ERROR_REASONS: [Reason; 11] = [
+    Reason::MalformedObject,
+    Reason::InvalidProviderSpec,
+    Reason::InvalidSelector,
+    Reason::UnknownArchitecture,
+    Reason::ArchitectureUndetermined,
+    Reason::ArchitectureNotInStream,
+    Reason::ImageNotInStream,
+    Reason::ManagedSecretMissing,
+    Reason::ManagedSecretInvalid,
+    Reason::HotLoop,
+    Reason::PatchFailed,
+];
+const GATE_REASONS: [Reason; 8] = [
+    Reason::MachineConfigurationMissing,
+    Reason::InfrastructureMissing,
+    Reason::GoldenConfigMapMissing,
+    Reason::GoldenStreamInvalid,
+    Reason::ReleaseVersionMissing,
+    Reason::ClusterUpgrading,
+    Reason::ReleaseMismatch,
+    Reason::Paused,
+];
+
 #[derive(Clone)]
 pub struct Metrics {
     registry: Registry,
@@ -139,7 +164,37 @@ impl Metrics {
         for c in m.collectors() {
             m.registry.register(c).expect("metric names are unique");
         }
+        m.initialize_series();
         m
+    }
+
+    /// Creates the bounded series at zero, so that every family is exported from the start and
+    /// `rate()`/`increase()` see the first event instead of a series appearing at 1.
+    fn initialize_series(&self) {
+        for kind in KINDS {
+            for result in ["updated", "conflict", "failed"] {
+                self.patches.with_label_values(&[kind, result]);
+            }
+            self.hot_loops.with_label_values(&[kind]);
+            for reason in ERROR_REASONS {
+                self.errors.with_label_values(&[kind, reason.as_str()]);
+            }
+        }
+        for reason in GATE_REASONS {
+            self.blocked.with_label_values(&[reason.as_str()]).set(0);
+        }
+        for scope in ["all", "some"] {
+            self.reconcile_duration.with_label_values(&[scope]);
+        }
+        for kind in [
+            "MachineSet",
+            "ControlPlaneMachineSet",
+            "status",
+            "Event",
+            "ConfigMap",
+        ] {
+            self.writes.with_label_values(&[kind]);
+        }
     }
 
     fn collectors(&self) -> Vec<Box<dyn prometheus::core::Collector>> {
@@ -182,11 +237,11 @@ impl Metrics {
                 .with_label_values(&[e.name.as_str()])
                 .set(1.0);
         }
-        self.blocked.reset();
-        if let Some(blocked) = &plan.blocked {
+        for reason in GATE_REASONS {
+            let active = plan.blocked.as_ref().is_some_and(|b| b.reason == reason);
             self.blocked
-                .with_label_values(&[blocked.reason.as_str()])
-                .set(1);
+                .with_label_values(&[reason.as_str()])
+                .set(i64::from(active));
         }
         self.golden_stream.reset();
         if let Some((stream, release)) = golden {
@@ -270,7 +325,7 @@ mod tests {
         m.observe_plan(&plan, None);
         let text = m.render();
         assert!(!text.contains("mcc_bootimage_update_error{"), "{text}");
-        assert!(!text.contains("boot_image_controller_blocked{"));
+        assert!(text.contains(r#"boot_image_controller_blocked{reason="Paused"} 0"#));
         assert!(text.contains(
             r#"boot_image_controller_machine_resources{action="UpToDate",kind="MachineSet",reason="UpToDate"} 2"#
         ));
