@@ -279,20 +279,10 @@ impl Default for Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::{Blocked, Entry, Values};
+    use crate::plan::{Blocked, Entry};
 
     fn entry(name: &str, action: Action, reason: Reason) -> Entry {
-        Entry {
-            namespace: "openshift-machine-api".into(),
-            name: name.into(),
-            action,
-            reason,
-            message: String::new(),
-            boot_image: Values::default(),
-            user_data_secret: Values::default(),
-            patch: vec![],
-            last_change: None,
-        }
+        Entry::new("openshift-machine-api", name, action, reason, String::new())
     }
 
     #[test]

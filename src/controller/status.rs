@@ -279,20 +279,15 @@ pub async fn write(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::Values;
 
     fn entry(name: &str, action: Action, reason: Reason) -> Entry {
-        Entry {
-            namespace: "openshift-machine-api".into(),
-            name: name.into(),
+        Entry::new(
+            "openshift-machine-api",
+            name,
             action,
             reason,
-            message: format!("{reason} message"),
-            boot_image: Values::default(),
-            user_data_secret: Values::default(),
-            patch: vec![],
-            last_change: None,
-        }
+            format!("{reason} message"),
+        )
     }
 
     fn conditions(input: &StatusInput<'_>) -> Vec<Condition> {

@@ -159,7 +159,13 @@ pub struct Entry {
 }
 
 impl Entry {
-    fn new(namespace: &str, name: &str, action: Action, reason: Reason, message: String) -> Self {
+    pub(crate) fn new(
+        namespace: &str,
+        name: &str,
+        action: Action,
+        reason: Reason,
+        message: String,
+    ) -> Self {
         Entry {
             namespace: namespace.to_string(),
             name: name.to_string(),

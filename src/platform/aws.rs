@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use super::{BootImageRule, ImageOutcome, RuleContext, compare_single, invalid};
+use super::{BootImageRule, ImageOutcome, RuleContext, compare_single, invalid, not_in_stream};
 use crate::reason::Reason;
 
 pub(super) struct Aws;
@@ -33,15 +33,12 @@ impl BootImageRule for Aws {
             );
         };
         if !ctx.stream.has_arch(ctx.arch) {
-            return ImageOutcome::Error {
-                reason: Reason::ArchitectureNotInStream,
-                message: format!(
-                    "the golden stream {} publishes no {} images; check the architecture in the \
-                     MachineSet's capacity annotation",
-                    ctx.stream.stream, ctx.arch
-                ),
-                current: Some(current.clone()),
-            };
+            return not_in_stream(
+                ctx,
+                "AMIs",
+                "check the architecture in the MachineSet's capacity annotation",
+                Some(current.clone()),
+            );
         }
         let Some(golden) = ctx.stream.aws_image(ctx.arch, region) else {
             return ImageOutcome::Skip {

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use super::{BootImageRule, FieldChange, ImageOutcome, RuleContext, invalid};
+use super::{BootImageRule, FieldChange, ImageOutcome, RuleContext, invalid, not_in_stream};
 use crate::arch::Arch;
 use crate::reason::Reason;
 use crate::stream::AzureMarketplaceImage;
@@ -63,21 +63,13 @@ impl BootImageRule for Azure {
         };
         let current = Value::Object(image.clone());
         let Some(variants) = ctx.stream.azure_marketplace(ctx.arch) else {
-            let reason = if ctx.stream.has_arch(ctx.arch) {
-                Reason::ImageNotInStream
-            } else {
-                Reason::ArchitectureNotInStream
-            };
-            return ImageOutcome::Error {
-                reason,
-                message: format!(
-                    "the golden stream {} publishes no Azure marketplace images for {} \
-                     (rhel-coreos-extensions.marketplace.azure in the coreos-bootimages \
-                     ConfigMap); Azure boot images stay as they are until the release ships them",
-                    ctx.stream.stream, ctx.arch
-                ),
-                current: Some(current),
-            };
+            return not_in_stream(
+                ctx,
+                "Azure marketplace images (rhel-coreos-extensions.marketplace.azure in the \
+                 coreos-bootimages ConfigMap)",
+                "Azure boot images stay as they are until the release ships them",
+                Some(current),
+            );
         };
         let fields = match ImageFields::read(image) {
             Ok(fields) => fields,

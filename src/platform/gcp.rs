@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use super::{BootImageRule, FieldChange, ImageOutcome, RuleContext, invalid};
+use super::{BootImageRule, FieldChange, ImageOutcome, RuleContext, invalid, not_in_stream};
 use crate::reason::Reason;
 
 /// Images published by the CoreOS team live in this project; anything else was chosen by an
@@ -51,20 +51,12 @@ impl BootImageRule for Gcp {
             };
         }
         let Some(golden) = ctx.stream.gcp_image(ctx.arch) else {
-            let reason = if ctx.stream.has_arch(ctx.arch) {
-                Reason::ImageNotInStream
-            } else {
-                Reason::ArchitectureNotInStream
-            };
-            return ImageOutcome::Error {
-                reason,
-                message: format!(
-                    "the golden stream {} publishes no {} GCP image; the boot image is left as is \
-                     until the stream carries one",
-                    ctx.stream.stream, ctx.arch
-                ),
-                current: Some(first.clone()),
-            };
+            return not_in_stream(
+                ctx,
+                "GCP image",
+                "the boot image is left as is until the stream carries one",
+                Some(first.clone()),
+            );
         };
         let target = Value::String(golden.reference());
         let changes: Vec<FieldChange> = boot

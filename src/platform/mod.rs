@@ -154,6 +154,33 @@ fn compare_single(current: &Value, target: Value, pointers: Vec<String>) -> Imag
     }
 }
 
+/// The stream lacks the image a rule needs for `ctx.arch`: either the whole architecture is
+/// missing (a wrong arch annotation, usually) or only this platform's image (a release that does
+/// not ship it yet). `what` names the missing image, `advice` says what happens or what to do.
+fn not_in_stream(
+    ctx: &RuleContext<'_>,
+    what: &str,
+    advice: &str,
+    current: Option<Value>,
+) -> ImageOutcome {
+    let (reason, missing) = if ctx.stream.has_arch(ctx.arch) {
+        (Reason::ImageNotInStream, format!("no {} {what}", ctx.arch))
+    } else {
+        (
+            Reason::ArchitectureNotInStream,
+            format!("no {} images at all", ctx.arch),
+        )
+    };
+    ImageOutcome::Error {
+        reason,
+        message: format!(
+            "the golden stream {} publishes {missing}; {advice}",
+            ctx.stream.stream
+        ),
+        current,
+    }
+}
+
 fn invalid(message: impl Into<String>, current: Option<Value>) -> ImageOutcome {
     ImageOutcome::Error {
         reason: Reason::InvalidProviderSpec,
