@@ -14,5 +14,6 @@ pub mod names;
 pub mod plan;
 pub mod platform;
 pub mod reason;
+pub mod revert;
 pub mod server;
 pub mod stream;

@@ -1,39 +1,206 @@
 //! The controller against a real kube-apiserver: each test builds a simulated OpenShift-on-AWS
 //! cluster in its own namespace and runs `boot-image-controller run` as a process.
+//!
+//! Every assertion is something an administrator could check with `oc`: MachineSet contents and
+//! resourceVersions, the conditions on the MachineConfiguration, Events, the Lease and
+//! `/metrics`. "Nothing was written" is asserted only after the controller has visibly handled
+//! the change in question (its status names it), never after a fixed sleep.
 
 mod support;
 
-use std::time::Duration;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::time::{Duration, Instant};
 
-use serde_json::json;
+use serde_json::{Value, json};
 use support::fixtures::*;
-use support::{TestEnv, eventually, sample};
+use support::{ControllerProcess, TestEnv, eventually, resource_version, sample};
 
-const CONVERGE: Duration = Duration::from_secs(60);
+const CONVERGE: Duration = Duration::from_secs(45);
+const PROGRESSING: &str = "BootImageUpdateProgressing";
+const DEGRADED: &str = "BootImageUpdateDegraded";
+const PAUSED: &str = "BootImageUpdatePaused";
+const MACHINE_SET: (&str, &str) = ("machine.openshift.io/v1beta1", "MachineSet");
+const OPT_OUT: &str = "machineconfiguration.openshift.io/boot-image-updates";
+const PAUSE: &str = "machineconfiguration.openshift.io/boot-image-updates-paused";
+const HOT_LOOP: &str = "boot-image-controller.io/hot-loop";
+const MACHINE_SET_WRITES: &str = r#"boot_image_controller_writes_total{kind="MachineSet"}"#;
+const PATCHES_UPDATED: &str =
+    r#"boot_image_controller_patches_total{kind="MachineSet",result="updated"}"#;
+const FULL_PASSES: &str = r#"boot_image_controller_reconcile_duration_seconds_count{scope="all"}"#;
+const LEADER: &str = "boot_image_controller_leader";
+
+/// The log tails of the controllers involved, for failure messages.
+fn tails(controllers: &[&ControllerProcess]) -> String {
+    controllers
+        .iter()
+        .map(|c| c.log_tail(40))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
 
 /// Waits until the MachineSet's AMI is `ami`.
-async fn wait_for_ami(env: &TestEnv, name: &str, ami: &str) -> serde_json::Value {
+async fn wait_for_ami(
+    env: &TestEnv,
+    controllers: &[&ControllerProcess],
+    name: &str,
+    ami: &str,
+) -> Value {
     let found = eventually(CONVERGE, || async {
         let ms = env.machine_set(name).await;
         (ami_of(&ms) == ami).then_some(ms)
     })
     .await;
-    found.unwrap_or_else(|| panic!("{name} never reached {ami}"))
+    match found {
+        Some(ms) => ms,
+        None => panic!(
+            "{name} never reached {ami}; it has {}\n{}",
+            ami_of(&env.machine_set(name).await),
+            tails(controllers)
+        ),
+    }
+}
+
+/// Waits until the MachineSet boots `ami` with the managed stub secret.
+async fn wait_for_golden(
+    env: &TestEnv,
+    controllers: &[&ControllerProcess],
+    name: &str,
+    ami: &str,
+) -> Value {
+    let found = eventually(CONVERGE, || async {
+        let ms = env.machine_set(name).await;
+        (ami_of(&ms) == ami && secret_of(&ms) == "worker-user-data-managed").then_some(ms)
+    })
+    .await;
+    if let Some(ms) = found {
+        return ms;
+    }
+    let ms = env.machine_set(name).await;
+    panic!(
+        "{name} never reached {ami} with worker-user-data-managed; it has {} with {}\n{}",
+        ami_of(&ms),
+        secret_of(&ms),
+        tails(controllers)
+    )
 }
 
 async fn wait_for_condition(
     env: &TestEnv,
+    controllers: &[&ControllerProcess],
     type_: &str,
     status: &str,
     reason: Option<&str>,
-) -> serde_json::Value {
+) -> Value {
     let found = eventually(CONVERGE, || async {
         let c = env.condition(type_).await?;
         (c["status"] == status && reason.is_none_or(|r| c["reason"] == r)).then_some(c)
     })
     .await;
-    let current = env.condition(type_).await;
-    found.unwrap_or_else(|| panic!("{type_} never became {status} {reason:?}; now {current:?}"))
+    match found {
+        Some(c) => c,
+        None => panic!(
+            "{type_} never became {status} {reason:?}; now {:?}\n{}",
+            env.condition(type_).await,
+            tails(controllers)
+        ),
+    }
+}
+
+/// Waits until the condition's message contains every one of `parts`.
+async fn wait_for_message(
+    env: &TestEnv,
+    controllers: &[&ControllerProcess],
+    type_: &str,
+    parts: &[&str],
+) -> Value {
+    let found = eventually(CONVERGE, || async {
+        let c = env.condition(type_).await?;
+        let message = c["message"].as_str().unwrap_or_default();
+        parts.iter().all(|p| message.contains(p)).then_some(c)
+    })
+    .await;
+    match found {
+        Some(c) => c,
+        None => panic!(
+            "the {type_} message never contained {parts:?}; now {:?}\n{}",
+            env.condition(type_).await,
+            tails(controllers)
+        ),
+    }
+}
+
+/// Waits until a metric sample satisfies `ok`; returns its value.
+async fn wait_for_metric(
+    controller: &ControllerProcess,
+    series: &str,
+    timeout: Duration,
+    ok: impl Fn(f64) -> bool,
+) -> f64 {
+    let found = eventually(timeout, || async {
+        controller.metric(series).await.filter(|v| ok(*v))
+    })
+    .await;
+    match found {
+        Some(v) => v,
+        None => panic!(
+            "{series} never reached the expected value; now {:?}\n{}",
+            controller.metric(series).await,
+            controller.log_tail(40)
+        ),
+    }
+}
+
+/// Waits until a Warning or Normal Event with `reason` exists for the MachineSet.
+async fn wait_for_event(
+    env: &TestEnv,
+    controllers: &[&ControllerProcess],
+    name: &str,
+    type_: &str,
+    reason: &str,
+) -> Value {
+    let found = eventually(CONVERGE, || async {
+        env.events_for(name)
+            .await
+            .into_iter()
+            .find(|e| e["type"] == type_ && e["reason"] == reason)
+    })
+    .await;
+    match found {
+        Some(e) => e,
+        None => panic!(
+            "no {type_} Event {reason} for {name}; its Events: {:?}\n{}",
+            env.events_for(name)
+                .await
+                .iter()
+                .map(|e| (e["type"].clone(), e["reason"].clone()))
+                .collect::<Vec<_>>(),
+            tails(controllers)
+        ),
+    }
+}
+
+/// The MachineSets named, with the resourceVersions they have now.
+fn versions_of(all: &BTreeMap<String, String>, names: &[&str]) -> BTreeMap<String, String> {
+    names
+        .iter()
+        .map(|n| (n.to_string(), all.get(*n).cloned().unwrap_or_default()))
+        .collect()
+}
+
+/// Another actor sets the MachineSet's AMI from `from` back to `to` (failing if it changed).
+async fn set_ami(env: &TestEnv, name: &str, from: &str, to: &str) {
+    env.json_patch(
+        MACHINE_SET,
+        name,
+        json!([
+            {"op": "test", "path": "/spec/template/spec/providerSpec/value/ami/id", "value": from},
+            {"op": "replace", "path": "/spec/template/spec/providerSpec/value/ami/id", "value": to},
+        ]),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("set the AMI of {name} to {to}: {e}"));
 }
 
 #[tokio::test]
@@ -46,23 +213,15 @@ async fn upgrade_rolls_the_new_golden_image_out() {
     let controller = env.controller(&[]);
     controller.wait_ready().await;
     // At 4.20 the image is current; only the stub secret moves to the managed one.
-    let managed = eventually(CONVERGE, || async {
-        let ms = env.machine_set("worker-a").await;
-        (secret_of(&ms) == "worker-user-data-managed").then_some(ms)
-    })
-    .await
-    .expect("stub secret switched to the managed one");
+    let managed = wait_for_golden(&env, &[&controller], "worker-a", AMI_420_US_EAST_1).await;
     assert_eq!(ami_of(&managed), AMI_420_US_EAST_1);
 
     // The upgrade completes and the MCO publishes 4.21's boot images.
-    env.apply(cluster_version(&env.singleton, "4.21.0", "Completed"))
-        .await;
-    env.apply(golden_config_map(&env.ns, "4.21.0", &stream_421()))
-        .await;
-    let after = wait_for_ami(&env, "worker-a", AMI_421_US_EAST_1).await;
+    env.upgrade("4.21.0", &stream_421()).await;
+    let after = wait_for_ami(&env, &[&controller], "worker-a", AMI_421_US_EAST_1).await;
 
     // Everything else in providerSpec is untouched, byte for byte (nulls included).
-    let strip = |ms: &serde_json::Value| {
+    let strip = |ms: &Value| {
         let mut spec = ms
             .pointer("/spec/template/spec/providerSpec/value")
             .unwrap()
@@ -84,7 +243,8 @@ async fn upgrade_rolls_the_new_golden_image_out() {
 
     let progressing = wait_for_condition(
         &env,
-        "BootImageUpdateProgressing",
+        &[&controller],
+        PROGRESSING,
         "False",
         Some("BootImagesCurrent"),
     )
@@ -96,7 +256,7 @@ async fn upgrade_rolls_the_new_golden_image_out() {
             .contains("1 up to date"),
         "{progressing}"
     );
-    wait_for_condition(&env, "BootImageUpdateDegraded", "False", None).await;
+    wait_for_condition(&env, &[&controller], DEGRADED, "False", None).await;
 
     let event = eventually(CONVERGE, || async {
         env.events_for("worker-a").await.into_iter().find(|e| {
@@ -114,12 +274,963 @@ async fn upgrade_rolls_the_new_golden_image_out() {
     );
 
     let metrics = controller.metrics().await;
+    assert_eq!(sample(&metrics, PATCHES_UPDATED), Some(2.0), "{metrics}");
+}
+
+/// Scenario 1: All, Partial (matchLabels, matchExpressions) and None, switched on a live
+/// controller; only selected MachineSets change, and None stops all writes.
+#[tokio::test]
+async fn selection_modes_decide_which_machine_sets_change() {
+    let env = TestEnv::new("selection").await;
+    env.aws_cluster("4.21.0", &stream_421(), Some(selection("None", None)))
+        .await;
+    env.remember_images(&AMIS_420).await;
+    for (name, tier) in [
+        ("blue", Some("blue")),
+        ("green", Some("green")),
+        ("plain", None),
+    ] {
+        let mut ms = machine_set(&env.ns, name).user_data("worker-user-data-managed");
+        if let Some(tier) = tier {
+            ms = ms.label("tier", tier);
+        }
+        env.apply(ms.build()).await;
+    }
+    let initial = env.machine_set_versions().await;
+    let ctl = env.controller(&[]);
+    ctl.wait_ready().await;
+    let c = [&ctl];
+
+    // None: the controller reports, and writes nothing.
+    wait_for_message(&env, &c, PROGRESSING, &["3 total, 0 selected"]).await;
+    assert_eq!(env.machine_set_versions().await, initial);
+
+    // Partial by matchLabels: only blue.
+    env.select(Some(selection(
+        "Partial",
+        Some(json!({"matchLabels": {"tier": "blue"}})),
+    )))
+    .await;
+    wait_for_ami(&env, &c, "blue", AMI_421_US_EAST_1).await;
+    wait_for_message(
+        &env,
+        &c,
+        PROGRESSING,
+        &[
+            "3 total, 1 selected, 0 to update, 1 up to date",
+            "NotSelected: 2",
+        ],
+    )
+    .await;
+    let now = env.machine_set_versions().await;
+    assert_eq!(
+        versions_of(&now, &["green", "plain"]),
+        versions_of(&initial, &["green", "plain"]),
+        "only the selected MachineSet is written"
+    );
+    let blue_updated = versions_of(&now, &["blue"]);
+
+    // Partial by matchExpressions: only green; blue (no longer selected) is not written again.
+    env.select(Some(selection(
+        "Partial",
+        Some(json!({"matchExpressions": [{"key": "tier", "operator": "In", "values": ["green"]}]})),
+    )))
+    .await;
+    wait_for_ami(&env, &c, "green", AMI_421_US_EAST_1).await;
+    wait_for_message(
+        &env,
+        &c,
+        PROGRESSING,
+        &[
+            "1 selected, 0 to update, 1 up to date",
+            "Last changes: green",
+        ],
+    )
+    .await;
+    let now = env.machine_set_versions().await;
+    assert_eq!(
+        versions_of(&now, &["plain"]),
+        versions_of(&initial, &["plain"])
+    );
+    assert_eq!(versions_of(&now, &["blue"]), blue_updated);
+
+    // All: the rest.
+    env.select(Some(selection("All", None))).await;
+    wait_for_ami(&env, &c, "plain", AMI_421_US_EAST_1).await;
+    wait_for_message(
+        &env,
+        &c,
+        PROGRESSING,
+        &["3 total, 3 selected, 0 to update, 3 up to date"],
+    )
+    .await;
+
+    // None again: neither another actor's revert nor a new outdated MachineSet is written.
+    env.select(Some(selection("None", None))).await;
+    wait_for_message(&env, &c, PROGRESSING, &["3 total, 0 selected"]).await;
+    let writes = ctl.metric(MACHINE_SET_WRITES).await;
+    set_ami(&env, "blue", AMI_421_US_EAST_1, AMI_420_US_EAST_1).await;
+    env.apply(
+        machine_set(&env.ns, "late")
+            .user_data("worker-user-data-managed")
+            .build(),
+    )
+    .await;
+    let untouched = env.machine_set_versions().await;
+    wait_for_message(&env, &c, PROGRESSING, &["4 total, 0 selected"]).await;
+    assert_eq!(env.machine_set_versions().await, untouched);
+    assert_eq!(ami_of(&env.machine_set("blue").await), AMI_420_US_EAST_1);
+    assert_eq!(ctl.metric(MACHINE_SET_WRITES).await, writes);
+    assert_eq!(writes, Some(3.0), "one patch per selected MachineSet");
+}
+
+/// Scenario 2: Hive-owned, opted-out, custom-image and Windows MachineSets are never written and
+/// the status says why they were skipped.
+#[tokio::test]
+async fn owned_opted_out_custom_and_windows_machine_sets_are_left_alone() {
+    let env = TestEnv::new("skips").await;
+    env.aws_cluster("4.21.0", &stream_421(), None).await;
+    env.remember_images(&AMIS_420).await;
+    env.apply(machine_set(&env.ns, "worker").build()).await;
+    env.apply(machine_set(&env.ns, "hive").owned_by_hive().build())
+        .await;
+    env.apply(machine_set(&env.ns, "pinned").opted_out().build())
+        .await;
+    env.apply(machine_set(&env.ns, "custom").ami(CUSTOM_AMI).build())
+        .await;
+    env.apply(machine_set(&env.ns, "windows").windows().build())
+        .await;
+    let skipped = ["hive", "pinned", "custom", "windows"];
+    let initial = env.machine_set_versions().await;
+
+    let ctl = env.controller(&[]);
+    ctl.wait_ready().await;
+    let c = [&ctl];
+    wait_for_golden(&env, &c, "worker", AMI_421_US_EAST_1).await;
+    let progressing = wait_for_message(
+        &env,
+        &c,
+        PROGRESSING,
+        &[
+            "5 total",
+            "0 to update, 1 up to date, 4 skipped",
+            "Owned: 1",
+            "OptedOut: 1",
+            "CustomImage: 1",
+            "WindowsMachine: 1",
+            "0 errored",
+        ],
+    )
+    .await;
+    assert_eq!(progressing["status"], "False", "{progressing}");
+    wait_for_condition(&env, &c, DEGRADED, "False", Some("AsExpected")).await;
+
+    let now = env.machine_set_versions().await;
+    assert_eq!(versions_of(&now, &skipped), versions_of(&initial, &skipped));
+    for name in skipped {
+        let ms = env.machine_set(name).await;
+        assert_eq!(secret_of(&ms), "worker-user-data", "{name}");
+        assert!(history_of(&ms).is_empty(), "{name} has no history");
+        assert!(
+            env.events_for(name).await.is_empty(),
+            "no Event about {name}"
+        );
+    }
+    assert_eq!(ami_of(&env.machine_set("custom").await), CUSTOM_AMI);
+    assert_eq!(ctl.metric(MACHINE_SET_WRITES).await, Some(1.0));
+    let metrics = ctl.metrics().await;
+    for reason in ["Owned", "OptedOut", "CustomImage", "WindowsMachine"] {
+        let series = format!(
+            r#"boot_image_controller_machine_resources{{action="Skip",kind="MachineSet",reason="{reason}"}}"#
+        );
+        assert_eq!(sample(&metrics, &series), Some(1.0), "{series}\n{metrics}");
+    }
+}
+
+/// Scenario 3: a new golden ConfigMap reaches every selected MachineSet, whatever its region and
+/// architecture; Progressing goes True during the rollout and False after it.
+#[tokio::test]
+async fn golden_configmap_update_rolls_out_to_every_selected_machine_set() {
+    let env = TestEnv::new("rollout").await;
+    env.aws_cluster("4.20.0", &stream_420(), Some(selection("All", None)))
+        .await;
+    let sets = [
+        ("x86-east-1a", AMI_420_US_EAST_1, AMI_421_US_EAST_1),
+        ("x86-east-1b", AMI_420_US_EAST_1, AMI_421_US_EAST_1),
+        ("x86-east-2a", AMI_420_US_EAST_2, AMI_421_US_EAST_2),
+        ("arm-east-1a", AMI_420_ARM_US_EAST_1, AMI_421_ARM_US_EAST_1),
+    ];
+    for (name, ami, _) in sets {
+        let mut ms = machine_set(&env.ns, name)
+            .ami(ami)
+            .user_data("worker-user-data-managed");
+        if name.contains("east-2") {
+            ms = ms.region("us-east-2");
+        }
+        if name.starts_with("arm") {
+            ms = ms.arch("arm64");
+        }
+        if name.ends_with("1b") {
+            // The autoscaler writes several labels; the arch is one entry among them.
+            ms = ms.annotate(
+                "capacity.cluster-autoscaler.kubernetes.io/labels",
+                "node-role.kubernetes.io/worker= , kubernetes.io/arch=amd64",
+            );
+        }
+        env.apply(ms.build()).await;
+    }
+    let ctl = env.controller(&[]);
+    ctl.wait_ready().await;
+    let c = [&ctl];
+    wait_for_message(
+        &env,
+        &c,
+        PROGRESSING,
+        &["4 selected, 0 to update, 4 up to date"],
+    )
+    .await;
+    assert!(
+        env.machine_sets()
+            .await
+            .values()
+            .all(|ms| history_of(ms).is_empty()),
+        "MachineSets already on the golden images are not written"
+    );
+
+    let log = env.record_conditions().await;
+    let started = jiff::Timestamp::now();
+    env.upgrade("4.21.0", &stream_421()).await;
+    for (name, _, golden) in sets {
+        let ms = wait_for_golden(&env, &c, name, golden).await;
+        let history = history_of(&ms);
+        assert_eq!(history.len(), 1, "{name}: {history:?}");
+        assert_eq!(history[0]["release"], "4.21.0", "{name}: {history:?}");
+        assert_eq!(history[0]["stream"], "rhcos-4.21", "{name}: {history:?}");
+        wait_for_event(&env, &c, name, "Normal", "BootImageUpdated").await;
+    }
+    let done = wait_for_condition(&env, &c, PROGRESSING, "False", Some("BootImagesCurrent")).await;
+    assert!(
+        done["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("4 selected, 0 to update, 4 up to date"),
+        "{done}"
+    );
+    let transitions = log.transitions(PROGRESSING);
+    let updating = transitions
+        .iter()
+        .position(|t| *t == ("True".into(), "BootImagesUpdating".into()));
+    let current = transitions
+        .iter()
+        .rposition(|t| *t == ("False".into(), "BootImagesCurrent".into()));
+    assert!(
+        matches!((updating, current), (Some(u), Some(c)) if u < c),
+        "Progressing must go True (BootImagesUpdating) then False (BootImagesCurrent); it went \
+         {transitions:?}\n{}",
+        ctl.log_tail(40)
+    );
+    let flipped: jiff::Timestamp = done["lastTransitionTime"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        flipped >= started.round(jiff::Unit::Second).unwrap() - jiff::SignedDuration::from_secs(1),
+        "lastTransitionTime {flipped} moved with the rollout started at {started}"
+    );
+    assert_eq!(ctl.metric(PATCHES_UPDATED).await, Some(4.0));
+    wait_for_condition(&env, &c, DEGRADED, "False", None).await;
+}
+
+/// Scenario 4: without a usable golden ConfigMap nothing is written and Degraded says why; fixing
+/// it resumes the rollout without a restart.
+#[tokio::test]
+async fn missing_or_malformed_golden_configmap_degrades_and_recovers() {
+    let env = TestEnv::new("golden").await;
+    env.aws_cluster("4.21.0", &stream_421(), None).await;
+    env.remember_images(&AMIS_420).await;
+    env.apply(
+        machine_set(&env.ns, "current")
+            .ami(AMI_421_US_EAST_1)
+            .user_data("worker-user-data-managed")
+            .build(),
+    )
+    .await;
+    let ctl = env.controller(&[]);
+    ctl.wait_ready().await;
+    let c = [&ctl];
+    wait_for_condition(&env, &c, PROGRESSING, "False", Some("BootImagesCurrent")).await;
+
+    env.delete("v1", "ConfigMap", "coreos-bootimages").await;
+    let degraded =
+        wait_for_condition(&env, &c, DEGRADED, "True", Some("GoldenConfigMapMissing")).await;
+    assert!(
+        degraded["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("coreos-bootimages"),
+        "{degraded}"
+    );
+    // An outdated MachineSet arrives while the ConfigMap is gone: it is planned, not written.
+    env.apply(machine_set(&env.ns, "outdated").build()).await;
+    let before = env.machine_set_versions().await;
+    wait_for_message(
+        &env,
+        &c,
+        PROGRESSING,
+        &["2 total", "GoldenConfigMapMissing: 2"],
+    )
+    .await;
+    assert_eq!(
+        ctl.metric(r#"boot_image_controller_blocked{reason="GoldenConfigMapMissing"}"#)
+            .await,
+        Some(1.0)
+    );
+
+    // Recreated, but malformed.
+    let mut broken = golden_config_map(&env.ns, "4.21.0", "");
+    broken["data"]["stream"] = json!("{not json");
+    env.apply(broken).await;
+    wait_for_condition(&env, &c, DEGRADED, "True", Some("GoldenStreamInvalid")).await;
+    wait_for_message(&env, &c, PROGRESSING, &["GoldenStreamInvalid: 2"]).await;
+    assert_eq!(
+        env.machine_set_versions().await,
+        before,
+        "no MachineSet written"
+    );
+    assert_eq!(ctl.metric(MACHINE_SET_WRITES).await, Some(0.0));
+
+    // Fixed: the rollout proceeds.
+    env.apply(golden_config_map(&env.ns, "4.21.0", &stream_421()))
+        .await;
+    wait_for_golden(&env, &c, "outdated", AMI_421_US_EAST_1).await;
+    wait_for_condition(&env, &c, DEGRADED, "False", Some("AsExpected")).await;
+    wait_for_condition(&env, &c, PROGRESSING, "False", Some("BootImagesCurrent")).await;
+    assert_eq!(
+        versions_of(&env.machine_set_versions().await, &["current"]),
+        versions_of(&before, &["current"])
+    );
+}
+
+/// Scenario 5: a missing managed stub secret fails only the MachineSets pointing at it; creating
+/// it recovers them without a restart.
+#[tokio::test]
+async fn missing_managed_secret_fails_only_the_machine_sets_using_it() {
+    let env = TestEnv::new("secret").await;
+    env.aws_cluster_without_secrets("4.21.0", &stream_421(), None)
+        .await;
+    env.remember_images(&AMIS_420).await;
+    for (name, version) in [
+        ("worker-user-data", "2.2.0"),
+        ("infra-user-data", "2.2.0"),
+        ("infra-user-data-managed", "3.2.0"),
+    ] {
+        env.apply(stub_secret(&env.ns, name, version)).await;
+    }
+    env.apply(machine_set(&env.ns, "worker").build()).await;
+    env.apply(
+        machine_set(&env.ns, "infra")
+            .user_data("infra-user-data")
+            .build(),
+    )
+    .await;
+    let worker_before = env.machine_set("worker").await;
+
+    let mut ctl = env.controller(&[]);
+    ctl.wait_ready().await;
+    let c = [&ctl];
+    let infra = wait_for_ami(&env, &c, "infra", AMI_421_US_EAST_1).await;
+    assert_eq!(secret_of(&infra), "infra-user-data-managed");
+
+    let degraded =
+        wait_for_condition(&env, &c, DEGRADED, "True", Some("ManagedSecretMissing")).await;
+    let message = degraded["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(&format!("{}/worker ManagedSecretMissing", env.ns))
+            && message.contains("worker-user-data-managed")
+            && !message.contains("/infra "),
+        "{message}"
+    );
+    let event = wait_for_event(&env, &c, "worker", "Warning", "ManagedSecretMissing").await;
+    assert!(
+        event["note"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("worker-user-data-managed"),
+        "{event}"
+    );
+    let metrics = ctl.metrics().await;
     assert_eq!(
         sample(
             &metrics,
-            r#"boot_image_controller_patches_total{kind="MachineSet",result="updated"}"#
+            r#"mcc_bootimage_update_error{machineset="worker"}"#
         ),
-        Some(2.0),
+        Some(1.0),
         "{metrics}"
+    );
+    assert_eq!(
+        sample(
+            &metrics,
+            r#"mcc_bootimage_update_error{machineset="infra"}"#
+        ),
+        None
+    );
+    assert_eq!(
+        sample(
+            &metrics,
+            r#"boot_image_controller_machine_resources{action="Error",kind="MachineSet",reason="ManagedSecretMissing"}"#
+        ),
+        Some(1.0),
+        "{metrics}"
+    );
+    assert_eq!(
+        resource_version(&env.machine_set("worker").await),
+        resource_version(&worker_before),
+        "a MachineSet in error is not written"
+    );
+
+    // The MCO creates the secret: the watch on it re-plans, no restart needed.
+    env.apply(stub_secret(&env.ns, "worker-user-data-managed", "3.2.0"))
+        .await;
+    wait_for_golden(&env, &c, "worker", AMI_421_US_EAST_1).await;
+    wait_for_condition(&env, &c, DEGRADED, "False", Some("AsExpected")).await;
+    let cleared = eventually(CONVERGE, || async {
+        let metrics = ctl.metrics().await;
+        (!metrics.is_empty() && !metrics.contains("mcc_bootimage_update_error{")).then_some(())
+    })
+    .await;
+    assert!(cleared.is_some(), "{}", ctl.metrics().await);
+    assert!(ctl.running(), "the same process recovered");
+}
+
+/// Scenario 6: another writer scaling the MachineSets during the rollout is never undone.
+#[tokio::test]
+async fn concurrent_replica_changes_are_never_undone() {
+    let env = TestEnv::new("replicas").await;
+    env.aws_cluster("4.21.0", &stream_421(), None).await;
+    env.remember_images(&AMIS_420).await;
+    let names = ["scale-a", "scale-b", "scale-c", "scale-d"];
+    for name in names {
+        env.apply(machine_set(&env.ns, name).build()).await;
+    }
+
+    // The writer keeps scaling every MachineSet, as an autoscaler under load would.
+    let stop = Arc::new(AtomicBool::new(false));
+    let rounds = Arc::new(AtomicI64::new(0));
+    let writer = {
+        let (env, stop, rounds) = (env.clone(), stop.clone(), rounds.clone());
+        tokio::spawn(async move {
+            let mut last: BTreeMap<&str, i64> = BTreeMap::new();
+            let mut replicas = 1;
+            while !stop.load(Ordering::SeqCst) {
+                replicas = rounds.fetch_add(1, Ordering::SeqCst) + 2;
+                for name in names {
+                    let op =
+                        json!([{"op": "replace", "path": "/spec/replicas", "value": replicas}]);
+                    env.json_patch(MACHINE_SET, name, op)
+                        .await
+                        .unwrap_or_else(|e| panic!("the writer scales {name}: {e}"));
+                    last.insert(name, replicas);
+                }
+                tokio::task::yield_now().await;
+            }
+            (last, replicas)
+        })
+    };
+
+    let ctl = env.controller(&[]);
+    ctl.wait_ready().await;
+    let c = [&ctl];
+    let rounds_before = rounds.load(Ordering::SeqCst);
+    for name in names {
+        wait_for_golden(&env, &c, name, AMI_421_US_EAST_1).await;
+    }
+    let rounds_during = rounds.load(Ordering::SeqCst) - rounds_before;
+    stop.store(true, Ordering::SeqCst);
+    let (last, replicas) = writer.await.expect("the writer finished");
+    assert!(
+        rounds_during > 0,
+        "the writer kept scaling while the controller rolled out"
+    );
+    for name in names {
+        let ms = env.machine_set(name).await;
+        assert_eq!(
+            replicas_of(&ms),
+            last[name],
+            "{name}: the writer's last scale stands"
+        );
+        assert_eq!(ami_of(&ms), AMI_421_US_EAST_1, "{name}");
+        assert_eq!(history_of(&ms).len(), 1, "{name} patched once");
+    }
+    let metrics = ctl.metrics().await;
+    eprintln!(
+        "writer: {rounds_during} rounds during the rollout, last replicas {replicas}; controller \
+         patches updated {:?}, conflicts {:?}",
+        sample(&metrics, PATCHES_UPDATED),
+        sample(
+            &metrics,
+            r#"boot_image_controller_patches_total{kind="MachineSet",result="conflict"}"#
+        )
+    );
+    assert_eq!(sample(&metrics, PATCHES_UPDATED), Some(names.len() as f64));
+}
+
+/// Scenario 7: an actor reverting the image is fought twice, then the guard stops the controller
+/// on the third revert, even across a restart; opting out and back in resets it.
+#[tokio::test]
+async fn hot_loop_guard_stops_after_the_third_revert_even_across_a_restart() {
+    let env = TestEnv::new("hotloop").await;
+    env.aws_cluster("4.21.0", &stream_421(), None).await;
+    env.remember_images(&AMIS_420).await;
+    env.apply(
+        machine_set(&env.ns, "fought")
+            .user_data("worker-user-data-managed")
+            .build(),
+    )
+    .await;
+    let mut first = env.controller(&[]);
+    first.wait_ready().await;
+    wait_for_ami(&env, &[&first], "fought", AMI_421_US_EAST_1).await;
+
+    // Two reverts, each re-patched.
+    for revert in 1..=2 {
+        set_ami(&env, "fought", AMI_421_US_EAST_1, AMI_420_US_EAST_1).await;
+        let ms = wait_for_ami(&env, &[&first], "fought", AMI_421_US_EAST_1).await;
+        assert_eq!(
+            hot_loop_patches(&ms),
+            revert + 1,
+            "after revert {revert}: {:?}",
+            annotation_of(&ms, HOT_LOOP)
+        );
+    }
+    // The controller dies; its successor knows only what is on the object.
+    first.kill();
+    let second = env.controller(&[]);
+    second.wait_ready().await;
+    let c = [&second];
+    wait_for_condition(&env, &c, PROGRESSING, "False", Some("BootImagesCurrent")).await;
+
+    set_ami(&env, "fought", AMI_421_US_EAST_1, AMI_420_US_EAST_1).await;
+    let degraded = wait_for_condition(&env, &c, DEGRADED, "True", Some("HotLoop")).await;
+    let message = degraded["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(&format!("{}/fought HotLoop", env.ns))
+            && message.contains("3 times")
+            && message.contains("opt this machineset out and back in"),
+        "{message}"
+    );
+    let event = wait_for_event(&env, &c, "fought", "Warning", "HotLoop").await;
+    assert!(
+        event["note"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("keeps reverting"),
+        "{event}"
+    );
+    wait_for_metric(
+        &second,
+        r#"boot_image_controller_hot_loops_total{kind="MachineSet"}"#,
+        CONVERGE,
+        |v| v == 1.0,
+    )
+    .await;
+    assert_eq!(
+        second
+            .metric(r#"mcc_bootimage_update_error{machineset="fought"}"#)
+            .await,
+        Some(1.0)
+    );
+    let stopped = env.machine_set("fought").await;
+    assert_eq!(
+        ami_of(&stopped),
+        AMI_420_US_EAST_1,
+        "the revert is not fought"
+    );
+    assert_eq!(hot_loop_patches(&stopped), 3);
+    assert_eq!(second.metric(MACHINE_SET_WRITES).await, Some(0.0));
+
+    // Opting out clears the guard; opting back in updates it again.
+    env.annotate_machine_set("fought", OPT_OUT, Some("disabled"))
+        .await;
+    let cleared = eventually(CONVERGE, || async {
+        let ms = env.machine_set("fought").await;
+        annotation_of(&ms, HOT_LOOP).is_none().then_some(())
+    })
+    .await;
+    assert!(
+        cleared.is_some(),
+        "opting out clears {HOT_LOOP}\n{}",
+        second.log_tail(40)
+    );
+    env.annotate_machine_set("fought", OPT_OUT, None).await;
+    let ms = wait_for_ami(&env, &c, "fought", AMI_421_US_EAST_1).await;
+    assert_eq!(hot_loop_patches(&ms), 1);
+    wait_for_condition(&env, &c, DEGRADED, "False", Some("AsExpected")).await;
+    assert_eq!(
+        second.metric(MACHINE_SET_WRITES).await,
+        Some(2.0),
+        "the guard's reset and the new patch are both counted as writes"
+    );
+}
+
+/// How many patches the hot-loop memory on the object holds.
+fn hot_loop_patches(ms: &Value) -> usize {
+    annotation_of(ms, HOT_LOOP)
+        .map(|text| {
+            let memory: Value = serde_json::from_str(text).expect("hot-loop memory is JSON");
+            memory["patches"].as_array().map_or(0, Vec::len)
+        })
+        .unwrap_or(0)
+}
+
+/// Scenario 8: the pause annotation is acknowledged and holds every write until removed.
+#[tokio::test]
+async fn pause_is_acknowledged_and_holds_the_rollout() {
+    let env = TestEnv::new("pause").await;
+    env.aws_cluster("4.20.0", &stream_420(), None).await;
+    for name in ["paused-a", "paused-b"] {
+        env.apply(
+            machine_set(&env.ns, name)
+                .user_data("worker-user-data-managed")
+                .build(),
+        )
+        .await;
+    }
+    let ctl = env.controller(&[]);
+    ctl.wait_ready().await;
+    let c = [&ctl];
+    wait_for_message(&env, &c, PROGRESSING, &["0 to update, 2 up to date"]).await;
+
+    env.annotate_machine_configuration(PAUSE, Some("true"))
+        .await;
+    let paused = wait_for_condition(&env, &c, PAUSED, "True", Some("Paused")).await;
+    let log = env.record_conditions().await;
+    let before = env.machine_set_versions().await;
+
+    // The upgrade completes; the MCO publishes the new golden images a little later, and
+    // meanwhile the release mismatch holds the writes too. Paused must not flicker through it.
+    env.apply(cluster_version(&env.singleton, "4.21.0", "Completed"))
+        .await;
+    wait_for_condition(&env, &c, PROGRESSING, "False", Some("ReleaseMismatch")).await;
+    env.apply(golden_config_map(&env.ns, "4.21.0", &stream_421()))
+        .await;
+    wait_for_metric(
+        &ctl,
+        r#"boot_image_controller_golden_stream_info{release="4.21.0",stream="rhcos-4.21"}"#,
+        CONVERGE,
+        |v| v == 1.0,
+    )
+    .await;
+    wait_for_message(&env, &c, PROGRESSING, &["Paused: 2"]).await;
+    assert_eq!(
+        env.machine_set_versions().await,
+        before,
+        "nothing written while paused"
+    );
+    assert_eq!(ctl.metric(MACHINE_SET_WRITES).await, Some(0.0));
+    let still = env.condition(PAUSED).await.expect("Paused condition");
+    assert_eq!(still["status"], "True", "{still}");
+    assert_eq!(
+        still["lastTransitionTime"], paused["lastTransitionTime"],
+        "Paused stayed True throughout"
+    );
+    assert_eq!(
+        log.transitions(PAUSED),
+        vec![("True".to_string(), "Paused".to_string())],
+        "Paused never flickered while the annotation was set"
+    );
+
+    env.annotate_machine_configuration(PAUSE, None).await;
+    for name in ["paused-a", "paused-b"] {
+        wait_for_ami(&env, &c, name, AMI_421_US_EAST_1).await;
+    }
+    wait_for_condition(&env, &c, PAUSED, "False", Some("NotPaused")).await;
+    wait_for_condition(&env, &c, PROGRESSING, "False", Some("BootImagesCurrent")).await;
+}
+
+/// Scenario 9: two replicas with leader election write as one; a killed leader is replaced.
+#[tokio::test]
+async fn two_replicas_write_as_one_and_a_killed_leader_is_replaced() {
+    let env = TestEnv::new("leader").await;
+    env.aws_cluster("4.20.0", &stream_420(), None).await;
+    let names = ["elect-a", "elect-b", "elect-c"];
+    for name in names {
+        env.apply(machine_set(&env.ns, name).build()).await;
+    }
+    let lease = format!("bic-{}", env.ns);
+    let flags = ["--leader-elect", "--leader-election-id", lease.as_str()];
+    let mut replicas = [env.controller(&flags), env.controller(&flags)];
+    for r in &replicas {
+        r.wait_ready().await;
+    }
+
+    // Exactly one leads.
+    let leader = eventually(CONVERGE, || async {
+        let a = replicas[0].metric(LEADER).await?;
+        let b = replicas[1].metric(LEADER).await?;
+        match (a, b) {
+            (1.0, 0.0) => Some(0),
+            (0.0, 1.0) => Some(1),
+            _ => None,
+        }
+    })
+    .await
+    .unwrap_or_else(|| panic!("no single leader\n{}", tails(&[&replicas[0], &replicas[1]])));
+    let follower = 1 - leader;
+    let holder = env.lease(&lease).await.expect("the Lease exists");
+    let holder_identity = holder["spec"]["holderIdentity"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        holder_identity.ends_with(&format!("-{}", replicas[leader].pid())),
+        "the Lease names the leader: {holder}"
+    );
+
+    // The first change (the stub secret) happens once.
+    for name in names {
+        wait_for_golden(&env, &[&replicas[leader]], name, AMI_420_US_EAST_1).await;
+    }
+    wait_for_condition(
+        &env,
+        &[&replicas[leader]],
+        PROGRESSING,
+        "False",
+        Some("BootImagesCurrent"),
+    )
+    .await;
+    // The follower writes nothing at all: no MachineSet, status, Event or ConfigMap.
+    let metrics = replicas[follower].metrics().await;
+    let follower_writes: Vec<&str> = metrics
+        .lines()
+        .filter(|l| l.starts_with("boot_image_controller_writes_total{") && !l.ends_with(" 0"))
+        .collect();
+    assert!(
+        metrics.contains("boot_image_controller_writes_total{") && follower_writes.is_empty(),
+        "the follower wrote: {follower_writes:?}"
+    );
+
+    // The leader dies without releasing the Lease; the follower takes over once it expires.
+    let killed = Instant::now();
+    replicas[leader].kill();
+    wait_for_metric(&replicas[follower], LEADER, Duration::from_secs(30), |v| {
+        v == 1.0
+    })
+    .await;
+    let takeover = killed.elapsed();
+    eprintln!("takeover after {takeover:?}");
+    assert!(
+        takeover < Duration::from_secs(25),
+        "takeover took {takeover:?}"
+    );
+    let new = &replicas[follower];
+
+    env.upgrade("4.21.0", &stream_421()).await;
+    for name in names {
+        let ms = wait_for_golden(&env, &[new], name, AMI_421_US_EAST_1).await;
+        let history = history_of(&ms);
+        assert_eq!(
+            history.len(),
+            2,
+            "{name}: one entry per change: {history:#?}"
+        );
+        assert!(
+            history[0]["userDataSecret"]["to"] == "worker-user-data-managed"
+                && history[0].get("bootImage").is_none(),
+            "{name}: {history:#?}"
+        );
+        assert_eq!(history[1]["bootImage"]["to"], AMI_421_US_EAST_1, "{name}");
+    }
+    assert_eq!(new.metric(PATCHES_UPDATED).await, Some(names.len() as f64));
+}
+
+/// Scenario 10: a controller stopped in the middle of a rollout, and its successor, patch every
+/// MachineSet exactly once between them.
+#[tokio::test]
+async fn restart_mid_rollout_converges_with_one_patch_per_machine_set() {
+    let env = TestEnv::new("restart").await;
+    env.aws_cluster("4.21.0", &stream_421(), None).await;
+    env.remember_images(&AMIS_420).await;
+    let names: Vec<String> = (0..30).map(|i| format!("many-{i:02}")).collect();
+    futures::future::join_all(
+        names
+            .iter()
+            .map(|name| env.apply(machine_set(&env.ns, name).build())),
+    )
+    .await;
+    let patched = |sets: &BTreeMap<String, Value>| {
+        sets.values()
+            .filter(|ms| !history_of(ms).is_empty())
+            .count()
+    };
+
+    // One patch at a time, so that the rollout is still going when the first patch shows.
+    let mut first = env.controller(&["--max-concurrent-patches", "1"]);
+    first.wait_ready().await;
+    let started = eventually(CONVERGE, || async {
+        let n = patched(&env.machine_sets().await);
+        (n > 0).then_some(n)
+    })
+    .await
+    .unwrap_or_else(|| panic!("no patch\n{}", first.log_tail(40)));
+    let stopping = Instant::now();
+    let code = first.terminate();
+    assert_eq!(
+        code,
+        Some(0),
+        "SIGTERM exits cleanly\n{}",
+        first.log_tail(40)
+    );
+    let by_first = patched(&env.machine_sets().await);
+    eprintln!(
+        "first controller: {started} patched when stopped, {by_first} after exiting {:?} later",
+        stopping.elapsed()
+    );
+
+    let second = env.controller(&[]);
+    second.wait_ready().await;
+    for name in &names {
+        wait_for_golden(&env, &[&second], name, AMI_421_US_EAST_1).await;
+    }
+    for (name, ms) in env.machine_sets().await {
+        let history = history_of(&ms);
+        assert_eq!(history.len(), 1, "{name} patched once: {history:#?}");
+    }
+    assert_eq!(
+        second.metric(PATCHES_UPDATED).await,
+        Some((names.len() - by_first) as f64),
+        "the second controller patched only what the first had not"
+    );
+}
+
+/// Scenario 11: a converged cluster is left alone: several resyncs write nothing.
+#[tokio::test]
+async fn resyncs_of_a_converged_cluster_write_nothing() {
+    let env = TestEnv::new("steady").await;
+    env.aws_cluster("4.21.0", &stream_421(), None).await;
+    env.remember_images(&AMIS_420).await;
+    env.apply(machine_set(&env.ns, "steady-outdated").build())
+        .await;
+    env.apply(
+        machine_set(&env.ns, "steady-current")
+            .ami(AMI_421_US_EAST_1)
+            .user_data("worker-user-data-managed")
+            .build(),
+    )
+    .await;
+    env.apply(
+        machine_set(&env.ns, "steady-custom")
+            .ami(CUSTOM_AMI)
+            .build(),
+    )
+    .await;
+    // A lasting error is part of the steady state: its retries must not write either (no
+    // repeated Events, no status rewrites).
+    env.apply(
+        machine_set(&env.ns, "steady-broken")
+            .user_data("infra-user-data")
+            .build(),
+    )
+    .await;
+    let ctl = env.controller(&["--resync-period", "2s"]);
+    ctl.wait_ready().await;
+    let c = [&ctl];
+    wait_for_golden(&env, &c, "steady-outdated", AMI_421_US_EAST_1).await;
+    wait_for_message(
+        &env,
+        &c,
+        PROGRESSING,
+        &["0 to update, 2 up to date, 1 skipped (CustomImage: 1), 1 errored"],
+    )
+    .await;
+    wait_for_condition(&env, &c, DEGRADED, "True", Some("ManagedSecretMissing")).await;
+    wait_for_event(&env, &c, "steady-broken", "Warning", "ManagedSecretMissing").await;
+    // One more full pass, so that anything the rollout left pending is flushed.
+    let passes = ctl.metric(FULL_PASSES).await.unwrap_or_default();
+    wait_for_metric(&ctl, FULL_PASSES, CONVERGE, |v| v > passes).await;
+
+    let versions = env.machine_set_versions().await;
+    let configuration = resource_version(&env.machine_configuration().await);
+    let writes = |metrics: &str| -> Vec<(String, Option<f64>)> {
+        [
+            "MachineSet",
+            "status",
+            "Event",
+            "ConfigMap",
+            "ConfigMapFailed",
+        ]
+        .iter()
+        .map(|kind| {
+            let series = format!(r#"boot_image_controller_writes_total{{kind="{kind}"}}"#);
+            (kind.to_string(), sample(metrics, &series))
+        })
+        .collect()
+    };
+    let before = writes(&ctl.metrics().await);
+    let passes = ctl.metric(FULL_PASSES).await.unwrap_or_default();
+    wait_for_metric(&ctl, FULL_PASSES, Duration::from_secs(20), |v| {
+        v >= passes + 3.0
+    })
+    .await;
+    assert_eq!(env.machine_set_versions().await, versions);
+    assert_eq!(
+        resource_version(&env.machine_configuration().await),
+        configuration,
+        "status not rewritten"
+    );
+    assert_eq!(writes(&ctl.metrics().await), before);
+    assert_eq!(
+        env.events_for("steady-broken").await.len(),
+        1,
+        "one Event for the error, not one per retry"
+    );
+}
+
+/// Scenario 12: SIGTERM stops the leader promptly with exit code 0 and releases the Lease.
+#[tokio::test]
+async fn sigterm_exits_cleanly_and_releases_the_lease() {
+    let env = TestEnv::new("sigterm").await;
+    env.aws_cluster("4.20.0", &stream_420(), None).await;
+    env.apply(machine_set(&env.ns, "term").build()).await;
+    let lease = format!("bic-{}", env.ns);
+    let flags = ["--leader-elect", "--leader-election-id", lease.as_str()];
+    let mut leader = env.controller(&flags);
+    leader.wait_ready().await;
+    wait_for_metric(&leader, LEADER, CONVERGE, |v| v == 1.0).await;
+    wait_for_golden(&env, &[&leader], "term", AMI_420_US_EAST_1).await;
+    let held = env.lease(&lease).await.expect("the Lease exists");
+    assert!(
+        held["spec"]["holderIdentity"]
+            .as_str()
+            .is_some_and(|h| h.ends_with(&format!("-{}", leader.pid()))),
+        "{held}"
+    );
+
+    let stopping = Instant::now();
+    let code = leader.terminate();
+    let stopped_in = stopping.elapsed();
+    assert_eq!(code, Some(0), "exit code\n{}", leader.log_tail(40));
+    assert!(
+        stopped_in < Duration::from_secs(5),
+        "stopped in {stopped_in:?}\n{}",
+        leader.log_tail(40)
+    );
+    let released = env.lease(&lease).await.expect("the Lease exists");
+    assert!(
+        released["spec"]["holderIdentity"]
+            .as_str()
+            .is_none_or(str::is_empty),
+        "holderIdentity emptied: {released}\n{}",
+        leader.log_tail(40)
+    );
+
+    // Released, not left to expire: a successor leads at once, well within the 15 s duration.
+    let starting = Instant::now();
+    let successor = env.controller(&flags);
+    successor.wait_ready().await;
+    wait_for_metric(&successor, LEADER, Duration::from_secs(10), |v| v == 1.0).await;
+    let took = starting.elapsed();
+    assert!(
+        took < Duration::from_secs(10),
+        "successor led after {took:?}"
     );
 }

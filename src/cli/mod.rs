@@ -3,6 +3,7 @@
 
 mod crds;
 mod plan;
+mod revert;
 mod run;
 mod table;
 
@@ -12,6 +13,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 pub use plan::{OutputFormat, PlanArgs};
+pub use revert::RevertArgs;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -41,6 +43,14 @@ pub enum Command {
     Crds,
     /// Run the controller against a cluster (in-cluster config or a kubeconfig).
     Run(crate::controller::RunArgs),
+    /// Undo the controller's last change(s) to one MachineSet or ControlPlaneMachineSet.
+    ///
+    /// Restores the boot image and stub secret recorded in its history annotation with one
+    /// guarded JSON Patch, opts it out (annotation
+    /// machineconfiguration.openshift.io/boot-image-updates=disabled) and drops the undone
+    /// entries from the history. Exit codes: 0 reverted, 2 nothing recorded to revert (or not
+    /// found), 3 refused because a value changed since the controller wrote it, 1 other errors.
+    Revert(RevertArgs),
 }
 
 /// Parses the arguments, runs the subcommand and turns its outcome into the exit code.
@@ -51,6 +61,7 @@ pub fn main() -> ExitCode {
         Command::Plan(args) => plan::run(&args),
         Command::Crds => crds::run(),
         Command::Run(args) => run::run(args),
+        Command::Revert(args) => revert::run(&args),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

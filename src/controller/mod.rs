@@ -129,9 +129,13 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> Result<(), RunEr
         None
     };
 
-    tokio::select! {
-        _ = shutdown.cancelled() => return Ok(()),
-        _ = stores.wait_until_ready() => {}
+    let synced = tokio::select! {
+        _ = shutdown.cancelled() => false,
+        _ = stores.wait_until_ready() => true,
+    };
+    if !synced {
+        // Stopped before the caches synced: still give back a lease we may already hold.
+        return finish(lease_task).await;
     }
     health.set_synced();
     metrics.ready.set(1);
@@ -162,10 +166,18 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> Result<(), RunEr
         last_status_write: None,
         status_dirty: false,
         status_basis: None,
+        last_blocked: None,
     };
     controller.run_loop(trigger_rx).await;
     health.set_stopping();
     metrics.ready.set(0);
+    finish(lease_task).await
+}
+
+/// Waits for the lease task (which releases the lease on shutdown) and reports a lost lease.
+async fn finish(
+    lease_task: Option<tokio::task::JoinHandle<Result<(), lease::LeaseLost>>>,
+) -> Result<(), RunError> {
     if let Some(task) = lease_task {
         match task.await {
             Ok(result) => result?,
@@ -216,6 +228,8 @@ struct Controller {
     status_dirty: bool,
     /// The resourceVersion our last status write was based on, and what we wrote.
     status_basis: Option<(String, Vec<crate::api::Condition>)>,
+    /// The gate that held writes in the previous pass, to log changes once.
+    last_blocked: Option<Reason>,
 }
 
 /// What a pass covers.
@@ -578,6 +592,16 @@ impl Controller {
         }
 
         let blocked = planner.blocked().cloned();
+        if blocked.as_ref().map(|b| b.reason) != self.last_blocked {
+            match &blocked {
+                Some(b) => {
+                    warn!(reason = %b.reason, message = %b.message, "boot image writes are held")
+                }
+                None if self.last_blocked.is_some() => info!("boot image writes resumed"),
+                None => {}
+            }
+            self.last_blocked = blocked.as_ref().map(|b| b.reason);
+        }
         self.metrics.observe_plan(
             &self.plan_view(blocked.clone()),
             golden.as_ref().map(|g| {
@@ -642,7 +666,15 @@ impl Controller {
         let ops = record::remove_annotation_ops(meta, record::HOT_LOOP_ANNOTATION);
         let name = meta.name.clone().unwrap_or_default();
         match self.patch(&(resource, name.clone()), ops).await {
-            PatchResult::Updated => info!(name = %name, "opted out: cleared the hot-loop guard"),
+            PatchResult::Updated => {
+                // Counted like any other write, so that `writes_total` stays a complete record
+                // of what this controller changed.
+                self.metrics
+                    .writes
+                    .with_label_values(&[kind_label(resource)])
+                    .inc();
+                info!(name = %name, "opted out: cleared the hot-loop guard")
+            }
             PatchResult::Failed(e) => {
                 warn!(name = %name, error = %e, "could not clear the hot-loop guard")
             }
@@ -726,6 +758,10 @@ impl Controller {
             blocked: blocked.as_ref(),
             machine_sets: &machine_sets,
             control_plane_machine_sets: &control_plane,
+            // Read now rather than from the pass's snapshot: every patch of the pass has
+            // returned, and a pause set meanwhile withheld the rest (see `patch`).
+            paused: self.stores.paused(name),
+            // Status is written after the pass's patches have all returned.
             writes_in_flight: 0,
         });
         let mut current = mc

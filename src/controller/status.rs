@@ -39,6 +39,10 @@ pub struct StatusInput<'a> {
     pub blocked: Option<&'a Blocked>,
     pub machine_sets: &'a [&'a Entry],
     pub control_plane_machine_sets: &'a [&'a Entry],
+    /// The pause annotation is set. Not derived from `blocked`: the planner reports only the
+    /// first gate, and a release mismatch or missing ConfigMap would hide the pause and flip
+    /// `BootImageUpdatePaused` to False for tools waiting on it, although nothing may write.
+    pub paused: bool,
     /// Writes still running when the status is computed; pause is acknowledged only at zero.
     pub writes_in_flight: usize,
 }
@@ -126,7 +130,7 @@ pub fn desired(input: &StatusInput<'_>) -> [Desired; 3] {
             message: "no errors".into(),
         },
     };
-    let paused_now = input.blocked.is_some_and(|b| b.reason == Reason::Paused);
+    let paused_now = input.paused;
     let paused = if paused_now && input.writes_in_flight == 0 {
         Desired {
             type_: PAUSED,
@@ -306,6 +310,7 @@ mod tests {
             blocked: None,
             machine_sets: &[&a, &b],
             control_plane_machine_sets: &[],
+            paused: false,
             writes_in_flight: 0,
         });
         assert_eq!(get(&c, PROGRESSING).status, "False");
@@ -327,6 +332,7 @@ mod tests {
             blocked: None,
             machine_sets: &[&a, &b],
             control_plane_machine_sets: &[],
+            paused: false,
             writes_in_flight: 0,
         });
         let degraded = get(&c, DEGRADED);
@@ -352,6 +358,7 @@ mod tests {
             blocked: Some(blocked),
             machine_sets: &[],
             control_plane_machine_sets: &[],
+            paused: false,
             writes_in_flight: 0,
         };
         let c = conditions(&input(&missing));
@@ -375,11 +382,22 @@ mod tests {
             blocked: Some(&paused),
             machine_sets: &[],
             control_plane_machine_sets: &[],
+            paused: true,
             writes_in_flight: 2,
         };
         assert_eq!(get(&conditions(&input), PAUSED).status, "False");
         input.writes_in_flight = 0;
         assert_eq!(get(&conditions(&input), PAUSED).status, "True");
+
+        // Another gate reported first does not hide the pause.
+        let mismatch = Blocked {
+            reason: Reason::ReleaseMismatch,
+            message: "waiting".into(),
+        };
+        input.blocked = Some(&mismatch);
+        assert_eq!(get(&conditions(&input), PAUSED).status, "True");
+        input.paused = false;
+        assert_eq!(get(&conditions(&input), PAUSED).status, "False");
     }
 
     #[test]
@@ -389,6 +407,7 @@ mod tests {
             blocked: None,
             machine_sets: &[&a],
             control_plane_machine_sets: &[],
+            paused: false,
             writes_in_flight: 0,
         };
         let t0 = Timestamp::UNIX_EPOCH;

@@ -104,6 +104,22 @@ pub fn golden_config_map(ns: &str, release: &str, stream: &str) -> Value {
     })
 }
 
+/// The controller's own memory of CoreOS images (see `src/controller/known.rs`), one per line.
+pub fn known_images(ns: &str, images: &[&str]) -> Value {
+    let mut text: String = images.iter().map(|i| format!("{i}\n")).collect();
+    if text.is_empty() {
+        text.push('\n');
+    }
+    json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": boot_image_controller::names::KNOWN_IMAGES_CONFIGMAP_NAME, "namespace": ns},
+        "data": {"images": text},
+    })
+}
+
+/// The AMIs of [`stream_420`], as the controller remembers them after seeing that stream.
+pub const AMIS_420: [&str; 3] = [AMI_420_US_EAST_1, AMI_420_US_EAST_2, AMI_420_ARM_US_EAST_1];
+
 /// A stub secret holding a pointer Ignition config of the given spec version.
 pub fn stub_secret(ns: &str, name: &str, ignition_version: &str) -> Value {
     let role = name.split('-').next().unwrap_or("worker");
@@ -207,6 +223,11 @@ impl MachineSetBuilder {
         self
     }
 
+    pub fn replicas(mut self, replicas: i64) -> Self {
+        self.value["spec"]["replicas"] = json!(replicas);
+        self
+    }
+
     pub fn user_data(mut self, secret: &str) -> Self {
         self.provider()["userDataSecret"] = json!({"name": secret});
         self
@@ -237,4 +258,197 @@ pub fn secret_of(ms: &Value) -> &str {
     ms.pointer("/spec/template/spec/providerSpec/value/userDataSecret/name")
         .and_then(Value::as_str)
         .unwrap_or_default()
+}
+
+/// The changes the controller recorded on a MachineSet (its history annotation), oldest first.
+pub fn history_of(ms: &Value) -> Vec<Value> {
+    ms.pointer("/metadata/annotations/boot-image-controller.io~1history")
+        .and_then(Value::as_str)
+        .map(|text| serde_json::from_str(text).expect("the history annotation is JSON"))
+        .unwrap_or_default()
+}
+
+pub fn annotation_of<'a>(ms: &'a Value, key: &str) -> Option<&'a str> {
+    ms["metadata"]["annotations"][key].as_str()
+}
+
+pub fn replicas_of(ms: &Value) -> i64 {
+    ms["spec"]["replicas"].as_i64().unwrap_or_default()
+}
+
+// ---------------------------------------------------------------------------------------------
+// ControlPlaneMachineSets, selection of several kinds, and manifests for `plan`.
+
+/// Where a MachineSet and a ControlPlaneMachineSet keep their provider spec.
+pub const MACHINE_SET_PROVIDER_SPEC: &str = "/spec/template/spec/providerSpec/value";
+pub const CONTROL_PLANE_PROVIDER_SPEC: &str =
+    "/spec/template/machines_v1beta1_machine_openshift_io/spec/providerSpec/value";
+
+/// `managedBootImages` with one `machineManagers` entry per `(resource, mode)`, e.g.
+/// `[("machinesets", "All"), ("controlplanemachinesets", "All")]`.
+pub fn machine_managers(entries: &[(&str, &str)]) -> Value {
+    let managers: Vec<Value> = entries
+        .iter()
+        .map(|(resource, mode)| {
+            json!({"resource": resource, "apiGroup": "machine.openshift.io", "selection": {"mode": mode}})
+        })
+        .collect();
+    json!({ "machineManagers": managers })
+}
+
+/// The AWS ControlPlaneMachineSet `cluster` in the shape the installer writes (Active, three
+/// replicas, one failure domain per zone), on `ami` with the installer's `master-user-data`.
+/// It passes the validation of the real upstream CRD.
+pub fn control_plane_machine_set(ns: &str, ami: &str) -> Value {
+    let labels = json!({
+        "machine.openshift.io/cluster-api-cluster": "demo-x7k2p",
+        "machine.openshift.io/cluster-api-machine-role": "master",
+        "machine.openshift.io/cluster-api-machine-type": "master"
+    });
+    json!({
+        "apiVersion": "machine.openshift.io/v1", "kind": "ControlPlaneMachineSet",
+        "metadata": {"name": "cluster", "namespace": ns},
+        "spec": {
+            "replicas": 3,
+            "state": "Active",
+            "strategy": {"type": "RollingUpdate"},
+            "selector": {"matchLabels": labels},
+            "template": {
+                "machineType": "machines_v1beta1_machine_openshift_io",
+                "machines_v1beta1_machine_openshift_io": {
+                    "failureDomains": {"platform": "AWS", "aws": [
+                        {"placement": {"availabilityZone": "us-east-1a"}, "subnet": {"type": "Filters", "filters": [{"name": "tag:Name", "values": ["demo-x7k2p-subnet-private-us-east-1a"]}]}},
+                        {"placement": {"availabilityZone": "us-east-1b"}, "subnet": {"type": "Filters", "filters": [{"name": "tag:Name", "values": ["demo-x7k2p-subnet-private-us-east-1b"]}]}}
+                    ]},
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "lifecycleHooks": {},
+                        "metadata": {},
+                        "providerSpec": {"value": {
+                            "apiVersion": "machine.openshift.io/v1beta1", "kind": "AWSMachineProviderConfig",
+                            "ami": {"id": ami},
+                            "blockDevices": [{"ebs": {"encrypted": true, "iops": 0, "kmsKey": {"arn": ""}, "volumeSize": 120, "volumeType": "gp3"}}],
+                            "credentialsSecret": {"name": "aws-cloud-credentials"},
+                            "deviceIndex": 0,
+                            "iamInstanceProfile": {"id": "demo-x7k2p-master-profile"},
+                            "instanceType": "m6i.xlarge",
+                            "loadBalancers": [{"name": "demo-x7k2p-int", "type": "network"}, {"name": "demo-x7k2p-ext", "type": "network"}],
+                            "metadata": {"creationTimestamp": null},
+                            "placement": {"region": "us-east-1"},
+                            "securityGroups": [{"filters": [{"name": "tag:Name", "values": ["demo-x7k2p-master-sg"]}]}],
+                            "tags": [{"name": "kubernetes.io/cluster/demo-x7k2p", "value": "owned"}],
+                            "userDataSecret": {"name": "master-user-data"}
+                        }}
+                    }
+                }
+            }
+        }
+    })
+}
+
+/// The provider spec of a MachineSet or ControlPlaneMachineSet.
+pub fn provider_spec_of(object: &Value) -> &Value {
+    let base = match object["kind"].as_str() {
+        Some("ControlPlaneMachineSet") => CONTROL_PLANE_PROVIDER_SPEC,
+        _ => MACHINE_SET_PROVIDER_SPEC,
+    };
+    object.pointer(base).unwrap_or(&Value::Null)
+}
+
+/// Objects read from a test's simulated cluster, as `plan --manifests` expects them: the
+/// singletons under their real names (`cluster`, `version`) and the golden ConfigMap in
+/// `openshift-machine-config-operator`. Returns a `kind: List`.
+pub fn as_cluster_manifests(objects: Vec<Value>) -> Value {
+    let items: Vec<Value> = objects
+        .into_iter()
+        .map(|mut object| {
+            let kind = object["kind"].as_str().unwrap_or_default().to_string();
+            let name = &mut object["metadata"]["name"];
+            match kind.as_str() {
+                "MachineConfiguration" | "Infrastructure" => *name = json!("cluster"),
+                "ClusterVersion" => *name = json!("version"),
+                "ConfigMap" if *name == "coreos-bootimages" => {
+                    object["metadata"]["namespace"] = json!("openshift-machine-config-operator")
+                }
+                _ => {}
+            }
+            object
+        })
+        .collect();
+    json!({"apiVersion": "v1", "kind": "List", "items": items})
+}
+
+/// Everything of a test's simulated cluster that `plan` reads, as manifests (see
+/// [`as_cluster_manifests`]).
+pub async fn cluster_manifests(env: &super::TestEnv) -> Value {
+    let mut objects = Vec::new();
+    for (api_version, kind, name) in [
+        (
+            "config.openshift.io/v1",
+            "Infrastructure",
+            env.singleton.as_str(),
+        ),
+        (
+            "config.openshift.io/v1",
+            "ClusterVersion",
+            env.singleton.as_str(),
+        ),
+        (
+            "operator.openshift.io/v1",
+            "MachineConfiguration",
+            env.singleton.as_str(),
+        ),
+        ("v1", "ConfigMap", "coreos-bootimages"),
+        (
+            "v1",
+            "ConfigMap",
+            boot_image_controller::names::KNOWN_IMAGES_CONFIGMAP_NAME,
+        ),
+        (
+            "machine.openshift.io/v1",
+            "ControlPlaneMachineSet",
+            "cluster",
+        ),
+    ] {
+        if let Some(object) = env.get(api_version, kind, name).await {
+            let mut object = serde_json::to_value(object).unwrap();
+            object["apiVersion"] = json!(api_version);
+            object["kind"] = json!(kind);
+            objects.push(object);
+        }
+    }
+    let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
+        kube::Api::namespaced(env.client.clone(), &env.ns);
+    for secret in secrets
+        .list(&Default::default())
+        .await
+        .expect("list secrets")
+        .items
+    {
+        let mut object = serde_json::to_value(secret).unwrap();
+        object["apiVersion"] = json!("v1");
+        object["kind"] = json!("Secret");
+        objects.push(object);
+    }
+    let machine_sets: kube::Api<boot_image_controller::api::MachineSet> =
+        kube::Api::namespaced(env.client.clone(), &env.ns);
+    // Read as JSON, not through the typed view, so the manifests are what the server holds.
+    for ms in machine_sets
+        .list_metadata(&Default::default())
+        .await
+        .expect("list MachineSets")
+        .items
+    {
+        let name = ms.metadata.name.unwrap_or_default();
+        let mut object = serde_json::to_value(
+            env.get("machine.openshift.io/v1beta1", "MachineSet", &name)
+                .await
+                .expect("listed MachineSet exists"),
+        )
+        .unwrap();
+        object["apiVersion"] = json!("machine.openshift.io/v1beta1");
+        object["kind"] = json!("MachineSet");
+        objects.push(object);
+    }
+    as_cluster_manifests(objects)
 }

@@ -8,13 +8,15 @@
 #![allow(dead_code)]
 
 pub mod fixtures;
+pub mod proxy;
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use kube::api::{
@@ -70,7 +72,8 @@ fn unique(prefix: &str) -> String {
     name.to_lowercase().replace('_', "-")
 }
 
-/// One simulated cluster.
+/// One simulated cluster. Clones share it (e.g. with a task acting as another writer).
+#[derive(Clone)]
 pub struct TestEnv {
     pub client: Client,
     /// The namespace of everything namespaced: MachineSets, secrets, golden ConfigMap, Lease.
@@ -101,6 +104,25 @@ impl TestEnv {
         stream: &str,
         managed_boot_images: Option<Value>,
     ) {
+        self.aws_cluster_without_secrets(release, stream, managed_boot_images)
+            .await;
+        self.apply(fixtures::stub_secret(&self.ns, "worker-user-data", "2.2.0"))
+            .await;
+        self.apply(fixtures::stub_secret(
+            &self.ns,
+            "worker-user-data-managed",
+            "3.2.0",
+        ))
+        .await;
+    }
+
+    /// [`TestEnv::aws_cluster`] without any stub secret, for tests that choose their own.
+    pub async fn aws_cluster_without_secrets(
+        &self,
+        release: &str,
+        stream: &str,
+        managed_boot_images: Option<Value>,
+    ) {
         self.apply(fixtures::infrastructure(&self.singleton, "AWS"))
             .await;
         self.apply(fixtures::cluster_version(
@@ -116,14 +138,64 @@ impl TestEnv {
         .await;
         self.apply(fixtures::golden_config_map(&self.ns, release, stream))
             .await;
-        self.apply(fixtures::stub_secret(&self.ns, "worker-user-data", "2.2.0"))
-            .await;
-        self.apply(fixtures::stub_secret(
-            &self.ns,
-            "worker-user-data-managed",
-            "3.2.0",
+    }
+
+    /// The controller's known-images ConfigMap as an earlier run would have left it: the images
+    /// of a golden stream it saw before (without it, a MachineSet still on such an image looks
+    /// custom once the golden ConfigMap moves on).
+    pub async fn remember_images(&self, images: &[&str]) {
+        self.apply(fixtures::known_images(&self.ns, images)).await;
+    }
+
+    /// What the cluster looks like once an upgrade to `release` completed: the ClusterVersion
+    /// first, then the golden ConfigMap, in the order the CVO and the MCO write them.
+    pub async fn upgrade(&self, release: &str, stream: &str) {
+        self.apply(fixtures::cluster_version(
+            &self.singleton,
+            release,
+            "Completed",
         ))
         .await;
+        self.apply(fixtures::golden_config_map(&self.ns, release, stream))
+            .await;
+    }
+
+    /// Replaces `spec.managedBootImages` of this test's MachineConfiguration.
+    pub async fn select(&self, managed_boot_images: Option<Value>) {
+        self.apply(fixtures::machine_configuration(
+            &self.singleton,
+            managed_boot_images,
+        ))
+        .await;
+    }
+
+    /// Sets (or with `None` removes) an annotation of this test's MachineConfiguration.
+    pub async fn annotate_machine_configuration(&self, key: &str, value: Option<&str>) {
+        self.merge_patch(
+            ("operator.openshift.io/v1", "MachineConfiguration"),
+            &self.singleton,
+            json!({"metadata": {"annotations": {key: value}}}),
+        )
+        .await;
+    }
+
+    /// Sets (or with `None` removes) an annotation of a MachineSet.
+    pub async fn annotate_machine_set(&self, name: &str, key: &str, value: Option<&str>) {
+        self.merge_patch(
+            ("machine.openshift.io/v1beta1", "MachineSet"),
+            name,
+            json!({"metadata": {"annotations": {key: value}}}),
+        )
+        .await;
+    }
+
+    /// A JSON merge patch (RFC 7386), as `kubectl patch --type merge` sends it.
+    pub async fn merge_patch(&self, kind_api_version: (&str, &str), name: &str, patch: Value) {
+        let probe = json!({"apiVersion": kind_api_version.0, "kind": kind_api_version.1, "metadata": {"name": name, "namespace": self.ns}});
+        let (api, _) = self.api_for(&probe);
+        api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap_or_else(|e| panic!("merge patch {name}: {e}"));
     }
 
     /// Creates or updates an object (server-side apply, field manager `test`), and its status
@@ -175,6 +247,43 @@ impl TestEnv {
             .await
             .unwrap_or_else(|| panic!("MachineSet {name} exists"));
         serde_json::to_value(ms).unwrap()
+    }
+
+    /// Every MachineSet of this cluster, by name.
+    pub async fn machine_sets(&self) -> BTreeMap<String, Value> {
+        let probe = json!({"apiVersion": "machine.openshift.io/v1beta1", "kind": "MachineSet", "metadata": {"name": "-", "namespace": self.ns}});
+        let (api, _) = self.api_for(&probe);
+        api.list(&Default::default())
+            .await
+            .expect("list MachineSets")
+            .items
+            .into_iter()
+            .map(|ms| {
+                let name = ms.metadata.name.clone().unwrap_or_default();
+                (name, serde_json::to_value(ms).unwrap())
+            })
+            .collect()
+    }
+
+    /// The resourceVersion of every MachineSet: equal maps mean nothing was written.
+    pub async fn machine_set_versions(&self) -> BTreeMap<String, String> {
+        self.machine_sets()
+            .await
+            .into_iter()
+            .map(|(name, ms)| (name, resource_version(&ms)))
+            .collect()
+    }
+
+    pub async fn lease(&self, name: &str) -> Option<Value> {
+        self.get("coordination.k8s.io/v1", "Lease", name)
+            .await
+            .map(|l| serde_json::to_value(l).unwrap())
+    }
+
+    /// Starts recording every change of our condition types on this test's MachineConfiguration;
+    /// returns once the recorder has seen the current state, so no later transition is missed.
+    pub async fn record_conditions(&self) -> ConditionLog {
+        ConditionLog::start(self).await
     }
 
     pub async fn machine_configuration(&self) -> Value {
@@ -352,6 +461,38 @@ impl ControllerProcess {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// The last `lines` lines of the log, for failure messages.
+    /// Only the controller's own lines and warnings: at debug level the client's HTTP tracing
+    /// would fill any tail. The full log stays in the file named in the header.
+    pub fn log_tail(&self, lines: usize) -> String {
+        let logs = strip_ansi(&self.logs());
+        let relevant: Vec<&str> = logs
+            .lines()
+            .filter(|l| {
+                l.contains(" boot_image_controller")
+                    || l.contains(" WARN ")
+                    || l.contains(" ERROR ")
+            })
+            .collect();
+        let tail = relevant[relevant.len().saturating_sub(lines)..].join("\n");
+        format!(
+            "--- {} (last {lines} controller lines) ---\n{tail}",
+            self.log.display()
+        )
+    }
+
+    /// Whether the process still runs (it may have exited on its own).
+    pub fn running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
+    /// One sample of `/metrics`, by exact series text (`name{labels}`).
+    pub async fn metric(&self, series: &str) -> Option<f64> {
+        sample(&self.metrics().await, series)
+    }
+
     pub async fn http_get(&self, path: &str) -> Option<(u16, String)> {
         http_get(self.port, path).await
     }
@@ -377,6 +518,79 @@ impl ControllerProcess {
     }
 }
 
+/// The controller binary the tests run: `BIC_CONTROLLER_BINARY` when set (for example a release
+/// build, to measure what ships), else the one cargo built for the tests.
+pub fn controller_binary() -> PathBuf {
+    std::env::var_os("BIC_CONTROLLER_BINARY")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(BINARY))
+}
+
+impl TestEnv {
+    /// The flags `controller()` passes for this cluster (admin kubeconfig, its namespace and
+    /// singleton names, debug logs), without the listen addresses: for
+    /// [`ControllerProcess::spawn`] with a few changes.
+    pub fn controller_flags(&self) -> Vec<String> {
+        vec![
+            format!("--kubeconfig={}", kubeconfig().display()),
+            format!("--namespace={}", self.ns),
+            format!("--machine-api-namespace={}", self.ns),
+            format!("--golden-configmap-namespace={}", self.ns),
+            format!("--machine-configuration-name={}", self.singleton),
+            format!("--infrastructure-name={}", self.singleton),
+            format!("--cluster-version-name={}", self.singleton),
+            "--log-level=debug".into(),
+        ]
+    }
+}
+
+impl ControllerProcess {
+    /// Starts [`controller_binary`] `run` with exactly `flags`, plus metrics and probes on a free
+    /// loopback port: for a controller that runs as another user (its own `--kubeconfig`) or with
+    /// other names than a [`TestEnv`]'s. `label` names the log file in `target/test-logs/`.
+    pub fn spawn(label: &str, flags: &[String]) -> ControllerProcess {
+        let port = free_port();
+        let dir = Path::new(REPO).join("target/test-logs");
+        std::fs::create_dir_all(&dir).unwrap();
+        static SPAWNS: AtomicUsize = AtomicUsize::new(0);
+        let log = dir.join(format!(
+            "{label}-{}-{}.log",
+            std::process::id(),
+            SPAWNS.fetch_add(1, Ordering::SeqCst)
+        ));
+        let mut args: Vec<String> = vec![
+            "run".into(),
+            format!("--metrics-bind-address=127.0.0.1:{port}"),
+            format!("--health-probe-bind-address=127.0.0.1:{port}"),
+        ];
+        args.extend(flags.iter().cloned());
+        let file = std::fs::File::create(&log).unwrap();
+        let child = Command::new(controller_binary())
+            .args(&args)
+            .env_remove("KUBECONFIG")
+            .stdout(file.try_clone().unwrap())
+            .stderr(file)
+            .spawn()
+            .expect("start the controller");
+        ControllerProcess {
+            child: Some(child),
+            port,
+            log,
+            args,
+        }
+    }
+
+    /// The process's peak resident set size so far (`VmHWM` in `/proc/<pid>/status`), in KiB.
+    pub fn peak_rss_kib(&self) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).ok()?;
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+    }
+}
+
 impl Drop for ControllerProcess {
     fn drop(&mut self) {
         self.kill();
@@ -399,6 +613,131 @@ pub async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
         .map(|(_, b)| b.to_string())
         .unwrap_or_default();
     Some((status, body))
+}
+
+/// Removes the terminal colour codes the text log format writes.
+fn strip_ansi(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // An escape sequence ends with its first letter (`m` for colours).
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+pub fn resource_version(object: &Value) -> String {
+    object["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// One observed state of a condition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Observed {
+    pub status: String,
+    pub reason: String,
+    pub message: String,
+}
+
+/// The successive states of our conditions, as a watch on the MachineConfiguration saw them.
+/// Polling can miss a condition that is True for a few hundred milliseconds; a watch cannot.
+pub struct ConditionLog {
+    seen: Arc<Mutex<BTreeMap<String, Vec<Observed>>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl ConditionLog {
+    async fn start(env: &TestEnv) -> ConditionLog {
+        use futures::StreamExt;
+        use kube::runtime::watcher;
+
+        let gvk = GroupVersionKind::gvk("operator.openshift.io", "v1", "MachineConfiguration");
+        let resource = ApiResource::from_gvk_with_plural(&gvk, "machineconfigurations");
+        let api: Api<DynamicObject> = Api::all_with(env.client.clone(), &resource);
+        let config = watcher::Config::default().fields(&format!("metadata.name={}", env.singleton));
+        let seen: Arc<Mutex<BTreeMap<String, Vec<Observed>>>> = Arc::default();
+        let (synced_tx, synced_rx) = tokio::sync::oneshot::channel();
+        let record = seen.clone();
+        let task = tokio::spawn(async move {
+            let mut synced = Some(synced_tx);
+            let stream = watcher(api, config);
+            futures::pin_mut!(stream);
+            while let Some(event) = stream.next().await {
+                let object = match event {
+                    Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => o,
+                    Ok(watcher::Event::InitDone) => {
+                        if let Some(tx) = synced.take() {
+                            let _ = tx.send(());
+                        }
+                        continue;
+                    }
+                    _ => continue,
+                };
+                let conditions = object
+                    .data
+                    .pointer("/status/conditions")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                let mut seen = record.lock().unwrap();
+                for c in conditions {
+                    let text = |k: &str| c[k].as_str().unwrap_or_default().to_string();
+                    let observed = Observed {
+                        status: text("status"),
+                        reason: text("reason"),
+                        message: text("message"),
+                    };
+                    let history = seen.entry(text("type")).or_default();
+                    if history.last() != Some(&observed) {
+                        history.push(observed);
+                    }
+                }
+            }
+        });
+        tokio::time::timeout(Duration::from_secs(30), synced_rx)
+            .await
+            .expect("the MachineConfiguration watch lists within 30s")
+            .expect("the watch task runs");
+        ConditionLog { seen, task }
+    }
+
+    /// Every state the condition went through, oldest first.
+    pub fn history(&self, type_: &str) -> Vec<Observed> {
+        self.seen
+            .lock()
+            .unwrap()
+            .get(type_)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// The `(status, reason)` sequence of a condition, for compact assertions and messages.
+    pub fn transitions(&self, type_: &str) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = Vec::new();
+        for o in self.history(type_) {
+            let pair = (o.status, o.reason);
+            if out.last() != Some(&pair) {
+                out.push(pair);
+            }
+        }
+        out
+    }
+}
+
+impl Drop for ConditionLog {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }
 
 /// Polls `check` until it returns `Some` or the timeout passes.

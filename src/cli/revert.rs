@@ -1,0 +1,329 @@
+//! `revert`: put back the boot image and stub secret the controller replaced on one MachineSet
+//! or ControlPlaneMachineSet, from the history recorded on it, and opt it out.
+//!
+//! The decision is [`crate::revert::revert`] (pure); this file reads the object, sends the one
+//! guarded JSON Patch and says what changed.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use anyhow::{Context as _, anyhow};
+use clap::{ArgGroup, Args};
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use kube::{Client, Resource as _};
+
+use super::{Failure, write_stdout};
+use crate::api::{ControlPlaneMachineSet, MachineSet};
+use crate::plan::record::HistoryEntry;
+use crate::plan::{OPT_OUT_ANNOTATION, OPT_OUT_VALUE, Resource, display};
+use crate::revert::{self, Revert, RevertError, kind_name};
+
+/// Exit code when the object changed since the controller wrote it: the revert is refused.
+pub const REFUSED_CODE: u8 = 3;
+/// Exit code when the API server cannot be reached or rejects the request for another reason.
+const RUNTIME_CODE: u8 = 1;
+
+#[derive(Debug, Args)]
+#[command(group(
+    ArgGroup::new("object")
+        .required(true)
+        .args(["machineset", "control_plane_machine_set"])
+))]
+pub struct RevertArgs {
+    /// Namespace of the object.
+    #[arg(long, short = 'n', default_value = "openshift-machine-api")]
+    pub namespace: String,
+
+    /// The MachineSet to revert.
+    #[arg(long, value_name = "NAME")]
+    pub machineset: Option<String>,
+
+    /// The ControlPlaneMachineSet to revert (usually `cluster`).
+    #[arg(long, value_name = "NAME")]
+    pub control_plane_machine_set: Option<String>,
+
+    /// How many recorded changes to undo, newest first.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub steps: u32,
+
+    /// Print the patch and the changes and let the API server validate it; write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// Kubeconfig file; in-cluster config when absent.
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+}
+
+impl RevertArgs {
+    fn target(&self) -> (Resource, &str) {
+        match (&self.machineset, &self.control_plane_machine_set) {
+            (Some(name), _) => (Resource::MachineSets, name),
+            (None, Some(name)) => (Resource::ControlPlaneMachineSets, name),
+            // clap's required group guarantees one of them.
+            (None, None) => unreachable!("--machineset or --control-plane-machine-set is required"),
+        }
+    }
+}
+
+pub fn run(args: &RevertArgs) -> Result<(), Failure> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::runtime(RUNTIME_CODE, anyhow!("cannot start the runtime: {e}")))?;
+    runtime.block_on(revert_object(args))
+}
+
+async fn revert_object(args: &RevertArgs) -> Result<(), Failure> {
+    let (kind, name) = args.target();
+    let described = format!("{} {}/{name}", kind_name(kind), args.namespace);
+    let client = client(args).await?;
+    let resource = match kind {
+        Resource::MachineSets => ApiResource::erase::<MachineSet>(&()),
+        Resource::ControlPlaneMachineSets => ApiResource::erase::<ControlPlaneMachineSet>(&()),
+    };
+    let api: Api<DynamicObject> = Api::namespaced_with(client, &args.namespace, &resource);
+    let object = match api.get_opt(name).await {
+        Ok(Some(object)) => object,
+        Ok(None) => return Err(Failure::input(anyhow!("{described} not found"))),
+        Err(e) => {
+            return Err(Failure::runtime(
+                RUNTIME_CODE,
+                anyhow!(e).context(format!("cannot read {described}")),
+            ));
+        }
+    };
+    let value = serde_json::to_value(&object).context("cannot read the object as JSON")?;
+    let planned = revert::revert(kind, &value, args.steps as usize).map_err(refusal)?;
+
+    let patch = Patch::Json::<()>(json_patch::Patch(planned.patch.clone()));
+    let params = PatchParams {
+        dry_run: args.dry_run,
+        ..PatchParams::default()
+    };
+    let mut out = report(&described, &planned, args.dry_run);
+    if args.dry_run {
+        let _ = writeln!(
+            out,
+            "\nPatch (RFC 6902):\n{}",
+            serde_json::to_string_pretty(&planned.patch).context("cannot print the patch")?
+        );
+    }
+    match api.patch(name, &params, &patch).await {
+        Ok(_) => {}
+        // 422: a `test` op failed; someone wrote between our read and our patch.
+        Err(kube::Error::Api(e)) if e.code == 422 || e.code == 409 => {
+            return Err(Failure::runtime(
+                REFUSED_CODE,
+                anyhow!(
+                    "{described} changed while reverting ({}); nothing was written, run the \
+                     revert again to re-check",
+                    e.message
+                ),
+            ));
+        }
+        Err(e) => {
+            return Err(Failure::runtime(
+                RUNTIME_CODE,
+                anyhow!(e).context(format!("cannot patch {described}")),
+            ));
+        }
+    }
+    out.push('\n');
+    out.push_str(&if args.dry_run {
+        "Dry run: the API server accepted the patch; nothing was written.\n".to_string()
+    } else {
+        opt_back_in(kind, &args.namespace, name)
+    });
+    write_stdout(&out)
+}
+
+fn refusal(error: RevertError) -> Failure {
+    match error {
+        RevertError::ChangedSince { .. } => Failure::runtime(REFUSED_CODE, error),
+        _ => Failure::input(error),
+    }
+}
+
+async fn client(args: &RevertArgs) -> Result<Client, Failure> {
+    let fail =
+        |e: String| Failure::runtime(RUNTIME_CODE, anyhow!("cannot configure the client: {e}"));
+    let config = match &args.kubeconfig {
+        Some(path) => {
+            let kubeconfig = kube::config::Kubeconfig::read_from(path)
+                .map_err(|e| fail(format!("reading {}: {e}", path.display())))?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+                .await
+                .map_err(|e| fail(e.to_string()))?
+        }
+        None => kube::Config::infer()
+            .await
+            .map_err(|e| fail(e.to_string()))?,
+    };
+    Client::try_from(config).map_err(|e| fail(e.to_string()))
+}
+
+/// What the revert undoes and changes, for people.
+fn report(described: &str, planned: &Revert, dry_run: bool) -> String {
+    let mut out = String::new();
+    let verb = if dry_run { "Would revert" } else { "Reverted" };
+    let _ = writeln!(
+        out,
+        "{verb} {described}: {} recorded change(s) undone, newest first:",
+        planned.reverted.len()
+    );
+    for entry in &planned.reverted {
+        let _ = writeln!(out, "  {}", describe_entry(entry));
+    }
+    out.push_str("\nChanges:\n");
+    let rows: Vec<[String; 3]> = planned
+        .changes
+        .iter()
+        .map(|c| {
+            [
+                c.field.to_string(),
+                format!("{} -> {}", display(Some(&c.from)), display(Some(&c.to))),
+                c.path.clone(),
+            ]
+        })
+        .collect();
+    let widths = [0, 1].map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0));
+    for [field, change, path] in &rows {
+        let _ = writeln!(
+            out,
+            "  {field:<w0$}  {change:<w1$}  ({path})",
+            w0 = widths[0],
+            w1 = widths[1]
+        );
+    }
+    if rows.is_empty() {
+        out.push_str(
+            "  none: the undone entries hold no value that differs from the current one\n",
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  annotation {OPT_OUT_ANNOTATION}={OPT_OUT_VALUE}: the controller leaves it alone"
+    );
+    let _ = writeln!(
+        out,
+        "\nHistory: {} recorded change(s) left{}",
+        planned.remaining.len(),
+        match planned.remaining.last() {
+            Some(entry) => format!("; a further revert would undo: {}", describe_entry(entry)),
+            None => String::new(),
+        }
+    );
+    out
+}
+
+fn describe_entry(entry: &HistoryEntry) -> String {
+    let mut text = entry.time.clone();
+    if let Some(release) = &entry.release {
+        let _ = write!(text, " release {release}");
+    }
+    if !entry.stream.is_empty() {
+        let _ = write!(text, " ({})", entry.stream);
+    }
+    if let Some(image) = &entry.boot_image {
+        let _ = write!(
+            text,
+            ": boot image {} -> {}",
+            display(Some(&image.from)),
+            display(Some(&image.to))
+        );
+    }
+    if let Some(secret) = &entry.user_data_secret {
+        let sep = if entry.boot_image.is_some() { ";" } else { ":" };
+        let _ = write!(text, "{sep} stub secret {} -> {}", secret.from, secret.to);
+    }
+    text
+}
+
+fn opt_back_in(kind: Resource, namespace: &str, name: &str) -> String {
+    let resource = match kind {
+        Resource::MachineSets => MachineSet::plural(&()),
+        Resource::ControlPlaneMachineSets => ControlPlaneMachineSet::plural(&()),
+    };
+    format!(
+        "To let the controller manage it again (it will move it to the golden boot image):\n  \
+         oc annotate {resource}.machine.openshift.io/{name} -n {namespace} {OPT_OUT_ANNOTATION}-\n"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+    use serde_json::json;
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+    use crate::plan::record::Change;
+    use crate::revert::{Field, Restore};
+
+    fn parse(args: &[&str]) -> Result<RevertArgs, clap::Error> {
+        let mut all = vec!["boot-image-controller", "revert"];
+        all.extend_from_slice(args);
+        Cli::try_parse_from(all).map(|cli| match cli.command {
+            Command::Revert(args) => args,
+            other => panic!("parsed as {other:?}"),
+        })
+    }
+
+    #[test]
+    fn exactly_one_object_is_named_and_steps_start_at_one() {
+        let args = parse(&["--machineset", "worker-a"]).unwrap();
+        assert_eq!(args.target(), (Resource::MachineSets, "worker-a"));
+        assert_eq!(args.namespace, "openshift-machine-api");
+        assert_eq!(args.steps, 1);
+        let args = parse(&["--control-plane-machine-set", "cluster", "-n", "x"]).unwrap();
+        assert_eq!(
+            args.target(),
+            (Resource::ControlPlaneMachineSets, "cluster")
+        );
+        assert!(parse(&[]).is_err());
+        assert!(parse(&["--machineset", "a", "--control-plane-machine-set", "b"]).is_err());
+        assert!(parse(&["--machineset", "a", "--steps", "0"]).is_err());
+    }
+
+    #[test]
+    fn the_report_names_each_field_its_values_and_what_is_left() {
+        let entry = |time: &str| HistoryEntry {
+            time: time.into(),
+            release: Some("4.21.0".into()),
+            stream: "rhcos-4.21".into(),
+            boot_image: Some(Change {
+                from: json!("ami-old"),
+                to: json!("ami-new"),
+            }),
+            user_data_secret: None,
+        };
+        let planned = Revert {
+            reverted: vec![entry("2026-03-02T10:00:00Z")],
+            remaining: vec![entry("2025-10-01T00:00:00Z")],
+            changes: vec![Restore {
+                field: Field::BootImage,
+                path: "/spec/template/spec/providerSpec/value/ami/id".into(),
+                from: json!("ami-new"),
+                to: json!("ami-old"),
+            }],
+            patch: Vec::new(),
+        };
+        let text = report("MachineSet ns/worker-a", &planned, false);
+        assert!(text.starts_with("Reverted MachineSet ns/worker-a: 1 recorded change(s)"));
+        assert!(text.contains(
+            "  2026-03-02T10:00:00Z release 4.21.0 (rhcos-4.21): boot image ami-old -> ami-new\n"
+        ));
+        assert!(text.contains(
+            "  bootImage  ami-new -> ami-old  (/spec/template/spec/providerSpec/value/ami/id)\n"
+        ));
+        assert!(text.contains("History: 1 recorded change(s) left; a further revert"));
+        assert!(report("x", &planned, true).starts_with("Would revert x"));
+        assert!(
+            opt_back_in(Resource::ControlPlaneMachineSets, "ns", "cluster").contains(
+                "oc annotate controlplanemachinesets.machine.openshift.io/cluster -n ns \
+                 machineconfiguration.openshift.io/boot-image-updates-"
+            )
+        );
+    }
+}

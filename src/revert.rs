@@ -1,0 +1,881 @@
+//! Revert: put back the values the controller replaced, as recorded in the history annotation.
+//!
+//! Pure: from a MachineSet or ControlPlaneMachineSet (as JSON) and a number of steps to the one
+//! guarded JSON Patch that undoes the newest recorded changes. The `revert` command reads the
+//! object and sends the patch.
+//!
+//! Rules:
+//! - Only values the history records are touched. Undoing N steps restores, for each field those
+//!   N entries recorded, the `from` of the oldest of them (as if each entry were undone newest
+//!   first).
+//! - Each restored value is guarded: a `test` that it still holds what the controller wrote (the
+//!   `to` of the newest entry recording it), then the `replace`. If someone changed it since, we
+//!   refuse here with a clear message, and the API server would reject the patch anyway.
+//! - The same patch opts the object out (so the controller does not undo the revert at once),
+//!   drops the undone entries from the history (so a second revert goes further back) and clears
+//!   the hot-loop memory (opting out resets it; the controller would otherwise clear it itself,
+//!   writing to an object it no longer manages).
+
+use json_patch::PatchOperation;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::api::ObjectMeta;
+use crate::plan::record::{self, HISTORY_ANNOTATION, HOT_LOOP_ANNOTATION, HistoryEntry};
+use crate::plan::{OPT_OUT_ANNOTATION, OPT_OUT_VALUE, Resource, display, guarded_replace};
+
+/// Where each kind keeps its provider spec; the same bases the planner writes under.
+pub const MACHINE_SET_PROVIDER_SPEC: &str = "/spec/template/spec/providerSpec/value";
+pub const CONTROL_PLANE_PROVIDER_SPEC: &str =
+    "/spec/template/machines_v1beta1_machine_openshift_io/spec/providerSpec/value";
+/// Relative to the provider spec, as the planner writes it.
+const USER_DATA_SECRET_POINTER: &str = "/userDataSecret/name";
+
+/// The kind of a machine resource as people read it.
+pub fn kind_name(kind: Resource) -> &'static str {
+    match kind {
+        Resource::MachineSets => "MachineSet",
+        Resource::ControlPlaneMachineSets => "ControlPlaneMachineSet",
+    }
+}
+
+pub fn provider_spec_base(kind: Resource) -> &'static str {
+    match kind {
+        Resource::MachineSets => MACHINE_SET_PROVIDER_SPEC,
+        Resource::ControlPlaneMachineSets => CONTROL_PLANE_PROVIDER_SPEC,
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum RevertError {
+    #[error(
+        "{object} has no boot-image history (annotation {HISTORY_ANNOTATION}): the controller \
+         never changed it, or earlier reverts undid every recorded change; nothing to revert"
+    )]
+    NoHistory { object: String },
+    #[error(
+        "{object} has an unreadable history annotation {HISTORY_ANNOTATION} ({error}); \
+         nothing can be reverted from it"
+    )]
+    UnreadableHistory { object: String, error: String },
+    #[error(
+        "cannot revert {requested} step(s): {object} has only {recorded} recorded change(s); \
+         use --steps {recorded} or less"
+    )]
+    NotEnoughHistory {
+        object: String,
+        requested: usize,
+        recorded: usize,
+    },
+    #[error("--steps must be at least 1")]
+    NoSteps,
+    #[error("{object} has no providerSpec.value object at {path}")]
+    NoProviderSpec { object: String, path: String },
+    #[error(
+        "{object}: cannot tell where the recorded boot image {image} lives in the providerSpec \
+         (no ami, GCP boot disk or Azure image); nothing was changed"
+    )]
+    BootImageNotFound { object: String, image: String },
+    #[error(
+        "{object}: {field} at {path} is {current}, but the controller last set it to {expected}; \
+         someone changed it since, so the revert is refused rather than overwriting that change \
+         (edit it by hand, or remove the newer value first)"
+    )]
+    ChangedSince {
+        object: String,
+        field: Field,
+        path: String,
+        expected: String,
+        current: String,
+    },
+}
+
+impl RevertError {
+    /// A stable CamelCase category, for messages and tools.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            RevertError::NoHistory { .. } => "NoHistory",
+            RevertError::UnreadableHistory { .. } => "UnreadableHistory",
+            RevertError::NotEnoughHistory { .. } => "NotEnoughHistory",
+            RevertError::NoSteps => "NoSteps",
+            RevertError::NoProviderSpec { .. } => "InvalidProviderSpec",
+            RevertError::BootImageNotFound { .. } => "BootImageNotFound",
+            RevertError::ChangedSince { .. } => "ChangedSince",
+        }
+    }
+}
+
+/// A value the history records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Field {
+    BootImage,
+    UserDataSecret,
+}
+
+impl Field {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Field::BootImage => "bootImage",
+            Field::UserDataSecret => "userDataSecret",
+        }
+    }
+}
+
+impl std::fmt::Display for Field {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One value put back.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Restore {
+    pub field: Field,
+    /// JSON Pointer into the object.
+    pub path: String,
+    /// What the object holds now (what the controller wrote).
+    pub from: Value,
+    /// What it holds after the revert (what the controller had replaced).
+    pub to: Value,
+}
+
+/// The revert of one object, ready to send.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Revert {
+    /// The history entries undone, newest first.
+    pub reverted: Vec<HistoryEntry>,
+    /// The history entries kept, oldest first: what a further revert would undo.
+    pub remaining: Vec<HistoryEntry>,
+    pub changes: Vec<Restore>,
+    /// RFC 6902 operations: guarded replaces of the values, then the annotations.
+    pub patch: Vec<PatchOperation>,
+}
+
+/// Plans undoing the newest `steps` recorded changes of `object`, a MachineSet or
+/// ControlPlaneMachineSet as the API server serves it.
+pub fn revert(kind: Resource, object: &Value, steps: usize) -> Result<Revert, RevertError> {
+    let meta: ObjectMeta = object
+        .get("metadata")
+        .and_then(|m| serde_json::from_value(m.clone()).ok())
+        .unwrap_or_default();
+    let described = format!(
+        "{} {}/{}",
+        kind_name(kind),
+        meta.namespace.as_deref().unwrap_or_default(),
+        meta.name.as_deref().unwrap_or_default()
+    );
+    if steps == 0 {
+        return Err(RevertError::NoSteps);
+    }
+    let history = read_history(&meta, &described)?;
+    if steps > history.len() {
+        return Err(RevertError::NotEnoughHistory {
+            object: described,
+            requested: steps,
+            recorded: history.len(),
+        });
+    }
+    let (remaining, undone) = history.split_at(history.len() - steps);
+
+    let base = provider_spec_base(kind);
+    let spec = || {
+        object
+            .pointer(base)
+            .filter(|v| v.is_object())
+            .ok_or_else(|| RevertError::NoProviderSpec {
+                object: described.clone(),
+                path: base.to_string(),
+            })
+    };
+    let mut changes = Vec::new();
+    // Newest entry recording a field: what the object must hold now. Oldest: what it held before.
+    let newest_image = undone.iter().rev().find_map(|e| e.boot_image.as_ref());
+    let oldest_image = undone.iter().find_map(|e| e.boot_image.as_ref());
+    if let (Some(newest), Some(oldest)) = (newest_image, oldest_image) {
+        let spec = spec()?;
+        let places =
+            boot_image_places(spec, &newest.to).ok_or_else(|| RevertError::BootImageNotFound {
+                object: described.clone(),
+                image: display(Some(&newest.to)),
+            })?;
+        for (pointer, current) in places {
+            changes.push(restore(
+                &described,
+                Field::BootImage,
+                format!("{base}{pointer}"),
+                current,
+                &newest.to,
+                &oldest.from,
+            )?);
+        }
+    }
+    let newest_secret = undone
+        .iter()
+        .rev()
+        .find_map(|e| e.user_data_secret.as_ref());
+    let oldest_secret = undone.iter().find_map(|e| e.user_data_secret.as_ref());
+    if let (Some(newest), Some(oldest)) = (newest_secret, oldest_secret) {
+        let current = spec()?
+            .pointer(USER_DATA_SECRET_POINTER)
+            .cloned()
+            .unwrap_or(Value::Null);
+        changes.push(restore(
+            &described,
+            Field::UserDataSecret,
+            format!("{base}{USER_DATA_SECRET_POINTER}"),
+            current,
+            &Value::String(newest.to.clone()),
+            &Value::String(oldest.from.clone()),
+        )?);
+    }
+    changes.retain(|c| c.from != c.to);
+
+    let mut patch: Vec<PatchOperation> = changes
+        .iter()
+        .flat_map(|c| guarded_replace(&c.path, c.from.clone(), c.to.clone()))
+        .collect();
+    let mut annotations = vec![(OPT_OUT_ANNOTATION, OPT_OUT_VALUE.to_string())];
+    if !remaining.is_empty() {
+        let kept = serde_json::to_string(remaining).expect("plain data serializes");
+        annotations.push((HISTORY_ANNOTATION, kept));
+    }
+    patch.extend(record::set_annotations_ops(&meta, &annotations));
+    if remaining.is_empty() {
+        patch.extend(record::remove_annotation_ops(&meta, HISTORY_ANNOTATION));
+    }
+    patch.extend(record::remove_annotation_ops(&meta, HOT_LOOP_ANNOTATION));
+
+    Ok(Revert {
+        reverted: undone.iter().rev().cloned().collect(),
+        remaining: remaining.to_vec(),
+        changes,
+        patch,
+    })
+}
+
+/// The history, oldest first; unlike the planner, which treats an unreadable annotation as
+/// empty, a revert must say why it cannot proceed.
+fn read_history(meta: &ObjectMeta, described: &str) -> Result<Vec<HistoryEntry>, RevertError> {
+    let text = meta
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(HISTORY_ANNOTATION));
+    let history: Vec<HistoryEntry> = match text {
+        None => Vec::new(),
+        Some(text) => serde_json::from_str(text).map_err(|e| RevertError::UnreadableHistory {
+            object: described.to_string(),
+            error: e.to_string(),
+        })?,
+    };
+    if history.is_empty() {
+        return Err(RevertError::NoHistory {
+            object: described.to_string(),
+        });
+    }
+    Ok(history)
+}
+
+/// Where a boot image lives in a provider spec, as the platform rules write it: AWS `ami.id`,
+/// the GCP boot disks that hold `written` (data disks are never ours), Azure's whole `image`
+/// object. Returns pointers relative to the provider spec with their current values.
+fn boot_image_places(spec: &Value, written: &Value) -> Option<Vec<(String, Value)>> {
+    let at = |pointer: &str| spec.pointer(pointer).cloned().unwrap_or(Value::Null);
+    if spec.get("ami").is_some() {
+        return Some(vec![("/ami/id".into(), at("/ami/id"))]);
+    }
+    if let Some(disks) = spec.get("disks").and_then(Value::as_array) {
+        let boot: Vec<(String, Value)> = disks
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| d.get("boot").and_then(Value::as_bool) == Some(true))
+            .map(|(i, d)| {
+                let image = d.get("image").cloned().unwrap_or(Value::Null);
+                (format!("/disks/{i}/image"), image)
+            })
+            .collect();
+        // The planner replaced every boot disk not yet on the target; those holding what it
+        // wrote are the ones to put back. None holding it: report the first as changed.
+        let ours: Vec<_> = boot.iter().filter(|(_, v)| v == written).cloned().collect();
+        return match (ours.is_empty(), boot.into_iter().next()) {
+            (false, _) => Some(ours),
+            (true, first) => first.map(|f| vec![f]),
+        };
+    }
+    if spec.get("image").is_some() {
+        return Some(vec![("/image".into(), at("/image"))]);
+    }
+    None
+}
+
+fn restore(
+    described: &str,
+    field: Field,
+    path: String,
+    current: Value,
+    expected: &Value,
+    restored: &Value,
+) -> Result<Restore, RevertError> {
+    if current != *expected {
+        return Err(RevertError::ChangedSince {
+            object: described.to_string(),
+            field,
+            path,
+            expected: display(Some(expected)),
+            current: if current.is_null() {
+                "absent".into()
+            } else {
+                display(Some(&current))
+            },
+        });
+    }
+    Ok(Restore {
+        field,
+        path,
+        from: current,
+        to: restored.clone(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use base64::Engine as _;
+    use jiff::Timestamp;
+    use serde_json::json;
+
+    use super::*;
+    use crate::api::{ControlPlaneMachineSet, MachineSet};
+    use crate::plan::record::Change;
+    use crate::plan::{Action, Cluster, Options, Planner};
+    use crate::platform::test_support::stream_4_21;
+
+    const NS: &str = "openshift-machine-api";
+    const AMI_420: &str = "ami-09d23adad19cdb25c";
+    const AMI_421: &str = "ami-01095d1967818437c";
+    const GCP_420: &str = "projects/rhcos-cloud/global/images/rhcos-9-6-20250826-1-gcp-x86-64";
+    const GCP_421: &str = "projects/rhcos-cloud/global/images/rhcos-9-6-20251023-0-gcp-x86-64";
+
+    // -----------------------------------------------------------------------------------------
+    // Objects in the shapes the API server serves.
+
+    fn aws_spec(ami: &str, secret: &str) -> Value {
+        json!({
+            "ami": {"id": ami},
+            "apiVersion": "machine.openshift.io/v1beta1",
+            "blockDevices": [{"ebs": {"encrypted": true, "iops": 0, "kmsKey": {"arn": ""}, "volumeSize": 120, "volumeType": "gp3"}}],
+            "instanceType": "m6i.xlarge",
+            "kind": "AWSMachineProviderConfig",
+            "metadata": {"creationTimestamp": null},
+            "placement": {"availabilityZone": "us-east-1a", "region": "us-east-1"},
+            "userDataSecret": {"name": secret}
+        })
+    }
+
+    fn gcp_spec(boot_image: &str) -> Value {
+        json!({
+            "apiVersion": "machine.openshift.io/v1beta1",
+            "kind": "GCPMachineProviderSpec",
+            "disks": [
+                {"autoDelete": true, "boot": false, "image": "projects/my-project/global/images/scratch", "sizeGb": 500},
+                {"autoDelete": true, "boot": true, "image": boot_image, "labels": null, "sizeGb": 128, "type": "pd-ssd"}
+            ],
+            "machineType": "n2-standard-4",
+            "userDataSecret": {"name": "worker-user-data"},
+            "zone": "us-east1-b"
+        })
+    }
+
+    fn azure_spec(version: &str) -> Value {
+        json!({
+            "apiVersion": "machine.openshift.io/v1beta1",
+            "kind": "AzureMachineProviderSpec",
+            "image": {"offer": "aro4", "publisher": "azureopenshift", "resourceID": "", "sku": "420-v2", "type": "MarketplaceNoPlan", "version": version},
+            "location": "eastus",
+            "osDisk": {"diskSizeGB": 128, "osType": "Linux"},
+            "securityProfile": null,
+            "userDataSecret": {"name": "worker-user-data"},
+            "vmSize": "Standard_D4s_v3"
+        })
+    }
+
+    fn machine_set(spec: Value) -> Value {
+        json!({
+            "apiVersion": "machine.openshift.io/v1beta1", "kind": "MachineSet",
+            "metadata": {"name": "worker-a", "namespace": NS, "resourceVersion": "100",
+                         "annotations": {"unrelated": "kept"}},
+            "spec": {"replicas": 1, "template": {"metadata": {"labels": {"role": "worker"}},
+                     "spec": {"providerSpec": {"value": spec}}}}
+        })
+    }
+
+    fn control_plane(spec: Value) -> Value {
+        json!({
+            "apiVersion": "machine.openshift.io/v1", "kind": "ControlPlaneMachineSet",
+            "metadata": {"name": "cluster", "namespace": NS, "resourceVersion": "100"},
+            "spec": {"replicas": 3, "state": "Active", "template": {
+                "machineType": "machines_v1beta1_machine_openshift_io",
+                "machines_v1beta1_machine_openshift_io": {
+                    "metadata": {"labels": {"machine.openshift.io/cluster-api-machine-role": "master"}},
+                    "spec": {"providerSpec": {"value": spec}}
+                }
+            }}
+        })
+    }
+
+    fn from<T: serde::de::DeserializeOwned>(value: Value) -> T {
+        serde_json::from_value(value).expect("test object deserializes")
+    }
+
+    fn cluster(platform: &str, managers: Value) -> Cluster {
+        let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+        let secret = |name: &str| {
+            let user_data = r#"{"ignition":{"version":"3.2.0"}}"#;
+            let secret = from(json!({"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": name, "namespace": NS}, "data": {"userData": b64(user_data)}}));
+            ((NS.to_string(), name.to_string()), secret)
+        };
+        Cluster {
+            machine_configuration: Some(from(json!({
+                "apiVersion": "operator.openshift.io/v1", "kind": "MachineConfiguration",
+                "metadata": {"name": "cluster"},
+                "spec": {"managedBootImages": {"machineManagers": managers}}
+            }))),
+            infrastructure: Some(from(json!({
+                "apiVersion": "config.openshift.io/v1", "kind": "Infrastructure",
+                "metadata": {"name": "cluster"}, "spec": {},
+                "status": {"infrastructureName": "demo-x7k2p", "platformStatus": {"type": platform}}
+            }))),
+            cluster_version: None,
+            golden: Some(from(json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "coreos-bootimages", "namespace": "openshift-machine-config-operator"},
+                "data": {"stream": stream_4_21().to_string(), "releaseVersion": "4.21.0"}
+            }))),
+            secrets: BTreeMap::from([
+                secret("worker-user-data-managed"),
+                secret("master-user-data-managed"),
+            ]),
+            known_images: [AMI_420.to_string()].into_iter().collect(),
+        }
+    }
+
+    fn all(resource: &str) -> Value {
+        json!([{"resource": resource, "apiGroup": "machine.openshift.io", "selection": {"mode": "All"}}])
+    }
+
+    fn apply(object: &Value, ops: &[PatchOperation]) -> Value {
+        let mut doc = object.clone();
+        json_patch::patch(&mut doc, ops).expect("the patch applies");
+        doc
+    }
+
+    /// What the controller does: plan the object and apply the update with its history.
+    fn controller_update(cluster: &Cluster, kind: Resource, object: &Value, at: &str) -> Value {
+        let options = Options {
+            now: at.parse::<Timestamp>().unwrap(),
+            ..Options::default()
+        };
+        let planner = Planner::new(cluster, &options);
+        let entry = match kind {
+            Resource::MachineSets => planner.machine_set(&Ok(
+                serde_json::from_value::<MachineSet>(object.clone()).unwrap(),
+            )),
+            Resource::ControlPlaneMachineSets => {
+                planner
+                    .control_plane_machine_set(&Ok(
+                        serde_json::from_value::<ControlPlaneMachineSet>(object.clone()).unwrap(),
+                    ))
+            }
+        };
+        assert_eq!(entry.action, Action::Update, "{entry:?}");
+        let meta: ObjectMeta = serde_json::from_value(object["metadata"].clone()).unwrap();
+        let mut ops = entry.patch.clone();
+        ops.extend(record::record_ops(
+            &meta,
+            entry.history_entry(options.now, planner.golden().unwrap()),
+            &entry.target_key(),
+            options.now,
+            options.hot_loop_window,
+        ));
+        apply(object, &ops)
+    }
+
+    fn spec_of(kind: Resource, object: &Value) -> &Value {
+        object.pointer(provider_spec_base(kind)).unwrap()
+    }
+
+    fn annotation(object: &Value, key: &str) -> Option<String> {
+        object["metadata"]["annotations"][key]
+            .as_str()
+            .map(String::from)
+    }
+
+    /// Update with the controller, revert one step: the provider spec is the original again.
+    fn assert_round_trip(cluster: &Cluster, kind: Resource, original: &Value) -> Revert {
+        let updated = controller_update(cluster, kind, original, "2026-03-02T10:00:00Z");
+        assert_ne!(spec_of(kind, &updated), spec_of(kind, original));
+        let revert = revert(kind, &updated, 1).expect("revert plans");
+        let reverted = apply(&updated, &revert.patch);
+        assert_eq!(
+            spec_of(kind, &reverted).to_string(),
+            spec_of(kind, original).to_string()
+        );
+        assert_eq!(
+            annotation(&reverted, OPT_OUT_ANNOTATION).as_deref(),
+            Some(OPT_OUT_VALUE)
+        );
+        assert_eq!(annotation(&reverted, HISTORY_ANNOTATION), None);
+        assert_eq!(annotation(&reverted, HOT_LOOP_ANNOTATION), None);
+        revert
+    }
+
+    fn paths(revert: &Revert) -> Vec<&str> {
+        revert.changes.iter().map(|c| c.path.as_str()).collect()
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Platforms and kinds
+
+    #[test]
+    fn an_aws_update_is_undone_byte_for_byte() {
+        let cluster = cluster("AWS", all("machinesets"));
+        let original = machine_set(aws_spec(AMI_420, "worker-user-data"));
+        let revert = assert_round_trip(&cluster, Resource::MachineSets, &original);
+        assert_eq!(
+            paths(&revert),
+            [
+                "/spec/template/spec/providerSpec/value/ami/id",
+                "/spec/template/spec/providerSpec/value/userDataSecret/name"
+            ]
+        );
+        assert_eq!(revert.changes[0].from, json!(AMI_421));
+        assert_eq!(revert.changes[0].to, json!(AMI_420));
+        assert_eq!(revert.changes[1].from, json!("worker-user-data-managed"));
+        assert_eq!(revert.changes[1].to, json!("worker-user-data"));
+        // Every replace is preceded by a test of the value the controller wrote.
+        let ops = serde_json::to_value(&revert.patch).unwrap();
+        assert_eq!(
+            ops[0],
+            json!({"op": "test", "path": "/spec/template/spec/providerSpec/value/ami/id", "value": AMI_421})
+        );
+        assert_eq!(ops[1]["op"], "replace");
+    }
+
+    #[test]
+    fn only_the_gcp_boot_disk_is_restored() {
+        let cluster = cluster("GCP", all("machinesets"));
+        let original = machine_set(gcp_spec(GCP_420));
+        let revert = assert_round_trip(&cluster, Resource::MachineSets, &original);
+        assert_eq!(
+            revert.changes[0].path,
+            "/spec/template/spec/providerSpec/value/disks/1/image"
+        );
+        assert_eq!(revert.changes[0].to, json!(GCP_420));
+        assert_eq!(revert.changes.len(), 2, "boot disk and stub secret");
+    }
+
+    #[test]
+    fn the_azure_image_object_is_restored_whole() {
+        let cluster = cluster("Azure", all("machinesets"));
+        let original = machine_set(azure_spec("9.6.20250101"));
+        let revert = assert_round_trip(&cluster, Resource::MachineSets, &original);
+        assert_eq!(
+            revert.changes[0].path,
+            "/spec/template/spec/providerSpec/value/image"
+        );
+        assert_eq!(
+            revert.changes[0].to,
+            azure_spec("9.6.20250101")["image"].clone()
+        );
+    }
+
+    #[test]
+    fn a_control_plane_machine_set_is_restored_under_its_own_template() {
+        let cluster = cluster("AWS", all("controlplanemachinesets"));
+        let original = control_plane(aws_spec(AMI_420, "master-user-data"));
+        let revert = assert_round_trip(&cluster, Resource::ControlPlaneMachineSets, &original);
+        assert_eq!(
+            paths(&revert),
+            [
+                "/spec/template/machines_v1beta1_machine_openshift_io/spec/providerSpec/value/ami/id",
+                "/spec/template/machines_v1beta1_machine_openshift_io/spec/providerSpec/value/userDataSecret/name"
+            ]
+        );
+    }
+
+    #[test]
+    fn the_paths_are_the_ones_the_planner_writes() {
+        // Our provider spec bases are copies of the planner's; a drift would make reverts fail.
+        for (kind, object, resource) in [
+            (
+                Resource::MachineSets,
+                machine_set(aws_spec(AMI_420, "worker-user-data")),
+                "machinesets",
+            ),
+            (
+                Resource::ControlPlaneMachineSets,
+                control_plane(aws_spec(AMI_420, "master-user-data")),
+                "controlplanemachinesets",
+            ),
+        ] {
+            let cluster = cluster("AWS", all(resource));
+            let updated = controller_update(&cluster, kind, &object, "2026-03-02T10:00:00Z");
+            let revert = revert(kind, &updated, 1).unwrap();
+            let written: Vec<String> = {
+                let options = Options::default();
+                let planner = Planner::new(&cluster, &options);
+                let entry =
+                    match kind {
+                        Resource::MachineSets => planner
+                            .machine_set(&Ok(serde_json::from_value(object.clone()).unwrap())),
+                        Resource::ControlPlaneMachineSets => planner.control_plane_machine_set(
+                            &Ok(serde_json::from_value(object.clone()).unwrap()),
+                        ),
+                    };
+                let ops = serde_json::to_value(&entry.patch).unwrap();
+                ops.as_array()
+                    .unwrap()
+                    .iter()
+                    .filter(|op| op["op"] == "replace")
+                    .map(|op| op["path"].as_str().unwrap().to_string())
+                    .collect()
+            };
+            assert_eq!(paths(&revert), written);
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Steps and history
+
+    fn entry(time: &str, image: Option<(&str, &str)>, secret: Option<(&str, &str)>) -> Value {
+        serde_json::to_value(HistoryEntry {
+            time: time.into(),
+            release: Some("4.21.0".into()),
+            stream: "rhcos-4.21".into(),
+            boot_image: image.map(|(from, to)| Change {
+                from: json!(from),
+                to: json!(to),
+            }),
+            user_data_secret: secret.map(|(from, to)| Change {
+                from: from.into(),
+                to: to.into(),
+            }),
+        })
+        .unwrap()
+    }
+
+    /// A MachineSet on `ami` and `secret` with this history (oldest first).
+    fn with_history(ami: &str, secret: &str, history: &[Value]) -> Value {
+        let mut ms = machine_set(aws_spec(ami, secret));
+        ms["metadata"]["annotations"][HISTORY_ANNOTATION] =
+            json!(serde_json::to_string(history).unwrap());
+        ms
+    }
+
+    /// Three releases: the secret moved at 4.19, the AMI at 4.20 and at 4.21.
+    fn three_changes() -> Value {
+        with_history(
+            "ami-421",
+            "worker-user-data-managed",
+            &[
+                entry(
+                    "2025-06-01T00:00:00Z",
+                    None,
+                    Some(("worker-user-data", "worker-user-data-managed")),
+                ),
+                entry("2025-10-01T00:00:00Z", Some(("ami-419", "ami-420")), None),
+                entry("2026-03-01T00:00:00Z", Some(("ami-420", "ami-421")), None),
+            ],
+        )
+    }
+
+    #[test]
+    fn one_step_undoes_only_the_newest_change_and_keeps_the_rest_of_the_history() {
+        let ms = three_changes();
+        let revert = revert(Resource::MachineSets, &ms, 1).unwrap();
+        assert_eq!(revert.changes.len(), 1);
+        assert_eq!(revert.changes[0].to, json!("ami-420"));
+        assert_eq!(revert.reverted.len(), 1);
+        assert_eq!(revert.remaining.len(), 2);
+        let after = apply(&ms, &revert.patch);
+        let history: Vec<HistoryEntry> =
+            serde_json::from_str(&annotation(&after, HISTORY_ANNOTATION).unwrap()).unwrap();
+        assert_eq!(history, revert.remaining);
+        assert_eq!(annotation(&after, "unrelated").as_deref(), Some("kept"));
+
+        // A second revert goes further back.
+        let again = revert_of(&after, 1);
+        assert_eq!(again.changes[0].to, json!("ami-419"));
+    }
+
+    fn revert_of(object: &Value, steps: usize) -> Revert {
+        revert(Resource::MachineSets, object, steps).unwrap()
+    }
+
+    #[test]
+    fn n_steps_restore_what_the_oldest_undone_entry_replaced_for_each_field() {
+        let ms = three_changes();
+        let two = revert_of(&ms, 2);
+        assert_eq!(
+            two.changes.len(),
+            1,
+            "the secret was recorded by the third entry"
+        );
+        assert_eq!(two.changes[0].from, json!("ami-421"));
+        assert_eq!(two.changes[0].to, json!("ami-419"));
+
+        let three = revert_of(&ms, 3);
+        let after = apply(&ms, &three.patch);
+        let spec = spec_of(Resource::MachineSets, &after);
+        assert_eq!(spec["ami"]["id"], "ami-419");
+        assert_eq!(spec["userDataSecret"]["name"], "worker-user-data");
+        assert_eq!(annotation(&after, HISTORY_ANNOTATION), None);
+        assert_eq!(
+            three.reverted[0].time, "2026-03-01T00:00:00Z",
+            "newest first"
+        );
+    }
+
+    #[test]
+    fn more_steps_than_recorded_is_refused_naming_how_many_exist() {
+        let err = revert(Resource::MachineSets, &three_changes(), 4).unwrap_err();
+        assert_eq!(err.reason(), "NotEnoughHistory");
+        assert!(err.to_string().contains("only 3 recorded"), "{err}");
+        assert_eq!(
+            revert(Resource::MachineSets, &three_changes(), 0).unwrap_err(),
+            RevertError::NoSteps
+        );
+    }
+
+    #[test]
+    fn without_history_nothing_is_reverted() {
+        let ms = machine_set(aws_spec(AMI_420, "worker-user-data"));
+        let err = revert(Resource::MachineSets, &ms, 1).unwrap_err();
+        assert_eq!(err.reason(), "NoHistory");
+        assert!(
+            err.to_string()
+                .starts_with("MachineSet openshift-machine-api/worker-a has no boot-image history"),
+            "{err}"
+        );
+        let empty = with_history(AMI_420, "worker-user-data", &[]);
+        assert_eq!(
+            revert(Resource::MachineSets, &empty, 1)
+                .unwrap_err()
+                .reason(),
+            "NoHistory"
+        );
+        let mut garbled = ms.clone();
+        garbled["metadata"]["annotations"][HISTORY_ANNOTATION] = json!("not json");
+        assert_eq!(
+            revert(Resource::MachineSets, &garbled, 1)
+                .unwrap_err()
+                .reason(),
+            "UnreadableHistory"
+        );
+    }
+
+    #[test]
+    fn a_value_changed_since_is_never_overwritten() {
+        // Someone moved the AMI after the controller did.
+        let ms = with_history(
+            "ami-someone-else",
+            "worker-user-data-managed",
+            &[entry(
+                "2026-03-01T00:00:00Z",
+                Some(("ami-420", "ami-421")),
+                None,
+            )],
+        );
+        let err = revert(Resource::MachineSets, &ms, 1).unwrap_err();
+        assert_eq!(err.reason(), "ChangedSince");
+        let text = err.to_string();
+        assert!(text.contains("bootImage"), "{text}");
+        assert!(
+            text.contains("is ami-someone-else, but the controller last set it to ami-421"),
+            "{text}"
+        );
+
+        // The stub secret too.
+        let ms = with_history(
+            "ami-421",
+            "my-own-secret",
+            &[entry(
+                "2026-03-01T00:00:00Z",
+                Some(("ami-420", "ami-421")),
+                Some(("worker-user-data", "worker-user-data-managed")),
+            )],
+        );
+        let err = revert(Resource::MachineSets, &ms, 1).unwrap_err();
+        assert!(
+            matches!(&err, RevertError::ChangedSince { field: Field::UserDataSecret, current, .. } if current == "my-own-secret"),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn a_gcp_boot_disk_changed_since_is_reported() {
+        let mut ms = machine_set(gcp_spec("projects/mine/global/images/custom"));
+        ms["metadata"]["annotations"][HISTORY_ANNOTATION] = json!(
+            serde_json::to_string(&[entry(
+                "2026-03-01T00:00:00Z",
+                Some((GCP_420, GCP_421)),
+                None
+            )])
+            .unwrap()
+        );
+        let err = revert(Resource::MachineSets, &ms, 1).unwrap_err();
+        assert!(
+            matches!(&err, RevertError::ChangedSince { path, .. } if path.ends_with("/disks/1/image")),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn the_server_enforces_the_guards_too() {
+        // Planned against one state, applied to another: the test ops fail the whole patch.
+        let ms = three_changes();
+        let revert = revert_of(&ms, 1);
+        let mut changed = ms.clone();
+        changed["spec"]["template"]["spec"]["providerSpec"]["value"]["ami"]["id"] =
+            json!("ami-someone-else");
+        let mut doc = changed.clone();
+        assert!(json_patch::patch(&mut doc, &revert.patch).is_err());
+        // The history annotation is guarded as well: a concurrent controller write conflicts.
+        let mut recorded = ms.clone();
+        recorded["metadata"]["annotations"][HISTORY_ANNOTATION] = json!("[]");
+        let mut doc = recorded.clone();
+        assert!(json_patch::patch(&mut doc, &revert.patch).is_err());
+    }
+
+    #[test]
+    fn an_already_opted_out_object_keeps_its_annotation_unchanged() {
+        let mut ms = three_changes();
+        ms["metadata"]["annotations"][OPT_OUT_ANNOTATION] = json!(OPT_OUT_VALUE);
+        let revert = revert_of(&ms, 1);
+        let ops = serde_json::to_value(&revert.patch).unwrap();
+        let touches_opt_out = ops
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|op| op["path"].as_str().unwrap().contains("boot-image-updates"));
+        assert!(!touches_opt_out, "{ops:#}");
+    }
+
+    #[test]
+    fn an_unknown_provider_spec_shape_is_refused() {
+        let mut ms = three_changes();
+        ms["spec"]["template"]["spec"]["providerSpec"]["value"] =
+            json!({"kind": "VSphereMachineProviderSpec", "template": "rhcos"});
+        let err = revert_of_err(&ms);
+        assert_eq!(err.reason(), "BootImageNotFound");
+        ms["spec"]["template"]["spec"]["providerSpec"] = json!({});
+        assert_eq!(revert_of_err(&ms).reason(), "InvalidProviderSpec");
+    }
+
+    fn revert_of_err(object: &Value) -> RevertError {
+        revert(Resource::MachineSets, object, 1).unwrap_err()
+    }
+}

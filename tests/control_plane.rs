@@ -1,0 +1,317 @@
+//! ControlPlaneMachineSets end to end: the controller as a process against a real kube-apiserver
+//! serving the ControlPlaneMachineSet CRD (the upstream one when `../shared` is present).
+//!
+//! Control-plane boot images are opt-in only: an absent `managedBootImages` leaves them alone,
+//! a `controlplanemachinesets` entry with mode All moves them like MachineSets, and they are
+//! counted on their own in the status message, the metrics and the `plan` output.
+
+mod support;
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use serde_json::{Value, json};
+use support::fixtures::*;
+use support::{TestEnv, eventually, resource_version, sample};
+
+const CONVERGE: Duration = Duration::from_secs(60);
+const BINARY: &str = env!("CARGO_BIN_EXE_boot-image-controller");
+const CPMS: (&str, &str) = ("machine.openshift.io/v1", "ControlPlaneMachineSet");
+
+/// An AWS cluster on 4.21 that came from 4.20: a worker MachineSet and the control plane are
+/// still on 4.20's AMI with the installer's stub secrets.
+async fn upgraded_cluster(env: &TestEnv, managed_boot_images: Option<Value>) {
+    env.aws_cluster("4.21.0", &stream_421(), managed_boot_images)
+        .await;
+    env.remember_images(&AMIS_420).await;
+    env.apply(stub_secret(&env.ns, "master-user-data", "2.2.0"))
+        .await;
+    env.apply(stub_secret(&env.ns, "master-user-data-managed", "3.2.0"))
+        .await;
+    env.apply(machine_set(&env.ns, "worker-a").build()).await;
+    env.apply(control_plane_machine_set(&env.ns, AMI_420_US_EAST_1))
+        .await;
+}
+
+async fn control_plane(env: &TestEnv) -> Value {
+    let cp = env.get(CPMS.0, CPMS.1, "cluster").await;
+    serde_json::to_value(cp.expect("the ControlPlaneMachineSet exists")).unwrap()
+}
+
+fn ami(object: &Value) -> &str {
+    provider_spec_of(object)["ami"]["id"]
+        .as_str()
+        .unwrap_or_default()
+}
+
+fn stub(object: &Value) -> &str {
+    provider_spec_of(object)["userDataSecret"]["name"]
+        .as_str()
+        .unwrap_or_default()
+}
+
+async fn progressing_message(env: &TestEnv, contains: &[&str]) -> String {
+    let found = eventually(CONVERGE, || async {
+        let c = env.condition("BootImageUpdateProgressing").await?;
+        let message = c["message"].as_str()?.to_string();
+        contains
+            .iter()
+            .all(|part| message.contains(part))
+            .then_some(message)
+    })
+    .await;
+    let now = env.condition("BootImageUpdateProgressing").await;
+    found.unwrap_or_else(|| panic!("Progressing never said {contains:?}; now {now:#?}"))
+}
+
+/// `plan -o json` on what the simulated cluster holds.
+async fn plan_json(env: &TestEnv) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("cluster.json");
+    std::fs::write(&file, cluster_manifests(env).await.to_string()).unwrap();
+    let out = run(&[
+        "plan",
+        "-o",
+        "json",
+        "--manifests",
+        &file.display().to_string(),
+    ]);
+    assert!(out.status.success(), "plan failed: {}", stderr(&out));
+    serde_json::from_slice(&out.stdout).expect("plan prints JSON")
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(BINARY)
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .output()
+        .expect("the binary runs")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[tokio::test]
+async fn by_default_the_control_plane_is_left_alone() {
+    let env = TestEnv::new("cp-default").await;
+    upgraded_cluster(&env, None).await;
+    let before = control_plane(&env).await;
+
+    let controller = env.controller(&[]);
+    controller.wait_ready().await;
+    // The MachineSet moves (platform default All), and the status counts the kinds apart.
+    eventually(CONVERGE, || async {
+        (ami(&env.machine_set("worker-a").await) == AMI_421_US_EAST_1).then_some(())
+    })
+    .await
+    .expect("the worker MachineSet is updated");
+    let message = progressing_message(
+        &env,
+        &[
+            "MachineSets: 1 total, 1 selected, 0 to update, 1 up to date",
+            "ControlPlaneMachineSets: 1 total, 0 selected, 0 to update, 0 up to date, 1 skipped \
+             (NotSelected: 1)",
+        ],
+    )
+    .await;
+
+    let after = control_plane(&env).await;
+    assert_eq!(
+        resource_version(&after),
+        resource_version(&before),
+        "the ControlPlaneMachineSet was written to: {after:#}\nstatus: {message}"
+    );
+    let metrics = controller.metrics().await;
+    let series = |kind: &str, action: &str, reason: &str| {
+        sample(
+            &metrics,
+            &format!(
+                r#"boot_image_controller_machine_resources{{action="{action}",kind="{kind}",reason="{reason}"}}"#
+            ),
+        )
+    };
+    assert_eq!(
+        series("ControlPlaneMachineSet", "Skip", "NotSelected"),
+        Some(1.0),
+        "{metrics}"
+    );
+    assert_eq!(
+        series("MachineSet", "UpToDate", "UpToDate"),
+        Some(1.0),
+        "{metrics}"
+    );
+
+    let plan = plan_json(&env).await;
+    let entry = &plan["controlPlaneMachineSets"][0];
+    assert_eq!(
+        (&entry["name"], &entry["action"], &entry["reason"]),
+        (&json!("cluster"), &json!("Skip"), &json!("NotSelected")),
+        "{plan:#}"
+    );
+}
+
+#[tokio::test]
+async fn mode_all_moves_the_control_plane_to_the_golden_image() {
+    let env = TestEnv::new("cp-all").await;
+    let managers = machine_managers(&[("machinesets", "All"), ("controlplanemachinesets", "All")]);
+    upgraded_cluster(&env, Some(managers)).await;
+    let before = control_plane(&env).await;
+
+    let mut controller = env.controller(&[]);
+    controller.wait_ready().await;
+    let after = eventually(CONVERGE, || async {
+        let cp = control_plane(&env).await;
+        (ami(&cp) == AMI_421_US_EAST_1).then_some(cp)
+    })
+    .await
+    .unwrap_or_else(|| {
+        panic!(
+            "the control plane never moved; log:\n{}",
+            controller.log_tail(40)
+        )
+    });
+    assert_eq!(stub(&after), "master-user-data-managed");
+
+    // Nothing else changed, byte for byte; the replicas and strategy are untouched.
+    let strip = |cp: &Value| {
+        let mut spec = provider_spec_of(cp).clone();
+        spec["ami"] = Value::Null;
+        spec["userDataSecret"] = Value::Null;
+        spec.to_string()
+    };
+    assert_eq!(strip(&after), strip(&before));
+    assert_eq!(after["spec"]["replicas"], 3);
+    assert_eq!(after["spec"]["strategy"], before["spec"]["strategy"]);
+    let history = history_of(&after);
+    assert_eq!(history.len(), 1, "{history:?}");
+    assert_eq!(history[0]["bootImage"]["from"], AMI_420_US_EAST_1);
+    assert_eq!(
+        history[0]["userDataSecret"]["to"],
+        "master-user-data-managed"
+    );
+
+    progressing_message(
+        &env,
+        &[
+            "MachineSets: 1 total, 1 selected, 0 to update, 1 up to date",
+            "ControlPlaneMachineSets: 1 total, 1 selected, 0 to update, 1 up to date",
+        ],
+    )
+    .await;
+    let metrics = controller.metrics().await;
+    assert_eq!(
+        sample(
+            &metrics,
+            r#"boot_image_controller_machine_resources{action="UpToDate",kind="ControlPlaneMachineSet",reason="UpToDate"}"#
+        ),
+        Some(1.0),
+        "{metrics}"
+    );
+    assert_eq!(
+        sample(
+            &metrics,
+            r#"boot_image_controller_patches_total{kind="ControlPlaneMachineSet",result="updated"}"#
+        ),
+        Some(1.0),
+        "{metrics}"
+    );
+    assert_eq!(
+        sample(
+            &metrics,
+            r#"boot_image_controller_patches_total{kind="MachineSet",result="updated"}"#
+        ),
+        Some(1.0),
+        "{metrics}"
+    );
+    let event = eventually(CONVERGE, || async {
+        env.events_for("cluster")
+            .await
+            .into_iter()
+            .find(|e| e["reason"] == "BootImageUpdated")
+    })
+    .await
+    .expect("a BootImageUpdated Event on the ControlPlaneMachineSet");
+    assert_eq!(event["regarding"]["kind"], "ControlPlaneMachineSet");
+
+    // `plan` lists it with the change the controller recorded.
+    let plan = plan_json(&env).await;
+    let entries = plan["controlPlaneMachineSets"].as_array().unwrap();
+    assert_eq!(entries.len(), 1, "{plan:#}");
+    assert_eq!(entries[0]["action"], "UpToDate");
+    assert_eq!(
+        entries[0]["lastChange"]["bootImage"]["to"],
+        AMI_421_US_EAST_1
+    );
+    assert!(
+        plan["machineSets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["name"] != "cluster"),
+        "{plan:#}"
+    );
+
+    // And the revert command takes it back to the original, byte for byte.
+    controller.terminate();
+    let out = run(&[
+        "revert",
+        &format!("--kubeconfig={}", support::kubeconfig().display()),
+        "--namespace",
+        &env.ns,
+        "--control-plane-machine-set",
+        "cluster",
+    ]);
+    assert!(out.status.success(), "revert failed: {}", stderr(&out));
+    let reverted = control_plane(&env).await;
+    assert_eq!(
+        provider_spec_of(&reverted).to_string(),
+        provider_spec_of(&before).to_string()
+    );
+    assert_eq!(
+        annotation_of(
+            &reverted,
+            "machineconfiguration.openshift.io/boot-image-updates"
+        ),
+        Some("disabled")
+    );
+}
+
+#[tokio::test]
+async fn the_api_allows_only_all_or_none_for_control_plane_machine_sets() {
+    let crds = Path::new(support::REPO).join("../shared/fixtures/crds");
+    if !crds.exists() {
+        eprintln!(
+            "SKIPPED: {} is absent; the generated CRDs do not carry this rule",
+            crds.display()
+        );
+        return;
+    }
+    let env = TestEnv::new("cp-partial").await;
+    let mut mc = machine_configuration(
+        &env.singleton,
+        Some(machine_managers(&[("controlplanemachinesets", "Partial")])),
+    );
+    mc["spec"]["managedBootImages"]["machineManagers"][0]["selection"]["partial"] =
+        json!({"machineResourceSelector": {"matchLabels": {"a": "b"}}});
+    let gvk = GroupVersionKind::gvk("operator.openshift.io", "v1", "MachineConfiguration");
+    let api: Api<DynamicObject> = Api::all_with(
+        env.client.clone(),
+        &ApiResource::from_gvk_with_plural(&gvk, "machineconfigurations"),
+    );
+    let err = api
+        .patch(
+            &env.singleton,
+            &PatchParams::apply("test").force(),
+            &Patch::Apply(&mc),
+        )
+        .await
+        .expect_err("Partial is rejected for controlplanemachinesets");
+    assert!(
+        err.to_string()
+            .contains("Only All or None selection mode is permitted for ControlPlaneMachineSets"),
+        "{err}"
+    );
+}

@@ -1,0 +1,288 @@
+//! `boot-image-controller revert` against a real kube-apiserver, with the controller as a
+//! process: update, revert, and what the controller does afterwards.
+
+mod support;
+
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use support::fixtures::*;
+use support::{TestEnv, eventually, resource_version};
+
+const CONVERGE: Duration = Duration::from_secs(60);
+const BINARY: &str = env!("CARGO_BIN_EXE_boot-image-controller");
+const OPT_OUT: &str = "machineconfiguration.openshift.io/boot-image-updates";
+const HISTORY: &str = "boot-image-controller.io/history";
+const HOT_LOOP: &str = "boot-image-controller.io/hot-loop";
+
+/// An AWS cluster on 4.21 that came from 4.20 (whose AMIs the controller remembers), with the
+/// MachineSets named on 4.20's AMI and the installer's stub secret.
+async fn upgraded_cluster(env: &TestEnv, machine_sets: &[&str]) {
+    env.aws_cluster("4.21.0", &stream_421(), None).await;
+    env.remember_images(&AMIS_420).await;
+    for name in machine_sets {
+        env.apply(machine_set(&env.ns, name).build()).await;
+    }
+}
+
+/// Waits until the controller moved `name` to 4.21's AMI and the managed stub secret.
+async fn wait_updated(env: &TestEnv, name: &str) -> Value {
+    let found = eventually(CONVERGE, || async {
+        let ms = env.machine_set(name).await;
+        (ami_of(&ms) == AMI_421_US_EAST_1 && secret_of(&ms) == "worker-user-data-managed")
+            .then_some(ms)
+    })
+    .await;
+    found.unwrap_or_else(|| panic!("{name} was never updated"))
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(BINARY)
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .output()
+        .expect("the binary runs")
+}
+
+/// `revert` on a MachineSet of this cluster, with extra flags.
+fn revert(env: &TestEnv, name: &str, extra: &[&str]) -> Output {
+    let kubeconfig = format!("--kubeconfig={}", support::kubeconfig().display());
+    let mut args = vec![
+        "revert",
+        &kubeconfig,
+        "--namespace",
+        &env.ns,
+        "--machineset",
+        name,
+    ];
+    args.extend_from_slice(extra);
+    run(&args)
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// `plan -o json` on what the simulated cluster holds.
+async fn plan_json(env: &TestEnv) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("cluster.json");
+    std::fs::write(&file, cluster_manifests(env).await.to_string()).unwrap();
+    let out = run(&[
+        "plan",
+        "-o",
+        "json",
+        "--manifests",
+        &file.display().to_string(),
+    ]);
+    assert!(out.status.success(), "plan failed: {}", stderr(&out));
+    serde_json::from_slice(&out.stdout).expect("plan prints JSON")
+}
+
+fn entry<'a>(plan: &'a Value, name: &str) -> &'a Value {
+    plan["machineSets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == name)
+        .unwrap_or_else(|| panic!("no {name} in {plan:#}"))
+}
+
+/// The JSON text of the provider spec: equal texts are equal bytes as the server serves them.
+fn provider_spec_text(ms: &Value) -> String {
+    serde_json::to_string(provider_spec_of(ms)).unwrap()
+}
+
+#[tokio::test]
+async fn revert_restores_the_original_and_the_controller_leaves_it_until_opted_back_in() {
+    let env = TestEnv::new("revert").await;
+    upgraded_cluster(&env, &["worker-a"]).await;
+    let original = provider_spec_text(&env.machine_set("worker-a").await);
+
+    let mut controller = env.controller(&[]);
+    controller.wait_ready().await;
+    wait_updated(&env, "worker-a").await;
+
+    // The change is visible in `plan` and in the status before anyone reverts it.
+    let plan = plan_json(&env).await;
+    let last = &entry(&plan, "worker-a")["lastChange"];
+    assert_eq!(
+        last["bootImage"],
+        json!({"from": AMI_420_US_EAST_1, "to": AMI_421_US_EAST_1})
+    );
+    assert_eq!(
+        last["userDataSecret"],
+        json!({"from": "worker-user-data", "to": "worker-user-data-managed"})
+    );
+    assert_eq!(last["release"], "4.21.0");
+    let progressing = eventually(CONVERGE, || async {
+        let message = env.condition("BootImageUpdateProgressing").await?["message"]
+            .as_str()?
+            .to_string();
+        message
+            .contains("Last changes: worker-a at ")
+            .then_some(message)
+    })
+    .await
+    .expect("the status names the last change");
+    assert!(
+        progressing.contains(&format!(
+            "{AMI_420_US_EAST_1} -> {AMI_421_US_EAST_1} worker-user-data -> worker-user-data-managed"
+        )),
+        "{progressing}"
+    );
+
+    controller.terminate();
+    let out = revert(&env, "worker-a", &[]);
+    assert!(out.status.success(), "revert failed: {}", stderr(&out));
+    let text = stdout(&out);
+    for expected in [
+        "Reverted MachineSet",
+        &format!("bootImage       {AMI_421_US_EAST_1} -> {AMI_420_US_EAST_1}"),
+        "userDataSecret  worker-user-data-managed -> worker-user-data",
+        &format!(
+            "oc annotate machinesets.machine.openshift.io/worker-a -n {} {OPT_OUT}-",
+            env.ns
+        ),
+    ] {
+        assert!(text.contains(expected), "{expected:?} not in:\n{text}");
+    }
+
+    let reverted = env.machine_set("worker-a").await;
+    assert_eq!(
+        provider_spec_text(&reverted),
+        original,
+        "byte-identical provider spec"
+    );
+    assert_eq!(annotation_of(&reverted, OPT_OUT), Some("disabled"));
+    assert_eq!(
+        annotation_of(&reverted, HISTORY),
+        None,
+        "the undone entry is dropped"
+    );
+    assert_eq!(annotation_of(&reverted, HOT_LOOP), None);
+    let plan = plan_json(&env).await;
+    assert_eq!(entry(&plan, "worker-a")["reason"], "OptedOut");
+    assert_eq!(entry(&plan, "worker-a").get("lastChange"), None);
+
+    // Restarted, the controller updates another MachineSet and leaves the reverted one alone.
+    let reverted_version = resource_version(&reverted);
+    env.apply(machine_set(&env.ns, "worker-b").build()).await;
+    let mut controller = env.controller(&[]);
+    controller.wait_ready().await;
+    wait_updated(&env, "worker-b").await;
+    eventually(CONVERGE, || async {
+        let message = env.condition("BootImageUpdateProgressing").await?["message"]
+            .as_str()?
+            .to_string();
+        message.contains("(OptedOut: 1)").then_some(())
+    })
+    .await
+    .expect("the status counts the opted-out MachineSet");
+    let untouched = env.machine_set("worker-a").await;
+    assert_eq!(
+        resource_version(&untouched),
+        reverted_version,
+        "the controller wrote to the reverted MachineSet; log:\n{}",
+        controller.log_tail(30)
+    );
+
+    // Opting back in: the controller updates it again, and records it again.
+    env.annotate_machine_set("worker-a", OPT_OUT, None).await;
+    let again = wait_updated(&env, "worker-a").await;
+    let history = history_of(&again);
+    assert_eq!(history.len(), 1, "{history:?}");
+    assert_eq!(history[0]["bootImage"]["from"], AMI_420_US_EAST_1);
+    controller.terminate();
+}
+
+#[tokio::test]
+async fn a_dry_run_writes_nothing_and_a_stale_revert_is_refused() {
+    let env = TestEnv::new("revert-guards").await;
+    upgraded_cluster(&env, &["worker-a"]).await;
+    let mut controller = env.controller(&[]);
+    controller.wait_ready().await;
+    wait_updated(&env, "worker-a").await;
+    controller.terminate();
+    let updated = env.machine_set("worker-a").await;
+
+    // Dry run: the patch and the changes are printed, the server validates, nothing changes.
+    let out = revert(&env, "worker-a", &["--dry-run"]);
+    assert!(out.status.success(), "dry run failed: {}", stderr(&out));
+    let text = stdout(&out);
+    for expected in [
+        "Would revert MachineSet",
+        "\"op\": \"test\"",
+        "\"op\": \"replace\"",
+        "Dry run: the API server accepted the patch; nothing was written.",
+    ] {
+        assert!(text.contains(expected), "{expected:?} not in:\n{text}");
+    }
+    assert_eq!(
+        resource_version(&env.machine_set("worker-a").await),
+        resource_version(&updated)
+    );
+
+    // More steps than recorded: refused, naming how many exist.
+    let out = revert(&env, "worker-a", &["--steps", "2"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("has only 1 recorded change(s)"),
+        "{}",
+        stderr(&out)
+    );
+
+    // Someone moved the AMI since the controller did: the revert must not overwrite that.
+    env.json_patch(
+        ("machine.openshift.io/v1beta1", "MachineSet"),
+        "worker-a",
+        json!([{"op": "replace", "path": "/spec/template/spec/providerSpec/value/ami/id", "value": CUSTOM_AMI}]),
+    )
+    .await
+    .unwrap();
+    let out = revert(&env, "worker-a", &[]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!(
+            "bootImage at /spec/template/spec/providerSpec/value/ami/id is {CUSTOM_AMI}, but the \
+             controller last set it to {AMI_421_US_EAST_1}"
+        )),
+        "{}",
+        stderr(&out)
+    );
+    let after = env.machine_set("worker-a").await;
+    assert_eq!(ami_of(&after), CUSTOM_AMI);
+    assert_eq!(secret_of(&after), "worker-user-data-managed");
+    assert_eq!(annotation_of(&after, OPT_OUT), None);
+}
+
+#[tokio::test]
+async fn without_history_there_is_nothing_to_revert() {
+    let env = TestEnv::new("revert-none").await;
+    upgraded_cluster(&env, &["worker-a"]).await;
+    let before = env.machine_set("worker-a").await;
+
+    let out = revert(&env, "worker-a", &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!(
+            "MachineSet {}/worker-a has no boot-image history",
+            env.ns
+        )),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        resource_version(&env.machine_set("worker-a").await),
+        resource_version(&before)
+    );
+
+    let out = revert(&env, "missing", &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("not found"), "{}", stderr(&out));
+}
