@@ -1,5 +1,5 @@
 //! The HTTP endpoints: `/metrics` on the metrics address, `/healthz` and `/readyz` on the probe
-//! address (both paths are served on both, which keeps local use simple).
+//! address (or all of them on one address when both flags name it).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -42,6 +42,31 @@ impl Health {
     }
 }
 
+/// Which paths a listener serves.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Endpoints {
+    pub metrics: bool,
+    pub probes: bool,
+}
+
+impl Endpoints {
+    pub const METRICS: Endpoints = Endpoints {
+        metrics: true,
+        probes: false,
+    };
+    pub const PROBES: Endpoints = Endpoints {
+        metrics: false,
+        probes: true,
+    };
+}
+
+impl std::ops::BitOrAssign for Endpoints {
+    fn bitor_assign(&mut self, other: Endpoints) {
+        self.metrics |= other.metrics;
+        self.probes |= other.probes;
+    }
+}
+
 /// Parses kubebuilder-style addresses: `:8080` means every interface, `0` disables.
 pub fn parse_bind_address(addr: &str) -> Result<Option<SocketAddr>, std::net::AddrParseError> {
     match addr {
@@ -54,12 +79,13 @@ pub fn parse_bind_address(addr: &str) -> Result<Option<SocketAddr>, std::net::Ad
 /// Binds now (so a port conflict fails start-up) and serves until `shutdown`.
 pub async fn serve(
     addr: SocketAddr,
+    endpoints: Endpoints,
     metrics: Metrics,
     health: Arc<Health>,
     shutdown: CancellationToken,
 ) -> std::io::Result<tokio::task::JoinHandle<()>> {
     let listener = TcpListener::bind(addr).await?;
-    info!(address = %listener.local_addr()?, "serving /metrics, /healthz and /readyz");
+    info!(address = %listener.local_addr()?, metrics = endpoints.metrics, probes = endpoints.probes, "serving HTTP");
     Ok(tokio::spawn(async move {
         loop {
             let (stream, _) = tokio::select! {
@@ -72,7 +98,8 @@ pub async fn serve(
             let metrics = metrics.clone();
             let health = health.clone();
             tokio::spawn(async move {
-                let service = service_fn(move |req| respond(req, metrics.clone(), health.clone()));
+                let service =
+                    service_fn(move |req| respond(req, endpoints, metrics.clone(), health.clone()));
                 if let Err(e) = http1::Builder::new()
                     .serve_connection(TokioIo::new(stream), service)
                     .await
@@ -86,18 +113,23 @@ pub async fn serve(
 
 async fn respond(
     req: Request<Incoming>,
+    endpoints: Endpoints,
     metrics: Metrics,
     health: Arc<Health>,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     let (status, body, content_type) = match req.uri().path() {
-        "/metrics" => (
+        "/metrics" if endpoints.metrics => (
             StatusCode::OK,
             metrics.render(),
             "text/plain; version=0.0.4",
         ),
-        "/healthz" | "/livez" => (StatusCode::OK, "ok\n".to_string(), "text/plain"),
-        "/readyz" if health.ready() => (StatusCode::OK, "ok\n".to_string(), "text/plain"),
-        "/readyz" => (
+        "/healthz" | "/livez" if endpoints.probes => {
+            (StatusCode::OK, "ok\n".to_string(), "text/plain")
+        }
+        "/readyz" if endpoints.probes && health.ready() => {
+            (StatusCode::OK, "ok\n".to_string(), "text/plain")
+        }
+        "/readyz" if endpoints.probes => (
             StatusCode::SERVICE_UNAVAILABLE,
             "not ready: caches not synced or shutting down\n".to_string(),
             "text/plain",

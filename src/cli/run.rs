@@ -1,5 +1,7 @@
 //! `boot-image-controller run`: logging, signals and the runtime around the controller.
 
+use std::io::IsTerminal as _;
+
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info};
 use tracing_subscriber::EnvFilter;
@@ -13,8 +15,10 @@ const RUNTIME_FAILURE: u8 = 1;
 pub fn run(args: RunArgs) -> Result<(), Failure> {
     let filter = EnvFilter::try_new(&args.log_level)
         .map_err(|e| Failure::input(anyhow::anyhow!("--log-level {:?}: {e}", args.log_level)))?;
+    // Colours only on a terminal: log files and collectors get plain text.
     let subscriber = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     match args.log_format {
         LogFormat::Json => subscriber.json().flatten_event(true).init(),

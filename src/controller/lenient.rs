@@ -4,13 +4,19 @@
 //! typed view would fail the list and wedge the watch for every other MachineSet. `Lenient<K>`
 //! keeps the metadata (always well-formed from the API server) and the typed object or the reason
 //! it could not be read, so the planner reports that one object and plans the rest.
+//!
+//! The same holds for nesting depth: the API server stores objects nested far deeper than
+//! serde_json's recursion limit (128), and that limit counts from the root of the whole list
+//! response. Each item is therefore captured as raw text (skipping JSON is not depth-limited) and
+//! parsed on its own, so a deeply nested providerSpec makes only that object unreadable.
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 
 use kube::Resource;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
-use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::api::ObjectMeta;
 use crate::plan::Malformed;
@@ -37,17 +43,34 @@ impl<K> Lenient<K> {
 
 impl<'de, K: DeserializeOwned> Deserialize<'de> for Lenient<K> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let value = Value::deserialize(deserializer)?;
-        let metadata = value
-            .get("metadata")
-            .cloned()
-            .map(serde_json::from_value)
-            .transpose()
-            .map_err(serde::de::Error::custom)?
-            .unwrap_or_default();
-        let parsed = serde_json::from_value(value).map_err(|e| e.to_string());
+        let raw = Box::<RawValue>::deserialize(deserializer)?;
+        let metadata = metadata(raw.get()).map_err(serde::de::Error::custom)?;
+        let parsed = serde_json::from_str(raw.get()).map_err(|e| e.to_string());
         Ok(Lenient { metadata, parsed })
     }
+}
+
+/// The fields of an object, skipped rather than parsed (skipping has no depth limit).
+#[derive(Deserialize)]
+struct Fields<'a> {
+    #[serde(borrow, default)]
+    metadata: Option<&'a RawValue>,
+}
+
+/// An object's metadata, whatever the depth of the rest of it.
+fn metadata(object: &str) -> Result<ObjectMeta, serde_json::Error> {
+    let Some(raw) = serde_json::from_str::<Fields>(object)?.metadata else {
+        return Ok(ObjectMeta::default());
+    };
+    serde_json::from_str(raw.get()).or_else(|error| {
+        // managedFields mirror the object's field tree, so they are as deep as the deepest
+        // field; nothing here reads them.
+        let mut fields: BTreeMap<String, &RawValue> = serde_json::from_str(raw.get())?;
+        if fields.remove("managedFields").is_none() {
+            return Err(error);
+        }
+        serde_json::from_str(&serde_json::to_string(&fields)?)
+    })
 }
 
 impl<K> Resource for Lenient<K>
@@ -93,5 +116,36 @@ mod tests {
         let bad = items[1].to_input().unwrap_err();
         assert_eq!((bad.namespace.as_str(), bad.name.as_str()), ("ns", "bad"));
         assert!(bad.error.contains("three"), "{}", bad.error);
+    }
+
+    /// Regression: one MachineSet nested deeper than serde_json's recursion limit failed the
+    /// whole list response, so the MachineSet watch never synced and the controller never
+    /// became ready (found by the malformed-objects fault test).
+    #[test]
+    fn a_deeply_nested_object_fails_alone_not_the_list() {
+        let mut garbage = serde_json::json!("leaf");
+        for _ in 0..300 {
+            garbage = serde_json::json!({ "n": garbage });
+        }
+        // The API server's managedFields mirror the deep field tree.
+        let mut fields = serde_json::json!({});
+        for _ in 0..300 {
+            fields = serde_json::json!({ ".": {}, "f:n": fields });
+        }
+        let managed =
+            serde_json::json!([{"manager": "m", "fieldsType": "FieldsV1", "fieldsV1": fields}]);
+        let list = serde_json::json!({"items": [
+            {"metadata": {"name": "deep", "namespace": "ns", "managedFields": managed},
+             "spec": {"template": {"spec": {"providerSpec": {"value": {"garbage": garbage}}}}}},
+            {"metadata": {"name": "good", "namespace": "ns"}, "spec": {"replicas": 1}}
+        ]})
+        .to_string();
+        // from_str into kube's ObjectList, as kube-client decodes responses.
+        let list: kube::core::ObjectList<Lenient<MachineSet>> =
+            serde_json::from_str(&list).expect("the list decodes");
+        let bad = list.items[0].to_input().unwrap_err();
+        assert_eq!(bad.name, "deep");
+        assert!(bad.error.contains("recursion limit"), "{}", bad.error);
+        assert!(list.items[1].parsed.is_ok());
     }
 }

@@ -81,22 +81,35 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> Result<(), RunEr
     let client = client(&args).await?;
     let metrics = Metrics::new();
     let health = Arc::new(Health::default());
-    let mut bound = BTreeSet::new();
-    for address in [&args.metrics_bind_address, &args.health_probe_bind_address] {
+    // Metrics and probes on their own addresses, as kubebuilder controllers do; one listener
+    // serves both when the two flags name the same address (local runs and tests).
+    let mut listeners: BTreeMap<std::net::SocketAddr, server::Endpoints> = BTreeMap::new();
+    for (address, endpoints) in [
+        (&args.metrics_bind_address, server::Endpoints::METRICS),
+        (&args.health_probe_bind_address, server::Endpoints::PROBES),
+    ] {
         let parsed =
             server::parse_bind_address(address).map_err(|source| RunError::BindAddress {
                 address: address.clone(),
                 source,
             })?;
-        // Both flags may name the same address in local runs; serve it once.
-        if let Some(addr) = parsed.filter(|a| bound.insert(*a)) {
-            server::serve(addr, metrics.clone(), health.clone(), shutdown.clone())
-                .await
-                .map_err(|source| RunError::Listen {
-                    address: addr,
-                    source,
-                })?;
+        if let Some(addr) = parsed {
+            *listeners.entry(addr).or_default() |= endpoints;
         }
+    }
+    for (addr, endpoints) in listeners {
+        server::serve(
+            addr,
+            endpoints,
+            metrics.clone(),
+            health.clone(),
+            shutdown.clone(),
+        )
+        .await
+        .map_err(|source| RunError::Listen {
+            address: addr,
+            source,
+        })?;
     }
 
     let own_namespace = args.own_namespace();

@@ -204,7 +204,14 @@ fn summary(input: &StatusInput<'_>) -> String {
     for (i, e) in recent.iter().take(NAMED_CHANGES).enumerate() {
         let change = e.last_change.as_ref().expect("filtered");
         text.push_str(if i == 0 { "Last changes: " } else { "; " });
-        let _ = write!(text, "{} at {}", e.name, change.time);
+        // Whole seconds read better; the full time stays in the history annotation.
+        let time = change
+            .time
+            .split('.')
+            .next()
+            .unwrap_or_default()
+            .trim_end_matches('Z');
+        let _ = write!(text, "{} at {time}Z", e.name);
         if let Some(image) = &change.boot_image {
             let _ = write!(
                 text,

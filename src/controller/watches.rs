@@ -79,6 +79,7 @@ pub async fn start(
             Api::all(client.clone()),
             by_name(&args.cluster_version_name),
             tx.clone(),
+            resource_version,
         )),
         false => None,
     };
@@ -90,21 +91,25 @@ pub async fn start(
             Api::all(client.clone()),
             by_name(&args.machine_configuration_name),
             tx.clone(),
+            configuration_fingerprint,
         ),
         golden: spawn_singleton(
             Api::namespaced(client.clone(), &args.golden_configmap_namespace),
             by_name(&args.golden_configmap_name),
             tx.clone(),
+            resource_version,
         ),
         infrastructure: spawn_singleton(
             Api::all(client.clone()),
             by_name(&args.infrastructure_name),
             tx.clone(),
+            resource_version,
         ),
         known_images: spawn_singleton(
             Api::namespaced(client.clone(), own_namespace),
             by_name(crate::names::KNOWN_IMAGES_CONFIGMAP_NAME),
             tx,
+            resource_version,
         ),
     }
 }
@@ -157,10 +162,16 @@ where
 }
 
 /// Watches one object; any change re-plans everything.
+/// Watches one object; a relevant change re-plans everything.
+///
+/// `fingerprint` says what counts as a change: our own status writes to the MachineConfiguration
+/// must not trigger a full pass each (its fingerprint ignores status), while any change to the
+/// golden ConfigMap does.
 fn spawn_singleton<K>(
     api: Api<K>,
     config: watcher::Config,
     tx: UnboundedSender<Trigger>,
+    fingerprint: fn(&K) -> String,
 ) -> Store<K>
 where
     K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
@@ -169,21 +180,43 @@ where
     let stream = watcher(api, config).default_backoff().reflect(writer);
     tokio::spawn(async move {
         futures::pin_mut!(stream);
+        let mut last: Option<String> = None;
         while let Some(event) = stream.next().await {
-            match event {
-                Ok(
-                    watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone,
-                ) => {
-                    if tx.send(Trigger::All).is_err() {
-                        return;
-                    }
+            let relevant = match event {
+                Ok(watcher::Event::Apply(object)) => {
+                    let current = fingerprint(&object);
+                    let changed = last.as_ref() != Some(&current);
+                    last = Some(current);
+                    changed
                 }
-                Ok(_) => {}
-                Err(e) => warn!(kind = %K::kind(&()), error = %e, "watch failed; retrying"),
+                Ok(watcher::Event::Delete(_)) => {
+                    last = None;
+                    true
+                }
+                Ok(watcher::Event::InitDone) => true,
+                Ok(_) => false,
+                Err(e) => {
+                    warn!(kind = %K::kind(&()), error = %e, "watch failed; retrying");
+                    false
+                }
+            };
+            if relevant && tx.send(Trigger::All).is_err() {
+                return;
             }
         }
     });
     store
+}
+
+/// Any change at all.
+fn resource_version<K: Resource>(object: &K) -> String {
+    object.meta().resource_version.clone().unwrap_or_default()
+}
+
+/// Spec changes (generation) and annotations (the pause), not status: the controller writes
+/// the status itself and would otherwise re-plan everything after each of its own writes.
+fn configuration_fingerprint(mc: &Lenient<MachineConfiguration>) -> String {
+    format!("{:?}/{:?}", mc.metadata.generation, mc.metadata.annotations)
 }
 
 fn first<K>(store: &Store<K>) -> Option<Arc<K>>
