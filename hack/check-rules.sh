@@ -4,37 +4,16 @@
 # hack/promtool/tests.yaml (every alert, firing and not firing). Also parses every query of
 # dashboards/*.json with promtool. Exits non-zero on any failure.
 #
-# promtool comes from Debian's `prometheus` package, installed here when missing (as root; the
-# service is not started). Needs python3; PyYAML enables the stricter checks of the test file.
+# promtool comes from Debian's `prometheus` package, installed when missing by
+# hack/ensure-prometheus.sh (as root; the service is not started). Needs python3; PyYAML enables
+# the stricter checks of the test file.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 log() { echo "check-rules: $*" >&2; }
 die() { log "error: $*"; exit 1; }
 
-ensure_promtool() {
-  command -v promtool >/dev/null && return
-  ((EUID == 0)) || die "promtool not found; install Debian's prometheus package (apt-get install -y prometheus)"
-  log "installing Debian's prometheus package for promtool"
-  # Installing the package must not start a Prometheus server: policy-rc.d exiting 101 tells
-  # invoke-rc.d and deb-systemd-invoke not to start services. Keep one that is already there.
-  local policy=/usr/sbin/policy-rc.d created_policy=""
-  if [[ ! -e "$policy" ]]; then
-    printf '#!/bin/sh\nexit 101\n' >"$policy"
-    chmod 755 "$policy"
-    created_policy=1
-  fi
-  local status=0
-  {
-    apt-get update -qq &&
-      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus
-  } >&2 || status=$?
-  [[ -z "$created_policy" ]] || rm -f "$policy"
-  ((status == 0)) || die "apt-get install prometheus failed"
-  command -v promtool >/dev/null || die "the prometheus package did not provide promtool"
-}
-
-ensure_promtool
+"$repo/hack/ensure-prometheus.sh" || die "promtool is needed"
 log "$(promtool --version 2>&1 | head -n1)"
 
 work="$(mktemp -d)"

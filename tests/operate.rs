@@ -2,14 +2,19 @@
 //! checked with the real tools.
 //!
 //! - Against a real API server (the local control plane, `KUBECONFIG`): a server-side dry run of
-//!   the manifests, and what the ServiceAccount may and may not do once they are applied.
-//! - Without one: the kustomize build (namespace override included), the wiring between
-//!   Deployment, Service and ServiceMonitor, the dashboard's shape, and that every metric the
-//!   alerts and the dashboard use is one the controller exports (and, with `BIC_METRICS_URL`, that
-//!   a running controller really serves it).
+//!   the manifests; what the ServiceAccount may and may not do once they are applied; and the
+//!   controller itself running as that ServiceAccount, with exactly the manifests' RBAC and the
+//!   real namespaces and singleton names, doing its whole job.
+//! - The controller on a simulated cluster (the harness in `support/`): every metric the alerts
+//!   and the dashboard use is one it really exports, and its measured peak memory with 200
+//!   MachineSets fits the Deployment's request and limit.
+//! - Without a cluster: the kustomize build (namespace override included), the wiring between
+//!   Deployment, Service and ServiceMonitor, the dashboard's shape, and the metric names against
+//!   the controller's own list (and, with `BIC_METRICS_URL`, against a deployed controller).
 //!
 //! kubectl: `$KUBECTL`, else `$BIC_BIN_DIR/kubectl`, else `kubectl` on PATH. The rules themselves
-//! are unit-tested with promtool by hack/check-rules.sh.
+//! are unit-tested with promtool by hack/check-rules.sh, and evaluated by a real Prometheus in
+//! tests/prometheus.rs.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read as _, Write as _};
@@ -22,6 +27,8 @@ use boot_image_controller::metrics::names;
 use boot_image_controller::plan::Action;
 use boot_image_controller::reason::Reason;
 use serde_json::{Value, json};
+
+mod support;
 
 /// Every metric the controller exports: the set the alerts and the dashboard may use.
 const EXPORTED_METRICS: &[&str] = &[
@@ -518,6 +525,520 @@ fn the_service_account_may_do_what_the_controller_needs_and_nothing_else() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The controller itself, as its ServiceAccount
+
+/// Marks what the service-account scenario creates, so that it cleans up only its own objects
+/// and recognises cluster singletons that belong to someone else.
+const RBAC_TEST_LABEL: &str = "boot-image-controller.test/rbac-scenario";
+/// Where the negative test's foreign MachineSet lives. Fixed: namespaces never finish deleting
+/// on the local control plane, so a fresh one per run would pile up.
+const ELSEWHERE: &str = "bic-rbac-elsewhere";
+
+fn labelled(mut object: Value) -> Value {
+    object["metadata"]["labels"][RBAC_TEST_LABEL] = json!("true");
+    object
+}
+
+/// A kubeconfig that authenticates with `token` against the server and CA of the admin
+/// kubeconfig's current context.
+fn token_kubeconfig(admin: &Path, token: &str, namespace: &str) -> Value {
+    let admin: Value = serde_saphyr::from_str(
+        &std::fs::read_to_string(admin).unwrap_or_else(|e| panic!("read {}: {e}", admin.display())),
+    )
+    .expect("the admin kubeconfig is YAML");
+    let find = |list: &str, name: &Value| {
+        admin[list]
+            .as_array()
+            .and_then(|items| items.iter().find(|i| &i["name"] == name))
+            .unwrap_or_else(|| panic!("no {list} entry {name} in the admin kubeconfig"))
+            .clone()
+    };
+    let context = find("contexts", &admin["current-context"]);
+    let cluster = find("clusters", &context["context"]["cluster"]);
+    json!({
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": "test", "cluster": cluster["cluster"]}],
+        "users": [{"name": "service-account", "user": {"token": token}}],
+        "contexts": [{"name": "service-account", "context": {"cluster": "test", "user": "service-account", "namespace": namespace}}],
+        "current-context": "service-account",
+    })
+}
+
+/// Deletes everything labelled [`RBAC_TEST_LABEL`] (and the controller's own objects) when
+/// dropped, also when the test fails.
+struct RbacScenarioCleanup<'a> {
+    cluster: &'a Cluster,
+    own_namespace: String,
+}
+
+impl RbacScenarioCleanup<'_> {
+    fn run(&self) {
+        let selector = format!("{RBAC_TEST_LABEL}=true");
+        for (namespace, resources) in [
+            (
+                Some(MACHINE_API),
+                "machinesets.machine.openshift.io,secrets",
+            ),
+            (Some(ELSEWHERE), "machinesets.machine.openshift.io"),
+            (Some(MCO), "configmaps"),
+            (
+                None,
+                "machineconfigurations.operator.openshift.io,infrastructures.config.openshift.io,clusterversions.config.openshift.io",
+            ),
+        ] {
+            let mut args = vec!["delete", resources, "-l", &selector, "--ignore-not-found"];
+            if let Some(ns) = namespace {
+                args.extend(["-n", ns]);
+            }
+            let out = self.cluster.run(&args, None);
+            if !out.status.success() {
+                eprintln!(
+                    "cleanup: kubectl {}: {}",
+                    args.join(" "),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+        }
+        // What the controller created in its own namespace.
+        let _ = self.cluster.run(
+            &[
+                "delete",
+                "-n",
+                &self.own_namespace,
+                "--ignore-not-found",
+                &format!(
+                    "configmap/{}",
+                    boot_image_controller::names::KNOWN_IMAGES_CONFIGMAP_NAME
+                ),
+                "lease.coordination.k8s.io/boot-image-controller",
+            ],
+            None,
+        );
+    }
+}
+
+impl Drop for RbacScenarioCleanup<'_> {
+    fn drop(&mut self) {
+        self.run();
+    }
+}
+
+/// The cluster singletons and the golden ConfigMap that exist and were not created by this
+/// scenario (for example by the demo on a shared local cluster).
+async fn foreign_singletons(env: &support::TestEnv) -> Vec<String> {
+    let mut foreign = Vec::new();
+    for (api_version, kind, name) in [
+        (
+            "operator.openshift.io/v1",
+            "MachineConfiguration",
+            "cluster",
+        ),
+        ("config.openshift.io/v1", "Infrastructure", "cluster"),
+        ("config.openshift.io/v1", "ClusterVersion", "version"),
+    ] {
+        if let Some(o) = env.get(api_version, kind, name).await
+            && !o
+                .metadata
+                .labels
+                .unwrap_or_default()
+                .contains_key(RBAC_TEST_LABEL)
+        {
+            foreign.push(format!("{kind}/{name}"));
+        }
+    }
+    let configmaps: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(env.client.clone(), MCO);
+    if let Some(cm) = configmaps.get_opt("coreos-bootimages").await.expect("get")
+        && !cm
+            .metadata
+            .labels
+            .unwrap_or_default()
+            .contains_key(RBAC_TEST_LABEL)
+    {
+        foreign.push(format!("{MCO}/configmaps/coreos-bootimages"));
+    }
+    foreign
+}
+
+/// The API requests the controller's debug log shows refused (403), as `METHOD URL`, and any
+/// warning or error that mentions a refusal. None is expected: every request the controller
+/// makes, including its probe for the ClusterVersion CRD, names what RBAC grants.
+fn refused_requests(log: &str) -> Vec<String> {
+    let plain = strip_ansi(log);
+    let field = |line: &str, key: &str| {
+        let start = line.find(key)? + key.len();
+        let rest = &line[start..];
+        Some(rest[..rest.find([' ', '}']).unwrap_or(rest.len())].to_string())
+    };
+    assert!(
+        plain.contains("http.status_code=200"),
+        "the log has no HTTP responses: is --log-level=debug on, and kube's trace format unchanged?"
+    );
+    let mut refused = Vec::new();
+    for line in plain.lines() {
+        if line.contains("http.status_code=403") {
+            let url = field(line, "http.url=").unwrap_or_default();
+            let method = field(line, "http.method=").unwrap_or_default();
+            refused.push(format!("{method} {url}"));
+        } else if (line.contains(" WARN ") || line.contains(" ERROR "))
+            && (line.contains("403") || line.to_ascii_lowercase().contains("forbidden"))
+        {
+            refused.push(line.to_string());
+        }
+    }
+    refused
+}
+
+/// The text without terminal colour sequences (`ESC [ ... m`).
+fn strip_ansi(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// kubectl's answer to a request the ServiceAccount must not be allowed to make.
+fn assert_forbidden(out: &Output, what: &str) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("Forbidden"),
+        "{what} should be Forbidden; kubectl said:\n{}{stderr}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+/// The real thing: the manifests applied, the controller started with a token of their
+/// ServiceAccount (not as admin) and the real namespaces and singleton names, doing its whole
+/// job: patching an outdated MachineSet, writing conditions, an Event, its known-images
+/// ConfigMap and its Lease. Any rule missing from the manifests shows up as a 403.
+///
+/// This test owns the cluster singletons `MachineConfiguration/cluster`, `Infrastructure/cluster`
+/// and `ClusterVersion/version` and the golden ConfigMap (every other test uses its own names).
+/// If they exist and are not its own (the demo on the same cluster), it skips rather than
+/// overwrite them; and its MachineConfiguration selects only its own MachineSets, so other
+/// MachineSets in openshift-machine-api are never touched.
+#[tokio::test]
+async fn the_controller_works_as_its_service_account_with_exactly_the_manifests_rbac() {
+    let Some(cluster) = Cluster::from_env() else {
+        return;
+    };
+    let rendered = Rendered::manifests(&cluster.kubectl);
+    let (own_ns, sa) = rendered.service_account();
+    let admin = support::TestEnv {
+        client: support::client().await,
+        ns: MACHINE_API.to_string(),
+        singleton: "cluster".to_string(),
+    };
+    let foreign = foreign_singletons(&admin).await;
+    if !foreign.is_empty() {
+        eprintln!(
+            "SKIPPED: {} exist and were not created by this test (the demo?); \
+             run it against a cluster of its own",
+            foreign.join(", ")
+        );
+        return;
+    }
+
+    // The namespaces OpenShift has, then the manifests exactly as rendered.
+    let namespace =
+        |name: &str| json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+    cluster.apply(&[namespace(MACHINE_API), namespace(MCO), namespace(ELSEWHERE)]);
+    ensure_namespaces(&cluster, &rendered);
+    let (served, _) = split_by_served(&rendered.0, &cluster.served_kinds());
+    cluster.apply(&served);
+
+    let cleanup = RbacScenarioCleanup {
+        cluster: &cluster,
+        own_namespace: own_ns.clone(),
+    };
+    cleanup.run(); // leftovers of an interrupted run
+
+    // A kubeconfig with a token of the ServiceAccount (TokenRequest API).
+    let token = cluster
+        .ok(
+            &["create", "token", &sa, "-n", &own_ns, "--duration=1h"],
+            None,
+        )
+        .trim()
+        .to_string();
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let sa_kubeconfig = tmp.path().join("service-account.kubeconfig");
+    std::fs::write(
+        &sa_kubeconfig,
+        token_kubeconfig(&cluster.kubeconfig, &token, &own_ns).to_string(),
+    )
+    .expect("write kubeconfig");
+    let as_sa = Cluster {
+        kubectl: cluster.kubectl.clone(),
+        kubeconfig: sa_kubeconfig.clone(),
+    };
+    let whoami = as_sa.ok(
+        &[
+            "auth",
+            "whoami",
+            "-o",
+            "jsonpath={.status.userInfo.username}",
+        ],
+        None,
+    );
+    assert_eq!(whoami, format!("system:serviceaccount:{own_ns}:{sa}"));
+
+    // An OpenShift-on-AWS cluster at 4.21 with one worker MachineSet still on 4.20's AMI and the
+    // installer's unmanaged stub secret. The MachineConfiguration selects only this test's
+    // MachineSets.
+    use support::fixtures::*;
+    admin
+        .apply(labelled(infrastructure("cluster", "AWS")))
+        .await;
+    admin
+        .apply(labelled(cluster_version("version", "4.21.0", "Completed")))
+        .await;
+    let selector = json!({"matchLabels": {RBAC_TEST_LABEL: "true"}});
+    admin
+        .apply(labelled(machine_configuration(
+            "cluster",
+            Some(selection("Partial", Some(selector))),
+        )))
+        .await;
+    admin
+        .apply(labelled(golden_config_map(MCO, "4.21.0", &stream_421())))
+        .await;
+    admin
+        .apply(labelled(stub_secret(
+            MACHINE_API,
+            "worker-user-data",
+            "2.2.0",
+        )))
+        .await;
+    admin
+        .apply(labelled(stub_secret(
+            MACHINE_API,
+            "worker-user-data-managed",
+            "3.2.0",
+        )))
+        .await;
+    let name = format!("rbac-worker-{}", std::process::id());
+    admin
+        .apply(labelled(machine_set(MACHINE_API, &name).build()))
+        .await;
+    // 4.20's AMI is a published CoreOS image: the Deployment mounts such a list from the
+    // boot-image-controller-published-images ConfigMap.
+    let known_images = tmp.path().join("images.txt");
+    std::fs::write(&known_images, format!("{AMI_420_US_EAST_1}\n")).expect("write images");
+
+    // The controller as the Deployment runs it, but as a local process: the ServiceAccount's
+    // token, the manifests' namespace, default names for everything else.
+    let identity = format!("rbac-test-{}", std::process::id());
+    let mut controller = support::ControllerProcess::spawn(
+        "rbac-service-account",
+        &[
+            format!("--kubeconfig={}", sa_kubeconfig.display()),
+            format!("--namespace={own_ns}"),
+            "--leader-elect".into(),
+            format!("--identity={identity}"),
+            format!("--known-images-file={}", known_images.display()),
+            "--log-level=debug".into(),
+        ],
+    );
+    controller.wait_ready().await;
+    let converge = Duration::from_secs(90);
+    let failed = |what: &str, controller: &support::ControllerProcess| {
+        format!(
+            "{what}\nrefused requests: {:?}\n{}",
+            refused_requests(&controller.logs()),
+            strip_ansi(&controller.log_tail(40))
+        )
+    };
+
+    // It leads (the Lease in its namespace names it) ...
+    let lease = support::eventually(converge, || async {
+        let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+            kube::Api::namespaced(admin.client.clone(), &own_ns);
+        let lease = leases.get_opt("boot-image-controller").await.ok()??;
+        (lease.spec.as_ref()?.holder_identity.as_deref() == Some(identity.as_str()))
+            .then_some(lease)
+    })
+    .await;
+    assert!(
+        lease.is_some(),
+        "{}",
+        failed("never acquired the Lease", &controller)
+    );
+
+    // ... patches the MachineSet: the image and the managed stub secret ...
+    let patched = support::eventually(converge, || async {
+        let ms = admin.machine_set(&name).await;
+        (ami_of(&ms) == AMI_421_US_EAST_1 && secret_of(&ms) == "worker-user-data-managed")
+            .then_some(ms)
+    })
+    .await;
+    assert!(
+        patched.is_some(),
+        "{}",
+        failed("the MachineSet was not updated", &controller)
+    );
+
+    // ... writes its conditions ...
+    let conditions = support::eventually(converge, || async {
+        let progressing = admin.condition("BootImageUpdateProgressing").await?;
+        let degraded = admin.condition("BootImageUpdateDegraded").await?;
+        (progressing["status"] == "False"
+            && progressing["reason"] == "BootImagesCurrent"
+            && degraded["status"] == "False")
+            .then_some(())
+    })
+    .await;
+    assert!(
+        conditions.is_some(),
+        "{}",
+        failed(
+            &format!(
+                "conditions not written; now {:?}",
+                admin.machine_configuration().await["status"]
+            ),
+            &controller
+        )
+    );
+
+    // ... records an Event on the MachineSet ...
+    let event = support::eventually(converge, || async {
+        admin
+            .events_for(&name)
+            .await
+            .into_iter()
+            .find(|e| e["reason"] == "BootImageUpdated")
+    })
+    .await;
+    assert!(
+        event.is_some(),
+        "{}",
+        failed("no BootImageUpdated Event", &controller)
+    );
+
+    // ... and remembers the golden images in its own namespace.
+    let configmaps: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(admin.client.clone(), &own_ns);
+    let remembered = support::eventually(converge, || async {
+        let cm = configmaps
+            .get_opt(boot_image_controller::names::KNOWN_IMAGES_CONFIGMAP_NAME)
+            .await
+            .ok()??;
+        cm.data?
+            .values()
+            .any(|v| v.contains(AMI_421_US_EAST_1))
+            .then_some(())
+    })
+    .await;
+    assert!(
+        remembered.is_some(),
+        "{}",
+        failed(
+            "no known-images ConfigMap in the controller's namespace",
+            &controller
+        )
+    );
+    assert_eq!(
+        controller.metric(names::LEADER).await,
+        Some(1.0),
+        "boot_image_controller_leader"
+    );
+    assert_eq!(
+        controller
+            .metric(&format!("{}{{kind=\"ConfigMapFailed\"}}", names::WRITES))
+            .await
+            .unwrap_or(0.0),
+        0.0,
+        "bookkeeping writes failed"
+    );
+
+    // Nothing it needs was refused.
+    let refused = refused_requests(&controller.logs());
+    assert!(
+        refused.is_empty(),
+        "the controller was refused requests with the manifests' RBAC:\n{}",
+        refused.join("\n")
+    );
+    assert_eq!(
+        controller.terminate(),
+        Some(0),
+        "{}",
+        controller.log_tail(30)
+    );
+
+    // What it must not do, asked with its own token: patch a MachineSet in another namespace,
+    // read the installer's unmanaged stub secret. (It may read the managed one, so the token
+    // works and the refusals are RBAC's.)
+    admin
+        .apply(labelled(machine_set(ELSEWHERE, "someone-elses").build()))
+        .await;
+    let patch = r#"[{"op":"replace","path":"/spec/template/spec/providerSpec/value/ami/id","value":"ami-0123456789abcdef0"}]"#;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    // The first answers after applying the manifests may be stale (see the can-i test).
+    while as_sa
+        .run(
+            &[
+                "get",
+                "secret",
+                "worker-user-data-managed",
+                "-n",
+                MACHINE_API,
+            ],
+            None,
+        )
+        .status
+        .code()
+        != Some(0)
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    as_sa.ok(
+        &[
+            "get",
+            "secret",
+            "worker-user-data-managed",
+            "-n",
+            MACHINE_API,
+        ],
+        None,
+    );
+    assert_forbidden(
+        &as_sa.run(
+            &[
+                "patch",
+                "machinesets.machine.openshift.io",
+                "someone-elses",
+                "-n",
+                ELSEWHERE,
+                "--type=json",
+                "-p",
+                patch,
+            ],
+            None,
+        ),
+        &format!("patching a MachineSet in {ELSEWHERE}"),
+    );
+    assert_forbidden(
+        &as_sa.run(
+            &["get", "secret", "worker-user-data", "-n", MACHINE_API],
+            None,
+        ),
+        "reading the unmanaged stub secret",
+    );
+    drop(cleanup);
+}
+
+// ---------------------------------------------------------------------------------------------
 // The kustomize build
 
 /// Every namespaced object sits in `ns`, except the pinned ones, which sit where their
@@ -971,24 +1492,82 @@ fn exposed_families(body: &str) -> BTreeSet<String> {
         .collect()
 }
 
+/// Fails the test when the alerts or the dashboard use a family `exposed` lacks.
+fn assert_exports_used_metrics(exposed: &BTreeSet<String>, source: &str) {
+    for (file, used) in used_metrics() {
+        let missing: Vec<&String> = used.difference(exposed).collect();
+        assert!(
+            missing.is_empty(),
+            "{file} uses metrics {source} does not export: {missing:?} \
+             (a labelled family appears only once it has a series)"
+        );
+    }
+}
+
+/// The controller on a simulated cluster, with one MachineSet current and one that cannot be
+/// updated (its role's managed stub secret does not exist), so that the conditional families
+/// have series too: `golden_stream_info` once the stream is read, `mcc_bootimage_update_error`
+/// while a MachineSet fails.
+#[tokio::test]
+async fn a_running_controller_exports_every_metric_the_alerts_and_dashboard_use() {
+    use support::fixtures::*;
+    let env = support::TestEnv::new("metrics").await;
+    env.aws_cluster("4.21.0", &stream_421(), None).await;
+    env.apply(
+        machine_set(&env.ns, "worker-current")
+            .ami(AMI_421_US_EAST_1)
+            .user_data("worker-user-data-managed")
+            .build(),
+    )
+    .await;
+    env.apply(
+        machine_set(&env.ns, "infra-broken")
+            .ami(AMI_421_US_EAST_1)
+            .user_data("infra-user-data")
+            .build(),
+    )
+    .await;
+    let controller = env.controller(&["--leader-elect"]);
+    controller.wait_ready().await;
+
+    let failing = format!("{}{{machineset=\"infra-broken\"}}", names::MCC_UPDATE_ERROR);
+    let exported = support::eventually(Duration::from_secs(60), || async {
+        let metrics = controller.metrics().await;
+        (support::sample(&metrics, &failing) == Some(1.0)
+            && metrics.contains(&format!("{}{{", names::GOLDEN_STREAM))
+            && support::sample(&metrics, names::LEADER) == Some(1.0))
+        .then_some(metrics)
+    })
+    .await;
+    let Some(metrics) = exported else {
+        let samples = controller.metrics().await;
+        let samples: Vec<&str> = samples.lines().filter(|l| !l.starts_with('#')).collect();
+        panic!(
+            "never exported {failing} 1, the golden stream and leadership:\n{}\n{}",
+            samples.join("\n"),
+            controller.log_tail(40)
+        );
+    };
+    let exposed = exposed_families(&metrics);
+    assert_exports_used_metrics(&exposed, "the running controller");
+    // And the list the static checks above rely on is what the controller really exports.
+    let expected: BTreeSet<String> = EXPORTED_METRICS.iter().map(|s| s.to_string()).collect();
+    assert_eq!(exposed, expected, "exported metric families");
+}
+
+/// The same check against a deployed controller (`BIC_METRICS_URL`, for example through
+/// `oc port-forward`), when one is given.
 #[test]
-fn a_running_controller_exports_every_metric_the_alerts_and_dashboard_use() {
+fn a_deployed_controller_exports_every_metric_the_alerts_and_dashboard_use() {
     let Some(url) = std::env::var("BIC_METRICS_URL")
         .ok()
         .filter(|u| !u.is_empty())
     else {
-        eprintln!("SKIPPED: no BIC_METRICS_URL (the /metrics URL of a running controller)");
+        eprintln!("SKIPPED: no BIC_METRICS_URL (the /metrics URL of a deployed controller)");
         return;
     };
     let exposed = exposed_families(&http_get(&url).unwrap_or_else(|e| panic!("{e}")));
-    for (file, used) in used_metrics() {
-        let missing: Vec<&String> = used.difference(&exposed).collect();
-        assert!(
-            missing.is_empty(),
-            "{file} uses metrics {url} does not export: {missing:?} \
-             (a labelled family appears only once it has a series)"
-        );
-    }
+    assert_exports_used_metrics(&exposed, &url);
 }
 
 #[test]
@@ -1072,4 +1651,153 @@ fn the_dashboard_has_what_grafana_needs() {
     ] {
         assert!(text.contains(needle), "no panel for {what} ({needle})");
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Resources
+
+/// MachineSets in the sizing scenario: more than any real cluster has (a large one has a few
+/// dozen: one per role and availability zone). `BIC_SIZING_MACHINE_SETS` measures another size.
+fn sizing_machine_sets() -> usize {
+    std::env::var("BIC_SIZING_MACHINE_SETS")
+        .ok()
+        .map(|n| n.parse().expect("BIC_SIZING_MACHINE_SETS is a number"))
+        .unwrap_or(200)
+}
+
+/// A Kubernetes memory quantity (`64Mi`, `1Gi`, `500M`, bytes) in bytes.
+fn quantity_bytes(q: &str) -> u64 {
+    let (digits, unit) = q.split_at(q.find(|c: char| !c.is_ascii_digit()).unwrap_or(q.len()));
+    let n: u64 = digits.parse().unwrap_or_else(|_| panic!("quantity {q:?}"));
+    n * match unit {
+        "" => 1,
+        "Ki" => 1 << 10,
+        "Mi" => 1 << 20,
+        "Gi" => 1 << 30,
+        "k" => 1_000,
+        "M" => 1_000_000,
+        "G" => 1_000_000_000,
+        other => panic!("quantity {q:?}: unit {other:?}"),
+    }
+}
+
+/// User plus system CPU time of a process so far, in seconds.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("/proc/<pid>/stat");
+    // Fields after the parenthesised command name: state is field 3, utime 14, stime 15.
+    let fields: Vec<&str> = stat[stat.rfind(')').expect("comm") + 2..]
+        .split_whitespace()
+        .collect();
+    let ticks: f64 =
+        fields[11].parse::<f64>().expect("utime") + fields[12].parse::<f64>().expect("stime");
+    let per_second: f64 = Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+        .unwrap_or(100.0);
+    ticks / per_second
+}
+
+#[test]
+fn quantities_are_read_as_kubernetes_writes_them() {
+    assert_eq!(quantity_bytes("64Mi"), 64 << 20);
+    assert_eq!(quantity_bytes("1Gi"), 1 << 30);
+    assert_eq!(quantity_bytes("500M"), 500_000_000);
+    assert_eq!(quantity_bytes("1024"), 1024);
+}
+
+/// The controller's peak memory while it updates 200 outdated MachineSets
+/// (watches, plans, 200 patches and Events, status, known images), against the Deployment's
+/// memory request and limit: the request must cover the peak and the limit leave at least twice
+/// the peak. Prints the measurement; manifests/deployment.yaml cites it.
+#[tokio::test]
+async fn the_memory_limit_leaves_headroom_over_200_machine_sets() {
+    use support::fixtures::*;
+    let Some(kubectl) = kubectl_or_skip() else {
+        return;
+    };
+    let env = support::TestEnv::new("memory").await;
+    env.aws_cluster("4.21.0", &stream_421(), None).await;
+    let machine_sets = sizing_machine_sets();
+    let objects: Vec<Value> = (0..machine_sets)
+        .map(|i| {
+            let (region, ami) = if i % 2 == 0 {
+                ("us-east-1", AMI_420_US_EAST_1)
+            } else {
+                ("us-east-2", AMI_420_US_EAST_2)
+            };
+            machine_set(&env.ns, &format!("worker-{i:03}"))
+                .region(region)
+                .ami(ami)
+                .build()
+        })
+        .collect();
+    for chunk in objects.chunks(20) {
+        futures::future::join_all(chunk.iter().map(|o| env.apply(o.clone()))).await;
+    }
+    // 4.20's AMIs are published CoreOS images (the Deployment mounts such a list).
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let known_images = tmp.path().join("images.txt");
+    std::fs::write(
+        &known_images,
+        format!("{AMI_420_US_EAST_1}\n{AMI_420_US_EAST_2}\n"),
+    )
+    .expect("write images");
+
+    let mut flags = env.controller_flags();
+    flags.retain(|f| !f.starts_with("--log-level"));
+    flags.extend([
+        format!("--known-images-file={}", known_images.display()),
+        "--leader-elect".into(),
+        "--log-level=info".into(),
+        "--log-format=json".into(),
+    ]);
+    let controller = support::ControllerProcess::spawn("memory", &flags);
+    controller.wait_ready().await;
+    let updated = format!(
+        "{}{{kind=\"MachineSet\",result=\"updated\"}}",
+        names::PATCHES
+    );
+    let done = support::eventually(Duration::from_secs(180), || async {
+        (controller.metric(&updated).await? >= machine_sets as f64).then_some(())
+    })
+    .await;
+    assert!(
+        done.is_some(),
+        "{} of {machine_sets} MachineSets updated\n{}",
+        controller.metric(&updated).await.unwrap_or(0.0),
+        controller.log_tail(20)
+    );
+    // A few more passes over the updated set (the golden ConfigMap changing re-plans all).
+    for _ in 0..3 {
+        env.apply(golden_config_map(&env.ns, "4.21.0", &stream_421()))
+            .await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let peak = controller.peak_rss_kib().expect("VmHWM") * 1024;
+    let busy = cpu_seconds(controller.pid());
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let idle = (cpu_seconds(controller.pid()) - busy) / 5.0;
+    eprintln!(
+        "MEASURED: {} with {machine_sets} MachineSets: peak RSS (VmHWM) {:.1} MiB, \
+         {busy:.2} CPU seconds from start to the last pass, {:.1} millicores idle",
+        support::controller_binary().display(),
+        peak as f64 / f64::from(1 << 20),
+        idle * 1000.0
+    );
+
+    let rendered = Rendered::manifests(&kubectl);
+    let resources = &rendered.get("Deployment", "boot-image-controller")["spec"]["template"]["spec"]
+        ["containers"][0]["resources"];
+    let request = quantity_bytes(&str_of(&resources["requests"]["memory"]));
+    let limit = quantity_bytes(&str_of(&resources["limits"]["memory"]));
+    assert!(
+        request >= peak,
+        "memory request {request} below the measured peak {peak}"
+    );
+    assert!(
+        limit >= 2 * peak,
+        "memory limit {limit} leaves less than 2x headroom over the measured peak {peak}"
+    );
 }

@@ -61,28 +61,34 @@ pub async fn start(
     );
     // Clusters without these CRDs (ControlPlaneMachineSets on some platforms, ClusterVersion
     // outside OpenShift) work without them.
-    let control_plane =
-        match installed::<Lenient<ControlPlaneMachineSet>>(Api::namespaced(client.clone(), ns))
-            .await
-        {
-            true => Some(spawn(
-                Api::namespaced(client.clone(), ns),
-                watcher::Config::default(),
-                tx.clone(),
-                MachineResource::ControlPlaneMachineSets,
-            )),
-            false => None,
-        };
-    let cluster_version = match installed::<Lenient<ClusterVersion>>(Api::all(client.clone())).await
+    let control_plane = match installed::<Lenient<ControlPlaneMachineSet>>(
+        Api::namespaced(client.clone(), ns),
+        ListParams::default(),
+    )
+    .await
     {
-        true => Some(spawn_singleton(
-            Api::all(client.clone()),
-            by_name(&args.cluster_version_name),
+        true => Some(spawn(
+            Api::namespaced(client.clone(), ns),
+            watcher::Config::default(),
             tx.clone(),
-            resource_version,
+            MachineResource::ControlPlaneMachineSets,
         )),
         false => None,
     };
+    // Asked by name: RBAC grants this controller the ClusterVersion `version` only.
+    let by_version_name =
+        ListParams::default().fields(&format!("metadata.name={}", args.cluster_version_name));
+    let cluster_version =
+        match installed::<Lenient<ClusterVersion>>(Api::all(client.clone()), by_version_name).await
+        {
+            true => Some(spawn_singleton(
+                Api::all(client.clone()),
+                by_name(&args.cluster_version_name),
+                tx.clone(),
+                resource_version,
+            )),
+            false => None,
+        };
     Stores {
         machine_sets,
         control_plane,
@@ -114,11 +120,11 @@ pub async fn start(
     }
 }
 
-async fn installed<K>(api: Api<K>) -> bool
+async fn installed<K>(api: Api<K>, params: ListParams) -> bool
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
 {
-    match api.list_metadata(&ListParams::default().limit(1)).await {
+    match api.list_metadata(&params.limit(1)).await {
         Err(kube::Error::Api(e)) if e.code == 404 => {
             info!(kind = %K::kind(&()), "CRD not installed; not watching it");
             false

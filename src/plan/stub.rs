@@ -30,8 +30,9 @@ pub fn verify(
         return Err((
             Reason::ManagedSecretMissing,
             format!(
-                "stub secret {namespace}/{name} does not exist; the Machine Config Operator \
-                 creates it, check that it runs"
+                "stub secret {namespace}/{name} does not exist or cannot be read; the Machine \
+                 Config Operator creates it (check that it runs), and the controller reads only \
+                 the secrets its RBAC names (add a custom role's secret to its Role)"
             ),
         ));
     };

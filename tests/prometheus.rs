@@ -1,0 +1,312 @@
+//! A real Prometheus scrapes the running controller and evaluates the alert rules of
+//! manifests/monitoring/prometheusrule.yaml (extracted by hack/promtool/extract-rules.sh, with
+//! every `for` shortened to 1s): a MachineSet whose boot image cannot be updated must show in
+//! Prometheus's HTTP API as `mcc_bootimage_update_error 1` and a firing BootImageUpdateError,
+//! and the alert must resolve once the cause is fixed.
+//!
+//! The server comes from Debian's `prometheus` package (`$PROMETHEUS`, else `prometheus` on
+//! PATH), installed by hack/ensure-prometheus.sh when missing and running as root. Without it
+//! and without root the test prints `SKIPPED`.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use boot_image_controller::metrics::names;
+use serde_json::Value;
+use support::fixtures::*;
+use support::{REPO, TestEnv, eventually, free_port, http_get};
+
+/// The `job` label the alert rules select on: the metrics Service's name, which a
+/// ServiceMonitor makes the job name.
+const JOB: &str = "boot-image-controller";
+const ALERT: &str = "BootImageUpdateError";
+const CONVERGE: Duration = Duration::from_secs(90);
+
+fn works(binary: &Path) -> bool {
+    Command::new(binary)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+/// The Prometheus server binary, installed if needed and possible; `None` means skip.
+fn prometheus_binary() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("PROMETHEUS").filter(|p| !p.is_empty()) {
+        let path = PathBuf::from(path);
+        assert!(works(&path), "$PROMETHEUS={} does not run", path.display());
+        return Some(path);
+    }
+    let on_path = PathBuf::from("prometheus");
+    if works(&on_path) {
+        return Some(on_path);
+    }
+    if !is_root() {
+        eprintln!(
+            "SKIPPED: no prometheus binary and not root to install it \
+             (apt-get install prometheus, or set PROMETHEUS)"
+        );
+        return None;
+    }
+    let status = Command::new(Path::new(REPO).join("hack/ensure-prometheus.sh"))
+        .status()
+        .expect("run hack/ensure-prometheus.sh");
+    assert!(status.success(), "hack/ensure-prometheus.sh failed");
+    assert!(
+        works(&on_path),
+        "prometheus still not on PATH after install"
+    );
+    Some(on_path)
+}
+
+/// The alert rules as the cluster gets them, with `for` shortened for a test.
+fn rules(for_duration: &str) -> String {
+    let out = Command::new(Path::new(REPO).join("hack/promtool/extract-rules.sh"))
+        .args(["--for", for_duration])
+        .output()
+        .expect("run hack/promtool/extract-rules.sh");
+    assert!(
+        out.status.success(),
+        "extract-rules.sh failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("UTF-8 rules")
+}
+
+/// A Prometheus server scraping one target every second; killed when dropped.
+struct Prometheus {
+    child: Child,
+    port: u16,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Prometheus {
+    /// Starts `binary` scraping `target` (`host:port`) as job [`JOB`], with the series labelled
+    /// `namespace` as a ServiceMonitor would, and evaluating `rules` every second.
+    fn start(binary: &Path, target: &str, namespace: &str, rules: &str) -> Prometheus {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::write(dir.path().join("rules.yaml"), rules).expect("write rules");
+        let config = format!(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
+             rule_files:\n  - rules.yaml\n\
+             scrape_configs:\n  - job_name: {JOB}\n    static_configs:\n      \
+             - targets: ['{target}']\n        labels:\n          namespace: {namespace}\n"
+        );
+        let config_file = dir.path().join("prometheus.yml");
+        std::fs::write(&config_file, config).expect("write config");
+        let logs = Path::new(REPO).join("target/test-logs");
+        std::fs::create_dir_all(&logs).expect("log dir");
+        let log = logs.join(format!("prometheus-{namespace}.log"));
+        let port = free_port();
+        let file = std::fs::File::create(&log).expect("log file");
+        let child = Command::new(binary)
+            .arg(format!("--config.file={}", config_file.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdout(file.try_clone().expect("log file"))
+            .stderr(file)
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {}: {e}", binary.display()));
+        Prometheus {
+            child,
+            port,
+            log,
+            _dir: dir,
+        }
+    }
+
+    fn logs(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    async fn wait_ready(&self) {
+        let ready = eventually(Duration::from_secs(60), || async {
+            matches!(http_get(self.port, "/-/ready").await, Some((200, _))).then_some(())
+        })
+        .await;
+        assert!(
+            ready.is_some(),
+            "Prometheus never became ready:\n{}",
+            self.logs()
+        );
+    }
+
+    /// `data` of a successful API answer.
+    async fn api(&self, path: &str) -> Option<Value> {
+        let (status, body) = http_get(self.port, path).await?;
+        let answer: Value = serde_json::from_str(&body).ok()?;
+        (status == 200 && answer["status"] == "success").then(|| answer["data"].clone())
+    }
+
+    /// An instant query's result vector.
+    async fn query(&self, promql: &str) -> Vec<Value> {
+        self.api(&format!("/api/v1/query?query={}", percent_encode(promql)))
+            .await
+            .and_then(|d| d["result"].as_array().cloned())
+            .unwrap_or_default()
+    }
+
+    /// The pending and firing alerts.
+    async fn alerts(&self) -> Vec<Value> {
+        self.api("/api/v1/alerts")
+            .await
+            .and_then(|d| d["alerts"].as_array().cloned())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Percent-encoding for a query parameter: everything but unreserved characters.
+fn percent_encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+#[test]
+fn query_parameters_are_percent_encoded() {
+    assert_eq!(
+        percent_encode(r#"up{job="a b"} == 1"#),
+        "up%7Bjob%3D%22a%20b%22%7D%20%3D%3D%201"
+    );
+}
+
+/// `(alertname, machineset, state)` of each alert, for messages and comparisons.
+fn summary(alerts: &[Value]) -> Vec<(String, String, String)> {
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    alerts
+        .iter()
+        .map(|a| {
+            (
+                text(&a["labels"]["alertname"]),
+                text(&a["labels"]["machineset"]),
+                text(&a["state"]),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn prometheus_sees_the_error_metric_and_fires_the_alert_for_a_failing_machine_set() {
+    let Some(binary) = prometheus_binary() else {
+        return;
+    };
+
+    // A cluster with one MachineSet of a custom role whose managed stub secret the Machine
+    // Config Operator has not written: it cannot be updated.
+    let env = TestEnv::new("prometheus").await;
+    env.aws_cluster("4.21.0", &stream_421(), None).await;
+    env.apply(
+        machine_set(&env.ns, "infra-a")
+            .ami(AMI_421_US_EAST_1)
+            .user_data("infra-user-data")
+            .build(),
+    )
+    .await;
+    let controller = env.controller(&["--leader-elect"]);
+    controller.wait_ready().await;
+
+    let prometheus = Prometheus::start(
+        &binary,
+        &format!("127.0.0.1:{}", controller.port),
+        &env.ns,
+        &rules("1s"),
+    );
+    prometheus.wait_ready().await;
+
+    // Every rule loaded and evaluates without errors.
+    let rules = eventually(CONVERGE, || async {
+        let data = prometheus.api("/api/v1/rules").await?;
+        let rules: Vec<Value> = data["groups"]
+            .as_array()?
+            .iter()
+            .flat_map(|g| g["rules"].as_array().cloned().unwrap_or_default())
+            .collect();
+        (!rules.is_empty() && rules.iter().all(|r| r["health"] == "ok")).then_some(rules)
+    })
+    .await;
+    let rules = rules.unwrap_or_else(|| {
+        panic!(
+            "the rules did not load or do not evaluate cleanly:\n{}",
+            prometheus.logs()
+        )
+    });
+    assert!(rules.iter().any(|r| r["name"] == ALERT), "{rules:?}");
+
+    // The scraped gauge, with the job label the alerts select on ...
+    let series = format!(
+        "{}{{job=\"{JOB}\",machineset=\"infra-a\"}}",
+        names::MCC_UPDATE_ERROR
+    );
+    let scraped = eventually(CONVERGE, || async {
+        let result = prometheus.query(&series).await;
+        (result.first()?["value"][1] == "1").then_some(())
+    })
+    .await;
+    assert!(
+        scraped.is_some(),
+        "Prometheus never saw {series} = 1; targets: {:?}\ncontroller:\n{}",
+        prometheus.api("/api/v1/targets").await,
+        controller.log_tail(30)
+    );
+
+    // ... and the alert firing for that MachineSet, and no other alert (the controller is up,
+    // leads, and the golden ConfigMap is fine).
+    let firing = eventually(CONVERGE, || async {
+        let alerts = summary(&prometheus.alerts().await);
+        (alerts == [(ALERT.into(), "infra-a".into(), "firing".into())]).then_some(())
+    })
+    .await;
+    assert!(
+        firing.is_some(),
+        "expected only {ALERT} firing for infra-a; alerts: {:?}",
+        summary(&prometheus.alerts().await)
+    );
+
+    // The Machine Config Operator writes the secret: the MachineSet is updated, the series goes
+    // away and the alert resolves.
+    env.apply(stub_secret(&env.ns, "infra-user-data-managed", "3.2.0"))
+        .await;
+    let resolved = eventually(CONVERGE, || async {
+        let alerts = prometheus.alerts().await;
+        (prometheus.query(&series).await.is_empty() && alerts.is_empty()).then_some(())
+    })
+    .await;
+    assert!(
+        resolved.is_some(),
+        "the alert did not resolve; alerts: {:?}; {series}: {:?}\ncontroller:\n{}",
+        summary(&prometheus.alerts().await),
+        prometheus.query(&series).await,
+        controller.log_tail(30)
+    );
+    assert_eq!(
+        secret_of(&env.machine_set("infra-a").await),
+        "infra-user-data-managed"
+    );
+}
