@@ -41,11 +41,18 @@ impl<K> Lenient<K> {
     }
 }
 
-impl<'de, K: DeserializeOwned> Deserialize<'de> for Lenient<K> {
+impl<'de, K: DeserializeOwned + Resource> Deserialize<'de> for Lenient<K> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let raw = Box::<RawValue>::deserialize(deserializer)?;
         let metadata = metadata(raw.get()).map_err(serde::de::Error::custom)?;
-        let parsed = serde_json::from_str(raw.get()).map_err(|e| e.to_string());
+        // managedFields are never read and are often most of an object's size; the typed copy
+        // drops them here, the metadata copy in the watch stream (`drop_managed_fields`).
+        let parsed = serde_json::from_str(raw.get())
+            .map(|mut object: K| {
+                object.meta_mut().managed_fields = None;
+                object
+            })
+            .map_err(|e| e.to_string());
         Ok(Lenient { metadata, parsed })
     }
 }

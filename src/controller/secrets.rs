@@ -15,7 +15,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::mpsc::UnboundedSender;
 use tracing::warn;
 
-use super::watches::Trigger;
+use super::watches::{Trigger, drop_managed_fields};
 use crate::api::Secret;
 
 /// How long a pass waits for a new secret watch to list before treating the secret as absent.
@@ -51,6 +51,7 @@ impl SecretWatches {
             let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
             let stream = watcher(self.api.clone(), config)
                 .default_backoff()
+                .modify(drop_managed_fields)
                 .reflect(writer);
             let tx = self.tx.clone();
             let label = name.clone();

@@ -144,7 +144,10 @@ where
     K: kube::Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
 {
     let (store, writer) = reflector::store();
-    let stream = watcher(api, config).default_backoff().reflect(writer);
+    let stream = watcher(api, config)
+        .default_backoff()
+        .modify(drop_managed_fields)
+        .reflect(writer);
     tokio::spawn(async move {
         futures::pin_mut!(stream);
         while let Some(event) = stream.next().await {
@@ -183,7 +186,10 @@ where
     K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
 {
     let (store, writer) = reflector::store();
-    let stream = watcher(api, config).default_backoff().reflect(writer);
+    let stream = watcher(api, config)
+        .default_backoff()
+        .modify(drop_managed_fields)
+        .reflect(writer);
     tokio::spawn(async move {
         futures::pin_mut!(stream);
         let mut last: Option<String> = None;
@@ -212,6 +218,12 @@ where
         }
     });
     store
+}
+
+/// `managedFields` are often the largest part of an object and we never read them; dropping
+/// them before they reach a store is most of the memory a cache of MachineSets costs.
+pub(super) fn drop_managed_fields<K: Resource>(object: &mut K) {
+    object.meta_mut().managed_fields = None;
 }
 
 /// Any change at all.
