@@ -20,6 +20,9 @@ use tokio::time::Instant;
 pub struct Faults {
     /// Each connection gets a latency drawn from this range, added in both directions.
     pub latency: (Duration, Duration),
+    /// Added to the client-to-server direction only: what the client sends arrives late, while
+    /// what the server sends (watch events included) is not held back.
+    pub request_delay: Duration,
     /// Share of connections (0.0 to 1.0) that are reset after a time drawn from `reset_after`.
     pub reset_probability: f64,
     pub reset_after: (Duration, Duration),
@@ -134,6 +137,11 @@ impl Proxy {
         self.shared.cut.send_modify(|n| *n += 1);
     }
 
+    /// Resets every open connection once; new ones are accepted as usual.
+    pub fn cut(&self) {
+        self.shared.cut.send_modify(|n| *n += 1);
+    }
+
     pub fn unblock(&self) {
         *self.shared.blocked.lock().unwrap() = false;
     }
@@ -214,7 +222,7 @@ async fn serve(shared: Arc<Shared>, mut client: TcpStream) {
         let up = pipe(
             client_read,
             upstream_write,
-            latency,
+            latency + faults.request_delay,
             Some(&counters.client_chunks),
             &counters.client_bytes,
         );
@@ -275,7 +283,10 @@ async fn pipe<R, W>(
                         c.fetch_add(1, Ordering::SeqCst);
                     }
                     bytes.fetch_add(n as u64, Ordering::SeqCst);
-                    if tx.send((Instant::now() + latency, buf[..n].to_vec())).is_err() {
+                    if tx
+                        .send((Instant::now() + latency, buf[..n].to_vec()))
+                        .is_err()
+                    {
                         break;
                     }
                 }
