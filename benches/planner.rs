@@ -1,0 +1,199 @@
+//! Planner throughput on synthetic clusters: `cargo bench --bench planner -- [options]`.
+//!
+//! For each platform (AWS, GCP, Azure: the platform is cluster-wide, so each is its own cluster)
+//! and size, builds a cluster whose MachineSets mix every outcome (outdated, up to date with our
+//! history annotations, custom images, opted out, owned, not selected, arm64, region not
+//! published, Windows, missing managed stub secret, ...), then times on one thread:
+//! - `plan`: `plan::plan(&Cluster, &machine_sets, &[], &Options)`, the whole decision;
+//! - `pass`: what a controller pass does per MachineSet before any I/O: the planner's gates once,
+//!   then for every MachineSet `Lenient::to_input()` (a clone of the watched object), the plan
+//!   entry and a clone of its metadata;
+//! - `fixed`: `plan` of zero MachineSets (gates, golden stream parsing, known-images set).
+//!
+//! Options: `--sizes 100,1000,10000`, `--platforms AWS,GCP,Azure`, `--time SECONDS` (measuring
+//! time per case, default 2), `--json FILE`. Prints a table; never asserts on timings.
+
+#[path = "support/mod.rs"]
+mod support;
+
+use std::collections::BTreeMap;
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use boot_image_controller::plan::{self, Planner};
+use serde_json::{Value, json};
+use support::{Data, PLATFORMS, Scenario};
+
+struct Args {
+    sizes: Vec<usize>,
+    platforms: Vec<String>,
+    time: Duration,
+    json: Option<String>,
+}
+
+fn parse_args() -> Args {
+    let mut args = Args {
+        sizes: vec![100, 1_000, 10_000],
+        platforms: PLATFORMS.iter().map(|p| p.to_string()).collect(),
+        time: Duration::from_secs(2),
+        json: None,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        let (key, inline) = match arg.split_once('=') {
+            Some((k, v)) => (k.to_string(), Some(v.to_string())),
+            None => (arg.clone(), None),
+        };
+        let mut value = || {
+            inline
+                .clone()
+                .or_else(|| it.next())
+                .unwrap_or_else(|| panic!("{key} needs a value"))
+        };
+        match key.as_str() {
+            "--sizes" => {
+                args.sizes = value()
+                    .split(',')
+                    .map(|s| s.trim().replace('_', "").parse().expect("--sizes N,N,..."))
+                    .collect()
+            }
+            "--platforms" => {
+                args.platforms = value().split(',').map(|s| s.trim().to_string()).collect()
+            }
+            "--time" => args.time = Duration::from_secs_f64(value().parse().expect("--time SECS")),
+            "--json" => args.json = Some(value()),
+            // Passed by `cargo bench`; filters are not supported.
+            "--bench" => {}
+            other if other.starts_with("--") => panic!("unknown option {other}"),
+            _ => {}
+        }
+    }
+    args
+}
+
+/// Runs `f` until `budget` has passed (at least 3 times) and returns the median duration.
+fn measure(budget: Duration, mut f: impl FnMut()) -> (Duration, usize) {
+    f(); // warm-up: caches, allocator
+    let mut samples = Vec::new();
+    let started = Instant::now();
+    while samples.len() < 3 || (started.elapsed() < budget && samples.len() < 10_000) {
+        let t = Instant::now();
+        f();
+        samples.push(t.elapsed());
+    }
+    samples.sort();
+    (samples[samples.len() / 2], samples.len())
+}
+
+/// Actions and reasons of the plan, e.g. `Update 45%, UpToDate 20%, Skip 30%, Error 5%`.
+fn mix(scenario: &Scenario) -> (String, BTreeMap<String, usize>) {
+    let p = plan::plan(
+        &scenario.cluster,
+        &scenario.machine_sets,
+        &[],
+        &scenario.options,
+    );
+    assert!(p.blocked.is_none(), "scenario blocked: {:?}", p.blocked);
+    let mut by_action: BTreeMap<plan::Action, usize> = BTreeMap::new();
+    let mut by_reason: BTreeMap<String, usize> = BTreeMap::new();
+    for e in &p.machine_sets {
+        *by_action.entry(e.action).or_default() += 1;
+        *by_reason
+            .entry(format!("{}/{}", e.action.as_str(), e.reason))
+            .or_default() += 1;
+    }
+    let total = p.machine_sets.len().max(1);
+    let text = by_action
+        .iter()
+        .map(|(a, n)| format!("{} {}%", a.as_str(), n * 100 / total))
+        .collect::<Vec<_>>()
+        .join(", ");
+    (text, by_reason)
+}
+
+fn main() {
+    let args = parse_args();
+    let data = Data::load();
+    println!("planner benchmark: {}", data.source.describe());
+    println!(
+        "single thread, {} profile, {:.1}s per case",
+        if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        },
+        args.time.as_secs_f64()
+    );
+    let mut rows = Vec::new();
+    for platform in &args.platforms {
+        let mut fixed: Option<Duration> = None;
+        for &count in &args.sizes {
+            let Some(scenario) = support::scenario(&data, platform, count) else {
+                println!("{platform}: skipped (needs ../shared/fixtures)");
+                break;
+            };
+            if fixed.is_none() {
+                let empty = Vec::new();
+                let (d, _) = measure(args.time / 4, || {
+                    black_box(plan::plan(
+                        black_box(&scenario.cluster),
+                        black_box(&empty),
+                        &[],
+                        &scenario.options,
+                    ));
+                });
+                fixed = Some(d);
+                println!(
+                    "{platform}: {}; fixed cost per plan (gates, golden stream, known images): {:.0} µs",
+                    scenario.description,
+                    d.as_secs_f64() * 1e6
+                );
+            }
+            let (mix_text, reasons) = mix(&scenario);
+            let (plan_time, iterations) = measure(args.time, || {
+                black_box(plan::plan(
+                    black_box(&scenario.cluster),
+                    black_box(&scenario.machine_sets),
+                    &[],
+                    &scenario.options,
+                ));
+            });
+            let (pass_time, _) = measure(args.time / 2, || {
+                let planner = Planner::new(black_box(&scenario.cluster), &scenario.options);
+                for ms in black_box(&scenario.lenient) {
+                    black_box((planner.machine_set(&ms.to_input()), ms.metadata.clone()));
+                }
+            });
+            let ns = plan_time.as_nanos() as f64 / count as f64;
+            let pass_ns = pass_time.as_nanos() as f64 / count as f64;
+            let per_second = count as f64 / plan_time.as_secs_f64();
+            println!(
+                "{platform:>5} {count:>6} MachineSets: {ns:>8.0} ns/MachineSet  {per_second:>10.0} MachineSets/s  \
+                 (plan {:.2} ms, median of {iterations}; controller-style pass {pass_ns:.0} ns/MachineSet)  [{mix_text}]",
+                plan_time.as_secs_f64() * 1e3
+            );
+            rows.push(json!({
+                "platform": platform,
+                "count": count,
+                "ns_per_machineset": ns.round() as u64,
+                "machinesets_per_second": per_second.round() as u64,
+                "plan_ms": plan_time.as_secs_f64() * 1e3,
+                "iterations": iterations,
+                "pass_ns_per_machineset": pass_ns.round() as u64,
+                "fixed_us": fixed.map(|d| (d.as_secs_f64() * 1e6).round() as u64),
+                "mix": mix_text,
+                "reasons": reasons,
+                "command": format!("cargo bench --bench planner -- --platforms {platform} --sizes {count}"),
+            }));
+        }
+    }
+    if let Some(path) = &args.json {
+        let report = json!({
+            "source": data.source.describe(),
+            "fixtures": data.source.short(),
+            "results": Value::Array(rows),
+        });
+        std::fs::write(path, serde_json::to_string_pretty(&report).unwrap())
+            .unwrap_or_else(|e| panic!("{path}: {e}"));
+    }
+}

@@ -1,0 +1,961 @@
+//! End-to-end benchmark of the controller against a real API server (`KUBECONFIG`); run by
+//! `hack/bench.sh` on a private local control plane.
+//!
+//! One run builds a simulated OpenShift-on-AWS cluster in its own namespace (the controller takes
+//! the names of its singletons as flags) with `--count` outdated MachineSets made from a real
+//! MachineSet, and then:
+//! 1. `--baseline`: in a second namespace with the same MachineSets, a plain client sends the
+//!    same number of guarded JSON Patches (`test` + `replace` of `ami.id`) with the same
+//!    concurrency as the controller: what the API server can do at best. It is timed like the
+//!    controller, until the benchmark's own watch has seen every change;
+//! 2. starts the controller at the old golden stream (time to `/readyz` 200) and waits until it
+//!    converged there (it switches the stub secrets and remembers the old images);
+//! 3. `--switch`: moves the ClusterVersion and then the golden ConfigMap to the next release and
+//!    times from the ConfigMap update until every MachineSet has its new AMI and
+//!    `BootImageUpdateProgressing=False`;
+//! 4. `--steady-periods P`: counts writes (controller metrics, resourceVersions) and API requests
+//!    (kube-apiserver's `apiserver_request_total`) during P resync periods;
+//! 5. reads the controller's peak resident memory (VmHWM) and stops it.
+//!
+//! Options: `--count N` `--concurrency 8` `--resync-period 5s` `--controller PATH`
+//! `--kubectl PATH` `--json FILE` `--keep` (leave the objects behind). Never asserts timings.
+
+#[path = "../benches/support/mod.rs"]
+mod support;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail};
+use boot_image_controller::arch::Arch;
+use futures::{StreamExt, TryStreamExt};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
+    PatchParams, PostParams,
+};
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+use support::Data;
+
+const PROGRESSING: &str = "BootImageUpdateProgressing";
+const CURRENT: &str = "BootImagesCurrent";
+const AMI: &str = "/spec/template/spec/providerSpec/value/ami/id";
+const STUB: &str = "/spec/template/spec/providerSpec/value/userDataSecret/name";
+/// Resources the controller reads or writes; apiserver's own housekeeping touches none of them.
+const CONTROLLER_RESOURCES: [&str; 8] = [
+    "machinesets",
+    "controlplanemachinesets",
+    "machineconfigurations",
+    "infrastructures",
+    "clusterversions",
+    "configmaps",
+    "secrets",
+    "events",
+];
+
+struct Args {
+    count: usize,
+    concurrency: usize,
+    resync: String,
+    steady_periods: u32,
+    baseline: bool,
+    switch: bool,
+    controller: PathBuf,
+    kubectl: String,
+    json: Option<PathBuf>,
+    keep: bool,
+    command: String,
+}
+
+fn parse_args() -> Result<Args> {
+    let repo = Path::new(support::REPO);
+    let mut args = Args {
+        count: 100,
+        concurrency: 8,
+        resync: "5s".into(),
+        steady_periods: 0,
+        baseline: false,
+        switch: false,
+        controller: repo.join("target/release/boot-image-controller"),
+        kubectl: "kubectl".into(),
+        json: None,
+        keep: false,
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        let (key, inline) = match arg.split_once('=') {
+            Some((k, v)) => (k.to_string(), Some(v.to_string())),
+            None => (arg.clone(), None),
+        };
+        let mut value = || {
+            inline
+                .clone()
+                .or_else(|| it.next())
+                .ok_or_else(|| anyhow!("{key} needs a value"))
+        };
+        match key.as_str() {
+            "--count" => args.count = value()?.replace('_', "").parse()?,
+            "--concurrency" => args.concurrency = value()?.parse()?,
+            "--resync-period" => args.resync = value()?,
+            "--steady-periods" => args.steady_periods = value()?.parse()?,
+            "--baseline" => args.baseline = true,
+            "--switch" => args.switch = true,
+            "--controller" => args.controller = value()?.into(),
+            "--kubectl" => args.kubectl = value()?,
+            "--json" => args.json = Some(value()?.into()),
+            "--keep" => args.keep = true,
+            other => bail!("unknown argument {other}"),
+        }
+    }
+    Ok(args)
+}
+
+fn api_resource(api_version: &str, kind: &str) -> (ApiResource, bool) {
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let gvk = GroupVersionKind::gvk(group, version, kind);
+    let plural = match kind {
+        "MachineConfiguration" => "machineconfigurations".into(),
+        "ClusterVersion" => "clusterversions".into(),
+        "Infrastructure" => "infrastructures".into(),
+        other => format!("{}s", other.to_lowercase()),
+    };
+    let cluster_scoped = matches!(
+        kind,
+        "Namespace" | "MachineConfiguration" | "ClusterVersion" | "Infrastructure"
+    );
+    (
+        ApiResource::from_gvk_with_plural(&gvk, &plural),
+        cluster_scoped,
+    )
+}
+
+fn api(client: &Client, api_version: &str, kind: &str, ns: &str) -> Api<DynamicObject> {
+    let (resource, cluster_scoped) = api_resource(api_version, kind);
+    if cluster_scoped {
+        Api::all_with(client.clone(), &resource)
+    } else {
+        Api::namespaced_with(client.clone(), ns, &resource)
+    }
+}
+
+fn machine_sets(client: &Client, ns: &str) -> Api<DynamicObject> {
+    api(client, "machine.openshift.io/v1beta1", "MachineSet", ns)
+}
+
+/// Server-side apply of an object, and of its status when it has one.
+async fn apply(client: &Client, object: &Value) -> Result<()> {
+    let ns = object["metadata"]["namespace"].as_str().unwrap_or_default();
+    let api = api(
+        client,
+        object["apiVersion"].as_str().unwrap_or_default(),
+        object["kind"].as_str().unwrap_or_default(),
+        ns,
+    );
+    let name = object["metadata"]["name"].as_str().unwrap_or_default();
+    let params = PatchParams::apply("bench").force();
+    api.patch(name, &params, &Patch::Apply(object))
+        .await
+        .with_context(|| format!("apply {name}"))?;
+    let subresource = !matches!(
+        object["kind"].as_str(),
+        Some("ConfigMap" | "Secret" | "Namespace")
+    );
+    if subresource && object.get("status").is_some() {
+        api.patch_status(name, &params, &Patch::Apply(object))
+            .await
+            .with_context(|| format!("apply status of {name}"))?;
+    }
+    Ok(())
+}
+
+/// What the benchmark's watches saw, with the time each change arrived.
+#[derive(Default)]
+struct Seen {
+    /// MachineSet name -> (AMI, stub secret, when it last changed).
+    machine_sets: HashMap<String, (String, String, Instant)>,
+    /// Every Progressing condition seen: (when, status, reason).
+    progressing: Vec<(Instant, String, String)>,
+}
+
+fn field(obj: &Value, pointer: &str) -> String {
+    obj.pointer(pointer)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn spawn_watches(
+    client: &Client,
+    ns: &str,
+    singleton: &str,
+) -> (Arc<Mutex<Seen>>, Vec<tokio::task::JoinHandle<()>>) {
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let ms_api = machine_sets(client, ns);
+    let ms_seen = seen.clone();
+    let ms_task = tokio::spawn(async move {
+        let stream = watcher(ms_api, watcher::Config::default());
+        futures::pin_mut!(stream);
+        while let Some(event) = stream.next().await {
+            let objects = match event {
+                Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => vec![o],
+                _ => continue,
+            };
+            let now = Instant::now();
+            let mut seen = ms_seen.lock().unwrap();
+            for o in objects {
+                let value = serde_json::to_value(&o).unwrap_or_default();
+                let (ami, stub) = (field(&value, AMI), field(&value, STUB));
+                let entry = seen
+                    .machine_sets
+                    .entry(o.name_any())
+                    .or_insert_with(|| (String::new(), String::new(), now));
+                if entry.0 != ami || entry.1 != stub {
+                    *entry = (ami, stub, now);
+                }
+            }
+        }
+    });
+    let mc_api = api(
+        client,
+        "operator.openshift.io/v1",
+        "MachineConfiguration",
+        "",
+    );
+    let mc_seen = seen.clone();
+    let config = watcher::Config::default().fields(&format!("metadata.name={singleton}"));
+    let mc_task = tokio::spawn(async move {
+        let stream = watcher(mc_api, config);
+        futures::pin_mut!(stream);
+        while let Some(event) = stream.next().await {
+            let Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) = event else {
+                continue;
+            };
+            let now = Instant::now();
+            let value = serde_json::to_value(&o).unwrap_or_default();
+            let condition = value
+                .pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .and_then(|c| c.iter().find(|c| c["type"] == PROGRESSING));
+            if let Some(c) = condition {
+                let status = c["status"].as_str().unwrap_or_default().to_string();
+                let reason = c["reason"].as_str().unwrap_or_default().to_string();
+                let mut seen = mc_seen.lock().unwrap();
+                if seen
+                    .progressing
+                    .last()
+                    .is_none_or(|(_, s, r)| *s != status || *r != reason)
+                {
+                    seen.progressing.push((now, status, reason));
+                }
+            }
+        }
+    });
+    (seen, vec![ms_task, mc_task])
+}
+
+/// Timing of one convergence, relative to `since`.
+struct Converged {
+    /// Every MachineSet as expected and Progressing=False (BootImagesCurrent).
+    seconds: f64,
+    first_patch: f64,
+    last_patch: f64,
+    /// When Progressing=True was first seen (the controller reporting the rollout).
+    progressing_true: Option<f64>,
+}
+
+/// Waits until every MachineSet has `expected(name)` and Progressing is False/BootImagesCurrent
+/// since a moment after `since`.
+async fn converge(
+    seen: &Mutex<Seen>,
+    names: &[String],
+    expected: &dyn Fn(usize) -> (String, String),
+    since: Instant,
+    timeout: Duration,
+) -> Result<Converged> {
+    let deadline = since + timeout;
+    loop {
+        {
+            let seen = seen.lock().unwrap();
+            let mut done = 0;
+            let mut first: Option<Instant> = None;
+            let mut last = since;
+            for (i, name) in names.iter().enumerate() {
+                if let Some((ami, stub, at)) = seen.machine_sets.get(name)
+                    && (ami.clone(), stub.clone()) == expected(i)
+                {
+                    done += 1;
+                    if *at > since {
+                        first = Some(first.map_or(*at, |f| f.min(*at)));
+                        last = last.max(*at);
+                    }
+                }
+            }
+            // The start of the final run of False/BootImagesCurrent conditions.
+            let stable = seen
+                .progressing
+                .iter()
+                .rposition(|(_, s, r)| !(s == "False" && r == CURRENT))
+                .map_or(0, |i| i + 1);
+            let status_at = seen
+                .progressing
+                .get(stable)
+                .map(|(at, _, _)| *at)
+                .filter(|at| *at >= since);
+            if done == names.len()
+                && let Some(status_at) = status_at
+            {
+                let rel = |t: Instant| t.duration_since(since).as_secs_f64();
+                let progressing_true = seen
+                    .progressing
+                    .iter()
+                    .find(|(at, s, _)| *at >= since && s == "True")
+                    .map(|(at, _, _)| rel(*at));
+                return Ok(Converged {
+                    seconds: rel(last.max(status_at)),
+                    first_patch: first.map_or(0.0, rel),
+                    last_patch: rel(last),
+                    progressing_true,
+                });
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "not converged after {:.0}s: {done}/{} MachineSets as expected, Progressing \
+                     history {:?}",
+                    timeout.as_secs_f64(),
+                    names.len(),
+                    seen.progressing
+                        .iter()
+                        .map(|(at, s, r)| format!(
+                            "{:+.1}s {s}/{r}",
+                            at.saturating_duration_since(since).as_secs_f64()
+                        ))
+                        .collect::<Vec<_>>()
+                );
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+async fn wait_for_reason(seen: &Mutex<Seen>, reason: &str, timeout: Duration) -> Result<()> {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if seen
+            .lock()
+            .unwrap()
+            .progressing
+            .last()
+            .is_some_and(|(_, _, r)| r == reason)
+        {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    bail!("Progressing never reported {reason}")
+}
+
+/// A minimal HTTP/1.0 GET on loopback.
+async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .ok()?;
+    let request = format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.ok()?;
+    let status = response.split_whitespace().nth(1)?.parse().ok()?;
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    Some((status, body))
+}
+
+/// Prometheus samples by their full series text (`name{labels}`).
+fn samples(text: &str) -> BTreeMap<String, f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .filter_map(|l| {
+            let (series, value) = l.rsplit_once(' ')?;
+            Some((series.to_string(), value.parse().ok()?))
+        })
+        .collect()
+}
+
+fn label<'a>(series: &'a str, name: &str) -> &'a str {
+    let key = format!("{name}=\"");
+    series
+        .find(&key)
+        .map(|i| &series[i + key.len()..])
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_default()
+}
+
+/// Sum of the samples of `metric`, by the value of `by`.
+fn by_label(samples: &BTreeMap<String, f64>, metric: &str, by: &str) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
+    for (series, v) in samples {
+        if series.split('{').next() == Some(metric) {
+            *out.entry(label(series, by).to_string()).or_default() += v;
+        }
+    }
+    out
+}
+
+fn apiserver_metrics(kubectl: &str) -> Result<BTreeMap<String, f64>> {
+    let kubeconfig = std::env::var("KUBECONFIG").unwrap_or_default();
+    let out = Command::new(kubectl)
+        .args(["--kubeconfig", &kubeconfig, "get", "--raw", "/metrics"])
+        .output()
+        .with_context(|| format!("run {kubectl}"))?;
+    if !out.status.success() {
+        bail!(
+            "kubectl get --raw /metrics: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(samples(&String::from_utf8_lossy(&out.stdout))
+        .into_iter()
+        .filter(|(k, _)| k.starts_with("apiserver_request_total{"))
+        .collect())
+}
+
+/// User plus system CPU seconds a process has used (`/proc/<pid>/stat`, USER_HZ = 100).
+fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some(ticks as f64 / 100.0)
+}
+
+fn proc_status_kib(pid: u32, key: &str) -> Option<u64> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()?
+        .lines()
+        .find(|l| l.starts_with(key))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+struct Controller {
+    child: Child,
+    port: u16,
+    log: PathBuf,
+}
+
+impl Controller {
+    fn start(args: &Args, ns: &str, singleton: &str) -> Result<(Controller, Instant)> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let dir = Path::new(support::REPO).join("target/bench");
+        std::fs::create_dir_all(&dir)?;
+        let log = dir.join(format!("{ns}.log"));
+        let file = std::fs::File::create(&log)?;
+        let kubeconfig = std::env::var("KUBECONFIG").context("KUBECONFIG must be set")?;
+        let started = Instant::now();
+        let child = Command::new(&args.controller)
+            .args([
+                "run".to_string(),
+                format!("--kubeconfig={kubeconfig}"),
+                format!("--metrics-bind-address=127.0.0.1:{port}"),
+                format!("--health-probe-bind-address=127.0.0.1:{port}"),
+                format!("--namespace={ns}"),
+                format!("--machine-api-namespace={ns}"),
+                format!("--golden-configmap-namespace={ns}"),
+                format!("--machine-configuration-name={singleton}"),
+                format!("--infrastructure-name={singleton}"),
+                format!("--cluster-version-name={singleton}"),
+                format!("--resync-period={}", args.resync),
+                format!("--max-concurrent-patches={}", args.concurrency),
+                "--log-level=info".to_string(),
+            ])
+            .stdin(Stdio::null())
+            .stdout(file.try_clone()?)
+            .stderr(file)
+            .spawn()
+            .with_context(|| format!("start {}", args.controller.display()))?;
+        Ok((Controller { child, port, log }, started))
+    }
+
+    async fn wait_ready(&mut self, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                bail!(
+                    "the controller exited ({status}); see {}",
+                    self.log.display()
+                );
+            }
+            if matches!(http_get(self.port, "/readyz").await, Some((200, _))) {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        bail!("the controller was not ready after {timeout:?}")
+    }
+
+    async fn metrics(&self) -> BTreeMap<String, f64> {
+        samples(
+            &http_get(self.port, "/metrics")
+                .await
+                .map(|(_, b)| b)
+                .unwrap_or_default(),
+        )
+    }
+
+    fn stop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        for _ in 0..100 {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Creates `objects` with `concurrency` requests in flight.
+async fn create_all(
+    api: &Api<DynamicObject>,
+    objects: Vec<Value>,
+    concurrency: usize,
+) -> Result<()> {
+    futures::stream::iter(objects)
+        .map(|o| async move {
+            let object: DynamicObject = serde_json::from_value(o)?;
+            api.create(&PostParams::default(), &object).await?;
+            Ok::<_, anyhow::Error>(())
+        })
+        .buffer_unordered(concurrency)
+        .try_collect::<Vec<_>>()
+        .await?;
+    Ok(())
+}
+
+async fn cleanup(client: &Client, ns: &str, singleton: Option<&str>) {
+    let lp = ListParams::default();
+    let dp = DeleteParams::default();
+    for (api_version, kind) in [
+        ("machine.openshift.io/v1beta1", "MachineSet"),
+        ("v1", "Event"),
+        ("v1", "Secret"),
+        ("v1", "ConfigMap"),
+    ] {
+        let _ = api(client, api_version, kind, ns)
+            .delete_collection(&dp, &lp)
+            .await;
+    }
+    if let Some(name) = singleton {
+        for (api_version, kind) in [
+            ("operator.openshift.io/v1", "MachineConfiguration"),
+            ("config.openshift.io/v1", "Infrastructure"),
+            ("config.openshift.io/v1", "ClusterVersion"),
+        ] {
+            let _ = api(client, api_version, kind, "").delete(name, &dp).await;
+        }
+    }
+    // Without kube-controller-manager the namespace stays Terminating; it is empty by now.
+    let _ = api(client, "v1", "Namespace", "").delete(ns, &dp).await;
+}
+
+#[tokio::main]
+async fn main() {
+    match run().await {
+        Ok(()) => {}
+        Err(e) => {
+            eprintln!("bench_cluster: error: {e:#}");
+            std::process::exit(1);
+        }
+    }
+}
+
+async fn run() -> Result<()> {
+    let args = parse_args()?;
+    let data = Data::load();
+    let client = Client::try_default()
+        .await
+        .context("connect to the API server named by KUBECONFIG")?;
+    let n = args.count;
+    let suffix = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_millis()
+        % 1_000_000;
+    let ns = format!("bench-{n}-{suffix}");
+    let singleton = ns.clone();
+    eprintln!(
+        "bench_cluster: {n} MachineSets in namespace {ns}; data: {}",
+        data.source.describe()
+    );
+
+    // The simulated cluster, installed at the old release.
+    let template = &data.aws_templates[0];
+    let regions = data.aws_common_regions(Arch::Amd64);
+    let infra = "bench-x7k2p";
+    apply(
+        &client,
+        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+    )
+    .await?;
+    for object in [
+        support::infrastructure(&singleton, "AWS", infra),
+        support::cluster_version(&singleton, &data.old_release),
+        support::machine_configuration(&singleton, None),
+        support::golden_config_map(&ns, &data.old_release, &data.old_stream),
+        support::stub_secret(&ns, "worker-user-data", "2.2.0"),
+        support::stub_secret(&ns, "worker-user-data-managed", "3.2.0"),
+    ] {
+        apply(&client, &object).await?;
+    }
+    let names: Vec<String> = (0..n).map(|i| format!("bench-worker-{i:05}")).collect();
+    let region_of = |i: usize| &regions[i % regions.len()];
+    let build = |ns: &str, i: usize, stub: &str| {
+        let (region, old_ami, _) = region_of(i);
+        let mut ms = support::instantiate(template, ns, &names[i]);
+        let p = support::provider(&mut ms);
+        p["ami"] = json!({"id": old_ami});
+        p["placement"] = json!({"availabilityZone": format!("{region}a"), "region": region});
+        p["userDataSecret"] = json!({"name": stub});
+        ms
+    };
+    let started = Instant::now();
+    create_all(
+        &machine_sets(&client, &ns),
+        (0..n).map(|i| build(&ns, i, "worker-user-data")).collect(),
+        16,
+    )
+    .await?;
+    let create_seconds = started.elapsed().as_secs_f64();
+    eprintln!("bench_cluster: created {n} MachineSets in {create_seconds:.1}s");
+
+    // 1. The plain client.
+    let mut baseline_seconds = None;
+    if args.baseline {
+        let bns = format!("{ns}-baseline");
+        apply(
+            &client,
+            &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": bns}}),
+        )
+        .await?;
+        let api = machine_sets(&client, &bns);
+        create_all(
+            &api,
+            (0..n)
+                .map(|i| build(&bns, i, "worker-user-data-managed"))
+                .collect(),
+            16,
+        )
+        .await?;
+        let patches: Vec<(String, json_patch::Patch)> = (0..n)
+            .map(|i| {
+                let (_, old_ami, new_ami) = region_of(i);
+                let ops = json!([
+                    {"op": "test", "path": AMI, "value": old_ami},
+                    {"op": "replace", "path": AMI, "value": new_ami},
+                ]);
+                (
+                    names[i].clone(),
+                    serde_json::from_value(ops).expect("a JSON patch"),
+                )
+            })
+            .collect();
+        // The same observer as in the controller's run, so the API server fans out the same
+        // watch events; the baseline ends when the observer has seen every patch.
+        let (observed, observers) = spawn_watches(&client, &bns, "-");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while observed.lock().unwrap().machine_sets.len() < n && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let api = &api;
+        let started = Instant::now();
+        let failures = futures::stream::iter(patches)
+            .map(|(name, patch)| async move {
+                api.patch(&name, &PatchParams::default(), &Patch::Json::<()>(patch))
+                    .await
+                    .is_err()
+            })
+            .buffer_unordered(args.concurrency)
+            .filter(|failed| futures::future::ready(*failed))
+            .count()
+            .await;
+        if failures > 0 {
+            bail!("{failures} baseline patches failed");
+        }
+        let responses = started.elapsed().as_secs_f64();
+        let patched = |i: usize| {
+            (
+                region_of(i).2.clone(),
+                "worker-user-data-managed".to_string(),
+            )
+        };
+        let seconds = loop {
+            {
+                let seen = observed.lock().unwrap();
+                let done: Vec<Instant> = names
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, name)| {
+                        let (ami, stub, at) = seen.machine_sets.get(name)?;
+                        ((ami.clone(), stub.clone()) == patched(i)).then_some(*at)
+                    })
+                    .collect();
+                if done.len() == n || started.elapsed() > Duration::from_secs(120) {
+                    let last = done.into_iter().max().unwrap_or(started);
+                    break last.duration_since(started).as_secs_f64().max(responses);
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        for task in &observers {
+            task.abort();
+        }
+        eprintln!(
+            "bench_cluster: baseline: {n} JSON patches, {} in flight, in {seconds:.2}s",
+            args.concurrency
+        );
+        baseline_seconds = Some(seconds);
+        if !args.keep {
+            cleanup(&client, &bns, None).await;
+        }
+    }
+
+    // 2. The controller, at the old stream.
+    let (seen, watches) = spawn_watches(&client, &ns, &singleton);
+    let (mut controller, started) = Controller::start(&args, &ns, &singleton)?;
+    let pid = controller.child.id();
+    let result = async {
+        controller
+            .wait_ready(Duration::from_secs(120 + n as u64 / 20))
+            .await?;
+        let ready_seconds = started.elapsed().as_secs_f64();
+        // The caches are filled at this point; planning has not allocated much yet.
+        let rss_ready = proc_status_kib(pid, "VmRSS:").map(|k| k * 1024);
+        eprintln!("bench_cluster: controller ready after {ready_seconds:.2}s");
+        let timeout = Duration::from_secs(120 + n as u64 / 5);
+        let old = |i: usize| (region_of(i).1.clone(), "worker-user-data-managed".to_string());
+        let initial = converge(&seen, &names, &old, started, timeout).await?;
+        eprintln!(
+            "bench_cluster: converged at the old stream {:.2}s after start (stub secrets switched)",
+            initial.seconds
+        );
+
+        // 3. The update.
+        let mut switch = None;
+        if args.switch {
+            apply(&client, &support::cluster_version(&singleton, &data.new_release)).await?;
+            wait_for_reason(&seen, "ReleaseMismatch", Duration::from_secs(60)).await?;
+            let since = Instant::now();
+            apply(
+                &client,
+                &support::golden_config_map(&ns, &data.new_release, &data.new_stream),
+            )
+            .await?;
+            let new = |i: usize| (region_of(i).2.clone(), "worker-user-data-managed".to_string());
+            let done = converge(&seen, &names, &new, since, timeout).await?;
+            eprintln!(
+                "bench_cluster: converged at the new stream {:.2}s after the golden ConfigMap \
+                 update (patches seen from {:.2}s to {:.2}s)",
+                done.seconds, done.first_patch, done.last_patch
+            );
+            // Check with a fresh list, not only the watch.
+            let listed = machine_sets(&client, &ns).list(&ListParams::default()).await?;
+            let wrong = listed
+                .items
+                .iter()
+                .filter(|o| {
+                    let v = serde_json::to_value(o).unwrap_or_default();
+                    let i = names.iter().position(|n| Some(n.as_str()) == o.metadata.name.as_deref());
+                    i.is_none_or(|i| (field(&v, AMI), field(&v, STUB)) != new(i))
+                })
+                .count();
+            if wrong > 0 || listed.items.len() != n {
+                bail!("{wrong} of {} MachineSets not at the new image", listed.items.len());
+            }
+            switch = Some(done);
+        }
+        // Let held-back status writes and Events finish before counting.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let after_rollout = controller.metrics().await;
+
+        // 4. Steady state.
+        let mut steady = Value::Null;
+        if args.steady_periods > 0 {
+            for task in &watches {
+                task.abort();
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let resource_versions = || async {
+                let mut rvs: BTreeMap<String, String> = machine_sets(&client, &ns)
+                    .list_metadata(&ListParams::default())
+                    .await?
+                    .items
+                    .into_iter()
+                    .map(|o| (o.name_any(), o.resource_version().unwrap_or_default()))
+                    .collect();
+                let mc = api(&client, "operator.openshift.io/v1", "MachineConfiguration", "")
+                    .get(&singleton)
+                    .await?;
+                rvs.insert(
+                    "MachineConfiguration".into(),
+                    mc.resource_version().unwrap_or_default(),
+                );
+                Ok::<_, anyhow::Error>(rvs)
+            };
+            let rv_before = resource_versions().await?;
+            let metrics_before = controller.metrics().await;
+            let cpu_before = cpu_seconds(pid);
+            let requests_before = apiserver_metrics(&args.kubectl)?;
+            let period = boot_image_controller::controller::config::parse_duration(&args.resync)
+                .map_err(|e| anyhow!(e))?;
+            let window = period * args.steady_periods;
+            eprintln!(
+                "bench_cluster: steady state: watching {} resync periods ({:.0}s)",
+                args.steady_periods,
+                window.as_secs_f64()
+            );
+            tokio::time::sleep(window + Duration::from_millis(500)).await;
+            let requests_after = apiserver_metrics(&args.kubectl)?;
+            let metrics_after = controller.metrics().await;
+            let cpu_after = cpu_seconds(pid);
+            let rv_after = resource_versions().await?;
+            let writes_before = by_label(&metrics_before, "boot_image_controller_writes_total", "kind");
+            let writes_after = by_label(&metrics_after, "boot_image_controller_writes_total", "kind");
+            let writes: BTreeMap<String, u64> = writes_after
+                .iter()
+                .map(|(k, v)| {
+                    let delta = v - writes_before.get(k).copied().unwrap_or(0.0);
+                    (k.clone(), delta.round().max(0.0) as u64)
+                })
+                .collect();
+            let total_writes: u64 = writes.values().sum();
+            let changed = rv_after
+                .iter()
+                .filter(|(k, v)| rv_before.get(*k) != Some(*v))
+                .count();
+            let mut requests: BTreeMap<String, u64> = BTreeMap::new();
+            let mut all_resources = 0;
+            for (series, after) in &requests_after {
+                let delta = (after - requests_before.get(series).copied().unwrap_or(0.0)).round();
+                let resource = label(series, "resource");
+                if delta < 1.0 || resource.is_empty() {
+                    continue;
+                }
+                let delta = delta as u64;
+                all_resources += delta;
+                if CONTROLLER_RESOURCES.contains(&resource) {
+                    let key = format!("{} {resource}", label(series, "verb"));
+                    *requests.entry(key).or_default() += delta;
+                }
+            }
+            let controller_requests: u64 = requests.values().sum();
+            let pass_seconds = |m: &BTreeMap<String, f64>| {
+                m.get("boot_image_controller_reconcile_duration_seconds_sum{scope=\"all\"}")
+                    .copied()
+                    .unwrap_or(0.0)
+            };
+            let pass_count = |m: &BTreeMap<String, f64>| {
+                m.get("boot_image_controller_reconcile_duration_seconds_count{scope=\"all\"}")
+                    .copied()
+                    .unwrap_or(0.0) as u64
+            };
+            eprintln!(
+                "bench_cluster: steady state: {} writes, {controller_requests} API requests on the \
+                 controller's resources ({all_resources} on all resources), {changed} \
+                 resourceVersions changed, {} full passes",
+                total_writes,
+                pass_count(&metrics_after).saturating_sub(pass_count(&metrics_before)),
+            );
+            steady = json!({
+                "periods": args.steady_periods,
+                "resync_period": args.resync,
+                "seconds": window.as_secs_f64(),
+                "writes": total_writes,
+                "writes_by_kind": writes,
+                "resource_versions_changed": changed,
+                "requests": controller_requests,
+                "requests_by_verb_resource": requests,
+                "requests_all_resources": all_resources,
+                "full_passes": pass_count(&metrics_after).saturating_sub(pass_count(&metrics_before)),
+                "full_pass_seconds": pass_seconds(&metrics_after) - pass_seconds(&metrics_before),
+                "controller_cpu_seconds": cpu_after.zip(cpu_before).map(|(a, b)| a - b),
+            });
+        }
+
+        // 5. Memory.
+        let hwm = proc_status_kib(pid, "VmHWM:").map(|k| k * 1024);
+        let rss = proc_status_kib(pid, "VmRSS:").map(|k| k * 1024);
+        let reconcile = |scope: &str| {
+            let get = |suffix: &str| {
+                after_rollout
+                    .get(&format!(
+                        "boot_image_controller_reconcile_duration_seconds_{suffix}{{scope=\"{scope}\"}}"
+                    ))
+                    .copied()
+                    .unwrap_or(0.0)
+            };
+            json!({"count": get("count"), "seconds": get("sum")})
+        };
+        Ok::<_, anyhow::Error>(json!({
+            "ready_seconds": ready_seconds,
+            "initial_convergence_seconds": initial.seconds,
+            "convergence_seconds": switch.as_ref().map(|s| s.seconds),
+            "first_patch_seconds": switch.as_ref().map(|s| s.first_patch),
+            "last_patch_seconds": switch.as_ref().map(|s| s.last_patch),
+            "progressing_true_seconds": switch.as_ref().and_then(|s| s.progressing_true),
+            "controller_writes": by_label(&after_rollout, "boot_image_controller_writes_total", "kind"),
+            "controller_patches": by_label(&after_rollout, "boot_image_controller_patches_total", "result"),
+            "reconcile": {"all": reconcile("all"), "some": reconcile("some")},
+            "steady": steady,
+            "rss_hwm_bytes": hwm,
+            "rss_bytes": rss,
+            "rss_ready_bytes": rss_ready,
+            "controller_cpu_seconds": cpu_seconds(pid),
+        }))
+    }
+    .await;
+    controller.stop();
+    for task in &watches {
+        task.abort();
+    }
+    if !args.keep {
+        cleanup(&client, &ns, Some(&singleton)).await;
+    }
+    let mut report =
+        result.with_context(|| format!("controller log: {}", controller.log.display()))?;
+    let ratio = match (report["convergence_seconds"].as_f64(), baseline_seconds) {
+        (Some(c), Some(b)) if b > 0.0 => Some(c / b),
+        _ => None,
+    };
+    let extra = json!({
+        "count": n,
+        "concurrency": args.concurrency,
+        "fixtures": data.source.short(),
+        "source": data.source.describe(),
+        "create_seconds": create_seconds,
+        "baseline_seconds": baseline_seconds,
+        "ratio": ratio,
+        "controller_log": controller.log.display().to_string(),
+        "command": args.command,
+    });
+    if let (Some(r), Some(e)) = (report.as_object_mut(), extra.as_object()) {
+        r.extend(e.clone());
+    }
+    let text = serde_json::to_string_pretty(&report)?;
+    match &args.json {
+        Some(path) => std::fs::write(path, &text).with_context(|| path.display().to_string())?,
+        None => println!("{text}"),
+    }
+    Ok(())
+}
