@@ -1,0 +1,270 @@
+#!/usr/bin/env bash
+# Benchmarks: prints one table, each row with the command that reproduces it.
+#
+# Usage: hack/bench.sh [--quick] [--json FILE] [--only WHAT] [--sizes N,N,...] [--keep-cluster]
+#   --quick         the same measurements at small sizes, in about a minute (smoke check)
+#   --json FILE     also write the figures as JSON: planner_ns_per_machineset,
+#                   convergence_seconds, baseline_seconds, steady_state_writes,
+#                   steady_state_requests, rss_bytes, ready_seconds (+ details)
+#   --only WHAT     one measurement: planner | convergence | steady | memory
+#   --sizes N,...   MachineSet counts for --only (default: that measurement's usual sizes)
+#   --keep-cluster  leave the private control plane running (a later run reuses it)
+#
+# Measurements (full run; --quick sizes in brackets):
+#   planner      plan() throughput on synthetic AWS, GCP and Azure clusters of 100, 1,000 and
+#                10,000 MachineSets [100, 1,000], single thread, release build
+#                (cargo bench --bench planner)
+#   convergence  100, 500, 1,000 [20, 50] outdated MachineSets: seconds from the golden
+#                ConfigMap update to all patched and BootImageUpdateProgressing=False, next to a
+#                plain client sending the same JSON Patches with the same concurrency (8)
+#   steady       writes and API requests during 5 resync periods (5s [1s]) of a converged
+#                cluster of 1,000 (and 10,000) [50] MachineSets; the JSON keys are at 1,000 [50]
+#   memory       peak RSS (VmHWM) of the controller and time from start to /readyz 200, at
+#                1,000 and 10,000 [50, 200] MachineSets
+# The cluster measurements run examples/bench_cluster.rs against a private kube-apiserver +
+# etcd (BIC_CLUSTER_DIR=<repo>/.local-cluster-bench, started here and torn down on exit), so no
+# other cluster is touched. Figures are printed, never asserted: wall-clock numbers depend on the
+# machine and its load, which the table's header records.
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+log() { echo "bench.sh: $*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+quick=0 json_out="" only="" sizes_arg="" keep_cluster=0
+while (($#)); do
+  case "$1" in
+    --quick) quick=1 ;;
+    --json) json_out="${2:?--json needs a file}"; shift ;;
+    --json=*) json_out="${1#--json=}" ;;
+    --only) only="${2:?--only needs planner|convergence|steady|memory}"; shift ;;
+    --only=*) only="${1#--only=}" ;;
+    --sizes) sizes_arg="${2:?--sizes needs N,N,...}"; shift ;;
+    --sizes=*) sizes_arg="${1#--sizes=}" ;;
+    --keep-cluster) keep_cluster=1 ;;
+    -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown argument $1 (see --help)" ;;
+  esac
+  shift
+done
+case "$only" in "" | planner | convergence | steady | memory) ;; *) die "--only: planner, convergence, steady or memory" ;; esac
+[[ -z "$sizes_arg" || -n "$only" ]] || die "--sizes needs --only"
+[[ -z "$json_out" ]] || json_out="$(realpath -m "$json_out")"
+
+if ((quick)); then
+  planner_sizes=100,1000 planner_time=0.2
+  convergence_sizes=20,50 steady_sizes=50 resync=1s memory_sizes=50,200
+  mode_flag=" --quick"
+else
+  planner_sizes=100,1000,10000 planner_time=2
+  convergence_sizes=100,500,1000 steady_sizes=1000,10000 resync=5s memory_sizes=1000,10000
+  mode_flag=""
+fi
+steady_periods=5 concurrency=8
+if [[ -n "$sizes_arg" ]]; then
+  case "$only" in
+    planner) planner_sizes="$sizes_arg" ;;
+    convergence) convergence_sizes="$sizes_arg" ;;
+    steady) steady_sizes="$sizes_arg" ;;
+    memory) memory_sizes="$sizes_arg" ;;
+  esac
+fi
+wants() { [[ -z "$only" || "$only" == "$1" ]]; }
+in_list() { [[ ",$2," == *",$1,"* ]]; }
+
+results="$repo/target/bench/results"
+rm -rf "$results"
+mkdir -p "$results"
+rows="$results/rows.md"
+: >"$rows"
+failed=0
+# row <measurement> <size> <figure> <command>
+# shellcheck disable=SC2016 # the backquotes are Markdown
+row() { printf '| %s | %s | %s | `%s` |\n' "$1" "$2" "$3" "$4" >>"$rows"; }
+thousands() { sed -e ':a' -e 's/\B[0-9]\{3\}\>/,&/' -e 'ta' <<<"$1"; }
+cmd_for() { # the hack/bench.sh command reproducing one cluster measurement
+  echo "hack/bench.sh${mode_flag} --only $1 --sizes $2"
+}
+
+machine() {
+  local cores mem model
+  cores="$(nproc)"
+  mem="$(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo)"
+  model="$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)"
+  echo "$cores cores (${model:-unknown CPU}), $mem RAM"
+}
+load_avg() { cut -d' ' -f1-3 /proc/loadavg; }
+load_start="$(load_avg)"
+started=$(date +%s)
+
+# ---------------------------------------------------------------------------------------------
+log "building (release)"
+cargo build --release --locked --bin boot-image-controller --example bench_cluster >&2
+wants planner && cargo bench --locked --bench planner --no-run >&2 2>&1
+
+# ---------------------------------------------------------------------------------------------
+if wants planner; then
+  log "planner: sizes $planner_sizes"
+  if cargo bench --locked --bench planner -- --sizes "$planner_sizes" --time "$planner_time" \
+    --json "$results/planner.json" >&2; then
+    while IFS=$'\t' read -r platform count ns per_second pass_ns mix; do
+      row "1. planner, $platform" "$(thousands "$count")" \
+        "$(thousands "$ns") ns/MachineSet, $(thousands "$per_second") MachineSets/s (controller-style pass: $(thousands "$pass_ns") ns/MachineSet; $mix)" \
+        "cargo bench --bench planner -- --platforms $platform --sizes $count --time $planner_time"
+    done < <(jq -r '.results[] | [.platform, .count, .ns_per_machineset, .machinesets_per_second, .pass_ns_per_machineset, .mix] | @tsv' "$results/planner.json")
+  else
+    failed=1
+    row "1. planner" "$planner_sizes" "FAILED" "cargo bench --bench planner -- --sizes $planner_sizes"
+  fi
+fi
+
+# ---------------------------------------------------------------------------------------------
+cluster_needed=0
+for what in convergence steady memory; do wants "$what" && cluster_needed=1; done
+if ((cluster_needed)); then
+  export BIC_CLUSTER_DIR="$repo/.local-cluster-bench"
+  export BIC_BINARY="$repo/target/release/boot-image-controller"
+  if ((keep_cluster)); then
+    log "keeping the private control plane in $BIC_CLUSTER_DIR (hack/local-cluster.sh down with that BIC_CLUSTER_DIR stops it)"
+  else
+    trap 'BIC_CLUSTER_DIR="$BIC_CLUSTER_DIR" hack/local-cluster.sh down >&2 || true' EXIT
+  fi
+  log "starting the private control plane in $BIC_CLUSTER_DIR"
+  KUBECONFIG="$(hack/local-cluster.sh up | tail -n 1)"
+  export KUBECONFIG
+  bin_dir="$(sed -n 's/^BIN_DIR=//p' "$BIC_CLUSTER_DIR/cluster.env")"
+  bench_cluster=("$repo/target/release/examples/bench_cluster" --kubectl "$bin_dir/kubectl"
+    --concurrency "$concurrency" --resync-period "$resync")
+
+  # run_cluster <name> <args...>: one bench_cluster run, its JSON in $results/<name>.json.
+  run_cluster() {
+    local name="$1"
+    shift
+    log "cluster run $name: bench_cluster $*"
+    if ! "${bench_cluster[@]}" "$@" --json "$results/$name.json.tmp" >&2; then
+      log "cluster run $name failed"
+      failed=1
+      rm -f "$results/$name.json.tmp"
+      return 1
+    fi
+    jq --arg run "$name" '. + {run: $run}' "$results/$name.json.tmp" >"$results/$name.json"
+    rm -f "$results/$name.json.tmp"
+  }
+  # Steady state is measured at the end of a convergence or memory run of the same size when
+  # there is one (the cluster is converged by then), else in a run of its own.
+  declare -A steady_run=()
+  steady_extra=()
+  want_steady_in() { # want_steady_in <n> <run name>: sets steady_extra for that run, once per size
+    steady_extra=()
+    if wants steady && in_list "$1" "$steady_sizes" && [[ -z "${steady_run[$1]:-}" ]]; then
+      steady_run[$1]="$2"
+      steady_extra=(--steady-periods "$steady_periods")
+    fi
+  }
+  if wants convergence; then
+    for n in ${convergence_sizes//,/ }; do
+      want_steady_in "$n" "convergence-$n"
+      if run_cluster "convergence-$n" --count "$n" --baseline --switch "${steady_extra[@]}"; then
+        jq -r '"\(.convergence_seconds) \(.baseline_seconds) \(.ratio) \(.first_patch_seconds) \(.last_patch_seconds) \(.progressing_true_seconds // "nan")"' \
+          "$results/convergence-$n.json" | {
+          read -r c b r first last progressing
+          row "2. convergence" "$(thousands "$n")" \
+            "$(printf '%.2f s; plain client %.2f s; ratio %.1fx (MachineSets patched %.2f-%.2f s, Progressing=True reported at %.2f s)' "$c" "$b" "$r" "$first" "$last" "$progressing")" \
+            "$(cmd_for convergence "$n")"
+        }
+      else
+        row "2. convergence" "$(thousands "$n")" "FAILED (see target/bench/)" "$(cmd_for convergence "$n")"
+      fi
+    done
+  fi
+  if wants memory; then
+    for n in ${memory_sizes//,/ }; do
+      want_steady_in "$n" "memory-$n"
+      if run_cluster "memory-$n" --count "$n" "${steady_extra[@]}"; then
+        jq -r '"\(.rss_hwm_bytes) \(.rss_ready_bytes) \(.ready_seconds) \(.initial_convergence_seconds)"' "$results/memory-$n.json" | {
+          read -r hwm ready_rss ready initial
+          row "4. memory, startup" "$(thousands "$n")" \
+            "$(printf 'peak RSS %.1f MiB (%.1f MiB when ready); ready (/readyz 200) %.2f s after start; all %s stub secrets switched %.1f s after start' \
+              "$(jq -n "$hwm / 1048576")" "$(jq -n "$ready_rss / 1048576")" "$ready" "$(thousands "$n")" "$initial")" \
+            "$(cmd_for memory "$n")"
+        }
+      else
+        row "4. memory, startup" "$(thousands "$n")" "FAILED (see target/bench/)" "$(cmd_for memory "$n")"
+      fi
+    done
+  fi
+  if wants steady; then
+    for n in ${steady_sizes//,/ }; do
+      if [[ -z "${steady_run[$n]:-}" ]]; then
+        steady_run[$n]="steady-$n"
+        run_cluster "steady-$n" --count "$n" --switch --steady-periods "$steady_periods" || true
+      fi
+      name="${steady_run[$n]}"
+      if [[ -f "$results/$name.json" ]]; then
+        jq -r '.steady | "\(.writes) \(.requests) \(.requests_all_resources) \(.resource_versions_changed) \(.full_passes) \(.seconds) \(.controller_cpu_seconds)"' \
+          "$results/$name.json" | {
+          read -r w q all rv passes secs cpu
+          row "3. steady state" "$(thousands "$n")" \
+            "$(printf '%s writes (%s resourceVersions changed); %s API requests on the controller'"'"'s resources (%s on all resources); %s resync passes in %s x %s = %.0f s, %.2f s controller CPU' \
+              "$w" "$rv" "$q" "$all" "$passes" "$steady_periods" "$resync" "$secs" "$cpu")" \
+            "$(cmd_for steady "$n")"
+        }
+      else
+        row "3. steady state" "$(thousands "$n")" "FAILED (see target/bench/)" "$(cmd_for steady "$n")"
+      fi
+    done
+  fi
+fi
+
+# ---------------------------------------------------------------------------------------------
+load_end="$(load_avg)"
+fixtures="$(jq -rs 'map(.source // empty) | first // "n/a"' "$results"/*.json 2>/dev/null || echo n/a)"
+{
+  echo
+  echo "Machine: $(machine); load average $load_start at start, $load_end at end ($(( $(date +%s) - started ))s)"
+  echo "Data: $fixtures"
+  echo
+  echo "| measurement | MachineSets | figure | reproduce |"
+  echo "|---|---|---|---|"
+  sort -s -t'|' -k2.2,2.2n "$rows"
+  echo
+  echo "Details (per-run JSON, controller logs): $results, $repo/target/bench/"
+}
+
+if [[ -n "$json_out" ]]; then
+  jq -n \
+    --arg machine "$(machine)" --arg load_start "$load_start" --arg load_end "$load_end" \
+    --arg quick "$quick" --arg data "$fixtures" --arg steady_size "${steady_sizes%%,*}" \
+    --slurpfile all <(jq -s '.' "$results"/*.json 2>/dev/null || echo '[]') '
+    def by_count_in(runs; f): runs | map(select(f != null) | {key: (.count | tostring), value: f}) | from_entries;
+    ($all[0] // []) as $runs
+    | ($runs | map(select(.results)) | first // {results: []}) as $planner
+    | ($runs | map(select(.results | not))) as $cluster
+    | ($planner.results | map(.count) | max) as $largest
+    | ($cluster | map(select(.run // "" | startswith("memory")))) as $memory_runs
+    | (if ($memory_runs | length) > 0 then $memory_runs else $cluster end) as $memory
+    | ($cluster | map(select(.steady != null)) | (map(select(.count == ($steady_size | tonumber))) + .) | first | .steady) as $steady
+    | {
+      machine: $machine, load_average: {start: $load_start, end: $load_end},
+      quick: ($quick == "1"), data: $data,
+      planner_ns_per_machineset:
+        ($planner.results | map(select(.count == $largest and .platform == "AWS")) | first | .ns_per_machineset),
+      planner_ns_per_machineset_by_platform:
+        ($planner.results | map(select(.count == $largest)) | map({key: .platform, value: .ns_per_machineset}) | from_entries),
+      planner: $planner.results,
+      convergence_seconds: by_count_in($cluster; .convergence_seconds),
+      baseline_seconds: by_count_in($cluster; .baseline_seconds),
+      convergence_ratio: by_count_in($cluster; .ratio),
+      steady_state_writes: $steady.writes,
+      steady_state_requests: $steady.requests,
+      steady_state: $steady,
+      steady_state_by_count: by_count_in($cluster; .steady),
+      rss_bytes: by_count_in($memory; .rss_hwm_bytes),
+      ready_seconds: ($memory | max_by(.count) | .ready_seconds),
+      ready_seconds_by_count: by_count_in($memory; .ready_seconds),
+      runs: $cluster
+    }' >"$json_out"
+  log "wrote $json_out"
+fi
+exit "$failed"
