@@ -3,7 +3,7 @@
 # controller-manager, scheduler or nodes) on 127.0.0.1, with the OpenShift CRDs
 # the boot image controller works with, for integration tests and the demo.
 #
-# Usage: hack/local-cluster.sh up|down|status|env
+# Usage: hack/local-cluster.sh up|down|status|env|stop-apiserver [--kill]|start-apiserver
 #   up      build the binaries if needed, start etcd and kube-apiserver, install
 #           the CRDs and namespaces; the last stdout line is the admin
 #           kubeconfig path (all progress goes to stderr). Reuses a running,
@@ -11,6 +11,12 @@
 #   down    stop both processes and remove the state directory.
 #   status  print URL, kubeconfig and PIDs; exit 0 if running, 1 if not.
 #   env     print `export KUBECONFIG=...` (and PATH with kubectl) for eval.
+#   stop-apiserver [--kill]
+#           stop only kube-apiserver (SIGTERM, or SIGKILL with --kill), keeping
+#           etcd and the state: for fault tests, on a private BIC_CLUSTER_DIR.
+#   start-apiserver
+#           start kube-apiserver again on the same port with the same flags
+#           and wait until it is ready.
 #
 # Environment:
 #   BIC_CLUSTER_DIR  state directory (default: <repo>/.local-cluster)
@@ -176,6 +182,40 @@ stop() {
   while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
 }
 
+# kill_now <name>: SIGKILL the recorded process, as a crash would end it.
+kill_now() {
+  local name="$1" pid
+  pid_alive "$name" || return 0
+  pid="$(cat "$state_dir/$name.pid")"
+  log "killing $name (pid $pid) with SIGKILL"
+  kill -KILL "$pid" 2>/dev/null || true
+  # pid_alive rather than kill -0: a zombie nobody reaps would pass kill -0.
+  while pid_alive "$name"; do sleep 0.1; done
+}
+
+stop_apiserver() {
+  load_state || die "no cluster in $state_dir"
+  case "${1:-}" in
+    "") stop kube-apiserver ;;
+    --kill) kill_now kube-apiserver ;;
+    *) die "usage: $0 stop-apiserver [--kill]" ;;
+  esac
+}
+
+restart_apiserver() {
+  if ! load_state || [[ ! -f "$state_dir/ready" ]]; then
+    die "no cluster in $state_dir; run '$0 up' first"
+  fi
+  pid_alive etcd || die "etcd is not running; '$0 up' starts a fresh cluster"
+  if pid_alive kube-apiserver; then
+    log "kube-apiserver already running"
+    return
+  fi
+  start_apiserver "${ETCD_URL##*:}" "${API_URL##*:}"
+  wait_ready || die "kube-apiserver did not come back (see $state_dir/kube-apiserver.log)"
+  log "kube-apiserver ready again at $API_URL"
+}
+
 teardown() {
   stop kube-apiserver
   stop etcd
@@ -262,6 +302,31 @@ metadata:
   kubectl apply --server-side --field-manager=bic-local-cluster -f - <<<"$manifest" >&2
 }
 
+# start_apiserver <etcd port> <api port>: spawn kube-apiserver against the
+# cluster's etcd and PKI (used by `up` and `start-apiserver`).
+start_apiserver() {
+  log "starting kube-apiserver on $API_URL"
+  # --advertise-address: without it kube-apiserver derives an address from
+  # the default route's interface and fails on hosts with none.
+  # --endpoint-reconciler-type=none: the "kubernetes" Service endpoints
+  # would be 127.0.0.1, which Endpoints validation rejects (a loopback
+  # address); nothing here routes to that Service anyway.
+  # --service-account-issuer / key files: required by kube-apiserver to
+  # start; tokens it issues are verified with sa.pub.
+  spawn kube-apiserver "$BIN_DIR/kube-apiserver" \
+    --etcd-servers="http://127.0.0.1:$1" \
+    --bind-address=127.0.0.1 --secure-port="$2" \
+    --advertise-address=127.0.0.1 \
+    --endpoint-reconciler-type=none \
+    --tls-cert-file="$pki/serving.crt" --tls-private-key-file="$pki/serving.key" \
+    --client-ca-file="$pki/ca.crt" \
+    --service-account-issuer="$API_URL" \
+    --service-account-key-file="$pki/sa.pub" \
+    --service-account-signing-key-file="$pki/sa.key" \
+    --service-cluster-ip-range=10.0.0.0/24 \
+    --authorization-mode=RBAC
+}
+
 up() {
   if is_ready && [[ -f "$state_dir/ready" ]]; then
     log "reusing the cluster at $API_URL"
@@ -304,26 +369,7 @@ EOF
     --initial-cluster="bic=http://127.0.0.1:$peer_port" \
     --unsafe-no-fsync --log-level=warn
 
-  log "starting kube-apiserver on $API_URL"
-  # --advertise-address: without it kube-apiserver derives an address from
-  # the default route's interface and fails on hosts with none.
-  # --endpoint-reconciler-type=none: the "kubernetes" Service endpoints
-  # would be 127.0.0.1, which Endpoints validation rejects (a loopback
-  # address); nothing here routes to that Service anyway.
-  # --service-account-issuer / key files: required by kube-apiserver to
-  # start; tokens it issues are verified with sa.pub.
-  spawn kube-apiserver "$BIN_DIR/kube-apiserver" \
-    --etcd-servers="http://127.0.0.1:$etcd_port" \
-    --bind-address=127.0.0.1 --secure-port="$api_port" \
-    --advertise-address=127.0.0.1 \
-    --endpoint-reconciler-type=none \
-    --tls-cert-file="$pki/serving.crt" --tls-private-key-file="$pki/serving.key" \
-    --client-ca-file="$pki/ca.crt" \
-    --service-account-issuer="$API_URL" \
-    --service-account-key-file="$pki/sa.pub" \
-    --service-account-signing-key-file="$pki/sa.key" \
-    --service-cluster-ip-range=10.0.0.0/24 \
-    --authorization-mode=RBAC
+  start_apiserver "$etcd_port" "$api_port"
 
   write_kubeconfig "$api_port"
   wait_ready || die "the control plane did not come up (logs in $state_dir)"
@@ -369,7 +415,7 @@ status() {
 main() {
   local cmd="${1:-}"
   case "$cmd" in
-    up | down) ;;
+    up | down | stop-apiserver | start-apiserver) ;;
     status) status; return ;;
     env)
       load_state || die "no cluster in $state_dir; run '$0 up' first"
@@ -378,7 +424,7 @@ main() {
       printf 'export PATH=%q:"$PATH"\n' "$BIN_DIR"
       return
       ;;
-    *) die "usage: $0 up|down|status|env" ;;
+    *) die "usage: $0 up|down|status|env|stop-apiserver [--kill]|start-apiserver" ;;
   esac
 
   ensure_tools
@@ -390,12 +436,15 @@ main() {
   flock 9
   BIN_DIR=""
   load_state || true
-  if [[ "$cmd" == up ]]; then
-    up
-  else
-    teardown
-    log "cluster down"
-  fi
+  case "$cmd" in
+    up) up ;;
+    stop-apiserver) stop_apiserver "${2:-}" ;;
+    start-apiserver) restart_apiserver ;;
+    *)
+      teardown
+      log "cluster down"
+      ;;
+  esac
 }
 
 main "$@"
