@@ -1,0 +1,86 @@
+//! The golden stream parsers on raw bytes: `GoldenStream::parse`, `GoldenConfig::from_config_map`
+//! and the Azure marketplace overlay merge. Seeds: the real streams under
+//! `../shared/fixtures/streams` (hack/fuzz.sh passes them as a read-only corpus).
+#![no_main]
+
+use std::collections::BTreeMap;
+
+use boot_image_controller::api::ConfigMap;
+use boot_image_controller::arch::Arch;
+use boot_image_controller::stream::{GoldenConfig, GoldenStream};
+use libfuzzer_sys::fuzz_target;
+
+fn config_map(entries: &[(&str, &str)]) -> ConfigMap {
+    ConfigMap {
+        data: Some(
+            entries
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<BTreeMap<_, _>>(),
+        ),
+        ..ConfigMap::default()
+    }
+}
+
+/// Every query the planner and the platform rules make of a parsed stream.
+fn query(stream: &GoldenStream) {
+    for arch in Arch::ALL {
+        let _ = stream.has_arch(arch);
+        for platform in ["aws", "gcp", "azure", "vmware", ""] {
+            let _ = stream.release(arch, platform);
+        }
+        for region in ["us-east-1", "us-east-2", ""] {
+            let _ = stream.aws_image(arch, region);
+        }
+        let _ = stream.gcp_image(arch).map(|g| g.reference());
+        if let Some(variants) = stream.azure_marketplace(arch) {
+            for image in variants.values().flat_map(|gens| gens.values()) {
+                let _ = image.urn();
+            }
+        }
+    }
+    let _ = stream.image_references();
+}
+
+fuzz_target!(|data: &[u8]| {
+    // Two documents when a 0xFF byte (never valid UTF-8) splits the input: the default stream
+    // and the `streams` map.
+    let (first, second) = match data.iter().position(|b| *b == 0xff) {
+        Some(i) => (&data[..i], Some(&data[i + 1..])),
+        None => (data, None),
+    };
+    let Ok(first) = std::str::from_utf8(first) else {
+        return;
+    };
+    let second = second.and_then(|s| std::str::from_utf8(s).ok());
+
+    if let Ok(mut stream) = GoldenStream::parse(first) {
+        query(&stream);
+        if let Some(overlay) = second.and_then(|s| serde_json::from_str(s).ok())
+            && stream.merge_marketplace_overlay(&overlay).is_ok()
+        {
+            query(&stream);
+        }
+    }
+
+    let mut entries = vec![("stream", first), ("releaseVersion", "4.21.0")];
+    if let Some(streams) = second {
+        entries.push(("streams", streams));
+    }
+    if let Ok(golden) = GoldenConfig::from_config_map(&config_map(&entries)) {
+        query(&golden.stream);
+        let _ = golden.image_references();
+    }
+    // The input as the `streams` map itself, with a valid default stream beside it.
+    let valid = boot_image_controller_fuzz::stream_421().to_string();
+    let entries = [
+        ("stream", valid.as_str()),
+        ("streams", first),
+        ("releaseVersion", first),
+    ];
+    if let Ok(golden) = GoldenConfig::from_config_map(&config_map(&entries)) {
+        for s in &golden.other_streams {
+            query(s);
+        }
+    }
+});

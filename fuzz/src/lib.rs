@@ -1,0 +1,385 @@
+//! Input generators shared by the fuzz targets.
+//!
+//! Raw bytes rarely form a providerSpec that reaches a platform rule's interesting branches, so
+//! the targets build their inputs from `arbitrary` data: values are mostly drawn from pools of
+//! the strings the rules compare against (published AMIs, regions, marketplace offers, installer
+//! resource IDs), then arbitrary JSON is grafted in at random places. A pure byte-level target
+//! (`stream`) covers the parsers themselves.
+
+use arbitrary::{Result, Unstructured};
+use serde_json::{Map, Number, Value, json};
+
+pub const INFRASTRUCTURE_NAME: &str = "demo-x7k2p";
+
+pub const AMIS: &[&str] = &[
+    "ami-09d23adad19cdb25c", // 4.20 x86_64 us-east-1
+    "ami-082a55a580d5538ed", // 4.20 x86_64 us-east-2
+    "ami-05834415546b16278", // 4.20 aarch64 us-east-1
+    "ami-01095d1967818437c", // 4.21 x86_64 us-east-1
+    "ami-0bc8dda494f111572", // 4.21 x86_64 us-east-2
+    "ami-08e3890b24e081680", // 4.21 aarch64 us-east-1
+    "ami-0123456789abcdef0", // nobody's: custom
+    "",
+];
+
+pub const REGIONS: &[&str] = &["us-east-1", "us-east-2", "eu-west-1", ""];
+
+pub const GCP_IMAGES: &[&str] = &[
+    "projects/rhcos-cloud/global/images/rhcos-9-6-20251023-0-gcp-x86-64",
+    "projects/rhcos-cloud/global/images/rhcos-9-6-20250826-1-gcp-x86-64",
+    "projects/rhcos-cloud/global/images/",
+    "projects/acme/global/images/golden-rhcos",
+    "rhcos-9-6-20251023-0-gcp-x86-64",
+];
+
+pub const AZURE_PUBLISHERS: &[&str] = &["azureopenshift", "redhat", "redhat-limited", "acme"];
+pub const AZURE_OFFERS: &[&str] = &["aro4", "rh-ocp-worker", "rh-opp-worker", "custom"];
+pub const AZURE_SKUS: &[&str] = &[
+    "aro_420",
+    "420-v2",
+    "rh-ocp-worker",
+    "rh-ocp-worker-gen1",
+    "",
+];
+pub const AZURE_VERSIONS: &[&str] = &["9.6.20251015", "4.18.2025031114", "latest", ""];
+pub const AZURE_RESOURCE_IDS: &[&str] = &[
+    "/resourceGroups/demo-x7k2p-rg/providers/Microsoft.Compute/galleries/gallery_demo_x7k2p/images/demo-x7k2p-gen2/versions/latest",
+    "/resourceGroups/demo-x7k2p-rg/providers/Microsoft.Compute/galleries/gallery_demo_x7k2p/images/demo-x7k2p/versions/latest",
+    "/resourceGroups/demo-x7k2p-rg/providers/Microsoft.Compute/images/demo-x7k2p",
+    "/subscriptions/0/resourceGroups/other-rg/providers/Microsoft.Compute/images/golden",
+    "",
+];
+
+pub const SECRET_NAMES: &[&str] = &[
+    "worker-user-data",
+    "worker-user-data-managed",
+    "infra-user-data",
+    "-managed",
+    "",
+];
+
+pub const STREAM_ARCHES: &[&str] = &["x86_64", "aarch64", "ppc64le", "s390x"];
+pub const KUBE_ARCHES: &[&str] = &["amd64", "arm64", "ppc64le", "s390x", "riscv64", ""];
+
+/// Keys the rules and the planner look up, so grafted objects hit real lookups.
+pub const KEYS: &[&str] = &[
+    "ami",
+    "id",
+    "arn",
+    "filters",
+    "placement",
+    "region",
+    "availabilityZone",
+    "userDataSecret",
+    "name",
+    "disks",
+    "boot",
+    "image",
+    "publisher",
+    "offer",
+    "sku",
+    "version",
+    "resourceID",
+    "type",
+    "securityProfile",
+    "settings",
+    "securityType",
+    "template",
+    "release",
+    "project",
+    "regions",
+    "images",
+    "aws",
+    "gcp",
+    "azure",
+];
+
+/// True about once in `one_in` draws, and false once the input is used up, so that short inputs
+/// take the common branches (`Unstructured::ratio` answers true when out of data).
+pub fn rarely(u: &mut Unstructured<'_>, one_in: u8) -> Result<bool> {
+    Ok(!u.ratio(one_in - 1, one_in)?)
+}
+
+/// Picks one element of a non-empty pool.
+pub fn pick<'a>(u: &mut Unstructured<'_>, pool: &[&'a str]) -> Result<&'a str> {
+    Ok(*u.choose(pool)?)
+}
+
+/// A string: mostly from the pools above, sometimes anything.
+pub fn string(u: &mut Unstructured<'_>) -> Result<String> {
+    Ok(match u.int_in_range(0..=7)? {
+        0 => pick(u, AMIS)?.to_string(),
+        1 => pick(u, REGIONS)?.to_string(),
+        2 => pick(u, GCP_IMAGES)?.to_string(),
+        3 => pick(u, AZURE_RESOURCE_IDS)?.to_string(),
+        4 => pick(u, SECRET_NAMES)?.to_string(),
+        5 => pick(u, KEYS)?.to_string(),
+        _ => u.arbitrary()?,
+    })
+}
+
+fn key(u: &mut Unstructured<'_>) -> Result<String> {
+    if u.ratio(3, 4)? {
+        Ok(pick(u, KEYS)?.to_string())
+    } else {
+        u.arbitrary()
+    }
+}
+
+/// Any JSON value, at most `depth` levels deep.
+pub fn value(u: &mut Unstructured<'_>, depth: u32) -> Result<Value> {
+    let top = if depth == 0 { 4 } else { 6 };
+    Ok(match u.int_in_range(0..=top)? {
+        0 => Value::Null,
+        1 => Value::Bool(u.arbitrary()?),
+        2 => {
+            if u.arbitrary()? {
+                Value::Number(Number::from(u.arbitrary::<i64>()?))
+            } else {
+                Number::from_f64(u.arbitrary()?).map_or(Value::Null, Value::Number)
+            }
+        }
+        3 | 4 => Value::String(string(u)?),
+        5 => {
+            let len = u.int_in_range(0..=3)?;
+            Value::Array(
+                (0..len)
+                    .map(|_| value(u, depth - 1))
+                    .collect::<Result<_>>()?,
+            )
+        }
+        _ => {
+            let len = u.int_in_range(0..=4)?;
+            let mut map = Map::new();
+            for _ in 0..len {
+                map.insert(key(u)?, value(u, depth - 1)?);
+            }
+            Value::Object(map)
+        }
+    })
+}
+
+/// Randomly replaces, removes or adds nodes of `v`, keeping most of its shape.
+pub fn mutate(u: &mut Unstructured<'_>, v: &mut Value, depth: u32) -> Result<()> {
+    if u.is_empty() {
+        return Ok(());
+    }
+    if rarely(u, 12)? {
+        *v = value(u, depth.min(2))?;
+        return Ok(());
+    }
+    match v {
+        Value::Object(map) => {
+            let keys: Vec<String> = map.keys().cloned().collect();
+            for k in keys {
+                if rarely(u, 16)? {
+                    map.remove(&k);
+                } else if depth > 0
+                    && let Some(child) = map.get_mut(&k)
+                {
+                    mutate(u, child, depth - 1)?;
+                }
+            }
+            if rarely(u, 10)? {
+                map.insert(key(u)?, value(u, depth.min(2))?);
+            }
+        }
+        Value::Array(items) => {
+            for item in items.iter_mut() {
+                if depth > 0 {
+                    mutate(u, item, depth - 1)?;
+                }
+            }
+            if rarely(u, 10)? {
+                items.push(value(u, depth.min(2))?);
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+fn marketplace(publisher: &str, offer: &str, gen1: &str, gen2: &str, version: &str) -> Value {
+    json!({
+        "hyperVGen1": {"publisher": publisher, "offer": offer, "sku": gen1, "version": version},
+        "hyperVGen2": {"publisher": publisher, "offer": offer, "sku": gen2, "version": version}
+    })
+}
+
+/// A compact, well-formed 4.21 stream: AWS, GCP and Azure marketplace for x86_64, AWS only for
+/// aarch64, nothing for ppc64le and s390x.
+pub fn stream_421() -> Value {
+    json!({
+        "stream": "rhcos-4.21",
+        "architectures": {
+            "x86_64": {
+                "artifacts": {
+                    "aws": {"release": "9.6.20251023-0"},
+                    "gcp": {"release": "9.6.20251023-0"},
+                    "azure": {"release": "9.6.20251023-0"}
+                },
+                "images": {
+                    "aws": {"regions": {
+                        "us-east-1": {"release": "9.6.20251023-0", "image": "ami-01095d1967818437c"},
+                        "us-east-2": {"release": "9.6.20251023-0", "image": "ami-0bc8dda494f111572"}
+                    }},
+                    "gcp": {"release": "9.6.20251023-0", "project": "rhcos-cloud", "name": "rhcos-9-6-20251023-0-gcp-x86-64"}
+                },
+                "rhel-coreos-extensions": {"marketplace": {"azure": {
+                    "no-purchase-plan": marketplace("azureopenshift", "aro4", "aro_420", "420-v2", "9.6.20251015"),
+                    "ocp": marketplace("redhat", "rh-ocp-worker", "rh-ocp-worker-gen1", "rh-ocp-worker", "4.18.2025031114"),
+                    "ocp-emea": marketplace("redhat-limited", "rh-ocp-worker", "rh-ocp-worker-gen1", "rh-ocp-worker", "4.18.2025031114")
+                }}}
+            },
+            "aarch64": {
+                "artifacts": {"aws": {"release": "9.6.20251023-0"}},
+                "images": {"aws": {"regions": {
+                    "us-east-1": {"release": "9.6.20251023-0", "image": "ami-08e3890b24e081680"}
+                }}}
+            }
+        }
+    })
+}
+
+/// A stream in the CoreOS format with arbitrary content, occasionally bent out of shape.
+pub fn stream(u: &mut Unstructured<'_>) -> Result<Value> {
+    if u.ratio(1, 3)? {
+        let mut s = stream_421();
+        if rarely(u, 2)? {
+            mutate(u, &mut s, 6)?;
+        }
+        return Ok(s);
+    }
+    let mut arches = Map::new();
+    for _ in 0..u.int_in_range(0..=3)? {
+        let arch = if u.ratio(7, 8)? {
+            pick(u, STREAM_ARCHES)?.to_string()
+        } else {
+            u.arbitrary()?
+        };
+        let release = pick(u, &["9.6.20251023-0", "9.6.20250826-1", ""])?;
+        let mut regions = Map::new();
+        for _ in 0..u.int_in_range(0..=3)? {
+            regions.insert(
+                pick(u, REGIONS)?.to_string(),
+                json!({"release": release, "image": pick(u, AMIS)?}),
+            );
+        }
+        let mut entry = json!({
+            "artifacts": {"aws": {"release": release}, "gcp": {"release": release}},
+            "images": {"aws": {"regions": regions}}
+        });
+        if u.arbitrary()? {
+            let name = pick(u, GCP_IMAGES)?;
+            let name = name.rsplit('/').next().unwrap_or(name);
+            entry["images"]["gcp"] = json!({
+                "release": release,
+                "project": pick(u, &["rhcos-cloud", "acme", ""])?,
+                "name": name
+            });
+        }
+        if u.arbitrary()? {
+            let mut variants = Map::new();
+            for _ in 0..u.int_in_range(0..=3)? {
+                let variant = pick(
+                    u,
+                    &["no-purchase-plan", "ocp", "opp", "oke", "ocp-emea", "x"],
+                )?;
+                variants.insert(
+                    variant.to_string(),
+                    marketplace(
+                        pick(u, AZURE_PUBLISHERS)?,
+                        pick(u, AZURE_OFFERS)?,
+                        pick(u, AZURE_SKUS)?,
+                        pick(u, AZURE_SKUS)?,
+                        pick(u, AZURE_VERSIONS)?,
+                    ),
+                );
+            }
+            entry["rhel-coreos-extensions"] = json!({"marketplace": {"azure": variants}});
+        }
+        arches.insert(arch, entry);
+    }
+    let mut s = json!({
+        "stream": pick(u, &["rhcos-4.21", "rhcos-4.20", "rhel-coreos-10", ""])?,
+        "architectures": arches
+    });
+    if rarely(u, 4)? {
+        mutate(u, &mut s, 6)?;
+    }
+    Ok(s)
+}
+
+/// Which platform a generated providerSpec imitates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, arbitrary::Arbitrary)]
+pub enum Shape {
+    Aws,
+    Gcp,
+    Azure,
+    Anything,
+}
+
+/// A providerSpec in the shape of `shape`, with stray values grafted in now and then.
+pub fn provider_spec(u: &mut Unstructured<'_>, shape: Shape) -> Result<Value> {
+    let mut spec = match shape {
+        Shape::Aws => {
+            let ami = match u.int_in_range(0..=5)? {
+                4 => json!({"arn": string(u)?}),
+                5 => json!({"filters": [{"name": "tag:Name", "values": [string(u)?]}]}),
+                _ => json!({"id": pick(u, AMIS)?}),
+            };
+            json!({
+                "apiVersion": "machine.openshift.io/v1beta1", "kind": "AWSMachineProviderConfig",
+                "ami": ami,
+                "placement": {"availabilityZone": "a", "region": pick(u, REGIONS)?},
+                "instanceType": "m6i.xlarge",
+                "metadata": {"creationTimestamp": null}
+            })
+        }
+        Shape::Gcp => {
+            let mut disks = Vec::new();
+            for _ in 0..u.int_in_range(0..=3)? {
+                disks.push(json!({
+                    "autoDelete": true,
+                    "boot": u.ratio(2, 3)?,
+                    "image": pick(u, GCP_IMAGES)?,
+                    "sizeGb": 128
+                }));
+            }
+            json!({"apiVersion": "machine.openshift.io/v1beta1", "kind": "GCPMachineProviderSpec", "disks": disks})
+        }
+        Shape::Azure => {
+            let image = if u.arbitrary()? {
+                json!({"publisher": "", "offer": "", "sku": "", "version": "",
+                       "resourceID": pick(u, AZURE_RESOURCE_IDS)?})
+            } else {
+                json!({
+                    "publisher": pick(u, AZURE_PUBLISHERS)?,
+                    "offer": pick(u, AZURE_OFFERS)?,
+                    "sku": pick(u, AZURE_SKUS)?,
+                    "version": pick(u, AZURE_VERSIONS)?,
+                    "resourceID": "",
+                    "type": pick(u, &["MarketplaceWithPlan", "MarketplaceNoPlan", "ID", ""])?
+                })
+            };
+            let mut spec = json!({"apiVersion": "machine.openshift.io/v1beta1", "kind": "AzureMachineProviderSpec", "image": image});
+            if rarely(u, 6)? {
+                spec["securityProfile"] = json!({"settings": {"securityType": pick(u, &["TrustedLaunch", "ConfidentialVM", ""])?}});
+            }
+            spec
+        }
+        Shape::Anything => value(u, 5)?,
+    };
+    if let Some(map) = spec.as_object_mut()
+        && u.ratio(7, 8)?
+    {
+        map.insert(
+            "userDataSecret".into(),
+            json!({"name": pick(u, SECRET_NAMES)?}),
+        );
+    }
+    if rarely(u, 3)? {
+        mutate(u, &mut spec, 5)?;
+    }
+    Ok(spec)
+}

@@ -1,0 +1,1054 @@
+//! The fault matrix: the controller, as a real process, while its API server misbehaves.
+//!
+//! | fault | where it runs |
+//! |---|---|
+//! | kube-apiserver SIGKILLed mid-rollout and restarted | private control plane |
+//! | watch resumed with an expired resourceVersion (410 Gone) | private control plane |
+//! | latency and connection resets on the way to the API server | shared, through a proxy |
+//! | another writer racing our patches | shared, through a latency proxy |
+//! | malformed objects | shared |
+//! | leader SIGKILLed | shared |
+//!
+//! Faults that kill or restart kube-apiserver get a private control plane
+//! (`hack/local-cluster.sh` with `BIC_CLUSTER_DIR=.local-cluster-faults-*`, about 7 s to start),
+//! so no other test ever sees its API server go away. Every test checks the same invariants at
+//! the end: the controller converged, each MachineSet records exactly one change per upgrade (a
+//! second entry would be a double patch), and the process is alive with no panic in its log.
+//! `hack/faults.sh` runs them one by one and prints PASS/FAIL per fault.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use kube::Client;
+use serde_json::{Value, json};
+use support::fixtures::*;
+use support::proxy::{Faults, Proxy, Stats};
+use support::{BINARY, ControllerProcess, REPO, TestEnv, eventually};
+
+const OLD_AMI: &str = AMI_420_US_EAST_1;
+const NEW_AMI: &str = AMI_421_US_EAST_1;
+const MANAGED_SECRET: &str = "worker-user-data-managed";
+/// Convergence under faults: generous, since CI machines are small and shared.
+const CONVERGE: Duration = Duration::from_secs(120);
+
+// ---------------------------------------------------------------------------------------------
+// Harness: private control planes, controllers with their own kubeconfig, metrics
+
+/// A control plane of this test alone, torn down when dropped (its logs are copied to
+/// `target/test-logs/` first if the test failed).
+struct PrivateCluster {
+    dir: PathBuf,
+    kubeconfig: PathBuf,
+    etcd: String,
+}
+
+impl PrivateCluster {
+    async fn up(name: &str) -> PrivateCluster {
+        // The process id keeps concurrent runs (two checkouts, a rerun) out of each other's way.
+        let dir = Path::new(REPO).join(format!(
+            ".local-cluster-faults-{name}-{}",
+            std::process::id()
+        ));
+        let out = script(&dir, &["up"]).await;
+        let kubeconfig = PathBuf::from(out.lines().last().expect("kubeconfig path").trim());
+        let env = std::fs::read_to_string(dir.join("cluster.env")).expect("cluster.env");
+        let etcd = env
+            .lines()
+            .find_map(|l| l.strip_prefix("ETCD_URL=http://"))
+            .expect("ETCD_URL in cluster.env")
+            .to_string();
+        PrivateCluster {
+            dir,
+            kubeconfig,
+            etcd,
+        }
+    }
+
+    async fn kill_apiserver(&self) {
+        // SIGKILL at once, by PID: the moment matters, and on a loaded machine the script's own
+        // start takes long enough for a rollout to finish. The script then confirms it is gone.
+        let pid = std::fs::read_to_string(self.dir.join("kube-apiserver.pid"))
+            .expect("kube-apiserver.pid");
+        let _ = tokio::process::Command::new("kill")
+            .args(["-KILL", pid.trim()])
+            .status()
+            .await;
+        script(&self.dir, &["stop-apiserver", "--kill"]).await;
+    }
+
+    async fn start_apiserver(&self) {
+        script(&self.dir, &["start-apiserver"]).await;
+    }
+
+    /// A simulated cluster (namespace and singleton names) on this control plane.
+    async fn env(&self, test: &str) -> TestEnv {
+        let env = TestEnv {
+            client: client_for(&self.kubeconfig).await,
+            ns: test.to_string(),
+            singleton: test.to_string(),
+        };
+        env.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": test}}))
+            .await;
+        env
+    }
+
+    /// Compacts etcd's history up to its current revision (through etcd's gRPC gateway; the
+    /// harness builds no etcdctl): afterwards no watch can resume from an older revision.
+    async fn compact_etcd(&self) -> u64 {
+        let range = etcd_post(
+            &self.etcd,
+            "/v3/kv/range",
+            r#"{"key":"Lw==","count_only":true}"#,
+        )
+        .await;
+        let revision: u64 = range["header"]["revision"]
+            .as_str()
+            .and_then(|r| r.parse().ok())
+            .unwrap_or_else(|| panic!("no revision in {range}"));
+        let body = json!({"revision": revision.to_string(), "physical": true}).to_string();
+        etcd_post(&self.etcd, "/v3/kv/compaction", &body).await;
+        revision
+    }
+}
+
+impl Drop for PrivateCluster {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let logs = Path::new(REPO).join("target/test-logs");
+            let _ = std::fs::create_dir_all(&logs);
+            for name in ["kube-apiserver.log", "etcd.log"] {
+                let label = self.dir.file_name().unwrap().to_string_lossy();
+                let _ = std::fs::copy(self.dir.join(name), logs.join(format!("{label}-{name}")));
+            }
+        }
+        let _ = std::process::Command::new(Path::new(REPO).join("hack/local-cluster.sh"))
+            .arg("down")
+            .env("BIC_CLUSTER_DIR", &self.dir)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
+}
+
+/// Runs hack/local-cluster.sh on a private state directory; returns its stdout.
+async fn script(dir: &Path, args: &[&str]) -> String {
+    let out = tokio::process::Command::new(Path::new(REPO).join("hack/local-cluster.sh"))
+        .args(args)
+        .env("BIC_CLUSTER_DIR", dir)
+        .env("BIC_BINARY", BINARY)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .await
+        .expect("run hack/local-cluster.sh");
+    assert!(
+        out.status.success(),
+        "hack/local-cluster.sh {} failed",
+        args.join(" ")
+    );
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+/// A JSON POST to etcd's HTTP gateway, over plain HTTP/1.0 on loopback.
+async fn etcd_post(authority: &str, path: &str, body: &str) -> Value {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(authority)
+        .await
+        .expect("connect to etcd");
+    let request = format!(
+        "POST {path} HTTP/1.0\r\nHost: {authority}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").expect("an HTTP response");
+    assert!(head.contains(" 200 "), "etcd {path}: {response}");
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("etcd {path}: {e}: {body}"))
+}
+
+async fn client_for(kubeconfig: &Path) -> Client {
+    let config = kube::config::Kubeconfig::read_from(kubeconfig).expect("read kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(config, &Default::default())
+        .await
+        .expect("kubeconfig");
+    Client::try_from(config).expect("client")
+}
+
+/// The controller's flags for `env`, talking to the API server through `kubeconfig`.
+fn flags(env: &TestEnv, kubeconfig: &Path, extra: &[&str]) -> Vec<String> {
+    let mut flags = vec![
+        format!("--kubeconfig={}", kubeconfig.display()),
+        format!("--namespace={}", env.ns),
+        format!("--machine-api-namespace={}", env.ns),
+        format!("--golden-configmap-namespace={}", env.ns),
+        format!("--machine-configuration-name={}", env.singleton),
+        format!("--infrastructure-name={}", env.singleton),
+        format!("--cluster-version-name={}", env.singleton),
+        "--log-level=debug".into(),
+    ];
+    flags.extend(extra.iter().map(|s| s.to_string()));
+    flags
+}
+
+/// The sum of a metric's samples whose labels include `labels` (label order does not matter).
+fn metric(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (series, value) = l.rsplit_once(' ')?;
+            let (series_name, series_labels) = series.split_once('{').unwrap_or((series, ""));
+            let matches = series_name == name
+                && labels
+                    .iter()
+                    .all(|(k, v)| series_labels.contains(&format!("{k}=\"{v}\"")));
+            matches.then(|| value.parse::<f64>().ok()).flatten()
+        })
+        .sum()
+}
+
+async fn metric_of(controller: &ControllerProcess, name: &str, labels: &[(&str, &str)]) -> f64 {
+    metric(&controller.metrics().await, name, labels)
+}
+
+const RESOURCES: &str = "boot_image_controller_machine_resources";
+const PATCHES: &str = "boot_image_controller_patches_total";
+
+/// Waits until the controller's plan has `count` MachineSets with this action and reason.
+async fn wait_planned(controller: &ControllerProcess, action: &str, reason: &str, count: usize) {
+    let labels = [
+        ("kind", "MachineSet"),
+        ("action", action),
+        ("reason", reason),
+    ];
+    let reached = eventually(CONVERGE, || async {
+        (metric_of(controller, RESOURCES, &labels).await as usize == count).then_some(())
+    })
+    .await;
+    assert!(
+        reached.is_some(),
+        "never {count} MachineSets {action}/{reason}; metrics:\n{}\n{}",
+        controller
+            .metrics()
+            .await
+            .lines()
+            .filter(|l| l.starts_with(RESOURCES))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        controller.log_tail(40)
+    );
+}
+
+/// `n` MachineSets `{prefix}-NNN` on the 4.20 image, already on the managed stub secret, so
+/// that an upgrade changes exactly one thing on each: the image.
+async fn fleet(env: &TestEnv, prefix: &str, n: usize) -> Vec<String> {
+    let names: Vec<String> = (0..n).map(|i| format!("{prefix}-{i:03}")).collect();
+    futures::stream::iter(names.clone())
+        .map(|name| {
+            let env = env.clone();
+            async move {
+                env.apply(
+                    machine_set(&env.ns, &name)
+                        .user_data(MANAGED_SECRET)
+                        .build(),
+                )
+                .await
+            }
+        })
+        .buffer_unordered(16)
+        .collect::<Vec<_>>()
+        .await;
+    names
+}
+
+/// Waits until every MachineSet in `names` satisfies `done`; returns them.
+async fn wait_all(
+    env: &TestEnv,
+    names: &[String],
+    what: &str,
+    done: impl Fn(&Value) -> bool,
+) -> BTreeMap<String, Value> {
+    let started = Instant::now();
+    let mut last = BTreeMap::new();
+    while started.elapsed() < CONVERGE {
+        last = env.machine_sets().await;
+        if names.iter().all(|n| last.get(n).is_some_and(&done)) {
+            return last;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let missing: Vec<&String> = names
+        .iter()
+        .filter(|n| !last.get(*n).is_some_and(&done))
+        .collect();
+    panic!("{} MachineSets never {what}: {missing:?}", missing.len());
+}
+
+/// How many changes to `ami` the MachineSet's history records: more than one is a double patch.
+fn changes_to(ms: &Value, ami: &str) -> usize {
+    history_of(ms)
+        .iter()
+        .filter(|h| h.pointer("/bootImage/to").and_then(Value::as_str) == Some(ami))
+        .count()
+}
+
+fn assert_one_change_each(machine_sets: &BTreeMap<String, Value>, names: &[String], ami: &str) {
+    let wrong: Vec<(String, Vec<Value>)> = names
+        .iter()
+        .filter(|n| changes_to(&machine_sets[*n], ami) != 1)
+        .map(|n| (n.clone(), history_of(&machine_sets[n])))
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "MachineSets without exactly one recorded change to {ami} (a double patch, or a lost one): {wrong:#?}"
+    );
+}
+
+/// When each MachineSet's newest recorded change was planned.
+fn change_times(machine_sets: &BTreeMap<String, Value>, names: &[String]) -> Vec<jiff::Timestamp> {
+    names
+        .iter()
+        .filter_map(|n| {
+            history_of(&machine_sets[n]).last()?["time"]
+                .as_str()?
+                .parse()
+                .ok()
+        })
+        .collect()
+}
+
+fn assert_alive(controller: &mut ControllerProcess) {
+    assert!(
+        controller.running(),
+        "the controller exited; {}",
+        controller.log_tail(60)
+    );
+    let logs = controller.logs();
+    assert!(
+        !logs.contains("panicked"),
+        "the controller panicked; {}",
+        controller.log_tail(60)
+    );
+}
+
+/// Waits until BootImageUpdateDegraded is False: no error left behind by the fault.
+async fn wait_not_degraded(env: &TestEnv, controller: &ControllerProcess) {
+    let ok = eventually(CONVERGE, || async {
+        let c = env.condition("BootImageUpdateDegraded").await?;
+        (c["status"] == "False").then_some(())
+    })
+    .await;
+    assert!(
+        ok.is_some(),
+        "still Degraded: {:?}\n{}",
+        env.condition("BootImageUpdateDegraded").await,
+        controller.log_tail(40)
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// 1. kube-apiserver killed mid-rollout
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apiserver_killed_mid_rollout_converges_without_double_patches() {
+    let cluster = PrivateCluster::up("restart").await;
+    let env = cluster.env("restart").await;
+    env.aws_cluster("4.20.0", &stream_420(), None).await;
+    let names = fleet(&env, "ms", 100).await;
+    // One patch at a time: the rollout lasts long enough to be cut in the middle.
+    let mut controller = ControllerProcess::spawn(
+        "faults-restart",
+        &flags(&env, &cluster.kubeconfig, &["--max-concurrent-patches=1"]),
+    );
+    controller.wait_ready().await;
+    wait_planned(&controller, "UpToDate", "UpToDate", 100).await;
+
+    env.upgrade("4.21.0", &stream_421()).await;
+    let first_patch = Instant::now() + CONVERGE;
+    let mut seen = 0;
+    while Instant::now() < first_patch {
+        let all = env.machine_sets().await;
+        seen = all.values().filter(|ms| ami_of(ms) == NEW_AMI).count();
+        if seen > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        seen > 0,
+        "the rollout never started; {}",
+        controller.log_tail(40)
+    );
+    let killed = jiff::Timestamp::now();
+    cluster.kill_apiserver().await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    cluster.start_apiserver().await;
+    let restarted = jiff::Timestamp::now();
+
+    let done = wait_all(&env, &names, "reached the new image", |ms| {
+        ami_of(ms) == NEW_AMI
+    })
+    .await;
+    assert_one_change_each(&done, &names, NEW_AMI);
+    // The rollout really straddled the outage: some patches before the kill, some after.
+    let times = change_times(&done, &names);
+    let before = times.iter().filter(|t| **t < killed).count();
+    let after = times.iter().filter(|t| **t > restarted).count();
+    eprintln!(
+        "apiserver killed with {seen}+ of 100 patched; {before} patches planned before the kill, \
+         {after} after the restart"
+    );
+    assert!(
+        before > 0 && after > 0,
+        "the kill did not land mid-rollout ({before} before, {after} after)"
+    );
+    wait_not_degraded(&env, &controller).await;
+    assert_alive(&mut controller);
+}
+
+/// Slow variant for hack/faults.sh: three kills during a rollout of 300 MachineSets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "soak (about 2 minutes): run by hack/faults.sh"]
+async fn soak_apiserver_killed_repeatedly_during_a_large_rollout() {
+    let cluster = PrivateCluster::up("soak").await;
+    let env = cluster.env("soak").await;
+    env.aws_cluster("4.20.0", &stream_420(), None).await;
+    let names = fleet(&env, "ms", 300).await;
+    let mut controller = ControllerProcess::spawn(
+        "faults-soak",
+        &flags(&env, &cluster.kubeconfig, &["--max-concurrent-patches=2"]),
+    );
+    controller.wait_ready().await;
+    wait_planned(&controller, "UpToDate", "UpToDate", 300).await;
+
+    env.upgrade("4.21.0", &stream_421()).await;
+    for (kill, threshold) in [40, 120, 200].into_iter().enumerate() {
+        let deadline = Instant::now() + CONVERGE;
+        let patched = loop {
+            let n = env
+                .machine_sets()
+                .await
+                .values()
+                .filter(|ms| ami_of(ms) == NEW_AMI)
+                .count();
+            if n >= threshold || Instant::now() > deadline {
+                break n;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        eprintln!("kill {}: {patched} of 300 patched", kill + 1);
+        assert!(
+            patched < 300,
+            "the rollout finished before kill {}",
+            kill + 1
+        );
+        cluster.kill_apiserver().await;
+        tokio::time::sleep(Duration::from_secs(1 + 2 * kill as u64)).await;
+        cluster.start_apiserver().await;
+    }
+    let done = wait_all(&env, &names, "reached the new image", |ms| {
+        ami_of(ms) == NEW_AMI
+    })
+    .await;
+    assert_one_change_each(&done, &names, NEW_AMI);
+    wait_not_degraded(&env, &controller).await;
+    assert_alive(&mut controller);
+}
+
+// ---------------------------------------------------------------------------------------------
+// 2. watch resumed with an expired resourceVersion
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expired_resource_version_relists_and_converges() {
+    let cluster = PrivateCluster::up("gone").await;
+    let env = cluster.env("gone").await;
+    env.aws_cluster("4.20.0", &stream_420(), None).await;
+    let names = fleet(&env, "old", 5).await;
+    let proxy = Proxy::in_front_of(&cluster.kubeconfig, Faults::default()).await;
+    let kubeconfig = cluster.dir.join("proxy.kubeconfig");
+    proxy.kubeconfig(&cluster.kubeconfig, &kubeconfig);
+    let mut controller = ControllerProcess::spawn("faults-gone", &flags(&env, &kubeconfig, &[]));
+    controller.wait_ready().await;
+    wait_planned(&controller, "UpToDate", "UpToDate", 5).await;
+
+    // Cut the controller off, then change the cluster behind its back.
+    proxy.block();
+    env.upgrade("4.21.0", &stream_421()).await;
+    let added = fleet(&env, "new", 3).await;
+    env.delete("machine.openshift.io/v1beta1", "MachineSet", &names[4])
+        .await;
+    // Its resourceVersions are now history: compacted in etcd, and older than anything the
+    // restarted API server's watch cache holds. Resuming a watch from them is 410 Gone.
+    let revision = cluster.compact_etcd().await;
+    cluster.kill_apiserver().await;
+    cluster.start_apiserver().await;
+    proxy.unblock();
+
+    let mut expect: Vec<String> = names[..4].to_vec();
+    expect.extend(added);
+    let done = wait_all(&env, &expect, "reached the new image", |ms| {
+        ami_of(ms) == NEW_AMI
+    })
+    .await;
+    assert_one_change_each(&done, &expect, NEW_AMI);
+    let logs = controller.logs();
+    assert!(
+        logs.contains("too old resource version") || logs.contains("Expired"),
+        "no 410 Gone in the controller log (etcd compacted at {revision}); {}",
+        controller.log_tail(60)
+    );
+    // The deleted MachineSet left the plan with the relist.
+    wait_planned(&controller, "UpToDate", "UpToDate", 7).await;
+    wait_not_degraded(&env, &controller).await;
+    assert_alive(&mut controller);
+}
+
+// ---------------------------------------------------------------------------------------------
+// 3. latency and connection resets
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flaky_network_converges_without_busy_looping() {
+    let env = TestEnv::new("flaky").await;
+    env.aws_cluster("4.20.0", &stream_420(), None).await;
+    let names = fleet(&env, "ms", 10).await;
+    let flaky = Faults {
+        latency: (Duration::from_millis(50), Duration::from_millis(200)),
+        reset_probability: 0.3,
+        reset_after: (Duration::from_millis(200), Duration::from_secs(4)),
+        ..Faults::default()
+    };
+    let proxy = Proxy::in_front_of(&support::kubeconfig(), flaky).await;
+    let dir = Path::new(REPO).join("target/test-logs");
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join(format!("{}.kubeconfig", env.ns));
+    proxy.kubeconfig(&support::kubeconfig(), &kubeconfig);
+    let mut controller = ControllerProcess::spawn("faults-flaky", &flags(&env, &kubeconfig, &[]));
+    controller.wait_ready().await;
+    wait_planned(&controller, "UpToDate", "UpToDate", 10).await;
+    // On top of the random resets, every connection is dropped every 2 s, as a flapping load
+    // balancer would: long watches and in-flight patches included.
+    let proxy = std::sync::Arc::new(proxy);
+    let flapping = {
+        let proxy = proxy.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                proxy.cut();
+            }
+        })
+    };
+
+    env.upgrade("4.21.0", &stream_421()).await;
+    let done = wait_all(&env, &names, "reached the new image", |ms| {
+        ami_of(ms) == NEW_AMI
+    })
+    .await;
+    assert_one_change_each(&done, &names, NEW_AMI);
+    wait_not_degraded(&env, &controller).await;
+    let progressing = eventually(CONVERGE, || async {
+        let c = env.condition("BootImageUpdateProgressing").await?;
+        (c["status"] == "False").then_some(())
+    })
+    .await;
+    assert!(progressing.is_some(), "still Progressing");
+
+    // Idle: converged, faults still on. Whatever the controller sends now is reconnecting
+    // watches after resets; a retry loop without backoff would show as hundreds per second.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let window = Duration::from_secs(10);
+    let start = proxy.stats();
+    tokio::time::sleep(window).await;
+    let idle: Stats = proxy.stats() - start;
+    let per_second = idle.client_chunks as f64 / window.as_secs_f64();
+    eprintln!(
+        "idle through the flaky proxy: {idle:?} in {window:?} ({per_second:.1} client writes/s); \
+         whole run: {:?}",
+        proxy.stats()
+    );
+    assert!(
+        per_second < 50.0,
+        "{per_second:.1} client writes per second while idle: a busy loop; {idle:?}"
+    );
+    assert!(
+        idle.resets > 0,
+        "no connection was reset while idle: the fault was not injected"
+    );
+    flapping.abort();
+    assert_alive(&mut controller);
+}
+
+// ---------------------------------------------------------------------------------------------
+// 4. another writer between our read and our write
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conflicting_writers_lose_nothing() {
+    let env = TestEnv::new("conflict").await;
+    env.aws_cluster("4.21.0", &stream_421(), None).await;
+    env.remember_images(&AMIS_420).await;
+    // Everything the controller sends reaches the API server 500 ms late, while watch events
+    // reach it at once: its store is current when it plans, and its patch is in flight for half
+    // a second. The proxy sees the first bytes of that patch leave; the other writer, talking to
+    // the API server directly, then acts inside the window, between our read and our write.
+    let faults = Faults {
+        latency: (Duration::from_millis(5), Duration::from_millis(5)),
+        request_delay: Duration::from_millis(500),
+        ..Faults::default()
+    };
+    let proxy = Proxy::in_front_of(&support::kubeconfig(), faults).await;
+    let dir = Path::new(REPO).join("target/test-logs");
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join(format!("{}.kubeconfig", env.ns));
+    proxy.kubeconfig(&support::kubeconfig(), &kubeconfig);
+    let mut controller = ControllerProcess::spawn(
+        "faults-conflict",
+        &flags(&env, &kubeconfig, &["--hot-loop-threshold=1000"]),
+    );
+    controller.wait_ready().await;
+
+    let kind = ("machine.openshift.io/v1beta1", "MachineSet");
+    let mut custom = Vec::new();
+    let mut scaled = Vec::new();
+    let mut round = 0;
+    loop {
+        round += 1;
+        // A quiet controller first, so that the next bytes it sends are about this round.
+        quiet(&proxy, Duration::from_secs(2)).await;
+        let mark = proxy.stats().client_chunks;
+        let this_custom: Vec<String> = (0..4).map(|i| format!("custom-{round}-{i}")).collect();
+        let this_scaled: Vec<String> = (0..4).map(|i| format!("scaled-{round}-{i}")).collect();
+        futures::future::join_all(
+            this_custom.iter().chain(&this_scaled).map(|name| {
+                env.apply(machine_set(&env.ns, name).user_data(MANAGED_SECRET).build())
+            }),
+        )
+        .await;
+        // Outdated from birth: the controller plans and sends its patches.
+        let sending = eventually(Duration::from_secs(30), || async {
+            (proxy.stats().client_chunks > mark).then_some(())
+        })
+        .await;
+        assert!(
+            sending.is_some(),
+            "the controller never wrote; {}",
+            controller.log_tail(30)
+        );
+        // The other writers, while our patches are in flight: an administrator's `oc patch` of
+        // the image (no precondition), and a scale-up.
+        let image = json!([{"op": "replace",
+            "path": "/spec/template/spec/providerSpec/value/ami/id", "value": CUSTOM_AMI}]);
+        futures::future::join_all(this_custom.iter().map(|name| async {
+            env.json_patch(kind, name, image.clone())
+                .await
+                .expect("the other writer's image patch");
+        }))
+        .await;
+        futures::future::join_all(
+            this_scaled
+                .iter()
+                .map(|name| env.merge_patch(kind, name, json!({"spec": {"replicas": 3}}))),
+        )
+        .await;
+        custom.extend(this_custom);
+        scaled.extend(this_scaled);
+
+        // Settle: the other writer's image stays; replicas and our image both land.
+        let done = wait_all(&env, &custom, "kept the other writer's image", |ms| {
+            ami_of(ms) == CUSTOM_AMI
+        })
+        .await;
+        let scaled_done = wait_all(&env, &scaled, "got both writes", |ms| {
+            ami_of(ms) == NEW_AMI && replicas_of(ms) == 3
+        })
+        .await;
+        let conflicts = metric_of(
+            &controller,
+            PATCHES,
+            &[("kind", "MachineSet"), ("result", "conflict")],
+        )
+        .await;
+        let overwritten = custom
+            .iter()
+            .filter(|n| changes_to(&done[*n], NEW_AMI) > 0)
+            .count();
+        eprintln!(
+            "round {round}: {conflicts} conflicts so far; {overwritten} of {} custom MachineSets \
+             were patched by us before the other writer replaced the image",
+            custom.len()
+        );
+        assert_one_change_each(&scaled_done, &scaled, NEW_AMI);
+        if conflicts > 0.0 || round == 3 {
+            assert!(
+                conflicts > 0.0,
+                "no conflict in {round} rounds: the race was never provoked"
+            );
+            break;
+        }
+    }
+    // The custom images are never overwritten afterwards: the controller now plans them as
+    // custom, and nothing writes them again.
+    wait_planned(&controller, "Skip", "CustomImage", custom.len()).await;
+    let before = env.machine_set_versions().await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        before,
+        env.machine_set_versions().await,
+        "MachineSets written after convergence"
+    );
+    assert_alive(&mut controller);
+}
+
+/// Waits until the client behind the proxy has sent nothing for `period`.
+async fn quiet(proxy: &Proxy, period: Duration) {
+    let deadline = Instant::now() + CONVERGE;
+    let mut last = proxy.stats().client_chunks;
+    let mut since = Instant::now();
+    while since.elapsed() < period {
+        assert!(Instant::now() < deadline, "the controller never went quiet");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let now = proxy.stats().client_chunks;
+        if now != last {
+            last = now;
+            since = Instant::now();
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 5. malformed objects
+
+#[tokio::test]
+async fn malformed_objects_are_reported_and_watches_keep_running() {
+    let env = TestEnv::new("malformed").await;
+    env.aws_cluster("4.21.0", &stream_421(), None).await;
+    env.remember_images(&AMIS_420).await;
+    let spec = |value: Value| {
+        machine_set(&env.ns, "placeholder")
+            .provider_spec(value)
+            .build()
+    };
+    let named = |mut ms: Value, name: &str| {
+        ms["metadata"]["name"] = json!(name);
+        ms
+    };
+    let mut deep = json!("bottom");
+    for _ in 0..200 {
+        deep = json!({ "n": deep });
+    }
+    let garbage: Vec<(&str, Value)> = vec![
+        (
+            "ami-string",
+            spec(json!({"ami": "ami-1", "placement": {"region": "us-east-1"}})),
+        ),
+        (
+            "ami-number",
+            spec(json!({"ami": {"id": 12345}, "placement": {"region": "us-east-1"}})),
+        ),
+        (
+            "nested-garbage",
+            spec(json!({"ami": [[{"id": null}]], "placement": 42,
+                        "userDataSecret": {"name": {"deep": [1, 2, {"x": null}]}}})),
+        ),
+        // Deeper than a JSON parser's default recursion limit (serde_json: 128).
+        (
+            "too-deep",
+            spec(
+                json!({"ami": {"id": OLD_AMI}, "placement": {"region": "us-east-1"}, "garbage": deep}),
+            ),
+        ),
+    ];
+    // Created with a plain POST: server-side apply would track 200 levels of managed fields.
+    let api = dynamic_machine_sets(&env);
+    for (name, ms) in &garbage {
+        let object: kube::api::DynamicObject =
+            serde_json::from_value(named(ms.clone(), name)).unwrap();
+        match api.create(&Default::default(), &object).await {
+            // Created; only our own client cannot read the deep one back.
+            Ok(_) | Err(kube::Error::SerdeError(_)) => {}
+            Err(e) => panic!("the API server rejects {name}: {e}"),
+        }
+    }
+    // The CRD allows those (providerSpec.value is an object of anything); a string providerSpec
+    // or a non-integer replicas may or may not pass the CRD in use: try, and keep what it stores.
+    let mut accepted: Vec<&str> = garbage.iter().map(|(n, _)| *n).collect();
+    for (name, ms) in [
+        ("spec-string", spec(json!("not an object"))),
+        ("replicas-string", {
+            let mut ms = machine_set(&env.ns, "x").user_data(MANAGED_SECRET).build();
+            ms["spec"]["replicas"] = json!("three");
+            ms
+        }),
+    ] {
+        let object: kube::api::DynamicObject = serde_json::from_value(named(ms, name)).unwrap();
+        match api.create(&Default::default(), &object).await {
+            Ok(_) => accepted.push(name),
+            Err(e) => eprintln!("the API server rejects {name}: {e}"),
+        }
+    }
+    env.apply(
+        machine_set(&env.ns, "good")
+            .user_data(MANAGED_SECRET)
+            .build(),
+    )
+    .await;
+
+    let mut controller = env.controller(&[]);
+    controller.wait_ready().await;
+    wait_for_ami(&env, "good", NEW_AMI).await;
+    // Every garbage MachineSet is an error with a reason, not a crash.
+    let errors = eventually(CONVERGE, || async {
+        let text = controller.metrics().await;
+        let n = metric(
+            &text,
+            RESOURCES,
+            &[("kind", "MachineSet"), ("action", "Error")],
+        );
+        (n as usize == accepted.len()).then_some(text)
+    })
+    .await
+    .unwrap_or_else(|| {
+        panic!(
+            "not every malformed MachineSet is an Error; {}",
+            controller.log_tail(40)
+        )
+    });
+    let reasons: Vec<&str> = errors
+        .lines()
+        .filter(|l| {
+            l.starts_with(RESOURCES) && l.contains("action=\"Error\"") && !l.ends_with(" 0")
+        })
+        .collect();
+    eprintln!("malformed MachineSets: {reasons:#?}");
+    for line in &reasons {
+        assert!(
+            line.contains("InvalidProviderSpec") || line.contains("MalformedObject"),
+            "unexpected reason for a malformed providerSpec: {line}"
+        );
+    }
+    let degraded = env
+        .condition("BootImageUpdateDegraded")
+        .await
+        .expect("Degraded");
+    assert_eq!(degraded["status"], "True", "{degraded}");
+    let message = degraded["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("too-deep"),
+        "the message names the MachineSets: {message}"
+    );
+
+    // A golden ConfigMap that is not JSON blocks all writes, with the reason.
+    let mut broken = golden_config_map(
+        &env.ns,
+        "4.21.0",
+        "{\"stream\": \"rhcos-4.21\", \"architectures\": ",
+    );
+    env.apply(broken.clone()).await;
+    let blocked = eventually(CONVERGE, || async {
+        let c = env.condition("BootImageUpdateDegraded").await?;
+        let text = controller.metrics().await;
+        (metric(
+            &text,
+            "boot_image_controller_blocked",
+            &[("reason", "GoldenStreamInvalid")],
+        ) == 1.0)
+            .then_some(c)
+    })
+    .await;
+    assert!(
+        blocked.is_some(),
+        "no GoldenStreamInvalid; {}",
+        controller.log_tail(40)
+    );
+    // Changes keep arriving while blocked; none is acted on...
+    env.apply(
+        machine_set(&env.ns, "late")
+            .user_data(MANAGED_SECRET)
+            .build(),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(ami_of(&env.machine_set("late").await), OLD_AMI);
+    // ...until the ConfigMap is valid again: the watches still run.
+    broken["data"]["stream"] = json!(stream_421());
+    env.apply(broken).await;
+    wait_for_ami(&env, "late", NEW_AMI).await;
+
+    // A MachineConfiguration with fields we do not expect (the CRD preserves unknown fields
+    // under observedConfig and unsupportedConfigOverrides) changes nothing...
+    let mut mc = machine_configuration(&env.singleton, None);
+    mc["spec"]["unsupportedConfigOverrides"] =
+        json!({"bootImages": [1, {"x": null}], "nested": {"a": [{"b": {"c": [null, 1.5e300]}}]}});
+    mc["spec"]["observedConfig"] = json!({"anything": {"goes": true}});
+    env.apply(mc.clone()).await;
+    env.apply(
+        machine_set(&env.ns, "after-overrides")
+            .user_data(MANAGED_SECRET)
+            .build(),
+    )
+    .await;
+    wait_for_ami(&env, "after-overrides", NEW_AMI).await;
+    // ...and a selector operator the CRD does not enumerate is an error, reported as such.
+    let near = json!({"matchExpressions": [{"key": "zone", "operator": "Near", "values": ["a"]}]});
+    env.select(Some(selection("Partial", Some(near)))).await;
+    let invalid = eventually(CONVERGE, || async {
+        let text = controller.metrics().await;
+        let labels = |action, reason| {
+            [
+                ("kind", "MachineSet"),
+                ("action", action),
+                ("reason", reason),
+            ]
+        };
+        let invalid = metric(&text, RESOURCES, &labels("Error", "InvalidSelector"));
+        let current = metric(&text, RESOURCES, &labels("UpToDate", "UpToDate"));
+        (invalid >= 3.0 && current == 0.0).then_some(())
+    })
+    .await;
+    assert!(
+        invalid.is_some(),
+        "no InvalidSelector; {}",
+        controller.log_tail(40)
+    );
+    // Back to a sane selection: acted on again.
+    env.select(None).await;
+    env.apply(
+        machine_set(&env.ns, "after-selector")
+            .user_data(MANAGED_SECRET)
+            .build(),
+    )
+    .await;
+    wait_for_ami(&env, "after-selector", NEW_AMI).await;
+    assert_alive(&mut controller);
+}
+
+fn dynamic_machine_sets(env: &TestEnv) -> kube::Api<kube::api::DynamicObject> {
+    let gvk = kube::api::GroupVersionKind::gvk("machine.openshift.io", "v1beta1", "MachineSet");
+    let resource = kube::api::ApiResource::from_gvk_with_plural(&gvk, "machinesets");
+    kube::Api::namespaced_with(env.client.clone(), &env.ns, &resource)
+}
+
+async fn wait_for_ami(env: &TestEnv, name: &str, ami: &str) {
+    let reached = eventually(CONVERGE, || async {
+        (ami_of(&env.machine_set(name).await) == ami).then_some(())
+    })
+    .await;
+    assert!(reached.is_some(), "{name} never reached {ami}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// 6. leader SIGKILLed
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn standby_takes_over_from_a_killed_leader() {
+    let env = TestEnv::new("leader").await;
+    env.aws_cluster("4.20.0", &stream_420(), None).await;
+    let names = fleet(&env, "ms", 30).await;
+    let lease_name = "faults-leader";
+    let candidate = |identity: &str| {
+        let mut f = env.controller_flags();
+        f.extend([
+            "--leader-elect".to_string(),
+            format!("--leader-election-id={lease_name}"),
+            format!("--identity={identity}"),
+            "--max-concurrent-patches=1".to_string(),
+        ]);
+        ControllerProcess::spawn(&format!("faults-leader-{identity}"), &f)
+    };
+    let mut alpha = candidate("alpha");
+    alpha.wait_ready().await;
+    let leading = eventually(CONVERGE, || async {
+        (metric_of(&alpha, "boot_image_controller_leader", &[]).await == 1.0).then_some(())
+    })
+    .await;
+    assert!(leading.is_some(), "alpha never led; {}", alpha.log_tail(40));
+    let mut bravo = candidate("bravo");
+    bravo.wait_ready().await;
+    wait_planned(&alpha, "UpToDate", "UpToDate", 30).await;
+    assert_eq!(
+        metric_of(&bravo, "boot_image_controller_leader", &[]).await,
+        0.0
+    );
+    let lease = env.lease(lease_name).await.expect("the Lease");
+    assert_eq!(lease["spec"]["holderIdentity"], "alpha");
+    let transitions = lease["spec"]["leaseTransitions"].as_i64().unwrap_or(0);
+
+    // Kill the leader in the middle of the rollout.
+    env.upgrade("4.21.0", &stream_421()).await;
+    let started = Instant::now();
+    loop {
+        let all = env.machine_sets().await;
+        if all.values().any(|ms| ami_of(ms) == NEW_AMI) {
+            break;
+        }
+        assert!(
+            started.elapsed() < CONVERGE,
+            "alpha never started the rollout"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    alpha.kill();
+    let killed = Instant::now();
+    let killed_at = jiff::Timestamp::now();
+    let took_over = eventually(CONVERGE, || async {
+        (metric_of(&bravo, "boot_image_controller_leader", &[]).await == 1.0).then_some(())
+    })
+    .await;
+    let takeover = killed.elapsed();
+    assert!(
+        took_over.is_some(),
+        "bravo never took over; {}",
+        bravo.log_tail(40)
+    );
+    eprintln!("bravo took over {takeover:?} after alpha was killed");
+    // The lease lasts 15 s from alpha's last renewal; bravo retries every 2 s.
+    assert!(
+        takeover < Duration::from_secs(15 + 2 + 3),
+        "takeover took {takeover:?}"
+    );
+
+    let done = wait_all(&env, &names, "reached the new image", |ms| {
+        ami_of(ms) == NEW_AMI
+    })
+    .await;
+    assert_one_change_each(&done, &names, NEW_AMI);
+    let times = change_times(&done, &names);
+    let by_alpha = times.iter().filter(|t| **t < killed_at).count();
+    let by_bravo = times.iter().filter(|t| **t > killed_at).count();
+    eprintln!("patches planned by alpha: {by_alpha}, by bravo: {by_bravo}");
+    assert!(
+        by_alpha > 0 && by_bravo > 0,
+        "the kill did not land mid-rollout (alpha {by_alpha}, bravo {by_bravo})"
+    );
+    let lease = env.lease(lease_name).await.expect("the Lease");
+    assert_eq!(lease["spec"]["holderIdentity"], "bravo");
+    assert_eq!(
+        lease["spec"]["leaseTransitions"].as_i64().unwrap_or(0),
+        transitions + 1,
+        "{lease}"
+    );
+    // Each patch has its Event, reported by the instance that made it: both leaders patched,
+    // and no MachineSet was patched by both.
+    let mut by_instance: BTreeMap<String, usize> = BTreeMap::new();
+    for name in &names {
+        let reporters: Vec<String> = env
+            .events_for(name)
+            .await
+            .into_iter()
+            .filter(|e| {
+                e["reason"] == "BootImageUpdated"
+                    && e["note"].as_str().unwrap_or_default().contains(NEW_AMI)
+            })
+            .filter_map(|e| e["reportingInstance"].as_str().map(str::to_string))
+            .collect();
+        assert!(reporters.len() <= 1, "{name} patched by {reporters:?}");
+        for r in reporters {
+            *by_instance.entry(r).or_default() += 1;
+        }
+    }
+    // Alpha publishes its Events after its batch of patches, so a kill mid-batch loses them.
+    eprintln!("BootImageUpdated Events by instance: {by_instance:?}");
+    assert_alive(&mut bravo);
+}
