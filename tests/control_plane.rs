@@ -8,16 +8,17 @@
 mod support;
 
 use std::path::Path;
-use std::process::{Command, Output};
 use std::time::Duration;
 
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use serde_json::{Value, json};
 use support::fixtures::*;
-use support::{TestEnv, eventually, resource_version, sample};
+use support::{
+    TestEnv, eventually, plan_json, resource_version, run_binary as run, sample,
+    stderr_of as stderr,
+};
 
 const CONVERGE: Duration = Duration::from_secs(60);
-const BINARY: &str = env!("CARGO_BIN_EXE_boot-image-controller");
 const CPMS: (&str, &str) = ("machine.openshift.io/v1", "ControlPlaneMachineSet");
 
 /// An AWS cluster on 4.21 that came from 4.20: a worker MachineSet and the control plane are
@@ -64,34 +65,6 @@ async fn progressing_message(env: &TestEnv, contains: &[&str]) -> String {
     .await;
     let now = env.condition("BootImageUpdateProgressing").await;
     found.unwrap_or_else(|| panic!("Progressing never said {contains:?}; now {now:#?}"))
-}
-
-/// `plan -o json` on what the simulated cluster holds.
-async fn plan_json(env: &TestEnv) -> Value {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("cluster.json");
-    std::fs::write(&file, cluster_manifests(env).await.to_string()).unwrap();
-    let out = run(&[
-        "plan",
-        "-o",
-        "json",
-        "--manifests",
-        &file.display().to_string(),
-    ]);
-    assert!(out.status.success(), "plan failed: {}", stderr(&out));
-    serde_json::from_slice(&out.stdout).expect("plan prints JSON")
-}
-
-fn run(args: &[&str]) -> Output {
-    Command::new(BINARY)
-        .args(args)
-        .env_remove("KUBECONFIG")
-        .output()
-        .expect("the binary runs")
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 #[tokio::test]

@@ -3,15 +3,16 @@
 
 mod support;
 
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use support::fixtures::*;
-use support::{TestEnv, eventually, resource_version};
+use support::{
+    TestEnv, eventually, plan_json, resource_version, run_binary as run, stderr_of as stderr,
+};
 
 const CONVERGE: Duration = Duration::from_secs(60);
-const BINARY: &str = env!("CARGO_BIN_EXE_boot-image-controller");
 const OPT_OUT: &str = "machineconfiguration.openshift.io/boot-image-updates";
 const HISTORY: &str = "boot-image-controller.io/history";
 const HOT_LOOP: &str = "boot-image-controller.io/hot-loop";
@@ -37,14 +38,6 @@ async fn wait_updated(env: &TestEnv, name: &str) -> Value {
     found.unwrap_or_else(|| panic!("{name} was never updated"))
 }
 
-fn run(args: &[&str]) -> Output {
-    Command::new(BINARY)
-        .args(args)
-        .env_remove("KUBECONFIG")
-        .output()
-        .expect("the binary runs")
-}
-
 /// `revert` on a MachineSet of this cluster, with extra flags.
 fn revert(env: &TestEnv, name: &str, extra: &[&str]) -> Output {
     let kubeconfig = format!("--kubeconfig={}", support::kubeconfig().display());
@@ -62,26 +55,6 @@ fn revert(env: &TestEnv, name: &str, extra: &[&str]) -> Output {
 
 fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-/// `plan -o json` on what the simulated cluster holds.
-async fn plan_json(env: &TestEnv) -> Value {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("cluster.json");
-    std::fs::write(&file, cluster_manifests(env).await.to_string()).unwrap();
-    let out = run(&[
-        "plan",
-        "-o",
-        "json",
-        "--manifests",
-        &file.display().to_string(),
-    ]);
-    assert!(out.status.success(), "plan failed: {}", stderr(&out));
-    serde_json::from_slice(&out.stdout).expect("plan prints JSON")
 }
 
 fn entry<'a>(plan: &'a Value, name: &str) -> &'a Value {

@@ -766,3 +766,32 @@ pub fn sample(metrics: &str, series: &str) -> Option<f64> {
         .and_then(|l| l.rsplit(' ').next())
         .and_then(|v| v.parse().ok())
 }
+
+/// Runs the binary with `args`, never against the caller's cluster unless the args say so.
+pub fn run_binary(args: &[&str]) -> std::process::Output {
+    Command::new(BINARY)
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .output()
+        .expect("the binary runs")
+}
+
+pub fn stderr_of(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// `plan -o json` on what the simulated cluster holds.
+pub async fn plan_json(env: &TestEnv) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("cluster.json");
+    std::fs::write(&file, fixtures::cluster_manifests(env).await.to_string()).unwrap();
+    let out = run_binary(&[
+        "plan",
+        "-o",
+        "json",
+        "--manifests",
+        &file.display().to_string(),
+    ]);
+    assert!(out.status.success(), "plan failed: {}", stderr_of(&out));
+    serde_json::from_slice(&out.stdout).expect("plan prints JSON")
+}
