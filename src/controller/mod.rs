@@ -241,8 +241,8 @@ struct Controller {
     status_dirty: bool,
     /// The resourceVersion our last status write was based on, and what we wrote.
     status_basis: Option<(String, Vec<crate::api::Condition>)>,
-    /// The gate that held writes in the previous pass, to log changes once.
-    last_blocked: Option<Reason>,
+    /// The gate that held writes in the last pass: logged when it changes, reported in status.
+    last_blocked: Option<plan::Blocked>,
 }
 
 /// What a pass covers.
@@ -332,7 +332,7 @@ impl Controller {
                     }
                     if self.status_dirty {
                         // Re-plan nothing, just flush the held-back status.
-                        self.write_status(None).await;
+                        self.write_status().await;
                     }
                 }
                 changed = self.leader.changed() => {
@@ -615,7 +615,7 @@ impl Controller {
         }
 
         let blocked = planner.blocked().cloned();
-        if blocked.as_ref().map(|b| b.reason) != self.last_blocked {
+        if blocked.as_ref().map(|b| b.reason) != self.last_blocked.as_ref().map(|b| b.reason) {
             match &blocked {
                 Some(b) => {
                     warn!(reason = %b.reason, message = %b.message, "boot image writes are held")
@@ -623,8 +623,8 @@ impl Controller {
                 None if self.last_blocked.is_some() => info!("boot image writes resumed"),
                 None => {}
             }
-            self.last_blocked = blocked.as_ref().map(|b| b.reason);
         }
+        self.last_blocked = blocked.clone();
         self.metrics.observe_plan(
             &self.plan_view(blocked.clone()),
             golden.as_ref().map(|g| {
@@ -634,7 +634,7 @@ impl Controller {
                 )
             }),
         );
-        self.write_status(Some(blocked)).await;
+        self.write_status().await;
         if all_done {
             self.metrics.last_sync.set(Timestamp::now().as_second());
         }
@@ -752,19 +752,14 @@ impl Controller {
         }
     }
 
-    /// Computes the conditions from the latest results and writes them if they changed.
-    /// `blocked` is `None` when flushing a held-back write with the last known gate.
-    async fn write_status(&mut self, blocked: Option<Option<plan::Blocked>>) {
+    /// Computes the conditions from the latest results and the gate of the last pass, and
+    /// writes them if they changed.
+    async fn write_status(&mut self) {
         let name = &self.args.machine_configuration_name;
         let Some(mc) = self.stores.machine_configuration(name) else {
             return;
         };
-        let blocked = match blocked {
-            Some(b) => b,
-            None => Planner::new(&self.cluster(), &Options::default())
-                .blocked()
-                .cloned(),
-        };
+        let blocked = self.last_blocked.clone();
         let machine_sets: Vec<&Entry> = self
             .results
             .iter()

@@ -390,43 +390,9 @@ pub struct ControllerProcess {
 
 impl ControllerProcess {
     fn start(env: &TestEnv, extra: &[&str]) -> Self {
-        let port = free_port();
-        let dir = Path::new(REPO).join("target/test-logs");
-        std::fs::create_dir_all(&dir).unwrap();
-        static STARTS: AtomicUsize = AtomicUsize::new(0);
-        let log = dir.join(format!(
-            "{}-{}.log",
-            env.ns,
-            STARTS.fetch_add(1, Ordering::SeqCst)
-        ));
-        let mut args: Vec<String> = vec![
-            "run".into(),
-            format!("--kubeconfig={}", kubeconfig().display()),
-            format!("--metrics-bind-address=127.0.0.1:{port}"),
-            format!("--health-probe-bind-address=127.0.0.1:{port}"),
-            format!("--namespace={}", env.ns),
-            format!("--machine-api-namespace={}", env.ns),
-            format!("--golden-configmap-namespace={}", env.ns),
-            format!("--machine-configuration-name={}", env.singleton),
-            format!("--infrastructure-name={}", env.singleton),
-            format!("--cluster-version-name={}", env.singleton),
-            "--log-level=debug".into(),
-        ];
-        args.extend(extra.iter().map(|s| s.to_string()));
-        let file = std::fs::File::create(&log).unwrap();
-        let child = Command::new(BINARY)
-            .args(&args)
-            .env_remove("KUBECONFIG")
-            .stdout(file.try_clone().unwrap())
-            .stderr(file)
-            .spawn()
-            .expect("start the controller");
-        ControllerProcess {
-            child: Some(child),
-            port,
-            log,
-            args,
-        }
+        let mut flags = env.controller_flags();
+        flags.extend(extra.iter().map(|s| s.to_string()));
+        Self::spawn(&env.ns, &flags)
     }
 
     pub fn pid(&self) -> u32 {
