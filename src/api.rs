@@ -173,22 +173,22 @@ pub struct MachineManager {
     pub resource: String,
     #[serde(default)]
     pub api_group: String,
-    pub selection: Selection,
+    pub selection: MachineManagerSelector,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct Selection {
+pub struct MachineManagerSelector {
     /// Kept as a string: an unexpected value must become a reported reason, not a failed watch.
     #[schemars(extend("enum" = ["All", "Partial", "None"]))]
     pub mode: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub partial: Option<PartialSelection>,
+    pub partial: Option<PartialSelector>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct PartialSelection {
+pub struct PartialSelector {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub machine_resource_selector: Option<LabelSelector>,
 }

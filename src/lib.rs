@@ -1,6 +1,7 @@
 //! boot-image-controller: keeps the boot images of OpenShift MachineSets current.
 //!
-//! Data flows one way: observe (controller) -> decide ([`plan`]) -> act (controller) -> report.
+//! Data flows one way: observe -> decide ([`plan`]) -> act -> report, the last three carried
+//! out by the controller. `docs/architecture.md` follows one MachineSet through the code.
 #![forbid(unsafe_code)]
 
 pub mod api;
@@ -8,6 +9,7 @@ pub mod arch;
 pub mod cli;
 pub mod controller;
 pub mod known_images;
+pub mod machine_kind;
 pub mod manifests;
 pub mod metrics;
 pub mod names;
@@ -15,5 +17,5 @@ pub mod plan;
 pub mod platform;
 pub mod reason;
 pub mod revert;
-pub mod server;
+mod server;
 pub mod stream;

@@ -22,7 +22,7 @@ use crate::names::{
     CLUSTER_VERSION_NAME, GOLDEN_CONFIGMAP_NAME, GOLDEN_CONFIGMAP_NAMESPACE, INFRASTRUCTURE_NAME,
     KNOWN_IMAGES_CONFIGMAP_NAME, MACHINE_CONFIGURATION_NAME,
 };
-use crate::plan::{Cluster, Malformed};
+use crate::plan::{ClusterSnapshot, Malformed};
 
 /// File name endings read when walking a folder. A file named explicitly is read whatever its
 /// name, so `oc get ... > out.txt` works too.
@@ -31,7 +31,7 @@ const MANIFEST_EXTENSIONS: [&str; 3] = ["yaml", "yml", "json"];
 /// What the manifests say about a cluster: the planner's whole input.
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
-    pub cluster: Cluster,
+    pub cluster: ClusterSnapshot,
     pub machine_sets: Vec<Result<MachineSet, Malformed>>,
     pub control_plane_machine_sets: Vec<Result<ControlPlaneMachineSet, Malformed>>,
     /// Things worth telling a person that do not prevent a plan, e.g. conflicting duplicates.

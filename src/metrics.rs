@@ -7,8 +7,9 @@ use prometheus::{
     Registry, TextEncoder,
 };
 
-use crate::plan::{Action, Plan};
-use crate::reason::Reason;
+use crate::machine_kind::MachineKind;
+use crate::plan::{Action, Blocked, Decision};
+use crate::reason::{Category, Reason};
 
 /// Metric names, shared with the alert rules and the dashboard (a test checks they match).
 pub mod names {
@@ -27,31 +28,6 @@ pub mod names {
     /// dashboards keep working after the switch.
     pub const MCC_UPDATE_ERROR: &str = "mcc_bootimage_update_error";
 }
-
-const KINDS: [&str; 2] = ["MachineSet", "ControlPlaneMachineSet"];
-const ERROR_REASONS: [Reason; 11] = [
-    Reason::MalformedObject,
-    Reason::InvalidProviderSpec,
-    Reason::InvalidSelector,
-    Reason::UnknownArchitecture,
-    Reason::ArchitectureUndetermined,
-    Reason::ArchitectureNotInStream,
-    Reason::ImageNotInStream,
-    Reason::ManagedSecretMissing,
-    Reason::ManagedSecretInvalid,
-    Reason::HotLoop,
-    Reason::PatchFailed,
-];
-const GATE_REASONS: [Reason; 8] = [
-    Reason::MachineConfigurationMissing,
-    Reason::InfrastructureMissing,
-    Reason::GoldenConfigMapMissing,
-    Reason::GoldenStreamInvalid,
-    Reason::ReleaseVersionMissing,
-    Reason::ClusterUpgrading,
-    Reason::ReleaseMismatch,
-    Reason::Paused,
-];
 
 #[derive(Clone)]
 pub struct Metrics {
@@ -171,28 +147,23 @@ impl Metrics {
     /// Creates the bounded series at zero, so that every family is exported from the start and
     /// `rate()`/`increase()` see the first event instead of a series appearing at 1.
     fn initialize_series(&self) {
-        for kind in KINDS {
+        for kind in MachineKind::ALL.map(MachineKind::kind) {
             for result in ["updated", "conflict", "failed"] {
                 self.patches.with_label_values(&[kind, result]);
             }
             self.hot_loops.with_label_values(&[kind]);
-            for reason in ERROR_REASONS {
+            for reason in Reason::of(Category::Error) {
                 self.errors.with_label_values(&[kind, reason.as_str()]);
             }
         }
-        for reason in GATE_REASONS {
+        for reason in Reason::of(Category::Hold) {
             self.blocked.with_label_values(&[reason.as_str()]).set(0);
         }
         for scope in ["all", "some"] {
             self.reconcile_duration.with_label_values(&[scope]);
         }
-        for kind in [
-            "MachineSet",
-            "ControlPlaneMachineSet",
-            "status",
-            "Event",
-            "ConfigMap",
-        ] {
+        let kinds = MachineKind::ALL.map(MachineKind::kind);
+        for kind in kinds.into_iter().chain(["status", "Event", "ConfigMap"]) {
             self.writes.with_label_values(&[kind]);
         }
     }
@@ -214,31 +185,27 @@ impl Metrics {
         ]
     }
 
-    /// Replaces the per-plan gauges with the content of `plan`.
-    pub fn observe_plan(&self, plan: &Plan, golden: Option<(&str, &str)>) {
+    /// Replaces the per-plan gauges with the latest decisions and gate.
+    pub fn observe_plan<'a>(
+        &self,
+        decisions: impl IntoIterator<Item = &'a Decision>,
+        blocked: Option<&Blocked>,
+        golden: Option<(&str, &str)>,
+    ) {
         self.machine_resources.reset();
-        for (kind, entries) in [
-            ("MachineSet", &plan.machine_sets),
-            ("ControlPlaneMachineSet", &plan.control_plane_machine_sets),
-        ] {
-            for e in entries.iter() {
-                self.machine_resources
-                    .with_label_values(&[kind, e.action.as_str(), e.reason.as_str()])
-                    .inc();
+        self.mcc_update_error.reset();
+        for d in decisions {
+            self.machine_resources
+                .with_label_values(&[d.kind.kind(), d.action.as_str(), d.reason.as_str()])
+                .inc();
+            if d.kind == MachineKind::MachineSet && d.action == Action::Error {
+                self.mcc_update_error
+                    .with_label_values(&[d.name.as_str()])
+                    .set(1.0);
             }
         }
-        self.mcc_update_error.reset();
-        for e in plan
-            .machine_sets
-            .iter()
-            .filter(|e| e.action == Action::Error)
-        {
-            self.mcc_update_error
-                .with_label_values(&[e.name.as_str()])
-                .set(1.0);
-        }
-        for reason in GATE_REASONS {
-            let active = plan.blocked.as_ref().is_some_and(|b| b.reason == reason);
+        for reason in Reason::of(Category::Hold) {
+            let active = blocked.is_some_and(|b| b.reason == reason);
             self.blocked
                 .with_label_values(&[reason.as_str()])
                 .set(i64::from(active));
@@ -251,7 +218,8 @@ impl Metrics {
         }
     }
 
-    pub fn error_entered(&self, kind: &str, reason: Reason) {
+    pub fn error_entered(&self, kind: MachineKind, reason: Reason) {
+        let kind = kind.kind();
         self.errors
             .with_label_values(&[kind, reason.as_str()])
             .inc();
@@ -279,27 +247,30 @@ impl Default for Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::{Blocked, Entry};
 
-    fn entry(name: &str, action: Action, reason: Reason) -> Entry {
-        Entry::new("openshift-machine-api", name, action, reason, String::new())
+    fn decision(name: &str, action: Action, reason: Reason) -> Decision {
+        Decision::new(
+            MachineKind::MachineSet,
+            "openshift-machine-api",
+            name,
+            action,
+            reason,
+            String::new(),
+        )
     }
 
     #[test]
     fn plan_gauges_follow_the_latest_plan() {
         let m = Metrics::new();
-        let mut plan = Plan {
-            blocked: Some(Blocked {
-                reason: Reason::Paused,
-                message: String::new(),
-            }),
-            machine_sets: vec![
-                entry("a", Action::Error, Reason::ManagedSecretMissing),
-                entry("b", Action::UpToDate, Reason::UpToDate),
-            ],
-            control_plane_machine_sets: vec![],
+        let paused = Blocked {
+            reason: Reason::Paused,
+            message: String::new(),
         };
-        m.observe_plan(&plan, Some(("rhcos-4.21", "4.21.0")));
+        let mut decisions = vec![
+            decision("a", Action::Error, Reason::ManagedSecretMissing),
+            decision("b", Action::UpToDate, Reason::UpToDate),
+        ];
+        m.observe_plan(&decisions, Some(&paused), Some(("rhcos-4.21", "4.21.0")));
         let text = m.render();
         assert!(
             text.contains(r#"mcc_bootimage_update_error{machineset="a"} 1"#),
@@ -310,14 +281,26 @@ mod tests {
             r#"boot_image_controller_golden_stream_info{release="4.21.0",stream="rhcos-4.21"} 1"#
         ));
 
-        plan.machine_sets[0] = entry("a", Action::UpToDate, Reason::UpToDate);
-        plan.blocked = None;
-        m.observe_plan(&plan, None);
+        decisions[0] = decision("a", Action::UpToDate, Reason::UpToDate);
+        m.observe_plan(&decisions, None, None);
         let text = m.render();
         assert!(!text.contains("mcc_bootimage_update_error{"), "{text}");
         assert!(text.contains(r#"boot_image_controller_blocked{reason="Paused"} 0"#));
         assert!(text.contains(
             r#"boot_image_controller_machine_resources{action="UpToDate",kind="MachineSet",reason="UpToDate"} 2"#
         ));
+    }
+
+    #[test]
+    fn every_error_and_hold_reason_is_exported_from_the_start() {
+        let text = Metrics::new().render();
+        for reason in Reason::of(Category::Error) {
+            let series = format!(r#"kind="MachineSet",reason="{reason}"}} 0"#);
+            assert!(text.contains(&series), "{reason}");
+        }
+        for reason in Reason::of(Category::Hold) {
+            let series = format!(r#"boot_image_controller_blocked{{reason="{reason}"}} 0"#);
+            assert!(text.contains(&series), "{reason}");
+        }
     }
 }

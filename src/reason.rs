@@ -7,9 +7,23 @@ use std::fmt;
 
 use serde::{Serialize, Serializer};
 
+/// What a reason means for the object it is about, and so how it is counted and reported.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub enum Category {
+    /// Something will be written.
+    Update,
+    UpToDate,
+    /// Left alone on purpose; nothing is wrong.
+    Skip,
+    /// A cluster-wide gate: nothing is written until it clears.
+    Hold,
+    /// The object needs attention.
+    Error,
+}
+
 macro_rules! reasons {
-    ($($(#[$doc:meta])* $name:ident),+ $(,)?) => {
-        /// Why a MachineSet got its action, or why the whole plan is blocked.
+    ($($(#[$doc:meta])* $name:ident: $category:ident $(+ $degrades:ident)?),+ $(,)?) => {
+        /// Why a MachineSet got its action, or why the whole plan is held.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
         pub enum Reason { $($(#[$doc])* $name),+ }
 
@@ -19,60 +33,79 @@ macro_rules! reasons {
             pub fn as_str(self) -> &'static str {
                 match self { $(Reason::$name => stringify!($name)),+ }
             }
+
+            pub fn category(self) -> Category {
+                match self { $(Reason::$name => Category::$category),+ }
+            }
+
+            /// Whether the reason makes `BootImageUpdateDegraded` true: every error, and the
+            /// holds that need an administrator rather than clearing by themselves.
+            pub fn degrades(self) -> bool {
+                match self { $(Reason::$name => reasons!(@degrades $category $($degrades)?)),+ }
+            }
         }
     };
+    (@degrades Error) => { true };
+    (@degrades $category:ident degrades) => { true };
+    (@degrades $category:ident) => { false };
 }
 
 reasons! {
-    // Update and UpToDate.
     /// The boot image (and possibly the stub secret) is older than the golden one.
-    BootImageOutdated,
+    BootImageOutdated: Update,
     /// The image is current but the MachineSet still points at the unmanaged stub secret.
-    StubSecretOutdated,
-    UpToDate,
+    StubSecretOutdated: Update,
+    UpToDate: UpToDate,
 
-    // Skips: deliberate, nothing is wrong.
     /// The MachineSet carries the opt-out annotation.
-    OptedOut,
+    OptedOut: Skip,
     /// The MachineConfiguration does not select this MachineSet.
-    NotSelected,
+    NotSelected: Skip,
     /// Another controller (Hive, Cluster API, ...) owns the MachineSet and would revert us.
-    Owned,
-    WindowsMachine,
-    NonDefaultOSStream,
+    Owned: Skip,
+    WindowsMachine: Skip,
+    NonDefaultOSStream: Skip,
     /// An image the golden streams and the known-images list do not contain.
-    CustomImage,
-    RegionNotInStream,
+    CustomImage: Skip,
+    RegionNotInStream: Skip,
     /// The AMI is chosen by ARN or filters, which we cannot compare with a stream.
-    ImageNotById,
-    PlatformNotSupported,
+    ImageNotById: Skip,
+    PlatformNotSupported: Skip,
     /// Azure confidential or trusted-launch VMs need images the marketplace stream lacks.
-    SecurityTypeUnsupported,
-    ArchitectureNotSupported,
+    SecurityTypeUnsupported: Skip,
+    ArchitectureNotSupported: Skip,
 
-    // Errors: the MachineSet needs attention.
-    MalformedObject,
-    InvalidProviderSpec,
-    InvalidSelector,
-    UnknownArchitecture,
-    ArchitectureUndetermined,
-    ArchitectureNotInStream,
-    ImageNotInStream,
-    ManagedSecretMissing,
-    ManagedSecretInvalid,
+    MalformedObject: Error,
+    InvalidProviderSpec: Error,
+    InvalidSelector: Error,
+    UnknownArchitecture: Error,
+    ArchitectureUndetermined: Error,
+    ArchitectureNotInStream: Error,
+    ImageNotInStream: Error,
+    ManagedSecretMissing: Error,
+    ManagedSecretInvalid: Error,
     /// Someone keeps reverting our patch; we stop instead of fighting.
-    HotLoop,
-    PatchFailed,
+    HotLoop: Error,
+    PatchFailed: Error,
 
-    // Gates: the whole plan is blocked.
-    MachineConfigurationMissing,
-    InfrastructureMissing,
-    GoldenConfigMapMissing,
-    GoldenStreamInvalid,
-    ReleaseVersionMissing,
-    ClusterUpgrading,
-    ReleaseMismatch,
-    Paused,
+    MachineConfigurationMissing: Hold,
+    InfrastructureMissing: Hold + degrades,
+    GoldenConfigMapMissing: Hold + degrades,
+    GoldenStreamInvalid: Hold + degrades,
+    ReleaseVersionMissing: Hold,
+    ClusterUpgrading: Hold,
+    ReleaseMismatch: Hold,
+    Paused: Hold,
+}
+
+impl Reason {
+    /// Every reason of one category, in declaration order.
+    pub fn of(category: Category) -> impl Iterator<Item = Reason> {
+        Reason::ALL
+            .iter()
+            .copied()
+            .filter(move |r| r.category() == category)
+    }
 }
 
 impl fmt::Display for Reason {
@@ -100,6 +133,21 @@ mod tests {
             && bytes
                 .last()
                 .is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_')
+    }
+
+    #[test]
+    fn errors_always_degrade_and_skips_never_do() {
+        for r in Reason::ALL {
+            match r.category() {
+                Category::Error => assert!(r.degrades(), "{r}"),
+                Category::Skip | Category::Update | Category::UpToDate => {
+                    assert!(!r.degrades(), "{r}")
+                }
+                Category::Hold => {}
+            }
+        }
+        assert!(Reason::GoldenConfigMapMissing.degrades());
+        assert!(!Reason::ClusterUpgrading.degrades());
     }
 
     #[test]

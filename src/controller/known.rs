@@ -13,7 +13,7 @@ use tracing::{info, warn};
 
 use crate::api::ConfigMap;
 use crate::metrics::Metrics;
-use crate::plan::record::test_op;
+use crate::plan::patch::test_op;
 
 pub use crate::names::KNOWN_IMAGES_CONFIGMAP_NAME as CONFIG_MAP_NAME;
 pub const IMAGES_KEY: &str = "images";

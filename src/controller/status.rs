@@ -12,7 +12,9 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
 use crate::api::{Condition, MachineConfiguration, Time};
-use crate::plan::{Action, Blocked, Entry, display};
+use crate::machine_kind::MachineKind;
+use crate::plan::{Action, Blocked, Decision};
+use crate::platform::display_image as display;
 use crate::reason::Reason;
 
 pub const PROGRESSING: &str = "BootImageUpdateProgressing";
@@ -37,101 +39,92 @@ pub struct Desired {
 /// What the conditions are computed from.
 pub struct StatusInput<'a> {
     pub blocked: Option<&'a Blocked>,
-    pub machine_sets: &'a [&'a Entry],
-    pub control_plane_machine_sets: &'a [&'a Entry],
+    /// The latest decision for every machine resource, of every kind.
+    pub decisions: &'a [&'a Decision],
     /// The pause annotation is set. Not derived from `blocked`: the planner reports only the
     /// first gate, and a release mismatch or missing ConfigMap would hide the pause and flip
     /// `BootImageUpdatePaused` to False for tools waiting on it, although nothing may write.
+    ///
+    /// Status is computed after every write of a pass has returned, and a pause set meanwhile
+    /// withheld the rest, so a pause seen here is in effect.
     pub paused: bool,
-    /// Writes still running when the status is computed; pause is acknowledged only at zero.
-    pub writes_in_flight: usize,
-}
-
-/// Gates that need an administrator, as opposed to gates that clear by themselves.
-fn degrades(reason: Reason) -> bool {
-    matches!(
-        reason,
-        Reason::InfrastructureMissing
-            | Reason::GoldenConfigMapMissing
-            | Reason::GoldenStreamInvalid
-    )
 }
 
 pub fn desired(input: &StatusInput<'_>) -> [Desired; 3] {
-    let all = || {
-        input
-            .machine_sets
-            .iter()
-            .chain(input.control_plane_machine_sets)
-    };
+    [progressing(input), degraded(input), paused(input.paused)]
+}
+
+fn progressing(input: &StatusInput<'_>) -> Desired {
     let summary = summary(input);
-    let progressing = match input.blocked {
-        Some(b) => Desired {
+    if let Some(b) = input.blocked {
+        return Desired {
             type_: PROGRESSING,
             status: false,
             reason: b.reason.to_string(),
             message: format!("{}. {summary}", b.message),
-        },
-        None => {
-            let updating = all().filter(|e| e.action == Action::Update).count();
-            Desired {
-                type_: PROGRESSING,
-                status: updating > 0,
-                reason: if updating > 0 {
-                    "BootImagesUpdating"
-                } else {
-                    "BootImagesCurrent"
-                }
-                .into(),
-                message: summary.clone(),
-            }
+        };
+    }
+    let updating = input.decisions.iter().any(|d| d.action == Action::Update);
+    Desired {
+        type_: PROGRESSING,
+        status: updating,
+        reason: if updating {
+            "BootImagesUpdating"
+        } else {
+            "BootImagesCurrent"
         }
+        .into(),
+        message: summary,
+    }
+}
+
+fn degraded(input: &StatusInput<'_>) -> Desired {
+    let degraded = |reason: String, message: String| Desired {
+        type_: DEGRADED,
+        status: true,
+        reason,
+        message,
     };
-    let errors: Vec<&&Entry> = all().filter(|e| e.action == Action::Error).collect();
-    let degraded = match input.blocked {
-        Some(b) if degrades(b.reason) => Desired {
-            type_: DEGRADED,
-            status: true,
-            reason: b.reason.to_string(),
-            message: b.message.clone(),
-        },
-        _ if !errors.is_empty() => {
-            let first = errors[0].reason;
-            let reason = if errors.iter().all(|e| e.reason == first) {
-                first.to_string()
-            } else {
-                "MultipleErrors".to_string()
-            };
-            let mut message = format!("{} machine resource(s) cannot be updated: ", errors.len());
-            for (i, e) in errors.iter().take(NAMED_ERRORS).enumerate() {
-                if i > 0 {
-                    message.push_str("; ");
-                }
-                let _ = write!(
-                    message,
-                    "{}/{} {}: {}",
-                    e.namespace, e.name, e.reason, e.message
-                );
-            }
-            if errors.len() > NAMED_ERRORS {
-                let _ = write!(message, "; and {} more", errors.len() - NAMED_ERRORS);
-            }
-            Desired {
-                type_: DEGRADED,
-                status: true,
-                reason,
-                message,
-            }
-        }
-        _ => Desired {
+    if let Some(b) = input.blocked.filter(|b| b.reason.degrades()) {
+        return degraded(b.reason.to_string(), b.message.clone());
+    }
+    let errors: Vec<&&Decision> = input
+        .decisions
+        .iter()
+        .filter(|e| e.action == Action::Error)
+        .collect();
+    let Some(first) = errors.first().map(|e| e.reason) else {
+        return Desired {
             type_: DEGRADED,
             status: false,
             reason: "AsExpected".into(),
             message: "no errors".into(),
-        },
+        };
     };
-    let paused_now = input.paused;
-    let paused = if paused_now && input.writes_in_flight == 0 {
+    let reason = if errors.iter().all(|e| e.reason == first) {
+        first.to_string()
+    } else {
+        "MultipleErrors".to_string()
+    };
+    let mut message = format!("{} machine resource(s) cannot be updated: ", errors.len());
+    for (i, e) in errors.iter().take(NAMED_ERRORS).enumerate() {
+        if i > 0 {
+            message.push_str("; ");
+        }
+        let _ = write!(
+            message,
+            "{}/{} {}: {}",
+            e.namespace, e.name, e.reason, e.message
+        );
+    }
+    if errors.len() > NAMED_ERRORS {
+        let _ = write!(message, "; and {} more", errors.len() - NAMED_ERRORS);
+    }
+    degraded(reason, message)
+}
+
+fn paused(paused: bool) -> Desired {
+    if paused {
         Desired {
             type_: PAUSED,
             status: true,
@@ -143,29 +136,25 @@ pub fn desired(input: &StatusInput<'_>) -> [Desired; 3] {
             type_: PAUSED,
             status: false,
             reason: "NotPaused".into(),
-            message: if paused_now {
-                format!(
-                    "pausing: waiting for {} write(s) to finish",
-                    input.writes_in_flight
-                )
-            } else {
-                "boot image updates are not paused".into()
-            },
+            message: "boot image updates are not paused".into(),
         }
-    };
-    [progressing, degraded, paused]
+    }
 }
-
 fn summary(input: &StatusInput<'_>) -> String {
     let mut text = String::new();
-    for (kind, entries) in [
-        ("MachineSets", input.machine_sets),
-        ("ControlPlaneMachineSets", input.control_plane_machine_sets),
-    ] {
-        if entries.is_empty() && kind == "ControlPlaneMachineSets" {
+    for kind in MachineKind::ALL {
+        let entries: Vec<&Decision> = input
+            .decisions
+            .iter()
+            .copied()
+            .filter(|d| d.kind == kind)
+            .collect();
+        // MachineSets are always counted; other kinds only where the cluster has them.
+        if entries.is_empty() && kind != MachineKind::MachineSet {
             continue;
         }
-        let count = |f: &dyn Fn(&Entry) -> bool| entries.iter().filter(|e| f(e)).count();
+        let kind = kind.plural_title();
+        let count = |f: &dyn Fn(&Decision) -> bool| entries.iter().filter(|e| f(e)).count();
         let selected = count(&|e| !matches!(e.reason, Reason::NotSelected | Reason::OptedOut));
         let _ = write!(
             text,
@@ -190,15 +179,14 @@ fn summary(input: &StatusInput<'_>) -> String {
             count(&|e| e.action == Action::Error)
         );
     }
-    let mut recent: Vec<&Entry> = input
-        .machine_sets
+    let mut recent: Vec<&Decision> = input
+        .decisions
         .iter()
-        .chain(input.control_plane_machine_sets)
         .copied()
         .filter(|e| e.last_change.is_some())
         .collect();
     recent.sort_by(|a, b| {
-        let time = |e: &Entry| e.last_change.as_ref().map(|c| c.time.clone());
+        let time = |e: &Decision| e.last_change.as_ref().map(|c| c.time.clone());
         time(b).cmp(&time(a))
     });
     for (i, e) in recent.iter().take(NAMED_CHANGES).enumerate() {
@@ -291,8 +279,9 @@ pub async fn write(
 mod tests {
     use super::*;
 
-    fn entry(name: &str, action: Action, reason: Reason) -> Entry {
-        Entry::new(
+    fn entry(name: &str, action: Action, reason: Reason) -> Decision {
+        Decision::new(
+            MachineKind::MachineSet,
             "openshift-machine-api",
             name,
             action,
@@ -315,10 +304,8 @@ mod tests {
         let b = entry("b", Action::Skip, Reason::CustomImage);
         let c = conditions(&StatusInput {
             blocked: None,
-            machine_sets: &[&a, &b],
-            control_plane_machine_sets: &[],
+            decisions: &[&a, &b],
             paused: false,
-            writes_in_flight: 0,
         });
         assert_eq!(get(&c, PROGRESSING).status, "False");
         assert_eq!(get(&c, DEGRADED).status, "False");
@@ -337,10 +324,8 @@ mod tests {
         let b = entry("b", Action::Update, Reason::BootImageOutdated);
         let c = conditions(&StatusInput {
             blocked: None,
-            machine_sets: &[&a, &b],
-            control_plane_machine_sets: &[],
+            decisions: &[&a, &b],
             paused: false,
-            writes_in_flight: 0,
         });
         let degraded = get(&c, DEGRADED);
         assert_eq!(
@@ -363,10 +348,8 @@ mod tests {
         };
         let input = |blocked| StatusInput {
             blocked: Some(blocked),
-            machine_sets: &[],
-            control_plane_machine_sets: &[],
+            decisions: &[],
             paused: false,
-            writes_in_flight: 0,
         };
         let c = conditions(&input(&missing));
         assert_eq!(get(&c, DEGRADED).reason, "GoldenConfigMapMissing");
@@ -380,20 +363,16 @@ mod tests {
     }
 
     #[test]
-    fn pause_is_acknowledged_only_without_writes_in_flight() {
+    fn pause_is_acknowledged_whatever_gate_is_reported_first() {
         let paused = Blocked {
             reason: Reason::Paused,
             message: "paused".into(),
         };
         let mut input = StatusInput {
             blocked: Some(&paused),
-            machine_sets: &[],
-            control_plane_machine_sets: &[],
+            decisions: &[],
             paused: true,
-            writes_in_flight: 2,
         };
-        assert_eq!(get(&conditions(&input), PAUSED).status, "False");
-        input.writes_in_flight = 0;
         assert_eq!(get(&conditions(&input), PAUSED).status, "True");
 
         // Another gate reported first does not hide the pause.
@@ -412,10 +391,8 @@ mod tests {
         let a = entry("a", Action::UpToDate, Reason::UpToDate);
         let input = StatusInput {
             blocked: None,
-            machine_sets: &[&a],
-            control_plane_machine_sets: &[],
+            decisions: &[&a],
             paused: false,
-            writes_in_flight: 0,
         };
         let t0 = Timestamp::UNIX_EPOCH;
         let first = merge(&[], &desired(&input), Some(1), t0).unwrap();
@@ -425,7 +402,7 @@ mod tests {
         // A message change keeps the transition time.
         let b = entry("b", Action::Skip, Reason::OptedOut);
         let more = StatusInput {
-            machine_sets: &[&a, &b],
+            decisions: &[&a, &b],
             ..input
         };
         let second = merge(&first, &desired(&more), Some(1), t1).unwrap();
@@ -434,7 +411,7 @@ mod tests {
         // A status flip moves it.
         let c = entry("c", Action::Error, Reason::HotLoop);
         let failing = StatusInput {
-            machine_sets: &[&a, &c],
+            decisions: &[&a, &c],
             ..more
         };
         let third = merge(&second, &desired(&failing), Some(1), t1).unwrap();

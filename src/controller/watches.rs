@@ -17,7 +17,6 @@ use serde::de::DeserializeOwned;
 use tokio::sync::mpsc::UnboundedSender;
 use tracing::{info, warn};
 
-use super::Key;
 use super::config::RunArgs;
 use super::known;
 use super::lenient::Lenient;
@@ -25,13 +24,14 @@ use crate::api::{
     ClusterVersion, ConfigMap, ControlPlaneMachineSet, Infrastructure, MachineConfiguration,
     MachineSet,
 };
-use crate::plan::{PAUSE_ANNOTATION, Resource as MachineResource};
+use crate::machine_kind::MachineKind;
+use crate::plan::{self, ObjectKey};
 
 /// What should be planned again.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Trigger {
     All,
-    One(Key),
+    One(ObjectKey),
 }
 
 pub struct Stores {
@@ -57,7 +57,7 @@ pub async fn start(
         Api::namespaced(client.clone(), ns),
         watcher::Config::default(),
         tx.clone(),
-        MachineResource::MachineSets,
+        MachineKind::MachineSet,
     );
     // Clusters without these CRDs (ControlPlaneMachineSets on some platforms, ClusterVersion
     // outside OpenShift) work without them.
@@ -71,7 +71,7 @@ pub async fn start(
             Api::namespaced(client.clone(), ns),
             watcher::Config::default(),
             tx.clone(),
-            MachineResource::ControlPlaneMachineSets,
+            MachineKind::ControlPlaneMachineSet,
         )),
         false => None,
     };
@@ -138,7 +138,7 @@ fn spawn<K>(
     api: Api<Lenient<K>>,
     config: watcher::Config,
     tx: UnboundedSender<Trigger>,
-    kind: MachineResource,
+    kind: MachineKind,
 ) -> Store<Lenient<K>>
 where
     K: kube::Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
@@ -153,12 +153,15 @@ where
         while let Some(event) = stream.next().await {
             let trigger = match event {
                 Ok(watcher::Event::Apply(o) | watcher::Event::Delete(o)) => {
-                    Trigger::One((kind, o.metadata.name.clone().unwrap_or_default()))
+                    Trigger::One(ObjectKey {
+                        kind,
+                        name: o.metadata.name.clone().unwrap_or_default(),
+                    })
                 }
                 Ok(watcher::Event::InitDone) => Trigger::All,
                 Ok(_) => continue,
                 Err(e) => {
-                    warn!(kind = kind.name(), error = %e, "watch failed; retrying");
+                    warn!(kind = kind.kind(), error = %e, "watch failed; retrying");
                     continue;
                 }
             };
@@ -170,7 +173,6 @@ where
     store
 }
 
-/// Watches one object; any change re-plans everything.
 /// Watches one object; a relevant change re-plans everything.
 ///
 /// `fingerprint` says what counts as a change: our own status writes to the MachineConfiguration
@@ -297,8 +299,7 @@ impl Stores {
             .state()
             .iter()
             .filter(|m| m.metadata.name.as_deref() == Some(name))
-            .filter_map(|m| m.metadata.annotations.as_ref())
-            .any(|a| a.get(PAUSE_ANNOTATION).is_some_and(|v| v == "true"))
+            .any(|m| plan::paused(&m.metadata))
     }
 
     pub fn golden(&self) -> Option<ConfigMap> {

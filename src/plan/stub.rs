@@ -15,6 +15,14 @@ pub const MANAGED_SUFFIX: &str = "-managed";
 /// The key of the stub secret that holds the Ignition config.
 pub const USER_DATA_KEY: &str = "userData";
 
+/// Where a provider spec names its stub secret, relative to the provider spec.
+pub const NAME_POINTER: &str = "/userDataSecret/name";
+
+/// The stub secret a provider spec names, if it names one.
+pub fn current_name(provider_spec: &Value) -> Option<&str> {
+    provider_spec.pointer(NAME_POINTER)?.as_str()
+}
+
 /// The managed name for a stub secret, or `None` when it already is the managed one.
 pub fn managed_name(current: &str) -> Option<String> {
     (!current.ends_with(MANAGED_SUFFIX)).then(|| format!("{current}{MANAGED_SUFFIX}"))

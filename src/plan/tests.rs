@@ -14,15 +14,16 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::record::{self, Change, HistoryEntry};
-use super::{
-    AUTOSCALER_LABELS_ANNOTATION, Action, Cluster, Entry, Malformed, OPT_OUT_ANNOTATION,
-    OS_ID_LABEL, OS_STREAM_LABEL, Options, PAUSE_ANNOTATION, Plan, Planner, plan,
-};
+use super::{Action, ClusterSnapshot, Decision, Malformed, Options, Plan, plan};
 use crate::api::{
     ClusterVersion, ConfigMap, ControlPlaneMachineSet, Infrastructure, MachineConfiguration,
     MachineSet, Secret,
 };
 use crate::arch::Arch;
+use crate::names::{
+    AUTOSCALER_LABELS_ANNOTATION, OPT_OUT_ANNOTATION, OS_ID_LABEL, OS_STREAM_LABEL,
+    PAUSE_ANNOTATION,
+};
 use crate::reason::Reason;
 
 // ---------------------------------------------------------------------------------------------
@@ -108,8 +109,8 @@ fn options() -> Options {
     }
 }
 
-fn aws_cluster() -> Cluster {
-    Cluster {
+fn aws_cluster() -> ClusterSnapshot {
+    ClusterSnapshot {
         machine_configuration: Some(machine_configuration()),
         infrastructure: Some(infrastructure("AWS")),
         cluster_version: Some(cluster_version("Completed", RELEASE)),
@@ -122,7 +123,7 @@ fn aws_cluster() -> Cluster {
     }
 }
 
-fn gcp_cluster() -> Cluster {
+fn gcp_cluster() -> ClusterSnapshot {
     aws_cluster().on_platform("GCP")
 }
 
@@ -211,7 +212,7 @@ fn manager(resource: &str, selection: Value) -> Value {
 
 /// Changes to a cluster, chained after [`aws_cluster`].
 trait ClusterBuilder: Sized {
-    fn with(self, change: impl FnOnce(&mut Cluster)) -> Self;
+    fn with(self, change: impl FnOnce(&mut ClusterSnapshot)) -> Self;
 
     fn on_platform(self, platform: &str) -> Self {
         self.with(|c| c.infrastructure = Some(infrastructure(platform)))
@@ -272,8 +273,8 @@ trait ClusterBuilder: Sized {
     }
 }
 
-impl ClusterBuilder for Cluster {
-    fn with(mut self, change: impl FnOnce(&mut Cluster)) -> Self {
+impl ClusterBuilder for ClusterSnapshot {
+    fn with(mut self, change: impl FnOnce(&mut ClusterSnapshot)) -> Self {
         change(&mut self);
         self
     }
@@ -538,25 +539,31 @@ fn set(doc: &mut Value, path: &[&str], value: Value) {
 // ---------------------------------------------------------------------------------------------
 // Planning and looking at the result.
 
-fn plan_machine_sets(cluster: &Cluster, machine_sets: &[Result<MachineSet, Malformed>]) -> Plan {
+fn plan_machine_sets(
+    cluster: &ClusterSnapshot,
+    machine_sets: &[Result<MachineSet, Malformed>],
+) -> Plan {
     plan(cluster, machine_sets, &[], &options())
 }
 
 /// The entry of a single MachineSet.
-fn decide(cluster: &Cluster, ms: Result<MachineSet, Malformed>) -> Entry {
+fn decide(cluster: &ClusterSnapshot, ms: Result<MachineSet, Malformed>) -> Decision {
     let mut plan = plan_machine_sets(cluster, &[ms]);
     assert_eq!(plan.machine_sets.len(), 1);
     plan.machine_sets.remove(0)
 }
 
-fn decide_control_plane(cluster: &Cluster, cp: Result<ControlPlaneMachineSet, Malformed>) -> Entry {
+fn decide_control_plane(
+    cluster: &ClusterSnapshot,
+    cp: Result<ControlPlaneMachineSet, Malformed>,
+) -> Decision {
     let mut plan = plan(cluster, &[], &[cp], &options());
     assert_eq!(plan.control_plane_machine_sets.len(), 1);
     plan.control_plane_machine_sets.remove(0)
 }
 
 #[track_caller]
-fn assert_decided(entry: &Entry, action: Action, reason: Reason) {
+fn assert_decided(entry: &Decision, action: Action, reason: Reason) {
     assert_eq!(
         (entry.action, entry.reason),
         (action, reason),
@@ -569,9 +576,22 @@ fn assert_decided(entry: &Entry, action: Action, reason: Reason) {
     }
 }
 
-/// The patch as RFC 6902 JSON, the form the API server receives.
-fn patch_json(entry: &Entry) -> Value {
-    serde_json::to_value(&entry.patch).unwrap()
+/// The patch as RFC 6902 JSON, the form the API server receives, without the bookkeeping
+/// annotations every update also writes (their own tests check those).
+fn patch_json(entry: &Decision) -> Value {
+    let ops = serde_json::to_value(&entry.patch).unwrap();
+    let changes = ops
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|op| !is_bookkeeping(op));
+    Value::Array(changes.cloned().collect())
+}
+
+fn is_bookkeeping(op: &Value) -> bool {
+    op["path"]
+        .as_str()
+        .is_some_and(|p| p.starts_with("/metadata/"))
 }
 
 fn guarded(path: &str, from: &str, to: &str) -> [Value; 2] {
@@ -598,24 +618,8 @@ fn apply(ms: &MachineSet, patch: &[PatchOperation]) -> MachineSet {
     serde_json::from_value(doc).unwrap()
 }
 
-/// Records that we patched `ms` as `entry` says at `at`, as the controller does in the same
-/// JSON Patch as the change, without changing the image: someone reverted us.
-fn record_patch(ms: MachineSet, entry: &Entry, at: Timestamp) -> MachineSet {
-    let cluster = aws_cluster();
-    let opts = options();
-    let planner = Planner::new(&cluster, &opts);
-    let ops = record::record_ops(
-        &ms.metadata,
-        entry.history_entry(at, planner.golden().unwrap()),
-        &entry.target_key(),
-        at,
-        opts.hot_loop_window,
-    );
-    apply(&ms, &ops)
-}
-
 /// The AWS cluster with the previous release's AMIs in the known images, so they count as ours.
-fn updatable() -> Cluster {
+fn updatable() -> ClusterSnapshot {
     aws_cluster().knowing(&[AMI_PREVIOUS, AMI_PREVIOUS_ARM64])
 }
 
@@ -624,7 +628,7 @@ fn updatable() -> Cluster {
 
 /// A gate that stops planning: every entry is a Skip with the gate's reason.
 #[track_caller]
-fn assert_hard_gate(cluster: &Cluster, reason: Reason) {
+fn assert_hard_gate(cluster: &ClusterSnapshot, reason: Reason) {
     let plan = plan(
         cluster,
         &[
@@ -653,7 +657,7 @@ fn assert_hard_gate(cluster: &Cluster, reason: Reason) {
 /// A gate that lets us plan but not write: what would update is a Skip with the gate's reason
 /// that still shows its target; everything else is decided as usual.
 #[track_caller]
-fn assert_hold(cluster: &Cluster, reason: Reason) {
+fn assert_hold(cluster: &ClusterSnapshot, reason: Reason) {
     let plan = plan_machine_sets(
         cluster,
         &[
@@ -691,7 +695,7 @@ fn assert_hold(cluster: &Cluster, reason: Reason) {
 
 #[test]
 fn without_a_machine_configuration_nothing_is_planned() {
-    let cluster = Cluster {
+    let cluster = ClusterSnapshot {
         machine_configuration: None,
         ..updatable()
     };
@@ -700,7 +704,7 @@ fn without_a_machine_configuration_nothing_is_planned() {
 
 #[test]
 fn without_an_infrastructure_platform_nothing_is_planned() {
-    let missing = Cluster {
+    let missing = ClusterSnapshot {
         infrastructure: None,
         ..updatable()
     };
@@ -713,7 +717,7 @@ fn without_an_infrastructure_platform_nothing_is_planned() {
 
 #[test]
 fn without_the_golden_configmap_nothing_is_planned() {
-    let cluster = Cluster {
+    let cluster = ClusterSnapshot {
         golden: None,
         ..updatable()
     };
@@ -809,7 +813,7 @@ fn releases_are_compared_as_semver() {
 
 #[test]
 fn without_a_cluster_version_the_release_is_not_checked() {
-    let cluster = Cluster {
+    let cluster = ClusterSnapshot {
         cluster_version: None,
         ..updatable().golden(GOLDEN_STREAM, None)
     };
@@ -1443,20 +1447,31 @@ fn an_outdated_image_on_the_managed_stub_changes_only_the_image() {
 /// A MachineSet we patched at each of `times`, each time reverted by someone else.
 fn reverted_at(
     times: &[i64],
-    target_of: impl Fn(&Entry) -> Entry,
+    target_of: impl Fn(&Decision) -> Decision,
 ) -> Result<MachineSet, Malformed> {
     let ms = machine_set("worker-a").build();
     let first = target_of(&decide(&updatable(), ms.clone()));
     let mut ms = ms.unwrap();
     for minutes in times {
-        ms = record_patch(ms, &first, minutes_ago(*minutes));
+        // What our patch at that time wrote besides the change, which was then reverted.
+        let at = minutes_ago(*minutes);
+        let entry = HistoryEntry {
+            time: at.to_string(),
+            release: Some(RELEASE.into()),
+            stream: "rhcos-4.21".into(),
+            boot_image: first.boot_image.change(),
+            user_data_secret: first.user_data_secret.change(),
+        };
+        let window = options().hot_loop_window;
+        let ops = record::record_ops(&ms.metadata, entry, &first.target_key(), at, window);
+        ms = apply(&ms, &ops);
     }
     Ok(ms)
 }
 
 #[test]
 fn repeated_reverts_within_the_window_stop_the_updates() {
-    let ms = reverted_at(&[30, 20, 10], Entry::clone);
+    let ms = reverted_at(&[30, 20, 10], Decision::clone);
     let entry = decide(&updatable(), ms);
     assert_decided(&entry, Action::Error, Reason::HotLoop);
     assert!(
@@ -1471,7 +1486,7 @@ fn repeated_reverts_within_the_window_stop_the_updates() {
 
 #[test]
 fn reverts_older_than_the_window_do_not_count() {
-    let ms = reverted_at(&[70, 20, 10], Entry::clone);
+    let ms = reverted_at(&[70, 20, 10], Decision::clone);
     let entry = decide(&updatable(), ms);
     assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
 }
@@ -1524,7 +1539,18 @@ fn an_applied_update_leaves_the_machine_set_up_to_date_and_the_rest_untouched() 
     let spec = expected.pointer_mut(MACHINE_SET_SPEC).unwrap();
     spec["ami"]["id"] = json!(AMI_US_EAST_1);
     spec["userDataSecret"]["name"] = json!(MANAGED_STUB);
-    assert_eq!(serde_json::to_value(&after).unwrap(), expected);
+    // Besides the change, only our own bookkeeping annotations are added.
+    let mut after = serde_json::to_value(&after).unwrap();
+    let annotations = after["metadata"]["annotations"].as_object_mut().unwrap();
+    for key in [record::HISTORY_ANNOTATION, record::HOT_LOOP_ANNOTATION] {
+        assert!(annotations.remove(key).is_some(), "{key} missing");
+    }
+    assert!(annotations.is_empty(), "{annotations:?}");
+    after["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("annotations");
+    assert_eq!(after, expected);
     assert_eq!(
         expected.pointer(&format!("{MACHINE_SET_SPEC}/metadata/creationTimestamp")),
         Some(&Value::Null)
@@ -1546,9 +1572,7 @@ fn a_concurrent_edit_of_a_replaced_value_fails_the_patch() {
 fn the_history_entry_records_what_changed_and_why() {
     let cluster = updatable();
     let entry = decide(&cluster, machine_set("worker-a").build());
-    let opts = options();
-    let planner = Planner::new(&cluster, &opts);
-    let recorded = entry.history_entry(now(), planner.golden().unwrap());
+    let recorded = recorded_history(&entry, machine_set("worker-a").build());
     assert_eq!(
         recorded,
         HistoryEntry {
@@ -1565,10 +1589,19 @@ fn the_history_entry_records_what_changed_and_why() {
             }),
         }
     );
-    let secret_only = decide(&cluster, machine_set("worker-a").ami(AMI_US_EAST_1).build());
-    let recorded = secret_only.history_entry(now(), planner.golden().unwrap());
+    let ms = machine_set("worker-a").ami(AMI_US_EAST_1).build();
+    let secret_only = decide(&cluster, ms.clone());
+    let recorded = recorded_history(&secret_only, ms);
     assert_eq!(recorded.boot_image, None);
     assert!(recorded.user_data_secret.is_some());
+}
+
+/// The history entry an applied update leaves on the object.
+fn recorded_history(entry: &Decision, ms: Result<MachineSet, Malformed>) -> HistoryEntry {
+    let after = apply(&ms.unwrap(), &entry.patch);
+    let mut history = record::history(&after.metadata);
+    assert_eq!(history.len(), 1, "{history:?}");
+    history.pop().unwrap()
 }
 
 #[test]

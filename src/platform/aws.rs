@@ -2,12 +2,29 @@
 
 use serde_json::Value;
 
-use super::{BootImageRule, ImageOutcome, RuleContext, compare_single, invalid, not_in_stream};
+use super::{ImageOutcome, PlatformRule, RuleContext, compare_single, invalid, not_in_stream};
 use crate::reason::Reason;
 
 pub(super) struct Aws;
 
-impl BootImageRule for Aws {
+/// Relative to the provider spec.
+const AMI_ID: &str = "/ami/id";
+
+impl PlatformRule for Aws {
+    fn stream_key(&self) -> &'static str {
+        "aws"
+    }
+
+    fn image_locations(&self, spec: &Value, _written: &Value) -> Option<Vec<(String, Value)>> {
+        spec.get("ami")?;
+        let current = spec.pointer(AMI_ID).cloned().unwrap_or(Value::Null);
+        Some(vec![(AMI_ID.into(), current)])
+    }
+
+    fn display(&self, _image: &Value) -> Option<String> {
+        None
+    }
+
     fn evaluate(&self, spec: &Value, ctx: &RuleContext<'_>) -> ImageOutcome {
         let ami = spec.get("ami");
         let Some(current) = ami.and_then(|a| a.get("id")).filter(|v| v.is_string()) else {
@@ -69,7 +86,7 @@ impl BootImageRule for Aws {
                 current: Some(current.clone()),
             };
         }
-        compare_single(current, target, vec!["/ami/id".into()])
+        compare_single(current, target, vec![AMI_ID.into()])
     }
 }
 
@@ -80,7 +97,7 @@ mod tests {
     use super::Aws;
     use crate::arch::Arch;
     use crate::platform::test_support::{Cluster, message, reason, stream_4_21};
-    use crate::platform::{BootImageRule, FieldChange, ImageOutcome};
+    use crate::platform::{FieldChange, ImageOutcome, PlatformRule};
     use crate::reason::Reason;
 
     const AMI_4_21_US_EAST_1: &str = "ami-01095d1967818437c";

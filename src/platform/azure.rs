@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use super::{BootImageRule, FieldChange, ImageOutcome, RuleContext, invalid, not_in_stream};
+use super::{FieldChange, ImageOutcome, PlatformRule, RuleContext, invalid, not_in_stream};
 use crate::arch::Arch;
 use crate::reason::Reason;
 use crate::stream::AzureMarketplaceImage;
@@ -26,7 +26,35 @@ type Variants = BTreeMap<String, BTreeMap<String, AzureMarketplaceImage>>;
 
 pub(super) struct Azure;
 
-impl BootImageRule for Azure {
+/// Relative to the provider spec: the whole image object is one change.
+const IMAGE: &str = "/image";
+
+impl PlatformRule for Azure {
+    fn stream_key(&self) -> &'static str {
+        "azure"
+    }
+
+    fn image_locations(&self, spec: &Value, _written: &Value) -> Option<Vec<(String, Value)>> {
+        let current = spec.get("image")?.clone();
+        Some(vec![(IMAGE.into(), current)])
+    }
+
+    /// The resourceID of an upload, else the marketplace URN `publisher:offer:sku:version`.
+    fn display(&self, image: &Value) -> Option<String> {
+        let o = image.as_object()?;
+        if !o.contains_key("publisher") && !o.contains_key("resourceID") {
+            return None;
+        }
+        let field = |k: &str| o.get(k).and_then(Value::as_str).unwrap_or_default();
+        Some(if field("resourceID").is_empty() {
+            ["publisher", "offer", "sku", "version"]
+                .map(field)
+                .join(":")
+        } else {
+            field("resourceID").to_string()
+        })
+    }
+
     fn evaluate(&self, spec: &Value, ctx: &RuleContext<'_>) -> ImageOutcome {
         let image = spec.get("image");
         if let Some(security_type) = spec
@@ -123,7 +151,7 @@ impl BootImageRule for Azure {
                 // One change for the whole object: publisher, offer, sku, version and type only
                 // make sense together, and the planner's `test` on the whole object makes any
                 // concurrent edit of one of them fail the patch instead of producing a mix.
-                pointer: "/image".into(),
+                pointer: IMAGE.into(),
                 from: current.clone(),
                 to: target.clone(),
             }],
@@ -348,7 +376,7 @@ mod tests {
     use super::{Azure, choose_generation, sku_shape};
     use crate::arch::Arch;
     use crate::platform::test_support::{Cluster, message, reason, stream_4_21};
-    use crate::platform::{BootImageRule, FieldChange, ImageOutcome};
+    use crate::platform::{FieldChange, ImageOutcome, PlatformRule};
     use crate::reason::Reason;
     use crate::stream::AzureMarketplaceImage;
 

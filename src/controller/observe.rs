@@ -1,0 +1,63 @@
+//! Step 1 of a pass: the stores become one snapshot, the planner's input.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use super::lenient::Lenient;
+use super::secrets::SecretWatches;
+use super::watches::Stores;
+use crate::api::{ControlPlaneMachineSet, MachineSet};
+use crate::known_images::KnownImages;
+use crate::machine_kind::MachineObject;
+use crate::plan::{ClusterSnapshot, stub};
+
+/// What a pass sees: the cluster-wide inputs and every machine resource.
+pub(super) struct Observation {
+    pub snapshot: ClusterSnapshot,
+    pub machine_sets: Vec<Arc<Lenient<MachineSet>>>,
+    pub control_plane_machine_sets: Vec<Arc<Lenient<ControlPlaneMachineSet>>>,
+}
+
+/// Reads the stores, and first starts watching every managed stub secret a machine resource
+/// would point at, so that the snapshot holds the secrets the planner verifies.
+pub(super) async fn observe(
+    stores: &Stores,
+    secrets: &mut SecretWatches,
+    machine_configuration_name: &str,
+    known_file: Option<&KnownImages>,
+) -> Observation {
+    let machine_sets = stores.machine_sets();
+    let control_plane_machine_sets = stores.control_plane_machine_sets();
+    let wanted: BTreeSet<String> = managed_secret_names(&machine_sets)
+        .chain(managed_secret_names(&control_plane_machine_sets))
+        .collect();
+    secrets.ensure(&wanted).await;
+
+    let mut known_images = known_file.cloned().unwrap_or_default();
+    known_images.extend(stores.remembered_images());
+    let snapshot = ClusterSnapshot {
+        machine_configuration: stores.machine_configuration(machine_configuration_name),
+        infrastructure: stores.infrastructure(),
+        cluster_version: stores.cluster_version(),
+        golden: stores.golden(),
+        secrets: secrets.snapshot(),
+        known_images,
+    };
+    Observation {
+        snapshot,
+        machine_sets,
+        control_plane_machine_sets,
+    }
+}
+
+/// The managed stub secrets the readable objects among `objects` would be pointed at.
+fn managed_secret_names<M: MachineObject>(
+    objects: &[Arc<Lenient<M>>],
+) -> impl Iterator<Item = String> + '_ {
+    objects
+        .iter()
+        .filter_map(|o| o.parsed.as_ref().ok())
+        .filter_map(|o| o.machine_template()?.spec.provider_spec.value.as_ref())
+        .filter_map(stub::current_name)
+        .filter_map(stub::managed_name)
+}

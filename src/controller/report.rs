@@ -1,0 +1,202 @@
+//! Step 4 of a pass: say what happened. Logs, metrics, Events, retries, the known-images memory
+//! and the MachineConfiguration status are all written from here, and only here.
+
+use futures::StreamExt;
+use jiff::Timestamp;
+use tokio::time::Instant;
+use tracing::{debug, info, warn};
+
+use super::act::{Applied, Outcome};
+use super::decide::PassFacts;
+use super::events::Notice;
+use super::{CONFLICT_RETRY, Controller, MAX_BACKOFF, MIN_BACKOFF, known};
+use crate::plan::{Action, Blocked, Decision};
+use crate::reason::Reason;
+
+impl Controller {
+    pub(super) async fn report(&mut self, decided: PassFacts, applied: Vec<Applied>) {
+        if let Some(live) = &decided.live {
+            self.results.retain(|k, _| live.contains(k));
+            self.backoff.retain(|k, _| live.contains(k));
+        }
+        for key in &decided.gone {
+            self.results.remove(key);
+            self.backoff.remove(key);
+        }
+        let mut all_done = true;
+        let mut notices = Vec::new();
+        for applied in applied {
+            all_done &= self.count_outcome(&applied);
+            let updated =
+                applied.decision.action == Action::Update && applied.outcome == Outcome::Patched;
+            let reported = reported(applied);
+            if updated {
+                notices.push((reported.clone(), UPDATED));
+            } else if self.entered_error(&reported) {
+                notices.push((reported.clone(), error_notice(reported.reason)));
+            }
+            self.schedule_retry(&reported);
+            self.results.insert(reported.key(), reported);
+        }
+        self.publish(notices).await;
+        if let Some(golden) = &decided.golden {
+            let existing = self.stores.known_images_config_map();
+            let refs = golden.image_references();
+            known::remember(&self.known_images_api, existing, refs, &self.metrics).await;
+        }
+        self.log_gate_change(decided.blocked.as_ref());
+        self.last_blocked = decided.blocked;
+        let golden = decided.golden.as_ref().map(|g| {
+            let release = g.release_version.as_deref().unwrap_or("");
+            (g.stream.stream.as_str(), release)
+        });
+        self.metrics
+            .observe_plan(self.results.values(), self.last_blocked.as_ref(), golden);
+        self.write_status().await;
+        if all_done {
+            self.metrics.last_sync.set(Timestamp::now().as_second());
+        }
+    }
+
+    /// Counts and logs how a patch went; false when the object still needs another pass.
+    fn count_outcome(&mut self, applied: &Applied) -> bool {
+        let d = &applied.decision;
+        let kind = d.kind.kind();
+        let update = d.action == Action::Update;
+        let count = |result: &str| {
+            if update {
+                self.metrics
+                    .patches
+                    .with_label_values(&[kind, result])
+                    .inc();
+            }
+        };
+        match &applied.outcome {
+            Outcome::NothingToSend => true,
+            Outcome::Patched => {
+                count("updated");
+                // Counted for bookkeeping writes too, so that `writes_total` stays a complete
+                // record of what this controller changed.
+                self.metrics.writes.with_label_values(&[kind]).inc();
+                if update {
+                    info!(kind, name = %d.name, change = %d.message, "updated boot image");
+                } else {
+                    info!(kind, name = %d.name, "opted out: cleared the hot-loop guard");
+                }
+                self.backoff.remove(&d.key());
+                true
+            }
+            Outcome::Conflict => {
+                count("conflict");
+                debug!(kind, name = %d.name, "object changed under us; re-planning");
+                let retry = Instant::now() + CONFLICT_RETRY;
+                self.backoff.insert(d.key(), (0, retry));
+                false
+            }
+            Outcome::Gone | Outcome::Withheld => false,
+            Outcome::Failed(error) => {
+                count("failed");
+                warn!(kind, name = %d.name, error = %error, "patch failed");
+                false
+            }
+        }
+    }
+
+    /// Whether `reported` is an error it was not in before; such errors are logged and counted
+    /// once, not on every retry.
+    fn entered_error(&self, reported: &Decision) -> bool {
+        if reported.action != Action::Error {
+            return false;
+        }
+        let previous = self.results.get(&reported.key());
+        let new_error =
+            previous.is_none_or(|p| p.action != Action::Error || p.reason != reported.reason);
+        if new_error {
+            let kind = reported.kind.kind();
+            warn!(kind, name = %reported.name, reason = %reported.reason, message = %reported.message, "cannot update boot image");
+            self.metrics.error_entered(reported.kind, reported.reason);
+        }
+        new_error
+    }
+
+    /// Errors are retried with exponential backoff; settled objects need no retry.
+    fn schedule_retry(&mut self, reported: &Decision) {
+        let key = reported.key();
+        match reported.action {
+            Action::Error => {
+                let attempts = self.backoff.get(&key).map_or(0, |(n, _)| n + 1);
+                let delay = MIN_BACKOFF
+                    .saturating_mul(1 << attempts.min(16))
+                    .min(MAX_BACKOFF);
+                self.backoff.insert(key, (attempts, Instant::now() + delay));
+            }
+            // An update's retry, if any, was scheduled from its outcome.
+            Action::Update => {}
+            Action::Skip | Action::UpToDate => {
+                self.backoff.remove(&key);
+            }
+        }
+    }
+
+    /// Sends the pass's Events after its patches, so that they never delay a rollout.
+    async fn publish(&self, notices: Vec<(Decision, Notice)>) {
+        let concurrency = self.args.max_concurrent_patches.max(1);
+        let events = &self.events;
+        let sent: Vec<Result<(), kube::Error>> = futures::stream::iter(&notices)
+            .map(|(decision, notice)| events.publish(decision, notice))
+            .buffer_unordered(concurrency)
+            .collect()
+            .await;
+        for result in sent {
+            match result {
+                Ok(()) => self.metrics.writes.with_label_values(&["Event"]).inc(),
+                Err(e) => warn!(error = %e, "could not publish an Event"),
+            }
+        }
+    }
+
+    fn log_gate_change(&self, blocked: Option<&Blocked>) {
+        let before = self.last_blocked.as_ref().map(|b| b.reason);
+        if blocked.map(|b| b.reason) == before {
+            return;
+        }
+        match blocked {
+            Some(b) => {
+                warn!(reason = %b.reason, message = %b.message, "boot image writes are held")
+            }
+            None if before.is_some() => info!("boot image writes resumed"),
+            None => {}
+        }
+    }
+}
+
+const UPDATED: Notice = Notice {
+    type_: "Normal",
+    reason: "BootImageUpdated",
+    action: "UpdateBootImage",
+};
+
+fn error_notice(reason: Reason) -> Notice {
+    Notice {
+        type_: "Warning",
+        reason: reason.as_str(),
+        action: "PlanBootImage",
+    }
+}
+
+/// What status, metrics and the next pass see of an applied decision: the planner's decision,
+/// except that an update whose patch the API server refused is an error of its own.
+fn reported(applied: Applied) -> Decision {
+    let Applied {
+        mut decision,
+        outcome,
+    } = applied;
+    if let Outcome::Failed(error) = outcome
+        && decision.action == Action::Update
+    {
+        decision.action = Action::Error;
+        decision.reason = Reason::PatchFailed;
+        decision.message = format!("patch failed: {error}");
+    }
+    decision
+}

@@ -1,0 +1,414 @@
+//! The per-object rules of DESIGN.md section 2, in order: the first that applies decides.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use jiff::SignedDuration;
+use json_patch::PatchOperation;
+use serde_json::Value;
+
+use super::decision::{Action, Decision, Values};
+use super::gates::Ready;
+use super::patch::{guarded_replace, remove_annotation_ops};
+use super::record::{self, HistoryEntry};
+use super::{Planner, stub};
+use crate::api::{MachineTemplate, ObjectMeta};
+use crate::arch::Arch;
+use crate::machine_kind::{MachineKind, MachineObject};
+use crate::names::{
+    AUTOSCALER_LABELS_ANNOTATION, HOT_LOOP_ANNOTATION, OPT_OUT_ANNOTATION, OPT_OUT_VALUE,
+    OS_ID_LABEL, OS_STREAM_LABEL,
+};
+use crate::platform::{ImageOutcome, PlatformRule, RuleContext, display_image};
+use crate::reason::Reason;
+
+/// The parts of a machine resource the rules look at.
+pub(super) struct Subject<'a> {
+    kind: MachineKind,
+    pub meta: &'a ObjectMeta,
+    template: Option<&'a MachineTemplate>,
+}
+
+impl<'a> Subject<'a> {
+    pub fn of<M: MachineObject>(object: &'a M) -> Self {
+        Subject {
+            kind: M::KIND,
+            meta: object.meta(),
+            template: object.machine_template(),
+        }
+    }
+
+    fn namespace(&self) -> &'a str {
+        self.meta.namespace.as_deref().unwrap_or_default()
+    }
+
+    pub fn decision(&self, action: Action, reason: Reason, message: String) -> Decision {
+        let name = self.meta.name.as_deref().unwrap_or_default();
+        Decision::new(self.kind, self.namespace(), name, action, reason, message)
+    }
+
+    fn annotation(&self, key: &str) -> Option<&'a str> {
+        self.meta.annotations.as_ref()?.get(key).map(String::as_str)
+    }
+
+    fn template_labels(&self) -> Option<&'a BTreeMap<String, String>> {
+        self.template?.metadata.as_ref()?.labels.as_ref()
+    }
+
+    fn provider_spec(&self) -> Option<&'a Value> {
+        self.template?
+            .spec
+            .provider_spec
+            .value
+            .as_ref()
+            .filter(|v| v.is_object())
+    }
+}
+
+/// The boot image part of a decision: the compared values and the operations that change them.
+struct ImageChange {
+    values: Values<Value>,
+    ops: Vec<PatchOperation>,
+}
+
+impl Planner<'_> {
+    pub(super) fn decide_readable(&self, subject: &Subject<'_>, ready: &Ready) -> Decision {
+        if let Some(decided) = self.screen(subject, ready) {
+            return decided;
+        }
+        // Before the architecture and providerSpec checks: on a platform we never write to, their
+        // errors would only raise a false Degraded (e.g. every MachineSet of a multi-arch vSphere
+        // cluster without the autoscaler annotation).
+        let Some(rule) = ready.platform.rule() else {
+            return subject.decision(
+                Action::Skip,
+                Reason::PlatformNotSupported,
+                ready.platform.unsupported_message(),
+            );
+        };
+        let arch = match self.arch(subject, ready) {
+            Ok(arch) => arch,
+            Err((reason, message)) => return subject.decision(Action::Error, reason, message),
+        };
+        let Some(provider_spec) = subject.provider_spec() else {
+            return subject.decision(
+                Action::Error,
+                Reason::InvalidProviderSpec,
+                "the machine template has no providerSpec.value object".into(),
+            );
+        };
+        let ctx = RuleContext {
+            stream: &ready.golden.stream,
+            arch,
+            known_images: &ready.known_images,
+            infrastructure_name: self
+                .snapshot
+                .infrastructure
+                .as_ref()
+                .and_then(|i| i.status.as_ref())
+                .and_then(|s| s.infrastructure_name.as_deref()),
+        };
+        let image = match image_change(subject, rule.evaluate(provider_spec, &ctx)) {
+            Ok(image) => image,
+            Err(decided) => return *decided,
+        };
+        let mut decided = self.stub_secret(subject, provider_spec, image);
+        if decided.action == Action::UpToDate && !decided.patch.is_empty() {
+            decided.message = change_message(&decided, ready, arch, rule);
+            self.update(subject, ready, &mut decided);
+        }
+        decided
+    }
+
+    /// Rules 1 to 4: the objects we leave alone whatever their images.
+    fn screen(&self, subject: &Subject<'_>, ready: &Ready) -> Option<Decision> {
+        if subject.annotation(OPT_OUT_ANNOTATION) == Some(OPT_OUT_VALUE) {
+            let mut decided = subject.decision(
+                Action::Skip,
+                Reason::OptedOut,
+                format!("opted out by annotation {OPT_OUT_ANNOTATION}={OPT_OUT_VALUE}"),
+            );
+            // Opting out and back in is the documented way to reset the hot-loop guard.
+            decided.patch = remove_annotation_ops(subject.meta, HOT_LOOP_ANNOTATION);
+            return Some(decided);
+        }
+        let selection = ready.selection(subject.kind);
+        let empty = BTreeMap::new();
+        match selection.selects(subject.meta.labels.as_ref().unwrap_or(&empty)) {
+            Err(message) => {
+                let message = message.to_string();
+                return Some(subject.decision(Action::Error, Reason::InvalidSelector, message));
+            }
+            Ok(false) => {
+                let message = format!(
+                    "not selected by MachineConfiguration managedBootImages ({} mode {})",
+                    subject.kind.plural(),
+                    selection.describe()
+                );
+                return Some(subject.decision(Action::Skip, Reason::NotSelected, message));
+            }
+            Ok(true) => {}
+        }
+        if let Some(owner) = subject
+            .meta
+            .owner_references
+            .as_ref()
+            .and_then(|o| o.first())
+        {
+            let message = format!(
+                "owned by {} {}; its owner would revert our changes",
+                owner.kind, owner.name
+            );
+            return Some(subject.decision(Action::Skip, Reason::Owned, message));
+        }
+        self.screen_operating_system(subject, ready)
+    }
+
+    /// Rule 4: machines that do not boot the cluster's default CoreOS stream.
+    fn screen_operating_system(&self, subject: &Subject<'_>, ready: &Ready) -> Option<Decision> {
+        let template_labels = subject.template_labels();
+        if template_labels
+            .and_then(|l| l.get(OS_ID_LABEL))
+            .map(String::as_str)
+            == Some("Windows")
+        {
+            return Some(subject.decision(
+                Action::Skip,
+                Reason::WindowsMachine,
+                "Windows machines boot Windows images, not CoreOS".into(),
+            ));
+        }
+        let default_stream = &ready.golden.stream.stream;
+        let os_stream = [subject.meta.labels.as_ref(), template_labels]
+            .into_iter()
+            .flatten()
+            .find_map(|labels| labels.get(OS_STREAM_LABEL))
+            .filter(|s| *s != default_stream)?;
+        Some(subject.decision(
+            Action::Skip,
+            Reason::NonDefaultOSStream,
+            format!("uses OS stream {os_stream:?}, not the default {default_stream:?}"),
+        ))
+    }
+
+    /// Rule 5: the architecture whose image applies.
+    fn arch(&self, subject: &Subject<'_>, ready: &Ready) -> Result<Arch, (Reason, String)> {
+        if subject.kind == MachineKind::ControlPlaneMachineSet {
+            return Ok(self.options.control_plane_arch);
+        }
+        let Some(labels) = subject.annotation(AUTOSCALER_LABELS_ANNOTATION) else {
+            if ready.multi_arch {
+                return Err((
+                    Reason::ArchitectureUndetermined,
+                    format!(
+                        "the cluster is multi-architecture and the MachineSet has no \
+                         {AUTOSCALER_LABELS_ANNOTATION} annotation naming kubernetes.io/arch"
+                    ),
+                ));
+            }
+            return Ok(self.options.control_plane_arch);
+        };
+        let arch = labels
+            .split(',')
+            .filter_map(|pair| pair.trim().split_once('='))
+            .find(|(key, _)| key.trim() == "kubernetes.io/arch")
+            .map(|(_, value)| value.trim());
+        let Some(arch) = arch else {
+            return Err((
+                Reason::ArchitectureUndetermined,
+                format!(
+                    "annotation {AUTOSCALER_LABELS_ANNOTATION} has no kubernetes.io/arch entry"
+                ),
+            ));
+        };
+        arch.parse().map_err(|e: crate::arch::UnknownArch| {
+            (
+                Reason::UnknownArchitecture,
+                format!("annotation {AUTOSCALER_LABELS_ANNOTATION}: {e}"),
+            )
+        })
+    }
+
+    /// Rule 7: the stub secret, even when the image is current. Returns the decision so far:
+    /// UpToDate with the operations of every change (none when nothing changes), or an Error.
+    fn stub_secret(
+        &self,
+        subject: &Subject<'_>,
+        provider_spec: &Value,
+        image: ImageChange,
+    ) -> Decision {
+        let current = stub::current_name(provider_spec).map(str::to_string);
+        let target = current.as_deref().and_then(stub::managed_name);
+        let mut decided = subject.decision(Action::UpToDate, Reason::UpToDate, String::new());
+        decided.boot_image = image.values;
+        decided.user_data_secret = Values {
+            current: current.clone(),
+            target: target.clone(),
+        };
+        if let Some(target) = &target {
+            let namespace = subject.namespace();
+            let secret = self
+                .snapshot
+                .secrets
+                .get(&(namespace.to_string(), target.clone()));
+            if let Err((reason, message)) = stub::verify(namespace, target, secret) {
+                decided.action = Action::Error;
+                decided.reason = reason;
+                decided.message = message;
+                return decided;
+            }
+        }
+        decided.patch = image.ops;
+        if let (Some(from), Some(to)) = (current, target) {
+            let pointer = format!(
+                "{}{}",
+                subject.kind.provider_spec_pointer(),
+                stub::NAME_POINTER
+            );
+            decided
+                .patch
+                .extend(guarded_replace(&pointer, from.into(), to.into()));
+        }
+        if decided.patch.is_empty() {
+            decided.message = format!(
+                "boot image is current ({})",
+                display_image(decided.boot_image.current.as_ref())
+            );
+        }
+        decided
+    }
+
+    /// Rules 8 and 9: a change to make, unless someone keeps reverting it or a gate holds
+    /// writes. An Update carries the history and hot-loop bookkeeping in the same patch.
+    fn update(&self, subject: &Subject<'_>, ready: &Ready, decided: &mut Decision) {
+        decided.reason = if decided.boot_image.target.is_some() {
+            Reason::BootImageOutdated
+        } else {
+            Reason::StubSecretOutdated
+        };
+        let target_key = decided.target_key();
+        let (now, window) = (self.options.now, self.options.hot_loop_window);
+        let recent = record::recent_patches(subject.meta, &target_key, now, window);
+        if recent >= self.options.hot_loop_threshold {
+            decided.action = Action::Error;
+            decided.reason = Reason::HotLoop;
+            decided.message = format!(
+                "patched to the same values {recent} times within {} but something keeps \
+                 reverting them ({}); stopped to avoid fighting. Find the other writer, then opt \
+                 this {} out and back in (annotation {OPT_OUT_ANNOTATION}) to retry",
+                friendly(window),
+                decided.message,
+                subject.kind,
+            );
+            decided.patch.clear();
+            return;
+        }
+        if let Some(hold) = &ready.hold {
+            decided.action = Action::Skip;
+            decided.reason = hold.reason;
+            decided.message = format!("would update: {}; held: {}", decided.message, hold.message);
+            decided.patch.clear();
+            return;
+        }
+        let entry = HistoryEntry {
+            time: now.to_string(),
+            release: ready.golden.release_version.clone(),
+            stream: ready.golden.stream.stream.clone(),
+            boot_image: decided.boot_image.change(),
+            user_data_secret: decided.user_data_secret.change(),
+        };
+        let bookkeeping = record::record_ops(subject.meta, entry, &target_key, now, window);
+        decided.patch.extend(bookkeeping);
+        decided.action = Action::Update;
+    }
+}
+
+/// Rule 6: what the platform rule says of the boot image, as the operations that change it, or
+/// the final decision when it skips or fails.
+fn image_change(
+    subject: &Subject<'_>,
+    outcome: ImageOutcome,
+) -> Result<ImageChange, Box<Decision>> {
+    let with_current = |action, reason, message, current| {
+        let mut decided = subject.decision(action, reason, message);
+        decided.boot_image.current = current;
+        Box::new(decided)
+    };
+    match outcome {
+        ImageOutcome::Skip {
+            reason,
+            message,
+            current,
+        } => Err(with_current(Action::Skip, reason, message, current)),
+        ImageOutcome::Error {
+            reason,
+            message,
+            current,
+        } => Err(with_current(Action::Error, reason, message, current)),
+        ImageOutcome::UpToDate { current } => Ok(ImageChange {
+            values: Values {
+                current: Some(current),
+                target: None,
+            },
+            ops: Vec::new(),
+        }),
+        ImageOutcome::Update {
+            current,
+            target,
+            changes,
+        } => {
+            let base = subject.kind.provider_spec_pointer();
+            let ops = changes
+                .into_iter()
+                .flat_map(|c| guarded_replace(&format!("{base}{}", c.pointer), c.from, c.to))
+                .collect();
+            Ok(ImageChange {
+                values: Values {
+                    current: Some(current),
+                    target: Some(target),
+                },
+                ops,
+            })
+        }
+    }
+}
+
+fn change_message(
+    decided: &Decision,
+    ready: &Ready,
+    arch: Arch,
+    rule: &dyn PlatformRule,
+) -> String {
+    let mut message = String::new();
+    let stream = &ready.golden.stream;
+    if let Some(target) = &decided.boot_image.target {
+        let release = stream
+            .release(arch, rule.stream_key())
+            .map(|r| format!(" {r}"))
+            .unwrap_or_default();
+        let _ = write!(
+            message,
+            "boot image {} -> {} ({}{release})",
+            display_image(decided.boot_image.current.as_ref()),
+            display_image(Some(target)),
+            stream.stream
+        );
+    }
+    let secret = &decided.user_data_secret;
+    if let (Some(from), Some(to)) = (&secret.current, &secret.target) {
+        if !message.is_empty() {
+            message.push_str("; ");
+        }
+        let _ = write!(message, "stub secret {from} -> {to}");
+    }
+    message
+}
+
+fn friendly(d: SignedDuration) -> String {
+    let secs = d.as_secs();
+    match secs {
+        s if s % 3600 == 0 => format!("{}h", s / 3600),
+        s if s % 60 == 0 => format!("{}m", s / 60),
+        s => format!("{s}s"),
+    }
+}
