@@ -34,6 +34,12 @@ pub struct PlanArgs {
     )]
     pub control_plane_arch: Arch,
 
+    /// Plan as of this time (RFC 3339) instead of now: the time recorded in the history and
+    /// hot-loop annotations of each patch, e.g. to reproduce exactly what `run` sent at a time
+    /// found in a MachineSet's history.
+    #[arg(long, value_name = "TIME")]
+    pub now: Option<jiff::Timestamp>,
+
     /// Image references known to be published CoreOS images, one per line (`#` comments).
     /// Images in neither this list nor the golden stream are custom and never replaced.
     #[arg(long, value_name = "FILE")]
@@ -69,6 +75,7 @@ pub fn run(args: &PlanArgs) -> Result<(), Failure> {
     }
     let options = Options {
         control_plane_arch: args.control_plane_arch,
+        now: args.now.unwrap_or_else(jiff::Timestamp::now),
         ..Options::default()
     };
     let plan = plan::plan(
