@@ -55,46 +55,36 @@ impl Metrics {
     pub fn new() -> Self {
         let registry = Registry::new();
         let m = Metrics {
-            machine_resources: IntGaugeVec::new(
-                Opts::new(
-                    names::MACHINE_RESOURCES,
-                    "Machine resources by kind, planned action and reason",
-                ),
+            machine_resources: vec_of(
+                IntGaugeVec::new,
+                names::MACHINE_RESOURCES,
+                "Machine resources by kind, planned action and reason",
                 &["kind", "action", "reason"],
-            )
-            .unwrap(),
-            patches: IntCounterVec::new(
-                Opts::new(
-                    names::PATCHES,
-                    "Boot image patches sent, by kind and result",
-                ),
+            ),
+            patches: vec_of(
+                IntCounterVec::new,
+                names::PATCHES,
+                "Boot image patches sent, by kind and result",
                 &["kind", "result"],
-            )
-            .unwrap(),
-            errors: IntCounterVec::new(
-                Opts::new(
-                    names::ERRORS,
-                    "Machine resources that entered an error, by kind and reason",
-                ),
+            ),
+            errors: vec_of(
+                IntCounterVec::new,
+                names::ERRORS,
+                "Machine resources that entered an error, by kind and reason",
                 &["kind", "reason"],
-            )
-            .unwrap(),
-            hot_loops: IntCounterVec::new(
-                Opts::new(
-                    names::HOT_LOOPS,
-                    "Hot loops detected: another writer kept reverting our patch",
-                ),
+            ),
+            hot_loops: vec_of(
+                IntCounterVec::new,
+                names::HOT_LOOPS,
+                "Hot loops detected: another writer kept reverting our patch",
                 &["kind"],
-            )
-            .unwrap(),
-            blocked: IntGaugeVec::new(
-                Opts::new(
-                    names::BLOCKED,
-                    "1 while a global gate blocks all boot image writes",
-                ),
+            ),
+            blocked: vec_of(
+                IntGaugeVec::new,
+                names::BLOCKED,
+                "1 while a global gate blocks all boot image writes",
                 &["reason"],
-            )
-            .unwrap(),
+            ),
             reconcile_duration: HistogramVec::new(
                 HistogramOpts::new(names::RECONCILE_DURATION, "Duration of a reconcile pass")
                     .buckets(vec![
@@ -108,33 +98,27 @@ impl Metrics {
                 "Unix time of the last reconcile pass that ended with every write done",
             )
             .unwrap(),
-            golden_stream: IntGaugeVec::new(
-                Opts::new(
-                    names::GOLDEN_STREAM,
-                    "The golden CoreOS stream in use (value 1)",
-                ),
+            golden_stream: vec_of(
+                IntGaugeVec::new,
+                names::GOLDEN_STREAM,
+                "The golden CoreOS stream in use (value 1)",
                 &["stream", "release"],
-            )
-            .unwrap(),
+            ),
             leader: IntGauge::new(names::LEADER, "1 while this replica holds the leader lease")
                 .unwrap(),
             ready: IntGauge::new(names::READY, "1 once every watch has synced").unwrap(),
-            writes: IntCounterVec::new(
-                Opts::new(
-                    names::WRITES,
-                    "Writes to the Kubernetes API, by kind of object",
-                ),
+            writes: vec_of(
+                IntCounterVec::new,
+                names::WRITES,
+                "Writes to the Kubernetes API, by kind of object",
                 &["kind"],
-            )
-            .unwrap(),
-            mcc_update_error: GaugeVec::new(
-                Opts::new(
-                    names::MCC_UPDATE_ERROR,
-                    "1 while the boot image of a MachineSet cannot be updated",
-                ),
+            ),
+            mcc_update_error: vec_of(
+                GaugeVec::new,
+                names::MCC_UPDATE_ERROR,
+                "1 while the boot image of a MachineSet cannot be updated",
                 &["machineset"],
-            )
-            .unwrap(),
+            ),
             registry,
         };
         for c in m.collectors() {
@@ -236,6 +220,16 @@ impl Metrics {
             .expect("encoding to memory cannot fail");
         String::from_utf8(buf).expect("the text format is UTF-8")
     }
+}
+
+/// A labelled metric family. Names and labels are constants, so construction cannot fail.
+fn vec_of<M>(
+    new: fn(Opts, &[&str]) -> prometheus::Result<M>,
+    name: &str,
+    help: &str,
+    labels: &[&str],
+) -> M {
+    new(Opts::new(name, help), labels).expect("metric names and labels are valid")
 }
 
 impl Default for Metrics {

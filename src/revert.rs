@@ -161,13 +161,38 @@ pub fn revert(kind: MachineKind, object: &Value, steps: usize) -> Result<Revert,
     }
     let (remaining, undone) = history.split_at(history.len() - steps);
 
+    let mut changes = restores(kind, object, undone, &described)?;
+    changes.retain(|c| c.from != c.to);
+
+    let mut patch: Vec<PatchOperation> = changes
+        .iter()
+        .flat_map(|c| guarded_replace(&c.path, c.from.clone(), c.to.clone()))
+        .collect();
+    patch.extend(bookkeeping(&meta, remaining));
+
+    Ok(Revert {
+        reverted: undone.iter().rev().cloned().collect(),
+        remaining: remaining.to_vec(),
+        changes,
+        patch,
+    })
+}
+
+/// The values to put back: for each field the undone entries recorded, the `from` of the oldest
+/// of them, guarded by the `to` of the newest (what the object must hold now).
+fn restores(
+    kind: MachineKind,
+    object: &Value,
+    undone: &[HistoryEntry],
+    described: &str,
+) -> Result<Vec<Restore>, RevertError> {
     let base = kind.provider_spec_pointer();
     let spec = || {
         object
             .pointer(base)
             .filter(|v| v.is_object())
             .ok_or_else(|| RevertError::NoProviderSpec {
-                object: described.clone(),
+                object: described.to_string(),
                 path: base.to_string(),
             })
     };
@@ -179,12 +204,12 @@ pub fn revert(kind: MachineKind, object: &Value, steps: usize) -> Result<Revert,
         let spec = spec()?;
         let places =
             image_locations(spec, &newest.to).ok_or_else(|| RevertError::BootImageNotFound {
-                object: described.clone(),
+                object: described.to_string(),
                 image: display(Some(&newest.to)),
             })?;
         for (pointer, current) in places {
             changes.push(restore(
-                &described,
+                described,
                 Field::BootImage,
                 format!("{base}{pointer}"),
                 current,
@@ -204,7 +229,7 @@ pub fn revert(kind: MachineKind, object: &Value, steps: usize) -> Result<Revert,
             .cloned()
             .unwrap_or(Value::Null);
         changes.push(restore(
-            &described,
+            described,
             Field::UserDataSecret,
             format!("{base}{}", stub::NAME_POINTER),
             current,
@@ -212,29 +237,23 @@ pub fn revert(kind: MachineKind, object: &Value, steps: usize) -> Result<Revert,
             &Value::String(oldest.from.clone()),
         )?);
     }
-    changes.retain(|c| c.from != c.to);
+    Ok(changes)
+}
 
-    let mut patch: Vec<PatchOperation> = changes
-        .iter()
-        .flat_map(|c| guarded_replace(&c.path, c.from.clone(), c.to.clone()))
-        .collect();
+/// Opts the object out (so the controller does not undo the revert at once), keeps only the
+/// history not undone (so a second revert goes further back) and clears the hot-loop memory.
+fn bookkeeping(meta: &ObjectMeta, remaining: &[HistoryEntry]) -> Vec<PatchOperation> {
     let mut annotations = vec![(OPT_OUT_ANNOTATION, OPT_OUT_VALUE.to_string())];
     if !remaining.is_empty() {
         let kept = serde_json::to_string(remaining).expect("plain data serializes");
         annotations.push((HISTORY_ANNOTATION, kept));
     }
-    patch.extend(set_annotations_ops(&meta, &annotations));
+    let mut ops = set_annotations_ops(meta, &annotations);
     if remaining.is_empty() {
-        patch.extend(remove_annotation_ops(&meta, HISTORY_ANNOTATION));
+        ops.extend(remove_annotation_ops(meta, HISTORY_ANNOTATION));
     }
-    patch.extend(remove_annotation_ops(&meta, HOT_LOOP_ANNOTATION));
-
-    Ok(Revert {
-        reverted: undone.iter().rev().cloned().collect(),
-        remaining: remaining.to_vec(),
-        changes,
-        patch,
-    })
+    ops.extend(remove_annotation_ops(meta, HOT_LOOP_ANNOTATION));
+    ops
 }
 
 /// The history, oldest first; unlike the planner, which treats an unreadable annotation as

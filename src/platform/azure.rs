@@ -57,30 +57,8 @@ impl PlatformRule for Azure {
 
     fn evaluate(&self, spec: &Value, ctx: &RuleContext<'_>) -> ImageOutcome {
         let image = spec.get("image");
-        if let Some(security_type) = spec
-            .pointer("/securityProfile/settings/securityType")
-            .filter(|t| !t.is_null() && t.as_str() != Some(""))
-        {
-            return ImageOutcome::Skip {
-                reason: Reason::SecurityTypeUnsupported,
-                message: format!(
-                    "securityType {security_type} (trusted launch or confidential VMs) needs a \
-                     security-enabled image, and the golden stream publishes none; update this \
-                     boot image by hand"
-                ),
-                current: image.cloned(),
-            };
-        }
-        if matches!(ctx.arch, Arch::Ppc64le | Arch::S390x) {
-            return ImageOutcome::Skip {
-                reason: Reason::ArchitectureNotSupported,
-                message: format!(
-                    "Azure has no {} virtual machines, so there is no boot image to manage; check \
-                     the architecture in the MachineSet's capacity annotation",
-                    ctx.arch
-                ),
-                current: image.cloned(),
-            };
+        if let Some(skip) = unsupported_machine(spec, ctx) {
+            return skip;
         }
         let Some(image) = image.and_then(Value::as_object) else {
             return invalid(
@@ -103,33 +81,10 @@ impl PlatformRule for Azure {
             Ok(fields) => fields,
             Err(message) => return invalid(message, Some(current)),
         };
-
-        let (variant, generation) = if !fields.resource_id.is_empty() {
-            match installer_upload_generation(fields.resource_id, ctx.infrastructure_name) {
-                Ok(generation) => (NO_PURCHASE_PLAN, generation),
-                Err(message) => return custom(message, current),
-            }
-        } else if !fields.publisher.is_empty() && !fields.offer.is_empty() {
-            let Some((variant, generations)) = find_variant(variants, &fields) else {
-                return custom(
-                    format!(
-                        "marketplace image {}:{}:{}:{} is not from a publisher and offer the \
-                         golden stream publishes; custom images are never replaced (switch the \
-                         MachineSet to a published image to have it managed)",
-                        fields.publisher, fields.offer, fields.sku, fields.version
-                    ),
-                    current,
-                );
-            };
-            (variant, choose_generation(generations, fields.sku))
-        } else {
-            return invalid(
-                "image has neither a resourceID nor a marketplace publisher and offer; set one \
-                 of them",
-                Some(current),
-            );
+        let (variant, generation) = match golden_variant(&fields, variants, ctx, &current) {
+            Ok(found) => found,
+            Err(outcome) => return *outcome,
         };
-
         let Some(golden) = variants.get(variant).and_then(|g| g.get(generation)) else {
             return ImageOutcome::Error {
                 reason: Reason::ImageNotInStream,
@@ -328,6 +283,70 @@ fn installer_upload_generation(
     } else {
         Err(not_ours())
     }
+}
+
+/// Machines whose boot image we cannot manage whatever it is.
+fn unsupported_machine(spec: &Value, ctx: &RuleContext<'_>) -> Option<ImageOutcome> {
+    let image = spec.get("image");
+    if let Some(security_type) = spec
+        .pointer("/securityProfile/settings/securityType")
+        .filter(|t| !t.is_null() && t.as_str() != Some(""))
+    {
+        return Some(ImageOutcome::Skip {
+            reason: Reason::SecurityTypeUnsupported,
+            message: format!(
+                "securityType {security_type} (trusted launch or confidential VMs) needs a \
+                     security-enabled image, and the golden stream publishes none; update this \
+                     boot image by hand"
+            ),
+            current: image.cloned(),
+        });
+    }
+    if matches!(ctx.arch, Arch::Ppc64le | Arch::S390x) {
+        return Some(ImageOutcome::Skip {
+            reason: Reason::ArchitectureNotSupported,
+            message: format!(
+                "Azure has no {} virtual machines, so there is no boot image to manage; check \
+                     the architecture in the MachineSet's capacity annotation",
+                ctx.arch
+            ),
+            current: image.cloned(),
+        });
+    }
+    None
+}
+
+/// The marketplace variant and Hyper-V generation the current image moves to: installer uploads
+/// go to the free variant, marketplace images keep theirs.
+fn golden_variant<'v>(
+    fields: &ImageFields<'_>,
+    variants: &'v Variants,
+    ctx: &RuleContext<'_>,
+    current: &Value,
+) -> Result<(&'v str, &'static str), Box<ImageOutcome>> {
+    if !fields.resource_id.is_empty() {
+        return match installer_upload_generation(fields.resource_id, ctx.infrastructure_name) {
+            Ok(generation) => Ok((NO_PURCHASE_PLAN, generation)),
+            Err(message) => Err(Box::new(custom(message, current.clone()))),
+        };
+    }
+    if fields.publisher.is_empty() || fields.offer.is_empty() {
+        return Err(Box::new(invalid(
+            "image has neither a resourceID nor a marketplace publisher and offer; set one of \
+             them",
+            Some(current.clone()),
+        )));
+    }
+    let Some((variant, generations)) = find_variant(variants, fields) else {
+        let message = format!(
+            "marketplace image {}:{}:{}:{} is not from a publisher and offer the golden stream \
+             publishes; custom images are never replaced (switch the MachineSet to a published \
+             image to have it managed)",
+            fields.publisher, fields.offer, fields.sku, fields.version
+        );
+        return Err(Box::new(custom(message, current.clone())));
+    };
+    Ok((variant, choose_generation(generations, fields.sku)))
 }
 
 /// The current image object pointed at `golden`, keeping any keys we do not manage.
