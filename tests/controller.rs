@@ -816,7 +816,7 @@ async fn hot_loop_guard_stops_after_the_third_revert_even_across_a_restart() {
     assert!(
         message.contains(&format!("{}/fought HotLoop", env.ns))
             && message.contains("3 times")
-            && message.contains("opt this machineset out and back in"),
+            && message.contains("opt this MachineSet out and back in"),
         "{message}"
     );
     let event = wait_for_event(&env, &c, "fought", "Warning", "HotLoop").await;

@@ -118,7 +118,7 @@ async fn the_planned_patches_are_the_request_bodies_the_controller_sends() {
         let bodies = received.get(name).map(Vec::as_slice).unwrap_or_default();
         assert_eq!(
             bodies,
-            [patch.clone()],
+            std::slice::from_ref(patch),
             "{name}: what run sent vs what plan printed"
         );
     }

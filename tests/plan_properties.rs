@@ -15,7 +15,9 @@ use boot_image_controller::api::{
     MachineSet, Secret,
 };
 use boot_image_controller::arch::Arch;
-use boot_image_controller::plan::{Action, Cluster, Entry, Malformed, Options, Plan, plan};
+use boot_image_controller::plan::{
+    Action, ClusterSnapshot as Cluster, Decision as Entry, Malformed, Options, Plan, plan,
+};
 use boot_image_controller::reason::Reason;
 use json_patch::PatchOperation;
 use proptest::prelude::*;
