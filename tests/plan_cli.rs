@@ -75,7 +75,8 @@ fn action_and_reason(entry: &Value) -> (&str, &str) {
 
 #[test]
 fn the_demo_cluster_updates_outdated_machine_sets_and_says_why_it_leaves_the_others() {
-    let plan = plan_json(&["--manifests", &demo_cluster()]);
+    let now = "2026-03-02T10:00:00Z";
+    let plan = plan_json(&["--manifests", &demo_cluster(), "--now", now]);
     assert_eq!(plan["blocked"], Value::Null);
     assert_eq!(plan["machineSets"].as_array().unwrap().len(), 6);
     assert_eq!(plan["controlPlaneMachineSets"], json!([]));
@@ -97,6 +98,19 @@ fn the_demo_cluster_updates_outdated_machine_sets_and_says_why_it_leaves_the_oth
             {"op": "replace", "path": format!("{PROVIDER_SPEC}/ami/id"), "value": AMI_4_21_US_EAST_1},
             {"op": "test", "path": format!("{PROVIDER_SPEC}/userDataSecret/name"), "value": "worker-user-data"},
             {"op": "replace", "path": format!("{PROVIDER_SPEC}/userDataSecret/name"), "value": "worker-user-data-managed"},
+            // No annotations yet (tests/testdata): the map is created, guarded by resourceVersion.
+            {"op": "test", "path": "/metadata/resourceVersion", "value": "48211"},
+            {"op": "add", "path": "/metadata/annotations", "value": {
+                "boot-image-controller.io/history": json!([{
+                    "time": now, "release": "4.21.0", "stream": "rhcos-4.21",
+                    "bootImage": {"from": AMI_4_20_US_EAST_1, "to": AMI_4_21_US_EAST_1},
+                    "userDataSecret": {"from": "worker-user-data", "to": "worker-user-data-managed"}
+                }]).to_string(),
+                "boot-image-controller.io/hot-loop": json!({
+                    "target": json!([AMI_4_21_US_EAST_1, "worker-user-data-managed"]).to_string(),
+                    "patches": [now]
+                }).to_string()
+            }},
         ])
     );
 
@@ -124,14 +138,19 @@ fn the_demo_cluster_updates_outdated_machine_sets_and_says_why_it_leaves_the_oth
 fn the_json_output_is_exactly_the_planners_plan() {
     use boot_image_controller::{manifests, plan};
 
+    let now = "2026-03-02T10:00:00Z";
     let snapshot = manifests::load(&[testdata("aws-cluster")]).unwrap();
+    let options = plan::Options {
+        now: now.parse().unwrap(),
+        ..plan::Options::default()
+    };
     let expected = plan::plan(
         &snapshot.cluster,
         &snapshot.machine_sets,
         &snapshot.control_plane_machine_sets,
-        &plan::Options::default(),
+        &options,
     );
-    let output = run(&["plan", "-o", "json", "-f", &demo_cluster()]);
+    let output = run(&["plan", "-o", "json", "--now", now, "-f", &demo_cluster()]);
     assert_eq!(
         stdout(&output),
         serde_json::to_string_pretty(&expected).unwrap() + "\n"
