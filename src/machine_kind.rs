@@ -5,7 +5,6 @@
 use std::fmt;
 
 use kube::core::ApiResource;
-use serde::{Serialize, Serializer};
 
 use crate::api::{ControlPlaneMachineSet, MachineSet, MachineTemplate, ObjectMeta};
 use crate::platform::Platform;
@@ -99,12 +98,6 @@ impl MachineKind {
 impl fmt::Display for MachineKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.kind())
-    }
-}
-
-impl Serialize for MachineKind {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.kind())
     }
 }
 

@@ -223,17 +223,9 @@ fn describe_entry(entry: &HistoryEntry) -> String {
     if !entry.stream.is_empty() {
         let _ = write!(text, " ({})", entry.stream);
     }
-    if let Some(image) = &entry.boot_image {
-        let _ = write!(
-            text,
-            ": boot image {} -> {}",
-            display(Some(&image.from)),
-            display(Some(&image.to))
-        );
-    }
-    if let Some(secret) = &entry.user_data_secret {
-        let sep = if entry.boot_image.is_some() { ";" } else { ":" };
-        let _ = write!(text, "{sep} stub secret {} -> {}", secret.from, secret.to);
+    let changes = entry.describe_changes();
+    if !changes.is_empty() {
+        let _ = write!(text, ": {changes}");
     }
     text
 }

@@ -14,7 +14,6 @@ use serde_json::json;
 use crate::api::{Condition, MachineConfiguration, Time};
 use crate::machine_kind::MachineKind;
 use crate::plan::{Action, Blocked, Decision};
-use crate::platform::display_image as display;
 use crate::reason::Reason;
 
 pub const PROGRESSING: &str = "BootImageUpdateProgressing";
@@ -199,18 +198,7 @@ fn summary(input: &StatusInput<'_>) -> String {
             .next()
             .unwrap_or_default()
             .trim_end_matches('Z');
-        let _ = write!(text, "{} at {time}Z", e.name);
-        if let Some(image) = &change.boot_image {
-            let _ = write!(
-                text,
-                " {} -> {}",
-                display(Some(&image.from)),
-                display(Some(&image.to))
-            );
-        }
-        if let Some(secret) = &change.user_data_secret {
-            let _ = write!(text, " {} -> {}", secret.from, secret.to);
-        }
+        let _ = write!(text, "{} at {time}Z: {}", e.name, change.describe_changes());
     }
     text.trim_end().to_string()
 }

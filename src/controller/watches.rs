@@ -52,7 +52,6 @@ pub async fn start(
     tx: UnboundedSender<Trigger>,
 ) -> Stores {
     let ns = &args.machine_api_namespace;
-    let by_name = |name: &str| watcher::Config::default().fields(&format!("metadata.name={name}"));
     let machine_sets = spawn(
         Api::namespaced(client.clone(), ns),
         watcher::Config::default(),
@@ -83,8 +82,8 @@ pub async fn start(
         {
             true => Some(spawn_singleton(
                 Api::all(client.clone()),
-                by_name(&args.cluster_version_name),
-                tx.clone(),
+                &args.cluster_version_name,
+                &tx,
                 resource_version,
             )),
             false => None,
@@ -95,28 +94,23 @@ pub async fn start(
         cluster_version,
         configurations: spawn_singleton(
             Api::all(client.clone()),
-            by_name(&args.machine_configuration_name),
-            tx.clone(),
+            &args.machine_configuration_name,
+            &tx,
             configuration_fingerprint,
         ),
-        golden: spawn_singleton(
-            Api::namespaced(client.clone(), &args.golden_configmap_namespace),
-            by_name(&args.golden_configmap_name),
-            tx.clone(),
-            resource_version,
-        ),
-        infrastructure: spawn_singleton(
-            Api::all(client.clone()),
-            by_name(&args.infrastructure_name),
-            tx.clone(),
-            resource_version,
-        ),
-        known_images: spawn_singleton(
-            Api::namespaced(client.clone(), own_namespace),
-            by_name(crate::names::KNOWN_IMAGES_CONFIGMAP_NAME),
-            tx,
-            resource_version,
-        ),
+        golden: {
+            let api = Api::namespaced(client.clone(), &args.golden_configmap_namespace);
+            spawn_singleton(api, &args.golden_configmap_name, &tx, resource_version)
+        },
+        infrastructure: {
+            let api = Api::all(client.clone());
+            spawn_singleton(api, &args.infrastructure_name, &tx, resource_version)
+        },
+        known_images: {
+            let api = Api::namespaced(client.clone(), own_namespace);
+            let name = crate::names::KNOWN_IMAGES_CONFIGMAP_NAME;
+            spawn_singleton(api, name, &tx, resource_version)
+        },
     }
 }
 
@@ -180,18 +174,21 @@ where
 /// golden ConfigMap does.
 fn spawn_singleton<K>(
     api: Api<K>,
-    config: watcher::Config,
-    tx: UnboundedSender<Trigger>,
+    name: &str,
+    tx: &UnboundedSender<Trigger>,
     fingerprint: fn(&K) -> String,
 ) -> Store<K>
 where
     K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
 {
     let (store, writer) = reflector::store();
+    // By name: also what lets RBAC restrict the controller to this one object.
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
     let stream = watcher(api, config)
         .default_backoff()
         .modify(drop_managed_fields)
         .reflect(writer);
+    let tx = tx.clone();
     tokio::spawn(async move {
         futures::pin_mut!(stream);
         let mut last: Option<String> = None;

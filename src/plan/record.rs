@@ -16,6 +16,7 @@ use serde_json::Value;
 use super::patch::set_annotations_ops;
 use crate::api::ObjectMeta;
 pub use crate::names::{HISTORY_ANNOTATION, HOT_LOOP_ANNOTATION};
+use crate::platform::display_image;
 /// Entries kept in the history annotation; older ones are dropped.
 pub const HISTORY_LIMIT: usize = 5;
 
@@ -35,6 +36,23 @@ pub struct HistoryEntry {
     pub boot_image: Option<Change<Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user_data_secret: Option<Change<String>>,
+}
+
+impl HistoryEntry {
+    /// What the entry changed, as people read it: `boot image A -> B; stub secret C -> D`.
+    pub fn describe_changes(&self) -> String {
+        let image = self.boot_image.as_ref().map(|c| {
+            let shown = |v| display_image(Some(v));
+            format!("boot image {} -> {}", shown(&c.from), shown(&c.to))
+        });
+        let secret =
+            (self.user_data_secret.as_ref()).map(|c| format!("stub secret {} -> {}", c.from, c.to));
+        [image, secret]
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
