@@ -16,6 +16,6 @@ pub mod names;
 pub mod plan;
 pub mod platform;
 pub mod reason;
-pub mod revert;
+mod revert;
 mod server;
 pub mod stream;

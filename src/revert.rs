@@ -72,21 +72,6 @@ pub enum RevertError {
     },
 }
 
-impl RevertError {
-    /// A stable CamelCase category, for messages and tools.
-    pub fn reason(&self) -> &'static str {
-        match self {
-            RevertError::NoHistory { .. } => "NoHistory",
-            RevertError::UnreadableHistory { .. } => "UnreadableHistory",
-            RevertError::NotEnoughHistory { .. } => "NotEnoughHistory",
-            RevertError::NoSteps => "NoSteps",
-            RevertError::NoProviderSpec { .. } => "InvalidProviderSpec",
-            RevertError::BootImageNotFound { .. } => "BootImageNotFound",
-            RevertError::ChangedSince { .. } => "ChangedSince",
-        }
-    }
-}
-
 /// A value the history records.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -702,7 +687,7 @@ mod tests {
     #[test]
     fn more_steps_than_recorded_is_refused_naming_how_many_exist() {
         let err = revert(MachineKind::MachineSet, &three_changes(), 4).unwrap_err();
-        assert_eq!(err.reason(), "NotEnoughHistory");
+        assert!(matches!(err, RevertError::NotEnoughHistory { .. }), "{err}");
         assert!(err.to_string().contains("only 3 recorded"), "{err}");
         assert_eq!(
             revert(MachineKind::MachineSet, &three_changes(), 0).unwrap_err(),
@@ -714,27 +699,23 @@ mod tests {
     fn without_history_nothing_is_reverted() {
         let ms = machine_set(aws_spec(AMI_420, "worker-user-data"));
         let err = revert(MachineKind::MachineSet, &ms, 1).unwrap_err();
-        assert_eq!(err.reason(), "NoHistory");
+        assert!(matches!(err, RevertError::NoHistory { .. }), "{err}");
         assert!(
             err.to_string()
                 .starts_with("MachineSet openshift-machine-api/worker-a has no boot-image history"),
             "{err}"
         );
         let empty = with_history(AMI_420, "worker-user-data", &[]);
-        assert_eq!(
-            revert(MachineKind::MachineSet, &empty, 1)
-                .unwrap_err()
-                .reason(),
-            "NoHistory"
-        );
+        assert!(matches!(
+            revert(MachineKind::MachineSet, &empty, 1),
+            Err(RevertError::NoHistory { .. })
+        ));
         let mut garbled = ms.clone();
         garbled["metadata"]["annotations"][HISTORY_ANNOTATION] = json!("not json");
-        assert_eq!(
-            revert(MachineKind::MachineSet, &garbled, 1)
-                .unwrap_err()
-                .reason(),
-            "UnreadableHistory"
-        );
+        assert!(matches!(
+            revert(MachineKind::MachineSet, &garbled, 1),
+            Err(RevertError::UnreadableHistory { .. })
+        ));
     }
 
     #[test]
@@ -750,7 +731,7 @@ mod tests {
             )],
         );
         let err = revert(MachineKind::MachineSet, &ms, 1).unwrap_err();
-        assert_eq!(err.reason(), "ChangedSince");
+        assert!(matches!(err, RevertError::ChangedSince { .. }), "{err}");
         let text = err.to_string();
         assert!(text.contains("bootImage"), "{text}");
         assert!(
@@ -830,9 +811,15 @@ mod tests {
         ms["spec"]["template"]["spec"]["providerSpec"]["value"] =
             json!({"kind": "VSphereMachineProviderSpec", "template": "rhcos"});
         let err = revert_of_err(&ms);
-        assert_eq!(err.reason(), "BootImageNotFound");
+        assert!(
+            matches!(err, RevertError::BootImageNotFound { .. }),
+            "{err}"
+        );
         ms["spec"]["template"]["spec"]["providerSpec"] = json!({});
-        assert_eq!(revert_of_err(&ms).reason(), "InvalidProviderSpec");
+        assert!(matches!(
+            revert_of_err(&ms),
+            RevertError::NoProviderSpec { .. }
+        ));
     }
 
     fn revert_of_err(object: &Value) -> RevertError {

@@ -6,7 +6,7 @@
 //! bookkeeping). This file only wires tasks together. Only the leader writes.
 
 pub mod config;
-pub mod lease;
+mod lease;
 pub mod lenient;
 
 mod act;
