@@ -227,6 +227,16 @@ view! {
     pub struct PlatformStatus {
         #[serde(rename = "type", default)]
         pub type_: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub azure: Option<AzurePlatformStatus>,
+    }
+}
+
+view! {
+    pub struct AzurePlatformStatus {
+        /// `AzureStackCloud` on Azure Stack Hub, whose boot images are not managed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub cloud_name: Option<String>,
     }
 }
 

@@ -84,8 +84,8 @@ async fn by_default_the_control_plane_is_left_alone() {
     let message = progressing_message(
         &env,
         &[
-            "MachineSets: 1 total, 1 selected, 0 to update, 1 up to date",
-            "ControlPlaneMachineSets: 1 total, 0 selected, 0 to update, 0 up to date, 1 skipped \
+            "MachineSets (selection All): 1 total, 1 selected, 0 to update, 1 up to date",
+            "ControlPlaneMachineSets (selection None): 1 total, 0 selected, 0 to update, 0 up to date, 1 skipped \
              (NotSelected: 1)",
         ],
     )
@@ -169,8 +169,8 @@ async fn mode_all_moves_the_control_plane_to_the_golden_image() {
     progressing_message(
         &env,
         &[
-            "MachineSets: 1 total, 1 selected, 0 to update, 1 up to date",
-            "ControlPlaneMachineSets: 1 total, 1 selected, 0 to update, 1 up to date",
+            "MachineSets (selection All): 1 total, 1 selected, 0 to update, 1 up to date",
+            "ControlPlaneMachineSets (selection All): 1 total, 1 selected, 0 to update, 1 up to date",
         ],
     )
     .await;

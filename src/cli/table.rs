@@ -91,6 +91,14 @@ pub fn render(plan: &Plan, facts: &ClusterFacts) -> String {
     if let Some(blocked) = &plan.blocked {
         let _ = writeln!(out, "BLOCKED: {}: {}", blocked.reason, blocked.message);
     }
+    if !plan.selection.is_empty() {
+        let modes: Vec<String> = plan
+            .selection
+            .iter()
+            .map(|(resource, mode)| format!("{resource} {mode}"))
+            .collect();
+        let _ = writeln!(out, "Selected by managedBootImages: {}", modes.join(", "));
+    }
     for kind in MachineKind::ALL {
         let (title, entries) = (kind.plural_title(), plan.of(kind));
         // MachineSets always get a section; other kinds only where the manifests have them.

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::lenient::Lenient;
 use super::observe::Observation;
-use crate::machine_kind::MachineObject;
+use crate::machine_kind::{MachineKind, MachineObject};
 use crate::plan::{Blocked, Decision, ObjectKey, Options, Planner};
 use crate::stream::GoldenConfig;
 
@@ -47,6 +47,8 @@ pub(super) struct PassFacts {
     pub live: Option<BTreeSet<ObjectKey>>,
     pub blocked: Option<Blocked>,
     pub golden: Option<GoldenConfig>,
+    /// The effective selection mode of each kind.
+    pub selections: Vec<(MachineKind, &'static str)>,
 }
 
 pub(super) fn decide(observed: &Observation, scope: &Scope, options: &Options) -> Decided {
@@ -78,6 +80,7 @@ pub(super) fn decide(observed: &Observation, scope: &Scope, options: &Options) -
         live: scope.all.then_some(live),
         blocked: planner.blocked().cloned(),
         golden: planner.golden().cloned(),
+        selections: planner.selections(),
     };
     Decided { decisions, facts }
 }

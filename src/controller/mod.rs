@@ -38,6 +38,7 @@ use tracing::{debug, info, warn};
 
 use crate::api::{Condition, ConfigMap, MachineConfiguration};
 use crate::known_images::KnownImages;
+use crate::machine_kind::MachineKind;
 use crate::metrics::Metrics;
 use crate::plan::{Blocked, Decision, ObjectKey, Options};
 use crate::server::{self, Health};
@@ -127,6 +128,7 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> Result<(), RunEr
         status_dirty: false,
         status_basis: None,
         last_blocked: None,
+        last_selections: Vec::new(),
     };
     controller.run_loop(trigger_rx).await;
     health.set_stopping();
@@ -291,6 +293,8 @@ struct Controller {
     status_basis: Option<(String, Vec<Condition>)>,
     /// The gate that held writes in the last pass: logged when it changes, reported in status.
     last_blocked: Option<Blocked>,
+    /// The effective selection of each kind in the last pass, reported in status.
+    last_selections: Vec<(MachineKind, &'static str)>,
 }
 
 impl Controller {

@@ -46,6 +46,7 @@ impl Controller {
         }
         self.log_gate_change(decided.blocked.as_ref());
         self.last_blocked = decided.blocked;
+        self.last_selections = decided.selections;
         let golden = decided.golden.as_ref().map(|g| {
             let release = g.release_version.as_deref().unwrap_or("");
             (g.stream.stream.as_str(), release)

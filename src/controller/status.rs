@@ -40,6 +40,8 @@ pub struct StatusInput<'a> {
     pub blocked: Option<&'a Blocked>,
     /// The latest decision for every machine resource, of every kind.
     pub decisions: &'a [&'a Decision],
+    /// The effective selection mode of each kind, as of the last plan.
+    pub selections: &'a [(MachineKind, &'static str)],
     /// The pause annotation is set. Not derived from `blocked`: the planner reports only the
     /// first gate, and a release mismatch or missing ConfigMap would hide the pause and flip
     /// `BootImageUpdatePaused` to False for tools waiting on it, although nothing may write.
@@ -139,6 +141,7 @@ fn paused(paused: bool) -> Desired {
         }
     }
 }
+
 fn summary(input: &StatusInput<'_>) -> String {
     let mut text = String::new();
     for kind in MachineKind::ALL {
@@ -152,34 +155,46 @@ fn summary(input: &StatusInput<'_>) -> String {
         if entries.is_empty() && kind != MachineKind::MachineSet {
             continue;
         }
-        let kind = kind.plural_title();
-        let count = |f: &dyn Fn(&Decision) -> bool| entries.iter().filter(|e| f(e)).count();
-        let selected = count(&|e| !matches!(e.reason, Reason::NotSelected | Reason::OptedOut));
-        let _ = write!(
-            text,
-            "{kind}: {} total, {selected} selected, {} to update, {} up to date, {} skipped",
-            entries.len(),
-            count(&|e| e.action == Action::Update),
-            count(&|e| e.action == Action::UpToDate),
-            count(&|e| e.action == Action::Skip),
-        );
-        // Why things were skipped is what an administrator asks next; reasons are few and fixed.
-        let mut skipped: BTreeMap<Reason, usize> = BTreeMap::new();
-        for e in entries.iter().filter(|e| e.action == Action::Skip) {
-            *skipped.entry(e.reason).or_default() += 1;
-        }
-        if !skipped.is_empty() {
-            let parts: Vec<String> = skipped.iter().map(|(r, n)| format!("{r}: {n}")).collect();
-            let _ = write!(text, " ({})", parts.join(", "));
-        }
-        let _ = write!(
-            text,
-            ", {} errored. ",
-            count(&|e| e.action == Action::Error)
-        );
+        let mode = input.selections.iter().find(|(k, _)| *k == kind);
+        text.push_str(&kind_summary(kind, mode.map(|(_, m)| *m), &entries));
     }
-    let mut recent: Vec<&Decision> = input
-        .decisions
+    text.push_str(&last_changes(input.decisions));
+    text.trim_end().to_string()
+}
+
+/// `MachineSets (selection All): 3 total, 2 selected, ... (CustomImage: 1), 0 errored. `
+fn kind_summary(kind: MachineKind, mode: Option<&str>, entries: &[&Decision]) -> String {
+    let count = |f: &dyn Fn(&Decision) -> bool| entries.iter().filter(|e| f(e)).count();
+    let selected = count(&|e| !matches!(e.reason, Reason::NotSelected | Reason::OptedOut));
+    let mut text = kind.plural_title().to_string();
+    if let Some(mode) = mode {
+        let _ = write!(text, " (selection {mode})");
+    }
+    let _ = write!(
+        text,
+        ": {} total, {selected} selected, {} to update, {} up to date, {} skipped",
+        entries.len(),
+        count(&|e| e.action == Action::Update),
+        count(&|e| e.action == Action::UpToDate),
+        count(&|e| e.action == Action::Skip),
+    );
+    // Why things were skipped is what an administrator asks next; reasons are few and fixed.
+    let mut skipped: BTreeMap<Reason, usize> = BTreeMap::new();
+    for e in entries.iter().filter(|e| e.action == Action::Skip) {
+        *skipped.entry(e.reason).or_default() += 1;
+    }
+    if !skipped.is_empty() {
+        let parts: Vec<String> = skipped.iter().map(|(r, n)| format!("{r}: {n}")).collect();
+        let _ = write!(text, " ({})", parts.join(", "));
+    }
+    let errored = count(&|e| e.action == Action::Error);
+    let _ = write!(text, ", {errored} errored. ");
+    text
+}
+
+/// The newest changes this controller recorded, newest first.
+fn last_changes(decisions: &[&Decision]) -> String {
+    let mut recent: Vec<&Decision> = decisions
         .iter()
         .copied()
         .filter(|e| e.last_change.is_some())
@@ -188,6 +203,7 @@ fn summary(input: &StatusInput<'_>) -> String {
         let time = |e: &Decision| e.last_change.as_ref().map(|c| c.time.clone());
         time(b).cmp(&time(a))
     });
+    let mut text = String::new();
     for (i, e) in recent.iter().take(NAMED_CHANGES).enumerate() {
         let change = e.last_change.as_ref().expect("filtered");
         text.push_str(if i == 0 { "Last changes: " } else { "; " });
@@ -200,7 +216,7 @@ fn summary(input: &StatusInput<'_>) -> String {
             .trim_end_matches('Z');
         let _ = write!(text, "{} at {time}Z: {}", e.name, change.describe_changes());
     }
-    text.trim_end().to_string()
+    text
 }
 
 /// The conditions to write, or `None` when the current ones already say the same.
@@ -293,6 +309,7 @@ mod tests {
         let c = conditions(&StatusInput {
             blocked: None,
             decisions: &[&a, &b],
+            selections: &[],
             paused: false,
         });
         assert_eq!(get(&c, PROGRESSING).status, "False");
@@ -313,6 +330,7 @@ mod tests {
         let c = conditions(&StatusInput {
             blocked: None,
             decisions: &[&a, &b],
+            selections: &[],
             paused: false,
         });
         let degraded = get(&c, DEGRADED);
@@ -337,6 +355,7 @@ mod tests {
         let input = |blocked| StatusInput {
             blocked: Some(blocked),
             decisions: &[],
+            selections: &[],
             paused: false,
         };
         let c = conditions(&input(&missing));
@@ -359,6 +378,7 @@ mod tests {
         let mut input = StatusInput {
             blocked: Some(&paused),
             decisions: &[],
+            selections: &[],
             paused: true,
         };
         assert_eq!(get(&conditions(&input), PAUSED).status, "True");
@@ -380,10 +400,16 @@ mod tests {
         let input = StatusInput {
             blocked: None,
             decisions: &[&a],
+            selections: &[(MachineKind::MachineSet, "All")],
             paused: false,
         };
         let t0 = Timestamp::UNIX_EPOCH;
         let first = merge(&[], &desired(&input), Some(1), t0).unwrap();
+        let message = &get(&first, PROGRESSING).message;
+        assert!(
+            message.starts_with("MachineSets (selection All): 1 total"),
+            "{message}"
+        );
         let t1: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
         assert_eq!(merge(&first, &desired(&input), Some(1), t1), None);
 

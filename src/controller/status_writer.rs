@@ -21,6 +21,7 @@ impl Controller {
         let desired = status::desired(&status::StatusInput {
             blocked: self.last_blocked.as_ref(),
             decisions: &decisions,
+            selections: &self.last_selections,
             // Read now rather than from the pass's snapshot: every patch of the pass has
             // returned, and a pause set meanwhile withheld the rest (see `act`).
             paused: self.stores.paused(name),

@@ -1,5 +1,7 @@
 //! What the planner decided about one machine resource, and the plan made of those decisions.
 
+use std::collections::BTreeMap;
+
 use json_patch::PatchOperation;
 use serde::Serialize;
 use serde_json::Value;
@@ -139,6 +141,10 @@ impl Decision {
 #[serde(rename_all = "camelCase")]
 pub struct Plan {
     pub blocked: Option<Blocked>,
+    /// The effective `managedBootImages` selection mode of each kind (by its resource name),
+    /// once the gates let planning go ahead.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub selection: BTreeMap<String, String>,
     pub machine_sets: Vec<Decision>,
     pub control_plane_machine_sets: Vec<Decision>,
 }

@@ -97,9 +97,8 @@ fn platform(snapshot: &ClusterSnapshot) -> Option<Platform> {
         .as_ref()?
         .platform_status
         .as_ref()
-        .map(|p| p.type_.as_str())
-        .filter(|t| !t.is_empty())
-        .map(Platform::from_type)
+        .filter(|p| !p.type_.is_empty())
+        .map(Platform::from_status)
 }
 
 /// Whether the pause annotation is set on (the metadata of) the MachineConfiguration.

@@ -24,7 +24,7 @@ use crate::api::{
 };
 use crate::arch::Arch;
 use crate::known_images::KnownImages;
-use crate::machine_kind::MachineObject;
+use crate::machine_kind::{MachineKind, MachineObject};
 use crate::reason::Reason;
 use crate::stream::GoldenConfig;
 pub use decision::{Action, Blocked, Decision, ObjectKey, Plan, Values};
@@ -91,7 +91,13 @@ pub fn plan(
                 .iter()
                 .map(|cp| planner.decide(cp.as_ref())),
         );
-    Plan::new(planner.blocked().cloned(), decisions.collect::<Vec<_>>())
+    let mut plan = Plan::new(planner.blocked().cloned(), decisions.collect::<Vec<_>>());
+    plan.selection = planner
+        .selections()
+        .into_iter()
+        .map(|(kind, mode)| (kind.plural().to_string(), mode.to_string()))
+        .collect();
+    plan
 }
 
 /// The planner with the global gates evaluated once; decides one object at a time, so the
@@ -117,6 +123,17 @@ impl<'a> Planner<'a> {
             Err(blocked) => Some(blocked),
             Ok(ready) => ready.hold.as_ref(),
         }
+    }
+
+    /// The effective selection mode of each kind, once the gates let planning go ahead.
+    pub fn selections(&self) -> Vec<(MachineKind, &'static str)> {
+        let Ok(ready) = &self.state else {
+            return Vec::new();
+        };
+        MachineKind::ALL
+            .into_iter()
+            .map(|kind| (kind, ready.selection(kind).describe()))
+            .collect()
     }
 
     /// The golden ConfigMap's content, once it passed its gates.

@@ -128,8 +128,11 @@ impl Planner<'_> {
                 Reason::OptedOut,
                 format!("opted out by annotation {OPT_OUT_ANNOTATION}={OPT_OUT_VALUE}"),
             );
-            // Opting out and back in is the documented way to reset the hot-loop guard.
-            decided.patch = remove_annotation_ops(subject.meta, HOT_LOOP_ANNOTATION);
+            // Opting out and back in is the documented way to reset the hot-loop guard. Like
+            // every write, the reset waits while a gate holds writes.
+            if ready.hold.is_none() {
+                decided.patch = remove_annotation_ops(subject.meta, HOT_LOOP_ANNOTATION);
+            }
             return Some(decided);
         }
         let selection = ready.selection(subject.kind);

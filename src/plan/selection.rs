@@ -19,29 +19,38 @@ pub enum Selection {
 }
 
 impl Selection {
-    /// Interprets `managedBootImages` for one resource kind.
-    ///
-    /// `managedBootImages` (or its `machineManagers`) absent means "no opinion": the platform
-    /// default, All on clouds we manage. An empty `machineManagers` list is an explicit opt-out of
-    /// everything; the predecessor confused the two.
+    /// Interprets `managedBootImages` for one resource kind, each kind on its own, as the
+    /// Machine Config Operator's operator does when it publishes the effective configuration
+    /// (`syncManagedBootImagesStatus`, pkg/operator/sync.go):
+    /// - `managedBootImages` or its `machineManagers` absent, or a list that does not name this
+    ///   kind: the kind's default (MachineSets: All on the platforms with managed boot images;
+    ///   ControlPlaneMachineSets: None);
+    /// - an empty `machineManagers` list: an explicit opt-out of everything (the predecessor
+    ///   confused it with an absent list).
     pub fn for_kind(mc: &MachineConfiguration, kind: MachineKind, platform: &Platform) -> Self {
         let managers = mc
             .spec
             .managed_boot_images
             .as_ref()
             .and_then(|m| m.machine_managers.as_ref());
-        let Some(managers) = managers else {
-            return if kind.selected_by_default(platform) {
+        let default = || {
+            if kind.selected_by_default(platform) {
                 Selection::All
             } else {
                 Selection::None
-            };
+            }
         };
+        let Some(managers) = managers else {
+            return default();
+        };
+        if managers.is_empty() {
+            return Selection::None;
+        }
         let Some(manager) = managers
             .iter()
             .find(|m| m.resource == kind.plural() && m.api_group == kind.api_group())
         else {
-            return Selection::None;
+            return default();
         };
         match manager.selection.mode.as_str() {
             "All" => Selection::All,
@@ -153,6 +162,51 @@ mod tests {
     }
 
     #[test]
+    fn a_list_naming_only_control_planes_leaves_machine_sets_at_their_default() {
+        let cfg = mc(json!({"managedBootImages": {"machineManagers": [
+            {"resource": "controlplanemachinesets", "apiGroup": "machine.openshift.io",
+             "selection": {"mode": "All"}}
+        ]}}));
+        let ms = MachineKind::MachineSet;
+        assert_eq!(
+            Selection::for_kind(&cfg, ms, &Platform::Aws),
+            Selection::All
+        );
+        let none = Platform::Other("None".into());
+        assert_eq!(Selection::for_kind(&cfg, ms, &none), Selection::None);
+        let cp = MachineKind::ControlPlaneMachineSet;
+        assert_eq!(
+            Selection::for_kind(&cfg, cp, &Platform::Aws),
+            Selection::All
+        );
+        // And the other way round: control planes keep their default, None.
+        let only_ms = managers(json!({"mode": "All"}));
+        assert_eq!(
+            Selection::for_kind(&only_ms, cp, &Platform::Aws),
+            Selection::None
+        );
+    }
+
+    #[test]
+    fn azure_stack_hub_is_not_managed_by_default() {
+        let status: crate::api::PlatformStatus = serde_json::from_value(json!({
+            "type": "Azure", "azure": {"cloudName": "AzureStackCloud"}
+        }))
+        .unwrap();
+        let platform = Platform::from_status(&status);
+        assert_eq!(platform, Platform::AzureStackHub);
+        assert!(platform.rule().is_none());
+        let empty = mc(json!({}));
+        let ms = MachineKind::MachineSet;
+        assert_eq!(Selection::for_kind(&empty, ms, &platform), Selection::None);
+        let public: crate::api::PlatformStatus = serde_json::from_value(json!({
+            "type": "Azure", "azure": {"cloudName": "AzurePublicCloud"}
+        }))
+        .unwrap();
+        assert_eq!(Platform::from_status(&public), Platform::Azure);
+    }
+
+    #[test]
     fn explicit_modes() {
         let all = managers(json!({"mode": "All"}));
         assert_eq!(
@@ -227,8 +281,8 @@ mod tests {
         ]}}));
         let cp = Selection::for_kind(&cfg, MachineKind::ControlPlaneMachineSet, &Platform::Aws);
         assert!(matches!(cp, Selection::Invalid(_)));
-        // The MachineSets entry is absent, so they are not selected.
+        // The MachineSets entry is absent, so they keep their default.
         let ms = Selection::for_kind(&cfg, MachineKind::MachineSet, &Platform::Aws);
-        assert_eq!(ms, Selection::None);
+        assert_eq!(ms, Selection::All);
     }
 }

@@ -1676,9 +1676,9 @@ fn selected_control_plane_machine_sets_are_patched_at_their_own_provider_spec() 
     json_patch::patch(&mut doc, &entry.patch).unwrap();
     let again = decide_control_plane(&cluster, Ok(serde_json::from_value(doc).unwrap()));
     assert_decided(&again, Action::UpToDate, Reason::UpToDate);
-    // Selecting control planes does not select MachineSets.
+    // Naming only control planes leaves MachineSets at their platform default (All on AWS).
     let ms = decide(&cluster, machine_set("worker-a").build());
-    assert_decided(&ms, Action::Skip, Reason::NotSelected);
+    assert_decided(&ms, Action::Update, Reason::BootImageOutdated);
 }
 
 #[test]

@@ -23,6 +23,8 @@ pub enum Platform {
     Aws,
     Gcp,
     Azure,
+    /// Azure Stack Hub: Azure's API on premises, without the marketplace images.
+    AzureStackHub,
     VSphere,
     /// Any other platform; boot images there are not managed automatically.
     Other(String),
@@ -31,6 +33,16 @@ pub enum Platform {
 impl Platform {
     /// Every platform with a rule; tests check each answers every question of [`PlatformRule`].
     pub const WITH_RULES: [Platform; 3] = [Platform::Aws, Platform::Gcp, Platform::Azure];
+
+    /// The platform an Infrastructure's `status.platformStatus` describes.
+    pub fn from_status(status: &crate::api::PlatformStatus) -> Self {
+        let cloud = status.azure.as_ref().and_then(|a| a.cloud_name.as_deref());
+        match (status.type_.as_str(), cloud) {
+            // The installer's name for Azure Stack Hub (openshift/api AzureCloudEnvironment).
+            ("Azure", Some("AzureStackCloud")) => Platform::AzureStackHub,
+            (type_, _) => Platform::from_type(type_),
+        }
+    }
 
     pub fn from_type(type_: &str) -> Self {
         match type_ {
@@ -47,6 +59,7 @@ impl Platform {
             Platform::Aws => "AWS",
             Platform::Gcp => "GCP",
             Platform::Azure => "Azure",
+            Platform::AzureStackHub => "AzureStackHub",
             Platform::VSphere => "VSphere",
             Platform::Other(name) => name,
         }
@@ -67,7 +80,7 @@ impl Platform {
             Platform::Aws => Some(&aws::Aws),
             Platform::Gcp => Some(&gcp::Gcp),
             Platform::Azure => Some(&azure::Azure),
-            Platform::VSphere | Platform::Other(_) => None,
+            Platform::AzureStackHub | Platform::VSphere | Platform::Other(_) => None,
         }
     }
 
@@ -76,6 +89,10 @@ impl Platform {
         match self {
             Platform::VSphere => "vSphere boot images are vCenter templates; updating them needs \
                                   vCenter access, so they are not updated automatically"
+                .to_string(),
+            Platform::AzureStackHub => "Azure Stack Hub boot images are uploaded at install time \
+                                        and no marketplace image exists there, so they are not \
+                                        updated automatically"
                 .to_string(),
             other => format!(
                 "boot images on platform {:?} are not updated automatically",
