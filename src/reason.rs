@@ -74,6 +74,8 @@ reasons! {
     /// Azure confidential or trusted-launch VMs need images the marketplace stream lacks.
     SecurityTypeUnsupported: Skip,
     ArchitectureNotSupported: Skip,
+    /// The stream publishes no Azure marketplace images at all (OKD, for one).
+    MarketplaceImagesNotPublished: Skip,
 
     MalformedObject: Error,
     InvalidProviderSpec: Error,

@@ -69,6 +69,22 @@ impl PlatformRule for Azure {
         };
         let current = Value::Object(image.clone());
         let Some(variants) = ctx.stream.azure_marketplace(ctx.arch) else {
+            if !Arch::ALL
+                .iter()
+                .any(|a| ctx.stream.azure_marketplace(*a).is_some())
+            {
+                // OKD and other streams publish no marketplace images at all: nothing is wrong
+                // with the MachineSet, and there is nothing to move it to.
+                return ImageOutcome::Skip {
+                    reason: Reason::MarketplaceImagesNotPublished,
+                    message: format!(
+                        "the golden stream {} publishes no Azure marketplace images for any \
+                         architecture, so Azure boot images are left as they are",
+                        ctx.stream.stream
+                    ),
+                    current: Some(current),
+                };
+            }
             return not_in_stream(
                 ctx,
                 "Azure marketplace images (rhel-coreos-extensions.marketplace.azure in the \
@@ -726,6 +742,27 @@ mod tests {
             .remove("aarch64");
         let outcome = Azure.evaluate(&spec, &Cluster::new(x86_only).ctx(Arch::Arm64));
         assert_eq!(reason(&outcome), Some(Reason::ArchitectureNotInStream));
+    }
+
+    #[test]
+    fn a_stream_without_any_marketplace_image_is_a_skip_not_an_error() {
+        let spec = spec(marketplace(
+            "azureopenshift",
+            "aro4",
+            "419-v2",
+            "419.6.20250523",
+        ));
+        let mut okd = stream_4_21();
+        okd["architectures"]["x86_64"]
+            .as_object_mut()
+            .unwrap()
+            .remove("rhel-coreos-extensions");
+        let outcome = Azure.evaluate(&spec, &Cluster::new(okd).ctx(Arch::Amd64));
+        assert!(matches!(outcome, ImageOutcome::Skip { .. }), "{outcome:?}");
+        assert_eq!(
+            reason(&outcome),
+            Some(Reason::MarketplaceImagesNotPublished)
+        );
     }
 
     #[test]
