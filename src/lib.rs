@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 pub mod api;
+mod api_client;
 pub mod arch;
 pub mod cli;
 pub mod controller;

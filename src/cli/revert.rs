@@ -9,10 +9,10 @@ use std::path::PathBuf;
 
 use anyhow::{Context as _, anyhow};
 use clap::{ArgGroup, Args};
-use kube::Client;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 
 use super::{Failure, write_stdout};
+use crate::api_client;
 use crate::machine_kind::MachineKind;
 use crate::names::{OPT_OUT_ANNOTATION, OPT_OUT_VALUE};
 use crate::plan::record::HistoryEntry;
@@ -78,7 +78,9 @@ pub fn run(args: &RevertArgs) -> Result<(), Failure> {
 async fn revert_object(args: &RevertArgs) -> Result<(), Failure> {
     let (kind, name) = args.target();
     let described = format!("{kind} {}/{name}", args.namespace);
-    let client = client(args).await?;
+    let client = api_client::connect(args.kubeconfig.as_deref())
+        .await
+        .map_err(|e| Failure::runtime(RUNTIME_CODE, e))?;
     let api: Api<DynamicObject> =
         Api::namespaced_with(client, &args.namespace, &kind.api_resource());
     let object = match api.get_opt(name).await {
@@ -97,6 +99,8 @@ async fn revert_object(args: &RevertArgs) -> Result<(), Failure> {
     let patch = Patch::Json::<()>(json_patch::Patch(planned.patch.clone()));
     let params = PatchParams {
         dry_run: args.dry_run,
+        // Its own manager: managedFields tell a person's revert from the controller's writes.
+        field_manager: Some(format!("{}-revert", api_client::FIELD_MANAGER)),
         ..PatchParams::default()
     };
     let mut out = report(&described, &planned, args.dry_run);
@@ -141,24 +145,6 @@ fn refusal(error: RevertError) -> Failure {
         RevertError::ChangedSince { .. } => Failure::runtime(REFUSED_CODE, error),
         _ => Failure::input(error),
     }
-}
-
-async fn client(args: &RevertArgs) -> Result<Client, Failure> {
-    let fail =
-        |e: String| Failure::runtime(RUNTIME_CODE, anyhow!("cannot configure the client: {e}"));
-    let config = match &args.kubeconfig {
-        Some(path) => {
-            let kubeconfig = kube::config::Kubeconfig::read_from(path)
-                .map_err(|e| fail(format!("reading {}: {e}", path.display())))?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-                .await
-                .map_err(|e| fail(e.to_string()))?
-        }
-        None => kube::Config::infer()
-            .await
-            .map_err(|e| fail(e.to_string()))?,
-    };
-    Client::try_from(config).map_err(|e| fail(e.to_string()))
 }
 
 /// What the revert undoes and changes, for people.

@@ -5,8 +5,9 @@ use std::collections::BTreeMap;
 
 use futures::StreamExt;
 use kube::Client;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, Patch};
 
+use crate::api_client;
 use crate::machine_kind::MachineKind;
 use crate::plan::Decision;
 
@@ -51,7 +52,7 @@ impl Patcher {
         let patch = Patch::Json::<()>(json_patch::Patch(decision.patch.clone()));
         let api = &self.apis[&decision.kind];
         match api
-            .patch(&decision.name, &PatchParams::default(), &patch)
+            .patch(&decision.name, &api_client::patch_params(), &patch)
             .await
         {
             Ok(_) => Outcome::Patched,

@@ -5,9 +5,10 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::Client;
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 
 use crate::api::ObjectMeta;
+use crate::api_client;
 use crate::plan::Decision;
 
 const REPORTING_CONTROLLER: &str = "boot-image-controller";
@@ -54,7 +55,9 @@ impl EventPublisher {
             ..Event::default()
         };
         let api: Api<Event> = Api::namespaced(self.client.clone(), &decision.namespace);
-        api.create(&PostParams::default(), &event).await.map(|_| ())
+        api.create(&api_client::post_params(), &event)
+            .await
+            .map(|_| ())
     }
 }
 

@@ -37,6 +37,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::api::{Condition, ConfigMap, MachineConfiguration};
+use crate::api_client::{self, ClientError};
 use crate::known_images::KnownImages;
 use crate::machine_kind::MachineKind;
 use crate::metrics::Metrics;
@@ -60,8 +61,8 @@ const FILE_POLL: Duration = Duration::from_secs(10);
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
-    #[error("cannot configure the Kubernetes client: {0}")]
-    Client(String),
+    #[error(transparent)]
+    Client(#[from] ClientError),
     #[error("invalid bind address {address:?}: {source}")]
     BindAddress {
         address: String,
@@ -88,7 +89,7 @@ enum Leadership {
 
 /// Runs until `shutdown` is cancelled (clean exit) or the leader lease is lost (error).
 pub async fn run(args: RunArgs, shutdown: CancellationToken) -> Result<(), RunError> {
-    let client = client(&args).await?;
+    let client = api_client::connect(args.kubeconfig.as_deref()).await?;
     let metrics = Metrics::new();
     let health = Arc::new(Health::default());
     serve_endpoints(&args, &metrics, &health, &shutdown).await?;
@@ -209,22 +210,6 @@ async fn finish(leadership: Leadership) -> Result<(), RunError> {
     }
     info!("stopped");
     Ok(())
-}
-
-async fn client(args: &RunArgs) -> Result<Client, RunError> {
-    let config = match &args.kubeconfig {
-        Some(path) => {
-            let kubeconfig = kube::config::Kubeconfig::read_from(path)
-                .map_err(|e| RunError::Client(format!("reading {}: {e}", path.display())))?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-                .await
-                .map_err(|e| RunError::Client(e.to_string()))?
-        }
-        None => kube::Config::infer()
-            .await
-            .map_err(|e| RunError::Client(e.to_string()))?,
-    };
-    Client::try_from(config).map_err(|e| RunError::Client(e.to_string()))
 }
 
 /// The `--known-images-file`, reloaded when it changes.

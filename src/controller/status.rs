@@ -12,6 +12,7 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
 use crate::api::{Condition, MachineConfiguration, Time};
+use crate::api_client;
 use crate::machine_kind::MachineKind;
 use crate::plan::{Action, Blocked, Decision};
 use crate::reason::Reason;
@@ -19,7 +20,6 @@ use crate::reason::Reason;
 pub const PROGRESSING: &str = "BootImageUpdateProgressing";
 pub const DEGRADED: &str = "BootImageUpdateDegraded";
 pub const PAUSED: &str = "BootImageUpdatePaused";
-pub const FIELD_MANAGER: &str = "boot-image-controller";
 
 /// How many erroring resources a message names before it summarises the rest.
 const NAMED_ERRORS: usize = 10;
@@ -273,7 +273,7 @@ pub async fn write(
     });
     // Forcing takes over only the fields listed here, i.e. our three condition types, should a
     // previous controller have written them.
-    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let params = PatchParams::apply(api_client::FIELD_MANAGER).force();
     api.patch_status(name, &params, &Patch::Apply(body))
         .await
         .map(|_| ())
