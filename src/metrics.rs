@@ -24,6 +24,7 @@ pub mod names {
     pub const LEADER: &str = "boot_image_controller_leader";
     pub const WRITES: &str = "boot_image_controller_writes_total";
     pub const READY: &str = "boot_image_controller_ready";
+    pub const HOLD_EXCEEDED: &str = "boot_image_controller_hold_exceeded";
     /// Same name and meaning as the Machine Config Operator's gauge, so existing alerts and
     /// dashboards keep working after the switch.
     pub const MCC_UPDATE_ERROR: &str = "mcc_bootimage_update_error";
@@ -49,6 +50,8 @@ pub struct Metrics {
     /// Writes to the API by kind of object (`MachineSet`, `status`, `Event`, `ConfigMap`).
     pub writes: IntCounterVec,
     pub mcc_update_error: GaugeVec,
+    /// 1 while a hold has lasted longer than `--hold-degrade-after`, by its reason.
+    pub hold_exceeded: IntGaugeVec,
 }
 
 impl Metrics {
@@ -119,12 +122,19 @@ impl Metrics {
                 "1 while the boot image of a MachineSet cannot be updated",
                 &["machineset"],
             ),
+            hold_exceeded: vec_of(
+                IntGaugeVec::new,
+                names::HOLD_EXCEEDED,
+                "1 while a gate has held boot image writes longer than the configured limit",
+                &["reason"],
+            ),
             registry,
         };
         for c in m.collectors() {
             m.registry.register(c).expect("metric names are unique");
         }
         m.initialize_series();
+        m.observe_hold(None);
         m
     }
 
@@ -166,6 +176,7 @@ impl Metrics {
             Box::new(self.ready.clone()),
             Box::new(self.writes.clone()),
             Box::new(self.mcc_update_error.clone()),
+            Box::new(self.hold_exceeded.clone()),
         ]
     }
 
@@ -199,6 +210,16 @@ impl Metrics {
             self.golden_stream
                 .with_label_values(&[stream, release])
                 .set(1);
+        }
+    }
+
+    /// Which hold, if any, has lasted longer than the limit.
+    pub fn observe_hold(&self, exceeded: Option<Reason>) {
+        for reason in Reason::ALL.iter().filter(|r| r.degrades_when_lasting()) {
+            let active = exceeded == Some(*reason);
+            self.hold_exceeded
+                .with_label_values(&[reason.as_str()])
+                .set(i64::from(active));
         }
     }
 

@@ -101,6 +101,15 @@ reasons! {
 }
 
 impl Reason {
+    /// Whether a hold with this reason turns into a failure when it lasts too long: holds that
+    /// clear by themselves, unlike a pause (an administrator's choice), a missing
+    /// MachineConfiguration (no status to report on) or holds that degrade at once.
+    pub fn degrades_when_lasting(self) -> bool {
+        self.category() == Category::Hold
+            && !self.degrades()
+            && !matches!(self, Reason::Paused | Reason::MachineConfigurationMissing)
+    }
+
     /// Every reason of one category, in declaration order.
     pub fn of(category: Category) -> impl Iterator<Item = Reason> {
         Reason::ALL

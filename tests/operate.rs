@@ -43,6 +43,7 @@ const EXPORTED_METRICS: &[&str] = &[
     "boot_image_controller_leader",
     "boot_image_controller_ready",
     "boot_image_controller_writes_total",
+    "boot_image_controller_hold_exceeded",
     "mcc_bootimage_update_error",
 ];
 
@@ -1375,6 +1376,7 @@ fn the_expected_metrics_are_the_ones_the_controller_defines() {
         names::WRITES,
         names::READY,
         names::MCC_UPDATE_ERROR,
+        names::HOLD_EXCEEDED,
     ]);
     let expected: BTreeSet<&str> = EXPORTED_METRICS.iter().copied().collect();
     assert_eq!(expected, defined);

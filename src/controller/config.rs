@@ -79,6 +79,11 @@ pub struct RunArgs {
     /// Window of the hot-loop guard.
     #[arg(long, env = "BIC_HOT_LOOP_WINDOW", default_value = "1h", value_parser = parse_duration)]
     pub hot_loop_window: Duration,
+    /// A gate that holds writes longer than this (e.g. a golden ConfigMap whose release never
+    /// matches the cluster's) is reported as Degraded, with a metric and an alert. Pauses never
+    /// are: they are an administrator's choice.
+    #[arg(long, env = "BIC_HOLD_DEGRADE_AFTER", default_value = "1h", value_parser = parse_duration)]
+    pub hold_degrade_after: Duration,
     /// Patches to the same value within the window after which the guard stops us.
     #[arg(long, env = "BIC_HOT_LOOP_THRESHOLD", default_value_t = 3)]
     pub hot_loop_threshold: usize,

@@ -130,6 +130,7 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> Result<(), RunEr
         status_basis: None,
         last_blocked: None,
         last_selections: Vec::new(),
+        hold_since: None,
     };
     controller.run_loop(trigger_rx).await;
     health.set_stopping();
@@ -280,6 +281,8 @@ struct Controller {
     last_blocked: Option<Blocked>,
     /// The effective selection of each kind in the last pass, reported in status.
     last_selections: Vec<(MachineKind, &'static str)>,
+    /// Since when a hold that degrades when lasting has held writes.
+    hold_since: Option<Timestamp>,
 }
 
 impl Controller {
@@ -343,15 +346,24 @@ impl Controller {
             .status_dirty
             .then(|| self.last_status_write.map(|t| t + STATUS_MIN_INTERVAL))
             .flatten();
-        [next_retry, status_flush].into_iter().flatten().min()
+        let hold_limit = self.held().filter(|h| !h.exceeded()).map(|h| {
+            let left = (h.limit - h.duration).unsigned_abs();
+            Instant::now() + left
+        });
+        [next_retry, status_flush, hold_limit]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     async fn wake(&mut self, scope: &mut Scope) {
         let now = Instant::now();
         let due = self.backoff.iter().filter(|(_, (_, at))| *at <= now);
         scope.keys.extend(due.map(|(key, _)| key.clone()));
-        if self.status_dirty {
-            // Re-plan nothing, just flush the held-back status.
+        if self.status_dirty || self.held().is_some_and(|h| h.exceeded()) {
+            // Re-plan nothing: flush the held-back status, or report a hold that lasts too long.
+            let blocked = self.last_blocked.clone();
+            self.track_hold(blocked.as_ref());
             self.write_status().await;
         }
     }

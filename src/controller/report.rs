@@ -45,6 +45,7 @@ impl Controller {
             known::remember(&self.known_images_api, existing, refs, &self.metrics).await;
         }
         self.log_gate_change(decided.blocked.as_ref());
+        self.track_hold(decided.blocked.as_ref());
         self.last_blocked = decided.blocked;
         self.last_selections = decided.selections;
         let golden = decided.golden.as_ref().map(|g| {

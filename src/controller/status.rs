@@ -7,14 +7,14 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use jiff::Timestamp;
+use jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
 use crate::api::{Condition, MachineConfiguration, Time};
 use crate::api_client;
 use crate::machine_kind::MachineKind;
-use crate::plan::{Action, Blocked, Decision};
+use crate::plan::{Action, Blocked, Decision, friendly_duration};
 use crate::reason::Reason;
 
 pub const PROGRESSING: &str = "BootImageUpdateProgressing";
@@ -25,6 +25,19 @@ pub const PAUSED: &str = "BootImageUpdatePaused";
 const NAMED_ERRORS: usize = 10;
 /// How many recent changes the Progressing message lists.
 const NAMED_CHANGES: usize = 3;
+
+/// How long the current hold has lasted, against the limit after which it degrades.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct HeldFor {
+    pub duration: SignedDuration,
+    pub limit: SignedDuration,
+}
+
+impl HeldFor {
+    pub fn exceeded(&self) -> bool {
+        self.duration >= self.limit
+    }
+}
 
 /// A condition as we want it, without its transition time.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -42,6 +55,8 @@ pub struct StatusInput<'a> {
     pub decisions: &'a [&'a Decision],
     /// The effective selection mode of each kind, as of the last plan.
     pub selections: &'a [(MachineKind, &'static str)],
+    /// How long `blocked` has held, and after how long a hold counts as a failure.
+    pub held: Option<HeldFor>,
     /// The pause annotation is set. Not derived from `blocked`: the planner reports only the
     /// first gate, and a release mismatch or missing ConfigMap would hide the pause and flip
     /// `BootImageUpdatePaused` to False for tools waiting on it, although nothing may write.
@@ -88,6 +103,18 @@ fn degraded(input: &StatusInput<'_>) -> Desired {
     };
     if let Some(b) = input.blocked.filter(|b| b.reason.degrades()) {
         return degraded(b.reason.to_string(), b.message.clone());
+    }
+    let lasting = input.held.filter(HeldFor::exceeded);
+    if let (Some(b), Some(held)) = (input.blocked, lasting)
+        && b.reason.degrades_when_lasting()
+    {
+        let message = format!(
+            "boot image updates have been held for {} (longer than {}): {}",
+            friendly_duration(held.duration),
+            friendly_duration(held.limit),
+            b.message
+        );
+        return degraded(b.reason.to_string(), message);
     }
     let errors: Vec<&&Decision> = input
         .decisions
@@ -310,6 +337,7 @@ mod tests {
             blocked: None,
             decisions: &[&a, &b],
             selections: &[],
+            held: None,
             paused: false,
         });
         assert_eq!(get(&c, PROGRESSING).status, "False");
@@ -331,6 +359,7 @@ mod tests {
             blocked: None,
             decisions: &[&a, &b],
             selections: &[],
+            held: None,
             paused: false,
         });
         let degraded = get(&c, DEGRADED);
@@ -356,6 +385,7 @@ mod tests {
             blocked: Some(blocked),
             decisions: &[],
             selections: &[],
+            held: None,
             paused: false,
         };
         let c = conditions(&input(&missing));
@@ -379,6 +409,7 @@ mod tests {
             blocked: Some(&paused),
             decisions: &[],
             selections: &[],
+            held: None,
             paused: true,
         };
         assert_eq!(get(&conditions(&input), PAUSED).status, "True");
@@ -395,12 +426,57 @@ mod tests {
     }
 
     #[test]
+    fn a_hold_that_lasts_past_its_limit_degrades_but_a_pause_never_does() {
+        let hours = |h: i64| SignedDuration::from_hours(h);
+        let held = |duration| {
+            Some(HeldFor {
+                duration,
+                limit: hours(1),
+            })
+        };
+        let mismatch = Blocked {
+            reason: Reason::ReleaseMismatch,
+            message: "waiting for 4.21.1".into(),
+        };
+        let mut input = StatusInput {
+            blocked: Some(&mismatch),
+            decisions: &[],
+            selections: &[],
+            held: held(SignedDuration::from_mins(30)),
+            paused: false,
+        };
+        assert_eq!(get(&conditions(&input), DEGRADED).status, "False");
+        input.held = held(hours(2) + SignedDuration::from_secs(5));
+        let c = conditions(&input);
+        let degraded = get(&c, DEGRADED);
+        assert_eq!(
+            (degraded.status.as_str(), degraded.reason.as_str()),
+            ("True", "ReleaseMismatch")
+        );
+        assert!(
+            degraded.message.contains("held for 2h 5s (longer than 1h)")
+                && degraded.message.contains("waiting for 4.21.1"),
+            "{}",
+            degraded.message
+        );
+        let paused = Blocked {
+            reason: Reason::Paused,
+            message: "paused".into(),
+        };
+        input.blocked = Some(&paused);
+        input.paused = true;
+        input.held = held(hours(5));
+        assert_eq!(get(&conditions(&input), DEGRADED).status, "False");
+    }
+
+    #[test]
     fn no_write_when_unchanged_and_transition_time_moves_only_on_flip() {
         let a = entry("a", Action::UpToDate, Reason::UpToDate);
         let input = StatusInput {
             blocked: None,
             decisions: &[&a],
             selections: &[(MachineKind::MachineSet, "All")],
+            held: None,
             paused: false,
         };
         let t0 = Timestamp::UNIX_EPOCH;

@@ -67,6 +67,11 @@ impl Default for Options {
     }
 }
 
+/// A duration as people write it, to the second: `1h 5m 23s`.
+pub fn friendly_duration(d: SignedDuration) -> String {
+    format!("{:#}", SignedDuration::from_secs(d.as_secs()))
+}
+
 /// An object that could not be read as its kind; it becomes an error decision, never a panic.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Malformed {

@@ -3,7 +3,6 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use jiff::SignedDuration;
 use json_patch::PatchOperation;
 use serde_json::Value;
 
@@ -11,7 +10,7 @@ use super::decision::{Action, Decision, Values};
 use super::gates::Ready;
 use super::patch::{guarded_replace, remove_annotation_ops};
 use super::record::{self, HistoryEntry};
-use super::{Planner, stub};
+use super::{Planner, friendly_duration, stub};
 use crate::api::{MachineTemplate, ObjectMeta};
 use crate::arch::Arch;
 use crate::machine_kind::{MachineKind, MachineObject};
@@ -299,7 +298,7 @@ impl Planner<'_> {
                 "patched to the same values {recent} times within {} but something keeps \
                  reverting them ({}); stopped to avoid fighting. Find the other writer, then opt \
                  this {} out and back in (annotation {OPT_OUT_ANNOTATION}) to retry",
-                friendly(window),
+                friendly_duration(window),
                 decided.message,
                 subject.kind,
             );
@@ -405,13 +404,4 @@ fn change_message(
         let _ = write!(message, "stub secret {from} -> {to}");
     }
     message
-}
-
-fn friendly(d: SignedDuration) -> String {
-    let secs = d.as_secs();
-    match secs {
-        s if s % 3600 == 0 => format!("{}h", s / 3600),
-        s if s % 60 == 0 => format!("{}m", s / 60),
-        s => format!("{s}s"),
-    }
 }
