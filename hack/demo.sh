@@ -162,6 +162,8 @@ dump() {
   rm -rf "$1"
   mkdir -p "$1"
   kubectl get infrastructure/cluster clusterversion/version machineconfiguration/cluster -o yaml >"$1/cluster.yaml"
+  # The control-plane Nodes say the architecture of MachineSets that do not declare theirs.
+  kubectl get nodes -l node-role.kubernetes.io/master -o yaml >"$1/nodes.yaml"
   kubectl get configmaps -n "$mco_ns" -o yaml >"$1/$mco_ns.yaml"
   kubectl get machinesets,secrets -n "$mapi_ns" -o yaml >"$1/$mapi_ns.yaml"
 }
@@ -358,6 +360,7 @@ apply_status -f "$fixtures/clusterversion-4.20.yaml"
 apply -f "$testdata/machineconfiguration.yaml"
 apply -f "$fixtures/coreos-bootimages-4.20.yaml"
 apply -f "$testdata/secrets.yaml"
+apply -f "$testdata/nodes.yaml"
 apply -f "$fixtures/machinesets.yaml"
 apply_status -f "$fixtures/machinesets.yaml"
 cat <<EOF | indent

@@ -16,11 +16,12 @@ use std::path::{Path, PathBuf};
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-use crate::api::{ConfigMap, ControlPlaneMachineSet, MachineSet, Secret};
+use crate::api::{ConfigMap, ControlPlaneMachineSet, MachineSet, ObjectMeta, Secret};
 use crate::known_images::KnownImages;
 use crate::names::{
-    CLUSTER_VERSION_NAME, GOLDEN_CONFIGMAP_NAME, GOLDEN_CONFIGMAP_NAMESPACE, INFRASTRUCTURE_NAME,
-    KNOWN_IMAGES_CONFIGMAP_NAME, MACHINE_CONFIGURATION_NAME,
+    ARCH_LABEL, CLUSTER_VERSION_NAME, CONTROL_PLANE_NODE_LABELS, GOLDEN_CONFIGMAP_NAME,
+    GOLDEN_CONFIGMAP_NAMESPACE, INFRASTRUCTURE_NAME, KNOWN_IMAGES_CONFIGMAP_NAME,
+    MACHINE_CONFIGURATION_NAME,
 };
 use crate::plan::{ClusterSnapshot, Malformed};
 
@@ -165,6 +166,7 @@ enum Kind {
     GoldenConfigMap,
     KnownImagesConfigMap,
     Secret,
+    Node,
 }
 
 impl Kind {
@@ -192,6 +194,7 @@ impl Kind {
                 Kind::KnownImagesConfigMap
             }
             ("v1", "Secret") => Kind::Secret,
+            ("v1", "Node") => Kind::Node,
             _ => return None,
         })
     }
@@ -205,6 +208,7 @@ impl Kind {
             Kind::ClusterVersion => "ClusterVersion",
             Kind::GoldenConfigMap | Kind::KnownImagesConfigMap => "ConfigMap",
             Kind::Secret => "Secret",
+            Kind::Node => "Node",
         }
     }
 }
@@ -349,6 +353,21 @@ impl Objects {
                 Kind::Secret => {
                     let secret: Secret = typed(&key, found)?;
                     cluster.secrets.insert((key.namespace, key.name), secret);
+                }
+                Kind::Node => {
+                    let meta: ObjectMeta = found
+                        .object
+                        .get("metadata")
+                        .and_then(|m| serde_json::from_value(m.clone()).ok())
+                        .unwrap_or_default();
+                    let labels = meta.labels.unwrap_or_default();
+                    if CONTROL_PLANE_NODE_LABELS
+                        .iter()
+                        .any(|l| labels.contains_key(*l))
+                    {
+                        let arch = labels.get(ARCH_LABEL).cloned();
+                        cluster.control_plane_nodes.insert(key.name, arch);
+                    }
                 }
             }
         }

@@ -31,3 +31,11 @@ pub const AUTOSCALER_LABELS_ANNOTATION: &str = "capacity.cluster-autoscaler.kube
 /// The Windows Machine Config Operator's marker on Windows machine templates.
 pub const OS_ID_LABEL: &str = "machine.openshift.io/os-id";
 pub const OS_STREAM_LABEL: &str = "machineconfiguration.openshift.io/osstream";
+/// The labels that mark control-plane Nodes: `master` on every OpenShift 4 release,
+/// `control-plane` as well on newer ones. Either is enough.
+pub const CONTROL_PLANE_NODE_LABELS: [&str; 2] = [
+    "node-role.kubernetes.io/master",
+    "node-role.kubernetes.io/control-plane",
+];
+/// A Node's architecture, in the Kubernetes spelling (`amd64`, `arm64`, ...).
+pub const ARCH_LABEL: &str = "kubernetes.io/arch";

@@ -74,6 +74,9 @@ reasons! {
     /// Azure confidential or trusted-launch VMs need images the marketplace stream lacks.
     SecurityTypeUnsupported: Skip,
     ArchitectureNotSupported: Skip,
+    /// A MachineSet of a multi-architecture cluster that does not say its architecture; the
+    /// Machine Config Operator skips these too.
+    ArchitectureNotDeclared: Skip,
     /// The stream publishes no Azure marketplace images at all (OKD, for one).
     MarketplaceImagesNotPublished: Skip,
 
@@ -83,6 +86,9 @@ reasons! {
     UnknownArchitecture: Error,
     ArchitectureUndetermined: Error,
     ArchitectureNotInStream: Error,
+    /// The current image belongs to another architecture than the one decided: one of them is
+    /// wrong, and patching would put machines on an image they cannot boot.
+    ArchitectureMismatch: Error,
     ImageNotInStream: Error,
     ManagedSecretMissing: Error,
     ManagedSecretInvalid: Error,

@@ -413,6 +413,7 @@ mod tests {
                 secret("master-user-data-managed"),
             ]),
             known_images: [AMI_420.to_string()].into_iter().collect(),
+            control_plane_nodes: BTreeMap::from([("master-0".into(), Some("amd64".into()))]),
         }
     }
 

@@ -49,6 +49,17 @@ struct StreamArch {
     extensions: Extensions,
 }
 
+impl StreamArch {
+    fn image_references(&self) -> impl Iterator<Item = String> + '_ {
+        let aws = self.images.aws.iter().flat_map(|aws| aws.regions.values());
+        let market = self.extensions.marketplace.iter();
+        let azure = market.flat_map(|m| m.azure.values().flat_map(BTreeMap::values));
+        aws.map(|r| r.image.clone())
+            .chain(self.images.gcp.iter().map(GcpImage::reference))
+            .chain(azure.map(AzureMarketplaceImage::urn))
+    }
+}
+
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 struct StreamImages {
     #[serde(default)]
@@ -156,21 +167,18 @@ impl GoldenStream {
     /// Every image reference the stream publishes: AMIs, GCP image paths and Azure marketplace
     /// URNs. Images listed here are "ours": an image found here is never a custom image.
     pub fn image_references(&self) -> BTreeSet<String> {
-        let mut refs = BTreeSet::new();
-        for arch in self.architectures.values() {
-            if let Some(aws) = &arch.images.aws {
-                refs.extend(aws.regions.values().map(|r| r.image.clone()));
-            }
-            if let Some(gcp) = &arch.images.gcp {
-                refs.insert(gcp.reference());
-            }
-            if let Some(market) = &arch.extensions.marketplace {
-                for image in market.azure.values().flat_map(BTreeMap::values) {
-                    refs.insert(image.urn());
-                }
-            }
-        }
-        refs
+        self.architectures
+            .values()
+            .flat_map(StreamArch::image_references)
+            .collect()
+    }
+
+    /// The architecture whose images include `reference` (an AMI, GCP image path or Azure URN).
+    pub fn arch_of(&self, reference: &str) -> Option<Arch> {
+        Arch::ALL.into_iter().find(|arch| {
+            self.arch(*arch)
+                .is_some_and(|a| a.image_references().any(|r| r == reference))
+        })
     }
 
     /// Merges an installer marketplace overlay (`marketplace-rhcos.json`: arch -> `azure` ->
@@ -242,6 +250,13 @@ impl GoldenConfig {
             other_streams,
             release_version,
         })
+    }
+
+    /// The architecture of `reference` in any stream of the ConfigMap.
+    pub fn arch_of(&self, reference: &str) -> Option<Arch> {
+        std::iter::once(&self.stream)
+            .chain(&self.other_streams)
+            .find_map(|s| s.arch_of(reference))
     }
 
     /// Image references of every stream in the ConfigMap.

@@ -192,6 +192,29 @@ fn the_control_plane_arch_is_the_arch_of_machine_sets_that_do_not_name_theirs() 
 }
 
 #[test]
+fn without_control_plane_nodes_an_unannotated_machine_set_gets_no_guessed_architecture() {
+    let dir = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(testdata("aws-cluster")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.file_name().is_some_and(|n| n != "nodes.yaml") {
+            std::fs::copy(&path, dir.path().join(path.file_name().unwrap())).unwrap();
+        }
+    }
+    let plan = plan_json(&["-f", &dir.path().display().to_string()]);
+    let unannotated = machine_set(&plan, "demo-abc12-worker-us-east-1a");
+    assert_eq!(
+        action_and_reason(unannotated),
+        ("Error", "ArchitectureUndetermined")
+    );
+    assert_eq!(unannotated["patch"], json!([]));
+    let annotated = machine_set(&plan, "demo-abc12-worker-arm64-us-east-1a");
+    assert_eq!(
+        action_and_reason(annotated),
+        ("Update", "BootImageOutdated")
+    );
+}
+
+#[test]
 fn the_table_names_every_machine_set_and_counts_the_actions() {
     let output = run(&["plan", "--manifests", &demo_cluster()]);
     assert!(output.status.success(), "{}", stderr(&output));
@@ -240,6 +263,7 @@ fn mid_upgrade_the_plan_is_blocked_and_says_so() {
         "secrets.yaml",
         "known-images.yaml",
         "machinesets.yaml",
+        "nodes.yaml",
     ] {
         args.extend([
             "-f".into(),
@@ -473,6 +497,7 @@ fn acceptance_real_stream_and_build01_machine_sets() {
         "secrets.yaml",
         // The 4.20 AMIs the controller remembers from the release the cluster was installed at.
         "known-images.yaml",
+        "nodes.yaml",
     ] {
         args.extend([
             "-f".into(),

@@ -239,12 +239,18 @@ impl ClusterCase {
             }))),
             secrets,
             known_images,
+            // The architecture the control-plane Nodes report.
+            control_plane_nodes: (0..3)
+                .map(|i| {
+                    let arch = self.control_plane_arch.kube_name().to_string();
+                    (format!("master-{i}"), Some(arch))
+                })
+                .collect(),
         }
     }
 
     fn options(&self) -> Options {
         Options {
-            control_plane_arch: self.control_plane_arch,
             now: "2026-03-02T10:00:00Z".parse().unwrap(),
             ..Options::default()
         }

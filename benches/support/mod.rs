@@ -541,6 +541,9 @@ pub fn scenario(data: &Data, platform: &str, count: usize) -> Option<Scenario> {
             })
             .collect(),
         known_images: known,
+        control_plane_nodes: (0..3)
+            .map(|i| (format!("master-{i}"), Some("amd64".to_string())))
+            .collect(),
     };
     let regions = (
         data.aws_common_regions(Arch::Amd64),

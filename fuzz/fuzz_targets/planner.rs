@@ -305,6 +305,19 @@ fn control_plane_json(
     Ok(cp)
 }
 
+/// Control-plane Nodes with any label, an unknown one or none: the planner must never guess.
+fn control_plane_nodes(
+    u: &mut Unstructured<'_>,
+) -> arbitrary::Result<std::collections::BTreeMap<String, Option<String>>> {
+    let mut nodes = std::collections::BTreeMap::new();
+    for i in 0..u.int_in_range(0..=3)? {
+        let label = g::pick(u, &["amd64", "arm64", "ppc64le", "s390x", "x86_64", ""])?;
+        let label = u.arbitrary::<bool>()?.then(|| label.to_string());
+        nodes.insert(format!("master-{i}"), label);
+    }
+    Ok(nodes)
+}
+
 fn typed<K: serde::de::DeserializeOwned>(v: &Value, name: String) -> Result<K, Malformed> {
     serde_json::from_value(v.clone()).map_err(|e| Malformed {
         namespace: "openshift-machine-api".into(),
@@ -332,9 +345,14 @@ fn run(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
         golden: golden(u)?,
         secrets: secrets(u, "openshift-machine-api")?,
         known_images,
+        control_plane_nodes: control_plane_nodes(u)?,
     };
     let options = Options {
-        control_plane_arch: *u.choose(&Arch::ALL)?,
+        control_plane_arch: if u.arbitrary()? {
+            Some(*u.choose(&Arch::ALL)?)
+        } else {
+            None
+        },
         now: Timestamp::from_second(NOW).expect("in range"),
         hot_loop_threshold: u.int_in_range(1..=4)?,
         hot_loop_window: SignedDuration::from_hours(1),

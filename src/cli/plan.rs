@@ -25,14 +25,10 @@ pub struct PlanArgs {
     #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Table)]
     pub output: OutputFormat,
 
-    /// Architecture of the control plane, and of MachineSets that do not name theirs.
-    #[arg(
-        long,
-        value_name = "ARCH",
-        default_value = "amd64",
-        value_parser = arch_parser(),
-    )]
-    pub control_plane_arch: Arch,
+    /// Architecture of the control plane, and of MachineSets that do not name theirs; by default
+    /// the `kubernetes.io/arch` of the control-plane Nodes in the manifests.
+    #[arg(long, value_name = "ARCH", value_parser = arch_parser())]
+    pub control_plane_arch: Option<Arch>,
 
     /// Plan as of this time (RFC 3339) instead of now: the time recorded in the history and
     /// hot-loop annotations of each patch, e.g. to reproduce exactly what `run` sent at a time

@@ -67,9 +67,10 @@ pub struct RunArgs {
     /// Name of the ClusterVersion singleton.
     #[arg(long, env = "BIC_CLUSTER_VERSION_NAME", default_value = names::CLUSTER_VERSION_NAME, hide = true)]
     pub cluster_version_name: String,
-    /// Architecture of control-plane machines, and of MachineSets that do not name theirs.
-    #[arg(long, env = "BIC_CONTROL_PLANE_ARCH", default_value = "amd64")]
-    pub control_plane_arch: Arch,
+    /// Overrides the architecture of control-plane machines, and of MachineSets that do not name
+    /// theirs, which is otherwise the `kubernetes.io/arch` of the control-plane Nodes.
+    #[arg(long, env = "BIC_CONTROL_PLANE_ARCH")]
+    pub control_plane_arch: Option<Arch>,
     /// Extra known CoreOS image references, one per line; re-read when it changes.
     #[arg(long, env = "BIC_KNOWN_IMAGES_FILE")]
     pub known_images_file: Option<PathBuf>,

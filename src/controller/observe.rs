@@ -42,6 +42,7 @@ pub(super) async fn observe(
         golden: stores.golden(),
         secrets: secrets.snapshot(),
         known_images,
+        control_plane_nodes: stores.control_plane_nodes(),
     };
     Observation {
         snapshot,

@@ -5,11 +5,13 @@
 //! controller to those names. A watch error is logged and retried with backoff; it never ends the
 //! watch, and `Lenient` keeps one malformed object from failing a whole list.
 
+use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::sync::Arc;
 
 use futures::StreamExt;
 use kube::api::{Api, ListParams};
+use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource};
@@ -20,11 +22,14 @@ use tracing::{info, warn};
 use super::config::RunArgs;
 use super::known;
 use super::lenient::Lenient;
+use k8s_openapi::api::core::v1::Node;
+
 use crate::api::{
     ClusterVersion, ConfigMap, ControlPlaneMachineSet, Infrastructure, MachineConfiguration,
     MachineSet,
 };
 use crate::machine_kind::MachineKind;
+use crate::names::{ARCH_LABEL, CONTROL_PLANE_NODE_LABELS};
 use crate::plan::{self, ObjectKey};
 
 /// What should be planned again.
@@ -35,6 +40,8 @@ pub enum Trigger {
 }
 
 pub struct Stores {
+    /// Metadata of the control-plane Nodes, one store per label of [`CONTROL_PLANE_NODE_LABELS`].
+    control_plane_nodes: Vec<Store<PartialObjectMeta<Node>>>,
     machine_sets: Store<Lenient<MachineSet>>,
     control_plane: Option<Store<Lenient<ControlPlaneMachineSet>>>,
     configurations: Store<Lenient<MachineConfiguration>>,
@@ -88,7 +95,12 @@ pub async fn start(
             )),
             false => None,
         };
+    let control_plane_nodes = CONTROL_PLANE_NODE_LABELS
+        .iter()
+        .map(|label| spawn_nodes(Api::all(client.clone()), label, &tx))
+        .collect();
     Stores {
+        control_plane_nodes,
         machine_sets,
         control_plane,
         cluster_version,
@@ -219,6 +231,59 @@ where
     store
 }
 
+/// Watches the metadata of the Nodes carrying `label`; a change of which control-plane Nodes
+/// exist or of their architecture re-plans everything (heartbeats and other label changes
+/// do not).
+fn spawn_nodes(
+    api: Api<PartialObjectMeta<Node>>,
+    label: &str,
+    tx: &UnboundedSender<Trigger>,
+) -> Store<PartialObjectMeta<Node>> {
+    let (store, writer) = reflector::store();
+    let config = watcher::Config::default().labels(label);
+    let stream = watcher(api, config)
+        .default_backoff()
+        .modify(drop_managed_fields)
+        .reflect(writer);
+    let tx = tx.clone();
+    let reader = store.clone();
+    tokio::spawn(async move {
+        futures::pin_mut!(stream);
+        let mut last = None;
+        while let Some(event) = stream.next().await {
+            if let Err(e) = event {
+                warn!(kind = "Node", error = %e, "watch failed; retrying");
+                continue;
+            }
+            let current = node_archs(&reader.state());
+            if last.as_ref() != Some(&current) {
+                last = Some(current);
+                if tx.send(Trigger::All).is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    store
+}
+
+/// Node name -> its `kubernetes.io/arch` label.
+fn node_archs(nodes: &[Arc<PartialObjectMeta<Node>>]) -> BTreeMap<String, Option<String>> {
+    nodes
+        .iter()
+        .map(|n| {
+            let name = n.metadata.name.clone().unwrap_or_default();
+            let arch = n
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(ARCH_LABEL))
+                .cloned();
+            (name, arch)
+        })
+        .collect()
+}
+
 /// `managedFields` are often the largest part of an object and we never read them; dropping
 /// them before they reach a store is most of the memory a cache of MachineSets costs.
 pub(super) fn drop_managed_fields<K: Resource>(object: &mut K) {
@@ -257,6 +322,9 @@ fn parsed<K: Clone>(object: Option<Arc<Lenient<K>>>) -> Option<K> {
 
 impl Stores {
     pub async fn wait_until_ready(&self) {
+        for nodes in &self.control_plane_nodes {
+            let _ = nodes.wait_until_ready().await;
+        }
         let _ = self.machine_sets.wait_until_ready().await;
         if let Some(s) = &self.control_plane {
             let _ = s.wait_until_ready().await;
@@ -268,6 +336,16 @@ impl Stores {
         let _ = self.golden.wait_until_ready().await;
         let _ = self.infrastructure.wait_until_ready().await;
         let _ = self.known_images.wait_until_ready().await;
+    }
+
+    /// Every control-plane Node and its architecture label.
+    pub fn control_plane_nodes(&self) -> BTreeMap<String, Option<String>> {
+        let nodes: Vec<_> = self
+            .control_plane_nodes
+            .iter()
+            .flat_map(Store::state)
+            .collect();
+        node_archs(&nodes)
     }
 
     pub fn machine_sets(&self) -> Vec<Arc<Lenient<MachineSet>>> {

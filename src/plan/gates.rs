@@ -7,6 +7,7 @@ use super::ClusterSnapshot;
 use super::decision::Blocked;
 use super::selection::Selection;
 use crate::api::{ClusterVersionStatus, MachineConfiguration, ObjectMeta};
+use crate::arch::Arch;
 use crate::known_images::KnownImages;
 use crate::machine_kind::MachineKind;
 use crate::names::PAUSE_ANNOTATION;
@@ -23,6 +24,8 @@ pub(super) struct Ready {
     /// Which objects of each kind `managedBootImages` selects.
     selections: BTreeMap<MachineKind, Selection>,
     pub multi_arch: bool,
+    /// The control plane's architecture, or why it cannot be told.
+    pub control_plane_arch: Result<Arch, String>,
     /// A gate that allows planning but not writing (pause, upgrade in progress, ...).
     pub hold: Option<Blocked>,
 }
@@ -33,7 +36,10 @@ impl Ready {
     }
 
     /// The gates, in order; the first failing one blocks everything.
-    pub fn evaluate(snapshot: &ClusterSnapshot) -> Result<Ready, Blocked> {
+    pub fn evaluate(
+        snapshot: &ClusterSnapshot,
+        arch_override: Option<Arch>,
+    ) -> Result<Ready, Blocked> {
         let block = |reason, message: &str| Blocked {
             reason,
             message: message.to_string(),
@@ -84,9 +90,41 @@ impl Ready {
             golden,
             known_images,
             multi_arch,
+            control_plane_arch: arch_override
+                .map(Ok)
+                .unwrap_or_else(|| control_plane_arch(&snapshot.control_plane_nodes)),
             hold,
         })
     }
+}
+
+/// The architecture every control-plane Node reports in its `kubernetes.io/arch` label; never
+/// a guess: without Nodes, or with Nodes that disagree, there is no answer.
+fn control_plane_arch(nodes: &BTreeMap<String, Option<String>>) -> Result<Arch, String> {
+    let mut found: Option<Arch> = None;
+    for (node, label) in nodes {
+        let Some(label) = label else {
+            return Err(format!(
+                "control-plane Node {node} has no kubernetes.io/arch label"
+            ));
+        };
+        let arch: Arch = label
+            .parse()
+            .map_err(|e| format!("control-plane Node {node}: {e}"))?;
+        match found {
+            Some(other) if other != arch => {
+                return Err(format!(
+                    "control-plane Nodes report different architectures ({other} and {arch})"
+                ));
+            }
+            _ => found = Some(arch),
+        }
+    }
+    found.ok_or_else(|| {
+        "no control-plane Node is visible (Nodes labelled node-role.kubernetes.io/control-plane \
+         or node-role.kubernetes.io/master); set --control-plane-arch"
+            .to_string()
+    })
 }
 
 fn platform(snapshot: &ClusterSnapshot) -> Option<Platform> {

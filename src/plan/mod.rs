@@ -43,12 +43,15 @@ pub struct ClusterSnapshot {
     /// Known images besides the golden ConfigMap's own: `--known-images-file` and those the
     /// controller remembers from earlier releases.
     pub known_images: KnownImages,
+    /// The control-plane Nodes and the `kubernetes.io/arch` label of each: the architecture of
+    /// ControlPlaneMachineSets and of MachineSets that do not name theirs.
+    pub control_plane_nodes: BTreeMap<String, Option<String>>,
 }
 
 #[derive(Clone, Debug)]
 pub struct Options {
-    /// Architecture of MachineSets that do not say theirs, and of control-plane machines.
-    pub control_plane_arch: Arch,
+    /// Overrides the control-plane architecture the cluster's Nodes report (`--control-plane-arch`).
+    pub control_plane_arch: Option<Arch>,
     /// The clock: recorded in the history and hot-loop annotations the patches write.
     pub now: Timestamp,
     /// Patches to the same value within the window after which we stop (someone reverts us).
@@ -59,7 +62,7 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         Options {
-            control_plane_arch: Arch::Amd64,
+            control_plane_arch: None,
             now: Timestamp::now(),
             hot_loop_threshold: 3,
             hot_loop_window: SignedDuration::from_hours(1),
@@ -118,7 +121,7 @@ impl<'a> Planner<'a> {
         Planner {
             snapshot,
             options,
-            state: Ready::evaluate(snapshot),
+            state: Ready::evaluate(snapshot, options.control_plane_arch),
         }
     }
 

@@ -87,7 +87,7 @@ impl Planner<'_> {
         };
         let arch = match self.arch(subject, ready) {
             Ok(arch) => arch,
-            Err((reason, message)) => return subject.decision(Action::Error, reason, message),
+            Err((action, reason, message)) => return subject.decision(action, reason, message),
         };
         let Some(provider_spec) = subject.provider_spec() else {
             return subject.decision(
@@ -111,6 +111,9 @@ impl Planner<'_> {
             Ok(image) => image,
             Err(decided) => return *decided,
         };
+        if let Some(mismatch) = self.arch_mismatch(subject, ready, arch, &image) {
+            return mismatch;
+        }
         let mut decided = self.stub_secret(subject, provider_spec, image);
         if decided.action == Action::UpToDate && !decided.patch.is_empty() {
             decided.message = change_message(&decided, ready, arch, rule);
@@ -193,30 +196,39 @@ impl Planner<'_> {
         ))
     }
 
-    /// Rule 5: the architecture whose image applies.
-    fn arch(&self, subject: &Subject<'_>, ready: &Ready) -> Result<Arch, (Reason, String)> {
+    /// Rule 5: the architecture whose image applies: the one a MachineSet declares in the
+    /// autoscaler's labels annotation, else the control plane's, as the cluster's Nodes report it
+    /// (never a built-in default: an arm64 control plane must not get an x86_64 image).
+    fn arch(&self, subject: &Subject<'_>, ready: &Ready) -> Result<Arch, (Action, Reason, String)> {
+        let control_plane = || {
+            ready.control_plane_arch.clone().map_err(|why| {
+                let message = format!("the control-plane architecture is unknown: {why}");
+                (Action::Error, Reason::ArchitectureUndetermined, message)
+            })
+        };
         if subject.kind == MachineKind::ControlPlaneMachineSet {
-            return Ok(self.options.control_plane_arch);
+            return control_plane();
         }
         let Some(labels) = subject.annotation(AUTOSCALER_LABELS_ANNOTATION) else {
             if ready.multi_arch {
-                return Err((
-                    Reason::ArchitectureUndetermined,
-                    format!(
-                        "the cluster is multi-architecture and the MachineSet has no \
-                         {AUTOSCALER_LABELS_ANNOTATION} annotation naming kubernetes.io/arch"
-                    ),
-                ));
+                // The Machine Config Operator skips these too, after users reported errors.
+                let message = format!(
+                    "the cluster is multi-architecture and the MachineSet does not say its \
+                     architecture: add kubernetes.io/arch=<arch> to its \
+                     {AUTOSCALER_LABELS_ANNOTATION} annotation to have it managed"
+                );
+                return Err((Action::Skip, Reason::ArchitectureNotDeclared, message));
             }
-            return Ok(self.options.control_plane_arch);
+            return control_plane();
         };
+        let error = |reason, message| (Action::Error, reason, message);
         let arch = labels
             .split(',')
             .filter_map(|pair| pair.trim().split_once('='))
             .find(|(key, _)| key.trim() == "kubernetes.io/arch")
             .map(|(_, value)| value.trim());
         let Some(arch) = arch else {
-            return Err((
+            return Err(error(
                 Reason::ArchitectureUndetermined,
                 format!(
                     "annotation {AUTOSCALER_LABELS_ANNOTATION} has no kubernetes.io/arch entry"
@@ -224,11 +236,38 @@ impl Planner<'_> {
             ));
         };
         arch.parse().map_err(|e: crate::arch::UnknownArch| {
-            (
+            error(
                 Reason::UnknownArchitecture,
                 format!("annotation {AUTOSCALER_LABELS_ANNOTATION}: {e}"),
             )
         })
+    }
+
+    /// Rule 5, cross-checked: an image the streams list under another architecture than the
+    /// one decided means the decision or the MachineSet is wrong; patching would give its
+    /// machines an image they cannot boot.
+    fn arch_mismatch(
+        &self,
+        subject: &Subject<'_>,
+        ready: &Ready,
+        arch: Arch,
+        image: &ImageChange,
+    ) -> Option<Decision> {
+        image.values.target.as_ref()?;
+        let current = display_image(image.values.current.as_ref());
+        let listed = ready
+            .golden
+            .arch_of(&current)
+            .filter(|listed| *listed != arch)?;
+        let message = format!(
+            "the current image {current} is a {listed} image of the golden streams, but this \
+             {} was decided to be {arch}; nothing is patched until they agree (check the \
+             {AUTOSCALER_LABELS_ANNOTATION} annotation, or --control-plane-arch)",
+            subject.kind
+        );
+        let mut decided = subject.decision(Action::Error, Reason::ArchitectureMismatch, message);
+        decided.boot_image.current = image.values.current.clone();
+        Some(decided)
     }
 
     /// Rule 7: the stub secret, even when the image is current. Returns the decision so far:

@@ -120,7 +120,15 @@ fn aws_cluster() -> ClusterSnapshot {
             secret_entry("master-user-data-managed", IGNITION_3_2),
         ]),
         known_images: Default::default(),
+        control_plane_nodes: control_plane_nodes("amd64"),
     }
+}
+
+/// Three control-plane Nodes reporting `arch` in their `kubernetes.io/arch` label.
+fn control_plane_nodes(arch: &str) -> BTreeMap<String, Option<String>> {
+    (0..3)
+        .map(|i| (format!("master-{i}"), Some(arch.to_string())))
+        .collect()
 }
 
 fn gcp_cluster() -> ClusterSnapshot {
@@ -1090,10 +1098,16 @@ fn an_undetermined_architecture_is_an_error() {
         machine_set("worker-a").capacity_labels("").build(),
     );
     assert_decided(&empty, Action::Error, Reason::ArchitectureUndetermined);
-    // On a multi-arch cluster the control plane's arch says nothing about a MachineSet's.
+    // On a multi-arch cluster the control plane's arch says nothing about a MachineSet's: one
+    // that does not declare its own is skipped (as the MCO does), not an error.
     let multi = updatable().multi_arch();
     let silent = decide(&multi, machine_set("worker-a").build());
-    assert_decided(&silent, Action::Error, Reason::ArchitectureUndetermined);
+    assert_decided(&silent, Action::Skip, Reason::ArchitectureNotDeclared);
+    assert!(
+        silent.message.contains("kubernetes.io/arch="),
+        "{}",
+        silent.message
+    );
     let named = decide(
         &multi,
         machine_set("worker-a")
@@ -1104,13 +1118,20 @@ fn an_undetermined_architecture_is_an_error() {
 }
 
 #[test]
-fn without_the_annotation_the_control_plane_architecture_applies() {
-    let arm64 = Options {
-        control_plane_arch: Arch::Arm64,
+fn without_the_annotation_the_control_plane_nodes_architecture_applies() {
+    let arm64 = updatable().with(|c| c.control_plane_nodes = control_plane_nodes("arm64"));
+    let ms = machine_set("worker-a").ami(AMI_PREVIOUS_ARM64).build();
+    let worker = plan(&arm64, std::slice::from_ref(&ms), &[], &options())
+        .machine_sets
+        .remove(0);
+    assert_decided(&worker, Action::Update, Reason::BootImageOutdated);
+    assert_eq!(worker.boot_image.target, Some(json!(AMI_ARM64_US_EAST_1)));
+    // --control-plane-arch overrides what the Nodes say.
+    let override_arm64 = Options {
+        control_plane_arch: Some(Arch::Arm64),
         ..options()
     };
-    let ms = machine_set("worker-a").ami(AMI_PREVIOUS_ARM64).build();
-    let worker = plan(&updatable(), &[ms], &[], &arm64)
+    let worker = plan(&updatable(), &[ms], &[], &override_arm64)
         .machine_sets
         .remove(0);
     assert_decided(&worker, Action::Update, Reason::BootImageOutdated);
@@ -1121,9 +1142,91 @@ fn without_the_annotation_the_control_plane_architecture_applies() {
         json!({"mode": "All"})
     )]));
     let cp = control_plane_machine_set().ami(AMI_PREVIOUS_ARM64).build();
-    let entry = &plan(&cluster, &[], &[cp], &arm64).control_plane_machine_sets[0];
+    let entry = &plan(&cluster, &[], &[cp], &override_arm64).control_plane_machine_sets[0];
     assert_decided(entry, Action::Update, Reason::BootImageOutdated);
     assert_eq!(entry.boot_image.target, Some(json!(AMI_ARM64_US_EAST_1)));
+}
+
+#[test]
+fn without_nodes_that_say_it_the_control_plane_architecture_is_an_error_never_a_default() {
+    let managers = json!([manager("controlplanemachinesets", json!({"mode": "All"}))]);
+    for (nodes, why) in [
+        (BTreeMap::new(), "no control-plane Node is visible"),
+        (
+            BTreeMap::from([
+                ("master-0".to_string(), Some("amd64".to_string())),
+                ("master-1".to_string(), Some("arm64".to_string())),
+            ]),
+            "different architectures",
+        ),
+        (
+            BTreeMap::from([("master-0".to_string(), None)]),
+            "has no kubernetes.io/arch label",
+        ),
+    ] {
+        let cluster = updatable()
+            .machine_managers(managers.clone())
+            .with(|c| c.control_plane_nodes = nodes);
+        let worker = decide(&cluster, machine_set("worker-a").build());
+        assert_decided(&worker, Action::Error, Reason::ArchitectureUndetermined);
+        assert!(worker.message.contains(why), "{}", worker.message);
+        let cp = decide_control_plane(&cluster, control_plane_machine_set().build());
+        assert_decided(&cp, Action::Error, Reason::ArchitectureUndetermined);
+        // A MachineSet that declares its architecture needs no Node.
+        let declared = machine_set("worker-a").capacity_labels("kubernetes.io/arch=amd64");
+        let worker = decide(&cluster, declared.build());
+        assert_decided(&worker, Action::Update, Reason::BootImageOutdated);
+    }
+}
+
+#[test]
+fn an_image_of_another_architecture_than_the_decided_one_is_never_replaced() {
+    // Declared arm64, but running the x86_64 AMI of the previous golden stream: either the
+    // annotation or the image is wrong, and the arm64 AMI may not boot on its instance type.
+    let cluster = updatable().with(|c| {
+        let previous = golden_config_map(GOLDEN_STREAM, Some(RELEASE));
+        let mut data = previous.data.clone().unwrap();
+        data.insert(
+            "streams".into(),
+            json!({"previous": previous_stream()}).to_string(),
+        );
+        c.golden = Some(ConfigMap {
+            data: Some(data),
+            ..previous
+        });
+    });
+    let wrong = machine_set("worker-a")
+        .capacity_labels("kubernetes.io/arch=arm64")
+        .ami(AMI_PREVIOUS);
+    let entry = decide(&cluster, wrong.build());
+    assert_decided(&entry, Action::Error, Reason::ArchitectureMismatch);
+    assert!(
+        entry.message.contains(AMI_PREVIOUS) && entry.message.contains("amd64 image"),
+        "{}",
+        entry.message
+    );
+    // The golden image of the other architecture is caught too.
+    let golden_x86 = machine_set("worker-a")
+        .capacity_labels("kubernetes.io/arch=arm64")
+        .ami(AMI_US_EAST_1);
+    let entry = decide(&updatable(), golden_x86.build());
+    assert_decided(&entry, Action::Error, Reason::ArchitectureMismatch);
+}
+
+/// The 4.20 stream of us-east-1 as a second stream of the golden ConfigMap, so that its AMIs
+/// are known with their architectures.
+fn previous_stream() -> Value {
+    json!({
+        "stream": "rhcos-4.20",
+        "architectures": {
+            "x86_64": {"images": {"aws": {"regions": {
+                "us-east-1": {"release": "9.6.20250826-1", "image": AMI_PREVIOUS}
+            }}}},
+            "aarch64": {"images": {"aws": {"regions": {
+                "us-east-1": {"release": "9.6.20250826-1", "image": AMI_PREVIOUS_ARM64}
+            }}}}
+        }
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
