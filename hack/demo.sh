@@ -380,8 +380,9 @@ machine_sets -o custom-columns='NAME:.metadata.name,AMI:.spec.template.spec.prov
 section "4/8 Before: what the controller would change"
 say "\`plan\` runs the controller's decision on manifest files, without touching the cluster. Here:" \
   "\`kubectl get -o yaml\` of the objects above, dumped to $(rel "$state/before")/. The 4.16 AMIs" \
-  "are known CoreOS images only thanks to $known_images_file; without it they would look like" \
-  "custom images and be left alone."
+  "are known CoreOS images from the list of every RHCOS AMI since 4.12 that the binary ships;" \
+  "$known_images_file shows how to add AMIs it does not know. Other AMIs are custom images" \
+  "and are left alone."
 dump "$state/before"
 shown "boot-image-controller plan -f $(rel "$state/before") --known-images-file $known_images_file"
 plan "$state/before" | indent

@@ -505,16 +505,24 @@ fn acceptance_real_stream_and_build01_machine_sets() {
         ]);
     }
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    // The published RHCOS AMIs the binary ships know the build01 AMI; without them only the
+    // upstream list (the MCO's allowed AMIs) given as a known-images file does.
+    let without_published: Vec<&str> = args
+        .iter()
+        .copied()
+        .chain(["--published-images=false"])
+        .collect();
     let allowed_amis = fixtures.join("aws/mco-allowed-amis.txt");
-    let with_allowed_amis: Vec<&str> = args
+    let with_allowed_amis: Vec<&str> = without_published
         .iter()
         .copied()
         .chain(["--known-images-file", allowed_amis.to_str().unwrap()])
         .collect();
 
     for (plan, knows_every_ami) in [
-        (plan_json(&args), false),
+        (plan_json(&without_published), false),
         (plan_json(&with_allowed_amis), true),
+        (plan_json(&args), true),
     ] {
         assert_eq!(plan["blocked"], Value::Null, "{plan:#}");
         let moved = machine_set(&plan, "build01-9hdwj-worker-us-east-1a");

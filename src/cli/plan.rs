@@ -36,6 +36,11 @@ pub struct PlanArgs {
     #[arg(long, value_name = "TIME")]
     pub now: Option<jiff::Timestamp>,
 
+    /// Whether the RHCOS AMIs this program ships (every AMI published for OpenShift 4.12 and
+    /// later) count as CoreOS images.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub published_images: bool,
+
     /// Image references known to be published CoreOS images, one per line (`#` comments).
     /// Images in neither this list nor the golden stream are custom and never replaced.
     #[arg(long, value_name = "FILE")]
@@ -58,6 +63,12 @@ pub fn run(args: &PlanArgs) -> Result<(), Failure> {
     let mut snapshot = manifests::load(&args.manifests).map_err(Failure::input)?;
     for warning in &snapshot.warnings {
         eprintln!("warning: {warning}");
+    }
+    if args.published_images {
+        snapshot
+            .cluster
+            .known_images
+            .merge(&KnownImages::published());
     }
     if let Some(file) = &args.known_images_file {
         let known = KnownImages::read(file).map_err(Failure::input)?;

@@ -71,6 +71,11 @@ pub struct RunArgs {
     /// theirs, which is otherwise the `kubernetes.io/arch` of the control-plane Nodes.
     #[arg(long, env = "BIC_CONTROL_PLANE_ARCH")]
     pub control_plane_arch: Option<Arch>,
+    /// Whether the RHCOS AMIs this program ships (every AMI published for OpenShift 4.12 and
+    /// later) count as CoreOS images: an AMI neither in them, nor in a golden stream, nor in
+    /// --known-images-file is custom and never replaced.
+    #[arg(long, env = "BIC_PUBLISHED_IMAGES", default_value_t = true, action = clap::ArgAction::Set)]
+    pub published_images: bool,
     /// Extra known CoreOS image references, one per line; re-read when it changes.
     #[arg(long, env = "BIC_KNOWN_IMAGES_FILE")]
     pub known_images_file: Option<PathBuf>,

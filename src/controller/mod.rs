@@ -373,11 +373,19 @@ impl Controller {
         if let Some(file) = self.known_file.as_mut().filter(|f| f.modified.is_none()) {
             file.reload();
         }
+        let mut known = if self.args.published_images {
+            KnownImages::published()
+        } else {
+            KnownImages::default()
+        };
+        if let Some(file) = &self.known_file {
+            known.merge(&file.images);
+        }
         let observed = observe::observe(
             &self.stores,
             &mut self.secrets,
             &self.args.machine_configuration_name,
-            self.known_file.as_ref().map(|f| &f.images),
+            &known,
         )
         .await;
         let options = Options {

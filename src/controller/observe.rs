@@ -24,7 +24,7 @@ pub(super) async fn observe(
     stores: &Stores,
     secrets: &mut SecretWatches,
     machine_configuration_name: &str,
-    known_file: Option<&KnownImages>,
+    known: &KnownImages,
 ) -> Observation {
     let machine_sets = stores.machine_sets();
     let control_plane_machine_sets = stores.control_plane_machine_sets();
@@ -33,7 +33,7 @@ pub(super) async fn observe(
         .collect();
     secrets.ensure(&wanted).await;
 
-    let mut known_images = known_file.cloned().unwrap_or_default();
+    let mut known_images = known.clone();
     known_images.extend(stores.remembered_images());
     let snapshot = ClusterSnapshot {
         machine_configuration: stores.machine_configuration(machine_configuration_name),

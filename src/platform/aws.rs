@@ -79,8 +79,9 @@ impl PlatformRule for Aws {
                 reason: Reason::CustomImage,
                 message: format!(
                     "AMI {} is not a published CoreOS AMI (not in the golden streams nor the \
-                     known images); custom images are never replaced (if it is a CoreOS AMI, add \
-                     it to the known-images list)",
+                     known images); custom images are never replaced. If it is an RHCOS AMI, \
+                     add its id to the known-images file (--known-images-file; on a cluster, \
+                     the ConfigMap boot-image-controller-published-images)",
                     current.as_str().unwrap_or_default()
                 ),
                 current: Some(current.clone()),
