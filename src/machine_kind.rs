@@ -75,6 +75,18 @@ impl MachineKind {
         }
     }
 
+    /// Whether we may point objects of this kind at another stub secret. Never a
+    /// ControlPlaneMachineSet: the control-plane machine set operator compares each control-plane
+    /// Machine's providerSpec with the template's, ignoring only the boot image fields, so a new
+    /// secret name would mark every control-plane Machine for replacement and, with the default
+    /// RollingUpdate strategy, replace the whole control plane.
+    pub fn may_change_stub_secret(self) -> bool {
+        match self {
+            MachineKind::MachineSet => true,
+            MachineKind::ControlPlaneMachineSet => false,
+        }
+    }
+
     /// Whether `managedBootImages` may select objects of this kind by label. The
     /// MachineConfiguration API allows only All or None for ControlPlaneMachineSets.
     pub fn allows_partial_selection(self) -> bool {

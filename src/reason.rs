@@ -92,6 +92,9 @@ reasons! {
     ImageNotInStream: Error,
     ManagedSecretMissing: Error,
     ManagedSecretInvalid: Error,
+    /// The stub secret of an object whose stub name never changes (a ControlPlaneMachineSet)
+    /// cannot boot the new image: the image is not updated.
+    StubSecretIncompatible: Error,
     /// Someone keeps reverting our patch; we stop instead of fighting.
     HotLoop: Error,
     PatchFailed: Error,

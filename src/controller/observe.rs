@@ -28,8 +28,8 @@ pub(super) async fn observe(
 ) -> Observation {
     let machine_sets = stores.machine_sets();
     let control_plane_machine_sets = stores.control_plane_machine_sets();
-    let wanted: BTreeSet<String> = managed_secret_names(&machine_sets)
-        .chain(managed_secret_names(&control_plane_machine_sets))
+    let wanted: BTreeSet<String> = secrets_to_verify(&machine_sets)
+        .chain(secrets_to_verify(&control_plane_machine_sets))
         .collect();
     secrets.ensure(&wanted).await;
 
@@ -51,8 +51,8 @@ pub(super) async fn observe(
     }
 }
 
-/// The managed stub secrets the readable objects among `objects` would be pointed at.
-fn managed_secret_names<M: MachineObject>(
+/// The stub secrets the planner reads for the readable objects among `objects`.
+fn secrets_to_verify<M: MachineObject>(
     objects: &[Arc<Lenient<M>>],
 ) -> impl Iterator<Item = String> + '_ {
     objects
@@ -60,5 +60,5 @@ fn managed_secret_names<M: MachineObject>(
         .filter_map(|o| o.parsed.as_ref().ok())
         .filter_map(|o| o.machine_template()?.spec.provider_spec.value.as_ref())
         .filter_map(stub::current_name)
-        .filter_map(stub::managed_name)
+        .filter_map(|name| stub::secret_to_verify(M::KIND, name))
 }

@@ -279,25 +279,29 @@ impl Planner<'_> {
         image: ImageChange,
     ) -> Decision {
         let current = stub::current_name(provider_spec).map(str::to_string);
-        let target = current.as_deref().and_then(stub::managed_name);
+        let target = current
+            .as_deref()
+            .filter(|_| subject.kind.may_change_stub_secret())
+            .and_then(stub::managed_name);
         let mut decided = subject.decision(Action::UpToDate, Reason::UpToDate, String::new());
+        let image_changes = image.values.target.is_some();
         decided.boot_image = image.values;
         decided.user_data_secret = Values {
             current: current.clone(),
             target: target.clone(),
         };
-        if let Some(target) = &target {
-            let namespace = subject.namespace();
-            let secret = self
-                .snapshot
-                .secrets
-                .get(&(namespace.to_string(), target.clone()));
-            if let Err((reason, message)) = stub::verify(namespace, target, secret) {
-                decided.action = Action::Error;
-                decided.reason = reason;
-                decided.message = message;
-                return decided;
-            }
+        // The secret to check: the one we would point at, or (where the name never changes) the
+        // current one, which the new image must be able to boot from.
+        let checked = target
+            .clone()
+            .or_else(|| current.clone().filter(|_| image_changes));
+        if let Some(name) = &checked
+            && let Err((reason, message)) = self.verify_stub(subject, name)
+        {
+            decided.action = Action::Error;
+            decided.reason = reason;
+            decided.message = message;
+            return decided;
         }
         decided.patch = image.ops;
         if let (Some(from), Some(to)) = (current, target) {
@@ -317,6 +321,39 @@ impl Planner<'_> {
             );
         }
         decided
+    }
+
+    /// Checks a stub secret the object would boot from. Where the stub name may change, that is
+    /// the managed secret; where it may not, a stub a new image cannot read blocks the update.
+    fn verify_stub(&self, subject: &Subject<'_>, name: &str) -> Result<(), (Reason, String)> {
+        let namespace = subject.namespace();
+        let secret = self
+            .snapshot
+            .secrets
+            .get(&(namespace.to_string(), name.to_string()));
+        let result = stub::verify(namespace, name, secret);
+        if subject.kind.may_change_stub_secret() {
+            return result;
+        }
+        result.map_err(|(reason, why)| {
+            let why = match reason {
+                Reason::ManagedSecretMissing => format!(
+                    "stub secret {namespace}/{name} does not exist or cannot be read (the \
+                     controller reads it by name: its Role must list it), so nothing shows that \
+                     the new image can boot from it"
+                ),
+                _ => why,
+            };
+            let message = format!(
+                "{why}. A {} keeps its stub secret's name (another name would make the \
+                 control-plane machine set operator replace every control-plane machine), and \
+                 this controller does not rewrite the secret, so the boot image is not updated \
+                 until the secret holds an Ignition 3 pointer config, as the Machine Config \
+                 Operator writes it",
+                subject.kind
+            );
+            (Reason::StubSecretIncompatible, message)
+        })
     }
 
     /// Rules 8 and 9: a change to make, unless someone keeps reverting it or a gate holds

@@ -8,6 +8,7 @@
 use serde_json::Value;
 
 use crate::api::Secret;
+use crate::machine_kind::MachineKind;
 use crate::reason::Reason;
 
 /// Suffix of the secrets the Machine Config Operator manages.
@@ -26,6 +27,17 @@ pub fn current_name(provider_spec: &Value) -> Option<&str> {
 /// The managed name for a stub secret, or `None` when it already is the managed one.
 pub fn managed_name(current: &str) -> Option<String> {
     (!current.ends_with(MANAGED_SUFFIX)).then(|| format!("{current}{MANAGED_SUFFIX}"))
+}
+
+/// The stub secret the planner must read for an object of `kind` whose stub is `current`: the
+/// managed one it would be pointed at, or, for kinds whose stub name never changes, the current
+/// one, which must be able to boot a new image.
+pub fn secret_to_verify(kind: MachineKind, current: &str) -> Option<String> {
+    if kind.may_change_stub_secret() {
+        managed_name(current)
+    } else {
+        Some(current.to_string())
+    }
 }
 
 /// Checks that a managed stub secret can be pointed at.

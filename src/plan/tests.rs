@@ -118,6 +118,8 @@ fn aws_cluster() -> ClusterSnapshot {
         secrets: BTreeMap::from([
             secret_entry(MANAGED_STUB, IGNITION_3_2),
             secret_entry("master-user-data-managed", IGNITION_3_2),
+            // The installer's control-plane stub of a cluster installed on 4.6 or later.
+            secret_entry("master-user-data", IGNITION_3_2),
         ]),
         known_images: Default::default(),
         control_plane_nodes: control_plane_nodes("amd64"),
@@ -1756,6 +1758,40 @@ fn control_plane_machine_sets_are_not_updated_by_default() {
     );
 }
 
+/// The control-plane machine set operator replaces every control-plane Machine whose providerSpec
+/// differs from the template in anything but the boot image: a ControlPlaneMachineSet keeps its
+/// stub secret's name, and a stub the new image cannot read blocks the image update instead.
+#[test]
+fn a_control_plane_machine_set_never_changes_its_stub_secret_name() {
+    let all = json!([manager("controlplanemachinesets", json!({"mode": "All"}))]);
+    let cluster = updatable().machine_managers(all.clone());
+    let cp = control_plane_machine_set().build();
+    let entry = decide_control_plane(&cluster, cp.clone());
+    assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
+    let patched = serde_json::to_string(&entry.patch).unwrap();
+    assert!(!patched.contains("userDataSecret"), "{patched}");
+    assert!(!entry.message.contains("stub secret"), "{}", entry.message);
+
+    // An Ignition 2 stub (a cluster installed before 4.6) cannot boot the new image.
+    let spec2 = updatable().machine_managers(all.clone()).with(|c| {
+        let (key, secret) = secret_entry("master-user-data", IGNITION_2_2);
+        c.secrets.insert(key, secret);
+    });
+    let entry = decide_control_plane(&spec2, cp.clone());
+    assert_decided(&entry, Action::Error, Reason::StubSecretIncompatible);
+    assert!(entry.message.contains("2.2.0"), "{}", entry.message);
+    // Without the secret, nothing tells that the new image can boot: no update either.
+    let missing = updatable().machine_managers(all).with(|c| {
+        c.secrets.retain(|(_, name), _| name != "master-user-data");
+    });
+    let entry = decide_control_plane(&missing, cp.clone());
+    assert_decided(&entry, Action::Error, Reason::StubSecretIncompatible);
+    // A current image needs no stub check: nothing would change.
+    let current = control_plane_machine_set().ami(AMI_US_EAST_1).build();
+    let entry = decide_control_plane(&missing, current);
+    assert_decided(&entry, Action::UpToDate, Reason::UpToDate);
+}
+
 #[test]
 fn selected_control_plane_machine_sets_are_patched_at_their_own_provider_spec() {
     let cluster = updatable().machine_managers(json!([manager(
@@ -1765,15 +1801,16 @@ fn selected_control_plane_machine_sets_are_patched_at_their_own_provider_spec() 
     let cp = control_plane_machine_set().build();
     let entry = decide_control_plane(&cluster, cp.clone());
     assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
+    // The image only: the stub secret's name stays (see the next test).
     assert_eq!(
         patch_json(&entry),
-        aws_update_patch(
-            CONTROL_PLANE_SPEC,
+        json!(guarded(
+            &format!("{CONTROL_PLANE_SPEC}/ami/id"),
             AMI_PREVIOUS,
-            AMI_US_EAST_1,
-            "master-user-data"
-        )
+            AMI_US_EAST_1
+        ))
     );
+    assert_eq!(entry.user_data_secret.target, None);
     // The patch applies to the object as served.
     let mut doc = serde_json::to_value(cp.unwrap()).unwrap();
     json_patch::patch(&mut doc, &entry.patch).unwrap();
