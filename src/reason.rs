@@ -77,6 +77,9 @@ reasons! {
     /// A MachineSet of a multi-architecture cluster that does not say its architecture; the
     /// Machine Config Operator skips these too.
     ArchitectureNotDeclared: Skip,
+    /// An administrator's own stub secret is kept because its managed twin is missing or
+    /// invalid; the boot image is updated all the same (a warning beside the decision).
+    StubSecretKept: Skip,
     /// The stream publishes no Azure marketplace images at all (OKD, for one).
     MarketplaceImagesNotPublished: Skip,
 

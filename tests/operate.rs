@@ -1525,7 +1525,7 @@ async fn a_running_controller_exports_every_metric_the_alerts_and_dashboard_use(
     env.apply(
         machine_set(&env.ns, "infra-broken")
             .ami(AMI_421_US_EAST_1)
-            .user_data("infra-user-data")
+            .arch("sparc64")
             .build(),
     )
     .await;

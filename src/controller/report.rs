@@ -35,6 +35,9 @@ impl Controller {
             } else if self.entered_error(&reported) {
                 notices.push((reported.clone(), error_notice(reported.reason)));
             }
+            if let Some(reason) = self.new_warning(&reported) {
+                notices.push((reported.clone(), error_notice(reason)));
+            }
             self.schedule_retry(&reported);
             self.results.insert(reported.key(), reported);
         }
@@ -121,6 +124,19 @@ impl Controller {
         new_error
     }
 
+    /// The reason of a warning `reported` did not carry before; logged once, like errors.
+    fn new_warning(&self, reported: &Decision) -> Option<Reason> {
+        let warning = reported.warning.as_ref()?;
+        let previous = self.results.get(&reported.key());
+        let before = previous.and_then(|p| p.warning.as_ref()).map(|w| w.reason);
+        if before == Some(warning.reason) {
+            return None;
+        }
+        let kind = reported.kind.kind();
+        warn!(kind, name = %reported.name, reason = %warning.reason, message = %warning.message, "boot image decision with a warning");
+        Some(warning.reason)
+    }
+
     /// Errors are retried with exponential backoff; settled objects need no retry.
     fn schedule_retry(&mut self, reported: &Decision) {
         let key = reported.key();
@@ -178,6 +194,7 @@ const UPDATED: Notice = Notice {
     action: "UpdateBootImage",
 };
 
+/// A Warning Event for an error or a warning.
 fn error_notice(reason: Reason) -> Notice {
     Notice {
         type_: "Warning",

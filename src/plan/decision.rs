@@ -94,6 +94,16 @@ pub struct Decision {
     /// The newest change this controller recorded on the object, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_change: Option<HistoryEntry>,
+    /// Something the decision worked around and an administrator should know of.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warning: Option<Warning>,
+}
+
+/// A reason and message reported as a Warning beside the decision.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Warning {
+    pub reason: Reason,
+    pub message: String,
 }
 
 impl Decision {
@@ -117,6 +127,7 @@ impl Decision {
             user_data_secret: Values::default(),
             patch: Vec::new(),
             last_change: None,
+            warning: None,
         }
     }
 

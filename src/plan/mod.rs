@@ -27,7 +27,7 @@ use crate::known_images::KnownImages;
 use crate::machine_kind::{MachineKind, MachineObject};
 use crate::reason::Reason;
 use crate::stream::GoldenConfig;
-pub use decision::{Action, Blocked, Decision, ObjectKey, Plan, Values};
+pub use decision::{Action, Blocked, Decision, ObjectKey, Plan, Values, Warning};
 use gates::Ready;
 pub use gates::paused;
 

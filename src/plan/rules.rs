@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use json_patch::PatchOperation;
 use serde_json::Value;
 
-use super::decision::{Action, Decision, Values};
+use super::decision::{Action, Decision, Values, Warning};
 use super::gates::Ready;
 use super::patch::{guarded_replace, remove_annotation_ops};
 use super::record::{self, HistoryEntry};
@@ -119,6 +119,7 @@ impl Planner<'_> {
             decided.message = change_message(&decided, ready, arch, rule);
             self.update(subject, ready, &mut decided);
         }
+        decided.message = Self::with_warning(std::mem::take(&mut decided.message), &decided);
         decided
     }
 
@@ -279,11 +280,23 @@ impl Planner<'_> {
         image: ImageChange,
     ) -> Decision {
         let current = stub::current_name(provider_spec).map(str::to_string);
-        let target = current
+        let mut target = current
             .as_deref()
             .filter(|_| subject.kind.may_change_stub_secret())
             .and_then(stub::managed_name);
         let mut decided = subject.decision(Action::UpToDate, Reason::UpToDate, String::new());
+        if let (Some(kept), Some(managed)) = (&current, &target)
+            && !stub::is_installer_stub(kept)
+            && let Err((_, why)) = self.verify_stub(subject, managed)
+        {
+            // An administrator's own stub: without a valid managed twin it stays, and the
+            // image moves on (the predecessor blocked both).
+            decided.warning = Some(Warning {
+                reason: Reason::StubSecretKept,
+                message: format!("stub secret {kept} is kept: {why}"),
+            });
+            target = None;
+        }
         let image_changes = image.values.target.is_some();
         decided.boot_image = image.values;
         decided.user_data_secret = Values {
@@ -292,9 +305,11 @@ impl Planner<'_> {
         };
         // The secret to check: the one we would point at, or (where the name never changes) the
         // current one, which the new image must be able to boot from.
-        let checked = target
-            .clone()
-            .or_else(|| current.clone().filter(|_| image_changes));
+        let checked = if subject.kind.may_change_stub_secret() {
+            target.clone()
+        } else {
+            current.clone().filter(|_| image_changes)
+        };
         if let Some(name) = &checked
             && let Err((reason, message)) = self.verify_stub(subject, name)
         {
@@ -321,6 +336,14 @@ impl Planner<'_> {
             );
         }
         decided
+    }
+
+    /// A warning travels in the message too, where people read decisions.
+    fn with_warning(message: String, decided: &Decision) -> String {
+        match &decided.warning {
+            Some(w) => format!("{message}; {}", w.message),
+            None => message,
+        }
     }
 
     /// Checks a stub secret the object would boot from. Where the stub name may change, that is

@@ -11,6 +11,15 @@ use crate::api::Secret;
 use crate::machine_kind::MachineKind;
 use crate::reason::Reason;
 
+/// The stubs the installer writes (openshift/installer, pkg/asset/machines: the worker and
+/// master user-data secrets). A MachineSet on one of them must move to its managed twin: an old
+/// installer stub may not boot a new image. Any other name is an administrator's own stub.
+pub const INSTALLER_STUBS: [&str; 2] = ["worker-user-data", "master-user-data"];
+
+pub fn is_installer_stub(name: &str) -> bool {
+    INSTALLER_STUBS.contains(&name)
+}
+
 /// Suffix of the secrets the Machine Config Operator manages.
 pub const MANAGED_SUFFIX: &str = "-managed";
 /// The key of the stub secret that holds the Ignition config.

@@ -1509,6 +1509,50 @@ fn a_current_image_on_the_installer_stub_switches_only_the_secret() {
 }
 
 #[test]
+fn a_custom_stub_without_a_valid_managed_twin_is_kept_and_the_image_still_moves() {
+    let custom = || machine_set("worker-a").user_data_secret("gpu-user-data");
+    // No gpu-user-data-managed in the cluster.
+    let entry = decide(&updatable(), custom().build());
+    assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
+    assert_eq!(entry.user_data_secret.target, None);
+    let warning = entry
+        .warning
+        .as_ref()
+        .expect("a warning says why the stub stays");
+    assert_eq!(warning.reason, Reason::StubSecretKept);
+    assert!(
+        warning.message.contains("gpu-user-data-managed"),
+        "{}",
+        warning.message
+    );
+    assert!(
+        entry.message.contains("stub secret gpu-user-data is kept"),
+        "{}",
+        entry.message
+    );
+    let patched = serde_json::to_string(&entry.patch).unwrap();
+    assert!(!patched.contains("userDataSecret"), "{patched}");
+    // With a valid managed twin, it moves like the installer's stubs do.
+    let with_twin = updatable().with(|c| {
+        let (key, secret) = secret_entry("gpu-user-data-managed", IGNITION_3_2);
+        c.secrets.insert(key, secret);
+    });
+    let entry = decide(&with_twin, custom().build());
+    assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
+    assert_eq!(
+        entry.user_data_secret.target.as_deref(),
+        Some("gpu-user-data-managed")
+    );
+    assert_eq!(entry.warning, None);
+    // The installer's own stub still needs its twin: an old one may not boot the new image.
+    let installer = decide(
+        &updatable().without_secret(MANAGED_STUB),
+        machine_set("worker-a").build(),
+    );
+    assert_decided(&installer, Action::Error, Reason::ManagedSecretMissing);
+}
+
+#[test]
 fn a_current_image_on_the_managed_stub_is_up_to_date() {
     let entry = decide(
         &updatable().without_secret(MANAGED_STUB),
