@@ -325,6 +325,9 @@ impl Objects {
             warnings: self.warnings,
             ..Snapshot::default()
         };
+        // Manifests come from OpenShift clusters, which always serve ClusterVersions: one
+        // missing from them holds writes, as it would on the cluster.
+        snapshot.cluster.cluster_version_served = true;
         let cluster = &mut snapshot.cluster;
         for (key, found) in self.by_key {
             match key.kind {

@@ -107,6 +107,8 @@ reasons! {
     GoldenConfigMapMissing: Hold + degrades,
     GoldenStreamInvalid: Hold + degrades,
     ReleaseVersionMissing: Hold,
+    /// The cluster serves ClusterVersions but `version` is absent, unreadable or has no status.
+    ClusterVersionUnknown: Hold,
     ClusterUpgrading: Hold,
     ReleaseMismatch: Hold,
     Paused: Hold,

@@ -403,6 +403,7 @@ mod tests {
                 "status": {"infrastructureName": "demo-x7k2p", "platformStatus": {"type": platform}}
             }))),
             cluster_version: None,
+            cluster_version_served: false,
             golden: Some(from(json!({
                 "apiVersion": "v1", "kind": "ConfigMap",
                 "metadata": {"name": "coreos-bootimages", "namespace": "openshift-machine-config-operator"},

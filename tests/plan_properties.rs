@@ -227,6 +227,7 @@ impl ClusterCase {
                 "metadata": {"name": "cluster"}, "spec": {},
                 "status": {"infrastructureName": INFRA, "platformStatus": {"type": self.platform}}
             }))),
+            cluster_version_served: true,
             cluster_version: Some(from_json::<ClusterVersion>(json!({
                 "apiVersion": "config.openshift.io/v1", "kind": "ClusterVersion",
                 "metadata": {"name": "version"}, "spec": {},

@@ -522,6 +522,7 @@ pub fn scenario(data: &Data, platform: &str, count: usize) -> Option<Scenario> {
         infrastructure: Some(typed::<Infrastructure>(infrastructure(
             "cluster", platform, infra,
         ))),
+        cluster_version_served: true,
         cluster_version: Some(typed::<ClusterVersion>(cluster_version(
             "version",
             &data.new_release,

@@ -342,6 +342,7 @@ fn run(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
         machine_configuration: machine_configuration(u)?,
         infrastructure: infrastructure(u, platform)?,
         cluster_version: cluster_version(u)?,
+        cluster_version_served: u.arbitrary()?,
         golden: golden(u)?,
         secrets: secrets(u, "openshift-machine-api")?,
         known_images,

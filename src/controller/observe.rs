@@ -39,6 +39,7 @@ pub(super) async fn observe(
         machine_configuration: stores.machine_configuration(machine_configuration_name),
         infrastructure: stores.infrastructure(),
         cluster_version: stores.cluster_version(),
+        cluster_version_served: stores.cluster_version_served(),
         golden: stores.golden(),
         secrets: secrets.snapshot(),
         known_images,

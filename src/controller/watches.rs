@@ -385,6 +385,11 @@ impl Stores {
         parsed(first(&self.infrastructure))
     }
 
+    /// Whether the ClusterVersion CRD is installed (checked when the watches start).
+    pub fn cluster_version_served(&self) -> bool {
+        self.cluster_version.is_some()
+    }
+
     pub fn cluster_version(&self) -> Option<ClusterVersion> {
         parsed(self.cluster_version.as_ref().and_then(first))
     }

@@ -74,9 +74,18 @@ impl Ready {
             .cluster_version
             .as_ref()
             .and_then(|cv| cv.status.as_ref());
-        let hold = cv_status
-            .and_then(|status| release_hold(status, golden.release_version.as_deref()))
-            .or_else(|| pause_hold(mc));
+        let hold = match cv_status {
+            None if snapshot.cluster_version_served => Some(Blocked {
+                reason: Reason::ClusterVersionUnknown,
+                message: "ClusterVersion version is missing, unreadable or has no status, so \
+                          neither the running release nor a running upgrade is known; writes \
+                          wait until it can be read"
+                    .into(),
+            }),
+            None => None,
+            Some(status) => release_hold(status, golden.release_version.as_deref()),
+        }
+        .or_else(|| pause_hold(mc));
         let multi_arch = cv_status
             .and_then(|s| s.desired.as_ref())
             .and_then(|d| d.architecture.as_deref())

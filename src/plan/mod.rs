@@ -37,6 +37,10 @@ pub struct ClusterSnapshot {
     pub machine_configuration: Option<MachineConfiguration>,
     pub infrastructure: Option<Infrastructure>,
     pub cluster_version: Option<ClusterVersion>,
+    /// Whether the cluster serves ClusterVersions (every OpenShift cluster does). When it does,
+    /// a ClusterVersion that is absent, unreadable or without status holds every write: the
+    /// release and upgrade gates fail closed.
+    pub cluster_version_served: bool,
     pub golden: Option<ConfigMap>,
     /// Stub secrets by (namespace, name). Only the managed ones are consulted.
     pub secrets: BTreeMap<(String, String), Secret>,

@@ -114,6 +114,7 @@ fn aws_cluster() -> ClusterSnapshot {
         machine_configuration: Some(machine_configuration()),
         infrastructure: Some(infrastructure("AWS")),
         cluster_version: Some(cluster_version("Completed", RELEASE)),
+        cluster_version_served: true,
         golden: Some(golden_config_map(GOLDEN_STREAM, Some(RELEASE))),
         secrets: BTreeMap::from([
             secret_entry(MANAGED_STUB, IGNITION_3_2),
@@ -636,6 +637,31 @@ fn updatable() -> ClusterSnapshot {
 // ---------------------------------------------------------------------------------------------
 // Global gates.
 
+#[test]
+fn a_cluster_version_that_cannot_be_read_holds_every_write() {
+    // Absent (but served), or without status: nothing tells the running release or whether an
+    // upgrade runs, so the release gates fail closed.
+    for cluster in [
+        updatable().with(|c| c.cluster_version = None),
+        updatable().with(|c| c.cluster_version.as_mut().unwrap().status = None),
+    ] {
+        let entry = decide(&cluster, machine_set("worker-a").build());
+        assert_decided(&entry, Action::Skip, Reason::ClusterVersionUnknown);
+        assert!(
+            entry.message.starts_with("would update"),
+            "{}",
+            entry.message
+        );
+    }
+    // Clusters that do not serve ClusterVersions at all have no such gate.
+    let plain = updatable().with(|c| {
+        c.cluster_version = None;
+        c.cluster_version_served = false;
+    });
+    let entry = decide(&plain, machine_set("worker-a").build());
+    assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
+}
+
 /// A gate that stops planning: every entry is a Skip with the gate's reason.
 #[track_caller]
 fn assert_hard_gate(cluster: &ClusterSnapshot, reason: Reason) {
@@ -822,9 +848,10 @@ fn releases_are_compared_as_semver() {
 }
 
 #[test]
-fn without_a_cluster_version_the_release_is_not_checked() {
+fn where_cluster_versions_are_not_served_the_release_is_not_checked() {
     let cluster = ClusterSnapshot {
         cluster_version: None,
+        cluster_version_served: false,
         ..updatable().golden(GOLDEN_STREAM, None)
     };
     let entry = decide(&cluster, machine_set("worker-a").build());
