@@ -27,6 +27,14 @@ pub enum StreamError {
     Invalid(#[from] serde_json::Error),
     #[error("stream metadata lists no architectures")]
     NoArchitectures,
+    /// A target we would write is malformed: never written, whatever else the stream says.
+    #[error("the stream's {arch} {what} is {value:?}, which is not {expected}")]
+    InvalidImage {
+        arch: String,
+        what: String,
+        value: String,
+        expected: &'static str,
+    },
 }
 
 /// One parsed CoreOS stream (`stream.json`).
@@ -49,7 +57,61 @@ struct StreamArch {
     extensions: Extensions,
 }
 
+/// An AMI id: `ami-` and 8 or 17 hexadecimal digits.
+fn is_ami_id(id: &str) -> bool {
+    id.strip_prefix("ami-").is_some_and(|hex| {
+        matches!(hex.len(), 8 | 17) && hex.bytes().all(|b| b.is_ascii_hexdigit())
+    })
+}
+
+/// A GCP resource name (project or image): lowercase letters, digits and dashes.
+fn is_gcp_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+}
+
+/// One field of an Azure marketplace URN: not empty, and no URN separator or space in it.
+fn is_urn_field(field: &str) -> bool {
+    !field.is_empty() && !field.contains([':', ' ', '/'])
+}
+
 impl StreamArch {
+    /// Every image this architecture publishes for a platform we write is well-formed.
+    fn validate(&self, arch: &str) -> Result<(), StreamError> {
+        let invalid = |what: String, value: &str, expected| StreamError::InvalidImage {
+            arch: arch.to_string(),
+            what,
+            value: value.to_string(),
+            expected,
+        };
+        let regions = self.images.aws.iter().flat_map(|aws| &aws.regions);
+        for (region, image) in regions {
+            if !is_ami_id(&image.image) {
+                let what = format!("AWS image for {region}");
+                return Err(invalid(what, &image.image, "an AMI id"));
+            }
+        }
+        if let Some(gcp) = &self.images.gcp
+            && !(is_gcp_name(&gcp.project) && is_gcp_name(&gcp.name))
+        {
+            let what = "GCP image".to_string();
+            return Err(invalid(what, &gcp.reference(), "a GCP image in a project"));
+        }
+        let market = self.extensions.marketplace.iter();
+        for (variant, generations) in market.flat_map(|m| &m.azure) {
+            for (generation, image) in generations {
+                let fields = [&image.publisher, &image.offer, &image.sku, &image.version];
+                if !fields.iter().all(|f| is_urn_field(f)) {
+                    let what = format!("Azure {variant} {generation} image");
+                    return Err(invalid(what, &image.urn(), "a marketplace URN"));
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn image_references(&self) -> impl Iterator<Item = String> + '_ {
         let aws = self.images.aws.iter().flat_map(|aws| aws.regions.values());
         let market = self.extensions.marketplace.iter();
@@ -125,6 +187,9 @@ impl GoldenStream {
         let stream: GoldenStream = serde_json::from_str(json)?;
         if stream.architectures.is_empty() {
             return Err(StreamError::NoArchitectures);
+        }
+        for (arch, images) in &stream.architectures {
+            images.validate(arch)?;
         }
         Ok(stream)
     }
@@ -328,5 +393,35 @@ mod tests {
         assert!(
             refs.contains("projects/rhcos-cloud/global/images/rhcos-9-6-20251023-0-gcp-x86-64")
         );
+    }
+
+    #[test]
+    fn a_malformed_target_makes_the_whole_stream_invalid() {
+        let with = |images: &str| {
+            format!(r#"{{"stream": "s", "architectures": {{"x86_64": {{"images": {images}}}}}}}"#)
+        };
+        let good =
+            with(r#"{"aws": {"regions": {"us-east-1": {"image": "ami-01095d1967818437c"}}}}"#);
+        assert!(GoldenStream::parse(&good).is_ok());
+        for bad in [
+            r#"{"aws": {"regions": {"us-east-1": {"image": ""}}}}"#,
+            r#"{"aws": {"regions": {"us-east-1": {"image": "ami-xyz"}}}}"#,
+            r#"{"aws": {"regions": {"us-east-1": {"image": "arn:aws:ec2:ami-01095d1967818437c"}}}}"#,
+            r#"{"gcp": {"project": "rhcos-cloud", "name": ""}}"#,
+            r#"{"gcp": {"project": "../other", "name": "rhcos"}}"#,
+        ] {
+            let err = GoldenStream::parse(&with(bad)).expect_err(bad);
+            assert!(
+                matches!(err, StreamError::InvalidImage { .. }),
+                "{bad}: {err}"
+            );
+        }
+        let market = r#"{"stream": "s", "architectures": {"x86_64": {"rhel-coreos-extensions":
+            {"marketplace": {"azure": {"ocp": {"hyperVGen2":
+            {"publisher": "redhat", "offer": "", "sku": "x", "version": "1"}}}}}}}}"#;
+        assert!(matches!(
+            GoldenStream::parse(market),
+            Err(StreamError::InvalidImage { .. })
+        ));
     }
 }

@@ -279,6 +279,20 @@ impl Planner<'_> {
         provider_spec: &Value,
         image: ImageChange,
     ) -> Decision {
+        if provider_spec
+            .pointer(stub::NAME_POINTER)
+            .is_some_and(|name| !name.is_string())
+        {
+            let mut decided = subject.decision(
+                Action::Error,
+                Reason::InvalidProviderSpec,
+                "providerSpec userDataSecret.name is not a string; set it to the name of the \
+                 stub secret"
+                    .into(),
+            );
+            decided.boot_image = image.values;
+            return decided;
+        }
         let current = stub::current_name(provider_spec).map(str::to_string);
         let mut target = current
             .as_deref()

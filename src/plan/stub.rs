@@ -92,10 +92,20 @@ pub fn verify(
         return invalid("has a userData that is not JSON");
     };
     match config.pointer("/ignition/version").and_then(Value::as_str) {
-        Some(v) if v.starts_with("3.") => Ok(()),
-        Some(v) => invalid(&format!("has Ignition version {v}")),
+        Some(v) if is_ignition_3(v) => Ok(()),
+        Some(v) => invalid(&format!("has Ignition version {v:?}")),
         None => invalid("has no ignition.version"),
     }
+}
+
+/// `3.<minor>.<patch>`, as Ignition spells its versions (a pre-release like `3.5.0-experimental`
+/// included); `3.junk` is not one.
+fn is_ignition_3(version: &str) -> bool {
+    let core = version.split_once('-').map_or(version, |(core, _)| core);
+    let mut parts = core.split('.');
+    parts.next() == Some("3")
+        && parts.clone().count() == 2
+        && parts.all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
 }
 
 #[cfg(test)]
@@ -129,6 +139,17 @@ mod tests {
     fn accepts_ignition_3() {
         let s = secret(r#"{"ignition":{"version":"3.2.0"}}"#);
         assert_eq!(verify("ns", "w", Some(&s)), Ok(()));
+        let experimental = secret(r#"{"ignition":{"version":"3.6.0-experimental"}}"#);
+        assert_eq!(verify("ns", "w", Some(&experimental)), Ok(()));
+    }
+
+    #[test]
+    fn a_version_that_only_starts_like_3_is_not_ignition_3() {
+        for version in ["3.junk", "3.", "3.2", "3.2.0.1", "30.1.0", "3.x.0"] {
+            let s = secret(&format!(r#"{{"ignition":{{"version":"{version}"}}}}"#));
+            let (reason, _) = verify("ns", "w", Some(&s)).unwrap_err();
+            assert_eq!(reason, Reason::ManagedSecretInvalid, "{version}");
+        }
     }
 
     #[test]

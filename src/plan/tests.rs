@@ -1580,6 +1580,18 @@ fn a_custom_stub_without_a_valid_managed_twin_is_kept_and_the_image_still_moves(
 }
 
 #[test]
+fn a_stub_secret_name_that_is_not_a_string_is_an_error() {
+    let ms = machine_set("worker-a").spec_field(&["userDataSecret", "name"], json!(42));
+    let entry = decide(&updatable(), ms.build());
+    assert_decided(&entry, Action::Error, Reason::InvalidProviderSpec);
+    assert!(
+        entry.message.contains("userDataSecret.name"),
+        "{}",
+        entry.message
+    );
+}
+
+#[test]
 fn a_current_image_on_the_managed_stub_is_up_to_date() {
     let entry = decide(
         &updatable().without_secret(MANAGED_STUB),
