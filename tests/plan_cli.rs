@@ -94,6 +94,8 @@ fn the_demo_cluster_updates_outdated_machine_sets_and_says_why_it_leaves_the_oth
     assert_eq!(
         outdated["patch"],
         json!([
+            // The input that chose the AMI: moved to another region meanwhile, the patch fails.
+            {"op": "test", "path": format!("{PROVIDER_SPEC}/placement/region"), "value": "us-east-1"},
             {"op": "test", "path": format!("{PROVIDER_SPEC}/ami/id"), "value": AMI_4_20_US_EAST_1},
             {"op": "replace", "path": format!("{PROVIDER_SPEC}/ami/id"), "value": AMI_4_21_US_EAST_1},
             {"op": "test", "path": format!("{PROVIDER_SPEC}/userDataSecret/name"), "value": "worker-user-data"},

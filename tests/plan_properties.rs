@@ -790,10 +790,25 @@ proptest! {
         let docs = docs(&resources);
         let plan = run(&case, &docs);
         for (entry, base, doc) in updates(&plan, &docs) {
-            let (bookkeeping, changes): (Vec<_>, Vec<_>) =
+            let (bookkeeping, ops): (Vec<_>, Vec<_>) =
                 entry.patch.iter().cloned().partition(is_bookkeeping);
-            prop_assert!(!changes.is_empty());
             prop_assert!(!bookkeeping.is_empty(), "an update records itself");
+            // Guards test the inputs that chose the change, and hold what the object holds.
+            let replaced: Vec<String> = ops
+                .iter()
+                .filter(|op| matches!(op, PatchOperation::Replace(_)))
+                .map(op_path)
+                .collect();
+            let (guards, changes): (Vec<_>, Vec<_>) = ops
+                .into_iter()
+                .partition(|op| !replaced.contains(&op_path(op)));
+            for guard in &guards {
+                let PatchOperation::Test(test) = guard else {
+                    return Err(TestCaseError::fail(format!("not a test: {guard:?}")));
+                };
+                prop_assert_eq!(doc.pointer(&test.path.to_string()), Some(&test.value));
+            }
+            prop_assert!(!changes.is_empty());
             prop_assert_eq!(changes.len() % 2, 0);
             let mut changed = Vec::new();
             for pair in changes.chunks(2) {

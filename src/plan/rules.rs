@@ -4,11 +4,12 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use json_patch::PatchOperation;
+use jsonptr::PointerBuf;
 use serde_json::Value;
 
 use super::decision::{Action, Decision, Values, Warning};
 use super::gates::Ready;
-use super::patch::{guarded_replace, remove_annotation_ops};
+use super::patch::{annotation_path, guarded_replace, remove_annotation_ops, test_op};
 use super::record::{self, HistoryEntry};
 use super::{Planner, friendly_duration, stub};
 use crate::api::{MachineTemplate, ObjectMeta};
@@ -18,7 +19,7 @@ use crate::names::{
     AUTOSCALER_LABELS_ANNOTATION, HOT_LOOP_ANNOTATION, OPT_OUT_ANNOTATION, OPT_OUT_VALUE,
     OS_ID_LABEL, OS_STREAM_LABEL,
 };
-use crate::platform::{ImageOutcome, PlatformRule, RuleContext, display_image};
+use crate::platform::{ImageOutcome, Input, PlatformRule, RuleContext, display_image};
 use crate::reason::Reason;
 
 /// The parts of a machine resource the rules look at.
@@ -107,17 +108,26 @@ impl Planner<'_> {
                 .and_then(|i| i.status.as_ref())
                 .and_then(|s| s.infrastructure_name.as_deref()),
         };
-        let image = match image_change(subject, rule.evaluate(provider_spec, &ctx)) {
+        let mut image = match image_change(subject, rule.evaluate(provider_spec, &ctx)) {
             Ok(image) => image,
             Err(decided) => return *decided,
         };
         if let Some(mismatch) = self.arch_mismatch(subject, ready, arch, &image) {
             return mismatch;
         }
+        let mut needs_resource_version = false;
+        if image.values.target.is_some() {
+            let (guards, absent) = input_guards(subject, rule.decision_inputs(provider_spec));
+            image.ops.splice(0..0, guards);
+            needs_resource_version = absent;
+        }
         let mut decided = self.stub_secret(subject, provider_spec, image);
         if decided.action == Action::UpToDate && !decided.patch.is_empty() {
             decided.message = change_message(&decided, ready, arch, rule);
             self.update(subject, ready, &mut decided);
+        }
+        if decided.action == Action::Update && needs_resource_version {
+            guard_resource_version(subject.meta, &mut decided.patch);
         }
         decided.message = Self::with_warning(std::mem::take(&mut decided.message), &decided);
         decided
@@ -485,6 +495,45 @@ fn image_change(
                 ops,
             })
         }
+    }
+}
+
+/// Test ops for the inputs that chose an image: the platform's, and the architecture annotation
+/// of a MachineSet. Also whether an input was absent, which only the object's resourceVersion
+/// can guard (JSON Patch cannot test that a field is still absent).
+fn input_guards(subject: &Subject<'_>, platform: Vec<Input>) -> (Vec<PatchOperation>, bool) {
+    let base = subject.kind.provider_spec_pointer();
+    let mut inputs: Vec<(String, Option<Value>)> = platform
+        .into_iter()
+        .map(|input| (format!("{base}{}", input.pointer), input.value))
+        .collect();
+    if subject.kind == MachineKind::MachineSet {
+        let annotation = subject.annotation(AUTOSCALER_LABELS_ANNOTATION);
+        let path = annotation_path(AUTOSCALER_LABELS_ANNOTATION).to_string();
+        inputs.push((path, annotation.map(Value::from)));
+    }
+    let absent = inputs.iter().any(|(_, value)| value.is_none());
+    let ops = inputs
+        .into_iter()
+        .filter_map(|(pointer, value)| {
+            let path = PointerBuf::parse(&pointer).ok()?;
+            Some(test_op(path, value?))
+        })
+        .collect();
+    (ops, absent)
+}
+
+/// Adds a `test` of the resourceVersion the decision saw, unless the patch has one already.
+fn guard_resource_version(meta: &ObjectMeta, patch: &mut Vec<PatchOperation>) {
+    let Some(rv) = &meta.resource_version else {
+        return;
+    };
+    let path = PointerBuf::from_tokens(["metadata", "resourceVersion"]);
+    let guarded = patch
+        .iter()
+        .any(|op| matches!(op, PatchOperation::Test(t) if t.path == path));
+    if !guarded {
+        patch.insert(0, test_op(path, rv.clone().into()));
     }
 }
 

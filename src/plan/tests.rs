@@ -589,13 +589,20 @@ fn assert_decided(entry: &Decision, action: Action, reason: Reason) {
 
 /// The patch as RFC 6902 JSON, the form the API server receives, without the bookkeeping
 /// annotations every update also writes (their own tests check those).
+/// The guards on the inputs that chose the change (tests of values nothing replaces) are left
+/// out as well; `the_inputs_that_chose_an_image_are_tested_by_its_patch` checks them.
 fn patch_json(entry: &Decision) -> Value {
     let ops = serde_json::to_value(&entry.patch).unwrap();
-    let changes = ops
-        .as_array()
-        .unwrap()
+    let ops = ops.as_array().unwrap();
+    let replaced: Vec<&Value> = ops
         .iter()
-        .filter(|op| !is_bookkeeping(op));
+        .filter(|op| op["op"] == "replace")
+        .map(|op| &op["path"])
+        .collect();
+    let changes = ops
+        .iter()
+        .filter(|op| !is_bookkeeping(op))
+        .filter(|op| op["op"] != "test" || replaced.contains(&&op["path"]));
     Value::Array(changes.cloned().collect())
 }
 
@@ -1711,6 +1718,50 @@ fn an_update_tests_then_replaces_each_changed_value() {
             "boot image {AMI_PREVIOUS} -> {AMI_US_EAST_1} (rhcos-4.21 9.6.20251023-0); stub secret \
              {STUB} -> {MANAGED_STUB}"
         )
+    );
+}
+
+#[test]
+fn the_inputs_that_chose_an_image_are_tested_by_its_patch() {
+    let test_of = |entry: &Decision, path: &str| {
+        serde_json::to_value(&entry.patch)
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|op| op["op"] == "test" && op["path"] == path)
+    };
+    let region = format!("{MACHINE_SET_SPEC}/placement/region");
+    let annotated = machine_set("worker-a")
+        .capacity_labels("kubernetes.io/arch=amd64")
+        .build();
+    let entry = decide(&updatable(), annotated.clone());
+    assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
+    assert!(test_of(&entry, &region), "{:?}", entry.patch);
+    let annotation = format!(
+        "/metadata/annotations/{}",
+        AUTOSCALER_LABELS_ANNOTATION.replace('/', "~1")
+    );
+    assert!(test_of(&entry, &annotation), "{:?}", entry.patch);
+    // Moved to another region or architecture between plan and patch: the patch fails.
+    for (pointer, value) in [
+        (region.as_str(), "us-west-2"),
+        (annotation.as_str(), "kubernetes.io/arch=arm64"),
+    ] {
+        let mut doc = serde_json::to_value(annotated.as_ref().unwrap()).unwrap();
+        *doc.pointer_mut(pointer).unwrap() = json!(value);
+        assert!(
+            json_patch::patch(&mut doc, &entry.patch).is_err(),
+            "{pointer}"
+        );
+    }
+    // Without the annotation, the architecture came from elsewhere: an annotation added
+    // meanwhile can only be caught by the resourceVersion.
+    let entry = decide(&updatable(), machine_set("worker-a").build());
+    assert!(
+        test_of(&entry, "/metadata/resourceVersion"),
+        "{:?}",
+        entry.patch
     );
 }
 

@@ -2,13 +2,16 @@
 
 use serde_json::Value;
 
-use super::{ImageOutcome, PlatformRule, RuleContext, compare_single, invalid, not_in_stream};
+use super::{
+    ImageOutcome, Input, PlatformRule, RuleContext, compare_single, invalid, not_in_stream,
+};
 use crate::reason::Reason;
 
 pub(super) struct Aws;
 
 /// Relative to the provider spec.
 const AMI_ID: &str = "/ami/id";
+const REGION: &str = "/placement/region";
 
 impl PlatformRule for Aws {
     fn stream_key(&self) -> &'static str {
@@ -23,6 +26,11 @@ impl PlatformRule for Aws {
 
     fn display(&self, _image: &Value) -> Option<String> {
         None
+    }
+
+    /// The region picks the AMI.
+    fn decision_inputs(&self, spec: &Value) -> Vec<Input> {
+        vec![Input::at(spec, REGION)]
     }
 
     fn evaluate(&self, spec: &Value, ctx: &RuleContext<'_>) -> ImageOutcome {
@@ -42,7 +50,7 @@ impl PlatformRule for Aws {
                 None,
             );
         };
-        let Some(region) = spec.pointer("/placement/region").and_then(Value::as_str) else {
+        let Some(region) = spec.pointer(REGION).and_then(Value::as_str) else {
             return invalid(
                 "providerSpec has no string placement.region; set it to the AWS region of the \
                  MachineSet",

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use super::{FieldChange, ImageOutcome, PlatformRule, RuleContext, invalid, not_in_stream};
+use super::{FieldChange, ImageOutcome, Input, PlatformRule, RuleContext, invalid, not_in_stream};
 use crate::arch::Arch;
 use crate::reason::Reason;
 use crate::stream::AzureMarketplaceImage;
@@ -53,6 +53,11 @@ impl PlatformRule for Azure {
         } else {
             field("resourceID").to_string()
         })
+    }
+
+    /// Trusted launch and confidential VMs need other images: the security profile decides.
+    fn decision_inputs(&self, spec: &Value) -> Vec<Input> {
+        vec![Input::at(spec, "/securityProfile")]
     }
 
     fn evaluate(&self, spec: &Value, ctx: &RuleContext<'_>) -> ImageOutcome {

@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use super::{FieldChange, ImageOutcome, PlatformRule, RuleContext, invalid, not_in_stream};
+use super::{FieldChange, ImageOutcome, Input, PlatformRule, RuleContext, invalid, not_in_stream};
 use crate::reason::Reason;
 
 /// Images published by the CoreOS team live in this project; anything else was chosen by an
@@ -53,6 +53,15 @@ impl PlatformRule for Gcp {
 
     fn display(&self, _image: &Value) -> Option<String> {
         None
+    }
+
+    /// Which disks are boot disks decides which images change: every disk's boot flag.
+    fn decision_inputs(&self, spec: &Value) -> Vec<Input> {
+        let disks = spec.get("disks").and_then(Value::as_array);
+        let count = disks.map_or(0, Vec::len);
+        (0..count)
+            .map(|i| Input::at(spec, &format!("/disks/{i}/boot")))
+            .collect()
     }
 
     fn evaluate(&self, spec: &Value, ctx: &RuleContext<'_>) -> ImageOutcome {

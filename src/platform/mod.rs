@@ -170,6 +170,29 @@ pub trait PlatformRule: Sync {
     /// A boot image of this platform as people write it; `None` when `image` is not one of this
     /// platform's structured images (plain strings need no help).
     fn display(&self, image: &Value) -> Option<String>;
+
+    /// The values of `provider_spec` besides the image that chose the target (a region, a boot
+    /// flag, a security profile). The planner tests them in its patch, so that an edit between
+    /// plan and patch fails the patch instead of applying an image chosen for other inputs.
+    fn decision_inputs(&self, provider_spec: &Value) -> Vec<Input>;
+}
+
+/// A value a decision depended on, at a JSON Pointer relative to the provider spec; `None` when
+/// the field was absent (JSON Patch cannot test absence: the planner then guards on the object's
+/// resourceVersion).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Input {
+    pub pointer: String,
+    pub value: Option<Value>,
+}
+
+impl Input {
+    pub fn at(provider_spec: &Value, pointer: &str) -> Self {
+        Input {
+            pointer: pointer.to_string(),
+            value: provider_spec.pointer(pointer).cloned(),
+        }
+    }
 }
 
 /// Where the boot image lives in a provider spec, asking each platform in turn: `revert` reads
