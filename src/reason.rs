@@ -64,7 +64,8 @@ reasons! {
     /// Another controller (Hive, Cluster API, ...) owns the MachineSet and would revert us.
     Owned: Skip,
     WindowsMachine: Skip,
-    NonDefaultOSStream: Skip,
+    /// The OS stream the machines boot (their `osstream` label) is not in the golden ConfigMap.
+    OSStreamNotPublished: Skip,
     /// An image the golden streams and the known-images list do not contain.
     CustomImage: Skip,
     RegionNotInStream: Skip,

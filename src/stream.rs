@@ -16,6 +16,10 @@ use crate::arch::Arch;
 pub const STREAM_KEY: &str = "stream";
 /// Key of newer golden ConfigMaps holding every OS stream by name (a JSON map).
 pub const STREAMS_KEY: &str = "streams";
+/// The OS stream the `stream` key describes: the Machine Config Operator's default, and the only
+/// one it updates (`SupportedOSStream`, pkg/controller/bootimage/boot_image_controller.go; the
+/// names are in pkg/osimagestream/streams.go).
+pub const DEFAULT_OS_STREAM: &str = "rhel-9";
 /// Key naming the OpenShift release the ConfigMap belongs to.
 pub const RELEASE_VERSION_KEY: &str = "releaseVersion";
 
@@ -280,8 +284,9 @@ impl AzureMarketplaceImage {
 #[derive(Clone, Debug, PartialEq)]
 pub struct GoldenConfig {
     pub stream: GoldenStream,
-    /// Other OS streams of the same release (`streams` key); their images are known too.
-    pub other_streams: Vec<GoldenStream>,
+    /// Other OS streams of the same release by OS stream name (`streams` key, e.g. `rhel-10`);
+    /// MachineSets labelled with one of them are updated from it, and their images are known.
+    pub other_streams: BTreeMap<String, GoldenStream>,
     pub release_version: Option<String>,
 }
 
@@ -291,18 +296,18 @@ impl GoldenConfig {
         let get = |key: &str| data.and_then(|d| d.get(key));
         let stream = GoldenStream::parse(get(STREAM_KEY).ok_or(StreamError::MissingStreamKey)?)?;
         let other_streams = match get(STREAMS_KEY) {
-            None => Vec::new(),
+            None => BTreeMap::new(),
             Some(json) => {
                 let by_name: BTreeMap<String, Value> = serde_json::from_str(json)?;
                 by_name
-                    .into_values()
-                    .map(|v| {
+                    .into_iter()
+                    .map(|(name, v)| {
                         // Values may be embedded objects or JSON strings; accept both.
                         let text = match v {
                             Value::String(s) => s,
                             other => other.to_string(),
                         };
-                        GoldenStream::parse(&text)
+                        GoldenStream::parse(&text).map(|stream| (name, stream))
                     })
                     .collect::<Result<_, _>>()?
             }
@@ -317,17 +322,31 @@ impl GoldenConfig {
         })
     }
 
+    /// The stream a machine labelled with OS stream `label` boots: the default `stream` for no
+    /// label or the default OS stream's name, else the `streams` entry of that name. `None` when
+    /// the ConfigMap does not carry the stream.
+    pub fn os_stream(&self, label: Option<&str>) -> Option<&GoldenStream> {
+        match label {
+            None => Some(&self.stream),
+            // The CoreOS stream's own name was once written here too; it means the default.
+            Some(name) if name == DEFAULT_OS_STREAM || name == self.stream.stream => {
+                Some(&self.stream)
+            }
+            Some(name) => self.other_streams.get(name),
+        }
+    }
+
     /// The architecture of `reference` in any stream of the ConfigMap.
     pub fn arch_of(&self, reference: &str) -> Option<Arch> {
         std::iter::once(&self.stream)
-            .chain(&self.other_streams)
+            .chain(self.other_streams.values())
             .find_map(|s| s.arch_of(reference))
     }
 
     /// Image references of every stream in the ConfigMap.
     pub fn image_references(&self) -> BTreeSet<String> {
         let mut refs = self.stream.image_references();
-        for s in &self.other_streams {
+        for s in self.other_streams.values() {
             refs.extend(s.image_references());
         }
         refs

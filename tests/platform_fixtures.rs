@@ -517,3 +517,41 @@ fn azure_needs_the_marketplace_overlay_in_the_stream() {
         "{outcome:?}"
     );
 }
+
+/// A dual-stream golden ConfigMap as the real streams make it: rhel-9 under `stream`, rhel-10
+/// under `streams`. A MachineSet labelled with an OS stream boots that stream's image.
+#[test]
+fn a_dual_stream_config_map_updates_each_machine_set_from_its_own_os_stream() {
+    use boot_image_controller::api::ConfigMap;
+    use boot_image_controller::stream::GoldenConfig;
+
+    let Some(fixtures) = fixtures() else { return };
+    let rhel_9 = read(&fixtures.join("streams").join(STREAM_RHEL_9));
+    let rhel_10: Value =
+        serde_json::from_str(&read(&fixtures.join("streams").join(STREAM_RHEL_10)))
+            .expect("the rhel-10 stream is JSON");
+    let cm: ConfigMap = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "coreos-bootimages", "namespace": "openshift-machine-config-operator"},
+        "data": {
+            "stream": rhel_9,
+            "streams": json!({"rhel-10": rhel_10}).to_string(),
+            "releaseVersion": "4.22.0"
+        }
+    }))
+    .unwrap();
+    let golden = GoldenConfig::from_config_map(&cm).expect("the dual-stream ConfigMap parses");
+    let image = |label: Option<&str>| {
+        let stream = golden.os_stream(label).expect("the stream is carried");
+        stream
+            .aws_image(Arch::Amd64, "us-east-1")
+            .map(|i| i.image.clone())
+            .expect("us-east-1 is published")
+    };
+    assert_eq!(image(None), "ami-06a6b025350ff1e23");
+    assert_eq!(image(Some("rhel-9")), "ami-06a6b025350ff1e23");
+    assert_eq!(image(Some("rhel-10")), "ami-04b3d999e39d62c5b");
+    assert!(golden.os_stream(Some("centos-10")).is_none());
+    // Both streams' images count as ours, with their architectures.
+    assert_eq!(golden.arch_of("ami-04b3d999e39d62c5b"), Some(Arch::Amd64));
+}

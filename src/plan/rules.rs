@@ -21,6 +21,7 @@ use crate::names::{
 };
 use crate::platform::{ImageOutcome, Input, PlatformRule, RuleContext, display_image};
 use crate::reason::Reason;
+use crate::stream::{DEFAULT_OS_STREAM, GoldenStream};
 
 /// The parts of a machine resource the rules look at.
 pub(super) struct Subject<'a> {
@@ -86,6 +87,10 @@ impl Planner<'_> {
                 ready.platform.unsupported_message(),
             );
         };
+        let stream = match self.os_stream(subject, ready) {
+            Ok(stream) => stream,
+            Err(skipped) => return *skipped,
+        };
         let arch = match self.arch(subject, ready) {
             Ok(arch) => arch,
             Err((action, reason, message)) => return subject.decision(action, reason, message),
@@ -98,7 +103,7 @@ impl Planner<'_> {
             );
         };
         let ctx = RuleContext {
-            stream: &ready.golden.stream,
+            stream,
             arch,
             known_images: &ready.known_images,
             infrastructure_name: self
@@ -123,8 +128,8 @@ impl Planner<'_> {
         }
         let mut decided = self.stub_secret(subject, provider_spec, image);
         if decided.action == Action::UpToDate && !decided.patch.is_empty() {
-            decided.message = change_message(&decided, ready, arch, rule);
-            self.update(subject, ready, &mut decided);
+            decided.message = change_message(&decided, stream, arch, rule);
+            self.update(subject, ready, stream, &mut decided);
         }
         if decided.action == Action::Update && needs_resource_version {
             guard_resource_version(subject.meta, &mut decided.patch);
@@ -177,34 +182,35 @@ impl Planner<'_> {
             );
             return Some(subject.decision(Action::Skip, Reason::Owned, message));
         }
-        self.screen_operating_system(subject, ready)
+        screen_windows(subject)
     }
 
-    /// Rule 4: machines that do not boot the cluster's default CoreOS stream.
-    fn screen_operating_system(&self, subject: &Subject<'_>, ready: &Ready) -> Option<Decision> {
-        let template_labels = subject.template_labels();
-        if template_labels
-            .and_then(|l| l.get(OS_ID_LABEL))
-            .map(String::as_str)
-            == Some("Windows")
-        {
-            return Some(subject.decision(
-                Action::Skip,
-                Reason::WindowsMachine,
-                "Windows machines boot Windows images, not CoreOS".into(),
-            ));
-        }
-        let default_stream = &ready.golden.stream.stream;
-        let os_stream = [subject.meta.labels.as_ref(), template_labels]
+    /// Rule 4, OS streams: the stream the machines boot, named by the OS stream label (the
+    /// Machine Config Operator reads it and updates `rhel-9`, the default, only; here any stream
+    /// the golden ConfigMap carries under `streams` is updated from it too).
+    fn os_stream<'r>(
+        &self,
+        subject: &Subject<'_>,
+        ready: &'r Ready,
+    ) -> Result<&'r GoldenStream, Box<Decision>> {
+        let label = [subject.meta.labels.as_ref(), subject.template_labels()]
             .into_iter()
             .flatten()
-            .find_map(|labels| labels.get(OS_STREAM_LABEL))
-            .filter(|s| *s != default_stream)?;
-        Some(subject.decision(
-            Action::Skip,
-            Reason::NonDefaultOSStream,
-            format!("uses OS stream {os_stream:?}, not the default {default_stream:?}"),
-        ))
+            .find_map(|labels| labels.get(OS_STREAM_LABEL));
+        let label = label.map(String::as_str);
+        if let Some(stream) = ready.golden.os_stream(label) {
+            return Ok(stream);
+        }
+        let carried: String = (ready.golden.other_streams.keys())
+            .map(|k| format!(", {k:?}"))
+            .collect();
+        let message = format!(
+            "uses OS stream {:?}, which the golden ConfigMap does not carry (it has the default \
+             {DEFAULT_OS_STREAM:?}{carried}); its boot image is left as is",
+            label.unwrap_or_default()
+        );
+        let skipped = subject.decision(Action::Skip, Reason::OSStreamNotPublished, message);
+        Err(Box::new(skipped))
     }
 
     /// Rule 5: the architecture whose image applies: the one a MachineSet declares in the
@@ -405,7 +411,13 @@ impl Planner<'_> {
 
     /// Rules 8 and 9: a change to make, unless someone keeps reverting it or a gate holds
     /// writes. An Update carries the history and hot-loop bookkeeping in the same patch.
-    fn update(&self, subject: &Subject<'_>, ready: &Ready, decided: &mut Decision) {
+    fn update(
+        &self,
+        subject: &Subject<'_>,
+        ready: &Ready,
+        stream: &GoldenStream,
+        decided: &mut Decision,
+    ) {
         decided.reason = if decided.boot_image.target.is_some() {
             Reason::BootImageOutdated
         } else {
@@ -438,7 +450,7 @@ impl Planner<'_> {
         let entry = HistoryEntry {
             time: now.to_string(),
             release: ready.golden.release_version.clone(),
-            stream: ready.golden.stream.stream.clone(),
+            stream: stream.stream.clone(),
             boot_image: decided.boot_image.change(),
             user_data_secret: decided.user_data_secret.change(),
         };
@@ -446,6 +458,18 @@ impl Planner<'_> {
         decided.patch.extend(bookkeeping);
         decided.action = Action::Update;
     }
+}
+
+/// Rule 4: Windows machines boot Windows images (the Windows Machine Config Operator's label).
+fn screen_windows(subject: &Subject<'_>) -> Option<Decision> {
+    let os_id = subject.template_labels().and_then(|l| l.get(OS_ID_LABEL));
+    (os_id.map(String::as_str) == Some("Windows")).then(|| {
+        subject.decision(
+            Action::Skip,
+            Reason::WindowsMachine,
+            "Windows machines boot Windows images, not CoreOS".into(),
+        )
+    })
 }
 
 /// Rule 6: what the platform rule says of the boot image, as the operations that change it, or
@@ -539,12 +563,11 @@ fn guard_resource_version(meta: &ObjectMeta, patch: &mut Vec<PatchOperation>) {
 
 fn change_message(
     decided: &Decision,
-    ready: &Ready,
+    stream: &GoldenStream,
     arch: Arch,
     rule: &dyn PlatformRule,
 ) -> String {
     let mut message = String::new();
-    let stream = &ready.golden.stream;
     if let Some(target) = &decided.boot_image.target {
         let release = stream
             .release(arch, rule.stream_key())

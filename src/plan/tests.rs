@@ -1060,23 +1060,69 @@ fn windows_machine_sets_are_skipped() {
 }
 
 #[test]
-fn machine_sets_of_another_os_stream_are_skipped() {
+fn a_machine_set_of_an_os_stream_the_golden_config_map_lacks_is_skipped_naming_it() {
     for ms in [
         machine_set("rhel10").labels(&[(OS_STREAM_LABEL, "rhel-10")]),
         machine_set("rhel10-template").template_label(OS_STREAM_LABEL, "rhel-10"),
     ] {
         let entry = decide(&updatable(), ms.build());
-        assert_decided(&entry, Action::Skip, Reason::NonDefaultOSStream);
-        assert!(entry.message.contains("rhel-10"), "{}", entry.message);
+        assert_decided(&entry, Action::Skip, Reason::OSStreamNotPublished);
+        assert!(entry.message.contains("\"rhel-10\""), "{}", entry.message);
     }
-    // Naming the default stream is the same as naming none.
-    let default = decide(
-        &updatable(),
-        machine_set("worker-a")
-            .labels(&[(OS_STREAM_LABEL, "rhcos-4.21")])
+    // The label names OS streams: rhel-9 is the default stream, as is no label at all (and the
+    // CoreOS stream's own name, which older tooling wrote).
+    for label in ["rhel-9", "rhcos-4.21"] {
+        let default = decide(
+            &updatable(),
+            machine_set("worker-a")
+                .labels(&[(OS_STREAM_LABEL, label)])
+                .build(),
+        );
+        assert_decided(&default, Action::Update, Reason::BootImageOutdated);
+    }
+}
+
+#[test]
+fn a_machine_set_of_another_os_stream_is_updated_from_that_stream() {
+    // A dual-stream release: the default rhel-9 stream, and rhel-10 under `streams`.
+    const AMI_RHEL_10: &str = "ami-0e5ae1fd8c4a3b2f1";
+    let rhel_10 = json!({
+        "stream": "rhcos-4.22",
+        "architectures": {"x86_64": {
+            "artifacts": {"aws": {"release": "10.2.20260405-0"}},
+            "images": {"aws": {"regions": {
+                "us-east-1": {"release": "10.2.20260405-0", "image": AMI_RHEL_10}
+            }}}
+        }}
+    });
+    let cluster = updatable().with(|c| {
+        let golden = c.golden.as_mut().unwrap();
+        let streams = json!({"rhel-10": rhel_10}).to_string();
+        golden
+            .data
+            .as_mut()
+            .unwrap()
+            .insert("streams".into(), streams);
+    });
+    let ms = machine_set("worker-rhel10").labels(&[(OS_STREAM_LABEL, "rhel-10")]);
+    let entry = decide(&cluster, ms.build());
+    assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
+    assert_eq!(entry.boot_image.target, Some(json!(AMI_RHEL_10)));
+    assert!(
+        entry.message.contains("rhcos-4.22 10.2.20260405-0"),
+        "{}",
+        entry.message
+    );
+    let history = recorded_history(
+        &entry,
+        machine_set("worker-rhel10")
+            .labels(&[(OS_STREAM_LABEL, "rhel-10")])
             .build(),
     );
-    assert_decided(&default, Action::Update, Reason::BootImageOutdated);
+    assert_eq!(history.stream, "rhcos-4.22");
+    // The default stream's MachineSets are unaffected.
+    let default = decide(&cluster, machine_set("worker-a").build());
+    assert_eq!(default.boot_image.target, Some(json!(AMI_US_EAST_1)));
 }
 
 // ---------------------------------------------------------------------------------------------
