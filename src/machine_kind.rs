@@ -77,8 +77,11 @@ impl MachineKind {
 
     /// Whether we may point objects of this kind at another stub secret. Never a
     /// ControlPlaneMachineSet: the control-plane machine set operator compares each control-plane
-    /// Machine's providerSpec with the template's, ignoring only the boot image fields, so a new
-    /// secret name would mark every control-plane Machine for replacement and, with the default
+    /// Machine's providerSpec with the template's, ignoring only the boot image fields
+    /// (openshift/cluster-control-plane-machine-set-operator,
+    /// pkg/machineproviders/providers/openshift/machine/v1beta1/providerconfig: the `Diff` of
+    /// aws.go, gcp.go and azure.go; `generateMachineInfo` in provider.go), so a new secret name
+    /// would mark every control-plane Machine for replacement and, with the default
     /// RollingUpdate strategy, replace the whole control plane.
     pub fn may_change_stub_secret(self) -> bool {
         match self {

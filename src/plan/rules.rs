@@ -214,8 +214,11 @@ impl Planner<'_> {
     }
 
     /// Rule 5: the architecture whose image applies: the one a MachineSet declares in the
-    /// autoscaler's labels annotation, else the control plane's, as the cluster's Nodes report it
-    /// (never a built-in default: an arm64 control plane must not get an x86_64 image).
+    /// autoscaler's labels annotation (as the Machine Config Operator reads it:
+    /// `getArchFromMachineSet`, pkg/controller/bootimage/ms_helpers.go), else the control
+    /// plane's, as the cluster's Nodes report it. The MCO uses its own pod's architecture there;
+    /// Nodes say it without depending on where this controller runs, and there is never a
+    /// built-in default: an arm64 control plane must not get an x86_64 image.
     fn arch(&self, subject: &Subject<'_>, ready: &Ready) -> Result<Arch, (Action, Reason, String)> {
         let control_plane = || {
             ready.control_plane_arch.clone().map_err(|why| {
@@ -228,7 +231,8 @@ impl Planner<'_> {
         }
         let Some(labels) = subject.annotation(AUTOSCALER_LABELS_ANNOTATION) else {
             if ready.multi_arch {
-                // The Machine Config Operator skips these too, after users reported errors.
+                // The Machine Config Operator skips these too (`syncMAPIMachineSet` turns its
+                // "no architecture annotation found" error into a skip).
                 let message = format!(
                     "the cluster is multi-architecture and the MachineSet does not say its \
                      architecture: add kubernetes.io/arch=<arch> to its \

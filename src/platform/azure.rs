@@ -79,7 +79,9 @@ impl PlatformRule for Azure {
                 .any(|a| ctx.stream.azure_marketplace(*a).is_some())
             {
                 // OKD and other streams publish no marketplace images at all: nothing is wrong
-                // with the MachineSet, and there is nothing to move it to.
+                // with the MachineSet, and there is nothing to move it to. The Machine Config
+                // Operator skips these too (`reconcileAzureProviderSpec`,
+                // pkg/controller/bootimage/platform_helpers.go).
                 return ImageOutcome::Skip {
                     reason: Reason::MarketplaceImagesNotPublished,
                     message: format!(

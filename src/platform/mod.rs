@@ -65,8 +65,10 @@ impl Platform {
         }
     }
 
-    /// Whether MachineSets are selected when `managedBootImages` is absent (the platform's
-    /// default, as the Machine Config Operator defines it).
+    /// Whether MachineSets are selected when `managedBootImages` does not name them (the
+    /// platform's default, as the Machine Config Operator defines it: `CheckBootImagePlatform`,
+    /// pkg/controller/common/featuregates.go, default-on for AWS, GCP, vSphere and Azure except
+    /// Azure Stack Hub).
     pub fn managed_by_default(&self) -> bool {
         matches!(
             self,
