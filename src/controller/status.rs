@@ -21,6 +21,24 @@ pub const PROGRESSING: &str = "BootImageUpdateProgressing";
 pub const DEGRADED: &str = "BootImageUpdateDegraded";
 pub const PAUSED: &str = "BootImageUpdatePaused";
 
+/// The API server refuses a condition message longer than this (metav1.Condition validation).
+const MESSAGE_LIMIT: usize = 32_768;
+/// How much of one object's message a condition quotes.
+const QUOTED_MESSAGE_LIMIT: usize = 1_000;
+
+/// `text` cut to at most `limit` bytes on a character boundary, saying how much was left out.
+fn bounded(text: &str, limit: usize) -> String {
+    if text.len() <= limit {
+        return text.to_string();
+    }
+    let note = format!(" … ({} more bytes)", text.len() - limit);
+    let mut end = limit.saturating_sub(note.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{note}", &text[..end])
+}
+
 /// How many erroring resources a message names before it summarises the rest.
 const NAMED_ERRORS: usize = 10;
 /// How many recent changes the Progressing message lists.
@@ -139,11 +157,8 @@ fn degraded(input: &StatusInput<'_>) -> Desired {
         if i > 0 {
             message.push_str("; ");
         }
-        let _ = write!(
-            message,
-            "{}/{} {}: {}",
-            e.namespace, e.name, e.reason, e.message
-        );
+        let quoted = bounded(&e.message, QUOTED_MESSAGE_LIMIT);
+        let _ = write!(message, "{}/{} {}: {quoted}", e.namespace, e.name, e.reason);
     }
     if errors.len() > NAMED_ERRORS {
         let _ = write!(message, "; and {} more", errors.len() - NAMED_ERRORS);
@@ -265,7 +280,7 @@ pub fn merge(
             let same = existing.is_some_and(|c| {
                 c.status == status
                     && c.reason == d.reason
-                    && c.message == d.message
+                    && c.message == bounded(&d.message, MESSAGE_LIMIT)
                     && c.observed_generation == generation
             });
             changed |= !same;
@@ -277,7 +292,7 @@ pub fn merge(
                 type_: d.type_.to_string(),
                 status: status.to_string(),
                 reason: d.reason.clone(),
-                message: d.message.clone(),
+                message: bounded(&d.message, MESSAGE_LIMIT),
                 observed_generation: generation,
                 last_transition_time: transition,
             }
@@ -507,5 +522,39 @@ mod tests {
         let third = merge(&second, &desired(&failing), Some(1), t1).unwrap();
         assert_eq!(get(&third, DEGRADED).last_transition_time, Time(t1));
         assert_eq!(get(&third, PROGRESSING).last_transition_time, Time(t0));
+    }
+
+    #[test]
+    fn messages_stay_within_what_the_api_server_accepts() {
+        let huge = "x".repeat(40_000);
+        let many: Vec<Decision> = (0..50)
+            .map(|i| {
+                let mut d = entry(&format!("ms-{i}"), Action::Error, Reason::HotLoop);
+                d.message = format!("é{huge}");
+                d
+            })
+            .collect();
+        let refs: Vec<&Decision> = many.iter().collect();
+        let c = conditions(&StatusInput {
+            blocked: None,
+            decisions: &refs,
+            selections: &[],
+            held: None,
+            paused: false,
+        });
+        for condition in &c {
+            assert!(
+                condition.message.len() <= MESSAGE_LIMIT,
+                "{}",
+                condition.type_
+            );
+        }
+        let degraded = &get(&c, DEGRADED).message;
+        assert!(degraded.contains("more bytes)"), "{}", &degraded[..200]);
+        assert!(
+            degraded.contains("and 40 more"),
+            "the count survives the cut"
+        );
+        assert_eq!(bounded("short", 10), "short");
     }
 }
