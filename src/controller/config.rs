@@ -227,7 +227,7 @@ mod tests {
             "--resync-period",
             "0s",
         ]);
-        let err = parsed.err().expect("a zero period is refused");
+        let err = parsed.expect_err("a zero period is refused");
         assert!(err.to_string().contains("longer than zero"), "{err}");
     }
 }
