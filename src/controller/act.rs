@@ -20,9 +20,14 @@ pub(super) enum Outcome {
     /// A `test` op failed or the object changed: re-plan from fresh state.
     Conflict,
     Gone,
+    /// The API server refused the patched object as invalid (e.g. annotations too large):
+    /// retrying the same patch cannot succeed.
+    Rejected(String),
     Failed(String),
     /// Not attempted: lost leadership, paused or shutting down meanwhile.
     Withheld,
+    /// Not attempted yet: its last patch failed, and its retry is not due.
+    Deferred,
 }
 
 /// A decision and what became of it.
@@ -56,11 +61,24 @@ impl Patcher {
             .await
         {
             Ok(_) => Outcome::Patched,
-            // 422: a `test` op failed; 409: a resourceVersion precondition failed.
-            Err(kube::Error::Api(e)) if e.code == 422 || e.code == 409 => Outcome::Conflict,
-            Err(kube::Error::Api(e)) if e.code == 404 => Outcome::Gone,
+            Err(kube::Error::Api(status)) => classify(&status),
             Err(e) => Outcome::Failed(e.to_string()),
         }
+    }
+}
+
+/// What an error status of a JSON Patch means. A failed `test` op and an invalid result are
+/// both 422 Invalid; only the latter names the object and its offending fields (`details`):
+/// the API server reports a failed test without them.
+fn classify(status: &kube::core::Status) -> Outcome {
+    let details = status.details.as_ref();
+    let names_causes = details.is_some_and(|d| !d.name.is_empty() || !d.causes.is_empty());
+    match status.code {
+        409 => Outcome::Conflict,
+        422 if !names_causes => Outcome::Conflict,
+        422 => Outcome::Rejected(status.message.clone()),
+        404 => Outcome::Gone,
+        _ => Outcome::Failed(format!("{} ({})", status.message, status.code)),
     }
 }
 
@@ -71,12 +89,15 @@ pub(super) async fn act(
     decisions: Vec<Decision>,
     concurrency: usize,
     may_write: impl Fn() -> bool,
+    deferred: impl Fn(&Decision) -> bool,
 ) -> Vec<Applied> {
-    let may_write = &may_write;
+    let (may_write, deferred) = (&may_write, &deferred);
     futures::stream::iter(decisions)
         .map(|decision| async move {
             let outcome = if decision.patch.is_empty() {
                 Outcome::NothingToSend
+            } else if deferred(&decision) {
+                Outcome::Deferred
             } else if !may_write() {
                 Outcome::Withheld
             } else {
@@ -87,4 +108,37 @@ pub(super) async fn act(
         .buffer_unordered(concurrency.max(1))
         .collect()
         .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A status as the API server sends it (bodies recorded from kube-apiserver 1.34).
+    fn status(json: &str) -> kube::core::Status {
+        serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn a_failed_test_op_is_a_conflict_and_an_invalid_object_is_a_rejection() {
+        let failed_test = status(
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
+            "message":"the server rejected our request due to an error in our request",
+            "reason":"Invalid","details":{},"code":422}"#,
+        );
+        assert_eq!(classify(&failed_test), Outcome::Conflict);
+        let invalid = status(
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
+            "message":"MachineSet \"w\" is invalid: metadata.annotations: Too long: may not be more than 262144 bytes",
+            "reason":"Invalid","details":{"name":"w","kind":"MachineSet","causes":[{"reason":"FieldValueTooLong",
+            "message":"Too long: may not be more than 262144 bytes","field":"metadata.annotations"}]},"code":422}"#,
+        );
+        assert!(matches!(classify(&invalid), Outcome::Rejected(m) if m.contains("Too long")));
+        let precondition =
+            status(r#"{"status":"Failure","message":"conflict","reason":"Conflict","code":409}"#);
+        assert_eq!(classify(&precondition), Outcome::Conflict);
+        let forbidden =
+            status(r#"{"status":"Failure","message":"forbidden","reason":"Forbidden","code":403}"#);
+        assert!(matches!(classify(&forbidden), Outcome::Failed(m) if m.contains("403")));
+    }
 }

@@ -125,6 +125,8 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> Result<(), RunEr
         args,
         results: BTreeMap::new(),
         backoff: HashMap::new(),
+        conflicts: HashMap::new(),
+        patch_retry: HashMap::new(),
         last_status_write: None,
         status_dirty: false,
         status_basis: None,
@@ -272,6 +274,10 @@ struct Controller {
     results: BTreeMap<ObjectKey, Decision>,
     /// Resources to retry: attempts so far and when.
     backoff: HashMap<ObjectKey, (u32, Instant)>,
+    /// Patches that conflicted, by object, in a row.
+    conflicts: HashMap<ObjectKey, u32>,
+    /// When an object whose patch failed may be patched again.
+    patch_retry: HashMap<ObjectKey, Instant>,
     last_status_write: Option<Instant>,
     /// A status change was held back by [`STATUS_MIN_INTERVAL`].
     status_dirty: bool,
@@ -403,8 +409,11 @@ impl Controller {
                 && *self.leader.borrow()
                 && !self.stores.paused(&self.args.machine_configuration_name)
         };
+        // A patch the API server refused waits for its retry even when a pass covers everything.
+        let now = Instant::now();
+        let deferred = |d: &Decision| self.patch_retry.get(&d.key()).is_some_and(|due| *due > now);
         let concurrency = self.args.max_concurrent_patches;
-        let applied = act::act(&self.patcher, decisions, concurrency, may_write).await;
+        let applied = act::act(&self.patcher, decisions, concurrency, may_write, deferred).await;
         self.report(facts, applied).await;
     }
 }

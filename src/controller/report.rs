@@ -18,18 +18,34 @@ impl Controller {
         if let Some(live) = &decided.live {
             self.results.retain(|k, _| live.contains(k));
             self.backoff.retain(|k, _| live.contains(k));
+            self.conflicts.retain(|k, _| live.contains(k));
+            self.patch_retry.retain(|k, _| live.contains(k));
         }
         for key in &decided.gone {
             self.results.remove(key);
             self.backoff.remove(key);
+            self.conflicts.remove(key);
+            self.patch_retry.remove(key);
         }
         let mut all_done = true;
         let mut notices = Vec::new();
         for applied in applied {
+            let key = applied.decision.key();
+            if applied.outcome == Outcome::Deferred {
+                // Still failed as far as anyone can tell: keep reporting the failure.
+                all_done = false;
+                continue;
+            }
+            if applied.outcome == Outcome::Conflict {
+                *self.conflicts.entry(key.clone()).or_default() += 1;
+            } else if applied.outcome != Outcome::Withheld {
+                self.conflicts.remove(&key);
+            }
             all_done &= self.count_outcome(&applied);
             let updated =
                 applied.decision.action == Action::Update && applied.outcome == Outcome::Patched;
-            let reported = reported(applied);
+            let in_a_row = self.conflicts.get(&key).copied().unwrap_or(0);
+            let reported = reported(applied, in_a_row);
             if updated {
                 notices.push((reported.clone(), UPDATED));
             } else if self.entered_error(&reported) {
@@ -39,6 +55,12 @@ impl Controller {
                 notices.push((reported.clone(), error_notice(reason)));
             }
             self.schedule_retry(&reported);
+            if reported.reason == Reason::PatchFailed {
+                let due = self.backoff.get(&key).map(|(_, due)| *due);
+                self.patch_retry.extend(due.map(|due| (key.clone(), due)));
+            } else {
+                self.patch_retry.remove(&key);
+            }
             self.results.insert(reported.key(), reported);
         }
         self.publish(notices).await;
@@ -93,13 +115,16 @@ impl Controller {
             }
             Outcome::Conflict => {
                 count("conflict");
-                debug!(kind, name = %d.name, "object changed under us; re-planning");
-                let retry = Instant::now() + CONFLICT_RETRY;
-                self.backoff.insert(d.key(), (0, retry));
+                let in_a_row = self.conflicts.get(&d.key()).copied().unwrap_or(0);
+                debug!(kind, name = %d.name, in_a_row, "object changed under us; re-planning");
+                // The store is usually one watch event behind: retry soon, then back off, and
+                // past CONFLICT_LIMIT in a row report the object (see `reported`).
+                let delay = CONFLICT_RETRY.saturating_mul(1 << in_a_row.min(CONFLICT_LIMIT));
+                self.backoff.insert(d.key(), (0, Instant::now() + delay));
                 false
             }
-            Outcome::Gone | Outcome::Withheld => false,
-            Outcome::Failed(error) => {
+            Outcome::Gone | Outcome::Withheld | Outcome::Deferred => false,
+            Outcome::Failed(error) | Outcome::Rejected(error) => {
                 count("failed");
                 warn!(kind, name = %d.name, error = %error, "patch failed");
                 false
@@ -205,17 +230,32 @@ fn error_notice(reason: Reason) -> Notice {
 
 /// What status, metrics and the next pass see of an applied decision: the planner's decision,
 /// except that an update whose patch the API server refused is an error of its own.
-fn reported(applied: Applied) -> Decision {
+/// An update whose patch conflicted this many times in a row is reported as failed: something
+/// keeps changing the object between our read and our write.
+const CONFLICT_LIMIT: u32 = 5;
+
+fn reported(applied: Applied, conflicts_in_a_row: u32) -> Decision {
     let Applied {
         mut decision,
         outcome,
     } = applied;
-    if let Outcome::Failed(error) = outcome
-        && decision.action == Action::Update
-    {
-        decision.action = Action::Error;
-        decision.reason = Reason::PatchFailed;
-        decision.message = format!("patch failed: {error}");
+    if decision.action != Action::Update {
+        return decision;
     }
+    let failure = match outcome {
+        Outcome::Failed(error) => format!("patch failed: {error}"),
+        Outcome::Rejected(error) => format!(
+            "the API server rejects the patched object as invalid, so retrying cannot help: \
+             {error}"
+        ),
+        Outcome::Conflict if conflicts_in_a_row >= CONFLICT_LIMIT => format!(
+            "the patch conflicted {conflicts_in_a_row} times in a row: another writer keeps \
+             changing the values it tests; retrying with backoff"
+        ),
+        _ => return decision,
+    };
+    decision.action = Action::Error;
+    decision.reason = Reason::PatchFailed;
+    decision.message = failure;
     decision
 }
