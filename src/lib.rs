@@ -8,6 +8,7 @@ pub mod arch;
 pub mod cli;
 pub mod controller;
 pub mod known_images;
+pub mod kubeconfig;
 pub mod manifests;
 pub mod metrics;
 pub mod names;

@@ -5,7 +5,6 @@
 //! guarded JSON Patch and says what changed.
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
 
 use anyhow::{Context as _, anyhow};
 use clap::{ArgGroup, Args};
@@ -50,9 +49,8 @@ pub struct RevertArgs {
     #[arg(long)]
     pub dry_run: bool,
 
-    /// Kubeconfig file; in-cluster config when absent.
-    #[arg(long, env = "KUBECONFIG")]
-    pub kubeconfig: Option<PathBuf>,
+    #[command(flatten)]
+    pub cluster: crate::kubeconfig::ClusterArgs,
 }
 
 impl RevertArgs {
@@ -148,18 +146,7 @@ fn refusal(error: RevertError) -> Failure {
 async fn client(args: &RevertArgs) -> Result<Client, Failure> {
     let fail =
         |e: String| Failure::runtime(RUNTIME_CODE, anyhow!("cannot configure the client: {e}"));
-    let config = match &args.kubeconfig {
-        Some(path) => {
-            let kubeconfig = kube::config::Kubeconfig::read_from(path)
-                .map_err(|e| fail(format!("reading {}: {e}", path.display())))?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-                .await
-                .map_err(|e| fail(e.to_string()))?
-        }
-        None => kube::Config::infer()
-            .await
-            .map_err(|e| fail(e.to_string()))?,
-    };
+    let config = args.cluster.config().await.map_err(fail)?;
     Client::try_from(config).map_err(|e| fail(e.to_string()))
 }
 

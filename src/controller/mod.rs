@@ -202,18 +202,7 @@ async fn finish(
 }
 
 async fn client(args: &RunArgs) -> Result<Client, RunError> {
-    let config = match &args.kubeconfig {
-        Some(path) => {
-            let kubeconfig = kube::config::Kubeconfig::read_from(path)
-                .map_err(|e| RunError::Client(format!("reading {}: {e}", path.display())))?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-                .await
-                .map_err(|e| RunError::Client(e.to_string()))?
-        }
-        None => kube::Config::infer()
-            .await
-            .map_err(|e| RunError::Client(e.to_string()))?,
-    };
+    let config = args.cluster.config().await.map_err(RunError::Client)?;
     Client::try_from(config).map_err(|e| RunError::Client(e.to_string()))
 }
 
@@ -817,7 +806,10 @@ impl Controller {
         }
         match status::write(&self.configurations, name, &conditions).await {
             Ok(()) => {
-                self.metrics.writes.with_label_values(&["status"]).inc();
+                self.metrics
+                    .writes
+                    .with_label_values(&["MachineConfiguration/status"])
+                    .inc();
                 self.last_status_write = Some(Instant::now());
                 self.status_dirty = false;
                 self.status_basis = mc
