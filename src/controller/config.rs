@@ -26,6 +26,8 @@ pub struct RunArgs {
     /// Address of /metrics (`:8080` = all interfaces, `0` = off).
     #[arg(long, env = "BIC_METRICS_BIND_ADDRESS", default_value = ":8080")]
     pub metrics_bind_address: String,
+    #[command(flatten)]
+    pub metrics_server: crate::server::MetricsServerArgs,
     /// Address of /healthz and /readyz (`0` = off).
     #[arg(long, env = "BIC_HEALTH_PROBE_BIND_ADDRESS", default_value = ":8081")]
     pub health_probe_bind_address: String,

@@ -69,6 +69,8 @@ pub enum RunError {
         address: std::net::SocketAddr,
         source: std::io::Error,
     },
+    #[error("cannot serve /metrics over TLS: {0}")]
+    MetricsTls(#[from] server::secure::TlsError),
     #[error(transparent)]
     LeaseLost(#[from] lease::LeaseLost),
 }
@@ -97,6 +99,7 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> Result<(), RunEr
             *listeners.entry(addr).or_default() |= endpoints;
         }
     }
+    let security = server::Security::from_args(&args.metrics_server, &client, &shutdown)?;
     for (addr, endpoints) in listeners {
         server::serve(
             addr,
@@ -104,6 +107,7 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> Result<(), RunEr
             metrics.clone(),
             health.clone(),
             shutdown.clone(),
+            security.clone(),
         )
         .await
         .map_err(|source| RunError::Listen {
