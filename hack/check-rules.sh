@@ -45,7 +45,7 @@ done
 ((${#untested[@]} == 0)) || die "alerts without a test in hack/promtool/tests.yaml: ${untested[*]}"
 # ... and both a case where it fires and one where it must not.
 if python3 -c 'import yaml' 2>/dev/null; then
-  python3 - "$work/tests.yaml" "${alerts[@]}" <<'PY' || die "every alert needs a firing and a quiet case in hack/promtool/tests.yaml"
+  python3 - "$work/tests.yaml" "${alerts[@]}" <<'PY' || die "every alert needs a firing and a quiet case, each firing with a namespace label, in hack/promtool/tests.yaml"
 import sys, yaml
 tests = yaml.safe_load(open(sys.argv[1]))["tests"]
 cases = {}
@@ -53,6 +53,14 @@ for test in tests:
     for case in test.get("alert_rule_test", []):
         cases.setdefault(case["alertname"], set()).add(bool(case.get("exp_alerts")))
 missing = [a for a in sys.argv[2:] if cases.get(a) != {True, False}]
+# promtool compares labels exactly, so an expected `namespace` proves the alert carries one:
+# every runbook starts from the controller's namespace.
+for test in tests:
+    for case in test.get("alert_rule_test", []):
+        for alert in case.get("exp_alerts") or []:
+            if "namespace" not in alert.get("exp_labels", {}):
+                print(f"check-rules: {case['alertname']}: an expected alert without a namespace label", file=sys.stderr)
+                missing.append(case["alertname"])
 for alert in missing:
     print(f"check-rules: {alert}: has {'no firing' if True not in cases.get(alert, ()) else 'no quiet'} case", file=sys.stderr)
 sys.exit(1 if missing else 0)

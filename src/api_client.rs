@@ -2,22 +2,16 @@
 //! User-Agent naming the program and its version, and the field manager every write carries,
 //! so that audit logs and `managedFields` show which changes are ours.
 
-use std::path::Path;
-
 use kube::Client;
 use kube::api::{PatchParams, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
+
+use crate::kubeconfig::ClusterArgs;
 
 /// The field manager of every write: conditions applied server-side, patches, creates.
 pub const FIELD_MANAGER: &str = "boot-image-controller";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    #[error("cannot read the kubeconfig {path}: {source}")]
-    Kubeconfig {
-        path: String,
-        source: kube::config::KubeconfigError,
-    },
     #[error("cannot configure the Kubernetes client: {0}")]
     Config(String),
 }
@@ -27,23 +21,9 @@ pub fn user_agent() -> String {
     format!("{FIELD_MANAGER}/{}", env!("CARGO_PKG_VERSION"))
 }
 
-/// A client from `kubeconfig`, or from the environment (in-cluster config, `KUBECONFIG`) when
-/// none is given.
-pub async fn connect(kubeconfig: Option<&Path>) -> Result<Client, ClientError> {
-    let mut config = match kubeconfig {
-        Some(path) => {
-            let file = Kubeconfig::read_from(path).map_err(|source| ClientError::Kubeconfig {
-                path: path.display().to_string(),
-                source,
-            })?;
-            kube::Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
-                .await
-                .map_err(|e| ClientError::Config(e.to_string()))?
-        }
-        None => kube::Config::infer()
-            .await
-            .map_err(|e| ClientError::Config(e.to_string()))?,
-    };
+/// A client for the cluster `cluster` names (as kubectl finds it).
+pub async fn connect(cluster: &ClusterArgs) -> Result<Client, ClientError> {
+    let mut config = cluster.config().await.map_err(ClientError::Config)?;
     let agent = user_agent()
         .parse()
         .map_err(|_| ClientError::Config("the User-Agent is not a valid header value".into()))?;

@@ -10,6 +10,7 @@ pub mod arch;
 pub mod cli;
 pub mod controller;
 pub mod known_images;
+pub mod kubeconfig;
 pub mod machine_kind;
 pub mod manifests;
 pub mod metrics;

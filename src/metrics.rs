@@ -11,6 +11,14 @@ use crate::machine_kind::MachineKind;
 use crate::plan::{Action, Blocked, Decision};
 use crate::reason::{Category, Reason};
 
+/// What was built, for `build_info` and `--version`.
+pub mod build {
+    pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+    /// The source commit, set by build.rs (`unknown` when built outside a git checkout without
+    /// `BIC_GIT_COMMIT`).
+    pub const COMMIT: &str = env!("BIC_GIT_COMMIT");
+}
+
 /// Metric names, shared with the alert rules and the dashboard (a test checks they match).
 pub mod names {
     pub const MACHINE_RESOURCES: &str = "boot_image_controller_machine_resources";
@@ -23,6 +31,8 @@ pub mod names {
     pub const GOLDEN_STREAM: &str = "boot_image_controller_golden_stream_info";
     pub const LEADER: &str = "boot_image_controller_leader";
     pub const WRITES: &str = "boot_image_controller_writes_total";
+    pub const WRITE_FAILURES: &str = "boot_image_controller_write_failures_total";
+    pub const BUILD_INFO: &str = "boot_image_controller_build_info";
     pub const READY: &str = "boot_image_controller_ready";
     pub const HOLD_EXCEEDED: &str = "boot_image_controller_hold_exceeded";
     /// Same name and meaning as the Machine Config Operator's gauge, so existing alerts and
@@ -30,6 +40,15 @@ pub mod names {
     pub const MCC_UPDATE_ERROR: &str = "mcc_bootimage_update_error";
 }
 
+/// What a write changed: the kind of object, or the object and subresource. Never an outcome:
+/// failures are counted apart, so that `sum(rate(writes_total))` is the rate of changes made.
+pub const WRITE_TARGETS: [&str; 5] = [
+    "MachineSet",
+    "ControlPlaneMachineSet",
+    "MachineConfiguration/status",
+    "Event",
+    "ConfigMap",
+];
 #[derive(Clone)]
 pub struct Metrics {
     registry: Registry,
@@ -43,12 +62,16 @@ pub struct Metrics {
     /// 1 for the gate currently blocking all writes.
     pub blocked: IntGaugeVec,
     pub reconcile_duration: HistogramVec,
-    pub last_sync: IntGauge,
+    pub last_sync: LastSync,
     pub golden_stream: IntGaugeVec,
     pub leader: IntGauge,
     pub ready: IntGauge,
-    /// Writes to the API by kind of object (`MachineSet`, `status`, `Event`, `ConfigMap`).
+    /// Successful writes to the API, by target (one of [`WRITE_TARGETS`]).
     pub writes: IntCounterVec,
+    /// Writes the API refused or that did not reach it, by target. Conflicts we retry by
+    /// design are not failures.
+    pub write_failures: IntCounterVec,
+    build_info: IntGaugeVec,
     pub mcc_update_error: GaugeVec,
     /// 1 while a hold has lasted longer than `--hold-degrade-after`, by its reason.
     pub hold_exceeded: IntGaugeVec,
@@ -96,11 +119,12 @@ impl Metrics {
                 &["scope"],
             )
             .unwrap(),
-            last_sync: IntGauge::new(
+            last_sync: LastSync(vec_of(
+                IntGaugeVec::new,
                 names::LAST_SYNC,
                 "Unix time of the last reconcile pass that ended with every write done",
-            )
-            .unwrap(),
+                &[],
+            )),
             golden_stream: vec_of(
                 IntGaugeVec::new,
                 names::GOLDEN_STREAM,
@@ -113,8 +137,20 @@ impl Metrics {
             writes: vec_of(
                 IntCounterVec::new,
                 names::WRITES,
-                "Writes to the Kubernetes API, by kind of object",
-                &["kind"],
+                "Successful writes to the Kubernetes API, by object (and subresource) written",
+                &["target"],
+            ),
+            write_failures: vec_of(
+                IntCounterVec::new,
+                names::WRITE_FAILURES,
+                "Writes to the Kubernetes API that failed, by object (and subresource)",
+                &["target"],
+            ),
+            build_info: vec_of(
+                IntGaugeVec::new,
+                names::BUILD_INFO,
+                "The controller's version and source commit (value 1)",
+                &["version", "commit"],
             ),
             mcc_update_error: vec_of(
                 GaugeVec::new,
@@ -133,6 +169,15 @@ impl Metrics {
         for c in m.collectors() {
             m.registry.register(c).expect("metric names are unique");
         }
+        // Process metrics (CPU, memory, file descriptors, start time) under the usual
+        // `process_` names, so the cluster's standard queries and alerts apply. They read
+        // /proc, hence Linux only.
+        #[cfg(target_os = "linux")]
+        m.registry
+            .register(Box::new(
+                prometheus::process_collector::ProcessCollector::for_self(),
+            ))
+            .expect("process metric names are unique");
         m.initialize_series();
         m.observe_hold(None);
         m
@@ -156,10 +201,13 @@ impl Metrics {
         for scope in ["all", "some"] {
             self.reconcile_duration.with_label_values(&[scope]);
         }
-        let kinds = MachineKind::ALL.map(MachineKind::kind);
-        for kind in kinds.into_iter().chain(["status", "Event", "ConfigMap"]) {
-            self.writes.with_label_values(&[kind]);
+        for target in WRITE_TARGETS {
+            self.writes.with_label_values(&[target]);
+            self.write_failures.with_label_values(&[target]);
         }
+        self.build_info
+            .with_label_values(&[build::VERSION, build::COMMIT])
+            .set(1);
     }
 
     fn collectors(&self) -> Vec<Box<dyn prometheus::core::Collector>> {
@@ -170,11 +218,13 @@ impl Metrics {
             Box::new(self.hot_loops.clone()),
             Box::new(self.blocked.clone()),
             Box::new(self.reconcile_duration.clone()),
-            Box::new(self.last_sync.clone()),
+            Box::new(self.last_sync.0.clone()),
             Box::new(self.golden_stream.clone()),
             Box::new(self.leader.clone()),
             Box::new(self.ready.clone()),
             Box::new(self.writes.clone()),
+            Box::new(self.write_failures.clone()),
+            Box::new(self.build_info.clone()),
             Box::new(self.mcc_update_error.clone()),
             Box::new(self.hold_exceeded.clone()),
         ]
@@ -253,6 +303,18 @@ fn vec_of<M>(
     new(Opts::new(name, help), labels).expect("metric names and labels are valid")
 }
 
+/// The time of the last complete sync. Its series does not exist until the first one: a zero
+/// would read as "last synced in 1970", and `time() - last_sync` as 56 years of staleness for a
+/// controller that simply has not finished its first pass (alerts use `absent()` for that).
+#[derive(Clone)]
+pub struct LastSync(IntGaugeVec);
+
+impl LastSync {
+    pub fn set(&self, unix_seconds: i64) {
+        self.0.with_label_values::<&str>(&[]).set(unix_seconds);
+    }
+}
+
 impl Default for Metrics {
     fn default() -> Self {
         Self::new()
@@ -272,6 +334,56 @@ mod tests {
             reason,
             String::new(),
         )
+    }
+
+    fn has_sample(text: &str, name: &str) -> bool {
+        text.lines()
+            .any(|l| !l.starts_with('#') && l.split(['{', ' ']).next() == Some(name))
+    }
+
+    #[test]
+    fn the_last_sync_time_is_absent_until_the_first_sync() {
+        let m = Metrics::new();
+        assert!(!has_sample(&m.render(), names::LAST_SYNC), "{}", m.render());
+        m.last_sync.set(1_700_000_000);
+        assert!(
+            m.render()
+                .contains(&format!("{} 1700000000", names::LAST_SYNC)),
+            "{}",
+            m.render()
+        );
+    }
+
+    #[test]
+    fn build_info_names_the_version_and_commit() {
+        let text = Metrics::new().render();
+        let expected = format!(
+            r#"{}{{commit="{}",version="{}"}} 1"#,
+            names::BUILD_INFO,
+            build::COMMIT,
+            env!("CARGO_PKG_VERSION")
+        );
+        assert!(text.contains(&expected), "{text}");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn process_metrics_are_exported() {
+        let text = Metrics::new().render();
+        for name in ["process_cpu_seconds_total", "process_resident_memory_bytes"] {
+            assert!(has_sample(&text, name), "no {name} in {text}");
+        }
+    }
+
+    #[test]
+    fn writes_are_labelled_by_target_only() {
+        let text = Metrics::new().render();
+        for target in WRITE_TARGETS {
+            assert!(
+                text.contains(&format!(r#"{}{{target="{target}"}} 0"#, names::WRITES)),
+                "{text}"
+            );
+        }
     }
 
     #[test]

@@ -25,7 +25,7 @@ const MACHINE_SET: (&str, &str) = ("machine.openshift.io/v1beta1", "MachineSet")
 const OPT_OUT: &str = "machineconfiguration.openshift.io/boot-image-updates";
 const PAUSE: &str = "machineconfiguration.openshift.io/boot-image-updates-paused";
 const HOT_LOOP: &str = "boot-image-controller.io/hot-loop";
-const MACHINE_SET_WRITES: &str = r#"boot_image_controller_writes_total{kind="MachineSet"}"#;
+const MACHINE_SET_WRITES: &str = r#"boot_image_controller_writes_total{target="MachineSet"}"#;
 const PATCHES_UPDATED: &str =
     r#"boot_image_controller_patches_total{kind="MachineSet",result="updated"}"#;
 const FULL_PASSES: &str = r#"boot_image_controller_reconcile_duration_seconds_count{scope="all"}"#;
@@ -1151,19 +1151,16 @@ async fn resyncs_of_a_converged_cluster_write_nothing() {
     let versions = env.machine_set_versions().await;
     let configuration = resource_version(&env.machine_configuration().await);
     let writes = |metrics: &str| -> Vec<(String, Option<f64>)> {
-        [
-            "MachineSet",
-            "status",
-            "Event",
-            "ConfigMap",
-            "ConfigMapFailed",
-        ]
-        .iter()
-        .map(|kind| {
-            let series = format!(r#"boot_image_controller_writes_total{{kind="{kind}"}}"#);
-            (kind.to_string(), sample(metrics, &series))
-        })
-        .collect()
+        boot_image_controller::metrics::WRITE_TARGETS
+            .iter()
+            .flat_map(|target| {
+                ["writes_total", "write_failures_total"].map(|family| {
+                    let series = format!(r#"boot_image_controller_{family}{{target="{target}"}}"#);
+                    let value = sample(metrics, &series);
+                    (series, value)
+                })
+            })
+            .collect()
     };
     let before = writes(&ctl.metrics().await);
     let passes = ctl.metric(FULL_PASSES).await.unwrap_or_default();

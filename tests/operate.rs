@@ -44,6 +44,8 @@ const EXPORTED_METRICS: &[&str] = &[
     "boot_image_controller_ready",
     "boot_image_controller_writes_total",
     "boot_image_controller_hold_exceeded",
+    "boot_image_controller_write_failures_total",
+    "boot_image_controller_build_info",
     "mcc_bootimage_update_error",
 ];
 
@@ -955,7 +957,10 @@ async fn the_controller_works_as_its_service_account_with_exactly_the_manifests_
     );
     assert_eq!(
         controller
-            .metric(&format!("{}{{kind=\"ConfigMapFailed\"}}", names::WRITES))
+            .metric(&format!(
+                "{}{{target=\"ConfigMap\"}}",
+                names::WRITE_FAILURES
+            ))
             .await
             .unwrap_or(0.0),
         0.0,
@@ -1374,6 +1379,8 @@ fn the_expected_metrics_are_the_ones_the_controller_defines() {
         names::GOLDEN_STREAM,
         names::LEADER,
         names::WRITES,
+        names::WRITE_FAILURES,
+        names::BUILD_INFO,
         names::READY,
         names::MCC_UPDATE_ERROR,
         names::HOLD_EXCEEDED,

@@ -13,12 +13,20 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 pub use plan::{OutputFormat, PlanArgs};
+
+/// `--version`: the release and the commit it was built from, so a bug report pins the code.
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("BIC_GIT_COMMIT"),
+    ")"
+);
 pub use revert::RevertArgs;
 
 #[derive(Debug, Parser)]
 #[command(
     name = "boot-image-controller",
-    version,
+    version = VERSION,
     about = "Keeps the boot images of OpenShift MachineSets current with the cluster's golden \
              CoreOS stream"
 )]
@@ -39,7 +47,9 @@ pub enum Command {
     /// Print the CRDs of the OpenShift kinds the controller touches, for local test clusters.
     ///
     /// A multi-document YAML stream for `kubectl apply -f -`. Real clusters ship the upstream
-    /// CRDs; these are generated from our own types.
+    /// CRDs; these are generated from our own types. Hidden: only the test harness and the demo
+    /// need it, and applying it to a real cluster would replace OpenShift's own CRDs.
+    #[command(hide = true)]
     Crds,
     /// Run the controller against a cluster (in-cluster config or a kubeconfig).
     Run(crate::controller::RunArgs),
@@ -51,6 +61,15 @@ pub enum Command {
     /// entries from the history. Exit codes: 0 reverted, 2 nothing recorded to revert (or not
     /// found), 3 refused because a value changed since the controller wrote it, 1 other errors.
     Revert(RevertArgs),
+    /// Print a shell completion script.
+    ///
+    /// bash: `source <(boot-image-controller completion bash)`; zsh: write it to a file named
+    /// `_boot-image-controller` in a folder of `$fpath`; fish: to
+    /// `~/.config/fish/completions/boot-image-controller.fish`.
+    Completion {
+        /// The shell to complete for.
+        shell: clap_complete::Shell,
+    },
 }
 
 /// Parses the arguments, runs the subcommand and turns its outcome into the exit code.
@@ -62,11 +81,24 @@ pub fn main() -> ExitCode {
         Command::Crds => crds::run(),
         Command::Run(args) => run::run(args),
         Command::Revert(args) => revert::run(&args),
+        Command::Completion { shell } => completion(shell),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => failure.report(),
     }
+}
+
+fn completion(shell: clap_complete::Shell) -> Result<(), Failure> {
+    use clap::CommandFactory;
+    let mut script = Vec::new();
+    clap_complete::generate(
+        shell,
+        &mut Cli::command(),
+        "boot-image-controller",
+        &mut script,
+    );
+    write_stdout(&String::from_utf8_lossy(&script))
 }
 
 /// Why a command failed, and with which exit code.
@@ -148,6 +180,62 @@ mod tests {
     #[test]
     fn the_command_line_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    /// Every flag and argument a user can see says what it does in `--help`.
+    #[test]
+    fn every_visible_argument_has_help() {
+        fn visit(command: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for arg in command.get_arguments() {
+                let id = arg.get_id().as_str();
+                if arg.is_hide_set() || id == "help" || id == "version" {
+                    continue;
+                }
+                if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                    missing.push(format!("{path} {id}"));
+                }
+            }
+            for sub in command.get_subcommands() {
+                if sub.get_name() != "help" {
+                    visit(sub, &format!("{path} {}", sub.get_name()), missing);
+                }
+            }
+        }
+        let mut missing = Vec::new();
+        visit(&Cli::command(), "boot-image-controller", &mut missing);
+        assert!(missing.is_empty(), "no help text: {missing:?}");
+    }
+
+    #[test]
+    fn every_command_that_talks_to_a_cluster_takes_a_context() {
+        for name in ["run", "revert"] {
+            let command = Cli::command();
+            let sub = command.find_subcommand(name).expect(name);
+            for flag in ["kubeconfig", "context"] {
+                assert!(
+                    sub.get_arguments()
+                        .any(|a| a.get_long() == Some(flag) && !a.is_hide_set()),
+                    "{name} has no --{flag}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_test_only_crds_command_is_hidden_but_works() {
+        let command = Cli::command();
+        assert!(command.find_subcommand("crds").expect("crds").is_hide_set());
+        assert!(Cli::try_parse_from(["boot-image-controller", "crds"]).is_ok());
+    }
+
+    #[test]
+    fn the_version_names_the_commit() {
+        let version = Cli::command().render_version();
+        assert!(
+            version.contains(env!("CARGO_PKG_VERSION"))
+                && version.contains(&format!("commit {}", env!("BIC_GIT_COMMIT"))),
+            "{version}"
+        );
     }
 
     #[test]

@@ -22,6 +22,7 @@ pub struct PlanArgs {
     #[arg(long = "manifests", short = 'f', value_name = "PATH", required = true)]
     pub manifests: Vec<PathBuf>,
 
+    /// Output format: a table for people, the complete plan as JSON for tools.
     #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Table)]
     pub output: OutputFormat,
 

@@ -5,7 +5,6 @@
 //! guarded JSON Patch and says what changed.
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
 
 use anyhow::{Context as _, anyhow};
 use clap::{ArgGroup, Args};
@@ -51,9 +50,8 @@ pub struct RevertArgs {
     #[arg(long)]
     pub dry_run: bool,
 
-    /// Kubeconfig file; in-cluster config when absent.
-    #[arg(long, env = "KUBECONFIG")]
-    pub kubeconfig: Option<PathBuf>,
+    #[command(flatten)]
+    pub cluster: crate::kubeconfig::ClusterArgs,
 }
 
 impl RevertArgs {
@@ -78,7 +76,7 @@ pub fn run(args: &RevertArgs) -> Result<(), Failure> {
 async fn revert_object(args: &RevertArgs) -> Result<(), Failure> {
     let (kind, name) = args.target();
     let described = format!("{kind} {}/{name}", args.namespace);
-    let client = api_client::connect(args.kubeconfig.as_deref())
+    let client = api_client::connect(&args.cluster)
         .await
         .map_err(|e| Failure::runtime(RUNTIME_CODE, e))?;
     let api: Api<DynamicObject> =

@@ -21,12 +21,13 @@ pub enum LogFormat {
 
 #[derive(Args, Clone, Debug)]
 pub struct RunArgs {
-    /// Kubeconfig file; in-cluster config when absent.
-    #[arg(long, env = "KUBECONFIG")]
-    pub kubeconfig: Option<PathBuf>,
+    #[command(flatten)]
+    pub cluster: crate::kubeconfig::ClusterArgs,
     /// Address of /metrics (`:8080` = all interfaces, `0` = off).
     #[arg(long, env = "BIC_METRICS_BIND_ADDRESS", default_value = ":8080")]
     pub metrics_bind_address: String,
+    #[command(flatten)]
+    pub metrics_server: crate::server::MetricsServerArgs,
     /// Address of /healthz and /readyz (`0` = off).
     #[arg(long, env = "BIC_HEALTH_PROBE_BIND_ADDRESS", default_value = ":8081")]
     pub health_probe_bind_address: String,
@@ -36,6 +37,7 @@ pub struct RunArgs {
     /// Namespace of the leader Lease (default: the controller's namespace).
     #[arg(long, env = "BIC_LEADER_ELECTION_NAMESPACE")]
     pub leader_election_namespace: Option<String>,
+    /// Name of the leader Lease; replicas with the same name elect one leader.
     #[arg(
         long,
         env = "BIC_LEADER_ELECTION_ID",
@@ -55,10 +57,13 @@ pub struct RunArgs {
         default_value = "openshift-machine-api"
     )]
     pub machine_api_namespace: String,
+    /// Namespace of the golden boot image ConfigMap.
     #[arg(long, env = "BIC_GOLDEN_CONFIGMAP_NAMESPACE", default_value = names::GOLDEN_CONFIGMAP_NAMESPACE)]
     pub golden_configmap_namespace: String,
+    /// Name of the golden boot image ConfigMap.
     #[arg(long, env = "BIC_GOLDEN_CONFIGMAP_NAME", default_value = names::GOLDEN_CONFIGMAP_NAME)]
     pub golden_configmap_name: String,
+    /// Name of the MachineConfiguration that selects MachineSets and carries the conditions.
     #[arg(long, env = "BIC_MACHINE_CONFIGURATION_NAME", default_value = names::MACHINE_CONFIGURATION_NAME)]
     pub machine_configuration_name: String,
     /// Name of the Infrastructure singleton (tests run several simulated clusters side by side).
@@ -96,6 +101,7 @@ pub struct RunArgs {
     /// MachineSet patches in flight at once.
     #[arg(long, env = "BIC_MAX_CONCURRENT_PATCHES", default_value_t = 8)]
     pub max_concurrent_patches: usize,
+    /// Log format on stderr: `text` for people, `json` for log collectors.
     #[arg(long, env = "BIC_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
     /// A tracing filter: `info`, `debug`, `boot_image_controller=debug,kube=info`, ...

@@ -130,7 +130,10 @@ pub async fn remember(
         // Someone (another replica, a previous pass) wrote first; the next pass merges again.
         Err(kube::Error::Api(e)) if e.code == 409 || e.code == 422 => {}
         Err(e) => {
-            metrics.writes.with_label_values(&["ConfigMapFailed"]).inc();
+            metrics
+                .write_failures
+                .with_label_values(&["ConfigMap"])
+                .inc();
             warn!(error = %e, configmap = CONFIG_MAP_NAME, "could not remember known images (bookkeeping only)");
         }
     }

@@ -73,6 +73,8 @@ pub enum RunError {
         address: SocketAddr,
         source: std::io::Error,
     },
+    #[error("cannot serve /metrics over TLS: {0}")]
+    MetricsTls(#[from] server::secure::TlsError),
     #[error(transparent)]
     LeaseLost(#[from] lease::LeaseLost),
 }
@@ -89,10 +91,10 @@ enum Leadership {
 
 /// Runs until `shutdown` is cancelled (clean exit) or the leader lease is lost (error).
 pub async fn run(args: RunArgs, shutdown: CancellationToken) -> Result<(), RunError> {
-    let client = api_client::connect(args.kubeconfig.as_deref()).await?;
+    let client = api_client::connect(&args.cluster).await?;
     let metrics = Metrics::new();
     let health = Arc::new(Health::default());
-    serve_endpoints(&args, &metrics, &health, &shutdown).await?;
+    serve_endpoints(&args, &client, &metrics, &health, &shutdown).await?;
 
     let own_namespace = args.own_namespace();
     let (trigger_tx, trigger_rx) = mpsc::unbounded_channel();
@@ -144,6 +146,7 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> Result<(), RunEr
 /// serves both when the two flags name the same address (local runs and tests).
 async fn serve_endpoints(
     args: &RunArgs,
+    client: &Client,
     metrics: &Metrics,
     health: &Arc<Health>,
     shutdown: &CancellationToken,
@@ -162,6 +165,7 @@ async fn serve_endpoints(
             *listeners.entry(addr).or_default() |= endpoints;
         }
     }
+    let security = server::Security::from_args(&args.metrics_server, client, shutdown)?;
     for (address, endpoints) in listeners {
         server::serve(
             address,
@@ -169,6 +173,7 @@ async fn serve_endpoints(
             metrics.clone(),
             health.clone(),
             shutdown.clone(),
+            security.clone(),
         )
         .await
         .map_err(|source| RunError::Listen { address, source })?;

@@ -126,6 +126,7 @@ impl Controller {
             Outcome::Gone | Outcome::Withheld | Outcome::Deferred => false,
             Outcome::Failed(error) | Outcome::Rejected(error) => {
                 count("failed");
+                self.metrics.write_failures.with_label_values(&[kind]).inc();
                 warn!(kind, name = %d.name, error = %error, "patch failed");
                 false
             }
@@ -193,7 +194,13 @@ impl Controller {
         for result in sent {
             match result {
                 Ok(()) => self.metrics.writes.with_label_values(&["Event"]).inc(),
-                Err(e) => warn!(error = %e, "could not publish an Event"),
+                Err(e) => {
+                    warn!(error = %e, "could not publish an Event");
+                    self.metrics
+                        .write_failures
+                        .with_label_values(&["Event"])
+                        .inc();
+                }
             }
         }
     }

@@ -51,13 +51,16 @@ impl Controller {
         }
         match status::write(&self.configurations, name, &conditions).await {
             Ok(()) => {
-                self.metrics.writes.with_label_values(&["status"]).inc();
+                let target = ["MachineConfiguration/status"];
+                self.metrics.writes.with_label_values(&target).inc();
                 self.last_status_write = Some(Instant::now());
                 self.status_dirty = false;
                 self.status_basis = mc.metadata.resource_version.map(|rv| (rv, conditions));
             }
             Err(e) => {
                 warn!(error = %e, "could not write MachineConfiguration status");
+                let target = ["MachineConfiguration/status"];
+                self.metrics.write_failures.with_label_values(&target).inc();
                 self.status_dirty = true;
                 self.last_status_write = Some(Instant::now());
             }

@@ -1,0 +1,236 @@
+//! `/metrics` over TLS, for clients the API server vouches for.
+//!
+//! The same contract as controller-runtime's secure metrics filter
+//! (`sigs.k8s.io/controller-runtime/pkg/metrics/filters`, which kubebuilder scaffolds): the
+//! bearer token is checked with a TokenReview, and the user it names must be allowed `get` on
+//! the non-resource URL `/metrics` (a SubjectAccessReview). No token or a token the API server
+//! rejects: 401. A valid token without that permission: 403. So Prometheus needs a ClusterRole
+//! with `nonResourceURLs: ["/metrics"], verbs: ["get"]`, as it has for other OpenShift
+//! components, and nothing else can read the series.
+//!
+//! The certificate is OpenShift's service-CA serving certificate: the Service annotation
+//! `service.beta.openshift.io/serving-cert-secret-name` makes the service-ca operator write it
+//! into a Secret that the Deployment mounts. The operator renews it before it expires and the
+//! kubelet swaps the mounted files, so the files are re-read when they change, without a
+//! restart.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
+use k8s_openapi::api::authorization::v1::{
+    NonResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+};
+use kube::Client;
+use kube::api::{Api, PostParams};
+use rustls::pki_types::pem::PemObject as _;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+/// File names inside the certificate folder: the keys of a `kubernetes.io/tls` Secret, which
+/// is what the service-ca operator writes.
+pub const CERT_FILE: &str = "tls.crt";
+pub const KEY_FILE: &str = "tls.key";
+
+/// How often the certificate files are compared with what is served. The service-CA renews
+/// certificates long before they expire, so a few seconds of delay never matter.
+const RELOAD_INTERVAL: Duration = Duration::from_secs(5);
+
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Invalid { path: PathBuf, message: String },
+}
+
+/// The certificate and key currently served, replaced when the files change.
+#[derive(Debug)]
+pub struct ReloadingCertificate {
+    dir: PathBuf,
+    /// The files' bytes (to notice a change) and what they parsed into.
+    current: RwLock<(Vec<u8>, Arc<CertifiedKey>)>,
+}
+
+impl ReloadingCertificate {
+    /// Reads the folder now, so a missing or broken certificate fails start-up.
+    pub fn load(dir: &Path) -> Result<Arc<Self>, TlsError> {
+        let (bytes, key) = read_pair(dir)?;
+        Ok(Arc::new(ReloadingCertificate {
+            dir: dir.to_path_buf(),
+            current: RwLock::new((bytes, key)),
+        }))
+    }
+
+    /// Re-reads the files until `shutdown`.
+    pub fn watch(self: &Arc<Self>, shutdown: CancellationToken) {
+        let this = self.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(RELOAD_INTERVAL) => {}
+                }
+                this.reload();
+            }
+        });
+    }
+
+    fn reload(&self) {
+        // Missing for a moment while the kubelet swaps the files: keep serving the old pair.
+        let Ok(bytes) = raw_pair(&self.dir) else {
+            return;
+        };
+        if self.current.read().is_ok_and(|c| c.0 == bytes) {
+            return;
+        }
+        match read_pair(&self.dir) {
+            Ok((bytes, key)) => {
+                if let Ok(mut current) = self.current.write() {
+                    *current = (bytes, key);
+                    info!(dir = %self.dir.display(), "serving a renewed metrics certificate");
+                }
+            }
+            // Caught half-written, or a key that does not match yet: the next round retries.
+            Err(e) => warn!(error = %e, "keeping the previous metrics certificate"),
+        }
+    }
+}
+
+impl ResolvesServerCert for ReloadingCertificate {
+    fn resolve(&self, _: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        self.current.read().ok().map(|c| c.1.clone())
+    }
+}
+
+fn raw_pair(dir: &Path) -> Result<Vec<u8>, TlsError> {
+    let mut bytes = Vec::new();
+    for name in [CERT_FILE, KEY_FILE] {
+        let path = dir.join(name);
+        bytes.extend(std::fs::read(&path).map_err(|source| TlsError::Read { path, source })?);
+    }
+    Ok(bytes)
+}
+
+fn read_pair(dir: &Path) -> Result<(Vec<u8>, Arc<CertifiedKey>), TlsError> {
+    let bytes = raw_pair(dir)?;
+    let cert_path = dir.join(CERT_FILE);
+    let key_path = dir.join(KEY_FILE);
+    let invalid = |path: &Path, message: String| TlsError::Invalid {
+        path: path.to_path_buf(),
+        message,
+    };
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&cert_path)
+        .map_err(|e| invalid(&cert_path, e.to_string()))?
+        .collect::<Result<_, _>>()
+        .map_err(|e| invalid(&cert_path, e.to_string()))?;
+    if chain.is_empty() {
+        return Err(invalid(&cert_path, "no certificate".into()));
+    }
+    let key =
+        PrivateKeyDer::from_pem_file(&key_path).map_err(|e| invalid(&key_path, e.to_string()))?;
+    let signing = rustls::crypto::ring::sign::any_supported_type(&key)
+        .map_err(|e| invalid(&key_path, e.to_string()))?;
+    let certified = CertifiedKey::new(chain, signing);
+    // A renewed certificate arrives with its own key; serving it with the old one would fail
+    // every handshake.
+    certified
+        .keys_match()
+        .map_err(|e| invalid(&key_path, format!("does not match {CERT_FILE}: {e}")))?;
+    Ok((bytes, Arc::new(certified)))
+}
+
+/// A TLS acceptor serving the current certificate, HTTP/1.1 only.
+pub fn acceptor(certificate: Arc<ReloadingCertificate>) -> tokio_rustls::TlsAcceptor {
+    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("the ring provider supports the default protocol versions")
+    .with_no_client_auth()
+    .with_cert_resolver(certificate);
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    tokio_rustls::TlsAcceptor::from(Arc::new(config))
+}
+
+/// What the API server said about a request's credentials.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Allowed,
+    /// No bearer token, or one the API server does not accept (401).
+    Unauthenticated,
+    /// Authenticated, but not allowed the request (403); the user's name, for the log.
+    Forbidden(String),
+}
+
+/// Asks the API server who a token belongs to and whether they may make a request.
+#[derive(Clone)]
+pub struct Reviewer {
+    client: Client,
+}
+
+impl Reviewer {
+    pub fn new(client: Client) -> Self {
+        Reviewer { client }
+    }
+
+    /// `authorization` is the request's `Authorization` header, if any.
+    pub async fn review(
+        &self,
+        authorization: Option<&str>,
+        verb: &str,
+        path: &str,
+    ) -> Result<Verdict, kube::Error> {
+        let Some(token) = authorization
+            .and_then(|h| h.strip_prefix("Bearer "))
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+        else {
+            return Ok(Verdict::Unauthenticated);
+        };
+        let review = TokenReview {
+            spec: TokenReviewSpec {
+                token: Some(token.to_string()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let reviewed = Api::<TokenReview>::all(self.client.clone())
+            .create(&PostParams::default(), &review)
+            .await?;
+        let status = reviewed.status.unwrap_or_default();
+        let Some(user) = status.user.filter(|_| status.authenticated == Some(true)) else {
+            return Ok(Verdict::Unauthenticated);
+        };
+        let name = user.username.clone().unwrap_or_default();
+        let access = SubjectAccessReview {
+            spec: SubjectAccessReviewSpec {
+                user: user.username,
+                groups: user.groups,
+                uid: user.uid,
+                extra: user.extra,
+                non_resource_attributes: Some(NonResourceAttributes {
+                    path: Some(path.to_string()),
+                    verb: Some(verb.to_ascii_lowercase()),
+                }),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let decided = Api::<SubjectAccessReview>::all(self.client.clone())
+            .create(&PostParams::default(), &access)
+            .await?;
+        Ok(if decided.status.is_some_and(|s| s.allowed) {
+            Verdict::Allowed
+        } else {
+            Verdict::Forbidden(name)
+        })
+    }
+}

@@ -1,0 +1,292 @@
+//! `run --metrics-secure` against the real API server: /metrics over TLS only for a client whose
+//! token the API server accepts and allows `get` on `/metrics`, probes still plain HTTP, and a
+//! renewed certificate served without a restart.
+//!
+//! Needs `openssl` and `curl` (the test harness installs openssl; curl is what a person uses to
+//! check this by hand, so the test uses it too).
+
+mod support;
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::json;
+use support::TestEnv;
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// A self-signed certificate for 127.0.0.1 in `dir` (tls.crt, tls.key), as the service-CA
+/// operator would write one (the names are the keys of its Secret).
+fn write_certificate(dir: &Path, name: &str) {
+    std::fs::create_dir_all(dir).unwrap();
+    let out = Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt"])
+        .arg("ec_paramgen_curve:prime256v1")
+        .args(["-nodes", "-days", "1", "-subj"])
+        .arg(format!("/CN={name}"))
+        .args(["-addext", "subjectAltName=IP:127.0.0.1"])
+        .arg("-keyout")
+        .arg(dir.join("tls.key.new"))
+        .arg("-out")
+        .arg(dir.join("tls.crt.new"))
+        .output()
+        .expect("openssl runs");
+    assert!(
+        out.status.success(),
+        "openssl: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Key first, then certificate, each replaced in one rename: the controller may look at any
+    // moment and must only ever keep a pair that parses.
+    std::fs::rename(dir.join("tls.key.new"), dir.join("tls.key")).unwrap();
+    std::fs::rename(dir.join("tls.crt.new"), dir.join("tls.crt")).unwrap();
+}
+
+/// `curl` of `url`: the HTTP status (0 when no HTTP response came back) and the body.
+fn curl(url: &str, ca: &Path, token: Option<&str>) -> (u16, String) {
+    let mut command = Command::new("curl");
+    command
+        .args([
+            "-sS",
+            "--max-time",
+            "20",
+            "-w",
+            "\n%{http_code}",
+            "--cacert",
+        ])
+        .arg(ca)
+        .arg(url);
+    if let Some(token) = token {
+        command.args(["-H", &format!("Authorization: Bearer {token}")]);
+    }
+    let out = command.output().expect("curl runs");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", &text));
+    (code.trim().parse().unwrap_or(0), body.to_string())
+}
+
+async fn token_of(env: &TestEnv, account: &str) -> String {
+    env.apply(json!({"apiVersion": "v1", "kind": "ServiceAccount",
+        "metadata": {"name": account, "namespace": env.ns}}))
+        .await;
+    let request = TokenRequest {
+        spec: TokenRequestSpec {
+            audiences: vec![],
+            expiration_seconds: Some(3600),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    Api::<ServiceAccount>::namespaced(env.client.clone(), &env.ns)
+        .create_token_request(account, &PostParams::default(), &request)
+        .await
+        .expect("a token for the service account")
+        .status
+        .expect("token status")
+        .token
+}
+
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start(env: &TestEnv, extra: &[String], log: &Path) -> Running {
+    let file = std::fs::File::create(log).unwrap();
+    let child = Command::new(support::controller_binary())
+        .arg("run")
+        .args(env.controller_flags())
+        .args(extra)
+        .env_remove("KUBECONFIG")
+        .stdout(file.try_clone().unwrap())
+        .stderr(file)
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("start the controller");
+    Running(child)
+}
+
+#[tokio::test]
+async fn metrics_are_served_over_tls_only_to_clients_allowed_to_get_them() {
+    let env = TestEnv::new("metrics-access").await;
+    let tmp = tempfile::tempdir().unwrap();
+    let certs = tmp.path().join("metrics-tls");
+    write_certificate(&certs, "first");
+    let first_ca = tmp.path().join("first.crt");
+    std::fs::copy(certs.join("tls.crt"), &first_ca).unwrap();
+
+    // The scraper: a ClusterRole like the one manifests/monitoring gives Prometheus.
+    let reader_role = format!("{}-metrics-reader", env.ns);
+    let apply = PatchParams::apply("boot-image-controller-tests").force();
+    Api::<ClusterRole>::all(env.client.clone())
+        .patch(
+            &reader_role,
+            &apply,
+            &Patch::Apply(
+                json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                "metadata": {"name": reader_role},
+                "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]}),
+            ),
+        )
+        .await
+        .expect("apply the ClusterRole");
+    Api::<ClusterRoleBinding>::all(env.client.clone())
+        .patch(
+            &reader_role,
+            &apply,
+            &Patch::Apply(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                "metadata": {"name": reader_role},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": reader_role},
+                "subjects": [{"kind": "ServiceAccount", "name": "scraper", "namespace": env.ns}]})),
+        )
+        .await
+        .expect("apply the ClusterRoleBinding");
+    let scraper = token_of(&env, "scraper").await;
+    let stranger = token_of(&env, "stranger").await;
+
+    let (metrics_port, probe_port) = (support::free_port(), support::free_port());
+    let log = tmp.path().join("controller.log");
+    let _controller = start(
+        &env,
+        &[
+            "--metrics-secure".into(),
+            format!("--metrics-cert-dir={}", certs.display()),
+            format!("--metrics-bind-address=127.0.0.1:{metrics_port}"),
+            format!("--health-probe-bind-address=127.0.0.1:{probe_port}"),
+        ],
+        &log,
+    );
+    let url = format!("https://127.0.0.1:{metrics_port}/metrics");
+    let logs = || std::fs::read_to_string(&log).unwrap_or_default();
+
+    let answered = support::eventually(WAIT, || async {
+        let (code, body) = curl(&url, &first_ca, Some(&scraper));
+        (code == 200).then_some(body)
+    })
+    .await;
+    let body = answered.unwrap_or_else(|| {
+        panic!(
+            "the scraper never got /metrics: {:?}\n{}",
+            curl(&url, &first_ca, Some(&scraper)),
+            logs()
+        )
+    });
+    assert!(
+        body.contains("boot_image_controller_build_info{"),
+        "not the metrics: {body}"
+    );
+
+    assert_eq!(curl(&url, &first_ca, None).0, 401, "no token");
+    assert_eq!(
+        curl(&url, &first_ca, Some("not-a-token")).0,
+        401,
+        "a token the API server does not know"
+    );
+    assert_eq!(
+        curl(&url, &first_ca, Some(&stranger)).0,
+        403,
+        "a valid token without get on /metrics"
+    );
+    // Plain HTTP gets no metrics out of the TLS port.
+    let (code, body) = curl(
+        &format!("http://127.0.0.1:{metrics_port}/metrics"),
+        &first_ca,
+        Some(&scraper),
+    );
+    assert!(
+        code != 200 && !body.contains("boot_image_controller"),
+        "plain HTTP answered {code}: {body}"
+    );
+    // The kubelet probes over plain HTTP, without a token.
+    assert_eq!(
+        support::http_get(probe_port, "/healthz")
+            .await
+            .map(|(code, _)| code),
+        Some(200),
+        "{}",
+        logs()
+    );
+
+    // The service-CA renews the certificate: the new one is served without a restart.
+    write_certificate(&certs, "renewed");
+    let renewed_ca = certs.join("tls.crt");
+    let renewed = support::eventually(WAIT, || async {
+        (curl(&url, &renewed_ca, Some(&scraper)).0 == 200).then_some(())
+    })
+    .await;
+    assert!(
+        renewed.is_some(),
+        "the renewed certificate is never served\n{}",
+        logs()
+    );
+    assert_eq!(
+        curl(&url, &first_ca, Some(&scraper)).0,
+        0,
+        "the old certificate is still served"
+    );
+}
+
+#[tokio::test]
+async fn probes_and_tls_metrics_on_one_address_are_refused_at_start() {
+    let env = TestEnv::new("metrics-one-port").await;
+    let tmp = tempfile::tempdir().unwrap();
+    let certs = tmp.path().join("metrics-tls");
+    write_certificate(&certs, "only");
+    let port = support::free_port();
+    let log = tmp.path().join("controller.log");
+    let mut controller = start(
+        &env,
+        &[
+            "--metrics-secure".into(),
+            format!("--metrics-cert-dir={}", certs.display()),
+            format!("--metrics-bind-address=127.0.0.1:{port}"),
+            format!("--health-probe-bind-address=127.0.0.1:{port}"),
+        ],
+        &log,
+    );
+    let exited = support::eventually(WAIT, || {
+        let status = controller.0.try_wait().expect("wait");
+        async move { status }
+    })
+    .await;
+    let log = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(exited.is_some_and(|s| !s.success()), "kept running: {log}");
+    assert!(log.contains("probes need an address of their own"), "{log}");
+}
+
+#[tokio::test]
+async fn a_missing_certificate_stops_the_start() {
+    let env = TestEnv::new("metrics-no-cert").await;
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("controller.log");
+    let mut controller = start(
+        &env,
+        &[
+            "--metrics-secure".into(),
+            format!("--metrics-cert-dir={}", tmp.path().join("absent").display()),
+            format!("--metrics-bind-address=127.0.0.1:{}", support::free_port()),
+            format!(
+                "--health-probe-bind-address=127.0.0.1:{}",
+                support::free_port()
+            ),
+        ],
+        &log,
+    );
+    let exited = support::eventually(WAIT, || {
+        let status = controller.0.try_wait().expect("wait");
+        async move { status }
+    })
+    .await;
+    let log = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(exited.is_some_and(|s| !s.success()), "kept running: {log}");
+    assert!(log.contains("tls.crt"), "does not name the file: {log}");
+}
