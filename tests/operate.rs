@@ -50,6 +50,8 @@ const EXPORTED_METRICS: &[&str] = &[
 
 const PROMETHEUS_RULE: &str = "manifests/monitoring/prometheusrule.yaml";
 const DASHBOARD: &str = "dashboards/boot-image-controller.json";
+/// The same dashboard, where the console's ConfigMap is generated from.
+const CONSOLE_DASHBOARD: &str = "manifests/console-dashboard/boot-image-controller.json";
 const PINNED_ANNOTATION: &str = "boot-image-controller/pinned-namespace";
 const MACHINE_API: &str = "openshift-machine-api";
 const MCO: &str = "openshift-machine-config-operator";
@@ -1410,6 +1412,7 @@ fn used_metrics() -> BTreeMap<&'static str, BTreeSet<String>> {
     BTreeMap::from([
         (PROMETHEUS_RULE, metric_names(&read(PROMETHEUS_RULE))),
         (DASHBOARD, metric_names(&read(DASHBOARD))),
+        (CONSOLE_DASHBOARD, metric_names(&read(CONSOLE_DASHBOARD))),
     ])
 }
 
@@ -1505,7 +1508,7 @@ fn label_values(text: &str, label: &str) -> BTreeSet<String> {
 fn alerts_and_dashboard_match_on_real_reasons_and_actions() {
     let reasons: BTreeSet<&str> = Reason::ALL.iter().map(|r| r.as_str()).collect();
     let actions: BTreeSet<&str> = Action::ALL.iter().map(|a| a.as_str()).collect();
-    for file in [PROMETHEUS_RULE, DASHBOARD] {
+    for file in [PROMETHEUS_RULE, DASHBOARD, CONSOLE_DASHBOARD] {
         // The dashboard is JSON: its quotes are escaped.
         let text = read(file).replace("\\\"", "\"");
         for reason in label_values(&text, "reason") {
@@ -1639,6 +1642,40 @@ fn a_deployed_controller_exports_every_metric_the_alerts_and_dashboard_use() {
     };
     let exposed = exposed_families(&http_get(&url).unwrap_or_else(|e| panic!("{e}")));
     assert_exports_used_metrics(&exposed, &url);
+}
+
+/// The console shows exactly the Grafana dashboard: same file, in a ConfigMap where and how the
+/// console looks for dashboards.
+#[test]
+fn the_console_dashboard_is_the_grafana_dashboard() {
+    assert!(
+        read(CONSOLE_DASHBOARD) == read(DASHBOARD),
+        "{CONSOLE_DASHBOARD} differs from {DASHBOARD}: run hack/sync-console-dashboard.sh"
+    );
+    let Some(kubectl) = kubectl_or_skip() else {
+        return;
+    };
+    let rendered = Rendered::manifests(&kubectl);
+    let config_map = rendered.get("ConfigMap", "boot-image-controller-dashboard");
+    // The console's server lists exactly these: ConfigMaps in openshift-config-managed with the
+    // label console.openshift.io/dashboard=true (openshift/console, cmd/bridge:
+    // `MonitoringDashboardConfigMapLister`).
+    assert_eq!(
+        config_map["metadata"]["namespace"], "openshift-config-managed",
+        "{config_map}"
+    );
+    assert_eq!(
+        config_map["metadata"]["labels"]["console.openshift.io/dashboard"], "true",
+        "{config_map}"
+    );
+    let data = config_map["data"].as_object().expect("data");
+    assert_eq!(data.len(), 1, "one dashboard per ConfigMap");
+    let json = data
+        .values()
+        .next()
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    assert_eq!(json, read(DASHBOARD), "the ConfigMap holds the dashboard");
 }
 
 #[test]
