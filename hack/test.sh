@@ -24,6 +24,11 @@ fi
 log "formatting"
 cargo fmt --all -- --check
 
+# Licenses, banned crates and sources. Advisories need the RustSec database from GitHub, which
+# these machines cannot reach: `cargo deny check advisories` runs where it can (README).
+log "supply chain (cargo deny: licenses, bans, sources)"
+"$(hack/ensure-cargo-deny.sh)" deny --locked check licenses bans sources
+
 log "building the control plane (cached after the first run)"
 hack/build-control-plane.sh >&2
 

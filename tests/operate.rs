@@ -51,6 +51,8 @@ const EXPORTED_METRICS: &[&str] = &[
 
 const PROMETHEUS_RULE: &str = "manifests/monitoring/prometheusrule.yaml";
 const DASHBOARD: &str = "dashboards/boot-image-controller.json";
+/// The same dashboard, where the console's ConfigMap is generated from.
+const CONSOLE_DASHBOARD: &str = "manifests/console-dashboard/boot-image-controller.json";
 const PINNED_ANNOTATION: &str = "boot-image-controller/pinned-namespace";
 const MACHINE_API: &str = "openshift-machine-api";
 const MCO: &str = "openshift-machine-config-operator";
@@ -231,10 +233,12 @@ impl Rendered {
             .unwrap_or_else(|| panic!("no {kind} {name} in the manifests"))
     }
 
+    /// The controller's ServiceAccount: the one its Deployment runs as.
     fn service_account(&self) -> (String, String) {
-        let accounts: Vec<&Value> = self.of_kind("ServiceAccount").collect();
-        assert_eq!(accounts.len(), 1, "exactly one ServiceAccount");
-        let meta = &accounts[0]["metadata"];
+        let deployments: Vec<&Value> = self.of_kind("Deployment").collect();
+        assert_eq!(deployments.len(), 1, "exactly one Deployment");
+        let name = str_of(&deployments[0]["spec"]["template"]["spec"]["serviceAccountName"]);
+        let meta = &self.get("ServiceAccount", &name)["metadata"];
         (str_of(&meta["namespace"]), str_of(&meta["name"]))
     }
 }
@@ -276,12 +280,26 @@ fn describe(objects: &[Value]) -> String {
 }
 
 /// The Namespace objects go in for real first: a dry run cannot create objects inside a
-/// namespace that a dry run only pretended to create.
+/// namespace that a dry run only pretended to create. So do the OpenShift namespaces the
+/// manifests put objects into (openshift-config-managed, ...), which every OpenShift cluster has
+/// and the local control plane may lack.
 fn ensure_namespaces(cluster: &Cluster, rendered: &Rendered) {
-    let namespaces: Vec<Value> = rendered.of_kind("Namespace").cloned().collect();
+    let mut namespaces: Vec<Value> = rendered.of_kind("Namespace").cloned().collect();
     assert!(
         !namespaces.is_empty(),
         "the manifests create their namespace"
+    );
+    let openshift: BTreeSet<String> = rendered
+        .0
+        .iter()
+        .filter_map(|o| o["metadata"]["namespace"].as_str())
+        .filter(|ns| ns.starts_with("openshift-"))
+        .map(str::to_string)
+        .collect();
+    namespaces.extend(
+        openshift
+            .into_iter()
+            .map(|ns| json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})),
     );
     cluster.apply(&namespaces);
 }
@@ -504,6 +522,11 @@ fn the_service_account_may_do_what_the_controller_needs_and_nothing_else() {
         allowed("create", "leases.coordination.k8s.io", own),
         denied("update",  "leases.coordination.k8s.io/another-lease", own),
         denied("update",  "leases.coordination.k8s.io/boot-image-controller", Some("default")),
+        // Checking who scrapes /metrics: the API server reviews the token and the access.
+        allowed("create", "tokenreviews.authentication.k8s.io", None),
+        allowed("create", "subjectaccessreviews.authorization.k8s.io", None),
+        denied("create",  "localsubjectaccessreviews.authorization.k8s.io", own),
+        denied("get",     "/metrics", None),
     ];
 
     // The authorizer learns about applied Roles and bindings through a watch, a moment later:
@@ -525,6 +548,49 @@ fn the_service_account_may_do_what_the_controller_needs_and_nothing_else() {
         std::thread::sleep(Duration::from_millis(500));
     };
     assert!(wrong.is_empty(), "as {user}:\n{}", wrong.join("\n"));
+}
+
+/// The identity the ServiceMonitor scrapes with may read /metrics, and nothing else.
+#[test]
+fn the_metrics_reader_may_get_metrics_and_nothing_else() {
+    let Some(cluster) = Cluster::from_env() else {
+        return;
+    };
+    let rendered = Rendered::manifests(&cluster.kubectl);
+    let reader =
+        &rendered.get("ServiceAccount", "boot-image-controller-metrics-reader")["metadata"];
+    let user = format!(
+        "system:serviceaccount:{}:{}",
+        str_of(&reader["namespace"]),
+        str_of(&reader["name"])
+    );
+    ensure_namespaces(&cluster, &rendered);
+    let (served, _) = split_by_served(&rendered.0, &cluster.served_kinds());
+    cluster.apply(&served);
+    let own = Some(reader["namespace"].as_str().unwrap_or_default());
+    #[rustfmt::skip]
+    let checks = [
+        allowed("get",   "/metrics", None),
+        denied("post",   "/metrics", None),
+        denied("get",    "/logs", None),
+        denied("get",    "secrets", own),
+        denied("list",   "pods", own),
+        denied("get",    "machinesets.machine.openshift.io", Some(MACHINE_API)),
+    ];
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let wrong = loop {
+        let wrong: Vec<String> = ask_all(&checks, &cluster, &user)
+            .into_iter()
+            .zip(&checks)
+            .filter(|(answer, c)| *answer != c.allowed)
+            .map(|(_, c)| c.describe())
+            .collect();
+        if wrong.is_empty() || Instant::now() > deadline {
+            break wrong;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    assert!(wrong.is_empty(), "as {user}, wrong answer for: {wrong:?}");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1347,6 +1413,7 @@ fn used_metrics() -> BTreeMap<&'static str, BTreeSet<String>> {
     BTreeMap::from([
         (PROMETHEUS_RULE, metric_names(&read(PROMETHEUS_RULE))),
         (DASHBOARD, metric_names(&read(DASHBOARD))),
+        (CONSOLE_DASHBOARD, metric_names(&read(CONSOLE_DASHBOARD))),
     ])
 }
 
@@ -1443,7 +1510,7 @@ fn label_values(text: &str, label: &str) -> BTreeSet<String> {
 fn alerts_and_dashboard_match_on_real_reasons_and_actions() {
     let reasons: BTreeSet<&str> = Reason::ALL.iter().map(|r| r.as_str()).collect();
     let actions: BTreeSet<&str> = Action::ALL.iter().map(|a| a.as_str()).collect();
-    for file in [PROMETHEUS_RULE, DASHBOARD] {
+    for file in [PROMETHEUS_RULE, DASHBOARD, CONSOLE_DASHBOARD] {
         // The dashboard is JSON: its quotes are escaped.
         let text = read(file).replace("\\\"", "\"");
         for reason in label_values(&text, "reason") {
@@ -1577,6 +1644,40 @@ fn a_deployed_controller_exports_every_metric_the_alerts_and_dashboard_use() {
     };
     let exposed = exposed_families(&http_get(&url).unwrap_or_else(|e| panic!("{e}")));
     assert_exports_used_metrics(&exposed, &url);
+}
+
+/// The console shows exactly the Grafana dashboard: same file, in a ConfigMap where and how the
+/// console looks for dashboards.
+#[test]
+fn the_console_dashboard_is_the_grafana_dashboard() {
+    assert!(
+        read(CONSOLE_DASHBOARD) == read(DASHBOARD),
+        "{CONSOLE_DASHBOARD} differs from {DASHBOARD}: run hack/sync-console-dashboard.sh"
+    );
+    let Some(kubectl) = kubectl_or_skip() else {
+        return;
+    };
+    let rendered = Rendered::manifests(&kubectl);
+    let config_map = rendered.get("ConfigMap", "boot-image-controller-dashboard");
+    // The console's server lists exactly these: ConfigMaps in openshift-config-managed with the
+    // label console.openshift.io/dashboard=true (openshift/console, cmd/bridge:
+    // `MonitoringDashboardConfigMapLister`).
+    assert_eq!(
+        config_map["metadata"]["namespace"], "openshift-config-managed",
+        "{config_map}"
+    );
+    assert_eq!(
+        config_map["metadata"]["labels"]["console.openshift.io/dashboard"], "true",
+        "{config_map}"
+    );
+    let data = config_map["data"].as_object().expect("data");
+    assert_eq!(data.len(), 1, "one dashboard per ConfigMap");
+    let json = data
+        .values()
+        .next()
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    assert_eq!(json, read(DASHBOARD), "the ConfigMap holds the dashboard");
 }
 
 #[test]

@@ -78,13 +78,13 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = match cli.command {
         Command::Plan(args) => plan::run(&args),
-        Command::Crds => crds::run(),
-        Command::Run(args) => run::run(args),
-        Command::Revert(args) => revert::run(&args),
-        Command::Completion { shell } => completion(shell),
+        Command::Crds => crds::run().map(|()| 0),
+        Command::Run(args) => run::run(args).map(|()| 0),
+        Command::Revert(args) => revert::run(&args).map(|()| 0),
+        Command::Completion { shell } => completion(shell).map(|()| 0),
     };
     match outcome {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => ExitCode::from(code),
         Err(failure) => failure.report(),
     }
 }

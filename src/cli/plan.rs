@@ -3,28 +3,42 @@
 //! The JSON output is a contract (other tools parse it): exactly the planner's [`Plan`]. The
 //! table is for people and may change.
 
-use std::path::PathBuf;
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use clap::builder::{PossibleValuesParser, TypedValueParser as _};
 use clap::{Args, ValueEnum};
 
 use super::{Failure, table, write_stdout};
+use crate::api::{MachineConfiguration, MachineManager, MachineManagerSelector};
 use crate::arch::Arch;
 use crate::known_images::KnownImages;
 use crate::manifests;
-use crate::plan::{self, Options, Plan};
+use crate::names::MACHINE_CONFIGURATION_NAME;
+use crate::plan::{self, Action, ClusterSnapshot, Options, Plan};
 
 #[derive(Debug, Args)]
 pub struct PlanArgs {
-    /// A manifest file, or a folder read recursively (*.yaml, *.yml, *.json). Multi-document
-    /// YAML and `kind: List` are read, so `oc get -o yaml` output and must-gathers work.
+    /// A manifest file, or a folder read recursively (*.yaml, *.yml, *.json), or `-` for
+    /// standard input. Multi-document YAML and `kind: List` are read, so `oc get -o yaml` output
+    /// and must-gathers work.
     #[arg(long = "manifests", short = 'f', value_name = "PATH", required = true)]
     pub manifests: Vec<PathBuf>,
 
-    /// Output format: a table for people, the complete plan as JSON for tools.
+    /// Output format: a table for people, the complete plan as JSON or YAML for tools.
     #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Table)]
     pub output: OutputFormat,
+
+    /// What if `spec.managedBootImages` selected MachineSets this way, whatever the
+    /// MachineConfiguration says (or without one): `All` shows what opting in would change.
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub assume_selection: Option<AssumedSelection>,
+
+    /// Exit with 3 instead of 0 when the plan updates something (a pending change, for CI),
+    /// like `terraform plan -detailed-exitcode`. Unusable input stays 2, other failures 1.
+    #[arg(long)]
+    pub detailed_exitcode: bool,
 
     /// Architecture of the control plane, and of MachineSets that do not name theirs; by default
     /// the `kubernetes.io/arch` of the control-plane Nodes in the manifests.
@@ -54,14 +68,33 @@ pub enum OutputFormat {
     Table,
     /// The plan as JSON, for tools.
     Json,
+    /// The plan as YAML: the same content as JSON.
+    Yaml,
 }
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum AssumedSelection {
+    /// Every MachineSet selected.
+    #[value(name = "All")]
+    All,
+    /// No MachineSet selected.
+    #[value(name = "None")]
+    None,
+}
+
+/// `--detailed-exitcode`: the plan has at least one update.
+pub const CHANGES_PENDING_CODE: u8 = 3;
 
 fn arch_parser() -> impl clap::builder::TypedValueParser<Value = Arch> {
     PossibleValuesParser::new(Arch::ALL.map(Arch::kube_name)).try_map(|s| s.parse::<Arch>())
 }
 
-pub fn run(args: &PlanArgs) -> Result<(), Failure> {
-    let mut snapshot = manifests::load(&args.manifests).map_err(Failure::input)?;
+/// Runs the command; `Ok` holds the exit code (0, or [`CHANGES_PENDING_CODE`]).
+pub fn run(args: &PlanArgs) -> Result<u8, Failure> {
+    let mut snapshot = load(&args.manifests)?;
+    if let Some(mode) = args.assume_selection {
+        assume_selection(&mut snapshot.cluster, mode);
+    }
     for warning in &snapshot.warnings {
         eprintln!("warning: {warning}");
     }
@@ -94,9 +127,69 @@ pub fn run(args: &PlanArgs) -> Result<(), Failure> {
     );
     let output = match args.output {
         OutputFormat::Json => json(&plan)?,
+        OutputFormat::Yaml => {
+            serde_saphyr::to_string(&plan).context("cannot serialize the plan")?
+        }
         OutputFormat::Table => table::render(&plan, &table::ClusterFacts::of(&snapshot.cluster)),
     };
-    write_stdout(&output)
+    write_stdout(&output)?;
+    let pending = plan
+        .machine_sets
+        .iter()
+        .chain(&plan.control_plane_machine_sets)
+        .any(|e| e.action == Action::Update);
+    Ok(if args.detailed_exitcode && pending {
+        CHANGES_PENDING_CODE
+    } else {
+        0
+    })
+}
+
+/// The manifests, `-` being standard input (on its own: a snapshot is read from one source
+/// or from paths, and piping is for the one-source case: `oc get ... -o yaml | plan -f -`).
+fn load(paths: &[PathBuf]) -> Result<manifests::Snapshot, Failure> {
+    let stdin = Path::new("-");
+    if !paths.iter().any(|p| p == stdin) {
+        return manifests::load(paths).map_err(Failure::input);
+    }
+    if paths.len() > 1 {
+        return Err(Failure::input(anyhow::anyhow!(
+            "-f - reads everything from standard input: give no other -f"
+        )));
+    }
+    let mut text = String::new();
+    std::io::stdin()
+        .read_to_string(&mut text)
+        .context("cannot read standard input")
+        .map_err(Failure::input)?;
+    manifests::from_str("<stdin>", &text).map_err(Failure::input)
+}
+
+/// Replaces (or adds) the `machinesets` entry of `spec.managedBootImages`, creating the
+/// MachineConfiguration when the manifests have none. ControlPlaneMachineSet entries stay.
+fn assume_selection(cluster: &mut ClusterSnapshot, mode: AssumedSelection) {
+    let configuration = cluster.machine_configuration.get_or_insert_with(|| {
+        MachineConfiguration::new(MACHINE_CONFIGURATION_NAME, Default::default())
+    });
+    let managers = configuration
+        .spec
+        .managed_boot_images
+        .get_or_insert_with(Default::default)
+        .machine_managers
+        .get_or_insert_with(Vec::new);
+    managers.retain(|m| m.resource != "machinesets");
+    managers.push(MachineManager {
+        resource: "machinesets".into(),
+        api_group: "machine.openshift.io".into(),
+        selection: MachineManagerSelector {
+            mode: match mode {
+                AssumedSelection::All => "All",
+                AssumedSelection::None => "None",
+            }
+            .into(),
+            partial: None,
+        },
+    });
 }
 
 fn json(plan: &Plan) -> Result<String, Failure> {

@@ -1,0 +1,145 @@
+//! `plan` as a CI step and on piped input: an exit code that says "changes pending", `-f -`,
+//! YAML output, and a what-if selection for a cluster that has not opted in.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+const BINARY: &str = env!("CARGO_BIN_EXE_boot-image-controller");
+
+fn demo_cluster() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/testdata/aws-cluster")
+}
+
+fn plan(args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = Command::new(BINARY)
+        .arg("plan")
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(stdin.unwrap_or("").as_bytes()).unwrap();
+    drop(input);
+    child.wait_with_output().unwrap()
+}
+
+fn json_of(output: &Output) -> Value {
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
+}
+
+fn actions(plan: &Value) -> Vec<(String, String)> {
+    plan["machineSets"]
+        .as_array()
+        .expect("machineSets")
+        .iter()
+        .map(|e| {
+            (
+                e["name"].as_str().unwrap_or_default().to_string(),
+                e["action"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// The demo cluster has outdated MachineSets: 3 with the flag, 0 without it.
+#[test]
+fn pending_changes_exit_3_with_detailed_exitcode() {
+    let dir = demo_cluster();
+    let dir = dir.to_str().unwrap();
+    let with_flag = plan(&["-f", dir, "--detailed-exitcode"], None);
+    assert_eq!(with_flag.status.code(), Some(3), "{with_flag:?}");
+    assert!(
+        String::from_utf8_lossy(&with_flag.stdout).contains("Update"),
+        "the plan is still printed"
+    );
+    let without = plan(&["-f", dir], None);
+    assert_eq!(without.status.code(), Some(0));
+    // Nothing selected, nothing pending.
+    let nothing = plan(
+        &[
+            "-f",
+            dir,
+            "--detailed-exitcode",
+            "--assume-selection",
+            "None",
+        ],
+        None,
+    );
+    assert_eq!(nothing.status.code(), Some(0), "{nothing:?}");
+    // Unusable input keeps its own code.
+    let missing = plan(&["-f", "/nonexistent", "--detailed-exitcode"], None);
+    assert_eq!(missing.status.code(), Some(2));
+}
+
+#[test]
+fn standard_input_plans_like_the_same_file() {
+    let file = demo_cluster().join("machinesets.yaml");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let from_file = plan(&["-f", file.to_str().unwrap(), "-o", "json"], None);
+    let from_stdin = plan(&["-f", "-", "-o", "json"], Some(&text));
+    assert!(from_stdin.status.success(), "{from_stdin:?}");
+    assert_eq!(json_of(&from_stdin), json_of(&from_file));
+
+    let mixed = plan(&["-f", "-", "-f", file.to_str().unwrap()], Some(&text));
+    assert_eq!(mixed.status.code(), Some(2), "{mixed:?}");
+}
+
+#[test]
+fn yaml_output_holds_the_same_plan_as_json() {
+    let dir = demo_cluster();
+    let dir = dir.to_str().unwrap();
+    let json = json_of(&plan(&["-f", dir, "-o", "json"], None));
+    let yaml = plan(&["-f", dir, "-o", "yaml"], None);
+    assert!(yaml.status.success(), "{yaml:?}");
+    let parsed: Value =
+        serde_saphyr::from_str(&String::from_utf8_lossy(&yaml.stdout)).expect("valid YAML");
+    assert_eq!(parsed, json);
+}
+
+/// Without a MachineConfiguration nothing can be planned; `--assume-selection All` shows what
+/// opting in would change.
+#[test]
+fn assume_selection_all_shows_what_opting_in_would_change() {
+    let tmp = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(demo_cluster()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.file_name().unwrap() != "machineconfiguration.yaml" {
+            std::fs::copy(&path, tmp.path().join(path.file_name().unwrap())).unwrap();
+        }
+    }
+    let dir = tmp.path().to_str().unwrap();
+    let unconfigured = json_of(&plan(&["-f", dir, "-o", "json"], None));
+    assert_eq!(
+        unconfigured["blocked"]["reason"], "MachineConfigurationMissing",
+        "{unconfigured}"
+    );
+    let what_if = json_of(&plan(
+        &["-f", dir, "-o", "json", "--assume-selection", "All"],
+        None,
+    ));
+    assert!(what_if["blocked"].is_null(), "{what_if}");
+    let full = json_of(&plan(
+        &["-f", demo_cluster().to_str().unwrap(), "-o", "json"],
+        None,
+    ));
+    assert_eq!(
+        actions(&what_if),
+        actions(&full),
+        "All is what the platform default does on AWS"
+    );
+    assert!(
+        actions(&what_if).iter().any(|(_, a)| a == "Update"),
+        "{what_if}"
+    );
+}
