@@ -277,11 +277,11 @@ async fn upgrade_rolls_the_new_golden_image_out() {
     assert_eq!(sample(&metrics, PATCHES_UPDATED), Some(2.0), "{metrics}");
 }
 
-/// Scenario 1: All, Partial (matchLabels, matchExpressions) and None, switched on a live
-/// controller; only selected MachineSets change, and None stops all writes.
-#[tokio::test]
-async fn selection_modes_decide_which_machine_sets_change() {
-    let env = TestEnv::new("selection").await;
+/// Scenario 1 setup: MachineSets `blue` and `green` (labelled `tier`) and `plain` (unlabelled),
+/// all booting 4.20, under a running controller that selects none of them and has said so.
+/// Returns the resourceVersions before any selection, to tell which objects were written.
+async fn selection_cluster(name: &str) -> (TestEnv, ControllerProcess, BTreeMap<String, String>) {
+    let env = TestEnv::new(name).await;
     env.aws_cluster("4.21.0", &stream_421(), Some(selection("None", None)))
         .await;
     env.remember_images(&AMIS_420).await;
@@ -299,22 +299,70 @@ async fn selection_modes_decide_which_machine_sets_change() {
     let initial = env.machine_set_versions().await;
     let ctl = env.controller(&[]);
     ctl.wait_ready().await;
-    let c = [&ctl];
+    wait_for_message(&env, &[&ctl], PROGRESSING, &["3 total, 0 selected"]).await;
+    (env, ctl, initial)
+}
 
-    // None: the controller reports, and writes nothing.
-    wait_for_message(&env, &c, PROGRESSING, &["3 total, 0 selected"]).await;
-    assert_eq!(env.machine_set_versions().await, initial);
-
-    // Partial by matchLabels: only blue.
+/// Selects the MachineSets labelled `tier: blue` and waits until blue boots 4.21.
+async fn select_blue(env: &TestEnv, ctl: &ControllerProcess) {
     env.select(Some(selection(
         "Partial",
         Some(json!({"matchLabels": {"tier": "blue"}})),
     )))
     .await;
-    wait_for_ami(&env, &c, "blue", AMI_421_US_EAST_1).await;
+    wait_for_ami(env, &[ctl], "blue", AMI_421_US_EAST_1).await;
+}
+
+/// Selects the MachineSets whose `tier` is in `[green]` and waits until green boots 4.21 and the
+/// status names it as the last change.
+async fn select_green_by_expression(env: &TestEnv, ctl: &ControllerProcess) {
+    env.select(Some(selection(
+        "Partial",
+        Some(json!({"matchExpressions": [{"key": "tier", "operator": "In", "values": ["green"]}]})),
+    )))
+    .await;
+    wait_for_ami(env, &[ctl], "green", AMI_421_US_EAST_1).await;
+    wait_for_message(
+        env,
+        &[ctl],
+        PROGRESSING,
+        &[
+            "1 selected, 0 to update, 1 up to date",
+            "Last changes: green",
+        ],
+    )
+    .await;
+}
+
+/// Selects every MachineSet and waits until all three are up to date.
+async fn select_all(env: &TestEnv, ctl: &ControllerProcess) {
+    env.select(Some(selection("All", None))).await;
+    wait_for_ami(env, &[ctl], "plain", AMI_421_US_EAST_1).await;
+    wait_for_message(
+        env,
+        &[ctl],
+        PROGRESSING,
+        &["3 total, 3 selected, 0 to update, 3 up to date"],
+    )
+    .await;
+}
+
+/// Scenario 1a: with selection None the controller reports, and writes nothing.
+#[tokio::test]
+async fn selection_none_reports_and_writes_nothing() {
+    let (env, _ctl, initial) = selection_cluster("selection-none").await;
+    assert_eq!(env.machine_set_versions().await, initial);
+}
+
+/// Scenario 1b: Partial by matchLabels, switched on a live controller, writes only the labelled
+/// MachineSet.
+#[tokio::test]
+async fn partial_selection_by_labels_writes_only_the_selected_machine_set() {
+    let (env, ctl, initial) = selection_cluster("selection-labels").await;
+    select_blue(&env, &ctl).await;
     wait_for_message(
         &env,
-        &c,
+        &[&ctl],
         PROGRESSING,
         &[
             "3 total, 1 selected, 0 to update, 1 up to date",
@@ -328,44 +376,49 @@ async fn selection_modes_decide_which_machine_sets_change() {
         versions_of(&initial, &["green", "plain"]),
         "only the selected MachineSet is written"
     );
-    let blue_updated = versions_of(&now, &["blue"]);
+}
 
-    // Partial by matchExpressions: only green; blue (no longer selected) is not written again.
-    env.select(Some(selection(
-        "Partial",
-        Some(json!({"matchExpressions": [{"key": "tier", "operator": "In", "values": ["green"]}]})),
-    )))
-    .await;
-    wait_for_ami(&env, &c, "green", AMI_421_US_EAST_1).await;
-    wait_for_message(
-        &env,
-        &c,
-        PROGRESSING,
-        &[
-            "1 selected, 0 to update, 1 up to date",
-            "Last changes: green",
-        ],
-    )
-    .await;
+/// Scenario 1c: Partial by matchExpressions writes only the matching MachineSet.
+#[tokio::test]
+async fn partial_selection_by_expressions_writes_only_the_matching_machine_set() {
+    let (env, ctl, initial) = selection_cluster("selection-expressions").await;
+    select_green_by_expression(&env, &ctl).await;
+    let now = env.machine_set_versions().await;
+    assert_eq!(
+        versions_of(&now, &["blue", "plain"]),
+        versions_of(&initial, &["blue", "plain"])
+    );
+}
+
+/// Scenario 1d: a MachineSet no longer selected is not written again.
+#[tokio::test]
+async fn a_machine_set_no_longer_selected_is_not_written_again() {
+    let (env, ctl, initial) = selection_cluster("selection-deselected").await;
+    select_blue(&env, &ctl).await;
+    let blue_updated = versions_of(&env.machine_set_versions().await, &["blue"]);
+    select_green_by_expression(&env, &ctl).await;
     let now = env.machine_set_versions().await;
     assert_eq!(
         versions_of(&now, &["plain"]),
         versions_of(&initial, &["plain"])
     );
     assert_eq!(versions_of(&now, &["blue"]), blue_updated);
+}
 
-    // All: the rest.
-    env.select(Some(selection("All", None))).await;
-    wait_for_ami(&env, &c, "plain", AMI_421_US_EAST_1).await;
-    wait_for_message(
-        &env,
-        &c,
-        PROGRESSING,
-        &["3 total, 3 selected, 0 to update, 3 up to date"],
-    )
-    .await;
+/// Scenario 1e: selection All, switched on a live controller, updates every MachineSet.
+#[tokio::test]
+async fn selection_all_updates_every_machine_set() {
+    let (env, ctl, _) = selection_cluster("selection-all").await;
+    select_all(&env, &ctl).await;
+}
 
-    // None again: neither another actor's revert nor a new outdated MachineSet is written.
+/// Scenario 1f: back to None, neither another actor's revert nor a new outdated MachineSet is
+/// written.
+#[tokio::test]
+async fn selection_none_after_all_stops_every_write() {
+    let (env, ctl, _) = selection_cluster("selection-all-none").await;
+    let c = [&ctl];
+    select_all(&env, &ctl).await;
     env.select(Some(selection("None", None))).await;
     wait_for_message(&env, &c, PROGRESSING, &["3 total, 0 selected"]).await;
     let writes = ctl.metric(MACHINE_SET_WRITES).await;
