@@ -181,6 +181,37 @@ async fn wait_for_event(
     }
 }
 
+/// Asserts the MachineSet is reported as an error with `reason` everywhere a user looks: the
+/// Degraded condition names it (with each of `message_parts`), a Warning Event on it has a note
+/// containing `note_part`, and its `mcc_bootimage_update_error` series is 1.
+async fn assert_reported_as_error(
+    env: &TestEnv,
+    ctl: &ControllerProcess,
+    name: &str,
+    reason: &str,
+    message_parts: &[&str],
+    note_part: &str,
+) {
+    let c = [ctl];
+    let degraded = wait_for_condition(env, &c, DEGRADED, "True", Some(reason)).await;
+    let message = degraded["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(&format!("{}/{name} {reason}", env.ns))
+            && message_parts.iter().all(|part| message.contains(part)),
+        "{message}"
+    );
+    let event = wait_for_event(env, &c, name, "Warning", reason).await;
+    assert!(
+        event["note"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(note_part),
+        "{event}"
+    );
+    let series = format!(r#"mcc_bootimage_update_error{{machineset="{name}"}}"#);
+    wait_for_metric(ctl, &series, CONVERGE, |v| v == 1.0).await;
+}
+
 /// The MachineSets named, with the resourceVersions they have now.
 fn versions_of(all: &BTreeMap<String, String>, names: &[&str]) -> BTreeMap<String, String> {
     names
@@ -665,11 +696,11 @@ async fn missing_or_malformed_golden_configmap_degrades_and_recovers() {
     );
 }
 
-/// Scenario 5: a missing managed stub secret fails only the MachineSets pointing at it; creating
-/// it recovers them without a restart.
-#[tokio::test]
-async fn missing_managed_secret_fails_only_the_machine_sets_using_it() {
-    let env = TestEnv::new("secret").await;
+/// Scenario 5 setup: MachineSet `worker` points at `worker-user-data`, whose managed copy does
+/// not exist; `infra` at `infra-user-data`, whose managed copy does. Returns the controller, once
+/// it has updated `infra`, and `worker` as it was before the controller started.
+async fn missing_secret_cluster(name: &str) -> (TestEnv, ControllerProcess, Value) {
+    let env = TestEnv::new(name).await;
     env.aws_cluster_without_secrets("4.21.0", &stream_421(), None)
         .await;
     env.remember_images(&AMIS_420).await;
@@ -689,38 +720,37 @@ async fn missing_managed_secret_fails_only_the_machine_sets_using_it() {
     .await;
     let worker_before = env.machine_set("worker").await;
 
-    let mut ctl = env.controller(&[]);
+    let ctl = env.controller(&[]);
     ctl.wait_ready().await;
-    let c = [&ctl];
-    let infra = wait_for_ami(&env, &c, "infra", AMI_421_US_EAST_1).await;
+    let infra = wait_for_ami(&env, &[&ctl], "infra", AMI_421_US_EAST_1).await;
     assert_eq!(secret_of(&infra), "infra-user-data-managed");
+    (env, ctl, worker_before)
+}
 
-    let degraded =
-        wait_for_condition(&env, &c, DEGRADED, "True", Some("ManagedSecretMissing")).await;
+/// Scenario 5a: a missing managed stub secret fails only the MachineSets pointing at it.
+#[tokio::test]
+async fn missing_managed_secret_fails_only_the_machine_sets_using_it() {
+    let (env, ctl, worker_before) = missing_secret_cluster("secret").await;
+    assert_reported_as_error(
+        &env,
+        &ctl,
+        "worker",
+        "ManagedSecretMissing",
+        &["worker-user-data-managed"],
+        "worker-user-data-managed",
+    )
+    .await;
+    let degraded = wait_for_condition(
+        &env,
+        &[&ctl],
+        DEGRADED,
+        "True",
+        Some("ManagedSecretMissing"),
+    )
+    .await;
     let message = degraded["message"].as_str().unwrap_or_default();
-    assert!(
-        message.contains(&format!("{}/worker ManagedSecretMissing", env.ns))
-            && message.contains("worker-user-data-managed")
-            && !message.contains("/infra "),
-        "{message}"
-    );
-    let event = wait_for_event(&env, &c, "worker", "Warning", "ManagedSecretMissing").await;
-    assert!(
-        event["note"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("worker-user-data-managed"),
-        "{event}"
-    );
+    assert!(!message.contains("/infra "), "{message}");
     let metrics = ctl.metrics().await;
-    assert_eq!(
-        sample(
-            &metrics,
-            r#"mcc_bootimage_update_error{machineset="worker"}"#
-        ),
-        Some(1.0),
-        "{metrics}"
-    );
     assert_eq!(
         sample(
             &metrics,
@@ -741,10 +771,17 @@ async fn missing_managed_secret_fails_only_the_machine_sets_using_it() {
         resource_version(&worker_before),
         "a MachineSet in error is not written"
     );
+}
 
-    // The MCO creates the secret: the watch on it re-plans, no restart needed.
+/// Scenario 5b: the MCO creating the missing secret recovers its MachineSets: the watch on it
+/// re-plans, no restart needed.
+#[tokio::test]
+async fn creating_the_missing_managed_secret_recovers_without_a_restart() {
+    let (env, mut ctl, _) = missing_secret_cluster("secret-created").await;
+    wait_for_event(&env, &[&ctl], "worker", "Warning", "ManagedSecretMissing").await;
     env.apply(stub_secret(&env.ns, "worker-user-data-managed", "3.2.0"))
         .await;
+    let c = [&ctl];
     wait_for_golden(&env, &c, "worker", AMI_421_US_EAST_1).await;
     wait_for_condition(&env, &c, DEGRADED, "False", Some("AsExpected")).await;
     let cleared = eventually(CONVERGE, || async {
@@ -864,22 +901,15 @@ async fn hot_loop_guard_stops_after_the_third_revert_even_across_a_restart() {
     wait_for_condition(&env, &c, PROGRESSING, "False", Some("BootImagesCurrent")).await;
 
     set_ami(&env, "fought", AMI_421_US_EAST_1, AMI_420_US_EAST_1).await;
-    let degraded = wait_for_condition(&env, &c, DEGRADED, "True", Some("HotLoop")).await;
-    let message = degraded["message"].as_str().unwrap_or_default();
-    assert!(
-        message.contains(&format!("{}/fought HotLoop", env.ns))
-            && message.contains("3 times")
-            && message.contains("opt this MachineSet out and back in"),
-        "{message}"
-    );
-    let event = wait_for_event(&env, &c, "fought", "Warning", "HotLoop").await;
-    assert!(
-        event["note"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("keeps reverting"),
-        "{event}"
-    );
+    assert_reported_as_error(
+        &env,
+        &second,
+        "fought",
+        "HotLoop",
+        &["3 times", "opt this MachineSet out and back in"],
+        "keeps reverting",
+    )
+    .await;
     wait_for_metric(
         &second,
         r#"boot_image_controller_hot_loops_total{kind="MachineSet"}"#,
