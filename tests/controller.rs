@@ -626,11 +626,13 @@ async fn golden_configmap_update_rolls_out_to_every_selected_machine_set() {
     wait_for_condition(&env, &c, DEGRADED, "False", None).await;
 }
 
-/// Scenario 4: without a usable golden ConfigMap nothing is written and Degraded says why; fixing
-/// it resumes the rollout without a restart.
-#[tokio::test]
-async fn missing_or_malformed_golden_configmap_degrades_and_recovers() {
-    let env = TestEnv::new("golden").await;
+/// Scenario 4 setup: a converged MachineSet `current`, then the golden ConfigMap deleted and an
+/// outdated MachineSet `outdated` created while it is gone. Returns once the status counts both as
+/// blocked, with the resourceVersions at that point.
+async fn golden_missing_cluster(
+    name: &str,
+) -> (TestEnv, ControllerProcess, BTreeMap<String, String>) {
+    let env = TestEnv::new(name).await;
     env.aws_cluster("4.21.0", &stream_421(), None).await;
     env.remember_images(&AMIS_420).await;
     env.apply(
@@ -646,15 +648,7 @@ async fn missing_or_malformed_golden_configmap_degrades_and_recovers() {
     wait_for_condition(&env, &c, PROGRESSING, "False", Some("BootImagesCurrent")).await;
 
     env.delete("v1", "ConfigMap", "coreos-bootimages").await;
-    let degraded =
-        wait_for_condition(&env, &c, DEGRADED, "True", Some("GoldenConfigMapMissing")).await;
-    assert!(
-        degraded["message"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("coreos-bootimages"),
-        "{degraded}"
-    );
+    wait_for_condition(&env, &c, DEGRADED, "True", Some("GoldenConfigMapMissing")).await;
     // An outdated MachineSet arrives while the ConfigMap is gone: it is planned, not written.
     env.apply(machine_set(&env.ns, "outdated").build()).await;
     let before = env.machine_set_versions().await;
@@ -665,28 +659,67 @@ async fn missing_or_malformed_golden_configmap_degrades_and_recovers() {
         &["2 total", "GoldenConfigMapMissing: 2"],
     )
     .await;
+    (env, ctl, before)
+}
+
+/// Recreates the golden ConfigMap with a stream that is not JSON, and waits until Degraded and
+/// Progressing say so.
+async fn apply_malformed_golden(env: &TestEnv, ctl: &ControllerProcess) {
+    let mut broken = golden_config_map(&env.ns, "4.21.0", "");
+    broken["data"]["stream"] = json!("{not json");
+    env.apply(broken).await;
+    wait_for_condition(env, &[ctl], DEGRADED, "True", Some("GoldenStreamInvalid")).await;
+    wait_for_message(env, &[ctl], PROGRESSING, &["GoldenStreamInvalid: 2"]).await;
+}
+
+/// Scenario 4a: without the golden ConfigMap, Degraded names it and every MachineSet is blocked.
+#[tokio::test]
+async fn a_missing_golden_configmap_degrades_and_blocks_every_machine_set() {
+    let (env, ctl, _) = golden_missing_cluster("golden").await;
+    let degraded = wait_for_condition(
+        &env,
+        &[&ctl],
+        DEGRADED,
+        "True",
+        Some("GoldenConfigMapMissing"),
+    )
+    .await;
+    assert!(
+        degraded["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("coreos-bootimages"),
+        "{degraded}"
+    );
     assert_eq!(
         ctl.metric(r#"boot_image_controller_blocked{reason="GoldenConfigMapMissing"}"#)
             .await,
         Some(1.0)
     );
+}
 
-    // Recreated, but malformed.
-    let mut broken = golden_config_map(&env.ns, "4.21.0", "");
-    broken["data"]["stream"] = json!("{not json");
-    env.apply(broken).await;
-    wait_for_condition(&env, &c, DEGRADED, "True", Some("GoldenStreamInvalid")).await;
-    wait_for_message(&env, &c, PROGRESSING, &["GoldenStreamInvalid: 2"]).await;
+/// Scenario 4b: a golden ConfigMap whose stream is malformed degrades, and nothing is written.
+#[tokio::test]
+async fn a_malformed_golden_stream_degrades_and_writes_nothing() {
+    let (env, ctl, before) = golden_missing_cluster("golden-malformed").await;
+    apply_malformed_golden(&env, &ctl).await;
     assert_eq!(
         env.machine_set_versions().await,
         before,
         "no MachineSet written"
     );
     assert_eq!(ctl.metric(MACHINE_SET_WRITES).await, Some(0.0));
+}
 
-    // Fixed: the rollout proceeds.
+/// Scenario 4c: fixing the golden ConfigMap resumes the rollout without a restart, and leaves the
+/// MachineSet that was already current alone.
+#[tokio::test]
+async fn fixing_the_golden_configmap_resumes_the_rollout() {
+    let (env, ctl, before) = golden_missing_cluster("golden-fixed").await;
+    apply_malformed_golden(&env, &ctl).await;
     env.apply(golden_config_map(&env.ns, "4.21.0", &stream_421()))
         .await;
+    let c = [&ctl];
     wait_for_golden(&env, &c, "outdated", AMI_421_US_EAST_1).await;
     wait_for_condition(&env, &c, DEGRADED, "False", Some("AsExpected")).await;
     wait_for_condition(&env, &c, PROGRESSING, "False", Some("BootImagesCurrent")).await;
