@@ -22,7 +22,7 @@ use boot_image_controller::plan::{
 use boot_image_controller::reason::Reason;
 use boot_image_controller::testkit::streams::{
     AMI_420_ARM_US_EAST_1, AMI_420_US_EAST_1, AMI_421_ARM_US_EAST_1, AMI_421_US_EAST_1,
-    AMI_421_US_EAST_2,
+    AMI_421_US_EAST_2, stream_421_all_platforms,
 };
 use json_patch::PatchOperation;
 use proptest::prelude::*;
@@ -42,43 +42,6 @@ const AMI_CUSTOM: &str = "ami-0a1b2c3d4e5f60718";
 const GCP_IMAGE: &str = "projects/rhcos-cloud/global/images/rhcos-9-6-20251023-0-gcp-x86-64";
 const GCP_IMAGE_PREVIOUS: &str =
     "projects/rhcos-cloud/global/images/rhcos-9-6-20250826-1-gcp-x86-64";
-
-/// A compact rhcos-4.21 stream: AWS in two x86_64 regions and one aarch64 region, GCP, and the
-/// Azure marketplace (free and paid variants) as the installer's overlay adds it.
-fn golden_stream() -> Value {
-    let market = |publisher: &str, offer: &str, gen1: &str, gen2: &str, version: &str| {
-        json!({
-            "hyperVGen1": {"publisher": publisher, "offer": offer, "sku": gen1, "version": version},
-            "hyperVGen2": {"publisher": publisher, "offer": offer, "sku": gen2, "version": version}
-        })
-    };
-    json!({
-        "stream": "rhcos-4.21",
-        "metadata": {"last-modified": "2025-10-23T18:01:12Z"},
-        "architectures": {
-            "x86_64": {
-                "artifacts": {"aws": {"release": "9.6.20251023-0"}, "gcp": {"release": "9.6.20251023-0"}},
-                "images": {
-                    "aws": {"regions": {
-                        "us-east-1": {"release": "9.6.20251023-0", "image": AMI_421_US_EAST_1},
-                        "us-east-2": {"release": "9.6.20251023-0", "image": AMI_421_US_EAST_2}
-                    }},
-                    "gcp": {"release": "9.6.20251023-0", "project": "rhcos-cloud", "name": "rhcos-9-6-20251023-0-gcp-x86-64"}
-                },
-                "rhel-coreos-extensions": {"marketplace": {"azure": {
-                    "no-purchase-plan": market("azureopenshift", "aro4", "aro_420", "420-v2", "9.6.20251015"),
-                    "ocp": market("redhat", "rh-ocp-worker", "rh-ocp-worker-gen1", "rh-ocp-worker", "4.18.2025031114")
-                }}}
-            },
-            "aarch64": {
-                "artifacts": {"aws": {"release": "9.6.20251023-0"}},
-                "images": {"aws": {"regions": {
-                    "us-east-1": {"release": "9.6.20251023-0", "image": AMI_421_ARM_US_EAST_1}
-                }}}
-            }
-        }
-    })
-}
 
 // ---------------------------------------------------------------------------------------------
 // Clusters.
@@ -238,7 +201,7 @@ impl ClusterCase {
             golden: Some(from_json::<ConfigMap>(json!({
                 "apiVersion": "v1", "kind": "ConfigMap",
                 "metadata": {"name": "coreos-bootimages", "namespace": "openshift-machine-config-operator"},
-                "data": {"stream": golden_stream().to_string(), "releaseVersion": RELEASE}
+                "data": {"stream": stream_421_all_platforms().to_string(), "releaseVersion": RELEASE}
             }))),
             secrets,
             known_images,
