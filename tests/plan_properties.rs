@@ -17,7 +17,7 @@ use boot_image_controller::api::{
 use boot_image_controller::arch::Arch;
 use boot_image_controller::names;
 use boot_image_controller::plan::{
-    Action, ClusterSnapshot as Cluster, Decision as Entry, Malformed, Options, Plan, plan,
+    Action, ClusterSnapshot, Decision, Malformed, Options, Plan, plan,
 };
 use boot_image_controller::reason::Reason;
 use boot_image_controller::testkit::streams::{
@@ -144,7 +144,7 @@ fn secret(namespace: &str, name: &str, user_data: &str) -> ((String, String), Se
 }
 
 impl ClusterCase {
-    fn cluster(&self) -> Cluster {
+    fn cluster(&self) -> ClusterSnapshot {
         let (state, version, paused) = self.stability;
         let mut mc = json!({
             "apiVersion": "operator.openshift.io/v1", "kind": "MachineConfiguration",
@@ -185,7 +185,7 @@ impl ClusterCase {
                 AMI_420_ARM_US_EAST_1.to_string(),
             ]);
         }
-        Cluster {
+        ClusterSnapshot {
             machine_configuration: Some(from_json::<MachineConfiguration>(mc)),
             infrastructure: Some(from_json::<Infrastructure>(json!({
                 "apiVersion": "config.openshift.io/v1", "kind": "Infrastructure",
@@ -620,8 +620,8 @@ fn run(case: &ClusterCase, docs: &[Value]) -> Plan {
 }
 
 /// The entries of a plan with the provider-spec pointer of their kind and their object.
-fn updates<'a>(plan: &'a Plan, docs: &'a [Value]) -> Vec<(&'a Entry, &'static str, &'a Value)> {
-    let find = |entry: &Entry, kind: &str| {
+fn updates<'a>(plan: &'a Plan, docs: &'a [Value]) -> Vec<(&'a Decision, &'static str, &'a Value)> {
+    let find = |entry: &Decision, kind: &str| {
         docs.iter()
             .find(|d| {
                 d["kind"] == kind

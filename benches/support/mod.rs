@@ -17,7 +17,7 @@ use boot_image_controller::api::{
 use boot_image_controller::arch::Arch;
 use boot_image_controller::known_images::KnownImages;
 use boot_image_controller::names;
-use boot_image_controller::plan::{self, ClusterSnapshot as Cluster, Malformed, Options, Planner};
+use boot_image_controller::plan::{self, ClusterSnapshot, Malformed, Options, Planner};
 use boot_image_controller::stream::GoldenStream;
 use boot_image_controller::testkit::objects::golden_config_map;
 use boot_image_controller::testkit::streams::CUSTOM_AMI;
@@ -417,7 +417,7 @@ pub const PLATFORMS: [&str; 3] = ["AWS", "GCP", "Azure"];
 
 pub struct Scenario {
     pub platform: &'static str,
-    pub cluster: Cluster,
+    pub cluster: ClusterSnapshot,
     pub machine_sets: Vec<Result<MachineSet, Malformed>>,
     /// The same MachineSets as the controller's watch holds them.
     pub lenient: Vec<boot_image_controller::controller::lenient::Lenient<MachineSet>>,
@@ -506,7 +506,7 @@ pub fn scenario(data: &Data, platform: &str, count: usize) -> Option<Scenario> {
         }
         _ => return None,
     };
-    let cluster = Cluster {
+    let cluster = ClusterSnapshot {
         machine_configuration: Some(typed::<MachineConfiguration>(machine_configuration(
             "cluster",
             Some((MANAGED_LABEL, "true")),
