@@ -898,11 +898,9 @@ async fn concurrent_replica_changes_are_never_undone() {
     assert_eq!(sample(&metrics, PATCHES_UPDATED), Some(names.len() as f64));
 }
 
-/// Scenario 7: an actor reverting the image is fought twice, then the guard stops the controller
-/// on the third revert, even across a restart; opting out and back in resets it.
-#[tokio::test]
-async fn hot_loop_guard_stops_after_the_third_revert_even_across_a_restart() {
-    let env = TestEnv::new("hotloop").await;
+/// Scenario 7 setup: MachineSet `fought`, updated to 4.21 by a running controller.
+async fn hot_loop_cluster(name: &str) -> (TestEnv, ControllerProcess) {
+    let env = TestEnv::new(name).await;
     env.aws_cluster("4.21.0", &stream_421(), None).await;
     env.remember_images(&AMIS_420).await;
     env.apply(
@@ -911,14 +909,17 @@ async fn hot_loop_guard_stops_after_the_third_revert_even_across_a_restart() {
             .build(),
     )
     .await;
-    let mut first = env.controller(&[]);
-    first.wait_ready().await;
-    wait_for_ami(&env, &[&first], "fought", AMI_421_US_EAST_1).await;
+    let ctl = env.controller(&[]);
+    ctl.wait_ready().await;
+    wait_for_ami(&env, &[&ctl], "fought", AMI_421_US_EAST_1).await;
+    (env, ctl)
+}
 
-    // Two reverts, each re-patched.
+/// Another actor reverts `fought` twice; each revert is re-patched and remembered on the object.
+async fn revert_twice(env: &TestEnv, ctl: &ControllerProcess) {
     for revert in 1..=2 {
-        set_ami(&env, "fought", AMI_421_US_EAST_1, AMI_420_US_EAST_1).await;
-        let ms = wait_for_ami(&env, &[&first], "fought", AMI_421_US_EAST_1).await;
+        set_ami(env, "fought", AMI_421_US_EAST_1, AMI_420_US_EAST_1).await;
+        let ms = wait_for_ami(env, &[ctl], "fought", AMI_421_US_EAST_1).await;
         assert_eq!(
             hot_loop_patches(&ms),
             revert + 1,
@@ -926,23 +927,53 @@ async fn hot_loop_guard_stops_after_the_third_revert_even_across_a_restart() {
             annotation_of(&ms, HOT_LOOP)
         );
     }
-    // The controller dies; its successor knows only what is on the object.
+}
+
+/// Two reverts fought by one controller, which then dies; returns its successor, which knows only
+/// what is on the object, once it has reported the cluster current.
+async fn fought_twice_then_restarted(name: &str) -> (TestEnv, ControllerProcess) {
+    let (env, mut first) = hot_loop_cluster(name).await;
+    revert_twice(&env, &first).await;
     first.kill();
     let second = env.controller(&[]);
     second.wait_ready().await;
-    let c = [&second];
-    wait_for_condition(&env, &c, PROGRESSING, "False", Some("BootImagesCurrent")).await;
-
-    set_ami(&env, "fought", AMI_421_US_EAST_1, AMI_420_US_EAST_1).await;
-    assert_reported_as_error(
+    wait_for_condition(
         &env,
-        &second,
+        &[&second],
+        PROGRESSING,
+        "False",
+        Some("BootImagesCurrent"),
+    )
+    .await;
+    (env, second)
+}
+
+/// The third revert, which the guard stops: waits until it is reported as a HotLoop error.
+async fn revert_a_third_time(env: &TestEnv, ctl: &ControllerProcess) {
+    set_ami(env, "fought", AMI_421_US_EAST_1, AMI_420_US_EAST_1).await;
+    assert_reported_as_error(
+        env,
+        ctl,
         "fought",
         "HotLoop",
         &["3 times", "opt this MachineSet out and back in"],
         "keeps reverting",
     )
     .await;
+}
+
+/// Scenario 7a: an actor reverting the image is fought, twice.
+#[tokio::test]
+async fn the_first_two_reverts_are_patched_again() {
+    let (env, ctl) = hot_loop_cluster("hotloop-fought").await;
+    revert_twice(&env, &ctl).await;
+}
+
+/// Scenario 7b: the guard stops the controller on the third revert, even across a restart.
+#[tokio::test]
+async fn hot_loop_guard_stops_after_the_third_revert_even_across_a_restart() {
+    let (env, second) = fought_twice_then_restarted("hotloop").await;
+    revert_a_third_time(&env, &second).await;
     wait_for_metric(
         &second,
         r#"boot_image_controller_hot_loops_total{kind="MachineSet"}"#,
@@ -964,8 +995,13 @@ async fn hot_loop_guard_stops_after_the_third_revert_even_across_a_restart() {
     );
     assert_eq!(hot_loop_patches(&stopped), 3);
     assert_eq!(second.metric(MACHINE_SET_WRITES).await, Some(0.0));
+}
 
-    // Opting out clears the guard; opting back in updates it again.
+/// Scenario 7c: opting out clears the hot-loop guard; opting back in updates the MachineSet again.
+#[tokio::test]
+async fn opting_out_and_back_in_resets_the_hot_loop_guard() {
+    let (env, second) = fought_twice_then_restarted("hotloop-reset").await;
+    revert_a_third_time(&env, &second).await;
     env.annotate_machine_set("fought", OPT_OUT, Some("disabled"))
         .await;
     let cleared = eventually(CONVERGE, || async {
@@ -979,6 +1015,7 @@ async fn hot_loop_guard_stops_after_the_third_revert_even_across_a_restart() {
         second.log_tail(40)
     );
     env.annotate_machine_set("fought", OPT_OUT, None).await;
+    let c = [&second];
     let ms = wait_for_ami(&env, &c, "fought", AMI_421_US_EAST_1).await;
     assert_eq!(hot_loop_patches(&ms), 1);
     wait_for_condition(&env, &c, DEGRADED, "False", Some("AsExpected")).await;
