@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use support::fixtures::*;
-use support::{ControllerProcess, TestEnv, eventually, resource_version, sample};
+use support::{ConditionLog, ControllerProcess, TestEnv, eventually, resource_version, sample};
 
 const CONVERGE: Duration = Duration::from_secs(45);
 const PROGRESSING: &str = "BootImageUpdateProgressing";
@@ -1036,10 +1036,21 @@ fn hot_loop_patches(ms: &Value) -> usize {
         .unwrap_or(0)
 }
 
-/// Scenario 8: the pause annotation is acknowledged and holds every write until removed.
-#[tokio::test]
-async fn pause_is_acknowledged_and_holds_the_rollout() {
-    let env = TestEnv::new("pause").await;
+/// Scenario 8 setup: two current MachineSets, the pause annotation set and acknowledged, then an
+/// upgrade to 4.21 whose golden images the MCO publishes a little later (meanwhile the release
+/// mismatch holds the writes too). Returns once the status counts both MachineSets as paused,
+/// with the Paused condition as first acknowledged, the condition log since then and the
+/// resourceVersions before the upgrade.
+async fn paused_through_an_upgrade(
+    name: &str,
+) -> (
+    TestEnv,
+    ControllerProcess,
+    Value,
+    ConditionLog,
+    BTreeMap<String, String>,
+) {
+    let env = TestEnv::new(name).await;
     env.aws_cluster("4.20.0", &stream_420(), None).await;
     for name in ["paused-a", "paused-b"] {
         env.apply(
@@ -1060,8 +1071,6 @@ async fn pause_is_acknowledged_and_holds_the_rollout() {
     let log = env.record_conditions().await;
     let before = env.machine_set_versions().await;
 
-    // The upgrade completes; the MCO publishes the new golden images a little later, and
-    // meanwhile the release mismatch holds the writes too. Paused must not flicker through it.
     env.apply(cluster_version(&env.singleton, "4.21.0", "Completed"))
         .await;
     wait_for_condition(&env, &c, PROGRESSING, "False", Some("ReleaseMismatch")).await;
@@ -1075,6 +1084,14 @@ async fn pause_is_acknowledged_and_holds_the_rollout() {
     )
     .await;
     wait_for_message(&env, &c, PROGRESSING, &["Paused: 2"]).await;
+    (env, ctl, paused, log, before)
+}
+
+/// Scenario 8a: the pause annotation is acknowledged and holds every write; Paused does not
+/// flicker while the upgrade goes through.
+#[tokio::test]
+async fn pause_is_acknowledged_and_holds_the_rollout() {
+    let (env, ctl, paused, log, before) = paused_through_an_upgrade("pause").await;
     assert_eq!(
         env.machine_set_versions().await,
         before,
@@ -1092,7 +1109,13 @@ async fn pause_is_acknowledged_and_holds_the_rollout() {
         vec![("True".to_string(), "Paused".to_string())],
         "Paused never flickered while the annotation was set"
     );
+}
 
+/// Scenario 8b: removing the pause annotation releases the held rollout.
+#[tokio::test]
+async fn removing_the_pause_releases_the_rollout() {
+    let (env, ctl, ..) = paused_through_an_upgrade("pause-removed").await;
+    let c = [&ctl];
     env.annotate_machine_configuration(PAUSE, None).await;
     for name in ["paused-a", "paused-b"] {
         wait_for_ami(&env, &c, name, AMI_421_US_EAST_1).await;
