@@ -1124,18 +1124,21 @@ async fn removing_the_pause_releases_the_rollout() {
     wait_for_condition(&env, &c, PROGRESSING, "False", Some("BootImagesCurrent")).await;
 }
 
-/// Scenario 9: two replicas with leader election write as one; a killed leader is replaced.
-#[tokio::test]
-async fn two_replicas_write_as_one_and_a_killed_leader_is_replaced() {
-    let env = TestEnv::new("leader").await;
+/// The MachineSets of scenario 9.
+const ELECTED: [&str; 3] = ["elect-a", "elect-b", "elect-c"];
+
+/// Scenario 9 setup: two replicas with leader election over three MachineSets on 4.20. Returns
+/// them with the index of the one leading, once it alone leads and has moved every MachineSet to
+/// the managed stub secret.
+async fn two_replicas(name: &str) -> (TestEnv, [ControllerProcess; 2], usize) {
+    let env = TestEnv::new(name).await;
     env.aws_cluster("4.20.0", &stream_420(), None).await;
-    let names = ["elect-a", "elect-b", "elect-c"];
-    for name in names {
+    for name in ELECTED {
         env.apply(machine_set(&env.ns, name).build()).await;
     }
     let lease = format!("bic-{}", env.ns);
     let flags = ["--leader-elect", "--leader-election-id", lease.as_str()];
-    let mut replicas = [env.controller(&flags), env.controller(&flags)];
+    let replicas = [env.controller(&flags), env.controller(&flags)];
     for r in &replicas {
         r.wait_ready().await;
     }
@@ -1152,7 +1155,6 @@ async fn two_replicas_write_as_one_and_a_killed_leader_is_replaced() {
     })
     .await
     .unwrap_or_else(|| panic!("no single leader\n{}", tails(&[&replicas[0], &replicas[1]])));
-    let follower = 1 - leader;
     let holder = env.lease(&lease).await.expect("the Lease exists");
     let holder_identity = holder["spec"]["holderIdentity"]
         .as_str()
@@ -1163,7 +1165,7 @@ async fn two_replicas_write_as_one_and_a_killed_leader_is_replaced() {
     );
 
     // The first change (the stub secret) happens once.
-    for name in names {
+    for name in ELECTED {
         wait_for_golden(&env, &[&replicas[leader]], name, AMI_420_US_EAST_1).await;
     }
     wait_for_condition(
@@ -1174,8 +1176,15 @@ async fn two_replicas_write_as_one_and_a_killed_leader_is_replaced() {
         Some("BootImagesCurrent"),
     )
     .await;
+    (env, replicas, leader)
+}
+
+/// Scenario 9a: two replicas with leader election write as one: the follower writes nothing.
+#[tokio::test]
+async fn two_replicas_write_as_one() {
+    let (_env, replicas, leader) = two_replicas("leader").await;
     // The follower writes nothing at all: no MachineSet, status, Event or ConfigMap.
-    let metrics = replicas[follower].metrics().await;
+    let metrics = replicas[1 - leader].metrics().await;
     let follower_writes: Vec<&str> = metrics
         .lines()
         .filter(|l| l.starts_with("boot_image_controller_writes_total{") && !l.ends_with(" 0"))
@@ -1184,8 +1193,14 @@ async fn two_replicas_write_as_one_and_a_killed_leader_is_replaced() {
         metrics.contains("boot_image_controller_writes_total{") && follower_writes.is_empty(),
         "the follower wrote: {follower_writes:?}"
     );
+}
 
-    // The leader dies without releasing the Lease; the follower takes over once it expires.
+/// Scenario 9b: a leader killed without releasing the Lease is replaced by the follower once the
+/// Lease expires, and the successor carries out the next rollout, one patch per MachineSet.
+#[tokio::test]
+async fn a_killed_leader_is_replaced() {
+    let (env, mut replicas, leader) = two_replicas("leader-killed").await;
+    let follower = 1 - leader;
     let killed = Instant::now();
     replicas[leader].kill();
     wait_for_metric(&replicas[follower], LEADER, Duration::from_secs(30), |v| {
@@ -1201,7 +1216,7 @@ async fn two_replicas_write_as_one_and_a_killed_leader_is_replaced() {
     let new = &replicas[follower];
 
     env.upgrade("4.21.0", &stream_421()).await;
-    for name in names {
+    for name in ELECTED {
         let ms = wait_for_golden(&env, &[new], name, AMI_421_US_EAST_1).await;
         let history = history_of(&ms);
         assert_eq!(
@@ -1216,7 +1231,10 @@ async fn two_replicas_write_as_one_and_a_killed_leader_is_replaced() {
         );
         assert_eq!(history[1]["bootImage"]["to"], AMI_421_US_EAST_1, "{name}");
     }
-    assert_eq!(new.metric(PATCHES_UPDATED).await, Some(names.len() as f64));
+    assert_eq!(
+        new.metric(PATCHES_UPDATED).await,
+        Some(ELECTED.len() as f64)
+    );
 }
 
 /// Scenario 10: a controller stopped in the middle of a rollout, and its successor, patch every
