@@ -60,6 +60,9 @@ reasons! {
     ImageNotInStream,
     ManagedSecretMissing,
     ManagedSecretInvalid,
+    /// The managed stub secret's userData is blank, as must-gather and `oc adm inspect` write
+    /// every secret: it cannot be verified, so it is not switched to.
+    ManagedSecretUnverified,
     /// Someone keeps reverting our patch; we stop instead of fighting.
     HotLoop,
     PatchFailed,
