@@ -23,8 +23,17 @@ pub struct PlanArgs {
     /// A manifest file, or a folder read recursively (*.yaml, *.yml, *.json), or `-` for
     /// standard input. Multi-document YAML and `kind: List` are read, so `oc get -o yaml` output
     /// and must-gathers work.
-    #[arg(long = "manifests", short = 'f', value_name = "PATH", required = true)]
+    #[arg(
+        long = "manifests",
+        short = 'f',
+        value_name = "PATH",
+        required_unless_present_any = ["live", "kubeconfig", "context"],
+        conflicts_with_all = ["kubeconfig", "context"]
+    )]
     pub manifests: Vec<PathBuf>,
+
+    #[command(flatten)]
+    pub live: super::live::LiveArgs,
 
     /// Output format: a table for people, the complete plan as JSON or YAML for tools.
     #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Table)]
@@ -84,7 +93,11 @@ fn arch_parser() -> impl clap::builder::TypedValueParser<Value = Arch> {
 
 /// Runs the command; `Ok` holds the exit code (0, or [`CHANGES_PENDING_CODE`]).
 pub fn run(args: &PlanArgs) -> Result<u8, Failure> {
-    let mut snapshot = load(&args.manifests)?;
+    let mut snapshot = if args.live.requested() {
+        read_cluster(&args.live)?
+    } else {
+        load(&args.manifests)?
+    };
     if let Some(mode) = args.assume_selection {
         assume_selection(&mut snapshot.cluster, mode);
     }
@@ -128,6 +141,22 @@ pub fn run(args: &PlanArgs) -> Result<u8, Failure> {
         CHANGES_PENDING_CODE
     } else {
         0
+    })
+}
+
+/// Exit code when the cluster cannot be read (unreachable, forbidden).
+const CLUSTER_READ_CODE: u8 = 1;
+
+fn read_cluster(args: &super::live::LiveArgs) -> Result<manifests::Snapshot, Failure> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::runtime(CLUSTER_READ_CODE, e))?;
+    runtime.block_on(super::live::snapshot(args)).map_err(|e| {
+        Failure::runtime(
+            CLUSTER_READ_CODE,
+            anyhow::anyhow!("cannot read the cluster: {e}"),
+        )
     })
 }
 
