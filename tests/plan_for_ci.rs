@@ -180,3 +180,21 @@ fn a_must_gather_blanked_stub_secret_is_unverified_not_invalid() {
     assert!(reasons.contains(&"ManagedSecretUnverified"), "{reasons:?}");
     assert!(!reasons.contains(&"ManagedSecretInvalid"), "{reasons:?}");
 }
+
+/// `-o wide` is the table plus every operation of every patch, so a reviewer sees exactly what
+/// `run` would send.
+#[test]
+fn wide_output_adds_every_patch_operation_to_the_table() {
+    let dir = demo_cluster();
+    let dir = dir.to_str().unwrap();
+    let table = String::from_utf8(plan(&["-f", dir], None).stdout).unwrap();
+    let wide = String::from_utf8(plan(&["-f", dir, "-o", "wide"], None).stdout).unwrap();
+    assert!(wide.starts_with(&table), "the table first:\n{wide}");
+    let json = json_of(&plan(&["-f", dir, "-o", "json"], None));
+    for entry in json["machineSets"].as_array().unwrap() {
+        for op in entry["patch"].as_array().unwrap() {
+            assert!(wide.contains(&op.to_string()), "{op} missing from:\n{wide}");
+        }
+    }
+    assert!(wide.contains("\"op\":\"test\""), "{wide}");
+}

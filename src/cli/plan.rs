@@ -68,6 +68,8 @@ pub struct PlanArgs {
 pub enum OutputFormat {
     /// A table for people.
     Table,
+    /// The table, then every patch the controller would send, operation by operation.
+    Wide,
     /// The plan as JSON, for tools.
     Json,
     /// The plan as YAML: the same content as JSON.
@@ -130,6 +132,11 @@ pub fn run(args: &PlanArgs) -> Result<u8, Failure> {
             serde_saphyr::to_string(&plan).context("cannot serialize the plan")?
         }
         OutputFormat::Table => table::render(&plan, &table::ClusterFacts::of(&snapshot.cluster)),
+        OutputFormat::Wide => {
+            let mut text = table::render(&plan, &table::ClusterFacts::of(&snapshot.cluster));
+            text.push_str(&patches(&plan)?);
+            text
+        }
     };
     write_stdout(&output)?;
     let pending = plan
@@ -205,6 +212,29 @@ fn assume_selection(cluster: &mut Cluster, mode: AssumedSelection) {
             partial: None,
         },
     });
+}
+
+/// The patches of a plan as `-o wide` lists them: one line per operation, each object's
+/// operations in the order the API server applies them.
+fn patches(plan: &Plan) -> Result<String, Failure> {
+    let mut out = String::from("\nPatches (RFC 6902 JSON Patch, as `run` sends them):\n");
+    let entries: Vec<_> = plan
+        .machine_sets
+        .iter()
+        .chain(&plan.control_plane_machine_sets)
+        .filter(|e| !e.patch.is_empty())
+        .collect();
+    if entries.is_empty() {
+        out.push_str("  none\n");
+    }
+    for entry in entries {
+        out.push_str(&format!("  {}/{}:\n", entry.namespace, entry.name));
+        for op in &entry.patch {
+            let op = serde_json::to_string(op).context("cannot serialize a patch")?;
+            out.push_str(&format!("    {op}\n"));
+        }
+    }
+    Ok(out)
 }
 
 fn json(plan: &Plan) -> Result<String, Failure> {
