@@ -162,6 +162,8 @@ dump() {
   rm -rf "$1"
   mkdir -p "$1"
   kubectl get infrastructure/cluster clusterversion/version machineconfiguration/cluster -o yaml >"$1/cluster.yaml"
+  # The control-plane Nodes say the architecture of MachineSets that do not declare theirs.
+  kubectl get nodes -l node-role.kubernetes.io/master -o yaml >"$1/nodes.yaml"
   kubectl get configmaps -n "$mco_ns" -o yaml >"$1/$mco_ns.yaml"
   kubectl get machinesets,secrets -n "$mapi_ns" -o yaml >"$1/$mapi_ns.yaml"
 }
@@ -358,6 +360,7 @@ apply_status -f "$fixtures/clusterversion-4.20.yaml"
 apply -f "$testdata/machineconfiguration.yaml"
 apply -f "$fixtures/coreos-bootimages-4.20.yaml"
 apply -f "$testdata/secrets.yaml"
+apply -f "$testdata/nodes.yaml"
 apply -f "$fixtures/machinesets.yaml"
 apply_status -f "$fixtures/machinesets.yaml"
 cat <<EOF | indent
@@ -377,8 +380,9 @@ machine_sets -o custom-columns='NAME:.metadata.name,AMI:.spec.template.spec.prov
 section "4/8 Before: what the controller would change"
 say "\`plan\` runs the controller's decision on manifest files, without touching the cluster. Here:" \
   "\`kubectl get -o yaml\` of the objects above, dumped to $(rel "$state/before")/. The 4.16 AMIs" \
-  "are known CoreOS images only thanks to $known_images_file; without it they would look like" \
-  "custom images and be left alone."
+  "are known CoreOS images from the list of every RHCOS AMI since 4.12 that the binary ships;" \
+  "$known_images_file shows how to add AMIs it does not know. Other AMIs are custom images" \
+  "and are left alone."
 dump "$state/before"
 shown "boot-image-controller plan -f $(rel "$state/before") --known-images-file $known_images_file"
 plan "$state/before" | indent

@@ -313,7 +313,25 @@ start_apiserver() {
   # address); nothing here routes to that Service anyway.
   # --service-account-issuer / key files: required by kube-apiserver to
   # start; tokens it issues are verified with sa.pub.
+  # --audit-*: the body of every patch of a machine resource, as the API
+  # server received it, in $state_dir/audit.log; a test compares it with what
+  # `plan` says `run` sends. Nothing else is logged.
+  cat >"$state_dir/audit-policy.yaml" <<'POLICY'
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: Request
+  verbs: ["patch"]
+  resources:
+  - group: machine.openshift.io
+    resources: ["machinesets", "controlplanemachinesets"]
+- level: None
+POLICY
   spawn kube-apiserver "$BIN_DIR/kube-apiserver" \
+    --audit-policy-file="$state_dir/audit-policy.yaml" \
+    --audit-log-path="$state_dir/audit.log" --audit-log-format=json \
+    --audit-log-maxsize=100 --audit-log-maxbackup=1 \
     --etcd-servers="http://127.0.0.1:$1" \
     --bind-address=127.0.0.1 --secure-port="$2" \
     --advertise-address=127.0.0.1 \

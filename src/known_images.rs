@@ -5,9 +5,24 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
+use std::sync::{Arc, OnceLock};
 
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct KnownImages(BTreeSet<String>);
+/// A set of image references. Large sets that never change (the published list) are shared
+/// between copies, so that a snapshot per pass costs a pointer, not thousands of strings.
+#[derive(Clone, Debug, Default)]
+pub struct KnownImages {
+    shared: Vec<Arc<BTreeSet<String>>>,
+    own: BTreeSet<String>,
+}
+
+impl PartialEq for KnownImages {
+    fn eq(&self, other: &Self) -> bool {
+        self.iter().collect::<BTreeSet<_>>() == other.iter().collect::<BTreeSet<_>>()
+    }
+}
+
+/// The RHCOS AMIs published for OpenShift 4.x (see the file's header for its source).
+const PUBLISHED_AWS_AMIS: &str = include_str!("../data/rhcos-aws-amis.txt");
 
 #[derive(Debug, thiserror::Error)]
 #[error("cannot read known images from {path}: {source}")]
@@ -21,13 +36,28 @@ impl KnownImages {
     /// Parses one reference per line; blank lines and `#` comments (whole-line or trailing) are
     /// ignored so the file can document where its entries come from.
     pub fn parse(text: &str) -> Self {
-        Self(
-            text.lines()
-                .map(|line| line.split('#').next().unwrap_or_default().trim())
-                .filter(|line| !line.is_empty())
-                .map(str::to_string)
-                .collect(),
-        )
+        text.lines()
+            .map(|line| line.split('#').next().unwrap_or_default().trim())
+            .filter(|line| !line.is_empty())
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// The images this project ships as published: every RHCOS AMI of OpenShift 4.12 and
+    /// later. Parsed once and shared.
+    pub fn published() -> Self {
+        static PUBLISHED: OnceLock<Arc<BTreeSet<String>>> = OnceLock::new();
+        let set = PUBLISHED.get_or_init(|| Arc::new(Self::parse(PUBLISHED_AWS_AMIS).own));
+        KnownImages {
+            shared: vec![set.clone()],
+            own: BTreeSet::new(),
+        }
+    }
+
+    /// Adds every image of `other`, sharing what it shares.
+    pub fn merge(&mut self, other: &KnownImages) {
+        self.shared.extend(other.shared.iter().cloned());
+        self.own.extend(other.own.iter().cloned());
     }
 
     pub fn read(path: &Path) -> Result<Self, KnownImagesError> {
@@ -40,29 +70,35 @@ impl KnownImages {
     }
 
     pub fn contains(&self, reference: &str) -> bool {
-        self.0.contains(reference)
+        self.own.contains(reference) || self.shared.iter().any(|s| s.contains(reference))
     }
 
     pub fn extend<I: IntoIterator<Item = String>>(&mut self, refs: I) {
-        self.0.extend(refs);
+        self.own.extend(refs);
     }
 
+    /// How many references, counting one listed twice once per listing.
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.own.len() + self.shared.iter().map(|s| s.len()).sum::<usize>()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.len() == 0
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &String> {
-        self.0.iter()
+        self.own
+            .iter()
+            .chain(self.shared.iter().flat_map(|s| s.iter()))
     }
 }
 
 impl FromIterator<String> for KnownImages {
     fn from_iter<I: IntoIterator<Item = String>>(iter: I) -> Self {
-        Self(iter.into_iter().collect())
+        KnownImages {
+            shared: Vec::new(),
+            own: iter.into_iter().collect(),
+        }
     }
 }
 
@@ -75,5 +111,21 @@ mod tests {
         let k = KnownImages::parse("# published AMIs\nami-1\n\n  ami-2  # us-east-1\n");
         assert!(k.contains("ami-1") && k.contains("ami-2"));
         assert_eq!(k.len(), 2);
+    }
+
+    #[test]
+    fn the_published_list_knows_rhcos_amis_of_several_releases_and_no_custom_one() {
+        let published = KnownImages::published();
+        // The golden us-east-1 x86_64 AMIs of 4.20 and 4.21.
+        for ami in ["ami-09d23adad19cdb25c", "ami-01095d1967818437c"] {
+            assert!(published.contains(ami), "{ami}");
+        }
+        assert!(!published.contains("ami-0123456789abcdef0"));
+        assert!(published.len() > 9000, "{}", published.len());
+        assert!(published.iter().all(|a| a.starts_with("ami-")));
+        // Copies share the list instead of copying it.
+        let mut copy = published.clone();
+        copy.extend(["ami-1".to_string()]);
+        assert!(copy.contains("ami-1") && !published.contains("ami-1"));
     }
 }

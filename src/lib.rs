@@ -1,20 +1,23 @@
 //! boot-image-controller: keeps the boot images of OpenShift MachineSets current.
 //!
-//! Data flows one way: observe (controller) -> decide ([`plan`]) -> act (controller) -> report.
+//! Data flows one way: observe -> decide ([`plan`]) -> act -> report, the last three carried
+//! out by the controller. `docs/architecture.md` follows one MachineSet through the code.
 #![forbid(unsafe_code)]
 
 pub mod api;
+mod api_client;
 pub mod arch;
 pub mod cli;
 pub mod controller;
 pub mod known_images;
 pub mod kubeconfig;
+pub mod machine_kind;
 pub mod manifests;
 pub mod metrics;
 pub mod names;
 pub mod plan;
 pub mod platform;
 pub mod reason;
-pub mod revert;
-pub mod server;
+mod revert;
+mod server;
 pub mod stream;

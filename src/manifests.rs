@@ -16,13 +16,14 @@ use std::path::{Path, PathBuf};
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-use crate::api::{ConfigMap, ControlPlaneMachineSet, MachineSet, Secret};
+use crate::api::{ConfigMap, ControlPlaneMachineSet, MachineSet, ObjectMeta, Secret};
 use crate::known_images::KnownImages;
 use crate::names::{
-    CLUSTER_VERSION_NAME, GOLDEN_CONFIGMAP_NAME, GOLDEN_CONFIGMAP_NAMESPACE, INFRASTRUCTURE_NAME,
-    KNOWN_IMAGES_CONFIGMAP_NAME, MACHINE_CONFIGURATION_NAME,
+    ARCH_LABEL, CLUSTER_VERSION_NAME, CONTROL_PLANE_NODE_LABELS, GOLDEN_CONFIGMAP_NAME,
+    GOLDEN_CONFIGMAP_NAMESPACE, INFRASTRUCTURE_NAME, KNOWN_IMAGES_CONFIGMAP_NAME,
+    MACHINE_CONFIGURATION_NAME,
 };
-use crate::plan::{Cluster, Malformed};
+use crate::plan::{ClusterSnapshot, Malformed};
 
 /// File name endings read when walking a folder. A file named explicitly is read whatever its
 /// name, so `oc get ... > out.txt` works too.
@@ -31,7 +32,7 @@ const MANIFEST_EXTENSIONS: [&str; 3] = ["yaml", "yml", "json"];
 /// What the manifests say about a cluster: the planner's whole input.
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
-    pub cluster: Cluster,
+    pub cluster: ClusterSnapshot,
     pub machine_sets: Vec<Result<MachineSet, Malformed>>,
     pub control_plane_machine_sets: Vec<Result<ControlPlaneMachineSet, Malformed>>,
     /// Things worth telling a person that do not prevent a plan, e.g. conflicting duplicates.
@@ -165,6 +166,7 @@ enum Kind {
     GoldenConfigMap,
     KnownImagesConfigMap,
     Secret,
+    Node,
 }
 
 impl Kind {
@@ -192,6 +194,7 @@ impl Kind {
                 Kind::KnownImagesConfigMap
             }
             ("v1", "Secret") => Kind::Secret,
+            ("v1", "Node") => Kind::Node,
             _ => return None,
         })
     }
@@ -205,6 +208,7 @@ impl Kind {
             Kind::ClusterVersion => "ClusterVersion",
             Kind::GoldenConfigMap | Kind::KnownImagesConfigMap => "ConfigMap",
             Kind::Secret => "Secret",
+            Kind::Node => "Node",
         }
     }
 }
@@ -321,6 +325,9 @@ impl Objects {
             warnings: self.warnings,
             ..Snapshot::default()
         };
+        // Manifests come from OpenShift clusters, which always serve ClusterVersions: one
+        // missing from them holds writes, as it would on the cluster.
+        snapshot.cluster.cluster_version_served = true;
         let cluster = &mut snapshot.cluster;
         for (key, found) in self.by_key {
             match key.kind {
@@ -349,6 +356,21 @@ impl Objects {
                 Kind::Secret => {
                     let secret: Secret = typed(&key, found)?;
                     cluster.secrets.insert((key.namespace, key.name), secret);
+                }
+                Kind::Node => {
+                    let meta: ObjectMeta = found
+                        .object
+                        .get("metadata")
+                        .and_then(|m| serde_json::from_value(m.clone()).ok())
+                        .unwrap_or_default();
+                    let labels = meta.labels.unwrap_or_default();
+                    if CONTROL_PLANE_NODE_LABELS
+                        .iter()
+                        .any(|l| labels.contains_key(*l))
+                    {
+                        let arch = labels.get(ARCH_LABEL).cloned();
+                        cluster.control_plane_nodes.insert(key.name, arch);
+                    }
                 }
             }
         }

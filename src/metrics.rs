@@ -7,8 +7,9 @@ use prometheus::{
     Registry, TextEncoder,
 };
 
-use crate::plan::{Action, Plan};
-use crate::reason::Reason;
+use crate::machine_kind::MachineKind;
+use crate::plan::{Action, Blocked, Decision};
+use crate::reason::{Category, Reason};
 
 /// What was built, for `build_info` and `--version`.
 pub mod build {
@@ -33,12 +34,12 @@ pub mod names {
     pub const WRITE_FAILURES: &str = "boot_image_controller_write_failures_total";
     pub const BUILD_INFO: &str = "boot_image_controller_build_info";
     pub const READY: &str = "boot_image_controller_ready";
+    pub const HOLD_EXCEEDED: &str = "boot_image_controller_hold_exceeded";
     /// Same name and meaning as the Machine Config Operator's gauge, so existing alerts and
     /// dashboards keep working after the switch.
     pub const MCC_UPDATE_ERROR: &str = "mcc_bootimage_update_error";
 }
 
-const KINDS: [&str; 2] = ["MachineSet", "ControlPlaneMachineSet"];
 /// What a write changed: the kind of object, or the object and subresource. Never an outcome:
 /// failures are counted apart, so that `sum(rate(writes_total))` is the rate of changes made.
 pub const WRITE_TARGETS: [&str; 5] = [
@@ -48,30 +49,6 @@ pub const WRITE_TARGETS: [&str; 5] = [
     "Event",
     "ConfigMap",
 ];
-const ERROR_REASONS: [Reason; 11] = [
-    Reason::MalformedObject,
-    Reason::InvalidProviderSpec,
-    Reason::InvalidSelector,
-    Reason::UnknownArchitecture,
-    Reason::ArchitectureUndetermined,
-    Reason::ArchitectureNotInStream,
-    Reason::ImageNotInStream,
-    Reason::ManagedSecretMissing,
-    Reason::ManagedSecretInvalid,
-    Reason::HotLoop,
-    Reason::PatchFailed,
-];
-const GATE_REASONS: [Reason; 8] = [
-    Reason::MachineConfigurationMissing,
-    Reason::InfrastructureMissing,
-    Reason::GoldenConfigMapMissing,
-    Reason::GoldenStreamInvalid,
-    Reason::ReleaseVersionMissing,
-    Reason::ClusterUpgrading,
-    Reason::ReleaseMismatch,
-    Reason::Paused,
-];
-
 #[derive(Clone)]
 pub struct Metrics {
     registry: Registry,
@@ -96,52 +73,44 @@ pub struct Metrics {
     pub write_failures: IntCounterVec,
     build_info: IntGaugeVec,
     pub mcc_update_error: GaugeVec,
+    /// 1 while a hold has lasted longer than `--hold-degrade-after`, by its reason.
+    pub hold_exceeded: IntGaugeVec,
 }
 
 impl Metrics {
     pub fn new() -> Self {
         let registry = Registry::new();
         let m = Metrics {
-            machine_resources: IntGaugeVec::new(
-                Opts::new(
-                    names::MACHINE_RESOURCES,
-                    "Machine resources by kind, planned action and reason",
-                ),
+            machine_resources: vec_of(
+                IntGaugeVec::new,
+                names::MACHINE_RESOURCES,
+                "Machine resources by kind, planned action and reason",
                 &["kind", "action", "reason"],
-            )
-            .unwrap(),
-            patches: IntCounterVec::new(
-                Opts::new(
-                    names::PATCHES,
-                    "Boot image patches sent, by kind and result",
-                ),
+            ),
+            patches: vec_of(
+                IntCounterVec::new,
+                names::PATCHES,
+                "Boot image patches sent, by kind and result",
                 &["kind", "result"],
-            )
-            .unwrap(),
-            errors: IntCounterVec::new(
-                Opts::new(
-                    names::ERRORS,
-                    "Machine resources that entered an error, by kind and reason",
-                ),
+            ),
+            errors: vec_of(
+                IntCounterVec::new,
+                names::ERRORS,
+                "Machine resources that entered an error, by kind and reason",
                 &["kind", "reason"],
-            )
-            .unwrap(),
-            hot_loops: IntCounterVec::new(
-                Opts::new(
-                    names::HOT_LOOPS,
-                    "Hot loops detected: another writer kept reverting our patch",
-                ),
+            ),
+            hot_loops: vec_of(
+                IntCounterVec::new,
+                names::HOT_LOOPS,
+                "Hot loops detected: another writer kept reverting our patch",
                 &["kind"],
-            )
-            .unwrap(),
-            blocked: IntGaugeVec::new(
-                Opts::new(
-                    names::BLOCKED,
-                    "1 while a global gate blocks all boot image writes",
-                ),
+            ),
+            blocked: vec_of(
+                IntGaugeVec::new,
+                names::BLOCKED,
+                "1 while a global gate blocks all boot image writes",
                 &["reason"],
-            )
-            .unwrap(),
+            ),
             reconcile_duration: HistogramVec::new(
                 HistogramOpts::new(names::RECONCILE_DURATION, "Duration of a reconcile pass")
                     .buckets(vec![
@@ -150,59 +119,51 @@ impl Metrics {
                 &["scope"],
             )
             .unwrap(),
-            last_sync: LastSync(
-                IntGaugeVec::new(
-                    Opts::new(
-                        names::LAST_SYNC,
-                        "Unix time of the last reconcile pass that ended with every write done",
-                    ),
-                    &[],
-                )
-                .unwrap(),
-            ),
-            golden_stream: IntGaugeVec::new(
-                Opts::new(
-                    names::GOLDEN_STREAM,
-                    "The golden CoreOS stream in use (value 1)",
-                ),
+            last_sync: LastSync(vec_of(
+                IntGaugeVec::new,
+                names::LAST_SYNC,
+                "Unix time of the last reconcile pass that ended with every write done",
+                &[],
+            )),
+            golden_stream: vec_of(
+                IntGaugeVec::new,
+                names::GOLDEN_STREAM,
+                "The golden CoreOS stream in use (value 1)",
                 &["stream", "release"],
-            )
-            .unwrap(),
+            ),
             leader: IntGauge::new(names::LEADER, "1 while this replica holds the leader lease")
                 .unwrap(),
             ready: IntGauge::new(names::READY, "1 once every watch has synced").unwrap(),
-            writes: IntCounterVec::new(
-                Opts::new(
-                    names::WRITES,
-                    "Successful writes to the Kubernetes API, by object (and subresource) written",
-                ),
+            writes: vec_of(
+                IntCounterVec::new,
+                names::WRITES,
+                "Successful writes to the Kubernetes API, by object (and subresource) written",
                 &["target"],
-            )
-            .unwrap(),
-            write_failures: IntCounterVec::new(
-                Opts::new(
-                    names::WRITE_FAILURES,
-                    "Writes to the Kubernetes API that failed, by object (and subresource)",
-                ),
+            ),
+            write_failures: vec_of(
+                IntCounterVec::new,
+                names::WRITE_FAILURES,
+                "Writes to the Kubernetes API that failed, by object (and subresource)",
                 &["target"],
-            )
-            .unwrap(),
-            build_info: IntGaugeVec::new(
-                Opts::new(
-                    names::BUILD_INFO,
-                    "The controller's version and source commit (value 1)",
-                ),
+            ),
+            build_info: vec_of(
+                IntGaugeVec::new,
+                names::BUILD_INFO,
+                "The controller's version and source commit (value 1)",
                 &["version", "commit"],
-            )
-            .unwrap(),
-            mcc_update_error: GaugeVec::new(
-                Opts::new(
-                    names::MCC_UPDATE_ERROR,
-                    "1 while the boot image of a MachineSet cannot be updated",
-                ),
+            ),
+            mcc_update_error: vec_of(
+                GaugeVec::new,
+                names::MCC_UPDATE_ERROR,
+                "1 while the boot image of a MachineSet cannot be updated",
                 &["machineset"],
-            )
-            .unwrap(),
+            ),
+            hold_exceeded: vec_of(
+                IntGaugeVec::new,
+                names::HOLD_EXCEEDED,
+                "1 while a gate has held boot image writes longer than the configured limit",
+                &["reason"],
+            ),
             registry,
         };
         for c in m.collectors() {
@@ -218,22 +179,23 @@ impl Metrics {
             ))
             .expect("process metric names are unique");
         m.initialize_series();
+        m.observe_hold(None);
         m
     }
 
     /// Creates the bounded series at zero, so that every family is exported from the start and
     /// `rate()`/`increase()` see the first event instead of a series appearing at 1.
     fn initialize_series(&self) {
-        for kind in KINDS {
+        for kind in MachineKind::ALL.map(MachineKind::kind) {
             for result in ["updated", "conflict", "failed"] {
                 self.patches.with_label_values(&[kind, result]);
             }
             self.hot_loops.with_label_values(&[kind]);
-            for reason in ERROR_REASONS {
+            for reason in Reason::of(Category::Error) {
                 self.errors.with_label_values(&[kind, reason.as_str()]);
             }
         }
-        for reason in GATE_REASONS {
+        for reason in Reason::of(Category::Hold) {
             self.blocked.with_label_values(&[reason.as_str()]).set(0);
         }
         for scope in ["all", "some"] {
@@ -264,34 +226,31 @@ impl Metrics {
             Box::new(self.write_failures.clone()),
             Box::new(self.build_info.clone()),
             Box::new(self.mcc_update_error.clone()),
+            Box::new(self.hold_exceeded.clone()),
         ]
     }
 
-    /// Replaces the per-plan gauges with the content of `plan`.
-    pub fn observe_plan(&self, plan: &Plan, golden: Option<(&str, &str)>) {
+    /// Replaces the per-plan gauges with the latest decisions and gate.
+    pub fn observe_plan<'a>(
+        &self,
+        decisions: impl IntoIterator<Item = &'a Decision>,
+        blocked: Option<&Blocked>,
+        golden: Option<(&str, &str)>,
+    ) {
         self.machine_resources.reset();
-        for (kind, entries) in [
-            ("MachineSet", &plan.machine_sets),
-            ("ControlPlaneMachineSet", &plan.control_plane_machine_sets),
-        ] {
-            for e in entries.iter() {
-                self.machine_resources
-                    .with_label_values(&[kind, e.action.as_str(), e.reason.as_str()])
-                    .inc();
+        self.mcc_update_error.reset();
+        for d in decisions {
+            self.machine_resources
+                .with_label_values(&[d.kind.kind(), d.action.as_str(), d.reason.as_str()])
+                .inc();
+            if d.kind == MachineKind::MachineSet && d.action == Action::Error {
+                self.mcc_update_error
+                    .with_label_values(&[d.name.as_str()])
+                    .set(1.0);
             }
         }
-        self.mcc_update_error.reset();
-        for e in plan
-            .machine_sets
-            .iter()
-            .filter(|e| e.action == Action::Error)
-        {
-            self.mcc_update_error
-                .with_label_values(&[e.name.as_str()])
-                .set(1.0);
-        }
-        for reason in GATE_REASONS {
-            let active = plan.blocked.as_ref().is_some_and(|b| b.reason == reason);
+        for reason in Reason::of(Category::Hold) {
+            let active = blocked.is_some_and(|b| b.reason == reason);
             self.blocked
                 .with_label_values(&[reason.as_str()])
                 .set(i64::from(active));
@@ -304,7 +263,18 @@ impl Metrics {
         }
     }
 
-    pub fn error_entered(&self, kind: &str, reason: Reason) {
+    /// Which hold, if any, has lasted longer than the limit.
+    pub fn observe_hold(&self, exceeded: Option<Reason>) {
+        for reason in Reason::ALL.iter().filter(|r| r.degrades_when_lasting()) {
+            let active = exceeded == Some(*reason);
+            self.hold_exceeded
+                .with_label_values(&[reason.as_str()])
+                .set(i64::from(active));
+        }
+    }
+
+    pub fn error_entered(&self, kind: MachineKind, reason: Reason) {
+        let kind = kind.kind();
         self.errors
             .with_label_values(&[kind, reason.as_str()])
             .inc();
@@ -321,6 +291,16 @@ impl Metrics {
             .expect("encoding to memory cannot fail");
         String::from_utf8(buf).expect("the text format is UTF-8")
     }
+}
+
+/// A labelled metric family. Names and labels are constants, so construction cannot fail.
+fn vec_of<M>(
+    new: fn(Opts, &[&str]) -> prometheus::Result<M>,
+    name: &str,
+    help: &str,
+    labels: &[&str],
+) -> M {
+    new(Opts::new(name, help), labels).expect("metric names and labels are valid")
 }
 
 /// The time of the last complete sync. Its series does not exist until the first one: a zero
@@ -344,10 +324,16 @@ impl Default for Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::{Blocked, Entry};
 
-    fn entry(name: &str, action: Action, reason: Reason) -> Entry {
-        Entry::new("openshift-machine-api", name, action, reason, String::new())
+    fn decision(name: &str, action: Action, reason: Reason) -> Decision {
+        Decision::new(
+            MachineKind::MachineSet,
+            "openshift-machine-api",
+            name,
+            action,
+            reason,
+            String::new(),
+        )
     }
 
     fn has_sample(text: &str, name: &str) -> bool {
@@ -403,18 +389,15 @@ mod tests {
     #[test]
     fn plan_gauges_follow_the_latest_plan() {
         let m = Metrics::new();
-        let mut plan = Plan {
-            blocked: Some(Blocked {
-                reason: Reason::Paused,
-                message: String::new(),
-            }),
-            machine_sets: vec![
-                entry("a", Action::Error, Reason::ManagedSecretMissing),
-                entry("b", Action::UpToDate, Reason::UpToDate),
-            ],
-            control_plane_machine_sets: vec![],
+        let paused = Blocked {
+            reason: Reason::Paused,
+            message: String::new(),
         };
-        m.observe_plan(&plan, Some(("rhcos-4.21", "4.21.0")));
+        let mut decisions = vec![
+            decision("a", Action::Error, Reason::ManagedSecretMissing),
+            decision("b", Action::UpToDate, Reason::UpToDate),
+        ];
+        m.observe_plan(&decisions, Some(&paused), Some(("rhcos-4.21", "4.21.0")));
         let text = m.render();
         assert!(
             text.contains(r#"mcc_bootimage_update_error{machineset="a"} 1"#),
@@ -425,14 +408,26 @@ mod tests {
             r#"boot_image_controller_golden_stream_info{release="4.21.0",stream="rhcos-4.21"} 1"#
         ));
 
-        plan.machine_sets[0] = entry("a", Action::UpToDate, Reason::UpToDate);
-        plan.blocked = None;
-        m.observe_plan(&plan, None);
+        decisions[0] = decision("a", Action::UpToDate, Reason::UpToDate);
+        m.observe_plan(&decisions, None, None);
         let text = m.render();
         assert!(!text.contains("mcc_bootimage_update_error{"), "{text}");
         assert!(text.contains(r#"boot_image_controller_blocked{reason="Paused"} 0"#));
         assert!(text.contains(
             r#"boot_image_controller_machine_resources{action="UpToDate",kind="MachineSet",reason="UpToDate"} 2"#
         ));
+    }
+
+    #[test]
+    fn every_error_and_hold_reason_is_exported_from_the_start() {
+        let text = Metrics::new().render();
+        for reason in Reason::of(Category::Error) {
+            let series = format!(r#"kind="MachineSet",reason="{reason}"}} 0"#);
+            assert!(text.contains(&series), "{reason}");
+        }
+        for reason in Reason::of(Category::Hold) {
+            let series = format!(r#"boot_image_controller_blocked{{reason="{reason}"}} 0"#);
+            assert!(text.contains(&series), "{reason}");
+        }
     }
 }

@@ -13,3 +13,29 @@ pub const MACHINE_CONFIGURATION_NAME: &str = "cluster";
 pub const INFRASTRUCTURE_NAME: &str = "cluster";
 /// The singleton `ClusterVersion` whose history says whether an upgrade is in progress.
 pub const CLUSTER_VERSION_NAME: &str = "version";
+
+// Annotations and labels. Keys under `boot-image-controller.io/` are ours; the others are read
+// only, and defined by the components named beside them.
+
+/// Per-MachineSet opt-out; checked before anything else.
+pub const OPT_OUT_ANNOTATION: &str = "machineconfiguration.openshift.io/boot-image-updates";
+pub const OPT_OUT_VALUE: &str = "disabled";
+/// On the MachineConfiguration: stop all writes (acknowledged by `BootImageUpdatePaused`).
+pub const PAUSE_ANNOTATION: &str = "machineconfiguration.openshift.io/boot-image-updates-paused";
+/// The last changes we made to an object, for `revert` (see `plan::record`).
+pub const HISTORY_ANNOTATION: &str = "boot-image-controller.io/history";
+/// When we patched an object to its current target, for the hot-loop guard.
+pub const HOT_LOOP_ANNOTATION: &str = "boot-image-controller.io/hot-loop";
+/// The cluster autoscaler's scale-from-zero labels; the only place a MachineSet names its arch.
+pub const AUTOSCALER_LABELS_ANNOTATION: &str = "capacity.cluster-autoscaler.kubernetes.io/labels";
+/// The Windows Machine Config Operator's marker on Windows machine templates.
+pub const OS_ID_LABEL: &str = "machine.openshift.io/os-id";
+pub const OS_STREAM_LABEL: &str = "machineconfiguration.openshift.io/osstream";
+/// The labels that mark control-plane Nodes: `master` on every OpenShift 4 release,
+/// `control-plane` as well on newer ones. Either is enough.
+pub const CONTROL_PLANE_NODE_LABELS: [&str; 2] = [
+    "node-role.kubernetes.io/master",
+    "node-role.kubernetes.io/control-plane",
+];
+/// A Node's architecture, in the Kubernetes spelling (`amd64`, `arm64`, ...).
+pub const ARCH_LABEL: &str = "kubernetes.io/arch";

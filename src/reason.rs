@@ -7,9 +7,23 @@ use std::fmt;
 
 use serde::{Serialize, Serializer};
 
+/// What a reason means for the object it is about, and so how it is counted and reported.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub enum Category {
+    /// Something will be written.
+    Update,
+    UpToDate,
+    /// Left alone on purpose; nothing is wrong.
+    Skip,
+    /// A cluster-wide gate: nothing is written until it clears.
+    Hold,
+    /// The object needs attention.
+    Error,
+}
+
 macro_rules! reasons {
-    ($($(#[$doc:meta])* $name:ident),+ $(,)?) => {
-        /// Why a MachineSet got its action, or why the whole plan is blocked.
+    ($($(#[$doc:meta])* $name:ident: $category:ident $(+ $degrades:ident)?),+ $(,)?) => {
+        /// Why a MachineSet got its action, or why the whole plan is held.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
         pub enum Reason { $($(#[$doc])* $name),+ }
 
@@ -19,63 +33,108 @@ macro_rules! reasons {
             pub fn as_str(self) -> &'static str {
                 match self { $(Reason::$name => stringify!($name)),+ }
             }
+
+            pub fn category(self) -> Category {
+                match self { $(Reason::$name => Category::$category),+ }
+            }
+
+            /// Whether the reason makes `BootImageUpdateDegraded` true: every error, and the
+            /// holds that need an administrator rather than clearing by themselves.
+            pub fn degrades(self) -> bool {
+                match self { $(Reason::$name => reasons!(@degrades $category $($degrades)?)),+ }
+            }
         }
     };
+    (@degrades Error) => { true };
+    (@degrades $category:ident degrades) => { true };
+    (@degrades $category:ident) => { false };
 }
 
 reasons! {
-    // Update and UpToDate.
     /// The boot image (and possibly the stub secret) is older than the golden one.
-    BootImageOutdated,
+    BootImageOutdated: Update,
     /// The image is current but the MachineSet still points at the unmanaged stub secret.
-    StubSecretOutdated,
-    UpToDate,
+    StubSecretOutdated: Update,
+    UpToDate: UpToDate,
 
-    // Skips: deliberate, nothing is wrong.
     /// The MachineSet carries the opt-out annotation.
-    OptedOut,
+    OptedOut: Skip,
     /// The MachineConfiguration does not select this MachineSet.
-    NotSelected,
+    NotSelected: Skip,
     /// Another controller (Hive, Cluster API, ...) owns the MachineSet and would revert us.
-    Owned,
-    WindowsMachine,
-    NonDefaultOSStream,
+    Owned: Skip,
+    WindowsMachine: Skip,
+    /// The OS stream the machines boot (their `osstream` label) is not in the golden ConfigMap.
+    OSStreamNotPublished: Skip,
     /// An image the golden streams and the known-images list do not contain.
-    CustomImage,
-    RegionNotInStream,
+    CustomImage: Skip,
+    RegionNotInStream: Skip,
     /// The AMI is chosen by ARN or filters, which we cannot compare with a stream.
-    ImageNotById,
-    PlatformNotSupported,
+    ImageNotById: Skip,
+    PlatformNotSupported: Skip,
     /// Azure confidential or trusted-launch VMs need images the marketplace stream lacks.
-    SecurityTypeUnsupported,
-    ArchitectureNotSupported,
+    SecurityTypeUnsupported: Skip,
+    ArchitectureNotSupported: Skip,
+    /// A MachineSet of a multi-architecture cluster that does not say its architecture; the
+    /// Machine Config Operator skips these too.
+    ArchitectureNotDeclared: Skip,
+    /// An administrator's own stub secret is kept because its managed twin is missing or
+    /// invalid; the boot image is updated all the same (a warning beside the decision).
+    StubSecretKept: Skip,
+    /// The stream publishes no Azure marketplace images at all (OKD, for one).
+    MarketplaceImagesNotPublished: Skip,
 
-    // Errors: the MachineSet needs attention.
-    MalformedObject,
-    InvalidProviderSpec,
-    InvalidSelector,
-    UnknownArchitecture,
-    ArchitectureUndetermined,
-    ArchitectureNotInStream,
-    ImageNotInStream,
-    ManagedSecretMissing,
-    ManagedSecretInvalid,
-    /// The managed stub secret's userData is blank, as must-gather and `oc adm inspect` write
+    MalformedObject: Error,
+    InvalidProviderSpec: Error,
+    InvalidSelector: Error,
+    UnknownArchitecture: Error,
+    ArchitectureUndetermined: Error,
+    ArchitectureNotInStream: Error,
+    /// The current image belongs to another architecture than the one decided: one of them is
+    /// wrong, and patching would put machines on an image they cannot boot.
+    ArchitectureMismatch: Error,
+    ImageNotInStream: Error,
+    ManagedSecretMissing: Error,
+    ManagedSecretInvalid: Error,
+    /// The managed stub secret's userData is blanked, as must-gather and `oc adm inspect` write
     /// every secret: it cannot be verified, so it is not switched to.
-    ManagedSecretUnverified,
+    ManagedSecretUnverified: Error,
+    /// The stub secret of an object whose stub name never changes (a ControlPlaneMachineSet)
+    /// cannot boot the new image: the image is not updated.
+    StubSecretIncompatible: Error,
     /// Someone keeps reverting our patch; we stop instead of fighting.
-    HotLoop,
-    PatchFailed,
+    HotLoop: Error,
+    PatchFailed: Error,
 
-    // Gates: the whole plan is blocked.
-    MachineConfigurationMissing,
-    InfrastructureMissing,
-    GoldenConfigMapMissing,
-    GoldenStreamInvalid,
-    ReleaseVersionMissing,
-    ClusterUpgrading,
-    ReleaseMismatch,
-    Paused,
+    MachineConfigurationMissing: Hold,
+    InfrastructureMissing: Hold + degrades,
+    GoldenConfigMapMissing: Hold + degrades,
+    GoldenStreamInvalid: Hold + degrades,
+    ReleaseVersionMissing: Hold,
+    /// The cluster serves ClusterVersions but `version` is absent, unreadable or has no status.
+    ClusterVersionUnknown: Hold,
+    ClusterUpgrading: Hold,
+    ReleaseMismatch: Hold,
+    Paused: Hold,
+}
+
+impl Reason {
+    /// Whether a hold with this reason turns into a failure when it lasts too long: holds that
+    /// clear by themselves, unlike a pause (an administrator's choice), a missing
+    /// MachineConfiguration (no status to report on) or holds that degrade at once.
+    pub fn degrades_when_lasting(self) -> bool {
+        self.category() == Category::Hold
+            && !self.degrades()
+            && !matches!(self, Reason::Paused | Reason::MachineConfigurationMissing)
+    }
+
+    /// Every reason of one category, in declaration order.
+    pub fn of(category: Category) -> impl Iterator<Item = Reason> {
+        Reason::ALL
+            .iter()
+            .copied()
+            .filter(move |r| r.category() == category)
+    }
 }
 
 impl fmt::Display for Reason {
@@ -103,6 +162,21 @@ mod tests {
             && bytes
                 .last()
                 .is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_')
+    }
+
+    #[test]
+    fn errors_always_degrade_and_skips_never_do() {
+        for r in Reason::ALL {
+            match r.category() {
+                Category::Error => assert!(r.degrades(), "{r}"),
+                Category::Skip | Category::Update | Category::UpToDate => {
+                    assert!(!r.degrades(), "{r}")
+                }
+                Category::Hold => {}
+            }
+        }
+        assert!(Reason::GoldenConfigMapMissing.degrades());
+        assert!(!Reason::ClusterUpgrading.degrades());
     }
 
     #[test]

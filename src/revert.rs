@@ -21,30 +21,12 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::api::ObjectMeta;
-use crate::plan::record::{self, HISTORY_ANNOTATION, HOT_LOOP_ANNOTATION, HistoryEntry};
-use crate::plan::{OPT_OUT_ANNOTATION, OPT_OUT_VALUE, Resource, display, guarded_replace};
-
-/// Where each kind keeps its provider spec; the same bases the planner writes under.
-pub const MACHINE_SET_PROVIDER_SPEC: &str = "/spec/template/spec/providerSpec/value";
-pub const CONTROL_PLANE_PROVIDER_SPEC: &str =
-    "/spec/template/machines_v1beta1_machine_openshift_io/spec/providerSpec/value";
-/// Relative to the provider spec, as the planner writes it.
-const USER_DATA_SECRET_POINTER: &str = "/userDataSecret/name";
-
-/// The kind of a machine resource as people read it.
-pub fn kind_name(kind: Resource) -> &'static str {
-    match kind {
-        Resource::MachineSets => "MachineSet",
-        Resource::ControlPlaneMachineSets => "ControlPlaneMachineSet",
-    }
-}
-
-pub fn provider_spec_base(kind: Resource) -> &'static str {
-    match kind {
-        Resource::MachineSets => MACHINE_SET_PROVIDER_SPEC,
-        Resource::ControlPlaneMachineSets => CONTROL_PLANE_PROVIDER_SPEC,
-    }
-}
+use crate::machine_kind::MachineKind;
+use crate::names::{HISTORY_ANNOTATION, HOT_LOOP_ANNOTATION, OPT_OUT_ANNOTATION, OPT_OUT_VALUE};
+use crate::plan::patch::{guarded_replace, remove_annotation_ops, set_annotations_ops};
+use crate::plan::record::HistoryEntry;
+use crate::plan::stub;
+use crate::platform::{display_image as display, image_locations};
 
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum RevertError {
@@ -88,21 +70,6 @@ pub enum RevertError {
         expected: String,
         current: String,
     },
-}
-
-impl RevertError {
-    /// A stable CamelCase category, for messages and tools.
-    pub fn reason(&self) -> &'static str {
-        match self {
-            RevertError::NoHistory { .. } => "NoHistory",
-            RevertError::UnreadableHistory { .. } => "UnreadableHistory",
-            RevertError::NotEnoughHistory { .. } => "NotEnoughHistory",
-            RevertError::NoSteps => "NoSteps",
-            RevertError::NoProviderSpec { .. } => "InvalidProviderSpec",
-            RevertError::BootImageNotFound { .. } => "BootImageNotFound",
-            RevertError::ChangedSince { .. } => "ChangedSince",
-        }
-    }
 }
 
 /// A value the history records.
@@ -155,14 +122,14 @@ pub struct Revert {
 
 /// Plans undoing the newest `steps` recorded changes of `object`, a MachineSet or
 /// ControlPlaneMachineSet as the API server serves it.
-pub fn revert(kind: Resource, object: &Value, steps: usize) -> Result<Revert, RevertError> {
+pub fn revert(kind: MachineKind, object: &Value, steps: usize) -> Result<Revert, RevertError> {
     let meta: ObjectMeta = object
         .get("metadata")
         .and_then(|m| serde_json::from_value(m.clone()).ok())
         .unwrap_or_default();
     let described = format!(
         "{} {}/{}",
-        kind_name(kind),
+        kind,
         meta.namespace.as_deref().unwrap_or_default(),
         meta.name.as_deref().unwrap_or_default()
     );
@@ -179,13 +146,38 @@ pub fn revert(kind: Resource, object: &Value, steps: usize) -> Result<Revert, Re
     }
     let (remaining, undone) = history.split_at(history.len() - steps);
 
-    let base = provider_spec_base(kind);
+    let mut changes = restores(kind, object, undone, &described)?;
+    changes.retain(|c| c.from != c.to);
+
+    let mut patch: Vec<PatchOperation> = changes
+        .iter()
+        .flat_map(|c| guarded_replace(&c.path, c.from.clone(), c.to.clone()))
+        .collect();
+    patch.extend(bookkeeping(&meta, remaining));
+
+    Ok(Revert {
+        reverted: undone.iter().rev().cloned().collect(),
+        remaining: remaining.to_vec(),
+        changes,
+        patch,
+    })
+}
+
+/// The values to put back: for each field the undone entries recorded, the `from` of the oldest
+/// of them, guarded by the `to` of the newest (what the object must hold now).
+fn restores(
+    kind: MachineKind,
+    object: &Value,
+    undone: &[HistoryEntry],
+    described: &str,
+) -> Result<Vec<Restore>, RevertError> {
+    let base = kind.provider_spec_pointer();
     let spec = || {
         object
             .pointer(base)
             .filter(|v| v.is_object())
             .ok_or_else(|| RevertError::NoProviderSpec {
-                object: described.clone(),
+                object: described.to_string(),
                 path: base.to_string(),
             })
     };
@@ -196,13 +188,13 @@ pub fn revert(kind: Resource, object: &Value, steps: usize) -> Result<Revert, Re
     if let (Some(newest), Some(oldest)) = (newest_image, oldest_image) {
         let spec = spec()?;
         let places =
-            boot_image_places(spec, &newest.to).ok_or_else(|| RevertError::BootImageNotFound {
-                object: described.clone(),
+            image_locations(spec, &newest.to).ok_or_else(|| RevertError::BootImageNotFound {
+                object: described.to_string(),
                 image: display(Some(&newest.to)),
             })?;
         for (pointer, current) in places {
             changes.push(restore(
-                &described,
+                described,
                 Field::BootImage,
                 format!("{base}{pointer}"),
                 current,
@@ -218,41 +210,35 @@ pub fn revert(kind: Resource, object: &Value, steps: usize) -> Result<Revert, Re
     let oldest_secret = undone.iter().find_map(|e| e.user_data_secret.as_ref());
     if let (Some(newest), Some(oldest)) = (newest_secret, oldest_secret) {
         let current = spec()?
-            .pointer(USER_DATA_SECRET_POINTER)
+            .pointer(stub::NAME_POINTER)
             .cloned()
             .unwrap_or(Value::Null);
         changes.push(restore(
-            &described,
+            described,
             Field::UserDataSecret,
-            format!("{base}{USER_DATA_SECRET_POINTER}"),
+            format!("{base}{}", stub::NAME_POINTER),
             current,
             &Value::String(newest.to.clone()),
             &Value::String(oldest.from.clone()),
         )?);
     }
-    changes.retain(|c| c.from != c.to);
+    Ok(changes)
+}
 
-    let mut patch: Vec<PatchOperation> = changes
-        .iter()
-        .flat_map(|c| guarded_replace(&c.path, c.from.clone(), c.to.clone()))
-        .collect();
+/// Opts the object out (so the controller does not undo the revert at once), keeps only the
+/// history not undone (so a second revert goes further back) and clears the hot-loop memory.
+fn bookkeeping(meta: &ObjectMeta, remaining: &[HistoryEntry]) -> Vec<PatchOperation> {
     let mut annotations = vec![(OPT_OUT_ANNOTATION, OPT_OUT_VALUE.to_string())];
     if !remaining.is_empty() {
         let kept = serde_json::to_string(remaining).expect("plain data serializes");
         annotations.push((HISTORY_ANNOTATION, kept));
     }
-    patch.extend(record::set_annotations_ops(&meta, &annotations));
+    let mut ops = set_annotations_ops(meta, &annotations);
     if remaining.is_empty() {
-        patch.extend(record::remove_annotation_ops(&meta, HISTORY_ANNOTATION));
+        ops.extend(remove_annotation_ops(meta, HISTORY_ANNOTATION));
     }
-    patch.extend(record::remove_annotation_ops(&meta, HOT_LOOP_ANNOTATION));
-
-    Ok(Revert {
-        reverted: undone.iter().rev().cloned().collect(),
-        remaining: remaining.to_vec(),
-        changes,
-        patch,
-    })
+    ops.extend(remove_annotation_ops(meta, HOT_LOOP_ANNOTATION));
+    ops
 }
 
 /// The history, oldest first; unlike the planner, which treats an unreadable annotation as
@@ -275,38 +261,6 @@ fn read_history(meta: &ObjectMeta, described: &str) -> Result<Vec<HistoryEntry>,
         });
     }
     Ok(history)
-}
-
-/// Where a boot image lives in a provider spec, as the platform rules write it: AWS `ami.id`,
-/// the GCP boot disks that hold `written` (data disks are never ours), Azure's whole `image`
-/// object. Returns pointers relative to the provider spec with their current values.
-fn boot_image_places(spec: &Value, written: &Value) -> Option<Vec<(String, Value)>> {
-    let at = |pointer: &str| spec.pointer(pointer).cloned().unwrap_or(Value::Null);
-    if spec.get("ami").is_some() {
-        return Some(vec![("/ami/id".into(), at("/ami/id"))]);
-    }
-    if let Some(disks) = spec.get("disks").and_then(Value::as_array) {
-        let boot: Vec<(String, Value)> = disks
-            .iter()
-            .enumerate()
-            .filter(|(_, d)| d.get("boot").and_then(Value::as_bool) == Some(true))
-            .map(|(i, d)| {
-                let image = d.get("image").cloned().unwrap_or(Value::Null);
-                (format!("/disks/{i}/image"), image)
-            })
-            .collect();
-        // The planner replaced every boot disk not yet on the target; those holding what it
-        // wrote are the ones to put back. None holding it: report the first as changed.
-        let ours: Vec<_> = boot.iter().filter(|(_, v)| v == written).cloned().collect();
-        return match (ours.is_empty(), boot.into_iter().next()) {
-            (false, _) => Some(ours),
-            (true, first) => first.map(|f| vec![f]),
-        };
-    }
-    if spec.get("image").is_some() {
-        return Some(vec![("/image".into(), at("/image"))]);
-    }
-    None
 }
 
 fn restore(
@@ -349,7 +303,7 @@ mod tests {
     use super::*;
     use crate::api::{ControlPlaneMachineSet, MachineSet};
     use crate::plan::record::Change;
-    use crate::plan::{Action, Cluster, Options, Planner};
+    use crate::plan::{Action, ClusterSnapshot, Options, Planner};
     use crate::platform::test_support::stream_4_21;
 
     const NS: &str = "openshift-machine-api";
@@ -429,7 +383,7 @@ mod tests {
         serde_json::from_value(value).expect("test object deserializes")
     }
 
-    fn cluster(platform: &str, managers: Value) -> Cluster {
+    fn cluster(platform: &str, managers: Value) -> ClusterSnapshot {
         let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
         let secret = |name: &str| {
             let user_data = r#"{"ignition":{"version":"3.2.0"}}"#;
@@ -437,7 +391,7 @@ mod tests {
                 "metadata": {"name": name, "namespace": NS}, "data": {"userData": b64(user_data)}}));
             ((NS.to_string(), name.to_string()), secret)
         };
-        Cluster {
+        ClusterSnapshot {
             machine_configuration: Some(from(json!({
                 "apiVersion": "operator.openshift.io/v1", "kind": "MachineConfiguration",
                 "metadata": {"name": "cluster"},
@@ -449,6 +403,7 @@ mod tests {
                 "status": {"infrastructureName": "demo-x7k2p", "platformStatus": {"type": platform}}
             }))),
             cluster_version: None,
+            cluster_version_served: false,
             golden: Some(from(json!({
                 "apiVersion": "v1", "kind": "ConfigMap",
                 "metadata": {"name": "coreos-bootimages", "namespace": "openshift-machine-config-operator"},
@@ -457,8 +412,10 @@ mod tests {
             secrets: BTreeMap::from([
                 secret("worker-user-data-managed"),
                 secret("master-user-data-managed"),
+                secret("master-user-data"),
             ]),
             known_images: [AMI_420.to_string()].into_iter().collect(),
+            control_plane_nodes: BTreeMap::from([("master-0".into(), Some("amd64".into()))]),
         }
     }
 
@@ -472,39 +429,39 @@ mod tests {
         doc
     }
 
-    /// What the controller does: plan the object and apply the update with its history.
-    fn controller_update(cluster: &Cluster, kind: Resource, object: &Value, at: &str) -> Value {
+    /// What the controller does: plan the object and apply the planned patch.
+    fn controller_update(
+        cluster: &ClusterSnapshot,
+        kind: MachineKind,
+        object: &Value,
+        at: &str,
+    ) -> Value {
         let options = Options {
             now: at.parse::<Timestamp>().unwrap(),
             ..Options::default()
         };
-        let planner = Planner::new(cluster, &options);
-        let entry = match kind {
-            Resource::MachineSets => planner.machine_set(&Ok(
-                serde_json::from_value::<MachineSet>(object.clone()).unwrap(),
-            )),
-            Resource::ControlPlaneMachineSets => {
-                planner
-                    .control_plane_machine_set(&Ok(
-                        serde_json::from_value::<ControlPlaneMachineSet>(object.clone()).unwrap(),
-                    ))
-            }
-        };
-        assert_eq!(entry.action, Action::Update, "{entry:?}");
-        let meta: ObjectMeta = serde_json::from_value(object["metadata"].clone()).unwrap();
-        let mut ops = entry.patch.clone();
-        ops.extend(record::record_ops(
-            &meta,
-            entry.history_entry(options.now, planner.golden().unwrap()),
-            &entry.target_key(),
-            options.now,
-            options.hot_loop_window,
-        ));
-        apply(object, &ops)
+        let decision = decide(cluster, &options, kind, object);
+        assert_eq!(decision.action, Action::Update, "{decision:?}");
+        apply(object, &decision.patch)
     }
 
-    fn spec_of(kind: Resource, object: &Value) -> &Value {
-        object.pointer(provider_spec_base(kind)).unwrap()
+    fn decide(
+        cluster: &ClusterSnapshot,
+        options: &Options,
+        kind: MachineKind,
+        object: &Value,
+    ) -> crate::plan::Decision {
+        let planner = Planner::new(cluster, options);
+        match kind {
+            MachineKind::MachineSet => planner.decide(Ok(&from::<MachineSet>(object.clone()))),
+            MachineKind::ControlPlaneMachineSet => {
+                planner.decide(Ok(&from::<ControlPlaneMachineSet>(object.clone())))
+            }
+        }
+    }
+
+    fn spec_of(kind: MachineKind, object: &Value) -> &Value {
+        object.pointer(kind.provider_spec_pointer()).unwrap()
     }
 
     fn annotation(object: &Value, key: &str) -> Option<String> {
@@ -514,7 +471,7 @@ mod tests {
     }
 
     /// Update with the controller, revert one step: the provider spec is the original again.
-    fn assert_round_trip(cluster: &Cluster, kind: Resource, original: &Value) -> Revert {
+    fn assert_round_trip(cluster: &ClusterSnapshot, kind: MachineKind, original: &Value) -> Revert {
         let updated = controller_update(cluster, kind, original, "2026-03-02T10:00:00Z");
         assert_ne!(spec_of(kind, &updated), spec_of(kind, original));
         let revert = revert(kind, &updated, 1).expect("revert plans");
@@ -543,7 +500,7 @@ mod tests {
     fn an_aws_update_is_undone_byte_for_byte() {
         let cluster = cluster("AWS", all("machinesets"));
         let original = machine_set(aws_spec(AMI_420, "worker-user-data"));
-        let revert = assert_round_trip(&cluster, Resource::MachineSets, &original);
+        let revert = assert_round_trip(&cluster, MachineKind::MachineSet, &original);
         assert_eq!(
             paths(&revert),
             [
@@ -568,7 +525,7 @@ mod tests {
     fn only_the_gcp_boot_disk_is_restored() {
         let cluster = cluster("GCP", all("machinesets"));
         let original = machine_set(gcp_spec(GCP_420));
-        let revert = assert_round_trip(&cluster, Resource::MachineSets, &original);
+        let revert = assert_round_trip(&cluster, MachineKind::MachineSet, &original);
         assert_eq!(
             revert.changes[0].path,
             "/spec/template/spec/providerSpec/value/disks/1/image"
@@ -581,7 +538,7 @@ mod tests {
     fn the_azure_image_object_is_restored_whole() {
         let cluster = cluster("Azure", all("machinesets"));
         let original = machine_set(azure_spec("9.6.20250101"));
-        let revert = assert_round_trip(&cluster, Resource::MachineSets, &original);
+        let revert = assert_round_trip(&cluster, MachineKind::MachineSet, &original);
         assert_eq!(
             revert.changes[0].path,
             "/spec/template/spec/providerSpec/value/image"
@@ -596,27 +553,24 @@ mod tests {
     fn a_control_plane_machine_set_is_restored_under_its_own_template() {
         let cluster = cluster("AWS", all("controlplanemachinesets"));
         let original = control_plane(aws_spec(AMI_420, "master-user-data"));
-        let revert = assert_round_trip(&cluster, Resource::ControlPlaneMachineSets, &original);
+        let revert = assert_round_trip(&cluster, MachineKind::ControlPlaneMachineSet, &original);
+        // The controller changed the image only (a ControlPlaneMachineSet keeps its stub).
         assert_eq!(
             paths(&revert),
-            [
-                "/spec/template/machines_v1beta1_machine_openshift_io/spec/providerSpec/value/ami/id",
-                "/spec/template/machines_v1beta1_machine_openshift_io/spec/providerSpec/value/userDataSecret/name"
-            ]
+            ["/spec/template/machines_v1beta1_machine_openshift_io/spec/providerSpec/value/ami/id"]
         );
     }
 
     #[test]
     fn the_paths_are_the_ones_the_planner_writes() {
-        // Our provider spec bases are copies of the planner's; a drift would make reverts fail.
         for (kind, object, resource) in [
             (
-                Resource::MachineSets,
+                MachineKind::MachineSet,
                 machine_set(aws_spec(AMI_420, "worker-user-data")),
                 "machinesets",
             ),
             (
-                Resource::ControlPlaneMachineSets,
+                MachineKind::ControlPlaneMachineSet,
                 control_plane(aws_spec(AMI_420, "master-user-data")),
                 "controlplanemachinesets",
             ),
@@ -624,25 +578,17 @@ mod tests {
             let cluster = cluster("AWS", all(resource));
             let updated = controller_update(&cluster, kind, &object, "2026-03-02T10:00:00Z");
             let revert = revert(kind, &updated, 1).unwrap();
-            let written: Vec<String> = {
-                let options = Options::default();
-                let planner = Planner::new(&cluster, &options);
-                let entry =
-                    match kind {
-                        Resource::MachineSets => planner
-                            .machine_set(&Ok(serde_json::from_value(object.clone()).unwrap())),
-                        Resource::ControlPlaneMachineSets => planner.control_plane_machine_set(
-                            &Ok(serde_json::from_value(object.clone()).unwrap()),
-                        ),
-                    };
-                let ops = serde_json::to_value(&entry.patch).unwrap();
-                ops.as_array()
-                    .unwrap()
-                    .iter()
-                    .filter(|op| op["op"] == "replace")
-                    .map(|op| op["path"].as_str().unwrap().to_string())
-                    .collect()
-            };
+            // The values the planner replaces; its bookkeeping annotations are not reverted.
+            let decision = decide(&cluster, &Options::default(), kind, &object);
+            let written: Vec<String> = serde_json::to_value(&decision.patch)
+                .unwrap()
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|op| op["op"] == "replace")
+                .map(|op| op["path"].as_str().unwrap().to_string())
+                .filter(|path| path.starts_with(kind.provider_spec_pointer()))
+                .collect();
             assert_eq!(paths(&revert), written);
         }
     }
@@ -695,7 +641,7 @@ mod tests {
     #[test]
     fn one_step_undoes_only_the_newest_change_and_keeps_the_rest_of_the_history() {
         let ms = three_changes();
-        let revert = revert(Resource::MachineSets, &ms, 1).unwrap();
+        let revert = revert(MachineKind::MachineSet, &ms, 1).unwrap();
         assert_eq!(revert.changes.len(), 1);
         assert_eq!(revert.changes[0].to, json!("ami-420"));
         assert_eq!(revert.reverted.len(), 1);
@@ -712,7 +658,7 @@ mod tests {
     }
 
     fn revert_of(object: &Value, steps: usize) -> Revert {
-        revert(Resource::MachineSets, object, steps).unwrap()
+        revert(MachineKind::MachineSet, object, steps).unwrap()
     }
 
     #[test]
@@ -729,7 +675,7 @@ mod tests {
 
         let three = revert_of(&ms, 3);
         let after = apply(&ms, &three.patch);
-        let spec = spec_of(Resource::MachineSets, &after);
+        let spec = spec_of(MachineKind::MachineSet, &after);
         assert_eq!(spec["ami"]["id"], "ami-419");
         assert_eq!(spec["userDataSecret"]["name"], "worker-user-data");
         assert_eq!(annotation(&after, HISTORY_ANNOTATION), None);
@@ -741,11 +687,11 @@ mod tests {
 
     #[test]
     fn more_steps_than_recorded_is_refused_naming_how_many_exist() {
-        let err = revert(Resource::MachineSets, &three_changes(), 4).unwrap_err();
-        assert_eq!(err.reason(), "NotEnoughHistory");
+        let err = revert(MachineKind::MachineSet, &three_changes(), 4).unwrap_err();
+        assert!(matches!(err, RevertError::NotEnoughHistory { .. }), "{err}");
         assert!(err.to_string().contains("only 3 recorded"), "{err}");
         assert_eq!(
-            revert(Resource::MachineSets, &three_changes(), 0).unwrap_err(),
+            revert(MachineKind::MachineSet, &three_changes(), 0).unwrap_err(),
             RevertError::NoSteps
         );
     }
@@ -753,28 +699,24 @@ mod tests {
     #[test]
     fn without_history_nothing_is_reverted() {
         let ms = machine_set(aws_spec(AMI_420, "worker-user-data"));
-        let err = revert(Resource::MachineSets, &ms, 1).unwrap_err();
-        assert_eq!(err.reason(), "NoHistory");
+        let err = revert(MachineKind::MachineSet, &ms, 1).unwrap_err();
+        assert!(matches!(err, RevertError::NoHistory { .. }), "{err}");
         assert!(
             err.to_string()
                 .starts_with("MachineSet openshift-machine-api/worker-a has no boot-image history"),
             "{err}"
         );
         let empty = with_history(AMI_420, "worker-user-data", &[]);
-        assert_eq!(
-            revert(Resource::MachineSets, &empty, 1)
-                .unwrap_err()
-                .reason(),
-            "NoHistory"
-        );
+        assert!(matches!(
+            revert(MachineKind::MachineSet, &empty, 1),
+            Err(RevertError::NoHistory { .. })
+        ));
         let mut garbled = ms.clone();
         garbled["metadata"]["annotations"][HISTORY_ANNOTATION] = json!("not json");
-        assert_eq!(
-            revert(Resource::MachineSets, &garbled, 1)
-                .unwrap_err()
-                .reason(),
-            "UnreadableHistory"
-        );
+        assert!(matches!(
+            revert(MachineKind::MachineSet, &garbled, 1),
+            Err(RevertError::UnreadableHistory { .. })
+        ));
     }
 
     #[test]
@@ -789,8 +731,8 @@ mod tests {
                 None,
             )],
         );
-        let err = revert(Resource::MachineSets, &ms, 1).unwrap_err();
-        assert_eq!(err.reason(), "ChangedSince");
+        let err = revert(MachineKind::MachineSet, &ms, 1).unwrap_err();
+        assert!(matches!(err, RevertError::ChangedSince { .. }), "{err}");
         let text = err.to_string();
         assert!(text.contains("bootImage"), "{text}");
         assert!(
@@ -808,7 +750,7 @@ mod tests {
                 Some(("worker-user-data", "worker-user-data-managed")),
             )],
         );
-        let err = revert(Resource::MachineSets, &ms, 1).unwrap_err();
+        let err = revert(MachineKind::MachineSet, &ms, 1).unwrap_err();
         assert!(
             matches!(&err, RevertError::ChangedSince { field: Field::UserDataSecret, current, .. } if current == "my-own-secret"),
             "{err:?}"
@@ -826,7 +768,7 @@ mod tests {
             )])
             .unwrap()
         );
-        let err = revert(Resource::MachineSets, &ms, 1).unwrap_err();
+        let err = revert(MachineKind::MachineSet, &ms, 1).unwrap_err();
         assert!(
             matches!(&err, RevertError::ChangedSince { path, .. } if path.ends_with("/disks/1/image")),
             "{err:?}"
@@ -870,12 +812,18 @@ mod tests {
         ms["spec"]["template"]["spec"]["providerSpec"]["value"] =
             json!({"kind": "VSphereMachineProviderSpec", "template": "rhcos"});
         let err = revert_of_err(&ms);
-        assert_eq!(err.reason(), "BootImageNotFound");
+        assert!(
+            matches!(err, RevertError::BootImageNotFound { .. }),
+            "{err}"
+        );
         ms["spec"]["template"]["spec"]["providerSpec"] = json!({});
-        assert_eq!(revert_of_err(&ms).reason(), "InvalidProviderSpec");
+        assert!(matches!(
+            revert_of_err(&ms),
+            RevertError::NoProviderSpec { .. }
+        ));
     }
 
     fn revert_of_err(object: &Value) -> RevertError {
-        revert(Resource::MachineSets, object, 1).unwrap_err()
+        revert(MachineKind::MachineSet, object, 1).unwrap_err()
     }
 }

@@ -16,6 +16,10 @@ use crate::arch::Arch;
 pub const STREAM_KEY: &str = "stream";
 /// Key of newer golden ConfigMaps holding every OS stream by name (a JSON map).
 pub const STREAMS_KEY: &str = "streams";
+/// The OS stream the `stream` key describes: the Machine Config Operator's default, and the only
+/// one it updates (`SupportedOSStream`, pkg/controller/bootimage/boot_image_controller.go; the
+/// names are in pkg/osimagestream/streams.go).
+pub const DEFAULT_OS_STREAM: &str = "rhel-9";
 /// Key naming the OpenShift release the ConfigMap belongs to.
 pub const RELEASE_VERSION_KEY: &str = "releaseVersion";
 
@@ -27,6 +31,14 @@ pub enum StreamError {
     Invalid(#[from] serde_json::Error),
     #[error("stream metadata lists no architectures")]
     NoArchitectures,
+    /// A target we would write is malformed: never written, whatever else the stream says.
+    #[error("the stream's {arch} {what} is {value:?}, which is not {expected}")]
+    InvalidImage {
+        arch: String,
+        what: String,
+        value: String,
+        expected: &'static str,
+    },
 }
 
 /// One parsed CoreOS stream (`stream.json`).
@@ -47,6 +59,71 @@ struct StreamArch {
     images: StreamImages,
     #[serde(default, rename = "rhel-coreos-extensions")]
     extensions: Extensions,
+}
+
+/// An AMI id: `ami-` and 8 or 17 hexadecimal digits.
+fn is_ami_id(id: &str) -> bool {
+    id.strip_prefix("ami-").is_some_and(|hex| {
+        matches!(hex.len(), 8 | 17) && hex.bytes().all(|b| b.is_ascii_hexdigit())
+    })
+}
+
+/// A GCP resource name (project or image): lowercase letters, digits and dashes.
+fn is_gcp_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+}
+
+/// One field of an Azure marketplace URN: not empty, and no URN separator or space in it.
+fn is_urn_field(field: &str) -> bool {
+    !field.is_empty() && !field.contains([':', ' ', '/'])
+}
+
+impl StreamArch {
+    /// Every image this architecture publishes for a platform we write is well-formed.
+    fn validate(&self, arch: &str) -> Result<(), StreamError> {
+        let invalid = |what: String, value: &str, expected| StreamError::InvalidImage {
+            arch: arch.to_string(),
+            what,
+            value: value.to_string(),
+            expected,
+        };
+        let regions = self.images.aws.iter().flat_map(|aws| &aws.regions);
+        for (region, image) in regions {
+            if !is_ami_id(&image.image) {
+                let what = format!("AWS image for {region}");
+                return Err(invalid(what, &image.image, "an AMI id"));
+            }
+        }
+        if let Some(gcp) = &self.images.gcp
+            && !(is_gcp_name(&gcp.project) && is_gcp_name(&gcp.name))
+        {
+            let what = "GCP image".to_string();
+            return Err(invalid(what, &gcp.reference(), "a GCP image in a project"));
+        }
+        let market = self.extensions.marketplace.iter();
+        for (variant, generations) in market.flat_map(|m| &m.azure) {
+            for (generation, image) in generations {
+                let fields = [&image.publisher, &image.offer, &image.sku, &image.version];
+                if !fields.iter().all(|f| is_urn_field(f)) {
+                    let what = format!("Azure {variant} {generation} image");
+                    return Err(invalid(what, &image.urn(), "a marketplace URN"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn image_references(&self) -> impl Iterator<Item = String> + '_ {
+        let aws = self.images.aws.iter().flat_map(|aws| aws.regions.values());
+        let market = self.extensions.marketplace.iter();
+        let azure = market.flat_map(|m| m.azure.values().flat_map(BTreeMap::values));
+        aws.map(|r| r.image.clone())
+            .chain(self.images.gcp.iter().map(GcpImage::reference))
+            .chain(azure.map(AzureMarketplaceImage::urn))
+    }
 }
 
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
@@ -115,6 +192,9 @@ impl GoldenStream {
         if stream.architectures.is_empty() {
             return Err(StreamError::NoArchitectures);
         }
+        for (arch, images) in &stream.architectures {
+            images.validate(arch)?;
+        }
         Ok(stream)
     }
 
@@ -156,21 +236,18 @@ impl GoldenStream {
     /// Every image reference the stream publishes: AMIs, GCP image paths and Azure marketplace
     /// URNs. Images listed here are "ours": an image found here is never a custom image.
     pub fn image_references(&self) -> BTreeSet<String> {
-        let mut refs = BTreeSet::new();
-        for arch in self.architectures.values() {
-            if let Some(aws) = &arch.images.aws {
-                refs.extend(aws.regions.values().map(|r| r.image.clone()));
-            }
-            if let Some(gcp) = &arch.images.gcp {
-                refs.insert(gcp.reference());
-            }
-            if let Some(market) = &arch.extensions.marketplace {
-                for image in market.azure.values().flat_map(BTreeMap::values) {
-                    refs.insert(image.urn());
-                }
-            }
-        }
-        refs
+        self.architectures
+            .values()
+            .flat_map(StreamArch::image_references)
+            .collect()
+    }
+
+    /// The architecture whose images include `reference` (an AMI, GCP image path or Azure URN).
+    pub fn arch_of(&self, reference: &str) -> Option<Arch> {
+        Arch::ALL.into_iter().find(|arch| {
+            self.arch(*arch)
+                .is_some_and(|a| a.image_references().any(|r| r == reference))
+        })
     }
 
     /// Merges an installer marketplace overlay (`marketplace-rhcos.json`: arch -> `azure` ->
@@ -207,8 +284,9 @@ impl AzureMarketplaceImage {
 #[derive(Clone, Debug, PartialEq)]
 pub struct GoldenConfig {
     pub stream: GoldenStream,
-    /// Other OS streams of the same release (`streams` key); their images are known too.
-    pub other_streams: Vec<GoldenStream>,
+    /// Other OS streams of the same release by OS stream name (`streams` key, e.g. `rhel-10`);
+    /// MachineSets labelled with one of them are updated from it, and their images are known.
+    pub other_streams: BTreeMap<String, GoldenStream>,
     pub release_version: Option<String>,
 }
 
@@ -218,18 +296,18 @@ impl GoldenConfig {
         let get = |key: &str| data.and_then(|d| d.get(key));
         let stream = GoldenStream::parse(get(STREAM_KEY).ok_or(StreamError::MissingStreamKey)?)?;
         let other_streams = match get(STREAMS_KEY) {
-            None => Vec::new(),
+            None => BTreeMap::new(),
             Some(json) => {
                 let by_name: BTreeMap<String, Value> = serde_json::from_str(json)?;
                 by_name
-                    .into_values()
-                    .map(|v| {
+                    .into_iter()
+                    .map(|(name, v)| {
                         // Values may be embedded objects or JSON strings; accept both.
                         let text = match v {
                             Value::String(s) => s,
                             other => other.to_string(),
                         };
-                        GoldenStream::parse(&text)
+                        GoldenStream::parse(&text).map(|stream| (name, stream))
                     })
                     .collect::<Result<_, _>>()?
             }
@@ -244,10 +322,31 @@ impl GoldenConfig {
         })
     }
 
+    /// The stream a machine labelled with OS stream `label` boots: the default `stream` for no
+    /// label or the default OS stream's name, else the `streams` entry of that name. `None` when
+    /// the ConfigMap does not carry the stream.
+    pub fn os_stream(&self, label: Option<&str>) -> Option<&GoldenStream> {
+        match label {
+            None => Some(&self.stream),
+            // The CoreOS stream's own name was once written here too; it means the default.
+            Some(name) if name == DEFAULT_OS_STREAM || name == self.stream.stream => {
+                Some(&self.stream)
+            }
+            Some(name) => self.other_streams.get(name),
+        }
+    }
+
+    /// The architecture of `reference` in any stream of the ConfigMap.
+    pub fn arch_of(&self, reference: &str) -> Option<Arch> {
+        std::iter::once(&self.stream)
+            .chain(self.other_streams.values())
+            .find_map(|s| s.arch_of(reference))
+    }
+
     /// Image references of every stream in the ConfigMap.
     pub fn image_references(&self) -> BTreeSet<String> {
         let mut refs = self.stream.image_references();
-        for s in &self.other_streams {
+        for s in self.other_streams.values() {
             refs.extend(s.image_references());
         }
         refs
@@ -313,5 +412,35 @@ mod tests {
         assert!(
             refs.contains("projects/rhcos-cloud/global/images/rhcos-9-6-20251023-0-gcp-x86-64")
         );
+    }
+
+    #[test]
+    fn a_malformed_target_makes_the_whole_stream_invalid() {
+        let with = |images: &str| {
+            format!(r#"{{"stream": "s", "architectures": {{"x86_64": {{"images": {images}}}}}}}"#)
+        };
+        let good =
+            with(r#"{"aws": {"regions": {"us-east-1": {"image": "ami-01095d1967818437c"}}}}"#);
+        assert!(GoldenStream::parse(&good).is_ok());
+        for bad in [
+            r#"{"aws": {"regions": {"us-east-1": {"image": ""}}}}"#,
+            r#"{"aws": {"regions": {"us-east-1": {"image": "ami-xyz"}}}}"#,
+            r#"{"aws": {"regions": {"us-east-1": {"image": "arn:aws:ec2:ami-01095d1967818437c"}}}}"#,
+            r#"{"gcp": {"project": "rhcos-cloud", "name": ""}}"#,
+            r#"{"gcp": {"project": "../other", "name": "rhcos"}}"#,
+        ] {
+            let err = GoldenStream::parse(&with(bad)).expect_err(bad);
+            assert!(
+                matches!(err, StreamError::InvalidImage { .. }),
+                "{bad}: {err}"
+            );
+        }
+        let market = r#"{"stream": "s", "architectures": {"x86_64": {"rhel-coreos-extensions":
+            {"marketplace": {"azure": {"ocp": {"hyperVGen2":
+            {"publisher": "redhat", "offer": "", "sku": "x", "version": "1"}}}}}}}}"#;
+        assert!(matches!(
+            GoldenStream::parse(market),
+            Err(StreamError::InvalidImage { .. })
+        ));
     }
 }

@@ -29,6 +29,7 @@ const EXPORTED_METRICS: &[&str] = &[
     "boot_image_controller_leader",
     "boot_image_controller_ready",
     "boot_image_controller_writes_total",
+    "boot_image_controller_hold_exceeded",
     "boot_image_controller_write_failures_total",
     "boot_image_controller_build_info",
     "mcc_bootimage_update_error",
@@ -119,6 +120,7 @@ fn the_expected_metrics_are_the_ones_the_controller_defines() {
         names::BUILD_INFO,
         names::READY,
         names::MCC_UPDATE_ERROR,
+        names::HOLD_EXCEEDED,
     ]);
     let expected: BTreeSet<&str> = EXPORTED_METRICS.iter().copied().collect();
     assert_eq!(expected, defined);
@@ -249,7 +251,7 @@ fn assert_exports_used_metrics(exposed: &BTreeSet<String>, source: &str) {
 }
 
 /// The controller on a simulated cluster, with one MachineSet current and one that cannot be
-/// updated (its role's managed stub secret does not exist), so that the conditional families
+/// updated (its architecture is unknown), so that the conditional families
 /// have series too: `golden_stream_info` once the stream is read, `mcc_bootimage_update_error`
 /// while a MachineSet fails.
 #[tokio::test]
@@ -267,7 +269,7 @@ async fn a_running_controller_exports_every_metric_the_alerts_and_dashboard_use(
     env.apply(
         machine_set(&env.ns, "infra-broken")
             .ami(AMI_421_US_EAST_1)
-            .user_data("infra-user-data")
+            .arch("sparc64")
             .build(),
     )
     .await;

@@ -22,12 +22,21 @@ const CONVERGE: Duration = Duration::from_secs(60);
 const CPMS: (&str, &str) = ("machine.openshift.io/v1", "ControlPlaneMachineSet");
 
 /// An AWS cluster on 4.21 that came from 4.20: a worker MachineSet and the control plane are
-/// still on 4.20's AMI with the installer's stub secrets.
+/// still on 4.20's AMI with the installer's stub secrets (Ignition 3: installed on 4.6 or
+/// later).
 async fn upgraded_cluster(env: &TestEnv, managed_boot_images: Option<Value>) {
+    upgraded_cluster_with_master_stub(env, managed_boot_images, "3.2.0").await;
+}
+
+async fn upgraded_cluster_with_master_stub(
+    env: &TestEnv,
+    managed_boot_images: Option<Value>,
+    ignition_version: &str,
+) {
     env.aws_cluster("4.21.0", &stream_421(), managed_boot_images)
         .await;
     env.remember_images(&AMIS_420).await;
-    env.apply(stub_secret(&env.ns, "master-user-data", "2.2.0"))
+    env.apply(stub_secret(&env.ns, "master-user-data", ignition_version))
         .await;
     env.apply(stub_secret(&env.ns, "master-user-data-managed", "3.2.0"))
         .await;
@@ -84,8 +93,8 @@ async fn by_default_the_control_plane_is_left_alone() {
     let message = progressing_message(
         &env,
         &[
-            "MachineSets: 1 total, 1 selected, 0 to update, 1 up to date",
-            "ControlPlaneMachineSets: 1 total, 0 selected, 0 to update, 0 up to date, 1 skipped \
+            "MachineSets (selection All): 1 total, 1 selected, 0 to update, 1 up to date",
+            "ControlPlaneMachineSets (selection None): 1 total, 0 selected, 0 to update, 0 up to date, 1 skipped \
              (NotSelected: 1)",
         ],
     )
@@ -127,6 +136,36 @@ async fn by_default_the_control_plane_is_left_alone() {
 }
 
 #[tokio::test]
+async fn an_ignition_2_control_plane_stub_blocks_the_control_plane_image_update() {
+    let env = TestEnv::new("cp-spec2").await;
+    let managers = machine_managers(&[("machinesets", "All"), ("controlplanemachinesets", "All")]);
+    upgraded_cluster_with_master_stub(&env, Some(managers), "2.2.0").await;
+    let before = control_plane(&env).await;
+    let controller = env.controller(&[]);
+    controller.wait_ready().await;
+    let degraded = eventually(CONVERGE, || async {
+        let c = env.condition("BootImageUpdateDegraded").await?;
+        (c["reason"] == "StubSecretIncompatible").then_some(c)
+    })
+    .await
+    .unwrap_or_else(|| panic!("never reported:\n{}", controller.log_tail(40)));
+    let message = degraded["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("master-user-data") && message.contains("2.2.0"),
+        "{message}"
+    );
+    // The worker MachineSet moves on; the control plane keeps image and stub.
+    let moved = eventually(CONVERGE, || async {
+        (ami(&env.machine_set("worker-a").await) == AMI_421_US_EAST_1).then_some(())
+    })
+    .await;
+    assert!(moved.is_some(), "{}", controller.log_tail(40));
+    let after = control_plane(&env).await;
+    assert_eq!(provider_spec_of(&after), provider_spec_of(&before));
+    assert_eq!(resource_version(&after), resource_version(&before));
+}
+
+#[tokio::test]
 async fn mode_all_moves_the_control_plane_to_the_golden_image() {
     let env = TestEnv::new("cp-all").await;
     let managers = machine_managers(&[("machinesets", "All"), ("controlplanemachinesets", "All")]);
@@ -146,13 +185,13 @@ async fn mode_all_moves_the_control_plane_to_the_golden_image() {
             controller.log_tail(40)
         )
     });
-    assert_eq!(stub(&after), "master-user-data-managed");
-
-    // Nothing else changed, byte for byte; the replicas and strategy are untouched.
+    // The stub secret keeps its name: the control-plane machine set operator compares each
+    // control-plane Machine's providerSpec (the template as it was) with the template, ignoring
+    // only the boot image fields, and would replace every Machine over any other difference.
+    assert_eq!(stub(&after), "master-user-data");
     let strip = |cp: &Value| {
         let mut spec = provider_spec_of(cp).clone();
         spec["ami"] = Value::Null;
-        spec["userDataSecret"] = Value::Null;
         spec.to_string()
     };
     assert_eq!(strip(&after), strip(&before));
@@ -161,16 +200,13 @@ async fn mode_all_moves_the_control_plane_to_the_golden_image() {
     let history = history_of(&after);
     assert_eq!(history.len(), 1, "{history:?}");
     assert_eq!(history[0]["bootImage"]["from"], AMI_420_US_EAST_1);
-    assert_eq!(
-        history[0]["userDataSecret"]["to"],
-        "master-user-data-managed"
-    );
+    assert_eq!(history[0]["userDataSecret"], Value::Null);
 
     progressing_message(
         &env,
         &[
-            "MachineSets: 1 total, 1 selected, 0 to update, 1 up to date",
-            "ControlPlaneMachineSets: 1 total, 1 selected, 0 to update, 1 up to date",
+            "MachineSets (selection All): 1 total, 1 selected, 0 to update, 1 up to date",
+            "ControlPlaneMachineSets (selection All): 1 total, 1 selected, 0 to update, 1 up to date",
         ],
     )
     .await;

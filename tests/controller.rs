@@ -816,7 +816,7 @@ async fn hot_loop_guard_stops_after_the_third_revert_even_across_a_restart() {
     assert!(
         message.contains(&format!("{}/fought HotLoop", env.ns))
             && message.contains("3 times")
-            && message.contains("opt this machineset out and back in"),
+            && message.contains("opt this MachineSet out and back in"),
         "{message}"
     );
     let event = wait_for_event(&env, &c, "fought", "Warning", "HotLoop").await;
@@ -1127,7 +1127,7 @@ async fn resyncs_of_a_converged_cluster_write_nothing() {
     // repeated Events, no status rewrites).
     env.apply(
         machine_set(&env.ns, "steady-broken")
-            .user_data("infra-user-data")
+            .arch("sparc64")
             .build(),
     )
     .await;
@@ -1142,8 +1142,8 @@ async fn resyncs_of_a_converged_cluster_write_nothing() {
         &["0 to update, 2 up to date, 1 skipped (CustomImage: 1), 1 errored"],
     )
     .await;
-    wait_for_condition(&env, &c, DEGRADED, "True", Some("ManagedSecretMissing")).await;
-    wait_for_event(&env, &c, "steady-broken", "Warning", "ManagedSecretMissing").await;
+    wait_for_condition(&env, &c, DEGRADED, "True", Some("UnknownArchitecture")).await;
+    wait_for_event(&env, &c, "steady-broken", "Warning", "UnknownArchitecture").await;
     // One more full pass, so that anything the rollout left pending is flushed.
     let passes = ctl.metric(FULL_PASSES).await.unwrap_or_default();
     wait_for_metric(&ctl, FULL_PASSES, CONVERGE, |v| v > passes).await;

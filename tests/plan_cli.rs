@@ -75,7 +75,8 @@ fn action_and_reason(entry: &Value) -> (&str, &str) {
 
 #[test]
 fn the_demo_cluster_updates_outdated_machine_sets_and_says_why_it_leaves_the_others() {
-    let plan = plan_json(&["--manifests", &demo_cluster()]);
+    let now = "2026-03-02T10:00:00Z";
+    let plan = plan_json(&["--manifests", &demo_cluster(), "--now", now]);
     assert_eq!(plan["blocked"], Value::Null);
     assert_eq!(plan["machineSets"].as_array().unwrap().len(), 6);
     assert_eq!(plan["controlPlaneMachineSets"], json!([]));
@@ -93,10 +94,25 @@ fn the_demo_cluster_updates_outdated_machine_sets_and_says_why_it_leaves_the_oth
     assert_eq!(
         outdated["patch"],
         json!([
+            // The input that chose the AMI: moved to another region meanwhile, the patch fails.
+            {"op": "test", "path": format!("{PROVIDER_SPEC}/placement/region"), "value": "us-east-1"},
             {"op": "test", "path": format!("{PROVIDER_SPEC}/ami/id"), "value": AMI_4_20_US_EAST_1},
             {"op": "replace", "path": format!("{PROVIDER_SPEC}/ami/id"), "value": AMI_4_21_US_EAST_1},
             {"op": "test", "path": format!("{PROVIDER_SPEC}/userDataSecret/name"), "value": "worker-user-data"},
             {"op": "replace", "path": format!("{PROVIDER_SPEC}/userDataSecret/name"), "value": "worker-user-data-managed"},
+            // No annotations yet (tests/testdata): the map is created, guarded by resourceVersion.
+            {"op": "test", "path": "/metadata/resourceVersion", "value": "48211"},
+            {"op": "add", "path": "/metadata/annotations", "value": {
+                "boot-image-controller.io/history": json!([{
+                    "time": now, "release": "4.21.0", "stream": "rhcos-4.21",
+                    "bootImage": {"from": AMI_4_20_US_EAST_1, "to": AMI_4_21_US_EAST_1},
+                    "userDataSecret": {"from": "worker-user-data", "to": "worker-user-data-managed"}
+                }]).to_string(),
+                "boot-image-controller.io/hot-loop": json!({
+                    "target": json!([AMI_4_21_US_EAST_1, "worker-user-data-managed"]).to_string(),
+                    "patches": [now]
+                }).to_string()
+            }},
         ])
     );
 
@@ -124,14 +140,19 @@ fn the_demo_cluster_updates_outdated_machine_sets_and_says_why_it_leaves_the_oth
 fn the_json_output_is_exactly_the_planners_plan() {
     use boot_image_controller::{manifests, plan};
 
+    let now = "2026-03-02T10:00:00Z";
     let snapshot = manifests::load(&[testdata("aws-cluster")]).unwrap();
+    let options = plan::Options {
+        now: now.parse().unwrap(),
+        ..plan::Options::default()
+    };
     let expected = plan::plan(
         &snapshot.cluster,
         &snapshot.machine_sets,
         &snapshot.control_plane_machine_sets,
-        &plan::Options::default(),
+        &options,
     );
-    let output = run(&["plan", "-o", "json", "-f", &demo_cluster()]);
+    let output = run(&["plan", "-o", "json", "--now", now, "-f", &demo_cluster()]);
     assert_eq!(
         stdout(&output),
         serde_json::to_string_pretty(&expected).unwrap() + "\n"
@@ -169,6 +190,29 @@ fn the_control_plane_arch_is_the_arch_of_machine_sets_that_do_not_name_theirs() 
     assert_eq!(
         target(&arm64_control_plane, annotated),
         target(&default, annotated)
+    );
+}
+
+#[test]
+fn without_control_plane_nodes_an_unannotated_machine_set_gets_no_guessed_architecture() {
+    let dir = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(testdata("aws-cluster")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.file_name().is_some_and(|n| n != "nodes.yaml") {
+            std::fs::copy(&path, dir.path().join(path.file_name().unwrap())).unwrap();
+        }
+    }
+    let plan = plan_json(&["-f", &dir.path().display().to_string()]);
+    let unannotated = machine_set(&plan, "demo-abc12-worker-us-east-1a");
+    assert_eq!(
+        action_and_reason(unannotated),
+        ("Error", "ArchitectureUndetermined")
+    );
+    assert_eq!(unannotated["patch"], json!([]));
+    let annotated = machine_set(&plan, "demo-abc12-worker-arm64-us-east-1a");
+    assert_eq!(
+        action_and_reason(annotated),
+        ("Update", "BootImageOutdated")
     );
 }
 
@@ -221,6 +265,7 @@ fn mid_upgrade_the_plan_is_blocked_and_says_so() {
         "secrets.yaml",
         "known-images.yaml",
         "machinesets.yaml",
+        "nodes.yaml",
     ] {
         args.extend([
             "-f".into(),
@@ -454,6 +499,7 @@ fn acceptance_real_stream_and_build01_machine_sets() {
         "secrets.yaml",
         // The 4.20 AMIs the controller remembers from the release the cluster was installed at.
         "known-images.yaml",
+        "nodes.yaml",
     ] {
         args.extend([
             "-f".into(),
@@ -461,16 +507,24 @@ fn acceptance_real_stream_and_build01_machine_sets() {
         ]);
     }
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    // The published RHCOS AMIs the binary ships know the build01 AMI; without them only the
+    // upstream list (the MCO's allowed AMIs) given as a known-images file does.
+    let without_published: Vec<&str> = args
+        .iter()
+        .copied()
+        .chain(["--published-images=false"])
+        .collect();
     let allowed_amis = fixtures.join("aws/mco-allowed-amis.txt");
-    let with_allowed_amis: Vec<&str> = args
+    let with_allowed_amis: Vec<&str> = without_published
         .iter()
         .copied()
         .chain(["--known-images-file", allowed_amis.to_str().unwrap()])
         .collect();
 
     for (plan, knows_every_ami) in [
-        (plan_json(&args), false),
+        (plan_json(&without_published), false),
         (plan_json(&with_allowed_amis), true),
+        (plan_json(&args), true),
     ] {
         assert_eq!(plan["blocked"], Value::Null, "{plan:#}");
         let moved = machine_set(&plan, "build01-9hdwj-worker-us-east-1a");

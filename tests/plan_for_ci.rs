@@ -8,6 +8,8 @@ use std::process::{Command, Output, Stdio};
 use serde_json::Value;
 
 const BINARY: &str = env!("CARGO_BIN_EXE_boot-image-controller");
+/// One clock for plans that are compared: patches record the time in their history annotation.
+const NOW: &str = "2026-03-02T10:00:00Z";
 
 fn demo_cluster() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/testdata/aws-cluster")
@@ -86,8 +88,11 @@ fn pending_changes_exit_3_with_detailed_exitcode() {
 fn standard_input_plans_like_the_same_file() {
     let file = demo_cluster().join("machinesets.yaml");
     let text = std::fs::read_to_string(&file).unwrap();
-    let from_file = plan(&["-f", file.to_str().unwrap(), "-o", "json"], None);
-    let from_stdin = plan(&["-f", "-", "-o", "json"], Some(&text));
+    let from_file = plan(
+        &["-f", file.to_str().unwrap(), "-o", "json", "--now", NOW],
+        None,
+    );
+    let from_stdin = plan(&["-f", "-", "-o", "json", "--now", NOW], Some(&text));
     assert!(from_stdin.status.success(), "{from_stdin:?}");
     assert_eq!(json_of(&from_stdin), json_of(&from_file));
 
@@ -99,8 +104,10 @@ fn standard_input_plans_like_the_same_file() {
 fn yaml_output_holds_the_same_plan_as_json() {
     let dir = demo_cluster();
     let dir = dir.to_str().unwrap();
-    let json = json_of(&plan(&["-f", dir, "-o", "json"], None));
-    let yaml = plan(&["-f", dir, "-o", "yaml"], None);
+    // The same clock for both: patches record the time in their history annotation.
+    let now = "2026-03-02T10:00:00Z";
+    let json = json_of(&plan(&["-f", dir, "-o", "json", "--now", now], None));
+    let yaml = plan(&["-f", dir, "-o", "yaml", "--now", now], None);
     assert!(yaml.status.success(), "{yaml:?}");
     let parsed: Value =
         serde_saphyr::from_str(&String::from_utf8_lossy(&yaml.stdout)).expect("valid YAML");
@@ -187,10 +194,11 @@ fn a_must_gather_blanked_stub_secret_is_unverified_not_invalid() {
 fn wide_output_adds_every_patch_operation_to_the_table() {
     let dir = demo_cluster();
     let dir = dir.to_str().unwrap();
-    let table = String::from_utf8(plan(&["-f", dir], None).stdout).unwrap();
-    let wide = String::from_utf8(plan(&["-f", dir, "-o", "wide"], None).stdout).unwrap();
+    let table = String::from_utf8(plan(&["-f", dir, "--now", NOW], None).stdout).unwrap();
+    let wide =
+        String::from_utf8(plan(&["-f", dir, "--now", NOW, "-o", "wide"], None).stdout).unwrap();
     assert!(wide.starts_with(&table), "the table first:\n{wide}");
-    let json = json_of(&plan(&["-f", dir, "-o", "json"], None));
+    let json = json_of(&plan(&["-f", dir, "--now", NOW, "-o", "json"], None));
     for entry in json["machineSets"].as_array().unwrap() {
         for op in entry["patch"].as_array().unwrap() {
             assert!(wide.contains(&op.to_string()), "{op} missing from:\n{wide}");

@@ -7,12 +7,16 @@ use serde_json::Value;
 use support::fixtures::*;
 use support::{TestEnv, run_binary, stderr_of};
 
+/// One clock for both plans: patches record the time in their history annotation.
+const NOW: &str = "2026-03-02T10:00:00Z";
+
 fn live_plan(env: &TestEnv, extra: &[&str]) -> std::process::Output {
     let kubeconfig = support::kubeconfig();
     let mut args = vec![
         "plan".to_string(),
         "-o".into(),
         "json".into(),
+        format!("--now={NOW}"),
         format!("--kubeconfig={}", kubeconfig.display()),
         format!("--machine-api-namespace={}", env.ns),
         format!("--golden-configmap-namespace={}", env.ns),
@@ -50,7 +54,21 @@ async fn a_live_plan_is_the_plan_of_the_same_objects_and_writes_nothing() {
     let out = live_plan(&env, &["--detailed-exitcode"]);
     assert_eq!(out.status.code(), Some(3), "{}", stderr_of(&out));
     let live: Value = serde_json::from_slice(&out.stdout).expect("JSON");
-    let from_files = support::plan_json(&env).await;
+    // The same objects dumped to a file, planned with the same clock.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("cluster.json");
+    std::fs::write(&file, cluster_manifests(&env).await.to_string()).unwrap();
+    let from_file = run_binary(&[
+        "plan",
+        "-o",
+        "json",
+        "--now",
+        NOW,
+        "-f",
+        file.to_str().unwrap(),
+    ]);
+    assert!(from_file.status.success(), "{}", stderr_of(&from_file));
+    let from_files: Value = serde_json::from_slice(&from_file.stdout).expect("JSON");
     let decisions = |plan: &Value| -> Vec<(String, String, String)> {
         plan["machineSets"]
             .as_array()

@@ -15,7 +15,10 @@ use boot_image_controller::api::{
     MachineSet, Secret,
 };
 use boot_image_controller::arch::Arch;
-use boot_image_controller::plan::{Action, Cluster, Entry, Malformed, Options, Plan, plan};
+use boot_image_controller::names;
+use boot_image_controller::plan::{
+    Action, ClusterSnapshot as Cluster, Decision as Entry, Malformed, Options, Plan, plan,
+};
 use boot_image_controller::reason::Reason;
 use json_patch::PatchOperation;
 use proptest::prelude::*;
@@ -224,6 +227,7 @@ impl ClusterCase {
                 "metadata": {"name": "cluster"}, "spec": {},
                 "status": {"infrastructureName": INFRA, "platformStatus": {"type": self.platform}}
             }))),
+            cluster_version_served: true,
             cluster_version: Some(from_json::<ClusterVersion>(json!({
                 "apiVersion": "config.openshift.io/v1", "kind": "ClusterVersion",
                 "metadata": {"name": "version"}, "spec": {},
@@ -236,12 +240,18 @@ impl ClusterCase {
             }))),
             secrets,
             known_images,
+            // The architecture the control-plane Nodes report.
+            control_plane_nodes: (0..3)
+                .map(|i| {
+                    let arch = self.control_plane_arch.kube_name().to_string();
+                    (format!("master-{i}"), Some(arch))
+                })
+                .collect(),
         }
     }
 
     fn options(&self) -> Options {
         Options {
-            control_plane_arch: self.control_plane_arch,
             now: "2026-03-02T10:00:00Z".parse().unwrap(),
             ..Options::default()
         }
@@ -677,6 +687,47 @@ fn op_path(op: &PatchOperation) -> String {
     }
 }
 
+/// The controller's own records in the same patch: the history and hot-loop annotations (and
+/// the resourceVersion guard when the annotation map has to be created).
+fn is_bookkeeping(op: &PatchOperation) -> bool {
+    let path = serde_json::to_value(op).unwrap()["path"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    path == "/metadata/resourceVersion"
+        || path == "/metadata/annotations"
+        || path
+            == format!(
+                "/metadata/annotations/{}",
+                escaped(names::HISTORY_ANNOTATION)
+            )
+        || path
+            == format!(
+                "/metadata/annotations/{}",
+                escaped(names::HOT_LOOP_ANNOTATION)
+            )
+}
+
+/// A key as a JSON Pointer token.
+fn escaped(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
+/// `doc` without the controller's bookkeeping annotations (and without an annotation map the
+/// bookkeeping created).
+fn without_bookkeeping(mut doc: Value, had_annotations: bool) -> Value {
+    if let Some(metadata) = doc.get_mut("metadata").and_then(Value::as_object_mut) {
+        if let Some(Value::Object(annotations)) = metadata.get_mut("annotations") {
+            annotations.remove(names::HISTORY_ANNOTATION);
+            annotations.remove(names::HOT_LOOP_ANNOTATION);
+        }
+        if !had_annotations {
+            metadata.remove("annotations");
+        }
+    }
+    doc
+}
+
 /// Whether a pointer relative to the provider spec names a value the rules compare or the stub
 /// secret name.
 fn is_managed_field(relative: &str) -> bool {
@@ -739,10 +790,28 @@ proptest! {
         let docs = docs(&resources);
         let plan = run(&case, &docs);
         for (entry, base, doc) in updates(&plan, &docs) {
-            prop_assert!(!entry.patch.is_empty());
-            prop_assert_eq!(entry.patch.len() % 2, 0);
+            let (bookkeeping, ops): (Vec<_>, Vec<_>) =
+                entry.patch.iter().cloned().partition(is_bookkeeping);
+            prop_assert!(!bookkeeping.is_empty(), "an update records itself");
+            // Guards test the inputs that chose the change, and hold what the object holds.
+            let replaced: Vec<String> = ops
+                .iter()
+                .filter(|op| matches!(op, PatchOperation::Replace(_)))
+                .map(op_path)
+                .collect();
+            let (guards, changes): (Vec<_>, Vec<_>) = ops
+                .into_iter()
+                .partition(|op| !replaced.contains(&op_path(op)));
+            for guard in &guards {
+                let PatchOperation::Test(test) = guard else {
+                    return Err(TestCaseError::fail(format!("not a test: {guard:?}")));
+                };
+                prop_assert_eq!(doc.pointer(&test.path.to_string()), Some(&test.value));
+            }
+            prop_assert!(!changes.is_empty());
+            prop_assert_eq!(changes.len() % 2, 0);
             let mut changed = Vec::new();
-            for pair in entry.patch.chunks(2) {
+            for pair in changes.chunks(2) {
                 let (PatchOperation::Test(test), PatchOperation::Replace(replace)) =
                     (&pair[0], &pair[1])
                 else {
@@ -758,7 +827,9 @@ proptest! {
             }
             let mut patched = doc.clone();
             json_patch::patch(&mut patched, &entry.patch).unwrap();
-            let mut original = doc.clone();
+            let had_annotations = doc.pointer("/metadata/annotations").is_some();
+            let mut patched = without_bookkeeping(patched, had_annotations);
+            let mut original = without_bookkeeping(doc.clone(), had_annotations);
             for path in &changed {
                 remove(&mut original, path);
                 remove(&mut patched, path);
@@ -831,7 +902,14 @@ proptest! {
         }
         let supported = matches!(case.platform, "AWS" | "GCP" | "Azure");
         for entry in entries {
-            prop_assert_eq!(entry.patch.is_empty(), entry.action != Action::Update, "{:?}", entry);
+            match (entry.action, entry.reason) {
+                (Action::Update, _) => prop_assert!(!entry.patch.is_empty(), "{:?}", entry),
+                // Opting out resets the hot-loop guard: the only write for a skipped object.
+                (_, Reason::OptedOut) => {
+                    prop_assert!(entry.patch.iter().all(is_bookkeeping), "{:?}", entry)
+                }
+                _ => prop_assert!(entry.patch.is_empty(), "{:?}", entry),
+            }
             // Where we never write, the only errors are about configuration and unreadable
             // objects, never about what a platform rule would have read.
             if !supported && entry.action == Action::Error {

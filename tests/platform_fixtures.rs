@@ -494,7 +494,8 @@ fn azure_legacy_installer_uploads_move_to_the_free_marketplace_image() {
 fn azure_needs_the_marketplace_overlay_in_the_stream() {
     let Some(fixtures) = fixtures() else { return };
     // The published 4.21 stream alone carries no marketplace images; only the installer's
-    // overlay provides them.
+    // overlay provides them. Without it the stream is like OKD's, which publishes none: Azure
+    // MachineSets are left alone (a skip, not an error that would degrade the cluster).
     let golden = stream(&fixtures, STREAM_4_21);
     let known = known_images(&golden, None);
     let spec = azure_spec(azure_image(
@@ -508,11 +509,49 @@ fn azure_needs_the_marketplace_overlay_in_the_stream() {
     assert!(
         matches!(
             outcome,
-            ImageOutcome::Error {
-                reason: Reason::ImageNotInStream,
+            ImageOutcome::Skip {
+                reason: Reason::MarketplaceImagesNotPublished,
                 ..
             }
         ),
         "{outcome:?}"
     );
+}
+
+/// A dual-stream golden ConfigMap as the real streams make it: rhel-9 under `stream`, rhel-10
+/// under `streams`. A MachineSet labelled with an OS stream boots that stream's image.
+#[test]
+fn a_dual_stream_config_map_updates_each_machine_set_from_its_own_os_stream() {
+    use boot_image_controller::api::ConfigMap;
+    use boot_image_controller::stream::GoldenConfig;
+
+    let Some(fixtures) = fixtures() else { return };
+    let rhel_9 = read(&fixtures.join("streams").join(STREAM_RHEL_9));
+    let rhel_10: Value =
+        serde_json::from_str(&read(&fixtures.join("streams").join(STREAM_RHEL_10)))
+            .expect("the rhel-10 stream is JSON");
+    let cm: ConfigMap = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "coreos-bootimages", "namespace": "openshift-machine-config-operator"},
+        "data": {
+            "stream": rhel_9,
+            "streams": json!({"rhel-10": rhel_10}).to_string(),
+            "releaseVersion": "4.22.0"
+        }
+    }))
+    .unwrap();
+    let golden = GoldenConfig::from_config_map(&cm).expect("the dual-stream ConfigMap parses");
+    let image = |label: Option<&str>| {
+        let stream = golden.os_stream(label).expect("the stream is carried");
+        stream
+            .aws_image(Arch::Amd64, "us-east-1")
+            .map(|i| i.image.clone())
+            .expect("us-east-1 is published")
+    };
+    assert_eq!(image(None), "ami-06a6b025350ff1e23");
+    assert_eq!(image(Some("rhel-9")), "ami-06a6b025350ff1e23");
+    assert_eq!(image(Some("rhel-10")), "ami-04b3d999e39d62c5b");
+    assert!(golden.os_stream(Some("centos-10")).is_none());
+    // Both streams' images count as ours, with their architectures.
+    assert_eq!(golden.arch_of("ami-04b3d999e39d62c5b"), Some(Arch::Amd64));
 }

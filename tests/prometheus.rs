@@ -235,14 +235,14 @@ async fn prometheus_sees_the_error_metric_and_fires_the_alert_for_a_failing_mach
         return;
     };
 
-    // A cluster with one MachineSet of a custom role whose managed stub secret the Machine
-    // Config Operator has not written: it cannot be updated.
+    // A cluster with one MachineSet whose architecture annotation names an architecture that
+    // does not exist: it cannot be updated.
     let env = TestEnv::new("prometheus").await;
     env.aws_cluster("4.21.0", &stream_421(), None).await;
     env.apply(
         machine_set(&env.ns, "infra-a")
             .ami(AMI_421_US_EAST_1)
-            .user_data("infra-user-data")
+            .arch("sparc64")
             .build(),
     )
     .await;
@@ -306,10 +306,14 @@ async fn prometheus_sees_the_error_metric_and_fires_the_alert_for_a_failing_mach
         summary(&prometheus.alerts().await)
     );
 
-    // The Machine Config Operator writes the secret: the MachineSet is updated, the series goes
-    // away and the alert resolves.
-    env.apply(stub_secret(&env.ns, "infra-user-data-managed", "3.2.0"))
-        .await;
+    // The administrator fixes the annotation: the MachineSet is updated, the series goes away
+    // and the alert resolves.
+    env.annotate_machine_set(
+        "infra-a",
+        "capacity.cluster-autoscaler.kubernetes.io/labels",
+        Some("kubernetes.io/arch=amd64"),
+    )
+    .await;
     let resolved = eventually(CONVERGE, || async {
         let alerts = prometheus.alerts().await;
         (prometheus.query(&series).await.is_empty() && alerts.is_empty()).then_some(())
@@ -324,7 +328,7 @@ async fn prometheus_sees_the_error_metric_and_fires_the_alert_for_a_failing_mach
     );
     assert_eq!(
         secret_of(&env.machine_set("infra-a").await),
-        "infra-user-data-managed"
+        "worker-user-data-managed"
     );
 }
 

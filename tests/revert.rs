@@ -105,7 +105,8 @@ async fn revert_restores_the_original_and_the_controller_leaves_it_until_opted_b
     .expect("the status names the last change");
     assert!(
         progressing.contains(&format!(
-            "{AMI_420_US_EAST_1} -> {AMI_421_US_EAST_1} worker-user-data -> worker-user-data-managed"
+            "boot image {AMI_420_US_EAST_1} -> {AMI_421_US_EAST_1}; stub secret worker-user-data -> \
+             worker-user-data-managed"
         )),
         "{progressing}"
     );

@@ -16,7 +16,8 @@ use boot_image_controller::api::{
 };
 use boot_image_controller::arch::Arch;
 use boot_image_controller::known_images::KnownImages;
-use boot_image_controller::plan::{self, Cluster, Malformed, Options, Planner, record};
+use boot_image_controller::names;
+use boot_image_controller::plan::{self, ClusterSnapshot as Cluster, Malformed, Options, Planner};
 use boot_image_controller::stream::GoldenStream;
 use jiff::Timestamp;
 use serde_json::{Value, json};
@@ -328,7 +329,7 @@ pub fn label(ms: &mut Value, key: &str, value: &str) {
 fn set_arch(ms: &mut Value, arch: Arch) {
     annotate(
         ms,
-        plan::AUTOSCALER_LABELS_ANNOTATION,
+        names::AUTOSCALER_LABELS_ANNOTATION,
         &format!(
             "kubernetes.io/arch={}, kubernetes.io/os=linux",
             arch.kube_name()
@@ -344,7 +345,7 @@ fn owned_by_hive(ms: &mut Value) {
 }
 
 fn windows(ms: &mut Value) {
-    ms["spec"]["template"]["metadata"]["labels"][plan::OS_ID_LABEL] = json!("Windows");
+    ms["spec"]["template"]["metadata"]["labels"][names::OS_ID_LABEL] = json!("Windows");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -521,6 +522,7 @@ pub fn scenario(data: &Data, platform: &str, count: usize) -> Option<Scenario> {
         infrastructure: Some(typed::<Infrastructure>(infrastructure(
             "cluster", platform, infra,
         ))),
+        cluster_version_served: true,
         cluster_version: Some(typed::<ClusterVersion>(cluster_version(
             "version",
             &data.new_release,
@@ -540,6 +542,9 @@ pub fn scenario(data: &Data, platform: &str, count: usize) -> Option<Scenario> {
             })
             .collect(),
         known_images: known,
+        control_plane_nodes: (0..3)
+            .map(|i| (format!("master-{i}"), Some("amd64".to_string())))
+            .collect(),
     };
     let regions = (
         data.aws_common_regions(Arch::Amd64),
@@ -554,14 +559,13 @@ pub fn scenario(data: &Data, platform: &str, count: usize) -> Option<Scenario> {
         .collect();
     // MachineSets we updated before: plan and patch them once, as the controller did.
     let planner = Planner::new(&cluster, &options);
-    let golden = planner.golden().cloned().expect("the golden stream parses");
     let values: Vec<Value> = built
         .into_iter()
         .map(|b| {
             let mut value = b.value;
             if b.updated_by_us {
                 let ms: MachineSet = typed(value.clone());
-                let entry = planner.machine_set(&Ok(ms.clone()));
+                let entry = planner.decide(Ok(&ms));
                 assert_eq!(
                     entry.action,
                     plan::Action::Update,
@@ -569,14 +573,8 @@ pub fn scenario(data: &Data, platform: &str, count: usize) -> Option<Scenario> {
                     entry.name,
                     entry.message
                 );
-                let mut ops = entry.patch.clone();
-                ops.extend(record::record_ops(
-                    &ms.metadata,
-                    entry.history_entry(now, &golden),
-                    &entry.target_key(),
-                    now,
-                    options.hot_loop_window,
-                ));
+                // The planned patch is complete: history and hot-loop memory included.
+                let ops = entry.patch.clone();
                 json_patch::patch(&mut value, &ops).expect("our patch applies");
             }
             value
@@ -660,7 +658,7 @@ fn aws_member(data: &Data, (x86, arm): &(Regions, Regions), i: usize) -> Built {
         }
         13 => {
             let mut ms = outdated("optout");
-            annotate(&mut ms, plan::OPT_OUT_ANNOTATION, plan::OPT_OUT_VALUE);
+            annotate(&mut ms, names::OPT_OUT_ANNOTATION, names::OPT_OUT_VALUE);
             Built::new(ms)
         }
         14 => {
@@ -743,7 +741,7 @@ fn gcp_member(data: &Data, i: usize) -> Built {
         }
         13 => {
             let mut ms = outdated("optout");
-            annotate(&mut ms, plan::OPT_OUT_ANNOTATION, plan::OPT_OUT_VALUE);
+            annotate(&mut ms, names::OPT_OUT_ANNOTATION, names::OPT_OUT_VALUE);
             Built::new(ms)
         }
         14 => {
@@ -873,7 +871,7 @@ fn azure_member(data: &Data, infra: &str, i: usize) -> Built {
         }
         13 => {
             let mut ms = outdated("optout");
-            annotate(&mut ms, plan::OPT_OUT_ANNOTATION, plan::OPT_OUT_VALUE);
+            annotate(&mut ms, names::OPT_OUT_ANNOTATION, names::OPT_OUT_VALUE);
             Built::new(ms)
         }
         14 => {

@@ -15,7 +15,10 @@ use boot_image_controller::api::{
 };
 use boot_image_controller::arch::Arch;
 use boot_image_controller::known_images::KnownImages;
-use boot_image_controller::plan::{self, Action, Cluster, Malformed, Options, Planner, record};
+use boot_image_controller::names;
+use boot_image_controller::plan::{
+    self, Action, ClusterSnapshot as Cluster, Malformed, Options, Planner, record,
+};
 use boot_image_controller_fuzz as g;
 use jiff::{SignedDuration, Timestamp};
 use libfuzzer_sys::fuzz_target;
@@ -62,7 +65,7 @@ fn machine_configuration(
     });
     if g::rarely(u, 6)? {
         object["metadata"]["annotations"] = json!({
-            plan::PAUSE_ANNOTATION: g::pick(u, &["true", "false", ""])?
+            names::PAUSE_ANNOTATION: g::pick(u, &["true", "false", ""])?
         });
     }
     Ok(serde_json::from_value(object).ok())
@@ -178,8 +181,8 @@ fn metadata(u: &mut Unstructured<'_>, name: &str, namespace: &str) -> arbitrary:
     let mut annotations = Map::new();
     if g::rarely(u, 8)? {
         annotations.insert(
-            plan::OPT_OUT_ANNOTATION.into(),
-            json!(g::pick(u, &[plan::OPT_OUT_VALUE, "enabled", ""])?),
+            names::OPT_OUT_ANNOTATION.into(),
+            json!(g::pick(u, &[names::OPT_OUT_VALUE, "enabled", ""])?),
         );
     }
     if u.ratio(1, 2)? {
@@ -190,7 +193,7 @@ fn metadata(u: &mut Unstructured<'_>, name: &str, namespace: &str) -> arbitrary:
             2 => "kubernetes.io/os=linux".to_string(),
             _ => u.arbitrary()?,
         };
-        annotations.insert(plan::AUTOSCALER_LABELS_ANNOTATION.into(), json!(text));
+        annotations.insert(names::AUTOSCALER_LABELS_ANNOTATION.into(), json!(text));
     }
     if u.ratio(1, 4)? {
         let history = if u.arbitrary()? {
@@ -230,7 +233,7 @@ fn metadata(u: &mut Unstructured<'_>, name: &str, namespace: &str) -> arbitrary:
     }
     if g::rarely(u, 8)? {
         labels.insert(
-            plan::OS_STREAM_LABEL.into(),
+            names::OS_STREAM_LABEL.into(),
             json!(g::pick(u, &["rhcos-4.21", "rhel-coreos-10"])?),
         );
     }
@@ -253,13 +256,13 @@ fn template(u: &mut Unstructured<'_>, shape: g::Shape) -> arbitrary::Result<Valu
     let mut labels = Map::new();
     if g::rarely(u, 10)? {
         labels.insert(
-            plan::OS_ID_LABEL.into(),
+            names::OS_ID_LABEL.into(),
             json!(g::pick(u, &["Windows", "Linux"])?),
         );
     }
     if g::rarely(u, 10)? {
         labels.insert(
-            plan::OS_STREAM_LABEL.into(),
+            names::OS_STREAM_LABEL.into(),
             json!(g::pick(u, &["rhcos-4.21", "rhel-coreos-10"])?),
         );
     }
@@ -302,6 +305,19 @@ fn control_plane_json(
     Ok(cp)
 }
 
+/// Control-plane Nodes with any label, an unknown one or none: the planner must never guess.
+fn control_plane_nodes(
+    u: &mut Unstructured<'_>,
+) -> arbitrary::Result<std::collections::BTreeMap<String, Option<String>>> {
+    let mut nodes = std::collections::BTreeMap::new();
+    for i in 0..u.int_in_range(0..=3)? {
+        let label = g::pick(u, &["amd64", "arm64", "ppc64le", "s390x", "x86_64", ""])?;
+        let label = u.arbitrary::<bool>()?.then(|| label.to_string());
+        nodes.insert(format!("master-{i}"), label);
+    }
+    Ok(nodes)
+}
+
 fn typed<K: serde::de::DeserializeOwned>(v: &Value, name: String) -> Result<K, Malformed> {
     serde_json::from_value(v.clone()).map_err(|e| Malformed {
         namespace: "openshift-machine-api".into(),
@@ -326,12 +342,18 @@ fn run(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
         machine_configuration: machine_configuration(u)?,
         infrastructure: infrastructure(u, platform)?,
         cluster_version: cluster_version(u)?,
+        cluster_version_served: u.arbitrary()?,
         golden: golden(u)?,
         secrets: secrets(u, "openshift-machine-api")?,
         known_images,
+        control_plane_nodes: control_plane_nodes(u)?,
     };
     let options = Options {
-        control_plane_arch: *u.choose(&Arch::ALL)?,
+        control_plane_arch: if u.arbitrary()? {
+            Some(*u.choose(&Arch::ALL)?)
+        } else {
+            None
+        },
         now: Timestamp::from_second(NOW).expect("in range"),
         hot_loop_threshold: u.int_in_range(1..=4)?,
         hot_loop_window: SignedDuration::from_hours(1),
@@ -349,16 +371,16 @@ fn run(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
     let blocked = planner.blocked().is_some();
     for (i, doc) in machine_sets.iter().enumerate() {
         let input: Result<MachineSet, Malformed> = typed(doc, format!("ms-{i}"));
-        let entry = planner.machine_set(&input);
-        check(&planner, &options, doc, &entry, blocked, |d| {
-            planner.machine_set(&typed(d, format!("ms-{i}")))
+        let entry = planner.decide(input.as_ref());
+        check(&planner, doc, &entry, blocked, |d| {
+            planner.decide(typed::<MachineSet>(d, format!("ms-{i}")).as_ref())
         });
     }
     for (i, doc) in control_plane.iter().enumerate() {
         let input: Result<ControlPlaneMachineSet, Malformed> = typed(doc, format!("cp-{i}"));
-        let entry = planner.control_plane_machine_set(&input);
-        check(&planner, &options, doc, &entry, blocked, |d| {
-            planner.control_plane_machine_set(&typed(d, format!("cp-{i}")))
+        let entry = planner.decide(input.as_ref());
+        check(&planner, doc, &entry, blocked, |d| {
+            planner.decide(typed::<ControlPlaneMachineSet>(d, format!("cp-{i}")).as_ref())
         });
     }
     // The whole-plan entry point (sorting, gates) on the same snapshot.
@@ -380,11 +402,10 @@ fn run(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
 
 fn check(
     planner: &Planner<'_>,
-    options: &Options,
     doc: &Value,
-    entry: &plan::Entry,
+    entry: &plan::Decision,
     blocked: bool,
-    replan: impl Fn(&Value) -> plan::Entry,
+    replan: impl Fn(&Value) -> plan::Decision,
 ) {
     if entry.action != Action::Update {
         return;
@@ -394,17 +415,12 @@ fn check(
         !entry.patch.is_empty(),
         "an Update without a patch: {entry:?}"
     );
-    let golden = planner.golden().expect("an Update implies a golden stream");
-    let meta: boot_image_controller::api::ObjectMeta =
-        serde_json::from_value(doc["metadata"].clone()).expect("planned objects have metadata");
-    let mut ops = entry.patch.clone();
-    ops.extend(record::record_ops(
-        &meta,
-        entry.history_entry(options.now, golden),
-        &entry.target_key(),
-        options.now,
-        options.hot_loop_window,
-    ));
+    assert!(
+        planner.golden().is_some(),
+        "an Update implies a golden stream"
+    );
+    // The planned patch is complete: the history and hot-loop bookkeeping are in it.
+    let ops = entry.patch.clone();
     let mut patched = doc.clone();
     if let Err(e) = json_patch::patch(&mut patched, &ops) {
         panic!(

@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 
 use arbitrary::Unstructured;
 use boot_image_controller::api::MachineConfiguration;
-use boot_image_controller::plan::{Resource, Selection};
+use boot_image_controller::machine_kind::MachineKind;
+use boot_image_controller::plan::selection::Selection;
 use boot_image_controller::platform::Platform;
 use boot_image_controller_fuzz as g;
 use libfuzzer_sys::fuzz_target;
@@ -137,14 +138,14 @@ fn run(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
         labels.insert(label_key(u)?, label_value(u)?);
     }
     let platform = Platform::from_type(g::pick(u, &["AWS", "GCP", "Azure", "VSphere", "None"])?);
-    for resource in [Resource::MachineSets, Resource::ControlPlaneMachineSets] {
-        let selection = Selection::for_resource(&mc, resource, &platform);
+    for resource in MachineKind::ALL {
+        let selection = Selection::for_kind(&mc, resource, &platform);
         let _ = selection.describe();
         let selected = selection.selects(&labels);
         // Compare only when the selector we generated is the one in effect.
         let ours = !mutated
             && mode == "Partial"
-            && resource == Resource::MachineSets
+            && resource == MachineKind::MachineSet
             && managers.len() == 1
             && mc
                 .spec

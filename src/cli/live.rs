@@ -3,7 +3,7 @@
 //! It reads what the controller reads, with GETs and LISTs only: the three singletons, the
 //! golden ConfigMap, the MachineSets and ControlPlaneMachineSets of the machine-API namespace,
 //! the managed stub secrets they would be pointed at (by name, as the controller's RBAC allows),
-//! and the known-images ConfigMap. The objects go through the same loader as manifest files, so
+//! the known-images ConfigMap, and the control-plane Nodes (for their architecture). The objects go through the same loader as manifest files, so
 //! a live plan and a plan of `oc get -o yaml` output of the same objects agree. Secret contents
 //! are checked by the planner and never printed.
 
@@ -238,6 +238,18 @@ pub async fn snapshot(args: &LiveArgs) -> Result<Snapshot, String> {
     }
     items.extend(machine_sets);
     items.extend(control_plane);
+    // Control-plane Nodes by label, as the controller watches them: their architecture is that
+    // of MachineSets that do not declare theirs.
+    let nodes: Api<DynamicObject> =
+        Api::all_with(client.clone(), &resource("", "v1", "Node", "nodes"));
+    let node_resource = resource("", "v1", "Node", "nodes");
+    for label in names::CONTROL_PLANE_NODE_LABELS {
+        let listed = nodes
+            .list(&ListParams::default().labels(label))
+            .await
+            .map_err(fail)?;
+        items.extend(listed.items.into_iter().map(|o| typed(&node_resource, o)));
+    }
 
     let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
     let source = match &args.cluster.context {

@@ -11,12 +11,12 @@ use clap::builder::{PossibleValuesParser, TypedValueParser as _};
 use clap::{Args, ValueEnum};
 
 use super::{Failure, table, write_stdout};
-use crate::api::{MachineConfiguration, MachineManager, Selection};
+use crate::api::{MachineConfiguration, MachineManager, MachineManagerSelector};
 use crate::arch::Arch;
 use crate::known_images::KnownImages;
 use crate::manifests;
 use crate::names::MACHINE_CONFIGURATION_NAME;
-use crate::plan::{self, Action, Cluster, Options, Plan};
+use crate::plan::{self, Action, ClusterSnapshot, Options, Plan};
 
 #[derive(Debug, Args)]
 pub struct PlanArgs {
@@ -49,14 +49,21 @@ pub struct PlanArgs {
     #[arg(long)]
     pub detailed_exitcode: bool,
 
-    /// Architecture of the control plane, and of MachineSets that do not name theirs.
-    #[arg(
-        long,
-        value_name = "ARCH",
-        default_value = "amd64",
-        value_parser = arch_parser(),
-    )]
-    pub control_plane_arch: Arch,
+    /// Architecture of the control plane, and of MachineSets that do not name theirs; by default
+    /// the `kubernetes.io/arch` of the control-plane Nodes in the manifests.
+    #[arg(long, value_name = "ARCH", value_parser = arch_parser())]
+    pub control_plane_arch: Option<Arch>,
+
+    /// Plan as of this time (RFC 3339) instead of now: the time recorded in the history and
+    /// hot-loop annotations of each patch, e.g. to reproduce exactly what `run` sent at a time
+    /// found in a MachineSet's history.
+    #[arg(long, value_name = "TIME")]
+    pub now: Option<jiff::Timestamp>,
+
+    /// Whether the RHCOS AMIs this program ships (every AMI published for OpenShift 4.12 and
+    /// later) count as CoreOS images.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub published_images: bool,
 
     /// Image references known to be published CoreOS images, one per line (`#` comments).
     /// Images in neither this list nor the golden stream are custom and never replaced.
@@ -106,6 +113,12 @@ pub fn run(args: &PlanArgs) -> Result<u8, Failure> {
     for warning in &snapshot.warnings {
         eprintln!("warning: {warning}");
     }
+    if args.published_images {
+        snapshot
+            .cluster
+            .known_images
+            .merge(&KnownImages::published());
+    }
     if let Some(file) = &args.known_images_file {
         let known = KnownImages::read(file).map_err(Failure::input)?;
         snapshot.cluster.known_images.extend(known.iter().cloned());
@@ -118,6 +131,7 @@ pub fn run(args: &PlanArgs) -> Result<u8, Failure> {
     }
     let options = Options {
         control_plane_arch: args.control_plane_arch,
+        now: args.now.unwrap_or_else(jiff::Timestamp::now),
         ..Options::default()
     };
     let plan = plan::plan(
@@ -189,7 +203,7 @@ fn load(paths: &[PathBuf]) -> Result<manifests::Snapshot, Failure> {
 
 /// Replaces (or adds) the `machinesets` entry of `spec.managedBootImages`, creating the
 /// MachineConfiguration when the manifests have none. ControlPlaneMachineSet entries stay.
-fn assume_selection(cluster: &mut Cluster, mode: AssumedSelection) {
+fn assume_selection(cluster: &mut ClusterSnapshot, mode: AssumedSelection) {
     let configuration = cluster.machine_configuration.get_or_insert_with(|| {
         MachineConfiguration::new(MACHINE_CONFIGURATION_NAME, Default::default())
     });
@@ -203,7 +217,7 @@ fn assume_selection(cluster: &mut Cluster, mode: AssumedSelection) {
     managers.push(MachineManager {
         resource: "machinesets".into(),
         api_group: "machine.openshift.io".into(),
-        selection: Selection {
+        selection: MachineManagerSelector {
             mode: match mode {
                 AssumedSelection::All => "All",
                 AssumedSelection::None => "None",

@@ -8,14 +8,15 @@ use std::fmt::Write as _;
 
 use anyhow::{Context as _, anyhow};
 use clap::{ArgGroup, Args};
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
-use kube::{Client, Resource as _};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 
 use super::{Failure, write_stdout};
-use crate::api::{ControlPlaneMachineSet, MachineSet};
+use crate::api_client;
+use crate::machine_kind::MachineKind;
+use crate::names::{OPT_OUT_ANNOTATION, OPT_OUT_VALUE};
 use crate::plan::record::HistoryEntry;
-use crate::plan::{OPT_OUT_ANNOTATION, OPT_OUT_VALUE, Resource, display};
-use crate::revert::{self, Revert, RevertError, kind_name};
+use crate::platform::display_image as display;
+use crate::revert::{self, Revert, RevertError};
 
 /// Exit code when the object changed since the controller wrote it: the revert is refused.
 pub const REFUSED_CODE: u8 = 3;
@@ -54,10 +55,10 @@ pub struct RevertArgs {
 }
 
 impl RevertArgs {
-    fn target(&self) -> (Resource, &str) {
+    fn target(&self) -> (MachineKind, &str) {
         match (&self.machineset, &self.control_plane_machine_set) {
-            (Some(name), _) => (Resource::MachineSets, name),
-            (None, Some(name)) => (Resource::ControlPlaneMachineSets, name),
+            (Some(name), _) => (MachineKind::MachineSet, name),
+            (None, Some(name)) => (MachineKind::ControlPlaneMachineSet, name),
             // clap's required group guarantees one of them.
             (None, None) => unreachable!("--machineset or --control-plane-machine-set is required"),
         }
@@ -74,13 +75,12 @@ pub fn run(args: &RevertArgs) -> Result<(), Failure> {
 
 async fn revert_object(args: &RevertArgs) -> Result<(), Failure> {
     let (kind, name) = args.target();
-    let described = format!("{} {}/{name}", kind_name(kind), args.namespace);
-    let client = client(args).await?;
-    let resource = match kind {
-        Resource::MachineSets => ApiResource::erase::<MachineSet>(&()),
-        Resource::ControlPlaneMachineSets => ApiResource::erase::<ControlPlaneMachineSet>(&()),
-    };
-    let api: Api<DynamicObject> = Api::namespaced_with(client, &args.namespace, &resource);
+    let described = format!("{kind} {}/{name}", args.namespace);
+    let client = api_client::connect(&args.cluster)
+        .await
+        .map_err(|e| Failure::runtime(RUNTIME_CODE, e))?;
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client, &args.namespace, &kind.api_resource());
     let object = match api.get_opt(name).await {
         Ok(Some(object)) => object,
         Ok(None) => return Err(Failure::input(anyhow!("{described} not found"))),
@@ -97,6 +97,8 @@ async fn revert_object(args: &RevertArgs) -> Result<(), Failure> {
     let patch = Patch::Json::<()>(json_patch::Patch(planned.patch.clone()));
     let params = PatchParams {
         dry_run: args.dry_run,
+        // Its own manager: managedFields tell a person's revert from the controller's writes.
+        field_manager: Some(format!("{}-revert", api_client::FIELD_MANAGER)),
         ..PatchParams::default()
     };
     let mut out = report(&described, &planned, args.dry_run);
@@ -141,13 +143,6 @@ fn refusal(error: RevertError) -> Failure {
         RevertError::ChangedSince { .. } => Failure::runtime(REFUSED_CODE, error),
         _ => Failure::input(error),
     }
-}
-
-async fn client(args: &RevertArgs) -> Result<Client, Failure> {
-    let fail =
-        |e: String| Failure::runtime(RUNTIME_CODE, anyhow!("cannot configure the client: {e}"));
-    let config = args.cluster.config().await.map_err(fail)?;
-    Client::try_from(config).map_err(|e| fail(e.to_string()))
 }
 
 /// What the revert undoes and changes, for people.
@@ -212,26 +207,15 @@ fn describe_entry(entry: &HistoryEntry) -> String {
     if !entry.stream.is_empty() {
         let _ = write!(text, " ({})", entry.stream);
     }
-    if let Some(image) = &entry.boot_image {
-        let _ = write!(
-            text,
-            ": boot image {} -> {}",
-            display(Some(&image.from)),
-            display(Some(&image.to))
-        );
-    }
-    if let Some(secret) = &entry.user_data_secret {
-        let sep = if entry.boot_image.is_some() { ";" } else { ":" };
-        let _ = write!(text, "{sep} stub secret {} -> {}", secret.from, secret.to);
+    let changes = entry.describe_changes();
+    if !changes.is_empty() {
+        let _ = write!(text, ": {changes}");
     }
     text
 }
 
-fn opt_back_in(kind: Resource, namespace: &str, name: &str) -> String {
-    let resource = match kind {
-        Resource::MachineSets => MachineSet::plural(&()),
-        Resource::ControlPlaneMachineSets => ControlPlaneMachineSet::plural(&()),
-    };
+fn opt_back_in(kind: MachineKind, namespace: &str, name: &str) -> String {
+    let resource = kind.plural();
     format!(
         "To let the controller manage it again (it will move it to the golden boot image):\n  \
          oc annotate {resource}.machine.openshift.io/{name} -n {namespace} {OPT_OUT_ANNOTATION}-\n"
@@ -260,13 +244,13 @@ mod tests {
     #[test]
     fn exactly_one_object_is_named_and_steps_start_at_one() {
         let args = parse(&["--machineset", "worker-a"]).unwrap();
-        assert_eq!(args.target(), (Resource::MachineSets, "worker-a"));
+        assert_eq!(args.target(), (MachineKind::MachineSet, "worker-a"));
         assert_eq!(args.namespace, "openshift-machine-api");
         assert_eq!(args.steps, 1);
         let args = parse(&["--control-plane-machine-set", "cluster", "-n", "x"]).unwrap();
         assert_eq!(
             args.target(),
-            (Resource::ControlPlaneMachineSets, "cluster")
+            (MachineKind::ControlPlaneMachineSet, "cluster")
         );
         assert!(parse(&[]).is_err());
         assert!(parse(&["--machineset", "a", "--control-plane-machine-set", "b"]).is_err());
@@ -307,7 +291,7 @@ mod tests {
         assert!(text.contains("History: 1 recorded change(s) left; a further revert"));
         assert!(report("x", &planned, true).starts_with("Would revert x"));
         assert!(
-            opt_back_in(Resource::ControlPlaneMachineSets, "ns", "cluster").contains(
+            opt_back_in(MachineKind::ControlPlaneMachineSet, "ns", "cluster").contains(
                 "oc annotate controlplanemachinesets.machine.openshift.io/cluster -n ns \
                  machineconfiguration.openshift.io/boot-image-updates-"
             )

@@ -3,7 +3,9 @@
 
 use std::fmt::Write as _;
 
-use crate::plan::{Action, Cluster, Entry, Plan, display};
+use crate::machine_kind::MachineKind;
+use crate::plan::{Action, ClusterSnapshot, Decision, Plan};
+use crate::platform::display_image as display;
 use crate::stream::GoldenConfig;
 
 /// Messages are wrapped to the table's width, within these bounds, so they read as part of it.
@@ -33,7 +35,7 @@ pub enum Golden {
 }
 
 impl ClusterFacts {
-    pub fn of(cluster: &Cluster) -> Self {
+    pub fn of(cluster: &ClusterSnapshot) -> Self {
         let platform = cluster
             .infrastructure
             .as_ref()
@@ -89,12 +91,18 @@ pub fn render(plan: &Plan, facts: &ClusterFacts) -> String {
     if let Some(blocked) = &plan.blocked {
         let _ = writeln!(out, "BLOCKED: {}: {}", blocked.reason, blocked.message);
     }
-    let sections = [
-        ("MachineSets", &plan.machine_sets),
-        ("ControlPlaneMachineSets", &plan.control_plane_machine_sets),
-    ];
-    for (title, entries) in sections {
-        if entries.is_empty() && title != "MachineSets" {
+    if !plan.selection.is_empty() {
+        let modes: Vec<String> = plan
+            .selection
+            .iter()
+            .map(|(resource, mode)| format!("{resource} {mode}"))
+            .collect();
+        let _ = writeln!(out, "Selected by managedBootImages: {}", modes.join(", "));
+    }
+    for kind in MachineKind::ALL {
+        let (title, entries) = (kind.plural_title(), plan.of(kind));
+        // MachineSets always get a section; other kinds only where the manifests have them.
+        if entries.is_empty() && kind != MachineKind::MachineSet {
             continue;
         }
         let _ = writeln!(out, "\n{title}:");
@@ -110,7 +118,7 @@ pub fn render(plan: &Plan, facts: &ClusterFacts) -> String {
     out
 }
 
-fn render_rows(out: &mut String, entries: &[Entry], plan: &Plan) {
+fn render_rows(out: &mut String, entries: &[Decision], plan: &Plan) {
     let header = [
         "NAMESPACE/NAME",
         "ACTION",
@@ -162,7 +170,7 @@ fn write_row(out: &mut String, row: &[String; 5], widths: &[usize; 5]) {
     out.push('\n');
 }
 
-fn boot_image(e: &Entry) -> String {
+fn boot_image(e: &Decision) -> String {
     let current = display(e.boot_image.current.as_ref());
     match &e.boot_image.target {
         Some(target) => format!("{current} -> {}", display(Some(target))),
@@ -170,7 +178,7 @@ fn boot_image(e: &Entry) -> String {
     }
 }
 
-fn stub_secret(e: &Entry) -> String {
+fn stub_secret(e: &Decision) -> String {
     match (&e.user_data_secret.current, &e.user_data_secret.target) {
         (Some(current), Some(target)) => format!("{current} -> {target}"),
         (Some(current), None) => current.clone(),
@@ -181,7 +189,7 @@ fn stub_secret(e: &Entry) -> String {
 /// The message worth a line of its own: why something is skipped or wrong. Update and UpToDate
 /// messages only repeat the columns, and a blocked plan's message is already in its header
 /// (`-o json` has every message).
-fn message<'a>(e: &'a Entry, plan: &Plan) -> Option<&'a str> {
+fn message<'a>(e: &'a Decision, plan: &Plan) -> Option<&'a str> {
     if matches!(e.action, Action::Update | Action::UpToDate) || e.message.is_empty() {
         return None;
     }
@@ -212,31 +220,19 @@ fn wrap(text: &str, width: usize) -> Vec<String> {
 }
 
 fn summary(plan: &Plan) -> String {
-    let all = || {
-        plan.machine_sets
-            .iter()
-            .chain(&plan.control_plane_machine_sets)
-    };
     let counts: Vec<String> = Action::ALL
         .iter()
         .map(|action| {
-            let n = all().filter(|e| e.action == *action).count();
+            let n = plan.decisions().filter(|e| e.action == *action).count();
             format!("{n} {}", action.as_str())
         })
         .collect();
-    let mut line = format!(
-        "Summary: {} ({} MachineSets",
-        counts.join(", "),
-        plan.machine_sets.len()
-    );
-    if !plan.control_plane_machine_sets.is_empty() {
-        let _ = write!(
-            line,
-            ", {} ControlPlaneMachineSets",
-            plan.control_plane_machine_sets.len()
-        );
-    }
-    line.push(')');
+    let per_kind: Vec<String> = MachineKind::ALL
+        .into_iter()
+        .filter(|kind| *kind == MachineKind::MachineSet || !plan.of(*kind).is_empty())
+        .map(|kind| format!("{} {}", plan.of(kind).len(), kind.plural_title()))
+        .collect();
+    let mut line = format!("Summary: {} ({})", counts.join(", "), per_kind.join(", "));
     if plan.blocked.is_some() {
         line.push_str("; blocked: nothing would be written");
     }
@@ -251,24 +247,24 @@ mod tests {
     use crate::plan::{Blocked, Values};
     use crate::reason::Reason;
 
-    fn entry(name: &str, action: Action, reason: Reason, message: &str) -> Entry {
-        Entry {
-            namespace: "openshift-machine-api".into(),
-            name: name.into(),
+    fn entry(name: &str, action: Action, reason: Reason, message: &str) -> Decision {
+        let mut decision = Decision::new(
+            MachineKind::MachineSet,
+            "openshift-machine-api",
+            name,
             action,
             reason,
-            message: message.into(),
-            boot_image: Values {
-                current: Some(json!("ami-09d23adad19cdb25c")),
-                target: None,
-            },
-            user_data_secret: Values {
-                current: Some("worker-user-data".into()),
-                target: None,
-            },
-            patch: Vec::new(),
-            last_change: None,
-        }
+            message.into(),
+        );
+        decision.boot_image = Values {
+            current: Some(json!("ami-09d23adad19cdb25c")),
+            target: None,
+        };
+        decision.user_data_secret = Values {
+            current: Some("worker-user-data".into()),
+            target: None,
+        };
+        decision
     }
 
     fn facts() -> ClusterFacts {

@@ -72,18 +72,29 @@ pub struct RunArgs {
     /// Name of the ClusterVersion singleton.
     #[arg(long, env = "BIC_CLUSTER_VERSION_NAME", default_value = names::CLUSTER_VERSION_NAME, hide = true)]
     pub cluster_version_name: String,
-    /// Architecture of control-plane machines, and of MachineSets that do not name theirs.
-    #[arg(long, env = "BIC_CONTROL_PLANE_ARCH", default_value = "amd64")]
-    pub control_plane_arch: Arch,
+    /// Overrides the architecture of control-plane machines, and of MachineSets that do not name
+    /// theirs, which is otherwise the `kubernetes.io/arch` of the control-plane Nodes.
+    #[arg(long, env = "BIC_CONTROL_PLANE_ARCH")]
+    pub control_plane_arch: Option<Arch>,
+    /// Whether the RHCOS AMIs this program ships (every AMI published for OpenShift 4.12 and
+    /// later) count as CoreOS images: an AMI neither in them, nor in a golden stream, nor in
+    /// --known-images-file is custom and never replaced.
+    #[arg(long, env = "BIC_PUBLISHED_IMAGES", default_value_t = true, action = clap::ArgAction::Set)]
+    pub published_images: bool,
     /// Extra known CoreOS image references, one per line; re-read when it changes.
     #[arg(long, env = "BIC_KNOWN_IMAGES_FILE")]
     pub known_images_file: Option<PathBuf>,
     /// Re-plan everything this often even without events (e.g. `10m`, `30s`).
-    #[arg(long, env = "BIC_RESYNC_PERIOD", default_value = "10m", value_parser = parse_duration)]
+    #[arg(long, env = "BIC_RESYNC_PERIOD", default_value = "10m", value_parser = parse_period)]
     pub resync_period: Duration,
     /// Window of the hot-loop guard.
-    #[arg(long, env = "BIC_HOT_LOOP_WINDOW", default_value = "1h", value_parser = parse_duration)]
+    #[arg(long, env = "BIC_HOT_LOOP_WINDOW", default_value = "1h", value_parser = parse_period)]
     pub hot_loop_window: Duration,
+    /// A gate that holds writes longer than this (e.g. a golden ConfigMap whose release never
+    /// matches the cluster's) is reported as Degraded, with a metric and an alert. Pauses never
+    /// are: they are an administrator's choice.
+    #[arg(long, env = "BIC_HOLD_DEGRADE_AFTER", default_value = "1h", value_parser = parse_duration)]
+    pub hold_degrade_after: Duration,
     /// Patches to the same value within the window after which the guard stops us.
     #[arg(long, env = "BIC_HOT_LOOP_THRESHOLD", default_value_t = 3)]
     pub hot_loop_threshold: usize,
@@ -123,6 +134,19 @@ impl RunArgs {
 }
 
 /// Durations as Kubernetes users write them: `90s`, `10m`, `1h`, `1h30m`, `500ms`.
+/// The longest duration a flag accepts: a year. Longer ones are mistakes, and would overflow
+/// the timers they arm.
+const MAX_DURATION: Duration = Duration::from_secs(366 * 24 * 3600);
+
+/// A duration flag that must not be zero (a zero period would spin).
+pub fn parse_period(text: &str) -> Result<Duration, String> {
+    let period = parse_duration(text)?;
+    if period.is_zero() {
+        return Err(format!("invalid period {text:?}: must be longer than zero"));
+    }
+    Ok(period)
+}
+
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let mut total = Duration::ZERO;
     let mut rest = text.trim();
@@ -143,14 +167,21 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         let unit_len = rest
             .find(|c: char| c.is_ascii_digit())
             .unwrap_or(rest.len());
-        let unit = match &rest[..unit_len] {
-            "ms" => Duration::from_millis(n),
-            "s" => Duration::from_secs(n),
-            "m" => Duration::from_secs(n * 60),
-            "h" => Duration::from_secs(n * 3600),
+        let seconds_per_unit = match &rest[..unit_len] {
+            "ms" => None,
+            "s" => Some(1),
+            "m" => Some(60),
+            "h" => Some(3600),
             other => return Err(format!("invalid duration {text:?}: unknown unit {other:?}")),
         };
-        total += unit;
+        let unit = match seconds_per_unit {
+            None => Some(Duration::from_millis(n)),
+            Some(factor) => n.checked_mul(factor).map(Duration::from_secs),
+        };
+        total = unit
+            .and_then(|unit| total.checked_add(unit))
+            .filter(|total| *total <= MAX_DURATION)
+            .ok_or_else(|| format!("invalid duration {text:?}: longer than a year"))?;
         rest = &rest[unit_len..];
     }
     Ok(total)
@@ -168,5 +199,41 @@ mod tests {
         assert!(parse_duration("10").is_err());
         assert!(parse_duration("m").is_err());
         assert!(parse_duration("5d").is_err());
+    }
+
+    #[test]
+    fn a_zero_period_and_overflowing_durations_are_refused_not_panics() {
+        assert!(parse_period("0s").is_err());
+        assert!(parse_period("0ms").is_err());
+        assert_eq!(parse_period("2s"), Ok(Duration::from_secs(2)));
+        for huge in [
+            "99999999999999999999h",
+            "18446744073709551615h",
+            "9000h",
+            "5124095576030431h",
+        ] {
+            let err = parse_duration(huge).unwrap_err();
+            assert!(
+                err.contains("longer than a year") || err.contains("invalid"),
+                "{huge}: {err}"
+            );
+        }
+        assert_eq!(
+            parse_duration("8760h"),
+            Ok(Duration::from_secs(8760 * 3600))
+        );
+    }
+
+    #[test]
+    fn the_run_command_refuses_a_zero_resync_period() {
+        use clap::Parser as _;
+        let parsed = crate::cli::Cli::try_parse_from([
+            "boot-image-controller",
+            "run",
+            "--resync-period",
+            "0s",
+        ]);
+        let err = parsed.expect_err("a zero period is refused");
+        assert!(err.to_string().contains("longer than zero"), "{err}");
     }
 }

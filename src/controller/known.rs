@@ -8,12 +8,13 @@ use std::collections::{BTreeSet, HashSet};
 
 use json_patch::{AddOperation, PatchOperation, ReplaceOperation};
 use jsonptr::PointerBuf;
-use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{Api, ObjectMeta, Patch};
 use tracing::{info, warn};
 
 use crate::api::ConfigMap;
+use crate::api_client;
 use crate::metrics::Metrics;
-use crate::plan::record::test_op;
+use crate::plan::patch::test_op;
 
 pub use crate::names::KNOWN_IMAGES_CONFIGMAP_NAME as CONFIG_MAP_NAME;
 pub const IMAGES_KEY: &str = "images";
@@ -89,7 +90,9 @@ pub async fn remember(
                 data: Some([(IMAGES_KEY.to_string(), text)].into()),
                 ..ConfigMap::default()
             };
-            api.create(&PostParams::default(), &cm).await.map(|_| ())
+            api.create(&api_client::post_params(), &cm)
+                .await
+                .map(|_| ())
         }
         Some(cm) => {
             let path = PointerBuf::from_tokens(["data", IMAGES_KEY]);
@@ -111,7 +114,7 @@ pub async fn remember(
                 })],
             };
             let patch = Patch::Json::<()>(json_patch::Patch(ops));
-            api.patch(CONFIG_MAP_NAME, &PatchParams::default(), &patch)
+            api.patch(CONFIG_MAP_NAME, &api_client::patch_params(), &patch)
                 .await
                 .map(|_| ())
         }

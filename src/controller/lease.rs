@@ -11,10 +11,12 @@ use std::time::Duration;
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
-use kube::api::{Api, ObjectMeta, PostParams};
+use kube::api::{Api, ObjectMeta};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
+
+use crate::api_client;
 
 #[derive(Clone, Debug)]
 pub struct LeaseConfig {
@@ -147,7 +149,7 @@ async fn try_acquire_or_renew(api: &Api<Lease>, config: &LeaseConfig) -> Result<
             },
             spec: Some(held_spec(config, now, None)),
         };
-        return match api.create(&PostParams::default(), &lease).await {
+        return match api.create(&api_client::post_params(), &lease).await {
             Ok(_) => Ok(true),
             Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
             Err(e) => Err(e),
@@ -166,7 +168,7 @@ async fn try_acquire_or_renew(api: &Api<Lease>, config: &LeaseConfig) -> Result<
             // `replace` carries the resourceVersion we read: a concurrent candidate's write makes
             // ours fail with 409 instead of both succeeding.
             match api
-                .replace(&config.name, &PostParams::default(), &lease)
+                .replace(&config.name, &api_client::post_params(), &lease)
                 .await
             {
                 Ok(_) => Ok(true),
@@ -199,7 +201,7 @@ async fn release(api: &Api<Lease>, config: &LeaseConfig) -> Result<(), kube::Err
     }
     spec.holder_identity = None;
     spec.lease_duration_seconds = Some(1);
-    api.replace(&config.name, &PostParams::default(), &lease)
+    api.replace(&config.name, &api_client::post_params(), &lease)
         .await
         .map(|_| ())
 }

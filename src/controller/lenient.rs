@@ -29,14 +29,11 @@ pub struct Lenient<K> {
 
 impl<K> Lenient<K> {
     /// The typed object, or the planner's description of why it is unreadable.
-    pub fn to_input(&self) -> Result<K, Malformed>
-    where
-        K: Clone,
-    {
-        self.parsed.clone().map_err(|error| Malformed {
+    pub fn input(&self) -> Result<&K, Malformed> {
+        self.parsed.as_ref().map_err(|error| Malformed {
             namespace: self.metadata.namespace.clone().unwrap_or_default(),
             name: self.metadata.name.clone().unwrap_or_default(),
-            error,
+            error: error.clone(),
         })
     }
 }
@@ -120,7 +117,7 @@ mod tests {
         ]);
         let items: Vec<Lenient<MachineSet>> = serde_json::from_value(list).unwrap();
         assert!(items[0].parsed.is_ok());
-        let bad = items[1].to_input().unwrap_err();
+        let bad = items[1].input().unwrap_err();
         assert_eq!((bad.namespace.as_str(), bad.name.as_str()), ("ns", "bad"));
         assert!(bad.error.contains("three"), "{}", bad.error);
     }
@@ -150,7 +147,7 @@ mod tests {
         // from_str into kube's ObjectList, as kube-client decodes responses.
         let list: kube::core::ObjectList<Lenient<MachineSet>> =
             serde_json::from_str(&list).expect("the list decodes");
-        let bad = list.items[0].to_input().unwrap_err();
+        let bad = list.items[0].input().unwrap_err();
         assert_eq!(bad.name, "deep");
         assert!(bad.error.contains("recursion limit"), "{}", bad.error);
         assert!(list.items[1].parsed.is_ok());

@@ -7,23 +7,55 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use jiff::Timestamp;
+use jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
 use crate::api::{Condition, MachineConfiguration, Time};
-use crate::plan::{Action, Blocked, Entry, display};
+use crate::api_client;
+use crate::machine_kind::MachineKind;
+use crate::plan::{Action, Blocked, Decision, friendly_duration};
 use crate::reason::Reason;
 
 pub const PROGRESSING: &str = "BootImageUpdateProgressing";
 pub const DEGRADED: &str = "BootImageUpdateDegraded";
 pub const PAUSED: &str = "BootImageUpdatePaused";
-pub const FIELD_MANAGER: &str = "boot-image-controller";
+
+/// The API server refuses a condition message longer than this (metav1.Condition validation).
+const MESSAGE_LIMIT: usize = 32_768;
+/// How much of one object's message a condition quotes.
+const QUOTED_MESSAGE_LIMIT: usize = 1_000;
+
+/// `text` cut to at most `limit` bytes on a character boundary, saying how much was left out.
+fn bounded(text: &str, limit: usize) -> String {
+    if text.len() <= limit {
+        return text.to_string();
+    }
+    let note = format!(" … ({} more bytes)", text.len() - limit);
+    let mut end = limit.saturating_sub(note.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{note}", &text[..end])
+}
 
 /// How many erroring resources a message names before it summarises the rest.
 const NAMED_ERRORS: usize = 10;
 /// How many recent changes the Progressing message lists.
 const NAMED_CHANGES: usize = 3;
+
+/// How long the current hold has lasted, against the limit after which it degrades.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct HeldFor {
+    pub duration: SignedDuration,
+    pub limit: SignedDuration,
+}
+
+impl HeldFor {
+    pub fn exceeded(&self) -> bool {
+        self.duration >= self.limit
+    }
+}
 
 /// A condition as we want it, without its transition time.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -37,101 +69,105 @@ pub struct Desired {
 /// What the conditions are computed from.
 pub struct StatusInput<'a> {
     pub blocked: Option<&'a Blocked>,
-    pub machine_sets: &'a [&'a Entry],
-    pub control_plane_machine_sets: &'a [&'a Entry],
+    /// The latest decision for every machine resource, of every kind.
+    pub decisions: &'a [&'a Decision],
+    /// The effective selection mode of each kind, as of the last plan.
+    pub selections: &'a [(MachineKind, &'static str)],
+    /// How long `blocked` has held, and after how long a hold counts as a failure.
+    pub held: Option<HeldFor>,
     /// The pause annotation is set. Not derived from `blocked`: the planner reports only the
     /// first gate, and a release mismatch or missing ConfigMap would hide the pause and flip
     /// `BootImageUpdatePaused` to False for tools waiting on it, although nothing may write.
+    ///
+    /// Status is computed after every write of a pass has returned, and a pause set meanwhile
+    /// withheld the rest, so a pause seen here is in effect.
     pub paused: bool,
-    /// Writes still running when the status is computed; pause is acknowledged only at zero.
-    pub writes_in_flight: usize,
-}
-
-/// Gates that need an administrator, as opposed to gates that clear by themselves.
-fn degrades(reason: Reason) -> bool {
-    matches!(
-        reason,
-        Reason::InfrastructureMissing
-            | Reason::GoldenConfigMapMissing
-            | Reason::GoldenStreamInvalid
-    )
 }
 
 pub fn desired(input: &StatusInput<'_>) -> [Desired; 3] {
-    let all = || {
-        input
-            .machine_sets
-            .iter()
-            .chain(input.control_plane_machine_sets)
-    };
+    [progressing(input), degraded(input), paused(input.paused)]
+}
+
+fn progressing(input: &StatusInput<'_>) -> Desired {
     let summary = summary(input);
-    let progressing = match input.blocked {
-        Some(b) => Desired {
+    if let Some(b) = input.blocked {
+        return Desired {
             type_: PROGRESSING,
             status: false,
             reason: b.reason.to_string(),
             message: format!("{}. {summary}", b.message),
-        },
-        None => {
-            let updating = all().filter(|e| e.action == Action::Update).count();
-            Desired {
-                type_: PROGRESSING,
-                status: updating > 0,
-                reason: if updating > 0 {
-                    "BootImagesUpdating"
-                } else {
-                    "BootImagesCurrent"
-                }
-                .into(),
-                message: summary.clone(),
-            }
+        };
+    }
+    let updating = input.decisions.iter().any(|d| d.action == Action::Update);
+    Desired {
+        type_: PROGRESSING,
+        status: updating,
+        reason: if updating {
+            "BootImagesUpdating"
+        } else {
+            "BootImagesCurrent"
         }
+        .into(),
+        message: summary,
+    }
+}
+
+fn degraded(input: &StatusInput<'_>) -> Desired {
+    let degraded = |reason: String, message: String| Desired {
+        type_: DEGRADED,
+        status: true,
+        reason,
+        message,
     };
-    let errors: Vec<&&Entry> = all().filter(|e| e.action == Action::Error).collect();
-    let degraded = match input.blocked {
-        Some(b) if degrades(b.reason) => Desired {
-            type_: DEGRADED,
-            status: true,
-            reason: b.reason.to_string(),
-            message: b.message.clone(),
-        },
-        _ if !errors.is_empty() => {
-            let first = errors[0].reason;
-            let reason = if errors.iter().all(|e| e.reason == first) {
-                first.to_string()
-            } else {
-                "MultipleErrors".to_string()
-            };
-            let mut message = format!("{} machine resource(s) cannot be updated: ", errors.len());
-            for (i, e) in errors.iter().take(NAMED_ERRORS).enumerate() {
-                if i > 0 {
-                    message.push_str("; ");
-                }
-                let _ = write!(
-                    message,
-                    "{}/{} {}: {}",
-                    e.namespace, e.name, e.reason, e.message
-                );
-            }
-            if errors.len() > NAMED_ERRORS {
-                let _ = write!(message, "; and {} more", errors.len() - NAMED_ERRORS);
-            }
-            Desired {
-                type_: DEGRADED,
-                status: true,
-                reason,
-                message,
-            }
-        }
-        _ => Desired {
+    if let Some(b) = input.blocked.filter(|b| b.reason.degrades()) {
+        return degraded(b.reason.to_string(), b.message.clone());
+    }
+    let lasting = input.held.filter(HeldFor::exceeded);
+    if let (Some(b), Some(held)) = (input.blocked, lasting)
+        && b.reason.degrades_when_lasting()
+    {
+        let message = format!(
+            "boot image updates have been held for {} (longer than {}): {}",
+            friendly_duration(held.duration),
+            friendly_duration(held.limit),
+            b.message
+        );
+        return degraded(b.reason.to_string(), message);
+    }
+    let errors: Vec<&&Decision> = input
+        .decisions
+        .iter()
+        .filter(|e| e.action == Action::Error)
+        .collect();
+    let Some(first) = errors.first().map(|e| e.reason) else {
+        return Desired {
             type_: DEGRADED,
             status: false,
             reason: "AsExpected".into(),
             message: "no errors".into(),
-        },
+        };
     };
-    let paused_now = input.paused;
-    let paused = if paused_now && input.writes_in_flight == 0 {
+    let reason = if errors.iter().all(|e| e.reason == first) {
+        first.to_string()
+    } else {
+        "MultipleErrors".to_string()
+    };
+    let mut message = format!("{} machine resource(s) cannot be updated: ", errors.len());
+    for (i, e) in errors.iter().take(NAMED_ERRORS).enumerate() {
+        if i > 0 {
+            message.push_str("; ");
+        }
+        let quoted = bounded(&e.message, QUOTED_MESSAGE_LIMIT);
+        let _ = write!(message, "{}/{} {}: {quoted}", e.namespace, e.name, e.reason);
+    }
+    if errors.len() > NAMED_ERRORS {
+        let _ = write!(message, "; and {} more", errors.len() - NAMED_ERRORS);
+    }
+    degraded(reason, message)
+}
+
+fn paused(paused: bool) -> Desired {
+    if paused {
         Desired {
             type_: PAUSED,
             status: true,
@@ -143,64 +179,73 @@ pub fn desired(input: &StatusInput<'_>) -> [Desired; 3] {
             type_: PAUSED,
             status: false,
             reason: "NotPaused".into(),
-            message: if paused_now {
-                format!(
-                    "pausing: waiting for {} write(s) to finish",
-                    input.writes_in_flight
-                )
-            } else {
-                "boot image updates are not paused".into()
-            },
+            message: "boot image updates are not paused".into(),
         }
-    };
-    [progressing, degraded, paused]
+    }
 }
 
 fn summary(input: &StatusInput<'_>) -> String {
     let mut text = String::new();
-    for (kind, entries) in [
-        ("MachineSets", input.machine_sets),
-        ("ControlPlaneMachineSets", input.control_plane_machine_sets),
-    ] {
-        if entries.is_empty() && kind == "ControlPlaneMachineSets" {
+    for kind in MachineKind::ALL {
+        let entries: Vec<&Decision> = input
+            .decisions
+            .iter()
+            .copied()
+            .filter(|d| d.kind == kind)
+            .collect();
+        // MachineSets are always counted; other kinds only where the cluster has them.
+        if entries.is_empty() && kind != MachineKind::MachineSet {
             continue;
         }
-        let count = |f: &dyn Fn(&Entry) -> bool| entries.iter().filter(|e| f(e)).count();
-        let selected = count(&|e| !matches!(e.reason, Reason::NotSelected | Reason::OptedOut));
-        let _ = write!(
-            text,
-            "{kind}: {} total, {selected} selected, {} to update, {} up to date, {} skipped",
-            entries.len(),
-            count(&|e| e.action == Action::Update),
-            count(&|e| e.action == Action::UpToDate),
-            count(&|e| e.action == Action::Skip),
-        );
-        // Why things were skipped is what an administrator asks next; reasons are few and fixed.
-        let mut skipped: BTreeMap<Reason, usize> = BTreeMap::new();
-        for e in entries.iter().filter(|e| e.action == Action::Skip) {
-            *skipped.entry(e.reason).or_default() += 1;
-        }
-        if !skipped.is_empty() {
-            let parts: Vec<String> = skipped.iter().map(|(r, n)| format!("{r}: {n}")).collect();
-            let _ = write!(text, " ({})", parts.join(", "));
-        }
-        let _ = write!(
-            text,
-            ", {} errored. ",
-            count(&|e| e.action == Action::Error)
-        );
+        let mode = input.selections.iter().find(|(k, _)| *k == kind);
+        text.push_str(&kind_summary(kind, mode.map(|(_, m)| *m), &entries));
     }
-    let mut recent: Vec<&Entry> = input
-        .machine_sets
+    text.push_str(&last_changes(input.decisions));
+    text.trim_end().to_string()
+}
+
+/// `MachineSets (selection All): 3 total, 2 selected, ... (CustomImage: 1), 0 errored. `
+fn kind_summary(kind: MachineKind, mode: Option<&str>, entries: &[&Decision]) -> String {
+    let count = |f: &dyn Fn(&Decision) -> bool| entries.iter().filter(|e| f(e)).count();
+    let selected = count(&|e| !matches!(e.reason, Reason::NotSelected | Reason::OptedOut));
+    let mut text = kind.plural_title().to_string();
+    if let Some(mode) = mode {
+        let _ = write!(text, " (selection {mode})");
+    }
+    let _ = write!(
+        text,
+        ": {} total, {selected} selected, {} to update, {} up to date, {} skipped",
+        entries.len(),
+        count(&|e| e.action == Action::Update),
+        count(&|e| e.action == Action::UpToDate),
+        count(&|e| e.action == Action::Skip),
+    );
+    // Why things were skipped is what an administrator asks next; reasons are few and fixed.
+    let mut skipped: BTreeMap<Reason, usize> = BTreeMap::new();
+    for e in entries.iter().filter(|e| e.action == Action::Skip) {
+        *skipped.entry(e.reason).or_default() += 1;
+    }
+    if !skipped.is_empty() {
+        let parts: Vec<String> = skipped.iter().map(|(r, n)| format!("{r}: {n}")).collect();
+        let _ = write!(text, " ({})", parts.join(", "));
+    }
+    let errored = count(&|e| e.action == Action::Error);
+    let _ = write!(text, ", {errored} errored. ");
+    text
+}
+
+/// The newest changes this controller recorded, newest first.
+fn last_changes(decisions: &[&Decision]) -> String {
+    let mut recent: Vec<&Decision> = decisions
         .iter()
-        .chain(input.control_plane_machine_sets)
         .copied()
         .filter(|e| e.last_change.is_some())
         .collect();
     recent.sort_by(|a, b| {
-        let time = |e: &Entry| e.last_change.as_ref().map(|c| c.time.clone());
+        let time = |e: &Decision| e.last_change.as_ref().map(|c| c.time.clone());
         time(b).cmp(&time(a))
     });
+    let mut text = String::new();
     for (i, e) in recent.iter().take(NAMED_CHANGES).enumerate() {
         let change = e.last_change.as_ref().expect("filtered");
         text.push_str(if i == 0 { "Last changes: " } else { "; " });
@@ -211,20 +256,9 @@ fn summary(input: &StatusInput<'_>) -> String {
             .next()
             .unwrap_or_default()
             .trim_end_matches('Z');
-        let _ = write!(text, "{} at {time}Z", e.name);
-        if let Some(image) = &change.boot_image {
-            let _ = write!(
-                text,
-                " {} -> {}",
-                display(Some(&image.from)),
-                display(Some(&image.to))
-            );
-        }
-        if let Some(secret) = &change.user_data_secret {
-            let _ = write!(text, " {} -> {}", secret.from, secret.to);
-        }
+        let _ = write!(text, "{} at {time}Z: {}", e.name, change.describe_changes());
     }
-    text.trim_end().to_string()
+    text
 }
 
 /// The conditions to write, or `None` when the current ones already say the same.
@@ -246,7 +280,7 @@ pub fn merge(
             let same = existing.is_some_and(|c| {
                 c.status == status
                     && c.reason == d.reason
-                    && c.message == d.message
+                    && c.message == bounded(&d.message, MESSAGE_LIMIT)
                     && c.observed_generation == generation
             });
             changed |= !same;
@@ -258,7 +292,7 @@ pub fn merge(
                 type_: d.type_.to_string(),
                 status: status.to_string(),
                 reason: d.reason.clone(),
-                message: d.message.clone(),
+                message: bounded(&d.message, MESSAGE_LIMIT),
                 observed_generation: generation,
                 last_transition_time: transition,
             }
@@ -281,7 +315,7 @@ pub async fn write(
     });
     // Forcing takes over only the fields listed here, i.e. our three condition types, should a
     // previous controller have written them.
-    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let params = PatchParams::apply(api_client::FIELD_MANAGER).force();
     api.patch_status(name, &params, &Patch::Apply(body))
         .await
         .map(|_| ())
@@ -291,8 +325,9 @@ pub async fn write(
 mod tests {
     use super::*;
 
-    fn entry(name: &str, action: Action, reason: Reason) -> Entry {
-        Entry::new(
+    fn entry(name: &str, action: Action, reason: Reason) -> Decision {
+        Decision::new(
+            MachineKind::MachineSet,
             "openshift-machine-api",
             name,
             action,
@@ -315,10 +350,10 @@ mod tests {
         let b = entry("b", Action::Skip, Reason::CustomImage);
         let c = conditions(&StatusInput {
             blocked: None,
-            machine_sets: &[&a, &b],
-            control_plane_machine_sets: &[],
+            decisions: &[&a, &b],
+            selections: &[],
+            held: None,
             paused: false,
-            writes_in_flight: 0,
         });
         assert_eq!(get(&c, PROGRESSING).status, "False");
         assert_eq!(get(&c, DEGRADED).status, "False");
@@ -337,10 +372,10 @@ mod tests {
         let b = entry("b", Action::Update, Reason::BootImageOutdated);
         let c = conditions(&StatusInput {
             blocked: None,
-            machine_sets: &[&a, &b],
-            control_plane_machine_sets: &[],
+            decisions: &[&a, &b],
+            selections: &[],
+            held: None,
             paused: false,
-            writes_in_flight: 0,
         });
         let degraded = get(&c, DEGRADED);
         assert_eq!(
@@ -363,10 +398,10 @@ mod tests {
         };
         let input = |blocked| StatusInput {
             blocked: Some(blocked),
-            machine_sets: &[],
-            control_plane_machine_sets: &[],
+            decisions: &[],
+            selections: &[],
+            held: None,
             paused: false,
-            writes_in_flight: 0,
         };
         let c = conditions(&input(&missing));
         assert_eq!(get(&c, DEGRADED).reason, "GoldenConfigMapMissing");
@@ -380,20 +415,18 @@ mod tests {
     }
 
     #[test]
-    fn pause_is_acknowledged_only_without_writes_in_flight() {
+    fn pause_is_acknowledged_whatever_gate_is_reported_first() {
         let paused = Blocked {
             reason: Reason::Paused,
             message: "paused".into(),
         };
         let mut input = StatusInput {
             blocked: Some(&paused),
-            machine_sets: &[],
-            control_plane_machine_sets: &[],
+            decisions: &[],
+            selections: &[],
+            held: None,
             paused: true,
-            writes_in_flight: 2,
         };
-        assert_eq!(get(&conditions(&input), PAUSED).status, "False");
-        input.writes_in_flight = 0;
         assert_eq!(get(&conditions(&input), PAUSED).status, "True");
 
         // Another gate reported first does not hide the pause.
@@ -408,24 +441,73 @@ mod tests {
     }
 
     #[test]
+    fn a_hold_that_lasts_past_its_limit_degrades_but_a_pause_never_does() {
+        let hours = |h: i64| SignedDuration::from_hours(h);
+        let held = |duration| {
+            Some(HeldFor {
+                duration,
+                limit: hours(1),
+            })
+        };
+        let mismatch = Blocked {
+            reason: Reason::ReleaseMismatch,
+            message: "waiting for 4.21.1".into(),
+        };
+        let mut input = StatusInput {
+            blocked: Some(&mismatch),
+            decisions: &[],
+            selections: &[],
+            held: held(SignedDuration::from_mins(30)),
+            paused: false,
+        };
+        assert_eq!(get(&conditions(&input), DEGRADED).status, "False");
+        input.held = held(hours(2) + SignedDuration::from_secs(5));
+        let c = conditions(&input);
+        let degraded = get(&c, DEGRADED);
+        assert_eq!(
+            (degraded.status.as_str(), degraded.reason.as_str()),
+            ("True", "ReleaseMismatch")
+        );
+        assert!(
+            degraded.message.contains("held for 2h 5s (longer than 1h)")
+                && degraded.message.contains("waiting for 4.21.1"),
+            "{}",
+            degraded.message
+        );
+        let paused = Blocked {
+            reason: Reason::Paused,
+            message: "paused".into(),
+        };
+        input.blocked = Some(&paused);
+        input.paused = true;
+        input.held = held(hours(5));
+        assert_eq!(get(&conditions(&input), DEGRADED).status, "False");
+    }
+
+    #[test]
     fn no_write_when_unchanged_and_transition_time_moves_only_on_flip() {
         let a = entry("a", Action::UpToDate, Reason::UpToDate);
         let input = StatusInput {
             blocked: None,
-            machine_sets: &[&a],
-            control_plane_machine_sets: &[],
+            decisions: &[&a],
+            selections: &[(MachineKind::MachineSet, "All")],
+            held: None,
             paused: false,
-            writes_in_flight: 0,
         };
         let t0 = Timestamp::UNIX_EPOCH;
         let first = merge(&[], &desired(&input), Some(1), t0).unwrap();
+        let message = &get(&first, PROGRESSING).message;
+        assert!(
+            message.starts_with("MachineSets (selection All): 1 total"),
+            "{message}"
+        );
         let t1: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
         assert_eq!(merge(&first, &desired(&input), Some(1), t1), None);
 
         // A message change keeps the transition time.
         let b = entry("b", Action::Skip, Reason::OptedOut);
         let more = StatusInput {
-            machine_sets: &[&a, &b],
+            decisions: &[&a, &b],
             ..input
         };
         let second = merge(&first, &desired(&more), Some(1), t1).unwrap();
@@ -434,11 +516,45 @@ mod tests {
         // A status flip moves it.
         let c = entry("c", Action::Error, Reason::HotLoop);
         let failing = StatusInput {
-            machine_sets: &[&a, &c],
+            decisions: &[&a, &c],
             ..more
         };
         let third = merge(&second, &desired(&failing), Some(1), t1).unwrap();
         assert_eq!(get(&third, DEGRADED).last_transition_time, Time(t1));
         assert_eq!(get(&third, PROGRESSING).last_transition_time, Time(t0));
+    }
+
+    #[test]
+    fn messages_stay_within_what_the_api_server_accepts() {
+        let huge = "x".repeat(40_000);
+        let many: Vec<Decision> = (0..50)
+            .map(|i| {
+                let mut d = entry(&format!("ms-{i}"), Action::Error, Reason::HotLoop);
+                d.message = format!("é{huge}");
+                d
+            })
+            .collect();
+        let refs: Vec<&Decision> = many.iter().collect();
+        let c = conditions(&StatusInput {
+            blocked: None,
+            decisions: &refs,
+            selections: &[],
+            held: None,
+            paused: false,
+        });
+        for condition in &c {
+            assert!(
+                condition.message.len() <= MESSAGE_LIMIT,
+                "{}",
+                condition.type_
+            );
+        }
+        let degraded = &get(&c, DEGRADED).message;
+        assert!(degraded.contains("more bytes)"), "{}", &degraded[..200]);
+        assert!(
+            degraded.contains("and 40 more"),
+            "the count survives the cut"
+        );
+        assert_eq!(bounded("short", 10), "short");
     }
 }

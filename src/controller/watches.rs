@@ -5,11 +5,13 @@
 //! controller to those names. A watch error is logged and retried with backoff; it never ends the
 //! watch, and `Lenient` keeps one malformed object from failing a whole list.
 
+use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::sync::Arc;
 
 use futures::StreamExt;
 use kube::api::{Api, ListParams};
+use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource};
@@ -17,24 +19,29 @@ use serde::de::DeserializeOwned;
 use tokio::sync::mpsc::UnboundedSender;
 use tracing::{info, warn};
 
-use super::Key;
 use super::config::RunArgs;
 use super::known;
 use super::lenient::Lenient;
+use k8s_openapi::api::core::v1::Node;
+
 use crate::api::{
     ClusterVersion, ConfigMap, ControlPlaneMachineSet, Infrastructure, MachineConfiguration,
     MachineSet,
 };
-use crate::plan::{PAUSE_ANNOTATION, Resource as MachineResource};
+use crate::machine_kind::MachineKind;
+use crate::names::{ARCH_LABEL, CONTROL_PLANE_NODE_LABELS};
+use crate::plan::{self, ObjectKey};
 
 /// What should be planned again.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Trigger {
     All,
-    One(Key),
+    One(ObjectKey),
 }
 
 pub struct Stores {
+    /// Metadata of the control-plane Nodes, one store per label of [`CONTROL_PLANE_NODE_LABELS`].
+    control_plane_nodes: Vec<Store<PartialObjectMeta<Node>>>,
     machine_sets: Store<Lenient<MachineSet>>,
     control_plane: Option<Store<Lenient<ControlPlaneMachineSet>>>,
     configurations: Store<Lenient<MachineConfiguration>>,
@@ -52,12 +59,11 @@ pub async fn start(
     tx: UnboundedSender<Trigger>,
 ) -> Stores {
     let ns = &args.machine_api_namespace;
-    let by_name = |name: &str| watcher::Config::default().fields(&format!("metadata.name={name}"));
     let machine_sets = spawn(
         Api::namespaced(client.clone(), ns),
         watcher::Config::default(),
         tx.clone(),
-        MachineResource::MachineSets,
+        MachineKind::MachineSet,
     );
     // Clusters without these CRDs (ControlPlaneMachineSets on some platforms, ClusterVersion
     // outside OpenShift) work without them.
@@ -71,7 +77,7 @@ pub async fn start(
             Api::namespaced(client.clone(), ns),
             watcher::Config::default(),
             tx.clone(),
-            MachineResource::ControlPlaneMachineSets,
+            MachineKind::ControlPlaneMachineSet,
         )),
         false => None,
     };
@@ -83,40 +89,40 @@ pub async fn start(
         {
             true => Some(spawn_singleton(
                 Api::all(client.clone()),
-                by_name(&args.cluster_version_name),
-                tx.clone(),
+                &args.cluster_version_name,
+                &tx,
                 resource_version,
             )),
             false => None,
         };
+    let control_plane_nodes = CONTROL_PLANE_NODE_LABELS
+        .iter()
+        .map(|label| spawn_nodes(Api::all(client.clone()), label, &tx))
+        .collect();
     Stores {
+        control_plane_nodes,
         machine_sets,
         control_plane,
         cluster_version,
         configurations: spawn_singleton(
             Api::all(client.clone()),
-            by_name(&args.machine_configuration_name),
-            tx.clone(),
+            &args.machine_configuration_name,
+            &tx,
             configuration_fingerprint,
         ),
-        golden: spawn_singleton(
-            Api::namespaced(client.clone(), &args.golden_configmap_namespace),
-            by_name(&args.golden_configmap_name),
-            tx.clone(),
-            resource_version,
-        ),
-        infrastructure: spawn_singleton(
-            Api::all(client.clone()),
-            by_name(&args.infrastructure_name),
-            tx.clone(),
-            resource_version,
-        ),
-        known_images: spawn_singleton(
-            Api::namespaced(client.clone(), own_namespace),
-            by_name(crate::names::KNOWN_IMAGES_CONFIGMAP_NAME),
-            tx,
-            resource_version,
-        ),
+        golden: {
+            let api = Api::namespaced(client.clone(), &args.golden_configmap_namespace);
+            spawn_singleton(api, &args.golden_configmap_name, &tx, resource_version)
+        },
+        infrastructure: {
+            let api = Api::all(client.clone());
+            spawn_singleton(api, &args.infrastructure_name, &tx, resource_version)
+        },
+        known_images: {
+            let api = Api::namespaced(client.clone(), own_namespace);
+            let name = crate::names::KNOWN_IMAGES_CONFIGMAP_NAME;
+            spawn_singleton(api, name, &tx, resource_version)
+        },
     }
 }
 
@@ -138,7 +144,7 @@ fn spawn<K>(
     api: Api<Lenient<K>>,
     config: watcher::Config,
     tx: UnboundedSender<Trigger>,
-    kind: MachineResource,
+    kind: MachineKind,
 ) -> Store<Lenient<K>>
 where
     K: kube::Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
@@ -153,12 +159,15 @@ where
         while let Some(event) = stream.next().await {
             let trigger = match event {
                 Ok(watcher::Event::Apply(o) | watcher::Event::Delete(o)) => {
-                    Trigger::One((kind, o.metadata.name.clone().unwrap_or_default()))
+                    Trigger::One(ObjectKey {
+                        kind,
+                        name: o.metadata.name.clone().unwrap_or_default(),
+                    })
                 }
                 Ok(watcher::Event::InitDone) => Trigger::All,
                 Ok(_) => continue,
                 Err(e) => {
-                    warn!(kind = kind.name(), error = %e, "watch failed; retrying");
+                    warn!(kind = kind.kind(), error = %e, "watch failed; retrying");
                     continue;
                 }
             };
@@ -170,7 +179,6 @@ where
     store
 }
 
-/// Watches one object; any change re-plans everything.
 /// Watches one object; a relevant change re-plans everything.
 ///
 /// `fingerprint` says what counts as a change: our own status writes to the MachineConfiguration
@@ -178,18 +186,21 @@ where
 /// golden ConfigMap does.
 fn spawn_singleton<K>(
     api: Api<K>,
-    config: watcher::Config,
-    tx: UnboundedSender<Trigger>,
+    name: &str,
+    tx: &UnboundedSender<Trigger>,
     fingerprint: fn(&K) -> String,
 ) -> Store<K>
 where
     K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
 {
     let (store, writer) = reflector::store();
+    // By name: also what lets RBAC restrict the controller to this one object.
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
     let stream = watcher(api, config)
         .default_backoff()
         .modify(drop_managed_fields)
         .reflect(writer);
+    let tx = tx.clone();
     tokio::spawn(async move {
         futures::pin_mut!(stream);
         let mut last: Option<String> = None;
@@ -218,6 +229,59 @@ where
         }
     });
     store
+}
+
+/// Watches the metadata of the Nodes carrying `label`; a change of which control-plane Nodes
+/// exist or of their architecture re-plans everything (heartbeats and other label changes
+/// do not).
+fn spawn_nodes(
+    api: Api<PartialObjectMeta<Node>>,
+    label: &str,
+    tx: &UnboundedSender<Trigger>,
+) -> Store<PartialObjectMeta<Node>> {
+    let (store, writer) = reflector::store();
+    let config = watcher::Config::default().labels(label);
+    let stream = watcher(api, config)
+        .default_backoff()
+        .modify(drop_managed_fields)
+        .reflect(writer);
+    let tx = tx.clone();
+    let reader = store.clone();
+    tokio::spawn(async move {
+        futures::pin_mut!(stream);
+        let mut last = None;
+        while let Some(event) = stream.next().await {
+            if let Err(e) = event {
+                warn!(kind = "Node", error = %e, "watch failed; retrying");
+                continue;
+            }
+            let current = node_archs(&reader.state());
+            if last.as_ref() != Some(&current) {
+                last = Some(current);
+                if tx.send(Trigger::All).is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    store
+}
+
+/// Node name -> its `kubernetes.io/arch` label.
+fn node_archs(nodes: &[Arc<PartialObjectMeta<Node>>]) -> BTreeMap<String, Option<String>> {
+    nodes
+        .iter()
+        .map(|n| {
+            let name = n.metadata.name.clone().unwrap_or_default();
+            let arch = n
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(ARCH_LABEL))
+                .cloned();
+            (name, arch)
+        })
+        .collect()
 }
 
 /// `managedFields` are often the largest part of an object and we never read them; dropping
@@ -258,6 +322,9 @@ fn parsed<K: Clone>(object: Option<Arc<Lenient<K>>>) -> Option<K> {
 
 impl Stores {
     pub async fn wait_until_ready(&self) {
+        for nodes in &self.control_plane_nodes {
+            let _ = nodes.wait_until_ready().await;
+        }
         let _ = self.machine_sets.wait_until_ready().await;
         if let Some(s) = &self.control_plane {
             let _ = s.wait_until_ready().await;
@@ -269,6 +336,16 @@ impl Stores {
         let _ = self.golden.wait_until_ready().await;
         let _ = self.infrastructure.wait_until_ready().await;
         let _ = self.known_images.wait_until_ready().await;
+    }
+
+    /// Every control-plane Node and its architecture label.
+    pub fn control_plane_nodes(&self) -> BTreeMap<String, Option<String>> {
+        let nodes: Vec<_> = self
+            .control_plane_nodes
+            .iter()
+            .flat_map(Store::state)
+            .collect();
+        node_archs(&nodes)
     }
 
     pub fn machine_sets(&self) -> Vec<Arc<Lenient<MachineSet>>> {
@@ -297,8 +374,7 @@ impl Stores {
             .state()
             .iter()
             .filter(|m| m.metadata.name.as_deref() == Some(name))
-            .filter_map(|m| m.metadata.annotations.as_ref())
-            .any(|a| a.get(PAUSE_ANNOTATION).is_some_and(|v| v == "true"))
+            .any(|m| plan::paused(&m.metadata))
     }
 
     pub fn golden(&self) -> Option<ConfigMap> {
@@ -307,6 +383,11 @@ impl Stores {
 
     pub fn infrastructure(&self) -> Option<Infrastructure> {
         parsed(first(&self.infrastructure))
+    }
+
+    /// Whether the ClusterVersion CRD is installed (checked when the watches start).
+    pub fn cluster_version_served(&self) -> bool {
+        self.cluster_version.is_some()
     }
 
     pub fn cluster_version(&self) -> Option<ClusterVersion> {

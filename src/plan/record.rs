@@ -9,15 +9,14 @@
 //!   the guard (the predecessor's counter was lost on restart).
 
 use jiff::{SignedDuration, Timestamp};
-use json_patch::{AddOperation, PatchOperation, ReplaceOperation, TestOperation};
-use jsonptr::PointerBuf;
+use json_patch::PatchOperation;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::patch::set_annotations_ops;
 use crate::api::ObjectMeta;
-
-pub const HISTORY_ANNOTATION: &str = "boot-image-controller.io/history";
-pub const HOT_LOOP_ANNOTATION: &str = "boot-image-controller.io/hot-loop";
+pub use crate::names::{HISTORY_ANNOTATION, HOT_LOOP_ANNOTATION};
+use crate::platform::display_image;
 /// Entries kept in the history annotation; older ones are dropped.
 pub const HISTORY_LIMIT: usize = 5;
 
@@ -37,6 +36,23 @@ pub struct HistoryEntry {
     pub boot_image: Option<Change<Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user_data_secret: Option<Change<String>>,
+}
+
+impl HistoryEntry {
+    /// What the entry changed, as people read it: `boot image A -> B; stub secret C -> D`.
+    pub fn describe_changes(&self) -> String {
+        let image = self.boot_image.as_ref().map(|c| {
+            let shown = |v| display_image(Some(v));
+            format!("boot image {} -> {}", shown(&c.from), shown(&c.to))
+        });
+        let secret =
+            (self.user_data_secret.as_ref()).map(|c| format!("stub secret {} -> {}", c.from, c.to));
+        [image, secret]
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -123,70 +139,7 @@ pub fn record_ops(
     set_annotations_ops(meta, &values)
 }
 
-/// Guarded operations that set annotations to new values.
-pub fn set_annotations_ops(meta: &ObjectMeta, values: &[(&str, String)]) -> Vec<PatchOperation> {
-    let Some(existing) = meta.annotations.as_ref() else {
-        let map: serde_json::Map<String, Value> = values
-            .iter()
-            .map(|(k, v)| (k.to_string(), Value::String(v.clone())))
-            .collect();
-        let mut ops = Vec::new();
-        if let Some(rv) = &meta.resource_version {
-            ops.push(test_op(
-                PointerBuf::from_tokens(["metadata", "resourceVersion"]),
-                rv.clone().into(),
-            ));
-        }
-        ops.push(PatchOperation::Add(AddOperation {
-            path: PointerBuf::from_tokens(["metadata", "annotations"]),
-            value: Value::Object(map),
-        }));
-        return ops;
-    };
-    let mut ops = Vec::new();
-    for (key, value) in values {
-        let path = annotation_path(key);
-        match existing.get(*key) {
-            Some(old) if old == value => {}
-            Some(old) => {
-                ops.push(test_op(path.clone(), old.clone().into()));
-                ops.push(PatchOperation::Replace(ReplaceOperation {
-                    path,
-                    value: value.clone().into(),
-                }));
-            }
-            None => ops.push(PatchOperation::Add(AddOperation {
-                path,
-                value: value.clone().into(),
-            })),
-        }
-    }
-    ops
-}
-
-/// Guarded removal of one of our annotations, if present.
-pub fn remove_annotation_ops(meta: &ObjectMeta, key: &str) -> Vec<PatchOperation> {
-    match annotation(meta, key) {
-        None => Vec::new(),
-        Some(old) => {
-            let path = annotation_path(key);
-            vec![
-                test_op(path.clone(), old.into()),
-                PatchOperation::Remove(json_patch::RemoveOperation { path }),
-            ]
-        }
-    }
-}
-
-pub fn annotation_path(key: &str) -> PointerBuf {
-    PointerBuf::from_tokens(["metadata", "annotations", key])
-}
-
-pub fn test_op(path: PointerBuf, value: Value) -> PatchOperation {
-    PatchOperation::Test(TestOperation { path, value })
-}
-
-fn annotation<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
+pub(super) fn annotation<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
     meta.annotations.as_ref()?.get(key).map(String::as_str)
 }
 
@@ -195,6 +148,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
+    use crate::plan::patch::{remove_annotation_ops, set_annotations_ops};
 
     const HOUR: SignedDuration = SignedDuration::from_hours(1);
 

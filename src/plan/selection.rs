@@ -5,26 +5,8 @@ use std::collections::BTreeMap;
 use kube::core::{Selector, SelectorExt};
 
 use crate::api::MachineConfiguration;
+use crate::machine_kind::MachineKind;
 use crate::platform::Platform;
-
-/// The API group every supported machine manager belongs to.
-const MACHINE_API_GROUP: &str = "machine.openshift.io";
-
-/// The kinds of machine resource a MachineConfiguration can opt in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Resource {
-    MachineSets,
-    ControlPlaneMachineSets,
-}
-
-impl Resource {
-    pub fn name(self) -> &'static str {
-        match self {
-            Resource::MachineSets => "machinesets",
-            Resource::ControlPlaneMachineSets => "controlplanemachinesets",
-        }
-    }
-}
 
 /// The opt-in rule for one resource kind.
 #[derive(Clone, Debug, PartialEq)]
@@ -37,42 +19,46 @@ pub enum Selection {
 }
 
 impl Selection {
-    /// Interprets `managedBootImages` for one resource kind.
-    ///
-    /// `managedBootImages` (or its `machineManagers`) absent means "no opinion": the platform
-    /// default, All on clouds we manage. An empty `machineManagers` list is an explicit opt-out of
-    /// everything; the predecessor confused the two.
-    pub fn for_resource(
-        mc: &MachineConfiguration,
-        resource: Resource,
-        platform: &Platform,
-    ) -> Self {
+    /// Interprets `managedBootImages` for one resource kind, each kind on its own, as the
+    /// Machine Config Operator's operator does when it publishes the effective configuration
+    /// (`syncManagedBootImagesStatus`, pkg/operator/sync.go):
+    /// - `managedBootImages` or its `machineManagers` absent, or a list that does not name this
+    ///   kind: the kind's default (MachineSets: All on the platforms with managed boot images;
+    ///   ControlPlaneMachineSets: None);
+    /// - an empty `machineManagers` list: an explicit opt-out of everything (the predecessor
+    ///   confused it with an absent list).
+    pub fn for_kind(mc: &MachineConfiguration, kind: MachineKind, platform: &Platform) -> Self {
         let managers = mc
             .spec
             .managed_boot_images
             .as_ref()
             .and_then(|m| m.machine_managers.as_ref());
-        let Some(managers) = managers else {
-            return match resource {
-                Resource::MachineSets if platform.managed_by_default() => Selection::All,
-                // Control-plane updates are opt-in only: replacing every control-plane machine
-                // is too disruptive to do by default.
-                _ => Selection::None,
-            };
+        let default = || {
+            if kind.selected_by_default(platform) {
+                Selection::All
+            } else {
+                Selection::None
+            }
         };
+        let Some(managers) = managers else {
+            return default();
+        };
+        if managers.is_empty() {
+            return Selection::None;
+        }
         let Some(manager) = managers
             .iter()
-            .find(|m| m.resource == resource.name() && m.api_group == MACHINE_API_GROUP)
+            .find(|m| m.resource == kind.plural() && m.api_group == kind.api_group())
         else {
-            return Selection::None;
+            return default();
         };
         match manager.selection.mode.as_str() {
             "All" => Selection::All,
             "None" => Selection::None,
-            "Partial" if resource == Resource::ControlPlaneMachineSets => Selection::Invalid(
-                "selection mode Partial is not allowed for controlplanemachinesets; use All or None"
-                    .into(),
-            ),
+            "Partial" if !kind.allows_partial_selection() => Selection::Invalid(format!(
+                "selection mode Partial is not allowed for {}; use All or None",
+                kind.plural()
+            )),
             "Partial" => {
                 let Some(selector) = manager
                     .selection
@@ -88,13 +74,13 @@ impl Selection {
                     Ok(selector) => Selection::Partial(selector),
                     Err(e) => Selection::Invalid(format!(
                         "partial.machineResourceSelector of {} is invalid: {e}",
-                        resource.name()
+                        kind.plural()
                     )),
                 }
             }
             other => Selection::Invalid(format!(
                 "unknown selection mode {other:?} for {}; expected All, Partial or None",
-                resource.name()
+                kind.plural()
             )),
         }
     }
@@ -150,20 +136,20 @@ mod tests {
     #[test]
     fn absent_config_is_the_platform_default() {
         let empty = mc(json!({}));
-        let ms = Resource::MachineSets;
+        let ms = MachineKind::MachineSet;
         assert_eq!(
-            Selection::for_resource(&empty, ms, &Platform::Aws),
+            Selection::for_kind(&empty, ms, &Platform::Aws),
             Selection::All
         );
         assert_eq!(
-            Selection::for_resource(&empty, ms, &Platform::VSphere),
+            Selection::for_kind(&empty, ms, &Platform::VSphere),
             Selection::All
         );
         let none = Platform::Other("None".into());
-        assert_eq!(Selection::for_resource(&empty, ms, &none), Selection::None);
-        let cp = Resource::ControlPlaneMachineSets;
+        assert_eq!(Selection::for_kind(&empty, ms, &none), Selection::None);
+        let cp = MachineKind::ControlPlaneMachineSet;
         assert_eq!(
-            Selection::for_resource(&empty, cp, &Platform::Aws),
+            Selection::for_kind(&empty, cp, &Platform::Aws),
             Selection::None
         );
     }
@@ -171,20 +157,65 @@ mod tests {
     #[test]
     fn empty_manager_list_opts_out_of_everything() {
         let opted_out = mc(json!({"managedBootImages": {"machineManagers": []}}));
-        let got = Selection::for_resource(&opted_out, Resource::MachineSets, &Platform::Aws);
+        let got = Selection::for_kind(&opted_out, MachineKind::MachineSet, &Platform::Aws);
         assert_eq!(got, Selection::None);
+    }
+
+    #[test]
+    fn a_list_naming_only_control_planes_leaves_machine_sets_at_their_default() {
+        let cfg = mc(json!({"managedBootImages": {"machineManagers": [
+            {"resource": "controlplanemachinesets", "apiGroup": "machine.openshift.io",
+             "selection": {"mode": "All"}}
+        ]}}));
+        let ms = MachineKind::MachineSet;
+        assert_eq!(
+            Selection::for_kind(&cfg, ms, &Platform::Aws),
+            Selection::All
+        );
+        let none = Platform::Other("None".into());
+        assert_eq!(Selection::for_kind(&cfg, ms, &none), Selection::None);
+        let cp = MachineKind::ControlPlaneMachineSet;
+        assert_eq!(
+            Selection::for_kind(&cfg, cp, &Platform::Aws),
+            Selection::All
+        );
+        // And the other way round: control planes keep their default, None.
+        let only_ms = managers(json!({"mode": "All"}));
+        assert_eq!(
+            Selection::for_kind(&only_ms, cp, &Platform::Aws),
+            Selection::None
+        );
+    }
+
+    #[test]
+    fn azure_stack_hub_is_not_managed_by_default() {
+        let status: crate::api::PlatformStatus = serde_json::from_value(json!({
+            "type": "Azure", "azure": {"cloudName": "AzureStackCloud"}
+        }))
+        .unwrap();
+        let platform = Platform::from_status(&status);
+        assert_eq!(platform, Platform::AzureStackHub);
+        assert!(platform.rule().is_none());
+        let empty = mc(json!({}));
+        let ms = MachineKind::MachineSet;
+        assert_eq!(Selection::for_kind(&empty, ms, &platform), Selection::None);
+        let public: crate::api::PlatformStatus = serde_json::from_value(json!({
+            "type": "Azure", "azure": {"cloudName": "AzurePublicCloud"}
+        }))
+        .unwrap();
+        assert_eq!(Platform::from_status(&public), Platform::Azure);
     }
 
     #[test]
     fn explicit_modes() {
         let all = managers(json!({"mode": "All"}));
         assert_eq!(
-            Selection::for_resource(&all, Resource::MachineSets, &Platform::Gcp),
+            Selection::for_kind(&all, MachineKind::MachineSet, &Platform::Gcp),
             Selection::All
         );
         let none = managers(json!({"mode": "None"}));
         assert_eq!(
-            Selection::for_resource(&none, Resource::MachineSets, &Platform::Gcp),
+            Selection::for_kind(&none, MachineKind::MachineSet, &Platform::Gcp),
             Selection::None
         );
     }
@@ -202,7 +233,7 @@ mod tests {
                 ]
             }}}),
         );
-        let sel = Selection::for_resource(&partial, Resource::MachineSets, &Platform::Aws);
+        let sel = Selection::for_kind(&partial, MachineKind::MachineSet, &Platform::Aws);
         let base = [("boot", "yes"), ("zone", "a"), ("team", "x")];
         assert_eq!(sel.selects(&labels(&base)), Ok(true));
         assert_eq!(
@@ -228,17 +259,17 @@ mod tests {
                 "matchExpressions": [{"key": "zone", "operator": "Near", "values": ["a"]}]
             }}}),
         );
-        let sel = Selection::for_resource(&bad_op, Resource::MachineSets, &Platform::Aws);
+        let sel = Selection::for_kind(&bad_op, MachineKind::MachineSet, &Platform::Aws);
         assert!(
             matches!(sel, Selection::Invalid(ref m) if m.contains("invalid")),
             "{sel:?}"
         );
         assert!(sel.selects(&labels(&[])).is_err());
         let bad_mode = managers(json!({"mode": "Some"}));
-        let sel = Selection::for_resource(&bad_mode, Resource::MachineSets, &Platform::Aws);
+        let sel = Selection::for_kind(&bad_mode, MachineKind::MachineSet, &Platform::Aws);
         assert!(matches!(sel, Selection::Invalid(ref m) if m.contains("Some")));
         let no_selector = managers(json!({"mode": "Partial"}));
-        let sel = Selection::for_resource(&no_selector, Resource::MachineSets, &Platform::Aws);
+        let sel = Selection::for_kind(&no_selector, MachineKind::MachineSet, &Platform::Aws);
         assert!(matches!(sel, Selection::Invalid(_)));
     }
 
@@ -248,10 +279,10 @@ mod tests {
             {"resource": "controlplanemachinesets", "apiGroup": "machine.openshift.io",
              "selection": {"mode": "Partial", "partial": {"machineResourceSelector": {}}}}
         ]}}));
-        let cp = Selection::for_resource(&cfg, Resource::ControlPlaneMachineSets, &Platform::Aws);
+        let cp = Selection::for_kind(&cfg, MachineKind::ControlPlaneMachineSet, &Platform::Aws);
         assert!(matches!(cp, Selection::Invalid(_)));
-        // The MachineSets entry is absent, so they are not selected.
-        let ms = Selection::for_resource(&cfg, Resource::MachineSets, &Platform::Aws);
-        assert_eq!(ms, Selection::None);
+        // The MachineSets entry is absent, so they keep their default.
+        let ms = Selection::for_kind(&cfg, MachineKind::MachineSet, &Platform::Aws);
+        assert_eq!(ms, Selection::All);
     }
 }

@@ -8,16 +8,45 @@
 use serde_json::Value;
 
 use crate::api::Secret;
+use crate::machine_kind::MachineKind;
 use crate::reason::Reason;
+
+/// The stubs the installer writes (openshift/installer, pkg/asset/machines: the worker and
+/// master user-data secrets). A MachineSet on one of them must move to its managed twin: an old
+/// installer stub may not boot a new image. Any other name is an administrator's own stub.
+pub const INSTALLER_STUBS: [&str; 2] = ["worker-user-data", "master-user-data"];
+
+pub fn is_installer_stub(name: &str) -> bool {
+    INSTALLER_STUBS.contains(&name)
+}
 
 /// Suffix of the secrets the Machine Config Operator manages.
 pub const MANAGED_SUFFIX: &str = "-managed";
 /// The key of the stub secret that holds the Ignition config.
 pub const USER_DATA_KEY: &str = "userData";
 
+/// Where a provider spec names its stub secret, relative to the provider spec.
+pub const NAME_POINTER: &str = "/userDataSecret/name";
+
+/// The stub secret a provider spec names, if it names one.
+pub fn current_name(provider_spec: &Value) -> Option<&str> {
+    provider_spec.pointer(NAME_POINTER)?.as_str()
+}
+
 /// The managed name for a stub secret, or `None` when it already is the managed one.
 pub fn managed_name(current: &str) -> Option<String> {
     (!current.ends_with(MANAGED_SUFFIX)).then(|| format!("{current}{MANAGED_SUFFIX}"))
+}
+
+/// The stub secret the planner must read for an object of `kind` whose stub is `current`: the
+/// managed one it would be pointed at, or, for kinds whose stub name never changes, the current
+/// one, which must be able to boot a new image.
+pub fn secret_to_verify(kind: MachineKind, current: &str) -> Option<String> {
+    if kind.may_change_stub_secret() {
+        managed_name(current)
+    } else {
+        Some(current.to_string())
+    }
 }
 
 /// A value as `oc adm inspect` writes secrets: empty, or `<N> bytes long`.
@@ -88,10 +117,20 @@ pub fn verify(
         return invalid("has a userData that is not JSON");
     };
     match config.pointer("/ignition/version").and_then(Value::as_str) {
-        Some(v) if v.starts_with("3.") => Ok(()),
-        Some(v) => invalid(&format!("has Ignition version {v}")),
+        Some(v) if is_ignition_3(v) => Ok(()),
+        Some(v) => invalid(&format!("has Ignition version {v:?}")),
         None => invalid("has no ignition.version"),
     }
+}
+
+/// `3.<minor>.<patch>`, as Ignition spells its versions (a pre-release like `3.5.0-experimental`
+/// included); `3.junk` is not one.
+fn is_ignition_3(version: &str) -> bool {
+    let core = version.split_once('-').map_or(version, |(core, _)| core);
+    let mut parts = core.split('.');
+    parts.next() == Some("3")
+        && parts.clone().count() == 2
+        && parts.all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
 }
 
 #[cfg(test)]
@@ -125,6 +164,17 @@ mod tests {
     fn accepts_ignition_3() {
         let s = secret(r#"{"ignition":{"version":"3.2.0"}}"#);
         assert_eq!(verify("ns", "w", Some(&s)), Ok(()));
+        let experimental = secret(r#"{"ignition":{"version":"3.6.0-experimental"}}"#);
+        assert_eq!(verify("ns", "w", Some(&experimental)), Ok(()));
+    }
+
+    #[test]
+    fn a_version_that_only_starts_like_3_is_not_ignition_3() {
+        for version in ["3.junk", "3.", "3.2", "3.2.0.1", "30.1.0", "3.x.0"] {
+            let s = secret(&format!(r#"{{"ignition":{{"version":"{version}"}}}}"#));
+            let (reason, _) = verify("ns", "w", Some(&s)).unwrap_err();
+            assert_eq!(reason, Reason::ManagedSecretInvalid, "{version}");
+        }
     }
 
     #[test]

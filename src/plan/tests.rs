@@ -14,15 +14,16 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::record::{self, Change, HistoryEntry};
-use super::{
-    AUTOSCALER_LABELS_ANNOTATION, Action, Cluster, Entry, Malformed, OPT_OUT_ANNOTATION,
-    OS_ID_LABEL, OS_STREAM_LABEL, Options, PAUSE_ANNOTATION, Plan, Planner, plan,
-};
+use super::{Action, ClusterSnapshot, Decision, Malformed, Options, Plan, plan};
 use crate::api::{
     ClusterVersion, ConfigMap, ControlPlaneMachineSet, Infrastructure, MachineConfiguration,
     MachineSet, Secret,
 };
 use crate::arch::Arch;
+use crate::names::{
+    AUTOSCALER_LABELS_ANNOTATION, OPT_OUT_ANNOTATION, OS_ID_LABEL, OS_STREAM_LABEL,
+    PAUSE_ANNOTATION,
+};
 use crate::reason::Reason;
 
 // ---------------------------------------------------------------------------------------------
@@ -108,21 +109,32 @@ fn options() -> Options {
     }
 }
 
-fn aws_cluster() -> Cluster {
-    Cluster {
+fn aws_cluster() -> ClusterSnapshot {
+    ClusterSnapshot {
         machine_configuration: Some(machine_configuration()),
         infrastructure: Some(infrastructure("AWS")),
         cluster_version: Some(cluster_version("Completed", RELEASE)),
+        cluster_version_served: true,
         golden: Some(golden_config_map(GOLDEN_STREAM, Some(RELEASE))),
         secrets: BTreeMap::from([
             secret_entry(MANAGED_STUB, IGNITION_3_2),
             secret_entry("master-user-data-managed", IGNITION_3_2),
+            // The installer's control-plane stub of a cluster installed on 4.6 or later.
+            secret_entry("master-user-data", IGNITION_3_2),
         ]),
         known_images: Default::default(),
+        control_plane_nodes: control_plane_nodes("amd64"),
     }
 }
 
-fn gcp_cluster() -> Cluster {
+/// Three control-plane Nodes reporting `arch` in their `kubernetes.io/arch` label.
+fn control_plane_nodes(arch: &str) -> BTreeMap<String, Option<String>> {
+    (0..3)
+        .map(|i| (format!("master-{i}"), Some(arch.to_string())))
+        .collect()
+}
+
+fn gcp_cluster() -> ClusterSnapshot {
     aws_cluster().on_platform("GCP")
 }
 
@@ -211,7 +223,7 @@ fn manager(resource: &str, selection: Value) -> Value {
 
 /// Changes to a cluster, chained after [`aws_cluster`].
 trait ClusterBuilder: Sized {
-    fn with(self, change: impl FnOnce(&mut Cluster)) -> Self;
+    fn with(self, change: impl FnOnce(&mut ClusterSnapshot)) -> Self;
 
     fn on_platform(self, platform: &str) -> Self {
         self.with(|c| c.infrastructure = Some(infrastructure(platform)))
@@ -272,8 +284,8 @@ trait ClusterBuilder: Sized {
     }
 }
 
-impl ClusterBuilder for Cluster {
-    fn with(mut self, change: impl FnOnce(&mut Cluster)) -> Self {
+impl ClusterBuilder for ClusterSnapshot {
+    fn with(mut self, change: impl FnOnce(&mut ClusterSnapshot)) -> Self {
         change(&mut self);
         self
     }
@@ -538,25 +550,31 @@ fn set(doc: &mut Value, path: &[&str], value: Value) {
 // ---------------------------------------------------------------------------------------------
 // Planning and looking at the result.
 
-fn plan_machine_sets(cluster: &Cluster, machine_sets: &[Result<MachineSet, Malformed>]) -> Plan {
+fn plan_machine_sets(
+    cluster: &ClusterSnapshot,
+    machine_sets: &[Result<MachineSet, Malformed>],
+) -> Plan {
     plan(cluster, machine_sets, &[], &options())
 }
 
 /// The entry of a single MachineSet.
-fn decide(cluster: &Cluster, ms: Result<MachineSet, Malformed>) -> Entry {
+fn decide(cluster: &ClusterSnapshot, ms: Result<MachineSet, Malformed>) -> Decision {
     let mut plan = plan_machine_sets(cluster, &[ms]);
     assert_eq!(plan.machine_sets.len(), 1);
     plan.machine_sets.remove(0)
 }
 
-fn decide_control_plane(cluster: &Cluster, cp: Result<ControlPlaneMachineSet, Malformed>) -> Entry {
+fn decide_control_plane(
+    cluster: &ClusterSnapshot,
+    cp: Result<ControlPlaneMachineSet, Malformed>,
+) -> Decision {
     let mut plan = plan(cluster, &[], &[cp], &options());
     assert_eq!(plan.control_plane_machine_sets.len(), 1);
     plan.control_plane_machine_sets.remove(0)
 }
 
 #[track_caller]
-fn assert_decided(entry: &Entry, action: Action, reason: Reason) {
+fn assert_decided(entry: &Decision, action: Action, reason: Reason) {
     assert_eq!(
         (entry.action, entry.reason),
         (action, reason),
@@ -569,9 +587,29 @@ fn assert_decided(entry: &Entry, action: Action, reason: Reason) {
     }
 }
 
-/// The patch as RFC 6902 JSON, the form the API server receives.
-fn patch_json(entry: &Entry) -> Value {
-    serde_json::to_value(&entry.patch).unwrap()
+/// The patch as RFC 6902 JSON, the form the API server receives, without the bookkeeping
+/// annotations every update also writes (their own tests check those).
+/// The guards on the inputs that chose the change (tests of values nothing replaces) are left
+/// out as well; `the_inputs_that_chose_an_image_are_tested_by_its_patch` checks them.
+fn patch_json(entry: &Decision) -> Value {
+    let ops = serde_json::to_value(&entry.patch).unwrap();
+    let ops = ops.as_array().unwrap();
+    let replaced: Vec<&Value> = ops
+        .iter()
+        .filter(|op| op["op"] == "replace")
+        .map(|op| &op["path"])
+        .collect();
+    let changes = ops
+        .iter()
+        .filter(|op| !is_bookkeeping(op))
+        .filter(|op| op["op"] != "test" || replaced.contains(&&op["path"]));
+    Value::Array(changes.cloned().collect())
+}
+
+fn is_bookkeeping(op: &Value) -> bool {
+    op["path"]
+        .as_str()
+        .is_some_and(|p| p.starts_with("/metadata/"))
 }
 
 fn guarded(path: &str, from: &str, to: &str) -> [Value; 2] {
@@ -598,33 +636,42 @@ fn apply(ms: &MachineSet, patch: &[PatchOperation]) -> MachineSet {
     serde_json::from_value(doc).unwrap()
 }
 
-/// Records that we patched `ms` as `entry` says at `at`, as the controller does in the same
-/// JSON Patch as the change, without changing the image: someone reverted us.
-fn record_patch(ms: MachineSet, entry: &Entry, at: Timestamp) -> MachineSet {
-    let cluster = aws_cluster();
-    let opts = options();
-    let planner = Planner::new(&cluster, &opts);
-    let ops = record::record_ops(
-        &ms.metadata,
-        entry.history_entry(at, planner.golden().unwrap()),
-        &entry.target_key(),
-        at,
-        opts.hot_loop_window,
-    );
-    apply(&ms, &ops)
-}
-
 /// The AWS cluster with the previous release's AMIs in the known images, so they count as ours.
-fn updatable() -> Cluster {
+fn updatable() -> ClusterSnapshot {
     aws_cluster().knowing(&[AMI_PREVIOUS, AMI_PREVIOUS_ARM64])
 }
 
 // ---------------------------------------------------------------------------------------------
 // Global gates.
 
+#[test]
+fn a_cluster_version_that_cannot_be_read_holds_every_write() {
+    // Absent (but served), or without status: nothing tells the running release or whether an
+    // upgrade runs, so the release gates fail closed.
+    for cluster in [
+        updatable().with(|c| c.cluster_version = None),
+        updatable().with(|c| c.cluster_version.as_mut().unwrap().status = None),
+    ] {
+        let entry = decide(&cluster, machine_set("worker-a").build());
+        assert_decided(&entry, Action::Skip, Reason::ClusterVersionUnknown);
+        assert!(
+            entry.message.starts_with("would update"),
+            "{}",
+            entry.message
+        );
+    }
+    // Clusters that do not serve ClusterVersions at all have no such gate.
+    let plain = updatable().with(|c| {
+        c.cluster_version = None;
+        c.cluster_version_served = false;
+    });
+    let entry = decide(&plain, machine_set("worker-a").build());
+    assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
+}
+
 /// A gate that stops planning: every entry is a Skip with the gate's reason.
 #[track_caller]
-fn assert_hard_gate(cluster: &Cluster, reason: Reason) {
+fn assert_hard_gate(cluster: &ClusterSnapshot, reason: Reason) {
     let plan = plan(
         cluster,
         &[
@@ -653,7 +700,7 @@ fn assert_hard_gate(cluster: &Cluster, reason: Reason) {
 /// A gate that lets us plan but not write: what would update is a Skip with the gate's reason
 /// that still shows its target; everything else is decided as usual.
 #[track_caller]
-fn assert_hold(cluster: &Cluster, reason: Reason) {
+fn assert_hold(cluster: &ClusterSnapshot, reason: Reason) {
     let plan = plan_machine_sets(
         cluster,
         &[
@@ -691,7 +738,7 @@ fn assert_hold(cluster: &Cluster, reason: Reason) {
 
 #[test]
 fn without_a_machine_configuration_nothing_is_planned() {
-    let cluster = Cluster {
+    let cluster = ClusterSnapshot {
         machine_configuration: None,
         ..updatable()
     };
@@ -700,7 +747,7 @@ fn without_a_machine_configuration_nothing_is_planned() {
 
 #[test]
 fn without_an_infrastructure_platform_nothing_is_planned() {
-    let missing = Cluster {
+    let missing = ClusterSnapshot {
         infrastructure: None,
         ..updatable()
     };
@@ -713,7 +760,7 @@ fn without_an_infrastructure_platform_nothing_is_planned() {
 
 #[test]
 fn without_the_golden_configmap_nothing_is_planned() {
-    let cluster = Cluster {
+    let cluster = ClusterSnapshot {
         golden: None,
         ..updatable()
     };
@@ -808,9 +855,10 @@ fn releases_are_compared_as_semver() {
 }
 
 #[test]
-fn without_a_cluster_version_the_release_is_not_checked() {
-    let cluster = Cluster {
+fn where_cluster_versions_are_not_served_the_release_is_not_checked() {
+    let cluster = ClusterSnapshot {
         cluster_version: None,
+        cluster_version_served: false,
         ..updatable().golden(GOLDEN_STREAM, None)
     };
     let entry = decide(&cluster, machine_set("worker-a").build());
@@ -1012,23 +1060,69 @@ fn windows_machine_sets_are_skipped() {
 }
 
 #[test]
-fn machine_sets_of_another_os_stream_are_skipped() {
+fn a_machine_set_of_an_os_stream_the_golden_config_map_lacks_is_skipped_naming_it() {
     for ms in [
         machine_set("rhel10").labels(&[(OS_STREAM_LABEL, "rhel-10")]),
         machine_set("rhel10-template").template_label(OS_STREAM_LABEL, "rhel-10"),
     ] {
         let entry = decide(&updatable(), ms.build());
-        assert_decided(&entry, Action::Skip, Reason::NonDefaultOSStream);
-        assert!(entry.message.contains("rhel-10"), "{}", entry.message);
+        assert_decided(&entry, Action::Skip, Reason::OSStreamNotPublished);
+        assert!(entry.message.contains("\"rhel-10\""), "{}", entry.message);
     }
-    // Naming the default stream is the same as naming none.
-    let default = decide(
-        &updatable(),
-        machine_set("worker-a")
-            .labels(&[(OS_STREAM_LABEL, "rhcos-4.21")])
+    // The label names OS streams: rhel-9 is the default stream, as is no label at all (and the
+    // CoreOS stream's own name, which older tooling wrote).
+    for label in ["rhel-9", "rhcos-4.21"] {
+        let default = decide(
+            &updatable(),
+            machine_set("worker-a")
+                .labels(&[(OS_STREAM_LABEL, label)])
+                .build(),
+        );
+        assert_decided(&default, Action::Update, Reason::BootImageOutdated);
+    }
+}
+
+#[test]
+fn a_machine_set_of_another_os_stream_is_updated_from_that_stream() {
+    // A dual-stream release: the default rhel-9 stream, and rhel-10 under `streams`.
+    const AMI_RHEL_10: &str = "ami-0e5ae1fd8c4a3b2f1";
+    let rhel_10 = json!({
+        "stream": "rhcos-4.22",
+        "architectures": {"x86_64": {
+            "artifacts": {"aws": {"release": "10.2.20260405-0"}},
+            "images": {"aws": {"regions": {
+                "us-east-1": {"release": "10.2.20260405-0", "image": AMI_RHEL_10}
+            }}}
+        }}
+    });
+    let cluster = updatable().with(|c| {
+        let golden = c.golden.as_mut().unwrap();
+        let streams = json!({"rhel-10": rhel_10}).to_string();
+        golden
+            .data
+            .as_mut()
+            .unwrap()
+            .insert("streams".into(), streams);
+    });
+    let ms = machine_set("worker-rhel10").labels(&[(OS_STREAM_LABEL, "rhel-10")]);
+    let entry = decide(&cluster, ms.build());
+    assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
+    assert_eq!(entry.boot_image.target, Some(json!(AMI_RHEL_10)));
+    assert!(
+        entry.message.contains("rhcos-4.22 10.2.20260405-0"),
+        "{}",
+        entry.message
+    );
+    let history = recorded_history(
+        &entry,
+        machine_set("worker-rhel10")
+            .labels(&[(OS_STREAM_LABEL, "rhel-10")])
             .build(),
     );
-    assert_decided(&default, Action::Update, Reason::BootImageOutdated);
+    assert_eq!(history.stream, "rhcos-4.22");
+    // The default stream's MachineSets are unaffected.
+    let default = decide(&cluster, machine_set("worker-a").build());
+    assert_eq!(default.boot_image.target, Some(json!(AMI_US_EAST_1)));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1086,10 +1180,16 @@ fn an_undetermined_architecture_is_an_error() {
         machine_set("worker-a").capacity_labels("").build(),
     );
     assert_decided(&empty, Action::Error, Reason::ArchitectureUndetermined);
-    // On a multi-arch cluster the control plane's arch says nothing about a MachineSet's.
+    // On a multi-arch cluster the control plane's arch says nothing about a MachineSet's: one
+    // that does not declare its own is skipped (as the MCO does), not an error.
     let multi = updatable().multi_arch();
     let silent = decide(&multi, machine_set("worker-a").build());
-    assert_decided(&silent, Action::Error, Reason::ArchitectureUndetermined);
+    assert_decided(&silent, Action::Skip, Reason::ArchitectureNotDeclared);
+    assert!(
+        silent.message.contains("kubernetes.io/arch="),
+        "{}",
+        silent.message
+    );
     let named = decide(
         &multi,
         machine_set("worker-a")
@@ -1100,13 +1200,20 @@ fn an_undetermined_architecture_is_an_error() {
 }
 
 #[test]
-fn without_the_annotation_the_control_plane_architecture_applies() {
-    let arm64 = Options {
-        control_plane_arch: Arch::Arm64,
+fn without_the_annotation_the_control_plane_nodes_architecture_applies() {
+    let arm64 = updatable().with(|c| c.control_plane_nodes = control_plane_nodes("arm64"));
+    let ms = machine_set("worker-a").ami(AMI_PREVIOUS_ARM64).build();
+    let worker = plan(&arm64, std::slice::from_ref(&ms), &[], &options())
+        .machine_sets
+        .remove(0);
+    assert_decided(&worker, Action::Update, Reason::BootImageOutdated);
+    assert_eq!(worker.boot_image.target, Some(json!(AMI_ARM64_US_EAST_1)));
+    // --control-plane-arch overrides what the Nodes say.
+    let override_arm64 = Options {
+        control_plane_arch: Some(Arch::Arm64),
         ..options()
     };
-    let ms = machine_set("worker-a").ami(AMI_PREVIOUS_ARM64).build();
-    let worker = plan(&updatable(), &[ms], &[], &arm64)
+    let worker = plan(&updatable(), &[ms], &[], &override_arm64)
         .machine_sets
         .remove(0);
     assert_decided(&worker, Action::Update, Reason::BootImageOutdated);
@@ -1117,9 +1224,91 @@ fn without_the_annotation_the_control_plane_architecture_applies() {
         json!({"mode": "All"})
     )]));
     let cp = control_plane_machine_set().ami(AMI_PREVIOUS_ARM64).build();
-    let entry = &plan(&cluster, &[], &[cp], &arm64).control_plane_machine_sets[0];
+    let entry = &plan(&cluster, &[], &[cp], &override_arm64).control_plane_machine_sets[0];
     assert_decided(entry, Action::Update, Reason::BootImageOutdated);
     assert_eq!(entry.boot_image.target, Some(json!(AMI_ARM64_US_EAST_1)));
+}
+
+#[test]
+fn without_nodes_that_say_it_the_control_plane_architecture_is_an_error_never_a_default() {
+    let managers = json!([manager("controlplanemachinesets", json!({"mode": "All"}))]);
+    for (nodes, why) in [
+        (BTreeMap::new(), "no control-plane Node is visible"),
+        (
+            BTreeMap::from([
+                ("master-0".to_string(), Some("amd64".to_string())),
+                ("master-1".to_string(), Some("arm64".to_string())),
+            ]),
+            "different architectures",
+        ),
+        (
+            BTreeMap::from([("master-0".to_string(), None)]),
+            "has no kubernetes.io/arch label",
+        ),
+    ] {
+        let cluster = updatable()
+            .machine_managers(managers.clone())
+            .with(|c| c.control_plane_nodes = nodes);
+        let worker = decide(&cluster, machine_set("worker-a").build());
+        assert_decided(&worker, Action::Error, Reason::ArchitectureUndetermined);
+        assert!(worker.message.contains(why), "{}", worker.message);
+        let cp = decide_control_plane(&cluster, control_plane_machine_set().build());
+        assert_decided(&cp, Action::Error, Reason::ArchitectureUndetermined);
+        // A MachineSet that declares its architecture needs no Node.
+        let declared = machine_set("worker-a").capacity_labels("kubernetes.io/arch=amd64");
+        let worker = decide(&cluster, declared.build());
+        assert_decided(&worker, Action::Update, Reason::BootImageOutdated);
+    }
+}
+
+#[test]
+fn an_image_of_another_architecture_than_the_decided_one_is_never_replaced() {
+    // Declared arm64, but running the x86_64 AMI of the previous golden stream: either the
+    // annotation or the image is wrong, and the arm64 AMI may not boot on its instance type.
+    let cluster = updatable().with(|c| {
+        let previous = golden_config_map(GOLDEN_STREAM, Some(RELEASE));
+        let mut data = previous.data.clone().unwrap();
+        data.insert(
+            "streams".into(),
+            json!({"previous": previous_stream()}).to_string(),
+        );
+        c.golden = Some(ConfigMap {
+            data: Some(data),
+            ..previous
+        });
+    });
+    let wrong = machine_set("worker-a")
+        .capacity_labels("kubernetes.io/arch=arm64")
+        .ami(AMI_PREVIOUS);
+    let entry = decide(&cluster, wrong.build());
+    assert_decided(&entry, Action::Error, Reason::ArchitectureMismatch);
+    assert!(
+        entry.message.contains(AMI_PREVIOUS) && entry.message.contains("amd64 image"),
+        "{}",
+        entry.message
+    );
+    // The golden image of the other architecture is caught too.
+    let golden_x86 = machine_set("worker-a")
+        .capacity_labels("kubernetes.io/arch=arm64")
+        .ami(AMI_US_EAST_1);
+    let entry = decide(&updatable(), golden_x86.build());
+    assert_decided(&entry, Action::Error, Reason::ArchitectureMismatch);
+}
+
+/// The 4.20 stream of us-east-1 as a second stream of the golden ConfigMap, so that its AMIs
+/// are known with their architectures.
+fn previous_stream() -> Value {
+    json!({
+        "stream": "rhcos-4.20",
+        "architectures": {
+            "x86_64": {"images": {"aws": {"regions": {
+                "us-east-1": {"release": "9.6.20250826-1", "image": AMI_PREVIOUS}
+            }}}},
+            "aarch64": {"images": {"aws": {"regions": {
+                "us-east-1": {"release": "9.6.20250826-1", "image": AMI_PREVIOUS_ARM64}
+            }}}}
+        }
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1400,6 +1589,62 @@ fn a_current_image_on_the_installer_stub_switches_only_the_secret() {
 }
 
 #[test]
+fn a_custom_stub_without_a_valid_managed_twin_is_kept_and_the_image_still_moves() {
+    let custom = || machine_set("worker-a").user_data_secret("gpu-user-data");
+    // No gpu-user-data-managed in the cluster.
+    let entry = decide(&updatable(), custom().build());
+    assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
+    assert_eq!(entry.user_data_secret.target, None);
+    let warning = entry
+        .warning
+        .as_ref()
+        .expect("a warning says why the stub stays");
+    assert_eq!(warning.reason, Reason::StubSecretKept);
+    assert!(
+        warning.message.contains("gpu-user-data-managed"),
+        "{}",
+        warning.message
+    );
+    assert!(
+        entry.message.contains("stub secret gpu-user-data is kept"),
+        "{}",
+        entry.message
+    );
+    let patched = serde_json::to_string(&entry.patch).unwrap();
+    assert!(!patched.contains("userDataSecret"), "{patched}");
+    // With a valid managed twin, it moves like the installer's stubs do.
+    let with_twin = updatable().with(|c| {
+        let (key, secret) = secret_entry("gpu-user-data-managed", IGNITION_3_2);
+        c.secrets.insert(key, secret);
+    });
+    let entry = decide(&with_twin, custom().build());
+    assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
+    assert_eq!(
+        entry.user_data_secret.target.as_deref(),
+        Some("gpu-user-data-managed")
+    );
+    assert_eq!(entry.warning, None);
+    // The installer's own stub still needs its twin: an old one may not boot the new image.
+    let installer = decide(
+        &updatable().without_secret(MANAGED_STUB),
+        machine_set("worker-a").build(),
+    );
+    assert_decided(&installer, Action::Error, Reason::ManagedSecretMissing);
+}
+
+#[test]
+fn a_stub_secret_name_that_is_not_a_string_is_an_error() {
+    let ms = machine_set("worker-a").spec_field(&["userDataSecret", "name"], json!(42));
+    let entry = decide(&updatable(), ms.build());
+    assert_decided(&entry, Action::Error, Reason::InvalidProviderSpec);
+    assert!(
+        entry.message.contains("userDataSecret.name"),
+        "{}",
+        entry.message
+    );
+}
+
+#[test]
 fn a_current_image_on_the_managed_stub_is_up_to_date() {
     let entry = decide(
         &updatable().without_secret(MANAGED_STUB),
@@ -1443,20 +1688,31 @@ fn an_outdated_image_on_the_managed_stub_changes_only_the_image() {
 /// A MachineSet we patched at each of `times`, each time reverted by someone else.
 fn reverted_at(
     times: &[i64],
-    target_of: impl Fn(&Entry) -> Entry,
+    target_of: impl Fn(&Decision) -> Decision,
 ) -> Result<MachineSet, Malformed> {
     let ms = machine_set("worker-a").build();
     let first = target_of(&decide(&updatable(), ms.clone()));
     let mut ms = ms.unwrap();
     for minutes in times {
-        ms = record_patch(ms, &first, minutes_ago(*minutes));
+        // What our patch at that time wrote besides the change, which was then reverted.
+        let at = minutes_ago(*minutes);
+        let entry = HistoryEntry {
+            time: at.to_string(),
+            release: Some(RELEASE.into()),
+            stream: "rhcos-4.21".into(),
+            boot_image: first.boot_image.change(),
+            user_data_secret: first.user_data_secret.change(),
+        };
+        let window = options().hot_loop_window;
+        let ops = record::record_ops(&ms.metadata, entry, &first.target_key(), at, window);
+        ms = apply(&ms, &ops);
     }
     Ok(ms)
 }
 
 #[test]
 fn repeated_reverts_within_the_window_stop_the_updates() {
-    let ms = reverted_at(&[30, 20, 10], Entry::clone);
+    let ms = reverted_at(&[30, 20, 10], Decision::clone);
     let entry = decide(&updatable(), ms);
     assert_decided(&entry, Action::Error, Reason::HotLoop);
     assert!(
@@ -1471,7 +1727,7 @@ fn repeated_reverts_within_the_window_stop_the_updates() {
 
 #[test]
 fn reverts_older_than_the_window_do_not_count() {
-    let ms = reverted_at(&[70, 20, 10], Entry::clone);
+    let ms = reverted_at(&[70, 20, 10], Decision::clone);
     let entry = decide(&updatable(), ms);
     assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
 }
@@ -1512,6 +1768,50 @@ fn an_update_tests_then_replaces_each_changed_value() {
 }
 
 #[test]
+fn the_inputs_that_chose_an_image_are_tested_by_its_patch() {
+    let test_of = |entry: &Decision, path: &str| {
+        serde_json::to_value(&entry.patch)
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|op| op["op"] == "test" && op["path"] == path)
+    };
+    let region = format!("{MACHINE_SET_SPEC}/placement/region");
+    let annotated = machine_set("worker-a")
+        .capacity_labels("kubernetes.io/arch=amd64")
+        .build();
+    let entry = decide(&updatable(), annotated.clone());
+    assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
+    assert!(test_of(&entry, &region), "{:?}", entry.patch);
+    let annotation = format!(
+        "/metadata/annotations/{}",
+        AUTOSCALER_LABELS_ANNOTATION.replace('/', "~1")
+    );
+    assert!(test_of(&entry, &annotation), "{:?}", entry.patch);
+    // Moved to another region or architecture between plan and patch: the patch fails.
+    for (pointer, value) in [
+        (region.as_str(), "us-west-2"),
+        (annotation.as_str(), "kubernetes.io/arch=arm64"),
+    ] {
+        let mut doc = serde_json::to_value(annotated.as_ref().unwrap()).unwrap();
+        *doc.pointer_mut(pointer).unwrap() = json!(value);
+        assert!(
+            json_patch::patch(&mut doc, &entry.patch).is_err(),
+            "{pointer}"
+        );
+    }
+    // Without the annotation, the architecture came from elsewhere: an annotation added
+    // meanwhile can only be caught by the resourceVersion.
+    let entry = decide(&updatable(), machine_set("worker-a").build());
+    assert!(
+        test_of(&entry, "/metadata/resourceVersion"),
+        "{:?}",
+        entry.patch
+    );
+}
+
+#[test]
 fn an_applied_update_leaves_the_machine_set_up_to_date_and_the_rest_untouched() {
     let ms = machine_set("worker-a").build();
     let entry = decide(&updatable(), ms.clone());
@@ -1524,7 +1824,18 @@ fn an_applied_update_leaves_the_machine_set_up_to_date_and_the_rest_untouched() 
     let spec = expected.pointer_mut(MACHINE_SET_SPEC).unwrap();
     spec["ami"]["id"] = json!(AMI_US_EAST_1);
     spec["userDataSecret"]["name"] = json!(MANAGED_STUB);
-    assert_eq!(serde_json::to_value(&after).unwrap(), expected);
+    // Besides the change, only our own bookkeeping annotations are added.
+    let mut after = serde_json::to_value(&after).unwrap();
+    let annotations = after["metadata"]["annotations"].as_object_mut().unwrap();
+    for key in [record::HISTORY_ANNOTATION, record::HOT_LOOP_ANNOTATION] {
+        assert!(annotations.remove(key).is_some(), "{key} missing");
+    }
+    assert!(annotations.is_empty(), "{annotations:?}");
+    after["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("annotations");
+    assert_eq!(after, expected);
     assert_eq!(
         expected.pointer(&format!("{MACHINE_SET_SPEC}/metadata/creationTimestamp")),
         Some(&Value::Null)
@@ -1546,9 +1857,7 @@ fn a_concurrent_edit_of_a_replaced_value_fails_the_patch() {
 fn the_history_entry_records_what_changed_and_why() {
     let cluster = updatable();
     let entry = decide(&cluster, machine_set("worker-a").build());
-    let opts = options();
-    let planner = Planner::new(&cluster, &opts);
-    let recorded = entry.history_entry(now(), planner.golden().unwrap());
+    let recorded = recorded_history(&entry, machine_set("worker-a").build());
     assert_eq!(
         recorded,
         HistoryEntry {
@@ -1565,10 +1874,19 @@ fn the_history_entry_records_what_changed_and_why() {
             }),
         }
     );
-    let secret_only = decide(&cluster, machine_set("worker-a").ami(AMI_US_EAST_1).build());
-    let recorded = secret_only.history_entry(now(), planner.golden().unwrap());
+    let ms = machine_set("worker-a").ami(AMI_US_EAST_1).build();
+    let secret_only = decide(&cluster, ms.clone());
+    let recorded = recorded_history(&secret_only, ms);
     assert_eq!(recorded.boot_image, None);
     assert!(recorded.user_data_secret.is_some());
+}
+
+/// The history entry an applied update leaves on the object.
+fn recorded_history(entry: &Decision, ms: Result<MachineSet, Malformed>) -> HistoryEntry {
+    let after = apply(&ms.unwrap(), &entry.patch);
+    let mut history = record::history(&after.metadata);
+    assert_eq!(history.len(), 1, "{history:?}");
+    history.pop().unwrap()
 }
 
 #[test]
@@ -1620,6 +1938,40 @@ fn control_plane_machine_sets_are_not_updated_by_default() {
     );
 }
 
+/// The control-plane machine set operator replaces every control-plane Machine whose providerSpec
+/// differs from the template in anything but the boot image: a ControlPlaneMachineSet keeps its
+/// stub secret's name, and a stub the new image cannot read blocks the image update instead.
+#[test]
+fn a_control_plane_machine_set_never_changes_its_stub_secret_name() {
+    let all = json!([manager("controlplanemachinesets", json!({"mode": "All"}))]);
+    let cluster = updatable().machine_managers(all.clone());
+    let cp = control_plane_machine_set().build();
+    let entry = decide_control_plane(&cluster, cp.clone());
+    assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
+    let patched = serde_json::to_string(&entry.patch).unwrap();
+    assert!(!patched.contains("userDataSecret"), "{patched}");
+    assert!(!entry.message.contains("stub secret"), "{}", entry.message);
+
+    // An Ignition 2 stub (a cluster installed before 4.6) cannot boot the new image.
+    let spec2 = updatable().machine_managers(all.clone()).with(|c| {
+        let (key, secret) = secret_entry("master-user-data", IGNITION_2_2);
+        c.secrets.insert(key, secret);
+    });
+    let entry = decide_control_plane(&spec2, cp.clone());
+    assert_decided(&entry, Action::Error, Reason::StubSecretIncompatible);
+    assert!(entry.message.contains("2.2.0"), "{}", entry.message);
+    // Without the secret, nothing tells that the new image can boot: no update either.
+    let missing = updatable().machine_managers(all).with(|c| {
+        c.secrets.retain(|(_, name), _| name != "master-user-data");
+    });
+    let entry = decide_control_plane(&missing, cp.clone());
+    assert_decided(&entry, Action::Error, Reason::StubSecretIncompatible);
+    // A current image needs no stub check: nothing would change.
+    let current = control_plane_machine_set().ami(AMI_US_EAST_1).build();
+    let entry = decide_control_plane(&missing, current);
+    assert_decided(&entry, Action::UpToDate, Reason::UpToDate);
+}
+
 #[test]
 fn selected_control_plane_machine_sets_are_patched_at_their_own_provider_spec() {
     let cluster = updatable().machine_managers(json!([manager(
@@ -1629,23 +1981,24 @@ fn selected_control_plane_machine_sets_are_patched_at_their_own_provider_spec() 
     let cp = control_plane_machine_set().build();
     let entry = decide_control_plane(&cluster, cp.clone());
     assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
+    // The image only: the stub secret's name stays (see the next test).
     assert_eq!(
         patch_json(&entry),
-        aws_update_patch(
-            CONTROL_PLANE_SPEC,
+        json!(guarded(
+            &format!("{CONTROL_PLANE_SPEC}/ami/id"),
             AMI_PREVIOUS,
-            AMI_US_EAST_1,
-            "master-user-data"
-        )
+            AMI_US_EAST_1
+        ))
     );
+    assert_eq!(entry.user_data_secret.target, None);
     // The patch applies to the object as served.
     let mut doc = serde_json::to_value(cp.unwrap()).unwrap();
     json_patch::patch(&mut doc, &entry.patch).unwrap();
     let again = decide_control_plane(&cluster, Ok(serde_json::from_value(doc).unwrap()));
     assert_decided(&again, Action::UpToDate, Reason::UpToDate);
-    // Selecting control planes does not select MachineSets.
+    // Naming only control planes leaves MachineSets at their platform default (All on AWS).
     let ms = decide(&cluster, machine_set("worker-a").build());
-    assert_decided(&ms, Action::Skip, Reason::NotSelected);
+    assert_decided(&ms, Action::Update, Reason::BootImageOutdated);
 }
 
 #[test]

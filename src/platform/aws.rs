@@ -2,12 +2,37 @@
 
 use serde_json::Value;
 
-use super::{BootImageRule, ImageOutcome, RuleContext, compare_single, invalid, not_in_stream};
+use super::{
+    ImageOutcome, Input, PlatformRule, RuleContext, compare_single, invalid, not_in_stream,
+};
 use crate::reason::Reason;
 
 pub(super) struct Aws;
 
-impl BootImageRule for Aws {
+/// Relative to the provider spec.
+const AMI_ID: &str = "/ami/id";
+const REGION: &str = "/placement/region";
+
+impl PlatformRule for Aws {
+    fn stream_key(&self) -> &'static str {
+        "aws"
+    }
+
+    fn image_locations(&self, spec: &Value, _written: &Value) -> Option<Vec<(String, Value)>> {
+        spec.get("ami")?;
+        let current = spec.pointer(AMI_ID).cloned().unwrap_or(Value::Null);
+        Some(vec![(AMI_ID.into(), current)])
+    }
+
+    fn display(&self, _image: &Value) -> Option<String> {
+        None
+    }
+
+    /// The region picks the AMI.
+    fn decision_inputs(&self, spec: &Value) -> Vec<Input> {
+        vec![Input::at(spec, REGION)]
+    }
+
     fn evaluate(&self, spec: &Value, ctx: &RuleContext<'_>) -> ImageOutcome {
         let ami = spec.get("ami");
         let Some(current) = ami.and_then(|a| a.get("id")).filter(|v| v.is_string()) else {
@@ -25,7 +50,7 @@ impl BootImageRule for Aws {
                 None,
             );
         };
-        let Some(region) = spec.pointer("/placement/region").and_then(Value::as_str) else {
+        let Some(region) = spec.pointer(REGION).and_then(Value::as_str) else {
             return invalid(
                 "providerSpec has no string placement.region; set it to the AWS region of the \
                  MachineSet",
@@ -62,14 +87,15 @@ impl BootImageRule for Aws {
                 reason: Reason::CustomImage,
                 message: format!(
                     "AMI {} is not a published CoreOS AMI (not in the golden streams nor the \
-                     known images); custom images are never replaced (if it is a CoreOS AMI, add \
-                     it to the known-images list)",
+                     known images); custom images are never replaced. If it is an RHCOS AMI, \
+                     add its id to the known-images file (--known-images-file; on a cluster, \
+                     the ConfigMap boot-image-controller-published-images)",
                     current.as_str().unwrap_or_default()
                 ),
                 current: Some(current.clone()),
             };
         }
-        compare_single(current, target, vec!["/ami/id".into()])
+        compare_single(current, target, vec![AMI_ID.into()])
     }
 }
 
@@ -80,7 +106,7 @@ mod tests {
     use super::Aws;
     use crate::arch::Arch;
     use crate::platform::test_support::{Cluster, message, reason, stream_4_21};
-    use crate::platform::{BootImageRule, FieldChange, ImageOutcome};
+    use crate::platform::{FieldChange, ImageOutcome, PlatformRule};
     use crate::reason::Reason;
 
     const AMI_4_21_US_EAST_1: &str = "ami-01095d1967818437c";

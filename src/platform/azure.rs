@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use super::{BootImageRule, FieldChange, ImageOutcome, RuleContext, invalid, not_in_stream};
+use super::{FieldChange, ImageOutcome, Input, PlatformRule, RuleContext, invalid, not_in_stream};
 use crate::arch::Arch;
 use crate::reason::Reason;
 use crate::stream::AzureMarketplaceImage;
@@ -26,33 +26,44 @@ type Variants = BTreeMap<String, BTreeMap<String, AzureMarketplaceImage>>;
 
 pub(super) struct Azure;
 
-impl BootImageRule for Azure {
+/// Relative to the provider spec: the whole image object is one change.
+const IMAGE: &str = "/image";
+
+impl PlatformRule for Azure {
+    fn stream_key(&self) -> &'static str {
+        "azure"
+    }
+
+    fn image_locations(&self, spec: &Value, _written: &Value) -> Option<Vec<(String, Value)>> {
+        let current = spec.get("image")?.clone();
+        Some(vec![(IMAGE.into(), current)])
+    }
+
+    /// The resourceID of an upload, else the marketplace URN `publisher:offer:sku:version`.
+    fn display(&self, image: &Value) -> Option<String> {
+        let o = image.as_object()?;
+        if !o.contains_key("publisher") && !o.contains_key("resourceID") {
+            return None;
+        }
+        let field = |k: &str| o.get(k).and_then(Value::as_str).unwrap_or_default();
+        Some(if field("resourceID").is_empty() {
+            ["publisher", "offer", "sku", "version"]
+                .map(field)
+                .join(":")
+        } else {
+            field("resourceID").to_string()
+        })
+    }
+
+    /// Trusted launch and confidential VMs need other images: the security profile decides.
+    fn decision_inputs(&self, spec: &Value) -> Vec<Input> {
+        vec![Input::at(spec, "/securityProfile")]
+    }
+
     fn evaluate(&self, spec: &Value, ctx: &RuleContext<'_>) -> ImageOutcome {
         let image = spec.get("image");
-        if let Some(security_type) = spec
-            .pointer("/securityProfile/settings/securityType")
-            .filter(|t| !t.is_null() && t.as_str() != Some(""))
-        {
-            return ImageOutcome::Skip {
-                reason: Reason::SecurityTypeUnsupported,
-                message: format!(
-                    "securityType {security_type} (trusted launch or confidential VMs) needs a \
-                     security-enabled image, and the golden stream publishes none; update this \
-                     boot image by hand"
-                ),
-                current: image.cloned(),
-            };
-        }
-        if matches!(ctx.arch, Arch::Ppc64le | Arch::S390x) {
-            return ImageOutcome::Skip {
-                reason: Reason::ArchitectureNotSupported,
-                message: format!(
-                    "Azure has no {} virtual machines, so there is no boot image to manage; check \
-                     the architecture in the MachineSet's capacity annotation",
-                    ctx.arch
-                ),
-                current: image.cloned(),
-            };
+        if let Some(skip) = unsupported_machine(spec, ctx) {
+            return skip;
         }
         let Some(image) = image.and_then(Value::as_object) else {
             return invalid(
@@ -63,6 +74,24 @@ impl BootImageRule for Azure {
         };
         let current = Value::Object(image.clone());
         let Some(variants) = ctx.stream.azure_marketplace(ctx.arch) else {
+            if !Arch::ALL
+                .iter()
+                .any(|a| ctx.stream.azure_marketplace(*a).is_some())
+            {
+                // OKD and other streams publish no marketplace images at all: nothing is wrong
+                // with the MachineSet, and there is nothing to move it to. The Machine Config
+                // Operator skips these too (`reconcileAzureProviderSpec`,
+                // pkg/controller/bootimage/platform_helpers.go).
+                return ImageOutcome::Skip {
+                    reason: Reason::MarketplaceImagesNotPublished,
+                    message: format!(
+                        "the golden stream {} publishes no Azure marketplace images for any \
+                         architecture, so Azure boot images are left as they are",
+                        ctx.stream.stream
+                    ),
+                    current: Some(current),
+                };
+            }
             return not_in_stream(
                 ctx,
                 "Azure marketplace images (rhel-coreos-extensions.marketplace.azure in the \
@@ -75,33 +104,10 @@ impl BootImageRule for Azure {
             Ok(fields) => fields,
             Err(message) => return invalid(message, Some(current)),
         };
-
-        let (variant, generation) = if !fields.resource_id.is_empty() {
-            match installer_upload_generation(fields.resource_id, ctx.infrastructure_name) {
-                Ok(generation) => (NO_PURCHASE_PLAN, generation),
-                Err(message) => return custom(message, current),
-            }
-        } else if !fields.publisher.is_empty() && !fields.offer.is_empty() {
-            let Some((variant, generations)) = find_variant(variants, &fields) else {
-                return custom(
-                    format!(
-                        "marketplace image {}:{}:{}:{} is not from a publisher and offer the \
-                         golden stream publishes; custom images are never replaced (switch the \
-                         MachineSet to a published image to have it managed)",
-                        fields.publisher, fields.offer, fields.sku, fields.version
-                    ),
-                    current,
-                );
-            };
-            (variant, choose_generation(generations, fields.sku))
-        } else {
-            return invalid(
-                "image has neither a resourceID nor a marketplace publisher and offer; set one \
-                 of them",
-                Some(current),
-            );
+        let (variant, generation) = match golden_variant(&fields, variants, ctx, &current) {
+            Ok(found) => found,
+            Err(outcome) => return *outcome,
         };
-
         let Some(golden) = variants.get(variant).and_then(|g| g.get(generation)) else {
             return ImageOutcome::Error {
                 reason: Reason::ImageNotInStream,
@@ -123,7 +129,7 @@ impl BootImageRule for Azure {
                 // One change for the whole object: publisher, offer, sku, version and type only
                 // make sense together, and the planner's `test` on the whole object makes any
                 // concurrent edit of one of them fail the patch instead of producing a mix.
-                pointer: "/image".into(),
+                pointer: IMAGE.into(),
                 from: current.clone(),
                 to: target.clone(),
             }],
@@ -302,6 +308,70 @@ fn installer_upload_generation(
     }
 }
 
+/// Machines whose boot image we cannot manage whatever it is.
+fn unsupported_machine(spec: &Value, ctx: &RuleContext<'_>) -> Option<ImageOutcome> {
+    let image = spec.get("image");
+    if let Some(security_type) = spec
+        .pointer("/securityProfile/settings/securityType")
+        .filter(|t| !t.is_null() && t.as_str() != Some(""))
+    {
+        return Some(ImageOutcome::Skip {
+            reason: Reason::SecurityTypeUnsupported,
+            message: format!(
+                "securityType {security_type} (trusted launch or confidential VMs) needs a \
+                     security-enabled image, and the golden stream publishes none; update this \
+                     boot image by hand"
+            ),
+            current: image.cloned(),
+        });
+    }
+    if matches!(ctx.arch, Arch::Ppc64le | Arch::S390x) {
+        return Some(ImageOutcome::Skip {
+            reason: Reason::ArchitectureNotSupported,
+            message: format!(
+                "Azure has no {} virtual machines, so there is no boot image to manage; check \
+                     the architecture in the MachineSet's capacity annotation",
+                ctx.arch
+            ),
+            current: image.cloned(),
+        });
+    }
+    None
+}
+
+/// The marketplace variant and Hyper-V generation the current image moves to: installer uploads
+/// go to the free variant, marketplace images keep theirs.
+fn golden_variant<'v>(
+    fields: &ImageFields<'_>,
+    variants: &'v Variants,
+    ctx: &RuleContext<'_>,
+    current: &Value,
+) -> Result<(&'v str, &'static str), Box<ImageOutcome>> {
+    if !fields.resource_id.is_empty() {
+        return match installer_upload_generation(fields.resource_id, ctx.infrastructure_name) {
+            Ok(generation) => Ok((NO_PURCHASE_PLAN, generation)),
+            Err(message) => Err(Box::new(custom(message, current.clone()))),
+        };
+    }
+    if fields.publisher.is_empty() || fields.offer.is_empty() {
+        return Err(Box::new(invalid(
+            "image has neither a resourceID nor a marketplace publisher and offer; set one of \
+             them",
+            Some(current.clone()),
+        )));
+    }
+    let Some((variant, generations)) = find_variant(variants, fields) else {
+        let message = format!(
+            "marketplace image {}:{}:{}:{} is not from a publisher and offer the golden stream \
+             publishes; custom images are never replaced (switch the MachineSet to a published \
+             image to have it managed)",
+            fields.publisher, fields.offer, fields.sku, fields.version
+        );
+        return Err(Box::new(custom(message, current.clone())));
+    };
+    Ok((variant, choose_generation(generations, fields.sku)))
+}
+
 /// The current image object pointed at `golden`, keeping any keys we do not manage.
 fn target_image(
     current: &Map<String, Value>,
@@ -348,7 +418,7 @@ mod tests {
     use super::{Azure, choose_generation, sku_shape};
     use crate::arch::Arch;
     use crate::platform::test_support::{Cluster, message, reason, stream_4_21};
-    use crate::platform::{BootImageRule, FieldChange, ImageOutcome};
+    use crate::platform::{FieldChange, ImageOutcome, PlatformRule};
     use crate::reason::Reason;
     use crate::stream::AzureMarketplaceImage;
 
@@ -679,6 +749,27 @@ mod tests {
             .remove("aarch64");
         let outcome = Azure.evaluate(&spec, &Cluster::new(x86_only).ctx(Arch::Arm64));
         assert_eq!(reason(&outcome), Some(Reason::ArchitectureNotInStream));
+    }
+
+    #[test]
+    fn a_stream_without_any_marketplace_image_is_a_skip_not_an_error() {
+        let spec = spec(marketplace(
+            "azureopenshift",
+            "aro4",
+            "419-v2",
+            "419.6.20250523",
+        ));
+        let mut okd = stream_4_21();
+        okd["architectures"]["x86_64"]
+            .as_object_mut()
+            .unwrap()
+            .remove("rhel-coreos-extensions");
+        let outcome = Azure.evaluate(&spec, &Cluster::new(okd).ctx(Arch::Amd64));
+        assert!(matches!(outcome, ImageOutcome::Skip { .. }), "{outcome:?}");
+        assert_eq!(
+            reason(&outcome),
+            Some(Reason::MarketplaceImagesNotPublished)
+        );
     }
 
     #[test]

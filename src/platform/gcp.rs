@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use super::{BootImageRule, FieldChange, ImageOutcome, RuleContext, invalid, not_in_stream};
+use super::{FieldChange, ImageOutcome, Input, PlatformRule, RuleContext, invalid, not_in_stream};
 use crate::reason::Reason;
 
 /// Images published by the CoreOS team live in this project; anything else was chosen by an
@@ -11,17 +11,63 @@ const RHCOS_IMAGE_PREFIX: &str = "projects/rhcos-cloud/global/images/";
 
 pub(super) struct Gcp;
 
-impl BootImageRule for Gcp {
-    fn evaluate(&self, spec: &Value, ctx: &RuleContext<'_>) -> ImageOutcome {
-        let Some(disks) = spec.get("disks").and_then(Value::as_array) else {
-            return invalid("providerSpec has no disks list; fix the MachineSet", None);
-        };
-        let boot: Vec<(usize, &Value)> = disks
+/// The boot disks of a provider spec with their images (`null` when absent); `None` without a
+/// disks list.
+fn boot_disks(spec: &Value) -> Option<Vec<(usize, &Value)>> {
+    let disks = spec.get("disks")?.as_array()?;
+    Some(
+        disks
             .iter()
             .enumerate()
             .filter(|(_, d)| d.get("boot").and_then(Value::as_bool) == Some(true))
             .map(|(i, d)| (i, d.get("image").unwrap_or(&Value::Null)))
-            .collect();
+            .collect(),
+    )
+}
+
+fn disk_image_pointer(index: usize) -> String {
+    format!("/disks/{index}/image")
+}
+
+impl PlatformRule for Gcp {
+    fn stream_key(&self) -> &'static str {
+        "gcp"
+    }
+
+    /// The boot disks holding `written`: the planner replaced every boot disk not yet on the
+    /// target. None holding it: the first boot disk, which `revert` then reports as changed.
+    fn image_locations(&self, spec: &Value, written: &Value) -> Option<Vec<(String, Value)>> {
+        let boot = boot_disks(spec)?;
+        let located = |disks: &mut dyn Iterator<Item = &(usize, &Value)>| -> Vec<(String, Value)> {
+            disks
+                .map(|(i, image)| (disk_image_pointer(*i), (*image).clone()))
+                .collect()
+        };
+        let ours = located(&mut boot.iter().filter(|(_, image)| *image == written));
+        if ours.is_empty() {
+            let first = located(&mut boot.iter().take(1));
+            return (!first.is_empty()).then_some(first);
+        }
+        Some(ours)
+    }
+
+    fn display(&self, _image: &Value) -> Option<String> {
+        None
+    }
+
+    /// Which disks are boot disks decides which images change: every disk's boot flag.
+    fn decision_inputs(&self, spec: &Value) -> Vec<Input> {
+        let disks = spec.get("disks").and_then(Value::as_array);
+        let count = disks.map_or(0, Vec::len);
+        (0..count)
+            .map(|i| Input::at(spec, &format!("/disks/{i}/boot")))
+            .collect()
+    }
+
+    fn evaluate(&self, spec: &Value, ctx: &RuleContext<'_>) -> ImageOutcome {
+        let Some(boot) = boot_disks(spec) else {
+            return invalid("providerSpec has no disks list; fix the MachineSet", None);
+        };
         let Some(&(_, first)) = boot.first() else {
             return invalid(
                 "providerSpec has no disk with boot: true; mark the boot disk in the MachineSet",
@@ -63,7 +109,7 @@ impl BootImageRule for Gcp {
             .iter()
             .filter(|(_, image)| **image != target)
             .map(|(i, image)| FieldChange {
-                pointer: format!("/disks/{i}/image"),
+                pointer: disk_image_pointer(*i),
                 from: (*image).clone(),
                 to: target.clone(),
             })
@@ -89,7 +135,7 @@ mod tests {
     use super::Gcp;
     use crate::arch::Arch;
     use crate::platform::test_support::{Cluster, reason, stream_4_21};
-    use crate::platform::{BootImageRule, FieldChange, ImageOutcome};
+    use crate::platform::{FieldChange, ImageOutcome, PlatformRule};
     use crate::reason::Reason;
 
     const IMAGE_4_21: &str = "projects/rhcos-cloud/global/images/rhcos-9-6-20251023-0-gcp-x86-64";

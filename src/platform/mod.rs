@@ -1,8 +1,10 @@
-//! Platform rules: given a provider spec and the golden stream, what the boot image should be.
+//! Platforms: everything that differs between clouds lives behind [`PlatformRule`].
 //!
 //! Each platform lives in its own file and reads the same: resolve the target from the stream,
-//! compare with the current value, decide. Rules are pure: no I/O, no logging, no status. They
-//! return a meaning ([`ImageOutcome`]); the planner turns it into a JSON Patch.
+//! compare with the current value, decide; then where its image lives (for `revert`) and how a
+//! person reads it. Rules are pure: no I/O, no logging, no status. They return a meaning
+//! ([`ImageOutcome`]); the planner turns it into a JSON Patch. Adding a platform is one file and
+//! one arm in [`Platform::rule`].
 
 mod aws;
 mod azure;
@@ -21,12 +23,27 @@ pub enum Platform {
     Aws,
     Gcp,
     Azure,
+    /// Azure Stack Hub: Azure's API on premises, without the marketplace images.
+    AzureStackHub,
     VSphere,
     /// Any other platform; boot images there are not managed automatically.
     Other(String),
 }
 
 impl Platform {
+    /// Every platform with a rule; tests check each answers every question of [`PlatformRule`].
+    pub const WITH_RULES: [Platform; 3] = [Platform::Aws, Platform::Gcp, Platform::Azure];
+
+    /// The platform an Infrastructure's `status.platformStatus` describes.
+    pub fn from_status(status: &crate::api::PlatformStatus) -> Self {
+        let cloud = status.azure.as_ref().and_then(|a| a.cloud_name.as_deref());
+        match (status.type_.as_str(), cloud) {
+            // The installer's name for Azure Stack Hub (openshift/api AzureCloudEnvironment).
+            ("Azure", Some("AzureStackCloud")) => Platform::AzureStackHub,
+            (type_, _) => Platform::from_type(type_),
+        }
+    }
+
     pub fn from_type(type_: &str) -> Self {
         match type_ {
             "AWS" => Platform::Aws,
@@ -42,13 +59,16 @@ impl Platform {
             Platform::Aws => "AWS",
             Platform::Gcp => "GCP",
             Platform::Azure => "Azure",
+            Platform::AzureStackHub => "AzureStackHub",
             Platform::VSphere => "VSphere",
             Platform::Other(name) => name,
         }
     }
 
-    /// Whether MachineSets are selected when `managedBootImages` is absent (the platform's
-    /// default, as the Machine Config Operator defines it).
+    /// Whether MachineSets are selected when `managedBootImages` does not name them (the
+    /// platform's default, as the Machine Config Operator defines it: `CheckBootImagePlatform`,
+    /// pkg/controller/common/featuregates.go, default-on for AWS, GCP, vSphere and Azure except
+    /// Azure Stack Hub).
     pub fn managed_by_default(&self) -> bool {
         matches!(
             self,
@@ -57,12 +77,12 @@ impl Platform {
     }
 
     /// The rule that updates boot images on this platform, if we have one.
-    pub fn rule(&self) -> Option<&'static dyn BootImageRule> {
+    pub fn rule(&self) -> Option<&'static dyn PlatformRule> {
         match self {
             Platform::Aws => Some(&aws::Aws),
             Platform::Gcp => Some(&gcp::Gcp),
             Platform::Azure => Some(&azure::Azure),
-            Platform::VSphere | Platform::Other(_) => None,
+            Platform::AzureStackHub | Platform::VSphere | Platform::Other(_) => None,
         }
     }
 
@@ -71,6 +91,10 @@ impl Platform {
         match self {
             Platform::VSphere => "vSphere boot images are vCenter templates; updating them needs \
                                   vCenter access, so they are not updated automatically"
+                .to_string(),
+            Platform::AzureStackHub => "Azure Stack Hub boot images are uploaded at install time \
+                                        and no marketplace image exists there, so they are not \
+                                        updated automatically"
                 .to_string(),
             other => format!(
                 "boot images on platform {:?} are not updated automatically",
@@ -125,9 +149,74 @@ pub enum ImageOutcome {
     },
 }
 
-/// A platform's boot-image rule.
-pub trait BootImageRule: Sync {
+/// Everything the rest of the controller needs to know about one platform.
+pub trait PlatformRule: Sync {
+    /// The platform's key in a CoreOS stream (`architectures.<arch>.artifacts.<key>`), which is
+    /// not always its name in the Infrastructure (vSphere's is `vmware`).
+    fn stream_key(&self) -> &'static str;
+
+    /// What the boot image of `provider_spec` should be.
     fn evaluate(&self, provider_spec: &Value, ctx: &RuleContext<'_>) -> ImageOutcome;
+
+    /// Where this platform keeps the boot image in `provider_spec`, as JSON Pointers relative to
+    /// it with their current values, for putting back `written` (a value [`evaluate`] once
+    /// targeted). `None` when the provider spec is not of this platform.
+    ///
+    /// [`evaluate`]: PlatformRule::evaluate
+    fn image_locations(
+        &self,
+        provider_spec: &Value,
+        written: &Value,
+    ) -> Option<Vec<(String, Value)>>;
+
+    /// A boot image of this platform as people write it; `None` when `image` is not one of this
+    /// platform's structured images (plain strings need no help).
+    fn display(&self, image: &Value) -> Option<String>;
+
+    /// The values of `provider_spec` besides the image that chose the target (a region, a boot
+    /// flag, a security profile). The planner tests them in its patch, so that an edit between
+    /// plan and patch fails the patch instead of applying an image chosen for other inputs.
+    fn decision_inputs(&self, provider_spec: &Value) -> Vec<Input>;
+}
+
+/// A value a decision depended on, at a JSON Pointer relative to the provider spec; `None` when
+/// the field was absent (JSON Patch cannot test absence: the planner then guards on the object's
+/// resourceVersion).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Input {
+    pub pointer: String,
+    pub value: Option<Value>,
+}
+
+impl Input {
+    pub fn at(provider_spec: &Value, pointer: &str) -> Self {
+        Input {
+            pointer: pointer.to_string(),
+            value: provider_spec.pointer(pointer).cloned(),
+        }
+    }
+}
+
+/// Where the boot image lives in a provider spec, asking each platform in turn: `revert` reads
+/// objects without knowing the cluster's platform.
+pub fn image_locations(provider_spec: &Value, written: &Value) -> Option<Vec<(String, Value)>> {
+    Platform::WITH_RULES
+        .iter()
+        .filter_map(Platform::rule)
+        .find_map(|rule| rule.image_locations(provider_spec, written))
+}
+
+/// A boot image as a person reads it: the id, the path, or an Azure URN.
+pub fn display_image(image: Option<&Value>) -> String {
+    match image {
+        None | Some(Value::Null) => "-".into(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => Platform::WITH_RULES
+            .iter()
+            .filter_map(Platform::rule)
+            .find_map(|rule| rule.display(other))
+            .unwrap_or_else(|| other.to_string()),
+    }
 }
 
 /// Compares a current value with the target and builds the outcome for a single field.
@@ -297,6 +386,80 @@ pub(crate) mod test_support {
         match outcome {
             ImageOutcome::Skip { reason, .. } | ImageOutcome::Error { reason, .. } => Some(*reason),
             ImageOutcome::UpToDate { .. } | ImageOutcome::Update { .. } => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::test_support::{Cluster, stream_4_21};
+    use super::*;
+
+    /// A provider spec of `platform` on an older image than the compact 4.21 stream's.
+    fn outdated_spec(platform: &Platform) -> Value {
+        match platform {
+            Platform::Aws => json!({
+                "ami": {"id": "ami-09d23adad19cdb25c"},
+                "placement": {"region": "us-east-1"}
+            }),
+            Platform::Gcp => json!({"disks": [{
+                "boot": true,
+                "image": "projects/rhcos-cloud/global/images/rhcos-9-6-20250826-1-gcp-x86-64"
+            }]}),
+            Platform::Azure => json!({"image": {
+                "publisher": "azureopenshift", "offer": "aro4", "sku": "420-v2",
+                "version": "9.6.20250101", "resourceID": "", "type": "MarketplaceNoPlan"
+            }}),
+            other => panic!("no sample provider spec for {other:?}"),
+        }
+    }
+
+    #[test]
+    fn every_platform_with_a_rule_answers_every_question() {
+        let cluster = Cluster::new(stream_4_21()).knowing(&["ami-09d23adad19cdb25c"]);
+        let ctx = cluster.ctx(Arch::Amd64);
+        for platform in Platform::WITH_RULES {
+            let rule = platform
+                .rule()
+                .expect("WITH_RULES lists platforms with a rule");
+            assert_eq!(Platform::from_type(platform.name()), platform);
+            let mut spec = outdated_spec(&platform);
+            let ImageOutcome::Update {
+                target, changes, ..
+            } = rule.evaluate(&spec, &ctx)
+            else {
+                panic!("{platform:?}: the outdated sample is not updated");
+            };
+            for change in &changes {
+                *spec.pointer_mut(&change.pointer).unwrap() = change.to.clone();
+            }
+            assert!(
+                matches!(rule.evaluate(&spec, &ctx), ImageOutcome::UpToDate { .. }),
+                "{platform:?}"
+            );
+            let located = rule
+                .image_locations(&spec, &target)
+                .expect("the image is found");
+            let pointers: Vec<&str> = located.iter().map(|(p, _)| p.as_str()).collect();
+            let changed: Vec<&str> = changes.iter().map(|c| c.pointer.as_str()).collect();
+            assert_eq!(pointers, changed, "{platform:?}");
+            assert!(located.iter().all(|(_, v)| *v == target), "{platform:?}");
+            let shown = display_image(Some(&target));
+            assert!(
+                !shown.starts_with('{') && !shown.is_empty(),
+                "{platform:?}: {shown}"
+            );
+            // Only the owner of a provider spec recognises it.
+            for other in Platform::WITH_RULES.iter().filter(|p| **p != platform) {
+                let other_rule = other.rule().unwrap();
+                assert_eq!(
+                    other_rule.image_locations(&outdated_spec(&platform), &target),
+                    None,
+                    "{other:?} claims a {platform:?} provider spec"
+                );
+            }
         }
     }
 }

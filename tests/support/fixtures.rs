@@ -59,6 +59,23 @@ pub fn infrastructure(name: &str, platform: &str) -> Value {
     })
 }
 
+/// The control-plane Nodes every test cluster shares (Nodes are cluster-scoped): x86_64, so the
+/// architecture of MachineSets that do not declare theirs.
+pub fn control_plane_nodes() -> Vec<Value> {
+    (0..3)
+        .map(|i| {
+            json!({
+                "apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": format!("bic-test-master-{i}"), "labels": {
+                    "kubernetes.io/arch": "amd64",
+                    "node-role.kubernetes.io/control-plane": "",
+                    "node-role.kubernetes.io/master": ""
+                }}
+            })
+        })
+        .collect()
+}
+
 pub fn cluster_version(name: &str, release: &str, state: &str) -> Value {
     json!({
         "apiVersion": "config.openshift.io/v1", "kind": "ClusterVersion",
@@ -417,6 +434,7 @@ pub async fn cluster_manifests(env: &super::TestEnv) -> Value {
             objects.push(object);
         }
     }
+    objects.extend(control_plane_nodes());
     let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
         kube::Api::namespaced(env.client.clone(), &env.ns);
     for secret in secrets

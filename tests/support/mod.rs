@@ -125,6 +125,9 @@ impl TestEnv {
     ) {
         self.apply(fixtures::infrastructure(&self.singleton, "AWS"))
             .await;
+        for node in fixtures::control_plane_nodes() {
+            self.apply(node).await;
+        }
         self.apply(fixtures::cluster_version(
             &self.singleton,
             release,
@@ -350,7 +353,7 @@ impl TestEnv {
         let resource = ApiResource::from_gvk_with_plural(&gvk, &plural);
         let cluster_scoped = matches!(
             kind,
-            "Namespace" | "MachineConfiguration" | "ClusterVersion" | "Infrastructure"
+            "Namespace" | "Node" | "MachineConfiguration" | "ClusterVersion" | "Infrastructure"
         );
         let name = object["metadata"]["name"]
             .as_str()

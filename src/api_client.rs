@@ -1,0 +1,48 @@
+//! How this program identifies itself to the API server: one way to build a client, with a
+//! User-Agent naming the program and its version, and the field manager every write carries,
+//! so that audit logs and `managedFields` show which changes are ours.
+
+use kube::Client;
+use kube::api::{PatchParams, PostParams};
+
+use crate::kubeconfig::ClusterArgs;
+
+/// The field manager of every write: conditions applied server-side, patches, creates.
+pub const FIELD_MANAGER: &str = "boot-image-controller";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("cannot configure the Kubernetes client: {0}")]
+    Config(String),
+}
+
+/// `boot-image-controller/<version>`.
+pub fn user_agent() -> String {
+    format!("{FIELD_MANAGER}/{}", env!("CARGO_PKG_VERSION"))
+}
+
+/// A client for the cluster `cluster` names (as kubectl finds it).
+pub async fn connect(cluster: &ClusterArgs) -> Result<Client, ClientError> {
+    let mut config = cluster.config().await.map_err(ClientError::Config)?;
+    let agent = user_agent()
+        .parse()
+        .map_err(|_| ClientError::Config("the User-Agent is not a valid header value".into()))?;
+    config.headers.push((hyper::header::USER_AGENT, agent));
+    Client::try_from(config).map_err(|e| ClientError::Config(e.to_string()))
+}
+
+/// Parameters of a JSON Patch we send.
+pub fn patch_params() -> PatchParams {
+    PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_string()),
+        ..PatchParams::default()
+    }
+}
+
+/// Parameters of a create or replace we send.
+pub fn post_params() -> PostParams {
+    PostParams {
+        field_manager: Some(FIELD_MANAGER.to_string()),
+        ..PostParams::default()
+    }
+}

@@ -1,0 +1,144 @@
+//! Step 3 of a pass: send the planned patches, a bounded number at a time, and say how each
+//! went. Decisions are never edited here; the outcome travels beside them.
+
+use std::collections::BTreeMap;
+
+use futures::StreamExt;
+use kube::Client;
+use kube::api::{Api, DynamicObject, Patch};
+
+use crate::api_client;
+use crate::machine_kind::MachineKind;
+use crate::plan::Decision;
+
+/// How sending a decision's patch went.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) enum Outcome {
+    /// The decision writes nothing.
+    NothingToSend,
+    Patched,
+    /// A `test` op failed or the object changed: re-plan from fresh state.
+    Conflict,
+    Gone,
+    /// The API server refused the patched object as invalid (e.g. annotations too large):
+    /// retrying the same patch cannot succeed.
+    Rejected(String),
+    Failed(String),
+    /// Not attempted: lost leadership, paused or shutting down meanwhile.
+    Withheld,
+    /// Not attempted yet: its last patch failed, and its retry is not due.
+    Deferred,
+}
+
+/// A decision and what became of it.
+pub(super) struct Applied {
+    pub decision: Decision,
+    pub outcome: Outcome,
+}
+
+/// Patches machine resources of every kind in the machine-API namespace.
+pub(super) struct Patcher {
+    apis: BTreeMap<MachineKind, Api<DynamicObject>>,
+}
+
+impl Patcher {
+    pub fn new(client: &Client, namespace: &str) -> Self {
+        let apis = MachineKind::ALL
+            .into_iter()
+            .map(|kind| {
+                let api = Api::namespaced_with(client.clone(), namespace, &kind.api_resource());
+                (kind, api)
+            })
+            .collect();
+        Patcher { apis }
+    }
+
+    async fn send(&self, decision: &Decision) -> Outcome {
+        let patch = Patch::Json::<()>(json_patch::Patch(decision.patch.clone()));
+        let api = &self.apis[&decision.kind];
+        match api
+            .patch(&decision.name, &api_client::patch_params(), &patch)
+            .await
+        {
+            Ok(_) => Outcome::Patched,
+            Err(kube::Error::Api(status)) => classify(&status),
+            Err(e) => Outcome::Failed(e.to_string()),
+        }
+    }
+}
+
+/// What an error status of a JSON Patch means. A failed `test` op and an invalid result are
+/// both 422 Invalid; only the latter names the object and its offending fields (`details`):
+/// the API server reports a failed test without them.
+fn classify(status: &kube::core::Status) -> Outcome {
+    let details = status.details.as_ref();
+    let names_causes = details.is_some_and(|d| !d.name.is_empty() || !d.causes.is_empty());
+    match status.code {
+        409 => Outcome::Conflict,
+        422 if !names_causes => Outcome::Conflict,
+        422 => Outcome::Rejected(status.message.clone()),
+        404 => Outcome::Gone,
+        _ => Outcome::Failed(format!("{} ({})", status.message, status.code)),
+    }
+}
+
+/// Sends every non-empty patch, at most `concurrency` at a time. `may_write` is asked before
+/// each patch, so that a pause or a lost lease stops the rest of a long rollout at once.
+pub(super) async fn act(
+    patcher: &Patcher,
+    decisions: Vec<Decision>,
+    concurrency: usize,
+    may_write: impl Fn() -> bool,
+    deferred: impl Fn(&Decision) -> bool,
+) -> Vec<Applied> {
+    let (may_write, deferred) = (&may_write, &deferred);
+    futures::stream::iter(decisions)
+        .map(|decision| async move {
+            let outcome = if decision.patch.is_empty() {
+                Outcome::NothingToSend
+            } else if deferred(&decision) {
+                Outcome::Deferred
+            } else if !may_write() {
+                Outcome::Withheld
+            } else {
+                patcher.send(&decision).await
+            };
+            Applied { decision, outcome }
+        })
+        .buffer_unordered(concurrency.max(1))
+        .collect()
+        .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A status as the API server sends it (bodies recorded from kube-apiserver 1.34).
+    fn status(json: &str) -> kube::core::Status {
+        serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn a_failed_test_op_is_a_conflict_and_an_invalid_object_is_a_rejection() {
+        let failed_test = status(
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
+            "message":"the server rejected our request due to an error in our request",
+            "reason":"Invalid","details":{},"code":422}"#,
+        );
+        assert_eq!(classify(&failed_test), Outcome::Conflict);
+        let invalid = status(
+            r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
+            "message":"MachineSet \"w\" is invalid: metadata.annotations: Too long: may not be more than 262144 bytes",
+            "reason":"Invalid","details":{"name":"w","kind":"MachineSet","causes":[{"reason":"FieldValueTooLong",
+            "message":"Too long: may not be more than 262144 bytes","field":"metadata.annotations"}]},"code":422}"#,
+        );
+        assert!(matches!(classify(&invalid), Outcome::Rejected(m) if m.contains("Too long")));
+        let precondition =
+            status(r#"{"status":"Failure","message":"conflict","reason":"Conflict","code":409}"#);
+        assert_eq!(classify(&precondition), Outcome::Conflict);
+        let forbidden =
+            status(r#"{"status":"Failure","message":"forbidden","reason":"Forbidden","code":403}"#);
+        assert!(matches!(classify(&forbidden), Outcome::Failed(m) if m.contains("403")));
+    }
+}

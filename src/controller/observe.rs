@@ -1,0 +1,65 @@
+//! Step 1 of a pass: the stores become one snapshot, the planner's input.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use super::lenient::Lenient;
+use super::secrets::SecretWatches;
+use super::watches::Stores;
+use crate::api::{ControlPlaneMachineSet, MachineSet};
+use crate::known_images::KnownImages;
+use crate::machine_kind::MachineObject;
+use crate::plan::{ClusterSnapshot, stub};
+
+/// What a pass sees: the cluster-wide inputs and every machine resource.
+pub(super) struct Observation {
+    pub snapshot: ClusterSnapshot,
+    pub machine_sets: Vec<Arc<Lenient<MachineSet>>>,
+    pub control_plane_machine_sets: Vec<Arc<Lenient<ControlPlaneMachineSet>>>,
+}
+
+/// Reads the stores, and first starts watching every managed stub secret a machine resource
+/// would point at, so that the snapshot holds the secrets the planner verifies.
+pub(super) async fn observe(
+    stores: &Stores,
+    secrets: &mut SecretWatches,
+    machine_configuration_name: &str,
+    known: &KnownImages,
+) -> Observation {
+    let machine_sets = stores.machine_sets();
+    let control_plane_machine_sets = stores.control_plane_machine_sets();
+    let wanted: BTreeSet<String> = secrets_to_verify(&machine_sets)
+        .chain(secrets_to_verify(&control_plane_machine_sets))
+        .collect();
+    secrets.ensure(&wanted).await;
+
+    let mut known_images = known.clone();
+    known_images.extend(stores.remembered_images());
+    let snapshot = ClusterSnapshot {
+        machine_configuration: stores.machine_configuration(machine_configuration_name),
+        infrastructure: stores.infrastructure(),
+        cluster_version: stores.cluster_version(),
+        cluster_version_served: stores.cluster_version_served(),
+        golden: stores.golden(),
+        secrets: secrets.snapshot(),
+        known_images,
+        control_plane_nodes: stores.control_plane_nodes(),
+    };
+    Observation {
+        snapshot,
+        machine_sets,
+        control_plane_machine_sets,
+    }
+}
+
+/// The stub secrets the planner reads for the readable objects among `objects`.
+fn secrets_to_verify<M: MachineObject>(
+    objects: &[Arc<Lenient<M>>],
+) -> impl Iterator<Item = String> + '_ {
+    objects
+        .iter()
+        .filter_map(|o| o.parsed.as_ref().ok())
+        .filter_map(|o| o.machine_template()?.spec.provider_spec.value.as_ref())
+        .filter_map(stub::current_name)
+        .filter_map(|name| stub::secret_to_verify(M::KIND, name))
+}

@@ -1,0 +1,268 @@
+//! Step 4 of a pass: say what happened. Logs, metrics, Events, retries, the known-images memory
+//! and the MachineConfiguration status are all written from here, and only here.
+
+use futures::StreamExt;
+use jiff::Timestamp;
+use tokio::time::Instant;
+use tracing::{debug, info, warn};
+
+use super::act::{Applied, Outcome};
+use super::decide::PassFacts;
+use super::events::Notice;
+use super::{CONFLICT_RETRY, Controller, MAX_BACKOFF, MIN_BACKOFF, known};
+use crate::plan::{Action, Blocked, Decision};
+use crate::reason::Reason;
+
+impl Controller {
+    pub(super) async fn report(&mut self, decided: PassFacts, applied: Vec<Applied>) {
+        if let Some(live) = &decided.live {
+            self.results.retain(|k, _| live.contains(k));
+            self.backoff.retain(|k, _| live.contains(k));
+            self.conflicts.retain(|k, _| live.contains(k));
+            self.patch_retry.retain(|k, _| live.contains(k));
+        }
+        for key in &decided.gone {
+            self.results.remove(key);
+            self.backoff.remove(key);
+            self.conflicts.remove(key);
+            self.patch_retry.remove(key);
+        }
+        let mut all_done = true;
+        let mut notices = Vec::new();
+        for applied in applied {
+            let key = applied.decision.key();
+            if applied.outcome == Outcome::Deferred {
+                // Still failed as far as anyone can tell: keep reporting the failure.
+                all_done = false;
+                continue;
+            }
+            if applied.outcome == Outcome::Conflict {
+                *self.conflicts.entry(key.clone()).or_default() += 1;
+            } else if applied.outcome != Outcome::Withheld {
+                self.conflicts.remove(&key);
+            }
+            all_done &= self.count_outcome(&applied);
+            let updated =
+                applied.decision.action == Action::Update && applied.outcome == Outcome::Patched;
+            let in_a_row = self.conflicts.get(&key).copied().unwrap_or(0);
+            let reported = reported(applied, in_a_row);
+            if updated {
+                notices.push((reported.clone(), UPDATED));
+            } else if self.entered_error(&reported) {
+                notices.push((reported.clone(), error_notice(reported.reason)));
+            }
+            if let Some(reason) = self.new_warning(&reported) {
+                notices.push((reported.clone(), error_notice(reason)));
+            }
+            self.schedule_retry(&reported);
+            if reported.reason == Reason::PatchFailed {
+                let due = self.backoff.get(&key).map(|(_, due)| *due);
+                self.patch_retry.extend(due.map(|due| (key.clone(), due)));
+            } else {
+                self.patch_retry.remove(&key);
+            }
+            self.results.insert(reported.key(), reported);
+        }
+        self.publish(notices).await;
+        if let Some(golden) = &decided.golden {
+            let existing = self.stores.known_images_config_map();
+            let refs = golden.image_references();
+            known::remember(&self.known_images_api, existing, refs, &self.metrics).await;
+        }
+        self.log_gate_change(decided.blocked.as_ref());
+        self.track_hold(decided.blocked.as_ref());
+        self.last_blocked = decided.blocked;
+        self.last_selections = decided.selections;
+        let golden = decided.golden.as_ref().map(|g| {
+            let release = g.release_version.as_deref().unwrap_or("");
+            (g.stream.stream.as_str(), release)
+        });
+        self.metrics
+            .observe_plan(self.results.values(), self.last_blocked.as_ref(), golden);
+        self.write_status().await;
+        if all_done {
+            self.metrics.last_sync.set(Timestamp::now().as_second());
+        }
+    }
+
+    /// Counts and logs how a patch went; false when the object still needs another pass.
+    fn count_outcome(&mut self, applied: &Applied) -> bool {
+        let d = &applied.decision;
+        let kind = d.kind.kind();
+        let update = d.action == Action::Update;
+        let count = |result: &str| {
+            if update {
+                self.metrics
+                    .patches
+                    .with_label_values(&[kind, result])
+                    .inc();
+            }
+        };
+        match &applied.outcome {
+            Outcome::NothingToSend => true,
+            Outcome::Patched => {
+                count("updated");
+                // Counted for bookkeeping writes too, so that `writes_total` stays a complete
+                // record of what this controller changed.
+                self.metrics.writes.with_label_values(&[kind]).inc();
+                if update {
+                    info!(kind, name = %d.name, change = %d.message, "updated boot image");
+                } else {
+                    info!(kind, name = %d.name, "opted out: cleared the hot-loop guard");
+                }
+                self.backoff.remove(&d.key());
+                true
+            }
+            Outcome::Conflict => {
+                count("conflict");
+                let in_a_row = self.conflicts.get(&d.key()).copied().unwrap_or(0);
+                debug!(kind, name = %d.name, in_a_row, "object changed under us; re-planning");
+                // The store is usually one watch event behind: retry soon, then back off, and
+                // past CONFLICT_LIMIT in a row report the object (see `reported`).
+                let delay = CONFLICT_RETRY.saturating_mul(1 << in_a_row.min(CONFLICT_LIMIT));
+                self.backoff.insert(d.key(), (0, Instant::now() + delay));
+                false
+            }
+            Outcome::Gone | Outcome::Withheld | Outcome::Deferred => false,
+            Outcome::Failed(error) | Outcome::Rejected(error) => {
+                count("failed");
+                self.metrics.write_failures.with_label_values(&[kind]).inc();
+                warn!(kind, name = %d.name, error = %error, "patch failed");
+                false
+            }
+        }
+    }
+
+    /// Whether `reported` is an error it was not in before; such errors are logged and counted
+    /// once, not on every retry.
+    fn entered_error(&self, reported: &Decision) -> bool {
+        if reported.action != Action::Error {
+            return false;
+        }
+        let previous = self.results.get(&reported.key());
+        let new_error =
+            previous.is_none_or(|p| p.action != Action::Error || p.reason != reported.reason);
+        if new_error {
+            let kind = reported.kind.kind();
+            warn!(kind, name = %reported.name, reason = %reported.reason, message = %reported.message, "cannot update boot image");
+            self.metrics.error_entered(reported.kind, reported.reason);
+        }
+        new_error
+    }
+
+    /// The reason of a warning `reported` did not carry before; logged once, like errors.
+    fn new_warning(&self, reported: &Decision) -> Option<Reason> {
+        let warning = reported.warning.as_ref()?;
+        let previous = self.results.get(&reported.key());
+        let before = previous.and_then(|p| p.warning.as_ref()).map(|w| w.reason);
+        if before == Some(warning.reason) {
+            return None;
+        }
+        let kind = reported.kind.kind();
+        warn!(kind, name = %reported.name, reason = %warning.reason, message = %warning.message, "boot image decision with a warning");
+        Some(warning.reason)
+    }
+
+    /// Errors are retried with exponential backoff; settled objects need no retry.
+    fn schedule_retry(&mut self, reported: &Decision) {
+        let key = reported.key();
+        match reported.action {
+            Action::Error => {
+                let attempts = self.backoff.get(&key).map_or(0, |(n, _)| n + 1);
+                let delay = MIN_BACKOFF
+                    .saturating_mul(1 << attempts.min(16))
+                    .min(MAX_BACKOFF);
+                self.backoff.insert(key, (attempts, Instant::now() + delay));
+            }
+            // An update's retry, if any, was scheduled from its outcome.
+            Action::Update => {}
+            Action::Skip | Action::UpToDate => {
+                self.backoff.remove(&key);
+            }
+        }
+    }
+
+    /// Sends the pass's Events after its patches, so that they never delay a rollout.
+    async fn publish(&self, notices: Vec<(Decision, Notice)>) {
+        let concurrency = self.args.max_concurrent_patches.max(1);
+        let events = &self.events;
+        let sent: Vec<Result<(), kube::Error>> = futures::stream::iter(&notices)
+            .map(|(decision, notice)| events.publish(decision, notice))
+            .buffer_unordered(concurrency)
+            .collect()
+            .await;
+        for result in sent {
+            match result {
+                Ok(()) => self.metrics.writes.with_label_values(&["Event"]).inc(),
+                Err(e) => {
+                    warn!(error = %e, "could not publish an Event");
+                    self.metrics
+                        .write_failures
+                        .with_label_values(&["Event"])
+                        .inc();
+                }
+            }
+        }
+    }
+
+    fn log_gate_change(&self, blocked: Option<&Blocked>) {
+        let before = self.last_blocked.as_ref().map(|b| b.reason);
+        if blocked.map(|b| b.reason) == before {
+            return;
+        }
+        match blocked {
+            Some(b) => {
+                warn!(reason = %b.reason, message = %b.message, "boot image writes are held")
+            }
+            None if before.is_some() => info!("boot image writes resumed"),
+            None => {}
+        }
+    }
+}
+
+const UPDATED: Notice = Notice {
+    type_: "Normal",
+    reason: "BootImageUpdated",
+    action: "UpdateBootImage",
+};
+
+/// A Warning Event for an error or a warning.
+fn error_notice(reason: Reason) -> Notice {
+    Notice {
+        type_: "Warning",
+        reason: reason.as_str(),
+        action: "PlanBootImage",
+    }
+}
+
+/// What status, metrics and the next pass see of an applied decision: the planner's decision,
+/// except that an update whose patch the API server refused is an error of its own.
+/// An update whose patch conflicted this many times in a row is reported as failed: something
+/// keeps changing the object between our read and our write.
+const CONFLICT_LIMIT: u32 = 5;
+
+fn reported(applied: Applied, conflicts_in_a_row: u32) -> Decision {
+    let Applied {
+        mut decision,
+        outcome,
+    } = applied;
+    if decision.action != Action::Update {
+        return decision;
+    }
+    let failure = match outcome {
+        Outcome::Failed(error) => format!("patch failed: {error}"),
+        Outcome::Rejected(error) => format!(
+            "the API server rejects the patched object as invalid, so retrying cannot help: \
+             {error}"
+        ),
+        Outcome::Conflict if conflicts_in_a_row >= CONFLICT_LIMIT => format!(
+            "the patch conflicted {conflicts_in_a_row} times in a row: another writer keeps \
+             changing the values it tests; retrying with backoff"
+        ),
+        _ => return decision,
+    };
+    decision.action = Action::Error;
+    decision.reason = Reason::PatchFailed;
+    decision.message = failure;
+    decision
+}

@@ -1,0 +1,198 @@
+//! What the planner decided about one machine resource, and the plan made of those decisions.
+
+use std::collections::BTreeMap;
+
+use json_patch::PatchOperation;
+use serde::Serialize;
+use serde_json::Value;
+
+use super::record::{self, HistoryEntry};
+use crate::machine_kind::MachineKind;
+use crate::reason::Reason;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub enum Action {
+    Update,
+    UpToDate,
+    Skip,
+    Error,
+}
+
+impl Action {
+    pub const ALL: [Action; 4] = [
+        Action::Update,
+        Action::UpToDate,
+        Action::Skip,
+        Action::Error,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Update => "Update",
+            Action::UpToDate => "UpToDate",
+            Action::Skip => "Skip",
+            Action::Error => "Error",
+        }
+    }
+}
+
+/// Which object a decision is about; every machine resource lives in the machine-API namespace.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjectKey {
+    pub kind: MachineKind,
+    pub name: String,
+}
+
+/// Why nothing is written at all: the first cluster-wide gate that does not pass.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Blocked {
+    pub reason: Reason,
+    pub message: String,
+}
+
+/// A compared value: what the object has, and what we write (or would have written).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Values<T> {
+    pub current: Option<T>,
+    pub target: Option<T>,
+}
+
+impl<T: Clone> Values<T> {
+    /// The recorded form of a value we replace; `None` when it does not change.
+    pub(super) fn change(&self) -> Option<record::Change<T>> {
+        match (&self.current, &self.target) {
+            (Some(from), Some(to)) => Some(record::Change {
+                from: from.clone(),
+                to: to.clone(),
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// The decision for one machine resource.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Decision {
+    /// Implied by the list a decision is in; kept for the controller.
+    #[serde(skip)]
+    pub kind: MachineKind,
+    pub namespace: String,
+    pub name: String,
+    /// The object's uid, so that Events name this very object.
+    #[serde(skip)]
+    pub uid: Option<String>,
+    pub action: Action,
+    pub reason: Reason,
+    pub message: String,
+    pub boot_image: Values<Value>,
+    pub user_data_secret: Values<String>,
+    /// Every RFC 6902 operation the controller sends for this object, bookkeeping included: a
+    /// `test` then a `replace` for each changed value, then the history and hot-loop
+    /// annotations. Empty when nothing is written.
+    pub patch: Vec<PatchOperation>,
+    /// The newest change this controller recorded on the object, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_change: Option<HistoryEntry>,
+    /// Something the decision worked around and an administrator should know of.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warning: Option<Warning>,
+}
+
+/// A reason and message reported as a Warning beside the decision.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Warning {
+    pub reason: Reason,
+    pub message: String,
+}
+
+impl Decision {
+    pub fn new(
+        kind: MachineKind,
+        namespace: &str,
+        name: &str,
+        action: Action,
+        reason: Reason,
+        message: String,
+    ) -> Self {
+        Decision {
+            kind,
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            uid: None,
+            action,
+            reason,
+            message,
+            boot_image: Values::default(),
+            user_data_secret: Values::default(),
+            patch: Vec::new(),
+            last_change: None,
+            warning: None,
+        }
+    }
+
+    pub fn key(&self) -> ObjectKey {
+        ObjectKey {
+            kind: self.kind,
+            name: self.name.clone(),
+        }
+    }
+
+    /// Identity of the values this decision writes, for the hot-loop guard.
+    pub(super) fn target_key(&self) -> String {
+        record::target_key(
+            self.boot_image.target.as_ref(),
+            self.user_data_secret.target.as_deref(),
+        )
+    }
+}
+
+/// The whole decision, as `plan -o json` prints it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Plan {
+    pub blocked: Option<Blocked>,
+    /// The effective `managedBootImages` selection mode of each kind (by its resource name),
+    /// once the gates let planning go ahead.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub selection: BTreeMap<String, String>,
+    pub machine_sets: Vec<Decision>,
+    pub control_plane_machine_sets: Vec<Decision>,
+}
+
+impl Plan {
+    /// A plan of `decisions` in any order, each listed under its kind, sorted by namespace then
+    /// name.
+    pub fn new(blocked: Option<Blocked>, decisions: impl IntoIterator<Item = Decision>) -> Self {
+        let mut plan = Plan {
+            blocked,
+            ..Plan::default()
+        };
+        for decision in decisions {
+            match decision.kind {
+                MachineKind::MachineSet => plan.machine_sets.push(decision),
+                MachineKind::ControlPlaneMachineSet => {
+                    plan.control_plane_machine_sets.push(decision)
+                }
+            }
+        }
+        for list in [&mut plan.machine_sets, &mut plan.control_plane_machine_sets] {
+            list.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        }
+        plan
+    }
+
+    /// The decisions of one kind.
+    pub fn of(&self, kind: MachineKind) -> &[Decision] {
+        match kind {
+            MachineKind::MachineSet => &self.machine_sets,
+            MachineKind::ControlPlaneMachineSet => &self.control_plane_machine_sets,
+        }
+    }
+
+    pub fn decisions(&self) -> impl Iterator<Item = &Decision> {
+        self.machine_sets
+            .iter()
+            .chain(&self.control_plane_machine_sets)
+    }
+}

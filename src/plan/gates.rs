@@ -1,0 +1,217 @@
+//! The cluster-wide gates, evaluated once per plan: whether anything may be planned, and
+//! whether planned changes may be written.
+
+use std::collections::BTreeMap;
+
+use super::ClusterSnapshot;
+use super::decision::Blocked;
+use super::selection::Selection;
+use crate::api::{ClusterVersionStatus, MachineConfiguration, ObjectMeta};
+use crate::arch::Arch;
+use crate::known_images::KnownImages;
+use crate::machine_kind::MachineKind;
+use crate::names::PAUSE_ANNOTATION;
+use crate::platform::Platform;
+use crate::reason::Reason;
+use crate::stream::GoldenConfig;
+
+/// Everything the gates established, when they let planning go ahead.
+pub(super) struct Ready {
+    pub platform: Platform,
+    pub golden: GoldenConfig,
+    /// The snapshot's known images plus the golden stream's own.
+    pub known_images: KnownImages,
+    /// Which objects of each kind `managedBootImages` selects.
+    selections: BTreeMap<MachineKind, Selection>,
+    pub multi_arch: bool,
+    /// The control plane's architecture, or why it cannot be told.
+    pub control_plane_arch: Result<Arch, String>,
+    /// A gate that allows planning but not writing (pause, upgrade in progress, ...).
+    pub hold: Option<Blocked>,
+}
+
+impl Ready {
+    pub fn selection(&self, kind: MachineKind) -> &Selection {
+        &self.selections[&kind]
+    }
+
+    /// The gates, in order; the first failing one blocks everything.
+    pub fn evaluate(
+        snapshot: &ClusterSnapshot,
+        arch_override: Option<Arch>,
+    ) -> Result<Ready, Blocked> {
+        let block = |reason, message: &str| Blocked {
+            reason,
+            message: message.to_string(),
+        };
+        let mc = snapshot.machine_configuration.as_ref().ok_or_else(|| {
+            block(
+                Reason::MachineConfigurationMissing,
+                "MachineConfiguration cluster does not exist; it says which MachineSets to update",
+            )
+        })?;
+        let platform = platform(snapshot).ok_or_else(|| {
+            block(
+                Reason::InfrastructureMissing,
+                "Infrastructure cluster is missing or has no status.platformStatus.type; the \
+                 platform decides which images apply",
+            )
+        })?;
+        let cm = snapshot.golden.as_ref().ok_or_else(|| {
+            block(
+                Reason::GoldenConfigMapMissing,
+                "the golden ConfigMap coreos-bootimages does not exist; the Machine Config \
+                 Operator publishes it",
+            )
+        })?;
+        let golden = GoldenConfig::from_config_map(cm).map_err(|e| Blocked {
+            reason: Reason::GoldenStreamInvalid,
+            message: format!("the golden ConfigMap cannot be used: {e}"),
+        })?;
+        let mut known_images = snapshot.known_images.clone();
+        known_images.extend(golden.image_references());
+        let cv_status = snapshot
+            .cluster_version
+            .as_ref()
+            .and_then(|cv| cv.status.as_ref());
+        let hold = match cv_status {
+            None if snapshot.cluster_version_served => Some(Blocked {
+                reason: Reason::ClusterVersionUnknown,
+                message: "ClusterVersion version is missing, unreadable or has no status, so \
+                          neither the running release nor a running upgrade is known; writes \
+                          wait until it can be read"
+                    .into(),
+            }),
+            None => None,
+            Some(status) => release_hold(status, golden.release_version.as_deref()),
+        }
+        .or_else(|| pause_hold(mc));
+        let multi_arch = cv_status
+            .and_then(|s| s.desired.as_ref())
+            .and_then(|d| d.architecture.as_deref())
+            == Some("Multi");
+        Ok(Ready {
+            selections: MachineKind::ALL
+                .into_iter()
+                .map(|kind| (kind, Selection::for_kind(mc, kind, &platform)))
+                .collect(),
+            platform,
+            golden,
+            known_images,
+            multi_arch,
+            control_plane_arch: arch_override
+                .map(Ok)
+                .unwrap_or_else(|| control_plane_arch(&snapshot.control_plane_nodes)),
+            hold,
+        })
+    }
+}
+
+/// The architecture every control-plane Node reports in its `kubernetes.io/arch` label; never
+/// a guess: without Nodes, or with Nodes that disagree, there is no answer.
+fn control_plane_arch(nodes: &BTreeMap<String, Option<String>>) -> Result<Arch, String> {
+    let mut found: Option<Arch> = None;
+    for (node, label) in nodes {
+        let Some(label) = label else {
+            return Err(format!(
+                "control-plane Node {node} has no kubernetes.io/arch label"
+            ));
+        };
+        let arch: Arch = label
+            .parse()
+            .map_err(|e| format!("control-plane Node {node}: {e}"))?;
+        match found {
+            Some(other) if other != arch => {
+                return Err(format!(
+                    "control-plane Nodes report different architectures ({other} and {arch})"
+                ));
+            }
+            _ => found = Some(arch),
+        }
+    }
+    found.ok_or_else(|| {
+        "no control-plane Node is visible (Nodes labelled node-role.kubernetes.io/control-plane \
+         or node-role.kubernetes.io/master); set --control-plane-arch"
+            .to_string()
+    })
+}
+
+fn platform(snapshot: &ClusterSnapshot) -> Option<Platform> {
+    snapshot
+        .infrastructure
+        .as_ref()?
+        .status
+        .as_ref()?
+        .platform_status
+        .as_ref()
+        .filter(|p| !p.type_.is_empty())
+        .map(Platform::from_status)
+}
+
+/// Whether the pause annotation is set on (the metadata of) the MachineConfiguration.
+pub fn paused(meta: &ObjectMeta) -> bool {
+    meta.annotations
+        .as_ref()
+        .and_then(|a| a.get(PAUSE_ANNOTATION))
+        .is_some_and(|v| v == "true")
+}
+
+fn pause_hold(mc: &MachineConfiguration) -> Option<Blocked> {
+    paused(&mc.metadata).then(|| Blocked {
+        reason: Reason::Paused,
+        message: format!(
+            "boot image updates are paused by annotation {PAUSE_ANNOTATION}=true on \
+             MachineConfiguration {}",
+            mc.metadata.name.as_deref().unwrap_or("cluster")
+        ),
+    })
+}
+
+/// Mid-upgrade the golden ConfigMap may already describe the next release while machines still
+/// run the old one; writing then could roll MachineSets forward too early.
+fn release_hold(status: &ClusterVersionStatus, cm_release: Option<&str>) -> Option<Blocked> {
+    let hold = |reason, message| Some(Blocked { reason, message });
+    let Some(current) = status.history.first() else {
+        return hold(
+            Reason::ClusterUpgrading,
+            "ClusterVersion has no update history yet; waiting for the install to complete".into(),
+        );
+    };
+    if current.state != "Completed" {
+        return hold(
+            Reason::ClusterUpgrading,
+            format!(
+                "the cluster is updating to {} ({}); boot images are updated once it completes",
+                current.version, current.state
+            ),
+        );
+    }
+    let Some(cm_release) = cm_release else {
+        return hold(
+            Reason::ReleaseVersionMissing,
+            "the golden ConfigMap has no releaseVersion, so it cannot be matched to the cluster's \
+             release"
+                .into(),
+        );
+    };
+    if same_release(cm_release, &current.version) {
+        return None;
+    }
+    hold(
+        Reason::ReleaseMismatch,
+        format!(
+            "the golden ConfigMap is for release {cm_release} but the cluster runs {}; waiting \
+             for the Machine Config Operator to publish this release's boot images",
+            current.version
+        ),
+    )
+}
+
+/// Build metadata is not part of a version's identity (semver 2.0 section 10), but
+/// `semver::Version`'s `==` compares it.
+fn same_release(a: &str, b: &str) -> bool {
+    match (semver::Version::parse(a), semver::Version::parse(b)) {
+        (Ok(a), Ok(b)) => a.cmp_precedence(&b).is_eq(),
+        _ => a == b,
+    }
+}

@@ -1,0 +1,596 @@
+//! The per-object rules of DESIGN.md section 2, in order: the first that applies decides.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use json_patch::PatchOperation;
+use jsonptr::PointerBuf;
+use serde_json::Value;
+
+use super::decision::{Action, Decision, Values, Warning};
+use super::gates::Ready;
+use super::patch::{annotation_path, guarded_replace, remove_annotation_ops, test_op};
+use super::record::{self, HistoryEntry};
+use super::{Planner, friendly_duration, stub};
+use crate::api::{MachineTemplate, ObjectMeta};
+use crate::arch::Arch;
+use crate::machine_kind::{MachineKind, MachineObject};
+use crate::names::{
+    AUTOSCALER_LABELS_ANNOTATION, HOT_LOOP_ANNOTATION, OPT_OUT_ANNOTATION, OPT_OUT_VALUE,
+    OS_ID_LABEL, OS_STREAM_LABEL,
+};
+use crate::platform::{ImageOutcome, Input, PlatformRule, RuleContext, display_image};
+use crate::reason::Reason;
+use crate::stream::{DEFAULT_OS_STREAM, GoldenStream};
+
+/// The parts of a machine resource the rules look at.
+pub(super) struct Subject<'a> {
+    kind: MachineKind,
+    pub meta: &'a ObjectMeta,
+    template: Option<&'a MachineTemplate>,
+}
+
+impl<'a> Subject<'a> {
+    pub fn of<M: MachineObject>(object: &'a M) -> Self {
+        Subject {
+            kind: M::KIND,
+            meta: object.meta(),
+            template: object.machine_template(),
+        }
+    }
+
+    fn namespace(&self) -> &'a str {
+        self.meta.namespace.as_deref().unwrap_or_default()
+    }
+
+    pub fn decision(&self, action: Action, reason: Reason, message: String) -> Decision {
+        let name = self.meta.name.as_deref().unwrap_or_default();
+        Decision::new(self.kind, self.namespace(), name, action, reason, message)
+    }
+
+    fn annotation(&self, key: &str) -> Option<&'a str> {
+        self.meta.annotations.as_ref()?.get(key).map(String::as_str)
+    }
+
+    fn template_labels(&self) -> Option<&'a BTreeMap<String, String>> {
+        self.template?.metadata.as_ref()?.labels.as_ref()
+    }
+
+    fn provider_spec(&self) -> Option<&'a Value> {
+        self.template?
+            .spec
+            .provider_spec
+            .value
+            .as_ref()
+            .filter(|v| v.is_object())
+    }
+}
+
+/// The boot image part of a decision: the compared values and the operations that change them.
+struct ImageChange {
+    values: Values<Value>,
+    ops: Vec<PatchOperation>,
+}
+
+impl Planner<'_> {
+    pub(super) fn decide_readable(&self, subject: &Subject<'_>, ready: &Ready) -> Decision {
+        if let Some(decided) = self.screen(subject, ready) {
+            return decided;
+        }
+        // Before the architecture and providerSpec checks: on a platform we never write to, their
+        // errors would only raise a false Degraded (e.g. every MachineSet of a multi-arch vSphere
+        // cluster without the autoscaler annotation).
+        let Some(rule) = ready.platform.rule() else {
+            return subject.decision(
+                Action::Skip,
+                Reason::PlatformNotSupported,
+                ready.platform.unsupported_message(),
+            );
+        };
+        let stream = match self.os_stream(subject, ready) {
+            Ok(stream) => stream,
+            Err(skipped) => return *skipped,
+        };
+        let arch = match self.arch(subject, ready) {
+            Ok(arch) => arch,
+            Err((action, reason, message)) => return subject.decision(action, reason, message),
+        };
+        let Some(provider_spec) = subject.provider_spec() else {
+            return subject.decision(
+                Action::Error,
+                Reason::InvalidProviderSpec,
+                "the machine template has no providerSpec.value object".into(),
+            );
+        };
+        let ctx = RuleContext {
+            stream,
+            arch,
+            known_images: &ready.known_images,
+            infrastructure_name: self
+                .snapshot
+                .infrastructure
+                .as_ref()
+                .and_then(|i| i.status.as_ref())
+                .and_then(|s| s.infrastructure_name.as_deref()),
+        };
+        let mut image = match image_change(subject, rule.evaluate(provider_spec, &ctx)) {
+            Ok(image) => image,
+            Err(decided) => return *decided,
+        };
+        if let Some(mismatch) = self.arch_mismatch(subject, ready, arch, &image) {
+            return mismatch;
+        }
+        let mut needs_resource_version = false;
+        if image.values.target.is_some() {
+            let (guards, absent) = input_guards(subject, rule.decision_inputs(provider_spec));
+            image.ops.splice(0..0, guards);
+            needs_resource_version = absent;
+        }
+        let mut decided = self.stub_secret(subject, provider_spec, image);
+        if decided.action == Action::UpToDate && !decided.patch.is_empty() {
+            decided.message = change_message(&decided, stream, arch, rule);
+            self.update(subject, ready, stream, &mut decided);
+        }
+        if decided.action == Action::Update && needs_resource_version {
+            guard_resource_version(subject.meta, &mut decided.patch);
+        }
+        decided.message = Self::with_warning(std::mem::take(&mut decided.message), &decided);
+        decided
+    }
+
+    /// Rules 1 to 4: the objects we leave alone whatever their images.
+    fn screen(&self, subject: &Subject<'_>, ready: &Ready) -> Option<Decision> {
+        if subject.annotation(OPT_OUT_ANNOTATION) == Some(OPT_OUT_VALUE) {
+            let mut decided = subject.decision(
+                Action::Skip,
+                Reason::OptedOut,
+                format!("opted out by annotation {OPT_OUT_ANNOTATION}={OPT_OUT_VALUE}"),
+            );
+            // Opting out and back in is the documented way to reset the hot-loop guard. Like
+            // every write, the reset waits while a gate holds writes.
+            if ready.hold.is_none() {
+                decided.patch = remove_annotation_ops(subject.meta, HOT_LOOP_ANNOTATION);
+            }
+            return Some(decided);
+        }
+        let selection = ready.selection(subject.kind);
+        let empty = BTreeMap::new();
+        match selection.selects(subject.meta.labels.as_ref().unwrap_or(&empty)) {
+            Err(message) => {
+                let message = message.to_string();
+                return Some(subject.decision(Action::Error, Reason::InvalidSelector, message));
+            }
+            Ok(false) => {
+                let message = format!(
+                    "not selected by MachineConfiguration managedBootImages ({} mode {})",
+                    subject.kind.plural(),
+                    selection.describe()
+                );
+                return Some(subject.decision(Action::Skip, Reason::NotSelected, message));
+            }
+            Ok(true) => {}
+        }
+        if let Some(owner) = subject
+            .meta
+            .owner_references
+            .as_ref()
+            .and_then(|o| o.first())
+        {
+            let message = format!(
+                "owned by {} {}; its owner would revert our changes",
+                owner.kind, owner.name
+            );
+            return Some(subject.decision(Action::Skip, Reason::Owned, message));
+        }
+        screen_windows(subject)
+    }
+
+    /// Rule 4, OS streams: the stream the machines boot, named by the OS stream label (the
+    /// Machine Config Operator reads it and updates `rhel-9`, the default, only; here any stream
+    /// the golden ConfigMap carries under `streams` is updated from it too).
+    fn os_stream<'r>(
+        &self,
+        subject: &Subject<'_>,
+        ready: &'r Ready,
+    ) -> Result<&'r GoldenStream, Box<Decision>> {
+        let label = [subject.meta.labels.as_ref(), subject.template_labels()]
+            .into_iter()
+            .flatten()
+            .find_map(|labels| labels.get(OS_STREAM_LABEL));
+        let label = label.map(String::as_str);
+        if let Some(stream) = ready.golden.os_stream(label) {
+            return Ok(stream);
+        }
+        let carried: String = (ready.golden.other_streams.keys())
+            .map(|k| format!(", {k:?}"))
+            .collect();
+        let message = format!(
+            "uses OS stream {:?}, which the golden ConfigMap does not carry (it has the default \
+             {DEFAULT_OS_STREAM:?}{carried}); its boot image is left as is",
+            label.unwrap_or_default()
+        );
+        let skipped = subject.decision(Action::Skip, Reason::OSStreamNotPublished, message);
+        Err(Box::new(skipped))
+    }
+
+    /// Rule 5: the architecture whose image applies: the one a MachineSet declares in the
+    /// autoscaler's labels annotation (as the Machine Config Operator reads it:
+    /// `getArchFromMachineSet`, pkg/controller/bootimage/ms_helpers.go), else the control
+    /// plane's, as the cluster's Nodes report it. The MCO uses its own pod's architecture there;
+    /// Nodes say it without depending on where this controller runs, and there is never a
+    /// built-in default: an arm64 control plane must not get an x86_64 image.
+    fn arch(&self, subject: &Subject<'_>, ready: &Ready) -> Result<Arch, (Action, Reason, String)> {
+        let control_plane = || {
+            ready.control_plane_arch.clone().map_err(|why| {
+                let message = format!("the control-plane architecture is unknown: {why}");
+                (Action::Error, Reason::ArchitectureUndetermined, message)
+            })
+        };
+        if subject.kind == MachineKind::ControlPlaneMachineSet {
+            return control_plane();
+        }
+        let Some(labels) = subject.annotation(AUTOSCALER_LABELS_ANNOTATION) else {
+            if ready.multi_arch {
+                // The Machine Config Operator skips these too (`syncMAPIMachineSet` turns its
+                // "no architecture annotation found" error into a skip).
+                let message = format!(
+                    "the cluster is multi-architecture and the MachineSet does not say its \
+                     architecture: add kubernetes.io/arch=<arch> to its \
+                     {AUTOSCALER_LABELS_ANNOTATION} annotation to have it managed"
+                );
+                return Err((Action::Skip, Reason::ArchitectureNotDeclared, message));
+            }
+            return control_plane();
+        };
+        let error = |reason, message| (Action::Error, reason, message);
+        let arch = labels
+            .split(',')
+            .filter_map(|pair| pair.trim().split_once('='))
+            .find(|(key, _)| key.trim() == "kubernetes.io/arch")
+            .map(|(_, value)| value.trim());
+        let Some(arch) = arch else {
+            return Err(error(
+                Reason::ArchitectureUndetermined,
+                format!(
+                    "annotation {AUTOSCALER_LABELS_ANNOTATION} has no kubernetes.io/arch entry"
+                ),
+            ));
+        };
+        arch.parse().map_err(|e: crate::arch::UnknownArch| {
+            error(
+                Reason::UnknownArchitecture,
+                format!("annotation {AUTOSCALER_LABELS_ANNOTATION}: {e}"),
+            )
+        })
+    }
+
+    /// Rule 5, cross-checked: an image the streams list under another architecture than the
+    /// one decided means the decision or the MachineSet is wrong; patching would give its
+    /// machines an image they cannot boot.
+    fn arch_mismatch(
+        &self,
+        subject: &Subject<'_>,
+        ready: &Ready,
+        arch: Arch,
+        image: &ImageChange,
+    ) -> Option<Decision> {
+        image.values.target.as_ref()?;
+        let current = display_image(image.values.current.as_ref());
+        let listed = ready
+            .golden
+            .arch_of(&current)
+            .filter(|listed| *listed != arch)?;
+        let message = format!(
+            "the current image {current} is a {listed} image of the golden streams, but this \
+             {} was decided to be {arch}; nothing is patched until they agree (check the \
+             {AUTOSCALER_LABELS_ANNOTATION} annotation, or --control-plane-arch)",
+            subject.kind
+        );
+        let mut decided = subject.decision(Action::Error, Reason::ArchitectureMismatch, message);
+        decided.boot_image.current = image.values.current.clone();
+        Some(decided)
+    }
+
+    /// Rule 7: the stub secret, even when the image is current. Returns the decision so far:
+    /// UpToDate with the operations of every change (none when nothing changes), or an Error.
+    fn stub_secret(
+        &self,
+        subject: &Subject<'_>,
+        provider_spec: &Value,
+        image: ImageChange,
+    ) -> Decision {
+        if provider_spec
+            .pointer(stub::NAME_POINTER)
+            .is_some_and(|name| !name.is_string())
+        {
+            let mut decided = subject.decision(
+                Action::Error,
+                Reason::InvalidProviderSpec,
+                "providerSpec userDataSecret.name is not a string; set it to the name of the \
+                 stub secret"
+                    .into(),
+            );
+            decided.boot_image = image.values;
+            return decided;
+        }
+        let current = stub::current_name(provider_spec).map(str::to_string);
+        let mut target = current
+            .as_deref()
+            .filter(|_| subject.kind.may_change_stub_secret())
+            .and_then(stub::managed_name);
+        let mut decided = subject.decision(Action::UpToDate, Reason::UpToDate, String::new());
+        if let (Some(kept), Some(managed)) = (&current, &target)
+            && !stub::is_installer_stub(kept)
+            && let Err((_, why)) = self.verify_stub(subject, managed)
+        {
+            // An administrator's own stub: without a valid managed twin it stays, and the
+            // image moves on (the predecessor blocked both).
+            decided.warning = Some(Warning {
+                reason: Reason::StubSecretKept,
+                message: format!("stub secret {kept} is kept: {why}"),
+            });
+            target = None;
+        }
+        let image_changes = image.values.target.is_some();
+        decided.boot_image = image.values;
+        decided.user_data_secret = Values {
+            current: current.clone(),
+            target: target.clone(),
+        };
+        // The secret to check: the one we would point at, or (where the name never changes) the
+        // current one, which the new image must be able to boot from.
+        let checked = if subject.kind.may_change_stub_secret() {
+            target.clone()
+        } else {
+            current.clone().filter(|_| image_changes)
+        };
+        if let Some(name) = &checked
+            && let Err((reason, message)) = self.verify_stub(subject, name)
+        {
+            decided.action = Action::Error;
+            decided.reason = reason;
+            decided.message = message;
+            return decided;
+        }
+        decided.patch = image.ops;
+        if let (Some(from), Some(to)) = (current, target) {
+            let pointer = format!(
+                "{}{}",
+                subject.kind.provider_spec_pointer(),
+                stub::NAME_POINTER
+            );
+            decided
+                .patch
+                .extend(guarded_replace(&pointer, from.into(), to.into()));
+        }
+        if decided.patch.is_empty() {
+            decided.message = format!(
+                "boot image is current ({})",
+                display_image(decided.boot_image.current.as_ref())
+            );
+        }
+        decided
+    }
+
+    /// A warning travels in the message too, where people read decisions.
+    fn with_warning(message: String, decided: &Decision) -> String {
+        match &decided.warning {
+            Some(w) => format!("{message}; {}", w.message),
+            None => message,
+        }
+    }
+
+    /// Checks a stub secret the object would boot from. Where the stub name may change, that is
+    /// the managed secret; where it may not, a stub a new image cannot read blocks the update.
+    fn verify_stub(&self, subject: &Subject<'_>, name: &str) -> Result<(), (Reason, String)> {
+        let namespace = subject.namespace();
+        let secret = self
+            .snapshot
+            .secrets
+            .get(&(namespace.to_string(), name.to_string()));
+        let result = stub::verify(namespace, name, secret);
+        if subject.kind.may_change_stub_secret() {
+            return result;
+        }
+        result.map_err(|(reason, why)| {
+            let why = match reason {
+                Reason::ManagedSecretMissing => format!(
+                    "stub secret {namespace}/{name} does not exist or cannot be read (the \
+                     controller reads it by name: its Role must list it), so nothing shows that \
+                     the new image can boot from it"
+                ),
+                _ => why,
+            };
+            let message = format!(
+                "{why}. A {} keeps its stub secret's name (another name would make the \
+                 control-plane machine set operator replace every control-plane machine), and \
+                 this controller does not rewrite the secret, so the boot image is not updated \
+                 until the secret holds an Ignition 3 pointer config, as the Machine Config \
+                 Operator writes it",
+                subject.kind
+            );
+            (Reason::StubSecretIncompatible, message)
+        })
+    }
+
+    /// Rules 8 and 9: a change to make, unless someone keeps reverting it or a gate holds
+    /// writes. An Update carries the history and hot-loop bookkeeping in the same patch.
+    fn update(
+        &self,
+        subject: &Subject<'_>,
+        ready: &Ready,
+        stream: &GoldenStream,
+        decided: &mut Decision,
+    ) {
+        decided.reason = if decided.boot_image.target.is_some() {
+            Reason::BootImageOutdated
+        } else {
+            Reason::StubSecretOutdated
+        };
+        let target_key = decided.target_key();
+        let (now, window) = (self.options.now, self.options.hot_loop_window);
+        let recent = record::recent_patches(subject.meta, &target_key, now, window);
+        if recent >= self.options.hot_loop_threshold {
+            decided.action = Action::Error;
+            decided.reason = Reason::HotLoop;
+            decided.message = format!(
+                "patched to the same values {recent} times within {} but something keeps \
+                 reverting them ({}); stopped to avoid fighting. Find the other writer, then opt \
+                 this {} out and back in (annotation {OPT_OUT_ANNOTATION}) to retry",
+                friendly_duration(window),
+                decided.message,
+                subject.kind,
+            );
+            decided.patch.clear();
+            return;
+        }
+        if let Some(hold) = &ready.hold {
+            decided.action = Action::Skip;
+            decided.reason = hold.reason;
+            decided.message = format!("would update: {}; held: {}", decided.message, hold.message);
+            decided.patch.clear();
+            return;
+        }
+        let entry = HistoryEntry {
+            time: now.to_string(),
+            release: ready.golden.release_version.clone(),
+            stream: stream.stream.clone(),
+            boot_image: decided.boot_image.change(),
+            user_data_secret: decided.user_data_secret.change(),
+        };
+        let bookkeeping = record::record_ops(subject.meta, entry, &target_key, now, window);
+        decided.patch.extend(bookkeeping);
+        decided.action = Action::Update;
+    }
+}
+
+/// Rule 4: Windows machines boot Windows images (the Windows Machine Config Operator's label).
+fn screen_windows(subject: &Subject<'_>) -> Option<Decision> {
+    let os_id = subject.template_labels().and_then(|l| l.get(OS_ID_LABEL));
+    (os_id.map(String::as_str) == Some("Windows")).then(|| {
+        subject.decision(
+            Action::Skip,
+            Reason::WindowsMachine,
+            "Windows machines boot Windows images, not CoreOS".into(),
+        )
+    })
+}
+
+/// Rule 6: what the platform rule says of the boot image, as the operations that change it, or
+/// the final decision when it skips or fails.
+fn image_change(
+    subject: &Subject<'_>,
+    outcome: ImageOutcome,
+) -> Result<ImageChange, Box<Decision>> {
+    let with_current = |action, reason, message, current| {
+        let mut decided = subject.decision(action, reason, message);
+        decided.boot_image.current = current;
+        Box::new(decided)
+    };
+    match outcome {
+        ImageOutcome::Skip {
+            reason,
+            message,
+            current,
+        } => Err(with_current(Action::Skip, reason, message, current)),
+        ImageOutcome::Error {
+            reason,
+            message,
+            current,
+        } => Err(with_current(Action::Error, reason, message, current)),
+        ImageOutcome::UpToDate { current } => Ok(ImageChange {
+            values: Values {
+                current: Some(current),
+                target: None,
+            },
+            ops: Vec::new(),
+        }),
+        ImageOutcome::Update {
+            current,
+            target,
+            changes,
+        } => {
+            let base = subject.kind.provider_spec_pointer();
+            let ops = changes
+                .into_iter()
+                .flat_map(|c| guarded_replace(&format!("{base}{}", c.pointer), c.from, c.to))
+                .collect();
+            Ok(ImageChange {
+                values: Values {
+                    current: Some(current),
+                    target: Some(target),
+                },
+                ops,
+            })
+        }
+    }
+}
+
+/// Test ops for the inputs that chose an image: the platform's, and the architecture annotation
+/// of a MachineSet. Also whether an input was absent, which only the object's resourceVersion
+/// can guard (JSON Patch cannot test that a field is still absent).
+fn input_guards(subject: &Subject<'_>, platform: Vec<Input>) -> (Vec<PatchOperation>, bool) {
+    let base = subject.kind.provider_spec_pointer();
+    let mut inputs: Vec<(String, Option<Value>)> = platform
+        .into_iter()
+        .map(|input| (format!("{base}{}", input.pointer), input.value))
+        .collect();
+    if subject.kind == MachineKind::MachineSet {
+        let annotation = subject.annotation(AUTOSCALER_LABELS_ANNOTATION);
+        let path = annotation_path(AUTOSCALER_LABELS_ANNOTATION).to_string();
+        inputs.push((path, annotation.map(Value::from)));
+    }
+    let absent = inputs.iter().any(|(_, value)| value.is_none());
+    let ops = inputs
+        .into_iter()
+        .filter_map(|(pointer, value)| {
+            let path = PointerBuf::parse(&pointer).ok()?;
+            Some(test_op(path, value?))
+        })
+        .collect();
+    (ops, absent)
+}
+
+/// Adds a `test` of the resourceVersion the decision saw, unless the patch has one already.
+fn guard_resource_version(meta: &ObjectMeta, patch: &mut Vec<PatchOperation>) {
+    let Some(rv) = &meta.resource_version else {
+        return;
+    };
+    let path = PointerBuf::from_tokens(["metadata", "resourceVersion"]);
+    let guarded = patch
+        .iter()
+        .any(|op| matches!(op, PatchOperation::Test(t) if t.path == path));
+    if !guarded {
+        patch.insert(0, test_op(path, rv.clone().into()));
+    }
+}
+
+fn change_message(
+    decided: &Decision,
+    stream: &GoldenStream,
+    arch: Arch,
+    rule: &dyn PlatformRule,
+) -> String {
+    let mut message = String::new();
+    if let Some(target) = &decided.boot_image.target {
+        let release = stream
+            .release(arch, rule.stream_key())
+            .map(|r| format!(" {r}"))
+            .unwrap_or_default();
+        let _ = write!(
+            message,
+            "boot image {} -> {} ({}{release})",
+            display_image(decided.boot_image.current.as_ref()),
+            display_image(Some(target)),
+            stream.stream
+        );
+    }
+    let secret = &decided.user_data_secret;
+    if let (Some(from), Some(to)) = (&secret.current, &secret.target) {
+        if !message.is_empty() {
+            message.push_str("; ");
+        }
+        let _ = write!(message, "stub secret {from} -> {to}");
+    }
+    message
+}
