@@ -31,6 +31,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 use boot_image_controller::arch::Arch;
+use boot_image_controller::testkit::objects::golden_config_map;
 use futures::{StreamExt, TryStreamExt};
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
@@ -613,7 +614,7 @@ async fn run() -> Result<()> {
         support::infrastructure(&singleton, "AWS", infra),
         support::cluster_version(&singleton, &data.old_release),
         support::machine_configuration(&singleton, None),
-        support::golden_config_map(&ns, &data.old_release, &data.old_stream),
+        golden_config_map(&ns, &data.old_release, &data.old_stream.to_string()),
         support::stub_secret(&ns, "worker-user-data", "2.2.0"),
         support::stub_secret(&ns, "worker-user-data-managed", "3.2.0"),
     ] {
@@ -759,7 +760,7 @@ async fn run() -> Result<()> {
             let since = Instant::now();
             apply(
                 &client,
-                &support::golden_config_map(&ns, &data.new_release, &data.new_stream),
+                &golden_config_map(&ns, &data.new_release, &data.new_stream.to_string()),
             )
             .await?;
             let new = |i: usize| (region_of(i).2.clone(), "worker-user-data-managed".to_string());

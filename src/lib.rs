@@ -21,3 +21,5 @@ pub mod reason;
 mod revert;
 mod server;
 pub mod stream;
+#[cfg(any(test, feature = "testkit"))]
+pub mod testkit;

@@ -8,12 +8,11 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use boot_image_controller::testkit::streams::{
+    AMI_420_US_EAST_1, AMI_421_ARM_US_EAST_1, AMI_421_US_EAST_1, CUSTOM_AMI,
+};
 use serde_json::{Value, json};
 
-const AMI_4_20_US_EAST_1: &str = "ami-09d23adad19cdb25c";
-const AMI_4_21_US_EAST_1: &str = "ami-01095d1967818437c";
-const AMI_4_21_AARCH64_US_EAST_1: &str = "ami-08e3890b24e081680";
-const CUSTOM_AMI: &str = "ami-0123456789abcdef0";
 /// What the real build01 MachineSet runs: an old RHCOS AMI, in no golden stream we carry.
 const BUILD01_AMI: &str = "ami-06f85a7940faa3217";
 const PROVIDER_SPEC: &str = "/spec/template/spec/providerSpec/value";
@@ -85,7 +84,7 @@ fn the_demo_cluster_updates_outdated_machine_sets_and_says_why_it_leaves_the_oth
     assert_eq!(action_and_reason(outdated), ("Update", "BootImageOutdated"));
     assert_eq!(
         outdated["bootImage"],
-        json!({"current": AMI_4_20_US_EAST_1, "target": AMI_4_21_US_EAST_1})
+        json!({"current": AMI_420_US_EAST_1, "target": AMI_421_US_EAST_1})
     );
     assert_eq!(
         outdated["userDataSecret"],
@@ -96,8 +95,8 @@ fn the_demo_cluster_updates_outdated_machine_sets_and_says_why_it_leaves_the_oth
         json!([
             // The input that chose the AMI: moved to another region meanwhile, the patch fails.
             {"op": "test", "path": format!("{PROVIDER_SPEC}/placement/region"), "value": "us-east-1"},
-            {"op": "test", "path": format!("{PROVIDER_SPEC}/ami/id"), "value": AMI_4_20_US_EAST_1},
-            {"op": "replace", "path": format!("{PROVIDER_SPEC}/ami/id"), "value": AMI_4_21_US_EAST_1},
+            {"op": "test", "path": format!("{PROVIDER_SPEC}/ami/id"), "value": AMI_420_US_EAST_1},
+            {"op": "replace", "path": format!("{PROVIDER_SPEC}/ami/id"), "value": AMI_421_US_EAST_1},
             {"op": "test", "path": format!("{PROVIDER_SPEC}/userDataSecret/name"), "value": "worker-user-data"},
             {"op": "replace", "path": format!("{PROVIDER_SPEC}/userDataSecret/name"), "value": "worker-user-data-managed"},
             // No annotations yet (tests/testdata): the map is created, guarded by resourceVersion.
@@ -105,11 +104,11 @@ fn the_demo_cluster_updates_outdated_machine_sets_and_says_why_it_leaves_the_oth
             {"op": "add", "path": "/metadata/annotations", "value": {
                 "boot-image-controller.io/history": json!([{
                     "time": now, "release": "4.21.0", "stream": "rhcos-4.21",
-                    "bootImage": {"from": AMI_4_20_US_EAST_1, "to": AMI_4_21_US_EAST_1},
+                    "bootImage": {"from": AMI_420_US_EAST_1, "to": AMI_421_US_EAST_1},
                     "userDataSecret": {"from": "worker-user-data", "to": "worker-user-data-managed"}
                 }]).to_string(),
                 "boot-image-controller.io/hot-loop": json!({
-                    "target": json!([AMI_4_21_US_EAST_1, "worker-user-data-managed"]).to_string(),
+                    "target": json!([AMI_421_US_EAST_1, "worker-user-data-managed"]).to_string(),
                     "patches": [now]
                 }).to_string()
             }},
@@ -118,7 +117,7 @@ fn the_demo_cluster_updates_outdated_machine_sets_and_says_why_it_leaves_the_oth
 
     let arm64 = machine_set(&plan, "demo-abc12-worker-arm64-us-east-1a");
     assert_eq!(action_and_reason(arm64), ("Update", "BootImageOutdated"));
-    assert_eq!(arm64["bootImage"]["target"], AMI_4_21_AARCH64_US_EAST_1);
+    assert_eq!(arm64["bootImage"]["target"], AMI_421_ARM_US_EAST_1);
 
     let current = machine_set(&plan, "demo-abc12-worker-us-east-1b");
     assert_eq!(action_and_reason(current), ("UpToDate", "UpToDate"));
@@ -172,7 +171,7 @@ fn known_images_from_a_file_make_an_image_ours() {
     ]);
     let custom = machine_set(&plan, "demo-abc12-custom-us-east-1c");
     assert_eq!(action_and_reason(custom), ("Update", "BootImageOutdated"));
-    assert_eq!(custom["bootImage"]["target"], AMI_4_21_US_EAST_1);
+    assert_eq!(custom["bootImage"]["target"], AMI_421_US_EAST_1);
 }
 
 #[test]
@@ -181,10 +180,10 @@ fn the_control_plane_arch_is_the_arch_of_machine_sets_that_do_not_name_theirs() 
     let arm64_control_plane = plan_json(&["-f", &demo_cluster(), "--control-plane-arch", "arm64"]);
     let target = |plan: &Value, name: &str| machine_set(plan, name)["bootImage"]["target"].clone();
     let unannotated = "demo-abc12-worker-us-east-1a";
-    assert_eq!(target(&default, unannotated), AMI_4_21_US_EAST_1);
+    assert_eq!(target(&default, unannotated), AMI_421_US_EAST_1);
     assert_eq!(
         target(&arm64_control_plane, unannotated),
-        AMI_4_21_AARCH64_US_EAST_1
+        AMI_421_ARM_US_EAST_1
     );
     let annotated = "demo-abc12-worker-arm64-us-east-1a";
     assert_eq!(
@@ -241,7 +240,7 @@ fn the_table_names_every_machine_set_and_counts_the_actions() {
             "{name} in\n{table}"
         );
     }
-    assert!(table.contains(&format!("{AMI_4_20_US_EAST_1} -> {AMI_4_21_US_EAST_1}")));
+    assert!(table.contains(&format!("{AMI_420_US_EAST_1} -> {AMI_421_US_EAST_1}")));
     assert!(table.contains("worker-user-data -> worker-user-data-managed"));
     assert!(!table.contains("BLOCKED"));
     assert!(
@@ -468,7 +467,7 @@ fn acceptance_real_stream_and_build01_machine_sets() {
         original.pointer(&format!("{PROVIDER_SPEC}/ami/id")),
         Some(&json!(BUILD01_AMI))
     );
-    let moved = build01_variant(&original, "", |ms| set_ami(ms, AMI_4_20_US_EAST_1));
+    let moved = build01_variant(&original, "", |ms| set_ami(ms, AMI_420_US_EAST_1));
     let untouched = build01_variant(&original, "-original", |_| {});
     let hive = build01_variant(&moved, "-hive", |ms| {
         ms["metadata"]["ownerReferences"] = json!([{
@@ -531,7 +530,7 @@ fn acceptance_real_stream_and_build01_machine_sets() {
         assert_eq!(action_and_reason(moved), ("Update", "BootImageOutdated"));
         assert_eq!(
             moved["bootImage"],
-            json!({"current": AMI_4_20_US_EAST_1, "target": AMI_4_21_US_EAST_1})
+            json!({"current": AMI_420_US_EAST_1, "target": AMI_421_US_EAST_1})
         );
         assert_eq!(
             moved["userDataSecret"]["target"],
@@ -543,7 +542,7 @@ fn acceptance_real_stream_and_build01_machine_sets() {
             assert_eq!(action_and_reason(original), ("Update", "BootImageOutdated"));
             assert_eq!(
                 original["bootImage"],
-                json!({"current": BUILD01_AMI, "target": AMI_4_21_US_EAST_1})
+                json!({"current": BUILD01_AMI, "target": AMI_421_US_EAST_1})
             );
         } else {
             assert_eq!(action_and_reason(original), ("Skip", "CustomImage"));

@@ -20,6 +20,10 @@ use boot_image_controller::plan::{
     Action, ClusterSnapshot as Cluster, Decision as Entry, Malformed, Options, Plan, plan,
 };
 use boot_image_controller::reason::Reason;
+use boot_image_controller::testkit::streams::{
+    AMI_420_ARM_US_EAST_1, AMI_420_US_EAST_1, AMI_421_ARM_US_EAST_1, AMI_421_US_EAST_1,
+    AMI_421_US_EAST_2,
+};
 use json_patch::PatchOperation;
 use proptest::prelude::*;
 use proptest::sample::Index;
@@ -34,11 +38,6 @@ const MACHINE_SET_SPEC: &str = "/spec/template/spec/providerSpec/value";
 const CONTROL_PLANE_SPEC: &str =
     "/spec/template/machines_v1beta1_machine_openshift_io/spec/providerSpec/value";
 
-const AMI_US_EAST_1: &str = "ami-01095d1967818437c";
-const AMI_US_EAST_2: &str = "ami-0bc8dda494f111572";
-const AMI_ARM64_US_EAST_1: &str = "ami-08e3890b24e081680";
-const AMI_PREVIOUS: &str = "ami-09d23adad19cdb25c";
-const AMI_PREVIOUS_ARM64: &str = "ami-05834415546b16278";
 const AMI_CUSTOM: &str = "ami-0a1b2c3d4e5f60718";
 const GCP_IMAGE: &str = "projects/rhcos-cloud/global/images/rhcos-9-6-20251023-0-gcp-x86-64";
 const GCP_IMAGE_PREVIOUS: &str =
@@ -61,8 +60,8 @@ fn golden_stream() -> Value {
                 "artifacts": {"aws": {"release": "9.6.20251023-0"}, "gcp": {"release": "9.6.20251023-0"}},
                 "images": {
                     "aws": {"regions": {
-                        "us-east-1": {"release": "9.6.20251023-0", "image": AMI_US_EAST_1},
-                        "us-east-2": {"release": "9.6.20251023-0", "image": AMI_US_EAST_2}
+                        "us-east-1": {"release": "9.6.20251023-0", "image": AMI_421_US_EAST_1},
+                        "us-east-2": {"release": "9.6.20251023-0", "image": AMI_421_US_EAST_2}
                     }},
                     "gcp": {"release": "9.6.20251023-0", "project": "rhcos-cloud", "name": "rhcos-9-6-20251023-0-gcp-x86-64"}
                 },
@@ -74,7 +73,7 @@ fn golden_stream() -> Value {
             "aarch64": {
                 "artifacts": {"aws": {"release": "9.6.20251023-0"}},
                 "images": {"aws": {"regions": {
-                    "us-east-1": {"release": "9.6.20251023-0", "image": AMI_ARM64_US_EAST_1}
+                    "us-east-1": {"release": "9.6.20251023-0", "image": AMI_421_ARM_US_EAST_1}
                 }}}
             }
         }
@@ -218,7 +217,10 @@ impl ClusterCase {
         }
         let mut known_images = boot_image_controller::known_images::KnownImages::default();
         if self.know_previous {
-            known_images.extend([AMI_PREVIOUS.to_string(), AMI_PREVIOUS_ARM64.to_string()]);
+            known_images.extend([
+                AMI_420_US_EAST_1.to_string(),
+                AMI_420_ARM_US_EAST_1.to_string(),
+            ]);
         }
         Cluster {
             machine_configuration: Some(from_json::<MachineConfiguration>(mc)),
@@ -270,7 +272,7 @@ fn arb_json() -> impl Strategy<Value = Value> {
         any::<i64>().prop_map(Value::from),
         any::<f64>().prop_map(Value::from),
         prop_oneof![
-            Just(AMI_PREVIOUS.to_string()),
+            Just(AMI_420_US_EAST_1.to_string()),
             Just(GCP_IMAGE.to_string()),
             Just("worker-user-data".to_string()),
             Just("us-east-1".to_string()),
@@ -310,11 +312,11 @@ fn arb_unrelated_fields() -> impl Strategy<Value = Map<String, Value>> {
 
 fn arb_aws_spec() -> impl Strategy<Value = Map<String, Value>> {
     let ami = prop_oneof![
-        3 => Just(json!({"id": AMI_PREVIOUS})),
-        2 => Just(json!({"id": AMI_US_EAST_1})),
-        1 => Just(json!({"id": AMI_US_EAST_2})),
-        1 => Just(json!({"id": AMI_ARM64_US_EAST_1})),
-        1 => Just(json!({"id": AMI_PREVIOUS_ARM64})),
+        3 => Just(json!({"id": AMI_420_US_EAST_1})),
+        2 => Just(json!({"id": AMI_421_US_EAST_1})),
+        1 => Just(json!({"id": AMI_421_US_EAST_2})),
+        1 => Just(json!({"id": AMI_421_ARM_US_EAST_1})),
+        1 => Just(json!({"id": AMI_420_ARM_US_EAST_1})),
         1 => Just(json!({"id": AMI_CUSTOM})),
         1 => Just(json!({"filters": [{"name": "tag:Name", "values": ["rhcos-*"]}]})),
         1 => Just(json!({"id": null})),

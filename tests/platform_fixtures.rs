@@ -13,6 +13,7 @@ use boot_image_controller::known_images::KnownImages;
 use boot_image_controller::platform::{FieldChange, ImageOutcome, Platform, RuleContext};
 use boot_image_controller::reason::Reason;
 use boot_image_controller::stream::GoldenStream;
+use boot_image_controller::testkit::streams::{AMI_421_US_EAST_1, AMI_421_US_EAST_2};
 use serde_json::{Value, json};
 
 const STREAM_4_16: &str = "rhcos-4.16-416.94.202405291527-0.json";
@@ -25,8 +26,6 @@ const OVERLAY_4_21: &str = "marketplace-rhcos-aro-9.6.20251015.json";
 /// The overlay of 4.19, whose images a cluster installed with 4.19 boots.
 const OVERLAY_4_19: &str = "marketplace-rhcos-aro-419.6.20250523.json";
 
-const AMI_4_21_US_EAST_1: &str = "ami-01095d1967818437c";
-const AMI_4_21_US_EAST_2: &str = "ami-0bc8dda494f111572";
 const GCP_IMAGE_4_21: &str = "projects/rhcos-cloud/global/images/rhcos-9-6-20251023-0-gcp-x86-64";
 
 /// The shared fixtures folder, or `None` after saying that the calling test is skipped.
@@ -177,11 +176,11 @@ fn every_published_stream_parses() {
     };
     assert_eq!(
         ami(STREAM_4_21, "us-east-1").as_deref(),
-        Some(AMI_4_21_US_EAST_1)
+        Some(AMI_421_US_EAST_1)
     );
     assert_eq!(
         ami(STREAM_4_21, "us-east-2").as_deref(),
-        Some(AMI_4_21_US_EAST_2)
+        Some(AMI_421_US_EAST_2)
     );
     assert_eq!(
         ami(STREAM_4_20, "us-east-1").as_deref(),
@@ -207,11 +206,11 @@ fn build01_aws_machine_set_moves_to_the_4_21_ami_when_its_ami_is_known() {
         evaluate(Platform::Aws, spec, &golden, &published, None),
         ImageOutcome::Update {
             current: json!(original),
-            target: json!(AMI_4_21_US_EAST_1),
+            target: json!(AMI_421_US_EAST_1),
             changes: vec![FieldChange {
                 pointer: "/ami/id".into(),
                 from: json!(original),
-                to: json!(AMI_4_21_US_EAST_1),
+                to: json!(AMI_421_US_EAST_1),
             }],
         }
     );
@@ -241,7 +240,7 @@ fn build05_aws_machine_sets_move_to_the_4_21_ami_of_their_region() {
         let outcome = evaluate(Platform::Aws, spec, &golden, &published, None);
         assert_eq!(
             *update_target(&outcome),
-            AMI_4_21_US_EAST_2,
+            AMI_421_US_EAST_2,
             "{}",
             machine_set["metadata"]["name"]
         );

@@ -60,7 +60,7 @@ fn the_service_account_may_do_what_the_controller_needs_and_nothing_else() {
         denied("get",     "secrets", own),
         // Events on the MachineSets.
         allowed("create", "events.events.k8s.io", machine_api),
-        allowed("patch",  "events.events.k8s.io", machine_api),
+        denied("patch",   "events.events.k8s.io", machine_api),
         denied("create",  "events.events.k8s.io", Some("default")),
         // MachineConfiguration/cluster: read it, write its status only.
         allowed("get",    "machineconfigurations.operator.openshift.io/cluster", None),

@@ -19,6 +19,8 @@ use boot_image_controller::known_images::KnownImages;
 use boot_image_controller::names;
 use boot_image_controller::plan::{self, ClusterSnapshot as Cluster, Malformed, Options, Planner};
 use boot_image_controller::stream::GoldenStream;
+use boot_image_controller::testkit::objects::golden_config_map;
+use boot_image_controller::testkit::streams::CUSTOM_AMI;
 use jiff::Timestamp;
 use serde_json::{Value, json};
 
@@ -28,8 +30,6 @@ pub const MACHINE_API_NAMESPACE: &str = "openshift-machine-api";
 /// Label the planner scenarios' Partial selection matches.
 pub const MANAGED_LABEL: &str = "bench.boot-image-controller.io/managed";
 const MACHINESET_LABEL: &str = "machine.openshift.io/cluster-api-machineset";
-/// An AMI nobody published: stands for an administrator's own image.
-pub const CUSTOM_AMI: &str = "ami-0123456789abcdef0";
 /// AWS regions no golden stream publishes (checked against the stream before use).
 const UNPUBLISHED_REGIONS: [&str; 3] = ["us-iso-east-1", "us-isob-east-1", "eu-isoe-west-1"];
 
@@ -389,14 +389,6 @@ pub fn machine_configuration(name: &str, selector: Option<(&str, &str)>) -> Valu
     })
 }
 
-pub fn golden_config_map(namespace: &str, release: &str, stream: &Value) -> Value {
-    json!({
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "coreos-bootimages", "namespace": namespace},
-        "data": {"stream": stream.to_string(), "releaseVersion": release, "MCOReleaseImageVersion": release},
-    })
-}
-
 /// A stub secret with a pointer Ignition config of the given spec version.
 pub fn stub_secret(namespace: &str, name: &str, ignition_version: &str) -> Value {
     let role = name.split('-').next().unwrap_or("worker");
@@ -530,7 +522,7 @@ pub fn scenario(data: &Data, platform: &str, count: usize) -> Option<Scenario> {
         golden: Some(typed::<ConfigMap>(golden_config_map(
             "openshift-machine-config-operator",
             &data.new_release,
-            &golden_stream,
+            &golden_stream.to_string(),
         ))),
         secrets: ["worker-user-data-managed", "worker-user-data-ignv3-managed"]
             .into_iter()

@@ -13,7 +13,7 @@ use libfuzzer_sys::fuzz_target;
 
 fn run(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
     let stream_json = if u.ratio(1, 2)? {
-        g::stream_421()
+        boot_image_controller::testkit::streams::stream_421_all_platforms()
     } else {
         g::stream(u)?
     };

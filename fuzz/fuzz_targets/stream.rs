@@ -72,14 +72,14 @@ fuzz_target!(|data: &[u8]| {
         let _ = golden.image_references();
     }
     // The input as the `streams` map itself, with a valid default stream beside it.
-    let valid = boot_image_controller_fuzz::stream_421().to_string();
+    let valid = boot_image_controller::testkit::streams::stream_421_all_platforms().to_string();
     let entries = [
         ("stream", valid.as_str()),
         ("streams", first),
         ("releaseVersion", first),
     ];
     if let Ok(golden) = GoldenConfig::from_config_map(&config_map(&entries)) {
-        for s in &golden.other_streams {
+        for s in golden.other_streams.values() {
             query(s);
         }
     }

@@ -7,18 +7,19 @@
 //! (`stream`) covers the parsers themselves.
 
 use arbitrary::{Result, Unstructured};
+use boot_image_controller::testkit::streams::*;
 use serde_json::{Map, Number, Value, json};
 
 pub const INFRASTRUCTURE_NAME: &str = "demo-x7k2p";
 
 pub const AMIS: &[&str] = &[
-    "ami-09d23adad19cdb25c", // 4.20 x86_64 us-east-1
-    "ami-082a55a580d5538ed", // 4.20 x86_64 us-east-2
-    "ami-05834415546b16278", // 4.20 aarch64 us-east-1
-    "ami-01095d1967818437c", // 4.21 x86_64 us-east-1
-    "ami-0bc8dda494f111572", // 4.21 x86_64 us-east-2
-    "ami-08e3890b24e081680", // 4.21 aarch64 us-east-1
-    "ami-0123456789abcdef0", // nobody's: custom
+    AMI_420_US_EAST_1,
+    AMI_420_US_EAST_2,
+    AMI_420_ARM_US_EAST_1,
+    AMI_421_US_EAST_1,
+    AMI_421_US_EAST_2,
+    AMI_421_ARM_US_EAST_1,
+    CUSTOM_AMI,
     "",
 ];
 
@@ -199,52 +200,10 @@ pub fn mutate(u: &mut Unstructured<'_>, v: &mut Value, depth: u32) -> Result<()>
     Ok(())
 }
 
-fn marketplace(publisher: &str, offer: &str, gen1: &str, gen2: &str, version: &str) -> Value {
-    json!({
-        "hyperVGen1": {"publisher": publisher, "offer": offer, "sku": gen1, "version": version},
-        "hyperVGen2": {"publisher": publisher, "offer": offer, "sku": gen2, "version": version}
-    })
-}
-
-/// A compact, well-formed 4.21 stream: AWS, GCP and Azure marketplace for x86_64, AWS only for
-/// aarch64, nothing for ppc64le and s390x.
-pub fn stream_421() -> Value {
-    json!({
-        "stream": "rhcos-4.21",
-        "architectures": {
-            "x86_64": {
-                "artifacts": {
-                    "aws": {"release": "9.6.20251023-0"},
-                    "gcp": {"release": "9.6.20251023-0"},
-                    "azure": {"release": "9.6.20251023-0"}
-                },
-                "images": {
-                    "aws": {"regions": {
-                        "us-east-1": {"release": "9.6.20251023-0", "image": "ami-01095d1967818437c"},
-                        "us-east-2": {"release": "9.6.20251023-0", "image": "ami-0bc8dda494f111572"}
-                    }},
-                    "gcp": {"release": "9.6.20251023-0", "project": "rhcos-cloud", "name": "rhcos-9-6-20251023-0-gcp-x86-64"}
-                },
-                "rhel-coreos-extensions": {"marketplace": {"azure": {
-                    "no-purchase-plan": marketplace("azureopenshift", "aro4", "aro_420", "420-v2", "9.6.20251015"),
-                    "ocp": marketplace("redhat", "rh-ocp-worker", "rh-ocp-worker-gen1", "rh-ocp-worker", "4.18.2025031114"),
-                    "ocp-emea": marketplace("redhat-limited", "rh-ocp-worker", "rh-ocp-worker-gen1", "rh-ocp-worker", "4.18.2025031114")
-                }}}
-            },
-            "aarch64": {
-                "artifacts": {"aws": {"release": "9.6.20251023-0"}},
-                "images": {"aws": {"regions": {
-                    "us-east-1": {"release": "9.6.20251023-0", "image": "ami-08e3890b24e081680"}
-                }}}
-            }
-        }
-    })
-}
-
 /// A stream in the CoreOS format with arbitrary content, occasionally bent out of shape.
 pub fn stream(u: &mut Unstructured<'_>) -> Result<Value> {
     if u.ratio(1, 3)? {
-        let mut s = stream_421();
+        let mut s = stream_421_all_platforms();
         if rarely(u, 2)? {
             mutate(u, &mut s, 6)?;
         }

@@ -1,0 +1,6 @@
+//! One test kit shared by unit tests, integration tests, benchmarks and fuzz targets, so an
+//! object or a stream is written once and every test agrees on what it looks like. Compiled only
+//! for tests and with the `testkit` feature: nothing here reaches the shipped binary.
+
+pub mod objects;
+pub mod streams;

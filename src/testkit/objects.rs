@@ -1,0 +1,351 @@
+//! Builders for every object the controller reads or writes, in the real OpenShift formats, as
+//! JSON (what `kubectl apply` and the API server see).
+
+use serde_json::{Value, json};
+
+use super::streams::*;
+
+pub fn infrastructure(name: &str, platform: &str) -> Value {
+    json!({
+        "apiVersion": "config.openshift.io/v1", "kind": "Infrastructure",
+        "metadata": {"name": name},
+        "spec": {"platformSpec": {"type": platform}},
+        "status": {"infrastructureName": "demo-x7k2p", "platform": platform, "platformStatus": {"type": platform}},
+    })
+}
+
+/// The control-plane Nodes every test cluster shares (Nodes are cluster-scoped): x86_64, so the
+/// architecture of MachineSets that do not declare theirs.
+pub fn control_plane_nodes() -> Vec<Value> {
+    (0..3)
+        .map(|i| {
+            json!({
+                "apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": format!("bic-test-master-{i}"), "labels": {
+                    "kubernetes.io/arch": "amd64",
+                    "node-role.kubernetes.io/control-plane": "",
+                    "node-role.kubernetes.io/master": ""
+                }}
+            })
+        })
+        .collect()
+}
+
+pub fn cluster_version(name: &str, release: &str, state: &str) -> Value {
+    json!({
+        "apiVersion": "config.openshift.io/v1", "kind": "ClusterVersion",
+        "metadata": {"name": name},
+        "spec": {"clusterID": "6d1f1b8e-1c3a-4f6e-9d2a-0c8b7a5e4f31"},
+        "status": cluster_version_status(release, state),
+    })
+}
+
+pub fn cluster_version_status(release: &str, state: &str) -> Value {
+    json!({
+        "desired": {"version": release, "image": format!("quay.io/openshift-release-dev/ocp-release:{release}-x86_64")},
+        "history": [{"state": state, "version": release, "image": "", "verified": false, "startedTime": "2026-01-01T00:00:00Z", "completionTime": null}],
+        "observedGeneration": 1, "versionHash": "x", "availableUpdates": null
+    })
+}
+
+pub fn machine_configuration(name: &str, managed_boot_images: Option<Value>) -> Value {
+    let mut spec = json!({"managementState": "Managed"});
+    if let Some(m) = managed_boot_images {
+        spec["managedBootImages"] = m;
+    }
+    json!({
+        "apiVersion": "operator.openshift.io/v1", "kind": "MachineConfiguration",
+        "metadata": {"name": name}, "spec": spec,
+    })
+}
+
+/// `managedBootImages` selecting MachineSets with `mode` (and `selector` for Partial).
+pub fn selection(mode: &str, selector: Option<Value>) -> Value {
+    let mut selection = json!({"mode": mode});
+    if let Some(s) = selector {
+        selection["partial"] = json!({"machineResourceSelector": s});
+    }
+    json!({"machineManagers": [{"resource": "machinesets", "apiGroup": "machine.openshift.io", "selection": selection}]})
+}
+
+pub fn golden_config_map(ns: &str, release: &str, stream: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "coreos-bootimages", "namespace": ns},
+        "data": {"stream": stream, "releaseVersion": release, "MCOReleaseImageVersion": release},
+    })
+}
+
+/// The controller's own memory of CoreOS images (see `src/controller/known.rs`), one per line.
+pub fn known_images(ns: &str, images: &[&str]) -> Value {
+    let mut text: String = images.iter().map(|i| format!("{i}\n")).collect();
+    if text.is_empty() {
+        text.push('\n');
+    }
+    json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": crate::names::KNOWN_IMAGES_CONFIGMAP_NAME, "namespace": ns},
+        "data": {"images": text},
+    })
+}
+
+/// The AMIs of [`stream_420`], as the controller remembers them after seeing that stream.
+pub const AMIS_420: [&str; 3] = [AMI_420_US_EAST_1, AMI_420_US_EAST_2, AMI_420_ARM_US_EAST_1];
+
+/// A stub secret holding a pointer Ignition config of the given spec version.
+pub fn stub_secret(ns: &str, name: &str, ignition_version: &str) -> Value {
+    let role = name.split('-').next().unwrap_or("worker");
+    let config = if ignition_version.starts_with('2') {
+        json!({"ignition": {"version": ignition_version, "config": {"append": [{"source": format!("https://api-int.demo.example.com:22623/config/{role}")}]}}})
+    } else {
+        json!({"ignition": {"version": ignition_version, "config": {"merge": [{"source": format!("https://api-int.demo.example.com:22623/config/{role}")}]}}})
+    };
+    json!({
+        "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+        "metadata": {"name": name, "namespace": ns},
+        "stringData": {"userData": config.to_string(), "disableTemplating": "true"},
+    })
+}
+
+/// An AWS MachineSet in the shape the installer writes.
+pub struct MachineSetBuilder {
+    value: Value,
+}
+
+pub fn machine_set(ns: &str, name: &str) -> MachineSetBuilder {
+    MachineSetBuilder {
+        value: json!({
+            "apiVersion": "machine.openshift.io/v1beta1", "kind": "MachineSet",
+            "metadata": {"name": name, "namespace": ns, "labels": {"machine.openshift.io/cluster-api-cluster": "demo-x7k2p"}},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"machine.openshift.io/cluster-api-machineset": name}},
+                "template": {
+                    "metadata": {"labels": {
+                        "machine.openshift.io/cluster-api-machineset": name,
+                        "machine.openshift.io/cluster-api-machine-role": "worker"
+                    }},
+                    "spec": {"metadata": {}, "providerSpec": {"value": {
+                        "apiVersion": "machine.openshift.io/v1beta1", "kind": "AWSMachineProviderConfig",
+                        "ami": {"id": AMI_420_US_EAST_1},
+                        "instanceType": "m6i.xlarge",
+                        "placement": {"availabilityZone": "us-east-1a", "region": "us-east-1"},
+                        "blockDevices": [{"ebs": {"encrypted": true, "volumeSize": 120, "volumeType": "gp3", "kmsKey": {"arn": ""}}}],
+                        "credentialsSecret": {"name": "aws-cloud-credentials"},
+                        "iamInstanceProfile": {"id": "demo-x7k2p-worker-profile"},
+                        "metadata": {"creationTimestamp": null},
+                        "securityGroups": [{"filters": [{"name": "tag:Name", "values": ["demo-x7k2p-node"]}]}],
+                        "subnet": {"filters": [{"name": "tag:Name", "values": ["demo-x7k2p-subnet-private-us-east-1a"]}]},
+                        "tags": [{"name": "kubernetes.io/cluster/demo-x7k2p", "value": "owned"}],
+                        "userDataSecret": {"name": "worker-user-data"}
+                    }}}
+                }
+            }
+        }),
+    }
+}
+
+impl MachineSetBuilder {
+    pub fn ami(mut self, ami: &str) -> Self {
+        self.provider()["ami"] = json!({"id": ami});
+        self
+    }
+
+    pub fn region(mut self, region: &str) -> Self {
+        self.provider()["placement"] =
+            json!({"availabilityZone": format!("{region}a"), "region": region});
+        self
+    }
+
+    pub fn label(mut self, key: &str, value: &str) -> Self {
+        self.value["metadata"]["labels"][key] = json!(value);
+        self
+    }
+
+    pub fn annotate(mut self, key: &str, value: &str) -> Self {
+        self.value["metadata"]["annotations"][key] = json!(value);
+        self
+    }
+
+    pub fn arch(self, arch: &str) -> Self {
+        self.annotate(
+            "capacity.cluster-autoscaler.kubernetes.io/labels",
+            &format!("kubernetes.io/arch={arch}"),
+        )
+    }
+
+    pub fn opted_out(self) -> Self {
+        self.annotate(
+            "machineconfiguration.openshift.io/boot-image-updates",
+            "disabled",
+        )
+    }
+
+    pub fn owned_by_hive(mut self) -> Self {
+        self.value["metadata"]["ownerReferences"] = json!([{
+            "apiVersion": "hive.openshift.io/v1", "kind": "MachinePool", "name": "demo-worker",
+            "uid": "0b6f3b4e-7c1d-4c55-9d0e-3a1e5e9f2a10", "controller": true
+        }]);
+        self
+    }
+
+    pub fn windows(mut self) -> Self {
+        self.value["spec"]["template"]["metadata"]["labels"]["machine.openshift.io/os-id"] =
+            json!("Windows");
+        self
+    }
+
+    pub fn replicas(mut self, replicas: i64) -> Self {
+        self.value["spec"]["replicas"] = json!(replicas);
+        self
+    }
+
+    pub fn user_data(mut self, secret: &str) -> Self {
+        self.provider()["userDataSecret"] = json!({"name": secret});
+        self
+    }
+
+    pub fn provider_spec(mut self, value: Value) -> Self {
+        self.value["spec"]["template"]["spec"]["providerSpec"]["value"] = value;
+        self
+    }
+
+    fn provider(&mut self) -> &mut Value {
+        &mut self.value["spec"]["template"]["spec"]["providerSpec"]["value"]
+    }
+
+    pub fn build(self) -> Value {
+        self.value
+    }
+}
+
+/// Reads a MachineSet's AMI and stub secret name.
+pub fn ami_of(ms: &Value) -> &str {
+    ms.pointer("/spec/template/spec/providerSpec/value/ami/id")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
+pub fn secret_of(ms: &Value) -> &str {
+    ms.pointer("/spec/template/spec/providerSpec/value/userDataSecret/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
+/// The changes the controller recorded on a MachineSet (its history annotation), oldest first.
+pub fn history_of(ms: &Value) -> Vec<Value> {
+    ms.pointer("/metadata/annotations/boot-image-controller.io~1history")
+        .and_then(Value::as_str)
+        .map(|text| serde_json::from_str(text).expect("the history annotation is JSON"))
+        .unwrap_or_default()
+}
+
+pub fn annotation_of<'a>(ms: &'a Value, key: &str) -> Option<&'a str> {
+    ms["metadata"]["annotations"][key].as_str()
+}
+
+pub fn replicas_of(ms: &Value) -> i64 {
+    ms["spec"]["replicas"].as_i64().unwrap_or_default()
+}
+
+// ---------------------------------------------------------------------------------------------
+// ControlPlaneMachineSets, selection of several kinds, and manifests for `plan`.
+
+/// Where a MachineSet and a ControlPlaneMachineSet keep their provider spec.
+pub const MACHINE_SET_PROVIDER_SPEC: &str = "/spec/template/spec/providerSpec/value";
+pub const CONTROL_PLANE_PROVIDER_SPEC: &str =
+    "/spec/template/machines_v1beta1_machine_openshift_io/spec/providerSpec/value";
+
+/// `managedBootImages` with one `machineManagers` entry per `(resource, mode)`, e.g.
+/// `[("machinesets", "All"), ("controlplanemachinesets", "All")]`.
+pub fn machine_managers(entries: &[(&str, &str)]) -> Value {
+    let managers: Vec<Value> = entries
+        .iter()
+        .map(|(resource, mode)| {
+            json!({"resource": resource, "apiGroup": "machine.openshift.io", "selection": {"mode": mode}})
+        })
+        .collect();
+    json!({ "machineManagers": managers })
+}
+
+/// The AWS ControlPlaneMachineSet `cluster` in the shape the installer writes (Active, three
+/// replicas, one failure domain per zone), on `ami` with the installer's `master-user-data`.
+/// It passes the validation of the real upstream CRD.
+pub fn control_plane_machine_set(ns: &str, ami: &str) -> Value {
+    let labels = json!({
+        "machine.openshift.io/cluster-api-cluster": "demo-x7k2p",
+        "machine.openshift.io/cluster-api-machine-role": "master",
+        "machine.openshift.io/cluster-api-machine-type": "master"
+    });
+    json!({
+        "apiVersion": "machine.openshift.io/v1", "kind": "ControlPlaneMachineSet",
+        "metadata": {"name": "cluster", "namespace": ns},
+        "spec": {
+            "replicas": 3,
+            "state": "Active",
+            "strategy": {"type": "RollingUpdate"},
+            "selector": {"matchLabels": labels},
+            "template": {
+                "machineType": "machines_v1beta1_machine_openshift_io",
+                "machines_v1beta1_machine_openshift_io": {
+                    "failureDomains": {"platform": "AWS", "aws": [
+                        {"placement": {"availabilityZone": "us-east-1a"}, "subnet": {"type": "Filters", "filters": [{"name": "tag:Name", "values": ["demo-x7k2p-subnet-private-us-east-1a"]}]}},
+                        {"placement": {"availabilityZone": "us-east-1b"}, "subnet": {"type": "Filters", "filters": [{"name": "tag:Name", "values": ["demo-x7k2p-subnet-private-us-east-1b"]}]}}
+                    ]},
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "lifecycleHooks": {},
+                        "metadata": {},
+                        "providerSpec": {"value": {
+                            "apiVersion": "machine.openshift.io/v1beta1", "kind": "AWSMachineProviderConfig",
+                            "ami": {"id": ami},
+                            "blockDevices": [{"ebs": {"encrypted": true, "iops": 0, "kmsKey": {"arn": ""}, "volumeSize": 120, "volumeType": "gp3"}}],
+                            "credentialsSecret": {"name": "aws-cloud-credentials"},
+                            "deviceIndex": 0,
+                            "iamInstanceProfile": {"id": "demo-x7k2p-master-profile"},
+                            "instanceType": "m6i.xlarge",
+                            "loadBalancers": [{"name": "demo-x7k2p-int", "type": "network"}, {"name": "demo-x7k2p-ext", "type": "network"}],
+                            "metadata": {"creationTimestamp": null},
+                            "placement": {"region": "us-east-1"},
+                            "securityGroups": [{"filters": [{"name": "tag:Name", "values": ["demo-x7k2p-master-sg"]}]}],
+                            "tags": [{"name": "kubernetes.io/cluster/demo-x7k2p", "value": "owned"}],
+                            "userDataSecret": {"name": "master-user-data"}
+                        }}
+                    }
+                }
+            }
+        }
+    })
+}
+
+/// The provider spec of a MachineSet or ControlPlaneMachineSet.
+pub fn provider_spec_of(object: &Value) -> &Value {
+    let base = match object["kind"].as_str() {
+        Some("ControlPlaneMachineSet") => CONTROL_PLANE_PROVIDER_SPEC,
+        _ => MACHINE_SET_PROVIDER_SPEC,
+    };
+    object.pointer(base).unwrap_or(&Value::Null)
+}
+
+/// Objects read from a test's simulated cluster, as `plan --manifests` expects them: the
+/// singletons under their real names (`cluster`, `version`) and the golden ConfigMap in
+/// `openshift-machine-config-operator`. Returns a `kind: List`.
+pub fn as_cluster_manifests(objects: Vec<Value>) -> Value {
+    let items: Vec<Value> = objects
+        .into_iter()
+        .map(|mut object| {
+            let kind = object["kind"].as_str().unwrap_or_default().to_string();
+            let name = &mut object["metadata"]["name"];
+            match kind.as_str() {
+                "MachineConfiguration" | "Infrastructure" => *name = json!("cluster"),
+                "ClusterVersion" => *name = json!("version"),
+                "ConfigMap" if *name == "coreos-bootimages" => {
+                    object["metadata"]["namespace"] = json!("openshift-machine-config-operator")
+                }
+                _ => {}
+            }
+            object
+        })
+        .collect();
+    json!({"apiVersion": "v1", "kind": "List", "items": items})
+}

@@ -1,0 +1,95 @@
+//! The compact CoreOS streams of OpenShift 4.20 (RHCOS 9.6.20250826-1) and 4.21
+//! (9.6.20251023-0): two regions, two architectures, with the real published AMI ids, so a
+//! test's expectations can be checked against the release's own stream.
+
+use serde_json::{Value, json};
+
+pub const AMI_420_US_EAST_1: &str = "ami-09d23adad19cdb25c";
+pub const AMI_420_US_EAST_2: &str = "ami-082a55a580d5538ed";
+pub const AMI_420_ARM_US_EAST_1: &str = "ami-05834415546b16278";
+pub const AMI_421_US_EAST_1: &str = "ami-01095d1967818437c";
+pub const AMI_421_US_EAST_2: &str = "ami-0bc8dda494f111572";
+pub const AMI_421_ARM_US_EAST_1: &str = "ami-08e3890b24e081680";
+pub const CUSTOM_AMI: &str = "ami-0123456789abcdef0";
+
+/// A compact CoreOS stream: two regions, two architectures.
+fn stream(name: &str, release: &str, amis: [(&str, &str, &str); 3]) -> String {
+    let mut arches = serde_json::Map::new();
+    for (arch, region, ami) in amis {
+        let entry = arches.entry(arch.to_string()).or_insert_with(|| {
+            json!({
+                "artifacts": {"aws": {"release": release, "formats": {"vmdk.gz": {"disk": {"location": "", "sha256": ""}}}}},
+                "images": {"aws": {"regions": {}}}
+            })
+        });
+        entry["images"]["aws"]["regions"][region] = json!({"release": release, "image": ami});
+    }
+    json!({"stream": name, "metadata": {"last-modified": "2025-10-28T23:18:17Z"}, "architectures": arches}).to_string()
+}
+
+pub fn stream_420() -> String {
+    stream(
+        "rhcos-4.20",
+        "9.6.20250826-1",
+        [
+            ("x86_64", "us-east-1", AMI_420_US_EAST_1),
+            ("x86_64", "us-east-2", AMI_420_US_EAST_2),
+            ("aarch64", "us-east-1", AMI_420_ARM_US_EAST_1),
+        ],
+    )
+}
+
+pub fn stream_421() -> String {
+    stream(
+        "rhcos-4.21",
+        "9.6.20251023-0",
+        [
+            ("x86_64", "us-east-1", AMI_421_US_EAST_1),
+            ("x86_64", "us-east-2", AMI_421_US_EAST_2),
+            ("aarch64", "us-east-1", AMI_421_ARM_US_EAST_1),
+        ],
+    )
+}
+
+/// An Azure marketplace entry of a stream: the Hyper-V generation 1 and 2 images of one offer.
+pub fn marketplace(publisher: &str, offer: &str, gen1: &str, gen2: &str, version: &str) -> Value {
+    json!({
+        "hyperVGen1": {"publisher": publisher, "offer": offer, "sku": gen1, "version": version},
+        "hyperVGen2": {"publisher": publisher, "offer": offer, "sku": gen2, "version": version}
+    })
+}
+
+/// The 4.21 stream for every platform the rules read: AWS, GCP and Azure marketplace for x86_64, AWS only for
+/// aarch64, nothing for ppc64le and s390x.
+pub fn stream_421_all_platforms() -> Value {
+    json!({
+        "stream": "rhcos-4.21",
+        "architectures": {
+            "x86_64": {
+                "artifacts": {
+                    "aws": {"release": "9.6.20251023-0"},
+                    "gcp": {"release": "9.6.20251023-0"},
+                    "azure": {"release": "9.6.20251023-0"}
+                },
+                "images": {
+                    "aws": {"regions": {
+                        "us-east-1": {"release": "9.6.20251023-0", "image": AMI_421_US_EAST_1},
+                        "us-east-2": {"release": "9.6.20251023-0", "image": AMI_421_US_EAST_2}
+                    }},
+                    "gcp": {"release": "9.6.20251023-0", "project": "rhcos-cloud", "name": "rhcos-9-6-20251023-0-gcp-x86-64"}
+                },
+                "rhel-coreos-extensions": {"marketplace": {"azure": {
+                    "no-purchase-plan": marketplace("azureopenshift", "aro4", "aro_420", "420-v2", "9.6.20251015"),
+                    "ocp": marketplace("redhat", "rh-ocp-worker", "rh-ocp-worker-gen1", "rh-ocp-worker", "4.18.2025031114"),
+                    "ocp-emea": marketplace("redhat-limited", "rh-ocp-worker", "rh-ocp-worker-gen1", "rh-ocp-worker", "4.18.2025031114")
+                }}}
+            },
+            "aarch64": {
+                "artifacts": {"aws": {"release": "9.6.20251023-0"}},
+                "images": {"aws": {"regions": {
+                    "us-east-1": {"release": "9.6.20251023-0", "image": AMI_421_ARM_US_EAST_1}
+                }}}
+            }
+        }
+    })
+}
