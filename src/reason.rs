@@ -96,6 +96,9 @@ reasons! {
     ImageNotInStream: Error,
     ManagedSecretMissing: Error,
     ManagedSecretInvalid: Error,
+    /// The managed stub secret's userData is blanked, as must-gather and `oc adm inspect` write
+    /// every secret: it cannot be verified, so it is not switched to.
+    ManagedSecretUnverified: Error,
     /// The stub secret of an object whose stub name never changes (a ControlPlaneMachineSet)
     /// cannot boot the new image: the image is not updated.
     StubSecretIncompatible: Error,

@@ -1,5 +1,6 @@
 //! Every alert links a runbook that exists and answers what an on-call engineer asks: what it
-//! means, what breaks, how to find the cause, how to fix it. (That every alert carries a
+//! means, what breaks, how to find the cause, how to fix it; and every reason has its entry in
+//! the README's troubleshooting table. (That every alert carries a
 //! `namespace` label is checked by hack/check-rules.sh on promtool's evaluation of the rules.)
 
 use std::path::Path;
@@ -57,4 +58,24 @@ fn every_runbook_belongs_to_an_alert() {
             "docs/runbooks/{file} is for no alert"
         );
     }
+}
+
+/// The README's troubleshooting table has an entry for every reason the controller reports
+/// (conditions, Events, `plan`, metric labels).
+#[test]
+fn every_reason_has_a_troubleshooting_entry() {
+    let readme = std::fs::read_to_string(repo().join("README.md")).expect("README.md");
+    let start = readme.find("### Reasons").expect("a Reasons section");
+    let section = &readme[start..];
+    let section = &section[..section[4..].find("\n## ").map_or(section.len(), |e| e + 4)];
+    let missing: Vec<&str> = boot_image_controller::reason::Reason::ALL
+        .iter()
+        .map(|r| r.as_str())
+        .filter(|name| {
+            !section
+                .lines()
+                .any(|l| l.starts_with('|') && l.contains(&format!("`{name}`")))
+        })
+        .collect();
+    assert!(missing.is_empty(), "README has no row for: {missing:?}");
 }

@@ -5,47 +5,17 @@
 //! Needs `openssl` and `curl` (the test harness installs openssl; curl is what a person uses to
 //! check this by hand, so the test uses it too).
 
+mod metrics_tls;
 mod support;
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::ServiceAccount;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
-use kube::api::{Api, Patch, PatchParams, PostParams};
-use serde_json::json;
+use metrics_tls::{allow_metrics, token_of, write_certificate};
 use support::TestEnv;
 
 const WAIT: Duration = Duration::from_secs(60);
-
-/// A self-signed certificate for 127.0.0.1 in `dir` (tls.crt, tls.key), as the service-CA
-/// operator would write one (the names are the keys of its Secret).
-fn write_certificate(dir: &Path, name: &str) {
-    std::fs::create_dir_all(dir).unwrap();
-    let out = Command::new("openssl")
-        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt"])
-        .arg("ec_paramgen_curve:prime256v1")
-        .args(["-nodes", "-days", "1", "-subj"])
-        .arg(format!("/CN={name}"))
-        .args(["-addext", "subjectAltName=IP:127.0.0.1"])
-        .arg("-keyout")
-        .arg(dir.join("tls.key.new"))
-        .arg("-out")
-        .arg(dir.join("tls.crt.new"))
-        .output()
-        .expect("openssl runs");
-    assert!(
-        out.status.success(),
-        "openssl: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    // Key first, then certificate, each replaced in one rename: the controller may look at any
-    // moment and must only ever keep a pair that parses.
-    std::fs::rename(dir.join("tls.key.new"), dir.join("tls.key")).unwrap();
-    std::fs::rename(dir.join("tls.crt.new"), dir.join("tls.crt")).unwrap();
-}
 
 /// `curl` of `url`: the HTTP status (0 when no HTTP response came back) and the body.
 fn curl(url: &str, ca: &Path, token: Option<&str>) -> (u16, String) {
@@ -68,27 +38,6 @@ fn curl(url: &str, ca: &Path, token: Option<&str>) -> (u16, String) {
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let (body, code) = text.rsplit_once('\n').unwrap_or(("", &text));
     (code.trim().parse().unwrap_or(0), body.to_string())
-}
-
-async fn token_of(env: &TestEnv, account: &str) -> String {
-    env.apply(json!({"apiVersion": "v1", "kind": "ServiceAccount",
-        "metadata": {"name": account, "namespace": env.ns}}))
-        .await;
-    let request = TokenRequest {
-        spec: TokenRequestSpec {
-            audiences: vec![],
-            expiration_seconds: Some(3600),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    Api::<ServiceAccount>::namespaced(env.client.clone(), &env.ns)
-        .create_token_request(account, &PostParams::default(), &request)
-        .await
-        .expect("a token for the service account")
-        .status
-        .expect("token status")
-        .token
 }
 
 struct Running(Child);
@@ -124,32 +73,8 @@ async fn metrics_are_served_over_tls_only_to_clients_allowed_to_get_them() {
     let first_ca = tmp.path().join("first.crt");
     std::fs::copy(certs.join("tls.crt"), &first_ca).unwrap();
 
-    // The scraper: a ClusterRole like the one manifests/monitoring gives Prometheus.
-    let reader_role = format!("{}-metrics-reader", env.ns);
-    let apply = PatchParams::apply("boot-image-controller-tests").force();
-    Api::<ClusterRole>::all(env.client.clone())
-        .patch(
-            &reader_role,
-            &apply,
-            &Patch::Apply(
-                json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-                "metadata": {"name": reader_role},
-                "rules": [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]}),
-            ),
-        )
-        .await
-        .expect("apply the ClusterRole");
-    Api::<ClusterRoleBinding>::all(env.client.clone())
-        .patch(
-            &reader_role,
-            &apply,
-            &Patch::Apply(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-                "metadata": {"name": reader_role},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": reader_role},
-                "subjects": [{"kind": "ServiceAccount", "name": "scraper", "namespace": env.ns}]})),
-        )
-        .await
-        .expect("apply the ClusterRoleBinding");
+    // The scraper: allowed like the ServiceMonitor's reader in manifests/monitoring.
+    allow_metrics(&env, "scraper").await;
     let scraper = token_of(&env, "scraper").await;
     let stranger = token_of(&env, "stranger").await;
 

@@ -150,3 +150,59 @@ fn assume_selection_all_shows_what_opting_in_would_change() {
         "{what_if}"
     );
 }
+
+/// A must-gather blanks secrets: the managed stub cannot be checked there, and `plan` says so
+/// instead of calling it invalid Ignition.
+#[test]
+fn a_must_gather_blanked_stub_secret_is_unverified_not_invalid() {
+    let tmp = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(demo_cluster()).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_owned();
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        if name == "secrets.yaml" {
+            // What `oc adm inspect` writes: every value replaced, here by "<N> bytes long".
+            let elided = text
+                .lines()
+                .map(|l| match l.split_once("userData: ") {
+                    Some((indent, _)) => format!("{indent}userData: MTkzNCBieXRlcyBsb25n"),
+                    None => l.to_string(),
+                })
+                .collect::<Vec<_>>()
+                .join("\n");
+            text = elided;
+        }
+        std::fs::write(tmp.path().join(name), text).unwrap();
+    }
+    let plan = json_of(&plan(
+        &["-f", tmp.path().to_str().unwrap(), "-o", "json"],
+        None,
+    ));
+    let reasons: Vec<&str> = plan["machineSets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["reason"].as_str())
+        .collect();
+    assert!(reasons.contains(&"ManagedSecretUnverified"), "{reasons:?}");
+    assert!(!reasons.contains(&"ManagedSecretInvalid"), "{reasons:?}");
+}
+
+/// `-o wide` is the table plus every operation of every patch, so a reviewer sees exactly what
+/// `run` would send.
+#[test]
+fn wide_output_adds_every_patch_operation_to_the_table() {
+    let dir = demo_cluster();
+    let dir = dir.to_str().unwrap();
+    let table = String::from_utf8(plan(&["-f", dir, "--now", NOW], None).stdout).unwrap();
+    let wide =
+        String::from_utf8(plan(&["-f", dir, "--now", NOW, "-o", "wide"], None).stdout).unwrap();
+    assert!(wide.starts_with(&table), "the table first:\n{wide}");
+    let json = json_of(&plan(&["-f", dir, "--now", NOW, "-o", "json"], None));
+    for entry in json["machineSets"].as_array().unwrap() {
+        for op in entry["patch"].as_array().unwrap() {
+            assert!(wide.contains(&op.to_string()), "{op} missing from:\n{wide}");
+        }
+    }
+    assert!(wide.contains("\"op\":\"test\""), "{wide}");
+}

@@ -8,6 +8,7 @@
 //! PATH), installed by hack/ensure-prometheus.sh when missing and running as root. Without it
 //! and without root the test prints `SKIPPED`.
 
+mod metrics_tls;
 mod support;
 
 use std::path::{Path, PathBuf};
@@ -96,19 +97,35 @@ impl Prometheus {
     /// Starts `binary` scraping `target` (`host:port`) as job [`JOB`], with the series labelled
     /// `namespace` as a ServiceMonitor would, and evaluating `rules` every second.
     fn start(binary: &Path, target: &str, namespace: &str, rules: &str) -> Prometheus {
+        let scrape = format!(
+            "  - job_name: {JOB}\n    static_configs:\n      \
+             - targets: ['{target}']\n        labels:\n          namespace: {namespace}\n"
+        );
+        Prometheus::start_with(binary, &scrape, namespace, rules, |_| {})
+    }
+
+    /// Starts `binary` with the `scrape_configs` entries `scrape` (YAML list items, indented by
+    /// two), after `prepare` has written what they refer to into the configuration folder.
+    fn start_with(
+        binary: &Path,
+        scrape: &str,
+        label: &str,
+        rules: &str,
+        prepare: impl FnOnce(&Path),
+    ) -> Prometheus {
         let dir = tempfile::tempdir().expect("temp dir");
+        prepare(dir.path());
         std::fs::write(dir.path().join("rules.yaml"), rules).expect("write rules");
         let config = format!(
             "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
              rule_files:\n  - rules.yaml\n\
-             scrape_configs:\n  - job_name: {JOB}\n    static_configs:\n      \
-             - targets: ['{target}']\n        labels:\n          namespace: {namespace}\n"
+             scrape_configs:\n{scrape}"
         );
         let config_file = dir.path().join("prometheus.yml");
         std::fs::write(&config_file, config).expect("write config");
         let logs = Path::new(REPO).join("target/test-logs");
         std::fs::create_dir_all(&logs).expect("log dir");
-        let log = logs.join(format!("prometheus-{namespace}.log"));
+        let log = logs.join(format!("prometheus-{label}.log"));
         let port = free_port();
         let file = std::fs::File::create(&log).expect("log file");
         let child = Command::new(binary)
@@ -312,5 +329,85 @@ async fn prometheus_sees_the_error_metric_and_fires_the_alert_for_a_failing_mach
     assert_eq!(
         secret_of(&env.machine_set("infra-a").await),
         "worker-user-data-managed"
+    );
+}
+
+/// Prometheus configured as the ServiceMonitor configures user-workload monitoring (HTTPS,
+/// verifying the serving certificate's CA, a reader's bearer token) scrapes a controller run
+/// with `--metrics-secure`; the same scrape without the token is refused with 401.
+#[tokio::test]
+async fn prometheus_scrapes_the_secure_endpoint_with_the_readers_token() {
+    let Some(binary) = prometheus_binary() else {
+        return;
+    };
+    let env = TestEnv::new("prometheus-tls").await;
+    metrics_tls::allow_metrics(&env, "scraper").await;
+    let token = metrics_tls::token_of(&env, "scraper").await;
+    let certs = tempfile::tempdir().expect("temp dir");
+    metrics_tls::write_certificate(certs.path(), "boot-image-controller");
+
+    let (metrics_port, probe_port) = (free_port(), free_port());
+    let mut flags = env.controller_flags();
+    flags.extend([
+        "--metrics-secure".to_string(),
+        format!("--metrics-cert-dir={}", certs.path().display()),
+        format!("--metrics-bind-address=127.0.0.1:{metrics_port}"),
+        format!("--health-probe-bind-address=127.0.0.1:{probe_port}"),
+    ]);
+    let log = Path::new(REPO).join(format!("target/test-logs/{}-controller.log", env.ns));
+    let mut controller = Command::new(support::controller_binary())
+        .arg("run")
+        .args(&flags)
+        .env_remove("KUBECONFIG")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log file"))
+        .spawn()
+        .expect("start the controller");
+
+    let target = format!("127.0.0.1:{metrics_port}");
+    let scrape = format!(
+        "  - job_name: {JOB}\n    scheme: https\n    authorization:\n      type: Bearer\n      \
+         credentials_file: token\n    tls_config:\n      ca_file: ca.crt\n    static_configs:\n      \
+         - targets: ['{target}']\n  - job_name: without-token\n    scheme: https\n    \
+         tls_config:\n      ca_file: ca.crt\n    static_configs:\n      - targets: ['{target}']\n"
+    );
+    let ca = certs.path().join("tls.crt");
+    let prometheus = Prometheus::start_with(&binary, &scrape, &env.ns, "groups: []\n", |dir| {
+        std::fs::write(dir.join("token"), &token).expect("write token");
+        std::fs::copy(&ca, dir.join("ca.crt")).expect("copy CA");
+    });
+    prometheus.wait_ready().await;
+
+    let build_info = format!("{}{{job=\"{JOB}\"}}", names::BUILD_INFO);
+    let scraped = eventually(CONVERGE, || async {
+        let up = prometheus.query(&format!("up{{job=\"{JOB}\"}}")).await;
+        let info = prometheus.query(&build_info).await;
+        let refused = prometheus.query("up{job=\"without-token\"}").await;
+        (up.first()?["value"][1] == "1" && !info.is_empty() && refused.first()?["value"][1] == "0")
+            .then_some(())
+    })
+    .await;
+    let targets = prometheus.api("/api/v1/targets").await;
+    let _ = controller.kill();
+    let _ = controller.wait();
+    assert!(
+        scraped.is_some(),
+        "Prometheus never scraped {build_info} over HTTPS; targets: {targets:?}\ncontroller:\n{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    let refused = targets
+        .as_ref()
+        .and_then(|t| t["activeTargets"].as_array().cloned())
+        .unwrap_or_default()
+        .into_iter()
+        .find(|t| t["labels"]["job"] == "without-token");
+    let refused = refused.expect("the target without a token");
+    assert_eq!(refused["health"], "down", "{refused}");
+    assert!(
+        refused["lastError"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("401"),
+        "{refused}"
     );
 }

@@ -2,6 +2,7 @@
 //! its arguments and code live in a file of their own.
 
 mod crds;
+mod live;
 mod plan;
 mod revert;
 mod run;
@@ -39,10 +40,11 @@ pub struct Cli {
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Show what the controller would change, from manifest files (no cluster access needed).
+    /// Show what the controller would change, from manifest files or read-only from a cluster.
     ///
-    /// Reads `oc get -o yaml` output, must-gather folders or hand-written files, and prints the
-    /// decision for every MachineSet and ControlPlaneMachineSet.
+    /// Reads `oc get -o yaml` output, must-gather folders or hand-written files (`-f`), or the
+    /// objects the controller reads from a cluster (`--live`, `--kubeconfig`, `--context`), and
+    /// prints the decision for every MachineSet and ControlPlaneMachineSet.
     Plan(PlanArgs),
     /// Print the CRDs of the OpenShift kinds the controller touches, for local test clusters.
     ///

@@ -23,8 +23,17 @@ pub struct PlanArgs {
     /// A manifest file, or a folder read recursively (*.yaml, *.yml, *.json), or `-` for
     /// standard input. Multi-document YAML and `kind: List` are read, so `oc get -o yaml` output
     /// and must-gathers work.
-    #[arg(long = "manifests", short = 'f', value_name = "PATH", required = true)]
+    #[arg(
+        long = "manifests",
+        short = 'f',
+        value_name = "PATH",
+        required_unless_present_any = ["live", "kubeconfig", "context"],
+        conflicts_with_all = ["kubeconfig", "context"]
+    )]
     pub manifests: Vec<PathBuf>,
+
+    #[command(flatten)]
+    pub live: super::live::LiveArgs,
 
     /// Output format: a table for people, the complete plan as JSON or YAML for tools.
     #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Table)]
@@ -66,6 +75,8 @@ pub struct PlanArgs {
 pub enum OutputFormat {
     /// A table for people.
     Table,
+    /// The table, then every patch the controller would send, operation by operation.
+    Wide,
     /// The plan as JSON, for tools.
     Json,
     /// The plan as YAML: the same content as JSON.
@@ -91,7 +102,11 @@ fn arch_parser() -> impl clap::builder::TypedValueParser<Value = Arch> {
 
 /// Runs the command; `Ok` holds the exit code (0, or [`CHANGES_PENDING_CODE`]).
 pub fn run(args: &PlanArgs) -> Result<u8, Failure> {
-    let mut snapshot = load(&args.manifests)?;
+    let mut snapshot = if args.live.requested() {
+        read_cluster(&args.live)?
+    } else {
+        load(&args.manifests)?
+    };
     if let Some(mode) = args.assume_selection {
         assume_selection(&mut snapshot.cluster, mode);
     }
@@ -131,6 +146,11 @@ pub fn run(args: &PlanArgs) -> Result<u8, Failure> {
             serde_saphyr::to_string(&plan).context("cannot serialize the plan")?
         }
         OutputFormat::Table => table::render(&plan, &table::ClusterFacts::of(&snapshot.cluster)),
+        OutputFormat::Wide => {
+            let mut text = table::render(&plan, &table::ClusterFacts::of(&snapshot.cluster));
+            text.push_str(&patches(&plan)?);
+            text
+        }
     };
     write_stdout(&output)?;
     let pending = plan
@@ -142,6 +162,22 @@ pub fn run(args: &PlanArgs) -> Result<u8, Failure> {
         CHANGES_PENDING_CODE
     } else {
         0
+    })
+}
+
+/// Exit code when the cluster cannot be read (unreachable, forbidden).
+const CLUSTER_READ_CODE: u8 = 1;
+
+fn read_cluster(args: &super::live::LiveArgs) -> Result<manifests::Snapshot, Failure> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::runtime(CLUSTER_READ_CODE, e))?;
+    runtime.block_on(super::live::snapshot(args)).map_err(|e| {
+        Failure::runtime(
+            CLUSTER_READ_CODE,
+            anyhow::anyhow!("cannot read the cluster: {e}"),
+        )
     })
 }
 
@@ -190,6 +226,29 @@ fn assume_selection(cluster: &mut ClusterSnapshot, mode: AssumedSelection) {
             partial: None,
         },
     });
+}
+
+/// The patches of a plan as `-o wide` lists them: one line per operation, each object's
+/// operations in the order the API server applies them.
+fn patches(plan: &Plan) -> Result<String, Failure> {
+    let mut out = String::from("\nPatches (RFC 6902 JSON Patch, as `run` sends them):\n");
+    let entries: Vec<_> = plan
+        .machine_sets
+        .iter()
+        .chain(&plan.control_plane_machine_sets)
+        .filter(|e| !e.patch.is_empty())
+        .collect();
+    if entries.is_empty() {
+        out.push_str("  none\n");
+    }
+    for entry in entries {
+        out.push_str(&format!("  {}/{}:\n", entry.namespace, entry.name));
+        for op in &entry.patch {
+            let op = serde_json::to_string(op).context("cannot serialize a patch")?;
+            out.push_str(&format!("    {op}\n"));
+        }
+    }
+    Ok(out)
 }
 
 fn json(plan: &Plan) -> Result<String, Failure> {

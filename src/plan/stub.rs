@@ -49,6 +49,17 @@ pub fn secret_to_verify(kind: MachineKind, current: &str) -> Option<String> {
     }
 }
 
+/// A value as `oc adm inspect` writes secrets: empty, or `<N> bytes long`.
+fn is_elided(bytes: &[u8]) -> bool {
+    let Ok(text) = std::str::from_utf8(bytes) else {
+        return false;
+    };
+    text.is_empty()
+        || text
+            .strip_suffix(" bytes long")
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
 /// Checks that a managed stub secret can be pointed at.
 pub fn verify(
     namespace: &str,
@@ -88,6 +99,20 @@ pub fn verify(
     let Some(bytes) = bytes else {
         return invalid("has no userData");
     };
+    // `oc adm inspect` (and so must-gather) keeps a secret's keys but replaces their values:
+    // older releases with nothing, newer ones with "<N> bytes long" (openshift/oc,
+    // pkg/cli/admin/inspect, `elideSecret`). Such a value says nothing about the real one:
+    // unknown, not invalid Ignition.
+    if is_elided(&bytes) {
+        return Err((
+            Reason::ManagedSecretUnverified,
+            format!(
+                "stub secret {namespace}/{name} has its {USER_DATA_KEY} blanked, as must-gather \
+                 and `oc adm inspect` write secrets: it cannot be verified, so the stub secret is \
+                 left as it is (plan on `oc get secret -o yaml` output to check it)"
+            ),
+        ));
+    }
     let Ok(config) = serde_json::from_slice::<Value>(&bytes) else {
         return invalid("has a userData that is not JSON");
     };
@@ -171,5 +196,16 @@ mod tests {
             verify("ns", "w", Some(&Secret::default())).unwrap_err().0,
             Reason::ManagedSecretInvalid
         );
+    }
+
+    #[test]
+    fn a_blanked_secret_is_unverified_not_invalid() {
+        for elided in ["", "1934 bytes long"] {
+            let (reason, message) = verify("ns", "w", Some(&secret(elided))).unwrap_err();
+            assert_eq!(reason, Reason::ManagedSecretUnverified, "{elided:?}");
+            assert!(message.contains("must-gather"), "{message}");
+        }
+        let (reason, _) = verify("ns", "w", Some(&secret("bytes long"))).unwrap_err();
+        assert_eq!(reason, Reason::ManagedSecretInvalid);
     }
 }

@@ -1,0 +1,260 @@
+//! `plan --live`: the planner's input read from a cluster, read-only.
+//!
+//! It reads what the controller reads, with GETs and LISTs only: the three singletons, the
+//! golden ConfigMap, the MachineSets and ControlPlaneMachineSets of the machine-API namespace,
+//! the managed stub secrets they would be pointed at (by name, as the controller's RBAC allows),
+//! the known-images ConfigMap, and the control-plane Nodes (for their architecture). The objects go through the same loader as manifest files, so
+//! a live plan and a plan of `oc get -o yaml` output of the same objects agree. Secret contents
+//! are checked by the planner and never printed.
+
+use std::collections::BTreeSet;
+
+use clap::Args;
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
+use serde_json::{Value, json};
+
+use crate::kubeconfig::ClusterArgs;
+use crate::manifests::{self, Snapshot};
+use crate::names;
+use crate::plan::stub::managed_name;
+
+#[derive(Args, Clone, Debug)]
+pub struct LiveArgs {
+    /// Read the objects from the cluster (read-only) instead of manifest files; implied by
+    /// --kubeconfig and --context.
+    #[arg(long, conflicts_with = "manifests")]
+    pub live: bool,
+
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+
+    /// With --live: the namespace of the MachineSets.
+    #[arg(long, value_name = "NS", default_value = "openshift-machine-api")]
+    pub machine_api_namespace: String,
+
+    /// With --live: the namespace of the golden boot image ConfigMap.
+    #[arg(long, value_name = "NS", default_value = names::GOLDEN_CONFIGMAP_NAMESPACE)]
+    pub golden_configmap_namespace: String,
+
+    /// With --live: the name of the MachineConfiguration.
+    #[arg(long, value_name = "NAME", default_value = names::MACHINE_CONFIGURATION_NAME)]
+    pub machine_configuration_name: String,
+
+    /// With --live: the name of the Infrastructure.
+    #[arg(long, value_name = "NAME", default_value = names::INFRASTRUCTURE_NAME)]
+    pub infrastructure_name: String,
+
+    /// With --live: the name of the ClusterVersion.
+    #[arg(long, value_name = "NAME", default_value = names::CLUSTER_VERSION_NAME)]
+    pub cluster_version_name: String,
+
+    /// With --live: the controller's namespace, where its known-images ConfigMap lives.
+    #[arg(
+        long = "controller-namespace",
+        value_name = "NS",
+        default_value = "boot-image-controller"
+    )]
+    pub controller_namespace: String,
+}
+
+impl LiveArgs {
+    pub fn requested(&self) -> bool {
+        self.live || self.cluster.kubeconfig.is_some() || self.cluster.context.is_some()
+    }
+}
+
+fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
+}
+
+/// One object as JSON with its apiVersion and kind (list items come without them), or `None`
+/// when it does not exist or may not be read: the planner reports a missing input itself.
+async fn get(
+    client: &Client,
+    ar: &ApiResource,
+    namespace: Option<&str>,
+    name: &str,
+) -> Result<Option<Value>, kube::Error> {
+    let api: Api<DynamicObject> = match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, ar),
+        None => Api::all_with(client.clone(), ar),
+    };
+    match api.get_opt(name).await {
+        Ok(found) => Ok(found.map(|o| typed(ar, o))),
+        Err(kube::Error::Api(e)) if e.code == 403 || e.code == 404 => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+async fn list(
+    client: &Client,
+    ar: &ApiResource,
+    namespace: &str,
+) -> Result<Vec<Value>, kube::Error> {
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, ar);
+    match api.list(&ListParams::default()).await {
+        Ok(list) => Ok(list.items.into_iter().map(|o| typed(ar, o)).collect()),
+        // A cluster without ControlPlaneMachineSets (the CRD is absent on some platforms).
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(Vec::new()),
+        Err(e) => Err(e),
+    }
+}
+
+fn typed(ar: &ApiResource, object: DynamicObject) -> Value {
+    let mut value = serde_json::to_value(object).unwrap_or(Value::Null);
+    value["apiVersion"] = json!(ar.api_version);
+    value["kind"] = json!(ar.kind);
+    value
+}
+
+/// The loader knows the singletons and the golden ConfigMap by their names in a real cluster;
+/// objects read under other names (test clusters) are presented under those.
+fn rename(mut value: Value, namespace: Option<&str>, name: &str) -> Value {
+    value["metadata"]["name"] = json!(name);
+    if let Some(ns) = namespace {
+        value["metadata"]["namespace"] = json!(ns);
+    }
+    value
+}
+
+pub async fn snapshot(args: &LiveArgs) -> Result<Snapshot, String> {
+    let config = args.cluster.config().await?;
+    let client = Client::try_from(config).map_err(|e| e.to_string())?;
+    let fail = |e: kube::Error| e.to_string();
+    let mut items = Vec::new();
+
+    let singletons = [
+        (
+            resource(
+                "operator.openshift.io",
+                "v1",
+                "MachineConfiguration",
+                "machineconfigurations",
+            ),
+            &args.machine_configuration_name,
+            names::MACHINE_CONFIGURATION_NAME,
+        ),
+        (
+            resource(
+                "config.openshift.io",
+                "v1",
+                "Infrastructure",
+                "infrastructures",
+            ),
+            &args.infrastructure_name,
+            names::INFRASTRUCTURE_NAME,
+        ),
+        (
+            resource(
+                "config.openshift.io",
+                "v1",
+                "ClusterVersion",
+                "clusterversions",
+            ),
+            &args.cluster_version_name,
+            names::CLUSTER_VERSION_NAME,
+        ),
+    ];
+    for (ar, name, canonical) in &singletons {
+        if let Some(found) = get(&client, ar, None, name).await.map_err(fail)? {
+            items.push(rename(found, None, canonical));
+        }
+    }
+    let config_maps = resource("", "v1", "ConfigMap", "configmaps");
+    if let Some(golden) = get(
+        &client,
+        &config_maps,
+        Some(&args.golden_configmap_namespace),
+        names::GOLDEN_CONFIGMAP_NAME,
+    )
+    .await
+    .map_err(fail)?
+    {
+        items.push(rename(
+            golden,
+            Some(names::GOLDEN_CONFIGMAP_NAMESPACE),
+            names::GOLDEN_CONFIGMAP_NAME,
+        ));
+    }
+    if let Some(known) = get(
+        &client,
+        &config_maps,
+        Some(&args.controller_namespace),
+        names::KNOWN_IMAGES_CONFIGMAP_NAME,
+    )
+    .await
+    .map_err(fail)?
+    {
+        items.push(known);
+    }
+
+    let ns = &args.machine_api_namespace;
+    let machine_sets = list(
+        &client,
+        &resource(
+            "machine.openshift.io",
+            "v1beta1",
+            "MachineSet",
+            "machinesets",
+        ),
+        ns,
+    )
+    .await
+    .map_err(fail)?;
+    let control_plane = list(
+        &client,
+        &resource(
+            "machine.openshift.io",
+            "v1",
+            "ControlPlaneMachineSet",
+            "controlplanemachinesets",
+        ),
+        ns,
+    )
+    .await
+    .map_err(fail)?;
+    // Only the managed stub secrets the plan may point at, read by name like the controller.
+    let wanted: BTreeSet<String> =
+        machine_sets
+            .iter()
+            .chain(&control_plane)
+            .flat_map(|o| {
+                let spec = &o["spec"]["template"];
+                [
+                    &spec["spec"]["providerSpec"]["value"]["userDataSecret"]["name"],
+                    &spec["machines_v1beta1_machine_openshift_io"]["spec"]["providerSpec"]["value"]
+                        ["userDataSecret"]["name"],
+                ]
+            })
+            .filter_map(Value::as_str)
+            .map(|name| managed_name(name).unwrap_or_else(|| name.to_string()))
+            .collect();
+    let secrets = resource("", "v1", "Secret", "secrets");
+    for name in &wanted {
+        if let Some(secret) = get(&client, &secrets, Some(ns), name).await.map_err(fail)? {
+            items.push(secret);
+        }
+    }
+    items.extend(machine_sets);
+    items.extend(control_plane);
+    // Control-plane Nodes by label, as the controller watches them: their architecture is that
+    // of MachineSets that do not declare theirs.
+    let nodes: Api<DynamicObject> =
+        Api::all_with(client.clone(), &resource("", "v1", "Node", "nodes"));
+    let node_resource = resource("", "v1", "Node", "nodes");
+    for label in names::CONTROL_PLANE_NODE_LABELS {
+        let listed = nodes
+            .list(&ListParams::default().labels(label))
+            .await
+            .map_err(fail)?;
+        items.extend(listed.items.into_iter().map(|o| typed(&node_resource, o)));
+    }
+
+    let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
+    let source = match &args.cluster.context {
+        Some(context) => format!("cluster (context {context})"),
+        None => "cluster".to_string(),
+    };
+    manifests::from_str(&source, &list.to_string()).map_err(|e| e.to_string())
+}

@@ -1,0 +1,318 @@
+//! The deployment manifests as kustomize renders them: they pass a server-side dry run on the
+//! real API server, the namespace can be changed without moving the Roles that must stay in
+//! OpenShift's namespaces, and Deployment, Service and ServiceMonitor are wired together.
+
+mod deploy;
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use deploy::*;
+use serde_json::{Value, json};
+
+// ---------------------------------------------------------------------------------------------
+// Against the API server
+
+#[test]
+fn the_manifests_pass_a_server_side_dry_run() {
+    let Some(cluster) = Cluster::from_env() else {
+        return;
+    };
+    let rendered = Rendered::manifests(&cluster.kubectl);
+    let (served, unserved) = split_by_served(&rendered.0, &cluster.served_kinds());
+    if !unserved.is_empty() {
+        eprintln!(
+            "not validated, their CRDs are not installed on this server: {}",
+            describe(&unserved)
+        );
+    }
+    // Only the prometheus-operator kinds may be missing; everything else must be validated.
+    for o in &unserved {
+        assert!(
+            str_of(&o["apiVersion"]).starts_with("monitoring.coreos.com/"),
+            "the server does not serve {}",
+            describe(std::slice::from_ref(o))
+        );
+    }
+    for kind in [
+        "Namespace",
+        "ServiceAccount",
+        "ClusterRole",
+        "Role",
+        "RoleBinding",
+        "Deployment",
+        "Service",
+    ] {
+        assert!(
+            served.iter().any(|o| o["kind"] == kind),
+            "no {kind} validated"
+        );
+    }
+
+    ensure_namespaces(&cluster, &rendered);
+    let out = cluster.ok(
+        &["apply", "--dry-run=server", "-f", "-"],
+        Some(&list(&served)),
+    );
+    eprintln!("{out}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The kustomize build
+
+/// Every namespaced object sits in `ns`, except the pinned ones, which sit where their
+/// annotation says; every binding of our ServiceAccount names `ns`.
+fn assert_placed(rendered: &Rendered, ns: &str) {
+    let (sa_ns, sa) = rendered.service_account();
+    assert_eq!(sa_ns, ns);
+    let namespaces: Vec<String> = rendered
+        .of_kind("Namespace")
+        .map(|o| str_of(&o["metadata"]["name"]))
+        .collect();
+    assert_eq!(
+        namespaces,
+        [ns],
+        "the manifests create exactly their own namespace"
+    );
+
+    let mut pinned = BTreeMap::new();
+    for o in &rendered.0 {
+        let meta = &o["metadata"];
+        let name = format!("{} {}", str_of(&o["kind"]), str_of(&meta["name"]));
+        match (
+            meta["annotations"][PINNED_ANNOTATION].as_str(),
+            meta["namespace"].as_str(),
+        ) {
+            (Some(pin), actual) => {
+                assert_eq!(actual, Some(pin), "{name} must stay in {pin}");
+                pinned.insert(name.clone(), pin.to_string());
+            }
+            (None, Some(actual)) => assert_eq!(actual, ns, "{name}"),
+            (None, None) => {}
+        }
+        if matches!(
+            o["kind"].as_str(),
+            Some("RoleBinding" | "ClusterRoleBinding")
+        ) {
+            for subject in o["subjects"].as_array().expect("subjects") {
+                if subject["kind"] == "ServiceAccount" && subject["name"] == sa.as_str() {
+                    assert_eq!(
+                        subject["namespace"], ns,
+                        "{name} binds the ServiceAccount in {ns}"
+                    );
+                }
+            }
+        }
+    }
+    // The Roles (and their bindings) for the MachineSets and for the golden ConfigMap.
+    for (kind, name, pin) in [
+        ("Role", "boot-image-controller-machine-api", MACHINE_API),
+        (
+            "RoleBinding",
+            "boot-image-controller-machine-api",
+            MACHINE_API,
+        ),
+        ("Role", "boot-image-controller-golden-configmap", MCO),
+        ("RoleBinding", "boot-image-controller-golden-configmap", MCO),
+    ] {
+        assert_eq!(
+            pinned.get(&format!("{kind} {name}")).map(String::as_str),
+            Some(pin)
+        );
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("create dir");
+    for entry in std::fs::read_dir(from).expect("read dir") {
+        let entry = entry.expect("dir entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("file type").is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).expect("copy file");
+        }
+    }
+}
+
+#[test]
+fn the_namespace_can_be_changed_without_moving_the_roles_for_other_namespaces() {
+    let Some(kubectl) = kubectl_or_skip() else {
+        return;
+    };
+    assert_placed(&Rendered::manifests(&kubectl), &kustomization_namespace());
+
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let base = tmp.path().join("manifests");
+    copy_dir(&repo().join("manifests"), &base);
+
+    // By editing the kustomization's namespace.
+    let kustomization = read("manifests/kustomization.yaml");
+    let line = format!("namespace: {}\n", kustomization_namespace());
+    assert!(kustomization.contains(&line));
+    std::fs::write(
+        base.join("kustomization.yaml"),
+        kustomization.replace(&line, "namespace: bic-edited\n"),
+    )
+    .expect("write kustomization");
+    assert_placed(&Rendered::build(&kubectl, &base), "bic-edited");
+
+    // By an overlay, as manifests/kustomization.yaml documents.
+    let overlay = tmp.path().join("overlay");
+    std::fs::create_dir(&overlay).expect("overlay dir");
+    std::fs::write(
+        overlay.join("kustomization.yaml"),
+        "namespace: bic-overlay\nresources: [../manifests]\ntransformers: [../manifests/pinned-namespaces]\n",
+    )
+    .expect("write overlay");
+    assert_placed(&Rendered::build(&kubectl, &overlay), "bic-overlay");
+}
+
+/// Label selector `selector` (matchLabels only) selects `labels`.
+fn selects(selector: &Value, labels: &Value) -> bool {
+    let wanted = selector.as_object().expect("matchLabels");
+    !wanted.is_empty() && wanted.iter().all(|(k, v)| &labels[k] == v)
+}
+
+#[test]
+fn the_deployment_service_and_monitor_are_wired_together() {
+    let Some(kubectl) = kubectl_or_skip() else {
+        return;
+    };
+    let rendered = Rendered::manifests(&kubectl);
+    let deployment = rendered.get("Deployment", "boot-image-controller");
+    let pod = &deployment["spec"]["template"];
+    let container = &pod["spec"]["containers"][0];
+    let ports: BTreeMap<String, i64> = container["ports"]
+        .as_array()
+        .expect("container ports")
+        .iter()
+        .map(|p| {
+            (
+                str_of(&p["name"]),
+                p["containerPort"].as_i64().expect("port"),
+            )
+        })
+        .collect();
+    let args: Vec<String> = container["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .map(str_of)
+        .collect();
+
+    // The flags and the ports agree; the probes use the health port.
+    assert_eq!(ports.get("metrics"), Some(&8080));
+    assert_eq!(ports.get("health"), Some(&8081));
+    assert!(
+        args.contains(&"--metrics-bind-address=:8080".to_string()),
+        "{args:?}"
+    );
+    assert!(
+        args.contains(&"--health-probe-bind-address=:8081".to_string()),
+        "{args:?}"
+    );
+    assert!(args.contains(&"--leader-elect".to_string()), "{args:?}");
+    assert_eq!(
+        container["livenessProbe"]["httpGet"],
+        json!({"path": "/healthz", "port": "health"})
+    );
+    assert_eq!(
+        container["readinessProbe"]["httpGet"],
+        json!({"path": "/readyz", "port": "health"})
+    );
+    assert_eq!(deployment["spec"]["replicas"], 2);
+
+    // The pod identity the Lease and the controller's namespace come from.
+    let env: BTreeMap<String, Value> = container["env"]
+        .as_array()
+        .expect("env")
+        .iter()
+        .map(|e| {
+            (
+                str_of(&e["name"]),
+                e["valueFrom"]["fieldRef"]["fieldPath"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(env.get("POD_NAME"), Some(&json!("metadata.name")));
+    assert_eq!(env.get("POD_NAMESPACE"), Some(&json!("metadata.namespace")));
+
+    // Hardened: what the restricted Pod Security Standard asks, and a read-only root.
+    let security = &container["securityContext"];
+    assert_eq!(security["readOnlyRootFilesystem"], true);
+    assert_eq!(security["allowPrivilegeEscalation"], false);
+    assert_eq!(security["capabilities"]["drop"], json!(["ALL"]));
+    assert_eq!(pod["spec"]["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(
+        pod["spec"]["securityContext"]["seccompProfile"]["type"],
+        "RuntimeDefault"
+    );
+
+    // The known-images file is in the mounted ConfigMap the manifests create.
+    let file_arg = args
+        .iter()
+        .find_map(|a| a.strip_prefix("--known-images-file="))
+        .expect("--known-images-file");
+    let mount = container["volumeMounts"]
+        .as_array()
+        .expect("volumeMounts")
+        .iter()
+        .find(|m| file_arg.starts_with(&format!("{}/", str_of(&m["mountPath"]))))
+        .expect("a volume mounted where --known-images-file points");
+    let volume = pod["spec"]["volumes"]
+        .as_array()
+        .expect("volumes")
+        .iter()
+        .find(|v| v["name"] == mount["name"])
+        .expect("the mounted volume");
+    let configmap = rendered.get("ConfigMap", &str_of(&volume["configMap"]["name"]));
+    let key = file_arg.rsplit('/').next().expect("file name");
+    assert!(
+        configmap["data"][key].is_string(),
+        "the ConfigMap has the key {key}"
+    );
+
+    // Service -> pods, ServiceMonitor -> Service and its port.
+    let service = rendered.get("Service", "boot-image-controller");
+    assert!(selects(
+        &service["spec"]["selector"],
+        &pod["metadata"]["labels"]
+    ));
+    assert!(
+        service["spec"]["ports"]
+            .as_array()
+            .expect("service ports")
+            .iter()
+            .any(|p| p["name"] == "metrics" && p["targetPort"] == "metrics")
+    );
+    let monitor = rendered.get("ServiceMonitor", "boot-image-controller");
+    assert!(selects(
+        &monitor["spec"]["selector"]["matchLabels"],
+        &service["metadata"]["labels"]
+    ));
+    assert_eq!(monitor["spec"]["endpoints"][0]["port"], "metrics");
+    assert_eq!(monitor["spec"]["endpoints"][0]["path"], "/metrics");
+    assert!(
+        selects(
+            &deployment["spec"]["selector"]["matchLabels"],
+            &pod["metadata"]["labels"]
+        ),
+        "the Deployment selects its pods"
+    );
+    let pdb = rendered.get("PodDisruptionBudget", "boot-image-controller");
+    assert!(selects(
+        &pdb["spec"]["selector"]["matchLabels"],
+        &pod["metadata"]["labels"]
+    ));
+
+    // The alerts select the scrape job by the Service's name (the job label of a ServiceMonitor).
+    let rules = read(PROMETHEUS_RULE);
+    let job = format!("job=\"{}\"", str_of(&service["metadata"]["name"]));
+    assert!(rules.contains(&job), "the alerts use {job}");
+    assert!(
+        !rules.replace(&job, "").contains("job="),
+        "every job matcher in the alerts is {job}"
+    );
+}
