@@ -5,27 +5,20 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use support::fixtures::*;
-use support::{TestEnv, eventually, run_binary, stderr_of};
+use support::{TestEnv, audit_log, eventually, run_binary, stderr_of};
 
 const CONVERGE: Duration = Duration::from_secs(60);
 const HISTORY: &str = "boot-image-controller.io/history";
 const HOT_LOOP: &str = "boot-image-controller.io/hot-loop";
 
-fn audit_log() -> PathBuf {
-    let dir = std::env::var_os("BIC_CLUSTER_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".local-cluster"));
-    dir.join("audit.log")
-}
-
 /// The audit events of the successful MachineSet patches of `namespace`, by object name.
-fn patch_events(namespace: &str) -> BTreeMap<String, Vec<Value>> {
-    let text = std::fs::read_to_string(audit_log()).unwrap_or_default();
+fn patch_events(log: &Path, namespace: &str) -> BTreeMap<String, Vec<Value>> {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
     let mut received: BTreeMap<String, Vec<Value>> = BTreeMap::new();
     for event in text
         .lines()
@@ -46,27 +39,14 @@ fn patch_events(namespace: &str) -> BTreeMap<String, Vec<Value>> {
 }
 
 /// The bodies of the successful MachineSet patches of `namespace`, by object name, in order.
-fn patches_received(namespace: &str) -> BTreeMap<String, Vec<Value>> {
-    patch_events(namespace)
+fn patches_received(log: &Path, namespace: &str) -> BTreeMap<String, Vec<Value>> {
+    patch_events(log, namespace)
         .into_iter()
         .map(|(name, events)| {
             let bodies = events.iter().map(|e| e["requestObject"].clone()).collect();
             (name, bodies)
         })
         .collect()
-}
-
-fn audit_logged() -> bool {
-    let logged = audit_log()
-        .parent()
-        .is_some_and(|d| d.join("audit-policy.yaml").exists());
-    if !logged {
-        eprintln!(
-            "SKIPPED: the local control plane at {} logs no audit",
-            audit_log().display()
-        );
-    }
-    logged
 }
 
 /// `plan -o json --now <now>` on the given manifests.
@@ -82,16 +62,7 @@ fn plan_at(manifests: &Value, now: &str) -> Value {
 
 #[tokio::test]
 async fn the_planned_patches_are_the_request_bodies_the_controller_sends() {
-    if !audit_log()
-        .parent()
-        .is_some_and(|d| d.join("audit-policy.yaml").exists())
-    {
-        eprintln!(
-            "SKIPPED: the local control plane at {} logs no audit",
-            audit_log().display()
-        );
-        return;
-    }
+    let Some(log) = audit_log() else { return };
     let env = TestEnv::new("plan-is-exact").await;
     env.aws_cluster("4.21.0", &stream_421(), None).await;
     env.remember_images(&AMIS_420).await;
@@ -129,7 +100,7 @@ async fn the_planned_patches_are_the_request_bodies_the_controller_sends() {
         .filter(|d| d["patch"].as_array().is_some_and(|p| !p.is_empty()))
         .map(|d| (d["name"].as_str().unwrap().to_string(), d["patch"].clone()))
         .collect();
-    let received = patches_received(&env.ns);
+    let received = patches_received(&log, &env.ns);
     assert_eq!(
         planned.keys().collect::<Vec<_>>(),
         ["worker-a", "worker-b"],
@@ -147,9 +118,7 @@ async fn the_planned_patches_are_the_request_bodies_the_controller_sends() {
 
 #[tokio::test]
 async fn every_write_names_the_controller_as_user_agent_and_field_manager() {
-    if !audit_logged() {
-        return;
-    }
+    let Some(log) = audit_log() else { return };
     let env = TestEnv::new("audit-trail").await;
     env.aws_cluster("4.21.0", &stream_421(), None).await;
     env.remember_images(&AMIS_420).await;
@@ -170,7 +139,7 @@ async fn every_write_names_the_controller_as_user_agent_and_field_manager() {
         .filter_map(|f| f["manager"].as_str())
         .collect();
     assert!(managers.contains(&"boot-image-controller"), "{managers:?}");
-    let patches = &patch_events(&env.ns)["worker-a"];
+    let patches = &patch_events(&log, &env.ns)["worker-a"];
     let agents: Vec<&str> = patches
         .iter()
         .filter_map(|e| e["userAgent"].as_str())

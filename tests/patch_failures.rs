@@ -8,23 +8,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 use support::fixtures::*;
-use support::{TestEnv, eventually};
+use support::{TestEnv, audit_log, eventually};
 
 const CONVERGE: Duration = Duration::from_secs(60);
-
-fn audit_log() -> Option<PathBuf> {
-    let dir = std::env::var_os("BIC_CLUSTER_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".local-cluster"));
-    let logged = dir.join("audit-policy.yaml").exists();
-    if !logged {
-        eprintln!(
-            "SKIPPED: the local control plane at {} logs no audit",
-            dir.display()
-        );
-    }
-    logged.then(|| dir.join("audit.log"))
-}
 
 /// The stage timestamps of every PATCH of `name` in `namespace` the API server answered.
 fn patch_times(log: &PathBuf, namespace: &str, name: &str) -> Vec<jiff::Timestamp> {

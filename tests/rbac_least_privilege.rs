@@ -5,6 +5,8 @@
 mod deploy;
 mod support;
 
+use support::strip_ansi;
+
 use std::path::Path;
 use std::process::Output;
 use std::time::{Duration, Instant};
@@ -324,24 +326,6 @@ fn refused_requests(log: &str) -> Vec<String> {
         }
     }
     refused
-}
-
-/// The text without terminal colour sequences (`ESC [ ... m`).
-fn strip_ansi(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            for c in chars.by_ref() {
-                if c.is_ascii_alphabetic() {
-                    break;
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 /// kubectl's answer to a request the ServiceAccount must not be allowed to make.

@@ -585,7 +585,7 @@ pub async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
 }
 
 /// Removes the terminal colour codes the text log format writes.
-fn strip_ansi(text: &str) -> String {
+pub fn strip_ansi(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut chars = text.chars();
     while let Some(c) = chars.next() {
@@ -763,4 +763,20 @@ pub async fn plan_json(env: &TestEnv) -> Value {
     ]);
     assert!(out.status.success(), "plan failed: {}", stderr_of(&out));
     serde_json::from_slice(&out.stdout).expect("plan prints JSON")
+}
+
+/// The local control plane's audit log of machine-resource patches (see hack/local-cluster.sh),
+/// or `None`, said on stderr, when this control plane logs no audit.
+pub fn audit_log() -> Option<PathBuf> {
+    let dir = std::env::var_os("BIC_CLUSTER_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(REPO).join(".local-cluster"));
+    let logged = dir.join("audit-policy.yaml").exists();
+    if !logged {
+        eprintln!(
+            "SKIPPED: the local control plane at {} logs no audit",
+            dir.display()
+        );
+    }
+    logged.then(|| dir.join("audit.log"))
 }
