@@ -13,6 +13,13 @@ ensure_prometheus() {
   if command -v promtool >/dev/null && command -v prometheus >/dev/null; then
     return 0
   fi
+  # Tests run in parallel and may all find it missing on a fresh machine: one installs, the
+  # others wait for it (apt-get refuses a second dpkg at once) and then find it there.
+  exec 9>"${TMPDIR:-/tmp}/boot-image-controller-ensure-prometheus.lock"
+  flock 9
+  if command -v promtool >/dev/null && command -v prometheus >/dev/null; then
+    return 0
+  fi
   if ((EUID != 0)); then
     log "error: promtool or prometheus not found; install Debian's prometheus package (apt-get install -y prometheus)"
     return 1

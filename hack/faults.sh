@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The fault matrix (issue 6): runs each fault test of tests/faults.rs on its own and prints
+# The fault matrix: runs each fault test (most in tests/faults.rs) on its own and prints
 # PASS or FAIL per fault, with its duration. CI runs the same tests inside `cargo test`; this
 # script is for running them one at a time, reading their logs, and for the slow soak variants
 # (ignored in CI, included here).
@@ -18,15 +18,19 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 log() { echo "faults.sh: $*" >&2; }
 
-# test name | fault
+# test target (a tests/*.rs file, or `lib` for unit tests) | test name | fault
 faults=(
-  "apiserver_killed_mid_rollout_converges_without_double_patches|kube-apiserver SIGKILLed mid-rollout and restarted"
-  "expired_resource_version_relists_and_converges|watch resumed with an expired resourceVersion (410 Gone)"
-  "flaky_network_converges_without_busy_looping|latency and connection resets (TCP proxy)"
-  "conflicting_writers_lose_nothing|another writer between our read and our write"
-  "malformed_objects_are_reported_and_watches_keep_running|malformed objects from the cluster"
-  "standby_takes_over_from_a_killed_leader|leader SIGKILLed, standby takes over"
-  "soak_apiserver_killed_repeatedly_during_a_large_rollout|soak: kube-apiserver killed 3 times during a 300-MachineSet rollout"
+  "faults|apiserver_killed_mid_rollout_converges_without_double_patches|kube-apiserver SIGKILLed mid-rollout and restarted"
+  "faults|expired_resource_version_relists_and_converges|watch resumed with an expired resourceVersion (410 Gone)"
+  "faults|flaky_network_converges_without_busy_looping|latency and connection resets (TCP proxy)"
+  "faults|conflicting_writers_lose_nothing|another writer between our read and our write"
+  "faults|malformed_objects_are_reported_and_watches_keep_running|malformed objects from the cluster"
+  "faults|standby_takes_over_from_a_killed_leader|leader SIGKILLed, standby takes over"
+  "patch_failures|a_patch_the_api_server_rejects_as_invalid_is_reported_and_backed_off|422 storm: a patch the API server rejects as invalid"
+  "holds|a_cluster_version_without_status_holds_writes_until_it_can_be_read|unreadable ClusterVersion (no status): writes held"
+  "lib|server::tests::a_client_that_never_finishes_its_headers_is_disconnected|slowloris: headers never finished"
+  "lib|server::tests::connections_beyond_the_limit_are_closed_and_slots_come_back|connection flood beyond the listener's cap"
+  "faults|soak_apiserver_killed_repeatedly_during_a_large_rollout|soak: kube-apiserver killed 3 times during a 300-MachineSet rollout"
 )
 
 quick=0
@@ -41,7 +45,8 @@ done
 
 selected=()
 for entry in "${faults[@]}"; do
-  name="${entry%%|*}"
+  rest="${entry#*|}"
+  name="${rest%%|*}"
   [[ $quick == 1 && "$name" == soak_* ]] && continue
   if ((${#filters[@]})); then
     match=0
@@ -53,7 +58,7 @@ done
 ((${#selected[@]})) || { log "no fault matches ${filters[*]}"; exit 2; }
 
 log "building the tests"
-cargo test --locked --test faults --no-run >&2
+cargo test --locked --lib --tests --no-run >&2
 
 if [[ -z "${KUBECONFIG:-}" ]]; then
   # Named on every call, never exported: a `down` that fell back to the default directory
@@ -70,12 +75,15 @@ mkdir -p target/test-logs
 results=()
 failed=0
 for entry in "${selected[@]}"; do
-  name="${entry%%|*}"
-  fault="${entry#*|}"
-  out="target/test-logs/faults-$name.out"
+  target="${entry%%|*}"
+  rest="${entry#*|}"
+  name="${rest%%|*}"
+  fault="${rest#*|}"
+  out="target/test-logs/faults-${name##*::}.out"
+  if [[ "$target" == lib ]]; then which=(--lib); else which=(--test "$target"); fi
   log "running $name"
   started=$SECONDS
-  if cargo test --locked --test faults -- --exact "$name" --include-ignored --nocapture >"$out" 2>&1; then
+  if cargo test --locked "${which[@]}" -- --exact "$name" --include-ignored --nocapture >"$out" 2>&1; then
     verdict=PASS
   else
     verdict=FAIL

@@ -32,13 +32,26 @@ log "supply chain (cargo deny: licenses, bans, sources)"
 log "building the control plane (cached after the first run)"
 hack/build-control-plane.sh >&2
 
+log "Prometheus and promtool (Debian's package, installed once)"
+hack/ensure-prometheus.sh
+
 log "building the project"
 cargo build --all-targets --locked
+
+# Every test that skips appends a line here (src/testkit/skips.rs); the summary lists them, and
+# BIC_FAIL_ON_SKIP=1 (CI, where ../shared and every tool exist) turns a skip into a failure.
+BIC_SKIP_LOG="$(mktemp "${TMPDIR:-/tmp}/bic-skips.XXXXXX")"
+export BIC_SKIP_LOG
+report_skips() {
+  [[ -s "$BIC_SKIP_LOG" ]] || return 0
+  log "$(wc -l <"$BIC_SKIP_LOG") test(s) SKIPPED:"
+  sed 's/^/  /' "$BIC_SKIP_LOG" >&2
+}
 
 # A private cluster: never reuse (or tear down) one a developer is using for the demo.
 export BIC_CLUSTER_DIR="${BIC_TEST_CLUSTER_DIR:-$repo/.local-cluster-test}"
 export BIC_BINARY="$repo/target/debug/boot-image-controller"
-trap 'hack/local-cluster.sh down >&2 || true' EXIT
+trap 'report_skips; rm -f "$BIC_SKIP_LOG"; hack/local-cluster.sh down >&2 || true' EXIT
 KUBECONFIG="$(hack/local-cluster.sh up | tail -n 1)"
 export KUBECONFIG
 BIC_BIN_DIR="$(sed -n 's/^BIN_DIR=//p' "$BIC_CLUSTER_DIR/cluster.env")"
@@ -54,4 +67,8 @@ cargo test --locked "$@"
 log "alert rules (promtool)"
 hack/check-rules.sh
 
+if [[ -s "$BIC_SKIP_LOG" && "${BIC_FAIL_ON_SKIP:-0}" == 1 ]]; then
+  log "error: tests were skipped and BIC_FAIL_ON_SKIP=1 (in CI everything they need exists)"
+  exit 1
+fi
 log "all checks passed in $(( $(date +%s) - started ))s"

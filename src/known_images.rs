@@ -61,7 +61,7 @@ impl KnownImages {
     }
 
     pub fn read(path: &Path) -> Result<Self, KnownImagesError> {
-        std::fs::read_to_string(path)
+        crate::bounded_read::read_regular_file(path, crate::bounded_read::MAX_INPUT_BYTES)
             .map(|text| Self::parse(&text))
             .map_err(|source| KnownImagesError {
                 path: path.display().to_string(),

@@ -7,6 +7,7 @@
 pub mod api;
 mod api_client;
 pub mod arch;
+mod bounded_read;
 pub mod cli;
 pub mod controller;
 pub mod known_images;

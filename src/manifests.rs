@@ -17,6 +17,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use crate::api::{ConfigMap, ControlPlaneMachineSet, MachineSet, ObjectMeta, Secret};
+use crate::bounded_read::{MAX_INPUT_BYTES, read_regular_file};
 use crate::known_images::KnownImages;
 use crate::names::{
     ARCH_LABEL, CLUSTER_VERSION_NAME, CONTROL_PLANE_NODE_LABELS, GOLDEN_CONFIGMAP_NAME,
@@ -76,10 +77,11 @@ pub fn load<P: AsRef<Path>>(paths: &[P]) -> Result<Snapshot, ManifestError> {
     }
     let mut objects = Objects::default();
     for file in &files {
-        let text = std::fs::read_to_string(file).map_err(|source| ManifestError::Read {
-            path: file.clone(),
-            source,
-        })?;
+        let text =
+            read_regular_file(file, MAX_INPUT_BYTES).map_err(|source| ManifestError::Read {
+                path: file.clone(),
+                source,
+            })?;
         objects.add_text(file, &text)?;
     }
     objects.into_snapshot()
@@ -132,7 +134,8 @@ fn collect_files(
             .is_some_and(|e| MANIFEST_EXTENSIONS.contains(&e.to_ascii_lowercase().as_str()));
         match std::fs::metadata(&entry) {
             Ok(m) if m.is_dir() => collect_files(&entry, files, visited)?,
-            Ok(_) if is_manifest => files.push(entry),
+            // Only regular files: a FIFO or device with a manifest's name is never opened.
+            Ok(m) if is_manifest && m.is_file() => files.push(entry),
             Ok(_) => {}
             Err(source) if is_manifest => return Err(io_error(&entry, source)),
             // A dangling link to something that would not have been read anyway.

@@ -225,6 +225,36 @@ fn restores(
     Ok(changes)
 }
 
+/// The object as it would be once `planned` is applied: what the controller would then see.
+pub fn applied(object: &Value, planned: &Revert) -> Result<Value, String> {
+    let mut after = object.clone();
+    json_patch::patch(&mut after, &planned.patch).map_err(|e| e.to_string())?;
+    Ok(after)
+}
+
+/// The field managers that wrote the history annotation (from `metadata.managedFields`).
+/// Anyone allowed to edit the object can write it; `revert` names them so that a person can tell
+/// a history the controller recorded from one someone else edited.
+pub fn history_writers(object: &Value) -> Vec<String> {
+    let key = format!("f:{HISTORY_ANNOTATION}");
+    let mut writers: Vec<String> = object
+        .pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|entry| {
+            entry
+                .pointer("/fieldsV1/f:metadata/f:annotations")
+                .and_then(|a| a.get(&key))
+                .is_some()
+        })
+        .filter_map(|entry| entry.get("manager").and_then(Value::as_str))
+        .map(String::from)
+        .collect();
+    writers.dedup();
+    writers
+}
+
 /// Opts the object out (so the controller does not undo the revert at once), keeps only the
 /// history not undone (so a second revert goes further back) and clears the hot-loop memory.
 fn bookkeeping(meta: &ObjectMeta, remaining: &[HistoryEntry]) -> Vec<PatchOperation> {
@@ -622,6 +652,69 @@ mod tests {
     }
 
     /// Three releases: the secret moved at 4.19, the AMI at 4.20 and at 4.21.
+    /// What the controller would make of the image a revert puts back.
+    fn recognised_after(cluster: &ClusterSnapshot, object: &Value) -> crate::plan::Recognition {
+        let planned = revert(MachineKind::MachineSet, object, 1).expect("revert plans");
+        let after = applied(object, &planned).expect("the revert applies");
+        let options = Options::default();
+        Planner::new(cluster, &options).recognise(&from::<MachineSet>(after))
+    }
+
+    #[test]
+    fn a_recorded_coreos_image_is_recognised_and_a_planted_one_is_not() {
+        let cluster = cluster("AWS", all("machinesets"));
+        let original = machine_set(aws_spec(AMI_420, "worker-user-data"));
+        let updated = controller_update(
+            &cluster,
+            MachineKind::MachineSet,
+            &original,
+            "2026-03-02T10:00:00Z",
+        );
+        assert_eq!(
+            recognised_after(&cluster, &updated),
+            crate::plan::Recognition::CoreOs
+        );
+
+        // Someone edits the history so that a revert would "restore" an image of their own.
+        let mut planted = updated.clone();
+        let history = annotation(&updated, HISTORY_ANNOTATION).expect("history");
+        planted["metadata"]["annotations"][HISTORY_ANNOTATION] =
+            json!(history.replace(AMI_420, "ami-0123456789abcdef0"));
+        match recognised_after(&cluster, &planted) {
+            crate::plan::Recognition::NotCoreOs(message) => {
+                assert!(message.contains("ami-0123456789abcdef0"), "{message}")
+            }
+            other => panic!("a planted image was {other:?}"),
+        }
+
+        // Without the golden stream nothing can be judged, and the caller is told why.
+        let mut unknown = cluster.clone();
+        unknown.golden = None;
+        assert!(matches!(
+            recognised_after(&unknown, &updated),
+            crate::plan::Recognition::Unknown(_)
+        ));
+    }
+
+    #[test]
+    fn the_writers_of_the_history_come_from_managed_fields() {
+        let mut object = machine_set(aws_spec(AMI_421, "worker-user-data"));
+        let fields = |key: &str| json!({"f:metadata": {"f:annotations": {format!("f:{key}"): {}}}});
+        object["metadata"]["managedFields"] = json!([
+            {"manager": "boot-image-controller", "operation": "Update", "fieldsV1": fields(HISTORY_ANNOTATION)},
+            {"manager": "kubectl-edit", "operation": "Update", "fieldsV1": fields(HISTORY_ANNOTATION)},
+            {"manager": "argocd", "operation": "Apply", "fieldsV1": fields("unrelated")},
+        ]);
+        assert_eq!(
+            history_writers(&object),
+            vec![
+                "boot-image-controller".to_string(),
+                "kubectl-edit".to_string()
+            ]
+        );
+        assert!(history_writers(&machine_set(aws_spec(AMI_421, "x"))).is_empty());
+    }
+
     fn three_changes() -> Value {
         with_history(
             "ami-421",

@@ -6,8 +6,6 @@ mod deploy;
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{Read as _, Write as _};
-use std::net::TcpStream;
 use std::time::Duration;
 
 use boot_image_controller::metrics::names;
@@ -198,33 +196,6 @@ fn alerts_and_dashboard_match_on_real_reasons_and_actions() {
     }
 }
 
-/// GET over plain HTTP/1.0: the body, or a message.
-fn http_get(url: &str) -> Result<String, String> {
-    let rest = url.strip_prefix("http://").ok_or("only http:// URLs")?;
-    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-    let path = if path.is_empty() { "/metrics" } else { path };
-    let mut stream =
-        TcpStream::connect(authority).map_err(|e| format!("connect {authority}: {e}"))?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .map_err(|e| e.to_string())?;
-    write!(
-        stream,
-        "GET {path} HTTP/1.0\r\nHost: {authority}\r\nAccept: text/plain\r\n\r\n"
-    )
-    .map_err(|e| e.to_string())?;
-    let mut response = String::new();
-    stream
-        .read_to_string(&mut response)
-        .map_err(|e| e.to_string())?;
-    let (head, body) = response.split_once("\r\n\r\n").ok_or("no HTTP header")?;
-    let status = head.lines().next().unwrap_or_default();
-    if status.split_whitespace().nth(1) != Some("200") {
-        return Err(format!("GET {url}: {status}"));
-    }
-    Ok(body.to_string())
-}
-
 /// Metric families in the text exposition format: `# TYPE` lines and sample names.
 fn exposed_families(body: &str) -> BTreeSet<String> {
     body.lines()
@@ -299,21 +270,6 @@ async fn a_running_controller_exports_every_metric_the_alerts_and_dashboard_use(
     // And the list the static checks above rely on is what the controller really exports.
     let expected: BTreeSet<String> = EXPORTED_METRICS.iter().map(|s| s.to_string()).collect();
     assert_eq!(exposed, expected, "exported metric families");
-}
-
-/// The same check against a deployed controller (`BIC_METRICS_URL`, for example through
-/// `oc port-forward`), when one is given.
-#[test]
-fn a_deployed_controller_exports_every_metric_the_alerts_and_dashboard_use() {
-    let Some(url) = std::env::var("BIC_METRICS_URL")
-        .ok()
-        .filter(|u| !u.is_empty())
-    else {
-        eprintln!("SKIPPED: no BIC_METRICS_URL (the /metrics URL of a deployed controller)");
-        return;
-    };
-    let exposed = exposed_families(&http_get(&url).unwrap_or_else(|e| panic!("{e}")));
-    assert_exports_used_metrics(&exposed, &url);
 }
 
 /// The console shows exactly the Grafana dashboard: same file, in a ConfigMap where and how the

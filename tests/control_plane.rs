@@ -265,14 +265,14 @@ async fn mode_all_moves_the_control_plane_to_the_golden_image() {
 
     // And the revert command takes it back to the original, byte for byte.
     controller.terminate();
-    let out = run(&[
-        "revert",
-        &format!("--kubeconfig={}", support::kubeconfig().display()),
-        "--namespace",
-        &env.ns,
-        "--control-plane-machine-set",
-        "cluster",
-    ]);
+    let mut args = vec![
+        "revert".to_string(),
+        format!("--kubeconfig={}", support::kubeconfig().display()),
+        format!("--namespace={}", env.ns),
+        "--control-plane-machine-set=cluster".to_string(),
+    ];
+    args.extend(env.cluster_object_flags());
+    let out = run(&args.iter().map(String::as_str).collect::<Vec<_>>());
     assert!(out.status.success(), "revert failed: {}", stderr(&out));
     let reverted = control_plane(&env).await;
     assert_eq!(
@@ -292,10 +292,10 @@ async fn mode_all_moves_the_control_plane_to_the_golden_image() {
 async fn the_api_allows_only_all_or_none_for_control_plane_machine_sets() {
     let crds = Path::new(support::REPO).join("../shared/fixtures/crds");
     if !crds.exists() {
-        eprintln!(
-            "SKIPPED: {} is absent; the generated CRDs do not carry this rule",
+        boot_image_controller::testkit::skips::skip(format_args!(
+            "{} is absent; the generated CRDs do not carry this rule",
             crds.display()
-        );
+        ));
         return;
     }
     let env = TestEnv::new("cp-partial").await;

@@ -61,3 +61,49 @@ async fn a_release_mismatch_that_outlasts_the_limit_degrades_until_it_clears() {
     assert!(cleared.is_some(), "{:?}", degraded(&env).await);
     assert_eq!(controller.metric(EXCEEDED).await, Some(0.0));
 }
+
+/// A ClusterVersion that exists but has no status (written by hand, restored from a backup
+/// without status) says neither the running release nor whether an upgrade runs: the release and
+/// multi-arch gates cannot be evaluated, so every write waits (fail closed) and says why, until
+/// the status can be read.
+#[tokio::test]
+async fn a_cluster_version_without_status_holds_writes_until_it_can_be_read() {
+    let env = TestEnv::new("cv-no-status").await;
+    env.aws_cluster("4.21.0", &stream_421(), None).await;
+    env.delete("config.openshift.io/v1", "ClusterVersion", &env.singleton)
+        .await;
+    let mut bare = cluster_version(&env.singleton, "4.21.0", "Completed");
+    bare.as_object_mut().expect("an object").remove("status");
+    env.apply(bare).await;
+    env.apply(machine_set(&env.ns, "worker-a").build()).await;
+    let controller = env.controller(&[]);
+    controller.wait_ready().await;
+
+    // The pass that wrote this condition planned with the bare ClusterVersion, and held.
+    let held = eventually(CONVERGE, || async {
+        let c = env.condition("BootImageUpdateProgressing").await?;
+        (c["status"] == "False" && c["reason"] == "ClusterVersionUnknown").then_some(c)
+    })
+    .await
+    .unwrap_or_else(|| panic!("never held:\n{}", controller.log_tail(40)));
+    assert!(
+        held["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("no status")),
+        "{held}"
+    );
+    assert_eq!(
+        ami_of(&env.machine_set("worker-a").await),
+        AMI_420_US_EAST_1,
+        "written while the release was unknown"
+    );
+
+    // The status appears: the release is known again and the rollout goes ahead.
+    env.upgrade("4.21.0", &stream_421()).await;
+    let updated = eventually(CONVERGE, || async {
+        let ms = env.machine_set("worker-a").await;
+        (ami_of(&ms) == AMI_421_US_EAST_1).then_some(())
+    })
+    .await;
+    assert!(updated.is_some(), "{}", controller.log_tail(40));
+}

@@ -5,7 +5,7 @@
 mod deploy;
 mod support;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use deploy::*;
@@ -43,6 +43,7 @@ fn the_manifests_pass_a_server_side_dry_run() {
         "RoleBinding",
         "Deployment",
         "Service",
+        "NetworkPolicy",
     ] {
         assert!(
             served.iter().any(|o| o["kind"] == kind),
@@ -306,6 +307,32 @@ fn the_deployment_service_and_monitor_are_wired_together() {
         &pdb["spec"]["selector"]["matchLabels"],
         &pod["metadata"]["labels"]
     ));
+
+    // The NetworkPolicy covers the pods and lets the monitoring stacks reach the metrics port
+    // (by name, so it follows the container port), and only that port.
+    let policy = rendered.get("NetworkPolicy", "boot-image-controller");
+    assert!(selects(
+        &policy["spec"]["podSelector"]["matchLabels"],
+        &pod["metadata"]["labels"]
+    ));
+    let ingress = policy["spec"]["ingress"].as_array().expect("ingress rules");
+    let ports: Vec<&Value> = ingress
+        .iter()
+        .flat_map(|rule| rule["ports"].as_array().into_iter().flatten())
+        .collect();
+    assert_eq!(ports.len(), 1, "{policy}");
+    assert_eq!(ports[0]["port"], "metrics", "{policy}");
+    let sources: BTreeSet<&str> = ingress
+        .iter()
+        .flat_map(|rule| rule["from"].as_array().into_iter().flatten())
+        .filter_map(|from| {
+            from["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"].as_str()
+        })
+        .collect();
+    assert_eq!(
+        sources,
+        BTreeSet::from(["openshift-monitoring", "openshift-user-workload-monitoring"])
+    );
 
     // The alerts select the scrape job by the Service's name (the job label of a ServiceMonitor).
     let rules = read(PROMETHEUS_RULE);

@@ -398,22 +398,6 @@ fn crds_prints_the_five_crds_as_a_yaml_stream() {
 // ---------------------------------------------------------------------------------------------
 // Acceptance: real upstream data.
 
-/// The shared folder of upstream fixtures, or `None` (and a visible SKIPPED) without it.
-fn shared_dir(test: &str) -> Option<PathBuf> {
-    let dir = std::env::var_os("BIC_SHARED_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared"));
-    if dir.join("fixtures").is_dir() {
-        Some(dir)
-    } else {
-        eprintln!(
-            "SKIPPED: {test}: no shared fixtures at {} (set BIC_SHARED_DIR)",
-            dir.display()
-        );
-        None
-    }
-}
-
 /// The real build01 MachineSet, renamed and changed by `edit`.
 fn build01_variant(original: &Value, suffix: &str, edit: impl FnOnce(&mut Value)) -> Value {
     let mut ms = original.clone();
@@ -435,7 +419,7 @@ fn set_ami(ms: &mut Value, ami: &str) {
 
 #[test]
 fn acceptance_real_stream_and_build01_machine_sets() {
-    let Some(shared) = shared_dir("acceptance_real_stream_and_build01_machine_sets") else {
+    let Some(shared) = boot_image_controller::testkit::skips::shared_dir() else {
         return;
     };
     let fixtures = shared.join("fixtures");

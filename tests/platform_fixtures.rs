@@ -5,7 +5,6 @@
 //! copied into the project; without it every test says it was skipped and passes, so a fresh
 //! clone still builds and tests green.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use boot_image_controller::arch::Arch;
@@ -30,22 +29,7 @@ const GCP_IMAGE_4_21: &str = "projects/rhcos-cloud/global/images/rhcos-9-6-20251
 
 /// The shared fixtures folder, or `None` after saying that the calling test is skipped.
 fn fixtures() -> Option<PathBuf> {
-    let shared = std::env::var_os("BIC_SHARED_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared"));
-    let dir = shared.join("fixtures");
-    if dir.is_dir() {
-        Some(dir)
-    } else {
-        // Straight to stderr: libtest swallows eprintln! of passing tests, and a skip must show.
-        let test = std::thread::current().name().unwrap_or("test").to_string();
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIPPED: {} not found ({test})",
-            dir.display()
-        );
-        None
-    }
+    boot_image_controller::testkit::skips::shared_dir().map(|dir| dir.join("fixtures"))
 }
 
 fn read(path: &Path) -> String {

@@ -54,9 +54,9 @@ fn prometheus_binary() -> Option<PathBuf> {
         return Some(on_path);
     }
     if !is_root() {
-        eprintln!(
-            "SKIPPED: no prometheus binary and not root to install it \
-             (apt-get install prometheus, or set PROMETHEUS)"
+        boot_image_controller::testkit::skips::skip(
+            "no prometheus binary and not root to install it \
+             (apt-get install prometheus, or set PROMETHEUS)",
         );
         return None;
     }

@@ -362,11 +362,11 @@ async fn the_controller_works_as_its_service_account_with_exactly_the_manifests_
     };
     let foreign = foreign_singletons(&admin).await;
     if !foreign.is_empty() {
-        eprintln!(
-            "SKIPPED: {} exist and were not created by this test (the demo?); \
+        boot_image_controller::testkit::skips::skip(format_args!(
+            "{} exist and were not created by this test (the demo?); \
              run it against a cluster of its own",
             foreign.join(", ")
-        );
+        ));
         return;
     }
 

@@ -40,17 +40,15 @@ async fn wait_updated(env: &TestEnv, name: &str) -> Value {
 
 /// `revert` on a MachineSet of this cluster, with extra flags.
 fn revert(env: &TestEnv, name: &str, extra: &[&str]) -> Output {
-    let kubeconfig = format!("--kubeconfig={}", support::kubeconfig().display());
     let mut args = vec![
-        "revert",
-        &kubeconfig,
-        "--namespace",
-        &env.ns,
-        "--machineset",
-        name,
+        "revert".to_string(),
+        format!("--kubeconfig={}", support::kubeconfig().display()),
+        format!("--namespace={}", env.ns),
+        format!("--machineset={name}"),
     ];
-    args.extend_from_slice(extra);
-    run(&args)
+    args.extend(env.cluster_object_flags());
+    args.extend(extra.iter().map(|s| s.to_string()));
+    run(&args.iter().map(String::as_str).collect::<Vec<_>>())
 }
 
 fn stdout(out: &Output) -> String {
@@ -259,4 +257,81 @@ async fn without_history_there_is_nothing_to_revert() {
     let out = revert(&env, "missing", &[]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("not found"), "{}", stderr(&out));
+}
+
+/// The history annotation is not a trusted record: anyone who can edit the MachineSet can
+/// write it. A history that would "restore" an image the controller does not recognise as
+/// CoreOS is refused, naming who wrote it, unless the user says to go ahead.
+#[tokio::test]
+async fn a_planted_history_is_refused_unless_the_user_allows_the_image() {
+    let env = TestEnv::new("revert-planted").await;
+    upgraded_cluster(&env, &["worker-a"]).await;
+    let mut controller = env.controller(&[]);
+    controller.wait_ready().await;
+    let updated = wait_updated(&env, "worker-a").await;
+    controller.terminate();
+
+    // Another writer swaps the recorded original for its own AMI.
+    let history = annotation_of(&updated, HISTORY)
+        .expect("history")
+        .to_string();
+    let planted = history.replace(AMI_420_US_EAST_1, CUSTOM_AMI);
+    assert_ne!(planted, history, "the history records {AMI_420_US_EAST_1}");
+    env.annotate_machine_set("worker-a", HISTORY, Some(&planted))
+        .await;
+    let before = env.machine_set("worker-a").await;
+
+    let out = revert(&env, "worker-a", &[]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let refused = stderr(&out);
+    for expected in [
+        "is not a CoreOS image",
+        CUSTOM_AMI,
+        // The other writer now owns the annotation (an update takes over the fields it changes).
+        "written by: ",
+        "--allow-unrecognised-image",
+    ] {
+        assert!(
+            refused.contains(expected),
+            "{expected:?} not in:\n{refused}"
+        );
+    }
+    assert_eq!(
+        resource_version(&env.machine_set("worker-a").await),
+        resource_version(&before),
+        "a refused revert wrote"
+    );
+
+    // The user checked the value and insists.
+    let out = revert(&env, "worker-a", &["--allow-unrecognised-image"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("NOT recognised as a CoreOS image"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(ami_of(&env.machine_set("worker-a").await), CUSTOM_AMI);
+}
+
+/// A history the controller recorded restores a recognised image, and says so.
+#[tokio::test]
+async fn a_recorded_history_names_its_writer_and_the_image_is_recognised() {
+    let env = TestEnv::new("revert-provenance").await;
+    upgraded_cluster(&env, &["worker-a"]).await;
+    let mut controller = env.controller(&[]);
+    controller.wait_ready().await;
+    wait_updated(&env, "worker-a").await;
+    controller.terminate();
+
+    let out = revert(&env, "worker-a", &["--dry-run"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("History written by: boot-image-controller\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Boot image put back: a CoreOS image the controller recognises"),
+        "{text}"
+    );
 }

@@ -33,23 +33,30 @@ pub struct LiveArgs {
     #[arg(long, value_name = "NS", default_value = "openshift-machine-api")]
     pub machine_api_namespace: String,
 
-    /// With --live: the namespace of the golden boot image ConfigMap.
+    #[command(flatten)]
+    pub objects: ClusterObjects,
+}
+
+/// Where the controller's inputs live in a cluster: the names `plan --live` and `revert` read.
+#[derive(Args, Clone, Debug)]
+pub struct ClusterObjects {
+    /// The namespace of the golden boot image ConfigMap.
     #[arg(long, value_name = "NS", default_value = names::GOLDEN_CONFIGMAP_NAMESPACE)]
     pub golden_configmap_namespace: String,
 
-    /// With --live: the name of the MachineConfiguration.
+    /// The name of the MachineConfiguration.
     #[arg(long, value_name = "NAME", default_value = names::MACHINE_CONFIGURATION_NAME)]
     pub machine_configuration_name: String,
 
-    /// With --live: the name of the Infrastructure.
+    /// The name of the Infrastructure.
     #[arg(long, value_name = "NAME", default_value = names::INFRASTRUCTURE_NAME)]
     pub infrastructure_name: String,
 
-    /// With --live: the name of the ClusterVersion.
+    /// The name of the ClusterVersion.
     #[arg(long, value_name = "NAME", default_value = names::CLUSTER_VERSION_NAME)]
     pub cluster_version_name: String,
 
-    /// With --live: the controller's namespace, where its known-images ConfigMap lives.
+    /// The controller's namespace, where its known-images ConfigMap lives.
     #[arg(
         long = "controller-namespace",
         value_name = "NS",
@@ -118,8 +125,14 @@ fn rename(mut value: Value, namespace: Option<&str>, name: &str) -> Value {
     value
 }
 
-pub async fn snapshot(args: &LiveArgs) -> Result<Snapshot, String> {
-    let config = args.cluster.config().await?;
+/// The planner's input read from the cluster `cluster` names; MachineSets from
+/// `machine_api_namespace`.
+pub async fn snapshot(
+    cluster: &ClusterArgs,
+    machine_api_namespace: &str,
+    objects: &ClusterObjects,
+) -> Result<Snapshot, String> {
+    let config = cluster.config().await?;
     let client = Client::try_from(config).map_err(|e| e.to_string())?;
     let fail = |e: kube::Error| e.to_string();
     let mut items = Vec::new();
@@ -132,7 +145,7 @@ pub async fn snapshot(args: &LiveArgs) -> Result<Snapshot, String> {
                 "MachineConfiguration",
                 "machineconfigurations",
             ),
-            &args.machine_configuration_name,
+            &objects.machine_configuration_name,
             names::MACHINE_CONFIGURATION_NAME,
         ),
         (
@@ -142,7 +155,7 @@ pub async fn snapshot(args: &LiveArgs) -> Result<Snapshot, String> {
                 "Infrastructure",
                 "infrastructures",
             ),
-            &args.infrastructure_name,
+            &objects.infrastructure_name,
             names::INFRASTRUCTURE_NAME,
         ),
         (
@@ -152,7 +165,7 @@ pub async fn snapshot(args: &LiveArgs) -> Result<Snapshot, String> {
                 "ClusterVersion",
                 "clusterversions",
             ),
-            &args.cluster_version_name,
+            &objects.cluster_version_name,
             names::CLUSTER_VERSION_NAME,
         ),
     ];
@@ -165,7 +178,7 @@ pub async fn snapshot(args: &LiveArgs) -> Result<Snapshot, String> {
     if let Some(golden) = get(
         &client,
         &config_maps,
-        Some(&args.golden_configmap_namespace),
+        Some(&objects.golden_configmap_namespace),
         names::GOLDEN_CONFIGMAP_NAME,
     )
     .await
@@ -180,7 +193,7 @@ pub async fn snapshot(args: &LiveArgs) -> Result<Snapshot, String> {
     if let Some(known) = get(
         &client,
         &config_maps,
-        Some(&args.controller_namespace),
+        Some(&objects.controller_namespace),
         names::KNOWN_IMAGES_CONFIGMAP_NAME,
     )
     .await
@@ -189,7 +202,7 @@ pub async fn snapshot(args: &LiveArgs) -> Result<Snapshot, String> {
         items.push(known);
     }
 
-    let ns = &args.machine_api_namespace;
+    let ns = machine_api_namespace;
     let machine_sets = list(
         &client,
         &resource(
@@ -252,7 +265,7 @@ pub async fn snapshot(args: &LiveArgs) -> Result<Snapshot, String> {
     }
 
     let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
-    let source = match &args.cluster.context {
+    let source = match &cluster.context {
         Some(context) => format!("cluster (context {context})"),
         None => "cluster".to_string(),
     };

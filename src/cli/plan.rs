@@ -3,7 +3,6 @@
 //! The JSON output is a contract (other tools parse it): exactly the planner's [`Plan`]. The
 //! table is for people and may change.
 
-use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
@@ -13,6 +12,7 @@ use clap::{Args, ValueEnum};
 use super::{Failure, table, write_stdout};
 use crate::api::{MachineConfiguration, MachineManager, MachineManagerSelector};
 use crate::arch::Arch;
+use crate::bounded_read::MAX_INPUT_BYTES;
 use crate::known_images::KnownImages;
 use crate::manifests;
 use crate::names::MACHINE_CONFIGURATION_NAME;
@@ -173,12 +173,18 @@ fn read_cluster(args: &super::live::LiveArgs) -> Result<manifests::Snapshot, Fai
         .enable_all()
         .build()
         .map_err(|e| Failure::runtime(CLUSTER_READ_CODE, e))?;
-    runtime.block_on(super::live::snapshot(args)).map_err(|e| {
-        Failure::runtime(
-            CLUSTER_READ_CODE,
-            anyhow::anyhow!("cannot read the cluster: {e}"),
-        )
-    })
+    runtime
+        .block_on(super::live::snapshot(
+            &args.cluster,
+            &args.machine_api_namespace,
+            &args.objects,
+        ))
+        .map_err(|e| {
+            Failure::runtime(
+                CLUSTER_READ_CODE,
+                anyhow::anyhow!("cannot read the cluster: {e}"),
+            )
+        })
 }
 
 /// The manifests, `-` being standard input (on its own: a snapshot is read from one source
@@ -193,9 +199,7 @@ fn load(paths: &[PathBuf]) -> Result<manifests::Snapshot, Failure> {
             "-f - reads everything from standard input: give no other -f"
         )));
     }
-    let mut text = String::new();
-    std::io::stdin()
-        .read_to_string(&mut text)
+    let text = crate::bounded_read::read_bounded(std::io::stdin(), MAX_INPUT_BYTES)
         .context("cannot read standard input")
         .map_err(Failure::input)?;
     manifests::from_str("<stdin>", &text).map_err(Failure::input)

@@ -11,10 +11,12 @@ use clap::{ArgGroup, Args};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 
 use super::{Failure, write_stdout};
+use crate::api::{ControlPlaneMachineSet, MachineSet};
 use crate::api_client;
 use crate::machine_kind::MachineKind;
 use crate::names::{OPT_OUT_ANNOTATION, OPT_OUT_VALUE};
 use crate::plan::record::HistoryEntry;
+use crate::plan::{ClusterSnapshot, Options, Planner, Recognition};
 use crate::platform::display_image as display;
 use crate::revert::{self, Revert, RevertError};
 
@@ -50,8 +52,17 @@ pub struct RevertArgs {
     #[arg(long)]
     pub dry_run: bool,
 
+    /// Put back a boot image even when the controller does not recognise it as a CoreOS image
+    /// (the history annotation can be edited by anyone who can edit the object).
+    #[arg(long)]
+    pub allow_unrecognised_image: bool,
+
     #[command(flatten)]
     pub cluster: crate::kubeconfig::ClusterArgs,
+
+    /// Where the golden stream and known images are read, to judge the image put back.
+    #[command(flatten)]
+    pub objects: super::live::ClusterObjects,
 }
 
 impl RevertArgs {
@@ -93,6 +104,13 @@ async fn revert_object(args: &RevertArgs) -> Result<(), Failure> {
     };
     let value = serde_json::to_value(&object).context("cannot read the object as JSON")?;
     let planned = revert::revert(kind, &value, args.steps as usize).map_err(refusal)?;
+    let provenance = provenance(args, kind, &value, &planned).await;
+    if let Some(why) = provenance.refusal(args.allow_unrecognised_image) {
+        return Err(Failure::runtime(
+            REFUSED_CODE,
+            anyhow!("{described}: {why}; nothing was written"),
+        ));
+    }
 
     let patch = Patch::Json::<()>(json_patch::Patch(planned.patch.clone()));
     let params = PatchParams {
@@ -102,6 +120,7 @@ async fn revert_object(args: &RevertArgs) -> Result<(), Failure> {
         ..PatchParams::default()
     };
     let mut out = report(&described, &planned, args.dry_run);
+    out.push_str(&provenance.describe());
     if args.dry_run {
         let _ = writeln!(
             out,
@@ -136,6 +155,132 @@ async fn revert_object(args: &RevertArgs) -> Result<(), Failure> {
         opt_back_in(kind, &args.namespace, name)
     });
     write_stdout(&out)
+}
+
+/// Where the values a revert puts back came from, and what the controller makes of them.
+struct Provenance {
+    /// Field managers that wrote the history annotation.
+    writers: Vec<String>,
+    /// `None` when the revert puts back no boot image.
+    image: Option<Recognition>,
+}
+
+impl Provenance {
+    /// Why the revert must not go ahead without `--allow-unrecognised-image`.
+    fn refusal(&self, allowed: bool) -> Option<String> {
+        let why = match &self.image {
+            None | Some(Recognition::CoreOs) => return None,
+            Some(Recognition::NotCoreOs(why)) => {
+                format!("the boot image it would put back is not a CoreOS image: {why}")
+            }
+            Some(Recognition::Unknown(why)) => {
+                format!(
+                    "cannot tell whether the boot image it would put back is a CoreOS image: {why}"
+                )
+            }
+        };
+        (!allowed).then(|| {
+            format!(
+                "{why}. The history annotation can be written by anyone who can edit the object \
+                 (written by: {}); check the value, then re-run with --allow-unrecognised-image to \
+                 put it back anyway",
+                self.writers_text()
+            )
+        })
+    }
+
+    fn writers_text(&self) -> String {
+        if self.writers.is_empty() {
+            "unknown".into()
+        } else {
+            self.writers.join(", ")
+        }
+    }
+
+    fn describe(&self) -> String {
+        let mut out = format!("\nHistory written by: {}\n", self.writers_text());
+        let foreign: Vec<&String> = self
+            .writers
+            .iter()
+            .filter(|w| !w.starts_with(api_client::FIELD_MANAGER))
+            .collect();
+        if !foreign.is_empty() {
+            let _ = writeln!(
+                out,
+                "  warning: not only the controller wrote it ({}): check the values above",
+                foreign
+                    .iter()
+                    .map(|w| w.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+        match &self.image {
+            None => {}
+            Some(Recognition::CoreOs) => {
+                out.push_str("Boot image put back: a CoreOS image the controller recognises\n");
+            }
+            Some(Recognition::NotCoreOs(why) | Recognition::Unknown(why)) => {
+                let _ = writeln!(
+                    out,
+                    "Boot image put back: NOT recognised as a CoreOS image ({why}); allowed by \
+                     --allow-unrecognised-image"
+                );
+            }
+        }
+        out
+    }
+}
+
+/// Judges the boot image the revert would put back the way the controller judges images: with
+/// the cluster's golden stream, known images and platform, read as `plan --live` reads them.
+async fn provenance(
+    args: &RevertArgs,
+    kind: MachineKind,
+    object: &serde_json::Value,
+    planned: &Revert,
+) -> Provenance {
+    let writers = revert::history_writers(object);
+    let restores_image = planned
+        .changes
+        .iter()
+        .any(|c| c.field == revert::Field::BootImage);
+    if !restores_image {
+        return Provenance {
+            writers,
+            image: None,
+        };
+    }
+    let image = match super::live::snapshot(&args.cluster, &args.namespace, &args.objects).await {
+        Err(e) => Recognition::Unknown(format!("cannot read the cluster: {e}")),
+        Ok(snapshot) => match revert::applied(object, planned) {
+            Err(e) => Recognition::Unknown(format!("the revert does not apply: {e}")),
+            Ok(after) => recognise(&snapshot.cluster, kind, after),
+        },
+    };
+    Provenance {
+        writers,
+        image: Some(image),
+    }
+}
+
+fn recognise(
+    cluster: &ClusterSnapshot,
+    kind: MachineKind,
+    after: serde_json::Value,
+) -> Recognition {
+    let options = Options::default();
+    let planner = Planner::new(cluster, &options);
+    let unreadable =
+        |e: serde_json::Error| Recognition::Unknown(format!("cannot read it as a {kind}: {e}"));
+    match kind {
+        MachineKind::MachineSet => serde_json::from_value::<MachineSet>(after)
+            .map_or_else(unreadable, |o| planner.recognise(&o)),
+        MachineKind::ControlPlaneMachineSet => {
+            serde_json::from_value::<ControlPlaneMachineSet>(after)
+                .map_or_else(unreadable, |o| planner.recognise(&o))
+        }
+    }
 }
 
 fn refusal(error: RevertError) -> Failure {

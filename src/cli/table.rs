@@ -86,10 +86,15 @@ impl ClusterFacts {
 }
 
 pub fn render(plan: &Plan, facts: &ClusterFacts) -> String {
-    let mut out = facts.header();
+    let mut out = printable(&facts.header()).into_owned();
     out.push('\n');
     if let Some(blocked) = &plan.blocked {
-        let _ = writeln!(out, "BLOCKED: {}: {}", blocked.reason, blocked.message);
+        let _ = writeln!(
+            out,
+            "BLOCKED: {}: {}",
+            blocked.reason,
+            printable(&blocked.message)
+        );
     }
     if !plan.selection.is_empty() {
         let modes: Vec<String> = plan
@@ -137,6 +142,7 @@ fn render_rows(out: &mut String, entries: &[Decision], plan: &Plan) {
                 boot_image(e),
                 stub_secret(e),
             ]
+            .map(|cell| printable(&cell).into_owned())
         })
         .collect();
     let mut widths = [0; 5];
@@ -151,7 +157,7 @@ fn render_rows(out: &mut String, entries: &[Decision], plan: &Plan) {
     for (entry, row) in entries.iter().zip(&rows) {
         write_row(out, row, &widths);
         if let Some(message) = message(entry, plan) {
-            for line in wrap(message, message_width - MESSAGE_INDENT.len()) {
+            for line in wrap(&printable(message), message_width - MESSAGE_INDENT.len()) {
                 let _ = writeln!(out, "{MESSAGE_INDENT}{line}");
             }
         }
@@ -198,6 +204,27 @@ fn message<'a>(e: &'a Decision, plan: &Plan) -> Option<&'a str> {
         .as_ref()
         .is_some_and(|b| b.reason == e.reason && b.message == e.message);
     (!repeats_blocked).then_some(e.message.as_str())
+}
+
+/// `text` safe to print on a terminal: control characters (escape sequences, carriage returns,
+/// newlines that would forge rows) and bidirectional overrides (which reorder what a reader sees)
+/// are shown as `\u{..}` escapes. Names and images come from the cluster, where anyone with
+/// write access to a MachineSet chooses them.
+fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    let unsafe_char =
+        |c: char| c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+    if !text.chars().any(unsafe_char) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut escaped = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if unsafe_char(c) {
+            let _ = write!(escaped, "\\u{{{:x}}}", u32::from(c));
+        } else {
+            escaped.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(escaped)
 }
 
 /// Greedy word wrap; a word longer than the width (a resource ID) keeps a line of its own.
@@ -276,6 +303,35 @@ mod tests {
                 release: Some("4.21.0".into()),
             },
         }
+    }
+
+    #[test]
+    fn control_characters_from_the_cluster_reach_the_terminal_escaped() {
+        let mut hostile = entry(
+            "x\u{1b}]0;owned\u{7}",
+            Action::Skip,
+            Reason::CustomImage,
+            "custom image\r\nopenshift-machine-api/fake  Update  BootImageOutdated",
+        );
+        hostile.boot_image.current = Some(json!("ami-1\u{1b}[2J\u{202e}"));
+        let plan = Plan {
+            machine_sets: vec![hostile],
+            ..Plan::default()
+        };
+        let text = render(&plan, &facts());
+        assert!(
+            !text.chars().any(|c| c != '\n' && c.is_control()),
+            "{text:?}"
+        );
+        assert!(!text.contains('\u{202e}'), "{text:?}");
+        assert!(text.contains("x\\u{1b}]0;owned\\u{7}"), "{text}");
+        assert!(text.contains("ami-1\\u{1b}[2J\\u{202e}"), "{text}");
+        assert!(
+            !text
+                .lines()
+                .any(|l| l.starts_with("openshift-machine-api/fake")),
+            "a message forged a row:\n{text}"
+        );
     }
 
     #[test]

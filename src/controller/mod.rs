@@ -174,6 +174,7 @@ async fn serve_endpoints(
             health.clone(),
             shutdown.clone(),
             security.clone(),
+            server::ConnectionLimits::default(),
         )
         .await
         .map_err(|source| RunError::Listen { address, source })?;

@@ -25,6 +25,7 @@ use crate::api::{
 use crate::arch::Arch;
 use crate::known_images::KnownImages;
 use crate::machine_kind::{MachineKind, MachineObject};
+use crate::platform::ImageOutcome;
 use crate::reason::Reason;
 use crate::stream::GoldenConfig;
 pub use decision::{Action, Blocked, Decision, ObjectKey, Plan, Values, Warning};
@@ -177,6 +178,42 @@ impl<'a> Planner<'a> {
         decision.last_change = record::history(subject.meta).pop();
         decision
     }
+
+    /// Whether the boot image `object` holds is one the controller recognises as a CoreOS image
+    /// (what it would update or leave as current), judged by the platform rule alone: selection,
+    /// opt-out and ownership do not matter here. `revert` asks it of the value it would put back,
+    /// since the history it reads can be written by anyone who can edit the object.
+    pub fn recognise<M: MachineObject>(&self, object: &M) -> Recognition {
+        let ready = match &self.state {
+            Ok(ready) => ready,
+            Err(blocked) => return Recognition::Unknown(blocked.message.clone()),
+        };
+        match self.evaluate_image(&rules::Subject::of(object), ready) {
+            Err(decision) => Recognition::Unknown(decision.message),
+            Ok(evaluated) => match evaluated.outcome {
+                ImageOutcome::UpToDate { .. } | ImageOutcome::Update { .. } => Recognition::CoreOs,
+                ImageOutcome::Skip {
+                    reason: Reason::CustomImage,
+                    message,
+                    ..
+                } => Recognition::NotCoreOs(message),
+                ImageOutcome::Skip { message, .. } | ImageOutcome::Error { message, .. } => {
+                    Recognition::Unknown(message)
+                }
+            },
+        }
+    }
+}
+
+/// What the controller makes of a boot image ([`Planner::recognise`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Recognition {
+    /// A CoreOS image: one of a golden stream's, or remembered or published as one.
+    CoreOs,
+    /// Not a CoreOS image the controller knows (the rule's explanation).
+    NotCoreOs(String),
+    /// Cannot be judged here (why): the golden stream, platform or architecture is unknown.
+    Unknown(String),
 }
 
 #[cfg(test)]

@@ -66,6 +66,15 @@ impl<'a> Subject<'a> {
     }
 }
 
+/// A platform rule's verdict on one boot image, and what it was judged against.
+pub(super) struct Evaluated<'a> {
+    pub outcome: ImageOutcome,
+    rule: &'static dyn PlatformRule,
+    stream: &'a GoldenStream,
+    arch: Arch,
+    provider_spec: &'a Value,
+}
+
 /// The boot image part of a decision: the compared values and the operations that change them.
 struct ImageChange {
     values: Values<Value>,
@@ -77,43 +86,17 @@ impl Planner<'_> {
         if let Some(decided) = self.screen(subject, ready) {
             return decided;
         }
-        // Before the architecture and providerSpec checks: on a platform we never write to, their
-        // errors would only raise a false Degraded (e.g. every MachineSet of a multi-arch vSphere
-        // cluster without the autoscaler annotation).
-        let Some(rule) = ready.platform.rule() else {
-            return subject.decision(
-                Action::Skip,
-                Reason::PlatformNotSupported,
-                ready.platform.unsupported_message(),
-            );
-        };
-        let stream = match self.os_stream(subject, ready) {
-            Ok(stream) => stream,
-            Err(skipped) => return *skipped,
-        };
-        let arch = match self.arch(subject, ready) {
-            Ok(arch) => arch,
-            Err((action, reason, message)) => return subject.decision(action, reason, message),
-        };
-        let Some(provider_spec) = subject.provider_spec() else {
-            return subject.decision(
-                Action::Error,
-                Reason::InvalidProviderSpec,
-                "the machine template has no providerSpec.value object".into(),
-            );
-        };
-        let ctx = RuleContext {
+        let Evaluated {
+            outcome,
+            rule,
             stream,
             arch,
-            known_images: &ready.known_images,
-            infrastructure_name: self
-                .snapshot
-                .infrastructure
-                .as_ref()
-                .and_then(|i| i.status.as_ref())
-                .and_then(|s| s.infrastructure_name.as_deref()),
+            provider_spec,
+        } = match self.evaluate_image(subject, ready) {
+            Ok(evaluated) => evaluated,
+            Err(decided) => return *decided,
         };
-        let mut image = match image_change(subject, rule.evaluate(provider_spec, &ctx)) {
+        let mut image = match image_change(subject, outcome) {
             Ok(image) => image,
             Err(decided) => return *decided,
         };
@@ -136,6 +119,58 @@ impl Planner<'_> {
         }
         decided.message = Self::with_warning(std::mem::take(&mut decided.message), &decided);
         decided
+    }
+
+    /// The platform rule's verdict on the boot image alone, with what it was judged against;
+    /// `Err` with the decision when the image cannot be judged (unsupported platform, unknown
+    /// architecture, no provider spec).
+    pub(super) fn evaluate_image<'s>(
+        &'s self,
+        subject: &Subject<'s>,
+        ready: &'s Ready,
+    ) -> Result<Evaluated<'s>, Box<Decision>> {
+        // Before the architecture and providerSpec checks: on a platform we never write to, their
+        // errors would only raise a false Degraded (e.g. every MachineSet of a multi-arch vSphere
+        // cluster without the autoscaler annotation).
+        let Some(rule) = ready.platform.rule() else {
+            return Err(Box::new(subject.decision(
+                Action::Skip,
+                Reason::PlatformNotSupported,
+                ready.platform.unsupported_message(),
+            )));
+        };
+        let stream = self.os_stream(subject, ready)?;
+        let arch = self
+            .arch(subject, ready)
+            .map_err(|(action, reason, message)| {
+                Box::new(subject.decision(action, reason, message))
+            })?;
+        let Some(provider_spec) = subject.provider_spec() else {
+            return Err(Box::new(subject.decision(
+                Action::Error,
+                Reason::InvalidProviderSpec,
+                "the machine template has no providerSpec.value object".into(),
+            )));
+        };
+        let ctx = RuleContext {
+            stream,
+            arch,
+            known_images: &ready.known_images,
+            infrastructure_name: self
+                .snapshot
+                .infrastructure
+                .as_ref()
+                .and_then(|i| i.status.as_ref())
+                .and_then(|s| s.infrastructure_name.as_deref()),
+        };
+        let outcome = rule.evaluate(provider_spec, &ctx);
+        Ok(Evaluated {
+            outcome,
+            rule,
+            stream,
+            arch,
+            provider_spec,
+        })
     }
 
     /// Rules 1 to 4: the objects we leave alone whatever their images.

@@ -10,6 +10,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::Full;
@@ -17,8 +18,10 @@ use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
@@ -119,13 +122,68 @@ impl std::ops::BitOrAssign for Endpoints {
     }
 }
 
-/// Parses kubebuilder-style addresses: `:8080` means every interface, `0` disables.
+/// Parses kubebuilder-style addresses: `:8080` means every interface, IPv6 and IPv4 alike (so
+/// probes work on single-stack IPv6 clusters too), `0` disables.
 pub fn parse_bind_address(addr: &str) -> Result<Option<SocketAddr>, std::net::AddrParseError> {
     match addr {
         "0" | "" => Ok(None),
-        a if a.starts_with(':') => format!("0.0.0.0{a}").parse().map(Some),
+        a if a.starts_with(':') => format!("[::]{a}").parse().map(Some),
         a => a.parse().map(Some),
     }
+}
+
+/// How much a client may hold of the process. The pod's memory limit is small and both replicas
+/// serve the same ports: without these, any pod that can reach them can exhaust that memory with
+/// requests it never finishes sending (slowloris).
+#[derive(Clone, Copy, Debug)]
+pub struct ConnectionLimits {
+    /// Connections served at once per listener; more are closed as soon as they are accepted.
+    pub max_connections: usize,
+    /// A request's headers must arrive within this, from its first byte.
+    pub header_read_timeout: Duration,
+    /// The TLS handshake must complete within this.
+    pub handshake_timeout: Duration,
+    /// Bytes hyper buffers per connection, which bounds the size of a request's headers.
+    pub max_buffer_bytes: usize,
+    /// A kept-alive connection is closed gracefully after this, so none is held forever.
+    pub max_connection_age: Duration,
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        ConnectionLimits {
+            max_connections: 64,
+            header_read_timeout: Duration::from_secs(5),
+            handshake_timeout: Duration::from_secs(5),
+            // hyper's floor (it refuses less); a scrape or probe request is a few hundred bytes.
+            max_buffer_bytes: 8192,
+            max_connection_age: Duration::from_secs(120),
+        }
+    }
+}
+
+/// Binds a listener; the unspecified IPv6 address also accepts IPv4 (dual stack), falling back to
+/// IPv4 alone on a host without IPv6.
+pub fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let dual_stack = addr.ip() == std::net::Ipv6Addr::UNSPECIFIED;
+    let socket = match Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP)) {
+        Ok(socket) => socket,
+        Err(e) if dual_stack => {
+            let v4 = SocketAddr::from((std::net::Ipv4Addr::UNSPECIFIED, addr.port()));
+            info!(address = %v4, error = %e, "no IPv6 socket on this host: listening on IPv4 only");
+            return bind(v4);
+        }
+        Err(e) => return Err(e),
+    };
+    if dual_stack {
+        socket.set_only_v6(false)?;
+    }
+    socket.set_reuse_address(true)?;
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(1024)?;
+    TcpListener::from_std(socket.into())
 }
 
 /// Binds now (so a port conflict fails start-up) and serves until `shutdown`. With `security`,
@@ -137,6 +195,7 @@ pub async fn serve(
     health: Arc<Health>,
     shutdown: CancellationToken,
     security: Option<Security>,
+    limits: ConnectionLimits,
 ) -> std::io::Result<tokio::task::JoinHandle<()>> {
     let security = security.filter(|_| endpoints.metrics);
     if security.is_some() && endpoints.probes {
@@ -146,7 +205,8 @@ pub async fn serve(
              over plain HTTP",
         ));
     }
-    let listener = TcpListener::bind(addr).await?;
+    let listener = bind(addr)?;
+    let slots = Arc::new(Semaphore::new(limits.max_connections));
     info!(address = %listener.local_addr()?, metrics = endpoints.metrics, probes = endpoints.probes, tls = security.is_some(), "serving HTTP");
     Ok(tokio::spawn(async move {
         loop {
@@ -157,10 +217,18 @@ pub async fn serve(
                     Err(e) => { debug!(error = %e, "accept failed"); continue; }
                 },
             };
+            let Ok(slot) = slots.clone().try_acquire_owned() else {
+                debug!(
+                    limit = limits.max_connections,
+                    "connection limit reached: closing a new connection"
+                );
+                continue;
+            };
             let metrics = metrics.clone();
             let health = health.clone();
             let security = security.clone();
             tokio::spawn(async move {
+                let _slot = slot;
                 let reviewer = security.as_ref().map(|s| s.reviewer.clone());
                 let service = service_fn(move |req| {
                     respond(
@@ -172,22 +240,24 @@ pub async fn serve(
                     )
                 });
                 let served = match security {
-                    Some(security) => match security.acceptor.accept(stream).await {
-                        Ok(tls) => {
-                            http1::Builder::new()
-                                .serve_connection(TokioIo::new(tls), service)
-                                .await
+                    Some(security) => {
+                        let handshake = tokio::time::timeout(
+                            limits.handshake_timeout,
+                            security.acceptor.accept(stream),
+                        );
+                        match handshake.await {
+                            Ok(Ok(tls)) => serve_connection(tls, service, limits).await,
+                            Ok(Err(e)) => {
+                                debug!(error = %e, "TLS handshake failed");
+                                return;
+                            }
+                            Err(_) => {
+                                debug!("TLS handshake timed out");
+                                return;
+                            }
                         }
-                        Err(e) => {
-                            debug!(error = %e, "TLS handshake failed");
-                            return;
-                        }
-                    },
-                    None => {
-                        http1::Builder::new()
-                            .serve_connection(TokioIo::new(stream), service)
-                            .await
                     }
+                    None => serve_connection(stream, service, limits).await,
                 };
                 if let Err(e) = served {
                     debug!(error = %e, "connection ended with an error");
@@ -195,6 +265,35 @@ pub async fn serve(
             });
         }
     }))
+}
+
+/// Serves HTTP/1 on one connection within `limits`.
+async fn serve_connection<I, S>(
+    io: I,
+    service: S,
+    limits: ConnectionLimits,
+) -> Result<(), hyper::Error>
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    S: hyper::service::HttpService<Incoming, ResBody = Full<Bytes>>,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let connection = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout)
+        .max_buf_size(limits.max_buffer_bytes)
+        .serve_connection(TokioIo::new(io), service);
+    let mut connection = std::pin::pin!(connection);
+    tokio::select! {
+        served = connection.as_mut() => served,
+        _ = tokio::time::sleep(limits.max_connection_age) => {
+            // Let a request in flight finish; a client that stops reading its response is cut off.
+            connection.as_mut().graceful_shutdown();
+            tokio::time::timeout(limits.header_read_timeout, connection)
+                .await
+                .unwrap_or(Ok(()))
+        }
+    }
 }
 
 fn text(status: StatusCode, body: &str) -> (StatusCode, String, &'static str) {
@@ -265,11 +364,14 @@ async fn respond(
 mod tests {
     use super::*;
 
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+
     #[test]
     fn bind_addresses() {
         assert_eq!(
             parse_bind_address(":8080").unwrap(),
-            Some("0.0.0.0:8080".parse().unwrap())
+            Some("[::]:8080".parse().unwrap())
         );
         assert_eq!(
             parse_bind_address("127.0.0.1:9").unwrap(),
@@ -287,5 +389,140 @@ mod tests {
         assert!(h.ready());
         h.set_stopping();
         assert!(!h.ready());
+    }
+
+    /// A probe listener on a free port of `ip`, with `limits`, until the token is cancelled.
+    async fn probe_server(ip: &str, limits: ConnectionLimits) -> (SocketAddr, CancellationToken) {
+        let free = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+        let port = free.local_addr().expect("local address").port();
+        drop(free);
+        let addr: SocketAddr = format!("{ip}:{port}").parse().expect("address");
+        let shutdown = CancellationToken::new();
+        serve(
+            addr,
+            Endpoints::PROBES,
+            Metrics::new(),
+            Arc::new(Health::default()),
+            shutdown.clone(),
+            None,
+            limits,
+        )
+        .await
+        .expect("serve");
+        (addr, shutdown)
+    }
+
+    /// The status line of `GET path` on a new connection to `addr`.
+    async fn get(addr: SocketAddr, path: &str) -> String {
+        let mut stream = TcpStream::connect(addr).await.expect("connect");
+        let request = format!("GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.expect("send");
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.expect("read");
+        response.lines().next().unwrap_or_default().to_string()
+    }
+
+    /// Whether the server closes `stream` (EOF or reset) within `bound`, which only stops a
+    /// broken server from hanging the test.
+    async fn closed_by_server(stream: &mut TcpStream, bound: Duration) -> bool {
+        let mut buf = [0u8; 256];
+        loop {
+            match tokio::time::timeout(bound, stream.read(&mut buf)).await {
+                Err(_) => return false,
+                Ok(Ok(0)) | Ok(Err(_)) => return true,
+                // A 408 before closing is fine: keep reading until the close.
+                Ok(Ok(_)) => continue,
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_client_that_never_finishes_its_headers_is_disconnected() {
+        let limits = ConnectionLimits {
+            header_read_timeout: Duration::from_millis(300),
+            ..ConnectionLimits::default()
+        };
+        let (addr, shutdown) = probe_server("127.0.0.1", limits).await;
+        let mut slow = TcpStream::connect(addr).await.expect("connect");
+        slow.write_all(b"GET /healthz HTTP/1.1\r\nHost: test\r\nX-Slow: 1")
+            .await
+            .expect("send");
+        assert!(
+            closed_by_server(&mut slow, Duration::from_secs(30)).await,
+            "a half-sent request kept its connection"
+        );
+        assert!(get(addr, "/healthz").await.contains(" 200 "));
+        shutdown.cancel();
+    }
+
+    #[tokio::test]
+    async fn oversized_headers_are_refused_without_buffering_them() {
+        let (addr, shutdown) = probe_server("127.0.0.1", ConnectionLimits::default()).await;
+        let mut stream = TcpStream::connect(addr).await.expect("connect");
+        let header = format!("X-Big: {}\r\n", "a".repeat(64 * 1024));
+        // The server may close while we are still sending: that is the point.
+        let _ = stream
+            .write_all(format!("GET /healthz HTTP/1.1\r\nHost: test\r\n{header}\r\n").as_bytes())
+            .await;
+        let mut response = Vec::new();
+        let _ =
+            tokio::time::timeout(Duration::from_secs(30), stream.read_to_end(&mut response)).await;
+        let response = String::from_utf8_lossy(&response);
+        assert!(
+            !response.contains(" 200 "),
+            "a 64 KiB header was accepted: {response}"
+        );
+        shutdown.cancel();
+    }
+
+    #[tokio::test]
+    async fn connections_beyond_the_limit_are_closed_and_slots_come_back() {
+        let limits = ConnectionLimits {
+            max_connections: 2,
+            ..ConnectionLimits::default()
+        };
+        let (addr, shutdown) = probe_server("127.0.0.1", limits).await;
+        let mut held = Vec::new();
+        for _ in 0..2 {
+            let mut stream = TcpStream::connect(addr).await.expect("connect");
+            // A started request: the server has accepted and is serving this connection.
+            stream
+                .write_all(b"GET /healthz HTTP/1.1\r\n")
+                .await
+                .expect("send");
+            held.push(stream);
+        }
+        let mut third = TcpStream::connect(addr).await.expect("connect");
+        assert!(
+            closed_by_server(&mut third, Duration::from_secs(30)).await,
+            "a connection beyond the limit was kept"
+        );
+        drop(held);
+        // The slots are released once the server sees the closes: new clients are served again.
+        let mut status = String::new();
+        for _ in 0..100 {
+            status = get(addr, "/healthz").await;
+            if status.contains(" 200 ") {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(status.contains(" 200 "), "{status}");
+        shutdown.cancel();
+    }
+
+    #[tokio::test]
+    async fn every_interface_means_ipv4_and_ipv6() {
+        if std::net::TcpListener::bind("[::1]:0").is_err() {
+            crate::testkit::skips::skip("no IPv6 loopback on this host");
+            return;
+        }
+        let (addr, shutdown) = probe_server("[::]", ConnectionLimits::default()).await;
+        let port = addr.port();
+        for ip in ["127.0.0.1", "[::1]"] {
+            let target: SocketAddr = format!("{ip}:{port}").parse().expect("address");
+            assert!(get(target, "/healthz").await.contains(" 200 "), "{target}");
+        }
+        shutdown.cancel();
     }
 }

@@ -3,4 +3,5 @@
 //! for tests and with the `testkit` feature: nothing here reaches the shipped binary.
 
 pub mod objects;
+pub mod skips;
 pub mod streams;

@@ -9,6 +9,7 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+use boot_image_controller::testkit::skips::skip;
 use serde_json::{Value, json};
 
 /// The alert rules, one of the manifests.
@@ -50,7 +51,7 @@ pub fn kubectl() -> Option<PathBuf> {
 pub fn kubectl_or_skip() -> Option<PathBuf> {
     let found = kubectl();
     if found.is_none() {
-        eprintln!("SKIPPED: no kubectl (set KUBECTL or BIC_BIN_DIR, or put kubectl on PATH)");
+        skip("no kubectl (set KUBECTL or BIC_BIN_DIR, or put kubectl on PATH)");
     }
     found
 }
@@ -64,7 +65,7 @@ pub struct Cluster {
 impl Cluster {
     pub fn from_env() -> Option<Cluster> {
         let Some(kubeconfig) = std::env::var_os("KUBECONFIG").filter(|p| !p.is_empty()) else {
-            eprintln!("SKIPPED: no KUBECONFIG (run through hack/test.sh)");
+            skip("no KUBECONFIG (run through hack/test.sh)");
             return None;
         };
         let kubectl = kubectl_or_skip()?;

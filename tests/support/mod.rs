@@ -497,6 +497,18 @@ pub fn controller_binary() -> PathBuf {
 }
 
 impl TestEnv {
+    /// The flags that name this cluster's objects for `plan --live` and `revert` (where the
+    /// golden ConfigMap, the singletons and the known images are).
+    pub fn cluster_object_flags(&self) -> Vec<String> {
+        vec![
+            format!("--golden-configmap-namespace={}", self.ns),
+            format!("--machine-configuration-name={}", self.singleton),
+            format!("--infrastructure-name={}", self.singleton),
+            format!("--cluster-version-name={}", self.singleton),
+            format!("--controller-namespace={}", self.ns),
+        ]
+    }
+
     /// The flags `controller()` passes for this cluster (admin kubeconfig, its namespace and
     /// singleton names, debug logs), without the listen addresses: for
     /// [`ControllerProcess::spawn`] with a few changes.
@@ -773,10 +785,10 @@ pub fn audit_log() -> Option<PathBuf> {
         .unwrap_or_else(|| Path::new(REPO).join(".local-cluster"));
     let logged = dir.join("audit-policy.yaml").exists();
     if !logged {
-        eprintln!(
-            "SKIPPED: the local control plane at {} logs no audit",
+        boot_image_controller::testkit::skips::skip(format_args!(
+            "the local control plane at {} logs no audit",
             dir.display()
-        );
+        ));
     }
     logged.then(|| dir.join("audit.log"))
 }
