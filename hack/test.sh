@@ -65,7 +65,7 @@ log "tests"
 cargo test --locked "$@"
 
 # The soak variant of the fault tests, bounded (one 300-MachineSet rollout, three apiserver kills,
-# about two minutes): ignored by plain `cargo test`, run here so CI exercises it on every change.
+# under a minute): ignored by plain `cargo test`, run here so CI exercises it on every change.
 log "soak: kube-apiserver killed three times during a large rollout"
 cargo test --locked --test faults -- --ignored --exact soak_apiserver_killed_repeatedly_during_a_large_rollout
 

@@ -4,7 +4,7 @@
 //! strict about what we do: a stream whose AWS regions are not objects is rejected as a whole,
 //! since guessing would risk writing a wrong image.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -49,6 +49,10 @@ pub struct GoldenStream {
     pub stream: String,
     #[serde(default)]
     architectures: BTreeMap<String, StreamArch>,
+    /// Every image reference the stream publishes and its architecture, built once when the
+    /// stream is read: the planner asks it for every MachineSet.
+    #[serde(skip)]
+    references: HashMap<String, Arch>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
@@ -195,7 +199,17 @@ impl GoldenStream {
         for (arch, images) in &stream.architectures {
             images.validate(arch)?;
         }
+        let mut stream = stream;
+        stream.index_references();
         Ok(stream)
+    }
+
+    fn index_references(&mut self) {
+        self.references = Arch::ALL
+            .into_iter()
+            .filter_map(|arch| Some((arch, self.arch(arch)?)))
+            .flat_map(|(arch, images)| images.image_references().map(move |r| (r, arch)))
+            .collect();
     }
 
     fn arch(&self, arch: Arch) -> Option<&StreamArch> {
@@ -244,10 +258,7 @@ impl GoldenStream {
 
     /// The architecture whose images include `reference` (an AMI, GCP image path or Azure URN).
     pub fn arch_of(&self, reference: &str) -> Option<Arch> {
-        Arch::ALL.into_iter().find(|arch| {
-            self.arch(*arch)
-                .is_some_and(|a| a.image_references().any(|r| r == reference))
-        })
+        self.references.get(reference).copied()
     }
 
     /// Merges an installer marketplace overlay (`marketplace-rhcos.json`: arch -> `azure` ->
@@ -266,6 +277,7 @@ impl GoldenStream {
                 .azure
                 .extend(marketplace.azure);
         }
+        self.index_references();
         Ok(())
     }
 }

@@ -14,7 +14,7 @@ mod rules;
 pub mod selection;
 pub mod stub;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use jiff::{SignedDuration, Timestamp};
 
@@ -119,14 +119,26 @@ pub struct Planner<'a> {
     snapshot: &'a ClusterSnapshot,
     options: &'a Options,
     state: Result<Ready, Blocked>,
+    /// Each stub secret of the snapshot checked once: many MachineSets share one, and reading
+    /// its Ignition config costs more than the rest of a decision.
+    stub_checks: HashMap<(String, String), Result<(), (Reason, String)>>,
 }
 
 impl<'a> Planner<'a> {
     pub fn new(snapshot: &'a ClusterSnapshot, options: &'a Options) -> Self {
+        let stub_checks = snapshot
+            .secrets
+            .iter()
+            .map(|((namespace, name), secret)| {
+                let checked = stub::verify(namespace, name, Some(secret));
+                ((namespace.clone(), name.clone()), checked)
+            })
+            .collect();
         Planner {
             snapshot,
             options,
             state: Ready::evaluate(snapshot, options.control_plane_arch),
+            stub_checks,
         }
     }
 

@@ -419,11 +419,14 @@ impl Planner<'_> {
     /// the managed secret; where it may not, a stub a new image cannot read blocks the update.
     fn verify_stub(&self, subject: &Subject<'_>, name: &str) -> Result<(), (Reason, String)> {
         let namespace = subject.namespace();
-        let secret = self
-            .snapshot
-            .secrets
-            .get(&(namespace.to_string(), name.to_string()));
-        let result = stub::verify(namespace, name, secret);
+        let result = match self
+            .stub_checks
+            .get(&(namespace.to_string(), name.to_string()))
+        {
+            Some(checked) => checked.clone(),
+            // Not in the snapshot: reported as missing.
+            None => stub::verify(namespace, name, None),
+        };
         if subject.kind.may_change_stub_secret() {
             return result;
         }
