@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 use boot_image_controller::arch::Arch;
-use boot_image_controller::testkit::objects::golden_config_map;
+use boot_image_controller::testkit::objects::{control_plane_nodes, golden_config_map};
 use futures::{StreamExt, TryStreamExt};
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
@@ -127,7 +127,7 @@ fn api_resource(api_version: &str, kind: &str) -> (ApiResource, bool) {
     };
     let cluster_scoped = matches!(
         kind,
-        "Namespace" | "MachineConfiguration" | "ClusterVersion" | "Infrastructure"
+        "Namespace" | "Node" | "MachineConfiguration" | "ClusterVersion" | "Infrastructure"
     );
     (
         ApiResource::from_gvk_with_plural(&gvk, &plural),
@@ -617,7 +617,12 @@ async fn run() -> Result<()> {
         golden_config_map(&ns, &data.old_release, &data.old_stream.to_string()),
         support::stub_secret(&ns, "worker-user-data", "2.2.0"),
         support::stub_secret(&ns, "worker-user-data-managed", "3.2.0"),
-    ] {
+    ]
+    .into_iter()
+    // MachineSets without an architecture annotation boot the control plane's architecture,
+    // which the controller reads from the control-plane Nodes.
+    .chain(control_plane_nodes())
+    {
         apply(&client, &object).await?;
     }
     let names: Vec<String> = (0..n).map(|i| format!("bench-worker-{i:05}")).collect();
