@@ -23,7 +23,7 @@
 #[path = "../benches/support/mod.rs"]
 mod support;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -267,6 +267,10 @@ struct Converged {
     last_patch: f64,
     /// When Progressing=True was first seen (the controller reporting the rollout).
     progressing_true: Option<f64>,
+    /// Controller writes other than Events from `since` to convergence (filled by the caller).
+    critical_path_writes: f64,
+    /// Events sent in the same time.
+    rollout_events: f64,
 }
 
 /// Waits until every MachineSet has `expected(name)` and Progressing is False/BootImagesCurrent
@@ -321,6 +325,8 @@ async fn converge(
                     first_patch: first.map_or(0.0, rel),
                     last_patch: rel(last),
                     progressing_true,
+                    critical_path_writes: 0.0,
+                    rollout_events: 0.0,
                 });
             }
             if Instant::now() > deadline {
@@ -762,6 +768,7 @@ async fn run() -> Result<()> {
         if args.switch {
             apply(&client, &support::cluster_version(&singleton, &data.new_release)).await?;
             wait_for_reason(&seen, "ReleaseMismatch", Duration::from_secs(60)).await?;
+            let writes_before = controller.metrics().await;
             let since = Instant::now();
             apply(
                 &client,
@@ -769,7 +776,24 @@ async fn run() -> Result<()> {
             )
             .await?;
             let new = |i: usize| (region_of(i).2.clone(), "worker-user-data-managed".to_string());
-            let done = converge(&seen, &names, &new, since, timeout).await?;
+            let mut done = converge(&seen, &names, &new, since, timeout).await?;
+            // Writes between the ConfigMap update and convergence, by kind: Events are sent off
+            // the critical path, everything else (patches, status) is on it.
+            let writes_after = controller.metrics().await;
+            let during = |kind: &str| {
+                let key = format!("boot_image_controller_writes_total{{target=\"{kind}\"}}");
+                let at = |m: &BTreeMap<String, f64>| m.get(&key).copied().unwrap_or(0.0);
+                at(&writes_after) - at(&writes_before)
+            };
+            let kinds: BTreeSet<String> = by_label(&writes_after, "boot_image_controller_writes_total", "target")
+                .into_keys()
+                .collect();
+            done.critical_path_writes = kinds
+                .iter()
+                .filter(|kind| kind.as_str() != "Event")
+                .map(|kind| during(kind))
+                .sum();
+            done.rollout_events = during("Event");
             eprintln!(
                 "bench_cluster: converged at the new stream {:.2}s after the golden ConfigMap \
                  update (patches seen from {:.2}s to {:.2}s)",
@@ -836,8 +860,8 @@ async fn run() -> Result<()> {
             let metrics_after = controller.metrics().await;
             let cpu_after = cpu_seconds(pid);
             let rv_after = resource_versions().await?;
-            let writes_before = by_label(&metrics_before, "boot_image_controller_writes_total", "kind");
-            let writes_after = by_label(&metrics_after, "boot_image_controller_writes_total", "kind");
+            let writes_before = by_label(&metrics_before, "boot_image_controller_writes_total", "target");
+            let writes_after = by_label(&metrics_after, "boot_image_controller_writes_total", "target");
             let writes: BTreeMap<String, u64> = writes_after
                 .iter()
                 .map(|(k, v)| {
@@ -920,7 +944,9 @@ async fn run() -> Result<()> {
             "first_patch_seconds": switch.as_ref().map(|s| s.first_patch),
             "last_patch_seconds": switch.as_ref().map(|s| s.last_patch),
             "progressing_true_seconds": switch.as_ref().and_then(|s| s.progressing_true),
-            "controller_writes": by_label(&after_rollout, "boot_image_controller_writes_total", "kind"),
+            "critical_path_writes": switch.as_ref().map(|s| s.critical_path_writes),
+            "rollout_events": switch.as_ref().map(|s| s.rollout_events),
+            "controller_writes": by_label(&after_rollout, "boot_image_controller_writes_total", "target"),
             "controller_patches": by_label(&after_rollout, "boot_image_controller_patches_total", "result"),
             "reconcile": {"all": reconcile("all"), "some": reconcile("some")},
             "steady": steady,

@@ -1,19 +1,29 @@
 //! Kubernetes Events on the machine resources: one per patch and one per new error.
+//!
+//! Events are sent by a task of their own, with its own bound on requests in flight, so that
+//! they never hold up a rollout or the status that reports it: a pass queues them and goes on.
 
+use futures::StreamExt;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::Client;
 use kube::api::Api;
+use tokio::sync::mpsc;
+use tracing::warn;
 
 use crate::api::ObjectMeta;
 use crate::api_client;
+use crate::metrics::Metrics;
 use crate::plan::Decision;
 
 const REPORTING_CONTROLLER: &str = "boot-image-controller";
 /// Event notes are limited to 1 kB by the API.
 const NOTE_LIMIT: usize = 1000;
+/// Events queued beyond this are dropped (and counted as failed writes): a fleet-wide failure
+/// must not grow the queue without bound while the API server is slow.
+const QUEUE_LIMIT: usize = 10_000;
 
 /// What an Event says besides its note, which is the decision's message.
 pub(super) struct Notice {
@@ -22,23 +32,47 @@ pub(super) struct Notice {
     pub action: &'static str,
 }
 
-/// Publishes Events as one reporting instance.
+/// Queues Events for the sending task, as one reporting instance.
 pub(super) struct EventPublisher {
-    client: Client,
     instance: String,
+    queue: mpsc::Sender<Event>,
+    metrics: Metrics,
 }
 
 impl EventPublisher {
-    pub fn new(client: Client, instance: String) -> Self {
-        EventPublisher { client, instance }
+    /// Starts the sending task, which sends at most `concurrency` Events at a time and ends
+    /// once the publisher is dropped and the queue is empty.
+    pub fn start(client: Client, instance: String, metrics: Metrics, concurrency: usize) -> Self {
+        let (queue, pending) = mpsc::channel(QUEUE_LIMIT);
+        tokio::spawn(send_all(
+            client,
+            pending,
+            metrics.clone(),
+            concurrency.max(1),
+        ));
+        EventPublisher {
+            instance,
+            queue,
+            metrics,
+        }
     }
 
-    /// Records an Event about `decision`'s object. Each gets its own Event: kube-runtime's
+    /// Queues an Event about `decision`'s object. Each gets its own Event: kube-runtime's
     /// recorder folds events with the same reason into a series and would keep only the first
     /// note.
-    pub async fn publish(&self, decision: &Decision, notice: &Notice) -> Result<(), kube::Error> {
+    pub fn publish(&self, decision: &Decision, notice: &Notice) {
+        if self.queue.try_send(self.event(decision, notice)).is_err() {
+            warn!(name = %decision.name, reason = notice.reason, "Event queue full: dropped an Event");
+            self.metrics
+                .write_failures
+                .with_label_values(&["Event"])
+                .inc();
+        }
+    }
+
+    fn event(&self, decision: &Decision, notice: &Notice) -> Event {
         let now = Timestamp::now();
-        let event = Event {
+        Event {
             metadata: ObjectMeta {
                 name: Some(format!("{}.{:x}", decision.name, now.as_nanosecond())),
                 namespace: Some(decision.namespace.clone()),
@@ -53,12 +87,32 @@ impl EventPublisher {
             reporting_controller: Some(REPORTING_CONTROLLER.to_string()),
             reporting_instance: Some(self.instance.clone()),
             ..Event::default()
-        };
-        let api: Api<Event> = Api::namespaced(self.client.clone(), &decision.namespace);
-        api.create(&api_client::post_params(), &event)
-            .await
-            .map(|_| ())
+        }
     }
+}
+
+async fn send_all(
+    client: Client,
+    mut pending: mpsc::Receiver<Event>,
+    metrics: Metrics,
+    concurrency: usize,
+) {
+    futures::stream::poll_fn(move |cx| pending.poll_recv(cx))
+        .for_each_concurrent(concurrency, |event| {
+            let (client, metrics) = (client.clone(), metrics.clone());
+            async move {
+                let namespace = event.metadata.namespace.clone().unwrap_or_default();
+                let api: Api<Event> = Api::namespaced(client, &namespace);
+                match api.create(&api_client::post_params(), &event).await {
+                    Ok(_) => metrics.writes.with_label_values(&["Event"]).inc(),
+                    Err(e) => {
+                        warn!(error = %e, "could not publish an Event");
+                        metrics.write_failures.with_label_values(&["Event"]).inc();
+                    }
+                }
+            }
+        })
+        .await;
 }
 
 fn regarding(decision: &Decision) -> ObjectReference {

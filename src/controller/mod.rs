@@ -52,8 +52,6 @@ const MIN_BACKOFF: Duration = Duration::from_secs(1);
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
 /// After a failed `test` op the store is usually one watch event behind; retry soon.
 const CONFLICT_RETRY: Duration = Duration::from_millis(500);
-/// Triggers arriving this close together are handled in one pass.
-const DEBOUNCE: Duration = Duration::from_millis(100);
 /// Message-only status changes are written at most this often during a rollout.
 const STATUS_MIN_INTERVAL: Duration = Duration::from_secs(1);
 /// How often the known-images file is checked for changes.
@@ -114,7 +112,12 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> Result<(), RunEr
     info!("caches synced; controller ready");
 
     let mut controller = Controller {
-        events: events::EventPublisher::new(client.clone(), args.identity()),
+        events: events::EventPublisher::start(
+            client.clone(),
+            args.identity(),
+            metrics.clone(),
+            args.max_concurrent_patches,
+        ),
         patcher: act::Patcher::new(&client, &args.machine_api_namespace),
         configurations: Api::all(client.clone()),
         known_images_api: Api::namespaced(client.clone(), &own_namespace),
@@ -343,9 +346,11 @@ impl Controller {
                     }
                 }
             }
-            // Gather triggers that arrive together (a rollout produces one per patched object).
-            let deadline = Instant::now() + DEBOUNCE;
-            while let Ok(Some(t)) = tokio::time::timeout_at(deadline, triggers.recv()).await {
+            // Leading edge: act on a trigger at once (no debounce delays the first patch of a
+            // rollout), taking along every trigger already queued. Triggers that arrive during a
+            // pass (a rollout's own watch echoes, one per patched object) queue up meanwhile and
+            // are handled together by the next pass, so passes never outnumber what they cover.
+            while let Ok(t) = triggers.try_recv() {
                 scope.add(t);
             }
         }

@@ -1,7 +1,6 @@
 //! Step 4 of a pass: say what happened. Logs, metrics, Events, retries, the known-images memory
 //! and the MachineConfiguration status are all written from here, and only here.
 
-use futures::StreamExt;
 use jiff::Timestamp;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
@@ -63,7 +62,7 @@ impl Controller {
             }
             self.results.insert(reported.key(), reported);
         }
-        self.publish(notices).await;
+        self.publish(notices);
         if let Some(golden) = &decided.golden {
             let existing = self.stores.known_images_config_map();
             let refs = golden.image_references();
@@ -182,26 +181,10 @@ impl Controller {
         }
     }
 
-    /// Sends the pass's Events after its patches, so that they never delay a rollout.
-    async fn publish(&self, notices: Vec<(Decision, Notice)>) {
-        let concurrency = self.args.max_concurrent_patches.max(1);
-        let events = &self.events;
-        let sent: Vec<Result<(), kube::Error>> = futures::stream::iter(&notices)
-            .map(|(decision, notice)| events.publish(decision, notice))
-            .buffer_unordered(concurrency)
-            .collect()
-            .await;
-        for result in sent {
-            match result {
-                Ok(()) => self.metrics.writes.with_label_values(&["Event"]).inc(),
-                Err(e) => {
-                    warn!(error = %e, "could not publish an Event");
-                    self.metrics
-                        .write_failures
-                        .with_label_values(&["Event"])
-                        .inc();
-                }
-            }
+    /// Hands the pass's Events to their own task: they never delay a rollout or its status.
+    fn publish(&self, notices: Vec<(Decision, Notice)>) {
+        for (decision, notice) in &notices {
+            self.events.publish(decision, notice);
         }
     }
 
