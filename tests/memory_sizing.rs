@@ -127,11 +127,22 @@ async fn the_memory_limit_leaves_headroom_over_200_machine_sets() {
         controller.metric(&updated).await.unwrap_or(0.0),
         controller.log_tail(20)
     );
-    // A few more passes over the updated set (the golden ConfigMap changing re-plans all).
-    for _ in 0..3 {
-        env.apply(golden_config_map(&env.ns, "4.21.0", &stream_421()))
-            .await;
-        tokio::time::sleep(Duration::from_secs(1)).await;
+    // A few more passes over the updated set (the golden ConfigMap changing re-plans all),
+    // each waited for by the controller's count of full passes.
+    let full_passes = "boot_image_controller_reconcile_duration_seconds_count{scope=\"all\"}";
+    for round in 0..3 {
+        let before = controller.metric(full_passes).await.unwrap_or(0.0);
+        let mut cm = golden_config_map(&env.ns, "4.21.0", &stream_421());
+        cm["metadata"]["annotations"] = serde_json::json!({"bench/round": round.to_string()});
+        env.apply(cm).await;
+        let passed = support::eventually(Duration::from_secs(60), || async {
+            (controller.metric(full_passes).await? > before).then_some(())
+        })
+        .await;
+        assert!(
+            passed.is_some(),
+            "no full pass after golden ConfigMap change {round}"
+        );
     }
     let peak = controller.peak_rss_kib().expect("VmHWM") * 1024;
     let busy = cpu_seconds(controller.pid());
