@@ -41,7 +41,7 @@ use crate::api_client::{self, ClientError};
 use crate::known_images::KnownImages;
 use crate::machine_kind::MachineKind;
 use crate::metrics::Metrics;
-use crate::plan::{Blocked, Decision, ObjectKey, Options};
+use crate::plan::{Action, Blocked, Decision, ObjectKey, Options, record};
 use crate::server::{self, Health};
 pub use config::RunArgs;
 use decide::Scope;
@@ -138,6 +138,7 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> Result<(), RunEr
         last_blocked: None,
         last_selections: Vec::new(),
         hold_since: None,
+        remembered_patches: HashMap::new(),
     };
     controller.run_loop(trigger_rx).await;
     health.set_stopping();
@@ -298,6 +299,9 @@ struct Controller {
     last_selections: Vec<(MachineKind, &'static str)>,
     /// Since when a hold that degrades when lasting has held writes.
     hold_since: Option<Timestamp>,
+    /// The hot-loop guard's memory of our own patches by object UID, for objects whose
+    /// annotations a whole-object writer erases.
+    remembered_patches: HashMap<String, record::HotLoopMemory>,
 }
 
 impl Controller {
@@ -411,10 +415,12 @@ impl Controller {
             hot_loop_threshold: self.args.hot_loop_threshold,
             hot_loop_window: SignedDuration::try_from(self.args.hot_loop_window)
                 .unwrap_or(SignedDuration::from_hours(1)),
+            remembered_patches: std::mem::take(&mut self.remembered_patches),
         };
         let decide::Decided { decisions, facts } = decide::decide(&observed, &scope, &options);
         // The snapshot holds a copy of every watched object; release it before the patches.
         drop(observed);
+        self.remembered_patches = options.remembered_patches;
         let may_write = || {
             !self.shutdown.is_cancelled()
                 && *self.leader.borrow()
@@ -425,7 +431,32 @@ impl Controller {
         let deferred = |d: &Decision| self.patch_retry.get(&d.key()).is_some_and(|due| *due > now);
         let concurrency = self.args.max_concurrent_patches;
         let applied = act::act(&self.patcher, decisions, concurrency, may_write, deferred).await;
+        self.remember_patches(&applied, options.now, options.hot_loop_window);
         self.report(facts, applied).await;
+    }
+
+    /// Keeps the hot-loop guard's own memory of this pass's updates (see
+    /// [`Options::remembered_patches`]), forgetting what left the window.
+    fn remember_patches(
+        &mut self,
+        applied: &[act::Applied],
+        now: Timestamp,
+        window: SignedDuration,
+    ) {
+        let memory = &mut self.remembered_patches;
+        for a in applied {
+            let d = &a.decision;
+            let (Some(uid), true) = (
+                &d.uid,
+                d.action == Action::Update && a.outcome == act::Outcome::Patched,
+            ) else {
+                continue;
+            };
+            let remembered =
+                record::remember_patch(memory.remove(uid), &d.target_key(), now, window);
+            memory.insert(uid.clone(), remembered);
+        }
+        memory.retain(|_, m| m.patches.iter().any(|t| now.duration_since(*t) < window));
     }
 }
 

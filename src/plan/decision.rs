@@ -139,7 +139,7 @@ impl Decision {
     }
 
     /// Identity of the values this decision writes, for the hot-loop guard.
-    pub(super) fn target_key(&self) -> String {
+    pub fn target_key(&self) -> String {
         record::target_key(
             self.boot_image.target.as_ref(),
             self.user_data_secret.target.as_deref(),

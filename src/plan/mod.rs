@@ -62,6 +62,10 @@ pub struct Options {
     /// Patches to the same value within the window after which we stop (someone reverts us).
     pub hot_loop_threshold: usize,
     pub hot_loop_window: SignedDuration,
+    /// The controller's own memory of its recent patches, by object UID. The hot-loop guard
+    /// reads the annotation first; this is its fallback for a writer that replaces whole
+    /// objects (a PUT, a GitOps sync) and so erases that annotation with every revert.
+    pub remembered_patches: HashMap<String, record::HotLoopMemory>,
 }
 
 impl Default for Options {
@@ -71,6 +75,7 @@ impl Default for Options {
             now: Timestamp::now(),
             hot_loop_threshold: 3,
             hot_loop_window: SignedDuration::from_hours(1),
+            remembered_patches: HashMap::new(),
         }
     }
 }

@@ -87,22 +87,67 @@ pub fn target_key(boot_image: Option<&Value>, user_data_secret: Option<&str>) ->
     serde_json::json!([boot_image, user_data_secret]).to_string()
 }
 
-/// How many times we already patched this object to `target` within `window` before `now`.
+/// A hot-loop entry may be dated this far after `now` (clocks of replicas differ a little) and
+/// still count, as if made now. One dated later was not written by a working clock (or was
+/// edited by hand) and is ignored: it would otherwise count for as long as it is in the future.
+const CLOCK_SKEW: SignedDuration = SignedDuration::from_mins(5);
+
+/// How many times we already patched this object to `target` within `window` before `now`:
+/// the larger of what the object's annotation and the controller's own memory (`remembered`,
+/// lost on restart, kept when a whole-object writer erases the annotation) say.
 pub fn recent_patches(
     meta: &ObjectMeta,
+    remembered: Option<&HotLoopMemory>,
     target: &str,
     now: Timestamp,
     window: SignedDuration,
 ) -> usize {
-    hot_loop_memory(meta)
+    let count = |memory: &HotLoopMemory| {
+        if memory.target != target {
+            return 0;
+        }
+        memory
+            .patches
+            .iter()
+            .filter_map(|t| clamped(*t, now))
+            .filter(|t| now.duration_since(*t) < window)
+            .count()
+    };
+    let annotated = hot_loop_memory(meta).as_ref().map_or(0, count);
+    annotated.max(remembered.map_or(0, count))
+}
+
+/// `time` as the guard counts it: clamped to `now` within [`CLOCK_SKEW`], `None` beyond.
+fn clamped(time: Timestamp, now: Timestamp) -> Option<Timestamp> {
+    let ahead = time.duration_since(now);
+    if ahead <= SignedDuration::ZERO {
+        Some(time)
+    } else if ahead <= CLOCK_SKEW {
+        Some(now)
+    } else {
+        None
+    }
+}
+
+/// The controller's memory after patching an object to `target` at `now`: entries outside the
+/// window (or for another target) are forgotten.
+pub fn remember_patch(
+    memory: Option<HotLoopMemory>,
+    target: &str,
+    now: Timestamp,
+    window: SignedDuration,
+) -> HotLoopMemory {
+    let mut memory = memory
         .filter(|m| m.target == target)
-        .map(|m| {
-            m.patches
-                .iter()
-                .filter(|t| now.duration_since(**t) < window)
-                .count()
-        })
-        .unwrap_or(0)
+        .unwrap_or_else(|| HotLoopMemory {
+            target: target.to_string(),
+            patches: Vec::new(),
+        });
+    memory
+        .patches
+        .retain(|t| clamped(*t, now).is_some_and(|t| now.duration_since(t) < window));
+    memory.patches.push(now);
+    memory
 }
 
 /// The patch operations that record `entry` (and the hot-loop memory) on an object.
@@ -122,14 +167,7 @@ pub fn record_ops(
     let excess = entries.len().saturating_sub(HISTORY_LIMIT);
     entries.drain(..excess);
 
-    let mut memory = hot_loop_memory(meta)
-        .filter(|m| m.target == target)
-        .unwrap_or_else(|| HotLoopMemory {
-            target: target.to_string(),
-            patches: Vec::new(),
-        });
-    memory.patches.retain(|t| now.duration_since(*t) < window);
-    memory.patches.push(now);
+    let memory = remember_patch(hot_loop_memory(meta), target, now, window);
 
     let values = [
         (HISTORY_ANNOTATION, serde_json::to_string(&entries)),
@@ -200,15 +238,65 @@ mod tests {
             meta = apply(&meta, record_ops(&meta, entry(1), "t", now, HOUR));
         }
         let at = |m: i64| t0 + SignedDuration::from_mins(m);
-        assert_eq!(recent_patches(&meta, "t", at(30), HOUR), 3);
-        assert_eq!(recent_patches(&meta, "other-target", at(30), HOUR), 0);
+        assert_eq!(recent_patches(&meta, None, "t", at(30), HOUR), 3);
+        assert_eq!(recent_patches(&meta, None, "other-target", at(30), HOUR), 0);
         // The first patch leaves the window after an hour.
-        assert_eq!(recent_patches(&meta, "t", at(65), HOUR), 2);
+        assert_eq!(recent_patches(&meta, None, "t", at(65), HOUR), 2);
         // A different target starts a fresh count.
         meta = apply(&meta, record_ops(&meta, entry(2), "u", at(31), HOUR));
-        assert_eq!(recent_patches(&meta, "t", at(32), HOUR), 0);
-        assert_eq!(recent_patches(&meta, "u", at(32), HOUR), 1);
+        assert_eq!(recent_patches(&meta, None, "t", at(32), HOUR), 0);
+        assert_eq!(recent_patches(&meta, None, "u", at(32), HOUR), 1);
         assert_eq!(meta.annotations.unwrap()["other"], "x");
+    }
+
+    #[test]
+    fn the_controllers_memory_counts_when_a_whole_object_writer_erased_the_annotation() {
+        let t0: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let at = |m: i64| t0 + SignedDuration::from_mins(m);
+        let mut remembered = None;
+        for minutes in [0, 10, 20] {
+            remembered = Some(remember_patch(remembered, "t", at(minutes), HOUR));
+        }
+        // The object as another writer put it back: no annotation of ours left.
+        let erased = ObjectMeta::default();
+        assert_eq!(recent_patches(&erased, None, "t", at(30), HOUR), 0);
+        assert_eq!(
+            recent_patches(&erased, remembered.as_ref(), "t", at(30), HOUR),
+            3
+        );
+        // The memory forgets like the annotation does: by window and by target.
+        assert_eq!(
+            recent_patches(&erased, remembered.as_ref(), "t", at(65), HOUR),
+            2
+        );
+        assert_eq!(
+            recent_patches(&erased, remembered.as_ref(), "u", at(30), HOUR),
+            0
+        );
+        let other = remember_patch(remembered, "u", at(31), HOUR);
+        assert_eq!(other.patches, vec![at(31)]);
+    }
+
+    #[test]
+    fn future_dated_entries_count_only_within_clock_skew() {
+        let now: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let memory = |times: &[i64]| HotLoopMemory {
+            target: "t".into(),
+            patches: times
+                .iter()
+                .map(|m| now + SignedDuration::from_mins(*m))
+                .collect(),
+        };
+        let meta = ObjectMeta::default();
+        // Two minutes ahead (another replica's clock): counts, as if made now.
+        let skewed = memory(&[-10, 2]);
+        assert_eq!(recent_patches(&meta, Some(&skewed), "t", now, HOUR), 2);
+        // A year ahead (a hand edit): never counts, so it cannot stop updates forever.
+        let edited = memory(&[525_600, 525_600, 525_600]);
+        assert_eq!(recent_patches(&meta, Some(&edited), "t", now, HOUR), 0);
+        // Writing the memory again drops it.
+        let rewritten = remember_patch(Some(edited), "t", now, HOUR);
+        assert_eq!(rewritten.patches, vec![now]);
     }
 
     #[test]

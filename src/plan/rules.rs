@@ -467,7 +467,9 @@ impl Planner<'_> {
         };
         let target_key = decided.target_key();
         let (now, window) = (self.options.now, self.options.hot_loop_window);
-        let recent = record::recent_patches(subject.meta, &target_key, now, window);
+        let remembered =
+            (subject.meta.uid.as_ref()).and_then(|uid| self.options.remembered_patches.get(uid));
+        let recent = record::recent_patches(subject.meta, remembered, &target_key, now, window);
         if recent >= self.options.hot_loop_threshold {
             decided.action = Action::Error;
             decided.reason = Reason::HotLoop;
