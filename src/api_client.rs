@@ -2,6 +2,8 @@
 //! User-Agent naming the program and its version, and the field manager every write carries,
 //! so that audit logs and `managedFields` show which changes are ours.
 
+use std::time::Duration;
+
 use kube::Client;
 use kube::api::{PatchParams, PostParams};
 
@@ -22,8 +24,20 @@ pub fn user_agent() -> String {
 }
 
 /// A client for the cluster `cluster` names (as kubectl finds it).
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+pub const READ_TIMEOUT: Duration = Duration::from_secs(295);
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+/// The bound of one write (a patch, a status update) from request to response.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
 pub async fn connect(cluster: &ClusterArgs) -> Result<Client, ClientError> {
     let mut config = cluster.config().await.map_err(ClientError::Config)?;
+    // Without these a call to an API server that stops answering hangs for ever (kube's
+    // defaults leave reads unbounded). Reads may idle as long as a watch does: kube-runtime asks
+    // for watches of 290 s, and the API server sends bookmarks within them.
+    config.connect_timeout = Some(CONNECT_TIMEOUT);
+    config.read_timeout = Some(READ_TIMEOUT);
+    config.write_timeout = Some(WRITE_TIMEOUT);
     let agent = user_agent()
         .parse()
         .map_err(|_| ClientError::Config("the User-Agent is not a valid header value".into()))?;

@@ -56,13 +56,16 @@ impl Patcher {
     async fn send(&self, decision: &Decision) -> Outcome {
         let patch = Patch::Json::<()>(json_patch::Patch(decision.patch.clone()));
         let api = &self.apis[&decision.kind];
-        match api
-            .patch(&decision.name, &api_client::patch_params(), &patch)
-            .await
-        {
-            Ok(_) => Outcome::Patched,
-            Err(kube::Error::Api(status)) => classify(&status),
-            Err(e) => Outcome::Failed(e.to_string()),
+        let params = api_client::patch_params();
+        let sent = api.patch(&decision.name, &params, &patch);
+        match tokio::time::timeout(api_client::CALL_TIMEOUT, sent).await {
+            Ok(Ok(_)) => Outcome::Patched,
+            Ok(Err(kube::Error::Api(status))) => classify(&status),
+            Ok(Err(e)) => Outcome::Failed(e.to_string()),
+            Err(_) => Outcome::Failed(format!(
+                "no answer within {}s",
+                api_client::CALL_TIMEOUT.as_secs()
+            )),
         }
     }
 }

@@ -44,6 +44,18 @@ pub struct RunArgs {
         default_value = "boot-image-controller"
     )]
     pub leader_election_id: String,
+    /// How long a standby waits, after it last saw the leader renew the Lease, before taking
+    /// over. OpenShift's operator default.
+    #[arg(long, env = "BIC_LEADER_ELECT_LEASE_DURATION", default_value = "137s", value_parser = parse_period)]
+    pub leader_elect_lease_duration: Duration,
+    /// A leader that could not renew the Lease for this long stops writing and exits (shorter
+    /// than the lease duration).
+    #[arg(long, env = "BIC_LEADER_ELECT_RENEW_DEADLINE", default_value = "107s", value_parser = parse_period)]
+    pub leader_elect_renew_deadline: Duration,
+    /// Time between attempts to acquire or renew the Lease, and the bound of each attempt
+    /// (shorter than the renew deadline).
+    #[arg(long, env = "BIC_LEADER_ELECT_RETRY_PERIOD", default_value = "26s", value_parser = parse_period)]
+    pub leader_elect_retry_period: Duration,
     /// The controller's own namespace (Lease, known-images ConfigMap).
     #[arg(long, env = "POD_NAMESPACE")]
     pub namespace: Option<String>,

@@ -13,10 +13,19 @@ use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::api::{Api, ObjectMeta};
 use tokio::sync::watch;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::api_client;
+
+/// OpenShift's defaults for operators (openshift/library-go, pkg/config/leaderelection,
+/// `LeaderElectionDefaulting`): a standby takes over 137 s after the last renewal, a leader that
+/// could not renew for 107 s steps down, and candidates try every 26 s. Chosen there to ride out
+/// a kube-apiserver rollout on a single-node control plane without a leader change.
+pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(137);
+pub const DEFAULT_RENEW_DEADLINE: Duration = Duration::from_secs(107);
+pub const DEFAULT_RETRY_PERIOD: Duration = Duration::from_secs(26);
 
 #[derive(Clone, Debug)]
 pub struct LeaseConfig {
@@ -27,6 +36,7 @@ pub struct LeaseConfig {
     pub lease_duration: Duration,
     /// A leader that could not renew for this long steps down (must be < lease_duration).
     pub renew_deadline: Duration,
+    /// Time between attempts; also the bound of each call to the API server.
     pub retry_period: Duration,
 }
 
@@ -36,11 +46,35 @@ impl LeaseConfig {
             namespace,
             name,
             identity,
-            lease_duration: Duration::from_secs(15),
-            renew_deadline: Duration::from_secs(10),
-            retry_period: Duration::from_secs(2),
+            lease_duration: DEFAULT_LEASE_DURATION,
+            renew_deadline: DEFAULT_RENEW_DEADLINE,
+            retry_period: DEFAULT_RETRY_PERIOD,
         }
     }
+}
+
+/// Why lease timings cannot work together.
+#[derive(Debug, PartialEq, thiserror::Error)]
+pub enum TimingError {
+    #[error(
+        "the renew deadline ({renew:?}) must be shorter than the lease duration ({lease:?}): otherwise a standby can take over while the leader still writes"
+    )]
+    RenewNotBeforeExpiry { renew: Duration, lease: Duration },
+    #[error(
+        "the retry period ({retry:?}) must be shorter than the renew deadline ({renew:?}): otherwise a leader steps down before its first retry"
+    )]
+    RetryNotBeforeDeadline { retry: Duration, renew: Duration },
+}
+
+/// Checks the timings as client-go's leader election does.
+pub fn check_timings(lease: Duration, renew: Duration, retry: Duration) -> Result<(), TimingError> {
+    if renew >= lease {
+        return Err(TimingError::RenewNotBeforeExpiry { renew, lease });
+    }
+    if retry >= renew {
+        return Err(TimingError::RetryNotBeforeDeadline { retry, renew });
+    }
+    Ok(())
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -53,92 +87,195 @@ pub enum Decision {
     Follow { holder: String },
 }
 
-/// Who should hold the lease, given its current spec.
-pub fn decide(spec: Option<&LeaseSpec>, identity: &str, now: Timestamp) -> Decision {
+/// Another holder's record as we last saw it, and when we first saw it so (our monotonic
+/// clock). Expiry is judged from here, as client-go does: the holder's `renewTime` comes from
+/// its clock, which need not agree with ours.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Observed {
+    holder: String,
+    renew_time: Option<Timestamp>,
+    since: Instant,
+}
+
+impl Observed {
+    /// What we know after reading `spec` at `now`: the same record keeps its first sighting.
+    pub fn update(
+        previous: Option<Observed>,
+        spec: Option<&LeaseSpec>,
+        now: Instant,
+    ) -> Option<Observed> {
+        let spec = spec?;
+        let holder = spec.holder_identity.clone().filter(|h| !h.is_empty())?;
+        let renew_time = spec
+            .renew_time
+            .as_ref()
+            .or(spec.acquire_time.as_ref())
+            .map(|t| t.0);
+        match previous {
+            Some(seen) if seen.holder == holder && seen.renew_time == renew_time => Some(seen),
+            _ => Some(Observed {
+                holder,
+                renew_time,
+                since: now,
+            }),
+        }
+    }
+}
+
+/// Who should hold the lease, given its current spec and what we observed of it.
+pub fn decide(
+    spec: Option<&LeaseSpec>,
+    identity: &str,
+    observed: Option<&Observed>,
+    now: Instant,
+) -> Decision {
     let holder = spec
         .and_then(|s| s.holder_identity.as_deref())
         .unwrap_or_default();
     if holder == identity {
         return Decision::Renew;
     }
-    if holder.is_empty() {
+    let Some(spec) = spec.filter(|_| !holder.is_empty()) else {
+        // Free, or given up by its holder on shutdown.
         return Decision::Acquire;
-    }
-    let spec = spec.expect("a holder implies a spec");
-    let duration = i64::from(spec.lease_duration_seconds.unwrap_or(15));
-    let last = spec
-        .renew_time
-        .as_ref()
-        .or(spec.acquire_time.as_ref())
-        .map(|t| t.0);
-    match last {
-        Some(last) if now.as_second() - last.as_second() < duration => Decision::Follow {
-            holder: holder.to_string(),
-        },
-        _ => Decision::Acquire,
+    };
+    let follow = Decision::Follow {
+        holder: holder.to_string(),
+    };
+    // A holder not observed before counts from now: a whole lease duration must pass unrenewed.
+    let Some(seen) = observed.filter(|o| o.holder == holder) else {
+        return follow;
+    };
+    let duration = Duration::from_secs(spec.lease_duration_seconds.unwrap_or(15).max(1) as u64);
+    if now.duration_since(seen.since) < duration {
+        follow
+    } else {
+        Decision::Acquire
     }
 }
 
 #[derive(Debug, thiserror::Error)]
-#[error("lost the leader lease {namespace}/{name}: could not renew it for {seconds}s")]
+#[error("lost the leader lease {namespace}/{name}: {why}")]
 pub struct LeaseLost {
     pub namespace: String,
     pub name: String,
-    pub seconds: u64,
+    pub why: String,
+}
+
+/// The result of one attempt.
+enum Attempt {
+    Held,
+    /// Another candidate holds it (named when we know who).
+    Taken(Option<String>),
+    Failed(String),
 }
 
 /// Campaigns for the lease until `shutdown`, publishing leadership on `leader`.
 /// Returns `Err` when a held lease was lost; releases it on shutdown.
+///
+/// Every call to the API server is bounded by the retry period, and a leader steps down the
+/// moment its renew deadline passes or another holder shows up, whatever a call is doing.
 pub async fn run(
     api: Api<Lease>,
     config: LeaseConfig,
     leader: watch::Sender<bool>,
     shutdown: CancellationToken,
 ) -> Result<(), LeaseLost> {
-    let mut last_renewal: Option<tokio::time::Instant> = None;
+    let mut last_renewal: Option<Instant> = None;
+    let mut observed: Option<Observed> = None;
     loop {
-        let attempt = try_acquire_or_renew(&api, &config).await;
-        let held = match attempt {
-            Ok(held) => held,
-            Err(e) => {
-                warn!(error = %e, lease = %config.name, "cannot read or write the leader lease");
-                false
-            }
+        let deadline = last_renewal.map(|at| at + config.renew_deadline);
+        let attempt = tokio::select! {
+            attempt = tokio::time::timeout(
+                config.retry_period,
+                try_acquire_or_renew(&api, &config, &mut observed),
+            ) => attempt.unwrap_or_else(|_| {
+                Attempt::Failed(format!("no answer within {:?}", config.retry_period))
+            }),
+            _ = sleep_until(deadline) => Attempt::Failed("the renew deadline passed during a call".into()),
+            _ = shutdown.cancelled() => break,
         };
-        if held {
-            if last_renewal.is_none() {
-                info!(identity = %config.identity, lease = %config.name, "became leader");
+        let lost = |why: String| LeaseLost {
+            namespace: config.namespace.clone(),
+            name: config.name.clone(),
+            why,
+        };
+        match attempt {
+            Attempt::Held => {
+                if last_renewal.is_none() {
+                    info!(identity = %config.identity, lease = %config.name, "became leader");
+                }
+                last_renewal = Some(Instant::now());
+                leader.send_if_modified(|l| !std::mem::replace(l, true));
             }
-            last_renewal = Some(tokio::time::Instant::now());
-            leader.send_if_modified(|l| !std::mem::replace(l, true));
-        } else if let Some(at) = last_renewal
-            && at.elapsed() >= config.renew_deadline
-        {
-            // Stop writing first; then report the loss so the process can exit.
-            leader.send_replace(false);
-            return Err(LeaseLost {
-                namespace: config.namespace.clone(),
-                name: config.name.clone(),
-                seconds: at.elapsed().as_secs(),
-            });
+            Attempt::Taken(holder) if last_renewal.is_some() => {
+                // Stop writing first; then report the loss so the process can exit.
+                leader.send_replace(false);
+                return Err(lost(format!(
+                    "{} holds it now",
+                    holder.as_deref().unwrap_or("another candidate")
+                )));
+            }
+            Attempt::Taken(_) => {}
+            Attempt::Failed(why) => {
+                warn!(error = %why, lease = %config.name, "cannot read or write the leader lease");
+                if let Some(at) = last_renewal
+                    && at.elapsed() >= config.renew_deadline
+                {
+                    leader.send_replace(false);
+                    return Err(lost(format!(
+                        "could not renew it for {}s ({why})",
+                        at.elapsed().as_secs()
+                    )));
+                }
+            }
         }
+        let next = Instant::now() + config.retry_period;
+        let deadline = last_renewal.map(|at| at + config.renew_deadline);
         tokio::select! {
             _ = shutdown.cancelled() => break,
-            _ = tokio::time::sleep(config.retry_period) => {}
+            _ = tokio::time::sleep_until(deadline.map_or(next, |d| d.min(next))) => {}
         }
     }
     if *leader.borrow() {
         leader.send_replace(false);
-        if let Err(e) = release(&api, &config).await {
-            warn!(error = %e, "could not release the leader lease; the standby waits for it to expire");
-        } else {
-            info!(lease = %config.name, "released the leader lease");
+        let released = tokio::time::timeout(config.retry_period, release(&api, &config)).await;
+        match released {
+            Ok(Ok(())) => info!(lease = %config.name, "released the leader lease"),
+            Ok(Err(e)) => {
+                warn!(error = %e, "could not release the leader lease; the standby waits for it to expire")
+            }
+            Err(_) => {
+                warn!("releasing the leader lease timed out; the standby waits for it to expire")
+            }
         }
     }
     Ok(())
 }
 
-async fn try_acquire_or_renew(api: &Api<Lease>, config: &LeaseConfig) -> Result<bool, kube::Error> {
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn try_acquire_or_renew(
+    api: &Api<Lease>,
+    config: &LeaseConfig,
+    observed: &mut Option<Observed>,
+) -> Attempt {
+    match acquire_or_renew(api, config, observed).await {
+        Ok(attempt) => attempt,
+        Err(e) => Attempt::Failed(e.to_string()),
+    }
+}
+
+async fn acquire_or_renew(
+    api: &Api<Lease>,
+    config: &LeaseConfig,
+    observed: &mut Option<Observed>,
+) -> Result<Attempt, kube::Error> {
     let now = Timestamp::now();
     let Some(mut lease) = api.get_opt(&config.name).await? else {
         let lease = Lease {
@@ -150,13 +287,19 @@ async fn try_acquire_or_renew(api: &Api<Lease>, config: &LeaseConfig) -> Result<
             spec: Some(held_spec(config, now, None)),
         };
         return match api.create(&api_client::post_params(), &lease).await {
-            Ok(_) => Ok(true),
-            Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
+            Ok(_) => Ok(Attempt::Held),
+            Err(kube::Error::Api(e)) if e.code == 409 => Ok(Attempt::Taken(None)),
             Err(e) => Err(e),
         };
     };
-    match decide(lease.spec.as_ref(), &config.identity, now) {
-        Decision::Follow { .. } => Ok(false),
+    *observed = Observed::update(observed.take(), lease.spec.as_ref(), Instant::now());
+    match decide(
+        lease.spec.as_ref(),
+        &config.identity,
+        observed.as_ref(),
+        Instant::now(),
+    ) {
+        Decision::Follow { holder } => Ok(Attempt::Taken(Some(holder))),
         decision => {
             let previous = lease.spec.take();
             let mut spec = held_spec(config, now, previous.as_ref());
@@ -171,8 +314,8 @@ async fn try_acquire_or_renew(api: &Api<Lease>, config: &LeaseConfig) -> Result<
                 .replace(&config.name, &api_client::post_params(), &lease)
                 .await
             {
-                Ok(_) => Ok(true),
-                Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
+                Ok(_) => Ok(Attempt::Held),
+                Err(kube::Error::Api(e)) if e.code == 409 => Ok(Attempt::Taken(None)),
                 Err(e) => Err(e),
             }
         }
@@ -220,23 +363,73 @@ mod tests {
     }
 
     #[test]
-    fn decisions() {
-        let now: Timestamp = "2026-01-01T00:00:20Z".parse().unwrap();
-        assert_eq!(decide(None, "me", now), Decision::Acquire);
+    fn a_free_lease_is_taken_and_our_own_renewed() {
+        let now = Instant::now();
+        assert_eq!(decide(None, "me", None, now), Decision::Acquire);
         assert_eq!(
-            decide(Some(&LeaseSpec::default()), "me", now),
+            decide(Some(&LeaseSpec::default()), "me", None, now),
             Decision::Acquire
         );
         let mine = spec("me", "2026-01-01T00:00:00Z", 15);
-        assert_eq!(decide(Some(&mine), "me", now), Decision::Renew);
-        let fresh = spec("other", "2026-01-01T00:00:10Z", 15);
+        assert_eq!(decide(Some(&mine), "me", None, now), Decision::Renew);
+    }
+
+    #[test]
+    fn another_holder_expires_by_our_clock_not_by_its_timestamps() {
+        let start = Instant::now();
+        let secs = |s: u64| start + Duration::from_secs(s);
+        // Its renewTime is an hour behind our clock (its clock is wrong): still valid while we
+        // see it being renewed.
+        let stale_clock = spec("other", "2000-01-01T00:00:00Z", 15);
+        let seen = Observed::update(None, Some(&stale_clock), secs(0));
         assert_eq!(
-            decide(Some(&fresh), "me", now),
+            decide(Some(&stale_clock), "me", seen.as_ref(), secs(10)),
             Decision::Follow {
                 holder: "other".into()
             }
         );
-        let expired = spec("other", "2026-01-01T00:00:04Z", 15);
-        assert_eq!(decide(Some(&expired), "me", now), Decision::Acquire);
+        // A renewal (a new renewTime) restarts our count.
+        let renewed = spec("other", "2000-01-01T00:00:12Z", 15);
+        let seen = Observed::update(seen, Some(&renewed), secs(12));
+        assert_eq!(
+            decide(Some(&renewed), "me", seen.as_ref(), secs(26)),
+            Decision::Follow {
+                holder: "other".into()
+            }
+        );
+        // No renewal seen for the lease duration: expired.
+        let seen = Observed::update(seen, Some(&renewed), secs(27));
+        assert_eq!(
+            decide(Some(&renewed), "me", seen.as_ref(), secs(27)),
+            Decision::Acquire
+        );
+        // A renewTime far in the future does not make it valid for ever either.
+        let future = spec("other", "2999-01-01T00:00:00Z", 15);
+        let seen = Observed::update(None, Some(&future), secs(0));
+        assert_eq!(
+            decide(Some(&future), "me", seen.as_ref(), secs(16)),
+            Decision::Acquire
+        );
+    }
+
+    #[test]
+    fn timings_must_leave_room_for_a_retry_and_for_expiry() {
+        let s = Duration::from_secs;
+        assert_eq!(
+            check_timings(
+                DEFAULT_LEASE_DURATION,
+                DEFAULT_RENEW_DEADLINE,
+                DEFAULT_RETRY_PERIOD
+            ),
+            Ok(())
+        );
+        assert!(matches!(
+            check_timings(s(10), s(10), s(2)),
+            Err(TimingError::RenewNotBeforeExpiry { .. })
+        ));
+        assert!(matches!(
+            check_timings(s(15), s(10), s(10)),
+            Err(TimingError::RetryNotBeforeDeadline { .. })
+        ));
     }
 }

@@ -75,6 +75,8 @@ pub enum RunError {
     MetricsTls(#[from] server::secure::TlsError),
     #[error(transparent)]
     LeaseLost(#[from] lease::LeaseLost),
+    #[error("invalid leader election timings: {0}")]
+    LeaseTimings(#[from] lease::TimingError),
 }
 
 /// Who decides whether this process writes.
@@ -89,9 +91,18 @@ enum Leadership {
 
 /// Runs until `shutdown` is cancelled (clean exit) or the leader lease is lost (error).
 pub async fn run(args: RunArgs, shutdown: CancellationToken) -> Result<(), RunError> {
+    if args.leader_elect {
+        lease::check_timings(
+            args.leader_elect_lease_duration,
+            args.leader_elect_renew_deadline,
+            args.leader_elect_retry_period,
+        )?;
+    }
     let client = api_client::connect(&args.cluster).await?;
     let metrics = Metrics::new();
-    let health = Arc::new(Health::default());
+    // The loop goes round at least once per resync period, even with nothing to do.
+    let stall_limit = args.resync_period.saturating_mul(3) + Duration::from_secs(60);
+    let health = Arc::new(Health::new(stall_limit));
     serve_endpoints(&args, &client, &metrics, &health, &shutdown).await?;
 
     let own_namespace = args.own_namespace();
@@ -139,6 +150,7 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> Result<(), RunEr
         last_selections: Vec::new(),
         hold_since: None,
         remembered_patches: HashMap::new(),
+        health: health.clone(),
     };
     controller.run_loop(trigger_rx).await;
     health.set_stopping();
@@ -202,11 +214,16 @@ fn campaign(
         .leader_election_namespace
         .clone()
         .unwrap_or_else(|| own_namespace.to_string());
-    let config = lease::LeaseConfig::new(
-        namespace.clone(),
-        args.leader_election_id.clone(),
-        args.identity(),
-    );
+    let config = lease::LeaseConfig {
+        lease_duration: args.leader_elect_lease_duration,
+        renew_deadline: args.leader_elect_renew_deadline,
+        retry_period: args.leader_elect_retry_period,
+        ..lease::LeaseConfig::new(
+            namespace.clone(),
+            args.leader_election_id.clone(),
+            args.identity(),
+        )
+    };
     info!(identity = %config.identity, lease = %format!("{namespace}/{}", config.name), "campaigning for leadership");
     let api: Api<Lease> = Api::namespaced(client.clone(), &namespace);
     let task = tokio::spawn(lease::run(api, config, leader_tx, shutdown.clone()));
@@ -302,6 +319,8 @@ struct Controller {
     /// The hot-loop guard's memory of our own patches by object UID, for objects whose
     /// annotations a whole-object writer erases.
     remembered_patches: HashMap<String, record::HotLoopMemory>,
+    /// Told each time the loop goes round: /healthz fails when it stops doing so.
+    health: Arc<Health>,
 }
 
 impl Controller {
@@ -314,6 +333,7 @@ impl Controller {
         resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         file_poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
+            self.health.record_progress();
             if !scope.is_empty() && *self.leader.borrow() {
                 let started = Instant::now();
                 let label = if scope.all { "all" } else { "some" };

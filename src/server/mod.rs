@@ -75,15 +75,37 @@ impl Security {
 }
 
 /// What the probes report.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Health {
     /// Every watch delivered its first complete state.
     synced: AtomicBool,
     /// Shutdown started: stop receiving traffic before the process goes away.
     stopping: AtomicBool,
+    started: std::time::Instant,
+    /// When the reconcile loop last went round, in milliseconds since `started`.
+    progress_ms: std::sync::atomic::AtomicU64,
+    /// Without progress for this long the process counts as stuck: /healthz fails, and the
+    /// kubelet restarts it.
+    stall_limit: Duration,
+}
+
+impl Default for Health {
+    fn default() -> Self {
+        Health::new(Duration::from_secs(3600))
+    }
 }
 
 impl Health {
+    pub fn new(stall_limit: Duration) -> Self {
+        Health {
+            synced: AtomicBool::new(false),
+            stopping: AtomicBool::new(false),
+            started: std::time::Instant::now(),
+            progress_ms: std::sync::atomic::AtomicU64::new(0),
+            stall_limit,
+        }
+    }
+
     pub fn set_synced(&self) {
         self.synced.store(true, Ordering::SeqCst);
     }
@@ -94,6 +116,19 @@ impl Health {
 
     pub fn ready(&self) -> bool {
         self.synced.load(Ordering::SeqCst) && !self.stopping.load(Ordering::SeqCst)
+    }
+
+    /// The reconcile loop went round (a pass, or a wake-up with nothing to do).
+    pub fn record_progress(&self) {
+        let now = self.started.elapsed().as_millis() as u64;
+        self.progress_ms.store(now, Ordering::SeqCst);
+    }
+
+    /// How long the loop has not gone round, when that is longer than the limit.
+    pub fn stalled(&self) -> Option<Duration> {
+        let last = Duration::from_millis(self.progress_ms.load(Ordering::SeqCst));
+        let idle = self.started.elapsed().saturating_sub(last);
+        (idle > self.stall_limit).then_some(idle)
     }
 }
 
@@ -345,7 +380,17 @@ async fn respond(
                 }
             }
         },
-        "/healthz" | "/livez" if endpoints.probes => text(StatusCode::OK, "ok\n"),
+        "/healthz" | "/livez" if endpoints.probes => match health.stalled() {
+            None => text(StatusCode::OK, "ok\n"),
+            Some(idle) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "stuck: the reconcile loop has not gone round for {}s\n",
+                    idle.as_secs()
+                ),
+                "text/plain",
+            ),
+        },
         "/readyz" if endpoints.probes && health.ready() => text(StatusCode::OK, "ok\n"),
         "/readyz" if endpoints.probes => text(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -379,6 +424,47 @@ mod tests {
         );
         assert_eq!(parse_bind_address("0").unwrap(), None);
         assert!(parse_bind_address("nope").is_err());
+    }
+
+    #[test]
+    fn liveness_fails_once_the_loop_stalls_past_the_limit() {
+        let h = Health::new(Duration::from_millis(50));
+        h.record_progress();
+        assert_eq!(h.stalled(), None);
+        std::thread::sleep(Duration::from_millis(120));
+        assert!(
+            h.stalled()
+                .is_some_and(|idle| idle >= Duration::from_millis(50))
+        );
+        h.record_progress();
+        assert_eq!(h.stalled(), None);
+    }
+
+    #[tokio::test]
+    async fn healthz_reports_a_stalled_loop() {
+        let free = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+        let addr = free.local_addr().expect("local address");
+        drop(free);
+        let health = Arc::new(Health::new(Duration::from_millis(50)));
+        let shutdown = CancellationToken::new();
+        serve(
+            addr,
+            Endpoints::PROBES,
+            Metrics::new(),
+            health.clone(),
+            shutdown.clone(),
+            None,
+            ConnectionLimits::default(),
+        )
+        .await
+        .expect("serve");
+        health.record_progress();
+        assert!(get(addr, "/healthz").await.contains(" 200 "));
+        tokio::time::sleep(Duration::from_millis(120)).await;
+        assert!(get(addr, "/healthz").await.contains(" 503 "));
+        health.record_progress();
+        assert!(get(addr, "/healthz").await.contains(" 200 "));
+        shutdown.cancel();
     }
 
     #[test]
