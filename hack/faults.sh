@@ -30,6 +30,8 @@ faults=(
   "holds|a_cluster_version_without_status_holds_writes_until_it_can_be_read|unreadable ClusterVersion (no status): writes held"
   "lib|server::tests::a_client_that_never_finishes_its_headers_is_disconnected|slowloris: headers never finished"
   "lib|server::tests::connections_beyond_the_limit_are_closed_and_slots_come_back|connection flood beyond the listener's cap"
+  "leader_election_bounds|a_leader_whose_renewals_hang_steps_down_by_its_renew_deadline|hung API calls: a leader whose renewals never return"
+  "hot_loop_whole_object_writer|a_writer_that_replaces_whole_objects_is_fought_only_up_to_the_threshold|a writer that replaces whole objects after each patch"
   "faults|soak_apiserver_killed_repeatedly_during_a_large_rollout|soak: kube-apiserver killed 3 times during a 300-MachineSet rollout"
 )
 
