@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use futures::StreamExt;
 use kube::Client;
 use kube::api::{Api, DynamicObject, Patch};
+use tokio::sync::watch;
 
 use crate::api_client;
 use crate::machine_kind::MachineKind;
@@ -39,9 +40,16 @@ pub(super) struct Applied {
 /// Patches machine resources of every kind in the machine-API namespace.
 pub(super) struct Patcher {
     apis: BTreeMap<MachineKind, Api<DynamicObject>>,
+    /// True while a wave of patches is in flight.
+    patching: watch::Sender<bool>,
 }
 
 impl Patcher {
+    /// Whether a wave of patches is in flight, for writers that should wait for it.
+    pub fn patching(&self) -> watch::Receiver<bool> {
+        self.patching.subscribe()
+    }
+
     pub fn new(client: &Client, namespace: &str) -> Self {
         let apis = MachineKind::ALL
             .into_iter()
@@ -50,7 +58,10 @@ impl Patcher {
                 (kind, api)
             })
             .collect();
-        Patcher { apis }
+        Patcher {
+            apis,
+            patching: watch::Sender::new(false),
+        }
     }
 
     async fn send(&self, decision: &Decision) -> Outcome {
@@ -95,7 +106,12 @@ pub(super) async fn act(
     deferred: impl Fn(&Decision) -> bool,
 ) -> Vec<Applied> {
     let (may_write, deferred) = (&may_write, &deferred);
-    futures::stream::iter(decisions)
+    let wave = decisions.iter().any(|d| !d.patch.is_empty());
+    // Other writers (the Event sender) wait while a wave of patches is in flight.
+    if wave {
+        patcher.patching.send_replace(true);
+    }
+    let applied = futures::stream::iter(decisions)
         .map(|decision| async move {
             let outcome = if decision.patch.is_empty() {
                 Outcome::NothingToSend
@@ -110,7 +126,11 @@ pub(super) async fn act(
         })
         .buffer_unordered(concurrency.max(1))
         .collect()
-        .await
+        .await;
+    if wave {
+        patcher.patching.send_replace(false);
+    }
+    applied
 }
 
 #[cfg(test)]

@@ -2,6 +2,8 @@
 //!
 //! Events are sent by a task of their own, with its own bound on requests in flight, so that
 //! they never hold up a rollout or the status that reports it: a pass queues them and goes on.
+//! The task also waits while a wave of patches is in flight, so that a backlog of Events (a
+//! thousand from the last rollout) never competes with the next rollout for the API server.
 
 use futures::StreamExt;
 use jiff::Timestamp;
@@ -10,7 +12,7 @@ use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::Client;
 use kube::api::Api;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tracing::warn;
 
 use crate::api::ObjectMeta;
@@ -40,16 +42,25 @@ pub(super) struct EventPublisher {
 }
 
 impl EventPublisher {
-    /// Starts the sending task, which sends at most `concurrency` Events at a time and ends
-    /// once the publisher is dropped and the queue is empty.
-    pub fn start(client: Client, instance: String, metrics: Metrics, concurrency: usize) -> Self {
+    /// Starts the sending task, which sends at most `concurrency` Events at a time, none while
+    /// `patching` says a wave of patches is in flight, and ends once the publisher is dropped
+    /// and the queue is empty.
+    pub fn start(
+        client: Client,
+        instance: String,
+        metrics: Metrics,
+        concurrency: usize,
+        patching: watch::Receiver<bool>,
+    ) -> Self {
         let (queue, pending) = mpsc::channel(QUEUE_LIMIT);
-        tokio::spawn(send_all(
+        let sender = send_all(
             client,
             pending,
             metrics.clone(),
             concurrency.max(1),
-        ));
+            patching,
+        );
+        tokio::spawn(sender);
         EventPublisher {
             instance,
             queue,
@@ -96,11 +107,15 @@ async fn send_all(
     mut pending: mpsc::Receiver<Event>,
     metrics: Metrics,
     concurrency: usize,
+    patching: watch::Receiver<bool>,
 ) {
     futures::stream::poll_fn(move |cx| pending.poll_recv(cx))
         .for_each_concurrent(concurrency, |event| {
             let (client, metrics) = (client.clone(), metrics.clone());
+            let mut patching = patching.clone();
             async move {
+                // Patches first. An error means the controller is gone: send what is left.
+                let _ = patching.wait_for(|busy| !busy).await;
                 let namespace = event.metadata.namespace.clone().unwrap_or_default();
                 let api: Api<Event> = Api::namespaced(client, &namespace);
                 match api.create(&api_client::post_params(), &event).await {

@@ -122,14 +122,16 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> Result<(), RunEr
     metrics.ready.set(1);
     info!("caches synced; controller ready");
 
+    let patcher = act::Patcher::new(&client, &args.machine_api_namespace);
     let mut controller = Controller {
         events: events::EventPublisher::start(
             client.clone(),
             args.identity(),
             metrics.clone(),
             args.max_concurrent_patches,
+            patcher.patching(),
         ),
-        patcher: act::Patcher::new(&client, &args.machine_api_namespace),
+        patcher,
         configurations: Api::all(client.clone()),
         known_images_api: Api::namespaced(client.clone(), &own_namespace),
         secrets: secrets::SecretWatches::new(client, &args.machine_api_namespace, trigger_tx),
