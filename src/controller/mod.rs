@@ -18,6 +18,7 @@ mod report;
 mod secrets;
 mod status;
 mod status_writer;
+mod watch_backoff;
 mod watches;
 
 use std::collections::{BTreeMap, HashMap};

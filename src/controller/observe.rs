@@ -1,6 +1,6 @@
 //! Step 1 of a pass: the stores become one snapshot, the planner's input.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::lenient::Lenient;
@@ -8,8 +8,10 @@ use super::secrets::SecretWatches;
 use super::watches::Stores;
 use crate::api::{ControlPlaneMachineSet, MachineSet};
 use crate::known_images::KnownImages;
-use crate::machine_kind::MachineObject;
+use crate::machine_kind::{MachineKind, MachineObject};
+use crate::plan::selection::Selection;
 use crate::plan::{ClusterSnapshot, stub};
+use crate::platform::Platform;
 
 /// What a pass sees: the cluster-wide inputs and every machine resource.
 pub(super) struct Observation {
@@ -28,16 +30,31 @@ pub(super) async fn observe(
 ) -> Observation {
     let machine_sets = stores.machine_sets();
     let control_plane_machine_sets = stores.control_plane_machine_sets();
-    let wanted: BTreeSet<String> = secrets_to_verify(&machine_sets)
-        .chain(secrets_to_verify(&control_plane_machine_sets))
-        .collect();
+    let machine_configuration = stores.machine_configuration(machine_configuration_name);
+    let infrastructure = stores.infrastructure();
+    let platform = (infrastructure.as_ref())
+        .and_then(|i| i.status.as_ref()?.platform_status.as_ref())
+        .map(Platform::from_status);
+    // Only objects the planner may update need their stub secret checked: watching the others'
+    // would cost a watch each (and RBAC for secrets nothing uses).
+    let selected = |kind: MachineKind| match (&machine_configuration, &platform) {
+        (Some(mc), Some(platform)) => Selection::for_kind(mc, kind, platform),
+        _ => Selection::None,
+    };
+    let wanted: BTreeSet<String> =
+        secrets_to_verify(&machine_sets, &selected(MachineKind::MachineSet))
+            .chain(secrets_to_verify(
+                &control_plane_machine_sets,
+                &selected(MachineKind::ControlPlaneMachineSet),
+            ))
+            .collect();
     secrets.ensure(&wanted).await;
 
     let mut known_images = known.clone();
     known_images.extend(stores.remembered_images());
     let snapshot = ClusterSnapshot {
-        machine_configuration: stores.machine_configuration(machine_configuration_name),
-        infrastructure: stores.infrastructure(),
+        machine_configuration,
+        infrastructure,
         cluster_version: stores.cluster_version(),
         cluster_version_served: stores.cluster_version_served(),
         golden: stores.golden(),
@@ -52,12 +69,19 @@ pub(super) async fn observe(
     }
 }
 
-/// The stub secrets the planner reads for the readable objects among `objects`.
-fn secrets_to_verify<M: MachineObject>(
-    objects: &[Arc<Lenient<M>>],
-) -> impl Iterator<Item = String> + '_ {
+/// The stub secrets the planner reads for the readable objects among `objects` that
+/// `selection` selects.
+fn secrets_to_verify<'a, M: MachineObject>(
+    objects: &'a [Arc<Lenient<M>>],
+    selection: &'a Selection,
+) -> impl Iterator<Item = String> + 'a {
+    let empty = BTreeMap::new();
     objects
         .iter()
+        .filter(move |o| {
+            let labels = o.metadata.labels.as_ref().unwrap_or(&empty);
+            selection.selects(labels) == Ok(true)
+        })
         .filter_map(|o| o.parsed.as_ref().ok())
         .filter_map(|o| o.machine_template()?.spec.provider_spec.value.as_ref())
         .filter_map(stub::current_name)

@@ -13,8 +13,10 @@ use kube::api::Api;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::mpsc::UnboundedSender;
+use tokio::task::JoinHandle;
 use tracing::warn;
 
+use super::watch_backoff::WatchHealth;
 use super::watches::{Trigger, drop_managed_fields};
 use crate::api::Secret;
 
@@ -25,7 +27,19 @@ pub struct SecretWatches {
     api: Api<Secret>,
     namespace: String,
     tx: UnboundedSender<Trigger>,
-    stores: BTreeMap<String, Store<Secret>>,
+    watches: BTreeMap<String, SecretWatch>,
+}
+
+/// One secret's store and the task that fills it.
+struct SecretWatch {
+    store: Store<Secret>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for SecretWatch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }
 
 impl SecretWatches {
@@ -34,71 +48,79 @@ impl SecretWatches {
             api: Api::namespaced(client, namespace),
             namespace: namespace.to_string(),
             tx,
-            stores: BTreeMap::new(),
+            watches: BTreeMap::new(),
         }
     }
 
-    /// Starts watches for names not watched yet and waits for their first list.
+    /// Watches exactly `names`: stops the watches no longer needed, starts the missing ones
+    /// and waits for their first lists together (at most [`FIRST_LIST_TIMEOUT`] in all).
     pub async fn ensure(&mut self, names: &BTreeSet<String>) {
-        let mut new = Vec::new();
+        self.watches.retain(|name, _| names.contains(name));
         let missing: Vec<String> = names
             .iter()
-            .filter(|n| !self.stores.contains_key(*n))
+            .filter(|n| !self.watches.contains_key(*n))
             .cloned()
             .collect();
-        for name in &missing {
-            let (store, writer) = reflector::store();
-            let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
-            let stream = watcher(self.api.clone(), config)
-                .default_backoff()
-                .modify(drop_managed_fields)
-                .reflect(writer);
-            let tx = self.tx.clone();
-            let label = name.clone();
-            tokio::spawn(async move {
-                futures::pin_mut!(stream);
-                let mut listed = false;
-                while let Some(event) = stream.next().await {
-                    match event {
-                        // The first list is awaited by `ensure`; later changes re-plan all.
-                        Ok(watcher::Event::InitDone) if !listed => listed = true,
-                        Ok(
-                            watcher::Event::Apply(_)
-                            | watcher::Event::Delete(_)
-                            | watcher::Event::InitDone,
-                        ) => {
-                            if tx.send(Trigger::All).is_err() {
-                                return;
-                            }
-                        }
-                        Ok(_) => {}
-                        Err(e) => {
-                            warn!(secret = %label, error = %e, "secret watch failed; retrying")
+        let mut new = Vec::new();
+        for name in missing {
+            let watch = self.start(&name);
+            new.push(watch.store.clone());
+            self.watches.insert(name, watch);
+        }
+        let first_lists = futures::future::join_all(new.iter().map(|s| s.wait_until_ready()));
+        if tokio::time::timeout(FIRST_LIST_TIMEOUT, first_lists)
+            .await
+            .is_err()
+        {
+            warn!(
+                "a stub secret could not be listed in time (see the secret watch errors); treating it as absent"
+            );
+        }
+    }
+
+    fn start(&self, name: &str) -> SecretWatch {
+        let (store, writer) = reflector::store();
+        let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+        let mut health = WatchHealth::new(format!("Secret {name}"));
+        let stream = watcher(self.api.clone(), config)
+            .backoff(health.backoff.clone())
+            .modify(drop_managed_fields)
+            .reflect(writer);
+        let tx = self.tx.clone();
+        let task = tokio::spawn(async move {
+            futures::pin_mut!(stream);
+            let mut listed = false;
+            while let Some(event) = stream.next().await {
+                match event {
+                    // The first list is awaited by `ensure`; later changes re-plan all.
+                    Ok(watcher::Event::InitDone) if !listed => {
+                        health.progressed();
+                        listed = true;
+                    }
+                    Ok(
+                        watcher::Event::Apply(_)
+                        | watcher::Event::Delete(_)
+                        | watcher::Event::InitDone,
+                    ) => {
+                        health.progressed();
+                        if tx.send(Trigger::All).is_err() {
+                            return;
                         }
                     }
+                    Ok(_) => {}
+                    Err(e) => health.failed(&e),
                 }
-            });
-            new.push(store.clone());
-            self.stores.insert(name.clone(), store);
-        }
-        for store in new {
-            if tokio::time::timeout(FIRST_LIST_TIMEOUT, store.wait_until_ready())
-                .await
-                .is_err()
-            {
-                warn!(
-                    "a stub secret could not be listed in time (see the secret watch errors); treating it as absent"
-                );
             }
-        }
+        });
+        SecretWatch { store, task }
     }
 
     /// The secrets seen so far, keyed as the planner expects.
     pub fn snapshot(&self) -> BTreeMap<(String, String), Secret> {
-        self.stores
+        self.watches
             .iter()
-            .filter_map(|(name, store)| {
-                let secret = store.state().into_iter().next()?;
+            .filter_map(|(name, watch)| {
+                let secret = watch.store.state().into_iter().next()?;
                 Some(((self.namespace.clone(), name.clone()), (*secret).clone()))
             })
             .collect()

@@ -22,6 +22,7 @@ use tracing::{info, warn};
 use super::config::RunArgs;
 use super::known;
 use super::lenient::Lenient;
+use super::watch_backoff::WatchHealth;
 use k8s_openapi::api::core::v1::Node;
 
 use crate::api::{
@@ -150,8 +151,9 @@ where
     K: kube::Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
 {
     let (store, writer) = reflector::store();
+    let mut health = WatchHealth::new(kind.kind());
     let stream = watcher(api, config)
-        .default_backoff()
+        .backoff(health.backoff.clone())
         .modify(drop_managed_fields)
         .reflect(writer);
     tokio::spawn(async move {
@@ -159,15 +161,19 @@ where
         while let Some(event) = stream.next().await {
             let trigger = match event {
                 Ok(watcher::Event::Apply(o) | watcher::Event::Delete(o)) => {
+                    health.progressed();
                     Trigger::One(ObjectKey {
                         kind,
                         name: o.metadata.name.clone().unwrap_or_default(),
                     })
                 }
-                Ok(watcher::Event::InitDone) => Trigger::All,
+                Ok(watcher::Event::InitDone) => {
+                    health.progressed();
+                    Trigger::All
+                }
                 Ok(_) => continue,
                 Err(e) => {
-                    warn!(kind = kind.kind(), error = %e, "watch failed; retrying");
+                    health.failed(&e);
                     continue;
                 }
             };
@@ -196,8 +202,9 @@ where
     let (store, writer) = reflector::store();
     // By name: also what lets RBAC restrict the controller to this one object.
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let mut health = WatchHealth::new(format!("{} {name}", K::kind(&())));
     let stream = watcher(api, config)
-        .default_backoff()
+        .backoff(health.backoff.clone())
         .modify(drop_managed_fields)
         .reflect(writer);
     let tx = tx.clone();
@@ -205,6 +212,12 @@ where
         futures::pin_mut!(stream);
         let mut last: Option<String> = None;
         while let Some(event) = stream.next().await {
+            if matches!(
+                event,
+                Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone)
+            ) {
+                health.progressed();
+            }
             let relevant = match event {
                 Ok(watcher::Event::Apply(object)) => {
                     let current = fingerprint(&object);
@@ -219,7 +232,7 @@ where
                 Ok(watcher::Event::InitDone) => true,
                 Ok(_) => false,
                 Err(e) => {
-                    warn!(kind = %K::kind(&()), error = %e, "watch failed; retrying");
+                    health.failed(&e);
                     false
                 }
             };
@@ -241,8 +254,9 @@ fn spawn_nodes(
 ) -> Store<PartialObjectMeta<Node>> {
     let (store, writer) = reflector::store();
     let config = watcher::Config::default().labels(label);
+    let mut health = WatchHealth::new(format!("Nodes {label}"));
     let stream = watcher(api, config)
-        .default_backoff()
+        .backoff(health.backoff.clone())
         .modify(drop_managed_fields)
         .reflect(writer);
     let tx = tx.clone();
@@ -251,9 +265,15 @@ fn spawn_nodes(
         futures::pin_mut!(stream);
         let mut last = None;
         while let Some(event) = stream.next().await {
-            if let Err(e) = event {
-                warn!(kind = "Node", error = %e, "watch failed; retrying");
-                continue;
+            match &event {
+                Err(e) => {
+                    health.failed(e);
+                    continue;
+                }
+                Ok(
+                    watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone,
+                ) => health.progressed(),
+                Ok(_) => {}
             }
             let current = node_archs(&reader.state());
             if last.as_ref() != Some(&current) {
