@@ -216,6 +216,26 @@ async fn metric_of(controller: &ControllerProcess, name: &str, labels: &[(&str, 
 }
 
 const RESOURCES: &str = "boot_image_controller_machine_resources";
+const FULL_PASSES: &str = "boot_image_controller_reconcile_duration_seconds_count";
+
+/// Makes the controller plan everything once more (a change to the golden ConfigMap that
+/// changes no image) and waits until it has.
+async fn full_pass(env: &TestEnv, controller: &ControllerProcess) {
+    let passes = || async { metric_of(controller, FULL_PASSES, &[("scope", "all")]).await };
+    let before = passes().await;
+    let mut cm = golden_config_map(&env.ns, "4.21.0", &stream_421());
+    cm["metadata"]["annotations"] = json!({"faults/nudge": before.to_string()});
+    env.apply(cm).await;
+    let passed = eventually(CONVERGE, || async {
+        (passes().await > before).then_some(())
+    })
+    .await;
+    assert!(
+        passed.is_some(),
+        "no full pass; {}",
+        controller.log_tail(40)
+    );
+}
 const PATCHES: &str = "boot_image_controller_patches_total";
 
 /// Waits until the controller's plan has `count` MachineSets with this action and reason.
@@ -692,7 +712,7 @@ async fn conflicting_writers_lose_nothing() {
     // custom, and nothing writes them again.
     wait_planned(&controller, "Skip", "CustomImage", custom.len()).await;
     let before = env.machine_set_versions().await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    full_pass(&env, &controller).await;
     assert_eq!(
         before,
         env.machine_set_versions().await,
@@ -863,13 +883,24 @@ async fn malformed_objects_are_reported_and_watches_keep_running() {
         controller.log_tail(40)
     );
     // Changes keep arriving while blocked; none is acted on...
+    let blocked_labels = [
+        ("kind", "MachineSet"),
+        ("action", "Skip"),
+        ("reason", "GoldenStreamInvalid"),
+    ];
+    let held = metric_of(&controller, RESOURCES, &blocked_labels).await;
     env.apply(
         machine_set(&env.ns, "late")
             .user_data(MANAGED_SECRET)
             .build(),
     )
     .await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // The controller has planned it (one more MachineSet held by the gate), and left it alone.
+    let planned = eventually(CONVERGE, || async {
+        (metric_of(&controller, RESOURCES, &blocked_labels).await > held).then_some(())
+    })
+    .await;
+    assert!(planned.is_some(), "{}", controller.log_tail(40));
     assert_eq!(ami_of(&env.machine_set("late").await), OLD_AMI);
     // ...until the ConfigMap is valid again: the watches still run.
     broken["data"]["stream"] = json!(stream_421());
