@@ -334,55 +334,38 @@ mod tests {
     use crate::api::{ControlPlaneMachineSet, MachineSet};
     use crate::plan::record::Change;
     use crate::plan::{Action, ClusterSnapshot, Options, Planner};
-    use crate::platform::test_support::stream_4_21;
+    use crate::testkit::provider_specs;
+    use crate::testkit::streams::{
+        AMI_420_US_EAST_1 as AMI_420, AMI_421_US_EAST_1 as AMI_421, GCP_IMAGE_420 as GCP_420,
+        GCP_IMAGE_421 as GCP_421, stream_421_all_platforms as stream_4_21,
+    };
 
     const NS: &str = "openshift-machine-api";
-    const AMI_420: &str = "ami-09d23adad19cdb25c";
-    const AMI_421: &str = "ami-01095d1967818437c";
-    const GCP_420: &str = "projects/rhcos-cloud/global/images/rhcos-9-6-20250826-1-gcp-x86-64";
-    const GCP_421: &str = "projects/rhcos-cloud/global/images/rhcos-9-6-20251023-0-gcp-x86-64";
 
     // -----------------------------------------------------------------------------------------
     // Objects in the shapes the API server serves.
 
     fn aws_spec(ami: &str, secret: &str) -> Value {
-        json!({
-            "ami": {"id": ami},
-            "apiVersion": "machine.openshift.io/v1beta1",
-            "blockDevices": [{"ebs": {"encrypted": true, "iops": 0, "kmsKey": {"arn": ""}, "volumeSize": 120, "volumeType": "gp3"}}],
-            "instanceType": "m6i.xlarge",
-            "kind": "AWSMachineProviderConfig",
-            "metadata": {"creationTimestamp": null},
-            "placement": {"availabilityZone": "us-east-1a", "region": "us-east-1"},
-            "userDataSecret": {"name": secret}
-        })
+        let role = secret.split('-').next().unwrap_or("worker");
+        provider_specs::aws(ami, "us-east-1", secret, role)
     }
 
+    /// A scratch data disk first, so the boot disk is not at index 0.
     fn gcp_spec(boot_image: &str) -> Value {
-        json!({
-            "apiVersion": "machine.openshift.io/v1beta1",
-            "kind": "GCPMachineProviderSpec",
-            "disks": [
-                {"autoDelete": true, "boot": false, "image": "projects/my-project/global/images/scratch", "sizeGb": 500},
-                {"autoDelete": true, "boot": true, "image": boot_image, "labels": null, "sizeGb": 128, "type": "pd-ssd"}
-            ],
-            "machineType": "n2-standard-4",
-            "userDataSecret": {"name": "worker-user-data"},
-            "zone": "us-east1-b"
-        })
+        let scratch = "projects/my-project/global/images/scratch";
+        provider_specs::gcp(json!([
+            provider_specs::gcp_data_disk(scratch),
+            provider_specs::gcp_boot_disk(boot_image)
+        ]))
     }
 
     fn azure_spec(version: &str) -> Value {
-        json!({
-            "apiVersion": "machine.openshift.io/v1beta1",
-            "kind": "AzureMachineProviderSpec",
-            "image": {"offer": "aro4", "publisher": "azureopenshift", "resourceID": "", "sku": "420-v2", "type": "MarketplaceNoPlan", "version": version},
-            "location": "eastus",
-            "osDisk": {"diskSizeGB": 128, "osType": "Linux"},
-            "securityProfile": null,
-            "userDataSecret": {"name": "worker-user-data"},
-            "vmSize": "Standard_D4s_v3"
-        })
+        provider_specs::azure(provider_specs::azure_marketplace(
+            "azureopenshift",
+            "aro4",
+            "420-v2",
+            version,
+        ))
     }
 
     fn machine_set(spec: Value) -> Value {

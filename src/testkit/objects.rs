@@ -90,7 +90,7 @@ pub fn known_images(ns: &str, images: &[&str]) -> Value {
 }
 
 /// The AMIs of [`stream_420`], as the controller remembers them after seeing that stream.
-pub const AMIS_420: [&str; 3] = [AMI_420_US_EAST_1, AMI_420_US_EAST_2, AMI_420_ARM_US_EAST_1];
+pub const AMIS_420: [&str; 3] = RHCOS_420.amis;
 
 /// A stub secret holding a pointer Ignition config of the given spec version.
 pub fn stub_secret(ns: &str, name: &str, ignition_version: &str) -> Value {
