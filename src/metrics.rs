@@ -324,17 +324,7 @@ impl Default for Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn decision(name: &str, action: Action, reason: Reason) -> Decision {
-        Decision::new(
-            MachineKind::MachineSet,
-            "openshift-machine-api",
-            name,
-            action,
-            reason,
-            String::new(),
-        )
-    }
+    use crate::testkit::decisions::decision;
 
     fn has_sample(text: &str, name: &str) -> bool {
         text.lines()
