@@ -502,6 +502,12 @@ mod tests {
         revert
     }
 
+    /// [`assert_round_trip`] of a MachineSet on `spec`, selected on `platform`.
+    fn assert_machine_set_round_trip(platform: &str, spec: Value) -> Revert {
+        let cluster = cluster(platform, all("machinesets"));
+        assert_round_trip(&cluster, MachineKind::MachineSet, &machine_set(spec))
+    }
+
     fn paths(revert: &Revert) -> Vec<&str> {
         revert.changes.iter().map(|c| c.path.as_str()).collect()
     }
@@ -511,9 +517,7 @@ mod tests {
 
     #[test]
     fn an_aws_update_is_undone_byte_for_byte() {
-        let cluster = cluster("AWS", all("machinesets"));
-        let original = machine_set(aws_spec(AMI_420, "worker-user-data"));
-        let revert = assert_round_trip(&cluster, MachineKind::MachineSet, &original);
+        let revert = assert_machine_set_round_trip("AWS", aws_spec(AMI_420, "worker-user-data"));
         assert_eq!(
             paths(&revert),
             [
@@ -536,9 +540,7 @@ mod tests {
 
     #[test]
     fn only_the_gcp_boot_disk_is_restored() {
-        let cluster = cluster("GCP", all("machinesets"));
-        let original = machine_set(gcp_spec(GCP_420));
-        let revert = assert_round_trip(&cluster, MachineKind::MachineSet, &original);
+        let revert = assert_machine_set_round_trip("GCP", gcp_spec(GCP_420));
         assert_eq!(
             revert.changes[0].path,
             "/spec/template/spec/providerSpec/value/disks/1/image"
@@ -549,9 +551,7 @@ mod tests {
 
     #[test]
     fn the_azure_image_object_is_restored_whole() {
-        let cluster = cluster("Azure", all("machinesets"));
-        let original = machine_set(azure_spec("9.6.20250101"));
-        let revert = assert_round_trip(&cluster, MachineKind::MachineSet, &original);
+        let revert = assert_machine_set_round_trip("Azure", azure_spec("9.6.20250101"));
         assert_eq!(
             revert.changes[0].path,
             "/spec/template/spec/providerSpec/value/image"
@@ -627,6 +627,12 @@ mod tests {
     }
 
     /// A MachineSet on `ami` and `secret` with this history (oldest first).
+    /// The controller's latest update, from ami-420 to ami-421 and from `secret`'s first name to
+    /// its second.
+    fn last_update(secret: Option<(&str, &str)>) -> Value {
+        entry("2026-03-01T00:00:00Z", Some(("ami-420", "ami-421")), secret)
+    }
+
     fn with_history(ami: &str, secret: &str, history: &[Value]) -> Value {
         let mut ms = machine_set(aws_spec(ami, secret));
         ms["metadata"]["annotations"][HISTORY_ANNOTATION] =
@@ -709,7 +715,7 @@ mod tests {
                     Some(("worker-user-data", "worker-user-data-managed")),
                 ),
                 entry("2025-10-01T00:00:00Z", Some(("ami-419", "ami-420")), None),
-                entry("2026-03-01T00:00:00Z", Some(("ami-420", "ami-421")), None),
+                last_update(None),
             ],
         )
     }
@@ -801,11 +807,7 @@ mod tests {
         let ms = with_history(
             "ami-someone-else",
             "worker-user-data-managed",
-            &[entry(
-                "2026-03-01T00:00:00Z",
-                Some(("ami-420", "ami-421")),
-                None,
-            )],
+            &[last_update(None)],
         );
         let err = revert(MachineKind::MachineSet, &ms, 1).unwrap_err();
         assert!(matches!(err, RevertError::ChangedSince { .. }), "{err}");
@@ -820,11 +822,10 @@ mod tests {
         let ms = with_history(
             "ami-421",
             "my-own-secret",
-            &[entry(
-                "2026-03-01T00:00:00Z",
-                Some(("ami-420", "ami-421")),
-                Some(("worker-user-data", "worker-user-data-managed")),
-            )],
+            &[last_update(Some((
+                "worker-user-data",
+                "worker-user-data-managed",
+            )))],
         );
         let err = revert(MachineKind::MachineSet, &ms, 1).unwrap_err();
         assert!(

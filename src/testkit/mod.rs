@@ -6,5 +6,6 @@ pub mod decisions;
 pub mod objects;
 pub mod provider_specs;
 pub mod rules;
+pub mod scratch;
 pub mod skips;
 pub mod streams;
