@@ -33,7 +33,7 @@ pub struct LiveArgs {
     pub cluster: ClusterArgs,
 
     /// With --live: the namespace of the MachineSets.
-    #[arg(long, value_name = "NS", default_value = "openshift-machine-api")]
+    #[arg(long, value_name = "NS", default_value = names::MACHINE_API_NAMESPACE)]
     pub machine_api_namespace: String,
 
     #[command(flatten)]
