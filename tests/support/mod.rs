@@ -9,6 +9,7 @@
 
 pub mod fixtures;
 pub mod proxy;
+pub mod waits;
 
 use std::collections::BTreeMap;
 use std::future::Future;
