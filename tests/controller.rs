@@ -1143,10 +1143,34 @@ async fn restart_mid_rollout_converges_with_one_patch_per_machine_set() {
     );
 }
 
-/// Scenario 11: a converged cluster is left alone: several resyncs write nothing.
-#[tokio::test]
-async fn resyncs_of_a_converged_cluster_write_nothing() {
-    let env = TestEnv::new("steady").await;
+/// Scenario 11: what a converged cluster looked like before several more resyncs.
+struct Converged {
+    env: TestEnv,
+    ctl: ControllerProcess,
+    versions: BTreeMap<String, String>,
+    configuration: String,
+    writes: Vec<(String, Option<f64>)>,
+}
+
+/// Every write the controller counted (and every failed one), by target.
+fn writes(metrics: &str) -> Vec<(String, Option<f64>)> {
+    boot_image_controller::metrics::WRITE_TARGETS
+        .iter()
+        .flat_map(|target| {
+            ["writes_total", "write_failures_total"].map(|family| {
+                let series = format!(r#"boot_image_controller_{family}{{target="{target}"}}"#);
+                let value = sample(metrics, &series);
+                (series, value)
+            })
+        })
+        .collect()
+}
+
+/// Scenario 11 setup: a converged cluster (an updated, a current, a custom and a broken
+/// MachineSet) resyncing every 2 s; returns after three more full passes, with the state from
+/// before them.
+async fn resynced_converged_cluster(name: &str) -> Converged {
+    let env = TestEnv::new(name).await;
     env.aws_cluster("4.21.0", &stream_421(), None).await;
     env.remember_images(&AMIS_420).await;
     env.apply(machine_set(&env.ns, "steady-outdated").build())
@@ -1191,33 +1215,46 @@ async fn resyncs_of_a_converged_cluster_write_nothing() {
 
     let versions = env.machine_set_versions().await;
     let configuration = resource_version(&env.machine_configuration().await);
-    let writes = |metrics: &str| -> Vec<(String, Option<f64>)> {
-        boot_image_controller::metrics::WRITE_TARGETS
-            .iter()
-            .flat_map(|target| {
-                ["writes_total", "write_failures_total"].map(|family| {
-                    let series = format!(r#"boot_image_controller_{family}{{target="{target}"}}"#);
-                    let value = sample(metrics, &series);
-                    (series, value)
-                })
-            })
-            .collect()
-    };
     let before = writes(&ctl.metrics().await);
     let passes = ctl.metric(FULL_PASSES).await.unwrap_or_default();
     wait_for_metric(&ctl, FULL_PASSES, Duration::from_secs(20), |v| {
         v >= passes + 3.0
     })
     .await;
-    assert_eq!(env.machine_set_versions().await, versions);
-    assert_eq!(
-        resource_version(&env.machine_configuration().await),
+    Converged {
+        env,
+        ctl,
+        versions,
         configuration,
-        "status not rewritten"
-    );
-    assert_eq!(writes(&ctl.metrics().await), before);
+        writes: before,
+    }
+}
+
+#[tokio::test]
+async fn resyncs_of_a_converged_cluster_write_no_machine_set() {
+    let c = resynced_converged_cluster("steady-sets").await;
+    assert_eq!(c.env.machine_set_versions().await, c.versions);
+}
+
+#[tokio::test]
+async fn resyncs_of_a_converged_cluster_do_not_rewrite_the_status() {
+    let c = resynced_converged_cluster("steady-status").await;
+    let now = resource_version(&c.env.machine_configuration().await);
+    assert_eq!(now, c.configuration, "status not rewritten");
+}
+
+#[tokio::test]
+async fn resyncs_of_a_converged_cluster_count_no_write() {
+    let c = resynced_converged_cluster("steady-writes").await;
+    assert_eq!(writes(&c.ctl.metrics().await), c.writes);
+}
+
+/// A lasting error is part of the steady state: its retries must not repeat its Event.
+#[tokio::test]
+async fn a_lasting_error_has_one_event_not_one_per_retry() {
+    let c = resynced_converged_cluster("steady-events").await;
     assert_eq!(
-        env.events_for("steady-broken").await.len(),
+        c.env.events_for("steady-broken").await.len(),
         1,
         "one Event for the error, not one per retry"
     );
