@@ -47,23 +47,49 @@ async fn set_ami(env: &TestEnv, name: &str, from: &str, to: &str) {
     .unwrap_or_else(|e| panic!("set the AMI of {name} to {to}: {e}"));
 }
 
-#[tokio::test]
-async fn upgrade_rolls_the_new_golden_image_out() {
-    let env = TestEnv::new("upgrade").await;
+/// A MachineSet `worker-a` on 4.20 under a running controller, before and after the cluster
+/// upgrades to 4.21: the object as first applied, and as the controller left it.
+struct Upgraded {
+    env: TestEnv,
+    controller: ControllerProcess,
+    before: Value,
+    after: Value,
+}
+
+async fn upgraded_cluster(name: &str) -> Upgraded {
+    let env = TestEnv::new(name).await;
     env.aws_cluster("4.20.0", &stream_420(), None).await;
     env.apply(machine_set(&env.ns, "worker-a").build()).await;
     let before = env.machine_set("worker-a").await;
-
     let controller = env.controller(&[]);
     controller.wait_ready().await;
-    // At 4.20 the image is current; only the stub secret moves to the managed one.
-    let managed = wait_for_golden(&env, &[&controller], "worker-a", AMI_420_US_EAST_1).await;
-    assert_eq!(ami_of(&managed), AMI_420_US_EAST_1);
-
+    wait_for_golden(&env, &[&controller], "worker-a", AMI_420_US_EAST_1).await;
     // The upgrade completes and the MCO publishes 4.21's boot images.
     env.upgrade("4.21.0", &stream_421()).await;
     let after = wait_for_ami(&env, &[&controller], "worker-a", AMI_421_US_EAST_1).await;
+    Upgraded {
+        env,
+        controller,
+        before,
+        after,
+    }
+}
 
+#[tokio::test]
+async fn on_a_current_image_only_the_stub_secret_moves_to_the_managed_one() {
+    let env = TestEnv::new("upgrade-stub").await;
+    env.aws_cluster("4.20.0", &stream_420(), None).await;
+    env.apply(machine_set(&env.ns, "worker-a").build()).await;
+    let controller = env.controller(&[]);
+    controller.wait_ready().await;
+    let managed = wait_for_golden(&env, &[&controller], "worker-a", AMI_420_US_EAST_1).await;
+    assert_eq!(ami_of(&managed), AMI_420_US_EAST_1);
+    assert_eq!(history_of(&managed).len(), 1, "one change: the stub secret");
+}
+
+#[tokio::test]
+async fn an_upgrade_changes_the_image_and_nothing_else_in_the_provider_spec() {
+    let u = upgraded_cluster("upgrade").await;
     // Everything else in providerSpec is untouched, byte for byte (nulls included).
     let strip = |ms: &Value| {
         let mut spec = ms
@@ -74,9 +100,13 @@ async fn upgrade_rolls_the_new_golden_image_out() {
         spec["userDataSecret"] = json!(null);
         spec
     };
-    assert_eq!(strip(&before), strip(&after));
-    // Both changes are recorded on the object.
-    let history = after["metadata"]["annotations"]["boot-image-controller.io/history"]
+    assert_eq!(strip(&u.before), strip(&u.after));
+}
+
+#[tokio::test]
+async fn an_upgrade_is_recorded_on_the_machine_set() {
+    let u = upgraded_cluster("upgrade-history").await;
+    let history = u.after["metadata"]["annotations"]["boot-image-controller.io/history"]
         .as_str()
         .expect("history annotation");
     assert!(
@@ -84,15 +114,14 @@ async fn upgrade_rolls_the_new_golden_image_out() {
         "{history}"
     );
     assert!(history.contains("worker-user-data-managed"), "{history}");
+}
 
-    let progressing = wait_for_condition(
-        &env,
-        &[&controller],
-        PROGRESSING,
-        "False",
-        Some("BootImagesCurrent"),
-    )
-    .await;
+#[tokio::test]
+async fn an_upgrade_ends_with_the_status_current_and_an_event_naming_the_new_image() {
+    let u = upgraded_cluster("upgrade-status").await;
+    let (env, c) = (&u.env, [&u.controller]);
+    let progressing =
+        wait_for_condition(env, &c, PROGRESSING, "False", Some("BootImagesCurrent")).await;
     assert!(
         progressing["message"]
             .as_str()
@@ -100,8 +129,7 @@ async fn upgrade_rolls_the_new_golden_image_out() {
             .contains("1 up to date"),
         "{progressing}"
     );
-    wait_for_condition(&env, &[&controller], DEGRADED, "False", None).await;
-
+    wait_for_condition(env, &c, DEGRADED, "False", None).await;
     let event = eventually(CONVERGE, || async {
         env.events_for("worker-a").await.into_iter().find(|e| {
             e["reason"] == "BootImageUpdated"
@@ -116,8 +144,7 @@ async fn upgrade_rolls_the_new_golden_image_out() {
         event.is_some(),
         "a BootImageUpdated Event naming the new AMI"
     );
-
-    let metrics = controller.metrics().await;
+    let metrics = u.controller.metrics().await;
     assert_eq!(sample(&metrics, PATCHES_UPDATED), Some(2.0), "{metrics}");
 }
 
