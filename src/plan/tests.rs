@@ -1186,20 +1186,10 @@ fn an_image_of_another_architecture_than_the_decided_one_is_never_replaced() {
     assert_decided(&entry, Action::Error, Reason::ArchitectureMismatch);
 }
 
-/// The 4.20 stream of us-east-1 as a second stream of the golden ConfigMap, so that its AMIs
-/// are known with their architectures.
+/// The kit's 4.20 stream as a second stream of the golden ConfigMap, so that its AMIs are known
+/// with their architectures.
 fn previous_stream() -> Value {
-    json!({
-        "stream": "rhcos-4.20",
-        "architectures": {
-            "x86_64": {"images": {"aws": {"regions": {
-                "us-east-1": {"release": "9.6.20250826-1", "image": AMI_PREVIOUS}
-            }}}},
-            "aarch64": {"images": {"aws": {"regions": {
-                "us-east-1": {"release": "9.6.20250826-1", "image": AMI_PREVIOUS_ARM64}
-            }}}}
-        }
-    })
+    serde_json::from_str(&streams::RHCOS_420.to_json()).unwrap()
 }
 
 // ---------------------------------------------------------------------------------------------
