@@ -3,8 +3,9 @@
 //! Raw bytes rarely form a providerSpec that reaches a platform rule's interesting branches, so
 //! the targets build their inputs from `arbitrary` data: values are mostly drawn from pools of
 //! the strings the rules compare against (published AMIs, regions, marketplace offers, installer
-//! resource IDs), then arbitrary JSON is grafted in at random places. A pure byte-level target
-//! (`stream`) covers the parsers themselves.
+//! resource IDs), then arbitrary JSON is grafted in at random places. The pools are the test
+//! kit's (`testkit::generators`), which the property tests draw from too. A pure byte-level
+//! target (`stream`) covers the parsers themselves.
 
 use arbitrary::{Result, Unstructured};
 use boot_image_controller::testkit::streams::*;
