@@ -634,6 +634,9 @@ fn aws_member(data: &Data, (x86, arm): &(Regions, Regions), i: usize) -> Built {
         p["placement"] = json!({"availabilityZone": format!("{region}a"), "region": region});
         ms
     };
+    if let Some(common) = common_member(slot, block, outdated) {
+        return common;
+    }
     match slot {
         0..=6 => Built::new(outdated("outdated")),
         7..=9 => Built::updated(outdated("current")),
@@ -646,23 +649,6 @@ fn aws_member(data: &Data, (x86, arm): &(Regions, Regions), i: usize) -> Built {
         12 => {
             let mut ms = outdated("custom");
             provider(&mut ms)["ami"] = json!({"id": CUSTOM_AMI});
-            Built::new(ms)
-        }
-        13 => {
-            let mut ms = outdated("optout");
-            annotate(&mut ms, names::OPT_OUT_ANNOTATION, names::OPT_OUT_VALUE);
-            Built::new(ms)
-        }
-        14 => {
-            let mut ms = outdated("owned");
-            owned_by_hive(&mut ms);
-            Built::new(ms)
-        }
-        15 => {
-            let mut ms = outdated("unselected");
-            ms["metadata"]["labels"]
-                .as_object_mut()
-                .map(|l| l.remove(MANAGED_LABEL));
             Built::new(ms)
         }
         16 => {
@@ -680,16 +666,6 @@ fn aws_member(data: &Data, (x86, arm): &(Regions, Regions), i: usize) -> Built {
             let real = &data.aws_templates[block % data.aws_templates.len()];
             Built::new(selected(real, &name("aws", "real", i)))
         }
-        18 if block.is_multiple_of(2) => {
-            let mut ms = outdated("windows");
-            windows(&mut ms);
-            Built::new(ms)
-        }
-        18 => {
-            let mut ms = outdated("nostub");
-            provider(&mut ms)["userDataSecret"] = json!({"name": "infra-user-data"});
-            Built::new(ms)
-        }
         _ if block.is_multiple_of(2) => {
             let mut ms = outdated("filters");
             provider(&mut ms)["ami"] =
@@ -698,6 +674,30 @@ fn aws_member(data: &Data, (x86, arm): &(Regions, Regions), i: usize) -> Built {
         }
         _ => Built::updated(arm64("arm64current")),
     }
+}
+
+/// The members every platform has at the same slots of a period: opted out, owned by Hive, not
+/// selected and, at slot 18, Windows in even blocks or a missing managed stub in odd ones.
+fn common_member(slot: usize, block: usize, outdated: impl Fn(&str) -> Value) -> Option<Built> {
+    let (what, change): (&str, fn(&mut Value)) = match slot {
+        13 => ("optout", |ms| {
+            annotate(ms, names::OPT_OUT_ANNOTATION, names::OPT_OUT_VALUE)
+        }),
+        14 => ("owned", owned_by_hive),
+        15 => ("unselected", |ms| {
+            if let Some(labels) = ms["metadata"]["labels"].as_object_mut() {
+                labels.remove(MANAGED_LABEL);
+            }
+        }),
+        18 if block.is_multiple_of(2) => ("windows", windows),
+        18 => ("nostub", |ms| {
+            provider(ms)["userDataSecret"] = json!({"name": "infra-user-data"})
+        }),
+        _ => return None,
+    };
+    let mut ms = outdated(what);
+    change(&mut ms);
+    Some(Built::new(ms))
 }
 
 /// GCP: 35% outdated, 15% updated by us earlier, then one each of: the real `rhcos-cloud`
@@ -717,6 +717,9 @@ fn gcp_member(data: &Data, i: usize) -> Built {
         p["userDataSecret"] = json!({"name": "worker-user-data"});
         ms
     };
+    if let Some(common) = common_member(i % PERIOD, block, outdated) {
+        return common;
+    }
     match i % PERIOD {
         0..=6 => Built::new(outdated("outdated")),
         7..=9 => Built::updated(outdated("current")),
@@ -731,23 +734,6 @@ fn gcp_member(data: &Data, i: usize) -> Built {
             let custom = data.gcp_templates.get(1).unwrap_or(template);
             Built::new(selected(custom, &name("gcp", "custom", i)))
         }
-        13 => {
-            let mut ms = outdated("optout");
-            annotate(&mut ms, names::OPT_OUT_ANNOTATION, names::OPT_OUT_VALUE);
-            Built::new(ms)
-        }
-        14 => {
-            let mut ms = outdated("owned");
-            owned_by_hive(&mut ms);
-            Built::new(ms)
-        }
-        15 => {
-            let mut ms = outdated("unselected");
-            ms["metadata"]["labels"]
-                .as_object_mut()
-                .map(|l| l.remove(MANAGED_LABEL));
-            Built::new(ms)
-        }
         16 => {
             let mut ms = outdated("datadisk");
             let disks = provider(&mut ms)["disks"].as_array_mut().expect("disks");
@@ -757,16 +743,6 @@ fn gcp_member(data: &Data, i: usize) -> Built {
         17 => {
             let mut ms = outdated("stub");
             provider(&mut ms)["disks"][0]["image"] = json!(new_x86);
-            Built::new(ms)
-        }
-        18 if block.is_multiple_of(2) => {
-            let mut ms = outdated("windows");
-            windows(&mut ms);
-            Built::new(ms)
-        }
-        18 => {
-            let mut ms = outdated("nostub");
-            provider(&mut ms)["userDataSecret"] = json!({"name": "infra-user-data"});
             Built::new(ms)
         }
         _ => {
@@ -835,6 +811,9 @@ fn azure_member(data: &Data, infra: &str, i: usize) -> Built {
     let gen2 = marketplace_image(old_overlay, "x86_64", "no-purchase-plan", "hyperVGen2");
     let template = azure_template(infra, gen2);
     let outdated = |what: &str| selected(&template, &name("azure", what, i));
+    if let Some(common) = common_member(i % PERIOD, block, outdated) {
+        return common;
+    }
     match i % PERIOD {
         0..=6 => Built::new(outdated("outdated")),
         7..=9 => Built::updated(outdated("current")),
@@ -861,23 +840,6 @@ fn azure_member(data: &Data, infra: &str, i: usize) -> Built {
             });
             Built::new(ms)
         }
-        13 => {
-            let mut ms = outdated("optout");
-            annotate(&mut ms, names::OPT_OUT_ANNOTATION, names::OPT_OUT_VALUE);
-            Built::new(ms)
-        }
-        14 => {
-            let mut ms = outdated("owned");
-            owned_by_hive(&mut ms);
-            Built::new(ms)
-        }
-        15 => {
-            let mut ms = outdated("unselected");
-            ms["metadata"]["labels"]
-                .as_object_mut()
-                .map(|l| l.remove(MANAGED_LABEL));
-            Built::new(ms)
-        }
         16 => {
             let mut ms = outdated("custom");
             provider(&mut ms)["image"] = json!({"offer": "hardened-rhcos", "publisher": "example-corp", "resourceID": "", "sku": "gen2", "version": "1.2.3", "type": "MarketplaceWithPlan"});
@@ -886,16 +848,6 @@ fn azure_member(data: &Data, infra: &str, i: usize) -> Built {
         17 => {
             let mut ms = outdated("trustedlaunch");
             provider(&mut ms)["securityProfile"] = json!({"settings": {"securityType": "TrustedLaunch", "trustedLaunch": {"uefiSettings": {"secureBoot": "Enabled", "virtualizedTrustedPlatformModule": "Enabled"}}}});
-            Built::new(ms)
-        }
-        18 if block.is_multiple_of(2) => {
-            let mut ms = outdated("windows");
-            windows(&mut ms);
-            Built::new(ms)
-        }
-        18 => {
-            let mut ms = outdated("nostub");
-            provider(&mut ms)["userDataSecret"] = json!({"name": "infra-user-data"});
             Built::new(ms)
         }
         _ => {
