@@ -740,6 +740,23 @@ where
     }
 }
 
+/// [`eventually`], or a failed test saying what never happened (`explain` runs only then, so
+/// it may read the controller's logs).
+pub async fn eventually_or_fail<T, F, Fut>(
+    timeout: Duration,
+    check: F,
+    explain: impl FnOnce() -> String,
+) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    match eventually(timeout, check).await {
+        Some(v) => v,
+        None => panic!("{}", explain()),
+    }
+}
+
 /// The value of one sample in a Prometheus text exposition, by exact series text.
 pub fn sample(metrics: &str, series: &str) -> Option<f64> {
     metrics
