@@ -10,7 +10,6 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use base64::Engine as _;
 use boot_image_controller::api::{
     ClusterVersion, ConfigMap, Infrastructure, MachineConfiguration, MachineSet, Secret,
 };
@@ -19,7 +18,7 @@ use boot_image_controller::known_images::KnownImages;
 use boot_image_controller::names;
 use boot_image_controller::plan::{self, ClusterSnapshot, Malformed, Options, Planner};
 use boot_image_controller::stream::GoldenStream;
-use boot_image_controller::testkit::objects::golden_config_map;
+use boot_image_controller::testkit::objects::{self, golden_config_map};
 use boot_image_controller::testkit::streams::CUSTOM_AMI;
 use jiff::Timestamp;
 use serde_json::{Value, json};
@@ -352,59 +351,25 @@ fn windows(ms: &mut Value) {
 // Cluster-wide objects, as JSON (applied to an API server) or typed (given to the planner).
 
 pub fn infrastructure(name: &str, platform: &str, infra: &str) -> Value {
-    json!({
-        "apiVersion": "config.openshift.io/v1", "kind": "Infrastructure",
-        "metadata": {"name": name},
-        "spec": {"platformSpec": {"type": platform}},
-        "status": {"infrastructureName": infra, "platform": platform, "platformStatus": {"type": platform}},
-    })
+    let mut infrastructure = objects::infrastructure(name, platform);
+    infrastructure["status"]["infrastructureName"] = json!(infra);
+    infrastructure
 }
 
+/// A ClusterVersion whose last update to `release` has completed.
 pub fn cluster_version(name: &str, release: &str) -> Value {
-    json!({
-        "apiVersion": "config.openshift.io/v1", "kind": "ClusterVersion",
-        "metadata": {"name": name},
-        "spec": {"clusterID": "6d1f1b8e-1c3a-4f6e-9d2a-0c8b7a5e4f31"},
-        "status": {
-            "desired": {"version": release, "image": format!("quay.io/openshift-release-dev/ocp-release:{release}-x86_64")},
-            "history": [{"state": "Completed", "version": release, "image": "", "verified": false,
-                         "startedTime": "2026-01-01T00:00:00Z", "completionTime": "2026-01-01T01:00:00Z"}],
-            "observedGeneration": 1, "versionHash": "bench", "availableUpdates": null
-        },
-    })
+    objects::cluster_version(name, release, "Completed")
 }
 
 /// `selector`: `None` for the platform default (All), else a Partial `matchLabels`.
 pub fn machine_configuration(name: &str, selector: Option<(&str, &str)>) -> Value {
-    let mut spec = json!({"managementState": "Managed"});
-    if let Some((key, value)) = selector {
-        spec["managedBootImages"] = json!({"machineManagers": [{
-            "resource": "machinesets", "apiGroup": "machine.openshift.io",
-            "selection": {"mode": "Partial", "partial": {"machineResourceSelector": {"matchLabels": {key: value}}}}
-        }]});
-    }
-    json!({
-        "apiVersion": "operator.openshift.io/v1", "kind": "MachineConfiguration",
-        "metadata": {"name": name}, "spec": spec,
-    })
+    let managed = selector.map(|(key, value)| {
+        objects::selection("Partial", Some(json!({"matchLabels": {key: value}})))
+    });
+    objects::machine_configuration(name, managed)
 }
 
-/// A stub secret with a pointer Ignition config of the given spec version.
-pub fn stub_secret(namespace: &str, name: &str, ignition_version: &str) -> Value {
-    let role = name.split('-').next().unwrap_or("worker");
-    let source = format!("https://api-int.bench.example.com:22623/config/{role}");
-    let config = if ignition_version.starts_with('2') {
-        json!({"ignition": {"version": ignition_version, "config": {"append": [{"source": source}]}}})
-    } else {
-        json!({"ignition": {"version": ignition_version, "config": {"merge": [{"source": source}]}}})
-    };
-    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
-    json!({
-        "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-        "metadata": {"name": name, "namespace": namespace},
-        "data": {"userData": b64(&config.to_string()), "disableTemplating": b64("true")},
-    })
-}
+pub use boot_image_controller::testkit::objects::stub_secret;
 
 fn typed<T: serde::de::DeserializeOwned>(value: Value) -> T {
     serde_json::from_value(value).expect("benchmark objects fit their types")
