@@ -504,13 +504,8 @@ async fn golden_missing_cluster(
     let env = TestEnv::new(name).await;
     env.aws_cluster("4.21.0", &stream_421(), None).await;
     env.remember_images(&AMIS_420).await;
-    env.apply(
-        machine_set(&env.ns, "current")
-            .ami(AMI_421_US_EAST_1)
-            .user_data("worker-user-data-managed")
-            .build(),
-    )
-    .await;
+    env.apply(machine_set(&env.ns, "current").current().build())
+        .await;
     let ctl = env.controller(&[]);
     ctl.wait_ready().await;
     let c = [&ctl];
@@ -1202,13 +1197,8 @@ async fn resynced_converged_cluster(name: &str) -> Converged {
     env.remember_images(&AMIS_420).await;
     env.apply(machine_set(&env.ns, "steady-outdated").build())
         .await;
-    env.apply(
-        machine_set(&env.ns, "steady-current")
-            .ami(AMI_421_US_EAST_1)
-            .user_data("worker-user-data-managed")
-            .build(),
-    )
-    .await;
+    env.apply(machine_set(&env.ns, "steady-current").current().build())
+        .await;
     env.apply(
         machine_set(&env.ns, "steady-custom")
             .ami(CUSTOM_AMI)

@@ -472,7 +472,8 @@ async fn expired_resource_version_relists_and_converges() {
     let proxy = Proxy::in_front_of(&cluster.kubeconfig, Faults::default()).await;
     let kubeconfig = cluster.dir.join("proxy.kubeconfig");
     proxy.kubeconfig(&cluster.kubeconfig, &kubeconfig);
-    let mut controller = ControllerProcess::spawn("faults-gone", &flags(&env, &kubeconfig, &[]));
+    let mut controller =
+        ControllerProcess::spawn("faults-gone", &env.controller_flags_through(&proxy));
     controller.wait_ready().await;
     wait_planned(&controller, "UpToDate", "UpToDate", 5).await;
 
@@ -523,11 +524,8 @@ async fn flaky_network_converges_without_busy_looping() {
         ..Faults::default()
     };
     let proxy = Proxy::in_front_of(&support::kubeconfig(), flaky).await;
-    let dir = Path::new(REPO).join("target/test-logs");
-    std::fs::create_dir_all(&dir).unwrap();
-    let kubeconfig = dir.join(format!("{}.kubeconfig", env.ns));
-    proxy.kubeconfig(&support::kubeconfig(), &kubeconfig);
-    let mut controller = ControllerProcess::spawn("faults-flaky", &flags(&env, &kubeconfig, &[]));
+    let mut controller =
+        ControllerProcess::spawn("faults-flaky", &env.controller_flags_through(&proxy));
     controller.wait_ready().await;
     wait_planned(&controller, "UpToDate", "UpToDate", 10).await;
     // On top of the random resets, every connection is dropped every 2 s, as a flapping load
@@ -600,13 +598,13 @@ async fn conflicting_writers_lose_nothing() {
         ..Faults::default()
     };
     let proxy = Proxy::in_front_of(&support::kubeconfig(), faults).await;
-    let dir = Path::new(REPO).join("target/test-logs");
-    std::fs::create_dir_all(&dir).unwrap();
-    let kubeconfig = dir.join(format!("{}.kubeconfig", env.ns));
-    proxy.kubeconfig(&support::kubeconfig(), &kubeconfig);
     let mut controller = ControllerProcess::spawn(
         "faults-conflict",
-        &flags(&env, &kubeconfig, &["--hot-loop-threshold=1000"]),
+        &[
+            env.controller_flags_through(&proxy),
+            vec!["--hot-loop-threshold=1000".into()],
+        ]
+        .concat(),
     );
     controller.wait_ready().await;
 

@@ -4,12 +4,11 @@
 
 mod support;
 
-use std::path::Path;
 use std::time::Duration;
 
 use support::fixtures::*;
 use support::proxy::{Faults, Proxy};
-use support::{ControllerProcess, REPO, TestEnv, eventually};
+use support::{ControllerProcess, TestEnv, eventually};
 
 const LEADER: &str = "boot_image_controller_leader";
 
@@ -18,17 +17,8 @@ async fn a_leader_whose_renewals_hang_steps_down_by_its_renew_deadline() {
     let env = TestEnv::new("lease-hung").await;
     env.aws_cluster("4.21.0", &stream_421(), None).await;
     let proxy = Proxy::in_front_of(&support::kubeconfig(), Faults::default()).await;
-    let dir = Path::new(REPO).join("target/test-logs");
-    std::fs::create_dir_all(&dir).unwrap();
-    let kubeconfig = dir.join(format!("{}.kubeconfig", env.ns));
-    proxy.kubeconfig(&support::kubeconfig(), &kubeconfig);
-    let mut flags: Vec<String> = env
-        .controller_flags()
-        .into_iter()
-        .filter(|f| !f.starts_with("--kubeconfig="))
-        .collect();
+    let mut flags = env.controller_flags_through(&proxy);
     flags.extend([
-        format!("--kubeconfig={}", kubeconfig.display()),
         "--leader-elect".into(),
         format!("--leader-election-id=bic-{}", env.ns),
         "--leader-elect-lease-duration=6s".into(),

@@ -4,12 +4,11 @@
 
 mod support;
 
-use std::path::Path;
 use std::time::Duration;
 
 use support::fixtures::*;
 use support::proxy::{Faults, Proxy};
-use support::{ControllerProcess, REPO, TestEnv, eventually};
+use support::{ControllerProcess, TestEnv, eventually};
 
 /// How long the API server stays unreachable: enough for five doublings of the backoff.
 const OUTAGE: Duration = Duration::from_secs(30);
@@ -32,16 +31,7 @@ async fn an_unreachable_api_server_is_retried_with_backoff_and_logged_once() {
     )
     .await;
     let proxy = Proxy::in_front_of(&support::kubeconfig(), Faults::default()).await;
-    let dir = Path::new(REPO).join("target/test-logs");
-    std::fs::create_dir_all(&dir).unwrap();
-    let kubeconfig = dir.join(format!("{}.kubeconfig", env.ns));
-    proxy.kubeconfig(&support::kubeconfig(), &kubeconfig);
-    let mut flags: Vec<String> = env
-        .controller_flags()
-        .into_iter()
-        .filter(|f| !f.starts_with("--kubeconfig="))
-        .collect();
-    flags.push(format!("--kubeconfig={}", kubeconfig.display()));
+    let flags = env.controller_flags_through(&proxy);
     let mut controller = ControllerProcess::spawn("watch-backoff", &flags);
     controller.wait_ready().await;
 

@@ -154,6 +154,12 @@ impl MachineSetBuilder {
         self
     }
 
+    /// On 4.21's golden AMI with the managed stub secret: nothing left to update on 4.21.
+    pub fn current(self) -> Self {
+        self.ami(AMI_421_US_EAST_1)
+            .user_data("worker-user-data-managed")
+    }
+
     pub fn region(mut self, region: &str) -> Self {
         self.provider()["placement"] =
             json!({"availabilityZone": format!("{region}a"), "region": region});

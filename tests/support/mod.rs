@@ -514,8 +514,22 @@ impl TestEnv {
     /// singleton names, debug logs), without the listen addresses: for
     /// [`ControllerProcess::spawn`] with a few changes.
     pub fn controller_flags(&self) -> Vec<String> {
+        self.controller_flags_with(&kubeconfig())
+    }
+
+    /// [`TestEnv::controller_flags`] for a controller that reaches the API server through
+    /// `proxy` (its kubeconfig is written to `target/test-logs/<namespace>.kubeconfig`).
+    pub fn controller_flags_through(&self, proxy: &proxy::Proxy) -> Vec<String> {
+        let dir = Path::new(REPO).join("target/test-logs");
+        std::fs::create_dir_all(&dir).expect("create target/test-logs");
+        let through = dir.join(format!("{}.kubeconfig", self.ns));
+        proxy.kubeconfig(&kubeconfig(), &through);
+        self.controller_flags_with(&through)
+    }
+
+    fn controller_flags_with(&self, kubeconfig: &Path) -> Vec<String> {
         vec![
-            format!("--kubeconfig={}", kubeconfig().display()),
+            format!("--kubeconfig={}", kubeconfig.display()),
             format!("--namespace={}", self.ns),
             format!("--machine-api-namespace={}", self.ns),
             format!("--golden-configmap-namespace={}", self.ns),
