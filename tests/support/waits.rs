@@ -2,6 +2,7 @@
 //! assertions built on it, shared by the integration tests. A wait that times out fails with
 //! the controllers' log tails.
 
+use std::future::Future;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -26,6 +27,24 @@ pub fn tails(controllers: &[&ControllerProcess]) -> String {
         .join("\n")
 }
 
+/// Waits up to `timeout` until `check` finds something; otherwise fails the test with what
+/// `explain` says about the present state and the controllers' log tails.
+pub async fn converge<T, F, Fut>(
+    controllers: &[&ControllerProcess],
+    timeout: Duration,
+    check: F,
+    explain: impl AsyncFnOnce() -> String,
+) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    match eventually(timeout, check).await {
+        Some(found) => found,
+        None => panic!("{}\n{}", explain().await, tails(controllers)),
+    }
+}
+
 /// Waits until the MachineSet's AMI is `ami`.
 pub async fn wait_for_ami(
     env: &TestEnv,
@@ -33,19 +52,15 @@ pub async fn wait_for_ami(
     name: &str,
     ami: &str,
 ) -> Value {
-    let found = eventually(CONVERGE, || async {
+    let check = || async {
         let ms = env.machine_set(name).await;
         (ami_of(&ms) == ami).then_some(ms)
+    };
+    converge(controllers, CONVERGE, check, async || {
+        let now = ami_of(&env.machine_set(name).await).to_string();
+        format!("{name} never reached {ami}; it has {now}")
     })
-    .await;
-    match found {
-        Some(ms) => ms,
-        None => panic!(
-            "{name} never reached {ami}; it has {}\n{}",
-            ami_of(&env.machine_set(name).await),
-            tails(controllers)
-        ),
-    }
+    .await
 }
 
 /// Waits until the MachineSet boots `ami` with the managed stub secret.
@@ -55,23 +70,21 @@ pub async fn wait_for_golden(
     name: &str,
     ami: &str,
 ) -> Value {
-    let found = eventually(CONVERGE, || async {
+    let check = || async {
         let ms = env.machine_set(name).await;
         (ami_of(&ms) == ami && secret_of(&ms) == "worker-user-data-managed").then_some(ms)
+    };
+    converge(controllers, CONVERGE, check, async || {
+        let ms = env.machine_set(name).await;
+        let (now, secret) = (ami_of(&ms), secret_of(&ms));
+        format!(
+            "{name} never reached {ami} with worker-user-data-managed; it has {now} with {secret}"
+        )
     })
-    .await;
-    if let Some(ms) = found {
-        return ms;
-    }
-    let ms = env.machine_set(name).await;
-    panic!(
-        "{name} never reached {ami} with worker-user-data-managed; it has {} with {}\n{}",
-        ami_of(&ms),
-        secret_of(&ms),
-        tails(controllers)
-    )
+    .await
 }
 
+/// Waits until the condition has `status` (and `reason`, if given).
 pub async fn wait_for_condition(
     env: &TestEnv,
     controllers: &[&ControllerProcess],
@@ -79,19 +92,15 @@ pub async fn wait_for_condition(
     status: &str,
     reason: Option<&str>,
 ) -> Value {
-    let found = eventually(CONVERGE, || async {
+    let check = || async {
         let c = env.condition(type_).await?;
         (c["status"] == status && reason.is_none_or(|r| c["reason"] == r)).then_some(c)
+    };
+    converge(controllers, CONVERGE, check, async || {
+        let now = env.condition(type_).await;
+        format!("{type_} never became {status} {reason:?}; now {now:?}")
     })
-    .await;
-    match found {
-        Some(c) => c,
-        None => panic!(
-            "{type_} never became {status} {reason:?}; now {:?}\n{}",
-            env.condition(type_).await,
-            tails(controllers)
-        ),
-    }
+    .await
 }
 
 /// Waits until the condition's message contains every one of `parts`.
@@ -101,20 +110,16 @@ pub async fn wait_for_message(
     type_: &str,
     parts: &[&str],
 ) -> Value {
-    let found = eventually(CONVERGE, || async {
+    let check = || async {
         let c = env.condition(type_).await?;
         let message = c["message"].as_str().unwrap_or_default();
         parts.iter().all(|p| message.contains(p)).then_some(c)
+    };
+    converge(controllers, CONVERGE, check, async || {
+        let now = env.condition(type_).await;
+        format!("the {type_} message never contained {parts:?}; now {now:?}")
     })
-    .await;
-    match found {
-        Some(c) => c,
-        None => panic!(
-            "the {type_} message never contained {parts:?}; now {:?}\n{}",
-            env.condition(type_).await,
-            tails(controllers)
-        ),
-    }
+    .await
 }
 
 /// Waits until a metric sample satisfies `ok`; returns its value.
@@ -124,18 +129,12 @@ pub async fn wait_for_metric(
     timeout: Duration,
     ok: impl Fn(f64) -> bool,
 ) -> f64 {
-    let found = eventually(timeout, || async {
-        controller.metric(series).await.filter(|v| ok(*v))
+    let check = || async { controller.metric(series).await.filter(|v| ok(*v)) };
+    converge(&[controller], timeout, check, async || {
+        let now = controller.metric(series).await;
+        format!("{series} never reached the expected value; now {now:?}")
     })
-    .await;
-    match found {
-        Some(v) => v,
-        None => panic!(
-            "{series} never reached the expected value; now {:?}\n{}",
-            controller.metric(series).await,
-            controller.log_tail(40)
-        ),
-    }
+    .await
 }
 
 /// Waits until a Warning or Normal Event with `reason` exists for the MachineSet.
@@ -146,25 +145,22 @@ pub async fn wait_for_event(
     type_: &str,
     reason: &str,
 ) -> Value {
-    let found = eventually(CONVERGE, || async {
+    let check = || async {
         env.events_for(name)
             .await
             .into_iter()
             .find(|e| e["type"] == type_ && e["reason"] == reason)
+    };
+    converge(controllers, CONVERGE, check, async || {
+        let events: Vec<_> = env
+            .events_for(name)
+            .await
+            .iter()
+            .map(|e| (e["type"].clone(), e["reason"].clone()))
+            .collect();
+        format!("no {type_} Event {reason} for {name}; its Events: {events:?}")
     })
-    .await;
-    match found {
-        Some(e) => e,
-        None => panic!(
-            "no {type_} Event {reason} for {name}; its Events: {:?}\n{}",
-            env.events_for(name)
-                .await
-                .iter()
-                .map(|e| (e["type"].clone(), e["reason"].clone()))
-                .collect::<Vec<_>>(),
-            tails(controllers)
-        ),
-    }
+    .await
 }
 
 /// Asserts the MachineSet is reported as an error with `reason` everywhere a user looks: the
