@@ -25,17 +25,26 @@ pub type Extra = BTreeMap<String, Value>;
 
 /// Declares a typed view of (part of) an object: the fields we decide on, typed, and every other
 /// field kept verbatim in `extra`, so that the view round-trips what the API server sent and the
-/// generated CRD preserves unknown fields.
+/// generated CRD preserves unknown fields. Fields in `optional { .. }` (listed first) are
+/// `Option`s that are absent, not `null`, when unset.
 macro_rules! view {
     (
         $(#[$attr:meta])*
-        pub struct $name:ident { $($(#[$field_attr:meta])* pub $field:ident: $type:ty,)* }
+        pub struct $name:ident {
+            $(optional { $($(#[$opt_attr:meta])* pub $opt:ident: $opt_type:ty,)* })?
+            $($(#[$field_attr:meta])* pub $field:ident: $type:ty,)*
+        }
     ) => {
         $(#[$attr])*
         #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
         #[serde(rename_all = "camelCase")]
         #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
         pub struct $name {
+            $($(
+                $(#[$opt_attr])*
+                #[serde(default, skip_serializing_if = "Option::is_none")]
+                pub $opt: Option<$opt_type>,
+            )*)?
             $($(#[$field_attr])* pub $field: $type,)*
             #[serde(flatten)]
             #[schemars(skip)]
@@ -49,17 +58,11 @@ macro_rules! view {
 
 view! {
     #[derive(CustomResource)]
-    #[kube(
-        group = "machine.openshift.io",
-        version = "v1beta1",
-        kind = "MachineSet",
-        plural = "machinesets",
-        namespaced,
-        status = "OpaqueStatus"
-    )]
+    #[kube(group = "machine.openshift.io", version = "v1beta1", kind = "MachineSet", plural = "machinesets", namespaced, status = "OpaqueStatus")]
     pub struct MachineSetSpec {
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub replicas: Option<i32>,
+        optional {
+            pub replicas: i32,
+        }
         #[serde(default)]
         pub template: MachineTemplate,
     }
@@ -68,8 +71,9 @@ view! {
 view! {
     /// `spec.template` of a MachineSet, also embedded in ControlPlaneMachineSets.
     pub struct MachineTemplate {
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub metadata: Option<TemplateMetadata>,
+        optional {
+            pub metadata: TemplateMetadata,
+        }
         #[serde(default)]
         pub spec: MachineSpec,
     }
@@ -77,8 +81,9 @@ view! {
 
 view! {
     pub struct TemplateMetadata {
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub labels: Option<BTreeMap<String, String>>,
+        optional {
+            pub labels: BTreeMap<String, String>,
+        }
     }
 }
 
@@ -109,14 +114,7 @@ view! {
 
 view! {
     #[derive(CustomResource)]
-    #[kube(
-        group = "machine.openshift.io",
-        version = "v1",
-        kind = "ControlPlaneMachineSet",
-        plural = "controlplanemachinesets",
-        namespaced,
-        status = "OpaqueStatus"
-    )]
+    #[kube(group = "machine.openshift.io", version = "v1", kind = "ControlPlaneMachineSet", plural = "controlplanemachinesets", namespaced, status = "OpaqueStatus")]
     pub struct ControlPlaneMachineSetSpec {
         #[serde(default)]
         pub template: ControlPlaneTemplate,
@@ -139,17 +137,12 @@ view! {
 
 view! {
     #[derive(CustomResource)]
-    #[kube(
-        group = "operator.openshift.io",
-        version = "v1",
-        kind = "MachineConfiguration",
-        plural = "machineconfigurations",
-        status = "MachineConfigurationStatus"
-    )]
+    #[kube(group = "operator.openshift.io", version = "v1", kind = "MachineConfiguration", plural = "machineconfigurations", status = "MachineConfigurationStatus")]
     pub struct MachineConfigurationSpec {
-        /// `None` (absent) means the platform default; `Some` with an empty list opts out of all.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub managed_boot_images: Option<ManagedBootImages>,
+        optional {
+            /// `None` (absent) means the platform default; `Some` with an empty list opts out of all.
+            pub managed_boot_images: ManagedBootImages,
+        }
     }
 }
 
@@ -189,11 +182,11 @@ pub struct PartialSelector {
 
 view! {
     pub struct MachineConfigurationStatus {
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub observed_generation: Option<i64>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
-        pub conditions: Option<Vec<Condition>>,
+        optional {
+            pub observed_generation: i64,
+            #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+            pub conditions: Vec<Condition>,
+        }
     }
 }
 
@@ -202,24 +195,18 @@ view! {
 
 view! {
     #[derive(CustomResource)]
-    #[kube(
-        group = "config.openshift.io",
-        version = "v1",
-        kind = "Infrastructure",
-        plural = "infrastructures",
-        status = "InfrastructureStatus"
-    )]
+    #[kube(group = "config.openshift.io", version = "v1", kind = "Infrastructure", plural = "infrastructures", status = "InfrastructureStatus")]
     pub struct InfrastructureSpec {
     }
 }
 
 view! {
     pub struct InfrastructureStatus {
-        /// Prefix of every cloud resource the installer created; Azure image uploads carry it.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub infrastructure_name: Option<String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub platform_status: Option<PlatformStatus>,
+        optional {
+            /// Prefix of every cloud resource the installer created; Azure image uploads carry it.
+            pub infrastructure_name: String,
+            pub platform_status: PlatformStatus,
+        }
     }
 }
 
@@ -234,29 +221,25 @@ view! {
 
 view! {
     pub struct AzurePlatformStatus {
-        /// `AzureStackCloud` on Azure Stack Hub, whose boot images are not managed.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub cloud_name: Option<String>,
+        optional {
+            /// `AzureStackCloud` on Azure Stack Hub, whose boot images are not managed.
+            pub cloud_name: String,
+        }
     }
 }
 
 view! {
     #[derive(CustomResource)]
-    #[kube(
-        group = "config.openshift.io",
-        version = "v1",
-        kind = "ClusterVersion",
-        plural = "clusterversions",
-        status = "ClusterVersionStatus"
-    )]
+    #[kube(group = "config.openshift.io", version = "v1", kind = "ClusterVersion", plural = "clusterversions", status = "ClusterVersionStatus")]
     pub struct ClusterVersionSpec {
     }
 }
 
 view! {
     pub struct ClusterVersionStatus {
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub desired: Option<Release>,
+        optional {
+            pub desired: Release,
+        }
         /// Newest first: `history[0]` is the current or in-progress update.
         #[serde(default)]
         pub history: Vec<UpdateHistory>,
@@ -265,11 +248,11 @@ view! {
 
 view! {
     pub struct Release {
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub version: Option<String>,
-        /// `Multi` on heterogeneous clusters, where a MachineSet must name its architecture.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub architecture: Option<String>,
+        optional {
+            pub version: String,
+            /// `Multi` on heterogeneous clusters, where a MachineSet must name its architecture.
+            pub architecture: String,
+        }
     }
 }
 

@@ -41,19 +41,19 @@ pub fn read_bounded(reader: impl Read, limit: u64) -> std::io::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testkit::scratch::Scratch;
 
     #[test]
     fn reads_a_regular_file() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("a.yaml");
-        std::fs::write(&path, "kind: List\n").expect("write");
+        let scratch = Scratch::new();
+        let path = scratch.write("a.yaml", "kind: List\n");
         assert_eq!(read_regular_file(&path, 100).expect("read"), "kind: List\n");
     }
 
     #[test]
     fn refuses_devices_without_reading_them() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let link = dir.path().join("zero.yaml");
+        let scratch = Scratch::new();
+        let link = scratch.path("zero.yaml");
         std::os::unix::fs::symlink("/dev/zero", &link).expect("symlink");
         let error = read_regular_file(&link, MAX_INPUT_BYTES).expect_err("a device");
         assert_eq!(error.kind(), std::io::ErrorKind::InvalidInput, "{error}");

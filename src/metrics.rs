@@ -2,6 +2,7 @@
 //! closed enums, never from error text. The one exception is the MachineSet name on the
 //! predecessor-compatible `mcc_bootimage_update_error`, bounded by the number of MachineSets.
 
+use prometheus::core::Collector;
 use prometheus::{
     Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts,
     Registry, TextEncoder,
@@ -19,25 +20,57 @@ pub mod build {
     pub const COMMIT: &str = env!("BIC_GIT_COMMIT");
 }
 
-/// Metric names, shared with the alert rules and the dashboard (a test checks they match).
-pub mod names {
-    pub const MACHINE_RESOURCES: &str = "boot_image_controller_machine_resources";
-    pub const PATCHES: &str = "boot_image_controller_patches_total";
-    pub const ERRORS: &str = "boot_image_controller_errors_total";
-    pub const HOT_LOOPS: &str = "boot_image_controller_hot_loops_total";
-    pub const BLOCKED: &str = "boot_image_controller_blocked";
-    pub const RECONCILE_DURATION: &str = "boot_image_controller_reconcile_duration_seconds";
-    pub const LAST_SYNC: &str = "boot_image_controller_last_successful_sync_timestamp_seconds";
-    pub const GOLDEN_STREAM: &str = "boot_image_controller_golden_stream_info";
-    pub const LEADER: &str = "boot_image_controller_leader";
-    pub const WRITES: &str = "boot_image_controller_writes_total";
-    pub const WRITE_FAILURES: &str = "boot_image_controller_write_failures_total";
-    pub const BUILD_INFO: &str = "boot_image_controller_build_info";
-    pub const READY: &str = "boot_image_controller_ready";
-    pub const HOLD_EXCEEDED: &str = "boot_image_controller_hold_exceeded";
+/// Declares each metric family once: its name (in [`names`]) and its help text (in [`families`]).
+macro_rules! metric_families {
+    ($($(#[$doc:meta])* $id:ident = $name:literal, $help:literal;)*) => {
+        /// Metric names, shared with the alert rules and the dashboard (a test checks they
+        /// match).
+        pub mod names {
+            $($(#[$doc])* pub const $id: &str = $name;)*
+        }
+
+        /// Name and help text of each family.
+        mod families {
+            $(pub const $id: super::Family = super::Family { name: $name, help: $help };)*
+        }
+    };
+}
+
+metric_families! {
+    MACHINE_RESOURCES = "boot_image_controller_machine_resources",
+        "Machine resources by kind, planned action and reason";
+    PATCHES = "boot_image_controller_patches_total", "Boot image patches sent, by kind and result";
+    ERRORS = "boot_image_controller_errors_total",
+        "Machine resources that entered an error, by kind and reason";
+    HOT_LOOPS = "boot_image_controller_hot_loops_total",
+        "Hot loops detected: another writer kept reverting our patch";
+    BLOCKED = "boot_image_controller_blocked", "1 while a global gate blocks all boot image writes";
+    RECONCILE_DURATION = "boot_image_controller_reconcile_duration_seconds",
+        "Duration of a reconcile pass";
+    LAST_SYNC = "boot_image_controller_last_successful_sync_timestamp_seconds",
+        "Unix time of the last reconcile pass that ended with every write done";
+    GOLDEN_STREAM = "boot_image_controller_golden_stream_info",
+        "The golden CoreOS stream in use (value 1)";
+    LEADER = "boot_image_controller_leader", "1 while this replica holds the leader lease";
+    WRITES = "boot_image_controller_writes_total",
+        "Successful writes to the Kubernetes API, by object (and subresource) written";
+    WRITE_FAILURES = "boot_image_controller_write_failures_total",
+        "Writes to the Kubernetes API that failed, by object (and subresource)";
+    BUILD_INFO = "boot_image_controller_build_info",
+        "The controller's version and source commit (value 1)";
+    READY = "boot_image_controller_ready", "1 once every watch has synced";
+    HOLD_EXCEEDED = "boot_image_controller_hold_exceeded",
+        "1 while a gate has held boot image writes longer than the configured limit";
     /// Same name and meaning as the Machine Config Operator's gauge, so existing alerts and
     /// dashboards keep working after the switch.
-    pub const MCC_UPDATE_ERROR: &str = "mcc_bootimage_update_error";
+    MCC_UPDATE_ERROR = "mcc_bootimage_update_error",
+        "1 while the boot image of a MachineSet cannot be updated";
+}
+
+/// A metric family's name and help text.
+struct Family {
+    name: &'static str,
+    help: &'static str,
 }
 
 /// What a write changed: the kind of object, or the object and subresource. Never an outcome:
@@ -79,101 +112,44 @@ pub struct Metrics {
 
 impl Metrics {
     pub fn new() -> Self {
+        use families::*;
         let registry = Registry::new();
+        let r = Registrar(&registry);
         let m = Metrics {
-            machine_resources: vec_of(
+            machine_resources: r.family(
                 IntGaugeVec::new,
-                names::MACHINE_RESOURCES,
-                "Machine resources by kind, planned action and reason",
+                MACHINE_RESOURCES,
                 &["kind", "action", "reason"],
             ),
-            patches: vec_of(
-                IntCounterVec::new,
-                names::PATCHES,
-                "Boot image patches sent, by kind and result",
-                &["kind", "result"],
+            patches: r.family(IntCounterVec::new, PATCHES, &["kind", "result"]),
+            errors: r.family(IntCounterVec::new, ERRORS, &["kind", "reason"]),
+            hot_loops: r.family(IntCounterVec::new, HOT_LOOPS, &["kind"]),
+            blocked: r.family(IntGaugeVec::new, BLOCKED, &["reason"]),
+            reconcile_duration: r.register(
+                HistogramVec::new(
+                    HistogramOpts::new(RECONCILE_DURATION.name, RECONCILE_DURATION.help).buckets(
+                        vec![0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 15.0, 60.0],
+                    ),
+                    &["scope"],
+                )
+                .expect("metric names and labels are valid"),
             ),
-            errors: vec_of(
-                IntCounterVec::new,
-                names::ERRORS,
-                "Machine resources that entered an error, by kind and reason",
-                &["kind", "reason"],
-            ),
-            hot_loops: vec_of(
-                IntCounterVec::new,
-                names::HOT_LOOPS,
-                "Hot loops detected: another writer kept reverting our patch",
-                &["kind"],
-            ),
-            blocked: vec_of(
-                IntGaugeVec::new,
-                names::BLOCKED,
-                "1 while a global gate blocks all boot image writes",
-                &["reason"],
-            ),
-            reconcile_duration: HistogramVec::new(
-                HistogramOpts::new(names::RECONCILE_DURATION, "Duration of a reconcile pass")
-                    .buckets(vec![
-                        0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 15.0, 60.0,
-                    ]),
-                &["scope"],
-            )
-            .unwrap(),
-            last_sync: LastSync(vec_of(
-                IntGaugeVec::new,
-                names::LAST_SYNC,
-                "Unix time of the last reconcile pass that ended with every write done",
-                &[],
-            )),
-            golden_stream: vec_of(
-                IntGaugeVec::new,
-                names::GOLDEN_STREAM,
-                "The golden CoreOS stream in use (value 1)",
-                &["stream", "release"],
-            ),
-            leader: IntGauge::new(names::LEADER, "1 while this replica holds the leader lease")
-                .unwrap(),
-            ready: IntGauge::new(names::READY, "1 once every watch has synced").unwrap(),
-            writes: vec_of(
-                IntCounterVec::new,
-                names::WRITES,
-                "Successful writes to the Kubernetes API, by object (and subresource) written",
-                &["target"],
-            ),
-            write_failures: vec_of(
-                IntCounterVec::new,
-                names::WRITE_FAILURES,
-                "Writes to the Kubernetes API that failed, by object (and subresource)",
-                &["target"],
-            ),
-            build_info: vec_of(
-                IntGaugeVec::new,
-                names::BUILD_INFO,
-                "The controller's version and source commit (value 1)",
-                &["version", "commit"],
-            ),
-            mcc_update_error: vec_of(
-                GaugeVec::new,
-                names::MCC_UPDATE_ERROR,
-                "1 while the boot image of a MachineSet cannot be updated",
-                &["machineset"],
-            ),
-            hold_exceeded: vec_of(
-                IntGaugeVec::new,
-                names::HOLD_EXCEEDED,
-                "1 while a gate has held boot image writes longer than the configured limit",
-                &["reason"],
-            ),
-            registry,
+            last_sync: LastSync(r.family(IntGaugeVec::new, LAST_SYNC, &[])),
+            golden_stream: r.family(IntGaugeVec::new, GOLDEN_STREAM, &["stream", "release"]),
+            leader: r.register(IntGauge::new(LEADER.name, LEADER.help).unwrap()),
+            ready: r.register(IntGauge::new(READY.name, READY.help).unwrap()),
+            writes: r.family(IntCounterVec::new, WRITES, &["target"]),
+            write_failures: r.family(IntCounterVec::new, WRITE_FAILURES, &["target"]),
+            build_info: r.family(IntGaugeVec::new, BUILD_INFO, &["version", "commit"]),
+            mcc_update_error: r.family(GaugeVec::new, MCC_UPDATE_ERROR, &["machineset"]),
+            hold_exceeded: r.family(IntGaugeVec::new, HOLD_EXCEEDED, &["reason"]),
+            registry: registry.clone(),
         };
-        for c in m.collectors() {
-            m.registry.register(c).expect("metric names are unique");
-        }
         // Process metrics (CPU, memory, file descriptors, start time) under the usual
         // `process_` names, so the cluster's standard queries and alerts apply. They read
         // /proc, hence Linux only.
         #[cfg(target_os = "linux")]
-        m.registry
+        registry
             .register(Box::new(
                 prometheus::process_collector::ProcessCollector::for_self(),
             ))
@@ -208,26 +184,6 @@ impl Metrics {
         self.build_info
             .with_label_values(&[build::VERSION, build::COMMIT])
             .set(1);
-    }
-
-    fn collectors(&self) -> Vec<Box<dyn prometheus::core::Collector>> {
-        vec![
-            Box::new(self.machine_resources.clone()),
-            Box::new(self.patches.clone()),
-            Box::new(self.errors.clone()),
-            Box::new(self.hot_loops.clone()),
-            Box::new(self.blocked.clone()),
-            Box::new(self.reconcile_duration.clone()),
-            Box::new(self.last_sync.0.clone()),
-            Box::new(self.golden_stream.clone()),
-            Box::new(self.leader.clone()),
-            Box::new(self.ready.clone()),
-            Box::new(self.writes.clone()),
-            Box::new(self.write_failures.clone()),
-            Box::new(self.build_info.clone()),
-            Box::new(self.mcc_update_error.clone()),
-            Box::new(self.hold_exceeded.clone()),
-        ]
     }
 
     /// Replaces the per-plan gauges with the latest decisions and gate.
@@ -293,14 +249,29 @@ impl Metrics {
     }
 }
 
-/// A labelled metric family. Names and labels are constants, so construction cannot fail.
-fn vec_of<M>(
-    new: fn(Opts, &[&str]) -> prometheus::Result<M>,
-    name: &str,
-    help: &str,
-    labels: &[&str],
-) -> M {
-    new(Opts::new(name, help), labels).expect("metric names and labels are valid")
+/// Registers each family as it is made. Names and labels are constants, so neither step can
+/// fail.
+struct Registrar<'a>(&'a Registry);
+
+impl Registrar<'_> {
+    fn register<C: Collector + Clone + 'static>(&self, collector: C) -> C {
+        self.0
+            .register(Box::new(collector.clone()))
+            .expect("metric names are unique");
+        collector
+    }
+
+    /// A labelled family made by `new` (e.g. `IntGaugeVec::new`).
+    fn family<M: Collector + Clone + 'static>(
+        &self,
+        new: fn(Opts, &[&str]) -> prometheus::Result<M>,
+        family: Family,
+        labels: &[&str],
+    ) -> M {
+        let made = new(Opts::new(family.name, family.help), labels)
+            .expect("metric names and labels are valid");
+        self.register(made)
+    }
 }
 
 /// The time of the last complete sync. Its series does not exist until the first one: a zero
@@ -324,17 +295,7 @@ impl Default for Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn decision(name: &str, action: Action, reason: Reason) -> Decision {
-        Decision::new(
-            MachineKind::MachineSet,
-            "openshift-machine-api",
-            name,
-            action,
-            reason,
-            String::new(),
-        )
-    }
+    use crate::testkit::decisions::decision;
 
     fn has_sample(text: &str, name: &str) -> bool {
         text.lines()

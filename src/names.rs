@@ -1,6 +1,10 @@
 //! Names of the well-known objects we read, shared by the controller's watches and the `plan`
 //! command's manifest loader so that both look at the same objects.
 
+/// Where OpenShift keeps MachineSets and ControlPlaneMachineSets.
+pub const MACHINE_API_NAMESPACE: &str = "openshift-machine-api";
+/// The Lease replicas of the controller elect their leader with.
+pub const LEADER_ELECTION_ID: &str = "boot-image-controller";
 /// Namespace of the golden ConfigMap, written by the Machine Config Operator.
 pub const GOLDEN_CONFIGMAP_NAMESPACE: &str = "openshift-machine-config-operator";
 /// The golden ConfigMap: the boot images of the running release.

@@ -334,55 +334,38 @@ mod tests {
     use crate::api::{ControlPlaneMachineSet, MachineSet};
     use crate::plan::record::Change;
     use crate::plan::{Action, ClusterSnapshot, Options, Planner};
-    use crate::platform::test_support::stream_4_21;
+    use crate::testkit::provider_specs;
+    use crate::testkit::streams::{
+        AMI_420_US_EAST_1 as AMI_420, AMI_421_US_EAST_1 as AMI_421, GCP_IMAGE_420 as GCP_420,
+        GCP_IMAGE_421 as GCP_421, stream_421_all_platforms as stream_4_21,
+    };
 
     const NS: &str = "openshift-machine-api";
-    const AMI_420: &str = "ami-09d23adad19cdb25c";
-    const AMI_421: &str = "ami-01095d1967818437c";
-    const GCP_420: &str = "projects/rhcos-cloud/global/images/rhcos-9-6-20250826-1-gcp-x86-64";
-    const GCP_421: &str = "projects/rhcos-cloud/global/images/rhcos-9-6-20251023-0-gcp-x86-64";
 
     // -----------------------------------------------------------------------------------------
     // Objects in the shapes the API server serves.
 
     fn aws_spec(ami: &str, secret: &str) -> Value {
-        json!({
-            "ami": {"id": ami},
-            "apiVersion": "machine.openshift.io/v1beta1",
-            "blockDevices": [{"ebs": {"encrypted": true, "iops": 0, "kmsKey": {"arn": ""}, "volumeSize": 120, "volumeType": "gp3"}}],
-            "instanceType": "m6i.xlarge",
-            "kind": "AWSMachineProviderConfig",
-            "metadata": {"creationTimestamp": null},
-            "placement": {"availabilityZone": "us-east-1a", "region": "us-east-1"},
-            "userDataSecret": {"name": secret}
-        })
+        let role = secret.split('-').next().unwrap_or("worker");
+        provider_specs::aws(ami, "us-east-1", secret, role)
     }
 
+    /// A scratch data disk first, so the boot disk is not at index 0.
     fn gcp_spec(boot_image: &str) -> Value {
-        json!({
-            "apiVersion": "machine.openshift.io/v1beta1",
-            "kind": "GCPMachineProviderSpec",
-            "disks": [
-                {"autoDelete": true, "boot": false, "image": "projects/my-project/global/images/scratch", "sizeGb": 500},
-                {"autoDelete": true, "boot": true, "image": boot_image, "labels": null, "sizeGb": 128, "type": "pd-ssd"}
-            ],
-            "machineType": "n2-standard-4",
-            "userDataSecret": {"name": "worker-user-data"},
-            "zone": "us-east1-b"
-        })
+        let scratch = "projects/my-project/global/images/scratch";
+        provider_specs::gcp(json!([
+            provider_specs::gcp_data_disk(scratch),
+            provider_specs::gcp_boot_disk(boot_image)
+        ]))
     }
 
     fn azure_spec(version: &str) -> Value {
-        json!({
-            "apiVersion": "machine.openshift.io/v1beta1",
-            "kind": "AzureMachineProviderSpec",
-            "image": {"offer": "aro4", "publisher": "azureopenshift", "resourceID": "", "sku": "420-v2", "type": "MarketplaceNoPlan", "version": version},
-            "location": "eastus",
-            "osDisk": {"diskSizeGB": 128, "osType": "Linux"},
-            "securityProfile": null,
-            "userDataSecret": {"name": "worker-user-data"},
-            "vmSize": "Standard_D4s_v3"
-        })
+        provider_specs::azure(provider_specs::azure_marketplace(
+            "azureopenshift",
+            "aro4",
+            "420-v2",
+            version,
+        ))
     }
 
     fn machine_set(spec: Value) -> Value {
@@ -519,6 +502,12 @@ mod tests {
         revert
     }
 
+    /// [`assert_round_trip`] of a MachineSet on `spec`, selected on `platform`.
+    fn assert_machine_set_round_trip(platform: &str, spec: Value) -> Revert {
+        let cluster = cluster(platform, all("machinesets"));
+        assert_round_trip(&cluster, MachineKind::MachineSet, &machine_set(spec))
+    }
+
     fn paths(revert: &Revert) -> Vec<&str> {
         revert.changes.iter().map(|c| c.path.as_str()).collect()
     }
@@ -528,9 +517,7 @@ mod tests {
 
     #[test]
     fn an_aws_update_is_undone_byte_for_byte() {
-        let cluster = cluster("AWS", all("machinesets"));
-        let original = machine_set(aws_spec(AMI_420, "worker-user-data"));
-        let revert = assert_round_trip(&cluster, MachineKind::MachineSet, &original);
+        let revert = assert_machine_set_round_trip("AWS", aws_spec(AMI_420, "worker-user-data"));
         assert_eq!(
             paths(&revert),
             [
@@ -553,9 +540,7 @@ mod tests {
 
     #[test]
     fn only_the_gcp_boot_disk_is_restored() {
-        let cluster = cluster("GCP", all("machinesets"));
-        let original = machine_set(gcp_spec(GCP_420));
-        let revert = assert_round_trip(&cluster, MachineKind::MachineSet, &original);
+        let revert = assert_machine_set_round_trip("GCP", gcp_spec(GCP_420));
         assert_eq!(
             revert.changes[0].path,
             "/spec/template/spec/providerSpec/value/disks/1/image"
@@ -566,9 +551,7 @@ mod tests {
 
     #[test]
     fn the_azure_image_object_is_restored_whole() {
-        let cluster = cluster("Azure", all("machinesets"));
-        let original = machine_set(azure_spec("9.6.20250101"));
-        let revert = assert_round_trip(&cluster, MachineKind::MachineSet, &original);
+        let revert = assert_machine_set_round_trip("Azure", azure_spec("9.6.20250101"));
         assert_eq!(
             revert.changes[0].path,
             "/spec/template/spec/providerSpec/value/image"
@@ -644,6 +627,12 @@ mod tests {
     }
 
     /// A MachineSet on `ami` and `secret` with this history (oldest first).
+    /// The controller's latest update, from ami-420 to ami-421 and from `secret`'s first name to
+    /// its second.
+    fn last_update(secret: Option<(&str, &str)>) -> Value {
+        entry("2026-03-01T00:00:00Z", Some(("ami-420", "ami-421")), secret)
+    }
+
     fn with_history(ami: &str, secret: &str, history: &[Value]) -> Value {
         let mut ms = machine_set(aws_spec(ami, secret));
         ms["metadata"]["annotations"][HISTORY_ANNOTATION] =
@@ -726,7 +715,7 @@ mod tests {
                     Some(("worker-user-data", "worker-user-data-managed")),
                 ),
                 entry("2025-10-01T00:00:00Z", Some(("ami-419", "ami-420")), None),
-                entry("2026-03-01T00:00:00Z", Some(("ami-420", "ami-421")), None),
+                last_update(None),
             ],
         )
     }
@@ -818,11 +807,7 @@ mod tests {
         let ms = with_history(
             "ami-someone-else",
             "worker-user-data-managed",
-            &[entry(
-                "2026-03-01T00:00:00Z",
-                Some(("ami-420", "ami-421")),
-                None,
-            )],
+            &[last_update(None)],
         );
         let err = revert(MachineKind::MachineSet, &ms, 1).unwrap_err();
         assert!(matches!(err, RevertError::ChangedSince { .. }), "{err}");
@@ -837,11 +822,10 @@ mod tests {
         let ms = with_history(
             "ami-421",
             "my-own-secret",
-            &[entry(
-                "2026-03-01T00:00:00Z",
-                Some(("ami-420", "ami-421")),
-                Some(("worker-user-data", "worker-user-data-managed")),
-            )],
+            &[last_update(Some((
+                "worker-user-data",
+                "worker-user-data-managed",
+            )))],
         );
         let err = revert(MachineKind::MachineSet, &ms, 1).unwrap_err();
         assert!(

@@ -369,29 +369,20 @@ impl GoldenConfig {
 mod tests {
     use super::*;
 
-    const COMPACT: &str = r#"{
-      "stream": "rhcos-4.21",
-      "architectures": {
-        "x86_64": {
-          "artifacts": {"aws": {"release": "9.6.20251023-0"}},
-          "images": {
-            "aws": {"regions": {"us-east-1": {"release": "9.6.20251023-0", "image": "ami-01095d1967818437c"}}},
-            "gcp": {"release": "9.6.20251023-0", "project": "rhcos-cloud", "name": "rhcos-9-6-20251023-0-gcp-x86-64"}
-          }
-        }
-      }
-    }"#;
+    fn compact() -> String {
+        crate::testkit::streams::stream_421_all_platforms().to_string()
+    }
 
     #[test]
     fn reads_aws_gcp_and_release() {
-        let s = GoldenStream::parse(COMPACT).unwrap();
+        let s = GoldenStream::parse(&compact()).unwrap();
         assert_eq!(s.stream, "rhcos-4.21");
         assert_eq!(
             s.aws_image(Arch::Amd64, "us-east-1").unwrap().image,
             "ami-01095d1967818437c"
         );
         assert!(s.aws_image(Arch::Amd64, "mars-1").is_none());
-        assert!(s.aws_image(Arch::Arm64, "us-east-1").is_none());
+        assert!(s.aws_image(Arch::Arm64, "us-east-2").is_none());
         assert_eq!(
             s.gcp_image(Arch::Amd64).unwrap().reference(),
             "projects/rhcos-cloud/global/images/rhcos-9-6-20251023-0-gcp-x86-64"
@@ -419,7 +410,7 @@ mod tests {
 
     #[test]
     fn image_references_cover_every_region_and_platform() {
-        let refs = GoldenStream::parse(COMPACT).unwrap().image_references();
+        let refs = GoldenStream::parse(&compact()).unwrap().image_references();
         assert!(refs.contains("ami-01095d1967818437c"));
         assert!(
             refs.contains("projects/rhcos-cloud/global/images/rhcos-9-6-20251023-0-gcp-x86-64")

@@ -230,13 +230,8 @@ async fn a_running_controller_exports_every_metric_the_alerts_and_dashboard_use(
     use support::fixtures::*;
     let env = support::TestEnv::new("metrics").await;
     env.aws_cluster("4.21.0", &stream_421(), None).await;
-    env.apply(
-        machine_set(&env.ns, "worker-current")
-            .ami(AMI_421_US_EAST_1)
-            .user_data("worker-user-data-managed")
-            .build(),
-    )
-    .await;
+    env.apply(machine_set(&env.ns, "worker-current").current().build())
+        .await;
     env.apply(
         machine_set(&env.ns, "infra-broken")
             .ami(AMI_421_US_EAST_1)

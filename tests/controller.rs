@@ -15,202 +15,15 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use support::fixtures::*;
+use support::waits::*;
 use support::{ConditionLog, ControllerProcess, TestEnv, eventually, resource_version, sample};
 
-const CONVERGE: Duration = Duration::from_secs(45);
-const PROGRESSING: &str = "BootImageUpdateProgressing";
-const DEGRADED: &str = "BootImageUpdateDegraded";
-const PAUSED: &str = "BootImageUpdatePaused";
 const MACHINE_SET: (&str, &str) = ("machine.openshift.io/v1beta1", "MachineSet");
 const OPT_OUT: &str = "machineconfiguration.openshift.io/boot-image-updates";
 const PAUSE: &str = "machineconfiguration.openshift.io/boot-image-updates-paused";
 const HOT_LOOP: &str = "boot-image-controller.io/hot-loop";
-const MACHINE_SET_WRITES: &str = r#"boot_image_controller_writes_total{target="MachineSet"}"#;
-const PATCHES_UPDATED: &str =
-    r#"boot_image_controller_patches_total{kind="MachineSet",result="updated"}"#;
 const FULL_PASSES: &str = r#"boot_image_controller_reconcile_duration_seconds_count{scope="all"}"#;
 const LEADER: &str = "boot_image_controller_leader";
-
-/// The log tails of the controllers involved, for failure messages.
-fn tails(controllers: &[&ControllerProcess]) -> String {
-    controllers
-        .iter()
-        .map(|c| c.log_tail(40))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-/// Waits until the MachineSet's AMI is `ami`.
-async fn wait_for_ami(
-    env: &TestEnv,
-    controllers: &[&ControllerProcess],
-    name: &str,
-    ami: &str,
-) -> Value {
-    let found = eventually(CONVERGE, || async {
-        let ms = env.machine_set(name).await;
-        (ami_of(&ms) == ami).then_some(ms)
-    })
-    .await;
-    match found {
-        Some(ms) => ms,
-        None => panic!(
-            "{name} never reached {ami}; it has {}\n{}",
-            ami_of(&env.machine_set(name).await),
-            tails(controllers)
-        ),
-    }
-}
-
-/// Waits until the MachineSet boots `ami` with the managed stub secret.
-async fn wait_for_golden(
-    env: &TestEnv,
-    controllers: &[&ControllerProcess],
-    name: &str,
-    ami: &str,
-) -> Value {
-    let found = eventually(CONVERGE, || async {
-        let ms = env.machine_set(name).await;
-        (ami_of(&ms) == ami && secret_of(&ms) == "worker-user-data-managed").then_some(ms)
-    })
-    .await;
-    if let Some(ms) = found {
-        return ms;
-    }
-    let ms = env.machine_set(name).await;
-    panic!(
-        "{name} never reached {ami} with worker-user-data-managed; it has {} with {}\n{}",
-        ami_of(&ms),
-        secret_of(&ms),
-        tails(controllers)
-    )
-}
-
-async fn wait_for_condition(
-    env: &TestEnv,
-    controllers: &[&ControllerProcess],
-    type_: &str,
-    status: &str,
-    reason: Option<&str>,
-) -> Value {
-    let found = eventually(CONVERGE, || async {
-        let c = env.condition(type_).await?;
-        (c["status"] == status && reason.is_none_or(|r| c["reason"] == r)).then_some(c)
-    })
-    .await;
-    match found {
-        Some(c) => c,
-        None => panic!(
-            "{type_} never became {status} {reason:?}; now {:?}\n{}",
-            env.condition(type_).await,
-            tails(controllers)
-        ),
-    }
-}
-
-/// Waits until the condition's message contains every one of `parts`.
-async fn wait_for_message(
-    env: &TestEnv,
-    controllers: &[&ControllerProcess],
-    type_: &str,
-    parts: &[&str],
-) -> Value {
-    let found = eventually(CONVERGE, || async {
-        let c = env.condition(type_).await?;
-        let message = c["message"].as_str().unwrap_or_default();
-        parts.iter().all(|p| message.contains(p)).then_some(c)
-    })
-    .await;
-    match found {
-        Some(c) => c,
-        None => panic!(
-            "the {type_} message never contained {parts:?}; now {:?}\n{}",
-            env.condition(type_).await,
-            tails(controllers)
-        ),
-    }
-}
-
-/// Waits until a metric sample satisfies `ok`; returns its value.
-async fn wait_for_metric(
-    controller: &ControllerProcess,
-    series: &str,
-    timeout: Duration,
-    ok: impl Fn(f64) -> bool,
-) -> f64 {
-    let found = eventually(timeout, || async {
-        controller.metric(series).await.filter(|v| ok(*v))
-    })
-    .await;
-    match found {
-        Some(v) => v,
-        None => panic!(
-            "{series} never reached the expected value; now {:?}\n{}",
-            controller.metric(series).await,
-            controller.log_tail(40)
-        ),
-    }
-}
-
-/// Waits until a Warning or Normal Event with `reason` exists for the MachineSet.
-async fn wait_for_event(
-    env: &TestEnv,
-    controllers: &[&ControllerProcess],
-    name: &str,
-    type_: &str,
-    reason: &str,
-) -> Value {
-    let found = eventually(CONVERGE, || async {
-        env.events_for(name)
-            .await
-            .into_iter()
-            .find(|e| e["type"] == type_ && e["reason"] == reason)
-    })
-    .await;
-    match found {
-        Some(e) => e,
-        None => panic!(
-            "no {type_} Event {reason} for {name}; its Events: {:?}\n{}",
-            env.events_for(name)
-                .await
-                .iter()
-                .map(|e| (e["type"].clone(), e["reason"].clone()))
-                .collect::<Vec<_>>(),
-            tails(controllers)
-        ),
-    }
-}
-
-/// Asserts the MachineSet is reported as an error with `reason` everywhere a user looks: the
-/// Degraded condition names it (with each of `message_parts`), a Warning Event on it has a note
-/// containing `note_part`, and its `mcc_bootimage_update_error` series is 1.
-async fn assert_reported_as_error(
-    env: &TestEnv,
-    ctl: &ControllerProcess,
-    name: &str,
-    reason: &str,
-    message_parts: &[&str],
-    note_part: &str,
-) {
-    let c = [ctl];
-    let degraded = wait_for_condition(env, &c, DEGRADED, "True", Some(reason)).await;
-    let message = degraded["message"].as_str().unwrap_or_default();
-    assert!(
-        message.contains(&format!("{}/{name} {reason}", env.ns))
-            && message_parts.iter().all(|part| message.contains(part)),
-        "{message}"
-    );
-    let event = wait_for_event(env, &c, name, "Warning", reason).await;
-    assert!(
-        event["note"]
-            .as_str()
-            .unwrap_or_default()
-            .contains(note_part),
-        "{event}"
-    );
-    let series = format!(r#"mcc_bootimage_update_error{{machineset="{name}"}}"#);
-    wait_for_metric(ctl, &series, CONVERGE, |v| v == 1.0).await;
-}
 
 /// The MachineSets named, with the resourceVersions they have now.
 fn versions_of(all: &BTreeMap<String, String>, names: &[&str]) -> BTreeMap<String, String> {
@@ -234,23 +47,49 @@ async fn set_ami(env: &TestEnv, name: &str, from: &str, to: &str) {
     .unwrap_or_else(|e| panic!("set the AMI of {name} to {to}: {e}"));
 }
 
-#[tokio::test]
-async fn upgrade_rolls_the_new_golden_image_out() {
-    let env = TestEnv::new("upgrade").await;
+/// A MachineSet `worker-a` on 4.20 under a running controller, before and after the cluster
+/// upgrades to 4.21: the object as first applied, and as the controller left it.
+struct Upgraded {
+    env: TestEnv,
+    controller: ControllerProcess,
+    before: Value,
+    after: Value,
+}
+
+async fn upgraded_cluster(name: &str) -> Upgraded {
+    let env = TestEnv::new(name).await;
     env.aws_cluster("4.20.0", &stream_420(), None).await;
     env.apply(machine_set(&env.ns, "worker-a").build()).await;
     let before = env.machine_set("worker-a").await;
-
     let controller = env.controller(&[]);
     controller.wait_ready().await;
-    // At 4.20 the image is current; only the stub secret moves to the managed one.
-    let managed = wait_for_golden(&env, &[&controller], "worker-a", AMI_420_US_EAST_1).await;
-    assert_eq!(ami_of(&managed), AMI_420_US_EAST_1);
-
+    wait_for_golden(&env, &[&controller], "worker-a", AMI_420_US_EAST_1).await;
     // The upgrade completes and the MCO publishes 4.21's boot images.
     env.upgrade("4.21.0", &stream_421()).await;
     let after = wait_for_ami(&env, &[&controller], "worker-a", AMI_421_US_EAST_1).await;
+    Upgraded {
+        env,
+        controller,
+        before,
+        after,
+    }
+}
 
+#[tokio::test]
+async fn on_a_current_image_only_the_stub_secret_moves_to_the_managed_one() {
+    let env = TestEnv::new("upgrade-stub").await;
+    env.aws_cluster("4.20.0", &stream_420(), None).await;
+    env.apply(machine_set(&env.ns, "worker-a").build()).await;
+    let controller = env.controller(&[]);
+    controller.wait_ready().await;
+    let managed = wait_for_golden(&env, &[&controller], "worker-a", AMI_420_US_EAST_1).await;
+    assert_eq!(ami_of(&managed), AMI_420_US_EAST_1);
+    assert_eq!(history_of(&managed).len(), 1, "one change: the stub secret");
+}
+
+#[tokio::test]
+async fn an_upgrade_changes_the_image_and_nothing_else_in_the_provider_spec() {
+    let u = upgraded_cluster("upgrade").await;
     // Everything else in providerSpec is untouched, byte for byte (nulls included).
     let strip = |ms: &Value| {
         let mut spec = ms
@@ -261,9 +100,13 @@ async fn upgrade_rolls_the_new_golden_image_out() {
         spec["userDataSecret"] = json!(null);
         spec
     };
-    assert_eq!(strip(&before), strip(&after));
-    // Both changes are recorded on the object.
-    let history = after["metadata"]["annotations"]["boot-image-controller.io/history"]
+    assert_eq!(strip(&u.before), strip(&u.after));
+}
+
+#[tokio::test]
+async fn an_upgrade_is_recorded_on_the_machine_set() {
+    let u = upgraded_cluster("upgrade-history").await;
+    let history = u.after["metadata"]["annotations"]["boot-image-controller.io/history"]
         .as_str()
         .expect("history annotation");
     assert!(
@@ -271,15 +114,14 @@ async fn upgrade_rolls_the_new_golden_image_out() {
         "{history}"
     );
     assert!(history.contains("worker-user-data-managed"), "{history}");
+}
 
-    let progressing = wait_for_condition(
-        &env,
-        &[&controller],
-        PROGRESSING,
-        "False",
-        Some("BootImagesCurrent"),
-    )
-    .await;
+#[tokio::test]
+async fn an_upgrade_ends_with_the_status_current_and_an_event_naming_the_new_image() {
+    let u = upgraded_cluster("upgrade-status").await;
+    let (env, c) = (&u.env, [&u.controller]);
+    let progressing =
+        wait_for_condition(env, &c, PROGRESSING, "False", Some("BootImagesCurrent")).await;
     assert!(
         progressing["message"]
             .as_str()
@@ -287,8 +129,7 @@ async fn upgrade_rolls_the_new_golden_image_out() {
             .contains("1 up to date"),
         "{progressing}"
     );
-    wait_for_condition(&env, &[&controller], DEGRADED, "False", None).await;
-
+    wait_for_condition(env, &c, DEGRADED, "False", None).await;
     let event = eventually(CONVERGE, || async {
         env.events_for("worker-a").await.into_iter().find(|e| {
             e["reason"] == "BootImageUpdated"
@@ -303,8 +144,7 @@ async fn upgrade_rolls_the_new_golden_image_out() {
         event.is_some(),
         "a BootImageUpdated Event naming the new AMI"
     );
-
-    let metrics = controller.metrics().await;
+    let metrics = u.controller.metrics().await;
     assert_eq!(sample(&metrics, PATCHES_UPDATED), Some(2.0), "{metrics}");
 }
 
@@ -468,40 +308,34 @@ async fn selection_none_after_all_stops_every_write() {
     assert_eq!(writes, Some(3.0), "one patch per selected MachineSet");
 }
 
-/// Scenario 2: Hive-owned, opted-out, custom-image and Windows MachineSets are never written and
-/// the status says why they were skipped.
-#[tokio::test]
-async fn owned_opted_out_custom_and_windows_machine_sets_are_left_alone() {
-    let env = TestEnv::new("skips").await;
+/// Scenario 2: a MachineSet `name` the controller must leave alone (`skipped` makes it so),
+/// beside an outdated `worker`. Once the status counts it as skipped for `reason`, it is
+/// unchanged (same resourceVersion, stub secret, no history, no Event) and the metric counts it.
+async fn assert_left_alone(
+    name: &str,
+    skipped: fn(MachineSetBuilder) -> MachineSetBuilder,
+    reason: &str,
+) {
+    let env = TestEnv::new(&format!("skip-{name}")).await;
     env.aws_cluster("4.21.0", &stream_421(), None).await;
     env.remember_images(&AMIS_420).await;
     env.apply(machine_set(&env.ns, "worker").build()).await;
-    env.apply(machine_set(&env.ns, "hive").owned_by_hive().build())
-        .await;
-    env.apply(machine_set(&env.ns, "pinned").opted_out().build())
-        .await;
-    env.apply(machine_set(&env.ns, "custom").ami(CUSTOM_AMI).build())
-        .await;
-    env.apply(machine_set(&env.ns, "windows").windows().build())
-        .await;
-    let skipped = ["hive", "pinned", "custom", "windows"];
+    env.apply(skipped(machine_set(&env.ns, name)).build()).await;
     let initial = env.machine_set_versions().await;
 
     let ctl = env.controller(&[]);
     ctl.wait_ready().await;
     let c = [&ctl];
     wait_for_golden(&env, &c, "worker", AMI_421_US_EAST_1).await;
+    let counts = format!("{reason}: 1");
     let progressing = wait_for_message(
         &env,
         &c,
         PROGRESSING,
         &[
-            "5 total",
-            "0 to update, 1 up to date, 4 skipped",
-            "Owned: 1",
-            "OptedOut: 1",
-            "CustomImage: 1",
-            "WindowsMachine: 1",
+            "2 total",
+            "0 to update, 1 up to date, 1 skipped",
+            &counts,
             "0 errored",
         ],
     )
@@ -510,41 +344,56 @@ async fn owned_opted_out_custom_and_windows_machine_sets_are_left_alone() {
     wait_for_condition(&env, &c, DEGRADED, "False", Some("AsExpected")).await;
 
     let now = env.machine_set_versions().await;
-    assert_eq!(versions_of(&now, &skipped), versions_of(&initial, &skipped));
-    for name in skipped {
-        let ms = env.machine_set(name).await;
-        assert_eq!(secret_of(&ms), "worker-user-data", "{name}");
-        assert!(history_of(&ms).is_empty(), "{name} has no history");
-        assert!(
-            env.events_for(name).await.is_empty(),
-            "no Event about {name}"
-        );
-    }
-    assert_eq!(ami_of(&env.machine_set("custom").await), CUSTOM_AMI);
+    assert_eq!(versions_of(&now, &[name]), versions_of(&initial, &[name]));
+    let ms = env.machine_set(name).await;
+    assert_eq!(secret_of(&ms), "worker-user-data", "{name}");
+    assert!(history_of(&ms).is_empty(), "{name} has no history");
+    assert!(
+        env.events_for(name).await.is_empty(),
+        "no Event about {name}"
+    );
     assert_eq!(ctl.metric(MACHINE_SET_WRITES).await, Some(1.0));
-    let metrics = ctl.metrics().await;
-    for reason in ["Owned", "OptedOut", "CustomImage", "WindowsMachine"] {
-        let series = format!(
-            r#"boot_image_controller_machine_resources{{action="Skip",kind="MachineSet",reason="{reason}"}}"#
-        );
-        assert_eq!(sample(&metrics, &series), Some(1.0), "{series}\n{metrics}");
-    }
+    let series = format!(
+        r#"boot_image_controller_machine_resources{{action="Skip",kind="MachineSet",reason="{reason}"}}"#
+    );
+    assert_eq!(ctl.metric(&series).await, Some(1.0), "{series}");
 }
 
-/// Scenario 3: a new golden ConfigMap reaches every selected MachineSet, whatever its region and
-/// architecture; Progressing goes True during the rollout and False after it.
 #[tokio::test]
-async fn golden_configmap_update_rolls_out_to_every_selected_machine_set() {
-    let env = TestEnv::new("rollout").await;
+async fn a_machine_set_owned_by_hive_is_left_to_its_owner() {
+    assert_left_alone("hive", MachineSetBuilder::owned_by_hive, "Owned").await;
+}
+
+#[tokio::test]
+async fn an_opted_out_machine_set_is_left_alone() {
+    assert_left_alone("pinned", MachineSetBuilder::opted_out, "OptedOut").await;
+}
+
+#[tokio::test]
+async fn a_machine_set_on_a_custom_image_keeps_it() {
+    assert_left_alone("custom", |ms| ms.ami(CUSTOM_AMI), "CustomImage").await;
+}
+
+#[tokio::test]
+async fn a_windows_machine_set_is_left_alone() {
+    assert_left_alone("windows", MachineSetBuilder::windows, "WindowsMachine").await;
+}
+
+/// Scenario 3: MachineSets in two regions and two architectures, `(name, 4.20 AMI, 4.21 AMI)`.
+const ROLLOUT_SETS: [(&str, &str, &str); 4] = [
+    ("x86-east-1a", AMI_420_US_EAST_1, AMI_421_US_EAST_1),
+    ("x86-east-1b", AMI_420_US_EAST_1, AMI_421_US_EAST_1),
+    ("x86-east-2a", AMI_420_US_EAST_2, AMI_421_US_EAST_2),
+    ("arm-east-1a", AMI_420_ARM_US_EAST_1, AMI_421_ARM_US_EAST_1),
+];
+
+/// Scenario 3 setup: [`ROLLOUT_SETS`] on 4.20's golden images, all selected, under a running
+/// controller that has counted them up to date.
+async fn rollout_cluster(name: &str) -> (TestEnv, ControllerProcess) {
+    let env = TestEnv::new(name).await;
     env.aws_cluster("4.20.0", &stream_420(), Some(selection("All", None)))
         .await;
-    let sets = [
-        ("x86-east-1a", AMI_420_US_EAST_1, AMI_421_US_EAST_1),
-        ("x86-east-1b", AMI_420_US_EAST_1, AMI_421_US_EAST_1),
-        ("x86-east-2a", AMI_420_US_EAST_2, AMI_421_US_EAST_2),
-        ("arm-east-1a", AMI_420_ARM_US_EAST_1, AMI_421_ARM_US_EAST_1),
-    ];
-    for (name, ami, _) in sets {
+    for (name, ami, _) in ROLLOUT_SETS {
         let mut ms = machine_set(&env.ns, name)
             .ami(ami)
             .user_data("worker-user-data-managed");
@@ -565,14 +414,14 @@ async fn golden_configmap_update_rolls_out_to_every_selected_machine_set() {
     }
     let ctl = env.controller(&[]);
     ctl.wait_ready().await;
-    let c = [&ctl];
-    wait_for_message(
-        &env,
-        &c,
-        PROGRESSING,
-        &["4 selected, 0 to update, 4 up to date"],
-    )
-    .await;
+    let up_to_date = ["4 selected, 0 to update, 4 up to date"];
+    wait_for_message(&env, &[&ctl], PROGRESSING, &up_to_date).await;
+    (env, ctl)
+}
+
+#[tokio::test]
+async fn machine_sets_already_on_the_golden_images_are_not_written() {
+    let (env, ctl) = rollout_cluster("rollout-current").await;
     assert!(
         env.machine_sets()
             .await
@@ -580,17 +429,39 @@ async fn golden_configmap_update_rolls_out_to_every_selected_machine_set() {
             .all(|ms| history_of(ms).is_empty()),
         "MachineSets already on the golden images are not written"
     );
+    assert_eq!(ctl.metric(MACHINE_SET_WRITES).await, Some(0.0));
+}
 
-    let log = env.record_conditions().await;
-    let started = jiff::Timestamp::now();
+/// Scenario 3: a new golden ConfigMap reaches every selected MachineSet, whatever its region and
+/// architecture, each with its history entry and Event.
+#[tokio::test]
+async fn golden_configmap_update_rolls_out_to_every_selected_machine_set() {
+    let (env, ctl) = rollout_cluster("rollout").await;
+    let c = [&ctl];
     env.upgrade("4.21.0", &stream_421()).await;
-    for (name, _, golden) in sets {
+    for (name, _, golden) in ROLLOUT_SETS {
         let ms = wait_for_golden(&env, &c, name, golden).await;
         let history = history_of(&ms);
         assert_eq!(history.len(), 1, "{name}: {history:?}");
         assert_eq!(history[0]["release"], "4.21.0", "{name}: {history:?}");
         assert_eq!(history[0]["stream"], "rhcos-4.21", "{name}: {history:?}");
         wait_for_event(&env, &c, name, "Normal", "BootImageUpdated").await;
+    }
+    wait_for_metric(&ctl, PATCHES_UPDATED, CONVERGE, |v| v == 4.0).await;
+    wait_for_condition(&env, &c, DEGRADED, "False", None).await;
+}
+
+/// Scenario 3: Progressing goes True during the rollout and False after it, and its
+/// lastTransitionTime moves with the rollout.
+#[tokio::test]
+async fn progressing_is_true_during_a_rollout_and_false_after_it() {
+    let (env, ctl) = rollout_cluster("rollout-progress").await;
+    let c = [&ctl];
+    let log = env.record_conditions().await;
+    let started = jiff::Timestamp::now();
+    env.upgrade("4.21.0", &stream_421()).await;
+    for (name, _, golden) in ROLLOUT_SETS {
+        wait_for_golden(&env, &c, name, golden).await;
     }
     let done = wait_for_condition(&env, &c, PROGRESSING, "False", Some("BootImagesCurrent")).await;
     assert!(
@@ -622,8 +493,6 @@ async fn golden_configmap_update_rolls_out_to_every_selected_machine_set() {
         flipped >= started.round(jiff::Unit::Second).unwrap() - jiff::SignedDuration::from_secs(1),
         "lastTransitionTime {flipped} moved with the rollout started at {started}"
     );
-    assert_eq!(ctl.metric(PATCHES_UPDATED).await, Some(4.0));
-    wait_for_condition(&env, &c, DEGRADED, "False", None).await;
 }
 
 /// Scenario 4 setup: a converged MachineSet `current`, then the golden ConfigMap deleted and an
@@ -635,13 +504,8 @@ async fn golden_missing_cluster(
     let env = TestEnv::new(name).await;
     env.aws_cluster("4.21.0", &stream_421(), None).await;
     env.remember_images(&AMIS_420).await;
-    env.apply(
-        machine_set(&env.ns, "current")
-            .ami(AMI_421_US_EAST_1)
-            .user_data("worker-user-data-managed")
-            .build(),
-    )
-    .await;
+    env.apply(machine_set(&env.ns, "current").current().build())
+        .await;
     let ctl = env.controller(&[]);
     ctl.wait_ready().await;
     let c = [&ctl];
@@ -1301,21 +1165,40 @@ async fn restart_mid_rollout_converges_with_one_patch_per_machine_set() {
     );
 }
 
-/// Scenario 11: a converged cluster is left alone: several resyncs write nothing.
-#[tokio::test]
-async fn resyncs_of_a_converged_cluster_write_nothing() {
-    let env = TestEnv::new("steady").await;
+/// Scenario 11: what a converged cluster looked like before several more resyncs.
+struct Converged {
+    env: TestEnv,
+    ctl: ControllerProcess,
+    versions: BTreeMap<String, String>,
+    configuration: String,
+    writes: Vec<(String, Option<f64>)>,
+}
+
+/// Every write the controller counted (and every failed one), by target.
+fn writes(metrics: &str) -> Vec<(String, Option<f64>)> {
+    boot_image_controller::metrics::WRITE_TARGETS
+        .iter()
+        .flat_map(|target| {
+            ["writes_total", "write_failures_total"].map(|family| {
+                let series = format!(r#"boot_image_controller_{family}{{target="{target}"}}"#);
+                let value = sample(metrics, &series);
+                (series, value)
+            })
+        })
+        .collect()
+}
+
+/// Scenario 11 setup: a converged cluster (an updated, a current, a custom and a broken
+/// MachineSet) resyncing every 2 s; returns after three more full passes, with the state from
+/// before them.
+async fn resynced_converged_cluster(name: &str) -> Converged {
+    let env = TestEnv::new(name).await;
     env.aws_cluster("4.21.0", &stream_421(), None).await;
     env.remember_images(&AMIS_420).await;
     env.apply(machine_set(&env.ns, "steady-outdated").build())
         .await;
-    env.apply(
-        machine_set(&env.ns, "steady-current")
-            .ami(AMI_421_US_EAST_1)
-            .user_data("worker-user-data-managed")
-            .build(),
-    )
-    .await;
+    env.apply(machine_set(&env.ns, "steady-current").current().build())
+        .await;
     env.apply(
         machine_set(&env.ns, "steady-custom")
             .ami(CUSTOM_AMI)
@@ -1349,33 +1232,46 @@ async fn resyncs_of_a_converged_cluster_write_nothing() {
 
     let versions = env.machine_set_versions().await;
     let configuration = resource_version(&env.machine_configuration().await);
-    let writes = |metrics: &str| -> Vec<(String, Option<f64>)> {
-        boot_image_controller::metrics::WRITE_TARGETS
-            .iter()
-            .flat_map(|target| {
-                ["writes_total", "write_failures_total"].map(|family| {
-                    let series = format!(r#"boot_image_controller_{family}{{target="{target}"}}"#);
-                    let value = sample(metrics, &series);
-                    (series, value)
-                })
-            })
-            .collect()
-    };
     let before = writes(&ctl.metrics().await);
     let passes = ctl.metric(FULL_PASSES).await.unwrap_or_default();
     wait_for_metric(&ctl, FULL_PASSES, Duration::from_secs(20), |v| {
         v >= passes + 3.0
     })
     .await;
-    assert_eq!(env.machine_set_versions().await, versions);
-    assert_eq!(
-        resource_version(&env.machine_configuration().await),
+    Converged {
+        env,
+        ctl,
+        versions,
         configuration,
-        "status not rewritten"
-    );
-    assert_eq!(writes(&ctl.metrics().await), before);
+        writes: before,
+    }
+}
+
+#[tokio::test]
+async fn resyncs_of_a_converged_cluster_write_no_machine_set() {
+    let c = resynced_converged_cluster("steady-sets").await;
+    assert_eq!(c.env.machine_set_versions().await, c.versions);
+}
+
+#[tokio::test]
+async fn resyncs_of_a_converged_cluster_do_not_rewrite_the_status() {
+    let c = resynced_converged_cluster("steady-status").await;
+    let now = resource_version(&c.env.machine_configuration().await);
+    assert_eq!(now, c.configuration, "status not rewritten");
+}
+
+#[tokio::test]
+async fn resyncs_of_a_converged_cluster_count_no_write() {
+    let c = resynced_converged_cluster("steady-writes").await;
+    assert_eq!(writes(&c.ctl.metrics().await), c.writes);
+}
+
+/// A lasting error is part of the steady state: its retries must not repeat its Event.
+#[tokio::test]
+async fn a_lasting_error_has_one_event_not_one_per_retry() {
+    let c = resynced_converged_cluster("steady-events").await;
     assert_eq!(
-        env.events_for("steady-broken").await.len(),
+        c.env.events_for("steady-broken").await.len(),
         1,
         "one Event for the error, not one per retry"
     );

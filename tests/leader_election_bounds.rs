@@ -17,7 +17,7 @@ async fn a_leader_whose_renewals_hang_steps_down_by_its_renew_deadline() {
     let env = TestEnv::new("lease-hung").await;
     env.aws_cluster("4.21.0", &stream_421(), None).await;
     let proxy = Proxy::in_front_of(&support::kubeconfig(), Faults::default()).await;
-    let mut flags = proxy.controller_flags(&env);
+    let mut flags = env.controller_flags_through(&proxy);
     flags.extend([
         "--leader-elect".into(),
         format!("--leader-election-id=bic-{}", env.ns),

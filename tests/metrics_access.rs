@@ -160,6 +160,20 @@ async fn metrics_are_served_over_tls_only_to_clients_allowed_to_get_them() {
     );
 }
 
+/// Starts the controller with `extra` flags, expecting it to refuse them: returns its log once it
+/// has exited with a failure, or fails the test if it kept running.
+async fn refused_start(env: &TestEnv, extra: &[String], log: &Path) -> String {
+    let mut controller = start(env, extra, log);
+    let exited = support::eventually(WAIT, || {
+        let status = controller.0.try_wait().expect("wait");
+        async move { status }
+    })
+    .await;
+    let log = std::fs::read_to_string(log).unwrap_or_default();
+    assert!(exited.is_some_and(|s| !s.success()), "kept running: {log}");
+    log
+}
+
 #[tokio::test]
 async fn probes_and_tls_metrics_on_one_address_are_refused_at_start() {
     let env = TestEnv::new("metrics-one-port").await;
@@ -167,24 +181,13 @@ async fn probes_and_tls_metrics_on_one_address_are_refused_at_start() {
     let certs = tmp.path().join("metrics-tls");
     write_certificate(&certs, "only");
     let port = support::free_port();
-    let log = tmp.path().join("controller.log");
-    let mut controller = start(
-        &env,
-        &[
-            "--metrics-secure".into(),
-            format!("--metrics-cert-dir={}", certs.display()),
-            format!("--metrics-bind-address=127.0.0.1:{port}"),
-            format!("--health-probe-bind-address=127.0.0.1:{port}"),
-        ],
-        &log,
-    );
-    let exited = support::eventually(WAIT, || {
-        let status = controller.0.try_wait().expect("wait");
-        async move { status }
-    })
-    .await;
-    let log = std::fs::read_to_string(&log).unwrap_or_default();
-    assert!(exited.is_some_and(|s| !s.success()), "kept running: {log}");
+    let flags = [
+        "--metrics-secure".into(),
+        format!("--metrics-cert-dir={}", certs.display()),
+        format!("--metrics-bind-address=127.0.0.1:{port}"),
+        format!("--health-probe-bind-address=127.0.0.1:{port}"),
+    ];
+    let log = refused_start(&env, &flags, &tmp.path().join("controller.log")).await;
     assert!(log.contains("probes need an address of their own"), "{log}");
 }
 
@@ -192,26 +195,15 @@ async fn probes_and_tls_metrics_on_one_address_are_refused_at_start() {
 async fn a_missing_certificate_stops_the_start() {
     let env = TestEnv::new("metrics-no-cert").await;
     let tmp = tempfile::tempdir().unwrap();
-    let log = tmp.path().join("controller.log");
-    let mut controller = start(
-        &env,
-        &[
-            "--metrics-secure".into(),
-            format!("--metrics-cert-dir={}", tmp.path().join("absent").display()),
-            format!("--metrics-bind-address=127.0.0.1:{}", support::free_port()),
-            format!(
-                "--health-probe-bind-address=127.0.0.1:{}",
-                support::free_port()
-            ),
-        ],
-        &log,
-    );
-    let exited = support::eventually(WAIT, || {
-        let status = controller.0.try_wait().expect("wait");
-        async move { status }
-    })
-    .await;
-    let log = std::fs::read_to_string(&log).unwrap_or_default();
-    assert!(exited.is_some_and(|s| !s.success()), "kept running: {log}");
+    let flags = [
+        "--metrics-secure".into(),
+        format!("--metrics-cert-dir={}", tmp.path().join("absent").display()),
+        format!("--metrics-bind-address=127.0.0.1:{}", support::free_port()),
+        format!(
+            "--health-probe-bind-address=127.0.0.1:{}",
+            support::free_port()
+        ),
+    ];
+    let log = refused_start(&env, &flags, &tmp.path().join("controller.log")).await;
     assert!(log.contains("tls.crt"), "does not name the file: {log}");
 }

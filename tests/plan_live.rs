@@ -42,13 +42,8 @@ async fn a_live_plan_is_the_plan_of_the_same_objects_and_writes_nothing() {
             .build(),
     )
     .await;
-    env.apply(
-        machine_set(&env.ns, "worker-current")
-            .ami(AMI_421_US_EAST_1)
-            .user_data("worker-user-data-managed")
-            .build(),
-    )
-    .await;
+    env.apply(machine_set(&env.ns, "worker-current").current().build())
+        .await;
     let before = env.machine_set_versions().await;
 
     let out = live_plan(&env, &["--detailed-exitcode"]);

@@ -20,28 +20,24 @@ use boot_image_controller::plan::{
     Action, ClusterSnapshot, Decision, Malformed, Options, Plan, plan,
 };
 use boot_image_controller::reason::Reason;
+use boot_image_controller::testkit::generators::*;
+use boot_image_controller::testkit::provider_specs::INFRASTRUCTURE_NAME;
 use boot_image_controller::testkit::streams::{
-    AMI_420_ARM_US_EAST_1, AMI_420_US_EAST_1, AMI_421_ARM_US_EAST_1, AMI_421_US_EAST_1,
-    AMI_421_US_EAST_2, stream_421_all_platforms,
+    AMI_420_ARM_US_EAST_1, AMI_420_US_EAST_1, stream_421_all_platforms,
 };
 use json_patch::PatchOperation;
 use proptest::prelude::*;
 use proptest::sample::Index;
 use serde::de::DeserializeOwned;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 const CASES: u32 = 128;
 
-const INFRA: &str = "mycluster-x7k2p";
+const INFRA: &str = INFRASTRUCTURE_NAME;
 const RELEASE: &str = "4.21.0";
 const MACHINE_SET_SPEC: &str = "/spec/template/spec/providerSpec/value";
 const CONTROL_PLANE_SPEC: &str =
     "/spec/template/machines_v1beta1_machine_openshift_io/spec/providerSpec/value";
-
-const AMI_CUSTOM: &str = "ami-0a1b2c3d4e5f60718";
-const GCP_IMAGE: &str = "projects/rhcos-cloud/global/images/rhcos-9-6-20251023-0-gcp-x86-64";
-const GCP_IMAGE_PREVIOUS: &str =
-    "projects/rhcos-cloud/global/images/rhcos-9-6-20250826-1-gcp-x86-64";
 
 // ---------------------------------------------------------------------------------------------
 // Clusters.
@@ -225,248 +221,6 @@ impl ClusterCase {
 
 // ---------------------------------------------------------------------------------------------
 // Machine resources.
-
-/// Arbitrary JSON: nulls, numbers, strings, and nested arrays and objects whose keys are often
-/// the ones the rules look for.
-fn arb_json() -> impl Strategy<Value = Value> {
-    let leaf = prop_oneof![
-        Just(Value::Null),
-        any::<bool>().prop_map(Value::Bool),
-        any::<i64>().prop_map(Value::from),
-        any::<f64>().prop_map(Value::from),
-        prop_oneof![
-            Just(AMI_420_US_EAST_1.to_string()),
-            Just(GCP_IMAGE.to_string()),
-            Just("worker-user-data".to_string()),
-            Just("us-east-1".to_string()),
-            ".{0,12}",
-        ]
-        .prop_map(Value::String),
-    ];
-    leaf.prop_recursive(4, 48, 5, |inner| {
-        let key = prop_oneof![
-            Just("ami".to_string()),
-            Just("id".to_string()),
-            Just("placement".to_string()),
-            Just("region".to_string()),
-            Just("disks".to_string()),
-            Just("boot".to_string()),
-            Just("image".to_string()),
-            Just("userDataSecret".to_string()),
-            Just("name".to_string()),
-            Just("resourceID".to_string()),
-            Just("publisher".to_string()),
-            Just("securityProfile".to_string()),
-            "[a-zA-Z/~]{0,6}",
-        ];
-        prop_oneof![
-            prop::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
-            prop::collection::btree_map(key, inner, 0..6)
-                .prop_map(|m| Value::Object(m.into_iter().collect())),
-        ]
-    })
-}
-
-/// Fields no rule reads, including `null`s and nested objects, that every patch must preserve.
-fn arb_unrelated_fields() -> impl Strategy<Value = Map<String, Value>> {
-    prop::collection::btree_map("x[a-zA-Z0-9]{0,8}", arb_json(), 0..4)
-        .prop_map(|m| m.into_iter().collect())
-}
-
-fn arb_aws_spec() -> impl Strategy<Value = Map<String, Value>> {
-    let ami = prop_oneof![
-        3 => Just(json!({"id": AMI_420_US_EAST_1})),
-        2 => Just(json!({"id": AMI_421_US_EAST_1})),
-        1 => Just(json!({"id": AMI_421_US_EAST_2})),
-        1 => Just(json!({"id": AMI_421_ARM_US_EAST_1})),
-        1 => Just(json!({"id": AMI_420_ARM_US_EAST_1})),
-        1 => Just(json!({"id": AMI_CUSTOM})),
-        1 => Just(json!({"filters": [{"name": "tag:Name", "values": ["rhcos-*"]}]})),
-        1 => Just(json!({"id": null})),
-    ];
-    let region = prop_oneof![
-        4 => Just(Some("us-east-1")),
-        2 => Just(Some("us-east-2")),
-        1 => Just(Some("eu-west-3")),
-        1 => Just(None),
-    ];
-    (ami, region).prop_map(|(ami, region)| {
-        let mut spec = Map::new();
-        spec.insert("kind".into(), json!("AWSMachineProviderConfig"));
-        spec.insert("ami".into(), ami);
-        spec.insert("instanceType".into(), json!("m6i.xlarge"));
-        spec.insert("metadata".into(), json!({"creationTimestamp": null}));
-        spec.insert(
-            "blockDevices".into(),
-            json!([{"ebs": {"encrypted": true, "iops": 0, "kmsKey": {"arn": ""}, "volumeSize": 120}}]),
-        );
-        if let Some(region) = region {
-            spec.insert(
-                "placement".into(),
-                json!({"availabilityZone": format!("{region}a"), "region": region}),
-            );
-        }
-        spec
-    })
-}
-
-fn arb_gcp_spec() -> impl Strategy<Value = Map<String, Value>> {
-    let image = prop_oneof![
-        3 => Just(json!(GCP_IMAGE_PREVIOUS)),
-        2 => Just(json!(GCP_IMAGE)),
-        1 => Just(json!("projects/my-project/global/images/golden")),
-        1 => Just(Value::Null),
-    ];
-    let disk = (prop::bool::weighted(0.7), image, any::<bool>()).prop_map(|(boot, image, labels)| {
-        let mut disk = json!({"autoDelete": true, "boot": boot, "image": image, "sizeGb": 128, "type": "pd-ssd"});
-        if labels {
-            disk["labels"] = Value::Null;
-        }
-        disk
-    });
-    prop::collection::vec(disk, 0..3).prop_map(|disks| {
-        let mut spec = Map::new();
-        spec.insert("kind".into(), json!("GCPMachineProviderSpec"));
-        spec.insert("disks".into(), Value::Array(disks));
-        spec.insert("machineType".into(), json!("n2-standard-4"));
-        spec.insert("zone".into(), json!("us-east1-b"));
-        spec
-    })
-}
-
-fn arb_azure_spec() -> impl Strategy<Value = Map<String, Value>> {
-    let marketplace = |publisher: &str, offer: &str, sku: &str, version: &str| {
-        json!({"publisher": publisher, "offer": offer, "sku": sku, "version": version,
-               "resourceID": "", "type": "MarketplaceNoPlan"})
-    };
-    let upload = |resource_id: String| json!({"publisher": "", "offer": "", "sku": "", "version": "", "resourceID": resource_id});
-    let image = prop_oneof![
-        Just(marketplace(
-            "azureopenshift",
-            "aro4",
-            "aro_419",
-            "419.6.20250523"
-        )),
-        Just(marketplace(
-            "azureopenshift",
-            "aro4",
-            "419-v2",
-            "419.6.20250523"
-        )),
-        Just(marketplace(
-            "azureopenshift",
-            "aro4",
-            "420-v2",
-            "9.6.20251015"
-        )),
-        Just(marketplace(
-            "redhat",
-            "rh-ocp-worker",
-            "rh-ocp-worker",
-            "4.17.2024100419"
-        )),
-        Just(marketplace("mycompany", "golden", "v1", "1.0.0")),
-        Just(upload(format!(
-            "/resourceGroups/{INFRA}-rg/providers/Microsoft.Compute/galleries/gallery_{}/images/{INFRA}-gen2/versions/latest",
-            INFRA.replace('-', "_")
-        ))),
-        Just(upload(format!(
-            "/resourceGroups/{INFRA}-rg/providers/Microsoft.Compute/images/{INFRA}"
-        ))),
-        Just(upload(
-            "/resourceGroups/other-rg/providers/Microsoft.Compute/images/mine".into()
-        )),
-        Just(json!("not an object")),
-    ];
-    let security = prop_oneof![
-        3 => Just(None),
-        1 => Just(Some(Value::Null)),
-        1 => Just(Some(json!({"settings": {"securityType": "TrustedLaunch"}}))),
-    ];
-    (image, security).prop_map(|(image, security)| {
-        let mut spec = Map::new();
-        spec.insert("kind".into(), json!("AzureMachineProviderSpec"));
-        spec.insert("image".into(), image);
-        spec.insert("location".into(), json!("eastus"));
-        spec.insert(
-            "osDisk".into(),
-            json!({"diskSizeGB": 128, "managedDisk": {"storageAccountType": "Premium_LRS"}, "osType": "Linux"}),
-        );
-        if let Some(security) = security {
-            spec.insert("securityProfile".into(), security);
-        }
-        spec
-    })
-}
-
-/// A provider spec mostly of the cluster's platform, sometimes of another one (an error there),
-/// now and then arbitrary JSON.
-fn arb_provider_spec(platform: &str) -> impl Strategy<Value = Value> {
-    let (aws, gcp, azure) = match platform {
-        "AWS" => (6, 1, 1),
-        "GCP" => (1, 6, 1),
-        "Azure" => (1, 1, 6),
-        _ => (1, 1, 1),
-    };
-    let shaped =
-        prop_oneof![aws => arb_aws_spec(), gcp => arb_gcp_spec(), azure => arb_azure_spec()];
-    let secret = prop_oneof![
-        4 => Just(Some(json!({"name": "worker-user-data"}))),
-        2 => Just(Some(json!({"name": "worker-user-data-managed"}))),
-        1 => Just(Some(json!({"name": "infra-user-data"}))),
-        1 => Just(Some(json!({"name": 7}))),
-        1 => Just(None),
-    ];
-    let shaped = (shaped, secret, arb_unrelated_fields()).prop_map(|(mut spec, secret, extra)| {
-        spec.insert("apiVersion".into(), json!("machine.openshift.io/v1beta1"));
-        if let Some(secret) = secret {
-            spec.insert("userDataSecret".into(), secret);
-        }
-        spec.extend(extra);
-        Value::Object(spec)
-    });
-    prop_oneof![8 => shaped, 1 => arb_json()]
-}
-
-fn arb_labels() -> impl Strategy<Value = BTreeMap<String, String>> {
-    let pair = prop_oneof![
-        3 => Just(("boot-images".to_string(), "managed".to_string())),
-        2 => Just(("team".to_string(), "a".to_string())),
-        1 => Just((
-            "machineconfiguration.openshift.io/osstream".to_string(),
-            "rhel-10".to_string()
-        )),
-        2 => ("[a-z]{1,5}", "[a-z0-9]{0,5}"),
-    ];
-    prop::collection::vec(pair, 0..3).prop_map(|pairs| pairs.into_iter().collect())
-}
-
-fn arb_annotations() -> impl Strategy<Value = BTreeMap<String, String>> {
-    let arch = prop_oneof![
-        3 => Just("kubernetes.io/arch=amd64".to_string()),
-        2 => Just("foo=bar, kubernetes.io/arch=arm64".to_string()),
-        1 => Just("kubernetes.io/arch=riscv64".to_string()),
-        1 => Just("foo=bar".to_string()),
-        1 => ".{0,20}",
-    ];
-    let entry = prop_oneof![
-        2 => arch.prop_map(|v| ("capacity.cluster-autoscaler.kubernetes.io/labels".to_string(), v)),
-        1 => Just((
-            "machineconfiguration.openshift.io/boot-image-updates".to_string(),
-            "disabled".to_string()
-        )),
-        1 => prop_oneof![
-            Just(r#"{"target":"x","patches":["2026-03-02T09:59:00Z"]}"#.to_string()),
-            Just(r#"{"target":"x","patches":["-009999-01-01T00:00:00Z","9999-12-31T23:59:59Z"]}"#.to_string()),
-            arb_json().prop_map(|v| v.to_string()),
-        ]
-        .prop_map(|v| ("boot-image-controller.io/hot-loop".to_string(), v)),
-        1 => arb_json().prop_map(|v| ("boot-image-controller.io/history".to_string(), v.to_string())),
-        1 => ("[a-z./]{1,12}", ".{0,8}"),
-    ];
-    let some = prop::collection::vec(entry, 1..3).prop_map(|e| e.into_iter().collect());
-    prop_oneof![2 => Just(BTreeMap::new()), 1 => some]
-}
 
 /// One machine resource as the API server would serve it, before it gets its name.
 #[derive(Clone, Debug)]

@@ -482,32 +482,30 @@ async fn the_controller_works_as_its_service_account_with_exactly_the_manifests_
     };
 
     // It leads (the Lease in its namespace names it) ...
-    let lease = support::eventually(converge, || async {
-        let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
-            kube::Api::namespaced(admin.client.clone(), &own_ns);
-        let lease = leases.get_opt("boot-image-controller").await.ok()??;
-        (lease.spec.as_ref()?.holder_identity.as_deref() == Some(identity.as_str()))
-            .then_some(lease)
-    })
+    support::eventually_or_fail(
+        converge,
+        || async {
+            let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+                kube::Api::namespaced(admin.client.clone(), &own_ns);
+            let lease = leases.get_opt("boot-image-controller").await.ok()??;
+            (lease.spec.as_ref()?.holder_identity.as_deref() == Some(identity.as_str()))
+                .then_some(lease)
+        },
+        || failed("never acquired the Lease", &controller),
+    )
     .await;
-    assert!(
-        lease.is_some(),
-        "{}",
-        failed("never acquired the Lease", &controller)
-    );
 
     // ... patches the MachineSet: the image and the managed stub secret ...
-    let patched = support::eventually(converge, || async {
-        let ms = admin.machine_set(&name).await;
-        (ami_of(&ms) == AMI_421_US_EAST_1 && secret_of(&ms) == "worker-user-data-managed")
-            .then_some(ms)
-    })
+    support::eventually_or_fail(
+        converge,
+        || async {
+            let ms = admin.machine_set(&name).await;
+            (ami_of(&ms) == AMI_421_US_EAST_1 && secret_of(&ms) == "worker-user-data-managed")
+                .then_some(ms)
+        },
+        || failed("the MachineSet was not updated", &controller),
+    )
     .await;
-    assert!(
-        patched.is_some(),
-        "{}",
-        failed("the MachineSet was not updated", &controller)
-    );
 
     // ... writes its conditions ...
     let conditions = support::eventually(converge, || async {
@@ -519,55 +517,54 @@ async fn the_controller_works_as_its_service_account_with_exactly_the_manifests_
             .then_some(())
     })
     .await;
-    assert!(
-        conditions.is_some(),
-        "{}",
-        failed(
-            &format!(
-                "conditions not written; now {:?}",
-                admin.machine_configuration().await["status"]
-            ),
-            &controller
-        )
-    );
+    if conditions.is_none() {
+        let status = &admin.machine_configuration().await["status"];
+        panic!(
+            "{}",
+            failed(
+                &format!("conditions not written; now {status:?}"),
+                &controller
+            )
+        );
+    }
 
     // ... records an Event on the MachineSet ...
-    let event = support::eventually(converge, || async {
-        admin
-            .events_for(&name)
-            .await
-            .into_iter()
-            .find(|e| e["reason"] == "BootImageUpdated")
-    })
+    support::eventually_or_fail(
+        converge,
+        || async {
+            admin
+                .events_for(&name)
+                .await
+                .into_iter()
+                .find(|e| e["reason"] == "BootImageUpdated")
+        },
+        || failed("no BootImageUpdated Event", &controller),
+    )
     .await;
-    assert!(
-        event.is_some(),
-        "{}",
-        failed("no BootImageUpdated Event", &controller)
-    );
 
     // ... and remembers the golden images in its own namespace.
     let configmaps: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
         kube::Api::namespaced(admin.client.clone(), &own_ns);
-    let remembered = support::eventually(converge, || async {
-        let cm = configmaps
-            .get_opt(boot_image_controller::names::KNOWN_IMAGES_CONFIGMAP_NAME)
-            .await
-            .ok()??;
-        cm.data?
-            .values()
-            .any(|v| v.contains(AMI_421_US_EAST_1))
-            .then_some(())
-    })
+    support::eventually_or_fail(
+        converge,
+        || async {
+            let cm = configmaps
+                .get_opt(boot_image_controller::names::KNOWN_IMAGES_CONFIGMAP_NAME)
+                .await
+                .ok()??;
+            cm.data?
+                .values()
+                .any(|v| v.contains(AMI_421_US_EAST_1))
+                .then_some(())
+        },
+        || {
+            failed(
+                "no known-images ConfigMap in the controller's namespace",
+                &controller,
+            )
+        },
+    )
     .await;
-    assert!(
-        remembered.is_some(),
-        "{}",
-        failed(
-            "no known-images ConfigMap in the controller's namespace",
-            &controller
-        )
-    );
     assert_eq!(
         controller.metric(names::LEADER).await,
         Some(1.0),

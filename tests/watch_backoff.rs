@@ -31,7 +31,7 @@ async fn an_unreachable_api_server_is_retried_with_backoff_and_logged_once() {
     )
     .await;
     let proxy = Proxy::in_front_of(&support::kubeconfig(), Faults::default()).await;
-    let flags = proxy.controller_flags(&env);
+    let flags = env.controller_flags_through(&proxy);
     let mut controller = ControllerProcess::spawn("watch-backoff", &flags);
     controller.wait_ready().await;
 

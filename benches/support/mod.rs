@@ -10,7 +10,6 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use base64::Engine as _;
 use boot_image_controller::api::{
     ClusterVersion, ConfigMap, Infrastructure, MachineConfiguration, MachineSet, Secret,
 };
@@ -19,7 +18,7 @@ use boot_image_controller::known_images::KnownImages;
 use boot_image_controller::names;
 use boot_image_controller::plan::{self, ClusterSnapshot, Malformed, Options, Planner};
 use boot_image_controller::stream::GoldenStream;
-use boot_image_controller::testkit::objects::golden_config_map;
+use boot_image_controller::testkit::objects::{self, golden_config_map};
 use boot_image_controller::testkit::streams::CUSTOM_AMI;
 use jiff::Timestamp;
 use serde_json::{Value, json};
@@ -352,59 +351,25 @@ fn windows(ms: &mut Value) {
 // Cluster-wide objects, as JSON (applied to an API server) or typed (given to the planner).
 
 pub fn infrastructure(name: &str, platform: &str, infra: &str) -> Value {
-    json!({
-        "apiVersion": "config.openshift.io/v1", "kind": "Infrastructure",
-        "metadata": {"name": name},
-        "spec": {"platformSpec": {"type": platform}},
-        "status": {"infrastructureName": infra, "platform": platform, "platformStatus": {"type": platform}},
-    })
+    let mut infrastructure = objects::infrastructure(name, platform);
+    infrastructure["status"]["infrastructureName"] = json!(infra);
+    infrastructure
 }
 
+/// A ClusterVersion whose last update to `release` has completed.
 pub fn cluster_version(name: &str, release: &str) -> Value {
-    json!({
-        "apiVersion": "config.openshift.io/v1", "kind": "ClusterVersion",
-        "metadata": {"name": name},
-        "spec": {"clusterID": "6d1f1b8e-1c3a-4f6e-9d2a-0c8b7a5e4f31"},
-        "status": {
-            "desired": {"version": release, "image": format!("quay.io/openshift-release-dev/ocp-release:{release}-x86_64")},
-            "history": [{"state": "Completed", "version": release, "image": "", "verified": false,
-                         "startedTime": "2026-01-01T00:00:00Z", "completionTime": "2026-01-01T01:00:00Z"}],
-            "observedGeneration": 1, "versionHash": "bench", "availableUpdates": null
-        },
-    })
+    objects::cluster_version(name, release, "Completed")
 }
 
 /// `selector`: `None` for the platform default (All), else a Partial `matchLabels`.
 pub fn machine_configuration(name: &str, selector: Option<(&str, &str)>) -> Value {
-    let mut spec = json!({"managementState": "Managed"});
-    if let Some((key, value)) = selector {
-        spec["managedBootImages"] = json!({"machineManagers": [{
-            "resource": "machinesets", "apiGroup": "machine.openshift.io",
-            "selection": {"mode": "Partial", "partial": {"machineResourceSelector": {"matchLabels": {key: value}}}}
-        }]});
-    }
-    json!({
-        "apiVersion": "operator.openshift.io/v1", "kind": "MachineConfiguration",
-        "metadata": {"name": name}, "spec": spec,
-    })
+    let managed = selector.map(|(key, value)| {
+        objects::selection("Partial", Some(json!({"matchLabels": {key: value}})))
+    });
+    objects::machine_configuration(name, managed)
 }
 
-/// A stub secret with a pointer Ignition config of the given spec version.
-pub fn stub_secret(namespace: &str, name: &str, ignition_version: &str) -> Value {
-    let role = name.split('-').next().unwrap_or("worker");
-    let source = format!("https://api-int.bench.example.com:22623/config/{role}");
-    let config = if ignition_version.starts_with('2') {
-        json!({"ignition": {"version": ignition_version, "config": {"append": [{"source": source}]}}})
-    } else {
-        json!({"ignition": {"version": ignition_version, "config": {"merge": [{"source": source}]}}})
-    };
-    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
-    json!({
-        "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-        "metadata": {"name": name, "namespace": namespace},
-        "data": {"userData": b64(&config.to_string()), "disableTemplating": b64("true")},
-    })
-}
+pub use boot_image_controller::testkit::objects::stub_secret;
 
 fn typed<T: serde::de::DeserializeOwned>(value: Value) -> T {
     serde_json::from_value(value).expect("benchmark objects fit their types")
@@ -634,6 +599,9 @@ fn aws_member(data: &Data, (x86, arm): &(Regions, Regions), i: usize) -> Built {
         p["placement"] = json!({"availabilityZone": format!("{region}a"), "region": region});
         ms
     };
+    if let Some(common) = common_member(slot, block, outdated) {
+        return common;
+    }
     match slot {
         0..=6 => Built::new(outdated("outdated")),
         7..=9 => Built::updated(outdated("current")),
@@ -646,23 +614,6 @@ fn aws_member(data: &Data, (x86, arm): &(Regions, Regions), i: usize) -> Built {
         12 => {
             let mut ms = outdated("custom");
             provider(&mut ms)["ami"] = json!({"id": CUSTOM_AMI});
-            Built::new(ms)
-        }
-        13 => {
-            let mut ms = outdated("optout");
-            annotate(&mut ms, names::OPT_OUT_ANNOTATION, names::OPT_OUT_VALUE);
-            Built::new(ms)
-        }
-        14 => {
-            let mut ms = outdated("owned");
-            owned_by_hive(&mut ms);
-            Built::new(ms)
-        }
-        15 => {
-            let mut ms = outdated("unselected");
-            ms["metadata"]["labels"]
-                .as_object_mut()
-                .map(|l| l.remove(MANAGED_LABEL));
             Built::new(ms)
         }
         16 => {
@@ -680,16 +631,6 @@ fn aws_member(data: &Data, (x86, arm): &(Regions, Regions), i: usize) -> Built {
             let real = &data.aws_templates[block % data.aws_templates.len()];
             Built::new(selected(real, &name("aws", "real", i)))
         }
-        18 if block.is_multiple_of(2) => {
-            let mut ms = outdated("windows");
-            windows(&mut ms);
-            Built::new(ms)
-        }
-        18 => {
-            let mut ms = outdated("nostub");
-            provider(&mut ms)["userDataSecret"] = json!({"name": "infra-user-data"});
-            Built::new(ms)
-        }
         _ if block.is_multiple_of(2) => {
             let mut ms = outdated("filters");
             provider(&mut ms)["ami"] =
@@ -698,6 +639,30 @@ fn aws_member(data: &Data, (x86, arm): &(Regions, Regions), i: usize) -> Built {
         }
         _ => Built::updated(arm64("arm64current")),
     }
+}
+
+/// The members every platform has at the same slots of a period: opted out, owned by Hive, not
+/// selected and, at slot 18, Windows in even blocks or a missing managed stub in odd ones.
+fn common_member(slot: usize, block: usize, outdated: impl Fn(&str) -> Value) -> Option<Built> {
+    let (what, change): (&str, fn(&mut Value)) = match slot {
+        13 => ("optout", |ms| {
+            annotate(ms, names::OPT_OUT_ANNOTATION, names::OPT_OUT_VALUE)
+        }),
+        14 => ("owned", owned_by_hive),
+        15 => ("unselected", |ms| {
+            if let Some(labels) = ms["metadata"]["labels"].as_object_mut() {
+                labels.remove(MANAGED_LABEL);
+            }
+        }),
+        18 if block.is_multiple_of(2) => ("windows", windows),
+        18 => ("nostub", |ms| {
+            provider(ms)["userDataSecret"] = json!({"name": "infra-user-data"})
+        }),
+        _ => return None,
+    };
+    let mut ms = outdated(what);
+    change(&mut ms);
+    Some(Built::new(ms))
 }
 
 /// GCP: 35% outdated, 15% updated by us earlier, then one each of: the real `rhcos-cloud`
@@ -717,6 +682,9 @@ fn gcp_member(data: &Data, i: usize) -> Built {
         p["userDataSecret"] = json!({"name": "worker-user-data"});
         ms
     };
+    if let Some(common) = common_member(i % PERIOD, block, outdated) {
+        return common;
+    }
     match i % PERIOD {
         0..=6 => Built::new(outdated("outdated")),
         7..=9 => Built::updated(outdated("current")),
@@ -731,23 +699,6 @@ fn gcp_member(data: &Data, i: usize) -> Built {
             let custom = data.gcp_templates.get(1).unwrap_or(template);
             Built::new(selected(custom, &name("gcp", "custom", i)))
         }
-        13 => {
-            let mut ms = outdated("optout");
-            annotate(&mut ms, names::OPT_OUT_ANNOTATION, names::OPT_OUT_VALUE);
-            Built::new(ms)
-        }
-        14 => {
-            let mut ms = outdated("owned");
-            owned_by_hive(&mut ms);
-            Built::new(ms)
-        }
-        15 => {
-            let mut ms = outdated("unselected");
-            ms["metadata"]["labels"]
-                .as_object_mut()
-                .map(|l| l.remove(MANAGED_LABEL));
-            Built::new(ms)
-        }
         16 => {
             let mut ms = outdated("datadisk");
             let disks = provider(&mut ms)["disks"].as_array_mut().expect("disks");
@@ -757,16 +708,6 @@ fn gcp_member(data: &Data, i: usize) -> Built {
         17 => {
             let mut ms = outdated("stub");
             provider(&mut ms)["disks"][0]["image"] = json!(new_x86);
-            Built::new(ms)
-        }
-        18 if block.is_multiple_of(2) => {
-            let mut ms = outdated("windows");
-            windows(&mut ms);
-            Built::new(ms)
-        }
-        18 => {
-            let mut ms = outdated("nostub");
-            provider(&mut ms)["userDataSecret"] = json!({"name": "infra-user-data"});
             Built::new(ms)
         }
         _ => {
@@ -835,6 +776,9 @@ fn azure_member(data: &Data, infra: &str, i: usize) -> Built {
     let gen2 = marketplace_image(old_overlay, "x86_64", "no-purchase-plan", "hyperVGen2");
     let template = azure_template(infra, gen2);
     let outdated = |what: &str| selected(&template, &name("azure", what, i));
+    if let Some(common) = common_member(i % PERIOD, block, outdated) {
+        return common;
+    }
     match i % PERIOD {
         0..=6 => Built::new(outdated("outdated")),
         7..=9 => Built::updated(outdated("current")),
@@ -861,23 +805,6 @@ fn azure_member(data: &Data, infra: &str, i: usize) -> Built {
             });
             Built::new(ms)
         }
-        13 => {
-            let mut ms = outdated("optout");
-            annotate(&mut ms, names::OPT_OUT_ANNOTATION, names::OPT_OUT_VALUE);
-            Built::new(ms)
-        }
-        14 => {
-            let mut ms = outdated("owned");
-            owned_by_hive(&mut ms);
-            Built::new(ms)
-        }
-        15 => {
-            let mut ms = outdated("unselected");
-            ms["metadata"]["labels"]
-                .as_object_mut()
-                .map(|l| l.remove(MANAGED_LABEL));
-            Built::new(ms)
-        }
         16 => {
             let mut ms = outdated("custom");
             provider(&mut ms)["image"] = json!({"offer": "hardened-rhcos", "publisher": "example-corp", "resourceID": "", "sku": "gen2", "version": "1.2.3", "type": "MarketplaceWithPlan"});
@@ -886,16 +813,6 @@ fn azure_member(data: &Data, infra: &str, i: usize) -> Built {
         17 => {
             let mut ms = outdated("trustedlaunch");
             provider(&mut ms)["securityProfile"] = json!({"settings": {"securityType": "TrustedLaunch", "trustedLaunch": {"uefiSettings": {"secureBoot": "Enabled", "virtualizedTrustedPlatformModule": "Enabled"}}}});
-            Built::new(ms)
-        }
-        18 if block.is_multiple_of(2) => {
-            let mut ms = outdated("windows");
-            windows(&mut ms);
-            Built::new(ms)
-        }
-        18 => {
-            let mut ms = outdated("nostub");
-            provider(&mut ms)["userDataSecret"] = json!({"name": "infra-user-data"});
             Built::new(ms)
         }
         _ => {

@@ -3,97 +3,19 @@
 //! Raw bytes rarely form a providerSpec that reaches a platform rule's interesting branches, so
 //! the targets build their inputs from `arbitrary` data: values are mostly drawn from pools of
 //! the strings the rules compare against (published AMIs, regions, marketplace offers, installer
-//! resource IDs), then arbitrary JSON is grafted in at random places. A pure byte-level target
-//! (`stream`) covers the parsers themselves.
+//! resource IDs), then arbitrary JSON is grafted in at random places. The pools are the test
+//! kit's (`testkit::generators`), which the property tests draw from too. A pure byte-level
+//! target (`stream`) covers the parsers themselves.
 
 use arbitrary::{Result, Unstructured};
 use boot_image_controller::testkit::streams::*;
 use serde_json::{Map, Number, Value, json};
 
-pub const INFRASTRUCTURE_NAME: &str = "demo-x7k2p";
-
-pub const AMIS: &[&str] = &[
-    AMI_420_US_EAST_1,
-    AMI_420_US_EAST_2,
-    AMI_420_ARM_US_EAST_1,
-    AMI_421_US_EAST_1,
-    AMI_421_US_EAST_2,
-    AMI_421_ARM_US_EAST_1,
-    CUSTOM_AMI,
-    "",
-];
-
-pub const REGIONS: &[&str] = &["us-east-1", "us-east-2", "eu-west-1", ""];
-
-pub const GCP_IMAGES: &[&str] = &[
-    "projects/rhcos-cloud/global/images/rhcos-9-6-20251023-0-gcp-x86-64",
-    "projects/rhcos-cloud/global/images/rhcos-9-6-20250826-1-gcp-x86-64",
-    "projects/rhcos-cloud/global/images/",
-    "projects/acme/global/images/golden-rhcos",
-    "rhcos-9-6-20251023-0-gcp-x86-64",
-];
-
-pub const AZURE_PUBLISHERS: &[&str] = &["azureopenshift", "redhat", "redhat-limited", "acme"];
-pub const AZURE_OFFERS: &[&str] = &["aro4", "rh-ocp-worker", "rh-opp-worker", "custom"];
-pub const AZURE_SKUS: &[&str] = &[
-    "aro_420",
-    "420-v2",
-    "rh-ocp-worker",
-    "rh-ocp-worker-gen1",
-    "",
-];
-pub const AZURE_VERSIONS: &[&str] = &["9.6.20251015", "4.18.2025031114", "latest", ""];
-pub const AZURE_RESOURCE_IDS: &[&str] = &[
-    "/resourceGroups/demo-x7k2p-rg/providers/Microsoft.Compute/galleries/gallery_demo_x7k2p/images/demo-x7k2p-gen2/versions/latest",
-    "/resourceGroups/demo-x7k2p-rg/providers/Microsoft.Compute/galleries/gallery_demo_x7k2p/images/demo-x7k2p/versions/latest",
-    "/resourceGroups/demo-x7k2p-rg/providers/Microsoft.Compute/images/demo-x7k2p",
-    "/subscriptions/0/resourceGroups/other-rg/providers/Microsoft.Compute/images/golden",
-    "",
-];
-
-pub const SECRET_NAMES: &[&str] = &[
-    "worker-user-data",
-    "worker-user-data-managed",
-    "infra-user-data",
-    "-managed",
-    "",
-];
-
-pub const STREAM_ARCHES: &[&str] = &["x86_64", "aarch64", "ppc64le", "s390x"];
-pub const KUBE_ARCHES: &[&str] = &["amd64", "arm64", "ppc64le", "s390x", "riscv64", ""];
-
-/// Keys the rules and the planner look up, so grafted objects hit real lookups.
-pub const KEYS: &[&str] = &[
-    "ami",
-    "id",
-    "arn",
-    "filters",
-    "placement",
-    "region",
-    "availabilityZone",
-    "userDataSecret",
-    "name",
-    "disks",
-    "boot",
-    "image",
-    "publisher",
-    "offer",
-    "sku",
-    "version",
-    "resourceID",
-    "type",
-    "securityProfile",
-    "settings",
-    "securityType",
-    "template",
-    "release",
-    "project",
-    "regions",
-    "images",
-    "aws",
-    "gcp",
-    "azure",
-];
+pub use boot_image_controller::testkit::generators::{
+    AMIS, AZURE_OFFERS, AZURE_PUBLISHERS, AZURE_RESOURCE_IDS, AZURE_SKUS, AZURE_VERSIONS,
+    GCP_IMAGES, KEYS, KUBE_ARCHES, REGIONS, SECRET_NAMES, STREAM_ARCHES,
+};
+pub use boot_image_controller::testkit::provider_specs::INFRASTRUCTURE_NAME;
 
 /// True about once in `one_in` draws, and false once the input is used up, so that short inputs
 /// take the common branches (`Unstructured::ratio` answers true when out of data).

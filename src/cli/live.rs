@@ -10,11 +10,14 @@
 use std::collections::BTreeSet;
 
 use clap::Args;
+use k8s_openapi::api::core::v1::Node;
 use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use serde_json::{Value, json};
 
+use crate::api::{ClusterVersion, ConfigMap, Infrastructure, MachineConfiguration, Secret};
 use crate::kubeconfig::ClusterArgs;
+use crate::machine_kind::MachineKind;
 use crate::manifests::{self, Snapshot};
 use crate::names;
 use crate::plan::stub::managed_name;
@@ -30,7 +33,7 @@ pub struct LiveArgs {
     pub cluster: ClusterArgs,
 
     /// With --live: the namespace of the MachineSets.
-    #[arg(long, value_name = "NS", default_value = "openshift-machine-api")]
+    #[arg(long, value_name = "NS", default_value = names::MACHINE_API_NAMESPACE)]
     pub machine_api_namespace: String,
 
     #[command(flatten)]
@@ -69,10 +72,6 @@ impl LiveArgs {
     pub fn requested(&self) -> bool {
         self.live || self.cluster.kubeconfig.is_some() || self.cluster.context.is_some()
     }
-}
-
-fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
 }
 
 /// One object as JSON with its apiVersion and kind (list items come without them), or `None`
@@ -134,104 +133,109 @@ pub async fn snapshot(
 ) -> Result<Snapshot, String> {
     let config = cluster.config().await?;
     let client = Client::try_from(config).map_err(|e| e.to_string())?;
-    let fail = |e: kube::Error| e.to_string();
-    let mut items = Vec::new();
+    let items = read_inputs(&client, machine_api_namespace, objects)
+        .await
+        .map_err(|e| e.to_string())?;
+    let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
+    let source = match &cluster.context {
+        Some(context) => format!("cluster (context {context})"),
+        None => "cluster".to_string(),
+    };
+    manifests::from_str(&source, &list.to_string()).map_err(|e| e.to_string())
+}
 
+/// Every object the planner reads, as JSON.
+async fn read_inputs(
+    client: &Client,
+    ns: &str,
+    objects: &ClusterObjects,
+) -> Result<Vec<Value>, kube::Error> {
+    let mut items = read_singletons(client, objects).await?;
+    items.extend(read_config_maps(client, objects).await?);
+    let machine_sets = list(client, &MachineKind::MachineSet.api_resource(), ns).await?;
+    let control_planes = list(
+        client,
+        &MachineKind::ControlPlaneMachineSet.api_resource(),
+        ns,
+    )
+    .await?;
+    let secrets = read_stub_secrets(client, ns, machine_sets.iter().chain(&control_planes)).await?;
+    items.extend(secrets);
+    items.extend(machine_sets);
+    items.extend(control_planes);
+    items.extend(read_control_plane_nodes(client).await?);
+    Ok(items)
+}
+
+/// MachineConfiguration, Infrastructure and ClusterVersion, under their canonical names.
+async fn read_singletons(
+    client: &Client,
+    objects: &ClusterObjects,
+) -> Result<Vec<Value>, kube::Error> {
     let singletons = [
         (
-            resource(
-                "operator.openshift.io",
-                "v1",
-                "MachineConfiguration",
-                "machineconfigurations",
-            ),
+            ApiResource::erase::<MachineConfiguration>(&()),
             &objects.machine_configuration_name,
             names::MACHINE_CONFIGURATION_NAME,
         ),
         (
-            resource(
-                "config.openshift.io",
-                "v1",
-                "Infrastructure",
-                "infrastructures",
-            ),
+            ApiResource::erase::<Infrastructure>(&()),
             &objects.infrastructure_name,
             names::INFRASTRUCTURE_NAME,
         ),
         (
-            resource(
-                "config.openshift.io",
-                "v1",
-                "ClusterVersion",
-                "clusterversions",
-            ),
+            ApiResource::erase::<ClusterVersion>(&()),
             &objects.cluster_version_name,
             names::CLUSTER_VERSION_NAME,
         ),
     ];
+    let mut items = Vec::new();
     for (ar, name, canonical) in &singletons {
-        if let Some(found) = get(&client, ar, None, name).await.map_err(fail)? {
+        if let Some(found) = get(client, ar, None, name).await? {
             items.push(rename(found, None, canonical));
         }
     }
-    let config_maps = resource("", "v1", "ConfigMap", "configmaps");
-    if let Some(golden) = get(
-        &client,
-        &config_maps,
-        Some(&objects.golden_configmap_namespace),
-        names::GOLDEN_CONFIGMAP_NAME,
-    )
-    .await
-    .map_err(fail)?
-    {
-        items.push(rename(
-            golden,
-            Some(names::GOLDEN_CONFIGMAP_NAMESPACE),
-            names::GOLDEN_CONFIGMAP_NAME,
-        ));
-    }
-    if let Some(known) = get(
-        &client,
-        &config_maps,
-        Some(&objects.controller_namespace),
-        names::KNOWN_IMAGES_CONFIGMAP_NAME,
-    )
-    .await
-    .map_err(fail)?
-    {
-        items.push(known);
-    }
+    Ok(items)
+}
 
-    let ns = machine_api_namespace;
-    let machine_sets = list(
-        &client,
-        &resource(
-            "machine.openshift.io",
-            "v1beta1",
-            "MachineSet",
-            "machinesets",
+/// The golden ConfigMap (presented in its canonical namespace) and our known images.
+async fn read_config_maps(
+    client: &Client,
+    objects: &ClusterObjects,
+) -> Result<Vec<Value>, kube::Error> {
+    let config_maps = ApiResource::erase::<ConfigMap>(&());
+    let wanted = [
+        (
+            &objects.golden_configmap_namespace,
+            names::GOLDEN_CONFIGMAP_NAME,
+            Some(names::GOLDEN_CONFIGMAP_NAMESPACE),
         ),
-        ns,
-    )
-    .await
-    .map_err(fail)?;
-    let control_plane = list(
-        &client,
-        &resource(
-            "machine.openshift.io",
-            "v1",
-            "ControlPlaneMachineSet",
-            "controlplanemachinesets",
+        (
+            &objects.controller_namespace,
+            names::KNOWN_IMAGES_CONFIGMAP_NAME,
+            None,
         ),
-        ns,
-    )
-    .await
-    .map_err(fail)?;
-    // Only the managed stub secrets the plan may point at, read by name like the controller.
+    ];
+    let mut items = Vec::new();
+    for (namespace, name, canonical_namespace) in wanted {
+        if let Some(found) = get(client, &config_maps, Some(namespace), name).await? {
+            items.push(match canonical_namespace {
+                Some(canonical) => rename(found, Some(canonical), name),
+                None => found,
+            });
+        }
+    }
+    Ok(items)
+}
+
+/// Only the managed stub secrets the plan may point at, read by name like the controller.
+async fn read_stub_secrets(
+    client: &Client,
+    ns: &str,
+    machine_objects: impl Iterator<Item = &Value>,
+) -> Result<Vec<Value>, kube::Error> {
     let wanted: BTreeSet<String> =
-        machine_sets
-            .iter()
-            .chain(&control_plane)
+        machine_objects
             .flat_map(|o| {
                 let spec = &o["spec"]["template"];
                 [
@@ -243,31 +247,25 @@ pub async fn snapshot(
             .filter_map(Value::as_str)
             .map(|name| managed_name(name).unwrap_or_else(|| name.to_string()))
             .collect();
-    let secrets = resource("", "v1", "Secret", "secrets");
+    let secrets = ApiResource::erase::<Secret>(&());
+    let mut items = Vec::new();
     for name in &wanted {
-        if let Some(secret) = get(&client, &secrets, Some(ns), name).await.map_err(fail)? {
+        if let Some(secret) = get(client, &secrets, Some(ns), name).await? {
             items.push(secret);
         }
     }
-    items.extend(machine_sets);
-    items.extend(control_plane);
-    // Control-plane Nodes by label, as the controller watches them: their architecture is that
-    // of MachineSets that do not declare theirs.
-    let nodes: Api<DynamicObject> =
-        Api::all_with(client.clone(), &resource("", "v1", "Node", "nodes"));
-    let node_resource = resource("", "v1", "Node", "nodes");
+    Ok(items)
+}
+
+/// Control-plane Nodes by label, as the controller watches them: their architecture is that
+/// of MachineSets that do not declare theirs.
+async fn read_control_plane_nodes(client: &Client) -> Result<Vec<Value>, kube::Error> {
+    let node_resource = ApiResource::erase::<Node>(&());
+    let nodes: Api<DynamicObject> = Api::all_with(client.clone(), &node_resource);
+    let mut items = Vec::new();
     for label in names::CONTROL_PLANE_NODE_LABELS {
-        let listed = nodes
-            .list(&ListParams::default().labels(label))
-            .await
-            .map_err(fail)?;
+        let listed = nodes.list(&ListParams::default().labels(label)).await?;
         items.extend(listed.items.into_iter().map(|o| typed(&node_resource, o)));
     }
-
-    let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
-    let source = match &cluster.context {
-        Some(context) => format!("cluster (context {context})"),
-        None => "cluster".to_string(),
-    };
-    manifests::from_str(&source, &list.to_string()).map_err(|e| e.to_string())
+    Ok(items)
 }

@@ -14,7 +14,7 @@ use super::{Failure, write_stdout};
 use crate::api::{ControlPlaneMachineSet, MachineSet};
 use crate::api_client;
 use crate::machine_kind::MachineKind;
-use crate::names::{OPT_OUT_ANNOTATION, OPT_OUT_VALUE};
+use crate::names::{self, OPT_OUT_ANNOTATION, OPT_OUT_VALUE};
 use crate::plan::record::HistoryEntry;
 use crate::plan::{ClusterSnapshot, Options, Planner, Recognition};
 use crate::platform::display_image as display;
@@ -33,7 +33,7 @@ const RUNTIME_CODE: u8 = 1;
 ))]
 pub struct RevertArgs {
     /// Namespace of the object.
-    #[arg(long, short = 'n', default_value = "openshift-machine-api")]
+    #[arg(long, short = 'n', default_value = names::MACHINE_API_NAMESPACE)]
     pub namespace: String,
 
     /// The MachineSet to revert.

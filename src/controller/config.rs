@@ -38,11 +38,7 @@ pub struct RunArgs {
     #[arg(long, env = "BIC_LEADER_ELECTION_NAMESPACE")]
     pub leader_election_namespace: Option<String>,
     /// Name of the leader Lease; replicas with the same name elect one leader.
-    #[arg(
-        long,
-        env = "BIC_LEADER_ELECTION_ID",
-        default_value = "boot-image-controller"
-    )]
+    #[arg(long, env = "BIC_LEADER_ELECTION_ID", default_value = names::LEADER_ELECTION_ID)]
     pub leader_election_id: String,
     /// How long a standby waits, after it last saw the leader renew the Lease, before taking
     /// over. OpenShift's operator default.
@@ -63,11 +59,7 @@ pub struct RunArgs {
     #[arg(long, env = "POD_NAME")]
     pub identity: Option<String>,
     /// The only namespace whose MachineSets are watched and patched.
-    #[arg(
-        long,
-        env = "BIC_MACHINE_API_NAMESPACE",
-        default_value = "openshift-machine-api"
-    )]
+    #[arg(long, env = "BIC_MACHINE_API_NAMESPACE", default_value = names::MACHINE_API_NAMESPACE)]
     pub machine_api_namespace: String,
     /// Namespace of the golden boot image ConfigMap.
     #[arg(long, env = "BIC_GOLDEN_CONFIGMAP_NAMESPACE", default_value = names::GOLDEN_CONFIGMAP_NAMESPACE)]

@@ -378,24 +378,23 @@ mod tests {
     fn another_holder_expires_by_our_clock_not_by_its_timestamps() {
         let start = Instant::now();
         let secs = |s: u64| start + Duration::from_secs(s);
+        let follow_other = || Decision::Follow {
+            holder: "other".into(),
+        };
         // Its renewTime is an hour behind our clock (its clock is wrong): still valid while we
         // see it being renewed.
         let stale_clock = spec("other", "2000-01-01T00:00:00Z", 15);
         let seen = Observed::update(None, Some(&stale_clock), secs(0));
         assert_eq!(
             decide(Some(&stale_clock), "me", seen.as_ref(), secs(10)),
-            Decision::Follow {
-                holder: "other".into()
-            }
+            follow_other()
         );
         // A renewal (a new renewTime) restarts our count.
         let renewed = spec("other", "2000-01-01T00:00:12Z", 15);
         let seen = Observed::update(seen, Some(&renewed), secs(12));
         assert_eq!(
             decide(Some(&renewed), "me", seen.as_ref(), secs(26)),
-            Decision::Follow {
-                holder: "other".into()
-            }
+            follow_other()
         );
         // No renewal seen for the lease duration: expired.
         let seen = Observed::update(seen, Some(&renewed), secs(27));

@@ -324,16 +324,32 @@ pub async fn write(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testkit::decisions::decision as entry;
 
-    fn entry(name: &str, action: Action, reason: Reason) -> Decision {
-        Decision::new(
-            MachineKind::MachineSet,
-            "openshift-machine-api",
-            name,
-            action,
+    /// What a pass that decided `decisions`, with nothing blocked, held or paused, reports from.
+    fn deciding<'a>(decisions: &'a [&'a Decision]) -> StatusInput<'a> {
+        StatusInput {
+            blocked: None,
+            decisions,
+            selections: &[],
+            held: None,
+            paused: false,
+        }
+    }
+
+    /// What a pass stopped by `gate` reports from.
+    fn blocked_by(gate: &Blocked) -> StatusInput<'_> {
+        StatusInput {
+            blocked: Some(gate),
+            ..deciding(&[])
+        }
+    }
+
+    fn blocked(reason: Reason, message: &str) -> Blocked {
+        Blocked {
             reason,
-            format!("{reason} message"),
-        )
+            message: message.into(),
+        }
     }
 
     fn conditions(input: &StatusInput<'_>) -> Vec<Condition> {
@@ -348,13 +364,7 @@ mod tests {
     fn converged_cluster_is_neither_progressing_nor_degraded() {
         let a = entry("a", Action::UpToDate, Reason::UpToDate);
         let b = entry("b", Action::Skip, Reason::CustomImage);
-        let c = conditions(&StatusInput {
-            blocked: None,
-            decisions: &[&a, &b],
-            selections: &[],
-            held: None,
-            paused: false,
-        });
+        let c = conditions(&deciding(&[&a, &b]));
         assert_eq!(get(&c, PROGRESSING).status, "False");
         assert_eq!(get(&c, DEGRADED).status, "False");
         assert_eq!(get(&c, PAUSED).status, "False");
@@ -370,13 +380,7 @@ mod tests {
     fn errors_name_the_machine_sets() {
         let a = entry("a", Action::Error, Reason::ManagedSecretMissing);
         let b = entry("b", Action::Update, Reason::BootImageOutdated);
-        let c = conditions(&StatusInput {
-            blocked: None,
-            decisions: &[&a, &b],
-            selections: &[],
-            held: None,
-            paused: false,
-        });
+        let c = conditions(&deciding(&[&a, &b]));
         let degraded = get(&c, DEGRADED);
         assert_eq!(
             (degraded.status.as_str(), degraded.reason.as_str()),
@@ -392,23 +396,11 @@ mod tests {
 
     #[test]
     fn golden_configmap_missing_degrades_upgrade_does_not() {
-        let missing = Blocked {
-            reason: Reason::GoldenConfigMapMissing,
-            message: "gone".into(),
-        };
-        let input = |blocked| StatusInput {
-            blocked: Some(blocked),
-            decisions: &[],
-            selections: &[],
-            held: None,
-            paused: false,
-        };
+        let missing = blocked(Reason::GoldenConfigMapMissing, "gone");
+        let input = blocked_by;
         let c = conditions(&input(&missing));
         assert_eq!(get(&c, DEGRADED).reason, "GoldenConfigMapMissing");
-        let upgrading = Blocked {
-            reason: Reason::ClusterUpgrading,
-            message: "updating".into(),
-        };
+        let upgrading = blocked(Reason::ClusterUpgrading, "updating");
         let c = conditions(&input(&upgrading));
         assert_eq!(get(&c, DEGRADED).status, "False");
         assert_eq!(get(&c, PROGRESSING).reason, "ClusterUpgrading");
@@ -416,24 +408,15 @@ mod tests {
 
     #[test]
     fn pause_is_acknowledged_whatever_gate_is_reported_first() {
-        let paused = Blocked {
-            reason: Reason::Paused,
-            message: "paused".into(),
-        };
+        let paused = blocked(Reason::Paused, "paused");
         let mut input = StatusInput {
-            blocked: Some(&paused),
-            decisions: &[],
-            selections: &[],
-            held: None,
             paused: true,
+            ..blocked_by(&paused)
         };
         assert_eq!(get(&conditions(&input), PAUSED).status, "True");
 
         // Another gate reported first does not hide the pause.
-        let mismatch = Blocked {
-            reason: Reason::ReleaseMismatch,
-            message: "waiting".into(),
-        };
+        let mismatch = blocked(Reason::ReleaseMismatch, "waiting");
         input.blocked = Some(&mismatch);
         assert_eq!(get(&conditions(&input), PAUSED).status, "True");
         input.paused = false;
@@ -449,16 +432,10 @@ mod tests {
                 limit: hours(1),
             })
         };
-        let mismatch = Blocked {
-            reason: Reason::ReleaseMismatch,
-            message: "waiting for 4.21.1".into(),
-        };
+        let mismatch = blocked(Reason::ReleaseMismatch, "waiting for 4.21.1");
         let mut input = StatusInput {
-            blocked: Some(&mismatch),
-            decisions: &[],
-            selections: &[],
             held: held(SignedDuration::from_mins(30)),
-            paused: false,
+            ..blocked_by(&mismatch)
         };
         assert_eq!(get(&conditions(&input), DEGRADED).status, "False");
         input.held = held(hours(2) + SignedDuration::from_secs(5));
@@ -474,10 +451,7 @@ mod tests {
             "{}",
             degraded.message
         );
-        let paused = Blocked {
-            reason: Reason::Paused,
-            message: "paused".into(),
-        };
+        let paused = blocked(Reason::Paused, "paused");
         input.blocked = Some(&paused);
         input.paused = true;
         input.held = held(hours(5));
@@ -487,12 +461,10 @@ mod tests {
     #[test]
     fn no_write_when_unchanged_and_transition_time_moves_only_on_flip() {
         let a = entry("a", Action::UpToDate, Reason::UpToDate);
+        let decided = [&a];
         let input = StatusInput {
-            blocked: None,
-            decisions: &[&a],
             selections: &[(MachineKind::MachineSet, "All")],
-            held: None,
-            paused: false,
+            ..deciding(&decided)
         };
         let t0 = Timestamp::UNIX_EPOCH;
         let first = merge(&[], &desired(&input), Some(1), t0).unwrap();
@@ -506,20 +478,12 @@ mod tests {
 
         // A message change keeps the transition time.
         let b = entry("b", Action::Skip, Reason::OptedOut);
-        let more = StatusInput {
-            decisions: &[&a, &b],
-            ..input
-        };
-        let second = merge(&first, &desired(&more), Some(1), t1).unwrap();
+        let second = merge(&first, &desired(&deciding(&[&a, &b])), Some(1), t1).unwrap();
         assert_eq!(get(&second, PROGRESSING).last_transition_time, Time(t0));
 
         // A status flip moves it.
         let c = entry("c", Action::Error, Reason::HotLoop);
-        let failing = StatusInput {
-            decisions: &[&a, &c],
-            ..more
-        };
-        let third = merge(&second, &desired(&failing), Some(1), t1).unwrap();
+        let third = merge(&second, &desired(&deciding(&[&a, &c])), Some(1), t1).unwrap();
         assert_eq!(get(&third, DEGRADED).last_transition_time, Time(t1));
         assert_eq!(get(&third, PROGRESSING).last_transition_time, Time(t0));
     }
@@ -535,13 +499,7 @@ mod tests {
             })
             .collect();
         let refs: Vec<&Decision> = many.iter().collect();
-        let c = conditions(&StatusInput {
-            blocked: None,
-            decisions: &refs,
-            selections: &[],
-            held: None,
-            paused: false,
-        });
+        let c = conditions(&deciding(&refs));
         for condition in &c {
             assert!(
                 condition.message.len() <= MESSAGE_LIMIT,

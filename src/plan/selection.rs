@@ -133,32 +133,38 @@ mod tests {
             .collect()
     }
 
+    /// `cfg` selects each `(kind, platform)` as expected.
+    fn assert_selects(cfg: &MachineConfiguration, cases: &[(MachineKind, Platform, Selection)]) {
+        for (kind, platform, expected) in cases {
+            let got = Selection::for_kind(cfg, *kind, platform);
+            assert_eq!(&got, expected, "{kind:?} on {platform:?}");
+        }
+    }
+
+    const MS: MachineKind = MachineKind::MachineSet;
+    const CP: MachineKind = MachineKind::ControlPlaneMachineSet;
+
+    fn no_platform() -> Platform {
+        Platform::Other("None".into())
+    }
+
     #[test]
     fn absent_config_is_the_platform_default() {
-        let empty = mc(json!({}));
-        let ms = MachineKind::MachineSet;
-        assert_eq!(
-            Selection::for_kind(&empty, ms, &Platform::Aws),
-            Selection::All
-        );
-        assert_eq!(
-            Selection::for_kind(&empty, ms, &Platform::VSphere),
-            Selection::All
-        );
-        let none = Platform::Other("None".into());
-        assert_eq!(Selection::for_kind(&empty, ms, &none), Selection::None);
-        let cp = MachineKind::ControlPlaneMachineSet;
-        assert_eq!(
-            Selection::for_kind(&empty, cp, &Platform::Aws),
-            Selection::None
+        assert_selects(
+            &mc(json!({})),
+            &[
+                (MS, Platform::Aws, Selection::All),
+                (MS, Platform::VSphere, Selection::All),
+                (MS, no_platform(), Selection::None),
+                (CP, Platform::Aws, Selection::None),
+            ],
         );
     }
 
     #[test]
     fn empty_manager_list_opts_out_of_everything() {
         let opted_out = mc(json!({"managedBootImages": {"machineManagers": []}}));
-        let got = Selection::for_kind(&opted_out, MachineKind::MachineSet, &Platform::Aws);
-        assert_eq!(got, Selection::None);
+        assert_selects(&opted_out, &[(MS, Platform::Aws, Selection::None)]);
     }
 
     #[test]
@@ -167,24 +173,17 @@ mod tests {
             {"resource": "controlplanemachinesets", "apiGroup": "machine.openshift.io",
              "selection": {"mode": "All"}}
         ]}}));
-        let ms = MachineKind::MachineSet;
-        assert_eq!(
-            Selection::for_kind(&cfg, ms, &Platform::Aws),
-            Selection::All
-        );
-        let none = Platform::Other("None".into());
-        assert_eq!(Selection::for_kind(&cfg, ms, &none), Selection::None);
-        let cp = MachineKind::ControlPlaneMachineSet;
-        assert_eq!(
-            Selection::for_kind(&cfg, cp, &Platform::Aws),
-            Selection::All
+        assert_selects(
+            &cfg,
+            &[
+                (MS, Platform::Aws, Selection::All),
+                (MS, no_platform(), Selection::None),
+                (CP, Platform::Aws, Selection::All),
+            ],
         );
         // And the other way round: control planes keep their default, None.
         let only_ms = managers(json!({"mode": "All"}));
-        assert_eq!(
-            Selection::for_kind(&only_ms, cp, &Platform::Aws),
-            Selection::None
-        );
+        assert_selects(&only_ms, &[(CP, Platform::Aws, Selection::None)]);
     }
 
     #[test]
@@ -196,9 +195,7 @@ mod tests {
         let platform = Platform::from_status(&status);
         assert_eq!(platform, Platform::AzureStackHub);
         assert!(platform.rule().is_none());
-        let empty = mc(json!({}));
-        let ms = MachineKind::MachineSet;
-        assert_eq!(Selection::for_kind(&empty, ms, &platform), Selection::None);
+        assert_selects(&mc(json!({})), &[(MS, platform, Selection::None)]);
         let public: crate::api::PlatformStatus = serde_json::from_value(json!({
             "type": "Azure", "azure": {"cloudName": "AzurePublicCloud"}
         }))
@@ -209,15 +206,9 @@ mod tests {
     #[test]
     fn explicit_modes() {
         let all = managers(json!({"mode": "All"}));
-        assert_eq!(
-            Selection::for_kind(&all, MachineKind::MachineSet, &Platform::Gcp),
-            Selection::All
-        );
+        assert_selects(&all, &[(MS, Platform::Gcp, Selection::All)]);
         let none = managers(json!({"mode": "None"}));
-        assert_eq!(
-            Selection::for_kind(&none, MachineKind::MachineSet, &Platform::Gcp),
-            Selection::None
-        );
+        assert_selects(&none, &[(MS, Platform::Gcp, Selection::None)]);
     }
 
     #[test]

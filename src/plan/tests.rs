@@ -30,22 +30,22 @@ use crate::reason::Reason;
 // The cluster of most scenarios: AWS on 4.21.0, MachineSets managed by the platform default.
 
 const NAMESPACE: &str = "openshift-machine-api";
-const INFRASTRUCTURE_NAME: &str = "ci-ln-4k2x7bt-76ef8";
+use crate::testkit::provider_specs::{self, INFRASTRUCTURE_NAME};
+use crate::testkit::streams::{self, stream_421_all_platforms};
 const RELEASE: &str = "4.21.0";
 
 /// The golden 4.21 AMIs (rhcos 9.6.20251023-0).
-const AMI_US_EAST_1: &str = "ami-01095d1967818437c";
-const AMI_US_EAST_2: &str = "ami-0bc8dda494f111572";
-const AMI_ARM64_US_EAST_1: &str = "ami-08e3890b24e081680";
+const AMI_US_EAST_1: &str = streams::AMI_421_US_EAST_1;
+const AMI_US_EAST_2: &str = streams::AMI_421_US_EAST_2;
+const AMI_ARM64_US_EAST_1: &str = streams::AMI_421_ARM_US_EAST_1;
 /// The 4.20 AMIs of us-east-1 (rhcos 9.6.20250826-1): ours once listed as known images.
-const AMI_PREVIOUS: &str = "ami-09d23adad19cdb25c";
-const AMI_PREVIOUS_ARM64: &str = "ami-05834415546b16278";
+const AMI_PREVIOUS: &str = streams::AMI_420_US_EAST_1;
+const AMI_PREVIOUS_ARM64: &str = streams::AMI_420_ARM_US_EAST_1;
 /// An AMI an administrator built.
 const AMI_CUSTOM: &str = "ami-0a1b2c3d4e5f60718";
 
-const GCP_IMAGE: &str = "projects/rhcos-cloud/global/images/rhcos-9-6-20251023-0-gcp-x86-64";
-const GCP_IMAGE_PREVIOUS: &str =
-    "projects/rhcos-cloud/global/images/rhcos-9-6-20250826-1-gcp-x86-64";
+const GCP_IMAGE: &str = streams::GCP_IMAGE_421;
+const GCP_IMAGE_PREVIOUS: &str = streams::GCP_IMAGE_420;
 
 const STUB: &str = "worker-user-data";
 const MANAGED_STUB: &str = "worker-user-data-managed";
@@ -55,39 +55,10 @@ const MACHINE_SET_SPEC: &str = "/spec/template/spec/providerSpec/value";
 const CONTROL_PLANE_SPEC: &str =
     "/spec/template/machines_v1beta1_machine_openshift_io/spec/providerSpec/value";
 
-/// A compact rhcos-4.21 stream in the CoreOS stream format: two x86_64 regions and GCP, and one
-/// aarch64 region.
-const GOLDEN_STREAM: &str = r#"{
-  "stream": "rhcos-4.21",
-  "metadata": {"last-modified": "2025-10-23T18:01:12Z", "generator": "plume cosa2stream"},
-  "architectures": {
-    "x86_64": {
-      "artifacts": {
-        "aws": {"release": "9.6.20251023-0"},
-        "gcp": {"release": "9.6.20251023-0"}
-      },
-      "images": {
-        "aws": {"regions": {
-          "us-east-1": {"release": "9.6.20251023-0", "image": "ami-01095d1967818437c"},
-          "us-east-2": {"release": "9.6.20251023-0", "image": "ami-0bc8dda494f111572"}
-        }},
-        "gcp": {
-          "release": "9.6.20251023-0",
-          "project": "rhcos-cloud",
-          "name": "rhcos-9-6-20251023-0-gcp-x86-64"
-        }
-      }
-    },
-    "aarch64": {
-      "artifacts": {"aws": {"release": "9.6.20251023-0"}},
-      "images": {
-        "aws": {"regions": {
-          "us-east-1": {"release": "9.6.20251023-0", "image": "ami-08e3890b24e081680"}
-        }}
-      }
-    }
-  }
-}"#;
+/// The compact 4.21 stream of the kit, as the golden ConfigMap carries it.
+fn golden_stream() -> String {
+    stream_421_all_platforms().to_string()
+}
 
 /// A pointer config as the Machine Config Operator writes into `<role>-user-data-managed`.
 const IGNITION_3_2: &str = r#"{"ignition":{"config":{"merge":[{"source":"https://api-int.ci-ln-4k2x7bt.example.com:22623/config/worker"}]},"security":{"tls":{"certificateAuthorities":[{"source":"data:text/plain;charset=utf-8;base64,LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg=="}]}},"version":"3.2.0"}}"#;
@@ -115,7 +86,7 @@ fn aws_cluster() -> ClusterSnapshot {
         infrastructure: Some(infrastructure("AWS")),
         cluster_version: Some(cluster_version("Completed", RELEASE)),
         cluster_version_served: true,
-        golden: Some(golden_config_map(GOLDEN_STREAM, Some(RELEASE))),
+        golden: Some(golden_config_map(&golden_stream(), Some(RELEASE))),
         secrets: BTreeMap::from([
             secret_entry(MANAGED_STUB, IGNITION_3_2),
             secret_entry("master-user-data-managed", IGNITION_3_2),
@@ -306,29 +277,6 @@ const MACHINE_SET_TEMPLATE: &[&str] = &["spec", "template"];
 const CONTROL_PLANE_TEMPLATE: &[&str] =
     &["spec", "template", "machines_v1beta1_machine_openshift_io"];
 
-/// The provider spec of an AWS worker as the installer writes it, with fields we never read
-/// (including a `null`) that must survive every patch.
-fn aws_provider_spec(ami: &str, region: &str, secret: &str, role: &str) -> Value {
-    json!({
-        "ami": {"id": ami},
-        "apiVersion": "machine.openshift.io/v1beta1",
-        "blockDevices": [{"ebs": {
-            "encrypted": true, "iops": 0, "kmsKey": {"arn": ""}, "volumeSize": 120, "volumeType": "gp3"
-        }}],
-        "credentialsSecret": {"name": "aws-cloud-credentials"},
-        "deviceIndex": 0,
-        "iamInstanceProfile": {"id": format!("{INFRASTRUCTURE_NAME}-{role}-profile")},
-        "instanceType": "m6i.xlarge",
-        "kind": "AWSMachineProviderConfig",
-        "metadata": {"creationTimestamp": null},
-        "placement": {"availabilityZone": format!("{region}a"), "region": region},
-        "securityGroups": [{"filters": [{"name": "tag:Name", "values": [format!("{INFRASTRUCTURE_NAME}-node")]}]}],
-        "subnet": {"filters": [{"name": "tag:Name", "values": [format!("{INFRASTRUCTURE_NAME}-subnet-private-{region}a")]}]},
-        "tags": [{"name": format!("kubernetes.io/cluster/{INFRASTRUCTURE_NAME}"), "value": "owned"}],
-        "userDataSecret": {"name": secret}
-    })
-}
-
 /// An AWS worker MachineSet in us-east-1 on the previous release's AMI.
 fn machine_set(name: &str) -> Object<MachineSet> {
     let doc = json!({
@@ -357,7 +305,7 @@ fn machine_set(name: &str) -> Object<MachineSet> {
                 "spec": {
                     "lifecycleHooks": {},
                     "metadata": {},
-                    "providerSpec": {"value": aws_provider_spec(AMI_PREVIOUS, "us-east-1", STUB, "worker")}
+                    "providerSpec": {"value": provider_specs::aws(AMI_PREVIOUS, "us-east-1", STUB, "worker")}
                 }
             }
         },
@@ -372,25 +320,11 @@ fn machine_set(name: &str) -> Object<MachineSet> {
 
 /// A GCP worker MachineSet: a boot disk on the previous image and a data disk.
 fn gcp_machine_set(name: &str) -> Object<MachineSet> {
-    machine_set(name).provider_spec(json!({
-        "apiVersion": "machine.openshift.io/v1beta1",
-        "kind": "GCPMachineProviderSpec",
-        "canIPForward": false,
-        "credentialsSecret": {"name": "gcp-cloud-credentials"},
-        "deletionProtection": false,
-        "disks": [
-            {"autoDelete": true, "boot": true, "image": GCP_IMAGE_PREVIOUS, "labels": null, "sizeGb": 128, "type": "pd-ssd"},
-            {"autoDelete": true, "boot": false, "image": "projects/my-project/global/images/scratch", "sizeGb": 500, "type": "pd-standard"}
-        ],
-        "machineType": "n2-standard-4",
-        "networkInterfaces": [{"network": format!("{INFRASTRUCTURE_NAME}-network"), "subnetwork": format!("{INFRASTRUCTURE_NAME}-worker-subnet")}],
-        "projectID": "openshift-gce-devel",
-        "region": "us-east1",
-        "serviceAccounts": [{"email": format!("{INFRASTRUCTURE_NAME}-w@openshift-gce-devel.iam.gserviceaccount.com"), "scopes": ["https://www.googleapis.com/auth/cloud-platform"]}],
-        "tags": [format!("{INFRASTRUCTURE_NAME}-worker")],
-        "userDataSecret": {"name": STUB},
-        "zone": "us-east1-b"
-    }))
+    let scratch = "projects/my-project/global/images/scratch";
+    machine_set(name).provider_spec(provider_specs::gcp(json!([
+        provider_specs::gcp_boot_disk(GCP_IMAGE_PREVIOUS),
+        provider_specs::gcp_data_disk(scratch)
+    ])))
 }
 
 /// The AWS control plane, on the previous release's AMI.
@@ -421,7 +355,7 @@ fn control_plane_machine_set() -> Object<ControlPlaneMachineSet> {
                     "spec": {
                         "lifecycleHooks": {},
                         "metadata": {},
-                        "providerSpec": {"value": aws_provider_spec(AMI_PREVIOUS, "us-east-1", "master-user-data", "master")}
+                        "providerSpec": {"value": provider_specs::aws(AMI_PREVIOUS, "us-east-1", "master-user-data", "master")}
                     }
                 }
             }
@@ -574,6 +508,32 @@ fn decide_control_plane(
 }
 
 #[track_caller]
+/// The decision of the updatable cluster for `worker-a` on `ami`.
+fn decide_worker_a_on(ami: &str) -> Decision {
+    decide_worker_a(|ms| ms.ami(ami))
+}
+
+/// The decision of the updatable cluster for `worker-a` changed by `change`.
+fn decide_worker_a(change: impl FnOnce(Object<MachineSet>) -> Object<MachineSet>) -> Decision {
+    decide(&updatable(), change(machine_set("worker-a")).build())
+}
+
+/// The updatable cluster selecting ControlPlaneMachineSets with `selection`.
+fn managing_control_planes(selection: Value) -> ClusterSnapshot {
+    updatable().machine_managers(json!([manager("controlplanemachinesets", selection)]))
+}
+
+/// The cluster updates the outdated MachineSet `worker-a`.
+fn assert_updates_worker_a(cluster: &ClusterSnapshot) {
+    let entry = decide(cluster, machine_set("worker-a").build());
+    assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
+}
+
+/// The decision's message names `what`, so a user reading it knows which thing to fix.
+fn assert_mentions(message: &str, what: &str) {
+    assert!(message.contains(what), "{message}");
+}
+
 fn assert_decided(entry: &Decision, action: Action, reason: Reason) {
     assert_eq!(
         (entry.action, entry.reason),
@@ -665,12 +625,16 @@ fn a_cluster_version_that_cannot_be_read_holds_every_write() {
         c.cluster_version = None;
         c.cluster_version_served = false;
     });
-    let entry = decide(&plain, machine_set("worker-a").build());
-    assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
+    assert_updates_worker_a(&plain);
 }
 
 /// A gate that stops planning: every entry is a Skip with the gate's reason.
 #[track_caller]
+/// The updatable cluster changed by `change` plans nothing, for `reason`.
+fn assert_gate_when(change: impl FnOnce(&mut ClusterSnapshot), reason: Reason) {
+    assert_hard_gate(&updatable().with(change), reason);
+}
+
 fn assert_hard_gate(cluster: &ClusterSnapshot, reason: Reason) {
     let plan = plan(
         cluster,
@@ -738,38 +702,29 @@ fn assert_hold(cluster: &ClusterSnapshot, reason: Reason) {
 
 #[test]
 fn without_a_machine_configuration_nothing_is_planned() {
-    let cluster = ClusterSnapshot {
-        machine_configuration: None,
-        ..updatable()
-    };
-    assert_hard_gate(&cluster, Reason::MachineConfigurationMissing);
+    assert_gate_when(
+        |c| c.machine_configuration = None,
+        Reason::MachineConfigurationMissing,
+    );
 }
 
 #[test]
 fn without_an_infrastructure_platform_nothing_is_planned() {
-    let missing = ClusterSnapshot {
-        infrastructure: None,
-        ..updatable()
-    };
-    assert_hard_gate(&missing, Reason::InfrastructureMissing);
-    let no_status = updatable().with(|c| c.infrastructure.as_mut().unwrap().status = None);
-    assert_hard_gate(&no_status, Reason::InfrastructureMissing);
+    assert_gate_when(|c| c.infrastructure = None, Reason::InfrastructureMissing);
+    let no_status = |c: &mut ClusterSnapshot| c.infrastructure.as_mut().unwrap().status = None;
+    assert_gate_when(no_status, Reason::InfrastructureMissing);
     let empty_type = updatable().on_platform("");
     assert_hard_gate(&empty_type, Reason::InfrastructureMissing);
 }
 
 #[test]
 fn without_the_golden_configmap_nothing_is_planned() {
-    let cluster = ClusterSnapshot {
-        golden: None,
-        ..updatable()
-    };
-    assert_hard_gate(&cluster, Reason::GoldenConfigMapMissing);
+    assert_gate_when(|c| c.golden = None, Reason::GoldenConfigMapMissing);
 }
 
 #[test]
 fn a_malformed_golden_stream_blocks_everything() {
-    let truncated = &GOLDEN_STREAM[..GOLDEN_STREAM.len() / 2];
+    let truncated = &golden_stream()[..golden_stream().len() / 2];
     let wrong_shape = r#"{"stream": "rhcos-4.21", "architectures": {"x86_64": {"images": {"aws": {"regions": {"us-east-1": "ami-01095d1967818437c"}}}}}}"#;
     let no_arches = r#"{"stream": "rhcos-4.21", "architectures": {}}"#;
     for stream in [truncated, wrong_shape, no_arches, "", "null"] {
@@ -798,11 +753,11 @@ fn mid_upgrade_updates_wait_for_the_upgrade_to_complete() {
 #[test]
 fn a_golden_configmap_without_release_version_holds_updates() {
     assert_hold(
-        &updatable().golden(GOLDEN_STREAM, None),
+        &updatable().golden(&golden_stream(), None),
         Reason::ReleaseVersionMissing,
     );
     assert_hold(
-        &updatable().golden(GOLDEN_STREAM, Some("  ")),
+        &updatable().golden(&golden_stream(), Some("  ")),
         Reason::ReleaseVersionMissing,
     );
 }
@@ -812,13 +767,10 @@ fn a_golden_configmap_of_another_release_holds_updates() {
     let cluster = updatable().update_history("Completed", "4.20.5");
     assert_hold(&cluster, Reason::ReleaseMismatch);
     let blocked = plan_machine_sets(&cluster, &[]).blocked.unwrap();
-    assert!(
-        blocked.message.contains("4.20.5") && blocked.message.contains(RELEASE),
-        "{}",
-        blocked.message
-    );
+    assert_mentions(&blocked.message, "4.20.5");
+    assert_mentions(&blocked.message, RELEASE);
     // A release candidate is a different release.
-    let rc = updatable().golden(GOLDEN_STREAM, Some("4.21.0-rc.3"));
+    let rc = updatable().golden(&golden_stream(), Some("4.21.0-rc.3"));
     assert_hold(&rc, Reason::ReleaseMismatch);
 }
 
@@ -837,7 +789,7 @@ fn releases_are_compared_as_semver() {
         ),
     ] {
         let cluster = updatable()
-            .golden(GOLDEN_STREAM, Some(cm))
+            .golden(&golden_stream(), Some(cm))
             .update_history("Completed", history);
         let plan = plan_machine_sets(&cluster, &[machine_set("worker-a").build()]);
         assert_eq!(plan.blocked, None, "{cm:?} vs {history:?}");
@@ -849,7 +801,7 @@ fn releases_are_compared_as_semver() {
     }
     // Versions that are not semver are compared as written.
     let odd = updatable()
-        .golden(GOLDEN_STREAM, Some("4.21"))
+        .golden(&golden_stream(), Some("4.21"))
         .update_history("Completed", "4.21");
     assert_eq!(plan_machine_sets(&odd, &[]).blocked, None);
 }
@@ -859,10 +811,9 @@ fn where_cluster_versions_are_not_served_the_release_is_not_checked() {
     let cluster = ClusterSnapshot {
         cluster_version: None,
         cluster_version_served: false,
-        ..updatable().golden(GOLDEN_STREAM, None)
+        ..updatable().golden(&golden_stream(), None)
     };
-    let entry = decide(&cluster, machine_set("worker-a").build());
-    assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
+    assert_updates_worker_a(&cluster);
 }
 
 #[test]
@@ -870,8 +821,7 @@ fn the_pause_annotation_holds_updates() {
     let paused = updatable().annotate_machine_configuration(PAUSE_ANNOTATION, "true");
     assert_hold(&paused, Reason::Paused);
     let not_paused = updatable().annotate_machine_configuration(PAUSE_ANNOTATION, "false");
-    let entry = decide(&not_paused, machine_set("worker-a").build());
-    assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
+    assert_updates_worker_a(&not_paused);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -920,12 +870,7 @@ fn the_opt_out_annotation_wins_over_every_other_rule() {
 #[test]
 fn only_the_disabled_value_opts_out() {
     for value in ["enabled", "Disabled", ""] {
-        let entry = decide(
-            &updatable(),
-            machine_set("worker-a")
-                .annotate(OPT_OUT_ANNOTATION, value)
-                .build(),
-        );
+        let entry = decide_worker_a(|ms| ms.annotate(OPT_OUT_ANNOTATION, value));
         assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
     }
 }
@@ -939,7 +884,7 @@ fn mode_none_selects_no_machine_set() {
         updatable().machine_managers(json!([manager("machinesets", json!({"mode": "None"}))]));
     let entry = decide(&none, machine_set("worker-a").build());
     assert_decided(&entry, Action::Skip, Reason::NotSelected);
-    assert!(entry.message.contains("None"), "{}", entry.message);
+    assert_mentions(&entry.message, "None");
     // An empty list of managers is an explicit opt-out, unlike an absent managedBootImages.
     let empty = updatable().machine_managers(json!([]));
     assert_decided(
@@ -981,7 +926,7 @@ fn partial_selection_matches_the_machine_set_labels() {
     assert_decided(no_label, Action::Skip, Reason::NotSelected);
     assert_decided(gpu, Action::Skip, Reason::NotSelected);
     assert_decided(template_only, Action::Skip, Reason::NotSelected);
-    assert!(no_label.message.contains("Partial"), "{}", no_label.message);
+    assert_mentions(&no_label.message, "Partial");
 }
 
 #[test]
@@ -1007,11 +952,7 @@ fn an_invalid_selector_is_an_error_for_its_resource_kind_only() {
     assert_eq!(plan.blocked, None);
     for entry in &plan.machine_sets {
         assert_decided(entry, Action::Error, Reason::InvalidSelector);
-        assert!(
-            entry.message.contains("machineResourceSelector"),
-            "{}",
-            entry.message
-        );
+        assert_mentions(&entry.message, "machineResourceSelector");
     }
     assert_decided(
         &plan.control_plane_machine_sets[0],
@@ -1025,18 +966,9 @@ fn an_invalid_selector_is_an_error_for_its_resource_kind_only() {
 
 #[test]
 fn owned_machine_sets_are_left_to_their_owner() {
-    let entry = decide(
-        &updatable(),
-        machine_set("worker-a")
-            .owned_by("MachinePool", "mycluster-worker")
-            .build(),
-    );
+    let entry = decide_worker_a(|ms| ms.owned_by("MachinePool", "mycluster-worker"));
     assert_decided(&entry, Action::Skip, Reason::Owned);
-    assert!(
-        entry.message.contains("MachinePool mycluster-worker"),
-        "{}",
-        entry.message
-    );
+    assert_mentions(&entry.message, "MachinePool mycluster-worker");
 }
 
 #[test]
@@ -1050,12 +982,7 @@ fn windows_machine_sets_are_skipped() {
     );
     assert_decided(&entry, Action::Skip, Reason::WindowsMachine);
     // Only the template label counts, and only with this value.
-    let linux = decide(
-        &updatable(),
-        machine_set("worker-a")
-            .template_label(OS_ID_LABEL, "rhcos")
-            .build(),
-    );
+    let linux = decide_worker_a(|ms| ms.template_label(OS_ID_LABEL, "rhcos"));
     assert_decided(&linux, Action::Update, Reason::BootImageOutdated);
 }
 
@@ -1067,17 +994,12 @@ fn a_machine_set_of_an_os_stream_the_golden_config_map_lacks_is_skipped_naming_i
     ] {
         let entry = decide(&updatable(), ms.build());
         assert_decided(&entry, Action::Skip, Reason::OSStreamNotPublished);
-        assert!(entry.message.contains("\"rhel-10\""), "{}", entry.message);
+        assert_mentions(&entry.message, "\"rhel-10\"");
     }
     // The label names OS streams: rhel-9 is the default stream, as is no label at all (and the
     // CoreOS stream's own name, which older tooling wrote).
     for label in ["rhel-9", "rhcos-4.21"] {
-        let default = decide(
-            &updatable(),
-            machine_set("worker-a")
-                .labels(&[(OS_STREAM_LABEL, label)])
-                .build(),
-        );
+        let default = decide_worker_a(|ms| ms.labels(&[(OS_STREAM_LABEL, label)]));
         assert_decided(&default, Action::Update, Reason::BootImageOutdated);
     }
 }
@@ -1108,11 +1030,7 @@ fn a_machine_set_of_another_os_stream_is_updated_from_that_stream() {
     let entry = decide(&cluster, ms.build());
     assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
     assert_eq!(entry.boot_image.target, Some(json!(AMI_RHEL_10)));
-    assert!(
-        entry.message.contains("rhcos-4.22 10.2.20260405-0"),
-        "{}",
-        entry.message
-    );
+    assert_mentions(&entry.message, "rhcos-4.22 10.2.20260405-0");
     let history = recorded_history(
         &entry,
         machine_set("worker-rhel10")
@@ -1130,66 +1048,42 @@ fn a_machine_set_of_another_os_stream_is_updated_from_that_stream() {
 
 #[test]
 fn the_autoscaler_annotation_names_the_architecture() {
-    let entry = decide(
-        &updatable(),
-        machine_set("worker-arm")
-            .ami(AMI_PREVIOUS_ARM64)
+    let entry = decide_worker_a(|ms| {
+        ms.ami(AMI_PREVIOUS_ARM64)
             .capacity_labels("foo=bar, kubernetes.io/arch=arm64")
-            .build(),
-    );
+    });
     assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
     assert_eq!(entry.boot_image.target, Some(json!(AMI_ARM64_US_EAST_1)));
-    let amd64 = decide(
-        &updatable(),
-        machine_set("worker-a")
-            .capacity_labels(" kubernetes.io/arch = amd64 ,foo=bar")
-            .build(),
-    );
+    let amd64 = decide_worker_a(|ms| ms.capacity_labels(" kubernetes.io/arch = amd64 ,foo=bar"));
     assert_eq!(amd64.boot_image.target, Some(json!(AMI_US_EAST_1)));
 }
 
 #[test]
 fn an_unknown_architecture_is_an_error() {
     for arch in ["riscv64", "x86_64", ""] {
-        let entry = decide(
-            &updatable(),
-            machine_set("worker-a")
-                .capacity_labels(&format!("kubernetes.io/arch={arch}"))
-                .build(),
-        );
+        let entry = decide_worker_a(|ms| ms.capacity_labels(&format!("kubernetes.io/arch={arch}")));
         assert_decided(&entry, Action::Error, Reason::UnknownArchitecture);
-        assert!(entry.message.contains(arch), "{}", entry.message);
+        assert_mentions(&entry.message, arch);
     }
 }
 
 #[test]
 fn an_undetermined_architecture_is_an_error() {
-    let no_arch_entry = decide(
-        &updatable(),
-        machine_set("worker-a")
-            .capacity_labels("foo=bar, node-role.kubernetes.io/worker=")
-            .build(),
-    );
+    let no_arch_entry =
+        decide_worker_a(|ms| ms.capacity_labels("foo=bar, node-role.kubernetes.io/worker="));
     assert_decided(
         &no_arch_entry,
         Action::Error,
         Reason::ArchitectureUndetermined,
     );
-    let empty = decide(
-        &updatable(),
-        machine_set("worker-a").capacity_labels("").build(),
-    );
+    let empty = decide_worker_a(|ms| ms.capacity_labels(""));
     assert_decided(&empty, Action::Error, Reason::ArchitectureUndetermined);
     // On a multi-arch cluster the control plane's arch says nothing about a MachineSet's: one
     // that does not declare its own is skipped (as the MCO does), not an error.
     let multi = updatable().multi_arch();
     let silent = decide(&multi, machine_set("worker-a").build());
     assert_decided(&silent, Action::Skip, Reason::ArchitectureNotDeclared);
-    assert!(
-        silent.message.contains("kubernetes.io/arch="),
-        "{}",
-        silent.message
-    );
+    assert_mentions(&silent.message, "kubernetes.io/arch=");
     let named = decide(
         &multi,
         machine_set("worker-a")
@@ -1251,7 +1145,7 @@ fn without_nodes_that_say_it_the_control_plane_architecture_is_an_error_never_a_
             .with(|c| c.control_plane_nodes = nodes);
         let worker = decide(&cluster, machine_set("worker-a").build());
         assert_decided(&worker, Action::Error, Reason::ArchitectureUndetermined);
-        assert!(worker.message.contains(why), "{}", worker.message);
+        assert_mentions(&worker.message, why);
         let cp = decide_control_plane(&cluster, control_plane_machine_set().build());
         assert_decided(&cp, Action::Error, Reason::ArchitectureUndetermined);
         // A MachineSet that declares its architecture needs no Node.
@@ -1266,7 +1160,7 @@ fn an_image_of_another_architecture_than_the_decided_one_is_never_replaced() {
     // Declared arm64, but running the x86_64 AMI of the previous golden stream: either the
     // annotation or the image is wrong, and the arm64 AMI may not boot on its instance type.
     let cluster = updatable().with(|c| {
-        let previous = golden_config_map(GOLDEN_STREAM, Some(RELEASE));
+        let previous = golden_config_map(&golden_stream(), Some(RELEASE));
         let mut data = previous.data.clone().unwrap();
         data.insert(
             "streams".into(),
@@ -1282,11 +1176,8 @@ fn an_image_of_another_architecture_than_the_decided_one_is_never_replaced() {
         .ami(AMI_PREVIOUS);
     let entry = decide(&cluster, wrong.build());
     assert_decided(&entry, Action::Error, Reason::ArchitectureMismatch);
-    assert!(
-        entry.message.contains(AMI_PREVIOUS) && entry.message.contains("amd64 image"),
-        "{}",
-        entry.message
-    );
+    assert_mentions(&entry.message, AMI_PREVIOUS);
+    assert_mentions(&entry.message, "amd64 image");
     // The golden image of the other architecture is caught too.
     let golden_x86 = machine_set("worker-a")
         .capacity_labels("kubernetes.io/arch=arm64")
@@ -1295,20 +1186,10 @@ fn an_image_of_another_architecture_than_the_decided_one_is_never_replaced() {
     assert_decided(&entry, Action::Error, Reason::ArchitectureMismatch);
 }
 
-/// The 4.20 stream of us-east-1 as a second stream of the golden ConfigMap, so that its AMIs
-/// are known with their architectures.
+/// The kit's 4.20 stream as a second stream of the golden ConfigMap, so that its AMIs are known
+/// with their architectures.
 fn previous_stream() -> Value {
-    json!({
-        "stream": "rhcos-4.20",
-        "architectures": {
-            "x86_64": {"images": {"aws": {"regions": {
-                "us-east-1": {"release": "9.6.20250826-1", "image": AMI_PREVIOUS}
-            }}}},
-            "aarch64": {"images": {"aws": {"regions": {
-                "us-east-1": {"release": "9.6.20250826-1", "image": AMI_PREVIOUS_ARM64}
-            }}}}
-        }
-    })
+    serde_json::from_str(&streams::RHCOS_420.to_json()).unwrap()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1316,12 +1197,9 @@ fn previous_stream() -> Value {
 
 #[test]
 fn a_region_without_a_golden_ami_is_skipped() {
-    let entry = decide(
-        &updatable(),
-        machine_set("worker-a").region("eu-west-3").build(),
-    );
+    let entry = decide_worker_a(|ms| ms.region("eu-west-3"));
     assert_decided(&entry, Action::Skip, Reason::RegionNotInStream);
-    assert!(entry.message.contains("eu-west-3"), "{}", entry.message);
+    assert_mentions(&entry.message, "eu-west-3");
     assert_eq!(entry.boot_image.current, Some(json!(AMI_PREVIOUS)));
     // The arm64 part of the stream has no us-east-2.
     let arm = decide(
@@ -1336,10 +1214,7 @@ fn a_region_without_a_golden_ami_is_skipped() {
 
 #[test]
 fn images_we_did_not_publish_are_never_replaced() {
-    let entry = decide(
-        &updatable(),
-        machine_set("worker-a").ami(AMI_CUSTOM).build(),
-    );
+    let entry = decide_worker_a_on(AMI_CUSTOM);
     assert_decided(&entry, Action::Skip, Reason::CustomImage);
     assert_eq!(entry.boot_image.current, Some(json!(AMI_CUSTOM)));
     assert_eq!(entry.boot_image.target, None);
@@ -1361,12 +1236,7 @@ fn images_we_did_not_publish_are_never_replaced() {
 #[test]
 fn amis_chosen_by_filters_are_skipped() {
     let filters = json!({"filters": [{"name": "tag:Name", "values": ["rhcos-9.6*"]}]});
-    let entry = decide(
-        &updatable(),
-        machine_set("worker-a")
-            .spec_field(&["ami"], filters.clone())
-            .build(),
-    );
+    let entry = decide_worker_a(|ms| ms.spec_field(&["ami"], filters.clone()));
     assert_decided(&entry, Action::Skip, Reason::ImageNotById);
     assert_eq!(entry.boot_image.current, Some(filters));
 }
@@ -1379,10 +1249,7 @@ fn a_provider_spec_that_is_not_an_object_is_invalid() {
         json!(null),
         json!(42),
     ] {
-        let entry = decide(
-            &updatable(),
-            machine_set("worker-a").provider_spec(value).build(),
-        );
+        let entry = decide_worker_a(|ms| ms.provider_spec(value));
         assert_decided(&entry, Action::Error, Reason::InvalidProviderSpec);
     }
     let no_value = machine_set("worker-a").build().map(|mut ms| {
@@ -1426,7 +1293,7 @@ fn a_machine_set_that_cannot_be_read_is_an_error() {
         (entry.namespace.as_str(), entry.name.as_str()),
         (NAMESPACE, "worker-bad")
     );
-    assert!(entry.message.contains("\"three\""), "{}", entry.message);
+    assert_mentions(&entry.message, "\"three\"");
 }
 
 #[test]
@@ -1435,7 +1302,7 @@ fn unsupported_platforms_are_skipped() {
     let vsphere = updatable().on_platform("VSphere");
     let entry = decide(&vsphere, machine_set("worker-a").build());
     assert_decided(&entry, Action::Skip, Reason::PlatformNotSupported);
-    assert!(entry.message.contains("vCenter"), "{}", entry.message);
+    assert_mentions(&entry.message, "vCenter");
     // Platform None is not managed by default; selected explicitly, it is still not supported.
     let none = updatable().on_platform("None");
     assert_decided(
@@ -1446,7 +1313,7 @@ fn unsupported_platforms_are_skipped() {
     let selected = none.machine_managers(json!([manager("machinesets", json!({"mode": "All"}))]));
     let entry = decide(&selected, machine_set("worker-a").build());
     assert_decided(&entry, Action::Skip, Reason::PlatformNotSupported);
-    assert!(entry.message.contains("None"), "{}", entry.message);
+    assert_mentions(&entry.message, "None");
 }
 
 #[test]
@@ -1497,8 +1364,8 @@ fn gcp_updates_boot_disks_and_never_data_disks() {
     let data_first = gcp_machine_set("worker-c").spec_field(
         &["disks"],
         json!([
-            {"autoDelete": true, "boot": false, "image": GCP_IMAGE_PREVIOUS, "sizeGb": 500, "type": "pd-standard"},
-            {"autoDelete": true, "boot": true, "image": GCP_IMAGE_PREVIOUS, "labels": null, "sizeGb": 128, "type": "pd-ssd"}
+            provider_specs::gcp_data_disk(GCP_IMAGE_PREVIOUS),
+            provider_specs::gcp_boot_disk(GCP_IMAGE_PREVIOUS)
         ]),
     );
     let ms = data_first.build();
@@ -1548,10 +1415,7 @@ fn a_missing_managed_secret_is_an_error_and_nothing_is_patched() {
         );
     }
     // The managed secret is looked up in the MachineSet's own namespace.
-    let elsewhere = decide(
-        &updatable(),
-        machine_set("worker-a").namespace("team-a").build(),
-    );
+    let elsewhere = decide_worker_a(|ms| ms.namespace("team-a"));
     assert_decided(&elsewhere, Action::Error, Reason::ManagedSecretMissing);
 }
 
@@ -1568,10 +1432,7 @@ fn an_invalid_managed_secret_is_an_error_and_nothing_is_patched() {
 
 #[test]
 fn a_current_image_on_the_installer_stub_switches_only_the_secret() {
-    let entry = decide(
-        &updatable(),
-        machine_set("worker-a").ami(AMI_US_EAST_1).build(),
-    );
+    let entry = decide_worker_a_on(AMI_US_EAST_1);
     assert_decided(&entry, Action::Update, Reason::StubSecretOutdated);
     assert_eq!(entry.boot_image.target, None);
     assert_eq!(
@@ -1600,16 +1461,8 @@ fn a_custom_stub_without_a_valid_managed_twin_is_kept_and_the_image_still_moves(
         .as_ref()
         .expect("a warning says why the stub stays");
     assert_eq!(warning.reason, Reason::StubSecretKept);
-    assert!(
-        warning.message.contains("gpu-user-data-managed"),
-        "{}",
-        warning.message
-    );
-    assert!(
-        entry.message.contains("stub secret gpu-user-data is kept"),
-        "{}",
-        entry.message
-    );
+    assert_mentions(&warning.message, "gpu-user-data-managed");
+    assert_mentions(&entry.message, "stub secret gpu-user-data is kept");
     let patched = serde_json::to_string(&entry.patch).unwrap();
     assert!(!patched.contains("userDataSecret"), "{patched}");
     // With a valid managed twin, it moves like the installer's stubs do.
@@ -1637,11 +1490,7 @@ fn a_stub_secret_name_that_is_not_a_string_is_an_error() {
     let ms = machine_set("worker-a").spec_field(&["userDataSecret", "name"], json!(42));
     let entry = decide(&updatable(), ms.build());
     assert_decided(&entry, Action::Error, Reason::InvalidProviderSpec);
-    assert!(
-        entry.message.contains("userDataSecret.name"),
-        "{}",
-        entry.message
-    );
+    assert_mentions(&entry.message, "userDataSecret.name");
 }
 
 #[test]
@@ -1660,17 +1509,12 @@ fn a_current_image_on_the_managed_stub_is_up_to_date() {
         Some(MANAGED_STUB)
     );
     assert_eq!(entry.user_data_secret.target, None);
-    assert!(entry.message.contains(AMI_US_EAST_1), "{}", entry.message);
+    assert_mentions(&entry.message, AMI_US_EAST_1);
 }
 
 #[test]
 fn an_outdated_image_on_the_managed_stub_changes_only_the_image() {
-    let entry = decide(
-        &updatable(),
-        machine_set("worker-a")
-            .user_data_secret(MANAGED_STUB)
-            .build(),
-    );
+    let entry = decide_worker_a(|ms| ms.user_data_secret(MANAGED_STUB));
     assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
     assert_eq!(
         patch_json(&entry),
@@ -1715,11 +1559,7 @@ fn repeated_reverts_within_the_window_stop_the_updates() {
     let ms = reverted_at(&[30, 20, 10], Decision::clone);
     let entry = decide(&updatable(), ms);
     assert_decided(&entry, Action::Error, Reason::HotLoop);
-    assert!(
-        entry.message.contains("3 times within 1h"),
-        "{}",
-        entry.message
-    );
+    assert_mentions(&entry.message, "3 times within 1h");
     assert_eq!(entry.boot_image.target, Some(json!(AMI_US_EAST_1)));
     let last = entry.last_change.expect("our patches are in the history");
     assert_eq!(last.time, minutes_ago(10).to_string());
@@ -1931,11 +1771,7 @@ fn the_last_change_comes_from_the_history_annotation() {
 fn control_plane_machine_sets_are_not_updated_by_default() {
     let entry = decide_control_plane(&updatable(), control_plane_machine_set().build());
     assert_decided(&entry, Action::Skip, Reason::NotSelected);
-    assert!(
-        entry.message.contains("controlplanemachinesets"),
-        "{}",
-        entry.message
-    );
+    assert_mentions(&entry.message, "controlplanemachinesets");
 }
 
 /// The control-plane machine set operator replaces every control-plane Machine whose providerSpec
@@ -1959,7 +1795,7 @@ fn a_control_plane_machine_set_never_changes_its_stub_secret_name() {
     });
     let entry = decide_control_plane(&spec2, cp.clone());
     assert_decided(&entry, Action::Error, Reason::StubSecretIncompatible);
-    assert!(entry.message.contains("2.2.0"), "{}", entry.message);
+    assert_mentions(&entry.message, "2.2.0");
     // Without the secret, nothing tells that the new image can boot: no update either.
     let missing = updatable().machine_managers(all).with(|c| {
         c.secrets.retain(|(_, name), _| name != "master-user-data");
@@ -1974,10 +1810,7 @@ fn a_control_plane_machine_set_never_changes_its_stub_secret_name() {
 
 #[test]
 fn selected_control_plane_machine_sets_are_patched_at_their_own_provider_spec() {
-    let cluster = updatable().machine_managers(json!([manager(
-        "controlplanemachinesets",
-        json!({"mode": "All"})
-    )]));
+    let cluster = managing_control_planes(json!({"mode": "All"}));
     let cp = control_plane_machine_set().build();
     let entry = decide_control_plane(&cluster, cp.clone());
     assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
@@ -2003,20 +1836,16 @@ fn selected_control_plane_machine_sets_are_patched_at_their_own_provider_spec() 
 
 #[test]
 fn control_planes_allow_only_all_or_none() {
-    let cluster = updatable().machine_managers(json!([manager(
-        "controlplanemachinesets",
-        json!({"mode": "Partial", "partial": {"machineResourceSelector": {}}})
-    )]));
+    let cluster = managing_control_planes(
+        json!({"mode": "Partial", "partial": {"machineResourceSelector": {}}}),
+    );
     let entry = decide_control_plane(&cluster, control_plane_machine_set().build());
     assert_decided(&entry, Action::Error, Reason::InvalidSelector);
 }
 
 #[test]
 fn a_control_plane_without_a_machine_template_is_invalid() {
-    let cluster = updatable().machine_managers(json!([manager(
-        "controlplanemachinesets",
-        json!({"mode": "All"})
-    )]));
+    let cluster = managing_control_planes(json!({"mode": "All"}));
     let mut cp = control_plane_machine_set();
     cp.doc["spec"]["template"]
         .as_object_mut()

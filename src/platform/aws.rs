@@ -105,22 +105,20 @@ mod tests {
 
     use super::Aws;
     use crate::arch::Arch;
-    use crate::platform::test_support::{Cluster, message, reason, stream_4_21};
-    use crate::platform::{FieldChange, ImageOutcome, PlatformRule};
+    use crate::platform::{ImageOutcome, PlatformRule};
     use crate::reason::Reason;
-
-    const AMI_4_21_US_EAST_1: &str = "ami-01095d1967818437c";
-    const AMI_4_20_US_EAST_1: &str = "ami-09d23adad19cdb25c";
+    use crate::testkit::provider_specs;
+    use crate::testkit::rules::{Cluster, message, reason, single_update, target};
+    use crate::testkit::streams::{
+        AMI_420_US_EAST_1 as AMI_4_20_US_EAST_1, AMI_421_ARM_US_EAST_1,
+        AMI_421_US_EAST_1 as AMI_4_21_US_EAST_1, AMI_421_US_EAST_2, CUSTOM_AMI,
+        stream_421_all_platforms,
+    };
 
     fn spec(ami: Value, region: &str) -> Value {
-        json!({
-            "apiVersion": "machine.openshift.io/v1beta1",
-            "kind": "AWSMachineProviderConfig",
-            "ami": ami,
-            "instanceType": "m6i.xlarge",
-            "placement": {"availabilityZone": format!("{region}a"), "region": region},
-            "userDataSecret": {"name": "worker-user-data"}
-        })
+        let mut spec = provider_specs::aws("", region, "worker-user-data", "worker");
+        spec["ami"] = ami;
+        spec
     }
 
     fn by_id(id: &str, region: &str) -> Value {
@@ -128,7 +126,12 @@ mod tests {
     }
 
     fn cluster() -> Cluster {
-        Cluster::new(stream_4_21())
+        Cluster::new(stream_421_all_platforms())
+    }
+
+    /// What the rule answers for the MachineSet on `ami` in `region` of an x86_64 cluster.
+    fn evaluate(ami: &str, region: &str) -> ImageOutcome {
+        Aws.evaluate(&by_id(ami, region), &cluster().ctx(Arch::Amd64))
     }
 
     #[test]
@@ -140,26 +143,14 @@ mod tests {
         );
         assert_eq!(
             outcome,
-            ImageOutcome::Update {
-                current: json!(AMI_4_20_US_EAST_1),
-                target: json!(AMI_4_21_US_EAST_1),
-                changes: vec![FieldChange {
-                    pointer: "/ami/id".into(),
-                    from: json!(AMI_4_20_US_EAST_1),
-                    to: json!(AMI_4_21_US_EAST_1),
-                }],
-            }
+            single_update("/ami/id", AMI_4_20_US_EAST_1, AMI_4_21_US_EAST_1)
         );
     }
 
     #[test]
     fn the_golden_ami_is_up_to_date() {
-        let outcome = Aws.evaluate(
-            &by_id(AMI_4_21_US_EAST_1, "us-east-1"),
-            &cluster().ctx(Arch::Amd64),
-        );
         assert_eq!(
-            outcome,
+            evaluate(AMI_4_21_US_EAST_1, "us-east-1"),
             ImageOutcome::UpToDate {
                 current: json!(AMI_4_21_US_EAST_1)
             }
@@ -170,14 +161,8 @@ mod tests {
     fn a_golden_ami_of_another_region_is_known_through_the_stream_itself() {
         // Someone copied the MachineSet across regions: the AMI is ours (the planner merges the
         // stream's references into the known images) but wrong for us-east-2.
-        let outcome = Aws.evaluate(
-            &by_id(AMI_4_21_US_EAST_1, "us-east-2"),
-            &cluster().ctx(Arch::Amd64),
-        );
-        assert!(
-            matches!(&outcome, ImageOutcome::Update { target, .. } if target == "ami-0bc8dda494f111572"),
-            "{outcome:?}"
-        );
+        let outcome = evaluate(AMI_4_21_US_EAST_1, "us-east-2");
+        assert_eq!(target(&outcome), AMI_421_US_EAST_2);
     }
 
     #[test]
@@ -186,17 +171,14 @@ mod tests {
             &by_id(AMI_4_21_US_EAST_1, "us-east-1"),
             &cluster().ctx(Arch::Arm64),
         );
-        assert!(
-            matches!(&outcome, ImageOutcome::Update { target, .. } if target == "ami-08e3890b24e081680"),
-            "{outcome:?}"
-        );
+        assert_eq!(target(&outcome), AMI_421_ARM_US_EAST_1);
     }
 
     #[test]
     fn an_unknown_ami_is_a_custom_image_and_never_replaced() {
         // The same AMI is replaced once the known-images list names it.
-        let ami = "ami-0123456789abcdef0";
-        let outcome = Aws.evaluate(&by_id(ami, "us-east-1"), &cluster().ctx(Arch::Amd64));
+        let ami = CUSTOM_AMI;
+        let outcome = evaluate(ami, "us-east-1");
         assert_eq!(reason(&outcome), Some(Reason::CustomImage));
         assert!(message(&outcome).contains(ami), "{outcome:?}");
 
@@ -210,10 +192,7 @@ mod tests {
 
     #[test]
     fn a_region_without_a_golden_ami_is_skipped() {
-        let outcome = Aws.evaluate(
-            &by_id(AMI_4_20_US_EAST_1, "eu-south-9"),
-            &cluster().ctx(Arch::Amd64),
-        );
+        let outcome = evaluate(AMI_4_20_US_EAST_1, "eu-south-9");
         assert_eq!(reason(&outcome), Some(Reason::RegionNotInStream));
         assert!(message(&outcome).contains("eu-south-9"), "{outcome:?}");
     }

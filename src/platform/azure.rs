@@ -417,41 +417,17 @@ mod tests {
 
     use super::{Azure, choose_generation, sku_shape};
     use crate::arch::Arch;
-    use crate::platform::test_support::{Cluster, message, reason, stream_4_21};
     use crate::platform::{FieldChange, ImageOutcome, PlatformRule};
     use crate::reason::Reason;
     use crate::stream::AzureMarketplaceImage;
+    use crate::testkit::provider_specs::{
+        azure as spec, azure_marketplace as marketplace, azure_upload as upload,
+    };
+    use crate::testkit::rules::{Cluster, message, reason, target};
+    use crate::testkit::streams::stream_421_all_platforms as stream_4_21;
 
+    /// The installer's infrastructure name, which its image uploads carry.
     const INFRA: &str = "mycluster-x7k2p";
-
-    fn spec(image: Value) -> Value {
-        json!({
-            "apiVersion": "machine.openshift.io/v1beta1",
-            "kind": "AzureMachineProviderSpec",
-            "image": image,
-            "location": "eastus",
-            "managedIdentity": format!("{INFRA}-identity"),
-            "osDisk": {"diskSizeGB": 128, "managedDisk": {"storageAccountType": "Premium_LRS"}, "osType": "Linux"},
-            "securityProfile": null,
-            "userDataSecret": {"name": "worker-user-data"},
-            "vmSize": "Standard_D4s_v3"
-        })
-    }
-
-    fn marketplace(publisher: &str, offer: &str, sku: &str, version: &str) -> Value {
-        json!({
-            "offer": offer,
-            "publisher": publisher,
-            "resourceID": "",
-            "sku": sku,
-            "version": version,
-            "type": "MarketplaceNoPlan"
-        })
-    }
-
-    fn upload(resource_id: &str) -> Value {
-        json!({"offer": "", "publisher": "", "resourceID": resource_id, "sku": "", "version": ""})
-    }
 
     fn cluster() -> Cluster {
         Cluster::new(stream_4_21()).named(INFRA)
@@ -461,16 +437,11 @@ mod tests {
         Azure.evaluate(spec, &cluster().ctx(Arch::Amd64))
     }
 
-    /// The image the outcome moves to, or a panic naming the outcome.
-    fn target(outcome: &ImageOutcome) -> &Value {
-        match outcome {
-            ImageOutcome::Update { target, .. } => target,
-            other => panic!("expected an update, got {other:?}"),
-        }
-    }
-
-    fn urn_and_type(image: &Value) -> (String, &str) {
-        let field = |key: &str| image[key].as_str().unwrap_or_default();
+    /// The URN and type of the image a MachineSet on `current` moves to.
+    fn urn_and_type_of_target(current: Value) -> (String, String) {
+        let outcome = evaluate(&spec(current));
+        let image = target(&outcome);
+        let field = |key: &str| image[key].as_str().unwrap_or_default().to_string();
         let urn = ["publisher", "offer", "sku", "version"]
             .map(field)
             .join(":");
@@ -510,12 +481,8 @@ mod tests {
             ("something-else", "azureopenshift:aro4:420-v2:9.6.20251015"),
         ];
         for (sku, expected) in cases {
-            let outcome = evaluate(&spec(marketplace("azureopenshift", "aro4", sku, "1")));
-            assert_eq!(
-                urn_and_type(target(&outcome)),
-                (expected.into(), "MarketplaceNoPlan"),
-                "{sku}"
-            );
+            let got = urn_and_type_of_target(marketplace("azureopenshift", "aro4", sku, "1"));
+            assert_eq!(got, (expected.into(), "MarketplaceNoPlan".into()), "{sku}");
         }
     }
 
@@ -540,10 +507,10 @@ mod tests {
         ];
         for (publisher, sku, expected) in cases {
             let current = marketplace(publisher, "rh-ocp-worker", sku, "4.16.2024101109");
-            let outcome = evaluate(&spec(current));
+            let got = urn_and_type_of_target(current);
             assert_eq!(
-                urn_and_type(target(&outcome)),
-                (expected.into(), "MarketplaceWithPlan"),
+                got,
+                (expected.into(), "MarketplaceWithPlan".into()),
                 "{publisher} {sku}"
             );
         }

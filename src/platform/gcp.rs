@@ -134,35 +134,18 @@ mod tests {
 
     use super::Gcp;
     use crate::arch::Arch;
-    use crate::platform::test_support::{Cluster, reason, stream_4_21};
-    use crate::platform::{FieldChange, ImageOutcome, PlatformRule};
+    use crate::platform::{ImageOutcome, PlatformRule};
     use crate::reason::Reason;
-
-    const IMAGE_4_21: &str = "projects/rhcos-cloud/global/images/rhcos-9-6-20251023-0-gcp-x86-64";
-    const IMAGE_4_20: &str = "projects/rhcos-cloud/global/images/rhcos-9-6-20250826-1-gcp-x86-64";
-
-    fn spec(disks: Value) -> Value {
-        json!({
-            "apiVersion": "machine.openshift.io/v1beta1",
-            "kind": "GCPMachineProviderSpec",
-            "disks": disks,
-            "machineType": "n2-standard-4",
-            "region": "us-east1",
-            "zone": "us-east1-b",
-            "userDataSecret": {"name": "worker-user-data"}
-        })
-    }
-
-    fn boot_disk(image: &str) -> Value {
-        json!({"autoDelete": true, "boot": true, "image": image, "labels": null, "sizeGb": 128, "type": "pd-ssd"})
-    }
-
-    fn data_disk(image: &str) -> Value {
-        json!({"autoDelete": true, "boot": false, "image": image, "sizeGb": 500, "type": "pd-ssd"})
-    }
+    use crate::testkit::provider_specs::{
+        gcp as spec, gcp_boot_disk as boot_disk, gcp_data_disk as data_disk,
+    };
+    use crate::testkit::rules::{Cluster, changed_pointers, reason, single_update};
+    use crate::testkit::streams::{
+        GCP_IMAGE_420 as IMAGE_4_20, GCP_IMAGE_421 as IMAGE_4_21, stream_421_all_platforms,
+    };
 
     fn evaluate(spec: &Value, arch: Arch) -> ImageOutcome {
-        Gcp.evaluate(spec, &Cluster::new(stream_4_21()).ctx(arch))
+        Gcp.evaluate(spec, &Cluster::new(stream_421_all_platforms()).ctx(arch))
     }
 
     #[test]
@@ -170,15 +153,7 @@ mod tests {
         let outcome = evaluate(&spec(json!([boot_disk(IMAGE_4_20)])), Arch::Amd64);
         assert_eq!(
             outcome,
-            ImageOutcome::Update {
-                current: json!(IMAGE_4_20),
-                target: json!(IMAGE_4_21),
-                changes: vec![FieldChange {
-                    pointer: "/disks/0/image".into(),
-                    from: json!(IMAGE_4_20),
-                    to: json!(IMAGE_4_21),
-                }],
-            }
+            single_update("/disks/0/image", IMAGE_4_20, IMAGE_4_21)
         );
     }
 
@@ -191,22 +166,14 @@ mod tests {
             data_disk("my-data-image")
         ]);
         let outcome = evaluate(&spec(disks), Arch::Amd64);
-        let ImageOutcome::Update { changes, .. } = outcome else {
-            panic!("expected an update, got {outcome:?}");
-        };
-        let pointers: Vec<&str> = changes.iter().map(|c| c.pointer.as_str()).collect();
-        assert_eq!(pointers, ["/disks/1/image"]);
+        assert_eq!(changed_pointers(&outcome), ["/disks/1/image"]);
     }
 
     #[test]
     fn only_the_outdated_boot_disks_change() {
         let disks = json!([boot_disk(IMAGE_4_21), boot_disk(IMAGE_4_20)]);
         let outcome = evaluate(&spec(disks), Arch::Amd64);
-        let ImageOutcome::Update { changes, .. } = outcome else {
-            panic!("expected an update, got {outcome:?}");
-        };
-        let pointers: Vec<&str> = changes.iter().map(|c| c.pointer.as_str()).collect();
-        assert_eq!(pointers, ["/disks/1/image"]);
+        assert_eq!(changed_pointers(&outcome), ["/disks/1/image"]);
     }
 
     #[test]

@@ -278,124 +278,13 @@ fn invalid(message: impl Into<String>, current: Option<Value>) -> ImageOutcome {
     }
 }
 
-/// Test inputs shared by the platform rules' unit tests.
-#[cfg(test)]
-pub(crate) mod test_support {
-    use serde_json::{Value, json};
-
-    use super::{ImageOutcome, RuleContext};
-    use crate::arch::Arch;
-    use crate::known_images::KnownImages;
-    use crate::reason::Reason;
-    use crate::stream::GoldenStream;
-
-    /// A compact 4.21 stream (real image ids, few regions): x86_64 has AWS, GCP and the Azure
-    /// marketplace (from the installer's ARO overlay); aarch64 has AWS only; ppc64le and s390x
-    /// are absent.
-    pub(crate) fn stream_4_21() -> Value {
-        let market = |publisher: &str, offer: &str, gen1: &str, gen2: &str, version: &str| {
-            json!({
-                "hyperVGen1": {"publisher": publisher, "offer": offer, "sku": gen1, "version": version},
-                "hyperVGen2": {"publisher": publisher, "offer": offer, "sku": gen2, "version": version}
-            })
-        };
-        let paid = "4.18.2025031114";
-        json!({
-            "stream": "rhcos-4.21",
-            "architectures": {
-                "x86_64": {
-                    "artifacts": {"aws": {"release": "9.6.20251023-0"}},
-                    "images": {
-                        "aws": {"regions": {
-                            "us-east-1": {"release": "9.6.20251023-0", "image": "ami-01095d1967818437c"},
-                            "us-east-2": {"release": "9.6.20251023-0", "image": "ami-0bc8dda494f111572"}
-                        }},
-                        "gcp": {
-                            "release": "9.6.20251023-0",
-                            "project": "rhcos-cloud",
-                            "name": "rhcos-9-6-20251023-0-gcp-x86-64"
-                        }
-                    },
-                    "rhel-coreos-extensions": {"marketplace": {"azure": {
-                        "no-purchase-plan": market("azureopenshift", "aro4", "aro_420", "420-v2", "9.6.20251015"),
-                        "ocp": market("redhat", "rh-ocp-worker", "rh-ocp-worker-gen1", "rh-ocp-worker", paid),
-                        "ocp-emea": market("redhat-limited", "rh-ocp-worker", "rh-ocp-worker-gen1", "rh-ocp-worker", paid)
-                    }}}
-                },
-                "aarch64": {
-                    "images": {"aws": {"regions": {
-                        "us-east-1": {"release": "9.6.20251023-0", "image": "ami-08e3890b24e081680"}
-                    }}}
-                }
-            }
-        })
-    }
-
-    /// What the planner hands a rule about the cluster.
-    pub(crate) struct Cluster {
-        pub(crate) stream: GoldenStream,
-        pub(crate) known_images: KnownImages,
-        pub(crate) infrastructure_name: Option<String>,
-    }
-
-    impl Cluster {
-        /// A cluster on `stream` whose known images are, as the planner builds them, the
-        /// stream's own references.
-        pub(crate) fn new(stream: Value) -> Self {
-            let stream = GoldenStream::parse(&stream.to_string()).expect("test stream parses");
-            let known_images = stream.image_references().into_iter().collect();
-            Cluster {
-                stream,
-                known_images,
-                infrastructure_name: None,
-            }
-        }
-
-        /// Adds entries of the `--known-images-file` (images of earlier releases).
-        pub(crate) fn knowing(mut self, images: &[&str]) -> Self {
-            self.known_images
-                .extend(images.iter().map(|image| image.to_string()));
-            self
-        }
-
-        pub(crate) fn named(mut self, infrastructure_name: &str) -> Self {
-            self.infrastructure_name = Some(infrastructure_name.into());
-            self
-        }
-
-        pub(crate) fn ctx(&self, arch: Arch) -> RuleContext<'_> {
-            RuleContext {
-                stream: &self.stream,
-                arch,
-                known_images: &self.known_images,
-                infrastructure_name: self.infrastructure_name.as_deref(),
-            }
-        }
-    }
-
-    /// The message of a skip or error, or `""` for UpToDate and Update.
-    pub(crate) fn message(outcome: &ImageOutcome) -> &str {
-        match outcome {
-            ImageOutcome::Skip { message, .. } | ImageOutcome::Error { message, .. } => message,
-            ImageOutcome::UpToDate { .. } | ImageOutcome::Update { .. } => "",
-        }
-    }
-
-    /// The reason of a skip or error, or `None` for UpToDate and Update.
-    pub(crate) fn reason(outcome: &ImageOutcome) -> Option<Reason> {
-        match outcome {
-            ImageOutcome::Skip { reason, .. } | ImageOutcome::Error { reason, .. } => Some(*reason),
-            ImageOutcome::UpToDate { .. } | ImageOutcome::Update { .. } => None,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::{Value, json};
 
-    use super::test_support::{Cluster, stream_4_21};
     use super::*;
+    use crate::testkit::rules::Cluster;
+    use crate::testkit::streams::stream_421_all_platforms as stream_4_21;
 
     /// A provider spec of `platform` on an older image than the compact 4.21 stream's.
     fn outdated_spec(platform: &Platform) -> Value {

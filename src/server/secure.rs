@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
+use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec, UserInfo};
 use k8s_openapi::api::authorization::v1::{
     NonResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
@@ -195,6 +195,19 @@ impl Reviewer {
         else {
             return Ok(Verdict::Unauthenticated);
         };
+        let Some(user) = self.authenticate(token).await? else {
+            return Ok(Verdict::Unauthenticated);
+        };
+        let name = user.username.clone().unwrap_or_default();
+        Ok(if self.authorize(user, verb, path).await? {
+            Verdict::Allowed
+        } else {
+            Verdict::Forbidden(name)
+        })
+    }
+
+    /// Who `token` belongs to, if the API server accepts it.
+    async fn authenticate(&self, token: &str) -> Result<Option<UserInfo>, kube::Error> {
         let review = TokenReview {
             spec: TokenReviewSpec {
                 token: Some(token.to_string()),
@@ -202,14 +215,12 @@ impl Reviewer {
             },
             ..Default::default()
         };
-        let reviewed = Api::<TokenReview>::all(self.client.clone())
-            .create(&PostParams::default(), &review)
-            .await?;
-        let status = reviewed.status.unwrap_or_default();
-        let Some(user) = status.user.filter(|_| status.authenticated == Some(true)) else {
-            return Ok(Verdict::Unauthenticated);
-        };
-        let name = user.username.clone().unwrap_or_default();
+        let status = self.create(&review).await?.status.unwrap_or_default();
+        Ok(status.user.filter(|_| status.authenticated == Some(true)))
+    }
+
+    /// Whether `user` may `verb` the non-resource URL `path`.
+    async fn authorize(&self, user: UserInfo, verb: &str, path: &str) -> Result<bool, kube::Error> {
         let access = SubjectAccessReview {
             spec: SubjectAccessReviewSpec {
                 user: user.username,
@@ -224,13 +235,21 @@ impl Reviewer {
             },
             ..Default::default()
         };
-        let decided = Api::<SubjectAccessReview>::all(self.client.clone())
-            .create(&PostParams::default(), &access)
-            .await?;
-        Ok(if decided.status.is_some_and(|s| s.allowed) {
-            Verdict::Allowed
-        } else {
-            Verdict::Forbidden(name)
-        })
+        let decided = self.create(&access).await?;
+        Ok(decided.status.is_some_and(|s| s.allowed))
+    }
+
+    /// Sends a review (a create that stores nothing) and returns the API server's answer.
+    async fn create<K>(&self, review: &K) -> Result<K, kube::Error>
+    where
+        K: kube::Resource<Scope = kube::core::ClusterResourceScope, DynamicType = ()>
+            + Clone
+            + std::fmt::Debug
+            + serde::Serialize
+            + serde::de::DeserializeOwned,
+    {
+        Api::<K>::all(self.client.clone())
+            .create(&PostParams::default(), review)
+            .await
     }
 }

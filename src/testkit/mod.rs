@@ -2,6 +2,11 @@
 //! object or a stream is written once and every test agrees on what it looks like. Compiled only
 //! for tests and with the `testkit` feature: nothing here reaches the shipped binary.
 
+pub mod decisions;
+pub mod generators;
 pub mod objects;
+pub mod provider_specs;
+pub mod rules;
+pub mod scratch;
 pub mod skips;
 pub mod streams;

@@ -1,6 +1,7 @@
 //! Builders for every object the controller reads or writes, in the real OpenShift formats, as
 //! JSON (what `kubectl apply` and the API server see).
 
+use base64::Engine as _;
 use serde_json::{Value, json};
 
 use super::streams::*;
@@ -90,10 +91,11 @@ pub fn known_images(ns: &str, images: &[&str]) -> Value {
 }
 
 /// The AMIs of [`stream_420`], as the controller remembers them after seeing that stream.
-pub const AMIS_420: [&str; 3] = [AMI_420_US_EAST_1, AMI_420_US_EAST_2, AMI_420_ARM_US_EAST_1];
+pub const AMIS_420: [&str; 3] = RHCOS_420.amis;
 
 /// A stub secret holding a pointer Ignition config of the given spec version.
 pub fn stub_secret(ns: &str, name: &str, ignition_version: &str) -> Value {
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
     let role = name.split('-').next().unwrap_or("worker");
     let config = if ignition_version.starts_with('2') {
         json!({"ignition": {"version": ignition_version, "config": {"append": [{"source": format!("https://api-int.demo.example.com:22623/config/{role}")}]}}})
@@ -103,7 +105,8 @@ pub fn stub_secret(ns: &str, name: &str, ignition_version: &str) -> Value {
     json!({
         "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
         "metadata": {"name": name, "namespace": ns},
-        "stringData": {"userData": config.to_string(), "disableTemplating": "true"},
+        // `data`, as the API server serves it, so the object is the same applied or typed.
+        "data": {"userData": b64(&config.to_string()), "disableTemplating": b64("true")},
     })
 }
 
@@ -149,6 +152,12 @@ impl MachineSetBuilder {
     pub fn ami(mut self, ami: &str) -> Self {
         self.provider()["ami"] = json!({"id": ami});
         self
+    }
+
+    /// On 4.21's golden AMI with the managed stub secret: nothing left to update on 4.21.
+    pub fn current(self) -> Self {
+        self.ami(AMI_421_US_EAST_1)
+            .user_data("worker-user-data-managed")
     }
 
     pub fn region(mut self, region: &str) -> Self {

@@ -65,8 +65,8 @@ mod tests {
 
     #[test]
     fn a_skip_is_appended_to_the_skip_log() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let log = dir.path().join("skips");
+        let scratch = crate::testkit::scratch::Scratch::new();
+        let log = scratch.path("skips");
         skip_to(Some(&log), "the reason");
         skip_to(Some(&log), "another");
         let text = std::fs::read_to_string(&log).expect("skip log");

@@ -11,44 +11,62 @@ pub const AMI_421_US_EAST_1: &str = "ami-01095d1967818437c";
 pub const AMI_421_US_EAST_2: &str = "ami-0bc8dda494f111572";
 pub const AMI_421_ARM_US_EAST_1: &str = "ami-08e3890b24e081680";
 pub const CUSTOM_AMI: &str = "ami-0123456789abcdef0";
+pub const GCP_IMAGE_420: &str =
+    "projects/rhcos-cloud/global/images/rhcos-9-6-20250826-1-gcp-x86-64";
+pub const GCP_IMAGE_421: &str =
+    "projects/rhcos-cloud/global/images/rhcos-9-6-20251023-0-gcp-x86-64";
 
-/// A compact CoreOS stream: two regions, two architectures.
-fn stream(name: &str, release: &str, amis: [(&str, &str, &str); 3]) -> String {
-    let mut arches = serde_json::Map::new();
-    for (arch, region, ami) in amis {
-        let entry = arches.entry(arch.to_string()).or_insert_with(|| {
-            json!({
-                "artifacts": {"aws": {"release": release, "formats": {"vmdk.gz": {"disk": {"location": "", "sha256": ""}}}}},
-                "images": {"aws": {"regions": {}}}
-            })
-        });
-        entry["images"]["aws"]["regions"][region] = json!({"release": release, "image": ami});
+/// Where a compact stream has images: `(architecture, region)`, in the order of
+/// [`CompactStream::amis`].
+pub const COMPACT_PLACES: [(&str, &str); 3] = [
+    ("x86_64", "us-east-1"),
+    ("x86_64", "us-east-2"),
+    ("aarch64", "us-east-1"),
+];
+
+/// One release's compact stream: its name, its RHCOS build and its AMIs at [`COMPACT_PLACES`].
+pub struct CompactStream {
+    pub name: &'static str,
+    pub release: &'static str,
+    pub amis: [&'static str; 3],
+}
+
+/// OpenShift 4.20 (RHCOS 9.6.20250826-1) and 4.21 (9.6.20251023-0).
+pub const RHCOS_420: CompactStream = CompactStream {
+    name: "rhcos-4.20",
+    release: "9.6.20250826-1",
+    amis: [AMI_420_US_EAST_1, AMI_420_US_EAST_2, AMI_420_ARM_US_EAST_1],
+};
+pub const RHCOS_421: CompactStream = CompactStream {
+    name: "rhcos-4.21",
+    release: "9.6.20251023-0",
+    amis: [AMI_421_US_EAST_1, AMI_421_US_EAST_2, AMI_421_ARM_US_EAST_1],
+};
+
+impl CompactStream {
+    /// The stream as the golden ConfigMap carries it (a JSON document in a string).
+    pub fn to_json(&self) -> String {
+        let mut arches = serde_json::Map::new();
+        for ((arch, region), ami) in COMPACT_PLACES.into_iter().zip(self.amis) {
+            let entry = arches.entry(arch.to_string()).or_insert_with(|| {
+                json!({
+                    "artifacts": {"aws": {"release": self.release, "formats": {"vmdk.gz": {"disk": {"location": "", "sha256": ""}}}}},
+                    "images": {"aws": {"regions": {}}}
+                })
+            });
+            entry["images"]["aws"]["regions"][region] =
+                json!({"release": self.release, "image": ami});
+        }
+        json!({"stream": self.name, "metadata": {"last-modified": "2025-10-28T23:18:17Z"}, "architectures": arches}).to_string()
     }
-    json!({"stream": name, "metadata": {"last-modified": "2025-10-28T23:18:17Z"}, "architectures": arches}).to_string()
 }
 
 pub fn stream_420() -> String {
-    stream(
-        "rhcos-4.20",
-        "9.6.20250826-1",
-        [
-            ("x86_64", "us-east-1", AMI_420_US_EAST_1),
-            ("x86_64", "us-east-2", AMI_420_US_EAST_2),
-            ("aarch64", "us-east-1", AMI_420_ARM_US_EAST_1),
-        ],
-    )
+    RHCOS_420.to_json()
 }
 
 pub fn stream_421() -> String {
-    stream(
-        "rhcos-4.21",
-        "9.6.20251023-0",
-        [
-            ("x86_64", "us-east-1", AMI_421_US_EAST_1),
-            ("x86_64", "us-east-2", AMI_421_US_EAST_2),
-            ("aarch64", "us-east-1", AMI_421_ARM_US_EAST_1),
-        ],
-    )
+    RHCOS_421.to_json()
 }
 
 /// An Azure marketplace entry of a stream: the Hyper-V generation 1 and 2 images of one offer.

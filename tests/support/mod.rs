@@ -9,6 +9,7 @@
 
 pub mod fixtures;
 pub mod proxy;
+pub mod waits;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -513,8 +514,22 @@ impl TestEnv {
     /// singleton names, debug logs), without the listen addresses: for
     /// [`ControllerProcess::spawn`] with a few changes.
     pub fn controller_flags(&self) -> Vec<String> {
+        self.controller_flags_with(&kubeconfig())
+    }
+
+    /// [`TestEnv::controller_flags`] for a controller that reaches the API server through
+    /// `proxy` (its kubeconfig is written to `target/test-logs/<namespace>.kubeconfig`).
+    pub fn controller_flags_through(&self, proxy: &proxy::Proxy) -> Vec<String> {
+        let dir = Path::new(REPO).join("target/test-logs");
+        std::fs::create_dir_all(&dir).expect("create target/test-logs");
+        let through = dir.join(format!("{}.kubeconfig", self.ns));
+        proxy.kubeconfig(&kubeconfig(), &through);
+        self.controller_flags_with(&through)
+    }
+
+    fn controller_flags_with(&self, kubeconfig: &Path) -> Vec<String> {
         vec![
-            format!("--kubeconfig={}", kubeconfig().display()),
+            format!("--kubeconfig={}", kubeconfig.display()),
             format!("--namespace={}", self.ns),
             format!("--machine-api-namespace={}", self.ns),
             format!("--golden-configmap-namespace={}", self.ns),
@@ -736,6 +751,23 @@ where
             return None;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// [`eventually`], or a failed test saying what never happened (`explain` runs only then, so
+/// it may read the controller's logs).
+pub async fn eventually_or_fail<T, F, Fut>(
+    timeout: Duration,
+    check: F,
+    explain: impl FnOnce() -> String,
+) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    match eventually(timeout, check).await {
+        Some(v) => v,
+        None => panic!("{}", explain()),
     }
 }
 

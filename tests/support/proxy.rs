@@ -172,23 +172,6 @@ impl Proxy {
     }
 }
 
-impl Proxy {
-    /// The controller flags of `env`, talking to the API server through this proxy.
-    pub fn controller_flags(&self, env: &super::TestEnv) -> Vec<String> {
-        let dir = Path::new(super::REPO).join("target/test-logs");
-        std::fs::create_dir_all(&dir).expect("the test log folder");
-        let kubeconfig = dir.join(format!("{}.kubeconfig", env.ns));
-        self.kubeconfig(&super::kubeconfig(), &kubeconfig);
-        env.controller_flags()
-            .into_iter()
-            .map(|flag| match flag.starts_with("--kubeconfig=") {
-                true => format!("--kubeconfig={}", kubeconfig.display()),
-                false => flag,
-            })
-            .collect()
-    }
-}
-
 impl Drop for Proxy {
     fn drop(&mut self) {
         self.task.abort();

@@ -1,0 +1,97 @@
+//! What a platform rule is handed, and readers of what it answers, for the rules' unit tests
+//! and the fuzz targets.
+
+use serde_json::{Value, json};
+
+use crate::arch::Arch;
+use crate::known_images::KnownImages;
+use crate::platform::{FieldChange, ImageOutcome, RuleContext};
+use crate::reason::Reason;
+use crate::stream::GoldenStream;
+
+/// What the planner hands a rule about the cluster.
+pub struct Cluster {
+    pub stream: GoldenStream,
+    pub known_images: KnownImages,
+    pub infrastructure_name: Option<String>,
+}
+
+impl Cluster {
+    /// A cluster on `stream` whose known images are, as the planner builds them, the
+    /// stream's own references.
+    pub fn new(stream: Value) -> Self {
+        let stream = GoldenStream::parse(&stream.to_string()).expect("test stream parses");
+        let known_images = stream.image_references().into_iter().collect();
+        Cluster {
+            stream,
+            known_images,
+            infrastructure_name: None,
+        }
+    }
+
+    /// Adds entries of the `--known-images-file` (images of earlier releases).
+    pub fn knowing(mut self, images: &[&str]) -> Self {
+        self.known_images
+            .extend(images.iter().map(|image| image.to_string()));
+        self
+    }
+
+    pub fn named(mut self, infrastructure_name: &str) -> Self {
+        self.infrastructure_name = Some(infrastructure_name.into());
+        self
+    }
+
+    pub fn ctx(&self, arch: Arch) -> RuleContext<'_> {
+        RuleContext {
+            stream: &self.stream,
+            arch,
+            known_images: &self.known_images,
+            infrastructure_name: self.infrastructure_name.as_deref(),
+        }
+    }
+}
+
+/// The message of a skip or error, or `""` for UpToDate and Update.
+pub fn message(outcome: &ImageOutcome) -> &str {
+    match outcome {
+        ImageOutcome::Skip { message, .. } | ImageOutcome::Error { message, .. } => message,
+        ImageOutcome::UpToDate { .. } | ImageOutcome::Update { .. } => "",
+    }
+}
+
+/// The reason of a skip or error, or `None` for UpToDate and Update.
+pub fn reason(outcome: &ImageOutcome) -> Option<Reason> {
+    match outcome {
+        ImageOutcome::Skip { reason, .. } | ImageOutcome::Error { reason, .. } => Some(*reason),
+        ImageOutcome::UpToDate { .. } | ImageOutcome::Update { .. } => None,
+    }
+}
+
+/// An update of the one field at `pointer` from `from` to `to`, the image being that field.
+pub fn single_update(pointer: &str, from: &str, to: &str) -> ImageOutcome {
+    ImageOutcome::Update {
+        current: json!(from),
+        target: json!(to),
+        changes: vec![FieldChange {
+            pointer: pointer.into(),
+            from: json!(from),
+            to: json!(to),
+        }],
+    }
+}
+
+/// The image an update moves to, or a panic naming the outcome.
+pub fn target(outcome: &ImageOutcome) -> &Value {
+    match outcome {
+        ImageOutcome::Update { target, .. } => target,
+        other => panic!("expected an update, got {other:?}"),
+    }
+}
+
+/// The pointers an update changes, or a panic naming the outcome.
+pub fn changed_pointers(outcome: &ImageOutcome) -> Vec<&str> {
+    let ImageOutcome::Update { changes, .. } = outcome else {
+        panic!("expected an update, got {outcome:?}");
+    };
+    changes.iter().map(|c| c.pointer.as_str()).collect()
+}
