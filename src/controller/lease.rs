@@ -19,10 +19,11 @@ use tracing::{info, warn};
 
 use crate::api_client;
 
-/// OpenShift's defaults for operators (openshift/library-go, pkg/config/leaderelection,
-/// `LeaderElectionDefaulting`): a standby takes over 137 s after the last renewal, a leader that
-/// could not renew for 107 s steps down, and candidates try every 26 s. Chosen there to ride out
-/// a kube-apiserver rollout on a single-node control plane without a leader change.
+/// OpenShift's defaults for operators: openshift/library-go `LeaderElectionDefaulting` in
+/// pkg/config/leaderelection/leaderelection.go (checked at commit 93ac9206, lines 96-118). A
+/// standby takes over 137 s after it last saw a renewal, a leader that could not renew for 107 s
+/// steps down, candidates try every 26 s. Chosen there to tolerate about a minute of
+/// kube-apiserver downtime without a leader change, and 30 s of clock skew.
 pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(137);
 pub const DEFAULT_RENEW_DEADLINE: Duration = Duration::from_secs(107);
 pub const DEFAULT_RETRY_PERIOD: Duration = Duration::from_secs(26);
@@ -185,6 +186,10 @@ pub async fn run(
     let mut observed: Option<Observed> = None;
     loop {
         let deadline = last_renewal.map(|at| at + config.renew_deadline);
+        // A renewal counts from when it was sent, not from when its answer came: a standby
+        // starts its count when it sees the new renewTime, which can be before a slow answer
+        // reaches us, so the leader's deadline must not start later than that.
+        let sent = Instant::now();
         let attempt = tokio::select! {
             attempt = tokio::time::timeout(
                 config.retry_period,
@@ -205,7 +210,7 @@ pub async fn run(
                 if last_renewal.is_none() {
                     info!(identity = %config.identity, lease = %config.name, "became leader");
                 }
-                last_renewal = Some(Instant::now());
+                last_renewal = Some(sent);
                 leader.send_if_modified(|l| !std::mem::replace(l, true));
             }
             Attempt::Taken(holder) if last_renewal.is_some() => {
