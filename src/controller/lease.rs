@@ -184,6 +184,8 @@ pub async fn run(
 ) -> Result<(), LeaseLost> {
     let mut last_renewal: Option<Instant> = None;
     let mut observed: Option<Observed> = None;
+    // Who we last saw holding the lease, so that each new holder is logged once.
+    let mut following: Option<String> = None;
     loop {
         let deadline = last_renewal.map(|at| at + config.renew_deadline);
         // A renewal counts from when it was sent, not from when its answer came: a standby
@@ -221,7 +223,12 @@ pub async fn run(
                     holder.as_deref().unwrap_or("another candidate")
                 )));
             }
-            Attempt::Taken(_) => {}
+            Attempt::Taken(holder) => {
+                if holder.is_some() && holder != following {
+                    info!(holder = holder.as_deref().unwrap_or_default(), lease = %config.name, "another candidate holds the leader lease; standing by");
+                    following = holder;
+                }
+            }
             Attempt::Failed(why) => {
                 warn!(error = %why, lease = %config.name, "cannot read or write the leader lease");
                 if let Some(at) = last_renewal
