@@ -272,22 +272,31 @@ async fn sleep_until(deadline: Option<Instant>) {
     }
 }
 
+/// One attempt, read again at once when our renewal lost a race: a conflict on our own Lease
+/// is not proof that someone else holds it (any write to the object causes one), and the
+/// fresh read says whether someone does.
 async fn try_acquire_or_renew(
     api: &Api<Lease>,
     config: &LeaseConfig,
     observed: &mut Option<Observed>,
 ) -> Attempt {
-    match acquire_or_renew(api, config, observed).await {
-        Ok(attempt) => attempt,
-        Err(e) => Attempt::Failed(e.to_string()),
+    for _ in 0..2 {
+        match acquire_or_renew(api, config, observed).await {
+            Ok(None) => continue,
+            Ok(Some(attempt)) => return attempt,
+            Err(e) => return Attempt::Failed(e.to_string()),
+        }
     }
+    Attempt::Failed("the Lease kept changing between our reads and our renewals".into())
 }
 
+/// One read and, unless another holder's lease is valid, one write. `None`: our renewal lost a
+/// race with another write to our own Lease.
 async fn acquire_or_renew(
     api: &Api<Lease>,
     config: &LeaseConfig,
     observed: &mut Option<Observed>,
-) -> Result<Attempt, kube::Error> {
+) -> Result<Option<Attempt>, kube::Error> {
     let now = Timestamp::now();
     let Some(mut lease) = api.get_opt(&config.name).await? else {
         let lease = Lease {
@@ -299,8 +308,8 @@ async fn acquire_or_renew(
             spec: Some(held_spec(config, now, None)),
         };
         return match api.create(&api_client::post_params(), &lease).await {
-            Ok(_) => Ok(Attempt::Held),
-            Err(kube::Error::Api(e)) if e.code == 409 => Ok(Attempt::Taken(None)),
+            Ok(_) => Ok(Some(Attempt::Held)),
+            Err(kube::Error::Api(e)) if e.code == 409 => Ok(Some(Attempt::Taken(None))),
             Err(e) => Err(e),
         };
     };
@@ -311,7 +320,7 @@ async fn acquire_or_renew(
         observed.as_ref(),
         Instant::now(),
     ) {
-        Decision::Follow { holder } => Ok(Attempt::Taken(Some(holder))),
+        Decision::Follow { holder } => Ok(Some(Attempt::Taken(Some(holder)))),
         decision => {
             let previous = lease.spec.take();
             let mut spec = held_spec(config, now, previous.as_ref());
@@ -326,8 +335,11 @@ async fn acquire_or_renew(
                 .replace(&config.name, &api_client::post_params(), &lease)
                 .await
             {
-                Ok(_) => Ok(Attempt::Held),
-                Err(kube::Error::Api(e)) if e.code == 409 => Ok(Attempt::Taken(None)),
+                Ok(_) => Ok(Some(Attempt::Held)),
+                Err(kube::Error::Api(e)) if e.code == 409 && decision == Decision::Renew => {
+                    Ok(None)
+                }
+                Err(kube::Error::Api(e)) if e.code == 409 => Ok(Some(Attempt::Taken(None))),
                 Err(e) => Err(e),
             }
         }
