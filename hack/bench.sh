@@ -224,7 +224,7 @@ if ((cluster_needed)); then
   if wants takeover; then
     log "takeover: a killed leader, and a leader whose Lease calls hang"
     takeover_log="$results/takeover.log"
-    if PATH="$bin_dir:$PATH" cargo test --locked --test faults --test leader_election_bounds -- \
+    if PATH="$bin_dir:$PATH" BIC_CONTROLLER_BINARY="$BIC_BINARY" cargo test --locked --test faults --test leader_election_bounds -- \
       standby_takes_over_from_a_killed_leader a_leader_whose_renewals_hang_steps_down_by_its_renew_deadline \
       --nocapture >"$takeover_log" 2>&1; then
       killed="$(sed -n 's/.*MEASURED: bravo took over \(.*\) after alpha was killed.*/\1/p' "$takeover_log" | tail -n 1)"
