@@ -7,7 +7,7 @@
 #                   convergence_seconds, baseline_seconds, first_patch_seconds,
 #                   critical_path_writes, rollout_events, steady_state_writes,
 #                   steady_state_requests, rss_bytes, ready_seconds (+ details)
-#   --only WHAT     one measurement: planner | convergence | steady | memory
+#   --only WHAT     one measurement: planner | convergence | steady | memory | takeover
 #   --sizes N,...   MachineSet counts for --only (default: that measurement's usual sizes)
 #   --keep-cluster  leave the private control plane running (a later run reuses it)
 #
@@ -22,6 +22,10 @@
 #                cluster of 1,000 (and 10,000) [50] MachineSets; the JSON keys are at 1,000 [50]
 #   memory       peak RSS (VmHWM) of the controller and time from start to /readyz 200, at
 #                1,000 and 10,000 [50, 200] MachineSets
+#   takeover     leader election with short lease timings: how long a standby takes to lead
+#                after the leader is killed (lease 15 s, retry 2 s), and how long a leader whose
+#                Lease calls hang keeps running (renew deadline 4 s); the figures the tests
+#                tests/faults.rs and tests/leader_election_bounds.rs print, never assert
 # The cluster measurements run examples/bench_cluster.rs against a private kube-apiserver +
 # etcd (BIC_CLUSTER_DIR=<repo>/.local-cluster-bench, started here and torn down on exit), so no
 # other cluster is touched. Figures are printed, never asserted: wall-clock numbers depend on the
@@ -49,7 +53,7 @@ while (($#)); do
   esac
   shift
 done
-case "$only" in "" | planner | convergence | steady | memory) ;; *) die "--only: planner, convergence, steady or memory" ;; esac
+case "$only" in "" | planner | convergence | steady | memory | takeover) ;; *) die "--only: planner, convergence, steady, memory or takeover" ;; esac
 [[ -z "$sizes_arg" || -n "$only" ]] || die "--sizes needs --only"
 [[ -z "$json_out" ]] || json_out="$(realpath -m "$json_out")"
 
@@ -103,6 +107,7 @@ started=$(date +%s)
 log "building (release)"
 cargo build --release --locked --bin boot-image-controller --example bench_cluster >&2
 wants planner && cargo bench --locked --bench planner --no-run >&2 2>&1
+wants takeover && cargo test --locked --test faults --test leader_election_bounds --no-run >&2 2>&1
 
 # ---------------------------------------------------------------------------------------------
 if wants planner; then
@@ -122,7 +127,7 @@ fi
 
 # ---------------------------------------------------------------------------------------------
 cluster_needed=0
-for what in convergence steady memory; do wants "$what" && cluster_needed=1; done
+for what in convergence steady memory takeover; do wants "$what" && cluster_needed=1; done
 if ((cluster_needed)); then
   export BIC_CLUSTER_DIR="$repo/.local-cluster-bench"
   export BIC_BINARY="$repo/target/release/boot-image-controller"
@@ -215,6 +220,22 @@ if ((cluster_needed)); then
         row "3. steady state" "$(thousands "$n")" "FAILED (see target/bench/)" "$(cmd_for steady "$n")"
       fi
     done
+  fi
+  if wants takeover; then
+    log "takeover: a killed leader, and a leader whose Lease calls hang"
+    takeover_log="$results/takeover.log"
+    if PATH="$bin_dir:$PATH" BIC_CONTROLLER_BINARY="$BIC_BINARY" cargo test --locked --test faults --test leader_election_bounds -- \
+      standby_takes_over_from_a_killed_leader a_leader_whose_renewals_hang_steps_down_by_its_renew_deadline \
+      --nocapture >"$takeover_log" 2>&1; then
+      killed="$(sed -n 's/.*MEASURED: bravo took over \(.*\) after alpha was killed.*/\1/p' "$takeover_log" | tail -n 1)"
+      hung="$(sed -n 's/.*MEASURED: stepped down \(.*\) after its renewals started hanging.*/\1/p' "$takeover_log" | tail -n 1)"
+      row "5. leader election" "-" \
+        "a standby leads ${killed:-?} after the leader is killed (lease 15 s, retry 2 s); a leader whose Lease calls hang exits ${hung:-?} after they start hanging (renew deadline 4 s)" \
+        "hack/bench.sh --only takeover"
+    else
+      failed=1
+      row "5. leader election" "-" "FAILED (see $takeover_log)" "hack/bench.sh --only takeover"
+    fi
   fi
 fi
 

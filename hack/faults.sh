@@ -31,6 +31,8 @@ faults=(
   "lib|server::tests::a_client_that_never_finishes_its_headers_is_disconnected|slowloris: headers never finished"
   "lib|server::tests::connections_beyond_the_limit_are_closed_and_slots_come_back|connection flood beyond the listener's cap"
   "leader_election_bounds|a_leader_whose_renewals_hang_steps_down_by_its_renew_deadline|hung API calls: a leader whose renewals never return"
+  "leader_election_bounds|a_leader_that_sees_another_holder_steps_down_at_once|another candidate takes the Lease from a leader"
+  "watch_backoff|an_unreachable_api_server_is_retried_with_backoff_and_logged_once|API server unreachable: watches back off, one warning per failure spell"
   "hot_loop_whole_object_writer|a_writer_that_replaces_whole_objects_is_fought_only_up_to_the_threshold|a writer that replaces whole objects after each patch"
   "faults|soak_apiserver_killed_repeatedly_during_a_large_rollout|soak: kube-apiserver killed 3 times during a 300-MachineSet rollout"
 )

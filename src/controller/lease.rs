@@ -19,10 +19,11 @@ use tracing::{info, warn};
 
 use crate::api_client;
 
-/// OpenShift's defaults for operators (openshift/library-go, pkg/config/leaderelection,
-/// `LeaderElectionDefaulting`): a standby takes over 137 s after the last renewal, a leader that
-/// could not renew for 107 s steps down, and candidates try every 26 s. Chosen there to ride out
-/// a kube-apiserver rollout on a single-node control plane without a leader change.
+/// OpenShift's defaults for operators: openshift/library-go `LeaderElectionDefaulting` in
+/// pkg/config/leaderelection/leaderelection.go (checked at commit 93ac9206, lines 96-118). A
+/// standby takes over 137 s after it last saw a renewal, a leader that could not renew for 107 s
+/// steps down, candidates try every 26 s. Chosen there to tolerate about a minute of
+/// kube-apiserver downtime without a leader change, and 30 s of clock skew.
 pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(137);
 pub const DEFAULT_RENEW_DEADLINE: Duration = Duration::from_secs(107);
 pub const DEFAULT_RETRY_PERIOD: Duration = Duration::from_secs(26);
@@ -183,8 +184,14 @@ pub async fn run(
 ) -> Result<(), LeaseLost> {
     let mut last_renewal: Option<Instant> = None;
     let mut observed: Option<Observed> = None;
+    // Who we last saw holding the lease, so that each new holder is logged once.
+    let mut following: Option<String> = None;
     loop {
         let deadline = last_renewal.map(|at| at + config.renew_deadline);
+        // A renewal counts from when it was sent, not from when its answer came: a standby
+        // starts its count when it sees the new renewTime, which can be before a slow answer
+        // reaches us, so the leader's deadline must not start later than that.
+        let sent = Instant::now();
         let attempt = tokio::select! {
             attempt = tokio::time::timeout(
                 config.retry_period,
@@ -205,7 +212,7 @@ pub async fn run(
                 if last_renewal.is_none() {
                     info!(identity = %config.identity, lease = %config.name, "became leader");
                 }
-                last_renewal = Some(Instant::now());
+                last_renewal = Some(sent);
                 leader.send_if_modified(|l| !std::mem::replace(l, true));
             }
             Attempt::Taken(holder) if last_renewal.is_some() => {
@@ -216,7 +223,12 @@ pub async fn run(
                     holder.as_deref().unwrap_or("another candidate")
                 )));
             }
-            Attempt::Taken(_) => {}
+            Attempt::Taken(holder) => {
+                if holder.is_some() && holder != following {
+                    info!(holder = holder.as_deref().unwrap_or_default(), lease = %config.name, "another candidate holds the leader lease; standing by");
+                    following = holder;
+                }
+            }
             Attempt::Failed(why) => {
                 warn!(error = %why, lease = %config.name, "cannot read or write the leader lease");
                 if let Some(at) = last_renewal
@@ -260,22 +272,31 @@ async fn sleep_until(deadline: Option<Instant>) {
     }
 }
 
+/// One attempt, read again at once when our renewal lost a race: a conflict on our own Lease
+/// is not proof that someone else holds it (any write to the object causes one), and the
+/// fresh read says whether someone does.
 async fn try_acquire_or_renew(
     api: &Api<Lease>,
     config: &LeaseConfig,
     observed: &mut Option<Observed>,
 ) -> Attempt {
-    match acquire_or_renew(api, config, observed).await {
-        Ok(attempt) => attempt,
-        Err(e) => Attempt::Failed(e.to_string()),
+    for _ in 0..2 {
+        match acquire_or_renew(api, config, observed).await {
+            Ok(None) => continue,
+            Ok(Some(attempt)) => return attempt,
+            Err(e) => return Attempt::Failed(e.to_string()),
+        }
     }
+    Attempt::Failed("the Lease kept changing between our reads and our renewals".into())
 }
 
+/// One read and, unless another holder's lease is valid, one write. `None`: our renewal lost a
+/// race with another write to our own Lease.
 async fn acquire_or_renew(
     api: &Api<Lease>,
     config: &LeaseConfig,
     observed: &mut Option<Observed>,
-) -> Result<Attempt, kube::Error> {
+) -> Result<Option<Attempt>, kube::Error> {
     let now = Timestamp::now();
     let Some(mut lease) = api.get_opt(&config.name).await? else {
         let lease = Lease {
@@ -287,8 +308,8 @@ async fn acquire_or_renew(
             spec: Some(held_spec(config, now, None)),
         };
         return match api.create(&api_client::post_params(), &lease).await {
-            Ok(_) => Ok(Attempt::Held),
-            Err(kube::Error::Api(e)) if e.code == 409 => Ok(Attempt::Taken(None)),
+            Ok(_) => Ok(Some(Attempt::Held)),
+            Err(kube::Error::Api(e)) if e.code == 409 => Ok(Some(Attempt::Taken(None))),
             Err(e) => Err(e),
         };
     };
@@ -299,7 +320,7 @@ async fn acquire_or_renew(
         observed.as_ref(),
         Instant::now(),
     ) {
-        Decision::Follow { holder } => Ok(Attempt::Taken(Some(holder))),
+        Decision::Follow { holder } => Ok(Some(Attempt::Taken(Some(holder)))),
         decision => {
             let previous = lease.spec.take();
             let mut spec = held_spec(config, now, previous.as_ref());
@@ -314,8 +335,11 @@ async fn acquire_or_renew(
                 .replace(&config.name, &api_client::post_params(), &lease)
                 .await
             {
-                Ok(_) => Ok(Attempt::Held),
-                Err(kube::Error::Api(e)) if e.code == 409 => Ok(Attempt::Taken(None)),
+                Ok(_) => Ok(Some(Attempt::Held)),
+                Err(kube::Error::Api(e)) if e.code == 409 && decision == Decision::Renew => {
+                    Ok(None)
+                }
+                Err(kube::Error::Api(e)) if e.code == 409 => Ok(Some(Attempt::Taken(None))),
                 Err(e) => Err(e),
             }
         }

@@ -14,7 +14,7 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::task::JoinHandle;
-use tracing::warn;
+use tracing::{info, warn};
 
 use super::watch_backoff::WatchHealth;
 use super::watches::{Trigger, drop_managed_fields};
@@ -55,7 +55,13 @@ impl SecretWatches {
     /// Watches exactly `names`: stops the watches no longer needed, starts the missing ones
     /// and waits for their first lists together (at most [`FIRST_LIST_TIMEOUT`] in all).
     pub async fn ensure(&mut self, names: &BTreeSet<String>) {
-        self.watches.retain(|name, _| names.contains(name));
+        self.watches.retain(|name, _| {
+            let needed = names.contains(name);
+            if !needed {
+                info!(secret = %name, "no longer watching a stub secret: no selected object points at it");
+            }
+            needed
+        });
         let missing: Vec<String> = names
             .iter()
             .filter(|n| !self.watches.contains_key(*n))
@@ -63,6 +69,7 @@ impl SecretWatches {
             .collect();
         let mut new = Vec::new();
         for name in missing {
+            info!(secret = %name, "watching a stub secret a selected object points at");
             let watch = self.start(&name);
             new.push(watch.store.clone());
             self.watches.insert(name, watch);
