@@ -282,7 +282,7 @@ async fn mode_all_moves_the_control_plane_to_the_golden_image() {
     assert_eq!(
         annotation_of(
             &reverted,
-            "machineconfiguration.openshift.io/boot-image-updates"
+            "boot-image-controller.io/boot-image-updates"
         ),
         Some("disabled")
     );

@@ -22,8 +22,8 @@ const PROGRESSING: &str = "BootImageUpdateProgressing";
 const DEGRADED: &str = "BootImageUpdateDegraded";
 const PAUSED: &str = "BootImageUpdatePaused";
 const MACHINE_SET: (&str, &str) = ("machine.openshift.io/v1beta1", "MachineSet");
-const OPT_OUT: &str = "machineconfiguration.openshift.io/boot-image-updates";
-const PAUSE: &str = "machineconfiguration.openshift.io/boot-image-updates-paused";
+const OPT_OUT: &str = "boot-image-controller.io/boot-image-updates";
+const PAUSE: &str = "boot-image-controller.io/boot-image-updates-paused";
 const HOT_LOOP: &str = "boot-image-controller.io/hot-loop";
 const MACHINE_SET_WRITES: &str = r#"boot_image_controller_writes_total{target="MachineSet"}"#;
 const PATCHES_UPDATED: &str =

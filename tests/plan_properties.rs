@@ -156,7 +156,7 @@ impl ClusterCase {
         }
         if paused {
             mc["metadata"]["annotations"] =
-                json!({"machineconfiguration.openshift.io/boot-image-updates-paused": "true"});
+                json!({"boot-image-controller.io/boot-image-updates-paused": "true"});
         }
         let mut desired = json!({"version": version});
         if self.multi_arch {
@@ -452,7 +452,7 @@ fn arb_annotations() -> impl Strategy<Value = BTreeMap<String, String>> {
     let entry = prop_oneof![
         2 => arch.prop_map(|v| ("capacity.cluster-autoscaler.kubernetes.io/labels".to_string(), v)),
         1 => Just((
-            "machineconfiguration.openshift.io/boot-image-updates".to_string(),
+            "boot-image-controller.io/boot-image-updates".to_string(),
             "disabled".to_string()
         )),
         1 => prop_oneof![

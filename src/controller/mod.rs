@@ -439,6 +439,7 @@ impl Controller {
             hot_loop_window: SignedDuration::try_from(self.args.hot_loop_window)
                 .unwrap_or(SignedDuration::from_hours(1)),
             remembered_patches: std::mem::take(&mut self.remembered_patches),
+            report_only: self.args.report_only,
         };
         let decide::Decided { decisions, facts } = decide::decide(&observed, &scope, &options);
         // The snapshot holds a copy of every watched object; release it before the patches.

@@ -176,7 +176,7 @@ impl MachineSetBuilder {
 
     pub fn opted_out(self) -> Self {
         self.annotate(
-            "machineconfiguration.openshift.io/boot-image-updates",
+            "boot-image-controller.io/boot-image-updates",
             "disabled",
         )
     }
