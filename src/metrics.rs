@@ -35,6 +35,7 @@ pub mod names {
     pub const BUILD_INFO: &str = "boot_image_controller_build_info";
     pub const READY: &str = "boot_image_controller_ready";
     pub const HOLD_EXCEEDED: &str = "boot_image_controller_hold_exceeded";
+    pub const STOOD_DOWN: &str = "boot_image_controller_stood_down";
     /// Same name and meaning as the Machine Config Operator's gauge, so existing alerts and
     /// dashboards keep working after the switch.
     pub const MCC_UPDATE_ERROR: &str = "mcc_bootimage_update_error";
@@ -66,6 +67,8 @@ pub struct Metrics {
     pub golden_stream: IntGaugeVec,
     pub leader: IntGauge,
     pub ready: IntGauge,
+    /// 1 while another boot image manager is active (or `--report-only`): we only report.
+    pub stood_down: IntGauge,
     /// Successful writes to the API, by target (one of [`WRITE_TARGETS`]).
     pub writes: IntCounterVec,
     /// Writes the API refused or that did not reach it, by target. Conflicts we retry by
@@ -134,6 +137,12 @@ impl Metrics {
             leader: IntGauge::new(names::LEADER, "1 while this replica holds the leader lease")
                 .unwrap(),
             ready: IntGauge::new(names::READY, "1 once every watch has synced").unwrap(),
+            stood_down: IntGauge::new(
+                names::STOOD_DOWN,
+                "1 while this controller only reports because another boot image manager is \
+                 active or --report-only is set",
+            )
+            .unwrap(),
             writes: vec_of(
                 IntCounterVec::new,
                 names::WRITES,
@@ -222,6 +231,7 @@ impl Metrics {
             Box::new(self.golden_stream.clone()),
             Box::new(self.leader.clone()),
             Box::new(self.ready.clone()),
+            Box::new(self.stood_down.clone()),
             Box::new(self.writes.clone()),
             Box::new(self.write_failures.clone()),
             Box::new(self.build_info.clone()),
@@ -255,6 +265,8 @@ impl Metrics {
                 .with_label_values(&[reason.as_str()])
                 .set(i64::from(active));
         }
+        let standing_down = blocked.is_some_and(|b| b.reason.stands_down());
+        self.stood_down.set(i64::from(standing_down));
         self.golden_stream.reset();
         if let Some((stream, release)) = golden {
             self.golden_stream

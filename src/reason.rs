@@ -142,6 +142,12 @@ impl Reason {
             )
     }
 
+    /// Whether this hold means we leave boot images (and their shared conditions) to another
+    /// manager, or were told to only report.
+    pub fn stands_down(self) -> bool {
+        matches!(self, Reason::AnotherManagerActive | Reason::ReportOnly)
+    }
+
     /// Every reason of one category, in declaration order.
     pub fn of(category: Category) -> impl Iterator<Item = Reason> {
         Reason::ALL
