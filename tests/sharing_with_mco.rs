@@ -191,7 +191,9 @@ async fn beside_another_boot_image_manager_nothing_is_written_until_it_is_gone()
         if manager == "boot-image-controller" {
             let text = fields.to_string();
             assert!(
-                !text.contains("BootImageUpdate") && !text.contains("managedBootImagesStatus"),
+                !text.contains("BootImageUpdateProgressing")
+                    && !text.contains("BootImageUpdateDegraded")
+                    && !text.contains("managedBootImagesStatus"),
                 "we own shared fields: {text}"
             );
         }
