@@ -462,7 +462,11 @@ async fn selection_none_after_all_stops_every_write() {
         (mc["status"]["bootImageSkewEnforcementStatus"]["mode"] == "None").then_some(())
     })
     .await;
-    assert!(off.is_some(), "skew enforcement never turned off\n{}", tails(&c));
+    assert!(
+        off.is_some(),
+        "skew enforcement never turned off\n{}",
+        tails(&c)
+    );
     declared["spec"]["managedBootImages"] = selection("None", None);
     env.apply(declared).await;
     wait_for_message(&env, &c, PROGRESSING, &["3 total, 0 selected"]).await;

@@ -39,7 +39,11 @@ async fn write_status_as(env: &TestEnv, manager: &str, status: Value) {
         ..PatchParams::default()
     };
     configurations(env)
-        .patch_status(&env.singleton, &params, &Patch::Merge(json!({"status": status})))
+        .patch_status(
+            &env.singleton,
+            &params,
+            &Patch::Merge(json!({"status": status})),
+        )
         .await
         .unwrap_or_else(|e| panic!("status write as {manager}: {e}"));
 }
@@ -53,7 +57,10 @@ async fn remove_condition_as(env: &TestEnv, manager: &str, type_: &str) {
     };
     for _ in 0..20 {
         let mc = env.machine_configuration().await;
-        let conditions = mc["status"]["conditions"].as_array().cloned().unwrap_or_default();
+        let conditions = mc["status"]["conditions"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
         let Some(index) = conditions.iter().position(|c| c["type"] == type_) else {
             return;
         };
@@ -80,7 +87,12 @@ async fn managed_fields(env: &TestEnv) -> Vec<(String, Value)> {
         .cloned()
         .unwrap_or_default()
         .into_iter()
-        .map(|e| (e["manager"].as_str().unwrap_or_default().to_string(), e["fieldsV1"].clone()))
+        .map(|e| {
+            (
+                e["manager"].as_str().unwrap_or_default().to_string(),
+                e["fieldsV1"].clone(),
+            )
+        })
         .collect()
 }
 
@@ -123,7 +135,12 @@ async fn wait_for_passes(ctl: &ControllerProcess, n: f64) {
     wait_for_metric(ctl, FULL_PASSES, |v| v >= before + n).await;
 }
 
-async fn wait_for_status_field(env: &TestEnv, ctl: &ControllerProcess, field: &str, expected: &Value) {
+async fn wait_for_status_field(
+    env: &TestEnv,
+    ctl: &ControllerProcess,
+    field: &str,
+    expected: &Value,
+) {
     let found = eventually(CONVERGE, || async {
         let mc = env.machine_configuration().await;
         (mc["status"][field] == *expected).then_some(())
@@ -183,7 +200,10 @@ async fn beside_another_boot_image_manager_nothing_is_written_until_it_is_gone()
     // of the shared condition types or boot-image status taken over by us.
     wait_for_passes(&ctl, 3.0).await;
     assert_eq!(env.machine_set_versions().await, versions);
-    assert_eq!(ctl.metric(MACHINE_SET_WRITES).await.unwrap_or_default(), 0.0);
+    assert_eq!(
+        ctl.metric(MACHINE_SET_WRITES).await.unwrap_or_default(),
+        0.0
+    );
     let degraded = env.condition("BootImageUpdateDegraded").await.unwrap();
     assert_eq!(degraded["reason"], "MCOReports");
     assert!(env.condition("BootImageUpdateProgressing").await.is_none());
@@ -215,7 +235,14 @@ async fn beside_another_boot_image_manager_nothing_is_written_until_it_is_gone()
     .await;
     assert!(updated.is_some(), "never took over:\n{}", ctl.log_tail(40));
     wait_for_metric(&ctl, STOOD_DOWN_METRIC, |v| v == 0.0).await;
-    wait_for_condition(&env, &ctl, "BootImageUpdateProgressing", "False", "BootImagesCurrent").await;
+    wait_for_condition(
+        &env,
+        &ctl,
+        "BootImageUpdateProgressing",
+        "False",
+        "BootImagesCurrent",
+    )
+    .await;
 }
 
 /// The ClusterVersion of a cluster installed at `installed` and now at `current`.
@@ -231,7 +258,8 @@ fn upgraded_cluster_version(env: &TestEnv, installed: &str, current: &str) -> Va
 async fn skew_enforcement_status_follows_the_rollout_in_automatic_and_manual_modes() {
     let env = TestEnv::new("mco-skew").await;
     env.aws_cluster("4.21.0", &stream_421(), None).await;
-    env.apply(upgraded_cluster_version(&env, "4.20.0", "4.21.0")).await;
+    env.apply(upgraded_cluster_version(&env, "4.20.0", "4.21.0"))
+        .await;
     env.remember_images(&[AMI_420_US_EAST_1]).await;
     env.apply(machine_set(&env.ns, "worker-a").build()).await;
     env.apply(machine_set(&env.ns, "worker-b").build()).await;
@@ -256,14 +284,21 @@ async fn skew_enforcement_status_follows_the_rollout_in_automatic_and_manual_mod
     wait_for_status_field(&env, &ctl, "managedBootImagesStatus", &managers).await;
     // Written by us, server-side, and not again while nothing changes.
     assert!(
-        managed_fields(&env).await.iter().any(|(m, f)| m == "boot-image-controller"
-            && f.pointer("/f:status/f:bootImageSkewEnforcementStatus").is_some()),
+        managed_fields(&env)
+            .await
+            .iter()
+            .any(|(m, f)| m == "boot-image-controller"
+                && f.pointer("/f:status/f:bootImageSkewEnforcementStatus")
+                    .is_some()),
         "{:?}",
         managed_fields(&env).await
     );
     let rv = support::resource_version(&env.machine_configuration().await);
     wait_for_passes(&ctl, 3.0).await;
-    assert_eq!(support::resource_version(&env.machine_configuration().await), rv);
+    assert_eq!(
+        support::resource_version(&env.machine_configuration().await),
+        rv
+    );
 
     // Manual: the administrator's declaration, and whether the images in use meet it.
     let declare = |version: &str| {
@@ -273,9 +308,17 @@ async fn skew_enforcement_status_follows_the_rollout_in_automatic_and_manual_mod
                 {"mode": "Manual", "manual": {"mode": "OCPVersion", "ocpVersion": version}}}})
     };
     env.apply(declare("4.21.0")).await;
-    let manual = json!({"mode": "Manual", "manual": {"mode": "OCPVersion", "ocpVersion": "4.21.0"}});
+    let manual =
+        json!({"mode": "Manual", "manual": {"mode": "OCPVersion", "ocpVersion": "4.21.0"}});
     wait_for_status_field(&env, &ctl, "bootImageSkewEnforcementStatus", &manual).await;
-    wait_for_condition(&env, &ctl, "BootImageManualSkewVersionMet", "True", "DeclaredVersionMet").await;
+    wait_for_condition(
+        &env,
+        &ctl,
+        "BootImageManualSkewVersionMet",
+        "True",
+        "DeclaredVersionMet",
+    )
+    .await;
     env.apply(declare("4.22.0")).await;
     let met = wait_for_condition(
         &env,
@@ -285,7 +328,13 @@ async fn skew_enforcement_status_follows_the_rollout_in_automatic_and_manual_mod
         "DeclaredVersionNewer",
     )
     .await;
-    assert!(met["message"].as_str().unwrap_or_default().contains("4.22.0"), "{met}");
+    assert!(
+        met["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("4.22.0"),
+        "{met}"
+    );
 }
 
 /// Events about the MachineConfiguration (cluster-scoped) live in `default`.
@@ -308,8 +357,12 @@ async fn the_previous_annotation_keys_are_honoured_with_a_deprecation_event() {
     let env = TestEnv::new("mco-legacy").await;
     env.aws_cluster("4.21.0", &stream_421(), None).await;
     env.remember_images(&[AMI_420_US_EAST_1]).await;
-    env.apply(machine_set(&env.ns, "pinned").annotate(LEGACY_OPT_OUT, "disabled").build())
-        .await;
+    env.apply(
+        machine_set(&env.ns, "pinned")
+            .annotate(LEGACY_OPT_OUT, "disabled")
+            .build(),
+    )
+    .await;
     env.apply(machine_set(&env.ns, "worker-a").build()).await;
     let ctl = env.controller(&["--resync-period", "1s"]);
     ctl.wait_ready().await;
@@ -332,14 +385,18 @@ async fn the_previous_annotation_keys_are_honoured_with_a_deprecation_event() {
     .await
     .unwrap_or_else(|| panic!("no deprecation Event:\n{}", ctl.log_tail(40)));
     let note = warned[0]["note"].as_str().unwrap_or_default();
-    assert!(note.contains("boot-image-controller.io/boot-image-updates"), "{note}");
+    assert!(
+        note.contains("boot-image-controller.io/boot-image-updates"),
+        "{note}"
+    );
     // Once per object, not once per pass; and the opt-out held.
     wait_for_passes(&ctl, 3.0).await;
     assert_eq!(deprecation(env.events_for("pinned").await).len(), 1);
     assert_eq!(ami_of(&env.machine_set("pinned").await), AMI_420_US_EAST_1);
 
     // The old pause key pauses, with one Warning Event on the MachineConfiguration.
-    env.annotate_machine_configuration(LEGACY_PAUSE, Some("true")).await;
+    env.annotate_machine_configuration(LEGACY_PAUSE, Some("true"))
+        .await;
     wait_for_condition(&env, &ctl, "BootImageUpdatePaused", "True", "Paused").await;
     let events = eventually(CONVERGE, || async {
         let found = configuration_events(&env, "DeprecatedAnnotation").await;
@@ -349,7 +406,12 @@ async fn the_previous_annotation_keys_are_honoured_with_a_deprecation_event() {
     .unwrap_or_else(|| panic!("no Event about the pause key:\n{}", ctl.log_tail(40)));
     assert_eq!(events[0].type_.as_deref(), Some("Warning"));
     wait_for_passes(&ctl, 3.0).await;
-    assert_eq!(configuration_events(&env, "DeprecatedAnnotation").await.len(), 1);
+    assert_eq!(
+        configuration_events(&env, "DeprecatedAnnotation")
+            .await
+            .len(),
+        1
+    );
     env.annotate_machine_configuration(LEGACY_PAUSE, None).await;
     wait_for_condition(&env, &ctl, "BootImageUpdatePaused", "False", "NotPaused").await;
 }

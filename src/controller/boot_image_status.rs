@@ -260,7 +260,12 @@ fn manual_met(manual: &Value, input: &FieldsInput<'_>) -> Desired {
         );
     }
     let order = compare_versions(&declared, &golden);
-    let mut named = outdated.iter().take(10).cloned().collect::<Vec<_>>().join(", ");
+    let mut named = outdated
+        .iter()
+        .take(10)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
     if outdated.len() > 10 {
         let _ = write!(named, " and {} more", outdated.len() - 10);
     }
@@ -305,9 +310,7 @@ fn manual_met(manual: &Value, input: &FieldsInput<'_>) -> Desired {
 /// Dotted numeric versions (`4.21.3`, `9.6.20251023-0`), compared field by field.
 fn compare_versions(a: &str, b: &str) -> Option<std::cmp::Ordering> {
     let fields = |s: &str| -> Option<Vec<u64>> {
-        s.split(['.', '-'])
-            .map(|f| f.parse::<u64>().ok())
-            .collect()
+        s.split(['.', '-']).map(|f| f.parse::<u64>().ok()).collect()
     };
     Some(fields(a)?.cmp(&fields(b)?))
 }
@@ -324,12 +327,20 @@ mod tests {
             "metadata": {"name": "cluster"}, "spec": spec,
         }))
         .unwrap();
-        mc.status = status.map(|s| serde_json::from_value::<MachineConfigurationStatus>(s).unwrap());
+        mc.status =
+            status.map(|s| serde_json::from_value::<MachineConfigurationStatus>(s).unwrap());
         mc
     }
 
     fn decision(name: &str, action: Action, reason: Reason, outdated: bool) -> Decision {
-        let mut d = Decision::new(MachineKind::MachineSet, "openshift-machine-api", name, action, reason, String::new());
+        let mut d = Decision::new(
+            MachineKind::MachineSet,
+            "openshift-machine-api",
+            name,
+            action,
+            reason,
+            String::new(),
+        );
         d.boot_image = Values {
             current: Some(json!("ami-old")),
             target: outdated.then(|| json!("ami-new")),
@@ -391,8 +402,8 @@ mod tests {
         );
         let f = fields(&partial, &[]);
         assert_eq!(
-            f.managed_boot_images.unwrap()["machineManagers"][0]["selection"]["partial"]
-                ["machineResourceSelector"]["matchLabels"]["a"],
+            f.managed_boot_images.unwrap()["machineManagers"][0]["selection"]["partial"]["machineResourceSelector"]
+                ["matchLabels"]["a"],
             "b"
         );
         // The MCO enforces skew automatically only when every MachineSet is managed.
@@ -429,10 +440,22 @@ mod tests {
         let custom = decision("c", Action::Skip, Reason::CustomImage, false);
         let f = fields(&mc, &[current, custom]);
         assert_eq!(f.skew_enforcement["automatic"]["ocpVersion"], "4.18.2");
-        let recorded: serde_json::Map<String, Value> =
-            mc.status.as_ref().unwrap().extra.clone().into_iter().collect();
-        assert!(!f.already_in(Some(&recorded)), "a changed record is written");
-        assert!(f.already_in(Some(&f.status_entries())), "an unchanged one is not");
+        let recorded: serde_json::Map<String, Value> = mc
+            .status
+            .as_ref()
+            .unwrap()
+            .extra
+            .clone()
+            .into_iter()
+            .collect();
+        assert!(
+            !f.already_in(Some(&recorded)),
+            "a changed record is written"
+        );
+        assert!(
+            f.already_in(Some(&f.status_entries())),
+            "an unchanged one is not"
+        );
     }
 
     #[test]
@@ -447,23 +470,40 @@ mod tests {
         let current = decision("a", Action::UpToDate, Reason::UpToDate, false);
         let outdated = decision("b", Action::Update, Reason::BootImageOutdated, true);
 
-        let f = fields(&manual("4.21.3"), &[current.clone()]);
+        let f = fields(&manual("4.21.3"), std::slice::from_ref(&current));
         assert_eq!(
             f.skew_enforcement,
             json!({"mode": "Manual", "manual": {"mode": "OCPVersion", "ocpVersion": "4.21.3"}})
         );
         let met = f.manual_met.unwrap();
-        assert_eq!((met.status, met.reason.as_str()), (Some(true), "DeclaredVersionMet"));
+        assert_eq!(
+            (met.status, met.reason.as_str()),
+            (Some(true), "DeclaredVersionMet")
+        );
 
-        let met = fields(&manual("4.21.3"), &[current.clone(), outdated.clone()]).manual_met.unwrap();
+        let met = fields(&manual("4.21.3"), &[current.clone(), outdated.clone()])
+            .manual_met
+            .unwrap();
         assert_eq!(met.status, Some(false));
-        assert!(met.message.contains("openshift-machine-api/b"), "{}", met.message);
+        assert!(
+            met.message.contains("openshift-machine-api/b"),
+            "{}",
+            met.message
+        );
 
-        let met = fields(&manual("4.19.0"), &[current.clone(), outdated]).manual_met.unwrap();
-        assert_eq!(met.status, None, "older than golden, maybe not older than declared");
+        let met = fields(&manual("4.19.0"), &[current.clone(), outdated])
+            .manual_met
+            .unwrap();
+        assert_eq!(
+            met.status, None,
+            "older than golden, maybe not older than declared"
+        );
 
         let met = fields(&manual("4.22.0"), &[current]).manual_met.unwrap();
-        assert_eq!((met.status, met.reason.as_str()), (Some(false), "DeclaredVersionNewer"));
+        assert_eq!(
+            (met.status, met.reason.as_str()),
+            (Some(false), "DeclaredVersionNewer")
+        );
 
         let met = fields(&manual("4.21.3"), &[]).manual_met.unwrap();
         assert_eq!(met.status, None);

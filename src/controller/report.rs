@@ -203,7 +203,10 @@ impl Controller {
                  {LEGACY_PAUSE_ANNOTATION}; it will be ignored in the next release: annotate \
                  {PAUSE_ANNOTATION}=true instead"
             );
-            warn!(annotation = LEGACY_PAUSE_ANNOTATION, "deprecated pause annotation in use");
+            warn!(
+                annotation = LEGACY_PAUSE_ANNOTATION,
+                "deprecated pause annotation in use"
+            );
             self.events
                 .publish_about_configuration(&mc.metadata, &DEPRECATED, &note);
         }

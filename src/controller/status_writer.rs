@@ -10,10 +10,10 @@ use super::status::HeldFor;
 use super::{Controller, STATUS_MIN_INTERVAL, status};
 use crate::api::{Condition, MachineConfiguration};
 use crate::arch::Arch;
-use crate::platform::Platform;
-use crate::stream::GoldenConfig;
 use crate::plan::{Blocked, Decision};
+use crate::platform::Platform;
 use crate::reason::{Category, Reason};
+use crate::stream::GoldenConfig;
 
 impl Controller {
     /// Computes the conditions from the latest results and the gate of the last pass, and
@@ -34,7 +34,10 @@ impl Controller {
             paused: self.stores.paused(name),
         });
         // The status the rest of OpenShift reads, only while we are the manager.
-        let standing_down = self.last_blocked.as_ref().is_some_and(|b| b.reason.stands_down());
+        let standing_down = self
+            .last_blocked
+            .as_ref()
+            .is_some_and(|b| b.reason.stands_down());
         let fields = (!standing_down)
             .then(|| self.boot_image_fields(&mc, &decisions))
             .flatten();
@@ -121,15 +124,17 @@ impl Controller {
             .extra
             .get("controlPlaneTopology")
             .is_some_and(|t| t == "SingleReplica");
-        Some(boot_image_status::compute(&boot_image_status::FieldsInput {
-            mc,
-            platform: &platform,
-            decisions,
-            golden_release: golden.as_ref().and_then(|g| g.release_version.as_deref()),
-            golden_rhcos: golden_rhcos.as_deref(),
-            cluster_version: cluster_version.as_ref().and_then(|cv| cv.status.as_ref()),
-            single_replica,
-        }))
+        Some(boot_image_status::compute(
+            &boot_image_status::FieldsInput {
+                mc,
+                platform: &platform,
+                decisions,
+                golden_release: golden.as_ref().and_then(|g| g.release_version.as_deref()),
+                golden_rhcos: golden_rhcos.as_deref(),
+                cluster_version: cluster_version.as_ref().and_then(|cv| cv.status.as_ref()),
+                single_replica,
+            },
+        ))
     }
 
     /// How long the current hold that degrades when lasting has held, against its limit.

@@ -29,9 +29,9 @@ use crate::api::{
     ClusterVersion, ConfigMap, ControlPlaneMachineSet, Infrastructure, MachineConfiguration,
     MachineSet,
 };
+use crate::api_client;
 use crate::machine_kind::MachineKind;
 use crate::names::{ARCH_LABEL, CONTROL_PLANE_NODE_LABELS};
-use crate::api_client;
 use crate::plan::{self, ObjectKey, manager};
 
 /// What should be planned again.

@@ -79,18 +79,19 @@ impl Ready {
             .and_then(|cv| cv.status.as_ref());
         // Standing down comes first: while another manager is active, no other hold matters,
         // and reporting it first keeps the reason stable while the others come and go.
-        let hold = stand_down(mc, &platform, report_only).or_else(|| match cv_status {
-            None if snapshot.cluster_version_served => Some(Blocked {
-                reason: Reason::ClusterVersionUnknown,
-                message: "ClusterVersion version is missing, unreadable or has no status, so \
+        let hold = stand_down(mc, &platform, report_only)
+            .or_else(|| match cv_status {
+                None if snapshot.cluster_version_served => Some(Blocked {
+                    reason: Reason::ClusterVersionUnknown,
+                    message: "ClusterVersion version is missing, unreadable or has no status, so \
                           neither the running release nor a running upgrade is known; writes \
                           wait until it can be read"
-                    .into(),
-            }),
-            None => None,
-            Some(status) => release_hold(status, golden.release_version.as_deref()),
-        })
-        .or_else(|| pause_hold(mc));
+                        .into(),
+                }),
+                None => None,
+                Some(status) => release_hold(status, golden.release_version.as_deref()),
+            })
+            .or_else(|| pause_hold(mc));
         let multi_arch = cv_status
             .and_then(|s| s.desired.as_ref())
             .and_then(|d| d.architecture.as_deref())
@@ -187,7 +188,11 @@ fn pause_hold(mc: &MachineConfiguration) -> Option<Blocked> {
 
 /// Report-only when another manager owns the boot-image status, or when asked to. Never the
 /// other way round: no flag makes us write beside another manager.
-fn stand_down(mc: &MachineConfiguration, platform: &Platform, report_only: bool) -> Option<Blocked> {
+fn stand_down(
+    mc: &MachineConfiguration,
+    platform: &Platform,
+    report_only: bool,
+) -> Option<Blocked> {
     let others = manager::other_managers(mc, FIELD_MANAGER);
     if !others.is_empty() {
         let who: Vec<String> = others.iter().map(manager::OtherManager::describe).collect();

@@ -35,7 +35,11 @@ pub struct OtherManager {
 
 impl OtherManager {
     pub fn describe(&self) -> String {
-        format!("field manager {:?} owns {}", self.manager, self.owns.join(", "))
+        format!(
+            "field manager {:?} owns {}",
+            self.manager,
+            self.owns.join(", ")
+        )
     }
 }
 
@@ -94,7 +98,10 @@ fn boot_image_fields(fields: &Value) -> BTreeSet<String> {
         };
         // Owning an entry's key alone (`.`) is how a co-owner of an unchanged list item looks;
         // only the fields that carry the condition's meaning count.
-        let entry = &conditions.and_then(|c| c.get(key)).cloned().unwrap_or_default();
+        let entry = &conditions
+            .and_then(|c| c.get(key))
+            .cloned()
+            .unwrap_or_default();
         let meaningful = ["f:status", "f:reason", "f:message"]
             .iter()
             .any(|f| entry.get(f).is_some());
@@ -163,7 +170,8 @@ mod tests {
 
     #[test]
     fn the_mco_writing_the_shared_conditions_is_another_manager() {
-        let fields = json!({"f:status": {"f:conditions": condition_fields("BootImageUpdateDegraded")}});
+        let fields =
+            json!({"f:status": {"f:conditions": condition_fields("BootImageUpdateDegraded")}});
         let mc = configuration(vec![entry("machine-config-controller", "Update", fields)]);
         let found = other_managers(&mc, "boot-image-controller");
         assert_eq!(found.len(), 1);
@@ -185,7 +193,11 @@ mod tests {
             entry("boot-image-controller", "Apply", ours),
             entry("machine-config-operator", "Update", unrelated),
             entry("machine-config-operator", "Update", key_only),
-            entry("kubectl", "Update", json!({"f:metadata": {"f:annotations": {}}})),
+            entry(
+                "kubectl",
+                "Update",
+                json!({"f:metadata": {"f:annotations": {}}}),
+            ),
         ]);
         assert_eq!(other_managers(&mc, "boot-image-controller"), vec![]);
     }
@@ -194,7 +206,11 @@ mod tests {
     fn malformed_managed_fields_are_ignored() {
         let mc = configuration(vec![
             entry("a", "Update", json!("not an object")),
-            entry("b", "Update", json!({"f:status": {"f:conditions": {"k:not json": {}}}})),
+            entry(
+                "b",
+                "Update",
+                json!({"f:status": {"f:conditions": {"k:not json": {}}}}),
+            ),
             entry("c", "Update", json!({"f:status": {"f:conditions": ["x"]}})),
             ManagedFieldsEntry::default(),
         ]);
@@ -219,7 +235,10 @@ mod tests {
         assert_eq!(found.len(), 1);
         assert_eq!(
             found[0].owns,
-            vec!["condition BootImageUpdateProgressing", "status.managedBootImagesStatus"]
+            vec![
+                "condition BootImageUpdateProgressing",
+                "status.managedBootImagesStatus"
+            ]
         );
     }
 }

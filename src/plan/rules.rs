@@ -16,9 +16,8 @@ use crate::api::{MachineTemplate, ObjectMeta};
 use crate::arch::Arch;
 use crate::machine_kind::{MachineKind, MachineObject};
 use crate::names::{
-    AUTOSCALER_LABELS_ANNOTATION, HOT_LOOP_ANNOTATION, LEGACY_OPT_OUT_ANNOTATION, OPT_OUT_ANNOTATION,
-    OPT_OUT_VALUE,
-    OS_ID_LABEL, OS_STREAM_LABEL,
+    AUTOSCALER_LABELS_ANNOTATION, HOT_LOOP_ANNOTATION, LEGACY_OPT_OUT_ANNOTATION,
+    OPT_OUT_ANNOTATION, OPT_OUT_VALUE, OS_ID_LABEL, OS_STREAM_LABEL,
 };
 use crate::platform::{ImageOutcome, Input, PlatformRule, RuleContext, display_image};
 use crate::reason::Reason;

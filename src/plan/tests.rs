@@ -900,8 +900,16 @@ fn another_boot_image_manager_makes_the_plan_report_only() {
     let entry = decide(&cluster, machine_set("worker-a").build());
     assert_decided(&entry, Action::Skip, Reason::AnotherManagerActive);
     assert!(entry.patch.is_empty());
-    assert!(entry.message.starts_with("would update"), "{}", entry.message);
-    assert!(entry.message.contains("machine-config-operator"), "{}", entry.message);
+    assert!(
+        entry.message.starts_with("would update"),
+        "{}",
+        entry.message
+    );
+    assert!(
+        entry.message.contains("machine-config-operator"),
+        "{}",
+        entry.message
+    );
     // Standing down outranks every other hold, so the reason stays put while they come and go.
     let paused = cluster.annotate_machine_configuration(PAUSE_ANNOTATION, "true");
     assert_hold(&paused, Reason::AnotherManagerActive);
@@ -931,22 +939,33 @@ fn the_deprecated_pause_key_still_pauses_and_says_so() {
     assert_hold(&paused, Reason::Paused);
     let plan = plan_machine_sets(&paused, &[machine_set("a").build()]);
     let message = plan.blocked.unwrap().message;
-    assert!(message.contains(PAUSE_ANNOTATION) && message.contains("deprecated"), "{message}");
+    assert!(
+        message.contains(PAUSE_ANNOTATION) && message.contains("deprecated"),
+        "{message}"
+    );
 }
 
 #[test]
 fn the_deprecated_opt_out_key_is_honoured_with_a_warning() {
     let entry = decide(
         &updatable(),
-        machine_set("old-key").annotate(LEGACY_OPT_OUT_ANNOTATION, "disabled").build(),
+        machine_set("old-key")
+            .annotate(LEGACY_OPT_OUT_ANNOTATION, "disabled")
+            .build(),
     );
     assert_decided(&entry, Action::Skip, Reason::OptedOut);
     let warning = entry.warning.expect("a deprecation warning");
     assert_eq!(warning.reason, Reason::DeprecatedAnnotation);
-    assert!(warning.message.contains(OPT_OUT_ANNOTATION), "{}", warning.message);
+    assert!(
+        warning.message.contains(OPT_OUT_ANNOTATION),
+        "{}",
+        warning.message
+    );
     let entry = decide(
         &updatable(),
-        machine_set("new-key").annotate(OPT_OUT_ANNOTATION, "disabled").build(),
+        machine_set("new-key")
+            .annotate(OPT_OUT_ANNOTATION, "disabled")
+            .build(),
     );
     assert_decided(&entry, Action::Skip, Reason::OptedOut);
     assert_eq!(entry.warning, None);

@@ -175,10 +175,7 @@ impl MachineSetBuilder {
     }
 
     pub fn opted_out(self) -> Self {
-        self.annotate(
-            "boot-image-controller.io/boot-image-updates",
-            "disabled",
-        )
+        self.annotate("boot-image-controller.io/boot-image-updates", "disabled")
     }
 
     pub fn owned_by_hive(mut self) -> Self {
