@@ -249,11 +249,14 @@ impl Metrics {
     ) {
         self.machine_resources.reset();
         self.mcc_update_error.reset();
+        // Beside another manager the errors are its to report (the MCO exports this gauge
+        // itself); ours would raise a second alert for MachineSets we do not update.
+        let standing_down = blocked.is_some_and(|b| b.reason.stands_down());
         for d in decisions {
             self.machine_resources
                 .with_label_values(&[d.kind.kind(), d.action.as_str(), d.reason.as_str()])
                 .inc();
-            if d.kind == MachineKind::MachineSet && d.action == Action::Error {
+            if d.kind == MachineKind::MachineSet && d.action == Action::Error && !standing_down {
                 self.mcc_update_error
                     .with_label_values(&[d.name.as_str()])
                     .set(1.0);
@@ -265,7 +268,6 @@ impl Metrics {
                 .with_label_values(&[reason.as_str()])
                 .set(i64::from(active));
         }
-        let standing_down = blocked.is_some_and(|b| b.reason.stands_down());
         self.stood_down.set(i64::from(standing_down));
         self.golden_stream.reset();
         if let Some((stream, release)) = golden {
@@ -428,6 +430,30 @@ mod tests {
         assert!(text.contains(
             r#"boot_image_controller_machine_resources{action="UpToDate",kind="MachineSet",reason="UpToDate"} 2"#
         ));
+    }
+
+    #[test]
+    fn standing_down_is_exported_and_leaves_error_alerts_to_the_other_manager() {
+        let m = Metrics::new();
+        let stood_down = Blocked {
+            reason: Reason::AnotherManagerActive,
+            message: "another manager".into(),
+        };
+        let decisions = [decision("a", Action::Error, Reason::ManagedSecretMissing)];
+        m.observe_plan(&decisions, Some(&stood_down), None);
+        let text = m.render();
+        assert!(
+            text.contains("boot_image_controller_stood_down 1"),
+            "{text}"
+        );
+        assert!(!text.contains("mcc_bootimage_update_error{"), "{text}");
+        m.observe_plan(&decisions, None, None);
+        let text = m.render();
+        assert!(
+            text.contains("boot_image_controller_stood_down 0"),
+            "{text}"
+        );
+        assert!(text.contains(r#"mcc_bootimage_update_error{machineset="a"} 1"#));
     }
 
     #[test]
