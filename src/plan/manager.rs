@@ -24,6 +24,13 @@ use crate::api::MachineConfiguration;
 pub const SHARED_CONDITION_TYPES: [&str; 2] =
     ["BootImageUpdateProgressing", "BootImageUpdateDegraded"];
 
+/// The MCO's operator puts back the whole status it computed from its informer's copy
+/// (`syncMachineConfiguration`, pkg/operator/sync.go), so when that copy was older than our
+/// last condition write it changes our conditions back and, for the API server, takes them
+/// over. It never reports these conditions itself (it only reads them, pkg/operator/status.go):
+/// its ownership of them is an accident of that write, not a manager at work.
+const WHOLE_STATUS_WRITERS: [&str; 1] = ["machine-config-operator"];
+
 /// Another field manager that owns boot-image status on the MachineConfiguration.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OtherManager {
@@ -53,7 +60,10 @@ pub fn other_managers(mc: &MachineConfiguration, ours: &str) -> Vec<OtherManager
         let Some(fields) = &entry.fields_v1 else {
             continue;
         };
-        let owns = boot_image_fields(&fields.0);
+        let mut owns = boot_image_fields(&fields.0);
+        if WHOLE_STATUS_WRITERS.contains(&manager) {
+            owns.retain(|field| !field.starts_with("condition "));
+        }
         if owns.is_empty() {
             continue;
         }
@@ -87,7 +97,7 @@ fn boot_image_fields(fields: &Value) -> BTreeSet<String> {
         }
     }
     let conditions = status.get("f:conditions").and_then(Value::as_object);
-    for key in conditions.into_iter().flat_map(|c| c.keys()) {
+    for (key, entry) in conditions.into_iter().flatten() {
         // List-map entries are keyed `k:{"type":"..."}`.
         let Some(type_) = key
             .strip_prefix("k:")
@@ -96,12 +106,8 @@ fn boot_image_fields(fields: &Value) -> BTreeSet<String> {
         else {
             continue;
         };
-        // Owning an entry's key alone (`.`) is how a co-owner of an unchanged list item looks;
-        // only the fields that carry the condition's meaning count.
-        let entry = &conditions
-            .and_then(|c| c.get(key))
-            .cloned()
-            .unwrap_or_default();
+        // Owning an entry's key alone (`.`, `f:type`) is how a co-owner of an unchanged list
+        // item looks; only the fields that carry the condition's meaning count.
         let meaningful = ["f:status", "f:reason", "f:message"]
             .iter()
             .any(|f| entry.get(f).is_some());
@@ -189,10 +195,14 @@ mod tests {
         // A PUT that kept our condition unchanged leaves only the list entry's key to its writer.
         let key_only = json!({"f:status": {"f:conditions": {
             "k:{\"type\":\"BootImageUpdateProgressing\"}": {".": {}, "f:type": {}}}}});
+        // The MCO's operator reverting our conditions from a stale copy is not a manager.
+        let reverted = json!({"f:status": {
+            "f:conditions": condition_fields("BootImageUpdateDegraded")}});
         let mc = configuration(vec![
             entry("boot-image-controller", "Apply", ours),
             entry("machine-config-operator", "Update", unrelated),
             entry("machine-config-operator", "Update", key_only),
+            entry("machine-config-operator", "Update", reverted),
             entry(
                 "kubectl",
                 "Update",
@@ -221,13 +231,13 @@ mod tests {
     fn entries_of_one_manager_are_merged() {
         let mc = configuration(vec![
             entry(
-                "machine-config-operator",
+                "another-boot-image-tool",
                 "Update",
                 json!({"f:status": {"f:managedBootImagesStatus": {}}}),
             ),
             entry(
-                "machine-config-operator",
-                "Update",
+                "another-boot-image-tool",
+                "Apply",
                 json!({"f:status": {"f:conditions": condition_fields("BootImageUpdateProgressing")}}),
             ),
         ]);
