@@ -107,6 +107,12 @@ impl Controller {
         let infrastructure = self.stores.infrastructure()?;
         let status = infrastructure.status.as_ref()?;
         let platform = Platform::from_status(status.platform_status.as_ref()?);
+        // Elsewhere boot images are nobody's to update, and the MCO's operator decides the skew
+        // mode by itself on every platform (`syncBootImageSkewEnforcementStatus`,
+        // pkg/operator/sync.go): publishing ours there would only contradict it.
+        if !platform.managed_by_default() {
+            return None;
+        }
         let golden = self
             .stores
             .golden()
