@@ -61,6 +61,9 @@ metric_families! {
     READY = "boot_image_controller_ready", "1 once every watch has synced";
     HOLD_EXCEEDED = "boot_image_controller_hold_exceeded",
         "1 while a gate has held boot image writes longer than the configured limit";
+    STOOD_DOWN = "boot_image_controller_stood_down",
+        "1 while this controller only reports because another boot image manager is active or \
+         --report-only is set";
     /// Same name and meaning as the Machine Config Operator's gauge, so existing alerts and
     /// dashboards keep working after the switch.
     MCC_UPDATE_ERROR = "mcc_bootimage_update_error",
@@ -99,6 +102,8 @@ pub struct Metrics {
     pub golden_stream: IntGaugeVec,
     pub leader: IntGauge,
     pub ready: IntGauge,
+    /// 1 while another boot image manager is active (or `--report-only`): we only report.
+    pub stood_down: IntGauge,
     /// Successful writes to the API, by target (one of [`WRITE_TARGETS`]).
     pub writes: IntCounterVec,
     /// Writes the API refused or that did not reach it, by target. Conflicts we retry by
@@ -138,6 +143,7 @@ impl Metrics {
             golden_stream: r.family(IntGaugeVec::new, GOLDEN_STREAM, &["stream", "release"]),
             leader: r.register(IntGauge::new(LEADER.name, LEADER.help).unwrap()),
             ready: r.register(IntGauge::new(READY.name, READY.help).unwrap()),
+            stood_down: r.register(IntGauge::new(STOOD_DOWN.name, STOOD_DOWN.help).unwrap()),
             writes: r.family(IntCounterVec::new, WRITES, &["target"]),
             write_failures: r.family(IntCounterVec::new, WRITE_FAILURES, &["target"]),
             build_info: r.family(IntGaugeVec::new, BUILD_INFO, &["version", "commit"]),
@@ -195,11 +201,14 @@ impl Metrics {
     ) {
         self.machine_resources.reset();
         self.mcc_update_error.reset();
+        // Beside another manager the errors are its to report (the MCO exports this gauge
+        // itself); ours would raise a second alert for MachineSets we do not update.
+        let standing_down = blocked.is_some_and(|b| b.reason.stands_down());
         for d in decisions {
             self.machine_resources
                 .with_label_values(&[d.kind.kind(), d.action.as_str(), d.reason.as_str()])
                 .inc();
-            if d.kind == MachineKind::MachineSet && d.action == Action::Error {
+            if d.kind == MachineKind::MachineSet && d.action == Action::Error && !standing_down {
                 self.mcc_update_error
                     .with_label_values(&[d.name.as_str()])
                     .set(1.0);
@@ -211,6 +220,7 @@ impl Metrics {
                 .with_label_values(&[reason.as_str()])
                 .set(i64::from(active));
         }
+        self.stood_down.set(i64::from(standing_down));
         self.golden_stream.reset();
         if let Some((stream, release)) = golden {
             self.golden_stream
@@ -377,6 +387,30 @@ mod tests {
         assert!(text.contains(
             r#"boot_image_controller_machine_resources{action="UpToDate",kind="MachineSet",reason="UpToDate"} 2"#
         ));
+    }
+
+    #[test]
+    fn standing_down_is_exported_and_leaves_error_alerts_to_the_other_manager() {
+        let m = Metrics::new();
+        let stood_down = Blocked {
+            reason: Reason::AnotherManagerActive,
+            message: "another manager".into(),
+        };
+        let decisions = [decision("a", Action::Error, Reason::ManagedSecretMissing)];
+        m.observe_plan(&decisions, Some(&stood_down), None);
+        let text = m.render();
+        assert!(
+            text.contains("boot_image_controller_stood_down 1"),
+            "{text}"
+        );
+        assert!(!text.contains("mcc_bootimage_update_error{"), "{text}");
+        m.observe_plan(&decisions, None, None);
+        let text = m.render();
+        assert!(
+            text.contains("boot_image_controller_stood_down 0"),
+            "{text}"
+        );
+        assert!(text.contains(r#"mcc_bootimage_update_error{machineset="a"} 1"#));
     }
 
     #[test]

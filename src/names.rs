@@ -22,10 +22,17 @@ pub const CLUSTER_VERSION_NAME: &str = "version";
 // only, and defined by the components named beside them.
 
 /// Per-MachineSet opt-out; checked before anything else.
-pub const OPT_OUT_ANNOTATION: &str = "machineconfiguration.openshift.io/boot-image-updates";
+pub const OPT_OUT_ANNOTATION: &str = "boot-image-controller.io/boot-image-updates";
 pub const OPT_OUT_VALUE: &str = "disabled";
 /// On the MachineConfiguration: stop all writes (acknowledged by `BootImageUpdatePaused`).
-pub const PAUSE_ANNOTATION: &str = "machineconfiguration.openshift.io/boot-image-updates-paused";
+pub const PAUSE_ANNOTATION: &str = "boot-image-controller.io/boot-image-updates-paused";
+/// The opt-out and pause keys of earlier releases. They sat in the Machine Config Operator's
+/// domain although the MCO never defined or honoured them (its own keys are listed in
+/// pkg/controller/common/constants.go, e.g. `boot-image-updates-opted-in-at`). Still honoured
+/// for one release, with a deprecation Warning Event, so that nobody's opt-out is lost.
+pub const LEGACY_OPT_OUT_ANNOTATION: &str = "machineconfiguration.openshift.io/boot-image-updates";
+pub const LEGACY_PAUSE_ANNOTATION: &str =
+    "machineconfiguration.openshift.io/boot-image-updates-paused";
 /// The last changes we made to an object, for `revert` (see `plan::record`).
 pub const HISTORY_ANNOTATION: &str = "boot-image-controller.io/history";
 /// When we patched an object to its current target, for the hot-loop guard.

@@ -84,6 +84,9 @@ reasons! {
     /// The stream publishes no Azure marketplace images at all (OKD, for one).
     MarketplaceImagesNotPublished: Skip,
 
+    /// A warning beside a decision: the object uses an annotation key of an earlier release.
+    DeprecatedAnnotation: Skip,
+
     MalformedObject: Error,
     InvalidProviderSpec: Error,
     InvalidSelector: Error,
@@ -116,6 +119,11 @@ reasons! {
     ClusterUpgrading: Hold,
     ReleaseMismatch: Hold,
     Paused: Hold,
+    /// Another controller (the Machine Config Operator's own boot image controller) manages
+    /// boot images on this cluster: we only report.
+    AnotherManagerActive: Hold,
+    /// `--report-only`: an administrator asked us to plan and report without writing.
+    ReportOnly: Hold,
 }
 
 impl Reason {
@@ -125,7 +133,19 @@ impl Reason {
     pub fn degrades_when_lasting(self) -> bool {
         self.category() == Category::Hold
             && !self.degrades()
-            && !matches!(self, Reason::Paused | Reason::MachineConfigurationMissing)
+            && !matches!(
+                self,
+                Reason::Paused
+                    | Reason::MachineConfigurationMissing
+                    | Reason::AnotherManagerActive
+                    | Reason::ReportOnly
+            )
+    }
+
+    /// Whether this hold means we leave boot images (and their shared conditions) to another
+    /// manager, or were told to only report.
+    pub fn stands_down(self) -> bool {
+        matches!(self, Reason::AnotherManagerActive | Reason::ReportOnly)
     }
 
     /// Every reason of one category, in declaration order.

@@ -30,6 +30,7 @@ const EXPORTED_METRICS: &[&str] = &[
     "boot_image_controller_hold_exceeded",
     "boot_image_controller_write_failures_total",
     "boot_image_controller_build_info",
+    "boot_image_controller_stood_down",
     "mcc_bootimage_update_error",
 ];
 
@@ -119,6 +120,7 @@ fn the_expected_metrics_are_the_ones_the_controller_defines() {
         names::READY,
         names::MCC_UPDATE_ERROR,
         names::HOLD_EXCEEDED,
+        names::STOOD_DOWN,
     ]);
     let expected: BTreeSet<&str> = EXPORTED_METRICS.iter().copied().collect();
     assert_eq!(expected, defined);

@@ -280,10 +280,7 @@ async fn mode_all_moves_the_control_plane_to_the_golden_image() {
         provider_spec_of(&before).to_string()
     );
     assert_eq!(
-        annotation_of(
-            &reverted,
-            "machineconfiguration.openshift.io/boot-image-updates"
-        ),
+        annotation_of(&reverted, "boot-image-controller.io/boot-image-updates"),
         Some("disabled")
     );
 }

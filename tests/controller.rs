@@ -19,8 +19,8 @@ use support::waits::*;
 use support::{ConditionLog, ControllerProcess, TestEnv, eventually, resource_version, sample};
 
 const MACHINE_SET: (&str, &str) = ("machine.openshift.io/v1beta1", "MachineSet");
-const OPT_OUT: &str = "machineconfiguration.openshift.io/boot-image-updates";
-const PAUSE: &str = "machineconfiguration.openshift.io/boot-image-updates-paused";
+const OPT_OUT: &str = "boot-image-controller.io/boot-image-updates";
+const PAUSE: &str = "boot-image-controller.io/boot-image-updates-paused";
 const HOT_LOOP: &str = "boot-image-controller.io/hot-loop";
 const FULL_PASSES: &str = r#"boot_image_controller_reconcile_duration_seconds_count{scope="all"}"#;
 const LEADER: &str = "boot_image_controller_leader";
@@ -290,7 +290,25 @@ async fn selection_none_after_all_stops_every_write() {
     let (env, ctl, _) = selection_cluster("selection-all-none").await;
     let c = [&ctl];
     select_all(&env, &ctl).await;
-    env.select(Some(selection("None", None))).await;
+    // While skew enforcement is Automatic (which the controller publishes once every
+    // MachineSet is managed), the MachineConfiguration API refuses any other selection for
+    // MachineSets: an administrator turns skew enforcement off first, as on any OpenShift
+    // cluster, and the new selection is accepted once the status says so.
+    let mut declared = machine_configuration(&env.singleton, Some(selection("All", None)));
+    declared["spec"]["bootImageSkewEnforcement"] = json!({"mode": "None"});
+    env.apply(declared.clone()).await;
+    let off = eventually(CONVERGE, || async {
+        let mc = env.machine_configuration().await;
+        (mc["status"]["bootImageSkewEnforcementStatus"]["mode"] == "None").then_some(())
+    })
+    .await;
+    assert!(
+        off.is_some(),
+        "skew enforcement never turned off\n{}",
+        tails(&c)
+    );
+    declared["spec"]["managedBootImages"] = selection("None", None);
+    env.apply(declared).await;
     wait_for_message(&env, &c, PROGRESSING, &["3 total, 0 selected"]).await;
     let writes = ctl.metric(MACHINE_SET_WRITES).await;
     set_ami(&env, "blue", AMI_421_US_EAST_1, AMI_420_US_EAST_1).await;

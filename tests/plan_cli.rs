@@ -465,7 +465,7 @@ fn acceptance_real_stream_and_build01_machine_sets() {
     let custom = build01_variant(&moved, "-custom", |ms| set_ami(ms, CUSTOM_AMI));
     let opted_out = build01_variant(&moved, "-opted-out", |ms| {
         ms["metadata"]["annotations"] =
-            json!({"machineconfiguration.openshift.io/boot-image-updates": "disabled"});
+            json!({"boot-image-controller.io/boot-image-updates": "disabled"});
     });
     let machine_sets = [&moved, &untouched, &hive, &custom, &opted_out];
     std::fs::write(

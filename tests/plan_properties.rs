@@ -152,7 +152,7 @@ impl ClusterCase {
         }
         if paused {
             mc["metadata"]["annotations"] =
-                json!({"machineconfiguration.openshift.io/boot-image-updates-paused": "true"});
+                json!({"boot-image-controller.io/boot-image-updates-paused": "true"});
         }
         let mut desired = json!({"version": version});
         if self.multi_arch {

@@ -63,7 +63,10 @@ fn the_service_account_may_do_what_the_controller_needs_and_nothing_else() {
         // Events on the MachineSets.
         allowed("create", "events.events.k8s.io", machine_api),
         denied("patch",   "events.events.k8s.io", machine_api),
-        denied("create",  "events.events.k8s.io", Some("default")),
+        // Events about MachineConfiguration/cluster, cluster-scoped, live in `default`.
+        allowed("create", "events.events.k8s.io", Some("default")),
+        denied("patch",   "events.events.k8s.io", Some("default")),
+        denied("create",  "events.events.k8s.io", Some("kube-system")),
         // MachineConfiguration/cluster: read it, write its status only.
         allowed("get",    "machineconfigurations.operator.openshift.io/cluster", None),
         allowed("watch",  "machineconfigurations.operator.openshift.io/cluster", None),

@@ -13,7 +13,7 @@ use support::{
 };
 
 const CONVERGE: Duration = Duration::from_secs(60);
-const OPT_OUT: &str = "machineconfiguration.openshift.io/boot-image-updates";
+const OPT_OUT: &str = "boot-image-controller.io/boot-image-updates";
 const HISTORY: &str = "boot-image-controller.io/history";
 const HOT_LOOP: &str = "boot-image-controller.io/hot-loop";
 

@@ -59,7 +59,7 @@ pub enum Command {
     ///
     /// Restores the boot image and stub secret recorded in its history annotation with one
     /// guarded JSON Patch, opts it out (annotation
-    /// machineconfiguration.openshift.io/boot-image-updates=disabled) and drops the undone
+    /// boot-image-controller.io/boot-image-updates=disabled) and drops the undone
     /// entries from the history. Exit codes: 0 reverted, 2 nothing recorded to revert (or not
     /// found), 3 refused because a value changed since the controller wrote it, 1 other errors.
     Revert(RevertArgs),

@@ -438,7 +438,7 @@ mod tests {
         assert!(
             opt_back_in(MachineKind::ControlPlaneMachineSet, "ns", "cluster").contains(
                 "oc annotate controlplanemachinesets.machine.openshift.io/cluster -n ns \
-                 machineconfiguration.openshift.io/boot-image-updates-"
+                 boot-image-controller.io/boot-image-updates-"
             )
         );
     }

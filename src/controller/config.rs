@@ -85,6 +85,11 @@ pub struct RunArgs {
     /// --known-images-file is custom and never replaced.
     #[arg(long, env = "BIC_PUBLISHED_IMAGES", default_value_t = true, action = clap::ArgAction::Set)]
     pub published_images: bool,
+    /// Plan, report and export metrics, but never write a MachineSet or ControlPlaneMachineSet.
+    /// The controller also stands down by itself whenever another boot image manager is active;
+    /// no flag makes it write beside one.
+    #[arg(long, env = "BIC_REPORT_ONLY")]
+    pub report_only: bool,
     /// Extra known CoreOS image references, one per line; re-read when it changes.
     #[arg(long, env = "BIC_KNOWN_IMAGES_FILE")]
     pub known_images_file: Option<PathBuf>,

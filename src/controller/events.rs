@@ -81,6 +81,41 @@ impl EventPublisher {
         }
     }
 
+    /// Queues an Event about the (cluster-scoped) MachineConfiguration. Events about
+    /// cluster-scoped objects live in `default`, as kubectl and the API server's own do.
+    pub fn publish_about_configuration(&self, mc: &ObjectMeta, notice: &Notice, note: &str) {
+        let now = Timestamp::now();
+        let name = mc.name.clone().unwrap_or_default();
+        let event = Event {
+            metadata: ObjectMeta {
+                name: Some(format!("{name}.{:x}", now.as_nanosecond())),
+                namespace: Some("default".into()),
+                ..ObjectMeta::default()
+            },
+            event_time: Some(MicroTime(now)),
+            type_: Some(notice.type_.to_string()),
+            reason: Some(notice.reason.to_string()),
+            action: Some(notice.action.to_string()),
+            note: Some(note.chars().take(NOTE_LIMIT).collect()),
+            regarding: Some(ObjectReference {
+                api_version: Some("operator.openshift.io/v1".into()),
+                kind: Some("MachineConfiguration".into()),
+                name: Some(name),
+                uid: mc.uid.clone(),
+                ..Default::default()
+            }),
+            reporting_controller: Some(REPORTING_CONTROLLER.to_string()),
+            reporting_instance: Some(self.instance.clone()),
+            ..Event::default()
+        };
+        if self.queue.try_send(event).is_err() {
+            self.metrics
+                .write_failures
+                .with_label_values(&["Event"])
+                .inc();
+        }
+    }
+
     fn event(&self, decision: &Decision, notice: &Notice) -> Event {
         let now = Timestamp::now();
         Event {

@@ -10,6 +10,7 @@ mod lease;
 pub mod lenient;
 
 mod act;
+mod boot_image_status;
 mod decide;
 mod events;
 mod known;
@@ -149,6 +150,8 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> Result<(), RunEr
         last_status_write: None,
         status_dirty: false,
         status_basis: None,
+        fields_written: None,
+        legacy_pause_warned: false,
         last_blocked: None,
         last_selections: Vec::new(),
         hold_since: None,
@@ -313,6 +316,10 @@ struct Controller {
     status_dirty: bool,
     /// The resourceVersion our last status write was based on, and what we wrote.
     status_basis: Option<(String, Vec<Condition>)>,
+    /// The boot-image status fields our last write carried (with `status_basis`).
+    fields_written: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Whether the deprecated pause key has had its Warning Event (once per time it is set).
+    legacy_pause_warned: bool,
     /// The gate that held writes in the last pass: logged when it changes, reported in status.
     last_blocked: Option<Blocked>,
     /// The effective selection of each kind in the last pass, reported in status.
@@ -439,6 +446,7 @@ impl Controller {
             hot_loop_window: SignedDuration::try_from(self.args.hot_loop_window)
                 .unwrap_or(SignedDuration::from_hours(1)),
             remembered_patches: std::mem::take(&mut self.remembered_patches),
+            report_only: self.args.report_only,
         };
         let decide::Decided { decisions, facts } = decide::decide(&observed, &scope, &options);
         // The snapshot holds a copy of every watched object; release it before the patches.

@@ -9,7 +9,8 @@ use super::act::{Applied, Outcome};
 use super::decide::PassFacts;
 use super::events::Notice;
 use super::{CONFLICT_RETRY, Controller, MAX_BACKOFF, MIN_BACKOFF, known};
-use crate::plan::{Action, Blocked, Decision};
+use crate::names::{LEGACY_PAUSE_ANNOTATION, PAUSE_ANNOTATION};
+use crate::plan::{self, Action, Blocked, Decision};
 use crate::reason::Reason;
 
 impl Controller {
@@ -63,6 +64,7 @@ impl Controller {
             self.results.insert(reported.key(), reported);
         }
         self.publish(notices);
+        self.warn_of_legacy_pause();
         if let Some(golden) = &decided.golden {
             let existing = self.stores.known_images_config_map();
             let refs = golden.image_references();
@@ -188,6 +190,29 @@ impl Controller {
         }
     }
 
+    /// One Warning Event each time the deprecated pause key is set, not one per pass.
+    fn warn_of_legacy_pause(&mut self) {
+        let name = &self.args.machine_configuration_name;
+        let Some(mc) = self.stores.machine_configuration(name) else {
+            return;
+        };
+        let legacy = plan::pause_key(&mc.metadata) == Some(LEGACY_PAUSE_ANNOTATION);
+        if legacy && !self.legacy_pause_warned {
+            let note = format!(
+                "boot image updates are paused by the deprecated annotation \
+                 {LEGACY_PAUSE_ANNOTATION}; it will be ignored in the next release: annotate \
+                 {PAUSE_ANNOTATION}=true instead"
+            );
+            warn!(
+                annotation = LEGACY_PAUSE_ANNOTATION,
+                "deprecated pause annotation in use"
+            );
+            self.events
+                .publish_about_configuration(&mc.metadata, &DEPRECATED, &note);
+        }
+        self.legacy_pause_warned = legacy;
+    }
+
     fn log_gate_change(&self, blocked: Option<&Blocked>) {
         let before = self.last_blocked.as_ref().map(|b| b.reason);
         if blocked.map(|b| b.reason) == before {
@@ -202,6 +227,12 @@ impl Controller {
         }
     }
 }
+
+const DEPRECATED: Notice = Notice {
+    type_: "Warning",
+    reason: "DeprecatedAnnotation",
+    action: "PlanBootImage",
+};
 
 const UPDATED: Notice = Notice {
     type_: "Normal",

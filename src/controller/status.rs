@@ -1,6 +1,7 @@
 //! Conditions on the MachineConfiguration: computed by pure code, written only when different.
 //!
-//! We own three condition types and nothing else. Writes are server-side applies with our own
+//! We own our condition types and nothing else (the two the Machine Config Operator shares
+//! with us only while no other manager is active). Writes are server-side applies with our own
 //! field manager listing only those types; the conditions list is a map keyed by `type`, so the
 //! Machine Config Operator's own conditions are untouched.
 
@@ -61,7 +62,8 @@ impl HeldFor {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Desired {
     pub type_: &'static str,
-    pub status: bool,
+    /// `None` is Unknown: the truth cannot be established.
+    pub status: Option<bool>,
     pub reason: String,
     pub message: String,
 }
@@ -84,8 +86,42 @@ pub struct StatusInput<'a> {
     pub paused: bool,
 }
 
-pub fn desired(input: &StatusInput<'_>) -> [Desired; 3] {
-    [progressing(input), degraded(input), paused(input.paused)]
+/// Ours alone: whether this controller stood down, and why.
+pub const STOOD_DOWN: &str = "BootImageControllerStoodDown";
+
+/// The conditions we own. While we stand down, only our own types: the shared ones belong to
+/// the manager in charge, and its operator turns `BootImageUpdateDegraded=True` into a Degraded
+/// `machine-config` ClusterOperator (pkg/operator/sync.go, `syncMachineConfiguration`), so a
+/// stale one of ours must not linger there. Applying without them also removes those we wrote
+/// earlier, unless the other manager has since taken them over.
+pub fn desired(input: &StatusInput<'_>) -> Vec<Desired> {
+    if let Some(b) = input.blocked.filter(|b| b.reason.stands_down()) {
+        return vec![paused(input.paused), stood_down(Some(b))];
+    }
+    vec![
+        progressing(input),
+        degraded(input),
+        paused(input.paused),
+        stood_down(None),
+    ]
+}
+
+fn stood_down(blocked: Option<&Blocked>) -> Desired {
+    match blocked {
+        Some(b) => Desired {
+            type_: STOOD_DOWN,
+            status: Some(true),
+            reason: b.reason.to_string(),
+            message: b.message.clone(),
+        },
+        None => Desired {
+            type_: STOOD_DOWN,
+            status: Some(false),
+            reason: "ManagingBootImages".into(),
+            message: "no other boot image manager is active; this controller updates boot images"
+                .into(),
+        },
+    }
 }
 
 fn progressing(input: &StatusInput<'_>) -> Desired {
@@ -93,7 +129,7 @@ fn progressing(input: &StatusInput<'_>) -> Desired {
     if let Some(b) = input.blocked {
         return Desired {
             type_: PROGRESSING,
-            status: false,
+            status: Some(false),
             reason: b.reason.to_string(),
             message: format!("{}. {summary}", b.message),
         };
@@ -101,7 +137,7 @@ fn progressing(input: &StatusInput<'_>) -> Desired {
     let updating = input.decisions.iter().any(|d| d.action == Action::Update);
     Desired {
         type_: PROGRESSING,
-        status: updating,
+        status: Some(updating),
         reason: if updating {
             "BootImagesUpdating"
         } else {
@@ -115,7 +151,7 @@ fn progressing(input: &StatusInput<'_>) -> Desired {
 fn degraded(input: &StatusInput<'_>) -> Desired {
     let degraded = |reason: String, message: String| Desired {
         type_: DEGRADED,
-        status: true,
+        status: Some(true),
         reason,
         message,
     };
@@ -142,7 +178,7 @@ fn degraded(input: &StatusInput<'_>) -> Desired {
     let Some(first) = errors.first().map(|e| e.reason) else {
         return Desired {
             type_: DEGRADED,
-            status: false,
+            status: Some(false),
             reason: "AsExpected".into(),
             message: "no errors".into(),
         };
@@ -170,14 +206,14 @@ fn paused(paused: bool) -> Desired {
     if paused {
         Desired {
             type_: PAUSED,
-            status: true,
+            status: Some(true),
             reason: Reason::Paused.to_string(),
             message: "boot image updates are paused; no MachineSet is being written".into(),
         }
     } else {
         Desired {
             type_: PAUSED,
-            status: false,
+            status: Some(false),
             reason: "NotPaused".into(),
             message: "boot image updates are not paused".into(),
         }
@@ -275,7 +311,11 @@ pub fn merge(
     let merged = desired
         .iter()
         .map(|d| {
-            let status = if d.status { "True" } else { "False" };
+            let status = match d.status {
+                Some(true) => "True",
+                Some(false) => "False",
+                None => "Unknown",
+            };
             let existing = current.iter().find(|c| c.type_ == d.type_);
             let same = existing.is_some_and(|c| {
                 c.status == status
@@ -306,12 +346,15 @@ pub async fn write(
     api: &Api<MachineConfiguration>,
     name: &str,
     conditions: &[Condition],
+    fields: Option<&serde_json::Map<String, serde_json::Value>>,
 ) -> Result<(), kube::Error> {
+    let mut status = fields.cloned().unwrap_or_default();
+    status.insert("conditions".into(), json!(conditions));
     let body = json!({
         "apiVersion": "operator.openshift.io/v1",
         "kind": "MachineConfiguration",
         "metadata": {"name": name},
-        "status": {"conditions": conditions},
+        "status": status,
     });
     // Forcing takes over only the fields listed here, i.e. our three condition types, should a
     // previous controller have written them.

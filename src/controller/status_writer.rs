@@ -5,11 +5,15 @@ use jiff::{SignedDuration, Timestamp};
 use tokio::time::Instant;
 use tracing::warn;
 
+use super::boot_image_status::{self, Fields as BootImageFields};
 use super::status::HeldFor;
 use super::{Controller, STATUS_MIN_INTERVAL, status};
-use crate::api::Condition;
+use crate::api::{Condition, MachineConfiguration};
+use crate::arch::Arch;
 use crate::plan::{Blocked, Decision};
+use crate::platform::Platform;
 use crate::reason::{Category, Reason};
+use crate::stream::GoldenConfig;
 
 impl Controller {
     /// Computes the conditions from the latest results and the gate of the last pass, and
@@ -20,7 +24,7 @@ impl Controller {
             return;
         };
         let decisions: Vec<&Decision> = self.results.values().collect();
-        let desired = status::desired(&status::StatusInput {
+        let mut desired = status::desired(&status::StatusInput {
             blocked: self.last_blocked.as_ref(),
             decisions: &decisions,
             selections: &self.last_selections,
@@ -29,28 +33,54 @@ impl Controller {
             // returned, and a pause set meanwhile withheld the rest (see `act`).
             paused: self.stores.paused(name),
         });
+        // The status the rest of OpenShift reads, only while we are the manager.
+        let standing_down = self
+            .last_blocked
+            .as_ref()
+            .is_some_and(|b| b.reason.stands_down());
+        let fields = (!standing_down)
+            .then(|| self.boot_image_fields(&mc, &decisions))
+            .flatten();
+        desired.extend(fields.as_ref().and_then(|f| f.manual_met.clone()));
         let mut current = mc
             .status
             .as_ref()
             .and_then(|s| s.conditions.clone())
+            .unwrap_or_default();
+        let mut current_fields: serde_json::Map<String, serde_json::Value> = (mc.status.as_ref())
+            .map(|s| s.extra.clone().into_iter().collect())
             .unwrap_or_default();
         // Until the watch delivers our own write, compare with what we wrote, not the stale copy.
         if let Some((basis, written)) = &self.status_basis
             && mc.metadata.resource_version.as_ref() == Some(basis)
         {
             current = written.clone();
+            if let Some(written) = &self.fields_written {
+                current_fields.extend(written.clone());
+            }
         }
-        let Some(conditions) =
-            status::merge(&current, &desired, mc.metadata.generation, Timestamp::now())
-        else {
-            self.status_dirty = false;
-            return;
+        let fields_changed = fields
+            .as_ref()
+            .is_some_and(|f| !f.already_in(Some(&current_fields)));
+        let merged = status::merge(&current, &desired, mc.metadata.generation, Timestamp::now());
+        let conditions = match merged {
+            Some(conditions) => conditions,
+            // Conditions unchanged: applied again as they are, since an apply drops what it omits.
+            None if fields_changed => (desired.iter())
+                .filter_map(|d| current.iter().find(|c| c.type_ == d.type_).cloned())
+                .collect(),
+            None => {
+                self.status_dirty = false;
+                return;
+            }
         };
-        if self.hold_back(&current, &conditions) || !*self.leader.borrow() {
+        if (!fields_changed && self.hold_back(&current, &conditions)) || !*self.leader.borrow() {
             return;
         }
-        match status::write(&self.configurations, name, &conditions).await {
+        let entries = fields.as_ref().map(BootImageFields::status_entries);
+        match status::write(&self.configurations, name, &conditions, entries.as_ref()).await {
             Ok(()) => {
+                self.fields_written = entries;
                 let target = ["MachineConfiguration/status"];
                 self.metrics.writes.with_label_values(&target).inc();
                 self.last_status_write = Some(Instant::now());
@@ -65,6 +95,52 @@ impl Controller {
                 self.last_status_write = Some(Instant::now());
             }
         }
+    }
+
+    /// `managedBootImagesStatus` and `bootImageSkewEnforcementStatus` as we would publish them,
+    /// once the platform is known.
+    fn boot_image_fields(
+        &self,
+        mc: &MachineConfiguration,
+        decisions: &[&Decision],
+    ) -> Option<BootImageFields> {
+        let infrastructure = self.stores.infrastructure()?;
+        let status = infrastructure.status.as_ref()?;
+        let platform = Platform::from_status(status.platform_status.as_ref()?);
+        // Elsewhere boot images are nobody's to update, and the MCO's operator decides the skew
+        // mode by itself on every platform (`syncBootImageSkewEnforcementStatus`,
+        // pkg/operator/sync.go): publishing ours there would only contradict it.
+        if !platform.managed_by_default() {
+            return None;
+        }
+        let golden = self
+            .stores
+            .golden()
+            .and_then(|cm| GoldenConfig::from_config_map(&cm).ok());
+        let golden_rhcos = golden.as_ref().and_then(|g| {
+            let key = platform.rule()?.stream_key();
+            Arch::ALL
+                .iter()
+                .filter_map(|arch| g.stream.release(*arch, key))
+                .min()
+                .map(str::to_string)
+        });
+        let cluster_version = self.stores.cluster_version();
+        let single_replica = status
+            .extra
+            .get("controlPlaneTopology")
+            .is_some_and(|t| t == "SingleReplica");
+        Some(boot_image_status::compute(
+            &boot_image_status::FieldsInput {
+                mc,
+                platform: &platform,
+                decisions,
+                golden_release: golden.as_ref().and_then(|g| g.release_version.as_deref()),
+                golden_rhcos: golden_rhcos.as_deref(),
+                cluster_version: cluster_version.as_ref().and_then(|cv| cv.status.as_ref()),
+                single_replica,
+            },
+        ))
     }
 
     /// How long the current hold that degrades when lasting has held, against its limit.

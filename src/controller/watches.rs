@@ -29,9 +29,10 @@ use crate::api::{
     ClusterVersion, ConfigMap, ControlPlaneMachineSet, Infrastructure, MachineConfiguration,
     MachineSet,
 };
+use crate::api_client;
 use crate::machine_kind::MachineKind;
 use crate::names::{ARCH_LABEL, CONTROL_PLANE_NODE_LABELS};
-use crate::plan::{self, ObjectKey};
+use crate::plan::{self, ObjectKey, manager};
 
 /// What should be planned again.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -205,7 +206,7 @@ where
     let mut health = WatchHealth::new(format!("{} {name}", K::kind(&())));
     let stream = watcher(api, config)
         .backoff(health.backoff.clone())
-        .modify(drop_managed_fields)
+        .modify(drop_managed_fields_unless_read)
         .reflect(writer);
     let tx = tx.clone();
     tokio::spawn(async move {
@@ -257,7 +258,7 @@ fn spawn_nodes(
     let mut health = WatchHealth::new(format!("Nodes {label}"));
     let stream = watcher(api, config)
         .backoff(health.backoff.clone())
-        .modify(drop_managed_fields)
+        .modify(drop_managed_fields_unless_read)
         .reflect(writer);
     let tx = tx.clone();
     let reader = store.clone();
@@ -310,6 +311,14 @@ pub(super) fn drop_managed_fields<K: Resource>(object: &mut K) {
     object.meta_mut().managed_fields = None;
 }
 
+/// The MachineConfiguration's `managedFields` say whether another boot image manager is active
+/// (`plan::manager`); a singleton's are small. Every other object's are dropped.
+fn drop_managed_fields_unless_read<K: Resource<DynamicType = ()>>(object: &mut K) {
+    if K::kind(&()) != "MachineConfiguration" {
+        drop_managed_fields(object);
+    }
+}
+
 /// Any change at all.
 fn resource_version<K: Resource>(object: &K) -> String {
     object.meta().resource_version.clone().unwrap_or_default()
@@ -317,8 +326,22 @@ fn resource_version<K: Resource>(object: &K) -> String {
 
 /// Spec changes (generation) and annotations (the pause), not status: the controller writes
 /// the status itself and would otherwise re-plan everything after each of its own writes.
+///
+/// Another manager's status writes count when they change who manages boot images: we stand
+/// down, or take over, at once rather than at the next resync.
 fn configuration_fingerprint(mc: &Lenient<MachineConfiguration>) -> String {
-    format!("{:?}/{:?}", mc.metadata.generation, mc.metadata.annotations)
+    let managers = match &mc.parsed {
+        Ok(parsed) => {
+            let mut parsed = parsed.clone();
+            parsed.metadata.managed_fields = mc.metadata.managed_fields.clone();
+            manager::other_managers(&parsed, api_client::FIELD_MANAGER)
+        }
+        Err(_) => Vec::new(),
+    };
+    format!(
+        "{:?}/{:?}/{managers:?}",
+        mc.metadata.generation, mc.metadata.annotations
+    )
 }
 
 fn first<K>(store: &Store<K>) -> Option<Arc<K>>
@@ -379,13 +402,17 @@ impl Stores {
             .unwrap_or_default()
     }
 
+    /// The MachineConfiguration, with its `managedFields` (the typed copy has none of its own).
     pub fn machine_configuration(&self, name: &str) -> Option<MachineConfiguration> {
-        parsed(
-            self.configurations
-                .state()
-                .into_iter()
-                .find(|m| m.metadata.name.as_deref() == Some(name)),
-        )
+        let found = self
+            .configurations
+            .state()
+            .into_iter()
+            .find(|m| m.metadata.name.as_deref() == Some(name))?;
+        let managed_fields = found.metadata.managed_fields.clone();
+        let mut mc = parsed(Some(found))?;
+        mc.metadata.managed_fields = managed_fields;
+        Some(mc)
     }
 
     /// Read straight from the store before each write, so a pause takes effect mid-pass.

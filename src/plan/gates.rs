@@ -5,12 +5,14 @@ use std::collections::BTreeMap;
 
 use super::ClusterSnapshot;
 use super::decision::Blocked;
+use super::manager;
 use super::selection::Selection;
 use crate::api::{ClusterVersionStatus, MachineConfiguration, ObjectMeta};
+use crate::api_client::FIELD_MANAGER;
 use crate::arch::Arch;
 use crate::known_images::KnownImages;
 use crate::machine_kind::MachineKind;
-use crate::names::PAUSE_ANNOTATION;
+use crate::names::{LEGACY_PAUSE_ANNOTATION, PAUSE_ANNOTATION};
 use crate::platform::Platform;
 use crate::reason::Reason;
 use crate::stream::GoldenConfig;
@@ -39,6 +41,7 @@ impl Ready {
     pub fn evaluate(
         snapshot: &ClusterSnapshot,
         arch_override: Option<Arch>,
+        report_only: bool,
     ) -> Result<Ready, Blocked> {
         let block = |reason, message: &str| Blocked {
             reason,
@@ -74,18 +77,21 @@ impl Ready {
             .cluster_version
             .as_ref()
             .and_then(|cv| cv.status.as_ref());
-        let hold = match cv_status {
-            None if snapshot.cluster_version_served => Some(Blocked {
-                reason: Reason::ClusterVersionUnknown,
-                message: "ClusterVersion version is missing, unreadable or has no status, so \
+        // Standing down comes first: while another manager is active, no other hold matters,
+        // and reporting it first keeps the reason stable while the others come and go.
+        let hold = stand_down(mc, &platform, report_only)
+            .or_else(|| match cv_status {
+                None if snapshot.cluster_version_served => Some(Blocked {
+                    reason: Reason::ClusterVersionUnknown,
+                    message: "ClusterVersion version is missing, unreadable or has no status, so \
                           neither the running release nor a running upgrade is known; writes \
                           wait until it can be read"
-                    .into(),
-            }),
-            None => None,
-            Some(status) => release_hold(status, golden.release_version.as_deref()),
-        }
-        .or_else(|| pause_hold(mc));
+                        .into(),
+                }),
+                None => None,
+                Some(status) => release_hold(status, golden.release_version.as_deref()),
+            })
+            .or_else(|| pause_hold(mc));
         let multi_arch = cv_status
             .and_then(|s| s.desired.as_ref())
             .and_then(|d| d.architecture.as_deref())
@@ -148,22 +154,73 @@ fn platform(snapshot: &ClusterSnapshot) -> Option<Platform> {
         .map(Platform::from_status)
 }
 
-/// Whether the pause annotation is set on (the metadata of) the MachineConfiguration.
+/// Whether the pause annotation (or its deprecated key) is set on (the metadata of) the
+/// MachineConfiguration.
 pub fn paused(meta: &ObjectMeta) -> bool {
-    meta.annotations
-        .as_ref()
-        .and_then(|a| a.get(PAUSE_ANNOTATION))
-        .is_some_and(|v| v == "true")
+    pause_key(meta).is_some()
+}
+
+/// The annotation key that pauses updates, if any: ours, else the deprecated one.
+pub fn pause_key(meta: &ObjectMeta) -> Option<&'static str> {
+    let annotations = meta.annotations.as_ref()?;
+    [PAUSE_ANNOTATION, LEGACY_PAUSE_ANNOTATION]
+        .into_iter()
+        .find(|key| annotations.get(*key).is_some_and(|v| v == "true"))
 }
 
 fn pause_hold(mc: &MachineConfiguration) -> Option<Blocked> {
-    paused(&mc.metadata).then(|| Blocked {
+    let key = pause_key(&mc.metadata)?;
+    let mut message = format!(
+        "boot image updates are paused by annotation {key}=true on MachineConfiguration {}",
+        mc.metadata.name.as_deref().unwrap_or("cluster")
+    );
+    if key == LEGACY_PAUSE_ANNOTATION {
+        message.push_str(&format!(
+            "; that key is deprecated and will be ignored in the next release: annotate \
+             {PAUSE_ANNOTATION}=true instead"
+        ));
+    }
+    Some(Blocked {
         reason: Reason::Paused,
-        message: format!(
-            "boot image updates are paused by annotation {PAUSE_ANNOTATION}=true on \
-             MachineConfiguration {}",
-            mc.metadata.name.as_deref().unwrap_or("cluster")
-        ),
+        message,
+    })
+}
+
+/// Report-only when another manager owns the boot-image status, or when asked to. Never the
+/// other way round: no flag makes us write beside another manager.
+fn stand_down(
+    mc: &MachineConfiguration,
+    platform: &Platform,
+    report_only: bool,
+) -> Option<Blocked> {
+    let others = manager::other_managers(mc, FIELD_MANAGER);
+    if !others.is_empty() {
+        let who: Vec<String> = others.iter().map(manager::OtherManager::describe).collect();
+        // Where the MCO runs its own boot image controller (CheckBootImagePlatform,
+        // pkg/controller/common/featuregates.go), that is almost certainly who it is.
+        let likely = if platform.managed_by_default() {
+            format!(
+                "; on {} the Machine Config Operator runs its own boot image controller on \
+                 recent releases",
+                platform.name()
+            )
+        } else {
+            String::new()
+        };
+        return Some(Blocked {
+            reason: Reason::AnotherManagerActive,
+            message: format!(
+                "another boot image manager is active on MachineConfiguration {} ({}){likely}; \
+                 this controller only plans and reports, and takes over by itself once that \
+                 manager's boot-image status is gone (see README, Where it runs)",
+                mc.metadata.name.as_deref().unwrap_or("cluster"),
+                who.join("; ")
+            ),
+        });
+    }
+    report_only.then(|| Blocked {
+        reason: Reason::ReportOnly,
+        message: "started with --report-only: this controller only plans and reports".into(),
     })
 }
 

@@ -8,6 +8,7 @@
 
 mod decision;
 mod gates;
+pub mod manager;
 pub(crate) mod patch;
 pub mod record;
 mod rules;
@@ -30,7 +31,7 @@ use crate::reason::Reason;
 use crate::stream::GoldenConfig;
 pub use decision::{Action, Blocked, Decision, ObjectKey, Plan, Values, Warning};
 use gates::Ready;
-pub use gates::paused;
+pub use gates::{pause_key, paused};
 
 /// The cluster-wide inputs of a plan, as observed at one moment.
 #[derive(Clone, Debug, Default)]
@@ -66,6 +67,8 @@ pub struct Options {
     /// reads the annotation first; this is its fallback for a writer that replaces whole
     /// objects (a PUT, a GitOps sync) and so erases that annotation with every revert.
     pub remembered_patches: HashMap<String, record::HotLoopMemory>,
+    /// Plan and report, never write (`--report-only`), as when another manager is active.
+    pub report_only: bool,
 }
 
 impl Default for Options {
@@ -76,6 +79,7 @@ impl Default for Options {
             hot_loop_threshold: 3,
             hot_loop_window: SignedDuration::from_hours(1),
             remembered_patches: HashMap::new(),
+            report_only: false,
         }
     }
 }
@@ -142,7 +146,7 @@ impl<'a> Planner<'a> {
         Planner {
             snapshot,
             options,
-            state: Ready::evaluate(snapshot, options.control_plane_arch),
+            state: Ready::evaluate(snapshot, options.control_plane_arch, options.report_only),
             stub_checks,
         }
     }

@@ -16,8 +16,8 @@ use crate::api::{MachineTemplate, ObjectMeta};
 use crate::arch::Arch;
 use crate::machine_kind::{MachineKind, MachineObject};
 use crate::names::{
-    AUTOSCALER_LABELS_ANNOTATION, HOT_LOOP_ANNOTATION, OPT_OUT_ANNOTATION, OPT_OUT_VALUE,
-    OS_ID_LABEL, OS_STREAM_LABEL,
+    AUTOSCALER_LABELS_ANNOTATION, HOT_LOOP_ANNOTATION, LEGACY_OPT_OUT_ANNOTATION,
+    OPT_OUT_ANNOTATION, OPT_OUT_VALUE, OS_ID_LABEL, OS_STREAM_LABEL,
 };
 use crate::platform::{ImageOutcome, Input, PlatformRule, RuleContext, display_image};
 use crate::reason::Reason;
@@ -175,12 +175,29 @@ impl Planner<'_> {
 
     /// Rules 1 to 4: the objects we leave alone whatever their images.
     fn screen(&self, subject: &Subject<'_>, ready: &Ready) -> Option<Decision> {
-        if subject.annotation(OPT_OUT_ANNOTATION) == Some(OPT_OUT_VALUE) {
+        let legacy = subject.annotation(LEGACY_OPT_OUT_ANNOTATION) == Some(OPT_OUT_VALUE);
+        if subject.annotation(OPT_OUT_ANNOTATION) == Some(OPT_OUT_VALUE) || legacy {
+            let key = if legacy {
+                LEGACY_OPT_OUT_ANNOTATION
+            } else {
+                OPT_OUT_ANNOTATION
+            };
             let mut decided = subject.decision(
                 Action::Skip,
                 Reason::OptedOut,
-                format!("opted out by annotation {OPT_OUT_ANNOTATION}={OPT_OUT_VALUE}"),
+                format!("opted out by annotation {key}={OPT_OUT_VALUE}"),
             );
+            if legacy {
+                decided.message = format!(
+                    "{}; that key is deprecated and will be ignored in the next release: \
+                     annotate {OPT_OUT_ANNOTATION}={OPT_OUT_VALUE} instead",
+                    decided.message
+                );
+                decided.warning = Some(Warning {
+                    reason: Reason::DeprecatedAnnotation,
+                    message: decided.message.clone(),
+                });
+            }
             // Opting out and back in is the documented way to reset the hot-loop guard. Like
             // every write, the reset waits while a gate holds writes.
             if ready.hold.is_none() {

@@ -14,15 +14,15 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::record::{self, Change, HistoryEntry};
-use super::{Action, ClusterSnapshot, Decision, Malformed, Options, Plan, plan};
+use super::{Action, Blocked, ClusterSnapshot, Decision, Malformed, Options, Plan, plan};
 use crate::api::{
     ClusterVersion, ConfigMap, ControlPlaneMachineSet, Infrastructure, MachineConfiguration,
     MachineSet, Secret,
 };
 use crate::arch::Arch;
 use crate::names::{
-    AUTOSCALER_LABELS_ANNOTATION, OPT_OUT_ANNOTATION, OS_ID_LABEL, OS_STREAM_LABEL,
-    PAUSE_ANNOTATION,
+    AUTOSCALER_LABELS_ANNOTATION, LEGACY_OPT_OUT_ANNOTATION, LEGACY_PAUSE_ANNOTATION,
+    OPT_OUT_ANNOTATION, OS_ID_LABEL, OS_STREAM_LABEL, PAUSE_ANNOTATION,
 };
 use crate::reason::Reason;
 
@@ -822,6 +822,103 @@ fn the_pause_annotation_holds_updates() {
     assert_hold(&paused, Reason::Paused);
     let not_paused = updatable().annotate_machine_configuration(PAUSE_ANNOTATION, "false");
     assert_updates_worker_a(&not_paused);
+}
+
+/// The MachineConfiguration as the Machine Config Operator leaves it where it manages boot
+/// images: its manager owns the effective selection it published.
+fn managed_by_the_mco(cluster: ClusterSnapshot) -> ClusterSnapshot {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
+    cluster.with(|c| {
+        let mc = c.machine_configuration.as_mut().unwrap();
+        mc.metadata.managed_fields = Some(vec![ManagedFieldsEntry {
+            manager: Some("machine-config-operator".into()),
+            operation: Some("Update".into()),
+            subresource: Some("status".into()),
+            fields_type: Some("FieldsV1".into()),
+            fields_v1: Some(FieldsV1(
+                json!({"f:status": {"f:managedBootImagesStatus": {"f:machineManagers": {}}}}),
+            )),
+            ..ManagedFieldsEntry::default()
+        }]);
+    })
+}
+
+#[test]
+fn another_boot_image_manager_makes_the_plan_report_only() {
+    let cluster = managed_by_the_mco(updatable());
+    assert_hold(&cluster, Reason::AnotherManagerActive);
+    let entry = decide(&cluster, machine_set("worker-a").build());
+    assert_decided(&entry, Action::Skip, Reason::AnotherManagerActive);
+    assert!(entry.patch.is_empty());
+    assert!(
+        entry.message.starts_with("would update"),
+        "{}",
+        entry.message
+    );
+    assert!(
+        entry.message.contains("machine-config-operator"),
+        "{}",
+        entry.message
+    );
+    // Standing down outranks every other hold, so the reason stays put while they come and go.
+    let paused = cluster.annotate_machine_configuration(PAUSE_ANNOTATION, "true");
+    assert_hold(&paused, Reason::AnotherManagerActive);
+}
+
+#[test]
+fn report_only_holds_every_write_and_never_forces_one() {
+    let options = Options {
+        report_only: true,
+        ..options()
+    };
+    let plan = plan(&updatable(), &[machine_set("a").build()], &[], &options);
+    assert_eq!(plan.blocked.map(|b| b.reason), Some(Reason::ReportOnly));
+    assert!(plan.machine_sets[0].patch.is_empty());
+    // With another manager active, the flag does not change the answer.
+    let plan = plan_with(&managed_by_the_mco(updatable()), &options);
+    assert_eq!(plan.map(|b| b.reason), Some(Reason::AnotherManagerActive));
+}
+
+fn plan_with(cluster: &ClusterSnapshot, options: &Options) -> Option<Blocked> {
+    plan(cluster, &[machine_set("a").build()], &[], options).blocked
+}
+
+#[test]
+fn the_deprecated_pause_key_still_pauses_and_says_so() {
+    let paused = updatable().annotate_machine_configuration(LEGACY_PAUSE_ANNOTATION, "true");
+    assert_hold(&paused, Reason::Paused);
+    let plan = plan_machine_sets(&paused, &[machine_set("a").build()]);
+    let message = plan.blocked.unwrap().message;
+    assert!(
+        message.contains(PAUSE_ANNOTATION) && message.contains("deprecated"),
+        "{message}"
+    );
+}
+
+#[test]
+fn the_deprecated_opt_out_key_is_honoured_with_a_warning() {
+    let entry = decide(
+        &updatable(),
+        machine_set("old-key")
+            .annotate(LEGACY_OPT_OUT_ANNOTATION, "disabled")
+            .build(),
+    );
+    assert_decided(&entry, Action::Skip, Reason::OptedOut);
+    let warning = entry.warning.expect("a deprecation warning");
+    assert_eq!(warning.reason, Reason::DeprecatedAnnotation);
+    assert!(
+        warning.message.contains(OPT_OUT_ANNOTATION),
+        "{}",
+        warning.message
+    );
+    let entry = decide(
+        &updatable(),
+        machine_set("new-key")
+            .annotate(OPT_OUT_ANNOTATION, "disabled")
+            .build(),
+    );
+    assert_decided(&entry, Action::Skip, Reason::OptedOut);
+    assert_eq!(entry.warning, None);
 }
 
 // ---------------------------------------------------------------------------------------------

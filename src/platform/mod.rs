@@ -76,6 +76,13 @@ impl Platform {
         )
     }
 
+    /// Whether the Machine Config Operator updates ControlPlaneMachineSets here at all
+    /// (`cpmsSupported` of `CheckBootImagePlatform`, pkg/controller/common/featuregates.go: AWS,
+    /// GCP and Azure, not vSphere); elsewhere the effective configuration names only MachineSets.
+    pub fn control_plane_boot_images_supported(&self) -> bool {
+        matches!(self, Platform::Aws | Platform::Gcp | Platform::Azure)
+    }
+
     /// The rule that updates boot images on this platform, if we have one.
     pub fn rule(&self) -> Option<&'static dyn PlatformRule> {
         match self {

@@ -315,7 +315,7 @@ pub fn arb_annotations() -> impl Strategy<Value = BTreeMap<String, String>> {
     let entry = prop_oneof![
         2 => arch.prop_map(|v| ("capacity.cluster-autoscaler.kubernetes.io/labels".to_string(), v)),
         1 => Just((
-            "machineconfiguration.openshift.io/boot-image-updates".to_string(),
+            "boot-image-controller.io/boot-image-updates".to_string(),
             "disabled".to_string()
         )),
         1 => prop_oneof![

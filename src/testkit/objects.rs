@@ -184,10 +184,7 @@ impl MachineSetBuilder {
     }
 
     pub fn opted_out(self) -> Self {
-        self.annotate(
-            "machineconfiguration.openshift.io/boot-image-updates",
-            "disabled",
-        )
+        self.annotate("boot-image-controller.io/boot-image-updates", "disabled")
     }
 
     pub fn owned_by_hive(mut self) -> Self {

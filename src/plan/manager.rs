@@ -1,0 +1,254 @@
+//! Whether another controller manages boot images on this cluster, told from who wrote the
+//! MachineConfiguration's boot-image status.
+//!
+//! The Machine Config Operator runs its own boot image controller where its feature gates and
+//! platform allow it (`IsBootImageControllerRequired` and `CheckBootImagePlatform`,
+//! pkg/controller/common/featuregates.go). Where it runs, its operator publishes
+//! `status.managedBootImagesStatus` (`syncManagedBootImagesStatus`, pkg/operator/sync.go) and its
+//! controller writes the `BootImageUpdate*` conditions (pkg/controller/bootimage/
+//! boot_image_controller.go). Both write with `UpdateStatus`, a PUT of the whole status, so the
+//! API server records them in `managedFields` as `Update` operations of the managers their
+//! clients name (`machine-config-operator`, `machine-config-controller`), owning exactly the
+//! fields whose values they changed. A PUT that leaves our conditions as they were takes none
+//! of them, so our own writes never make the MCO look active; once it writes boot-image status
+//! of its own, it does. Any manager other than ours counts: a second copy of this controller
+//! under another name, or a person editing those fields, would fight us just the same.
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use crate::api::MachineConfiguration;
+
+/// The condition types both the MCO's boot image controller and we report.
+pub const SHARED_CONDITION_TYPES: [&str; 2] =
+    ["BootImageUpdateProgressing", "BootImageUpdateDegraded"];
+
+/// The MCO's operator puts back the whole status it computed from its informer's copy
+/// (`syncMachineConfiguration`, pkg/operator/sync.go), so when that copy was older than our
+/// last condition write it changes our conditions back and, for the API server, takes them
+/// over. It never reports these conditions itself (it only reads them, pkg/operator/status.go):
+/// its ownership of them is an accident of that write, not a manager at work.
+const WHOLE_STATUS_WRITERS: [&str; 1] = ["machine-config-operator"];
+
+/// Another field manager that owns boot-image status on the MachineConfiguration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OtherManager {
+    /// The field manager's name as `managedFields` records it.
+    pub manager: String,
+    /// The status fields it owns, as people read them (`status.managedBootImagesStatus`, ...).
+    pub owns: Vec<String>,
+}
+
+impl OtherManager {
+    pub fn describe(&self) -> String {
+        format!(
+            "field manager {:?} owns {}",
+            self.manager,
+            self.owns.join(", ")
+        )
+    }
+}
+
+/// Every field manager other than `ours` that owns boot-image status fields, in name order.
+pub fn other_managers(mc: &MachineConfiguration, ours: &str) -> Vec<OtherManager> {
+    let mut found: Vec<OtherManager> = Vec::new();
+    for entry in mc.metadata.managed_fields.iter().flatten() {
+        let Some(manager) = entry.manager.as_deref().filter(|m| *m != ours) else {
+            continue;
+        };
+        let Some(fields) = &entry.fields_v1 else {
+            continue;
+        };
+        let mut owns = boot_image_fields(&fields.0);
+        if WHOLE_STATUS_WRITERS.contains(&manager) {
+            owns.retain(|field| !field.starts_with("condition "));
+        }
+        if owns.is_empty() {
+            continue;
+        }
+        // One manager may have several entries (an Update of status and one of the object).
+        match found.iter_mut().find(|f| f.manager == manager) {
+            Some(existing) => {
+                let mut all: BTreeSet<String> = existing.owns.drain(..).collect();
+                all.extend(owns);
+                existing.owns = all.into_iter().collect();
+            }
+            None => found.push(OtherManager {
+                manager: manager.to_string(),
+                owns: owns.into_iter().collect(),
+            }),
+        }
+    }
+    found.sort_by(|a, b| a.manager.cmp(&b.manager));
+    found
+}
+
+/// The boot-image status fields a `fieldsV1` tree owns. The tree is cluster input: anything
+/// unexpected in it means "owns nothing we care about", never a failure.
+fn boot_image_fields(fields: &Value) -> BTreeSet<String> {
+    let mut owns = BTreeSet::new();
+    let Some(status) = fields.get("f:status") else {
+        return owns;
+    };
+    for field in ["managedBootImagesStatus", "bootImageSkewEnforcementStatus"] {
+        if status.get(format!("f:{field}")).is_some() {
+            owns.insert(format!("status.{field}"));
+        }
+    }
+    let conditions = status.get("f:conditions").and_then(Value::as_object);
+    for (key, entry) in conditions.into_iter().flatten() {
+        // List-map entries are keyed `k:{"type":"..."}`.
+        let Some(type_) = key
+            .strip_prefix("k:")
+            .and_then(|k| serde_json::from_str::<Value>(k).ok())
+            .and_then(|k| k.get("type").and_then(Value::as_str).map(str::to_string))
+        else {
+            continue;
+        };
+        // Owning an entry's key alone (`.`, `f:type`) is how a co-owner of an unchanged list
+        // item looks; only the fields that carry the condition's meaning count.
+        let meaningful = ["f:status", "f:reason", "f:message"]
+            .iter()
+            .any(|f| entry.get(f).is_some());
+        if SHARED_CONDITION_TYPES.contains(&type_.as_str()) && meaningful {
+            owns.insert(format!("condition {type_}"));
+        }
+    }
+    owns
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::ObjectMeta;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
+    use serde_json::json;
+
+    fn entry(manager: &str, operation: &str, fields: Value) -> ManagedFieldsEntry {
+        ManagedFieldsEntry {
+            manager: Some(manager.into()),
+            operation: Some(operation.into()),
+            subresource: Some("status".into()),
+            fields_type: Some("FieldsV1".into()),
+            fields_v1: Some(FieldsV1(fields)),
+            ..ManagedFieldsEntry::default()
+        }
+    }
+
+    fn configuration(entries: Vec<ManagedFieldsEntry>) -> MachineConfiguration {
+        let mut mc = MachineConfiguration::new("cluster", Default::default());
+        mc.metadata = ObjectMeta {
+            name: Some("cluster".into()),
+            managed_fields: Some(entries),
+            ..ObjectMeta::default()
+        };
+        mc
+    }
+
+    fn condition_fields(type_: &str) -> Value {
+        json!({
+            format!("k:{{\"type\":\"{type_}\"}}"): {
+                ".": {}, "f:type": {}, "f:status": {}, "f:reason": {}, "f:message": {},
+                "f:lastTransitionTime": {}
+            }
+        })
+    }
+
+    #[test]
+    fn the_mco_publishing_managed_boot_images_is_another_manager() {
+        let mc = configuration(vec![entry(
+            "machine-config-operator",
+            "Update",
+            json!({"f:status": {"f:managedBootImagesStatus": {".": {}, "f:machineManagers": {}},
+                                "f:observedGeneration": {}}}),
+        )]);
+        let found = other_managers(&mc, "boot-image-controller");
+        assert_eq!(
+            found,
+            vec![OtherManager {
+                manager: "machine-config-operator".into(),
+                owns: vec!["status.managedBootImagesStatus".into()],
+            }]
+        );
+        assert!(found[0].describe().contains("machine-config-operator"));
+    }
+
+    #[test]
+    fn the_mco_writing_the_shared_conditions_is_another_manager() {
+        let fields =
+            json!({"f:status": {"f:conditions": condition_fields("BootImageUpdateDegraded")}});
+        let mc = configuration(vec![entry("machine-config-controller", "Update", fields)]);
+        let found = other_managers(&mc, "boot-image-controller");
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].owns, vec!["condition BootImageUpdateDegraded"]);
+    }
+
+    #[test]
+    fn our_own_fields_and_unrelated_status_are_not_another_manager() {
+        let ours = json!({"f:status": {
+            "f:conditions": condition_fields("BootImageUpdateProgressing"),
+            "f:managedBootImagesStatus": {}}});
+        let unrelated = json!({"f:status": {
+            "f:nodeDisruptionPolicyStatus": {}, "f:observedGeneration": {},
+            "f:conditions": condition_fields("NodeDisruptionPolicyValid")}});
+        // A PUT that kept our condition unchanged leaves only the list entry's key to its writer.
+        let key_only = json!({"f:status": {"f:conditions": {
+            "k:{\"type\":\"BootImageUpdateProgressing\"}": {".": {}, "f:type": {}}}}});
+        // The MCO's operator reverting our conditions from a stale copy is not a manager.
+        let reverted = json!({"f:status": {
+            "f:conditions": condition_fields("BootImageUpdateDegraded")}});
+        let mc = configuration(vec![
+            entry("boot-image-controller", "Apply", ours),
+            entry("machine-config-operator", "Update", unrelated),
+            entry("machine-config-operator", "Update", key_only),
+            entry("machine-config-operator", "Update", reverted),
+            entry(
+                "kubectl",
+                "Update",
+                json!({"f:metadata": {"f:annotations": {}}}),
+            ),
+        ]);
+        assert_eq!(other_managers(&mc, "boot-image-controller"), vec![]);
+    }
+
+    #[test]
+    fn malformed_managed_fields_are_ignored() {
+        let mc = configuration(vec![
+            entry("a", "Update", json!("not an object")),
+            entry(
+                "b",
+                "Update",
+                json!({"f:status": {"f:conditions": {"k:not json": {}}}}),
+            ),
+            entry("c", "Update", json!({"f:status": {"f:conditions": ["x"]}})),
+            ManagedFieldsEntry::default(),
+        ]);
+        assert_eq!(other_managers(&mc, "boot-image-controller"), vec![]);
+    }
+
+    #[test]
+    fn entries_of_one_manager_are_merged() {
+        let mc = configuration(vec![
+            entry(
+                "another-boot-image-tool",
+                "Update",
+                json!({"f:status": {"f:managedBootImagesStatus": {}}}),
+            ),
+            entry(
+                "another-boot-image-tool",
+                "Apply",
+                json!({"f:status": {"f:conditions": condition_fields("BootImageUpdateProgressing")}}),
+            ),
+        ]);
+        let found = other_managers(&mc, "boot-image-controller");
+        assert_eq!(found.len(), 1);
+        assert_eq!(
+            found[0].owns,
+            vec![
+                "condition BootImageUpdateProgressing",
+                "status.managedBootImagesStatus"
+            ]
+        );
+    }
+}
