@@ -212,6 +212,7 @@ impl ClusterCase {
                     (format!("master-{i}"), Some(arch))
                 })
                 .collect(),
+            ec2: Default::default(),
         }
     }
 

@@ -115,6 +115,8 @@ pub struct RuleContext<'a> {
     pub known_images: &'a KnownImages,
     /// `Infrastructure.status.infrastructureName`; Azure installer uploads are named after it.
     pub infrastructure_name: Option<&'a str>,
+    /// What EC2 said about the AMIs of the snapshot (AWS only; empty elsewhere).
+    pub ec2: &'a crate::ec2::Ec2Facts,
 }
 
 /// One value to replace inside the provider spec.
@@ -336,6 +338,7 @@ pub(crate) mod test_support {
         pub(crate) stream: GoldenStream,
         pub(crate) known_images: KnownImages,
         pub(crate) infrastructure_name: Option<String>,
+        pub(crate) ec2: crate::ec2::Ec2Facts,
     }
 
     impl Cluster {
@@ -348,6 +351,7 @@ pub(crate) mod test_support {
                 stream,
                 known_images,
                 infrastructure_name: None,
+                ec2: crate::ec2::Ec2Facts::default(),
             }
         }
 
@@ -355,6 +359,12 @@ pub(crate) mod test_support {
         pub(crate) fn knowing(mut self, images: &[&str]) -> Self {
             self.known_images
                 .extend(images.iter().map(|image| image.to_string()));
+            self
+        }
+
+        /// What EC2 says about AMIs.
+        pub(crate) fn with_ec2(mut self, ec2: crate::ec2::Ec2Facts) -> Self {
+            self.ec2 = ec2;
             self
         }
 
@@ -369,6 +379,7 @@ pub(crate) mod test_support {
                 arch,
                 known_images: &self.known_images,
                 infrastructure_name: self.infrastructure_name.as_deref(),
+                ec2: &self.ec2,
             }
         }
     }
