@@ -35,6 +35,8 @@ pub mod names {
     pub const BUILD_INFO: &str = "boot_image_controller_build_info";
     pub const READY: &str = "boot_image_controller_ready";
     pub const HOLD_EXCEEDED: &str = "boot_image_controller_hold_exceeded";
+    pub const EC2_REQUESTS: &str = "boot_image_controller_ec2_requests_total";
+    pub const EC2_UNAVAILABLE_REGIONS: &str = "boot_image_controller_ec2_unavailable_regions";
     /// Same name and meaning as the Machine Config Operator's gauge, so existing alerts and
     /// dashboards keep working after the switch.
     pub const MCC_UPDATE_ERROR: &str = "mcc_bootimage_update_error";
@@ -75,6 +77,12 @@ pub struct Metrics {
     pub mcc_update_error: GaugeVec,
     /// 1 while a hold has lasted longer than `--hold-degrade-after`, by its reason.
     pub hold_exceeded: IntGaugeVec,
+    /// EC2 DescribeImages calls by what they asked (`images`, `marketplace`) and how they ended
+    /// (`ok` or an [`crate::ec2::query::Ec2Error::kind`], `no_credentials`).
+    pub ec2_requests: IntCounterVec,
+    /// Regions whose AMIs EC2 cannot be asked about now: there only the golden streams and the
+    /// known images are recognised.
+    pub ec2_unavailable_regions: IntGauge,
 }
 
 impl Metrics {
@@ -164,6 +172,17 @@ impl Metrics {
                 "1 while a gate has held boot image writes longer than the configured limit",
                 &["reason"],
             ),
+            ec2_requests: vec_of(
+                IntCounterVec::new,
+                names::EC2_REQUESTS,
+                "EC2 DescribeImages calls, by what they asked and how they ended",
+                &["call", "result"],
+            ),
+            ec2_unavailable_regions: IntGauge::new(
+                names::EC2_UNAVAILABLE_REGIONS,
+                "Regions where EC2 cannot be asked about AMIs now (stream and known images only)",
+            )
+            .expect("metric names are valid"),
             registry,
         };
         for c in m.collectors() {
@@ -227,6 +246,8 @@ impl Metrics {
             Box::new(self.build_info.clone()),
             Box::new(self.mcc_update_error.clone()),
             Box::new(self.hold_exceeded.clone()),
+            Box::new(self.ec2_requests.clone()),
+            Box::new(self.ec2_unavailable_regions.clone()),
         ]
     }
 

@@ -31,6 +31,8 @@ const EXPORTED_METRICS: &[&str] = &[
     "boot_image_controller_write_failures_total",
     "boot_image_controller_build_info",
     "mcc_bootimage_update_error",
+    "boot_image_controller_ec2_requests_total",
+    "boot_image_controller_ec2_unavailable_regions",
 ];
 
 const DASHBOARD: &str = "dashboards/boot-image-controller.json";
@@ -119,6 +121,8 @@ fn the_expected_metrics_are_the_ones_the_controller_defines() {
         names::READY,
         names::MCC_UPDATE_ERROR,
         names::HOLD_EXCEEDED,
+        names::EC2_REQUESTS,
+        names::EC2_UNAVAILABLE_REGIONS,
     ]);
     let expected: BTreeSet<&str> = EXPORTED_METRICS.iter().copied().collect();
     assert_eq!(expected, defined);
