@@ -21,7 +21,7 @@ use tracing::{info, warn};
 
 use super::observe::Observation;
 use super::watches::Trigger;
-use crate::api::Secret;
+use crate::api::{Infrastructure, Secret};
 use crate::ec2::client::Ec2Client;
 use crate::ec2::facts::MARKETPLACE_OWNER;
 use crate::ec2::query::Ec2Error;
@@ -49,6 +49,8 @@ const FIRST_RETRY: Duration = Duration::from_secs(15);
 const MAX_RETRY: Duration = Duration::from_secs(600);
 /// Reading the credentials Secret.
 const SECRET_TIMEOUT: Duration = Duration::from_secs(10);
+/// Without credentials, the Secret is looked for again this often (when an AMI needs asking).
+const CREDENTIALS_RECHECK: Duration = Duration::from_secs(60);
 /// Answers kept at most; beyond, those no MachineSet names any more are dropped.
 const MAX_CACHED: usize = 20_000;
 
@@ -74,8 +76,8 @@ struct State {
     /// Regions with a look-up under way.
     in_flight: HashSet<String>,
     failures: HashMap<String, Failure>,
-    /// Why there are no credentials to ask with, when that is the case.
-    no_credentials: Option<String>,
+    /// Why there are no credentials to ask with, when that is the case, and when to look again.
+    no_credentials: Option<(String, Instant)>,
     /// When the last call to each region's EC2 was sent.
     last_call: HashMap<String, Instant>,
 }
@@ -129,6 +131,15 @@ impl Ec2Lookups {
         }
     }
 
+    /// Reads the credentials Secret once before the first pass, so that a cluster without one
+    /// is planned as such from the start rather than as waiting for EC2.
+    pub async fn check_credentials(&self) {
+        if let Err(JobError::NoCredentials(why)) = self.shared.credentials().await {
+            info!(reason = %why, "no AWS credentials: AMIs are recognised by the golden streams and known images only");
+            self.shared.lock().no_credentials = Some((why, Instant::now() + CREDENTIALS_RECHECK));
+        }
+    }
+
     /// The answers in for `wanted` (region, AMI) pairs, starting look-ups for the others.
     pub fn facts(&self, wanted: &BTreeSet<(String, String)>) -> Ec2Facts {
         let now = Instant::now();
@@ -136,8 +147,10 @@ impl Ec2Lookups {
         let mut facts = Ec2Facts::consulted();
         {
             let mut state = self.shared.lock();
-            if let Some(why) = &state.no_credentials {
+            let mut waiting_for_credentials = false;
+            if let Some((why, retry_at)) = &state.no_credentials {
                 facts.consulted = Consulted::Unable(why.clone());
+                waiting_for_credentials = *retry_at > now;
             }
             let mut by_region: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
             for (region, id) in wanted {
@@ -152,6 +165,9 @@ impl Ec2Lookups {
                     if failure.retry_at > now {
                         continue;
                     }
+                }
+                if waiting_for_credentials {
+                    continue;
                 }
                 if let Some(job) = job.filter(|_| !state.in_flight.contains(region)) {
                     state.in_flight.insert(region.to_string());
@@ -240,7 +256,10 @@ impl Shared {
                     }
                 }
                 Err(JobError::NoCredentials(why)) => {
-                    state.no_credentials = Some(why.clone());
+                    if state.no_credentials.is_none() {
+                        info!(reason = %why, "no AWS credentials: AMIs are recognised by the golden streams and known images only");
+                    }
+                    state.no_credentials = Some((why.clone(), Instant::now() + CREDENTIALS_RECHECK));
                     state.failures.remove(&region);
                 }
                 Err(e) => {
@@ -403,10 +422,7 @@ fn credentials_from(secret: &Secret) -> Result<Credentials, String> {
 
 /// The (region, AMI) of every AWS machine resource whose AMI the lists do not already know.
 pub(super) fn wanted(observed: &Observation, known: &KnownImages) -> BTreeSet<(String, String)> {
-    let on_aws = (observed.snapshot.infrastructure.as_ref())
-        .and_then(|i| i.status.as_ref()?.platform_status.as_ref())
-        .is_some_and(|p| Platform::from_status(p) == Platform::Aws);
-    if !on_aws {
+    if !on_aws(observed.snapshot.infrastructure.as_ref()) {
         return BTreeSet::new();
     }
     let specs = (observed.machine_sets.iter())
@@ -423,6 +439,12 @@ pub(super) fn wanted(observed: &Observation, known: &KnownImages) -> BTreeSet<(S
             (plausible && !known.contains(id)).then(|| (region.to_string(), id.to_string()))
         })
         .collect()
+}
+
+/// Whether the Infrastructure says AWS: EC2 is asked nothing elsewhere.
+pub(super) fn on_aws(infrastructure: Option<&Infrastructure>) -> bool {
+    (infrastructure.and_then(|i| i.status.as_ref()?.platform_status.as_ref()))
+        .is_some_and(|p| Platform::from_status(p) == Platform::Aws)
 }
 
 fn provider_spec<M: MachineObject>(object: &M) -> Option<&Value> {

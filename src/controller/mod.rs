@@ -152,6 +152,9 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> Result<(), RunEr
 
     let patcher = act::Patcher::new(&client, &args.machine_api_namespace);
     let ec2 = ec2_lookups(&args, &client, &trigger_tx, &metrics)?;
+    if let Some(lookups) = ec2.as_ref().filter(|_| ec2::on_aws(stores.infrastructure().as_ref())) {
+        lookups.check_credentials().await;
+    }
     let mut controller = Controller {
         events: events::EventPublisher::start(
             client.clone(),
