@@ -6,6 +6,10 @@ set -euo pipefail
 version="5.2.5"
 root="${BIC_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/boot-image-controller/tools}/moto-$version"
 bin="$root/bin/moto_server"
+mkdir -p "$(dirname "$root")"
+# Test binaries run in parallel and may all ask at once: one installs, the others wait.
+exec 9>"$root.lock"
+flock 9
 # A venv records its own path, so it is built where it stays; the marker says it is complete.
 if [[ ! -f "$root/.complete" ]]; then
   echo "ensure-moto: installing moto[server] $version into $root (once)" >&2

@@ -259,7 +259,8 @@ impl Shared {
                     if state.no_credentials.is_none() {
                         info!(reason = %why, "no AWS credentials: AMIs are recognised by the golden streams and known images only");
                     }
-                    state.no_credentials = Some((why.clone(), Instant::now() + CREDENTIALS_RECHECK));
+                    state.no_credentials =
+                        Some((why.clone(), Instant::now() + CREDENTIALS_RECHECK));
                     state.failures.remove(&region);
                 }
                 Err(e) => {
@@ -303,7 +304,10 @@ impl Shared {
             self.pace(region).await;
             let ids: Vec<&str> = job.ids.iter().map(String::as_str).collect();
             let found = self
-                .counted("images", self.client.describe_ids(region, &credentials, &ids))
+                .counted(
+                    "images",
+                    self.client.describe_ids(region, &credentials, &ids),
+                )
                 .await?;
             let now = Instant::now();
             let mut state = self.lock();

@@ -11,8 +11,8 @@ pub mod lenient;
 
 mod act;
 mod decide;
-mod events;
 mod ec2;
+mod events;
 mod known;
 mod observe;
 mod report;
@@ -152,7 +152,10 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> Result<(), RunEr
 
     let patcher = act::Patcher::new(&client, &args.machine_api_namespace);
     let ec2 = ec2_lookups(&args, &client, &trigger_tx, &metrics)?;
-    if let Some(lookups) = ec2.as_ref().filter(|_| ec2::on_aws(stores.infrastructure().as_ref())) {
+    if let Some(lookups) = ec2
+        .as_ref()
+        .filter(|_| ec2::on_aws(stores.infrastructure().as_ref()))
+    {
         lookups.check_credentials().await;
     }
     let mut controller = Controller {

@@ -162,7 +162,10 @@ impl Ec2Client {
         loop {
             match self.exchange(region, credentials, params).await {
                 Err(e) if e.is_transient() && attempt + 1 < self.limits.attempts => {
-                    let backoff = self.limits.first_backoff.saturating_mul(1 << attempt.min(10));
+                    let backoff = self
+                        .limits
+                        .first_backoff
+                        .saturating_mul(1 << attempt.min(10));
                     tracing::debug!(region, error = %e, ?backoff, "EC2 call failed; retrying");
                     tokio::time::sleep(jittered(backoff)).await;
                     attempt += 1;
@@ -185,7 +188,9 @@ impl Ec2Client {
         let host = uri.authority().map(|a| a.as_str()).unwrap_or_default();
         let body = sigv4::form(params);
         let content_type = "application/x-www-form-urlencoded; charset=utf-8";
-        let amz_date = jiff::Timestamp::now().strftime("%Y%m%dT%H%M%SZ").to_string();
+        let amz_date = jiff::Timestamp::now()
+            .strftime("%Y%m%dT%H%M%SZ")
+            .to_string();
         let signed = sigv4::sign(
             &sigv4::Request {
                 method: "POST",

@@ -146,7 +146,12 @@ fn release_in(text: &str) -> Option<&str> {
 /// The end of a release string starting at `start`, if one does.
 fn release_at(text: &str, start: usize) -> Option<usize> {
     let bytes = text.as_bytes();
-    let digits = |from: usize| bytes[from..].iter().take_while(|b| b.is_ascii_digit()).count();
+    let digits = |from: usize| {
+        bytes[from..]
+            .iter()
+            .take_while(|b| b.is_ascii_digit())
+            .count()
+    };
     let mut i = start;
     for _ in 0..2 {
         let n = digits(i);
@@ -325,7 +330,8 @@ impl Ec2Facts {
     }
 
     pub fn add_search(&mut self, region: &str, product: &str) {
-        self.searched.insert((region.to_string(), product.to_string()));
+        self.searched
+            .insert((region.to_string(), product.to_string()));
     }
 
     pub fn set_unavailable(&mut self, region: &str, message: String) {
@@ -457,7 +463,10 @@ mod tests {
         let rosa = format!("rhcos-9.6.20250701-0-x86_64-{ROSA_PRODUCT}");
         assert_eq!(product_id(&rosa), Some(ROSA_PRODUCT));
         assert_eq!(product_id(OCP_X86), Some(OCP_X86));
-        assert_eq!(product_id("RHEL-9.4-RHCOS-9.6_HVM_GA-20260210-x86_64-0"), None);
+        assert_eq!(
+            product_id("RHEL-9.4-RHCOS-9.6_HVM_GA-20260210-x86_64-0"),
+            None
+        );
         assert_eq!(product_id("x-59ead7de-2540-4653-a8b0-fa7926d5c84"), None);
         assert_eq!(product_id(""), None);
         assert_eq!(product_name(ROSA_PRODUCT), "ROSA");
@@ -502,10 +511,28 @@ mod tests {
     #[test]
     fn the_newest_marketplace_ami_not_newer_than_the_golden_release_wins() {
         let facts = searched(vec![
-            marketplace("ami-96old", OCP_X86, "9.6.20251001-0", "x86_64", "2025-10-01"),
-            marketplace("ami-96new", OCP_X86, "9.6.20260210-0", "x86_64", "2026-02-10"),
+            marketplace(
+                "ami-96old",
+                OCP_X86,
+                "9.6.20251001-0",
+                "x86_64",
+                "2025-10-01",
+            ),
+            marketplace(
+                "ami-96new",
+                OCP_X86,
+                "9.6.20260210-0",
+                "x86_64",
+                "2026-02-10",
+            ),
             marketplace("ami-98", OCP_X86, "9.8.20260403-0", "x86_64", "2026-04-03"),
-            marketplace("ami-96arm", OCP_X86, "9.6.20260301-0", "arm64", "2026-03-01"),
+            marketplace(
+                "ami-96arm",
+                OCP_X86,
+                "9.6.20260301-0",
+                "arm64",
+                "2026-03-01",
+            ),
             marketplace(
                 "ami-other",
                 "963b36c3-de6f-48ed-b802-2b38b2a2cdeb",
@@ -536,7 +563,10 @@ mod tests {
         let mut facts = searched(vec![image("ami-1", RHCOS_OWNER, "", "", "x86_64")]);
         facts.add_not_found("us-east-1", "ami-gone");
         facts.set_unavailable("eu-west-1", "throttled".into());
-        assert!(matches!(facts.answer("us-east-1", "ami-1"), Answer::Known(_)));
+        assert!(matches!(
+            facts.answer("us-east-1", "ami-1"),
+            Answer::Known(_)
+        ));
         assert_eq!(facts.answer("us-east-1", "ami-gone"), Answer::NotFound);
         assert_eq!(facts.answer("us-east-1", "ami-2"), Answer::Pending);
         assert_eq!(

@@ -16,9 +16,7 @@ pub enum Ec2Error {
     #[error("EC2 throttled the request ({code}): {message}")]
     Throttled { code: String, message: String },
     /// The credentials or their permissions (`AuthFailure`, `UnauthorizedOperation`, ...).
-    #[error(
-        "EC2 refused the request ({code}): {message}; the credentials need ec2:DescribeImages"
-    )]
+    #[error("EC2 refused the request ({code}): {message}; the credentials need ec2:DescribeImages")]
     Refused { code: String, message: String },
     /// Any other error EC2 answered with.
     #[error("EC2 answered HTTP {status} ({code}): {message}")]

@@ -160,8 +160,18 @@ mod tests {
             )],
             payload: b"",
         };
-        let headers = sign(&request, &credentials, "us-east-1", "iam", "20150830T123600Z");
-        let authorization = &headers.iter().find(|(k, _)| *k == "authorization").unwrap().1;
+        let headers = sign(
+            &request,
+            &credentials,
+            "us-east-1",
+            "iam",
+            "20150830T123600Z",
+        );
+        let authorization = &headers
+            .iter()
+            .find(|(k, _)| *k == "authorization")
+            .unwrap()
+            .1;
         assert_eq!(
             authorization,
             "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20150830/us-east-1/iam/aws4_request, \
@@ -185,7 +195,13 @@ mod tests {
             headers: &[],
             payload: b"Action=DescribeImages",
         };
-        let headers = sign(&request, &credentials, "us-east-1", "ec2", "20260101T000000Z");
+        let headers = sign(
+            &request,
+            &credentials,
+            "us-east-1",
+            "ec2",
+            "20260101T000000Z",
+        );
         assert!(headers.contains(&("x-amz-security-token", "token".into())));
         let authorization = &headers.last().unwrap().1;
         assert!(

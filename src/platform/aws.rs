@@ -188,7 +188,10 @@ fn marketplace(
             ),
         );
     };
-    match ctx.ec2.marketplace_target(region, product, ctx.arch, release) {
+    match ctx
+        .ec2
+        .marketplace_target(region, product, ctx.arch, release)
+    {
         Ok(target) => {
             let newer = |image: &AmiFacts| {
                 let version = image.rhcos_release().and_then(facts::version_token);
@@ -479,7 +482,13 @@ mod tests {
 
         #[test]
         fn another_owners_ami_stays_custom() {
-            let ec2 = facts(vec![ami(UNLISTED, "123456789012", "golden-rhcos", "", "x86_64")]);
+            let ec2 = facts(vec![ami(
+                UNLISTED,
+                "123456789012",
+                "golden-rhcos",
+                "",
+                "x86_64",
+            )]);
             let outcome = evaluate(ec2, UNLISTED, Arch::Amd64);
             assert_eq!(reason(&outcome), Some(Reason::CustomImage));
             assert!(message(&outcome).contains("123456789012"), "{outcome:?}");
@@ -502,24 +511,53 @@ mod tests {
                 market("ami-0market96arm0000", OCP_X86, "9.6.20251101-0", "arm64"),
             ]);
             let outcome = evaluate(ec2.clone(), "ami-0market96old0000", Arch::Amd64);
-            assert_eq!(target(&outcome), Some("ami-0market96new0000"), "{outcome:?}");
+            assert_eq!(
+                target(&outcome),
+                Some("ami-0market96new0000"),
+                "{outcome:?}"
+            );
             let outcome = evaluate(ec2.clone(), "ami-0market96new0000", Arch::Amd64);
-            assert!(matches!(outcome, ImageOutcome::UpToDate { .. }), "{outcome:?}");
+            assert!(
+                matches!(outcome, ImageOutcome::UpToDate { .. }),
+                "{outcome:?}"
+            );
             // Never back down from a newer marketplace AMI someone chose.
             let outcome = evaluate(ec2, "ami-0market980000000", Arch::Amd64);
-            assert!(matches!(outcome, ImageOutcome::UpToDate { .. }), "{outcome:?}");
+            assert!(
+                matches!(outcome, ImageOutcome::UpToDate { .. }),
+                "{outcome:?}"
+            );
         }
 
         #[test]
         fn rosa_amis_follow_their_product_in_their_own_architecture() {
             let ec2 = facts(vec![
-                market("ami-0rosa96old000000", ROSA_PRODUCT, "9.6.20250701-0", "x86_64"),
-                market("ami-0rosa96x86000000", ROSA_PRODUCT, "9.6.20251015-0", "x86_64"),
+                market(
+                    "ami-0rosa96old000000",
+                    ROSA_PRODUCT,
+                    "9.6.20250701-0",
+                    "x86_64",
+                ),
+                market(
+                    "ami-0rosa96x86000000",
+                    ROSA_PRODUCT,
+                    "9.6.20251015-0",
+                    "x86_64",
+                ),
                 // The same product, newer, for the other architecture: not ours to take.
-                market("ami-0rosa96arm000000", ROSA_PRODUCT, "9.6.20251101-0", "arm64"),
+                market(
+                    "ami-0rosa96arm000000",
+                    ROSA_PRODUCT,
+                    "9.6.20251101-0",
+                    "arm64",
+                ),
             ]);
             let outcome = evaluate(ec2, "ami-0rosa96old000000", Arch::Amd64);
-            assert_eq!(target(&outcome), Some("ami-0rosa96x86000000"), "{outcome:?}");
+            assert_eq!(
+                target(&outcome),
+                Some("ami-0rosa96x86000000"),
+                "{outcome:?}"
+            );
         }
 
         #[test]
@@ -553,7 +591,10 @@ mod tests {
             ec2.set_unavailable("us-east-1", "connection refused".into());
             let outcome = evaluate(ec2.clone(), UNLISTED, Arch::Amd64);
             assert_eq!(reason(&outcome), Some(Reason::Ec2Unavailable));
-            assert!(message(&outcome).contains("connection refused"), "{outcome:?}");
+            assert!(
+                message(&outcome).contains("connection refused"),
+                "{outcome:?}"
+            );
             // A listed AMI is still updated while EC2 is away.
             let listed = "ami-09d23adad19cdb25c";
             let outcome = Aws.evaluate(
@@ -566,7 +607,10 @@ mod tests {
             ec2.consulted = Consulted::Unable("no Secret aws-cloud-credentials".into());
             let outcome = evaluate(ec2, UNLISTED, Arch::Amd64);
             assert_eq!(reason(&outcome), Some(Reason::CustomImage));
-            assert!(message(&outcome).contains("aws-cloud-credentials"), "{outcome:?}");
+            assert!(
+                message(&outcome).contains("aws-cloud-credentials"),
+                "{outcome:?}"
+            );
         }
 
         #[test]
