@@ -116,13 +116,18 @@ fn simulated_ec2() -> Vec<Value> {
 
 /// The machine API's credentials Secret, as the cloud credential operator writes it.
 fn credentials_secret(ns: &str) -> Value {
+    keys_secret(
+        ns,
+        "AKIAIOSFODNN7EXAMPLE",
+        "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    )
+}
+
+fn keys_secret(ns: &str, id: &str, secret: &str) -> Value {
     json!({
         "apiVersion": "v1", "kind": "Secret",
         "metadata": {"name": "aws-cloud-credentials", "namespace": ns},
-        "stringData": {
-            "aws_access_key_id": "AKIAIOSFODNN7EXAMPLE",
-            "aws_secret_access_key": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
-        }
+        "stringData": {"aws_access_key_id": id, "aws_secret_access_key": secret}
     })
 }
 
@@ -307,4 +312,33 @@ async fn a_throttling_ec2_is_asked_again_after_a_backoff() {
         "retried without backing off: {gaps:?}"
     );
     println!("throttled twice; retried after {gaps:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn requests_are_signed_with_the_secrets_keys_and_need_only_describe_images() {
+    let Some((moto, key_id, secret_key)) = Moto::start_with_iam(&simulated_ec2()) else {
+        return;
+    };
+    let env = cluster("ec2-signed", &[("rhcos-unlisted", RHCOS_UNLISTED)]).await;
+    // A Secret with the right key id but a wrong secret key: EC2 refuses the signature.
+    env.apply(keys_secret(&env.ns, &key_id, "not-the-secret-key"))
+        .await;
+    let controller = controller(&env, &moto.endpoint());
+    controller.wait_ready().await;
+    wait_for_metric(
+        &controller,
+        r#"boot_image_controller_ec2_requests_total{call="images",result="refused"}"#,
+        |v| v >= 1.0,
+    )
+    .await;
+    wait_for_metric(&controller, &resources("Ec2Unavailable"), |v| v == 1.0).await;
+    assert_eq!(
+        ami_of(&env.machine_set("rhcos-unlisted").await),
+        RHCOS_UNLISTED
+    );
+
+    // The credential operator rotates the key into the Secret: the next attempt is accepted by
+    // moto's own SigV4 check, and a policy of ec2:DescribeImages alone is enough.
+    env.apply(keys_secret(&env.ns, &key_id, &secret_key)).await;
+    wait_for_ami(&env, &controller, "rhcos-unlisted", AMI_421_US_EAST_1).await;
 }

@@ -245,11 +245,13 @@ impl Shared {
     async fn run(&self, job: Job) {
         let region = job.region.clone();
         let outcome = self.ask(job).await;
+        let again_after;
         {
             let mut state = self.lock();
             state.in_flight.remove(&region);
             match &outcome {
                 Ok(()) => {
+                    again_after = None;
                     state.no_credentials = None;
                     if state.failures.remove(&region).is_some() {
                         info!(region, "EC2 answers again");
@@ -262,6 +264,7 @@ impl Shared {
                     state.no_credentials =
                         Some((why.clone(), Instant::now() + CREDENTIALS_RECHECK));
                     state.failures.remove(&region);
+                    again_after = Some(CREDENTIALS_RECHECK);
                 }
                 Err(e) => {
                     let attempts = state.failures.get(&region).map_or(0, |f| f.attempts) + 1;
@@ -279,11 +282,20 @@ impl Shared {
                             retry_at: Instant::now() + delay,
                         },
                     );
+                    again_after = Some(delay);
                 }
             }
         }
-        // Without a retry timer of our own: the next resync re-plans, and asks again once due.
         let _ = self.wake.send(Trigger::All);
+        // The Secret is not watched and EC2 sends no events: a pass once the retry is due asks
+        // again (only while some AMI still needs asking, since only then is there a job).
+        if let Some(delay) = again_after {
+            let wake = self.wake.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(delay).await;
+                let _ = wake.send(Trigger::All);
+            });
+        }
     }
 
     async fn ask(&self, job: Job) -> Result<(), JobError> {

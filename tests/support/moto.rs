@@ -75,6 +75,46 @@ pub struct Moto {
 impl Moto {
     /// Starts moto with `amis`; `None` (the test is then skipped) when moto cannot be installed.
     pub fn start(amis: &[Value]) -> Option<Moto> {
+        Moto::spawn(amis, &[])
+    }
+
+    /// Starts moto with `amis` and IAM authentication: every request must be signed (SigV4,
+    /// checked by botocore inside moto) with the keys of an IAM user whose policy allows the
+    /// action. Creates one user allowed `ec2:DescribeImages` only; returns its access key id and
+    /// secret key.
+    pub fn start_with_iam(amis: &[Value]) -> Option<(Moto, String, String)> {
+        // The three IAM calls below are the only ones moto lets through unsigned.
+        let moto = Moto::spawn(amis, &[("INITIAL_NO_AUTH_ACTION_COUNT", "3")])?;
+        let python = Path::new(&moto_server()?).with_file_name("python");
+        let script = r#"
+import json, sys
+import boto3
+iam = boto3.client("iam", endpoint_url=sys.argv[1], region_name="us-east-1",
+                   aws_access_key_id="bootstrap", aws_secret_access_key="bootstrap")
+iam.create_user(UserName="machine-api")
+iam.put_user_policy(UserName="machine-api", PolicyName="describe-images",
+    PolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Action": "ec2:DescribeImages", "Resource": "*"}]}))
+key = iam.create_access_key(UserName="machine-api")["AccessKey"]
+print(key["AccessKeyId"], key["SecretAccessKey"])
+"#;
+        let out = Command::new(python)
+            .args(["-c", script, &moto.endpoint()])
+            .output()
+            .expect("run the IAM set-up");
+        assert!(
+            out.status.success(),
+            "IAM set-up failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let mut keys = text.split_whitespace();
+        let id = keys.next().expect("an access key id").to_string();
+        let secret = keys.next().expect("a secret key").to_string();
+        Some((moto, id, secret))
+    }
+
+    fn spawn(amis: &[Value], env: &[(&str, &str)]) -> Option<Moto> {
         let Some(server) = moto_server() else {
             boot_image_controller::testkit::skips::skip(
                 "moto (PyPI) cannot be installed by hack/ensure-moto.sh",
@@ -90,6 +130,7 @@ impl Moto {
         let child = Command::new(server)
             .args(["-H", "127.0.0.1", "-p", &port.to_string()])
             .env("MOTO_AMIS_PATH", file.path())
+            .envs(env.iter().copied())
             .stdout(log.try_clone().unwrap())
             .stderr(log)
             .spawn()
