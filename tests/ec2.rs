@@ -342,3 +342,86 @@ async fn requests_are_signed_with_the_secrets_keys_and_need_only_describe_images
     env.apply(keys_secret(&env.ns, &key_id, &secret_key)).await;
     wait_for_ami(&env, &controller, "rhcos-unlisted", AMI_421_US_EAST_1).await;
 }
+
+/// `plan` runs `boot-image-controller plan -f <manifests>` with `args` and the credentials in
+/// the environment; returns the plan as JSON.
+fn plan(manifests: &std::path::Path, args: &[&str]) -> Value {
+    let out = std::process::Command::new(support::BINARY)
+        .args(["plan", "-f", manifests.to_str().unwrap(), "-o", "json"])
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .env("AWS_ACCESS_KEY_ID", "AKIAIOSFODNN7EXAMPLE")
+        .env(
+            "AWS_SECRET_ACCESS_KEY",
+            "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        )
+        .output()
+        .expect("the binary runs");
+    assert!(
+        out.status.success(),
+        "plan {args:?} failed: {}",
+        support::stderr_of(&out)
+    );
+    serde_json::from_slice(&out.stdout).expect("plan -o json prints JSON")
+}
+
+fn entry<'a>(plan: &'a Value, name: &str) -> &'a Value {
+    (plan["machineSets"].as_array().unwrap().iter())
+        .find(|e| e["name"] == name)
+        .unwrap_or_else(|| panic!("no {name} in {plan:#}"))
+}
+
+#[test]
+fn plan_asks_ec2_and_plans_the_same_again_from_the_saved_facts() {
+    let Some(moto) = Moto::start(&simulated_ec2()) else {
+        return;
+    };
+    let ns = "openshift-machine-api";
+    let mut objects = vec![
+        infrastructure("cluster", "AWS"),
+        cluster_version("version", "4.21.0", "Completed"),
+        machine_configuration("cluster", None),
+        golden_config_map(ns, "4.21.0", &stream_421()),
+        machine_set(ns, "marketplace").ami(MARKET_OLD).build(),
+        machine_set(ns, "custom").ami(CUSTOM).build(),
+        stub_secret(ns, "worker-user-data-managed", "3.2.0"),
+    ];
+    objects.extend(control_plane_nodes());
+    let dir = tempfile::tempdir().unwrap();
+    let manifests = dir.path().join("cluster.json");
+    std::fs::write(&manifests, as_cluster_manifests(objects).to_string()).unwrap();
+    let saved = dir.path().join("ec2-facts.json");
+
+    let asked = plan(
+        &manifests,
+        &[
+            "--ec2-lookup",
+            "--ec2-endpoint",
+            &moto.endpoint(),
+            "--save-ec2-facts",
+            saved.to_str().unwrap(),
+            "--now",
+            "2026-03-02T10:00:00Z",
+        ],
+    );
+    let marketplace = entry(&asked, "marketplace");
+    assert_eq!(marketplace["action"], "Update", "{marketplace:#}");
+    assert_eq!(marketplace["bootImage"]["target"], MARKET_NEW);
+    assert_eq!(entry(&asked, "custom")["reason"], "CustomImage");
+
+    // Offline, from the file: the same decisions, patches included.
+    drop(moto);
+    let replayed = plan(
+        &manifests,
+        &[
+            "--ec2-facts",
+            saved.to_str().unwrap(),
+            "--now",
+            "2026-03-02T10:00:00Z",
+        ],
+    );
+    assert_eq!(replayed, asked);
+    // Without EC2 the marketplace AMI is not recognised: a custom image, left alone.
+    let without = plan(&manifests, &["--now", "2026-03-02T10:00:00Z"]);
+    assert_eq!(entry(&without, "marketplace")["reason"], "CustomImage");
+}

@@ -447,14 +447,7 @@ pub(super) fn wanted(observed: &Observation, known: &KnownImages) -> BTreeSet<(S
             (observed.control_plane_machine_sets.iter())
                 .filter_map(|o| provider_spec(o.parsed.as_ref().ok()?)),
         );
-    specs
-        .filter_map(|spec| {
-            let id = spec.pointer("/ami/id")?.as_str()?;
-            let region = spec.pointer("/placement/region")?.as_str()?;
-            let plausible = id.starts_with("ami-") && !region.is_empty();
-            (plausible && !known.contains(id)).then(|| (region.to_string(), id.to_string()))
-        })
-        .collect()
+    crate::ec2::amis_to_ask(specs, known)
 }
 
 /// Whether the Infrastructure says AWS: EC2 is asked nothing elsewhere.

@@ -342,6 +342,11 @@ impl Ec2Facts {
         self.images.values()
     }
 
+    /// The regions EC2 could not be asked in, and why.
+    pub fn unavailable(&self) -> impl Iterator<Item = (&str, &str)> {
+        (self.unavailable.iter()).map(|(region, message)| (region.as_str(), message.as_str()))
+    }
+
     /// What EC2 said about `image_id` in `region`.
     pub fn answer(&self, region: &str, image_id: &str) -> Answer<'_> {
         match &self.consulted {
