@@ -224,6 +224,10 @@ impl Metrics {
             self.writes.with_label_values(&[target]);
             self.write_failures.with_label_values(&[target]);
         }
+        // Zero series, so that rates and alerts on them work before the first EC2 call.
+        for call in ["images", "marketplace"] {
+            self.ec2_requests.with_label_values(&[call, "ok"]);
+        }
         self.build_info
             .with_label_values(&[build::VERSION, build::COMMIT])
             .set(1);

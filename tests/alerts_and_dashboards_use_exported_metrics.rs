@@ -42,7 +42,7 @@ const CONSOLE_DASHBOARD: &str = "manifests/console-dashboard/boot-image-controll
 // ---------------------------------------------------------------------------------------------
 // Metrics, alerts and dashboard
 
-/// Metric names in `text`: `\b(boot_image_controller_[a-z_]+|mcc_bootimage_update_error)\b`,
+/// Metric names in `text`: `\b(boot_image_controller_[a-z0-9_]+|mcc_bootimage_update_error)\b`,
 /// with the `_bucket`, `_sum` and `_count` series of histograms folded into their family.
 fn metric_names(text: &str) -> BTreeSet<String> {
     let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
@@ -54,7 +54,7 @@ fn metric_names(text: &str) -> BTreeSet<String> {
         let rest = &text[start..];
         let name = if let Some(tail) = rest.strip_prefix("boot_image_controller_") {
             let len = tail
-                .find(|c: char| !(c.is_ascii_lowercase() || c == '_'))
+                .find(|c: char| !(c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'))
                 .unwrap_or(tail.len());
             if len == 0 || tail[len..].chars().next().is_some_and(word) {
                 continue;
