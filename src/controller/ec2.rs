@@ -156,9 +156,16 @@ impl Ec2Lookups {
             for (region, id) in wanted {
                 by_region.entry(region).or_default().push(id);
             }
+            // A region nothing needs asking in any more is not unavailable: forget its failure.
+            state
+                .failures
+                .retain(|region, _| by_region.contains_key(region.as_str()));
             let mut unavailable = 0;
             for (region, ids) in by_region {
-                let job = state.gather(region, &ids, now, &mut facts);
+                let Some(job) = state.gather(region, &ids, now, &mut facts) else {
+                    state.failures.remove(region);
+                    continue;
+                };
                 if let Some(failure) = state.failures.get(region) {
                     unavailable += 1;
                     facts.set_unavailable(region, failure.message.clone());
@@ -169,7 +176,7 @@ impl Ec2Lookups {
                 if waiting_for_credentials {
                     continue;
                 }
-                if let Some(job) = job.filter(|_| !state.in_flight.contains(region)) {
+                if !state.in_flight.contains(region) {
                     state.in_flight.insert(region.to_string());
                     jobs.push(job);
                 }
