@@ -142,52 +142,8 @@ impl Ec2Lookups {
 
     /// The answers in for `wanted` (region, AMI) pairs, starting look-ups for the others.
     pub fn facts(&self, wanted: &BTreeSet<(String, String)>) -> Ec2Facts {
-        let now = Instant::now();
-        let mut jobs = Vec::new();
-        let mut facts = Ec2Facts::consulted();
-        {
-            let mut state = self.shared.lock();
-            let mut waiting_for_credentials = false;
-            if let Some((why, retry_at)) = &state.no_credentials {
-                facts.consulted = Consulted::Unable(why.clone());
-                waiting_for_credentials = *retry_at > now;
-            }
-            let mut by_region: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-            for (region, id) in wanted {
-                by_region.entry(region).or_default().push(id);
-            }
-            // A region nothing needs asking in any more is not unavailable: forget its failure.
-            state
-                .failures
-                .retain(|region, _| by_region.contains_key(region.as_str()));
-            let mut unavailable = 0;
-            for (region, ids) in by_region {
-                let Some(job) = state.gather(region, &ids, now, &mut facts) else {
-                    state.failures.remove(region);
-                    continue;
-                };
-                if let Some(failure) = state.failures.get(region) {
-                    unavailable += 1;
-                    facts.set_unavailable(region, failure.message.clone());
-                    if failure.retry_at > now {
-                        continue;
-                    }
-                }
-                if waiting_for_credentials {
-                    continue;
-                }
-                if !state.in_flight.contains(region) {
-                    state.in_flight.insert(region.to_string());
-                    jobs.push(job);
-                }
-            }
-            self.shared.metrics.ec2_unavailable_regions.set(unavailable);
-            if state.images.len() > MAX_CACHED {
-                state
-                    .images
-                    .retain(|key, _| wanted.contains(&(key.0.clone(), key.1.clone())));
-            }
-        }
+        let (facts, jobs, unavailable) = self.shared.lock().answer(wanted, Instant::now());
+        self.shared.metrics.ec2_unavailable_regions.set(unavailable);
         for job in jobs {
             let shared = self.shared.clone();
             tokio::spawn(async move { shared.run(job).await });
@@ -197,6 +153,51 @@ impl Ec2Lookups {
 }
 
 impl State {
+    /// What is known of `wanted` at `now`, the look-ups to start (marked in flight), and the
+    /// number of regions EC2 cannot be asked in. Pure: no I/O, so the policy is unit-tested.
+    fn answer(
+        &mut self,
+        wanted: &BTreeSet<(String, String)>,
+        now: Instant,
+    ) -> (Ec2Facts, Vec<Job>, i64) {
+        let mut facts = Ec2Facts::consulted();
+        let mut jobs = Vec::new();
+        let mut waiting_for_credentials = false;
+        if let Some((why, retry_at)) = &self.no_credentials {
+            facts.consulted = Consulted::Unable(why.clone());
+            waiting_for_credentials = *retry_at > now;
+        }
+        let mut by_region: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for (region, id) in wanted {
+            by_region.entry(region).or_default().push(id);
+        }
+        // A region nothing needs asking in any more is not unavailable: forget its failure.
+        self.failures
+            .retain(|region, _| by_region.contains_key(region.as_str()));
+        let mut unavailable = 0;
+        for (region, ids) in by_region {
+            let Some(job) = self.gather(region, &ids, now, &mut facts) else {
+                self.failures.remove(region);
+                continue;
+            };
+            if let Some(failure) = self.failures.get(region) {
+                unavailable += 1;
+                facts.set_unavailable(region, failure.message.clone());
+                if failure.retry_at > now {
+                    continue;
+                }
+            }
+            if !waiting_for_credentials && self.in_flight.insert(region.to_string()) {
+                jobs.push(job);
+            }
+        }
+        if self.images.len() > MAX_CACHED {
+            self.images
+                .retain(|key, _| wanted.contains(&(key.0.clone(), key.1.clone())));
+        }
+        (facts, jobs, unavailable)
+    }
+
     /// Adds what is known of `ids` in `region` to `facts`; the job to ask for the rest.
     fn gather(
         &mut self,
@@ -474,6 +475,7 @@ mod tests {
     use k8s_openapi::ByteString;
 
     use super::*;
+    use crate::ec2::Answer;
 
     fn secret(data: &[(&str, &str)]) -> Secret {
         Secret {
@@ -484,6 +486,121 @@ mod tests {
             ),
             ..Secret::default()
         }
+    }
+
+    const RHCOS_AMI: &str = "ami-0000000000000000a";
+    const MARKET_AMI: &str = "ami-0000000000000000b";
+    const OCP: &str = "59ead7de-2540-4653-a8b0-fa7926d5c845";
+
+    fn wanted(pairs: &[(&str, &str)]) -> BTreeSet<(String, String)> {
+        pairs
+            .iter()
+            .map(|(r, i)| (r.to_string(), i.to_string()))
+            .collect()
+    }
+
+    fn found(state: &mut State, id: &str, owner: &str, name: &str) {
+        let image = AmiFacts {
+            image_id: id.into(),
+            region: "us-east-1".into(),
+            owner_id: owner.into(),
+            name: name.into(),
+            description: String::new(),
+            architecture: "x86_64".into(),
+            creation_date: String::new(),
+        };
+        let key = ("us-east-1".to_string(), id.to_string());
+        state.images.insert(key, Looked::Found(image));
+    }
+
+    #[test]
+    fn an_unknown_ami_is_asked_once_and_pending_meanwhile() {
+        let mut state = State::default();
+        let now = Instant::now();
+        let asked = wanted(&[("us-east-1", RHCOS_AMI)]);
+        let (facts, jobs, unavailable) = state.answer(&asked, now);
+        assert_eq!(facts.answer("us-east-1", RHCOS_AMI), Answer::Pending);
+        assert_eq!(jobs.len(), 1);
+        assert_eq!(jobs[0].ids, vec![RHCOS_AMI.to_string()]);
+        assert_eq!(unavailable, 0);
+        // The next pass, before the answer: no second look-up of the same region.
+        let (_, jobs, _) = state.answer(&asked, now);
+        assert!(jobs.is_empty());
+        // Answered: known for good, nothing more to ask.
+        state.in_flight.clear();
+        found(
+            &mut state,
+            RHCOS_AMI,
+            crate::ec2::facts::RHCOS_OWNER,
+            "rhcos",
+        );
+        let (facts, jobs, _) = state.answer(&asked, now + SEARCH_MAX_AGE * 10);
+        assert!(matches!(
+            facts.answer("us-east-1", RHCOS_AMI),
+            Answer::Known(_)
+        ));
+        assert!(jobs.is_empty());
+    }
+
+    #[test]
+    fn a_marketplace_ami_brings_a_search_of_its_product_repeated_hourly() {
+        let mut state = State::default();
+        let now = Instant::now();
+        let name = format!("RHEL-9.4-RHCOS-9.6_HVM_GA-20260210-x86_64-0-{OCP}");
+        found(&mut state, MARKET_AMI, MARKETPLACE_OWNER, &name);
+        let asked = wanted(&[("us-east-1", MARKET_AMI)]);
+        let (_, jobs, _) = state.answer(&asked, now);
+        assert_eq!(jobs[0].products, vec![OCP.to_string()]);
+        assert!(jobs[0].ids.is_empty());
+        state.in_flight.clear();
+        let key = ("us-east-1".to_string(), OCP.to_string());
+        state.searches.insert(key, (now, Vec::new()));
+        let (_, jobs, _) = state.answer(&asked, now + Duration::from_secs(60));
+        assert!(jobs.is_empty());
+        let (_, jobs, _) = state.answer(&asked, now + SEARCH_MAX_AGE);
+        assert_eq!(jobs.len(), 1);
+    }
+
+    #[test]
+    fn a_failed_region_is_unavailable_until_its_retry_and_forgotten_when_not_needed() {
+        let mut state = State::default();
+        let now = Instant::now();
+        state.failures.insert(
+            "us-east-1".into(),
+            Failure {
+                message: "timed out".into(),
+                attempts: 1,
+                retry_at: now + FIRST_RETRY,
+            },
+        );
+        let asked = wanted(&[("us-east-1", RHCOS_AMI)]);
+        let (facts, jobs, unavailable) = state.answer(&asked, now);
+        assert_eq!(
+            facts.answer("us-east-1", RHCOS_AMI),
+            Answer::Unavailable("timed out")
+        );
+        assert!(jobs.is_empty());
+        assert_eq!(unavailable, 1);
+        let (_, jobs, unavailable) = state.answer(&asked, now + FIRST_RETRY);
+        assert_eq!((jobs.len(), unavailable), (1, 1));
+        // The MachineSet moved to a listed AMI: nothing to ask, nothing unavailable.
+        let (_, jobs, unavailable) = state.answer(&BTreeSet::new(), now);
+        assert_eq!((jobs.len(), unavailable), (0, 0));
+        assert!(state.failures.is_empty());
+    }
+
+    #[test]
+    fn without_credentials_the_secret_is_looked_for_again_only_when_due() {
+        let mut state = State {
+            no_credentials: Some(("no Secret".into(), Instant::now() + CREDENTIALS_RECHECK)),
+            ..State::default()
+        };
+        let asked = wanted(&[("us-east-1", RHCOS_AMI)]);
+        let (facts, jobs, _) = state.answer(&asked, Instant::now());
+        assert_eq!(facts.consulted, Consulted::Unable("no Secret".into()));
+        assert!(jobs.is_empty());
+        let (_, jobs, _) = state.answer(&asked, Instant::now() + CREDENTIALS_RECHECK);
+        assert_eq!(jobs.len(), 1);
     }
 
     #[test]
