@@ -66,13 +66,22 @@ impl Ec2Client {
             .transpose()?;
         // The crypto provider the rest of the program (kube, the metrics server) uses: no second
         // one is built (deny.toml).
-        let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .map_err(|e| Ec2Error::Malformed(e.to_string()))?
-        .with_native_roots()
-        .map_err(|e| Ec2Error::Malformed(format!("no TLS roots: {e}")))?
+        let builder = || {
+            rustls::ClientConfig::builder_with_provider(Arc::new(
+                rustls::crypto::ring::default_provider(),
+            ))
+            .with_safe_default_protocol_versions()
+            .map_err(|e| Ec2Error::Malformed(e.to_string()))
+        };
+        let tls = match builder()?.with_native_roots() {
+            Ok(roots) => roots,
+            // Not fatal: clusters on other platforms never call EC2, and on AWS every call then
+            // fails with a certificate error that is reported per region (Ec2Unavailable).
+            Err(e) => {
+                tracing::warn!(error = %e, "no system CA certificates: EC2 cannot be verified");
+                builder()?.with_root_certificates(rustls::RootCertStore::empty())
+            }
+        }
         .with_no_client_auth();
         let mut http = HttpConnector::new();
         http.set_connect_timeout(Some(limits.connect_timeout));
