@@ -35,6 +35,9 @@ hack/build-control-plane.sh >&2
 log "Prometheus and promtool (Debian's package, installed once)"
 hack/ensure-prometheus.sh
 
+log "moto, the EC2 simulator (PyPI, installed once into a virtualenv)"
+hack/ensure-moto.sh >/dev/null
+
 log "building the project"
 cargo build --all-targets --locked
 

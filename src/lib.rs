@@ -10,6 +10,7 @@ pub mod arch;
 mod bounded_read;
 pub mod cli;
 pub mod controller;
+pub mod ec2;
 pub mod known_images;
 pub mod kubeconfig;
 pub mod machine_kind;

@@ -64,6 +64,10 @@ metric_families! {
     STOOD_DOWN = "boot_image_controller_stood_down",
         "1 while this controller only reports because another boot image manager is active or \
          --report-only is set";
+    EC2_REQUESTS = "boot_image_controller_ec2_requests_total",
+        "EC2 DescribeImages calls, by what they asked and how they ended";
+    EC2_UNAVAILABLE_REGIONS = "boot_image_controller_ec2_unavailable_regions",
+        "Regions where EC2 cannot be asked about AMIs now (stream and known images only)";
     /// Same name and meaning as the Machine Config Operator's gauge, so existing alerts and
     /// dashboards keep working after the switch.
     MCC_UPDATE_ERROR = "mcc_bootimage_update_error",
@@ -113,6 +117,12 @@ pub struct Metrics {
     pub mcc_update_error: GaugeVec,
     /// 1 while a hold has lasted longer than `--hold-degrade-after`, by its reason.
     pub hold_exceeded: IntGaugeVec,
+    /// EC2 DescribeImages calls by what they asked (`images`, `marketplace`) and how they ended
+    /// (`ok` or an [`crate::ec2::query::Ec2Error::kind`], `no_credentials`).
+    pub ec2_requests: IntCounterVec,
+    /// Regions whose AMIs EC2 cannot be asked about now: there only the golden streams and the
+    /// known images are recognised.
+    pub ec2_unavailable_regions: IntGauge,
 }
 
 impl Metrics {
@@ -149,6 +159,10 @@ impl Metrics {
             build_info: r.family(IntGaugeVec::new, BUILD_INFO, &["version", "commit"]),
             mcc_update_error: r.family(GaugeVec::new, MCC_UPDATE_ERROR, &["machineset"]),
             hold_exceeded: r.family(IntGaugeVec::new, HOLD_EXCEEDED, &["reason"]),
+            ec2_requests: r.family(IntCounterVec::new, EC2_REQUESTS, &["call", "result"]),
+            ec2_unavailable_regions: r.register(
+                IntGauge::new(EC2_UNAVAILABLE_REGIONS.name, EC2_UNAVAILABLE_REGIONS.help).unwrap(),
+            ),
             registry: registry.clone(),
         };
         // Process metrics (CPU, memory, file descriptors, start time) under the usual
@@ -186,6 +200,10 @@ impl Metrics {
         for target in WRITE_TARGETS {
             self.writes.with_label_values(&[target]);
             self.write_failures.with_label_values(&[target]);
+        }
+        // Zero series, so that rates and alerts on them work before the first EC2 call.
+        for call in ["images", "marketplace"] {
+            self.ec2_requests.with_label_values(&[call, "ok"]);
         }
         self.build_info
             .with_label_values(&[build::VERSION, build::COMMIT])

@@ -68,6 +68,13 @@ reasons! {
     OSStreamNotPublished: Skip,
     /// An image the golden streams and the known-images list do not contain.
     CustomImage: Skip,
+    /// An AMI outside the golden streams and known images whose owner EC2 could not be asked
+    /// (unreachable, throttled, refused): left alone until EC2 answers.
+    Ec2Unavailable: Skip,
+    /// An AMI outside the golden streams and known images whose owner EC2 has not told yet.
+    Ec2LookupPending: Skip,
+    /// A marketplace AMI with no newer AMI of its product and architecture in the region.
+    MarketplaceImageNotFound: Skip,
     RegionNotInStream: Skip,
     /// The AMI is chosen by ARN or filters, which we cannot compare with a stream.
     ImageNotById: Skip,

@@ -32,6 +32,8 @@ const EXPORTED_METRICS: &[&str] = &[
     "boot_image_controller_build_info",
     "boot_image_controller_stood_down",
     "mcc_bootimage_update_error",
+    "boot_image_controller_ec2_requests_total",
+    "boot_image_controller_ec2_unavailable_regions",
 ];
 
 const DASHBOARD: &str = "dashboards/boot-image-controller.json";
@@ -41,7 +43,7 @@ const CONSOLE_DASHBOARD: &str = "manifests/console-dashboard/boot-image-controll
 // ---------------------------------------------------------------------------------------------
 // Metrics, alerts and dashboard
 
-/// Metric names in `text`: `\b(boot_image_controller_[a-z_]+|mcc_bootimage_update_error)\b`,
+/// Metric names in `text`: `\b(boot_image_controller_[a-z0-9_]+|mcc_bootimage_update_error)\b`,
 /// with the `_bucket`, `_sum` and `_count` series of histograms folded into their family.
 fn metric_names(text: &str) -> BTreeSet<String> {
     let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
@@ -53,7 +55,7 @@ fn metric_names(text: &str) -> BTreeSet<String> {
         let rest = &text[start..];
         let name = if let Some(tail) = rest.strip_prefix("boot_image_controller_") {
             let len = tail
-                .find(|c: char| !(c.is_ascii_lowercase() || c == '_'))
+                .find(|c: char| !(c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'))
                 .unwrap_or(tail.len());
             if len == 0 || tail[len..].chars().next().is_some_and(word) {
                 continue;
@@ -121,6 +123,8 @@ fn the_expected_metrics_are_the_ones_the_controller_defines() {
         names::MCC_UPDATE_ERROR,
         names::HOLD_EXCEEDED,
         names::STOOD_DOWN,
+        names::EC2_REQUESTS,
+        names::EC2_UNAVAILABLE_REGIONS,
     ]);
     let expected: BTreeSet<&str> = EXPORTED_METRICS.iter().copied().collect();
     assert_eq!(expected, defined);

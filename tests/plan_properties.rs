@@ -208,6 +208,7 @@ impl ClusterCase {
                     (format!("master-{i}"), Some(arch))
                 })
                 .collect(),
+            ec2: Default::default(),
         }
     }
 

@@ -114,6 +114,8 @@ fn evaluate_on(
         arch,
         known_images: known,
         infrastructure_name,
+        // EC2 not consulted: the rules as they judge from the lists alone.
+        ec2: &Default::default(),
     };
     platform
         .rule()

@@ -49,12 +49,17 @@ fn the_service_account_may_do_what_the_controller_needs_and_nothing_else() {
         denied("update",  "machinesets.machine.openshift.io", machine_api),
         denied("delete",  "machinesets.machine.openshift.io", machine_api),
         denied("create",  "machinesets.machine.openshift.io", machine_api),
-        // Secrets: the managed stubs by name, nothing else anywhere.
+        // Secrets: the managed stubs by name, and the machine API's AWS credentials (read, never
+        // watched or listed) for EC2 look-ups; nothing else anywhere.
         allowed("get",    "secrets/worker-user-data-managed", machine_api),
         allowed("watch",  "secrets/worker-user-data-managed", machine_api),
         allowed("get",    "secrets/master-user-data-managed", machine_api),
         denied("get",     "secrets/worker-user-data", machine_api),
-        denied("get",     "secrets/aws-cloud-credentials", machine_api),
+        allowed("get",    "secrets/aws-cloud-credentials", machine_api),
+        denied("watch",   "secrets/aws-cloud-credentials", machine_api),
+        denied("list",    "secrets/aws-cloud-credentials", machine_api),
+        denied("get",     "secrets/gcp-cloud-credentials", machine_api),
+        denied("get",     "secrets/aws-cloud-credentials", Some("default")),
         denied("list",    "secrets", machine_api),
         denied("patch",   "secrets/worker-user-data-managed", machine_api),
         denied("get",     "secrets/worker-user-data-managed", Some("default")),

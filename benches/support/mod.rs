@@ -502,6 +502,7 @@ pub fn scenario(data: &Data, platform: &str, count: usize) -> Option<Scenario> {
         control_plane_nodes: (0..3)
             .map(|i| (format!("master-{i}"), Some("amd64".to_string())))
             .collect(),
+        ec2: Default::default(),
     };
     let regions = (
         data.aws_common_regions(Arch::Amd64),

@@ -40,6 +40,7 @@ fn run(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
                 arch,
                 known_images: &known,
                 infrastructure_name: infrastructure_name.as_deref(),
+                ec2: &Default::default(),
             };
             if let ImageOutcome::Update { changes, .. } = rule.evaluate(&spec, &ctx) {
                 assert!(!changes.is_empty(), "an Update without changes: {spec}");

@@ -13,7 +13,11 @@ use super::{Failure, table, write_stdout};
 use crate::api::{MachineConfiguration, MachineManager, MachineManagerSelector};
 use crate::arch::Arch;
 use crate::bounded_read::MAX_INPUT_BYTES;
+use crate::ec2::Ec2Facts;
+use crate::ec2::client::{Ec2Client, Limits};
+use crate::ec2::sigv4::Credentials;
 use crate::known_images::KnownImages;
+use crate::machine_kind::MachineObject;
 use crate::manifests;
 use crate::names::MACHINE_CONFIGURATION_NAME;
 use crate::plan::{self, Action, ClusterSnapshot, Options, Plan};
@@ -69,6 +73,26 @@ pub struct PlanArgs {
     /// Images in neither this list nor the golden stream are custom and never replaced.
     #[arg(long, value_name = "FILE")]
     pub known_images_file: Option<PathBuf>,
+
+    /// What EC2 says about the AMIs (owner, name, architecture) and the marketplace AMIs that
+    /// could replace them, as JSON (what `--save-ec2-facts` writes). Without it or
+    /// `--ec2-lookup`, AMIs are recognised by the golden streams and known images only.
+    #[arg(long, value_name = "FILE", conflicts_with = "ec2_lookup")]
+    pub ec2_facts: Option<PathBuf>,
+
+    /// Ask EC2 (DescribeImages) about the AMIs, with the credentials in AWS_ACCESS_KEY_ID,
+    /// AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN.
+    #[arg(long)]
+    pub ec2_lookup: bool,
+
+    /// The EC2 endpoint of every region for `--ec2-lookup`, instead of
+    /// `https://ec2.<region>.amazonaws.com`.
+    #[arg(long, value_name = "URL", requires = "ec2_lookup")]
+    pub ec2_endpoint: Option<String>,
+
+    /// Writes what `--ec2-lookup` learned to FILE, to plan again without EC2 (`--ec2-facts`).
+    #[arg(long, value_name = "FILE", requires = "ec2_lookup")]
+    pub save_ec2_facts: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -123,6 +147,7 @@ pub fn run(args: &PlanArgs) -> Result<u8, Failure> {
         let known = KnownImages::read(file).map_err(Failure::input)?;
         snapshot.cluster.known_images.extend(known.iter().cloned());
     }
+    snapshot.cluster.ec2 = ec2_facts(args, &snapshot)?;
     if snapshot.machine_sets.is_empty() && snapshot.control_plane_machine_sets.is_empty() {
         eprintln!(
             "warning: no MachineSets (machine.openshift.io/v1beta1) or ControlPlaneMachineSets \
@@ -163,6 +188,63 @@ pub fn run(args: &PlanArgs) -> Result<u8, Failure> {
     } else {
         0
     })
+}
+
+/// What EC2 says, from `--ec2-facts` or asked with `--ec2-lookup`; nothing otherwise.
+fn ec2_facts(args: &PlanArgs, snapshot: &manifests::Snapshot) -> Result<Ec2Facts, Failure> {
+    if let Some(path) = &args.ec2_facts {
+        let text = crate::bounded_read::read_regular_file(path, MAX_INPUT_BYTES)
+            .with_context(|| format!("cannot read {}", path.display()))
+            .map_err(Failure::input)?;
+        return serde_json::from_str(&text)
+            .with_context(|| format!("{} is not an EC2 facts file", path.display()))
+            .map_err(Failure::input);
+    }
+    if !args.ec2_lookup {
+        return Ok(Ec2Facts::default());
+    }
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    let (Some(access_key_id), Some(secret_access_key)) =
+        (var("AWS_ACCESS_KEY_ID"), var("AWS_SECRET_ACCESS_KEY"))
+    else {
+        return Err(Failure::input(anyhow::anyhow!(
+            "--ec2-lookup needs AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (credentials allowed \
+             ec2:DescribeImages)"
+        )));
+    };
+    let credentials = Credentials {
+        access_key_id,
+        secret_access_key,
+        session_token: var("AWS_SESSION_TOKEN"),
+    };
+    let specs = (snapshot.machine_sets.iter())
+        .filter_map(|m| provider_spec(m.as_ref().ok()?))
+        .chain(
+            (snapshot.control_plane_machine_sets.iter())
+                .filter_map(|m| provider_spec(m.as_ref().ok()?)),
+        );
+    let wanted = crate::ec2::amis_to_ask(specs, &snapshot.cluster.known_images);
+    let client =
+        Ec2Client::new(args.ec2_endpoint.as_deref(), Limits::default()).map_err(Failure::input)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::runtime(CLUSTER_READ_CODE, e))?;
+    let facts = runtime.block_on(crate::ec2::gather(&client, &credentials, &wanted));
+    for (region, message) in facts.unavailable() {
+        eprintln!("warning: EC2 in {region} could not be asked: {message}");
+    }
+    if let Some(path) = &args.save_ec2_facts {
+        let text = serde_json::to_string_pretty(&facts).context("cannot serialize EC2 facts")?;
+        std::fs::write(path, text + "\n")
+            .with_context(|| format!("cannot write {}", path.display()))
+            .map_err(|e| Failure::runtime(1, e))?;
+    }
+    Ok(facts)
+}
+
+fn provider_spec<M: MachineObject>(object: &M) -> Option<&serde_json::Value> {
+    object.machine_template()?.spec.provider_spec.value.as_ref()
 }
 
 /// Exit code when the cluster cannot be read (unreachable, forbidden).

@@ -93,6 +93,16 @@ pub struct RunArgs {
     /// Extra known CoreOS image references, one per line; re-read when it changes.
     #[arg(long, env = "BIC_KNOWN_IMAGES_FILE")]
     pub known_images_file: Option<PathBuf>,
+    /// On AWS, ask EC2 (DescribeImages, with the machine API's credentials Secret
+    /// aws-cloud-credentials) who owns AMIs that neither the golden streams nor the known images
+    /// list: Red Hat's RHCOS AMIs are then updated, AWS Marketplace ones (ROSA's included) move
+    /// to the newest AMI of their product, others stay custom.
+    #[arg(long, env = "BIC_EC2_LOOKUPS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub ec2_lookups: bool,
+    /// The EC2 endpoint of every region, instead of `https://ec2.<region>.amazonaws.com` (a VPC
+    /// endpoint or proxy; a simulator in tests). `http://` is accepted.
+    #[arg(long, env = "BIC_EC2_ENDPOINT")]
+    pub ec2_endpoint: Option<String>,
     /// Re-plan everything this often even without events (e.g. `10m`, `30s`).
     #[arg(long, env = "BIC_RESYNC_PERIOD", default_value = "10m", value_parser = parse_period)]
     pub resync_period: Duration,

@@ -12,6 +12,7 @@ pub mod lenient;
 mod act;
 mod boot_image_status;
 mod decide;
+mod ec2;
 mod events;
 mod known;
 mod observe;
@@ -75,6 +76,8 @@ pub enum RunError {
     },
     #[error("cannot serve /metrics over TLS: {0}")]
     MetricsTls(#[from] server::secure::TlsError),
+    #[error("cannot set up EC2 look-ups: {0}")]
+    Ec2(crate::ec2::query::Ec2Error),
     #[error(transparent)]
     LeaseLost(#[from] lease::LeaseLost),
     #[error("invalid leader election timings: {0}")]
@@ -89,6 +92,30 @@ enum Leadership {
         _sender: watch::Sender<bool>,
     },
     Elected(JoinHandle<Result<(), lease::LeaseLost>>),
+}
+
+/// The EC2 look-ups, unless `--ec2-lookups=false`.
+fn ec2_lookups(
+    args: &RunArgs,
+    client: &kube::Client,
+    wake: &mpsc::UnboundedSender<Trigger>,
+    metrics: &Metrics,
+) -> Result<Option<ec2::Ec2Lookups>, RunError> {
+    if !args.ec2_lookups {
+        return Ok(None);
+    }
+    let ec2_client = crate::ec2::client::Ec2Client::new(
+        args.ec2_endpoint.as_deref(),
+        crate::ec2::client::Limits::default(),
+    )
+    .map_err(RunError::Ec2)?;
+    Ok(Some(ec2::Ec2Lookups::new(
+        ec2_client,
+        client.clone(),
+        &args.machine_api_namespace,
+        wake.clone(),
+        metrics.clone(),
+    )))
 }
 
 /// Runs until `shutdown` is cancelled (clean exit) or the leader lease is lost (error).
@@ -125,6 +152,13 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> Result<(), RunEr
     info!("caches synced; controller ready");
 
     let patcher = act::Patcher::new(&client, &args.machine_api_namespace);
+    let ec2 = ec2_lookups(&args, &client, &trigger_tx, &metrics)?;
+    if let Some(lookups) = ec2
+        .as_ref()
+        .filter(|_| ec2::on_aws(stores.infrastructure().as_ref()))
+    {
+        lookups.check_credentials().await;
+    }
     let mut controller = Controller {
         events: events::EventPublisher::start(
             client.clone(),
@@ -137,6 +171,7 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> Result<(), RunEr
         configurations: Api::all(client.clone()),
         known_images_api: Api::namespaced(client.clone(), &own_namespace),
         secrets: secrets::SecretWatches::new(client, &args.machine_api_namespace, trigger_tx),
+        ec2,
         stores,
         metrics: metrics.clone(),
         leader: leader_rx,
@@ -295,6 +330,8 @@ struct Controller {
     args: RunArgs,
     stores: Stores,
     secrets: secrets::SecretWatches,
+    /// EC2 look-ups of AMI owners (`--ec2-lookups`).
+    ec2: Option<ec2::Ec2Lookups>,
     events: events::EventPublisher,
     patcher: act::Patcher,
     configurations: Api<MachineConfiguration>,
@@ -432,13 +469,17 @@ impl Controller {
         if let Some(file) = &self.known_file {
             known.merge(&file.images);
         }
-        let observed = observe::observe(
+        let mut observed = observe::observe(
             &self.stores,
             &mut self.secrets,
             &self.args.machine_configuration_name,
             &known,
         )
         .await;
+        if let Some(lookups) = &self.ec2 {
+            let wanted = ec2::wanted(&observed, &observed.snapshot.known_images);
+            observed.snapshot.ec2 = lookups.facts(&wanted);
+        }
         let options = Options {
             control_plane_arch: self.args.control_plane_arch,
             now: Timestamp::now(),

@@ -61,6 +61,8 @@ pub(super) async fn observe(
         secrets: secrets.snapshot(),
         known_images,
         control_plane_nodes: stores.control_plane_nodes(),
+        // Filled in by the pass from the EC2 lookups (`controller/ec2.rs`).
+        ec2: Default::default(),
     };
     Observation {
         snapshot,

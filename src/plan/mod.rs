@@ -52,6 +52,9 @@ pub struct ClusterSnapshot {
     /// The control-plane Nodes and the `kubernetes.io/arch` label of each: the architecture of
     /// ControlPlaneMachineSets and of MachineSets that do not name theirs.
     pub control_plane_nodes: BTreeMap<String, Option<String>>,
+    /// What EC2 said about the AMIs of AWS MachineSets (their owner, product, architecture) and
+    /// the marketplace AMIs that could replace them; empty when EC2 is not consulted.
+    pub ec2: crate::ec2::Ec2Facts,
 }
 
 #[derive(Clone, Debug)]

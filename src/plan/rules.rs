@@ -162,6 +162,7 @@ impl Planner<'_> {
                 .as_ref()
                 .and_then(|i| i.status.as_ref())
                 .and_then(|s| s.infrastructure_name.as_deref()),
+            ec2: &self.snapshot.ec2,
         };
         let outcome = rule.evaluate(provider_spec, &ctx);
         Ok(Evaluated {

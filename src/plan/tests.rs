@@ -95,6 +95,7 @@ fn aws_cluster() -> ClusterSnapshot {
         ]),
         known_images: Default::default(),
         control_plane_nodes: control_plane_nodes("amd64"),
+        ec2: Default::default(),
     }
 }
 

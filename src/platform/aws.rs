@@ -1,10 +1,15 @@
 //! AWS: the AMI at `ami.id`, looked up by `placement.region`.
+//!
+//! An AMI the golden streams or the known images list is ours. Any other is judged by what EC2
+//! says of its owner ([`crate::ec2`]): Red Hat's RHCOS account moves to the golden AMI, an AWS
+//! Marketplace RHCOS product to the newest AMI of that product, anyone else's is custom.
 
 use serde_json::Value;
 
 use super::{
     ImageOutcome, Input, PlatformRule, RuleContext, compare_single, invalid, not_in_stream,
 };
+use crate::ec2::facts::{self, AmiFacts, AmiOrigin, Answer, NoCandidate};
 use crate::reason::Reason;
 
 pub(super) struct Aws;
@@ -65,7 +70,31 @@ impl PlatformRule for Aws {
                 Some(current.clone()),
             );
         }
-        let Some(golden) = ctx.stream.aws_image(ctx.arch, region) else {
+        let id = current.as_str().unwrap_or_default();
+        let golden = ctx.stream.aws_image(ctx.arch, region);
+        // The stream and the known images first: they need no EC2, and they stay right when EC2
+        // cannot be reached. EC2 only widens what is recognised, never narrows it.
+        let listed = golden.is_some_and(|g| g.image == id) || ctx.known_images.contains(id);
+        let answer = (!listed).then(|| ctx.ec2.answer(region, id));
+        if let Some(Answer::Known(facts)) = &answer {
+            if let Some(arch) = facts.arch().filter(|a| *a != ctx.arch) {
+                return ImageOutcome::Error {
+                    reason: Reason::ArchitectureMismatch,
+                    message: format!(
+                        "EC2 says AMI {id} is an {} image but the MachineSet's machines are {}; \
+                         nothing is changed until the capacity annotation's kubernetes.io/arch \
+                         and the AMI agree",
+                        arch.kube_name(),
+                        ctx.arch.kube_name()
+                    ),
+                    current: Some(current.clone()),
+                };
+            }
+            if let AmiOrigin::Marketplace { product } = facts.origin() {
+                return marketplace(ctx, region, current, facts, &product);
+            }
+        }
+        let Some(golden) = golden else {
             return ImageOutcome::Skip {
                 reason: Reason::RegionNotInStream,
                 message: format!(
@@ -78,24 +107,133 @@ impl PlatformRule for Aws {
             };
         };
         let target = Value::String(golden.image.clone());
-        if *current != target
-            && !current
-                .as_str()
-                .is_some_and(|id| ctx.known_images.contains(id))
-        {
-            return ImageOutcome::Skip {
+        let custom = |why: String| ImageOutcome::Skip {
+            reason: Reason::CustomImage,
+            message: format!("AMI {id} {why}; custom images are never replaced"),
+            current: Some(current.clone()),
+        };
+        let unknown = |reason, why: String| ImageOutcome::Skip {
+            reason,
+            message: format!(
+                "AMI {id} is neither in the golden streams nor in the known images, and {why}; \
+                 it is left as is until EC2 tells its owner (AMIs the streams and known images \
+                 list are still updated)"
+            ),
+            current: Some(current.clone()),
+        };
+        match answer {
+            None => compare_single(current, target, vec![AMI_ID.into()]),
+            Some(Answer::Known(facts)) => match facts.origin() {
+                AmiOrigin::Rhcos => compare_single(current, target, vec![AMI_ID.into()]),
+                AmiOrigin::Marketplace { .. } | AmiOrigin::Custom => custom(format!(
+                    "belongs to AWS account {}, neither Red Hat's RHCOS account ({}) nor an AWS \
+                     Marketplace RHCOS product ({})",
+                    facts.owner_id,
+                    facts::RHCOS_OWNER,
+                    facts::MARKETPLACE_OWNER
+                )),
+            },
+            Some(Answer::NotFound) => custom(format!(
+                "is not shown by EC2 in {region} (deregistered, or private to another account), \
+                 and it is neither in the golden streams nor in the known images"
+            )),
+            Some(Answer::Unavailable(message)) => unknown(
+                Reason::Ec2Unavailable,
+                format!("EC2 could not be asked about it in {region}: {message}"),
+            ),
+            Some(Answer::Pending) => unknown(
+                Reason::Ec2LookupPending,
+                format!("EC2 has not answered about it in {region} yet"),
+            ),
+            // As before EC2 was asked: the message the known-images file is the answer to.
+            Some(Answer::NotConsulted(why)) => ImageOutcome::Skip {
                 reason: Reason::CustomImage,
                 message: format!(
-                    "AMI {} is not a published CoreOS AMI (not in the golden streams nor the \
-                     known images); custom images are never replaced. If it is an RHCOS AMI, \
+                    "AMI {id} is not a published CoreOS AMI (not in the golden streams nor the \
+                     known images{}); custom images are never replaced. If it is an RHCOS AMI, \
                      add its id to the known-images file (--known-images-file; on a cluster, \
                      the ConfigMap boot-image-controller-published-images)",
-                    current.as_str().unwrap_or_default()
+                    why.map(|w| format!("; EC2 not consulted: {w}"))
+                        .unwrap_or_default()
                 ),
                 current: Some(current.clone()),
-            };
+            },
         }
-        compare_single(current, target, vec![AMI_ID.into()])
+    }
+}
+
+/// A marketplace AMI moves to the newest AMI of its product (ROSA's included) and architecture
+/// whose RHCOS release is not newer than the golden stream's (the MCO's `resolveMarketplaceAMI`),
+/// never to an older one than it has.
+fn marketplace(
+    ctx: &RuleContext<'_>,
+    region: &str,
+    current: &Value,
+    facts: &AmiFacts,
+    product: &str,
+) -> ImageOutcome {
+    let name = facts::product_name(product);
+    let skip = |reason, message: String| ImageOutcome::Skip {
+        reason,
+        message,
+        current: Some(current.clone()),
+    };
+    let Some(release) = ctx.stream.release(ctx.arch, "aws") else {
+        return skip(
+            Reason::MarketplaceImageNotFound,
+            format!(
+                "AMI {} is from the AWS Marketplace product {name}, but the golden stream {} \
+                 names no {} AWS release to compare its AMIs with",
+                facts.image_id, ctx.stream.stream, ctx.arch
+            ),
+        );
+    };
+    match ctx
+        .ec2
+        .marketplace_target(region, product, ctx.arch, release)
+    {
+        Ok(target) => {
+            let newer = |image: &AmiFacts| {
+                let version = image.rhcos_release().and_then(facts::version_token);
+                (version, image.creation_date.clone())
+            };
+            if newer(facts) >= newer(target) {
+                return ImageOutcome::UpToDate {
+                    current: current.clone(),
+                };
+            }
+            compare_single(
+                current,
+                Value::String(target.image_id.clone()),
+                vec![AMI_ID.into()],
+            )
+        }
+        Err(NoCandidate::Pending) => skip(
+            Reason::Ec2LookupPending,
+            format!(
+                "AMI {} is from the AWS Marketplace product {name}; EC2 has not yet listed that \
+                 product's AMIs in {region}",
+                facts.image_id
+            ),
+        ),
+        Err(NoCandidate::Unavailable(message)) => skip(
+            Reason::Ec2Unavailable,
+            format!(
+                "AMI {} is from the AWS Marketplace product {name}; EC2 could not list that \
+                 product's AMIs in {region}: {message}",
+                facts.image_id
+            ),
+        ),
+        Err(NoCandidate::None) => skip(
+            Reason::MarketplaceImageNotFound,
+            format!(
+                "AMI {} is from the AWS Marketplace product {name}, which has no available {} \
+                 AMI in {region} at RHCOS {} or earlier; it is left as is until one is published",
+                facts.image_id,
+                ctx.arch,
+                release.splitn(3, '.').take(2).collect::<Vec<_>>().join(".")
+            ),
+        ),
     }
 }
 
@@ -252,5 +390,213 @@ mod tests {
                 current: Some(json!(AMI_4_20_US_EAST_1)),
             }
         );
+    }
+
+    mod with_ec2 {
+        use super::{AMI_4_21_US_EAST_1, by_id, cluster};
+        use crate::arch::Arch;
+        use crate::ec2::facts::{MARKETPLACE_OWNER, RHCOS_OWNER, ROSA_PRODUCT};
+        use crate::ec2::{AmiFacts, Consulted, Ec2Facts};
+        use crate::testkit::rules::{message, reason};
+        use crate::platform::{ImageOutcome, PlatformRule};
+        use crate::reason::Reason;
+
+        use super::super::Aws;
+
+        const OCP_X86: &str = "59ead7de-2540-4653-a8b0-fa7926d5c845";
+        /// Outside the stream and the known images.
+        const UNLISTED: &str = "ami-0aaaaaaaaaaaaaaa1";
+
+        fn ami(id: &str, owner: &str, name: &str, description: &str, arch: &str) -> AmiFacts {
+            AmiFacts {
+                image_id: id.into(),
+                region: "us-east-1".into(),
+                owner_id: owner.into(),
+                name: name.into(),
+                description: description.into(),
+                architecture: arch.into(),
+                creation_date: "2026-01-01T00:00:00.000Z".into(),
+            }
+        }
+
+        fn market(id: &str, product: &str, release: &str, arch: &str) -> AmiFacts {
+            let mut image = ami(
+                id,
+                MARKETPLACE_OWNER,
+                &format!("RHEL-9.4-RHCOS-{release}_HVM_GA-{arch}-0-{product}"),
+                &format!("RHEL CoreOS {release} {arch}"),
+                arch,
+            );
+            image.creation_date = format!("{release}T");
+            image
+        }
+
+        fn facts(images: Vec<AmiFacts>) -> Ec2Facts {
+            let mut facts = Ec2Facts::consulted();
+            for image in images {
+                facts.add_image(image);
+            }
+            facts.add_search("us-east-1", OCP_X86);
+            facts.add_search("us-east-1", ROSA_PRODUCT);
+            facts
+        }
+
+        fn evaluate(ec2: Ec2Facts, id: &str, arch: Arch) -> ImageOutcome {
+            Aws.evaluate(&by_id(id, "us-east-1"), &cluster().with_ec2(ec2).ctx(arch))
+        }
+
+        fn target(outcome: &ImageOutcome) -> Option<&str> {
+            match outcome {
+                ImageOutcome::Update { target, .. } => target.as_str(),
+                _ => None,
+            }
+        }
+
+        #[test]
+        fn an_rhcos_ami_outside_every_list_is_recognised_by_its_owner() {
+            let ec2 = facts(vec![ami(UNLISTED, RHCOS_OWNER, "rhcos-4.14", "", "x86_64")]);
+            let outcome = evaluate(ec2, UNLISTED, Arch::Amd64);
+            assert_eq!(target(&outcome), Some(AMI_4_21_US_EAST_1), "{outcome:?}");
+        }
+
+        #[test]
+        fn another_owners_ami_stays_custom() {
+            let ec2 = facts(vec![ami(
+                UNLISTED,
+                "123456789012",
+                "golden-rhcos",
+                "",
+                "x86_64",
+            )]);
+            let outcome = evaluate(ec2, UNLISTED, Arch::Amd64);
+            assert_eq!(reason(&outcome), Some(Reason::CustomImage));
+            assert!(message(&outcome).contains("123456789012"), "{outcome:?}");
+            // An AMI EC2 does not show is not ours either.
+            let outcome = evaluate(facts(vec![]), UNLISTED, Arch::Amd64);
+            assert_eq!(reason(&outcome), Some(Reason::Ec2LookupPending));
+            let mut ec2 = facts(vec![]);
+            ec2.add_not_found("us-east-1", UNLISTED);
+            let outcome = evaluate(ec2, UNLISTED, Arch::Amd64);
+            assert_eq!(reason(&outcome), Some(Reason::CustomImage));
+        }
+
+        #[test]
+        fn a_marketplace_ami_moves_to_the_newest_of_its_product_up_to_the_golden_release() {
+            // The compact stream's x86_64 AWS release is 9.6.
+            let ec2 = facts(vec![
+                market("ami-0market96old0000", OCP_X86, "9.6.20250801-0", "x86_64"),
+                market("ami-0market96new0000", OCP_X86, "9.6.20251015-0", "x86_64"),
+                market("ami-0market980000000", OCP_X86, "9.8.20260403-0", "x86_64"),
+                market("ami-0market96arm0000", OCP_X86, "9.6.20251101-0", "arm64"),
+            ]);
+            let outcome = evaluate(ec2.clone(), "ami-0market96old0000", Arch::Amd64);
+            assert_eq!(
+                target(&outcome),
+                Some("ami-0market96new0000"),
+                "{outcome:?}"
+            );
+            let outcome = evaluate(ec2.clone(), "ami-0market96new0000", Arch::Amd64);
+            assert!(
+                matches!(outcome, ImageOutcome::UpToDate { .. }),
+                "{outcome:?}"
+            );
+            // Never back down from a newer marketplace AMI someone chose.
+            let outcome = evaluate(ec2, "ami-0market980000000", Arch::Amd64);
+            assert!(
+                matches!(outcome, ImageOutcome::UpToDate { .. }),
+                "{outcome:?}"
+            );
+        }
+
+        #[test]
+        fn rosa_amis_follow_their_product_in_their_own_architecture() {
+            let ec2 = facts(vec![
+                market(
+                    "ami-0rosa96old000000",
+                    ROSA_PRODUCT,
+                    "9.6.20250701-0",
+                    "x86_64",
+                ),
+                market(
+                    "ami-0rosa96x86000000",
+                    ROSA_PRODUCT,
+                    "9.6.20251015-0",
+                    "x86_64",
+                ),
+                // The same product, newer, for the other architecture: not ours to take.
+                market(
+                    "ami-0rosa96arm000000",
+                    ROSA_PRODUCT,
+                    "9.6.20251101-0",
+                    "arm64",
+                ),
+            ]);
+            let outcome = evaluate(ec2, "ami-0rosa96old000000", Arch::Amd64);
+            assert_eq!(
+                target(&outcome),
+                Some("ami-0rosa96x86000000"),
+                "{outcome:?}"
+            );
+        }
+
+        #[test]
+        fn a_marketplace_product_without_a_fitting_ami_is_left_alone() {
+            let ec2 = facts(vec![market(
+                "ami-0market980000000",
+                "f5da01a6-d046-487c-9072-42fe53b1cad4",
+                "9.8.20260403-0",
+                "x86_64",
+            )]);
+            let mut searched = ec2.clone();
+            searched.add_search("us-east-1", "f5da01a6-d046-487c-9072-42fe53b1cad4");
+            let outcome = evaluate(ec2, "ami-0market980000000", Arch::Amd64);
+            assert_eq!(reason(&outcome), Some(Reason::Ec2LookupPending));
+            // Searched, and only a newer release than the golden one exists: nothing to go to.
+            let mut only_newer = searched;
+            only_newer.add_image(market(
+                "ami-0market970000000",
+                "f5da01a6-d046-487c-9072-42fe53b1cad4",
+                "9.7.20260101-0",
+                "x86_64",
+            ));
+            let outcome = evaluate(only_newer, "ami-0market970000000", Arch::Amd64);
+            assert_eq!(reason(&outcome), Some(Reason::MarketplaceImageNotFound));
+            assert!(message(&outcome).contains("OPP x86_64"), "{outcome:?}");
+        }
+
+        #[test]
+        fn without_ec2_only_the_lists_count_and_the_reason_says_so() {
+            let mut ec2 = facts(vec![]);
+            ec2.set_unavailable("us-east-1", "connection refused".into());
+            let outcome = evaluate(ec2.clone(), UNLISTED, Arch::Amd64);
+            assert_eq!(reason(&outcome), Some(Reason::Ec2Unavailable));
+            assert!(
+                message(&outcome).contains("connection refused"),
+                "{outcome:?}"
+            );
+            // A listed AMI is still updated while EC2 is away.
+            let listed = "ami-09d23adad19cdb25c";
+            let outcome = Aws.evaluate(
+                &by_id(listed, "us-east-1"),
+                &cluster().knowing(&[listed]).with_ec2(ec2).ctx(Arch::Amd64),
+            );
+            assert_eq!(target(&outcome), Some(AMI_4_21_US_EAST_1), "{outcome:?}");
+            // No credentials: custom, as before EC2 was asked, and the message says why.
+            let mut ec2 = Ec2Facts::default();
+            ec2.consulted = Consulted::Unable("no Secret aws-cloud-credentials".into());
+            let outcome = evaluate(ec2, UNLISTED, Arch::Amd64);
+            assert_eq!(reason(&outcome), Some(Reason::CustomImage));
+            assert!(
+                message(&outcome).contains("aws-cloud-credentials"),
+                "{outcome:?}"
+            );
+        }
+
+        #[test]
+        fn an_ami_of_another_architecture_is_an_error() {
+            let ec2 = facts(vec![ami(UNLISTED, RHCOS_OWNER, "rhcos", "", "arm64")]);
+            let outcome = evaluate(ec2, UNLISTED, Arch::Amd64);
+            assert_eq!(reason(&outcome), Some(Reason::ArchitectureMismatch));
+        }
     }
 }

@@ -122,6 +122,8 @@ pub struct RuleContext<'a> {
     pub known_images: &'a KnownImages,
     /// `Infrastructure.status.infrastructureName`; Azure installer uploads are named after it.
     pub infrastructure_name: Option<&'a str>,
+    /// What EC2 said about the AMIs of the snapshot (AWS only; empty elsewhere).
+    pub ec2: &'a crate::ec2::Ec2Facts,
 }
 
 /// One value to replace inside the provider spec.

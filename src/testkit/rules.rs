@@ -14,6 +14,7 @@ pub struct Cluster {
     pub stream: GoldenStream,
     pub known_images: KnownImages,
     pub infrastructure_name: Option<String>,
+    pub ec2: crate::ec2::Ec2Facts,
 }
 
 impl Cluster {
@@ -26,6 +27,7 @@ impl Cluster {
             stream,
             known_images,
             infrastructure_name: None,
+            ec2: crate::ec2::Ec2Facts::default(),
         }
     }
 
@@ -33,6 +35,12 @@ impl Cluster {
     pub fn knowing(mut self, images: &[&str]) -> Self {
         self.known_images
             .extend(images.iter().map(|image| image.to_string()));
+        self
+    }
+
+    /// What EC2 says about AMIs.
+    pub fn with_ec2(mut self, ec2: crate::ec2::Ec2Facts) -> Self {
+        self.ec2 = ec2;
         self
     }
 
@@ -47,6 +55,7 @@ impl Cluster {
             arch,
             known_images: &self.known_images,
             infrastructure_name: self.infrastructure_name.as_deref(),
+            ec2: &self.ec2,
         }
     }
 }

@@ -8,6 +8,7 @@
 #![allow(dead_code)]
 
 pub mod fixtures;
+pub mod moto;
 pub mod proxy;
 pub mod waits;
 

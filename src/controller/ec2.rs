@@ -1,0 +1,625 @@
+//! Asks EC2 who owns the AMIs of AWS MachineSets, in the background: a pass takes the answers
+//! already in, never waits for EC2, and the next pass is triggered when new answers arrive.
+//!
+//! Credentials are the machine API's: the Machine Config Operator reads the same Secret
+//! (`awsCredentialsSecretName` in pkg/controller/bootimage/aws_helpers.go, openshift/
+//! machine-config-operator 7ff337a), which the cloud credential operator fills from the
+//! machine-api-operator's CredentialsRequest `openshift-machine-api-aws`, whose policy already
+//! grants `ec2:DescribeImages` (install/0000_30_machine-api-operator_00_credentials-request.yaml,
+//! openshift/machine-api-operator 001a53c). An AMI's owner never changes, so an answer is kept
+//! for the life of the process; searches of marketplace products are repeated hourly, since
+//! new AMIs are published there.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use kube::Api;
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tracing::{info, warn};
+
+use super::observe::Observation;
+use super::watches::Trigger;
+use crate::api::{Infrastructure, Secret};
+use crate::ec2::client::Ec2Client;
+use crate::ec2::facts::MARKETPLACE_OWNER;
+use crate::ec2::query::Ec2Error;
+use crate::ec2::sigv4::Credentials;
+use crate::ec2::{AmiFacts, AmiOrigin, Consulted, Ec2Facts};
+use crate::known_images::KnownImages;
+use crate::machine_kind::MachineObject;
+use crate::metrics::Metrics;
+use crate::platform::Platform;
+
+/// The Secret of `--machine-api-namespace` holding the machine API's AWS credentials.
+pub const CREDENTIALS_SECRET: &str = "aws-cloud-credentials";
+const ACCESS_KEY_ID: &str = "aws_access_key_id";
+const SECRET_ACCESS_KEY: &str = "aws_secret_access_key";
+
+/// Calls to EC2 in one region are at least this far apart (EC2 throttles per account, and the
+/// machine API shares the account's budget).
+const MIN_CALL_INTERVAL: Duration = Duration::from_secs(1);
+/// Marketplace searches are repeated this often: new AMIs of a product appear there.
+const SEARCH_MAX_AGE: Duration = Duration::from_secs(3600);
+/// An AMI EC2 did not show is asked about again after this long (it may have been shared since).
+const NOT_FOUND_MAX_AGE: Duration = Duration::from_secs(3600);
+/// A region whose look-up failed is retried after this, doubled per failure up to the maximum.
+const FIRST_RETRY: Duration = Duration::from_secs(15);
+const MAX_RETRY: Duration = Duration::from_secs(600);
+/// Reading the credentials Secret.
+const SECRET_TIMEOUT: Duration = Duration::from_secs(10);
+/// Without credentials, the Secret is looked for again this often (when an AMI needs asking).
+const CREDENTIALS_RECHECK: Duration = Duration::from_secs(60);
+/// Answers kept at most; beyond, those no MachineSet names any more are dropped.
+const MAX_CACHED: usize = 20_000;
+
+/// The controller's EC2 look-ups (none when `--ec2-lookups=false`).
+#[derive(Clone)]
+pub(super) struct Ec2Lookups {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    client: Ec2Client,
+    secrets: Api<Secret>,
+    namespace: String,
+    wake: mpsc::UnboundedSender<Trigger>,
+    metrics: Metrics,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    images: HashMap<(String, String), Looked>,
+    searches: HashMap<(String, String), (Instant, Vec<AmiFacts>)>,
+    /// Regions with a look-up under way.
+    in_flight: HashSet<String>,
+    failures: HashMap<String, Failure>,
+    /// Why there are no credentials to ask with, when that is the case, and when to look again.
+    no_credentials: Option<(String, Instant)>,
+    /// When the last call to each region's EC2 was sent.
+    last_call: HashMap<String, Instant>,
+}
+
+enum Looked {
+    Found(AmiFacts),
+    NotFound(Instant),
+}
+
+struct Failure {
+    message: String,
+    attempts: u32,
+    retry_at: Instant,
+}
+
+/// What a look-up job asks in one region.
+struct Job {
+    region: String,
+    ids: Vec<String>,
+    products: Vec<String>,
+}
+
+/// Why a job could not ask EC2.
+#[derive(Debug, thiserror::Error)]
+enum JobError {
+    #[error("{0}")]
+    NoCredentials(String),
+    #[error("cannot read the credentials Secret: {0}")]
+    Secret(String),
+    #[error(transparent)]
+    Ec2(#[from] Ec2Error),
+}
+
+impl Ec2Lookups {
+    pub fn new(
+        client: Ec2Client,
+        client_kube: kube::Client,
+        namespace: &str,
+        wake: mpsc::UnboundedSender<Trigger>,
+        metrics: Metrics,
+    ) -> Self {
+        Ec2Lookups {
+            shared: Arc::new(Shared {
+                client,
+                secrets: Api::namespaced(client_kube, namespace),
+                namespace: namespace.to_string(),
+                wake,
+                metrics,
+                state: Mutex::new(State::default()),
+            }),
+        }
+    }
+
+    /// Reads the credentials Secret once before the first pass, so that a cluster without one
+    /// is planned as such from the start rather than as waiting for EC2.
+    pub async fn check_credentials(&self) {
+        if let Err(JobError::NoCredentials(why)) = self.shared.credentials().await {
+            info!(reason = %why, "no AWS credentials: AMIs are recognised by the golden streams and known images only");
+            self.shared.lock().no_credentials = Some((why, Instant::now() + CREDENTIALS_RECHECK));
+        }
+    }
+
+    /// The answers in for `wanted` (region, AMI) pairs, starting look-ups for the others.
+    pub fn facts(&self, wanted: &BTreeSet<(String, String)>) -> Ec2Facts {
+        let (facts, jobs, unavailable) = self.shared.lock().answer(wanted, Instant::now());
+        self.shared.metrics.ec2_unavailable_regions.set(unavailable);
+        for job in jobs {
+            let shared = self.shared.clone();
+            tokio::spawn(async move { shared.run(job).await });
+        }
+        facts
+    }
+}
+
+impl State {
+    /// What is known of `wanted` at `now`, the look-ups to start (marked in flight), and the
+    /// number of regions EC2 cannot be asked in. Pure: no I/O, so the policy is unit-tested.
+    fn answer(
+        &mut self,
+        wanted: &BTreeSet<(String, String)>,
+        now: Instant,
+    ) -> (Ec2Facts, Vec<Job>, i64) {
+        let mut facts = Ec2Facts::consulted();
+        let mut jobs = Vec::new();
+        let mut waiting_for_credentials = false;
+        if let Some((why, retry_at)) = &self.no_credentials {
+            facts.consulted = Consulted::Unable(why.clone());
+            waiting_for_credentials = *retry_at > now;
+        }
+        let mut by_region: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for (region, id) in wanted {
+            by_region.entry(region).or_default().push(id);
+        }
+        // A region nothing needs asking in any more is not unavailable: forget its failure.
+        self.failures
+            .retain(|region, _| by_region.contains_key(region.as_str()));
+        let mut unavailable = 0;
+        for (region, ids) in by_region {
+            let Some(job) = self.gather(region, &ids, now, &mut facts) else {
+                self.failures.remove(region);
+                continue;
+            };
+            if let Some(failure) = self.failures.get(region) {
+                unavailable += 1;
+                facts.set_unavailable(region, failure.message.clone());
+                if failure.retry_at > now {
+                    continue;
+                }
+            }
+            if !waiting_for_credentials && self.in_flight.insert(region.to_string()) {
+                jobs.push(job);
+            }
+        }
+        if self.images.len() > MAX_CACHED {
+            self.images
+                .retain(|key, _| wanted.contains(&(key.0.clone(), key.1.clone())));
+        }
+        (facts, jobs, unavailable)
+    }
+
+    /// Adds what is known of `ids` in `region` to `facts`; the job to ask for the rest.
+    fn gather(
+        &mut self,
+        region: &str,
+        ids: &[&str],
+        now: Instant,
+        facts: &mut Ec2Facts,
+    ) -> Option<Job> {
+        let mut job = Job {
+            region: region.to_string(),
+            ids: Vec::new(),
+            products: Vec::new(),
+        };
+        let mut products = BTreeSet::new();
+        for id in ids {
+            match self.images.get(&(region.to_string(), id.to_string())) {
+                Some(Looked::Found(image)) => {
+                    if let AmiOrigin::Marketplace { product } = image.origin() {
+                        products.insert(product);
+                    }
+                    facts.add_image(image.clone());
+                }
+                Some(Looked::NotFound(at)) if now.duration_since(*at) < NOT_FOUND_MAX_AGE => {
+                    facts.add_not_found(region, id);
+                }
+                _ => job.ids.push(id.to_string()),
+            }
+        }
+        for product in products {
+            match self.searches.get(&(region.to_string(), product.clone())) {
+                Some((at, images)) => {
+                    for image in images {
+                        facts.add_image(image.clone());
+                    }
+                    facts.add_search(region, &product);
+                    if now.duration_since(*at) >= SEARCH_MAX_AGE {
+                        job.products.push(product);
+                    }
+                }
+                None => job.products.push(product),
+            }
+        }
+        (!job.ids.is_empty() || !job.products.is_empty()).then_some(job)
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        // A panic while holding the lock leaves plain data behind, still usable.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    async fn run(&self, job: Job) {
+        let region = job.region.clone();
+        let outcome = self.ask(job).await;
+        let again_after;
+        {
+            let mut state = self.lock();
+            state.in_flight.remove(&region);
+            match &outcome {
+                Ok(()) => {
+                    again_after = None;
+                    state.no_credentials = None;
+                    if state.failures.remove(&region).is_some() {
+                        info!(region, "EC2 answers again");
+                    }
+                }
+                Err(JobError::NoCredentials(why)) => {
+                    if state.no_credentials.is_none() {
+                        info!(reason = %why, "no AWS credentials: AMIs are recognised by the golden streams and known images only");
+                    }
+                    state.no_credentials =
+                        Some((why.clone(), Instant::now() + CREDENTIALS_RECHECK));
+                    state.failures.remove(&region);
+                    again_after = Some(CREDENTIALS_RECHECK);
+                }
+                Err(e) => {
+                    let attempts = state.failures.get(&region).map_or(0, |f| f.attempts) + 1;
+                    let delay = FIRST_RETRY
+                        .saturating_mul(1 << (attempts - 1).min(10))
+                        .min(MAX_RETRY);
+                    if attempts == 1 {
+                        warn!(region, error = %e, "EC2 cannot be asked about AMIs; only the golden streams and known images are recognised there until it answers");
+                    }
+                    state.failures.insert(
+                        region.clone(),
+                        Failure {
+                            message: e.to_string(),
+                            attempts,
+                            retry_at: Instant::now() + delay,
+                        },
+                    );
+                    again_after = Some(delay);
+                }
+            }
+        }
+        let _ = self.wake.send(Trigger::All);
+        // The Secret is not watched and EC2 sends no events: a pass once the retry is due asks
+        // again (only while some AMI still needs asking, since only then is there a job).
+        if let Some(delay) = again_after {
+            let wake = self.wake.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(delay).await;
+                let _ = wake.send(Trigger::All);
+            });
+        }
+    }
+
+    async fn ask(&self, job: Job) -> Result<(), JobError> {
+        let credentials = match self.credentials().await {
+            Ok(c) => c,
+            Err(e) => {
+                let result = match e {
+                    JobError::NoCredentials(_) => "no_credentials",
+                    _ => "secret_unreadable",
+                };
+                self.count("images", result);
+                return Err(e);
+            }
+        };
+        let region = job.region.as_str();
+        let mut products: BTreeSet<String> = job.products.into_iter().collect();
+        if !job.ids.is_empty() {
+            self.pace(region).await;
+            let ids: Vec<&str> = job.ids.iter().map(String::as_str).collect();
+            let found = self
+                .counted(
+                    "images",
+                    self.client.describe_ids(region, &credentials, &ids),
+                )
+                .await?;
+            let now = Instant::now();
+            let mut state = self.lock();
+            for id in &job.ids {
+                let key = (region.to_string(), id.clone());
+                match found.iter().find(|i| &i.image_id == id) {
+                    Some(image) => {
+                        if let AmiOrigin::Marketplace { product } = image.origin() {
+                            let fresh = state
+                                .searches
+                                .get(&(region.to_string(), product.clone()))
+                                .is_some_and(|(at, _)| now.duration_since(*at) < SEARCH_MAX_AGE);
+                            if !fresh {
+                                products.insert(product);
+                            }
+                        }
+                        state.images.insert(key, Looked::Found(image.clone()));
+                    }
+                    None => {
+                        state.images.insert(key, Looked::NotFound(now));
+                    }
+                }
+            }
+        }
+        for product in products {
+            self.pace(region).await;
+            let images = self
+                .counted(
+                    "marketplace",
+                    self.client.describe_marketplace(
+                        region,
+                        &credentials,
+                        MARKETPLACE_OWNER,
+                        &product,
+                    ),
+                )
+                .await?;
+            self.lock()
+                .searches
+                .insert((region.to_string(), product), (Instant::now(), images));
+        }
+        Ok(())
+    }
+
+    /// Waits until the region may be called again.
+    async fn pace(&self, region: &str) {
+        let now = Instant::now();
+        let wait = {
+            let mut state = self.lock();
+            let next = (state.last_call.get(region))
+                .map_or(now, |last| (*last + MIN_CALL_INTERVAL).max(now));
+            state.last_call.insert(region.to_string(), next);
+            next - now
+        };
+        tokio::time::sleep(wait).await;
+    }
+
+    async fn counted<T>(
+        &self,
+        call: &str,
+        request: impl Future<Output = Result<T, Ec2Error>>,
+    ) -> Result<T, Ec2Error> {
+        let result = request.await;
+        self.count(call, result.as_ref().map_or_else(|e| e.kind(), |_| "ok"));
+        result
+    }
+
+    fn count(&self, call: &str, result: &str) {
+        self.metrics
+            .ec2_requests
+            .with_label_values(&[call, result])
+            .inc();
+    }
+
+    /// The machine API's static keys. Clusters with short-lived STS credentials
+    /// (`role_arn` and `web_identity_token_file`, which the MCO also accepts) are not supported
+    /// yet: they are reported as having no credentials, and only the lists are used there.
+    async fn credentials(&self) -> Result<Credentials, JobError> {
+        let secret = tokio::time::timeout(SECRET_TIMEOUT, self.secrets.get_opt(CREDENTIALS_SECRET))
+            .await
+            .map_err(|_| JobError::Secret(format!("no answer within {SECRET_TIMEOUT:?}")))?
+            .map_err(|e| JobError::Secret(e.to_string()))?;
+        let Some(secret) = secret else {
+            return Err(JobError::NoCredentials(format!(
+                "no Secret {CREDENTIALS_SECRET} in namespace {}",
+                self.namespace
+            )));
+        };
+        credentials_from(&secret).map_err(JobError::NoCredentials)
+    }
+}
+
+/// The static keys of the credentials Secret, or why there are none.
+fn credentials_from(secret: &Secret) -> Result<Credentials, String> {
+    let data = secret.data.as_ref();
+    let value = |key: &str| {
+        data.and_then(|d| d.get(key))
+            .map(|v| String::from_utf8_lossy(&v.0).trim().to_string())
+            .filter(|v| !v.is_empty())
+    };
+    match (value(ACCESS_KEY_ID), value(SECRET_ACCESS_KEY)) {
+        (Some(access_key_id), Some(secret_access_key)) => Ok(Credentials {
+            access_key_id,
+            secret_access_key,
+            session_token: None,
+        }),
+        _ if value("role_arn").is_some() => Err(format!(
+            "Secret {CREDENTIALS_SECRET} holds STS web-identity credentials (role_arn), which \
+             this version does not use yet"
+        )),
+        _ => Err(format!(
+            "Secret {CREDENTIALS_SECRET} has no {ACCESS_KEY_ID} and {SECRET_ACCESS_KEY}"
+        )),
+    }
+}
+
+/// The (region, AMI) of every AWS machine resource whose AMI the lists do not already know.
+pub(super) fn wanted(observed: &Observation, known: &KnownImages) -> BTreeSet<(String, String)> {
+    if !on_aws(observed.snapshot.infrastructure.as_ref()) {
+        return BTreeSet::new();
+    }
+    let specs = (observed.machine_sets.iter())
+        .filter_map(|o| provider_spec(o.parsed.as_ref().ok()?))
+        .chain(
+            (observed.control_plane_machine_sets.iter())
+                .filter_map(|o| provider_spec(o.parsed.as_ref().ok()?)),
+        );
+    crate::ec2::amis_to_ask(specs, known)
+}
+
+/// Whether the Infrastructure says AWS: EC2 is asked nothing elsewhere.
+pub(super) fn on_aws(infrastructure: Option<&Infrastructure>) -> bool {
+    (infrastructure.and_then(|i| i.status.as_ref()?.platform_status.as_ref()))
+        .is_some_and(|p| Platform::from_status(p) == Platform::Aws)
+}
+
+fn provider_spec<M: MachineObject>(object: &M) -> Option<&Value> {
+    object.machine_template()?.spec.provider_spec.value.as_ref()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use k8s_openapi::ByteString;
+
+    use super::*;
+    use crate::ec2::Answer;
+
+    fn secret(data: &[(&str, &str)]) -> Secret {
+        Secret {
+            data: Some(
+                data.iter()
+                    .map(|(k, v)| (k.to_string(), ByteString(v.as_bytes().to_vec())))
+                    .collect::<BTreeMap<_, _>>(),
+            ),
+            ..Secret::default()
+        }
+    }
+
+    const RHCOS_AMI: &str = "ami-0000000000000000a";
+    const MARKET_AMI: &str = "ami-0000000000000000b";
+    const OCP: &str = "59ead7de-2540-4653-a8b0-fa7926d5c845";
+
+    fn wanted(pairs: &[(&str, &str)]) -> BTreeSet<(String, String)> {
+        pairs
+            .iter()
+            .map(|(r, i)| (r.to_string(), i.to_string()))
+            .collect()
+    }
+
+    fn found(state: &mut State, id: &str, owner: &str, name: &str) {
+        let image = AmiFacts {
+            image_id: id.into(),
+            region: "us-east-1".into(),
+            owner_id: owner.into(),
+            name: name.into(),
+            description: String::new(),
+            architecture: "x86_64".into(),
+            creation_date: String::new(),
+        };
+        let key = ("us-east-1".to_string(), id.to_string());
+        state.images.insert(key, Looked::Found(image));
+    }
+
+    #[test]
+    fn an_unknown_ami_is_asked_once_and_pending_meanwhile() {
+        let mut state = State::default();
+        let now = Instant::now();
+        let asked = wanted(&[("us-east-1", RHCOS_AMI)]);
+        let (facts, jobs, unavailable) = state.answer(&asked, now);
+        assert_eq!(facts.answer("us-east-1", RHCOS_AMI), Answer::Pending);
+        assert_eq!(jobs.len(), 1);
+        assert_eq!(jobs[0].ids, vec![RHCOS_AMI.to_string()]);
+        assert_eq!(unavailable, 0);
+        // The next pass, before the answer: no second look-up of the same region.
+        let (_, jobs, _) = state.answer(&asked, now);
+        assert!(jobs.is_empty());
+        // Answered: known for good, nothing more to ask.
+        state.in_flight.clear();
+        found(
+            &mut state,
+            RHCOS_AMI,
+            crate::ec2::facts::RHCOS_OWNER,
+            "rhcos",
+        );
+        let (facts, jobs, _) = state.answer(&asked, now + SEARCH_MAX_AGE * 10);
+        assert!(matches!(
+            facts.answer("us-east-1", RHCOS_AMI),
+            Answer::Known(_)
+        ));
+        assert!(jobs.is_empty());
+    }
+
+    #[test]
+    fn a_marketplace_ami_brings_a_search_of_its_product_repeated_hourly() {
+        let mut state = State::default();
+        let now = Instant::now();
+        let name = format!("RHEL-9.4-RHCOS-9.6_HVM_GA-20260210-x86_64-0-{OCP}");
+        found(&mut state, MARKET_AMI, MARKETPLACE_OWNER, &name);
+        let asked = wanted(&[("us-east-1", MARKET_AMI)]);
+        let (_, jobs, _) = state.answer(&asked, now);
+        assert_eq!(jobs[0].products, vec![OCP.to_string()]);
+        assert!(jobs[0].ids.is_empty());
+        state.in_flight.clear();
+        let key = ("us-east-1".to_string(), OCP.to_string());
+        state.searches.insert(key, (now, Vec::new()));
+        let (_, jobs, _) = state.answer(&asked, now + Duration::from_secs(60));
+        assert!(jobs.is_empty());
+        let (_, jobs, _) = state.answer(&asked, now + SEARCH_MAX_AGE);
+        assert_eq!(jobs.len(), 1);
+    }
+
+    #[test]
+    fn a_failed_region_is_unavailable_until_its_retry_and_forgotten_when_not_needed() {
+        let mut state = State::default();
+        let now = Instant::now();
+        state.failures.insert(
+            "us-east-1".into(),
+            Failure {
+                message: "timed out".into(),
+                attempts: 1,
+                retry_at: now + FIRST_RETRY,
+            },
+        );
+        let asked = wanted(&[("us-east-1", RHCOS_AMI)]);
+        let (facts, jobs, unavailable) = state.answer(&asked, now);
+        assert_eq!(
+            facts.answer("us-east-1", RHCOS_AMI),
+            Answer::Unavailable("timed out")
+        );
+        assert!(jobs.is_empty());
+        assert_eq!(unavailable, 1);
+        let (_, jobs, unavailable) = state.answer(&asked, now + FIRST_RETRY);
+        assert_eq!((jobs.len(), unavailable), (1, 1));
+        // The MachineSet moved to a listed AMI: nothing to ask, nothing unavailable.
+        let (_, jobs, unavailable) = state.answer(&BTreeSet::new(), now);
+        assert_eq!((jobs.len(), unavailable), (0, 0));
+        assert!(state.failures.is_empty());
+    }
+
+    #[test]
+    fn without_credentials_the_secret_is_looked_for_again_only_when_due() {
+        let mut state = State {
+            no_credentials: Some(("no Secret".into(), Instant::now() + CREDENTIALS_RECHECK)),
+            ..State::default()
+        };
+        let asked = wanted(&[("us-east-1", RHCOS_AMI)]);
+        let (facts, jobs, _) = state.answer(&asked, Instant::now());
+        assert_eq!(facts.consulted, Consulted::Unable("no Secret".into()));
+        assert!(jobs.is_empty());
+        let (_, jobs, _) = state.answer(&asked, Instant::now() + CREDENTIALS_RECHECK);
+        assert_eq!(jobs.len(), 1);
+    }
+
+    #[test]
+    fn static_keys_are_the_credentials() {
+        let keys = secret(&[(ACCESS_KEY_ID, "AKID"), (SECRET_ACCESS_KEY, "s3cr3t\n")]);
+        let credentials = credentials_from(&keys).unwrap();
+        assert_eq!(credentials.access_key_id, "AKID");
+        assert_eq!(credentials.secret_access_key, "s3cr3t");
+    }
+
+    #[test]
+    fn a_secret_without_static_keys_says_what_it_lacks() {
+        let sts = secret(&[("role_arn", "arn:aws:iam::1:role/x")]);
+        assert!(credentials_from(&sts).unwrap_err().contains("STS"));
+        let empty = secret(&[(ACCESS_KEY_ID, "AKID")]);
+        assert!(
+            credentials_from(&empty)
+                .unwrap_err()
+                .contains(SECRET_ACCESS_KEY)
+        );
+    }
+}

@@ -1,0 +1,276 @@
+//! Sends DescribeImages to EC2 over HTTPS (or plain HTTP to a local simulator), signed with
+//! SigV4, bounded in time and retried with backoff when EC2 throttles.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::{Request, Uri};
+use hyper_rustls::{ConfigBuilderExt, HttpsConnector};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+
+use super::facts::AmiFacts;
+use super::query::{self, Ec2Error};
+use super::sigv4::{self, Credentials};
+
+/// An answer larger than this is refused rather than buffered (a few hundred marketplace AMIs
+/// make well under 1 MiB).
+const MAX_BODY: usize = 16 << 20;
+/// Pages of one search followed at most; each page of an unbounded answer holds up to 1,000.
+const MAX_PAGES: usize = 10;
+
+/// How a client bounds and retries each call.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    pub connect_timeout: Duration,
+    /// One HTTP exchange, from sending to the last byte of the answer.
+    pub call_timeout: Duration,
+    /// Attempts of one call when EC2 throttles or fails transiently.
+    pub attempts: u32,
+    /// The first backoff after a throttled attempt; doubled, with jitter, for each further one.
+    pub first_backoff: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            connect_timeout: Duration::from_secs(5),
+            call_timeout: Duration::from_secs(20),
+            attempts: 4,
+            first_backoff: Duration::from_millis(500),
+        }
+    }
+}
+
+/// A DescribeImages client for any region.
+#[derive(Clone)]
+pub struct Ec2Client {
+    http: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    /// `--ec2-endpoint`: every region's requests go there (a simulator, a VPC endpoint).
+    endpoint: Option<Uri>,
+    limits: Limits,
+}
+
+impl Ec2Client {
+    pub fn new(endpoint: Option<&str>, limits: Limits) -> Result<Self, Ec2Error> {
+        let endpoint = endpoint
+            .map(|e| {
+                e.parse::<Uri>()
+                    .ok()
+                    .filter(|u| u.host().is_some())
+                    .ok_or_else(|| Ec2Error::Malformed(format!("invalid EC2 endpoint {e:?}")))
+            })
+            .transpose()?;
+        // The crypto provider the rest of the program (kube, the metrics server) uses: no second
+        // one is built (deny.toml).
+        let builder = || {
+            rustls::ClientConfig::builder_with_provider(Arc::new(
+                rustls::crypto::ring::default_provider(),
+            ))
+            .with_safe_default_protocol_versions()
+            .map_err(|e| Ec2Error::Malformed(e.to_string()))
+        };
+        let tls = match builder()?.with_native_roots() {
+            Ok(roots) => roots,
+            // Not fatal: clusters on other platforms never call EC2, and on AWS every call then
+            // fails with a certificate error that is reported per region (Ec2Unavailable).
+            Err(e) => {
+                tracing::warn!(error = %e, "no system CA certificates: EC2 cannot be verified");
+                builder()?.with_root_certificates(rustls::RootCertStore::empty())
+            }
+        }
+        .with_no_client_auth();
+        let mut http = HttpConnector::new();
+        http.set_connect_timeout(Some(limits.connect_timeout));
+        http.enforce_http(false);
+        let https = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(http);
+        Ok(Ec2Client {
+            http: Client::builder(TokioExecutor::new()).build(https),
+            endpoint,
+            limits,
+        })
+    }
+
+    /// Where `region`'s requests go.
+    pub fn endpoint(&self, region: &str) -> String {
+        match &self.endpoint {
+            Some(uri) => uri.to_string(),
+            None if region.starts_with("cn-") => format!("https://ec2.{region}.amazonaws.com.cn/"),
+            None => format!("https://ec2.{region}.amazonaws.com/"),
+        }
+    }
+
+    /// The given AMIs of `region` that EC2 shows; an AMI it does not show is absent.
+    pub async fn describe_ids(
+        &self,
+        region: &str,
+        credentials: &Credentials,
+        ids: &[&str],
+    ) -> Result<Vec<AmiFacts>, Ec2Error> {
+        let mut images = Vec::new();
+        for chunk in ids.chunks(query::IDS_PER_REQUEST) {
+            let params = query::describe_by_ids(chunk);
+            images.extend(self.describe_all(region, credentials, params).await?);
+        }
+        // A filter answers with what matches; keep only what was asked, whatever the server.
+        images.retain(|i| ids.contains(&i.image_id.as_str()));
+        Ok(images)
+    }
+
+    /// The marketplace AMIs of `product` in `region`.
+    pub async fn describe_marketplace(
+        &self,
+        region: &str,
+        credentials: &Credentials,
+        owner: &str,
+        product: &str,
+    ) -> Result<Vec<AmiFacts>, Ec2Error> {
+        let params = query::describe_marketplace(owner, product);
+        self.describe_all(region, credentials, params).await
+    }
+
+    async fn describe_all(
+        &self,
+        region: &str,
+        credentials: &Credentials,
+        params: Vec<(String, String)>,
+    ) -> Result<Vec<AmiFacts>, Ec2Error> {
+        let mut images = Vec::new();
+        let mut token: Option<String> = None;
+        for _ in 0..MAX_PAGES {
+            let mut page_params = params.clone();
+            if let Some(token) = token.take() {
+                page_params.push(("NextToken".into(), token));
+            }
+            let body = self.call(region, credentials, &page_params).await?;
+            let page = query::parse_images(&body, region)?;
+            images.extend(page.images);
+            match page.next_token {
+                Some(next) => token = Some(next),
+                None => return Ok(images),
+            }
+        }
+        Ok(images)
+    }
+
+    /// One call, retried with backoff while EC2 throttles or fails transiently.
+    async fn call(
+        &self,
+        region: &str,
+        credentials: &Credentials,
+        params: &[(String, String)],
+    ) -> Result<String, Ec2Error> {
+        let mut attempt = 0;
+        loop {
+            match self.exchange(region, credentials, params).await {
+                Err(e) if e.is_transient() && attempt + 1 < self.limits.attempts => {
+                    let backoff = self
+                        .limits
+                        .first_backoff
+                        .saturating_mul(1 << attempt.min(10));
+                    tracing::debug!(region, error = %e, ?backoff, "EC2 call failed; retrying");
+                    tokio::time::sleep(jittered(backoff)).await;
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn exchange(
+        &self,
+        region: &str,
+        credentials: &Credentials,
+        params: &[(String, String)],
+    ) -> Result<String, Ec2Error> {
+        let endpoint = self.endpoint(region);
+        let uri: Uri = endpoint
+            .parse()
+            .map_err(|_| Ec2Error::Malformed(format!("invalid EC2 endpoint {endpoint}")))?;
+        let host = uri.authority().map(|a| a.as_str()).unwrap_or_default();
+        let body = sigv4::form(params);
+        let content_type = "application/x-www-form-urlencoded; charset=utf-8";
+        let amz_date = jiff::Timestamp::now()
+            .strftime("%Y%m%dT%H%M%SZ")
+            .to_string();
+        let signed = sigv4::sign(
+            &sigv4::Request {
+                method: "POST",
+                host,
+                path: uri.path(),
+                query: "",
+                headers: &[("content-type", content_type)],
+                payload: body.as_bytes(),
+            },
+            credentials,
+            region,
+            "ec2",
+            &amz_date,
+        );
+        let mut request = Request::post(uri.clone())
+            .header("host", host)
+            .header("content-type", content_type)
+            .header("user-agent", crate::api_client::user_agent());
+        for (name, value) in signed {
+            request = request.header(name, value);
+        }
+        let request = request
+            .body(Full::new(Bytes::from(body)))
+            .map_err(|e| Ec2Error::Malformed(e.to_string()))?;
+        let timeout = self.limits.call_timeout;
+        let started = Instant::now();
+        let response = tokio::time::timeout(timeout, self.http.request(request))
+            .await
+            .map_err(|_| Ec2Error::TimedOut(timeout))?
+            .map_err(|e| Ec2Error::Unreachable {
+                endpoint: endpoint.clone(),
+                message: error_chain(&e),
+            })?;
+        let status = response.status().as_u16();
+        let remaining = timeout.saturating_sub(started.elapsed());
+        let bytes = tokio::time::timeout(
+            remaining,
+            Limited::new(response.into_body(), MAX_BODY).collect(),
+        )
+        .await
+        .map_err(|_| Ec2Error::TimedOut(timeout))?
+        .map_err(|e| Ec2Error::Unreachable {
+            endpoint,
+            message: e.to_string(),
+        })?
+        .to_bytes();
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        if (200..300).contains(&status) {
+            Ok(text)
+        } else {
+            Err(query::parse_error(status, &text))
+        }
+    }
+}
+
+/// Between half and all of `d`, so that replicas throttled together do not retry together.
+fn jittered(d: Duration) -> Duration {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|t| t.subsec_nanos())
+        .unwrap_or_default();
+    d.mul_f64(0.5 + f64::from(nanos % 1000) / 2000.0)
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut message = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        message.push_str(": ");
+        message.push_str(&s.to_string());
+        source = s.source();
+    }
+    message
+}

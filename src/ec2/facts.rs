@@ -1,0 +1,596 @@
+//! What EC2 said about AMIs, as plain data the planner reads: the owner, product and
+//! architecture of each AMI a MachineSet names, and the marketplace AMIs that could replace it.
+//!
+//! The rules here are the Machine Config Operator's (openshift/machine-config-operator 7ff337a,
+//! `pkg/controller/bootimage/aws_helpers.go` and `marketplace/marketplace.go`): an AMI is
+//! classified by its owner account, a marketplace AMI by the product id at the end of its name,
+//! and a marketplace AMI is replaced by the newest AMI of the same product whose RHCOS version
+//! is not newer than the golden release's.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::arch::Arch;
+
+/// Red Hat's account that owns the standard RHCOS AMIs (`awsRHCOSOwnerID`, aws_helpers.go).
+pub const RHCOS_OWNER: &str = "531415883065";
+/// The AWS Marketplace account that owns every marketplace AMI (`awsMarketplaceOwnerID`,
+/// aws_helpers.go); the MCO searches it by its alias `aws-marketplace`, which names the same
+/// account. We search by the id, which EC2 accepts in `Owner.N` as well.
+pub const MARKETPLACE_OWNER: &str = "679593333241";
+/// ROSA Classic's marketplace product (`ROSAProductID`, marketplace.go). Its AMIs come in both
+/// architectures under the one product, so candidates are also matched on architecture.
+pub const ROSA_PRODUCT: &str = "34850061-abaf-402d-92df-94325c9e947f";
+
+/// The marketplace products Red Hat lists (`Products`, marketplace.go), for messages only: an
+/// unlisted product id from the marketplace account is still followed.
+const PRODUCT_NAMES: &[(&str, &str)] = &[
+    ("59ead7de-2540-4653-a8b0-fa7926d5c845", "OCP x86_64"),
+    ("963b36c3-de6f-48ed-b802-2b38b2a2cdeb", "OKE x86_64"),
+    ("f5da01a6-d046-487c-9072-42fe53b1cad4", "OPP x86_64"),
+    ("abc249f8-7440-45f7-a4b1-c026baff64c1", "OCP arm64"),
+    ("d2d3ebcd-c1ca-43d8-bf0a-530433200f35", "OKE arm64"),
+    ("be6d3e94-c8dc-4a3e-9218-4b449b11f06f", "OPP arm64"),
+    ("962791c7-3ae5-46d1-ba62-c7a5ebac54fd", "OCP EMEA x86_64"),
+    ("7026c8d7-392c-4010-b93c-f93f7bc5495f", "OKE EMEA x86_64"),
+    ("628c9df3-0254-4f91-bc1f-8619d1b8eaa8", "OPP EMEA x86_64"),
+    (ROSA_PRODUCT, "ROSA"),
+];
+
+/// One AMI as DescribeImages shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AmiFacts {
+    pub image_id: String,
+    pub region: String,
+    pub owner_id: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    /// EC2's spelling: `x86_64`, `arm64`, ...
+    #[serde(default)]
+    pub architecture: String,
+    /// ISO 8601, as EC2 writes it; compared as text, which orders such timestamps.
+    #[serde(default)]
+    pub creation_date: String,
+}
+
+/// Where an AMI comes from, judged by its owner.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AmiOrigin {
+    /// A standard RHCOS AMI: replaced by the golden stream's AMI.
+    Rhcos,
+    /// An AWS Marketplace RHCOS AMI (ROSA's included): replaced by a newer AMI of its product.
+    Marketplace { product: String },
+    /// Anyone else's, or a marketplace AMI without a product id: never replaced.
+    Custom,
+}
+
+impl AmiFacts {
+    pub fn origin(&self) -> AmiOrigin {
+        match self.owner_id.as_str() {
+            RHCOS_OWNER => AmiOrigin::Rhcos,
+            MARKETPLACE_OWNER => match product_id(&self.name) {
+                Some(product) => AmiOrigin::Marketplace {
+                    product: product.to_string(),
+                },
+                None => AmiOrigin::Custom,
+            },
+            _ => AmiOrigin::Custom,
+        }
+    }
+
+    /// The architecture EC2 reports, if it is one we know.
+    pub fn arch(&self) -> Option<Arch> {
+        match self.architecture.as_str() {
+            "x86_64" => Some(Arch::Amd64),
+            "arm64" => Some(Arch::Arm64),
+            _ => None,
+        }
+    }
+
+    /// The RHCOS release the description names (`RHEL CoreOS 9.6 9.6.20260210-0 x86_64`,
+    /// ROSA's `rhcos-9.6.20250701-0-x86_64`).
+    pub fn rhcos_release(&self) -> Option<&str> {
+        release_in(&self.description)
+    }
+}
+
+/// EC2's spelling of an architecture; `None` where AWS has no instances of it.
+pub fn ec2_arch(arch: Arch) -> Option<&'static str> {
+    match arch {
+        Arch::Amd64 => Some("x86_64"),
+        Arch::Arm64 => Some("arm64"),
+        Arch::Ppc64le | Arch::S390x => None,
+    }
+}
+
+/// A product's name for people: `OCP x86_64`, `ROSA`, else the id itself.
+pub fn product_name(product: &str) -> &str {
+    PRODUCT_NAMES
+        .iter()
+        .find(|(id, _)| *id == product)
+        .map_or(product, |(_, name)| name)
+}
+
+/// The product id a marketplace AMI name ends with: the last five `-`-separated parts form a
+/// UUID (`RHEL-9.4-RHCOS-9.6_HVM_GA-20260210-x86_64-0-<product>`; `ExtractProductID`).
+pub fn product_id(name: &str) -> Option<&str> {
+    let mut dashes = name.rmatch_indices('-').map(|(i, _)| i);
+    let start = dashes.nth(4).map_or(0, |i| i + 1);
+    let candidate = &name[start..];
+    is_uuid(candidate).then_some(candidate)
+}
+
+fn is_uuid(s: &str) -> bool {
+    let lengths = [8, 4, 4, 4, 12];
+    let parts: Vec<&str> = s.split('-').collect();
+    parts.len() == lengths.len()
+        && parts
+            .iter()
+            .zip(lengths)
+            .all(|(p, n)| p.len() == n && p.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// The first `N.M.<8 or 12 digits>-<digits>` in `text` (the MCO's `descriptionVersionRe`).
+fn release_in(text: &str) -> Option<&str> {
+    let bytes = text.as_bytes();
+    (0..bytes.len())
+        .filter(|&i| bytes[i].is_ascii_digit() && (i == 0 || !bytes[i - 1].is_ascii_digit()))
+        .find_map(|start| release_at(text, start).map(|end| &text[start..end]))
+}
+
+/// The end of a release string starting at `start`, if one does.
+fn release_at(text: &str, start: usize) -> Option<usize> {
+    let bytes = text.as_bytes();
+    let digits = |from: usize| {
+        bytes[from..]
+            .iter()
+            .take_while(|b| b.is_ascii_digit())
+            .count()
+    };
+    let mut i = start;
+    for _ in 0..2 {
+        let n = digits(i);
+        if n == 0 || bytes.get(i + n) != Some(&b'.') {
+            return None;
+        }
+        i += n + 1;
+    }
+    let stamp = digits(i);
+    if !(stamp == 8 || stamp == 12) || bytes.get(i + stamp) != Some(&b'-') {
+        return None;
+    }
+    i += stamp + 1;
+    let serial = digits(i);
+    (serial > 0).then_some(i + serial)
+}
+
+/// The `major.minor` of a release (`9.6.20260210-0` -> (9, 6)), which is what marketplace AMIs
+/// are compared by (`marketplaceVersionToken`, `CmpVersionToken`).
+pub fn version_token(release: &str) -> Option<(u32, u32)> {
+    let mut parts = release.splitn(3, '.');
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    Some((major, minor))
+}
+
+/// What EC2 said about one AMI, or why it could not say.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Answer<'a> {
+    Known(&'a AmiFacts),
+    /// EC2 was asked and does not show the AMI (deregistered, or private to another account).
+    NotFound,
+    /// EC2 could not be asked in this region (unreachable, throttled, refused): the message.
+    Unavailable(&'a str),
+    /// Asked, not answered yet.
+    Pending,
+    /// EC2 is not consulted (no credentials, or not an option here): why, if anything to say.
+    NotConsulted(Option<&'a str>),
+}
+
+/// Whether EC2 is consulted at all.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Consulted {
+    /// Never asked: `plan` without `--ec2-facts`, or the controller with `--ec2-lookups=false`.
+    #[default]
+    No,
+    /// Would be asked but cannot be: the message says why (e.g. no credentials Secret).
+    Unable(String),
+    Yes,
+}
+
+/// Every EC2 answer a plan may need, by region.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "Ec2FactsFile", into = "Ec2FactsFile")]
+pub struct Ec2Facts {
+    pub consulted: Consulted,
+    images: BTreeMap<(String, String), AmiFacts>,
+    not_found: BTreeSet<(String, String)>,
+    /// Marketplace searches answered, by (region, product).
+    searched: BTreeSet<(String, String)>,
+    unavailable: BTreeMap<String, String>,
+}
+
+/// The JSON form (`plan --ec2-facts FILE`): lists, so it reads and diffs well.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Ec2FactsFile {
+    #[serde(default = "consulted_yes")]
+    consulted: Consulted,
+    #[serde(default)]
+    images: Vec<AmiFacts>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    not_found: Vec<RegionalImage>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    marketplace_searches: Vec<MarketplaceSearch>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    unavailable: Vec<RegionUnavailable>,
+}
+
+fn consulted_yes() -> Consulted {
+    Consulted::Yes
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RegionalImage {
+    region: String,
+    image_id: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct MarketplaceSearch {
+    region: String,
+    product_id: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RegionUnavailable {
+    region: String,
+    message: String,
+}
+
+impl From<Ec2FactsFile> for Ec2Facts {
+    fn from(file: Ec2FactsFile) -> Self {
+        let mut facts = Ec2Facts {
+            consulted: file.consulted,
+            ..Ec2Facts::default()
+        };
+        for image in file.images {
+            facts.add_image(image);
+        }
+        for missing in file.not_found {
+            facts.add_not_found(&missing.region, &missing.image_id);
+        }
+        for search in file.marketplace_searches {
+            facts.add_search(&search.region, &search.product_id);
+        }
+        for u in file.unavailable {
+            facts.set_unavailable(&u.region, u.message);
+        }
+        facts
+    }
+}
+
+impl From<Ec2Facts> for Ec2FactsFile {
+    fn from(facts: Ec2Facts) -> Self {
+        Ec2FactsFile {
+            consulted: facts.consulted,
+            images: facts.images.into_values().collect(),
+            not_found: (facts.not_found.into_iter())
+                .map(|(region, image_id)| RegionalImage { region, image_id })
+                .collect(),
+            marketplace_searches: (facts.searched.into_iter())
+                .map(|(region, product_id)| MarketplaceSearch { region, product_id })
+                .collect(),
+            unavailable: (facts.unavailable.into_iter())
+                .map(|(region, message)| RegionUnavailable { region, message })
+                .collect(),
+        }
+    }
+}
+
+/// Why no marketplace AMI can replace the current one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NoCandidate<'a> {
+    /// The search has not been answered yet, or could not be made (the message).
+    Pending,
+    Unavailable(&'a str),
+    /// Answered: none of the product's AMIs fits.
+    None,
+}
+
+impl Ec2Facts {
+    /// Facts of a consulted EC2 (as the controller gathers them).
+    pub fn consulted() -> Self {
+        Ec2Facts {
+            consulted: Consulted::Yes,
+            ..Ec2Facts::default()
+        }
+    }
+
+    pub fn add_image(&mut self, image: AmiFacts) {
+        let key = (image.region.clone(), image.image_id.clone());
+        self.not_found.remove(&key);
+        self.images.insert(key, image);
+    }
+
+    pub fn add_not_found(&mut self, region: &str, image_id: &str) {
+        let key = (region.to_string(), image_id.to_string());
+        if !self.images.contains_key(&key) {
+            self.not_found.insert(key);
+        }
+    }
+
+    pub fn add_search(&mut self, region: &str, product: &str) {
+        self.searched
+            .insert((region.to_string(), product.to_string()));
+    }
+
+    pub fn set_unavailable(&mut self, region: &str, message: String) {
+        self.unavailable.insert(region.to_string(), message);
+    }
+
+    pub fn images(&self) -> impl Iterator<Item = &AmiFacts> {
+        self.images.values()
+    }
+
+    /// The regions EC2 could not be asked in, and why.
+    pub fn unavailable(&self) -> impl Iterator<Item = (&str, &str)> {
+        (self.unavailable.iter()).map(|(region, message)| (region.as_str(), message.as_str()))
+    }
+
+    /// What EC2 said about `image_id` in `region`.
+    pub fn answer(&self, region: &str, image_id: &str) -> Answer<'_> {
+        match &self.consulted {
+            Consulted::No => return Answer::NotConsulted(None),
+            Consulted::Unable(why) => return Answer::NotConsulted(Some(why)),
+            Consulted::Yes => {}
+        }
+        let key = (region.to_string(), image_id.to_string());
+        if let Some(image) = self.images.get(&key) {
+            return Answer::Known(image);
+        }
+        if self.not_found.contains(&key) {
+            return Answer::NotFound;
+        }
+        match self.unavailable.get(region) {
+            Some(message) => Answer::Unavailable(message),
+            None => Answer::Pending,
+        }
+    }
+
+    /// The marketplace AMI of `product` for `arch` in `region` that a MachineSet on that product
+    /// moves to: the highest RHCOS `major.minor` not above `golden_release`'s, the newest of
+    /// those. One minor behind is accepted, as the MCO does (`findMarketplaceAMI`): a release
+    /// reaches every region's marketplace later than the stream.
+    pub fn marketplace_target(
+        &self,
+        region: &str,
+        product: &str,
+        arch: Arch,
+        golden_release: &str,
+    ) -> Result<&AmiFacts, NoCandidate<'_>> {
+        if !self
+            .searched
+            .contains(&(region.to_string(), product.to_string()))
+        {
+            return Err(match self.unavailable.get(region) {
+                Some(message) => NoCandidate::Unavailable(message),
+                None => NoCandidate::Pending,
+            });
+        }
+        let ceiling = version_token(golden_release).ok_or(NoCandidate::None)?;
+        let candidates = self.images.values().filter_map(|image| {
+            let fits = image.region == region
+                && image.origin()
+                    == (AmiOrigin::Marketplace {
+                        product: product.to_string(),
+                    })
+                && image.arch() == Some(arch);
+            let version = version_token(image.rhcos_release()?)?;
+            (fits && version <= ceiling).then_some((version, image))
+        });
+        candidates
+            .max_by(|(va, a), (vb, b)| {
+                va.cmp(vb)
+                    .then_with(|| a.creation_date.cmp(&b.creation_date))
+                    // A deterministic pick between twins, so two passes agree.
+                    .then_with(|| b.image_id.cmp(&a.image_id))
+            })
+            .map(|(_, image)| image)
+            .ok_or(NoCandidate::None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OCP_X86: &str = "59ead7de-2540-4653-a8b0-fa7926d5c845";
+
+    fn image(id: &str, owner: &str, name: &str, description: &str, arch: &str) -> AmiFacts {
+        AmiFacts {
+            image_id: id.into(),
+            region: "us-east-1".into(),
+            owner_id: owner.into(),
+            name: name.into(),
+            description: description.into(),
+            architecture: arch.into(),
+            creation_date: "2026-02-10T00:00:00.000Z".into(),
+        }
+    }
+
+    fn marketplace(id: &str, product: &str, release: &str, arch: &str, date: &str) -> AmiFacts {
+        let mut image = image(
+            id,
+            MARKETPLACE_OWNER,
+            &format!("RHEL-9.4-RHCOS-{release}_HVM_GA-{arch}-0-{product}"),
+            &format!("RHEL CoreOS 9.6 {release} {arch}"),
+            arch,
+        );
+        image.creation_date = date.into();
+        image
+    }
+
+    #[test]
+    fn the_owner_decides_the_origin() {
+        let rhcos = image("ami-1", RHCOS_OWNER, "rhcos-9.6", "", "x86_64");
+        assert_eq!(rhcos.origin(), AmiOrigin::Rhcos);
+        let market = marketplace("ami-2", OCP_X86, "9.6.20260210-0", "x86_64", "");
+        assert_eq!(
+            market.origin(),
+            AmiOrigin::Marketplace {
+                product: OCP_X86.into()
+            }
+        );
+        // The marketplace account without a product id in the name, and anyone else: custom.
+        let nameless = image("ami-3", MARKETPLACE_OWNER, "some-image", "", "x86_64");
+        assert_eq!(nameless.origin(), AmiOrigin::Custom);
+        let mine = image("ami-4", "123456789012", &market.name, "", "x86_64");
+        assert_eq!(mine.origin(), AmiOrigin::Custom);
+    }
+
+    #[test]
+    fn product_ids_come_from_the_end_of_the_name() {
+        let rosa = format!("rhcos-9.6.20250701-0-x86_64-{ROSA_PRODUCT}");
+        assert_eq!(product_id(&rosa), Some(ROSA_PRODUCT));
+        assert_eq!(product_id(OCP_X86), Some(OCP_X86));
+        assert_eq!(
+            product_id("RHEL-9.4-RHCOS-9.6_HVM_GA-20260210-x86_64-0"),
+            None
+        );
+        assert_eq!(product_id("x-59ead7de-2540-4653-a8b0-fa7926d5c84"), None);
+        assert_eq!(product_id(""), None);
+        assert_eq!(product_name(ROSA_PRODUCT), "ROSA");
+        assert_eq!(product_name("unlisted"), "unlisted");
+    }
+
+    #[test]
+    fn releases_are_read_from_both_description_formats() {
+        assert_eq!(
+            release_in("RHEL CoreOS 9.6 9.6.20260210-0 x86_64"),
+            Some("9.6.20260210-0")
+        );
+        assert_eq!(
+            release_in("rhcos-9.6.20250701-0-x86_64"),
+            Some("9.6.20250701-0")
+        );
+        assert_eq!(
+            release_in("OpenShift 418.94.202511191518-0"),
+            Some("418.94.202511191518-0")
+        );
+        assert_eq!(release_in("RHEL CoreOS 9.6"), None);
+        assert_eq!(release_in("9.6.2026021-0"), None);
+        assert_eq!(release_in(""), None);
+        assert_eq!(version_token("9.6.20260210-0"), Some((9, 6)));
+        assert_eq!(version_token("10.2.20260405-0"), Some((10, 2)));
+        assert_eq!(version_token("nine"), None);
+        assert!(version_token("10.0.20260101-0") > version_token("9.8.20260101-0"));
+    }
+
+    fn searched(images: Vec<AmiFacts>) -> Ec2Facts {
+        let mut facts = Ec2Facts::consulted();
+        for image in images {
+            facts.add_image(image);
+        }
+        facts.add_search("us-east-1", OCP_X86);
+        facts
+    }
+
+    #[test]
+    fn the_newest_marketplace_ami_not_newer_than_the_golden_release_wins() {
+        let facts = searched(vec![
+            marketplace(
+                "ami-96old",
+                OCP_X86,
+                "9.6.20251001-0",
+                "x86_64",
+                "2025-10-01",
+            ),
+            marketplace(
+                "ami-96new",
+                OCP_X86,
+                "9.6.20260210-0",
+                "x86_64",
+                "2026-02-10",
+            ),
+            marketplace("ami-98", OCP_X86, "9.8.20260403-0", "x86_64", "2026-04-03"),
+            marketplace(
+                "ami-96arm",
+                OCP_X86,
+                "9.6.20260301-0",
+                "arm64",
+                "2026-03-01",
+            ),
+            marketplace(
+                "ami-other",
+                "963b36c3-de6f-48ed-b802-2b38b2a2cdeb",
+                "9.6.20260301-0",
+                "x86_64",
+                "2026-03-01",
+            ),
+        ]);
+        let pick = |release| {
+            facts
+                .marketplace_target("us-east-1", OCP_X86, Arch::Amd64, release)
+                .map(|i| i.image_id.as_str())
+        };
+        assert_eq!(pick("9.6.20260210-0"), Ok("ami-96new"));
+        assert_eq!(pick("9.8.20260403-0"), Ok("ami-98"));
+        // 9.7 is not published in the marketplace yet: one behind is fine.
+        assert_eq!(pick("9.7.20260301-0"), Ok("ami-96new"));
+        assert_eq!(pick("9.4.20240101-0"), Err(NoCandidate::None));
+        // Another region's search was never made.
+        assert_eq!(
+            facts.marketplace_target("eu-west-1", OCP_X86, Arch::Amd64, "9.6.20260210-0"),
+            Err(NoCandidate::Pending)
+        );
+    }
+
+    #[test]
+    fn answers_say_why_ec2_could_not_tell() {
+        let mut facts = searched(vec![image("ami-1", RHCOS_OWNER, "", "", "x86_64")]);
+        facts.add_not_found("us-east-1", "ami-gone");
+        facts.set_unavailable("eu-west-1", "throttled".into());
+        assert!(matches!(
+            facts.answer("us-east-1", "ami-1"),
+            Answer::Known(_)
+        ));
+        assert_eq!(facts.answer("us-east-1", "ami-gone"), Answer::NotFound);
+        assert_eq!(facts.answer("us-east-1", "ami-2"), Answer::Pending);
+        assert_eq!(
+            facts.answer("eu-west-1", "ami-1"),
+            Answer::Unavailable("throttled")
+        );
+        assert_eq!(
+            Ec2Facts::default().answer("us-east-1", "ami-1"),
+            Answer::NotConsulted(None)
+        );
+    }
+
+    #[test]
+    fn the_facts_file_round_trips() {
+        let mut facts = searched(vec![marketplace(
+            "ami-96",
+            OCP_X86,
+            "9.6.20260210-0",
+            "x86_64",
+            "2026-02-10",
+        )]);
+        facts.add_not_found("us-east-1", "ami-gone");
+        facts.set_unavailable("eu-west-1", "timed out".into());
+        let text = serde_json::to_string(&facts).unwrap();
+        assert_eq!(serde_json::from_str::<Ec2Facts>(&text).unwrap(), facts);
+        // A hand-written file without `consulted` means EC2 was asked.
+        let minimal: Ec2Facts = serde_json::from_str(r#"{"images": []}"#).unwrap();
+        assert_eq!(minimal.consulted, Consulted::Yes);
+        assert!(serde_json::from_str::<Ec2Facts>(r#"{"imagez": []}"#).is_err());
+    }
+}

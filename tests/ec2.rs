@@ -1,0 +1,427 @@
+//! EC2 look-ups against moto, the EC2 simulator, with the controller as a real process on a real
+//! kube-apiserver: AMIs told apart by owner (RHCOS, AWS Marketplace including ROSA, custom),
+//! credentials from the machine API's Secret, EC2 unreachable, and EC2 throttling.
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use support::fixtures::*;
+use support::moto::{Answered, Moto, ThrottlingProxy, ami};
+use support::{ControllerProcess, TestEnv, eventually};
+
+const CONVERGE: Duration = Duration::from_secs(60);
+
+const RHCOS_OWNER: &str = "531415883065";
+const MARKETPLACE_OWNER: &str = "679593333241";
+const OCP_X86: &str = "59ead7de-2540-4653-a8b0-fa7926d5c845";
+const ROSA: &str = "34850061-abaf-402d-92df-94325c9e947f";
+
+/// A standard RHCOS AMI (4.18 era) that neither the stream nor the shipped list names.
+const RHCOS_UNLISTED: &str = "ami-0e1a5c0ffee000001";
+const MARKET_OLD: &str = "ami-0e1a5c0ffee000002";
+const MARKET_NEW: &str = "ami-0e1a5c0ffee000003";
+/// Newer than the golden release (9.6): never chosen.
+const MARKET_NEXT: &str = "ami-0e1a5c0ffee000004";
+const ROSA_OLD: &str = "ami-0e1a5c0ffee000005";
+const ROSA_NEW: &str = "ami-0e1a5c0ffee000006";
+/// ROSA's product, newer, for arm64: not for x86_64 machines.
+const ROSA_NEW_ARM: &str = "ami-0e1a5c0ffee000007";
+/// Someone's own image, named like RHCOS.
+const CUSTOM: &str = "ami-0e1a5c0ffee000008";
+
+fn marketplace_ami(id: &str, product: &str, release: &str, arch: &str, created: &str) -> Value {
+    let date = &release[4..12];
+    ami(
+        id,
+        MARKETPLACE_OWNER,
+        &format!("RHEL-9.4-RHCOS-9.6_HVM_GA-{date}-{arch}-0-{product}"),
+        &format!("RHEL CoreOS 9.6 {release} {arch}"),
+        arch,
+        created,
+    )
+}
+
+fn rosa_ami(id: &str, release: &str, arch: &str, created: &str) -> Value {
+    ami(
+        id,
+        MARKETPLACE_OWNER,
+        &format!("rhcos-{release}-{arch}-{ROSA}"),
+        &format!("rhcos-{release}-{arch}"),
+        arch,
+        created,
+    )
+}
+
+fn simulated_ec2() -> Vec<Value> {
+    vec![
+        ami(
+            RHCOS_UNLISTED,
+            RHCOS_OWNER,
+            "rhcos-418.94.202410090804-0-x86_64",
+            "OpenShift 4 418.94.202410090804-0",
+            "x86_64",
+            "2024-10-09T08:04:00.000Z",
+        ),
+        marketplace_ami(
+            MARKET_OLD,
+            OCP_X86,
+            "9.6.20250801-0",
+            "x86_64",
+            "2025-08-01T00:00:00.000Z",
+        ),
+        marketplace_ami(
+            MARKET_NEW,
+            OCP_X86,
+            "9.6.20251015-0",
+            "x86_64",
+            "2025-10-15T00:00:00.000Z",
+        ),
+        marketplace_ami(
+            MARKET_NEXT,
+            OCP_X86,
+            "9.8.20260403-0",
+            "x86_64",
+            "2026-04-03T00:00:00.000Z",
+        ),
+        rosa_ami(
+            ROSA_OLD,
+            "9.6.20250701-0",
+            "x86_64",
+            "2025-07-01T00:00:00.000Z",
+        ),
+        rosa_ami(
+            ROSA_NEW,
+            "9.6.20251015-0",
+            "x86_64",
+            "2025-10-15T00:00:00.000Z",
+        ),
+        rosa_ami(
+            ROSA_NEW_ARM,
+            "9.6.20251101-0",
+            "arm64",
+            "2025-11-01T00:00:00.000Z",
+        ),
+        ami(
+            CUSTOM,
+            "123456789012",
+            "rhcos-9.6.20251023-0-x86_64",
+            "RHEL CoreOS 9.6 9.6.20251023-0 x86_64",
+            "x86_64",
+            "2025-10-24T00:00:00.000Z",
+        ),
+    ]
+}
+
+/// The machine API's credentials Secret, as the cloud credential operator writes it.
+fn credentials_secret(ns: &str) -> Value {
+    keys_secret(
+        ns,
+        "AKIAIOSFODNN7EXAMPLE",
+        "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    )
+}
+
+fn keys_secret(ns: &str, id: &str, secret: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "aws-cloud-credentials", "namespace": ns},
+        "stringData": {"aws_access_key_id": id, "aws_secret_access_key": secret}
+    })
+}
+
+/// A cluster at 4.21 whose MachineSets are on `amis` (name, AMI), with the credentials Secret.
+async fn cluster(test: &str, amis: &[(&str, &str)]) -> TestEnv {
+    let env = TestEnv::new(test).await;
+    env.aws_cluster("4.21.0", &stream_421(), None).await;
+    env.apply(credentials_secret(&env.ns)).await;
+    for (name, id) in amis {
+        env.apply(machine_set(&env.ns, name).ami(id).build()).await;
+    }
+    env
+}
+
+fn controller(env: &TestEnv, endpoint: &str) -> ControllerProcess {
+    env.controller(&[&format!("--ec2-endpoint={endpoint}")])
+}
+
+async fn wait_for_ami(env: &TestEnv, controller: &ControllerProcess, name: &str, ami: &str) {
+    let reached = eventually(CONVERGE, || async {
+        (ami_of(&env.machine_set(name).await) == ami).then_some(())
+    })
+    .await;
+    assert!(
+        reached.is_some(),
+        "{name} never reached {ami}; it has {}\n{}",
+        ami_of(&env.machine_set(name).await),
+        controller.log_tail(40)
+    );
+}
+
+/// Waits until the Progressing condition's message satisfies `ok`.
+async fn wait_for_message(
+    env: &TestEnv,
+    controller: &ControllerProcess,
+    ok: impl Fn(&str) -> bool,
+) {
+    let message = || async {
+        let condition = env.condition("BootImageUpdateProgressing").await?;
+        Some(condition["message"].as_str()?.to_string())
+    };
+    let seen = eventually(CONVERGE, || async { message().await.filter(|m| ok(m)) }).await;
+    assert!(
+        seen.is_some(),
+        "unexpected Progressing message: {:?}\n{}",
+        message().await,
+        controller.log_tail(40)
+    );
+}
+
+fn resources(reason: &str) -> String {
+    format!(
+        r#"boot_image_controller_machine_resources{{action="Skip",kind="MachineSet",reason="{reason}"}}"#
+    )
+}
+
+async fn wait_for_metric(controller: &ControllerProcess, series: &str, ok: impl Fn(f64) -> bool) {
+    let seen = eventually(CONVERGE, || async {
+        controller.metric(series).await.filter(|v| ok(*v))
+    })
+    .await;
+    assert!(
+        seen.is_some(),
+        "{series} never as expected; now {:?}\n{}",
+        controller.metric(series).await,
+        controller.log_tail(40)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn rhcos_marketplace_and_rosa_amis_are_updated_by_owner_and_custom_ones_never() {
+    let Some(moto) = Moto::start(&simulated_ec2()) else {
+        return;
+    };
+    let env = cluster(
+        "ec2-owners",
+        &[
+            ("rhcos-unlisted", RHCOS_UNLISTED),
+            ("marketplace", MARKET_OLD),
+            ("rosa", ROSA_OLD),
+            ("custom", CUSTOM),
+        ],
+    )
+    .await;
+    let controller = controller(&env, &moto.endpoint());
+    controller.wait_ready().await;
+
+    // Red Hat's account: the golden AMI of the region, though no list names the old one.
+    wait_for_ami(&env, &controller, "rhcos-unlisted", AMI_421_US_EAST_1).await;
+    // Marketplace: the newest AMI of the same product not newer than the golden 9.6 release.
+    wait_for_ami(&env, &controller, "marketplace", MARKET_NEW).await;
+    // ROSA: its product's newest x86_64 AMI, not the newer arm64 one.
+    wait_for_ami(&env, &controller, "rosa", ROSA_NEW).await;
+    // The custom AMI is reported as such once its owner is known, and never touched.
+    wait_for_metric(&controller, &resources("CustomImage"), |v| v == 1.0).await;
+    assert_eq!(ami_of(&env.machine_set("custom").await), CUSTOM);
+    // What an administrator reads: one custom image skipped, nothing waiting for EC2.
+    wait_for_message(&env, &controller, |m| {
+        m.contains("(CustomImage: 1)") && !m.contains("Ec2")
+    })
+    .await;
+    let asked = controller
+        .metric(r#"boot_image_controller_ec2_requests_total{call="images",result="ok"}"#)
+        .await;
+    assert!(asked.is_some_and(|n| n >= 1.0), "{asked:?}");
+    assert_eq!(
+        controller
+            .metric("boot_image_controller_ec2_unavailable_regions")
+            .await,
+        Some(0.0)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_ec2_the_lists_still_apply_and_unknown_amis_are_left_alone() {
+    // Nothing listens on this port: every connection is refused.
+    let closed = format!("http://127.0.0.1:{}/", support::free_port());
+    let env = cluster(
+        "ec2-down",
+        &[
+            // In the shipped list of published AMIs: still updated.
+            ("listed", AMI_420_US_EAST_1),
+            ("rhcos-unlisted", RHCOS_UNLISTED),
+        ],
+    )
+    .await;
+    let controller = controller(&env, &closed);
+    controller.wait_ready().await;
+
+    wait_for_ami(&env, &controller, "listed", AMI_421_US_EAST_1).await;
+    wait_for_metric(&controller, &resources("Ec2Unavailable"), |v| v == 1.0).await;
+    wait_for_metric(
+        &controller,
+        "boot_image_controller_ec2_unavailable_regions",
+        |v| v == 1.0,
+    )
+    .await;
+    wait_for_metric(
+        &controller,
+        r#"boot_image_controller_ec2_requests_total{call="images",result="unreachable"}"#,
+        |v| v >= 1.0,
+    )
+    .await;
+    assert_eq!(
+        ami_of(&env.machine_set("rhcos-unlisted").await),
+        RHCOS_UNLISTED,
+        "an AMI whose owner is unknown must not be treated as ours"
+    );
+    wait_for_message(&env, &controller, |m| m.contains("(Ec2Unavailable: 1)")).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_throttling_ec2_is_asked_again_after_a_backoff() {
+    let Some(moto) = Moto::start(&simulated_ec2()) else {
+        return;
+    };
+    let proxy = ThrottlingProxy::start(moto.endpoint(), 2).await;
+    let env = cluster("ec2-throttled", &[("rhcos-unlisted", RHCOS_UNLISTED)]).await;
+    let controller = controller(&env, &proxy.endpoint());
+    controller.wait_ready().await;
+
+    wait_for_ami(&env, &controller, "rhcos-unlisted", AMI_421_US_EAST_1).await;
+    let answers = proxy.answers();
+    let kinds: Vec<&Answered> = answers.iter().map(|(_, a)| a).collect();
+    assert_eq!(
+        kinds[..3],
+        [
+            &Answered::Throttled,
+            &Answered::Throttled,
+            &Answered::Forwarded
+        ],
+        "{answers:?}"
+    );
+    // Each retry waited: at least half the first backoff (500 ms, jittered), then more.
+    let gaps: Vec<Duration> = answers
+        .windows(2)
+        .take(2)
+        .map(|w| w[1].0 - w[0].0)
+        .collect();
+    assert!(
+        gaps.iter().all(|g| *g >= Duration::from_millis(250)),
+        "retried without backing off: {gaps:?}"
+    );
+    println!("throttled twice; retried after {gaps:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn requests_are_signed_with_the_secrets_keys_and_need_only_describe_images() {
+    let Some((moto, key_id, secret_key)) = Moto::start_with_iam(&simulated_ec2()) else {
+        return;
+    };
+    let env = cluster("ec2-signed", &[("rhcos-unlisted", RHCOS_UNLISTED)]).await;
+    // A Secret with the right key id but a wrong secret key: EC2 refuses the signature.
+    env.apply(keys_secret(&env.ns, &key_id, "not-the-secret-key"))
+        .await;
+    let controller = controller(&env, &moto.endpoint());
+    controller.wait_ready().await;
+    wait_for_metric(
+        &controller,
+        r#"boot_image_controller_ec2_requests_total{call="images",result="refused"}"#,
+        |v| v >= 1.0,
+    )
+    .await;
+    wait_for_metric(&controller, &resources("Ec2Unavailable"), |v| v == 1.0).await;
+    assert_eq!(
+        ami_of(&env.machine_set("rhcos-unlisted").await),
+        RHCOS_UNLISTED
+    );
+
+    // The credential operator rotates the key into the Secret: the next attempt is accepted by
+    // moto's own SigV4 check, and a policy of ec2:DescribeImages alone is enough.
+    env.apply(keys_secret(&env.ns, &key_id, &secret_key)).await;
+    wait_for_ami(&env, &controller, "rhcos-unlisted", AMI_421_US_EAST_1).await;
+}
+
+/// `plan` runs `boot-image-controller plan -f <manifests>` with `args` and the credentials in
+/// the environment; returns the plan as JSON.
+fn plan(manifests: &std::path::Path, args: &[&str]) -> Value {
+    let out = std::process::Command::new(support::BINARY)
+        .args(["plan", "-f", manifests.to_str().unwrap(), "-o", "json"])
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .env("AWS_ACCESS_KEY_ID", "AKIAIOSFODNN7EXAMPLE")
+        .env(
+            "AWS_SECRET_ACCESS_KEY",
+            "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        )
+        .output()
+        .expect("the binary runs");
+    assert!(
+        out.status.success(),
+        "plan {args:?} failed: {}",
+        support::stderr_of(&out)
+    );
+    serde_json::from_slice(&out.stdout).expect("plan -o json prints JSON")
+}
+
+fn entry<'a>(plan: &'a Value, name: &str) -> &'a Value {
+    (plan["machineSets"].as_array().unwrap().iter())
+        .find(|e| e["name"] == name)
+        .unwrap_or_else(|| panic!("no {name} in {plan:#}"))
+}
+
+#[test]
+fn plan_asks_ec2_and_plans_the_same_again_from_the_saved_facts() {
+    let Some(moto) = Moto::start(&simulated_ec2()) else {
+        return;
+    };
+    let ns = "openshift-machine-api";
+    let mut objects = vec![
+        infrastructure("cluster", "AWS"),
+        cluster_version("version", "4.21.0", "Completed"),
+        machine_configuration("cluster", None),
+        golden_config_map(ns, "4.21.0", &stream_421()),
+        machine_set(ns, "marketplace").ami(MARKET_OLD).build(),
+        machine_set(ns, "custom").ami(CUSTOM).build(),
+        stub_secret(ns, "worker-user-data-managed", "3.2.0"),
+    ];
+    objects.extend(control_plane_nodes());
+    let dir = tempfile::tempdir().unwrap();
+    let manifests = dir.path().join("cluster.json");
+    std::fs::write(&manifests, as_cluster_manifests(objects).to_string()).unwrap();
+    let saved = dir.path().join("ec2-facts.json");
+
+    let asked = plan(
+        &manifests,
+        &[
+            "--ec2-lookup",
+            "--ec2-endpoint",
+            &moto.endpoint(),
+            "--save-ec2-facts",
+            saved.to_str().unwrap(),
+            "--now",
+            "2026-03-02T10:00:00Z",
+        ],
+    );
+    let marketplace = entry(&asked, "marketplace");
+    assert_eq!(marketplace["action"], "Update", "{marketplace:#}");
+    assert_eq!(marketplace["bootImage"]["target"], MARKET_NEW);
+    assert_eq!(entry(&asked, "custom")["reason"], "CustomImage");
+
+    // Offline, from the file: the same decisions, patches included.
+    drop(moto);
+    let replayed = plan(
+        &manifests,
+        &[
+            "--ec2-facts",
+            saved.to_str().unwrap(),
+            "--now",
+            "2026-03-02T10:00:00Z",
+        ],
+    );
+    assert_eq!(replayed, asked);
+    // Without EC2 the marketplace AMI is not recognised: a custom image, left alone.
+    let without = plan(&manifests, &["--now", "2026-03-02T10:00:00Z"]);
+    assert_eq!(entry(&without, "marketplace")["reason"], "CustomImage");
+}
