@@ -412,20 +412,9 @@ impl Ec2Facts {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testkit::ec2::ami as image;
 
     const OCP_X86: &str = "59ead7de-2540-4653-a8b0-fa7926d5c845";
-
-    fn image(id: &str, owner: &str, name: &str, description: &str, arch: &str) -> AmiFacts {
-        AmiFacts {
-            image_id: id.into(),
-            region: "us-east-1".into(),
-            owner_id: owner.into(),
-            name: name.into(),
-            description: description.into(),
-            architecture: arch.into(),
-            creation_date: "2026-02-10T00:00:00.000Z".into(),
-        }
-    }
 
     fn marketplace(id: &str, product: &str, release: &str, arch: &str, date: &str) -> AmiFacts {
         let mut image = image(

@@ -397,27 +397,16 @@ mod tests {
         use crate::arch::Arch;
         use crate::ec2::facts::{MARKETPLACE_OWNER, RHCOS_OWNER, ROSA_PRODUCT};
         use crate::ec2::{AmiFacts, Consulted, Ec2Facts};
-        use crate::testkit::rules::{message, reason};
         use crate::platform::{ImageOutcome, PlatformRule};
         use crate::reason::Reason;
+        use crate::testkit::ec2::ami;
+        use crate::testkit::rules::{message, reason};
 
         use super::super::Aws;
 
         const OCP_X86: &str = "59ead7de-2540-4653-a8b0-fa7926d5c845";
         /// Outside the stream and the known images.
         const UNLISTED: &str = "ami-0aaaaaaaaaaaaaaa1";
-
-        fn ami(id: &str, owner: &str, name: &str, description: &str, arch: &str) -> AmiFacts {
-            AmiFacts {
-                image_id: id.into(),
-                region: "us-east-1".into(),
-                owner_id: owner.into(),
-                name: name.into(),
-                description: description.into(),
-                architecture: arch.into(),
-                creation_date: "2026-01-01T00:00:00.000Z".into(),
-            }
-        }
 
         fn market(id: &str, product: &str, release: &str, arch: &str) -> AmiFacts {
             let mut image = ami(

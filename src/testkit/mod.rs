@@ -3,6 +3,7 @@
 //! for tests and with the `testkit` feature: nothing here reaches the shipped binary.
 
 pub mod decisions;
+pub mod ec2;
 pub mod generators;
 pub mod objects;
 pub mod provider_specs;
