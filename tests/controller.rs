@@ -290,25 +290,7 @@ async fn selection_none_after_all_stops_every_write() {
     let (env, ctl, _) = selection_cluster("selection-all-none").await;
     let c = [&ctl];
     select_all(&env, &ctl).await;
-    // While skew enforcement is Automatic (which the controller publishes once every
-    // MachineSet is managed), the MachineConfiguration API refuses any other selection for
-    // MachineSets: an administrator turns skew enforcement off first, as on any OpenShift
-    // cluster, and the new selection is accepted once the status says so.
-    let mut declared = machine_configuration(&env.singleton, Some(selection("All", None)));
-    declared["spec"]["bootImageSkewEnforcement"] = json!({"mode": "None"});
-    env.apply(declared.clone()).await;
-    let off = eventually(CONVERGE, || async {
-        let mc = env.machine_configuration().await;
-        (mc["status"]["bootImageSkewEnforcementStatus"]["mode"] == "None").then_some(())
-    })
-    .await;
-    assert!(
-        off.is_some(),
-        "skew enforcement never turned off\n{}",
-        tails(&c)
-    );
-    declared["spec"]["managedBootImages"] = selection("None", None);
-    env.apply(declared).await;
+    env.narrow_selection(selection("None", None)).await;
     wait_for_message(&env, &c, PROGRESSING, &["3 total, 0 selected"]).await;
     let writes = ctl.metric(MACHINE_SET_WRITES).await;
     set_ami(&env, "blue", AMI_421_US_EAST_1, AMI_420_US_EAST_1).await;

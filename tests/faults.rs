@@ -489,8 +489,6 @@ async fn expired_resource_version_relists_and_converges() {
     env.aws_cluster("4.20.0", &stream_420(), None).await;
     let names = fleet(&env, "old", 5).await;
     let proxy = Proxy::in_front_of(&cluster.kubeconfig, Faults::default()).await;
-    let kubeconfig = cluster.dir.join("proxy.kubeconfig");
-    proxy.kubeconfig(&cluster.kubeconfig, &kubeconfig);
     let mut controller =
         ControllerProcess::spawn("faults-gone", &env.controller_flags_through(&proxy));
     controller.wait_ready().await;
@@ -953,7 +951,7 @@ async fn unexpected_machine_configuration_fields_change_nothing() {
 async fn an_unknown_selector_operator_is_an_invalid_selector_until_fixed() {
     let (env, mut controller) = watched_cluster("malformed-selector", &[]).await;
     let near = json!({"matchExpressions": [{"key": "zone", "operator": "Near", "values": ["a"]}]});
-    env.select(Some(selection("Partial", Some(near)))).await;
+    env.narrow_selection(selection("Partial", Some(near))).await;
     let invalid = eventually(CONVERGE, || async {
         let text = controller.metrics().await;
         let labels = |action, reason| {

@@ -83,7 +83,7 @@ async fn only_the_stub_secrets_of_selected_machine_sets_are_watched_and_unneeded
     );
 
     // Nothing selected any more: the watch of the selected stub is dropped.
-    env.select(Some(selection("None", None))).await;
+    env.narrow_selection(selection("None", None)).await;
     let dropped = eventually(CONVERGE, || async {
         log_mentions(
             &controller,

@@ -174,6 +174,30 @@ impl TestEnv {
         .await;
     }
 
+    /// Replaces `spec.managedBootImages` with a selection that is not `All`, as an administrator
+    /// must: while the status says skew enforcement is Automatic (the controller publishes that
+    /// once every MachineSet is managed), the MachineConfiguration API refuses any other
+    /// selection for MachineSets, so skew enforcement is turned off first and the new selection
+    /// applied once the status follows.
+    pub async fn narrow_selection(&self, managed_boot_images: Value) {
+        let mut declared = self.machine_configuration().await;
+        let published = !declared["status"]["bootImageSkewEnforcementStatus"].is_null();
+        let mut wanted = fixtures::machine_configuration(&self.singleton, None);
+        wanted["spec"]["managedBootImages"] = declared["spec"]["managedBootImages"].take();
+        wanted["spec"]["bootImageSkewEnforcement"] = json!({"mode": "None"});
+        self.apply(wanted.clone()).await;
+        if published {
+            let off = eventually(Duration::from_secs(60), || async {
+                let mc = self.machine_configuration().await;
+                (mc["status"]["bootImageSkewEnforcementStatus"]["mode"] == "None").then_some(())
+            })
+            .await;
+            assert!(off.is_some(), "skew enforcement never turned off");
+        }
+        wanted["spec"]["managedBootImages"] = managed_boot_images;
+        self.apply(wanted).await;
+    }
+
     /// Sets (or with `None` removes) an annotation of this test's MachineConfiguration.
     pub async fn annotate_machine_configuration(&self, key: &str, value: Option<&str>) {
         self.merge_patch(
@@ -524,7 +548,7 @@ impl TestEnv {
         let dir = Path::new(REPO).join("target/test-logs");
         std::fs::create_dir_all(&dir).expect("create target/test-logs");
         let through = dir.join(format!("{}.kubeconfig", self.ns));
-        proxy.kubeconfig(&kubeconfig(), &through);
+        proxy.kubeconfig(&through);
         self.controller_flags_with(&through)
     }
 

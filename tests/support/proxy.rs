@@ -5,7 +5,7 @@
 //! the client at least one chunk, so chunks per second bound the request rate from above.
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -90,13 +90,16 @@ impl Shared {
 
 pub struct Proxy {
     pub port: u16,
+    /// The kubeconfig of the API server behind the proxy.
+    upstream: PathBuf,
     shared: Arc<Shared>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Proxy {
-    /// Listens on a free loopback port and forwards to `upstream`.
-    pub async fn start(upstream: SocketAddr, faults: Faults) -> Proxy {
+    /// Listens on a free loopback port and forwards to the API server `kubeconfig` points at.
+    pub async fn in_front_of(kubeconfig: &Path, faults: Faults) -> Proxy {
+        let upstream = api_server_address(kubeconfig);
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
         let port = listener.local_addr().unwrap().port();
         let seed = SystemTime::now()
@@ -119,12 +122,12 @@ impl Proxy {
                 tokio::spawn(async move { serve(shared, client).await });
             }
         });
-        Proxy { port, shared, task }
-    }
-
-    /// The proxy in front of the API server a kubeconfig points at.
-    pub async fn in_front_of(kubeconfig: &Path, faults: Faults) -> Proxy {
-        Proxy::start(api_server_address(kubeconfig), faults).await
+        Proxy {
+            port,
+            upstream: kubeconfig.to_path_buf(),
+            shared,
+            task,
+        }
     }
 
     pub fn set_faults(&self, faults: Faults) {
@@ -157,11 +160,11 @@ impl Proxy {
         }
     }
 
-    /// Writes a copy of `kubeconfig` whose clusters point at this proxy (same CA and client
-    /// credentials). JSON is valid YAML, so any kubeconfig reader takes it.
-    pub fn kubeconfig(&self, kubeconfig: &Path, out: &Path) {
+    /// Writes a copy of the upstream kubeconfig whose clusters point at this proxy (same CA and
+    /// client credentials). JSON is valid YAML, so any kubeconfig reader takes it.
+    pub fn kubeconfig(&self, out: &Path) {
         let mut config =
-            kube::config::Kubeconfig::read_from(kubeconfig).expect("read the kubeconfig");
+            kube::config::Kubeconfig::read_from(&self.upstream).expect("read the kubeconfig");
         for named in &mut config.clusters {
             if let Some(cluster) = named.cluster.as_mut() {
                 cluster.server = Some(format!("https://127.0.0.1:{}", self.port));
