@@ -9,8 +9,6 @@
 //! pkg/apihelpers/apihelpers.go) so that its skew check (`checkBootImageSkewUpgradeableGuard`,
 //! pkg/operator/status.go) reads our values as it would read its own.
 
-use std::fmt::Write as _;
-
 use serde_json::{Value, json};
 
 use super::status::Desired;
@@ -224,18 +222,7 @@ fn manual_met(manual: &Value, input: &FieldsInput<'_>) -> Desired {
         .filter(|d| d.boot_image.target.is_some())
         .map(|d| format!("{}/{}", d.namespace, d.name))
         .collect();
-    let (declared, golden, what) = match manual["mode"].as_str() {
-        Some("RHCOSVersion") => (
-            manual["rhcosVersion"].as_str().map(str::to_string),
-            input.golden_rhcos.map(str::to_string),
-            "RHCOS",
-        ),
-        _ => (
-            manual["ocpVersion"].as_str().map(str::to_string),
-            input.golden_release.and_then(ocp_version),
-            "OpenShift",
-        ),
-    };
+    let (declared, golden, what) = declared_and_golden(manual, input);
     let condition = |status: Option<bool>, reason: &str, message: String| Desired {
         type_: MANUAL_SKEW_MET,
         status,
@@ -260,15 +247,7 @@ fn manual_met(manual: &Value, input: &FieldsInput<'_>) -> Desired {
         );
     }
     let order = compare_versions(&declared, &golden);
-    let mut named = outdated
-        .iter()
-        .take(10)
-        .cloned()
-        .collect::<Vec<_>>()
-        .join(", ");
-    if outdated.len() > 10 {
-        let _ = write!(named, " and {} more", outdated.len() - 10);
-    }
+    let named = super::status::first_few(outdated.iter().cloned(), 10, ", ");
     match (order, outdated.is_empty()) {
         (Some(std::cmp::Ordering::Greater), _) => condition(
             Some(false),
@@ -303,6 +282,26 @@ fn manual_met(manual: &Value, input: &FieldsInput<'_>) -> Desired {
                 "{named} boot images older than the golden {what} {golden}; whether they are as \
                  new as the declared {declared} cannot be told from their image ids"
             ),
+        ),
+    }
+}
+
+/// The version the admin declared for Manual mode and the golden one to compare it with, both
+/// of the kind the mode names, and that kind for messages.
+fn declared_and_golden(
+    manual: &Value,
+    input: &FieldsInput<'_>,
+) -> (Option<String>, Option<String>, &'static str) {
+    match manual["mode"].as_str() {
+        Some("RHCOSVersion") => (
+            manual["rhcosVersion"].as_str().map(str::to_string),
+            input.golden_rhcos.map(str::to_string),
+            "RHCOS",
+        ),
+        _ => (
+            manual["ocpVersion"].as_str().map(str::to_string),
+            input.golden_release.and_then(ocp_version),
+            "OpenShift",
         ),
     }
 }

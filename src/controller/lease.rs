@@ -251,18 +251,23 @@ pub async fn run(
     }
     if *leader.borrow() {
         leader.send_replace(false);
-        let released = tokio::time::timeout(config.retry_period, release(&api, &config)).await;
-        match released {
-            Ok(Ok(())) => info!(lease = %config.name, "released the leader lease"),
-            Ok(Err(e)) => {
-                warn!(error = %e, "could not release the leader lease; the standby waits for it to expire")
-            }
-            Err(_) => {
-                warn!("releasing the leader lease timed out; the standby waits for it to expire")
-            }
-        }
+        release_on_shutdown(&api, &config).await;
     }
     Ok(())
+}
+
+/// Gives the lease up at shutdown so the standby need not wait for it to expire; bounded like
+/// every other lease call.
+async fn release_on_shutdown(api: &Api<Lease>, config: &LeaseConfig) {
+    match tokio::time::timeout(config.retry_period, release(api, config)).await {
+        Ok(Ok(())) => info!(lease = %config.name, "released the leader lease"),
+        Ok(Err(e)) => {
+            warn!(error = %e, "could not release the leader lease; the standby waits for it to expire")
+        }
+        Err(_) => {
+            warn!("releasing the leader lease timed out; the standby waits for it to expire")
+        }
+    }
 }
 
 async fn sleep_until(deadline: Option<Instant>) {

@@ -188,18 +188,31 @@ fn degraded(input: &StatusInput<'_>) -> Desired {
     } else {
         "MultipleErrors".to_string()
     };
-    let mut message = format!("{} machine resource(s) cannot be updated: ", errors.len());
-    for (i, e) in errors.iter().take(NAMED_ERRORS).enumerate() {
-        if i > 0 {
-            message.push_str("; ");
-        }
+    let named = errors.iter().map(|e| {
         let quoted = bounded(&e.message, QUOTED_MESSAGE_LIMIT);
-        let _ = write!(message, "{}/{} {}: {quoted}", e.namespace, e.name, e.reason);
-    }
-    if errors.len() > NAMED_ERRORS {
-        let _ = write!(message, "; and {} more", errors.len() - NAMED_ERRORS);
-    }
+        format!("{}/{} {}: {quoted}", e.namespace, e.name, e.reason)
+    });
+    let message = format!(
+        "{} machine resource(s) cannot be updated: {}",
+        errors.len(),
+        first_few(named, NAMED_ERRORS, "; ")
+    );
     degraded(reason, message)
+}
+
+/// The first `limit` items joined by `separator`, then how many more there are: a message stays
+/// bounded however many there are, and only the items shown are made.
+pub(super) fn first_few(
+    items: impl ExactSizeIterator<Item = String>,
+    limit: usize,
+    separator: &str,
+) -> String {
+    let total = items.len();
+    let mut text = items.take(limit).collect::<Vec<_>>().join(separator);
+    if total > limit {
+        let _ = write!(text, "{separator}and {} more", total - limit);
+    }
+    text
 }
 
 fn paused(paused: bool) -> Desired {

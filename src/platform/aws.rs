@@ -107,58 +107,71 @@ impl PlatformRule for Aws {
             };
         };
         let target = Value::String(golden.image.clone());
-        let custom = |why: String| ImageOutcome::Skip {
-            reason: Reason::CustomImage,
-            message: format!("AMI {id} {why}; custom images are never replaced"),
-            current: Some(current.clone()),
-        };
-        let unknown = |reason, why: String| ImageOutcome::Skip {
-            reason,
-            message: format!(
-                "AMI {id} is neither in the golden streams nor in the known images, and {why}; \
-                 it is left as is until EC2 tells its owner (AMIs the streams and known images \
-                 list are still updated)"
-            ),
-            current: Some(current.clone()),
-        };
         match answer {
             None => compare_single(current, target, vec![AMI_ID.into()]),
-            Some(Answer::Known(facts)) => match facts.origin() {
-                AmiOrigin::Rhcos => compare_single(current, target, vec![AMI_ID.into()]),
-                AmiOrigin::Marketplace { .. } | AmiOrigin::Custom => custom(format!(
-                    "belongs to AWS account {}, neither Red Hat's RHCOS account ({}) nor an AWS \
-                     Marketplace RHCOS product ({})",
-                    facts.owner_id,
-                    facts::RHCOS_OWNER,
-                    facts::MARKETPLACE_OWNER
-                )),
-            },
-            Some(Answer::NotFound) => custom(format!(
-                "is not shown by EC2 in {region} (deregistered, or private to another account), \
-                 and it is neither in the golden streams nor in the known images"
-            )),
-            Some(Answer::Unavailable(message)) => unknown(
-                Reason::Ec2Unavailable,
-                format!("EC2 could not be asked about it in {region}: {message}"),
-            ),
-            Some(Answer::Pending) => unknown(
-                Reason::Ec2LookupPending,
-                format!("EC2 has not answered about it in {region} yet"),
-            ),
-            // As before EC2 was asked: the message the known-images file is the answer to.
-            Some(Answer::NotConsulted(why)) => ImageOutcome::Skip {
-                reason: Reason::CustomImage,
-                message: format!(
-                    "AMI {id} is not a published CoreOS AMI (not in the golden streams nor the \
-                     known images{}); custom images are never replaced. If it is an RHCOS AMI, \
-                     add its id to the known-images file (--known-images-file; on a cluster, \
-                     the ConfigMap boot-image-controller-published-images)",
-                    why.map(|w| format!("; EC2 not consulted: {w}"))
-                        .unwrap_or_default()
-                ),
-                current: Some(current.clone()),
-            },
+            Some(answer) => unlisted(id, region, current, target, answer),
         }
+    }
+}
+
+/// An AMI neither the golden streams nor the known images list: what EC2 said about it decides.
+fn unlisted(
+    id: &str,
+    region: &str,
+    current: &Value,
+    target: Value,
+    answer: Answer,
+) -> ImageOutcome {
+    let custom = |why: String| ImageOutcome::Skip {
+        reason: Reason::CustomImage,
+        message: format!("AMI {id} {why}; custom images are never replaced"),
+        current: Some(current.clone()),
+    };
+    let unknown = |reason, why: String| ImageOutcome::Skip {
+        reason,
+        message: format!(
+            "AMI {id} is neither in the golden streams nor in the known images, and {why}; \
+             it is left as is until EC2 tells its owner (AMIs the streams and known images \
+             list are still updated)"
+        ),
+        current: Some(current.clone()),
+    };
+    match answer {
+        Answer::Known(facts) => match facts.origin() {
+            AmiOrigin::Rhcos => compare_single(current, target, vec![AMI_ID.into()]),
+            AmiOrigin::Marketplace { .. } | AmiOrigin::Custom => custom(format!(
+                "belongs to AWS account {}, neither Red Hat's RHCOS account ({}) nor an AWS \
+                 Marketplace RHCOS product ({})",
+                facts.owner_id,
+                facts::RHCOS_OWNER,
+                facts::MARKETPLACE_OWNER
+            )),
+        },
+        Answer::NotFound => custom(format!(
+            "is not shown by EC2 in {region} (deregistered, or private to another account), \
+             and it is neither in the golden streams nor in the known images"
+        )),
+        Answer::Unavailable(message) => unknown(
+            Reason::Ec2Unavailable,
+            format!("EC2 could not be asked about it in {region}: {message}"),
+        ),
+        Answer::Pending => unknown(
+            Reason::Ec2LookupPending,
+            format!("EC2 has not answered about it in {region} yet"),
+        ),
+        // As before EC2 was asked: the message the known-images file is the answer to.
+        Answer::NotConsulted(why) => ImageOutcome::Skip {
+            reason: Reason::CustomImage,
+            message: format!(
+                "AMI {id} is not a published CoreOS AMI (not in the golden streams nor the \
+                 known images{}); custom images are never replaced. If it is an RHCOS AMI, \
+                 add its id to the known-images file (--known-images-file; on a cluster, \
+                 the ConfigMap boot-image-controller-published-images)",
+                why.map(|w| format!("; EC2 not consulted: {w}"))
+                    .unwrap_or_default()
+            ),
+            current: Some(current.clone()),
+        },
     }
 }
 
