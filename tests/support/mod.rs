@@ -183,7 +183,9 @@ impl TestEnv {
         let mut declared = self.machine_configuration().await;
         let published = !declared["status"]["bootImageSkewEnforcementStatus"].is_null();
         let mut wanted = fixtures::machine_configuration(&self.singleton, None);
-        wanted["spec"]["managedBootImages"] = declared["spec"]["managedBootImages"].take();
+        if let Some(current) = declared["spec"].get_mut("managedBootImages") {
+            wanted["spec"]["managedBootImages"] = current.take();
+        }
         wanted["spec"]["bootImageSkewEnforcement"] = json!({"mode": "None"});
         self.apply(wanted.clone()).await;
         if published {
