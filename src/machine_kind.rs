@@ -5,9 +5,11 @@
 use std::fmt;
 
 use kube::core::ApiResource;
+use serde_json::Value;
 
 use crate::api::{ControlPlaneMachineSet, MachineSet, MachineTemplate, ObjectMeta};
-use crate::platform::Platform;
+use crate::plan::stub;
+use crate::platform::{self, Platform};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum MachineKind {
@@ -122,6 +124,9 @@ pub trait MachineObject {
     fn meta(&self) -> &ObjectMeta;
     /// The machine template holding the provider spec; `None` when the object has none.
     fn machine_template(&self) -> Option<&MachineTemplate>;
+    /// Drops every field the planner does not read. The watch keeps objects this way: a
+    /// MachineSet's provider spec, unknown fields and status are most of its memory.
+    fn keep_only_what_the_planner_reads(&mut self);
 }
 
 impl MachineObject for MachineSet {
@@ -132,6 +137,12 @@ impl MachineObject for MachineSet {
     fn machine_template(&self) -> Option<&MachineTemplate> {
         Some(&self.spec.template)
     }
+    fn keep_only_what_the_planner_reads(&mut self) {
+        self.metadata.managed_fields = None;
+        self.spec.extra = Default::default();
+        self.spec.template.keep_only_what_the_planner_reads();
+        self.status = None;
+    }
 }
 
 impl MachineObject for ControlPlaneMachineSet {
@@ -141,6 +152,34 @@ impl MachineObject for ControlPlaneMachineSet {
     }
     fn machine_template(&self) -> Option<&MachineTemplate> {
         self.spec.template.machines_v1beta1.as_ref()
+    }
+    fn keep_only_what_the_planner_reads(&mut self) {
+        self.metadata.managed_fields = None;
+        self.spec.extra = Default::default();
+        self.spec.template.extra = Default::default();
+        if let Some(template) = &mut self.spec.template.machines_v1beta1 {
+            template.keep_only_what_the_planner_reads();
+        }
+        self.status = None;
+    }
+}
+
+impl MachineTemplate {
+    /// The template's labels (the OS label) and, of the provider spec, the fields a platform
+    /// rule or the stub-secret rule reads; nothing else.
+    fn keep_only_what_the_planner_reads(&mut self) {
+        self.extra = Default::default();
+        if let Some(metadata) = &mut self.metadata {
+            metadata.extra = Default::default();
+        }
+        self.spec.extra = Default::default();
+        if let Some(Value::Object(spec)) = &mut self.spec.provider_spec.value {
+            // Rebuilt rather than filtered in place, which would keep the whole map's capacity.
+            *spec = std::mem::take(spec)
+                .into_iter()
+                .filter(|(field, _)| field == stub::FIELD || platform::read_by_a_rule(field))
+                .collect();
+        }
     }
 }
 

@@ -15,6 +15,7 @@ use boot_image_controller::api::{
     MachineSet, Secret,
 };
 use boot_image_controller::arch::Arch;
+use boot_image_controller::machine_kind::MachineObject;
 use boot_image_controller::names;
 use boot_image_controller::plan::{
     Action, ClusterSnapshot, Decision, Malformed, Options, Plan, plan,
@@ -584,6 +585,19 @@ proptest! {
         let inputs = inputs(&docs);
         prop_assert_eq!(first.machine_sets.len(), inputs.0.len());
         prop_assert_eq!(first.control_plane_machine_sets.len(), inputs.1.len());
+    }
+
+    /// (3b) The watch keeps only what the planner reads of each object; planning those slimmed
+    /// objects decides exactly what planning the whole ones does, patches included.
+    #[test]
+    fn the_watch_keeps_everything_the_planner_reads((case, resources) in arb_snapshot()) {
+        let docs = docs(&resources);
+        let (mut machine_sets, mut control_planes) = inputs(&docs);
+        let whole = plan(&case.cluster(), &machine_sets, &control_planes, &case.options());
+        machine_sets.iter_mut().flatten().for_each(MachineObject::keep_only_what_the_planner_reads);
+        control_planes.iter_mut().flatten().for_each(MachineObject::keep_only_what_the_planner_reads);
+        let slimmed = plan(&case.cluster(), &machine_sets, &control_planes, &case.options());
+        prop_assert_eq!(whole, slimmed);
     }
 
     /// (4) Nothing panics, whatever the provider spec, and gates hold back every write.

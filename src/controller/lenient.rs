@@ -19,6 +19,7 @@ use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
 use crate::api::ObjectMeta;
+use crate::machine_kind::MachineObject;
 use crate::plan::Malformed;
 
 #[derive(Clone, Debug)]
@@ -35,6 +36,24 @@ impl<K> Lenient<K> {
             name: self.metadata.name.clone().unwrap_or_default(),
             error: error.clone(),
         })
+    }
+}
+
+impl<K: MachineObject> Lenient<K> {
+    /// Keeps only what the planner reads. A readable object's metadata is its typed copy's;
+    /// this one then only names it (the store's key).
+    pub fn keep_only_what_the_planner_reads(&mut self) {
+        self.metadata.managed_fields = None;
+        if let Ok(object) = &mut self.parsed {
+            object.keep_only_what_the_planner_reads();
+            self.metadata = ObjectMeta {
+                name: self.metadata.name.take(),
+                namespace: self.metadata.namespace.take(),
+                uid: self.metadata.uid.take(),
+                resource_version: self.metadata.resource_version.take(),
+                ..ObjectMeta::default()
+            };
+        }
     }
 }
 
@@ -151,5 +170,63 @@ mod tests {
         assert_eq!(bad.name, "deep");
         assert!(bad.error.contains("recursion limit"), "{}", bad.error);
         assert!(list.items[1].parsed.is_ok());
+    }
+
+    /// What the watch stores of a MachineSet: its identity, labels, annotations and owners; of
+    /// the provider spec only what a rule reads; no status, unknown fields or managedFields.
+    #[test]
+    fn the_watch_keeps_what_the_planner_reads_and_drops_the_rest() {
+        let managed =
+            serde_json::json!([{"manager": "m", "fieldsType": "FieldsV1", "fieldsV1": {}}]);
+        let object = serde_json::json!({
+            "metadata": {"name": "worker-a", "namespace": "ns", "uid": "u1", "resourceVersion": "7",
+                         "labels": {"tier": "blue"}, "annotations": {"note": "kept"},
+                         "ownerReferences": [{"apiVersion": "v1", "kind": "X", "name": "o", "uid": "u0"}],
+                         "managedFields": managed},
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"a": "b"}},
+                     "template": {"metadata": {"labels": {"machine.openshift.io/os-id": "Windows"}},
+                                  "spec": {"lifecycleHooks": {}, "providerSpec": {"value": {
+                                      "ami": {"id": "ami-1"}, "placement": {"region": "us-east-1"},
+                                      "userDataSecret": {"name": "worker-user-data"},
+                                      "tags": [{"name": "big", "value": "list"}], "instanceType": "m6i.xlarge"}}}}},
+            "status": {"replicas": 2}
+        });
+        let mut stored: Lenient<MachineSet> = serde_json::from_value(object).unwrap();
+        stored.keep_only_what_the_planner_reads();
+        assert_eq!(stored.metadata.name.as_deref(), Some("worker-a"));
+        assert_eq!(stored.metadata.namespace.as_deref(), Some("ns"));
+        assert_eq!(
+            stored.metadata.labels, None,
+            "the typed copy holds the labels"
+        );
+        let ms = stored.parsed.unwrap();
+        assert_eq!(ms.metadata.labels.unwrap()["tier"], "blue");
+        assert_eq!(ms.metadata.annotations.unwrap()["note"], "kept");
+        assert_eq!(ms.metadata.owner_references.unwrap().len(), 1);
+        assert_eq!(ms.metadata.managed_fields, None);
+        assert_eq!(ms.spec.replicas, Some(2));
+        assert!(ms.spec.extra.is_empty() && ms.status.is_none());
+        let template = ms.spec.template;
+        assert_eq!(template.metadata.unwrap().labels.unwrap().len(), 1);
+        assert_eq!(
+            template.spec.provider_spec.value.unwrap(),
+            serde_json::json!({"ami": {"id": "ami-1"}, "placement": {"region": "us-east-1"},
+                               "userDataSecret": {"name": "worker-user-data"}})
+        );
+    }
+
+    #[test]
+    fn an_unreadable_object_keeps_its_metadata_but_not_its_managed_fields() {
+        let managed =
+            serde_json::json!([{"manager": "m", "fieldsType": "FieldsV1", "fieldsV1": {}}]);
+        let object = serde_json::json!({
+            "metadata": {"name": "bad", "namespace": "ns", "labels": {"tier": "blue"}, "managedFields": managed},
+            "spec": {"replicas": "three"}
+        });
+        let mut stored: Lenient<MachineSet> = serde_json::from_value(object).unwrap();
+        stored.keep_only_what_the_planner_reads();
+        assert_eq!(stored.metadata.managed_fields, None);
+        assert_eq!(stored.metadata.labels.as_ref().unwrap()["tier"], "blue");
+        assert_eq!(stored.input().unwrap_err().name, "bad");
     }
 }

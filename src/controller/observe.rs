@@ -80,11 +80,11 @@ fn secrets_to_verify<'a, M: MachineObject>(
     let empty = BTreeMap::new();
     objects
         .iter()
+        .filter_map(|o| o.parsed.as_ref().ok())
         .filter(move |o| {
-            let labels = o.metadata.labels.as_ref().unwrap_or(&empty);
+            let labels = o.meta().labels.as_ref().unwrap_or(&empty);
             selection.selects(labels) == Ok(true)
         })
-        .filter_map(|o| o.parsed.as_ref().ok())
         .filter_map(|o| o.machine_template()?.spec.provider_spec.value.as_ref())
         .filter_map(stub::current_name)
         .filter_map(|name| stub::secret_to_verify(M::KIND, name))

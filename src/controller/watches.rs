@@ -30,7 +30,7 @@ use crate::api::{
     MachineSet,
 };
 use crate::api_client;
-use crate::machine_kind::MachineKind;
+use crate::machine_kind::{MachineKind, MachineObject};
 use crate::names::{ARCH_LABEL, CONTROL_PLANE_NODE_LABELS};
 use crate::plan::{self, ObjectKey, manager};
 
@@ -149,13 +149,20 @@ fn spawn<K>(
     kind: MachineKind,
 ) -> Store<Lenient<K>>
 where
-    K: kube::Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+    K: kube::Resource<DynamicType = ()>
+        + MachineObject
+        + Clone
+        + Debug
+        + DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
 {
     let (store, writer) = reflector::store();
     let mut health = WatchHealth::new(kind.kind());
     let stream = watcher(api, config)
         .backoff(health.backoff.clone())
-        .modify(drop_managed_fields)
+        .modify(Lenient::keep_only_what_the_planner_reads)
         .reflect(writer);
     tokio::spawn(async move {
         futures::pin_mut!(stream);

@@ -25,7 +25,8 @@ pub const MANAGED_SUFFIX: &str = "-managed";
 /// The key of the stub secret that holds the Ignition config.
 pub const USER_DATA_KEY: &str = "userData";
 
-/// Where a provider spec names its stub secret, relative to the provider spec.
+/// The provider-spec field that names the stub secret, and the name's JSON Pointer in it.
+pub const FIELD: &str = "userDataSecret";
 pub const NAME_POINTER: &str = "/userDataSecret/name";
 
 /// The stub secret a provider spec names, if it names one.

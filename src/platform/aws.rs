@@ -33,6 +33,10 @@ impl PlatformRule for Aws {
         None
     }
 
+    fn provider_spec_fields(&self) -> &'static [&'static str] {
+        &["ami", "placement"]
+    }
+
     /// The region picks the AMI.
     fn decision_inputs(&self, spec: &Value) -> Vec<Input> {
         vec![Input::at(spec, REGION)]

@@ -55,6 +55,10 @@ impl PlatformRule for Azure {
         })
     }
 
+    fn provider_spec_fields(&self) -> &'static [&'static str] {
+        &["image", "securityProfile"]
+    }
+
     /// Trusted launch and confidential VMs need other images: the security profile decides.
     fn decision_inputs(&self, spec: &Value) -> Vec<Input> {
         vec![Input::at(spec, "/securityProfile")]

@@ -55,6 +55,10 @@ impl PlatformRule for Gcp {
         None
     }
 
+    fn provider_spec_fields(&self) -> &'static [&'static str] {
+        &["disks"]
+    }
+
     /// Which disks are boot disks decides which images change: every disk's boot flag.
     fn decision_inputs(&self, spec: &Value) -> Vec<Input> {
         let disks = spec.get("disks").and_then(Value::as_array);

@@ -186,6 +186,16 @@ pub trait PlatformRule: Sync {
     /// flag, a security profile). The planner tests them in its patch, so that an edit between
     /// plan and patch fails the patch instead of applying an image chosen for other inputs.
     fn decision_inputs(&self, provider_spec: &Value) -> Vec<Input>;
+
+    /// The top-level fields of a provider spec that [`evaluate`], [`image_locations`] and
+    /// [`decision_inputs`] read. The watch keeps only these (and the stub secret's) of each
+    /// object, which is most of the memory a MachineSet costs; a test checks that planning the
+    /// slimmed object decides exactly what planning the whole one does.
+    ///
+    /// [`evaluate`]: PlatformRule::evaluate
+    /// [`image_locations`]: PlatformRule::image_locations
+    /// [`decision_inputs`]: PlatformRule::decision_inputs
+    fn provider_spec_fields(&self) -> &'static [&'static str];
 }
 
 /// A value a decision depended on, at a JSON Pointer relative to the provider spec; `None` when
@@ -213,6 +223,14 @@ pub fn image_locations(provider_spec: &Value, written: &Value) -> Option<Vec<(St
         .iter()
         .filter_map(Platform::rule)
         .find_map(|rule| rule.image_locations(provider_spec, written))
+}
+
+/// Whether any platform's rule reads the top-level provider-spec field `field`.
+pub fn read_by_a_rule(field: &str) -> bool {
+    Platform::WITH_RULES
+        .iter()
+        .filter_map(Platform::rule)
+        .any(|rule| rule.provider_spec_fields().contains(&field))
 }
 
 /// A boot image as a person reads it: the id, the path, or an Azure URN.
@@ -358,6 +376,17 @@ mod tests {
                     "{other:?} claims a {platform:?} provider spec"
                 );
             }
+            // The watch keeps only the fields the rule says it reads: they are enough.
+            let outdated = outdated_spec(&platform);
+            let kept: serde_json::Map<String, Value> = (outdated.as_object().unwrap().iter())
+                .filter(|(field, _)| rule.provider_spec_fields().contains(&field.as_str()))
+                .map(|(field, value)| (field.clone(), value.clone()))
+                .collect();
+            assert_eq!(
+                rule.evaluate(&Value::Object(kept), &ctx),
+                rule.evaluate(&outdated, &ctx),
+                "{platform:?}"
+            );
         }
     }
 }

@@ -1,0 +1,120 @@
+//! How much heap one MachineSet costs in the controller's watch store, and what it is made of.
+//!
+//! Builds the benchmark clusters' MachineSets (`benches/support`), gives each the fields the API
+//! server adds (uid, resourceVersion, generation, creation time, managedFields, status), and
+//! counts the bytes the global allocator holds after parsing them as the watch does. Prints
+//! figures; asserts nothing.
+//!
+//! Usage: cargo run --release --example store_footprint [-- COUNT]
+
+#[path = "../benches/support/mod.rs"]
+mod support;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicIsize, Ordering};
+
+use boot_image_controller::api::MachineSet;
+use boot_image_controller::controller::lenient::Lenient;
+use serde_json::{Value, json};
+
+/// The system allocator, counting the bytes it holds.
+struct Counting;
+
+static HELD: AtomicIsize = AtomicIsize::new(0);
+
+// SAFETY: every call is forwarded unchanged to the system allocator; only a counter is added.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        HELD.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        HELD.fetch_sub(layout.size() as isize, Ordering::Relaxed);
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        HELD.fetch_add(
+            new_size as isize - layout.size() as isize,
+            Ordering::Relaxed,
+        );
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+fn held() -> isize {
+    HELD.load(Ordering::Relaxed)
+}
+
+/// The object as a watch event carries it: what we created plus what the API server adds.
+fn as_served(mut object: Value, i: usize) -> Value {
+    let meta = &mut object["metadata"];
+    meta["uid"] = json!(format!("6f1c2a0e-3b5d-4c7e-9a1b-{i:012}"));
+    meta["resourceVersion"] = json!((100_000 + i).to_string());
+    meta["generation"] = json!(3);
+    meta["creationTimestamp"] = json!("2026-01-01T00:00:00Z");
+    meta["managedFields"] = json!([{
+        "apiVersion": "machine.openshift.io/v1beta1", "fieldsType": "FieldsV1",
+        "manager": "boot-image-controller", "operation": "Update", "time": "2026-01-01T00:00:00Z",
+        "fieldsV1": {"f:metadata": {"f:annotations": {".": {}}},
+                     "f:spec": {"f:template": {"f:spec": {"f:providerSpec": {"f:value": {}}}}}}
+    }]);
+    object["status"] = json!({
+        "availableReplicas": 1, "fullyLabeledReplicas": 1, "observedGeneration": 3,
+        "readyReplicas": 1, "replicas": 1,
+    });
+    object
+}
+
+/// Heap bytes per object held after parsing `served` as the watch does, slimmed or not.
+fn held_per_object(served: &[String], slim: bool) -> usize {
+    let before = held();
+    let store: Vec<Arc<Lenient<MachineSet>>> = served
+        .iter()
+        .map(|s| {
+            let mut object: Lenient<MachineSet> = serde_json::from_str(s).expect("parses");
+            if slim {
+                object.keep_only_what_the_planner_reads();
+            }
+            Arc::new(object)
+        })
+        .collect();
+    let per_object = (held() - before) as usize / store.len().max(1);
+    drop(store);
+    per_object
+}
+
+fn main() {
+    let count: usize = std::env::args()
+        .nth(1)
+        .map(|n| n.parse().expect("COUNT is a number"))
+        .unwrap_or(1000);
+    let data = support::Data::load();
+    println!("heap bytes per MachineSet in the watch store, {count} per platform");
+    println!("platform  JSON  whole object  as stored (what the planner reads)");
+    for platform in ["AWS", "GCP", "Azure"] {
+        let Some(scenario) = support::scenario(&data, platform, count) else {
+            println!("{platform:<8}  (no data: the shared fixtures are absent)");
+            continue;
+        };
+        let served: Vec<String> = scenario
+            .machine_sets
+            .iter()
+            .enumerate()
+            .filter_map(|(i, ms)| ms.as_ref().ok().map(|ms| (i, ms)))
+            .map(|(i, ms)| as_served(serde_json::to_value(ms).expect("serialize"), i).to_string())
+            .collect();
+        let json = served.iter().map(String::len).sum::<usize>() / served.len().max(1);
+        let whole = held_per_object(&served, false);
+        let stored = held_per_object(&served, true);
+        println!(
+            "{platform:<8}  {json:>4}  {whole:>12}  {stored:>9} ({:.1}x less)",
+            whole as f64 / stored as f64
+        );
+    }
+}
