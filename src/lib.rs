@@ -25,3 +25,4 @@ mod server;
 pub mod stream;
 #[cfg(any(test, feature = "testkit"))]
 pub mod testkit;
+pub mod vcenter;

@@ -163,6 +163,12 @@ impl Planner<'_> {
                 .and_then(|i| i.status.as_ref())
                 .and_then(|s| s.infrastructure_name.as_deref()),
             ec2: &self.snapshot.ec2,
+            platform_spec: self
+                .snapshot
+                .infrastructure
+                .as_ref()
+                .and_then(|i| i.spec.extra.get("platformSpec")),
+            vcenter: &self.snapshot.vcenter,
         };
         let outcome = rule.evaluate(provider_spec, &ctx);
         Ok(Evaluated {
