@@ -43,7 +43,7 @@ pub struct FailureDomain {
     pub resource_pool: String,
     pub folder: String,
     pub network: String,
-    vm_group: String,
+    pub vm_group: String,
 }
 
 impl FailureDomain {

@@ -10,6 +10,7 @@
 pub mod fixtures;
 pub mod moto;
 pub mod proxy;
+pub mod vcsim;
 pub mod waits;
 
 use std::collections::BTreeMap;

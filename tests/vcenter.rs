@@ -1,0 +1,313 @@
+//! Templates in vCenter, against vcsim (govmomi's vCenter simulator, one per test): a fresh
+//! import from an OVA served over HTTP, found again instead of imported twice, a wrong sha256
+//! refused, wrong credentials and an unreachable vCenter reported, the VM a crashed import left
+//! behind removed, and two importers at once making one template.
+
+mod support;
+
+use std::time::Duration;
+
+use boot_image_controller::platform::vsphere::{FailureDomain, TemplateRequest};
+use boot_image_controller::stream::VmwareOva;
+use boot_image_controller::vcenter::client::{Limits, VcenterClient, inventory_path, sdk_url};
+use boot_image_controller::vcenter::credentials::Credentials;
+use boot_image_controller::vcenter::import::{
+    Ensured, ImportLimits, ensure_template, temporary_name,
+};
+use boot_image_controller::vcenter::{TemplateKey, VcenterError};
+use support::vcsim::{self, FileServer, Vcsim};
+
+const TEMPLATE: &str = "demo-x7k2p-rhcos-us-east-1a-9.6.20251023-0";
+
+fn credentials() -> Credentials {
+    Credentials {
+        username: vcsim::USERNAME.into(),
+        password: vcsim::PASSWORD.into(),
+    }
+}
+
+fn limits() -> Limits {
+    Limits {
+        poll_interval: Duration::from_millis(50),
+        ..Limits::default()
+    }
+}
+
+fn import_limits(dir: &tempfile::TempDir) -> ImportLimits {
+    ImportLimits {
+        download_timeout: Duration::from_secs(60),
+        import_timeout: Duration::from_secs(60),
+        download_dir: dir.path().to_path_buf(),
+        progress_interval: Duration::from_millis(50),
+    }
+}
+
+/// The template of vcsim's one failure domain, from the OVA at `url` with digest `sha256`.
+fn request(vcsim: &Vcsim, url: &str, sha256: &str) -> TemplateRequest {
+    let domain = FailureDomain {
+        name: "us-east-1a".into(),
+        server: vcsim.server(),
+        datacenter: vcsim::DATACENTER.into(),
+        datastore: vcsim::DATASTORE.into(),
+        compute_cluster: "/DC0/host/DC0_C0".into(),
+        resource_pool: vcsim::RESOURCE_POOL.into(),
+        folder: vcsim::FOLDER.into(),
+        network: vcsim::NETWORK.into(),
+        vm_group: String::new(),
+    };
+    TemplateRequest {
+        key: TemplateKey {
+            server: vcsim.server(),
+            datacenter: vcsim::DATACENTER.into(),
+            name: TEMPLATE.into(),
+        },
+        failure_domain: domain,
+        folder: vcsim::FOLDER.into(),
+        ova: VmwareOva {
+            release: "9.6.20251023-0".into(),
+            location: url.into(),
+            sha256: sha256.into(),
+        },
+    }
+}
+
+async fn login(vcsim: &Vcsim) -> VcenterClient {
+    VcenterClient::login(sdk_url(&vcsim.sdk).unwrap(), &credentials(), limits())
+        .await
+        .expect("log in to vcsim")
+}
+
+/// The VMs of vcsim's VM folder, by name.
+async fn vm_names(client: &VcenterClient) -> Vec<String> {
+    let folder = client
+        .require(
+            &inventory_path(vcsim::DATACENTER, "vm", vcsim::FOLDER),
+            "folder",
+        )
+        .await
+        .unwrap();
+    let mut names: Vec<String> = client
+        .child_vms(&folder)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
+    names.sort();
+    names
+}
+
+async fn template_exists(client: &VcenterClient) -> bool {
+    let path = format!(
+        "{}/{TEMPLATE}",
+        inventory_path(vcsim::DATACENTER, "vm", vcsim::FOLDER)
+    );
+    match client.find(&path).await.unwrap() {
+        Some(vm) => client.is_template(&vm).await.unwrap(),
+        None => false,
+    }
+}
+
+#[tokio::test]
+async fn an_ova_becomes_a_template_once_and_is_found_afterwards() {
+    let Some(vcsim) = Vcsim::start() else { return };
+    let ova = vcsim::ova();
+    let digest = vcsim::sha256(&ova);
+    let server = FileServer::start(ova).await;
+    let dir = tempfile::tempdir().unwrap();
+    let client = login(&vcsim).await;
+    let request = request(&vcsim, &server.url, &digest);
+    let before = vm_names(&client).await;
+
+    let seen = std::sync::Mutex::new(Vec::new());
+    let progress = |p: u8| seen.lock().unwrap().push(p);
+    let ensured = ensure_template(&client, &request, &import_limits(&dir), &progress).await;
+    assert_eq!(ensured.unwrap(), Ensured::Imported);
+    assert!(template_exists(&client).await, "no template {TEMPLATE}");
+    let progress = seen.lock().unwrap().clone();
+    assert_eq!(progress.last(), Some(&100), "{progress:?}");
+    assert!(progress.windows(2).all(|w| w[0] <= w[1]), "{progress:?}");
+    // Nothing else left in the folder: no temporary VM, and the download is gone.
+    let mut expected = before.clone();
+    expected.push(TEMPLATE.to_string());
+    expected.sort();
+    assert_eq!(vm_names(&client).await, expected);
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+
+    // A second run (a restart, another replica) finds it: no download, no second VM.
+    let again = ensure_template(&client, &request, &import_limits(&dir), &|_| {}).await;
+    assert_eq!(again.unwrap(), Ensured::Found);
+    assert_eq!(server.downloads(), 1);
+    assert_eq!(vm_names(&client).await, expected);
+    client.logout().await;
+}
+
+#[tokio::test]
+async fn an_ova_whose_sha256_differs_from_the_stream_is_refused() {
+    let Some(vcsim) = Vcsim::start() else { return };
+    let ova = vcsim::ova();
+    let wrong = vcsim::sha256(b"another release");
+    let server = FileServer::start(ova).await;
+    let dir = tempfile::tempdir().unwrap();
+    let client = login(&vcsim).await;
+    let before = vm_names(&client).await;
+    let result = ensure_template(
+        &client,
+        &request(&vcsim, &server.url, &wrong),
+        &import_limits(&dir),
+        &|_| {},
+    )
+    .await;
+    let Err(VcenterError::DigestMismatch {
+        expected, actual, ..
+    }) = result
+    else {
+        panic!("not refused: {result:?}");
+    };
+    assert_eq!(expected, wrong);
+    assert_eq!(actual, vcsim::sha256(&vcsim::ova()));
+    // Nothing imported, nothing downloaded left behind.
+    assert_eq!(vm_names(&client).await, before);
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+#[tokio::test]
+async fn wrong_credentials_and_an_unreachable_vcenter_are_reported_as_unavailable() {
+    let Some(vcsim) = Vcsim::start() else { return };
+    let wrong = Credentials {
+        username: vcsim::USERNAME.into(),
+        password: "not-the-password".into(),
+    };
+    let refused = VcenterClient::login(sdk_url(&vcsim.sdk).unwrap(), &wrong, limits()).await;
+    let Err(error) = refused else {
+        panic!("logged in with a wrong password")
+    };
+    assert!(error.is_unavailable(), "{error}");
+    assert!(
+        matches!(&error, VcenterError::Fault { kind, .. } if kind == "InvalidLogin"),
+        "{error}"
+    );
+
+    let port = support::free_port();
+    let nowhere = sdk_url(&format!("http://127.0.0.1:{port}/sdk")).unwrap();
+    let unreachable = VcenterClient::login(nowhere, &credentials(), limits()).await;
+    let Err(error) = unreachable else {
+        panic!("reached a closed port")
+    };
+    assert!(matches!(error, VcenterError::Unreachable(_)), "{error}");
+    assert!(error.is_unavailable());
+}
+
+/// What a crashed import leaves: the temporary VM, created by ImportVApp, never completed.
+async fn crash_mid_import(client: &VcenterClient, ova: &[u8]) {
+    let dc = vcsim::DATACENTER;
+    let descriptor = {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.ova");
+        std::fs::write(&path, ova).unwrap();
+        let entries = boot_image_controller::vcenter::ova::entries(&path).unwrap();
+        boot_image_controller::vcenter::ova::descriptor(&path, &entries).unwrap()
+    };
+    let pool = client
+        .require(&inventory_path(dc, "host", vcsim::RESOURCE_POOL), "pool")
+        .await
+        .unwrap();
+    let datastore = client
+        .require(&inventory_path(dc, "datastore", vcsim::DATASTORE), "ds")
+        .await
+        .unwrap();
+    let folder = client
+        .require(&inventory_path(dc, "vm", vcsim::FOLDER), "folder")
+        .await
+        .unwrap();
+    let network = client
+        .require(&inventory_path(dc, "network", vcsim::NETWORK), "net")
+        .await
+        .unwrap();
+    let spec = client
+        .create_import_spec(
+            &descriptor,
+            &pool,
+            &datastore,
+            &temporary_name(TEMPLATE),
+            &[(vcsim::NETWORK.into(), network)],
+        )
+        .await
+        .unwrap();
+    let lease = client.import_vapp(&pool, &spec, &folder).await.unwrap();
+    client.wait_lease_ready(&lease).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_restart_mid_import_waits_for_the_other_import_then_replaces_what_a_crash_left() {
+    let Some(vcsim) = Vcsim::start() else { return };
+    let ova = vcsim::ova();
+    let digest = vcsim::sha256(&ova);
+    let server = FileServer::start(ova.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let client = login(&vcsim).await;
+    crash_mid_import(&client, &ova).await;
+    assert!(vm_names(&client).await.contains(&temporary_name(TEMPLATE)));
+
+    // Young, the temporary VM may be another replica's import under way: left alone.
+    let request = request(&vcsim, &server.url, &digest);
+    let busy = ensure_template(&client, &request, &import_limits(&dir), &|_| {}).await;
+    assert!(
+        matches!(busy, Err(VcenterError::ImportInProgress(_))),
+        "{busy:?}"
+    );
+    assert!(vm_names(&client).await.contains(&temporary_name(TEMPLATE)));
+
+    // Older than the import timeout, it was left by a crash: removed, and the import done.
+    // (vcsim dates VMs to the second.)
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    let patient_but_stale = ImportLimits {
+        import_timeout: Duration::from_secs(1),
+        ..import_limits(&dir)
+    };
+    let done = ensure_template(&client, &request, &patient_but_stale, &|_| {}).await;
+    assert_eq!(done.unwrap(), Ensured::Imported);
+    assert!(template_exists(&client).await);
+    assert!(!vm_names(&client).await.contains(&temporary_name(TEMPLATE)));
+}
+
+#[tokio::test]
+async fn two_importers_at_once_make_one_template() {
+    let Some(vcsim) = Vcsim::start() else { return };
+    let ova = vcsim::ova();
+    let digest = vcsim::sha256(&ova);
+    let server = FileServer::start(ova).await;
+    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (a, b) = (login(&vcsim).await, login(&vcsim).await);
+    let before = vm_names(&a).await;
+    let request = request(&vcsim, &server.url, &digest);
+    let (limits_a, limits_b) = (import_limits(&dir_a), import_limits(&dir_b));
+    let (ra, rb) = tokio::join!(
+        ensure_template(&a, &request, &limits_a, &|_| {}),
+        ensure_template(&b, &request, &limits_b, &|_| {}),
+    );
+    // At least one made or found it; the other may have found the first one's import under
+    // way (and would find the template next time), never a second template.
+    let outcomes = [&ra, &rb];
+    assert!(outcomes.iter().any(|r| r.is_ok()), "{ra:?} {rb:?}");
+    for r in outcomes {
+        assert!(
+            matches!(
+                r,
+                Ok(_)
+                    | Err(VcenterError::ImportInProgress(_))
+                    | Err(VcenterError::Fault { .. })
+                    | Err(VcenterError::Import(_))
+            ),
+            "{r:?}"
+        );
+    }
+    assert!(template_exists(&a).await);
+    let mut expected = before;
+    expected.push(TEMPLATE.to_string());
+    expected.sort();
+    assert_eq!(vm_names(&a).await, expected, "{ra:?} {rb:?}");
+    // And the loser, asked again, finds it.
+    let again = ensure_template(&b, &request, &limits_b, &|_| {}).await;
+    assert_eq!(again.unwrap(), Ensured::Found);
+}
