@@ -197,7 +197,7 @@ struct Marketplace {
 }
 
 /// The vSphere OVA of a release (`artifacts.vmware`): imported into vCenter as a VM template.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct VmwareOva {
     pub release: String,
     pub location: String,

@@ -33,7 +33,7 @@ const WORKSPACE_INPUTS: [&str; 5] = [
 
 /// One failure domain of `Infrastructure.spec.platformSpec.vsphere.failureDomains`, as far as a
 /// template import needs it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub struct FailureDomain {
     pub name: String,
     pub server: String,
@@ -90,7 +90,7 @@ pub fn failure_domains(platform_spec: Option<&Value>) -> Vec<FailureDomain> {
 
 /// The template of the golden release for one failure domain, and where and from what to
 /// import it when it is not there yet.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct TemplateRequest {
     pub key: TemplateKey,
     pub failure_domain: FailureDomain,
