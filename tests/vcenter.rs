@@ -14,6 +14,7 @@ use boot_image_controller::vcenter::credentials::Credentials;
 use boot_image_controller::vcenter::import::{
     Ensured, ImportLimits, ensure_template, temporary_name,
 };
+use boot_image_controller::vcenter::soap::MoRef;
 use boot_image_controller::vcenter::{TemplateKey, VcenterError};
 use support::vcsim::{self, FileServer, Vcsim};
 
@@ -77,15 +78,15 @@ async fn login(vcsim: &Vcsim) -> VcenterClient {
         .expect("log in to vcsim")
 }
 
+/// The object of vcsim's datacenter at `path` under its `kind` folder (`vm`, `host`, ...).
+async fn object(client: &VcenterClient, kind: &str, path: &str) -> MoRef {
+    let path = inventory_path(vcsim::DATACENTER, kind, path);
+    client.require(&path, kind).await.unwrap()
+}
+
 /// The VMs of vcsim's VM folder, by name.
 async fn vm_names(client: &VcenterClient) -> Vec<String> {
-    let folder = client
-        .require(
-            &inventory_path(vcsim::DATACENTER, "vm", vcsim::FOLDER),
-            "folder",
-        )
-        .await
-        .unwrap();
+    let folder = object(client, "vm", vcsim::FOLDER).await;
     let mut names: Vec<String> = client
         .child_vms(&folder)
         .await
@@ -200,7 +201,6 @@ async fn wrong_credentials_and_an_unreachable_vcenter_are_reported_as_unavailabl
 
 /// What a crashed import leaves: the temporary VM, created by ImportVApp, never completed.
 async fn crash_mid_import(client: &VcenterClient, ova: &[u8]) {
-    let dc = vcsim::DATACENTER;
     let descriptor = {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("x.ova");
@@ -208,22 +208,10 @@ async fn crash_mid_import(client: &VcenterClient, ova: &[u8]) {
         let entries = boot_image_controller::vcenter::ova::entries(&path).unwrap();
         boot_image_controller::vcenter::ova::descriptor(&path, &entries).unwrap()
     };
-    let pool = client
-        .require(&inventory_path(dc, "host", vcsim::RESOURCE_POOL), "pool")
-        .await
-        .unwrap();
-    let datastore = client
-        .require(&inventory_path(dc, "datastore", vcsim::DATASTORE), "ds")
-        .await
-        .unwrap();
-    let folder = client
-        .require(&inventory_path(dc, "vm", vcsim::FOLDER), "folder")
-        .await
-        .unwrap();
-    let network = client
-        .require(&inventory_path(dc, "network", vcsim::NETWORK), "net")
-        .await
-        .unwrap();
+    let pool = object(client, "host", vcsim::RESOURCE_POOL).await;
+    let datastore = object(client, "datastore", vcsim::DATASTORE).await;
+    let folder = object(client, "vm", vcsim::FOLDER).await;
+    let network = object(client, "network", vcsim::NETWORK).await;
     let spec = client
         .create_import_spec(
             &descriptor,

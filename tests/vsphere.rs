@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use support::fixtures::*;
 use support::vcsim::{self, FileServer, Vcsim};
-use support::{ControllerProcess, TestEnv, eventually};
+use support::{ControllerProcess, TestEnv, eventually, waits};
 
 const CONVERGE: Duration = Duration::from_secs(90);
 const SERVER: &str = "vcenter.test.local";
@@ -125,16 +125,16 @@ fn resources(action: &str, reason: &str) -> String {
 }
 
 async fn wait_for_metric(controller: &ControllerProcess, series: &str, ok: impl Fn(f64) -> bool) {
-    let seen = eventually(CONVERGE, || async {
-        controller.metric(series).await.filter(|v| ok(*v))
-    })
-    .await;
-    assert!(
-        seen.is_some(),
-        "{series} never as expected; now {:?}\n{}",
-        controller.metric(series).await,
-        controller.log_tail(40)
-    );
+    waits::wait_for_metric(controller, series, CONVERGE, ok).await;
+}
+
+/// Waits until the worker MachineSet is reported with the error `reason` and an import has
+/// ended with `result`.
+async fn wait_for_error(controller: &ControllerProcess, reason: &str, result: &str) {
+    wait_for_metric(controller, &resources("Error", reason), |v| v == 1.0).await;
+    let imports =
+        format!(r#"boot_image_controller_vsphere_template_imports_total{{result="{result}"}}"#);
+    wait_for_metric(controller, &imports, |v| v >= 1.0).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -204,18 +204,7 @@ async fn an_ova_with_the_wrong_sha256_is_refused_and_nothing_is_patched() {
     let controller = controller(&env, &vcsim.sdk, &downloads);
     controller.wait_ready().await;
 
-    wait_for_metric(
-        &controller,
-        &resources("Error", "TemplateImportFailed"),
-        |v| v == 1.0,
-    )
-    .await;
-    wait_for_metric(
-        &controller,
-        r#"boot_image_controller_vsphere_template_imports_total{result="digest_mismatch"}"#,
-        |v| v >= 1.0,
-    )
-    .await;
+    wait_for_error(&controller, "TemplateImportFailed", "digest_mismatch").await;
     let degraded = env
         .condition("BootImageUpdateDegraded")
         .await
@@ -240,18 +229,7 @@ async fn an_unreachable_vcenter_is_reported_and_nothing_is_patched() {
     let controller = controller(&env, &nowhere, &downloads);
     controller.wait_ready().await;
 
-    wait_for_metric(
-        &controller,
-        &resources("Error", "VCenterUnavailable"),
-        |v| v == 1.0,
-    )
-    .await;
-    wait_for_metric(
-        &controller,
-        r#"boot_image_controller_vsphere_template_imports_total{result="unavailable"}"#,
-        |v| v >= 1.0,
-    )
-    .await;
+    wait_for_error(&controller, "VCenterUnavailable", "unavailable").await;
     assert_eq!(template_of(&env, "worker").await, INSTALLER_TEMPLATE);
     // vCenter is asked before the OVA is fetched.
     assert_eq!(server.downloads(), 0);

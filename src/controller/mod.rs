@@ -10,6 +10,7 @@ mod lease;
 pub mod lenient;
 
 mod act;
+mod background;
 mod boot_image_status;
 mod decide;
 mod ec2;

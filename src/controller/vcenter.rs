@@ -15,6 +15,7 @@ use kube::Api;
 use tokio::sync::{Semaphore, mpsc};
 use tracing::{info, warn};
 
+use super::background::{self, SECRET_TIMEOUT};
 use super::observe::Observation;
 use super::watches::Trigger;
 use crate::api::Secret;
@@ -34,8 +35,6 @@ const MAX_RETRY: Duration = Duration::from_secs(30 * 60);
 const BUSY_RETRY: Duration = Duration::from_secs(30);
 /// A template found or imported is looked for again after this long (someone may delete it).
 const READY_MAX_AGE: Duration = Duration::from_secs(3600);
-/// Reading the credentials Secret.
-const SECRET_TIMEOUT: Duration = Duration::from_secs(10);
 /// Progress of an import wakes a pass when it moved by this many percent.
 const PROGRESS_STEP: u8 = 10;
 
@@ -169,9 +168,7 @@ impl State {
         let attempts = self.attempts.entry(key.clone()).or_default();
         *attempts += 1;
         let attempts = *attempts;
-        let delay = FIRST_RETRY
-            .saturating_mul(1 << (attempts - 1).min(10))
-            .min(MAX_RETRY);
+        let delay = background::doubling(FIRST_RETRY, MAX_RETRY, attempts);
         self.templates.insert(
             key.clone(),
             Known::Failed {
@@ -185,8 +182,7 @@ impl State {
 
 impl Shared {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        // A panic while holding the lock leaves plain data behind, still usable.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        background::lock(&self.state)
     }
 
     async fn run(&self, request: TemplateRequest) {
@@ -244,11 +240,7 @@ impl Shared {
         self.metrics.vsphere_import_progress.set(0);
         let _ = self.wake.send(Trigger::All);
         if let Some(delay) = retry {
-            let wake = self.wake.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep(delay).await;
-                let _ = wake.send(Trigger::All);
-            });
+            background::wake_after(&self.wake, delay);
         }
     }
 

@@ -93,16 +93,17 @@ impl VcenterClient {
     ) -> Result<Self, VcenterError> {
         let http = Session::build_http(limits.connect_timeout)?;
         let session = Session::new(sdk, http, limits.call_timeout);
+        let instance = MoRef::new("ServiceInstance", "ServiceInstance");
         let answer = session
-            .call(r#"<RetrieveServiceContent xmlns="urn:vim25"><_this type="ServiceInstance">ServiceInstance</_this></RetrieveServiceContent>"#)
+            .call(&request("RetrieveServiceContent", &instance, ""))
             .await?;
         let content = parse_service_content(&answer)?;
-        let login = format!(
-            r#"<Login xmlns="urn:vim25">{}<userName>{}</userName><password>{}</password></Login>"#,
-            content.session_manager.xml("_this"),
+        let arguments = format!(
+            "<userName>{}</userName><password>{}</password>",
             escape(&credentials.username),
             escape(&credentials.password)
         );
+        let login = request("Login", &content.session_manager, &arguments);
         session.call(&login).await?;
         Ok(VcenterClient {
             session,
@@ -121,20 +122,15 @@ impl VcenterClient {
 
     /// Ends the session (best effort: vCenter expires idle sessions anyway).
     pub async fn logout(&self) {
-        let body = format!(
-            r#"<Logout xmlns="urn:vim25">{}</Logout>"#,
-            self.content.session_manager.xml("_this")
-        );
-        let _ = self.session.call(&body).await;
+        let _ = self
+            .invoke("Logout", &self.content.session_manager, "")
+            .await;
     }
 
     /// The object at an inventory path (`dc1/vm/folder/name`), if any.
     pub async fn find(&self, inventory_path: &str) -> Result<Option<MoRef>, VcenterError> {
-        let body = format!(
-            r#"<FindByInventoryPath xmlns="urn:vim25">{}<inventoryPath>{}</inventoryPath></FindByInventoryPath>"#,
-            self.content.search_index.xml("_this"),
-            escape(inventory_path)
-        );
+        let path = format!("<inventoryPath>{}</inventoryPath>", escape(inventory_path));
+        let body = request("FindByInventoryPath", &self.content.search_index, &path);
         let answer = self.session.call(&body).await?;
         let doc = parse(&answer)?;
         Ok(child(doc.root(), "returnval").and_then(MoRef::from_node))
@@ -150,18 +146,19 @@ impl VcenterClient {
     /// The answer to reading one property of `object`; its `val` element holds the value
     /// (absent when unset). Read with [`value_text`] or by walking the parsed answer.
     pub async fn property(&self, object: &MoRef, path: &str) -> Result<String, VcenterError> {
-        let body = format!(
+        let spec = format!(
             concat!(
-                r#"<RetrievePropertiesEx xmlns="urn:vim25">{this}<specSet>"#,
-                "<propSet><type>{kind}</type><pathSet>{path}</pathSet></propSet>",
-                "<objectSet>{obj}</objectSet></specSet><options/></RetrievePropertiesEx>"
+                "<specSet><propSet><type>{kind}</type><pathSet>{path}</pathSet></propSet>",
+                "<objectSet>{obj}</objectSet></specSet><options/>"
             ),
-            this = self.content.property_collector.xml("_this"),
             kind = escape(&object.kind),
             path = escape(path),
             obj = object.xml("obj"),
         );
-        self.session.call(&body).await
+        let collector = &self.content.property_collector;
+        self.session
+            .call(&request("RetrievePropertiesEx", collector, &spec))
+            .await
     }
 
     /// The text of a simple property (a name, a state, a flag), `None` when unset.
@@ -200,20 +197,20 @@ impl VcenterClient {
             })
             .collect();
         // OvfCreateImportSpecParams in schema order: vCenter validates the order, vcsim not.
-        let body = format!(
+        let arguments = format!(
             concat!(
-                r#"<CreateImportSpec xmlns="urn:vim25">{this}<ovfDescriptor>{ovf}</ovfDescriptor>"#,
+                "<ovfDescriptor>{ovf}</ovfDescriptor>",
                 "{pool}{datastore}<cisp><locale></locale><deploymentOption></deploymentOption>",
                 "<entityName>{name}</entityName>{mappings}<diskProvisioning>thin</diskProvisioning>",
-                "</cisp></CreateImportSpec>"
+                "</cisp>"
             ),
-            this = self.content.ovf_manager.xml("_this"),
             ovf = escape(ovf_descriptor),
             pool = pool.xml("resourcePool"),
             datastore = datastore.xml("datastore"),
             name = escape(name),
             mappings = mappings,
         );
+        let body = request("CreateImportSpec", &self.content.ovf_manager, &arguments);
         let answer = self.session.call(&body).await?;
         let doc = parse(&answer)?;
         let returnval = child(doc.root(), "returnval")
@@ -267,15 +264,15 @@ impl VcenterClient {
         spec: &ImportSpec,
         folder: &MoRef,
     ) -> Result<MoRef, VcenterError> {
-        let body = format!(
-            r#"<ImportVApp xmlns="urn:vim25">{}<spec{} xsi:type="{}">{}</spec>{}</ImportVApp>"#,
-            pool.xml("_this"),
+        let arguments = format!(
+            r#"<spec{} xsi:type="{}">{}</spec>{}"#,
             spec.namespaces,
             escape(&spec.spec_type),
             spec.spec_xml,
             folder.xml("folder")
         );
-        self.returned_ref(&body, "ImportVApp").await
+        self.returned_ref(&request("ImportVApp", pool, &arguments), "ImportVApp")
+            .await
     }
 
     /// Waits until the lease is ready for uploads, and says where each disk goes.
@@ -322,53 +319,32 @@ impl VcenterClient {
     }
 
     pub async fn lease_progress(&self, lease: &MoRef, percent: u8) -> Result<(), VcenterError> {
-        let body = format!(
-            r#"<HttpNfcLeaseProgress xmlns="urn:vim25">{}<percent>{percent}</percent></HttpNfcLeaseProgress>"#,
-            lease.xml("_this")
-        );
-        self.session.call(&body).await.map(drop)
+        let percent = format!("<percent>{percent}</percent>");
+        self.invoke("HttpNfcLeaseProgress", lease, &percent).await
     }
 
     pub async fn lease_complete(&self, lease: &MoRef) -> Result<(), VcenterError> {
-        let body = format!(
-            r#"<HttpNfcLeaseComplete xmlns="urn:vim25">{}</HttpNfcLeaseComplete>"#,
-            lease.xml("_this")
-        );
-        self.session.call(&body).await.map(drop)
+        self.invoke("HttpNfcLeaseComplete", lease, "").await
     }
 
     /// Abandons an import; vCenter then removes the VM it was creating.
     pub async fn lease_abort(&self, lease: &MoRef) -> Result<(), VcenterError> {
-        let body = format!(
-            r#"<HttpNfcLeaseAbort xmlns="urn:vim25">{}</HttpNfcLeaseAbort>"#,
-            lease.xml("_this")
-        );
-        self.session.call(&body).await.map(drop)
+        self.invoke("HttpNfcLeaseAbort", lease, "").await
     }
 
     pub async fn mark_as_template(&self, vm: &MoRef) -> Result<(), VcenterError> {
-        let body = format!(
-            r#"<MarkAsTemplate xmlns="urn:vim25">{}</MarkAsTemplate>"#,
-            vm.xml("_this")
-        );
-        self.session.call(&body).await.map(drop)
+        self.invoke("MarkAsTemplate", vm, "").await
     }
 
     pub async fn rename(&self, entity: &MoRef, name: &str) -> Result<(), VcenterError> {
-        let body = format!(
-            r#"<Rename_Task xmlns="urn:vim25">{}<newName>{}</newName></Rename_Task>"#,
-            entity.xml("_this"),
-            escape(name)
-        );
+        let new_name = format!("<newName>{}</newName>", escape(name));
+        let body = request("Rename_Task", entity, &new_name);
         let task = self.returned_ref(&body, "Rename_Task").await?;
         self.wait_task(&task).await
     }
 
     pub async fn destroy(&self, entity: &MoRef) -> Result<(), VcenterError> {
-        let body = format!(
-            r#"<Destroy_Task xmlns="urn:vim25">{}</Destroy_Task>"#,
-            entity.xml("_this")
-        );
+        let body = request("Destroy_Task", entity, "");
         let task = self.returned_ref(&body, "Destroy_Task").await?;
         self.wait_task(&task).await
     }
@@ -417,6 +393,19 @@ impl VcenterClient {
             .to_string())
     }
 
+    /// Calls `method` for its effect alone.
+    async fn invoke(
+        &self,
+        method: &str,
+        this: &MoRef,
+        arguments: &str,
+    ) -> Result<(), VcenterError> {
+        self.session
+            .call(&request(method, this, arguments))
+            .await
+            .map(drop)
+    }
+
     async fn returned_ref(&self, body: &str, method: &str) -> Result<MoRef, VcenterError> {
         let answer = self.session.call(body).await?;
         let doc = parse(&answer)?;
@@ -424,6 +413,14 @@ impl VcenterClient {
             .and_then(MoRef::from_node)
             .ok_or_else(|| VcenterError::Protocol(format!("{method} returned no object")))
     }
+}
+
+/// The body of a call of `method` on `this` with `arguments` (already XML, in schema order).
+fn request(method: &str, this: &MoRef, arguments: &str) -> String {
+    format!(
+        r#"<{method} xmlns="urn:vim25">{}{arguments}</{method}>"#,
+        this.xml("_this")
+    )
 }
 
 fn parse(text: &str) -> Result<roxmltree::Document<'_>, VcenterError> {

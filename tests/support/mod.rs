@@ -377,6 +377,18 @@ impl TestEnv {
     }
 }
 
+/// The path a `hack/ensure-*.sh` script prints once its tool is installed or built (on first
+/// use, into the tool cache); `None` when it cannot be.
+pub fn ensured_tool(script: &str) -> Option<String> {
+    let out = Command::new("bash")
+        .arg(Path::new(REPO).join(script))
+        .stderr(Stdio::inherit())
+        .output()
+        .ok()?;
+    let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    (out.status.success() && Path::new(&path).exists()).then_some(path)
+}
+
 /// A free TCP port on the loopback interface.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")

@@ -6,7 +6,6 @@
 //! VM folder `/DC0/vm`, and a few VMs that are not templates.
 
 use std::io::{BufRead, BufReader};
-use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -16,8 +15,6 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
-
-use super::REPO;
 
 pub const USERNAME: &str = "machine-api@vsphere.local";
 pub const PASSWORD: &str = "s3cret-p4ss";
@@ -30,16 +27,8 @@ pub const NETWORK: &str = "VM Network";
 /// The `vcsim` executable, built on first use; `None` when it cannot be.
 fn vcsim_binary() -> Option<String> {
     static PATH: OnceLock<Option<String>> = OnceLock::new();
-    PATH.get_or_init(|| {
-        let out = Command::new("bash")
-            .arg(Path::new(REPO).join("hack/ensure-vcsim.sh"))
-            .stderr(Stdio::inherit())
-            .output()
-            .ok()?;
-        let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
-        (out.status.success() && Path::new(&path).exists()).then_some(path)
-    })
-    .clone()
+    PATH.get_or_init(|| super::ensured_tool("hack/ensure-vcsim.sh"))
+        .clone()
 }
 
 /// A running vcsim, stopped when dropped.
