@@ -14,6 +14,7 @@ use boot_image_controller::vcenter::credentials::Credentials;
 use boot_image_controller::vcenter::import::{
     Ensured, ImportLimits, ensure_template, temporary_name,
 };
+use boot_image_controller::vcenter::retention::prune;
 use boot_image_controller::vcenter::soap::MoRef;
 use boot_image_controller::vcenter::{TemplateKey, VcenterError};
 use support::vcsim::{self, FileServer, Vcsim};
@@ -298,4 +299,46 @@ async fn two_importers_at_once_make_one_template() {
     // And the loser, asked again, finds it.
     let again = ensure_template(&b, &request, &limits_b, &|_| {}).await;
     assert_eq!(again.unwrap(), Ensured::Found);
+}
+
+#[tokio::test]
+async fn old_templates_beyond_those_kept_are_destroyed_but_never_one_in_use() {
+    let Some(vcsim) = Vcsim::start() else { return };
+    let ova = vcsim::ova();
+    let digest = vcsim::sha256(&ova);
+    let server = FileServer::start(ova).await;
+    let dir = tempfile::tempdir().unwrap();
+    let client = login(&vcsim).await;
+    let prefix = "demo-x7k2p-rhcos-us-east-1a-";
+    let of_release = |release: &str| {
+        let mut request = request(&vcsim, &server.url, &digest);
+        request.ova.release = release.into();
+        request.key.name = format!("{prefix}{release}");
+        request
+    };
+    for release in ["9.6.1-0", "9.6.2-0", "9.6.3-0", "9.6.4-0"] {
+        let (request, limits) = (of_release(release), import_limits(&dir));
+        let imported = ensure_template(&client, &request, &limits, &|_| {}).await;
+        assert_eq!(imported.unwrap(), Ensured::Imported);
+    }
+    let current = of_release("9.6.4-0");
+    // A MachineSet still clones the oldest; one more old template is kept.
+    let in_use = std::collections::BTreeSet::from([format!("{prefix}9.6.1-0")]);
+    let destroyed = prune(&client, &current, &in_use, 1).await.unwrap();
+    assert_eq!(destroyed, [format!("{prefix}9.6.2-0")]);
+    let names = vm_names(&client).await;
+    for kept in ["9.6.1-0", "9.6.3-0", "9.6.4-0"] {
+        assert!(
+            names.contains(&format!("{prefix}{kept}")),
+            "{kept} gone: {names:?}"
+        );
+    }
+    assert!(!names.contains(&format!("{prefix}9.6.2-0")), "{names:?}");
+    // Nothing more to remove.
+    assert!(
+        prune(&client, &current, &in_use, 1)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }

@@ -119,6 +119,10 @@ pub struct RunArgs {
     /// the download has as long again.
     #[arg(long, env = "BIC_VSPHERE_IMPORT_TIMEOUT", default_value = "1h", value_parser = parse_period)]
     pub vsphere_import_timeout: Duration,
+    /// Old vSphere templates of ours kept per failure domain after a new one is imported (to go
+    /// back to); older ones are destroyed, never one a MachineSet clones.
+    #[arg(long, env = "BIC_VSPHERE_TEMPLATES_KEPT", default_value_t = 2)]
+    pub vsphere_templates_kept: usize,
     /// Re-plan everything this often even without events (e.g. `10m`, `30s`).
     #[arg(long, env = "BIC_RESYNC_PERIOD", default_value = "10m", value_parser = parse_period)]
     pub resync_period: Duration,

@@ -141,6 +141,7 @@ fn template_imports(
         &args.machine_api_namespace,
         args.vcenter_endpoint.clone(),
         limits,
+        args.vsphere_templates_kept,
         wake.clone(),
         metrics.clone(),
     ))
@@ -524,7 +525,7 @@ impl Controller {
         // Only the leader imports: a follower's passes plan, and would import alongside it.
         if let Some(imports) = self.vcenter.as_ref().filter(|_| *self.leader.borrow()) {
             let wanted = vcenter::wanted(&observed, &options);
-            observed.snapshot.vcenter = imports.facts(&wanted);
+            observed.snapshot.vcenter = imports.facts(&wanted, &vcenter::in_use(&observed));
         }
         let decide::Decided { decisions, facts } = decide::decide(&observed, &scope, &options);
         // The snapshot holds a copy of every watched object; release it before the patches.

@@ -19,6 +19,7 @@ use super::background::{self, SECRET_TIMEOUT};
 use super::observe::Observation;
 use super::watches::Trigger;
 use crate::api::Secret;
+use crate::machine_kind::MachineObject;
 use crate::metrics::Metrics;
 use crate::plan::{Options, Planner};
 use crate::platform::Platform;
@@ -26,6 +27,7 @@ use crate::platform::vsphere::TemplateRequest;
 use crate::vcenter::client::{Limits, VcenterClient, sdk_url};
 use crate::vcenter::credentials::{self, SECRET_NAME};
 use crate::vcenter::import::{Ensured, ImportLimits, ensure_template};
+use crate::vcenter::retention;
 use crate::vcenter::{TemplateKey, TemplateState, VcenterError, VcenterFacts};
 
 /// A failed import is retried after this, doubled per failure up to the maximum.
@@ -49,6 +51,8 @@ struct Shared {
     /// `--vcenter-endpoint`: every server's SDK (a simulator, a proxy).
     endpoint: Option<String>,
     limits: ImportLimits,
+    /// `--vsphere-templates-kept`: old templates of ours kept per failure domain.
+    keep: usize,
     wake: mpsc::UnboundedSender<Trigger>,
     metrics: Metrics,
     one_at_a_time: Semaphore,
@@ -82,6 +86,7 @@ impl TemplateImports {
         namespace: &str,
         endpoint: Option<String>,
         limits: ImportLimits,
+        keep: usize,
         wake: mpsc::UnboundedSender<Trigger>,
         metrics: Metrics,
     ) -> Self {
@@ -90,6 +95,7 @@ impl TemplateImports {
                 secrets: Api::namespaced(client, namespace),
                 endpoint,
                 limits,
+                keep,
                 wake,
                 metrics,
                 one_at_a_time: Semaphore::new(1),
@@ -98,12 +104,18 @@ impl TemplateImports {
         }
     }
 
-    /// What is known of the `wanted` templates, starting imports of the others.
-    pub fn facts(&self, wanted: &BTreeSet<TemplateRequest>) -> VcenterFacts {
+    /// What is known of the `wanted` templates, starting imports of the others. `in_use`: the
+    /// templates machine resources clone now, which no clean-up may destroy.
+    pub fn facts(
+        &self,
+        wanted: &BTreeSet<TemplateRequest>,
+        in_use: &BTreeSet<String>,
+    ) -> VcenterFacts {
         let (facts, jobs) = self.shared.lock().answer(wanted, Instant::now());
         for job in jobs {
             let shared = self.shared.clone();
-            tokio::spawn(async move { shared.run(job).await });
+            let in_use = in_use.clone();
+            tokio::spawn(async move { shared.run(job, in_use).await });
         }
         facts
     }
@@ -185,12 +197,12 @@ impl Shared {
         background::lock(&self.state)
     }
 
-    async fn run(&self, request: TemplateRequest) {
+    async fn run(&self, request: TemplateRequest, in_use: BTreeSet<String>) {
         let Ok(_turn) = self.one_at_a_time.acquire().await else {
             return;
         };
         let key = request.key.clone();
-        let outcome = self.import(&request).await;
+        let outcome = self.import(&request, &in_use).await;
         let now = Instant::now();
         let retry = {
             let mut state = self.lock();
@@ -244,7 +256,11 @@ impl Shared {
         }
     }
 
-    async fn import(&self, request: &TemplateRequest) -> Result<Ensured, VcenterError> {
+    async fn import(
+        &self,
+        request: &TemplateRequest,
+        in_use: &BTreeSet<String>,
+    ) -> Result<Ensured, VcenterError> {
         let server = &request.key.server;
         let secret = tokio::time::timeout(SECRET_TIMEOUT, self.secrets.get_opt(SECRET_NAME))
             .await
@@ -273,6 +289,12 @@ impl Shared {
             }
         };
         let outcome = ensure_template(&client, request, &self.limits, &progress).await;
+        if outcome.is_ok() {
+            // Best effort: a template left over is only disk space, never a failed import.
+            if let Err(e) = retention::prune(&client, request, in_use, self.keep).await {
+                warn!(template = %request.key.name, error = %e, "could not remove old templates");
+            }
+        }
         client.logout().await;
         outcome
     }
@@ -299,6 +321,28 @@ pub(super) fn wanted(observed: &Observation, options: &Options) -> BTreeSet<Temp
         .filter_map(|o| o.parsed.as_ref().ok())
         .filter_map(|ms| planner.template_request(ms))
         .collect()
+}
+
+/// The templates (names, without a folder) every machine resource of a pass clones.
+pub(super) fn in_use(observed: &Observation) -> BTreeSet<String> {
+    let machine_sets = observed
+        .machine_sets
+        .iter()
+        .filter_map(|o| template_of(o.parsed.as_ref().ok()?));
+    let control_planes = (observed.control_plane_machine_sets.iter())
+        .filter_map(|o| template_of(o.parsed.as_ref().ok()?));
+    machine_sets.chain(control_planes).collect()
+}
+
+fn template_of<M: MachineObject>(object: &M) -> Option<String> {
+    let spec = object
+        .machine_template()?
+        .spec
+        .provider_spec
+        .value
+        .as_ref()?;
+    let template = spec.get("template")?.as_str()?;
+    Some(template.rsplit('/').next().unwrap_or(template).to_string())
 }
 
 #[cfg(test)]

@@ -3,13 +3,14 @@
 //! [`facts`] is the pure part the planner reads ([`VcenterFacts`], in the snapshot);
 //! [`credentials`] reads the machine API's Secret; [`soap`] speaks the Web Services API and
 //! [`client`] makes the few calls we need; [`ova`] downloads and verifies an OVA; [`import`]
-//! turns one into a template, all or nothing.
+//! turns one into a template, all or nothing; [`retention`] destroys old templates of ours.
 
 pub mod client;
 pub mod credentials;
 pub mod facts;
 pub mod import;
 pub mod ova;
+pub mod retention;
 pub mod soap;
 
 use std::time::Duration;
