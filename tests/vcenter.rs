@@ -15,7 +15,6 @@ use boot_image_controller::vcenter::import::{
     Ensured, ImportLimits, ensure_template, temporary_name,
 };
 use boot_image_controller::vcenter::retention::prune;
-use boot_image_controller::vcenter::soap::MoRef;
 use boot_image_controller::vcenter::{TemplateKey, VcenterError};
 use support::vcsim::{self, FileServer, Vcsim};
 
@@ -74,29 +73,7 @@ fn request(vcsim: &Vcsim, url: &str, sha256: &str) -> TemplateRequest {
 }
 
 async fn login(vcsim: &Vcsim) -> VcenterClient {
-    VcenterClient::login(sdk_url(&vcsim.sdk).unwrap(), &credentials(), limits())
-        .await
-        .expect("log in to vcsim")
-}
-
-/// The object of vcsim's datacenter at `path` under its `kind` folder (`vm`, `host`, ...).
-async fn object(client: &VcenterClient, kind: &str, path: &str) -> MoRef {
-    let path = inventory_path(vcsim::DATACENTER, kind, path);
-    client.require(&path, kind).await.unwrap()
-}
-
-/// The VMs of vcsim's VM folder, by name.
-async fn vm_names(client: &VcenterClient) -> Vec<String> {
-    let folder = object(client, "vm", vcsim::FOLDER).await;
-    let mut names: Vec<String> = client
-        .child_vms(&folder)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|(name, _)| name)
-        .collect();
-    names.sort();
-    names
+    vcsim::login(vcsim, limits()).await
 }
 
 async fn template_exists(client: &VcenterClient) -> bool {
@@ -110,22 +87,54 @@ async fn template_exists(client: &VcenterClient) -> bool {
     }
 }
 
+/// One vcsim, the test's OVA served over HTTP, a download folder and a logged-in client.
+struct Simulated {
+    vcsim: Vcsim,
+    ova: Vec<u8>,
+    digest: String,
+    server: FileServer,
+    dir: tempfile::TempDir,
+    client: VcenterClient,
+}
+
+impl Simulated {
+    /// `None` (the test is skipped) when vcsim cannot be built.
+    async fn start() -> Option<Simulated> {
+        let vcsim = Vcsim::start()?;
+        let ova = vcsim::ova();
+        let digest = vcsim::sha256(&ova);
+        let server = FileServer::start(ova.clone()).await;
+        let client = login(&vcsim).await;
+        Some(Simulated {
+            vcsim,
+            ova,
+            digest,
+            server,
+            dir: tempfile::tempdir().unwrap(),
+            client,
+        })
+    }
+
+    /// The golden template, from the served OVA with its real digest.
+    fn request(&self) -> TemplateRequest {
+        request(&self.vcsim, &self.server.url, &self.digest)
+    }
+}
+
 #[tokio::test]
 async fn an_ova_becomes_a_template_once_and_is_found_afterwards() {
-    let Some(vcsim) = Vcsim::start() else { return };
-    let ova = vcsim::ova();
-    let digest = vcsim::sha256(&ova);
-    let server = FileServer::start(ova).await;
-    let dir = tempfile::tempdir().unwrap();
-    let client = login(&vcsim).await;
-    let request = request(&vcsim, &server.url, &digest);
-    let before = vm_names(&client).await;
+    let Some(sim) = Simulated::start().await else {
+        return;
+    };
+    let (client, dir, server) = (&sim.client, &sim.dir, &sim.server);
+    let request = sim.request();
+    let before = vcsim::vm_names(client).await;
 
     let seen = std::sync::Mutex::new(Vec::new());
     let progress = |p: u8| seen.lock().unwrap().push(p);
-    let ensured = ensure_template(&client, &request, &import_limits(&dir), &progress).await;
+    let ensured = ensure_template(client, &request, &import_limits(dir), &progress).await;
     assert_eq!(ensured.unwrap(), Ensured::Imported);
-    assert!(template_exists(&client).await, "no template {TEMPLATE}");
+    assert!(template_exists(client).await, "no template {TEMPLATE}");
     let progress = seen.lock().unwrap().clone();
     assert_eq!(progress.last(), Some(&100), "{progress:?}");
     assert!(progress.windows(2).all(|w| w[0] <= w[1]), "{progress:?}");
@@ -133,30 +142,30 @@ async fn an_ova_becomes_a_template_once_and_is_found_afterwards() {
     let mut expected = before.clone();
     expected.push(TEMPLATE.to_string());
     expected.sort();
-    assert_eq!(vm_names(&client).await, expected);
+    assert_eq!(vcsim::vm_names(client).await, expected);
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 
     // A second run (a restart, another replica) finds it: no download, no second VM.
-    let again = ensure_template(&client, &request, &import_limits(&dir), &|_| {}).await;
+    let again = ensure_template(client, &request, &import_limits(dir), &|_| {}).await;
     assert_eq!(again.unwrap(), Ensured::Found);
     assert_eq!(server.downloads(), 1);
-    assert_eq!(vm_names(&client).await, expected);
+    assert_eq!(vcsim::vm_names(client).await, expected);
     client.logout().await;
 }
 
 #[tokio::test]
 async fn an_ova_whose_sha256_differs_from_the_stream_is_refused() {
-    let Some(vcsim) = Vcsim::start() else { return };
-    let ova = vcsim::ova();
+    let Some(sim) = Simulated::start().await else {
+        return;
+    };
+    let (client, dir) = (&sim.client, &sim.dir);
     let wrong = vcsim::sha256(b"another release");
-    let server = FileServer::start(ova).await;
-    let dir = tempfile::tempdir().unwrap();
-    let client = login(&vcsim).await;
-    let before = vm_names(&client).await;
+    let server = &sim.server;
+    let before = vcsim::vm_names(client).await;
     let result = ensure_template(
-        &client,
-        &request(&vcsim, &server.url, &wrong),
-        &import_limits(&dir),
+        client,
+        &request(&sim.vcsim, &server.url, &wrong),
+        &import_limits(dir),
         &|_| {},
     )
     .await;
@@ -169,7 +178,7 @@ async fn an_ova_whose_sha256_differs_from_the_stream_is_refused() {
     assert_eq!(expected, wrong);
     assert_eq!(actual, vcsim::sha256(&vcsim::ova()));
     // Nothing imported, nothing downloaded left behind.
-    assert_eq!(vm_names(&client).await, before);
+    assert_eq!(vcsim::vm_names(client).await, before);
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
 
@@ -200,79 +209,62 @@ async fn wrong_credentials_and_an_unreachable_vcenter_are_reported_as_unavailabl
     assert!(error.is_unavailable());
 }
 
-/// What a crashed import leaves: the temporary VM, created by ImportVApp, never completed.
-async fn crash_mid_import(client: &VcenterClient, ova: &[u8]) {
-    let descriptor = {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("x.ova");
-        std::fs::write(&path, ova).unwrap();
-        let entries = boot_image_controller::vcenter::ova::entries(&path).unwrap();
-        boot_image_controller::vcenter::ova::descriptor(&path, &entries).unwrap()
-    };
-    let pool = object(client, "host", vcsim::RESOURCE_POOL).await;
-    let datastore = object(client, "datastore", vcsim::DATASTORE).await;
-    let folder = object(client, "vm", vcsim::FOLDER).await;
-    let network = object(client, "network", vcsim::NETWORK).await;
-    let spec = client
-        .create_import_spec(
-            &descriptor,
-            &pool,
-            &datastore,
-            &temporary_name(TEMPLATE),
-            &[(vcsim::NETWORK.into(), network)],
-        )
-        .await
-        .unwrap();
-    let lease = client.import_vapp(&pool, &spec, &folder).await.unwrap();
-    client.wait_lease_ready(&lease).await.unwrap();
-}
-
 #[tokio::test]
 async fn a_restart_mid_import_waits_for_the_other_import_then_replaces_what_a_crash_left() {
-    let Some(vcsim) = Vcsim::start() else { return };
-    let ova = vcsim::ova();
-    let digest = vcsim::sha256(&ova);
-    let server = FileServer::start(ova.clone()).await;
-    let dir = tempfile::tempdir().unwrap();
-    let client = login(&vcsim).await;
-    crash_mid_import(&client, &ova).await;
-    assert!(vm_names(&client).await.contains(&temporary_name(TEMPLATE)));
+    let Some(sim) = Simulated::start().await else {
+        return;
+    };
+    let (client, dir) = (&sim.client, &sim.dir);
+    vcsim::crash_mid_import(client, &sim.ova, TEMPLATE).await;
+    assert!(
+        vcsim::vm_names(client)
+            .await
+            .contains(&temporary_name(TEMPLATE))
+    );
 
     // Young, the temporary VM may be another replica's import under way: left alone.
-    let request = request(&vcsim, &server.url, &digest);
-    let busy = ensure_template(&client, &request, &import_limits(&dir), &|_| {}).await;
+    let request = sim.request();
+    let busy = ensure_template(client, &request, &import_limits(dir), &|_| {}).await;
     assert!(
         matches!(busy, Err(VcenterError::ImportInProgress(_))),
         "{busy:?}"
     );
-    assert!(vm_names(&client).await.contains(&temporary_name(TEMPLATE)));
+    assert!(
+        vcsim::vm_names(client)
+            .await
+            .contains(&temporary_name(TEMPLATE))
+    );
 
     // Older than the import timeout, it was left by a crash: removed, and the import done.
     // (vcsim dates VMs to the second.)
     tokio::time::sleep(Duration::from_millis(2100)).await;
     let patient_but_stale = ImportLimits {
         import_timeout: Duration::from_secs(1),
-        ..import_limits(&dir)
+        ..import_limits(dir)
     };
-    let done = ensure_template(&client, &request, &patient_but_stale, &|_| {}).await;
+    let done = ensure_template(client, &request, &patient_but_stale, &|_| {}).await;
     assert_eq!(done.unwrap(), Ensured::Imported);
-    assert!(template_exists(&client).await);
-    assert!(!vm_names(&client).await.contains(&temporary_name(TEMPLATE)));
+    assert!(template_exists(client).await);
+    assert!(
+        !vcsim::vm_names(client)
+            .await
+            .contains(&temporary_name(TEMPLATE))
+    );
 }
 
 #[tokio::test]
 async fn two_importers_at_once_make_one_template() {
-    let Some(vcsim) = Vcsim::start() else { return };
-    let ova = vcsim::ova();
-    let digest = vcsim::sha256(&ova);
-    let server = FileServer::start(ova).await;
-    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let (a, b) = (login(&vcsim).await, login(&vcsim).await);
-    let before = vm_names(&a).await;
-    let request = request(&vcsim, &server.url, &digest);
-    let (limits_a, limits_b) = (import_limits(&dir_a), import_limits(&dir_b));
+    let Some(sim) = Simulated::start().await else {
+        return;
+    };
+    // A second replica: its own session and download folder.
+    let (a, b) = (&sim.client, login(&sim.vcsim).await);
+    let dir_b = tempfile::tempdir().unwrap();
+    let before = vcsim::vm_names(a).await;
+    let request = sim.request();
+    let (limits_a, limits_b) = (import_limits(&sim.dir), import_limits(&dir_b));
     let (ra, rb) = tokio::join!(
-        ensure_template(&a, &request, &limits_a, &|_| {}),
+        ensure_template(a, &request, &limits_a, &|_| {}),
         ensure_template(&b, &request, &limits_b, &|_| {}),
     );
     // At least one made or found it; the other may have found the first one's import under
@@ -291,11 +283,11 @@ async fn two_importers_at_once_make_one_template() {
             "{r:?}"
         );
     }
-    assert!(template_exists(&a).await);
+    assert!(template_exists(a).await);
     let mut expected = before;
     expected.push(TEMPLATE.to_string());
     expected.sort();
-    assert_eq!(vm_names(&a).await, expected, "{ra:?} {rb:?}");
+    assert_eq!(vcsim::vm_names(a).await, expected, "{ra:?} {rb:?}");
     // And the loser, asked again, finds it.
     let again = ensure_template(&b, &request, &limits_b, &|_| {}).await;
     assert_eq!(again.unwrap(), Ensured::Found);
@@ -303,30 +295,28 @@ async fn two_importers_at_once_make_one_template() {
 
 #[tokio::test]
 async fn old_templates_beyond_those_kept_are_destroyed_but_never_one_in_use() {
-    let Some(vcsim) = Vcsim::start() else { return };
-    let ova = vcsim::ova();
-    let digest = vcsim::sha256(&ova);
-    let server = FileServer::start(ova).await;
-    let dir = tempfile::tempdir().unwrap();
-    let client = login(&vcsim).await;
+    let Some(sim) = Simulated::start().await else {
+        return;
+    };
+    let (client, dir) = (&sim.client, &sim.dir);
     let prefix = "demo-x7k2p-rhcos-us-east-1a-";
     let of_release = |release: &str| {
-        let mut request = request(&vcsim, &server.url, &digest);
+        let mut request = sim.request();
         request.ova.release = release.into();
         request.key.name = format!("{prefix}{release}");
         request
     };
     for release in ["9.6.1-0", "9.6.2-0", "9.6.3-0", "9.6.4-0"] {
-        let (request, limits) = (of_release(release), import_limits(&dir));
-        let imported = ensure_template(&client, &request, &limits, &|_| {}).await;
+        let (request, limits) = (of_release(release), import_limits(dir));
+        let imported = ensure_template(client, &request, &limits, &|_| {}).await;
         assert_eq!(imported.unwrap(), Ensured::Imported);
     }
     let current = of_release("9.6.4-0");
     // A MachineSet still clones the oldest; one more old template is kept.
     let in_use = std::collections::BTreeSet::from([format!("{prefix}9.6.1-0")]);
-    let destroyed = prune(&client, &current, &in_use, 1).await.unwrap();
+    let destroyed = prune(client, &current, &in_use, 1).await.unwrap();
     assert_eq!(destroyed, [format!("{prefix}9.6.2-0")]);
-    let names = vm_names(&client).await;
+    let names = vcsim::vm_names(client).await;
     for kept in ["9.6.1-0", "9.6.3-0", "9.6.4-0"] {
         assert!(
             names.contains(&format!("{prefix}{kept}")),
@@ -336,7 +326,7 @@ async fn old_templates_beyond_those_kept_are_destroyed_but_never_one_in_use() {
     assert!(!names.contains(&format!("{prefix}9.6.2-0")), "{names:?}");
     // Nothing more to remove.
     assert!(
-        prune(&client, &current, &in_use, 1)
+        prune(client, &current, &in_use, 1)
             .await
             .unwrap()
             .is_empty()

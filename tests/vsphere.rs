@@ -104,10 +104,34 @@ async fn cluster(test: &str, url: &str, sha256: &str) -> TestEnv {
 }
 
 fn controller(env: &TestEnv, endpoint: &str, downloads: &tempfile::TempDir) -> ControllerProcess {
-    env.controller(&[
-        &format!("--vcenter-endpoint={endpoint}"),
-        &format!("--vsphere-download-dir={}", downloads.path().display()),
-    ])
+    controller_with(env, endpoint, downloads, &[])
+}
+
+fn controller_with(
+    env: &TestEnv,
+    endpoint: &str,
+    downloads: &tempfile::TempDir,
+    extra: &[&str],
+) -> ControllerProcess {
+    let endpoint = format!("--vcenter-endpoint={endpoint}");
+    let dir = format!("--vsphere-download-dir={}", downloads.path().display());
+    let mut flags = vec![endpoint.as_str(), dir.as_str()];
+    flags.extend_from_slice(extra);
+    env.controller(&flags)
+}
+
+/// Waits until the worker MachineSet clones the golden template.
+async fn wait_for_golden(env: &TestEnv, controllers: &[&ControllerProcess]) {
+    let moved = eventually(CONVERGE, || async {
+        (template_of(env, "worker").await == GOLDEN_TEMPLATE).then_some(())
+    })
+    .await;
+    assert!(
+        moved.is_some(),
+        "worker is on {}\n{}",
+        template_of(env, "worker").await,
+        waits::tails(controllers)
+    );
 }
 
 async fn template_of(env: &TestEnv, name: &str) -> String {
@@ -148,16 +172,7 @@ async fn the_golden_ova_is_imported_and_the_machine_set_moves_to_it_while_a_cust
     let controller = controller(&env, &vcsim.sdk, &downloads);
     controller.wait_ready().await;
 
-    let moved = eventually(CONVERGE, || async {
-        (template_of(&env, "worker").await == GOLDEN_TEMPLATE).then_some(())
-    })
-    .await;
-    assert!(
-        moved.is_some(),
-        "worker is on {}\n{}",
-        template_of(&env, "worker").await,
-        controller.log_tail(40)
-    );
+    wait_for_golden(&env, &[&controller]).await;
     // The same patch moved the installer's stub to the managed one.
     let worker = env.machine_set("worker").await;
     assert_eq!(
@@ -165,16 +180,7 @@ async fn the_golden_ova_is_imported_and_the_machine_set_moves_to_it_while_a_cust
         Some(&json!("worker-user-data-managed"))
     );
     // vCenter has it as a template, imported once.
-    let client = boot_image_controller::vcenter::client::VcenterClient::login(
-        boot_image_controller::vcenter::client::sdk_url(&vcsim.sdk).unwrap(),
-        &boot_image_controller::vcenter::credentials::Credentials {
-            username: vcsim::USERNAME.into(),
-            password: vcsim::PASSWORD.into(),
-        },
-        Default::default(),
-    )
-    .await
-    .unwrap();
+    let client = vcsim::login(&vcsim, Default::default()).await;
     let vm = client
         .find(&format!("DC0/vm/{GOLDEN_TEMPLATE}"))
         .await
@@ -233,4 +239,60 @@ async fn an_unreachable_vcenter_is_reported_and_nothing_is_patched() {
     assert_eq!(template_of(&env, "worker").await, INSTALLER_TEMPLATE);
     // vCenter is asked before the OVA is fetched.
     assert_eq!(server.downloads(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_restart_after_a_crash_mid_import_removes_the_half_imported_vm_and_imports_again() {
+    let Some(vcsim) = Vcsim::start() else { return };
+    let ova = vcsim::ova();
+    let server = FileServer::start(ova.clone()).await;
+    let env = cluster("vsphere-restart", &server.url, &vcsim::sha256(&ova)).await;
+    // What a controller killed during its upload leaves behind.
+    let client = vcsim::login(&vcsim, Default::default()).await;
+    vcsim::crash_mid_import(&client, &ova, GOLDEN_TEMPLATE).await;
+    let temporary = boot_image_controller::vcenter::import::temporary_name(GOLDEN_TEMPLATE);
+    assert!(vcsim::vm_names(&client).await.contains(&temporary));
+    // The restarted controller takes it for a crash's once it is older than the import
+    // timeout (vcsim dates VMs to the second).
+    tokio::time::sleep(Duration::from_millis(3100)).await;
+    let downloads = tempfile::tempdir().unwrap();
+    let timeout = ["--vsphere-import-timeout=3s"];
+    let controller = controller_with(&env, &vcsim.sdk, &downloads, &timeout);
+    controller.wait_ready().await;
+
+    wait_for_golden(&env, &[&controller]).await;
+    let names = vcsim::vm_names(&client).await;
+    assert!(names.contains(&GOLDEN_TEMPLATE.to_string()), "{names:?}");
+    assert!(!names.contains(&temporary), "{names:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_replicas_import_the_template_once() {
+    let Some(vcsim) = Vcsim::start() else { return };
+    let ova = vcsim::ova();
+    let server = FileServer::start(ova.clone()).await;
+    let env = cluster("vsphere-replicas", &server.url, &vcsim::sha256(&ova)).await;
+    let client = vcsim::login(&vcsim, Default::default()).await;
+    let before = vcsim::vm_names(&client).await;
+    let lease = format!("bic-{}", env.ns);
+    let flags = ["--leader-elect", "--leader-election-id", lease.as_str()];
+    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = controller_with(&env, &vcsim.sdk, &dir_a, &flags);
+    let b = controller_with(&env, &vcsim.sdk, &dir_b, &flags);
+    a.wait_ready().await;
+    b.wait_ready().await;
+
+    wait_for_golden(&env, &[&a, &b]).await;
+    let imported = r#"boot_image_controller_vsphere_template_imports_total{result="imported"}"#;
+    let (by_a, by_b) = (a.metric(imported).await, b.metric(imported).await);
+    assert_eq!(
+        by_a.unwrap_or_default() + by_b.unwrap_or_default(),
+        1.0,
+        "{by_a:?} {by_b:?}"
+    );
+    assert_eq!(server.downloads(), 1);
+    let mut expected = before;
+    expected.push(GOLDEN_TEMPLATE.to_string());
+    expected.sort();
+    assert_eq!(vcsim::vm_names(&client).await, expected);
 }

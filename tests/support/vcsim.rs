@@ -10,6 +10,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
+use boot_image_controller::vcenter::client::{Limits, VcenterClient, inventory_path, sdk_url};
+use boot_image_controller::vcenter::credentials::Credentials;
+use boot_image_controller::vcenter::soap::MoRef;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
@@ -83,6 +86,61 @@ impl Drop for Vcsim {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The object of vcsim's datacenter at `path` under its `kind` folder (`vm`, `host`, ...).
+pub async fn object(client: &VcenterClient, kind: &str, path: &str) -> MoRef {
+    let path = inventory_path(DATACENTER, kind, path);
+    client.require(&path, kind).await.unwrap()
+}
+
+/// What an import of `template` that crashed leaves: its temporary VM, created by ImportVApp
+/// in vcsim's VM folder, never completed.
+pub async fn crash_mid_import(client: &VcenterClient, ova: &[u8], template: &str) {
+    let descriptor = {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.ova");
+        std::fs::write(&path, ova).unwrap();
+        let entries = boot_image_controller::vcenter::ova::entries(&path).unwrap();
+        boot_image_controller::vcenter::ova::descriptor(&path, &entries).unwrap()
+    };
+    let pool = object(client, "host", RESOURCE_POOL).await;
+    let datastore = object(client, "datastore", DATASTORE).await;
+    let folder = object(client, "vm", FOLDER).await;
+    let network = object(client, "network", NETWORK).await;
+    let name = boot_image_controller::vcenter::import::temporary_name(template);
+    let networks = [(NETWORK.to_string(), network)];
+    let spec = client
+        .create_import_spec(&descriptor, &pool, &datastore, &name, &networks)
+        .await
+        .unwrap();
+    let lease = client.import_vapp(&pool, &spec, &folder).await.unwrap();
+    client.wait_lease_ready(&lease).await.unwrap();
+}
+
+/// Logs in to `vcsim` with [`USERNAME`] and [`PASSWORD`].
+pub async fn login(vcsim: &Vcsim, limits: Limits) -> VcenterClient {
+    let credentials = Credentials {
+        username: USERNAME.into(),
+        password: PASSWORD.into(),
+    };
+    VcenterClient::login(sdk_url(&vcsim.sdk).unwrap(), &credentials, limits)
+        .await
+        .expect("log in to vcsim")
+}
+
+/// The names of the VMs in vcsim's VM folder, sorted.
+pub async fn vm_names(client: &VcenterClient) -> Vec<String> {
+    let folder = object(client, "vm", FOLDER).await;
+    let mut names: Vec<String> = client
+        .child_vms(&folder)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
+    names.sort();
+    names
 }
 
 /// A small OVA: an OVF descriptor of one VM with one disk and one network, and the disk.
