@@ -37,6 +37,8 @@ const MAX_RETRY: Duration = Duration::from_secs(30 * 60);
 const BUSY_RETRY: Duration = Duration::from_secs(30);
 /// A template found or imported is looked for again after this long (someone may delete it).
 const READY_MAX_AGE: Duration = Duration::from_secs(3600);
+/// A whole import job may take its download and import timeouts and this much more.
+const WHOLE_JOB_SLACK: Duration = Duration::from_secs(300);
 /// Progress of an import wakes a pass when it moved by this many percent.
 const PROGRESS_STEP: u8 = 10;
 
@@ -288,7 +290,15 @@ impl Shared {
                 let _ = self.wake.send(Trigger::All);
             }
         };
-        let outcome = ensure_template(&client, request, &self.limits, &progress).await;
+        // Each step is bounded on its own; this bounds what is left (looking for the template,
+        // removing a stale temporary VM, the clean-up), so a stuck vCenter task cannot hold the
+        // one import slot for ever.
+        let bound = self.limits.download_timeout + self.limits.import_timeout + WHOLE_JOB_SLACK;
+        let ensured = ensure_template(&client, request, &self.limits, &progress);
+        let outcome = match tokio::time::timeout(bound, ensured).await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(VcenterError::Import(format!("not done within {bound:?}"))),
+        };
         if outcome.is_ok() {
             // Best effort: a template left over is only disk space, never a failed import.
             if let Err(e) = retention::prune(&client, request, in_use, self.keep).await {

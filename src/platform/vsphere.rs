@@ -494,4 +494,44 @@ mod tests {
         assert_eq!(name, template_name(INFRA, long, VMWARE_RELEASE_421));
         assert!(is_cluster_template(&name, INFRA));
     }
+
+    proptest::proptest! {
+        /// Whatever the provider spec and the Infrastructure say, the rule answers (never
+        /// panics), and it only ever replaces the `template` string it read, with vCenter's
+        /// template.
+        #[test]
+        fn arbitrary_specs_and_topologies_never_panic_and_only_move_the_template(
+            spec in proptest::prop_oneof![
+                3 => proptest::strategy::Just(spec(&format!("{INFRA}-rhcos"))),
+                1 => crate::testkit::generators::arb_json(),
+            ],
+            platform_spec in proptest::prop_oneof![
+                3 => proptest::strategy::Just(crate::testkit::provider_specs::vsphere_platform_spec()),
+                1 => crate::testkit::generators::arb_json(),
+            ],
+            workspace in proptest::option::of(crate::testkit::generators::arb_json()),
+            template in proptest::option::of(".{0,40}"),
+        ) {
+            let mut spec = spec;
+            if let Some(object) = spec.as_object_mut() {
+                if let Some(workspace) = workspace {
+                    object.insert("workspace".into(), workspace);
+                }
+                if let Some(template) = template {
+                    object.insert("template".into(), Value::from(template));
+                }
+            }
+            let mut cluster = cluster(facts(Some(TemplateState::Ready)));
+            cluster.platform_spec = Some(platform_spec);
+            let _ = template_request(&spec, &cluster.ctx(Arch::Amd64));
+            if let ImageOutcome::Update { changes, target, .. } =
+                VSphere.evaluate(&spec, &cluster.ctx(Arch::Amd64))
+            {
+                proptest::prop_assert_eq!(changes.len(), 1);
+                proptest::prop_assert_eq!(changes[0].pointer.as_str(), "/template");
+                proptest::prop_assert_eq!(spec.get("template"), Some(&changes[0].from));
+                proptest::prop_assert_eq!(target, Value::from(ours()));
+            }
+        }
+    }
 }
