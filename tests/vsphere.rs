@@ -103,6 +103,30 @@ async fn cluster(test: &str, url: &str, sha256: &str) -> TestEnv {
     env
 }
 
+/// vcsim, the test's OVA served over HTTP with its real digest, and a cluster whose golden
+/// stream publishes it; `None` (the test is skipped) when vcsim cannot be built.
+struct Simulated {
+    vcsim: Vcsim,
+    ova: Vec<u8>,
+    server: FileServer,
+    env: TestEnv,
+}
+
+impl Simulated {
+    async fn start(test: &str) -> Option<Simulated> {
+        let vcsim = Vcsim::start()?;
+        let ova = vcsim::ova();
+        let server = FileServer::start(ova.clone()).await;
+        let env = cluster(test, &server.url, &vcsim::sha256(&ova)).await;
+        Some(Simulated {
+            vcsim,
+            ova,
+            server,
+            env,
+        })
+    }
+}
+
 fn controller(env: &TestEnv, endpoint: &str, downloads: &tempfile::TempDir) -> ControllerProcess {
     controller_with(env, endpoint, downloads, &[])
 }
@@ -164,10 +188,12 @@ async fn wait_for_error(controller: &ControllerProcess, reason: &str, result: &s
 #[tokio::test(flavor = "multi_thread")]
 async fn the_golden_ova_is_imported_and_the_machine_set_moves_to_it_while_a_custom_template_stays()
 {
-    let Some(vcsim) = Vcsim::start() else { return };
-    let ova = vcsim::ova();
-    let server = FileServer::start(ova.clone()).await;
-    let env = cluster("vsphere-import", &server.url, &vcsim::sha256(&ova)).await;
+    let Some(Simulated {
+        vcsim, server, env, ..
+    }) = Simulated::start("vsphere-import").await
+    else {
+        return;
+    };
     let downloads = tempfile::tempdir().unwrap();
     let controller = controller(&env, &vcsim.sdk, &downloads);
     controller.wait_ready().await;
@@ -243,10 +269,16 @@ async fn an_unreachable_vcenter_is_reported_and_nothing_is_patched() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_restart_after_a_crash_mid_import_removes_the_half_imported_vm_and_imports_again() {
-    let Some(vcsim) = Vcsim::start() else { return };
-    let ova = vcsim::ova();
-    let server = FileServer::start(ova.clone()).await;
-    let env = cluster("vsphere-restart", &server.url, &vcsim::sha256(&ova)).await;
+    // The OVA keeps being served (`_serving`) for the import after the restart.
+    let Some(Simulated {
+        vcsim,
+        ova,
+        env,
+        server: _serving,
+    }) = Simulated::start("vsphere-restart").await
+    else {
+        return;
+    };
     // What a controller killed during its upload leaves behind.
     let client = vcsim::login(&vcsim, Default::default()).await;
     vcsim::crash_mid_import(&client, &ova, GOLDEN_TEMPLATE).await;
@@ -268,10 +300,12 @@ async fn a_restart_after_a_crash_mid_import_removes_the_half_imported_vm_and_imp
 
 #[tokio::test(flavor = "multi_thread")]
 async fn two_replicas_import_the_template_once() {
-    let Some(vcsim) = Vcsim::start() else { return };
-    let ova = vcsim::ova();
-    let server = FileServer::start(ova.clone()).await;
-    let env = cluster("vsphere-replicas", &server.url, &vcsim::sha256(&ova)).await;
+    let Some(Simulated {
+        vcsim, server, env, ..
+    }) = Simulated::start("vsphere-replicas").await
+    else {
+        return;
+    };
     let client = vcsim::login(&vcsim, Default::default()).await;
     let before = vcsim::vm_names(&client).await;
     let lease = format!("bic-{}", env.ns);
