@@ -11,7 +11,9 @@ module="$repo/hack/tools/vcsim"
 version="$(awk '$1 == "require" && $2 == "github.com/vmware/govmomi" { print $3; exit }
                 $1 == "github.com/vmware/govmomi" { print $2; exit }' "$module/go.mod")"
 [[ -n "$version" ]] || { echo "ensure-vcsim: no govmomi version in $module/go.mod" >&2; exit 1; }
-root="${BIC_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/boot-image-controller/tools}/vcsim-$version"
+# Our main.go changes too: its digest is part of the cache key.
+source_digest="$(cat "$module/main.go" "$module/go.mod" | sha256sum | cut -c1-12)"
+root="${BIC_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/boot-image-controller/tools}/vcsim-$version-$source_digest"
 bin="$root/vcsim"
 mkdir -p "$(dirname "$root")"
 # Test binaries run in parallel and may all ask at once: one builds, the others wait.

@@ -4,33 +4,35 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper_rustls::{ConfigBuilderExt, HttpsConnector};
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
+use rustls::pki_types::CertificateDer;
 
-/// HTTPS with the system's CA roots, or plain HTTP (a local simulator); connecting bounded by
-/// `connect_timeout`. `service` names the API in the warning given when no CA roots exist.
+/// HTTPS with the system's CA roots, and `extra_roots` when given (a private CA), or plain HTTP
+/// (a local simulator); connecting bounded by `connect_timeout`. `service` names the API in the
+/// warning given when no CA roots exist.
 pub fn connector(
     connect_timeout: Duration,
     service: &str,
+    extra_roots: &[CertificateDer<'static>],
 ) -> Result<HttpsConnector<HttpConnector>, rustls::Error> {
     // The crypto provider the rest of the program (kube, the metrics server) uses: no second
     // one is built (deny.toml).
-    let builder = || {
-        rustls::ClientConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-    };
-    let tls = match builder()?.with_native_roots() {
-        Ok(roots) => roots,
-        // Not fatal: most clusters never call this API, and where they do every call then fails
-        // with a certificate error that is reported like any other.
-        Err(e) => {
-            tracing::warn!(error = %e, service, "no system CA certificates: {service} cannot be verified");
-            builder()?.with_root_certificates(rustls::RootCertStore::empty())
-        }
+    let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()?;
+    let mut roots = rustls::RootCertStore::empty();
+    let native = rustls_native_certs::load_native_certs();
+    let (added, _) = roots.add_parsable_certificates(native.certs);
+    // Not fatal: most clusters never call this API, and where they do every call then fails
+    // with a certificate error that is reported like any other.
+    if added == 0 && extra_roots.is_empty() {
+        let errors: Vec<String> = native.errors.iter().map(ToString::to_string).collect();
+        tracing::warn!(errors = ?errors, service, "no system CA certificates: {service} cannot be verified");
     }
-    .with_no_client_auth();
+    roots.add_parsable_certificates(extra_roots.iter().cloned());
+    let tls = builder.with_root_certificates(roots).with_no_client_auth();
     let mut http = HttpConnector::new();
     http.set_connect_timeout(Some(connect_timeout));
     http.enforce_http(false);

@@ -332,3 +332,46 @@ async fn old_templates_beyond_those_kept_are_destroyed_but_never_one_in_use() {
             .is_empty()
     );
 }
+
+#[tokio::test]
+async fn a_vcenter_with_a_private_ca_is_trusted_only_with_its_ca_file() {
+    let Some(vcsim) = Vcsim::start_tls() else {
+        return;
+    };
+    let sdk = sdk_url(&vcsim.sdk).unwrap();
+    // No system CA vouches for vcsim's certificate: never trusted by default.
+    let untrusted = VcenterClient::login(sdk.clone(), &credentials(), limits()).await;
+    let Err(error) = untrusted else {
+        panic!("trusted a certificate no CA vouches for");
+    };
+    assert!(error.is_unavailable(), "{error}");
+    assert!(error.to_string().contains("certificate"), "{error}");
+    // With its CA: logged in, and an import goes through (the disks to vcsim's HTTPS too).
+    let trusting = Limits {
+        ca_file: vcsim.ca_file.clone(),
+        ..limits()
+    };
+    let client = VcenterClient::login(sdk, &credentials(), trusting)
+        .await
+        .expect("log in trusting the private CA");
+    let ova = vcsim::ova();
+    let server = FileServer::start(ova.clone()).await;
+    let request = request(&vcsim, &server.url, &vcsim::sha256(&ova));
+    let dir = tempfile::tempdir().unwrap();
+    let imported = ensure_template(&client, &request, &import_limits(&dir), &|_| {}).await;
+    assert_eq!(imported.unwrap(), Ensured::Imported);
+    // A CA file without certificates is refused rather than trusting less than asked.
+    let empty = dir.path().join("empty.pem");
+    std::fs::write(&empty, "not a certificate\n").unwrap();
+    let unusable = Limits {
+        ca_file: Some(empty),
+        ..limits()
+    };
+    let refused =
+        VcenterClient::login(sdk_url(&vcsim.sdk).unwrap(), &credentials(), unusable).await;
+    assert!(
+        matches!(refused, Err(VcenterError::Protocol(_))),
+        "{:?}",
+        refused.err()
+    );
+}

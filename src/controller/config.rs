@@ -112,6 +112,10 @@ pub struct RunArgs {
     /// `https://<server>/sdk` (a proxy; a simulator in tests). `http://` is accepted.
     #[arg(long, env = "BIC_VCENTER_ENDPOINT")]
     pub vcenter_endpoint: Option<String>,
+    /// PEM certificates trusted for vCenter besides the system's CA roots: the private CA that
+    /// signed the vCenter's certificate (verification is never turned off).
+    #[arg(long, env = "BIC_VCENTER_CA_FILE")]
+    pub vcenter_ca_file: Option<PathBuf>,
     /// Where OVAs are downloaded before an import (about 1.3 GiB each, removed afterwards).
     #[arg(long, env = "BIC_VSPHERE_DOWNLOAD_DIR")]
     pub vsphere_download_dir: Option<PathBuf>,

@@ -130,18 +130,24 @@ fn template_imports(
     if !args.vsphere_template_imports {
         return None;
     }
-    let limits = crate::vcenter::import::ImportLimits {
-        download_timeout: args.vsphere_import_timeout,
-        import_timeout: args.vsphere_import_timeout,
-        download_dir: (args.vsphere_download_dir.clone()).unwrap_or_else(std::env::temp_dir),
-        ..Default::default()
+    let settings = vcenter::Settings {
+        endpoint: args.vcenter_endpoint.clone(),
+        client: crate::vcenter::client::Limits {
+            ca_file: args.vcenter_ca_file.clone(),
+            ..Default::default()
+        },
+        import: crate::vcenter::import::ImportLimits {
+            download_timeout: args.vsphere_import_timeout,
+            import_timeout: args.vsphere_import_timeout,
+            download_dir: (args.vsphere_download_dir.clone()).unwrap_or_else(std::env::temp_dir),
+            ..Default::default()
+        },
+        keep: args.vsphere_templates_kept,
     };
     Some(vcenter::TemplateImports::new(
         client.clone(),
         &args.machine_api_namespace,
-        args.vcenter_endpoint.clone(),
-        limits,
-        args.vsphere_templates_kept,
+        settings,
         wake.clone(),
         metrics.clone(),
     ))

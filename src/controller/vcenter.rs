@@ -48,13 +48,20 @@ pub(super) struct TemplateImports {
     shared: Arc<Shared>,
 }
 
+/// How the controller reaches vCenter and imports (from the `run` flags).
+pub(super) struct Settings {
+    /// `--vcenter-endpoint`: every server's SDK (a simulator, a proxy).
+    pub endpoint: Option<String>,
+    /// Calls to vCenter, and the CA it trusts besides the system's (`--vcenter-ca-file`).
+    pub client: Limits,
+    pub import: ImportLimits,
+    /// `--vsphere-templates-kept`: old templates of ours kept per failure domain.
+    pub keep: usize,
+}
+
 struct Shared {
     secrets: Api<Secret>,
-    /// `--vcenter-endpoint`: every server's SDK (a simulator, a proxy).
-    endpoint: Option<String>,
-    limits: ImportLimits,
-    /// `--vsphere-templates-kept`: old templates of ours kept per failure domain.
-    keep: usize,
+    settings: Settings,
     wake: mpsc::UnboundedSender<Trigger>,
     metrics: Metrics,
     one_at_a_time: Semaphore,
@@ -86,18 +93,14 @@ impl TemplateImports {
     pub fn new(
         client: kube::Client,
         namespace: &str,
-        endpoint: Option<String>,
-        limits: ImportLimits,
-        keep: usize,
+        settings: Settings,
         wake: mpsc::UnboundedSender<Trigger>,
         metrics: Metrics,
     ) -> Self {
         TemplateImports {
             shared: Arc::new(Shared {
                 secrets: Api::namespaced(client, namespace),
-                endpoint,
-                limits,
-                keep,
+                settings,
                 wake,
                 metrics,
                 one_at_a_time: Semaphore::new(1),
@@ -276,8 +279,9 @@ impl Shared {
                 why: format!("no Secret {SECRET_NAME} in the machine API's namespace"),
             })?;
         let credentials = credentials::for_server(&secret, server)?;
-        let sdk = sdk_url(self.endpoint.as_deref().unwrap_or(server))?;
-        let client = VcenterClient::login(sdk, &credentials, Limits::default()).await?;
+        let settings = &self.settings;
+        let sdk = sdk_url(settings.endpoint.as_deref().unwrap_or(server))?;
+        let client = VcenterClient::login(sdk, &credentials, settings.client.clone()).await?;
         let last = std::sync::atomic::AtomicU8::new(0);
         let progress = |percent: u8| {
             self.metrics.vsphere_import_progress.set(i64::from(percent));
@@ -293,15 +297,16 @@ impl Shared {
         // Each step is bounded on its own; this bounds what is left (looking for the template,
         // removing a stale temporary VM, the clean-up), so a stuck vCenter task cannot hold the
         // one import slot for ever.
-        let bound = self.limits.download_timeout + self.limits.import_timeout + WHOLE_JOB_SLACK;
-        let ensured = ensure_template(&client, request, &self.limits, &progress);
+        let limits = &settings.import;
+        let bound = limits.download_timeout + limits.import_timeout + WHOLE_JOB_SLACK;
+        let ensured = ensure_template(&client, request, limits, &progress);
         let outcome = match tokio::time::timeout(bound, ensured).await {
             Ok(outcome) => outcome,
             Err(_) => Err(VcenterError::Import(format!("not done within {bound:?}"))),
         };
         if outcome.is_ok() {
             // Best effort: a template left over is only disk space, never a failed import.
-            if let Err(e) = retention::prune(&client, request, in_use, self.keep).await {
+            if let Err(e) = retention::prune(&client, request, in_use, settings.keep).await {
                 warn!(template = %request.key.name, error = %e, "could not remove old templates");
             }
         }

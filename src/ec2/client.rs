@@ -64,7 +64,7 @@ impl Ec2Client {
                     .ok_or_else(|| Ec2Error::Malformed(format!("invalid EC2 endpoint {e:?}")))
             })
             .transpose()?;
-        let https = crate::http_client::connector(limits.connect_timeout, "EC2")
+        let https = crate::http_client::connector(limits.connect_timeout, "EC2", &[])
             .map_err(|e| Ec2Error::Malformed(e.to_string()))?;
         Ok(Ec2Client {
             http: Client::builder(TokioExecutor::new()).build(https),

@@ -1,9 +1,14 @@
 //! The calls we make to vCenter: log in, find objects by inventory path, read a property, import
 //! an OVF through an NFC lease, mark as template, rename, destroy, wait for tasks.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use hyper::Uri;
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::connect::HttpConnector;
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject as _;
 
 use super::VcenterError;
 use super::credentials::Credentials;
@@ -17,6 +22,9 @@ pub struct Limits {
     pub call_timeout: Duration,
     /// Between two looks at a task or lease that is not done yet.
     pub poll_interval: Duration,
+    /// PEM certificates trusted besides the system's CA roots (`--vcenter-ca-file`): the
+    /// private CA that signed the vCenter's certificate.
+    pub ca_file: Option<PathBuf>,
 }
 
 impl Default for Limits {
@@ -25,7 +33,29 @@ impl Default for Limits {
             connect_timeout: Duration::from_secs(5),
             call_timeout: Duration::from_secs(60),
             poll_interval: Duration::from_millis(500),
+            ca_file: None,
         }
+    }
+}
+
+impl Limits {
+    /// The certificates of [`Limits::ca_file`]; a file that cannot be read or holds none is an
+    /// error rather than a silently weaker trust.
+    fn extra_roots(&self) -> Result<Vec<CertificateDer<'static>>, VcenterError> {
+        let Some(path) = &self.ca_file else {
+            return Ok(Vec::new());
+        };
+        let unusable = |why: String| {
+            VcenterError::Protocol(format!("the vCenter CA file {}: {why}", path.display()))
+        };
+        let roots = CertificateDer::pem_file_iter(path)
+            .map_err(|e| unusable(e.to_string()))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| unusable(e.to_string()))?;
+        if roots.is_empty() {
+            return Err(unusable("no PEM certificate in it".into()));
+        }
+        Ok(roots)
     }
 }
 
@@ -43,6 +73,8 @@ pub struct VcenterClient {
     session: Session,
     content: ServiceContent,
     limits: Limits,
+    /// What the session trusts besides the system's roots; the disk uploads trust the same.
+    extra_roots: Vec<CertificateDer<'static>>,
 }
 
 /// What `CreateImportSpec` made of an OVF descriptor: the spec to import, verbatim, and the
@@ -91,7 +123,8 @@ impl VcenterClient {
         credentials: &Credentials,
         limits: Limits,
     ) -> Result<Self, VcenterError> {
-        let http = Session::build_http(limits.connect_timeout)?;
+        let extra_roots = limits.extra_roots()?;
+        let http = Session::build_http(limits.connect_timeout, &extra_roots)?;
         let session = Session::new(sdk, http, limits.call_timeout);
         let instance = MoRef::new("ServiceInstance", "ServiceInstance");
         let answer = session
@@ -109,11 +142,21 @@ impl VcenterClient {
             session,
             content,
             limits,
+            extra_roots,
         })
     }
 
     pub fn sdk(&self) -> &Uri {
         self.session.sdk()
+    }
+
+    /// A connector trusting what this client's session trusts (for the disk uploads, which go
+    /// to vCenter's hosts, and the OVA download).
+    pub fn connector(
+        &self,
+        connect_timeout: Duration,
+    ) -> Result<HttpsConnector<HttpConnector>, VcenterError> {
+        super::soap::connector(connect_timeout, &self.extra_roots)
     }
 
     pub fn cookie(&self) -> Option<String> {

@@ -33,6 +33,9 @@ use super::soap::MoRef;
 use crate::http_client::error_chain;
 use crate::platform::vsphere::TemplateRequest;
 
+/// Connecting for the OVA's download and the disks' upload (a mirror, an ESXi host).
+const TRANSFER_CONNECT: Duration = Duration::from_secs(10);
+
 /// Bounds of one import.
 #[derive(Clone, Debug)]
 pub struct ImportLimits {
@@ -108,7 +111,7 @@ pub async fn ensure_template(
         client.destroy(&vm).await?;
     }
 
-    let http = super::soap::Session::build_http(Duration::from_secs(10))?;
+    let http = Client::builder(TokioExecutor::new()).build(client.connector(TRANSFER_CONNECT)?);
     progress(0);
     let ova = ova::download(
         &http,
@@ -274,8 +277,7 @@ async fn upload_disks(
         .sum::<u64>()
         .max(1);
     let sent = Arc::new(AtomicU64::new(0));
-    let https = crate::http_client::connector(Duration::from_secs(10), "vCenter")
-        .map_err(|e| VcenterError::Unreachable(e.to_string()))?;
+    let https = client.connector(TRANSFER_CONNECT)?;
     let http: Client<_, UnsyncBoxBody<Bytes, std::io::Error>> =
         Client::builder(TokioExecutor::new()).build(https);
     for file in files {

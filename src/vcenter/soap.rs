@@ -14,6 +14,7 @@ use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
+use rustls::pki_types::CertificateDer;
 
 use super::VcenterError;
 use crate::http_client::error_chain;
@@ -84,6 +85,16 @@ pub fn text_of<'a>(node: roxmltree::Node<'a, '_>, name: &str) -> Option<&'a str>
     child(node, name)?.text()
 }
 
+/// The connector of every vCenter client: HTTPS trusting the system's CA roots and
+/// `extra_roots`, or plain HTTP (a simulator).
+pub fn connector(
+    connect_timeout: Duration,
+    extra_roots: &[CertificateDer<'static>],
+) -> Result<HttpsConnector<HttpConnector>, VcenterError> {
+    crate::http_client::connector(connect_timeout, "vCenter", extra_roots)
+        .map_err(|e| VcenterError::Unreachable(e.to_string()))
+}
+
 /// One logged-in connection to a vCenter's `/sdk`.
 pub struct Session {
     http: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
@@ -106,12 +117,13 @@ impl Session {
         }
     }
 
+    /// An HTTP client for SOAP calls and downloads, trusting the system's CA roots and
+    /// `extra_roots` (a vCenter's private CA).
     pub fn build_http(
         connect_timeout: Duration,
+        extra_roots: &[CertificateDer<'static>],
     ) -> Result<Client<HttpsConnector<HttpConnector>, Full<Bytes>>, VcenterError> {
-        let https = crate::http_client::connector(connect_timeout, "vCenter")
-            .map_err(|e| VcenterError::Unreachable(e.to_string()))?;
-        Ok(Client::builder(TokioExecutor::new()).build(https))
+        Ok(Client::builder(TokioExecutor::new()).build(connector(connect_timeout, extra_roots)?))
     }
 
     pub fn sdk(&self) -> &Uri {

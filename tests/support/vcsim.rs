@@ -39,40 +39,64 @@ pub struct Vcsim {
     child: Child,
     /// Its SDK URL, e.g. `http://127.0.0.1:41234/sdk`.
     pub sdk: String,
+    /// With [`Vcsim::start_tls`]: the PEM file of the CA that signed its certificate, which no
+    /// system CA vouches for (a vCenter with a private CA).
+    pub ca_file: Option<std::path::PathBuf>,
+    _ca_dir: Option<tempfile::TempDir>,
 }
 
 impl Vcsim {
-    /// Starts vcsim accepting [`USERNAME`] and [`PASSWORD`]; `None` (the test is then
-    /// skipped) when it cannot be built.
+    /// Starts vcsim on plain HTTP accepting [`USERNAME`] and [`PASSWORD`]; `None` (the test is
+    /// then skipped) when it cannot be built.
     pub fn start() -> Option<Vcsim> {
+        Vcsim::spawn(false)
+    }
+
+    /// Starts vcsim on HTTPS with a certificate signed by a CA of its own ([`Vcsim::ca_file`]).
+    pub fn start_tls() -> Option<Vcsim> {
+        Vcsim::spawn(true)
+    }
+
+    fn spawn(tls: bool) -> Option<Vcsim> {
         let Some(binary) = vcsim_binary() else {
             boot_image_controller::testkit::skips::skip(
                 "vcsim cannot be built by hack/ensure-vcsim.sh (Go toolchain and module proxy)",
             );
             return None;
         };
-        let mut child = Command::new(binary)
-            .args([
-                "-l",
-                "127.0.0.1:0",
-                "-username",
-                USERNAME,
-                "-password",
-                PASSWORD,
-            ])
+        let ca_dir = tls.then(|| tempfile::tempdir().unwrap());
+        let ca_file = ca_dir.as_ref().map(|d| d.path().join("vcenter-ca.pem"));
+        let mut command = Command::new(binary);
+        command.args([
+            "-l",
+            "127.0.0.1:0",
+            "-username",
+            USERNAME,
+            "-password",
+            PASSWORD,
+        ]);
+        if let Some(file) = &ca_file {
+            command.arg("-tls-ca-out").arg(file);
+        }
+        let mut child = command
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .expect("start vcsim");
-        // It prints its URL once it serves.
+        // It prints its URL once it serves (and has written its certificate).
         let stdout = child.stdout.take().expect("vcsim's stdout");
         let mut line = String::new();
         BufReader::new(stdout)
             .read_line(&mut line)
             .expect("read vcsim's URL");
         let sdk = line.trim().to_string();
-        assert!(sdk.starts_with("http://"), "vcsim printed {sdk:?}");
-        Some(Vcsim { child, sdk })
+        assert!(sdk.starts_with("http"), "vcsim printed {sdk:?}");
+        Some(Vcsim {
+            child,
+            sdk,
+            ca_file,
+            _ca_dir: ca_dir,
+        })
     }
 
     /// The server name as it appears in an Infrastructure and the credentials Secret.
