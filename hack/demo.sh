@@ -16,7 +16,8 @@
 #   4. shows what `boot-image-controller plan` would change;
 #   5. runs the controller and shows the result: MachineSets, conditions, Events;
 #   6. upgrades the simulated cluster to 4.21.0 and shows the rollout;
-#   7. shows a few metrics; 8. stops the controller (SIGTERM) and tears everything down.
+#   7. shows a few metrics; 8. shows what `plan` says of a vSphere cluster (manifests only);
+#   9. stops the controller (SIGTERM) and tears everything down.
 #
 # Environment:
 #   BIC_DEMO_TIMEOUT    seconds to wait for each convergence (default 60)
@@ -319,7 +320,7 @@ for tool in cargo curl; do
   command -v "$tool" >/dev/null || die "$tool is required"
 done
 
-section "1/8 Build"
+section "1/9 Build"
 if [[ -d "$BIC_CLUSTER_DIR" ]]; then
   say "A previous demo did not finish cleanly; removing its leftovers in $(rel "$BIC_CLUSTER_DIR")."
   if pid="$(cat "$state/controller.pid" 2>/dev/null)" && [[ "$pid" =~ ^[0-9]+$ ]] &&
@@ -335,7 +336,7 @@ say "The control plane (kube-apiserver, etcd), built from Go modules on the firs
   "about 8 minutes on 2 cores:"
 hack/build-control-plane.sh 2>&1 >/dev/null | sed -u -e '/using cached/d' -e 's/^build-control-plane: /     /'
 
-section "2/8 A private control plane"
+section "2/9 A private control plane"
 t="$EPOCHREALTIME"
 if ! kubeconfig="$(hack/local-cluster.sh up 2>"$up_log" | tail -n 1)" || [[ ! -f "$kubeconfig" ]]; then
   tail -n 20 "$up_log" | indent >&2
@@ -351,7 +352,7 @@ else
   say "CRDs: the project's own (boot-image-controller crds)."
 fi
 
-section "3/8 A simulated OpenShift 4.20 cluster on AWS"
+section "3/9 A simulated OpenShift 4.20 cluster on AWS"
 say "Created from $fixtures/ and $testdata/ (real formats, real image ids):"
 apply -f "$testdata/infrastructure.yaml"
 apply_status -f "$testdata/infrastructure.yaml"
@@ -377,7 +378,7 @@ EOF
 machine_sets -o custom-columns='NAME:.metadata.name,AMI:.spec.template.spec.providerSpec.value.ami.id,STUB SECRET:.spec.template.spec.providerSpec.value.userDataSecret.name,ARCH LABEL:.metadata.annotations.capacity\.cluster-autoscaler\.kubernetes\.io/labels,OWNER:.metadata.ownerReferences[*].kind,OPT-OUT:.metadata.annotations.boot-image-controller\.io/boot-image-updates' |
   sed 's/<none>/  -   /g' | indent
 
-section "4/8 Before: what the controller would change"
+section "4/9 Before: what the controller would change"
 say "\`plan\` runs the controller's decision on manifest files, without touching the cluster. Here:" \
   "\`kubectl get -o yaml\` of the objects above, dumped to $(rel "$state/before")/. The 4.16 AMIs" \
   "are known CoreOS images from the list of every RHCOS AMI since 4.12 that the binary ships;" \
@@ -388,7 +389,7 @@ shown "boot-image-controller plan -f $(rel "$state/before") --known-images-file 
 plan "$state/before" | indent
 expect_summary "$state/before" "3 Update, 1 UpToDate, 3 Skip, 0 Error (7 MachineSets)"
 
-section "5/8 The controller"
+section "5/9 The controller"
 metrics_port="$(free_port)"
 health_port="$(free_port)"
 while [[ "$health_port" == "$metrics_port" ]]; do health_port="$(free_port)"; done
@@ -422,7 +423,7 @@ say "Events (kubectl get events.events.k8s.io -n $mapi_ns):"
 show_events
 events_before_upgrade="$(event_count)"
 
-section "6/8 Upgrade to 4.21.0"
+section "6/9 Upgrade to 4.21.0"
 say "While the cluster ran 4.20, the controller remembered the 4.20 images in ConfigMap" \
   "$mco_ns/boot-image-controller-known-images ($(kubectl get configmap -n "$mco_ns" boot-image-controller-known-images -o jsonpath='{.data.images}' | grep -c ami-) images)." \
   "After the upgrade they are no longer golden, and this is how it still knows they are ours."
@@ -461,7 +462,7 @@ echo
 say "New Events:"
 show_events "$events_before_upgrade"
 
-section "7/8 Metrics"
+section "7/9 Metrics"
 say "While the controller runs: http://127.0.0.1:$metrics_port/metrics (Prometheus text format);" \
   "health: http://127.0.0.1:$health_port/healthz and /readyz. A few lines:"
 shown "curl -s http://127.0.0.1:$metrics_port/metrics"
@@ -470,7 +471,24 @@ metrics | grep -E '^(boot_image_controller_(golden_stream_info|machine_resources
 [[ "$(metrics)" == *$'\nmcc_bootimage_update_error{'* ]] ||
   say "(no mcc_bootimage_update_error series: no MachineSet is failing)"
 
-section "8/8 Shutdown"
+section "8/9 vSphere: what it would import"
+say "On vSphere the boot image is a template in vCenter, and the stream publishes an OVA. From" \
+  "manifests alone, \`plan\` says which template each MachineSet would move to, what it would" \
+  "import and where (the running controller imports it, then moves the MachineSet; see the" \
+  "README's \"vSphere\" and tests/vsphere.rs, which run it against vcsim). Here: a vSphere" \
+  "cluster with two failure domains, tests/testdata/vsphere-cluster/, with the AWS cluster's" \
+  "release, configuration, Nodes and stub secrets."
+vsphere=(-f tests/testdata/vsphere-cluster)
+for file in clusterversion machineconfiguration nodes secrets; do
+  vsphere+=(-f "tests/testdata/aws-cluster/$file.yaml")
+done
+shown "boot-image-controller plan ${vsphere[*]}"
+vsphere_plan="$("$bin" plan "${vsphere[@]}")"
+indent <<<"$vsphere_plan"
+[[ "$(tail -n 1 <<<"$vsphere_plan")" == "Summary: 0 Update, 0 UpToDate, 2 Skip, 1 Error (3 MachineSets)" ]] ||
+  die "the vSphere plan changed: $(tail -n 1 <<<"$vsphere_plan")"
+
+section "9/9 Shutdown"
 t="$EPOCHREALTIME"
 pid="$controller_pid"
 kill -TERM "$pid"

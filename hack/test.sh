@@ -38,6 +38,9 @@ hack/ensure-prometheus.sh
 log "moto, the EC2 simulator (PyPI, installed once into a virtualenv)"
 hack/ensure-moto.sh >/dev/null
 
+log "vcsim, the vCenter simulator (govmomi from the Go module proxy, built once)"
+hack/ensure-vcsim.sh >/dev/null
+
 log "building the project"
 cargo build --all-targets --locked
 

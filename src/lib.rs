@@ -11,6 +11,7 @@ mod bounded_read;
 pub mod cli;
 pub mod controller;
 pub mod ec2;
+mod http_client;
 pub mod known_images;
 pub mod kubeconfig;
 pub mod machine_kind;
@@ -25,3 +26,4 @@ mod server;
 pub mod stream;
 #[cfg(any(test, feature = "testkit"))]
 pub mod testkit;
+pub mod vcenter;

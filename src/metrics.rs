@@ -68,6 +68,12 @@ metric_families! {
         "EC2 DescribeImages calls, by what they asked and how they ended";
     EC2_UNAVAILABLE_REGIONS = "boot_image_controller_ec2_unavailable_regions",
         "Regions where EC2 cannot be asked about AMIs now (stream and known images only)";
+    VSPHERE_IMPORTS = "boot_image_controller_vsphere_template_imports_total",
+        "vSphere template imports, by how they ended (imported, found, in_progress, failed, \
+         digest_mismatch, unavailable)";
+    VSPHERE_IMPORT_PROGRESS = "boot_image_controller_vsphere_template_import_progress",
+        "Percent done of the vSphere template import under way (imports run one at a time; 0 \
+         when none)";
     /// Same name and meaning as the Machine Config Operator's gauge, so existing alerts and
     /// dashboards keep working after the switch.
     MCC_UPDATE_ERROR = "mcc_bootimage_update_error",
@@ -79,6 +85,16 @@ struct Family {
     name: &'static str,
     help: &'static str,
 }
+
+/// How a vSphere template import ends (`result` of the imports counter).
+pub const VSPHERE_IMPORT_RESULTS: [&str; 6] = [
+    "imported",
+    "found",
+    "in_progress",
+    "failed",
+    "digest_mismatch",
+    "unavailable",
+];
 
 /// What a write changed: the kind of object, or the object and subresource. Never an outcome:
 /// failures are counted apart, so that `sum(rate(writes_total))` is the rate of changes made.
@@ -123,6 +139,8 @@ pub struct Metrics {
     /// Regions whose AMIs EC2 cannot be asked about now: there only the golden streams and the
     /// known images are recognised.
     pub ec2_unavailable_regions: IntGauge,
+    pub vsphere_imports: IntCounterVec,
+    pub vsphere_import_progress: IntGauge,
 }
 
 impl Metrics {
@@ -162,6 +180,10 @@ impl Metrics {
             ec2_requests: r.family(IntCounterVec::new, EC2_REQUESTS, &["call", "result"]),
             ec2_unavailable_regions: r.register(
                 IntGauge::new(EC2_UNAVAILABLE_REGIONS.name, EC2_UNAVAILABLE_REGIONS.help).unwrap(),
+            ),
+            vsphere_imports: r.family(IntCounterVec::new, VSPHERE_IMPORTS, &["result"]),
+            vsphere_import_progress: r.register(
+                IntGauge::new(VSPHERE_IMPORT_PROGRESS.name, VSPHERE_IMPORT_PROGRESS.help).unwrap(),
             ),
             registry: registry.clone(),
         };
@@ -204,6 +226,9 @@ impl Metrics {
         // Zero series, so that rates and alerts on them work before the first EC2 call.
         for call in ["images", "marketplace"] {
             self.ec2_requests.with_label_values(&[call, "ok"]);
+        }
+        for result in VSPHERE_IMPORT_RESULTS {
+            self.vsphere_imports.with_label_values(&[result]);
         }
         self.build_info
             .with_label_values(&[build::VERSION, build::COMMIT])

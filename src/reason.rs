@@ -91,6 +91,15 @@ reasons! {
     /// The stream publishes no Azure marketplace images at all (OKD, for one).
     MarketplaceImagesNotPublished: Skip,
 
+    /// vSphere: the template of the golden release is not in vCenter yet; it is to be imported
+    /// (the message says from which OVA, as what and where).
+    TemplateImportPending: Skip,
+    /// vSphere: the template of the golden release is being imported.
+    TemplateImporting: Skip,
+    /// vSphere: the cluster's templates cannot be placed (no failure domains in the
+    /// Infrastructure, or no infrastructure name to recognise them by); left as they are.
+    VSphereTopologyUnknown: Skip,
+
     /// A warning beside a decision: the object uses an annotation key of an earlier release.
     DeprecatedAnnotation: Skip,
 
@@ -114,6 +123,12 @@ reasons! {
     StubSecretIncompatible: Error,
     /// Someone keeps reverting our patch; we stop instead of fighting.
     HotLoop: Error,
+    /// vSphere: the MachineSet's workspace is in none of the Infrastructure's failure domains.
+    FailureDomainNotFound: Error,
+    /// vSphere: importing the template of the golden release failed (download, digest, upload).
+    TemplateImportFailed: Error,
+    /// vSphere: vCenter could not be reached or refused the machine API's credentials.
+    VCenterUnavailable: Error,
     PatchFailed: Error,
 
     MachineConfigurationMissing: Hold,

@@ -430,6 +430,7 @@ mod tests {
             known_images: [AMI_420.to_string()].into_iter().collect(),
             control_plane_nodes: BTreeMap::from([("master-0".into(), Some("amd64".into()))]),
             ec2: Default::default(),
+            vcenter: Default::default(),
         }
     }
 

@@ -117,6 +117,21 @@ impl StreamArch {
                 }
             }
         }
+        // vSphere's target is a template we import from this OVA: a download we cannot verify
+        // or a location that is not a URL would be imported into every vCenter.
+        if let Some(vmware) = self.artifacts.get(VMWARE_KEY) {
+            let ova = vmware_ova(vmware);
+            if let Some(ova) = &ova
+                && !(is_sha256(&ova.sha256) && is_ova_location(&ova.location))
+            {
+                let value = format!("{} (sha256 {})", ova.location, ova.sha256);
+                return Err(invalid(
+                    "vmware OVA".into(),
+                    &value,
+                    "an http(s) URL with a SHA-256",
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -181,6 +196,20 @@ struct Marketplace {
     azure: BTreeMap<String, BTreeMap<String, AzureMarketplaceImage>>,
 }
 
+/// The vSphere OVA of a release (`artifacts.vmware`): imported into vCenter as a VM template.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct VmwareOva {
+    pub release: String,
+    pub location: String,
+    /// Lowercase hexadecimal SHA-256 of the whole OVA file.
+    pub sha256: String,
+}
+
+/// A SHA-256 digest as streams spell it: 64 hexadecimal digits.
+fn is_sha256(digest: &str) -> bool {
+    digest.len() == 64 && digest.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
 /// An Azure marketplace image as stream metadata and providerSpecs both spell it.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
 pub struct AzureMarketplaceImage {
@@ -188,6 +217,25 @@ pub struct AzureMarketplaceImage {
     pub offer: String,
     pub sku: String,
     pub version: String,
+}
+
+/// The stream key of vSphere's artifacts (its Infrastructure name is `VSphere`).
+pub const VMWARE_KEY: &str = "vmware";
+
+fn is_ova_location(location: &str) -> bool {
+    (location.starts_with("https://") || location.starts_with("http://"))
+        && !location.contains(char::is_whitespace)
+}
+
+/// The OVA of a `vmware` artifact, when it has one (location and digest, as published).
+fn vmware_ova(artifact: &Value) -> Option<VmwareOva> {
+    let disk = artifact.pointer("/formats/ova/disk")?;
+    let text = |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or_default().to_string();
+    Some(VmwareOva {
+        release: text(artifact.get("release")),
+        location: text(disk.get("location")),
+        sha256: text(disk.get("sha256")).to_ascii_lowercase(),
+    })
 }
 
 impl GoldenStream {
@@ -236,6 +284,11 @@ impl GoldenStream {
 
     pub fn gcp_image(&self, arch: Arch) -> Option<&GcpImage> {
         self.arch(arch)?.images.gcp.as_ref()
+    }
+
+    /// The vSphere OVA of this architecture (`artifacts.vmware.formats.ova.disk`).
+    pub fn vmware_ova(&self, arch: Arch) -> Option<VmwareOva> {
+        vmware_ova(self.arch(arch)?.artifacts.get(VMWARE_KEY)?)
     }
 
     /// Marketplace images for Azure, by variant then Hyper-V generation (`hyperVGen1`/`2`).
@@ -445,5 +498,39 @@ mod tests {
             GoldenStream::parse(market),
             Err(StreamError::InvalidImage { .. })
         ));
+    }
+
+    #[test]
+    fn the_vmware_ova_is_read_and_must_be_verifiable() {
+        let s = GoldenStream::parse(&compact()).unwrap();
+        let ova = s.vmware_ova(Arch::Amd64).unwrap();
+        assert_eq!(ova.release, "9.6.20251023-0");
+        assert!(ova.location.ends_with("vmware.x86_64.ova"));
+        assert_eq!(ova.sha256.len(), 64);
+        assert!(s.vmware_ova(Arch::Arm64).is_none());
+        let with = |disk: &str| {
+            format!(
+                r#"{{"stream": "s", "architectures": {{"x86_64": {{"artifacts": {{"vmware":
+                {{"release": "1", "formats": {{"ova": {{"disk": {disk}}}}}}}}}}}}}}}"#
+            )
+        };
+        let digest = "14fa549bb83b2e730de22312419b503bc1ce85adf72269582f0af60e366d87ff";
+        let good = format!(r#"{{"location": "https://x/y.ova", "sha256": "{digest}"}}"#);
+        assert!(GoldenStream::parse(&with(&good)).is_ok());
+        for bad in [
+            format!(
+                r#"{{"location": "https://x/y.ova", "sha256": "{}"}}"#,
+                &digest[1..]
+            ),
+            format!(r#"{{"location": "file:///etc/passwd", "sha256": "{digest}"}}"#),
+            format!(r#"{{"location": "", "sha256": "{digest}"}}"#),
+            r#"{"location": "https://x/y.ova"}"#.to_string(),
+        ] {
+            let err = GoldenStream::parse(&with(&bad)).expect_err(&bad);
+            assert!(
+                matches!(err, StreamError::InvalidImage { .. }),
+                "{bad}: {err}"
+            );
+        }
     }
 }

@@ -34,6 +34,8 @@ const EXPORTED_METRICS: &[&str] = &[
     "mcc_bootimage_update_error",
     "boot_image_controller_ec2_requests_total",
     "boot_image_controller_ec2_unavailable_regions",
+    "boot_image_controller_vsphere_template_imports_total",
+    "boot_image_controller_vsphere_template_import_progress",
 ];
 
 const DASHBOARD: &str = "dashboards/boot-image-controller.json";
@@ -125,6 +127,8 @@ fn the_expected_metrics_are_the_ones_the_controller_defines() {
         names::STOOD_DOWN,
         names::EC2_REQUESTS,
         names::EC2_UNAVAILABLE_REGIONS,
+        names::VSPHERE_IMPORTS,
+        names::VSPHERE_IMPORT_PROGRESS,
     ]);
     let expected: BTreeSet<&str> = EXPORTED_METRICS.iter().copied().collect();
     assert_eq!(expected, defined);

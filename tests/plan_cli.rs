@@ -551,3 +551,49 @@ fn acceptance_real_stream_and_build01_machine_sets() {
         );
     }
 }
+
+/// The vSphere cluster of tests/testdata, with the AWS cluster's release, configuration, Nodes
+/// and secrets (nothing in those is platform-specific).
+fn vsphere_cluster() -> Vec<String> {
+    let shared = [
+        "clusterversion.yaml",
+        "machineconfiguration.yaml",
+        "nodes.yaml",
+        "secrets.yaml",
+    ];
+    let mut args = vec![
+        "--manifests".to_string(),
+        testdata("vsphere-cluster").display().to_string(),
+    ];
+    for file in shared {
+        args.push("--manifests".into());
+        args.push(testdata("aws-cluster").join(file).display().to_string());
+    }
+    args
+}
+
+#[test]
+fn vsphere_plans_say_which_template_they_would_import_and_leave_custom_ones() {
+    let args = vsphere_cluster();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let plan = plan_json(&args);
+    let worker = machine_set(&plan, "demo-vs9x2-worker-us-east-1a");
+    assert_eq!(action_and_reason(worker), ("Skip", "TemplateImportPending"));
+    let message = worker["message"].as_str().unwrap();
+    for part in [
+        "demo-vs9x2-rhcos-us-east-1a-9.6.20251023-0",
+        "rhcos-9.6.20251023-0-vmware.x86_64.ova",
+        "14fa549bb83b2e730de22312419b503bc1ce85adf72269582f0af60e366d87ff",
+        "/dc1/datastore/datastore1",
+    ] {
+        assert!(message.contains(part), "{part} missing from {message}");
+    }
+    assert_eq!(worker["patch"], serde_json::json!([]));
+    let custom = machine_set(&plan, "demo-vs9x2-custom-us-east-1b");
+    assert_eq!(action_and_reason(custom), ("Skip", "CustomImage"));
+    let elsewhere = machine_set(&plan, "demo-vs9x2-nfs-us-east-1a");
+    assert_eq!(
+        action_and_reason(elsewhere),
+        ("Error", "FailureDomainNotFound")
+    );
+}

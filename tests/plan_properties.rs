@@ -210,6 +210,7 @@ impl ClusterCase {
                 })
                 .collect(),
             ec2: Default::default(),
+            vcenter: Default::default(),
         }
     }
 
@@ -634,7 +635,7 @@ proptest! {
         if plan.blocked.is_some() {
             prop_assert!(entries.clone().all(|e| e.action != Action::Update && e.patch.is_empty()));
         }
-        let supported = matches!(case.platform, "AWS" | "GCP" | "Azure");
+        let supported = matches!(case.platform, "AWS" | "GCP" | "Azure" | "VSphere");
         for entry in entries {
             match (entry.action, entry.reason) {
                 (Action::Update, _) => prop_assert!(!entry.patch.is_empty(), "{:?}", entry),

@@ -116,6 +116,8 @@ fn evaluate_on(
         infrastructure_name,
         // EC2 not consulted: the rules as they judge from the lists alone.
         ec2: &Default::default(),
+        platform_spec: None,
+        vcenter: &Default::default(),
     };
     platform
         .rule()

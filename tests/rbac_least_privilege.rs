@@ -49,7 +49,7 @@ fn the_service_account_may_do_what_the_controller_needs_and_nothing_else() {
         denied("update",  "machinesets.machine.openshift.io", machine_api),
         denied("delete",  "machinesets.machine.openshift.io", machine_api),
         denied("create",  "machinesets.machine.openshift.io", machine_api),
-        // Secrets: the managed stubs by name, and the machine API's AWS credentials (read, never
+        // Secrets: the managed stubs by name, and the machine API's AWS and vCenter credentials (read, never
         // watched or listed) for EC2 look-ups; nothing else anywhere.
         allowed("get",    "secrets/worker-user-data-managed", machine_api),
         allowed("watch",  "secrets/worker-user-data-managed", machine_api),
@@ -60,6 +60,10 @@ fn the_service_account_may_do_what_the_controller_needs_and_nothing_else() {
         denied("list",    "secrets/aws-cloud-credentials", machine_api),
         denied("get",     "secrets/gcp-cloud-credentials", machine_api),
         denied("get",     "secrets/aws-cloud-credentials", Some("default")),
+        allowed("get",    "secrets/vsphere-cloud-credentials", machine_api),
+        denied("watch",   "secrets/vsphere-cloud-credentials", machine_api),
+        denied("list",    "secrets/vsphere-cloud-credentials", machine_api),
+        denied("get",     "secrets/vsphere-cloud-credentials", Some("kube-system")),
         denied("list",    "secrets", machine_api),
         denied("patch",   "secrets/worker-user-data-managed", machine_api),
         denied("get",     "secrets/worker-user-data-managed", Some("default")),

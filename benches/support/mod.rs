@@ -503,6 +503,7 @@ pub fn scenario(data: &Data, platform: &str, count: usize) -> Option<Scenario> {
             .map(|i| (format!("master-{i}"), Some("amd64".to_string())))
             .collect(),
         ec2: Default::default(),
+        vcenter: Default::default(),
     };
     let regions = (
         data.aws_common_regions(Arch::Amd64),

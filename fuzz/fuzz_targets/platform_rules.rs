@@ -41,6 +41,8 @@ fn run(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
                 known_images: &known,
                 infrastructure_name: infrastructure_name.as_deref(),
                 ec2: &Default::default(),
+                platform_spec: None,
+                vcenter: &Default::default(),
             };
             if let ImageOutcome::Update { changes, .. } = rule.evaluate(&spec, &ctx) {
                 assert!(!changes.is_empty(), "an Update without changes: {spec}");

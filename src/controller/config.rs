@@ -103,6 +103,30 @@ pub struct RunArgs {
     /// endpoint or proxy; a simulator in tests). `http://` is accepted.
     #[arg(long, env = "BIC_EC2_ENDPOINT")]
     pub ec2_endpoint: Option<String>,
+    /// On vSphere, import the golden release's OVA into vCenter as a template in each failure
+    /// domain MachineSets use (with the machine API's Secret vsphere-cloud-credentials), then
+    /// move those MachineSets to it. Off: vSphere decisions only say what would be imported.
+    #[arg(long, env = "BIC_VSPHERE_TEMPLATE_IMPORTS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub vsphere_template_imports: bool,
+    /// The vCenter SDK URL every vCenter server is reached at, instead of
+    /// `https://<server>/sdk` (a proxy; a simulator in tests). `http://` is accepted.
+    #[arg(long, env = "BIC_VCENTER_ENDPOINT")]
+    pub vcenter_endpoint: Option<String>,
+    /// PEM certificates trusted for vCenter besides the system's CA roots: the private CA that
+    /// signed the vCenter's certificate (verification is never turned off).
+    #[arg(long, env = "BIC_VCENTER_CA_FILE")]
+    pub vcenter_ca_file: Option<PathBuf>,
+    /// Where OVAs are downloaded before an import (about 1.3 GiB each, removed afterwards).
+    #[arg(long, env = "BIC_VSPHERE_DOWNLOAD_DIR")]
+    pub vsphere_download_dir: Option<PathBuf>,
+    /// The longest one template import may take after its download (upload, template, rename);
+    /// the download has as long again.
+    #[arg(long, env = "BIC_VSPHERE_IMPORT_TIMEOUT", default_value = "1h", value_parser = parse_period)]
+    pub vsphere_import_timeout: Duration,
+    /// Old vSphere templates of ours kept per failure domain after a new one is imported (to go
+    /// back to); older ones are destroyed, never one a MachineSet clones.
+    #[arg(long, env = "BIC_VSPHERE_TEMPLATES_KEPT", default_value_t = 2)]
+    pub vsphere_templates_kept: usize,
     /// Re-plan everything this often even without events (e.g. `10m`, `30s`).
     #[arg(long, env = "BIC_RESYNC_PERIOD", default_value = "10m", value_parser = parse_period)]
     pub resync_period: Duration,

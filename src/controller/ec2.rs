@@ -19,6 +19,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
+use super::background::{self, SECRET_TIMEOUT};
 use super::observe::Observation;
 use super::watches::Trigger;
 use crate::api::{Infrastructure, Secret};
@@ -47,8 +48,6 @@ const NOT_FOUND_MAX_AGE: Duration = Duration::from_secs(3600);
 /// A region whose look-up failed is retried after this, doubled per failure up to the maximum.
 const FIRST_RETRY: Duration = Duration::from_secs(15);
 const MAX_RETRY: Duration = Duration::from_secs(600);
-/// Reading the credentials Secret.
-const SECRET_TIMEOUT: Duration = Duration::from_secs(10);
 /// Without credentials, the Secret is looked for again this often (when an AMI needs asking).
 const CREDENTIALS_RECHECK: Duration = Duration::from_secs(60);
 /// Answers kept at most; beyond, those no MachineSet names any more are dropped.
@@ -246,8 +245,7 @@ impl State {
 
 impl Shared {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        // A panic while holding the lock leaves plain data behind, still usable.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        background::lock(&self.state)
     }
 
     async fn run(&self, job: Job) {
@@ -276,9 +274,7 @@ impl Shared {
                 }
                 Err(e) => {
                     let attempts = state.failures.get(&region).map_or(0, |f| f.attempts) + 1;
-                    let delay = FIRST_RETRY
-                        .saturating_mul(1 << (attempts - 1).min(10))
-                        .min(MAX_RETRY);
+                    let delay = background::doubling(FIRST_RETRY, MAX_RETRY, attempts);
                     if attempts == 1 {
                         warn!(region, error = %e, "EC2 cannot be asked about AMIs; only the golden streams and known images are recognised there until it answers");
                     }
@@ -298,11 +294,7 @@ impl Shared {
         // The Secret is not watched and EC2 sends no events: a pass once the retry is due asks
         // again (only while some AMI still needs asking, since only then is there a job).
         if let Some(delay) = again_after {
-            let wake = self.wake.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep(delay).await;
-                let _ = wake.send(Trigger::All);
-            });
+            background::wake_after(&self.wake, delay);
         }
     }
 

@@ -10,6 +10,7 @@ mod lease;
 pub mod lenient;
 
 mod act;
+mod background;
 mod boot_image_status;
 mod decide;
 mod ec2;
@@ -20,6 +21,7 @@ mod report;
 mod secrets;
 mod status;
 mod status_writer;
+mod vcenter;
 mod watch_backoff;
 mod watches;
 
@@ -118,6 +120,39 @@ fn ec2_lookups(
     )))
 }
 
+/// The vSphere template imports, unless `--vsphere-template-imports=false`.
+fn template_imports(
+    args: &RunArgs,
+    client: &kube::Client,
+    wake: &mpsc::UnboundedSender<Trigger>,
+    metrics: &Metrics,
+) -> Option<vcenter::TemplateImports> {
+    if !args.vsphere_template_imports {
+        return None;
+    }
+    let settings = vcenter::Settings {
+        endpoint: args.vcenter_endpoint.clone(),
+        client: crate::vcenter::client::Limits {
+            ca_file: args.vcenter_ca_file.clone(),
+            ..Default::default()
+        },
+        import: crate::vcenter::import::ImportLimits {
+            download_timeout: args.vsphere_import_timeout,
+            import_timeout: args.vsphere_import_timeout,
+            download_dir: (args.vsphere_download_dir.clone()).unwrap_or_else(std::env::temp_dir),
+            ..Default::default()
+        },
+        keep: args.vsphere_templates_kept,
+    };
+    Some(vcenter::TemplateImports::new(
+        client.clone(),
+        &args.machine_api_namespace,
+        settings,
+        wake.clone(),
+        metrics.clone(),
+    ))
+}
+
 /// Runs until `shutdown` is cancelled (clean exit) or the leader lease is lost (error).
 pub async fn run(args: RunArgs, shutdown: CancellationToken) -> Result<(), RunError> {
     if args.leader_elect {
@@ -159,7 +194,9 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> Result<(), RunEr
     {
         lookups.check_credentials().await;
     }
+    let vcenter = template_imports(&args, &client, &trigger_tx, &metrics);
     let mut controller = Controller {
+        vcenter,
         events: events::EventPublisher::start(
             client.clone(),
             args.identity(),
@@ -332,6 +369,8 @@ struct Controller {
     secrets: secrets::SecretWatches,
     /// EC2 look-ups of AMI owners (`--ec2-lookups`).
     ec2: Option<ec2::Ec2Lookups>,
+    /// vSphere template imports (`--vsphere-template-imports`).
+    vcenter: Option<vcenter::TemplateImports>,
     events: events::EventPublisher,
     patcher: act::Patcher,
     configurations: Api<MachineConfiguration>,
@@ -489,6 +528,11 @@ impl Controller {
             remembered_patches: std::mem::take(&mut self.remembered_patches),
             report_only: self.args.report_only,
         };
+        // Only the leader imports: a follower's passes plan, and would import alongside it.
+        if let Some(imports) = self.vcenter.as_ref().filter(|_| *self.leader.borrow()) {
+            let wanted = vcenter::wanted(&observed, &options);
+            observed.snapshot.vcenter = imports.facts(&wanted, &vcenter::in_use(&observed));
+        }
         let decide::Decided { decisions, facts } = decide::decide(&observed, &scope, &options);
         // The snapshot holds a copy of every watched object; release it before the patches.
         drop(observed);

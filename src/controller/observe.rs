@@ -63,6 +63,9 @@ pub(super) async fn observe(
         control_plane_nodes: stores.control_plane_nodes(),
         // Filled in by the pass from the EC2 lookups (`controller/ec2.rs`).
         ec2: Default::default(),
+        // vCenter's answers are not gathered by the controller yet: vSphere decisions say what
+        // they would import.
+        vcenter: Default::default(),
     };
     Observation {
         snapshot,

@@ -5,7 +5,7 @@
 //! field manager listing only those types; the conditions list is a map keyed by `type`, so the
 //! Machine Config Operator's own conditions are untouched.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 use jiff::{SignedDuration, Timestamp};
@@ -249,8 +249,24 @@ fn summary(input: &StatusInput<'_>) -> String {
         let mode = input.selections.iter().find(|(k, _)| *k == kind);
         text.push_str(&kind_summary(kind, mode.map(|(_, m)| *m), &entries));
     }
+    text.push_str(&imports_under_way(input.decisions));
     text.push_str(&last_changes(input.decisions));
     text.trim_end().to_string()
+}
+
+/// The vSphere template imports under way, with their progress: slow (a gigabyte-sized OVA),
+/// so what an administrator waits for is said where they look. Imports run one at a time;
+/// MachineSets waiting for the same template say the same, so each is named once.
+fn imports_under_way(decisions: &[&Decision]) -> String {
+    let importing: BTreeSet<&str> = decisions
+        .iter()
+        .filter(|d| d.reason == Reason::TemplateImporting)
+        .map(|d| d.message.as_str())
+        .collect();
+    importing
+        .into_iter()
+        .map(|m| format!("vSphere: {}. ", bounded(m, QUOTED_MESSAGE_LIMIT)))
+        .collect()
 }
 
 /// `MachineSets (selection All): 3 total, 2 selected, ... (CustomImage: 1), 0 errored. `
@@ -542,6 +558,18 @@ mod tests {
         let third = merge(&second, &desired(&deciding(&[&a, &c])), Some(1), t1).unwrap();
         assert_eq!(get(&third, DEGRADED).last_transition_time, Time(t1));
         assert_eq!(get(&third, PROGRESSING).last_transition_time, Time(t0));
+    }
+
+    #[test]
+    fn a_template_import_under_way_is_in_the_progressing_message_once() {
+        let mut a = entry("a", Action::Skip, Reason::TemplateImporting);
+        a.message = "importing rhcos.ova as template t into vc/dc: 40% uploaded".into();
+        let mut b = a.clone();
+        b.name = "b".into();
+        let c = conditions(&deciding(&[&a, &b]));
+        let message = &get(&c, PROGRESSING).message;
+        assert_eq!(message.matches("40% uploaded").count(), 1, "{message}");
+        assert!(message.contains("(TemplateImporting: 2)"), "{message}");
     }
 
     #[test]

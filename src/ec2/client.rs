@@ -1,13 +1,12 @@
 //! Sends DescribeImages to EC2 over HTTPS (or plain HTTP to a local simulator), signed with
 //! SigV4, bounded in time and retried with backoff when EC2 throttles.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::{Request, Uri};
-use hyper_rustls::{ConfigBuilderExt, HttpsConnector};
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
@@ -15,6 +14,7 @@ use hyper_util::rt::TokioExecutor;
 use super::facts::AmiFacts;
 use super::query::{self, Ec2Error};
 use super::sigv4::{self, Credentials};
+use crate::http_client::{error_chain, jittered};
 
 /// An answer larger than this is refused rather than buffered (a few hundred marketplace AMIs
 /// make well under 1 MiB).
@@ -64,33 +64,8 @@ impl Ec2Client {
                     .ok_or_else(|| Ec2Error::Malformed(format!("invalid EC2 endpoint {e:?}")))
             })
             .transpose()?;
-        // The crypto provider the rest of the program (kube, the metrics server) uses: no second
-        // one is built (deny.toml).
-        let builder = || {
-            rustls::ClientConfig::builder_with_provider(Arc::new(
-                rustls::crypto::ring::default_provider(),
-            ))
-            .with_safe_default_protocol_versions()
-            .map_err(|e| Ec2Error::Malformed(e.to_string()))
-        };
-        let tls = match builder()?.with_native_roots() {
-            Ok(roots) => roots,
-            // Not fatal: clusters on other platforms never call EC2, and on AWS every call then
-            // fails with a certificate error that is reported per region (Ec2Unavailable).
-            Err(e) => {
-                tracing::warn!(error = %e, "no system CA certificates: EC2 cannot be verified");
-                builder()?.with_root_certificates(rustls::RootCertStore::empty())
-            }
-        }
-        .with_no_client_auth();
-        let mut http = HttpConnector::new();
-        http.set_connect_timeout(Some(limits.connect_timeout));
-        http.enforce_http(false);
-        let https = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls)
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(http);
+        let https = crate::http_client::connector(limits.connect_timeout, "EC2", &[])
+            .map_err(|e| Ec2Error::Malformed(e.to_string()))?;
         Ok(Ec2Client {
             http: Client::builder(TokioExecutor::new()).build(https),
             endpoint,
@@ -253,24 +228,4 @@ impl Ec2Client {
             Err(query::parse_error(status, &text))
         }
     }
-}
-
-/// Between half and all of `d`, so that replicas throttled together do not retry together.
-fn jittered(d: Duration) -> Duration {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|t| t.subsec_nanos())
-        .unwrap_or_default();
-    d.mul_f64(0.5 + f64::from(nanos % 1000) / 2000.0)
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut message = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        message.push_str(": ");
-        message.push_str(&s.to_string());
-        source = s.source();
-    }
-    message
 }

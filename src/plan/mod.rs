@@ -55,6 +55,9 @@ pub struct ClusterSnapshot {
     /// What EC2 said about the AMIs of AWS MachineSets (their owner, product, architecture) and
     /// the marketplace AMIs that could replace them; empty when EC2 is not consulted.
     pub ec2: crate::ec2::Ec2Facts,
+    /// What vCenter said about the templates of vSphere MachineSets; empty (and not
+    /// `consulted`) when vCenter is not asked.
+    pub vcenter: crate::vcenter::VcenterFacts,
 }
 
 #[derive(Clone, Debug)]

@@ -19,7 +19,8 @@ use crate::names::{
     AUTOSCALER_LABELS_ANNOTATION, HOT_LOOP_ANNOTATION, LEGACY_OPT_OUT_ANNOTATION,
     OPT_OUT_ANNOTATION, OPT_OUT_VALUE, OS_ID_LABEL, OS_STREAM_LABEL,
 };
-use crate::platform::{ImageOutcome, Input, PlatformRule, RuleContext, display_image};
+use crate::platform::vsphere::{self, TemplateRequest};
+use crate::platform::{ImageOutcome, Input, Platform, PlatformRule, RuleContext, display_image};
 use crate::reason::Reason;
 use crate::stream::{DEFAULT_OS_STREAM, GoldenStream};
 
@@ -129,9 +130,27 @@ impl Planner<'_> {
         subject: &Subject<'s>,
         ready: &'s Ready,
     ) -> Result<Evaluated<'s>, Box<Decision>> {
+        let (rule, ctx, provider_spec) = self.rule_input(subject, ready)?;
+        let outcome = rule.evaluate(provider_spec, &ctx);
+        Ok(Evaluated {
+            outcome,
+            rule,
+            stream: ctx.stream,
+            arch: ctx.arch,
+            provider_spec,
+        })
+    }
+
+    /// The rule of the cluster's platform and what it is handed for `subject`; `Err` with the
+    /// decision when there is nothing to judge.
+    fn rule_input<'s>(
+        &'s self,
+        subject: &Subject<'s>,
+        ready: &'s Ready,
+    ) -> Result<(&'static dyn PlatformRule, RuleContext<'s>, &'s Value), Box<Decision>> {
         // Before the architecture and providerSpec checks: on a platform we never write to, their
-        // errors would only raise a false Degraded (e.g. every MachineSet of a multi-arch vSphere
-        // cluster without the autoscaler annotation).
+        // errors would only raise a false Degraded (e.g. every MachineSet of a multi-arch
+        // bare-metal cluster without the autoscaler annotation).
         let Some(rule) = ready.platform.rule() else {
             return Err(Box::new(subject.decision(
                 Action::Skip,
@@ -139,6 +158,21 @@ impl Planner<'_> {
                 ready.platform.unsupported_message(),
             )));
         };
+        // The MCO updates no ControlPlaneMachineSet on vSphere (`cpmsSupported` of
+        // `CheckBootImagePlatform`, pkg/controller/common/featuregates.go at 7ff337a): how the
+        // control-plane machine set operator treats a new template there is unknown to us.
+        if subject.kind == MachineKind::ControlPlaneMachineSet
+            && !ready.platform.control_plane_boot_images_supported()
+        {
+            return Err(Box::new(subject.decision(
+                Action::Skip,
+                Reason::PlatformNotSupported,
+                format!(
+                    "control-plane boot images are not updated on {}",
+                    ready.platform.name()
+                ),
+            )));
+        }
         let stream = self.os_stream(subject, ready)?;
         let arch = self
             .arch(subject, ready)
@@ -152,26 +186,35 @@ impl Planner<'_> {
                 "the machine template has no providerSpec.value object".into(),
             )));
         };
+        let infrastructure = self.snapshot.infrastructure.as_ref();
         let ctx = RuleContext {
             stream,
             arch,
             known_images: &ready.known_images,
-            infrastructure_name: self
-                .snapshot
-                .infrastructure
-                .as_ref()
+            infrastructure_name: infrastructure
                 .and_then(|i| i.status.as_ref())
                 .and_then(|s| s.infrastructure_name.as_deref()),
             ec2: &self.snapshot.ec2,
+            platform_spec: infrastructure.and_then(|i| i.spec.extra.get("platformSpec")),
+            vcenter: &self.snapshot.vcenter,
         };
-        let outcome = rule.evaluate(provider_spec, &ctx);
-        Ok(Evaluated {
-            outcome,
-            rule,
-            stream,
-            arch,
-            provider_spec,
-        })
+        Ok((rule, ctx, provider_spec))
+    }
+
+    /// The vSphere template `object` should clone, when the planner would let the vSphere rule
+    /// judge it (selected, not opted out nor owned, no gate holding writes): what the controller
+    /// imports into vCenter before the rule can move the MachineSet to it.
+    pub fn template_request<M: MachineObject>(&self, object: &M) -> Option<TemplateRequest> {
+        let ready = self.state.as_ref().ok()?;
+        if ready.hold.is_some() || ready.platform != Platform::VSphere {
+            return None;
+        }
+        let subject = Subject::of(object);
+        if self.screen(&subject, ready).is_some() {
+            return None;
+        }
+        let (_, ctx, provider_spec) = self.rule_input(&subject, ready).ok()?;
+        vsphere::template_request(provider_spec, &ctx).ok()
     }
 
     /// Rules 1 to 4: the objects we leave alone whatever their images.

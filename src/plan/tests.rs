@@ -96,6 +96,7 @@ fn aws_cluster() -> ClusterSnapshot {
         known_images: Default::default(),
         control_plane_nodes: control_plane_nodes("amd64"),
         ec2: Default::default(),
+        vcenter: Default::default(),
     }
 }
 
@@ -1396,11 +1397,6 @@ fn a_machine_set_that_cannot_be_read_is_an_error() {
 
 #[test]
 fn unsupported_platforms_are_skipped() {
-    // vSphere is managed by default but its templates need vCenter.
-    let vsphere = updatable().on_platform("VSphere");
-    let entry = decide(&vsphere, machine_set("worker-a").build());
-    assert_decided(&entry, Action::Skip, Reason::PlatformNotSupported);
-    assert_mentions(&entry.message, "vCenter");
     // Platform None is not managed by default; selected explicitly, it is still not supported.
     let none = updatable().on_platform("None");
     assert_decided(
@@ -1408,25 +1404,29 @@ fn unsupported_platforms_are_skipped() {
         Action::Skip,
         Reason::NotSelected,
     );
-    let selected = none.machine_managers(json!([manager("machinesets", json!({"mode": "All"}))]));
-    let entry = decide(&selected, machine_set("worker-a").build());
+    let entry = decide(&selecting_all(none), machine_set("worker-a").build());
     assert_decided(&entry, Action::Skip, Reason::PlatformNotSupported);
     assert_mentions(&entry.message, "None");
+}
+
+/// `cluster` with every MachineSet selected explicitly.
+fn selecting_all(cluster: ClusterSnapshot) -> ClusterSnapshot {
+    cluster.machine_managers(json!([manager("machinesets", json!({"mode": "All"}))]))
 }
 
 #[test]
 fn unsupported_platforms_raise_no_errors_about_what_they_never_read() {
     // Architecture and providerSpec only matter to a platform rule; without one, reporting them
     // as errors would degrade a cluster we never write to.
-    let vsphere = updatable().on_platform("VSphere");
+    let none = selecting_all(updatable().on_platform("None"));
     for (cluster, ms) in [
-        (vsphere.clone().multi_arch(), machine_set("no-arch")),
+        (none.clone().multi_arch(), machine_set("no-arch")),
         (
-            vsphere.clone(),
+            none.clone(),
             machine_set("riscv").capacity_labels("kubernetes.io/arch=riscv64"),
         ),
         (
-            vsphere.clone(),
+            none.clone(),
             machine_set("template").provider_spec(json!("vsphere-template")),
         ),
     ] {
@@ -1435,10 +1435,99 @@ fn unsupported_platforms_raise_no_errors_about_what_they_never_read() {
     }
     // Rules 1 to 4 still explain themselves first.
     let owned = decide(
-        &vsphere,
+        &none,
         machine_set("owned").owned_by("MachinePool", "w").build(),
     );
     assert_decided(&owned, Action::Skip, Reason::Owned);
+}
+
+/// A vSphere cluster with the kit's one failure domain, whose vCenter has `templates` (or was
+/// not asked, when `None`).
+fn vsphere_cluster(templates: Option<&[&str]>) -> ClusterSnapshot {
+    updatable().on_platform("VSphere").with(|c| {
+        let infra = c.infrastructure.as_mut().unwrap();
+        let spec = provider_specs::vsphere_platform_spec();
+        infra.spec.extra.insert("platformSpec".into(), spec);
+        if let Some(templates) = templates {
+            c.vcenter.consulted = true;
+            for name in templates {
+                let key = crate::vcenter::TemplateKey {
+                    server: provider_specs::VSPHERE_SERVER.into(),
+                    datacenter: "dc1".into(),
+                    name: name.to_string(),
+                };
+                c.vcenter
+                    .templates
+                    .insert(key, crate::vcenter::TemplateState::Ready);
+            }
+        }
+    })
+}
+
+fn vsphere_machine_set(name: &str, template: &str) -> Object<MachineSet> {
+    machine_set(name).provider_spec(provider_specs::vsphere(template))
+}
+
+fn golden_template() -> String {
+    crate::platform::vsphere::template_name(
+        INFRASTRUCTURE_NAME,
+        provider_specs::VSPHERE_FAILURE_DOMAIN,
+        crate::testkit::streams::VMWARE_RELEASE_421,
+    )
+}
+
+#[test]
+fn vsphere_machine_sets_move_to_the_imported_template_with_a_guarded_patch() {
+    let installer = format!("{INFRASTRUCTURE_NAME}-rhcos-us-east-1a");
+    let cluster = vsphere_cluster(Some(&[&golden_template()]));
+    let entry = decide(
+        &cluster,
+        vsphere_machine_set("worker-a", &installer).build(),
+    );
+    assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
+    let ops = serde_json::to_value(&entry.patch).unwrap();
+    let template = "/spec/template/spec/providerSpec/value/template";
+    let datastore = "/spec/template/spec/providerSpec/value/workspace/datastore";
+    let op = |op: &str, path: &str| {
+        ops.as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["op"] == op && o["path"] == path)
+            .cloned()
+    };
+    assert_eq!(op("test", template).unwrap()["value"], json!(installer));
+    assert_eq!(
+        op("replace", template).unwrap()["value"],
+        json!(golden_template())
+    );
+    assert_eq!(op("test", datastore).unwrap()["value"], json!("datastore1"));
+    // The template already there: nothing to write for the image.
+    let current = vsphere_machine_set("worker-b", &golden_template()).build();
+    let entry = decide(&cluster, current);
+    assert_ne!(entry.reason, Reason::BootImageOutdated, "{}", entry.message);
+}
+
+#[test]
+fn vsphere_without_vcenter_facts_says_what_it_would_import_and_writes_nothing() {
+    let installer = format!("{INFRASTRUCTURE_NAME}-rhcos");
+    let entry = decide(
+        &vsphere_cluster(None),
+        vsphere_machine_set("worker-a", &installer).build(),
+    );
+    assert_decided(&entry, Action::Skip, Reason::TemplateImportPending);
+    assert_mentions(&entry.message, &golden_template());
+    assert_mentions(&entry.message, "would import");
+    assert!(entry.patch.is_empty(), "{:?}", entry.patch);
+}
+
+#[test]
+fn vsphere_custom_templates_are_never_replaced() {
+    let entry = decide(
+        &vsphere_cluster(Some(&[&golden_template()])),
+        vsphere_machine_set("worker-a", "rhcos-golden-by-hand").build(),
+    );
+    assert_decided(&entry, Action::Skip, Reason::CustomImage);
+    assert!(entry.patch.is_empty());
 }
 
 #[test]

@@ -9,6 +9,7 @@
 mod aws;
 mod azure;
 mod gcp;
+pub mod vsphere;
 
 use serde_json::Value;
 
@@ -32,7 +33,12 @@ pub enum Platform {
 
 impl Platform {
     /// Every platform with a rule; tests check each answers every question of [`PlatformRule`].
-    pub const WITH_RULES: [Platform; 3] = [Platform::Aws, Platform::Gcp, Platform::Azure];
+    pub const WITH_RULES: [Platform; 4] = [
+        Platform::Aws,
+        Platform::Gcp,
+        Platform::Azure,
+        Platform::VSphere,
+    ];
 
     /// The platform an Infrastructure's `status.platformStatus` describes.
     pub fn from_status(status: &crate::api::PlatformStatus) -> Self {
@@ -89,16 +95,14 @@ impl Platform {
             Platform::Aws => Some(&aws::Aws),
             Platform::Gcp => Some(&gcp::Gcp),
             Platform::Azure => Some(&azure::Azure),
-            Platform::AzureStackHub | Platform::VSphere | Platform::Other(_) => None,
+            Platform::VSphere => Some(&vsphere::VSphere),
+            Platform::AzureStackHub | Platform::Other(_) => None,
         }
     }
 
     /// Why a platform without a rule is left alone.
     pub fn unsupported_message(&self) -> String {
         match self {
-            Platform::VSphere => "vSphere boot images are vCenter templates; updating them needs \
-                                  vCenter access, so they are not updated automatically"
-                .to_string(),
             Platform::AzureStackHub => "Azure Stack Hub boot images are uploaded at install time \
                                         and no marketplace image exists there, so they are not \
                                         updated automatically"
@@ -124,6 +128,10 @@ pub struct RuleContext<'a> {
     pub infrastructure_name: Option<&'a str>,
     /// What EC2 said about the AMIs of the snapshot (AWS only; empty elsewhere).
     pub ec2: &'a crate::ec2::Ec2Facts,
+    /// `Infrastructure.spec.platformSpec`: vSphere's failure domains say where templates live.
+    pub platform_spec: Option<&'a Value>,
+    /// What vCenter said about the templates vSphere rules want (vSphere only; empty elsewhere).
+    pub vcenter: &'a crate::vcenter::VcenterFacts,
 }
 
 /// One value to replace inside the provider spec.
@@ -328,13 +336,37 @@ mod tests {
                 "publisher": "azureopenshift", "offer": "aro4", "sku": "420-v2",
                 "version": "9.6.20250101", "resourceID": "", "type": "MarketplaceNoPlan"
             }}),
+            Platform::VSphere => crate::testkit::provider_specs::vsphere(&format!(
+                "{}-rhcos",
+                crate::testkit::provider_specs::INFRASTRUCTURE_NAME
+            )),
             other => panic!("no sample provider spec for {other:?}"),
         }
     }
 
     #[test]
     fn every_platform_with_a_rule_answers_every_question() {
-        let cluster = Cluster::new(stream_4_21()).knowing(&["ami-09d23adad19cdb25c"]);
+        // vCenter already has the template of the release in the kit's failure domain.
+        let infra = crate::testkit::provider_specs::INFRASTRUCTURE_NAME;
+        let mut vcenter = crate::vcenter::VcenterFacts::default();
+        let template = vsphere::template_name(
+            infra,
+            crate::testkit::provider_specs::VSPHERE_FAILURE_DOMAIN,
+            crate::testkit::streams::VMWARE_RELEASE_421,
+        );
+        let key = crate::vcenter::TemplateKey {
+            server: crate::testkit::provider_specs::VSPHERE_SERVER.into(),
+            datacenter: "dc1".into(),
+            name: template,
+        };
+        vcenter
+            .templates
+            .insert(key, crate::vcenter::TemplateState::Ready);
+        let cluster = Cluster::new(stream_4_21())
+            .knowing(&["ami-09d23adad19cdb25c"])
+            .named(infra)
+            .on_vsphere()
+            .with_vcenter(vcenter);
         let ctx = cluster.ctx(Arch::Amd64);
         for platform in Platform::WITH_RULES {
             let rule = platform

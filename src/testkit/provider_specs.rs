@@ -92,3 +92,57 @@ pub fn azure_marketplace(publisher: &str, offer: &str, sku: &str, version: &str)
 pub fn azure_upload(resource_id: &str) -> Value {
     json!({"offer": "", "publisher": "", "resourceID": resource_id, "sku": "", "version": ""})
 }
+
+/// The vCenter, datacenter, datastore, resource pool and folder of the kit's one vSphere failure
+/// domain (`us-east-1a`).
+pub const VSPHERE_SERVER: &str = "vcenter.example.com";
+pub const VSPHERE_FAILURE_DOMAIN: &str = "us-east-1a";
+
+/// A vSphere worker provider spec cloning `template`, placed in the kit's failure domain.
+pub fn vsphere(template: &str) -> Value {
+    json!({
+        "apiVersion": "machine.openshift.io/v1beta1",
+        "credentialsSecret": {"name": "vsphere-cloud-credentials"},
+        "diskGiB": 120,
+        "kind": "VSphereMachineProviderSpec",
+        "memoryMiB": 16384,
+        "metadata": {"creationTimestamp": null},
+        "network": {"devices": [{"networkName": "VM Network"}]},
+        "numCPUs": 4,
+        "numCoresPerSocket": 4,
+        "snapshot": "",
+        "template": template,
+        "userDataSecret": {"name": "worker-user-data"},
+        "workspace": {
+            "datacenter": "dc1",
+            "datastore": "datastore1",
+            "folder": format!("/dc1/vm/{INFRASTRUCTURE_NAME}"),
+            "resourcePool": "/dc1/host/cluster1/Resources",
+            "server": VSPHERE_SERVER
+        }
+    })
+}
+
+/// `Infrastructure.spec.platformSpec` of a vSphere cluster with the kit's one failure domain.
+pub fn vsphere_platform_spec() -> Value {
+    json!({
+        "type": "VSphere",
+        "vsphere": {
+            "vcenters": [{"server": VSPHERE_SERVER, "port": 443, "datacenters": ["dc1"]}],
+            "failureDomains": [{
+                "name": VSPHERE_FAILURE_DOMAIN,
+                "region": "us-east",
+                "zone": "us-east-1a",
+                "server": VSPHERE_SERVER,
+                "topology": {
+                    "datacenter": "dc1",
+                    "computeCluster": "/dc1/host/cluster1",
+                    "networks": ["VM Network"],
+                    "datastore": "datastore1",
+                    "resourcePool": "/dc1/host/cluster1/Resources/",
+                    "folder": format!("/dc1/vm/{INFRASTRUCTURE_NAME}")
+                }
+            }]
+        }
+    })
+}

@@ -15,6 +15,8 @@ pub struct Cluster {
     pub known_images: KnownImages,
     pub infrastructure_name: Option<String>,
     pub ec2: crate::ec2::Ec2Facts,
+    pub platform_spec: Option<Value>,
+    pub vcenter: crate::vcenter::VcenterFacts,
 }
 
 impl Cluster {
@@ -28,6 +30,8 @@ impl Cluster {
             known_images,
             infrastructure_name: None,
             ec2: crate::ec2::Ec2Facts::default(),
+            platform_spec: None,
+            vcenter: crate::vcenter::VcenterFacts::default(),
         }
     }
 
@@ -44,6 +48,18 @@ impl Cluster {
         self
     }
 
+    /// A vSphere cluster with the kit's one failure domain.
+    pub fn on_vsphere(mut self) -> Self {
+        self.platform_spec = Some(crate::testkit::provider_specs::vsphere_platform_spec());
+        self
+    }
+
+    /// What vCenter says about templates.
+    pub fn with_vcenter(mut self, vcenter: crate::vcenter::VcenterFacts) -> Self {
+        self.vcenter = vcenter;
+        self
+    }
+
     pub fn named(mut self, infrastructure_name: &str) -> Self {
         self.infrastructure_name = Some(infrastructure_name.into());
         self
@@ -56,6 +72,8 @@ impl Cluster {
             known_images: &self.known_images,
             infrastructure_name: self.infrastructure_name.as_deref(),
             ec2: &self.ec2,
+            platform_spec: self.platform_spec.as_ref(),
+            vcenter: &self.vcenter,
         }
     }
 }

@@ -10,6 +10,11 @@ pub const AMI_420_ARM_US_EAST_1: &str = "ami-05834415546b16278";
 pub const AMI_421_US_EAST_1: &str = "ami-01095d1967818437c";
 pub const AMI_421_US_EAST_2: &str = "ami-0bc8dda494f111572";
 pub const AMI_421_ARM_US_EAST_1: &str = "ami-08e3890b24e081680";
+/// The 4.21 vSphere OVA as rhcos-4.21 9.6.20251023-0 publishes it.
+pub const VMWARE_RELEASE_421: &str = "9.6.20251023-0";
+pub const VMWARE_OVA_421: &str = "https://rhcos.mirror.openshift.com/art/storage/prod/streams/rhel-9.6/builds/9.6.20251023-0/x86_64/rhcos-9.6.20251023-0-vmware.x86_64.ova";
+pub const VMWARE_OVA_421_SHA256: &str =
+    "14fa549bb83b2e730de22312419b503bc1ce85adf72269582f0af60e366d87ff";
 pub const CUSTOM_AMI: &str = "ami-0123456789abcdef0";
 pub const GCP_IMAGE_420: &str =
     "projects/rhcos-cloud/global/images/rhcos-9-6-20250826-1-gcp-x86-64";
@@ -77,7 +82,8 @@ pub fn marketplace(publisher: &str, offer: &str, gen1: &str, gen2: &str, version
     })
 }
 
-/// The 4.21 stream for every platform the rules read: AWS, GCP and Azure marketplace for x86_64, AWS only for
+/// The 4.21 stream for every platform the rules read: AWS, GCP, Azure marketplace and the vSphere
+/// OVA for x86_64, AWS only for
 /// aarch64, nothing for ppc64le and s390x.
 pub fn stream_421_all_platforms() -> Value {
     json!({
@@ -87,7 +93,10 @@ pub fn stream_421_all_platforms() -> Value {
                 "artifacts": {
                     "aws": {"release": "9.6.20251023-0"},
                     "gcp": {"release": "9.6.20251023-0"},
-                    "azure": {"release": "9.6.20251023-0"}
+                    "azure": {"release": "9.6.20251023-0"},
+                    "vmware": {"release": VMWARE_RELEASE_421, "formats": {"ova": {"disk": {
+                        "location": VMWARE_OVA_421, "sha256": VMWARE_OVA_421_SHA256
+                    }}}}
                 },
                 "images": {
                     "aws": {"regions": {

@@ -10,6 +10,7 @@
 pub mod fixtures;
 pub mod moto;
 pub mod proxy;
+pub mod vcsim;
 pub mod waits;
 
 use std::collections::BTreeMap;
@@ -400,6 +401,18 @@ impl TestEnv {
     pub fn controller(&self, extra: &[&str]) -> ControllerProcess {
         ControllerProcess::start(self, extra)
     }
+}
+
+/// The path a `hack/ensure-*.sh` script prints once its tool is installed or built (on first
+/// use, into the tool cache); `None` when it cannot be.
+pub fn ensured_tool(script: &str) -> Option<String> {
+    let out = Command::new("bash")
+        .arg(Path::new(REPO).join(script))
+        .stderr(Stdio::inherit())
+        .output()
+        .ok()?;
+    let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    (out.status.success() && Path::new(&path).exists()).then_some(path)
 }
 
 /// A free TCP port on the loopback interface.

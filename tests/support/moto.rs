@@ -7,7 +7,7 @@
 //! Red Hat's and the AWS Marketplace's accounts.
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -53,16 +53,8 @@ pub fn ami(
 /// The `moto_server` executable, installed on first use; `None` when it cannot be.
 fn moto_server() -> Option<String> {
     static PATH: OnceLock<Option<String>> = OnceLock::new();
-    PATH.get_or_init(|| {
-        let out = Command::new("bash")
-            .arg(Path::new(REPO).join("hack/ensure-moto.sh"))
-            .stderr(Stdio::inherit())
-            .output()
-            .ok()?;
-        let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
-        (out.status.success() && Path::new(&path).exists()).then_some(path)
-    })
-    .clone()
+    PATH.get_or_init(|| super::ensured_tool("hack/ensure-moto.sh"))
+        .clone()
 }
 
 /// A moto server serving `amis`, stopped when dropped.

@@ -1,0 +1,462 @@
+//! Imports the golden release's vSphere templates into vCenter, in the background: a pass takes
+//! what is known already (template there, import under way or failed, vCenter unavailable),
+//! never waits for vCenter, and the next pass is triggered when an import ends or advances.
+//!
+//! Credentials are the machine API's (`vcenter::credentials`). Imports run one at a time (each
+//! moves a gigabyte-sized OVA), each bounded by the import limits; a failed one is retried after
+//! 30 s, doubling up to 30 min. Only the leader's passes ask, so two replicas do not import at
+//! once; if they ever do, vCenter's unique names keep it to one template (`vcenter::import`).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use kube::Api;
+use tokio::sync::{Semaphore, mpsc};
+use tracing::{info, warn};
+
+use super::background::{self, SECRET_TIMEOUT};
+use super::observe::Observation;
+use super::watches::Trigger;
+use crate::api::Secret;
+use crate::machine_kind::MachineObject;
+use crate::metrics::Metrics;
+use crate::plan::{Options, Planner};
+use crate::platform::Platform;
+use crate::platform::vsphere::TemplateRequest;
+use crate::vcenter::client::{Limits, VcenterClient, sdk_url};
+use crate::vcenter::credentials::{self, SECRET_NAME};
+use crate::vcenter::import::{Ensured, ImportLimits, ensure_template};
+use crate::vcenter::retention;
+use crate::vcenter::{TemplateKey, TemplateState, VcenterError, VcenterFacts};
+
+/// A failed import is retried after this, doubled per failure up to the maximum.
+const FIRST_RETRY: Duration = Duration::from_secs(30);
+const MAX_RETRY: Duration = Duration::from_secs(30 * 60);
+/// Another importer's temporary VM is looked at again this often.
+const BUSY_RETRY: Duration = Duration::from_secs(30);
+/// A template found or imported is looked for again after this long (someone may delete it).
+const READY_MAX_AGE: Duration = Duration::from_secs(3600);
+/// A whole import job may take its download and import timeouts and this much more.
+const WHOLE_JOB_SLACK: Duration = Duration::from_secs(300);
+/// Progress of an import wakes a pass when it moved by this many percent.
+const PROGRESS_STEP: u8 = 10;
+
+/// The controller's vCenter imports (none unless the cluster is on vSphere).
+#[derive(Clone)]
+pub(super) struct TemplateImports {
+    shared: Arc<Shared>,
+}
+
+/// How the controller reaches vCenter and imports (from the `run` flags).
+pub(super) struct Settings {
+    /// `--vcenter-endpoint`: every server's SDK (a simulator, a proxy).
+    pub endpoint: Option<String>,
+    /// Calls to vCenter, and the CA it trusts besides the system's (`--vcenter-ca-file`).
+    pub client: Limits,
+    pub import: ImportLimits,
+    /// `--vsphere-templates-kept`: old templates of ours kept per failure domain.
+    pub keep: usize,
+}
+
+struct Shared {
+    secrets: Api<Secret>,
+    settings: Settings,
+    wake: mpsc::UnboundedSender<Trigger>,
+    metrics: Metrics,
+    one_at_a_time: Semaphore,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    templates: HashMap<TemplateKey, Known>,
+    /// Servers that could not be asked, with why and when to try again.
+    unavailable: BTreeMap<String, (String, Instant)>,
+    /// Templates with a job queued or under way.
+    in_flight: HashSet<TemplateKey>,
+    /// Failed imports in a row, by template: the backoff doubles with each.
+    attempts: HashMap<TemplateKey, u32>,
+}
+
+enum Known {
+    Ready(Instant),
+    /// Queued or under way; percent done.
+    Importing(u8),
+    Failed {
+        message: String,
+        retry_at: Instant,
+    },
+}
+
+impl TemplateImports {
+    pub fn new(
+        client: kube::Client,
+        namespace: &str,
+        settings: Settings,
+        wake: mpsc::UnboundedSender<Trigger>,
+        metrics: Metrics,
+    ) -> Self {
+        TemplateImports {
+            shared: Arc::new(Shared {
+                secrets: Api::namespaced(client, namespace),
+                settings,
+                wake,
+                metrics,
+                one_at_a_time: Semaphore::new(1),
+                state: Mutex::new(State::default()),
+            }),
+        }
+    }
+
+    /// What is known of the `wanted` templates, starting imports of the others. `in_use`: the
+    /// templates machine resources clone now, which no clean-up may destroy.
+    pub fn facts(
+        &self,
+        wanted: &BTreeSet<TemplateRequest>,
+        in_use: &BTreeSet<String>,
+    ) -> VcenterFacts {
+        let (facts, jobs) = self.shared.lock().answer(wanted, Instant::now());
+        for job in jobs {
+            let shared = self.shared.clone();
+            let in_use = in_use.clone();
+            tokio::spawn(async move { shared.run(job, in_use).await });
+        }
+        facts
+    }
+}
+
+impl State {
+    /// What is known of `wanted` at `now`, and the imports to start (marked under way). Pure:
+    /// no I/O, so the retry policy is unit-tested.
+    fn answer(
+        &mut self,
+        wanted: &BTreeSet<TemplateRequest>,
+        now: Instant,
+    ) -> (VcenterFacts, Vec<TemplateRequest>) {
+        let mut facts = VcenterFacts {
+            consulted: true,
+            ..VcenterFacts::default()
+        };
+        let mut jobs = Vec::new();
+        for request in wanted {
+            let (server, key) = (&request.key.server, &request.key);
+            if let Some((why, retry_at)) = self.unavailable.get(server) {
+                facts.unavailable.insert(server.clone(), why.clone());
+                if *retry_at > now {
+                    continue;
+                }
+            }
+            let (fact, due) = match self.templates.get(key) {
+                Some(Known::Ready(at)) => (
+                    Some(TemplateState::Ready),
+                    now.duration_since(*at) >= READY_MAX_AGE,
+                ),
+                Some(Known::Importing(percent)) => {
+                    (Some(TemplateState::Importing { percent: *percent }), false)
+                }
+                Some(Known::Failed {
+                    message, retry_at, ..
+                }) => (
+                    Some(TemplateState::Failed {
+                        message: message.clone(),
+                    }),
+                    *retry_at <= now,
+                ),
+                None => (None, true),
+            };
+            if due && self.in_flight.insert(key.clone()) {
+                // A template that was there stays usable while it is looked for again.
+                if !matches!(fact, Some(TemplateState::Ready)) {
+                    self.templates.insert(key.clone(), Known::Importing(0));
+                }
+                jobs.push(request.clone());
+            }
+            if let Some(fact) = fact {
+                facts.templates.insert(key.clone(), fact);
+            }
+        }
+        // Requests that disappear (a MachineSet moved or opted out) are not forgotten: a
+        // template found stays found, and a failure keeps its backoff.
+        (facts, jobs)
+    }
+
+    fn failed(&mut self, key: &TemplateKey, message: String, now: Instant) -> Duration {
+        let attempts = self.attempts.entry(key.clone()).or_default();
+        *attempts += 1;
+        let attempts = *attempts;
+        let delay = background::doubling(FIRST_RETRY, MAX_RETRY, attempts);
+        self.templates.insert(
+            key.clone(),
+            Known::Failed {
+                message,
+                retry_at: now + delay,
+            },
+        );
+        delay
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        background::lock(&self.state)
+    }
+
+    async fn run(&self, request: TemplateRequest, in_use: BTreeSet<String>) {
+        let Ok(_turn) = self.one_at_a_time.acquire().await else {
+            return;
+        };
+        let key = request.key.clone();
+        let outcome = self.import(&request, &in_use).await;
+        let now = Instant::now();
+        let retry = {
+            let mut state = self.lock();
+            state.in_flight.remove(&key);
+            match outcome {
+                Ok(ensured) => {
+                    if ensured == Ensured::Imported {
+                        info!(template = %key.name, server = %key.server, "imported the golden template");
+                    }
+                    state.unavailable.remove(&key.server);
+                    state.attempts.remove(&key);
+                    state.templates.insert(key.clone(), Known::Ready(now));
+                    self.count(if ensured == Ensured::Imported {
+                        "imported"
+                    } else {
+                        "found"
+                    });
+                    None
+                }
+                Err(VcenterError::ImportInProgress(vm)) => {
+                    info!(template = %key.name, vm, "another import of this template is under way");
+                    state.templates.insert(key.clone(), Known::Importing(0));
+                    self.count("in_progress");
+                    Some(BUSY_RETRY)
+                }
+                Err(e) if e.is_unavailable() => {
+                    warn!(server = %key.server, error = %e, "vCenter cannot be asked about templates");
+                    state.templates.remove(&key);
+                    let retry_at = now + FIRST_RETRY;
+                    state
+                        .unavailable
+                        .insert(key.server.clone(), (e.to_string(), retry_at));
+                    self.count("unavailable");
+                    Some(FIRST_RETRY)
+                }
+                Err(e) => {
+                    warn!(template = %key.name, error = %e, "importing the golden template failed");
+                    let result = match e {
+                        VcenterError::DigestMismatch { .. } => "digest_mismatch",
+                        _ => "failed",
+                    };
+                    self.count(result);
+                    Some(state.failed(&key, e.to_string(), now))
+                }
+            }
+        };
+        self.metrics.vsphere_import_progress.set(0);
+        let _ = self.wake.send(Trigger::All);
+        if let Some(delay) = retry {
+            background::wake_after(&self.wake, delay);
+        }
+    }
+
+    async fn import(
+        &self,
+        request: &TemplateRequest,
+        in_use: &BTreeSet<String>,
+    ) -> Result<Ensured, VcenterError> {
+        let server = &request.key.server;
+        let secret = tokio::time::timeout(SECRET_TIMEOUT, self.secrets.get_opt(SECRET_NAME))
+            .await
+            .map_err(|_| VcenterError::TimedOut(SECRET_TIMEOUT))?
+            .map_err(|e| VcenterError::Credentials {
+                server: server.clone(),
+                why: format!("cannot read Secret {SECRET_NAME}: {e}"),
+            })?
+            .ok_or_else(|| VcenterError::Credentials {
+                server: server.clone(),
+                why: format!("no Secret {SECRET_NAME} in the machine API's namespace"),
+            })?;
+        let credentials = credentials::for_server(&secret, server)?;
+        let settings = &self.settings;
+        let sdk = sdk_url(settings.endpoint.as_deref().unwrap_or(server))?;
+        let client = VcenterClient::login(sdk, &credentials, settings.client.clone()).await?;
+        let last = std::sync::atomic::AtomicU8::new(0);
+        let progress = |percent: u8| {
+            self.metrics.vsphere_import_progress.set(i64::from(percent));
+            let before = last.load(std::sync::atomic::Ordering::Relaxed);
+            if percent >= before.saturating_add(PROGRESS_STEP) || (percent == 100 && before < 100) {
+                last.store(percent, std::sync::atomic::Ordering::Relaxed);
+                if let Some(Known::Importing(p)) = self.lock().templates.get_mut(&request.key) {
+                    *p = percent;
+                }
+                let _ = self.wake.send(Trigger::All);
+            }
+        };
+        // Each step is bounded on its own; this bounds what is left (looking for the template,
+        // removing a stale temporary VM, the clean-up), so a stuck vCenter task cannot hold the
+        // one import slot for ever.
+        let limits = &settings.import;
+        let bound = limits.download_timeout + limits.import_timeout + WHOLE_JOB_SLACK;
+        let ensured = ensure_template(&client, request, limits, &progress);
+        let outcome = match tokio::time::timeout(bound, ensured).await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(VcenterError::Import(format!("not done within {bound:?}"))),
+        };
+        if outcome.is_ok() {
+            // Best effort: a template left over is only disk space, never a failed import.
+            if let Err(e) = retention::prune(&client, request, in_use, settings.keep).await {
+                warn!(template = %request.key.name, error = %e, "could not remove old templates");
+            }
+        }
+        client.logout().await;
+        outcome
+    }
+
+    fn count(&self, result: &str) {
+        self.metrics
+            .vsphere_imports
+            .with_label_values(&[result])
+            .inc();
+    }
+}
+
+/// The templates the selected vSphere MachineSets of a pass should clone.
+pub(super) fn wanted(observed: &Observation, options: &Options) -> BTreeSet<TemplateRequest> {
+    let infrastructure = observed.snapshot.infrastructure.as_ref();
+    let platform = infrastructure.and_then(|i| i.status.as_ref()?.platform_status.as_ref());
+    if !platform.is_some_and(|p| Platform::from_status(p) == Platform::VSphere) {
+        return BTreeSet::new();
+    }
+    let planner = Planner::new(&observed.snapshot, options);
+    observed
+        .machine_sets
+        .iter()
+        .filter_map(|o| o.parsed.as_ref().ok())
+        .filter_map(|ms| planner.template_request(ms))
+        .collect()
+}
+
+/// The templates (names, without a folder) every machine resource of a pass clones.
+pub(super) fn in_use(observed: &Observation) -> BTreeSet<String> {
+    let machine_sets = observed
+        .machine_sets
+        .iter()
+        .filter_map(|o| template_of(o.parsed.as_ref().ok()?));
+    let control_planes = (observed.control_plane_machine_sets.iter())
+        .filter_map(|o| template_of(o.parsed.as_ref().ok()?));
+    machine_sets.chain(control_planes).collect()
+}
+
+fn template_of<M: MachineObject>(object: &M) -> Option<String> {
+    let spec = object
+        .machine_template()?
+        .spec
+        .provider_spec
+        .value
+        .as_ref()?;
+    let template = spec.get("template")?.as_str()?;
+    Some(template.rsplit('/').next().unwrap_or(template).to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::platform::vsphere::FailureDomain;
+    use crate::stream::VmwareOva;
+
+    fn request(name: &str) -> TemplateRequest {
+        TemplateRequest {
+            key: TemplateKey {
+                server: "vc".into(),
+                datacenter: "dc".into(),
+                name: name.into(),
+            },
+            failure_domain: FailureDomain::default(),
+            folder: "/dc/vm".into(),
+            ova: VmwareOva {
+                release: "1".into(),
+                location: "https://x/y.ova".into(),
+                sha256: "0".repeat(64),
+            },
+        }
+    }
+
+    fn wanted(names: &[&str]) -> BTreeSet<TemplateRequest> {
+        names.iter().map(|n| request(n)).collect()
+    }
+
+    #[test]
+    fn an_unknown_template_is_imported_once_and_reported_under_way() {
+        let mut state = State::default();
+        let now = Instant::now();
+        let (facts, jobs) = state.answer(&wanted(&["t1"]), now);
+        assert_eq!(jobs.len(), 1);
+        assert!(facts.consulted);
+        assert_eq!(facts.template(&request("t1").key), None);
+        let (facts, jobs) = state.answer(&wanted(&["t1"]), now);
+        assert!(jobs.is_empty(), "imported twice");
+        assert_eq!(
+            facts.template(&request("t1").key),
+            Some(&TemplateState::Importing { percent: 0 })
+        );
+    }
+
+    #[test]
+    fn a_failed_import_waits_for_its_backoff_which_doubles() {
+        let mut state = State::default();
+        let now = Instant::now();
+        let key = request("t1").key;
+        assert_eq!(
+            state.failed(&key, "sha256 mismatch".into(), now),
+            FIRST_RETRY
+        );
+        let (facts, jobs) = state.answer(&wanted(&["t1"]), now);
+        assert!(jobs.is_empty());
+        assert!(
+            matches!(facts.template(&key), Some(TemplateState::Failed { message }) if message.contains("sha256"))
+        );
+        let (facts, jobs) = state.answer(&wanted(&["t1"]), now + FIRST_RETRY);
+        assert_eq!(jobs.len(), 1);
+        // Reported as failed until the retry itself reports.
+        assert!(matches!(
+            facts.template(&key),
+            Some(TemplateState::Failed { .. })
+        ));
+        state.in_flight.clear();
+        assert_eq!(state.failed(&key, "again".into(), now), FIRST_RETRY * 2);
+    }
+
+    #[test]
+    fn an_unavailable_vcenter_is_reported_until_its_retry() {
+        let mut state = State::default();
+        let now = Instant::now();
+        state.unavailable.insert(
+            "vc".into(),
+            ("connection refused".into(), now + FIRST_RETRY),
+        );
+        let (facts, jobs) = state.answer(&wanted(&["t1"]), now);
+        assert!(jobs.is_empty());
+        assert_eq!(
+            facts.unavailable.get("vc").map(String::as_str),
+            Some("connection refused")
+        );
+        let (_, jobs) = state.answer(&wanted(&["t1"]), now + FIRST_RETRY);
+        assert_eq!(jobs.len(), 1);
+    }
+
+    #[test]
+    fn a_template_found_is_ready_and_looked_for_again_hourly() {
+        let mut state = State::default();
+        let now = Instant::now();
+        let key = request("t1").key;
+        state.templates.insert(key.clone(), Known::Ready(now));
+        let (facts, jobs) = state.answer(&wanted(&["t1"]), now);
+        assert!(jobs.is_empty());
+        assert_eq!(facts.template(&key), Some(&TemplateState::Ready));
+        let (facts, jobs) = state.answer(&wanted(&["t1"]), now + READY_MAX_AGE);
+        assert_eq!(jobs.len(), 1);
+        assert_eq!(facts.template(&key), Some(&TemplateState::Ready));
+    }
+}

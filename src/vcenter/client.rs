@@ -1,0 +1,547 @@
+//! The calls we make to vCenter: log in, find objects by inventory path, read a property, import
+//! an OVF through an NFC lease, mark as template, rename, destroy, wait for tasks.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use hyper::Uri;
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::connect::HttpConnector;
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject as _;
+
+use super::VcenterError;
+use super::credentials::Credentials;
+use super::soap::{MoRef, Session, child, escape, text_of};
+
+/// How long calls may take.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    pub connect_timeout: Duration,
+    /// One SOAP call, from sending to the last byte of the answer.
+    pub call_timeout: Duration,
+    /// Between two looks at a task or lease that is not done yet.
+    pub poll_interval: Duration,
+    /// PEM certificates trusted besides the system's CA roots (`--vcenter-ca-file`): the
+    /// private CA that signed the vCenter's certificate.
+    pub ca_file: Option<PathBuf>,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            connect_timeout: Duration::from_secs(5),
+            call_timeout: Duration::from_secs(60),
+            poll_interval: Duration::from_millis(500),
+            ca_file: None,
+        }
+    }
+}
+
+impl Limits {
+    /// The certificates of [`Limits::ca_file`]; a file that cannot be read or holds none is an
+    /// error rather than a silently weaker trust.
+    fn extra_roots(&self) -> Result<Vec<CertificateDer<'static>>, VcenterError> {
+        let Some(path) = &self.ca_file else {
+            return Ok(Vec::new());
+        };
+        let unusable = |why: String| {
+            VcenterError::Protocol(format!("the vCenter CA file {}: {why}", path.display()))
+        };
+        let roots = CertificateDer::pem_file_iter(path)
+            .map_err(|e| unusable(e.to_string()))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| unusable(e.to_string()))?;
+        if roots.is_empty() {
+            return Err(unusable("no PEM certificate in it".into()));
+        }
+        Ok(roots)
+    }
+}
+
+/// The well-known objects of one vCenter (its `ServiceContent`).
+#[derive(Clone, Debug)]
+struct ServiceContent {
+    property_collector: MoRef,
+    session_manager: MoRef,
+    search_index: MoRef,
+    ovf_manager: MoRef,
+}
+
+/// A logged-in vCenter.
+pub struct VcenterClient {
+    session: Session,
+    content: ServiceContent,
+    limits: Limits,
+    /// What the session trusts besides the system's roots; the disk uploads trust the same.
+    extra_roots: Vec<CertificateDer<'static>>,
+}
+
+/// What `CreateImportSpec` made of an OVF descriptor: the spec to import, verbatim, and the
+/// files the lease expects (device id, file name in the OVA, whether it is created).
+pub struct ImportSpec {
+    pub spec_xml: String,
+    /// The namespace prefixes in scope where vCenter wrote the spec (`xmlns:p="uri"` each):
+    /// its content may use any of them (vcsim declares its own `xsi` on the spec element).
+    pub namespaces: String,
+    pub spec_type: String,
+    pub files: Vec<FileItem>,
+}
+
+#[derive(Clone, Debug)]
+pub struct FileItem {
+    pub device_id: String,
+    pub path: String,
+    pub create: bool,
+}
+
+/// Where an NFC lease accepts each disk: device key (`importKey`) and URL.
+#[derive(Clone, Debug)]
+pub struct LeaseInfo {
+    pub entity: Option<MoRef>,
+    pub device_urls: Vec<(String, String)>,
+}
+
+/// The SDK URL of a vCenter server name (`vcenter.example.com` or `host:port`), or the URL
+/// given whole (`http://127.0.0.1:8989/sdk`, a simulator).
+pub fn sdk_url(server: &str) -> Result<Uri, VcenterError> {
+    let url = if server.contains("://") {
+        server.to_string()
+    } else {
+        format!("https://{server}/sdk")
+    };
+    url.parse::<Uri>()
+        .ok()
+        .filter(|u| u.host().is_some())
+        .ok_or_else(|| VcenterError::Protocol(format!("invalid vCenter server {server:?}")))
+}
+
+impl VcenterClient {
+    /// Connects to `sdk` and logs in.
+    pub async fn login(
+        sdk: Uri,
+        credentials: &Credentials,
+        limits: Limits,
+    ) -> Result<Self, VcenterError> {
+        let extra_roots = limits.extra_roots()?;
+        let http = Session::build_http(limits.connect_timeout, &extra_roots)?;
+        let session = Session::new(sdk, http, limits.call_timeout);
+        let instance = MoRef::new("ServiceInstance", "ServiceInstance");
+        let answer = session
+            .call(&request("RetrieveServiceContent", &instance, ""))
+            .await?;
+        let content = parse_service_content(&answer)?;
+        let arguments = format!(
+            "<userName>{}</userName><password>{}</password>",
+            escape(&credentials.username),
+            escape(&credentials.password)
+        );
+        let login = request("Login", &content.session_manager, &arguments);
+        session.call(&login).await?;
+        Ok(VcenterClient {
+            session,
+            content,
+            limits,
+            extra_roots,
+        })
+    }
+
+    pub fn sdk(&self) -> &Uri {
+        self.session.sdk()
+    }
+
+    /// A connector trusting what this client's session trusts (for the disk uploads, which go
+    /// to vCenter's hosts, and the OVA download).
+    pub fn connector(
+        &self,
+        connect_timeout: Duration,
+    ) -> Result<HttpsConnector<HttpConnector>, VcenterError> {
+        super::soap::connector(connect_timeout, &self.extra_roots)
+    }
+
+    pub fn cookie(&self) -> Option<String> {
+        self.session.cookie()
+    }
+
+    /// Ends the session (best effort: vCenter expires idle sessions anyway).
+    pub async fn logout(&self) {
+        let _ = self
+            .invoke("Logout", &self.content.session_manager, "")
+            .await;
+    }
+
+    /// The object at an inventory path (`dc1/vm/folder/name`), if any.
+    pub async fn find(&self, inventory_path: &str) -> Result<Option<MoRef>, VcenterError> {
+        let path = format!("<inventoryPath>{}</inventoryPath>", escape(inventory_path));
+        let body = request("FindByInventoryPath", &self.content.search_index, &path);
+        let answer = self.session.call(&body).await?;
+        let doc = parse(&answer)?;
+        Ok(child(doc.root(), "returnval").and_then(MoRef::from_node))
+    }
+
+    /// [`find`](Self::find), or [`VcenterError::NotFound`] naming `what`.
+    pub async fn require(&self, inventory_path: &str, what: &str) -> Result<MoRef, VcenterError> {
+        self.find(inventory_path)
+            .await?
+            .ok_or_else(|| VcenterError::NotFound(format!("{what} {inventory_path}")))
+    }
+
+    /// The answer to reading one property of `object`; its `val` element holds the value
+    /// (absent when unset). Read with [`value_text`] or by walking the parsed answer.
+    pub async fn property(&self, object: &MoRef, path: &str) -> Result<String, VcenterError> {
+        let spec = format!(
+            concat!(
+                "<specSet><propSet><type>{kind}</type><pathSet>{path}</pathSet></propSet>",
+                "<objectSet>{obj}</objectSet></specSet><options/>"
+            ),
+            kind = escape(&object.kind),
+            path = escape(path),
+            obj = object.xml("obj"),
+        );
+        let collector = &self.content.property_collector;
+        self.session
+            .call(&request("RetrievePropertiesEx", collector, &spec))
+            .await
+    }
+
+    /// The text of a simple property (a name, a state, a flag), `None` when unset.
+    pub async fn property_text(
+        &self,
+        object: &MoRef,
+        path: &str,
+    ) -> Result<Option<String>, VcenterError> {
+        let answer = self.property(object, path).await?;
+        value_text(&answer)
+    }
+
+    /// Whether the VM `vm` is marked as a template.
+    pub async fn is_template(&self, vm: &MoRef) -> Result<bool, VcenterError> {
+        let value = self.property_text(vm, "config.template").await?;
+        Ok(value.as_deref() == Some("true"))
+    }
+
+    /// Asks vCenter to turn an OVF descriptor into an import spec for `name`.
+    pub async fn create_import_spec(
+        &self,
+        ovf_descriptor: &str,
+        pool: &MoRef,
+        datastore: &MoRef,
+        name: &str,
+        networks: &[(String, MoRef)],
+    ) -> Result<ImportSpec, VcenterError> {
+        let mappings: String = networks
+            .iter()
+            .map(|(ovf_name, net)| {
+                format!(
+                    "<networkMapping><name>{}</name>{}</networkMapping>",
+                    escape(ovf_name),
+                    net.xml("network")
+                )
+            })
+            .collect();
+        // OvfCreateImportSpecParams in schema order: vCenter validates the order, vcsim not.
+        let arguments = format!(
+            concat!(
+                "<ovfDescriptor>{ovf}</ovfDescriptor>",
+                "{pool}{datastore}<cisp><locale></locale><deploymentOption></deploymentOption>",
+                "<entityName>{name}</entityName>{mappings}<diskProvisioning>thin</diskProvisioning>",
+                "</cisp>"
+            ),
+            ovf = escape(ovf_descriptor),
+            pool = pool.xml("resourcePool"),
+            datastore = datastore.xml("datastore"),
+            name = escape(name),
+            mappings = mappings,
+        );
+        let body = request("CreateImportSpec", &self.content.ovf_manager, &arguments);
+        let answer = self.session.call(&body).await?;
+        let doc = parse(&answer)?;
+        let returnval = child(doc.root(), "returnval")
+            .ok_or_else(|| VcenterError::Protocol("CreateImportSpec returned nothing".into()))?;
+        let errors: Vec<&str> = returnval
+            .children()
+            .filter(|n| n.tag_name().name() == "error")
+            .filter_map(|n| text_of(n, "localizedMessage"))
+            .collect();
+        if !errors.is_empty() {
+            return Err(VcenterError::Import(format!(
+                "vCenter cannot import the OVF: {}",
+                errors.join("; ")
+            )));
+        }
+        let spec = returnval
+            .children()
+            .find(|n| n.tag_name().name() == "importSpec")
+            .ok_or_else(|| VcenterError::Protocol("CreateImportSpec gave no importSpec".into()))?;
+        let spec_type = spec
+            .attribute(("http://www.w3.org/2001/XMLSchema-instance", "type"))
+            .unwrap_or("VirtualMachineImportSpec")
+            .to_string();
+        let files = returnval
+            .children()
+            .filter(|n| n.tag_name().name() == "fileItem")
+            .map(|n| FileItem {
+                device_id: text_of(n, "deviceId").unwrap_or_default().to_string(),
+                path: text_of(n, "path").unwrap_or_default().to_string(),
+                create: text_of(n, "create") == Some("true"),
+            })
+            .collect();
+        let namespaces = spec
+            .namespaces()
+            .filter_map(|ns| Some((ns.name()?, ns.uri())))
+            .filter(|(prefix, _)| *prefix != "xml")
+            .map(|(prefix, uri)| format!(r#" xmlns:{prefix}="{}""#, escape(uri)))
+            .collect();
+        Ok(ImportSpec {
+            namespaces,
+            spec_xml: inner_xml(&answer, spec),
+            spec_type,
+            files,
+        })
+    }
+
+    /// Starts importing `spec` into `pool` and `folder`; the lease accepts the disks.
+    pub async fn import_vapp(
+        &self,
+        pool: &MoRef,
+        spec: &ImportSpec,
+        folder: &MoRef,
+    ) -> Result<MoRef, VcenterError> {
+        let arguments = format!(
+            r#"<spec{} xsi:type="{}">{}</spec>{}"#,
+            spec.namespaces,
+            escape(&spec.spec_type),
+            spec.spec_xml,
+            folder.xml("folder")
+        );
+        self.returned_ref(&request("ImportVApp", pool, &arguments), "ImportVApp")
+            .await
+    }
+
+    /// Waits until the lease is ready for uploads, and says where each disk goes.
+    pub async fn wait_lease_ready(&self, lease: &MoRef) -> Result<LeaseInfo, VcenterError> {
+        loop {
+            let state = self.property_text(lease, "state").await?;
+            match state.as_deref() {
+                Some("ready") => break,
+                Some("error") => {
+                    let message = self.error_message(lease, "error").await?;
+                    return Err(VcenterError::Import(format!(
+                        "the import lease failed: {message}"
+                    )));
+                }
+                Some("done") => {
+                    return Err(VcenterError::Import("the import lease ended early".into()));
+                }
+                _ => tokio::time::sleep(self.limits.poll_interval).await,
+            }
+        }
+        let answer = self.property(lease, "info").await?;
+
+        let doc = parse(&answer)?;
+        let root = child(doc.root(), "val")
+            .ok_or_else(|| VcenterError::Protocol("the import lease has no info".into()))?;
+        let entity = root
+            .children()
+            .find(|n| n.tag_name().name() == "entity")
+            .and_then(MoRef::from_node);
+        let device_urls = root
+            .children()
+            .filter(|n| n.tag_name().name() == "deviceUrl")
+            .filter_map(|n| {
+                Some((
+                    text_of(n, "importKey")?.to_string(),
+                    text_of(n, "url")?.to_string(),
+                ))
+            })
+            .collect();
+        Ok(LeaseInfo {
+            entity,
+            device_urls,
+        })
+    }
+
+    pub async fn lease_progress(&self, lease: &MoRef, percent: u8) -> Result<(), VcenterError> {
+        let percent = format!("<percent>{percent}</percent>");
+        self.invoke("HttpNfcLeaseProgress", lease, &percent).await
+    }
+
+    pub async fn lease_complete(&self, lease: &MoRef) -> Result<(), VcenterError> {
+        self.invoke("HttpNfcLeaseComplete", lease, "").await
+    }
+
+    /// Abandons an import; vCenter then removes the VM it was creating.
+    pub async fn lease_abort(&self, lease: &MoRef) -> Result<(), VcenterError> {
+        self.invoke("HttpNfcLeaseAbort", lease, "").await
+    }
+
+    pub async fn mark_as_template(&self, vm: &MoRef) -> Result<(), VcenterError> {
+        self.invoke("MarkAsTemplate", vm, "").await
+    }
+
+    pub async fn rename(&self, entity: &MoRef, name: &str) -> Result<(), VcenterError> {
+        let new_name = format!("<newName>{}</newName>", escape(name));
+        let body = request("Rename_Task", entity, &new_name);
+        let task = self.returned_ref(&body, "Rename_Task").await?;
+        self.wait_task(&task).await
+    }
+
+    pub async fn destroy(&self, entity: &MoRef) -> Result<(), VcenterError> {
+        let body = request("Destroy_Task", entity, "");
+        let task = self.returned_ref(&body, "Destroy_Task").await?;
+        self.wait_task(&task).await
+    }
+
+    /// The VMs directly in `folder`, by name.
+    pub async fn child_vms(&self, folder: &MoRef) -> Result<Vec<(String, MoRef)>, VcenterError> {
+        let answer = self.property(folder, "childEntity").await?;
+        let doc = parse(&answer)?;
+        let vms: Vec<MoRef> = child(doc.root(), "val")
+            .into_iter()
+            .flat_map(|val| val.children())
+            .filter_map(MoRef::from_node)
+            .filter(|r| r.kind == "VirtualMachine")
+            .collect();
+        let mut named = Vec::new();
+        for vm in vms {
+            if let Some(name) = self.property_text(&vm, "name").await? {
+                named.push((name, vm));
+            }
+        }
+        Ok(named)
+    }
+
+    /// Waits for a task to end; its error becomes [`VcenterError::Import`].
+    async fn wait_task(&self, task: &MoRef) -> Result<(), VcenterError> {
+        loop {
+            let state = self.property_text(task, "info.state").await?;
+            match state.as_deref() {
+                Some("success") => return Ok(()),
+                Some("error") => {
+                    let message = self.error_message(task, "info.error").await?;
+                    return Err(VcenterError::Import(message));
+                }
+                _ => tokio::time::sleep(self.limits.poll_interval).await,
+            }
+        }
+    }
+
+    /// The `localizedMessage` of a fault property (a lease's `error`, a task's `info.error`).
+    async fn error_message(&self, object: &MoRef, path: &str) -> Result<String, VcenterError> {
+        let answer = self.property(object, path).await?;
+        let doc = parse(&answer)?;
+        Ok(child(doc.root(), "val")
+            .and_then(|val| text_of(val, "localizedMessage"))
+            .unwrap_or("unknown error")
+            .to_string())
+    }
+
+    /// Calls `method` for its effect alone.
+    async fn invoke(
+        &self,
+        method: &str,
+        this: &MoRef,
+        arguments: &str,
+    ) -> Result<(), VcenterError> {
+        self.session
+            .call(&request(method, this, arguments))
+            .await
+            .map(drop)
+    }
+
+    async fn returned_ref(&self, body: &str, method: &str) -> Result<MoRef, VcenterError> {
+        let answer = self.session.call(body).await?;
+        let doc = parse(&answer)?;
+        child(doc.root(), "returnval")
+            .and_then(MoRef::from_node)
+            .ok_or_else(|| VcenterError::Protocol(format!("{method} returned no object")))
+    }
+}
+
+/// The body of a call of `method` on `this` with `arguments` (already XML, in schema order).
+fn request(method: &str, this: &MoRef, arguments: &str) -> String {
+    format!(
+        r#"<{method} xmlns="urn:vim25">{}{arguments}</{method}>"#,
+        this.xml("_this")
+    )
+}
+
+fn parse(text: &str) -> Result<roxmltree::Document<'_>, VcenterError> {
+    roxmltree::Document::parse(text).map_err(|e| VcenterError::Protocol(format!("not XML: {e}")))
+}
+
+/// The XML between an element's tags, verbatim (to send an import spec back as vCenter wrote
+/// it). Our envelope declares the same `xsi` and `xsd` prefixes vCenter and vcsim use.
+fn inner_xml(text: &str, node: roxmltree::Node<'_, '_>) -> String {
+    let outer = &text[node.range()];
+    let start = outer.find('>').map_or(outer.len(), |i| i + 1);
+    let end = outer.rfind("</").unwrap_or(outer.len()).max(start);
+    outer[start..end].to_string()
+}
+
+/// The text of the `val` of a property answer, trimmed; `None` when the property is unset.
+pub fn value_text(answer: &str) -> Result<Option<String>, VcenterError> {
+    let doc = parse(answer)?;
+    Ok(child(doc.root(), "val").map(|val| val.text().unwrap_or("").trim().to_string()))
+}
+
+fn parse_service_content(answer: &str) -> Result<ServiceContent, VcenterError> {
+    let doc = parse(answer)?;
+    let returnval = child(doc.root(), "returnval")
+        .ok_or_else(|| VcenterError::Protocol("no ServiceContent".into()))?;
+    let get = |name: &str| {
+        child(returnval, name)
+            .and_then(MoRef::from_node)
+            .ok_or_else(|| VcenterError::Protocol(format!("ServiceContent has no {name}")))
+    };
+    Ok(ServiceContent {
+        property_collector: get("propertyCollector")?,
+        session_manager: get("sessionManager")?,
+        search_index: get("searchIndex")?,
+        ovf_manager: get("ovfManager")?,
+    })
+}
+
+/// An inventory path for FindByInventoryPath from what a providerSpec or failure domain says:
+/// absolute paths (`/dc1/datastore/ds1`) lose their leading slash, bare names (`ds1`) are put
+/// under the datacenter's `kind` folder (`datastore`, `network`, `vm`).
+pub fn inventory_path(datacenter: &str, kind: &str, given: &str) -> String {
+    match given.strip_prefix('/') {
+        Some(absolute) => absolute.trim_end_matches('/').to_string(),
+        None => format!("{datacenter}/{kind}/{}", given.trim_end_matches('/')),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inventory_paths_from_absolute_paths_and_names() {
+        assert_eq!(
+            inventory_path("dc1", "datastore", "/dc1/datastore/ds1"),
+            "dc1/datastore/ds1"
+        );
+        assert_eq!(
+            inventory_path("dc1", "datastore", "ds1"),
+            "dc1/datastore/ds1"
+        );
+        assert_eq!(
+            inventory_path("dc1", "vm", "/dc1/vm/infra/"),
+            "dc1/vm/infra"
+        );
+    }
+
+    #[test]
+    fn servers_become_sdk_urls() {
+        assert_eq!(
+            sdk_url("vc.example.com").unwrap().to_string(),
+            "https://vc.example.com/sdk"
+        );
+        assert_eq!(
+            sdk_url("http://127.0.0.1:8989/sdk").unwrap().to_string(),
+            "http://127.0.0.1:8989/sdk"
+        );
+        assert!(sdk_url("").is_err());
+    }
+}

@@ -1,0 +1,389 @@
+//! Makes sure the template of a [`TemplateRequest`] exists: all or nothing.
+//!
+//! The OVA is imported under a temporary name derived from the final one, marked as template,
+//! and only then renamed to the final name. So the final name exists only for a complete
+//! template, and whoever finds it (a restart, another replica) never imports again. vCenter
+//! refuses a second VM of the same name in a folder, so the temporary name is also a lock: while
+//! it is younger than the import timeout, another import is under way and nobody else starts
+//! one; older, it was left by a crash and is destroyed before the next attempt. A failed import
+//! destroys the VM it created (by reference, never another importer's) at once.
+//! The Machine Config Operator imports under temporary names for the same reason
+//! (`atomicTempName`, pkg/controller/bootimage/vsphere_helpers.go at 7ff337a).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, StreamBody};
+use hyper::Request;
+use hyper::body::Frame;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use tokio::io::{AsyncReadExt, AsyncSeekExt};
+
+use super::VcenterError;
+use super::client::{FileItem, LeaseInfo, VcenterClient, inventory_path};
+use super::ova::{self, Entry, VerifiedOva};
+use super::soap::MoRef;
+use crate::http_client::error_chain;
+use crate::platform::vsphere::TemplateRequest;
+
+/// Connecting for the OVA's download and the disks' upload (a mirror, an ESXi host).
+const TRANSFER_CONNECT: Duration = Duration::from_secs(10);
+
+/// Bounds of one import.
+#[derive(Clone, Debug)]
+pub struct ImportLimits {
+    /// Downloading the OVA, start to end.
+    pub download_timeout: Duration,
+    /// Everything after the download: import spec, lease, upload, template, rename.
+    pub import_timeout: Duration,
+    /// Where the OVA is downloaded (it is removed afterwards).
+    pub download_dir: PathBuf,
+    /// Between two progress reports to vCenter's lease (which otherwise expires) and to us.
+    pub progress_interval: Duration,
+}
+
+impl Default for ImportLimits {
+    fn default() -> Self {
+        ImportLimits {
+            download_timeout: Duration::from_secs(30 * 60),
+            import_timeout: Duration::from_secs(60 * 60),
+            download_dir: std::env::temp_dir(),
+            progress_interval: Duration::from_secs(5),
+        }
+    }
+}
+
+/// What [`ensure_template`] found or did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Ensured {
+    /// The template was already there.
+    Found,
+    /// We imported it.
+    Imported,
+}
+
+/// The temporary name the template of `name` is imported under: fixed length, so it fits
+/// vCenter's 80 characters whatever `name` is, and the same for every replica.
+pub fn temporary_name(name: &str) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA256, name.as_bytes());
+    let short: String = digest.as_ref()[..6]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("bic-importing-{short}")
+}
+
+/// The template of `request`, imported from its OVA when vCenter does not have it yet.
+/// `progress` hears the percentage done (download then upload).
+pub async fn ensure_template(
+    client: &VcenterClient,
+    request: &TemplateRequest,
+    limits: &ImportLimits,
+    progress: &(dyn Fn(u8) + Sync),
+) -> Result<Ensured, VcenterError> {
+    let datacenter = &request.key.datacenter;
+    let folder_path = inventory_path(datacenter, "vm", &request.folder);
+    let final_path = format!("{folder_path}/{}", request.key.name);
+    if let Some(vm) = client.find(&final_path).await? {
+        if client.is_template(&vm).await? {
+            return Ok(Ensured::Found);
+        }
+        return Err(VcenterError::Import(format!(
+            "{final_path} exists but is not a template; it is not ours to change, rename or \
+             remove it"
+        )));
+    }
+    let temporary = format!("{folder_path}/{}", temporary_name(&request.key.name));
+    if let Some(vm) = client.find(&temporary).await? {
+        let age = age_of(client, &vm).await?;
+        if age.is_some_and(|age| age < limits.import_timeout) {
+            return Err(VcenterError::ImportInProgress(temporary));
+        }
+        // Left by a crash (or an import that outlived its timeout): never built upon.
+        tracing::info!(vm = %temporary, "removing a half-imported VM");
+        client.destroy(&vm).await?;
+    }
+
+    let http = Client::builder(TokioExecutor::new()).build(client.connector(TRANSFER_CONNECT)?);
+    progress(0);
+    let ova = ova::download(
+        &http,
+        &request.ova,
+        &limits.download_dir,
+        limits.download_timeout,
+    )
+    .await?;
+    progress(50);
+
+    let started = Started::default();
+    let work = import(
+        client,
+        request,
+        &ova,
+        &folder_path,
+        &started,
+        limits,
+        progress,
+    );
+    let outcome = match tokio::time::timeout(limits.import_timeout, work).await {
+        Ok(outcome) => outcome,
+        Err(_) => Err(VcenterError::Import(format!(
+            "not complete within {:?}",
+            limits.import_timeout
+        ))),
+    };
+    if let Err(e) = outcome {
+        started.undo(client, &temporary).await;
+        return Err(e);
+    }
+    Ok(Ensured::Imported)
+}
+
+/// How long ago `vm` was created (`config.createDate`), when vCenter says.
+async fn age_of(client: &VcenterClient, vm: &MoRef) -> Result<Option<Duration>, VcenterError> {
+    let created = client.property_text(vm, "config.createDate").await?;
+    let Some(created) = created.and_then(|c| c.parse::<jiff::Timestamp>().ok()) else {
+        return Ok(None);
+    };
+    let age = jiff::Timestamp::now().duration_since(created);
+    Ok(Some(Duration::try_from(age).unwrap_or_default()))
+}
+
+/// What an import has created so far: what a failure must undo.
+#[derive(Default)]
+struct Started {
+    lease: Mutex<Option<MoRef>>,
+    vm: Mutex<Option<MoRef>>,
+}
+
+impl Started {
+    fn set(slot: &Mutex<Option<MoRef>>, value: Option<MoRef>) {
+        if let Ok(mut slot) = slot.lock() {
+            *slot = value;
+        }
+    }
+
+    fn take(slot: &Mutex<Option<MoRef>>) -> Option<MoRef> {
+        slot.lock().ok().and_then(|mut s| s.take())
+    }
+
+    /// Aborts the lease and destroys the VM this import created; failures are logged (the next
+    /// attempt finds the VM once it is older than the timeout).
+    async fn undo(&self, client: &VcenterClient, name: &str) {
+        if let Some(lease) = Self::take(&self.lease) {
+            let _ = client.lease_abort(&lease).await;
+        }
+        if let Some(vm) = Self::take(&self.vm) {
+            match client.destroy(&vm).await {
+                Ok(()) => tracing::info!(vm = name, "removed the half-imported VM"),
+                // Aborting the lease may have removed it already.
+                Err(VcenterError::Fault { kind, .. }) if kind == "ManagedObjectNotFound" => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, vm = name, "could not remove a half-imported VM")
+                }
+            }
+        }
+    }
+}
+
+async fn import(
+    client: &VcenterClient,
+    request: &TemplateRequest,
+    ova: &VerifiedOva,
+    folder_path: &str,
+    started: &Started,
+    limits: &ImportLimits,
+    progress: &(dyn Fn(u8) + Sync),
+) -> Result<(), VcenterError> {
+    let dc = &request.key.datacenter;
+    let domain = &request.failure_domain;
+    let entries = ova::entries(&ova.path)?;
+    let descriptor = ova::descriptor(&ova.path, &entries)?;
+    let pool = client
+        .require(
+            &inventory_path(dc, "host", &domain.resource_pool),
+            "resource pool",
+        )
+        .await?;
+    let datastore = client
+        .require(
+            &inventory_path(dc, "datastore", &domain.datastore),
+            "datastore",
+        )
+        .await?;
+    let folder = client.require(folder_path, "folder").await?;
+    // The RHCOS OVA has one network; it is mapped to the failure domain's, as the installer
+    // and the MCO map it (getCISP, vsphere_helpers.go at 7ff337a).
+    let mut networks = Vec::new();
+    for ovf_network in ova::networks(&descriptor) {
+        let network = client
+            .require(&inventory_path(dc, "network", &domain.network), "network")
+            .await?;
+        networks.push((ovf_network, network));
+    }
+    let name = temporary_name(&request.key.name);
+    let spec = client
+        .create_import_spec(&descriptor, &pool, &datastore, &name, &networks)
+        .await?;
+    let lease = client.import_vapp(&pool, &spec, &folder).await?;
+    Started::set(&started.lease, Some(lease.clone()));
+    let info = client.wait_lease_ready(&lease).await?;
+    let vm = info
+        .entity
+        .clone()
+        .ok_or_else(|| VcenterError::Protocol("the import lease names no VM".into()))?;
+    Started::set(&started.vm, Some(vm.clone()));
+    upload_disks(
+        client,
+        &lease,
+        &info,
+        &spec.files,
+        &entries,
+        ova,
+        limits,
+        progress,
+    )
+    .await?;
+    client.lease_complete(&lease).await?;
+    Started::set(&started.lease, None);
+    client.mark_as_template(&vm).await?;
+    client.rename(&vm, &request.key.name).await?;
+    progress(100);
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn upload_disks(
+    client: &VcenterClient,
+    lease: &MoRef,
+    info: &LeaseInfo,
+    files: &[FileItem],
+    entries: &[Entry],
+    ova: &VerifiedOva,
+    limits: &ImportLimits,
+    progress: &(dyn Fn(u8) + Sync),
+) -> Result<(), VcenterError> {
+    let total: u64 = files
+        .iter()
+        .filter_map(|f| entries.iter().find(|e| e.name == f.path))
+        .map(|e| e.size)
+        .sum::<u64>()
+        .max(1);
+    let sent = Arc::new(AtomicU64::new(0));
+    let https = client.connector(TRANSFER_CONNECT)?;
+    let http: Client<_, UnsyncBoxBody<Bytes, std::io::Error>> =
+        Client::builder(TokioExecutor::new()).build(https);
+    for file in files {
+        let entry = entries
+            .iter()
+            .find(|e| e.name == file.path)
+            .ok_or_else(|| VcenterError::InvalidOva(format!("{} is not in the OVA", file.path)))?;
+        let url = info
+            .device_urls
+            .iter()
+            .find(|(key, _)| *key == file.device_id)
+            .map(|(_, url)| url.replace("://*/", &format!("://{}/", authority(client))))
+            .ok_or_else(|| {
+                let offered: Vec<&str> = info.device_urls.iter().map(|(k, _)| k.as_str()).collect();
+                VcenterError::Protocol(format!(
+                    "the lease has no URL for {} (it offers {offered:?})",
+                    file.device_id
+                ))
+            })?;
+        let upload = send_file(
+            &http,
+            client.cookie(),
+            &url,
+            file.create,
+            ova,
+            entry,
+            sent.clone(),
+        );
+        tokio::pin!(upload);
+        let mut ticks = tokio::time::interval(limits.progress_interval);
+        loop {
+            tokio::select! {
+                done = &mut upload => { done?; break; }
+                _ = ticks.tick() => {
+                    let percent = (sent.load(Ordering::Relaxed) * 100 / total).min(99) as u8;
+                    // The lease expires without progress reports; a failed report is not fatal.
+                    let _ = client.lease_progress(lease, percent).await;
+                    progress(50 + percent / 2);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn authority(client: &VcenterClient) -> String {
+    client
+        .sdk()
+        .authority()
+        .map(|a| a.as_str().to_string())
+        .unwrap_or_default()
+}
+
+async fn send_file(
+    http: &Client<
+        hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
+        UnsyncBoxBody<Bytes, std::io::Error>,
+    >,
+    cookie: Option<String>,
+    url: &str,
+    create: bool,
+    ova: &VerifiedOva,
+    entry: &Entry,
+    sent: Arc<AtomicU64>,
+) -> Result<(), VcenterError> {
+    let mut file = tokio::fs::File::open(&ova.path).await?;
+    file.seek(std::io::SeekFrom::Start(entry.offset)).await?;
+    let reader = file.take(entry.size);
+    let chunks = futures::stream::unfold(Some(reader), move |reader| {
+        let sent = sent.clone();
+        async move {
+            let mut reader = reader?;
+            let mut buf = vec![0u8; 1 << 20];
+            match reader.read(&mut buf).await {
+                Ok(0) => None,
+                Ok(n) => {
+                    buf.truncate(n);
+                    sent.fetch_add(n as u64, Ordering::Relaxed);
+                    Some((Ok(Frame::data(Bytes::from(buf))), Some(reader)))
+                }
+                Err(e) => Some((Err(e), None)),
+            }
+        }
+    });
+    let body = StreamBody::new(chunks.boxed()).boxed_unsync();
+    let mut request = Request::builder()
+        .method(if create { "PUT" } else { "POST" })
+        .uri(url)
+        .header("content-type", "application/x-vnd.vmware-streamVmdk")
+        .header("content-length", entry.size)
+        .header("user-agent", crate::api_client::user_agent());
+    if let Some(cookie) = cookie {
+        request = request.header("cookie", format!("vmware_soap_session={cookie}"));
+    }
+    let request = request
+        .body(body)
+        .map_err(|e| VcenterError::Protocol(e.to_string()))?;
+    let response = http.request(request).await.map_err(|e| {
+        VcenterError::Import(format!("uploading {}: {}", entry.name, error_chain(&e)))
+    })?;
+    if !response.status().is_success() {
+        return Err(VcenterError::Import(format!(
+            "uploading {} answered HTTP {}",
+            entry.name,
+            response.status()
+        )));
+    }
+    Ok(())
+}
