@@ -75,9 +75,10 @@ fn debug_durations_parse() {
     assert_eq!(parse_debug_duration("soon"), None);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_unreachable_api_server_is_retried_with_backoff_and_logged_once() {
-    let env = TestEnv::new("watch-backoff").await;
+/// An AWS cluster with one outdated MachineSet, a proxy in front of its API server, and the
+/// flags of a controller that talks through that proxy.
+async fn behind_a_proxy(name: &str) -> (TestEnv, Proxy, Vec<String>) {
+    let env = TestEnv::new(name).await;
     env.aws_cluster("4.21.0", &stream_421(), None).await;
     env.apply(
         machine_set(&env.ns, "worker-a")
@@ -87,6 +88,12 @@ async fn an_unreachable_api_server_is_retried_with_backoff_and_logged_once() {
     .await;
     let proxy = Proxy::in_front_of(&support::kubeconfig(), Faults::default()).await;
     let flags = env.controller_flags_through(&proxy);
+    (env, proxy, flags)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_api_server_is_retried_with_backoff_and_logged_once() {
+    let (env, proxy, flags) = behind_a_proxy("watch-backoff").await;
     let mut controller = ControllerProcess::spawn("watch-backoff", &flags);
     controller.wait_ready().await;
 
@@ -153,16 +160,7 @@ async fn an_unreachable_api_server_is_retried_with_backoff_and_logged_once() {
 /// backoff: those watches retried about once a second for as long as the outage lasted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watches_whose_lists_fail_back_off_instead_of_retrying_every_second() {
-    let env = TestEnv::new("list-backoff").await;
-    env.aws_cluster("4.21.0", &stream_421(), None).await;
-    env.apply(
-        machine_set(&env.ns, "worker-a")
-            .user_data("worker-user-data-managed")
-            .build(),
-    )
-    .await;
-    let proxy = Proxy::in_front_of(&support::kubeconfig(), Faults::default()).await;
-    let flags = env.controller_flags_through(&proxy);
+    let (_env, proxy, flags) = behind_a_proxy("list-backoff").await;
     proxy.block();
     let mut controller = ControllerProcess::spawn("list-backoff", &flags);
 
