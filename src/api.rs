@@ -58,10 +58,15 @@ macro_rules! view {
 
 view! {
     #[derive(CustomResource)]
-    #[kube(group = "machine.openshift.io", version = "v1beta1", kind = "MachineSet", plural = "machinesets", namespaced, status = "OpaqueStatus")]
+    #[kube(group = "machine.openshift.io", version = "v1beta1", kind = "MachineSet", plural = "machinesets", namespaced, status = "MachineSetStatus")]
     pub struct MachineSetSpec {
         optional {
             pub replicas: i32,
+            /// Which API should be authoritative (feature gate MachineAPIMigration); what is,
+            /// is in the status.
+            #[serde(rename = "authoritativeAPI")]
+            #[schemars(extend("enum" = ["MachineAPI", "ClusterAPI"]))]
+            pub authoritative_api: String,
         }
         #[serde(default)]
         pub template: MachineTemplate,
@@ -109,6 +114,19 @@ view! {
     }
 }
 
+view! {
+    pub struct MachineSetStatus {
+        optional {
+            /// The API that currently acts on this MachineSet, set by the machine API migration
+            /// controller: `MachineAPI`, `ClusterAPI` or `Migrating` (absent without the
+            /// MachineAPIMigration feature gate, when the Machine API is).
+            #[serde(rename = "authoritativeAPI")]
+            #[schemars(extend("enum" = ["MachineAPI", "ClusterAPI", "Migrating"]))]
+            pub authoritative_api: String,
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // machine.openshift.io/v1 ControlPlaneMachineSet
 
@@ -129,6 +147,73 @@ view! {
             skip_serializing_if = "Option::is_none"
         )]
         pub machines_v1beta1: Option<MachineTemplate>,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// cluster.x-k8s.io/v1beta2 MachineSet (Cluster API). Never in `local_crds`: tests install the
+// upstream CRDs (hack/ensure-capi-crds.sh).
+
+view! {
+    #[derive(CustomResource)]
+    #[kube(group = "cluster.x-k8s.io", version = "v1beta2", kind = "MachineSet", plural = "machinesets", namespaced, root = "ClusterApiMachineSet")]
+    pub struct ClusterApiMachineSetSpec {
+        #[serde(default)]
+        pub template: ClusterApiMachineTemplate,
+    }
+}
+
+view! {
+    pub struct ClusterApiMachineTemplate {
+        optional {
+            pub metadata: TemplateMetadata,
+        }
+        #[serde(default)]
+        pub spec: ClusterApiMachineSpec,
+    }
+}
+
+view! {
+    pub struct ClusterApiMachineSpec {
+        optional {
+            pub bootstrap: Bootstrap,
+            pub infrastructure_ref: InfrastructureRef,
+        }
+    }
+}
+
+view! {
+    pub struct Bootstrap {
+        optional {
+            /// The secret holding the machines' user data (the Ignition stub on OpenShift).
+            pub data_secret_name: String,
+        }
+    }
+}
+
+view! {
+    /// `spec.template.spec.infrastructureRef`: `{apiGroup, kind, name}` in v1beta2,
+    /// `{apiVersion, kind, name}` in v1beta1; both are read.
+    pub struct InfrastructureRef {
+        optional {
+            pub api_group: String,
+            pub api_version: String,
+        }
+        #[serde(default)]
+        pub kind: String,
+        #[serde(default)]
+        pub name: String,
+    }
+}
+
+impl InfrastructureRef {
+    /// The API group of the referenced template, from either shape.
+    pub fn group(&self) -> &str {
+        match (&self.api_group, &self.api_version) {
+            (Some(group), _) => group,
+            (None, Some(version)) => version.rsplit_once('/').map_or("", |(group, _)| group),
+            (None, None) => "",
+        }
     }
 }
 
@@ -216,6 +301,17 @@ view! {
         pub type_: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub azure: Option<AzurePlatformStatus>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub aws: Option<AwsPlatformStatus>,
+    }
+}
+
+view! {
+    pub struct AwsPlatformStatus {
+        optional {
+            /// The cluster's region: Cluster API machine templates do not name it.
+            pub region: String,
+        }
     }
 }
 

@@ -1,13 +1,17 @@
 //! The kinds of machine resource whose boot images we manage, and everything that differs
-//! between them. Adding a kind (Cluster API MachineSets are next) is one variant here and one
-//! [`MachineObject`] impl; the planner, revert, metrics, status and the CLI ask this type.
+//! between them. Adding a kind is one variant here and one [`MachineObject`] impl; the
+//! planner, revert, metrics, status and the CLI ask this type.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use kube::core::ApiResource;
 use serde_json::Value;
 
-use crate::api::{ControlPlaneMachineSet, MachineSet, MachineTemplate, ObjectMeta};
+use crate::api::{
+    ClusterApiMachineSet, ControlPlaneMachineSet, InfrastructureRef, MachineSet, MachineTemplate,
+    ObjectMeta,
+};
 use crate::plan::stub;
 use crate::platform::{self, Platform};
 
@@ -15,17 +19,31 @@ use crate::platform::{self, Platform};
 pub enum MachineKind {
     MachineSet,
     ControlPlaneMachineSet,
+    /// A `cluster.x-k8s.io` MachineSet: its boot image is in the infrastructure machine
+    /// template it references, not in the object.
+    ClusterApiMachineSet,
 }
 
 impl MachineKind {
-    pub const ALL: [MachineKind; 2] =
-        [MachineKind::MachineSet, MachineKind::ControlPlaneMachineSet];
+    pub const ALL: [MachineKind; 3] = [
+        MachineKind::MachineSet,
+        MachineKind::ControlPlaneMachineSet,
+        MachineKind::ClusterApiMachineSet,
+    ];
 
-    /// The Kubernetes kind, as in `kind:` and in Event and log fields.
+    /// The Kubernetes kind, as in `kind:` and in Event fields.
     pub fn kind(self) -> &'static str {
         match self {
-            MachineKind::MachineSet => "MachineSet",
+            MachineKind::MachineSet | MachineKind::ClusterApiMachineSet => "MachineSet",
             MachineKind::ControlPlaneMachineSet => "ControlPlaneMachineSet",
+        }
+    }
+
+    /// The name of the kind in metric labels and logs, unique among kinds.
+    pub fn label(self) -> &'static str {
+        match self {
+            MachineKind::ClusterApiMachineSet => "ClusterAPIMachineSet",
+            other => other.kind(),
         }
     }
 
@@ -34,26 +52,31 @@ impl MachineKind {
         match self {
             MachineKind::MachineSet => "MachineSets",
             MachineKind::ControlPlaneMachineSet => "ControlPlaneMachineSets",
+            MachineKind::ClusterApiMachineSet => "Cluster API MachineSets",
         }
     }
 
     /// The resource name, which is also what `managedBootImages.machineManagers[].resource`
-    /// says.
+    /// says of the Machine API kinds.
     pub fn plural(self) -> &'static str {
         match self {
-            MachineKind::MachineSet => "machinesets",
+            MachineKind::MachineSet | MachineKind::ClusterApiMachineSet => "machinesets",
             MachineKind::ControlPlaneMachineSet => "controlplanemachinesets",
         }
     }
 
     pub fn api_group(self) -> &'static str {
-        "machine.openshift.io"
+        match self {
+            MachineKind::ClusterApiMachineSet => "cluster.x-k8s.io",
+            _ => "machine.openshift.io",
+        }
     }
 
     pub fn api_version(self) -> &'static str {
         match self {
             MachineKind::MachineSet => "machine.openshift.io/v1beta1",
             MachineKind::ControlPlaneMachineSet => "machine.openshift.io/v1",
+            MachineKind::ClusterApiMachineSet => "cluster.x-k8s.io/v1beta2",
         }
     }
 
@@ -64,16 +87,37 @@ impl MachineKind {
             MachineKind::ControlPlaneMachineSet => {
                 ApiResource::erase::<ControlPlaneMachineSet>(&())
             }
+            MachineKind::ClusterApiMachineSet => ApiResource::erase::<ClusterApiMachineSet>(&()),
         }
     }
 
-    /// JSON Pointer to `providerSpec.value` inside an object of this kind.
+    /// Whether objects of this kind live in the Cluster API namespace (`openshift-cluster-api`)
+    /// rather than the Machine API one.
+    pub fn is_cluster_api(self) -> bool {
+        self == MachineKind::ClusterApiMachineSet
+    }
+
+    /// The kind whose `managedBootImages` entry selects objects of this kind. The
+    /// MachineConfiguration API names Machine API resources only (its `resource` enum); a
+    /// Cluster API MachineSet makes the same machines as the Machine API MachineSet it
+    /// replaces, so it follows that selection.
+    pub fn selected_as(self) -> MachineKind {
+        match self {
+            MachineKind::ClusterApiMachineSet => MachineKind::MachineSet,
+            other => other,
+        }
+    }
+
+    /// JSON Pointer to `providerSpec.value` inside an object of this kind. A Cluster API
+    /// MachineSet has none: the planner judges a view of its infrastructure template in that
+    /// shape (see [`crate::plan::infrastructure`]), which it never patches in place.
     pub fn provider_spec_pointer(self) -> &'static str {
         match self {
             MachineKind::MachineSet => "/spec/template/spec/providerSpec/value",
             MachineKind::ControlPlaneMachineSet => {
                 "/spec/template/machines_v1beta1_machine_openshift_io/spec/providerSpec/value"
             }
+            MachineKind::ClusterApiMachineSet => "",
         }
     }
 
@@ -85,19 +129,38 @@ impl MachineKind {
     /// aws.go, gcp.go and azure.go; `generateMachineInfo` in provider.go), so a new secret name
     /// would mark every control-plane Machine for replacement and, with the default
     /// RollingUpdate strategy, replace the whole control plane.
+    ///
+    /// Never a Cluster API MachineSet either: its `bootstrap.dataSecretName` names a secret of
+    /// the Cluster API namespace that the cluster CAPI operator copies from the installer's
+    /// `worker-user-data` alone (openshift/cluster-capi-operator,
+    /// pkg/controllers/secretsync/secret_sync_controller.go); there is no managed twin there.
     pub fn may_change_stub_secret(self) -> bool {
         match self {
             MachineKind::MachineSet => true,
-            MachineKind::ControlPlaneMachineSet => false,
+            MachineKind::ControlPlaneMachineSet | MachineKind::ClusterApiMachineSet => false,
+        }
+    }
+
+    /// Why [`MachineKind::may_change_stub_secret`] is false, as messages say it.
+    pub fn why_the_stub_name_stays(self) -> &'static str {
+        match self {
+            MachineKind::ClusterApiMachineSet => {
+                "its bootstrap secret is the installer's stub, which the cluster CAPI operator \
+                 copies into the Cluster API namespace; no managed stub exists there"
+            }
+            _ => {
+                "another name would make the control-plane machine set operator replace every \
+                 control-plane machine"
+            }
         }
     }
 
     /// Whether `managedBootImages` may select objects of this kind by label. The
     /// MachineConfiguration API allows only All or None for ControlPlaneMachineSets.
     pub fn allows_partial_selection(self) -> bool {
-        match self {
-            MachineKind::MachineSet => true,
+        match self.selected_as() {
             MachineKind::ControlPlaneMachineSet => false,
+            _ => true,
         }
     }
 
@@ -105,16 +168,19 @@ impl MachineKind {
     /// kind: MachineSets follow the platform default; control-plane updates are opt-in only,
     /// since replacing every control-plane machine is too disruptive to do by default.
     pub fn selected_by_default(self, platform: &Platform) -> bool {
-        match self {
-            MachineKind::MachineSet => platform.managed_by_default(),
+        match self.selected_as() {
             MachineKind::ControlPlaneMachineSet => false,
+            _ => platform.managed_by_default(),
         }
     }
 }
 
 impl fmt::Display for MachineKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.kind())
+        match self {
+            MachineKind::ClusterApiMachineSet => f.write_str("Cluster API MachineSet"),
+            other => f.write_str(other.kind()),
+        }
     }
 }
 
@@ -124,10 +190,44 @@ pub trait MachineObject {
     fn meta(&self) -> &ObjectMeta;
     /// The machine template holding the provider spec; `None` when the object has none.
     fn machine_template(&self) -> Option<&MachineTemplate>;
+    /// The infrastructure machine template holding the boot image, for kinds that reference
+    /// one ([`MachineKind::ClusterApiMachineSet`]).
+    fn infrastructure_ref(&self) -> Option<&InfrastructureRef> {
+        None
+    }
+    /// The bootstrap secret, for kinds that name it outside a provider spec.
+    fn data_secret_name(&self) -> Option<&str> {
+        None
+    }
+    /// The labels of the machines' template, for kinds without a provider spec.
+    fn template_labels(&self) -> Option<&BTreeMap<String, String>> {
+        None
+    }
+    /// Which API acts on the object, when another one may (`status.authoritativeAPI` of a
+    /// Machine API MachineSet, and `spec.authoritativeAPI` while a handover is pending).
+    fn authority(&self) -> Authority {
+        Authority::ThisApi
+    }
     /// Drops every field the planner does not read. The watch keeps objects this way: a
     /// MachineSet's provider spec, unknown fields and status are most of its memory.
     fn keep_only_what_the_planner_reads(&mut self);
 }
+
+/// Which API acts on a machine resource that exists in both the Machine API and Cluster API
+/// (OpenShift's MachineAPIMigration: the cluster CAPI operator keeps the other copy in sync).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Authority {
+    /// This object's API: we manage this copy.
+    ThisApi,
+    /// The other API does, or is taking over: this copy is a mirror that would be overwritten.
+    Elsewhere(String),
+}
+
+/// The Cluster API annotation that stops every Cluster API controller from acting on an
+/// object. The cluster CAPI operator sets it on the Cluster API copy of a MachineSet whose
+/// Machine API copy is authoritative (openshift/cluster-capi-operator,
+/// pkg/controllers/machinesetsync/machineset_sync_controller.go, `clusterv1.PausedAnnotation`).
+pub const CLUSTER_API_PAUSED_ANNOTATION: &str = "cluster.x-k8s.io/paused";
 
 impl MachineObject for MachineSet {
     const KIND: MachineKind = MachineKind::MachineSet;
@@ -137,11 +237,81 @@ impl MachineObject for MachineSet {
     fn machine_template(&self) -> Option<&MachineTemplate> {
         Some(&self.spec.template)
     }
+    /// The status says which API acts now (the migration controller writes it); a spec asking
+    /// for Cluster API while the status still says Machine API is a handover about to start.
+    fn authority(&self) -> Authority {
+        let status = (self.status.as_ref()).and_then(|s| s.authoritative_api.as_deref());
+        let spec = self.spec.authoritative_api.as_deref();
+        match (status, spec) {
+            (Some("MachineAPI") | None, Some("ClusterAPI")) => Authority::Elsewhere(
+                "spec.authoritativeAPI asks for ClusterAPI: the handover to Cluster API is \
+                 about to start"
+                    .into(),
+            ),
+            (Some("MachineAPI") | None, _) => Authority::ThisApi,
+            (Some("Migrating"), _) => Authority::Elsewhere(
+                "status.authoritativeAPI is Migrating: authority is being handed over between \
+                 the Machine API and Cluster API"
+                    .into(),
+            ),
+            (Some(other), _) => Authority::Elsewhere(format!(
+                "status.authoritativeAPI is {other}: this Machine API MachineSet mirrors its \
+                 Cluster API MachineSet, which is managed instead"
+            )),
+        }
+    }
     fn keep_only_what_the_planner_reads(&mut self) {
         self.metadata.managed_fields = None;
         self.spec.extra = Default::default();
         self.spec.template.keep_only_what_the_planner_reads();
-        self.status = None;
+        // Of the status, only which API is authoritative, and only when it says.
+        self.status = (self.status.take())
+            .and_then(|s| s.authoritative_api)
+            .map(|api| crate::api::MachineSetStatus {
+                authoritative_api: Some(api),
+                ..Default::default()
+            });
+    }
+}
+
+impl MachineObject for ClusterApiMachineSet {
+    const KIND: MachineKind = MachineKind::ClusterApiMachineSet;
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn machine_template(&self) -> Option<&MachineTemplate> {
+        None
+    }
+    fn infrastructure_ref(&self) -> Option<&InfrastructureRef> {
+        self.spec.template.spec.infrastructure_ref.as_ref()
+    }
+    fn data_secret_name(&self) -> Option<&str> {
+        let bootstrap = self.spec.template.spec.bootstrap.as_ref()?;
+        bootstrap.data_secret_name.as_deref()
+    }
+    fn template_labels(&self) -> Option<&BTreeMap<String, String>> {
+        self.spec.template.metadata.as_ref()?.labels.as_ref()
+    }
+    fn authority(&self) -> Authority {
+        let paused = (self.metadata.annotations.as_ref())
+            .is_some_and(|a| a.contains_key(CLUSTER_API_PAUSED_ANNOTATION));
+        if paused {
+            return Authority::Elsewhere(format!(
+                "paused ({CLUSTER_API_PAUSED_ANNOTATION}): the Machine API MachineSet it \
+                 mirrors is authoritative and managed instead"
+            ));
+        }
+        Authority::ThisApi
+    }
+    fn keep_only_what_the_planner_reads(&mut self) {
+        self.metadata.managed_fields = None;
+        self.spec.extra = Default::default();
+        let template = &mut self.spec.template;
+        template.extra = Default::default();
+        if let Some(metadata) = &mut template.metadata {
+            metadata.extra = Default::default();
+        }
+        template.spec.extra = Default::default();
     }
 }
 

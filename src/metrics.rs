@@ -204,7 +204,7 @@ impl Metrics {
     /// Creates the bounded series at zero, so that every family is exported from the start and
     /// `rate()`/`increase()` see the first event instead of a series appearing at 1.
     fn initialize_series(&self) {
-        for kind in MachineKind::ALL.map(MachineKind::kind) {
+        for kind in MachineKind::ALL.map(MachineKind::label) {
             for result in ["updated", "conflict", "failed"] {
                 self.patches.with_label_values(&[kind, result]);
             }
@@ -249,7 +249,7 @@ impl Metrics {
         let standing_down = blocked.is_some_and(|b| b.reason.stands_down());
         for d in decisions {
             self.machine_resources
-                .with_label_values(&[d.kind.kind(), d.action.as_str(), d.reason.as_str()])
+                .with_label_values(&[d.kind.label(), d.action.as_str(), d.reason.as_str()])
                 .inc();
             if d.kind == MachineKind::MachineSet && d.action == Action::Error && !standing_down {
                 self.mcc_update_error
@@ -283,7 +283,7 @@ impl Metrics {
     }
 
     pub fn error_entered(&self, kind: MachineKind, reason: Reason) {
-        let kind = kind.kind();
+        let kind = kind.label();
         self.errors
             .with_label_values(&[kind, reason.as_str()])
             .inc();

@@ -63,6 +63,12 @@ reasons! {
     NotSelected: Skip,
     /// Another controller (Hive, Cluster API, ...) owns the MachineSet and would revert us.
     Owned: Skip,
+    /// Another API acts on this object: a Machine API MachineSet whose authoritative API is
+    /// Cluster API (or is being handed over), or a paused Cluster API MachineSet mirroring a
+    /// Machine API one. Its counterpart is managed instead.
+    AuthoritativeElsewhere: Skip,
+    /// A Cluster API MachineSet whose infrastructure template is of a kind we cannot update.
+    InfrastructureTemplateNotSupported: Skip,
     WindowsMachine: Skip,
     /// The OS stream the machines boot (their `osstream` label) is not in the golden ConfigMap.
     OSStreamNotPublished: Skip,
@@ -104,6 +110,11 @@ reasons! {
     DeprecatedAnnotation: Skip,
 
     MalformedObject: Error,
+    /// A Cluster API MachineSet's infrastructure template does not exist or cannot be read.
+    InfrastructureTemplateMissing: Error,
+    /// The infrastructure template this controller would create exists already with another
+    /// content, or could not be created.
+    InfrastructureTemplateConflict: Error,
     InvalidProviderSpec: Error,
     InvalidSelector: Error,
     UnknownArchitecture: Error,

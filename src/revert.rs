@@ -78,6 +78,7 @@ pub enum RevertError {
 pub enum Field {
     BootImage,
     UserDataSecret,
+    InfrastructureTemplate,
 }
 
 impl Field {
@@ -85,6 +86,7 @@ impl Field {
         match self {
             Field::BootImage => "bootImage",
             Field::UserDataSecret => "userDataSecret",
+            Field::InfrastructureTemplate => "infrastructureTemplate",
         }
     }
 }
@@ -171,6 +173,9 @@ fn restores(
     undone: &[HistoryEntry],
     described: &str,
 ) -> Result<Vec<Restore>, RevertError> {
+    if kind.is_cluster_api() {
+        return template_restores(object, undone, described);
+    }
     let base = kind.provider_spec_pointer();
     let spec = || {
         object
@@ -223,6 +228,37 @@ fn restores(
         )?);
     }
     Ok(changes)
+}
+
+/// A Cluster API MachineSet's boot image is its template's: the revert points it back at the
+/// template it used before (which the update left untouched), as the oldest undone entry
+/// recorded it, if it still names the one the newest entry moved it to.
+fn template_restores(
+    object: &Value,
+    undone: &[HistoryEntry],
+    described: &str,
+) -> Result<Vec<Restore>, RevertError> {
+    let newest = undone
+        .iter()
+        .rev()
+        .find_map(|e| e.infrastructure_template.as_ref());
+    let oldest = undone
+        .iter()
+        .find_map(|e| e.infrastructure_template.as_ref());
+    let (Some(newest), Some(oldest)) = (newest, oldest) else {
+        return Ok(Vec::new());
+    };
+    let pointer = crate::plan::infrastructure::REFERENCE_NAME_POINTER;
+    let current = object.pointer(pointer).cloned().unwrap_or(Value::Null);
+    let restored = restore(
+        described,
+        Field::InfrastructureTemplate,
+        pointer.to_string(),
+        current,
+        &Value::String(newest.to.clone()),
+        &Value::String(oldest.from.clone()),
+    )?;
+    Ok(vec![restored])
 }
 
 /// The object as it would be once `planned` is applied: what the controller would then see.
@@ -405,6 +441,7 @@ mod tests {
             ((NS.to_string(), name.to_string()), secret)
         };
         ClusterSnapshot {
+            infrastructure_templates: Default::default(),
             machine_configuration: Some(from(json!({
                 "apiVersion": "operator.openshift.io/v1", "kind": "MachineConfiguration",
                 "metadata": {"name": "cluster"},
@@ -472,6 +509,9 @@ mod tests {
             MachineKind::ControlPlaneMachineSet => {
                 planner.decide(Ok(&from::<ControlPlaneMachineSet>(object.clone())))
             }
+            MachineKind::ClusterApiMachineSet => planner.decide(Ok(&from::<
+                crate::api::ClusterApiMachineSet,
+            >(object.clone()))),
         }
     }
 
@@ -613,6 +653,7 @@ mod tests {
 
     fn entry(time: &str, image: Option<(&str, &str)>, secret: Option<(&str, &str)>) -> Value {
         serde_json::to_value(HistoryEntry {
+            infrastructure_template: None,
             time: time.into(),
             release: Some("4.21.0".into()),
             stream: "rhcos-4.21".into(),

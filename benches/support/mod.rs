@@ -472,6 +472,7 @@ pub fn scenario(data: &Data, platform: &str, count: usize) -> Option<Scenario> {
         _ => return None,
     };
     let cluster = ClusterSnapshot {
+        infrastructure_templates: Default::default(),
         machine_configuration: Some(typed::<MachineConfiguration>(machine_configuration(
             "cluster",
             Some((MANAGED_LABEL, "true")),

@@ -29,12 +29,13 @@ const RUNTIME_CODE: u8 = 1;
 #[command(group(
     ArgGroup::new("object")
         .required(true)
-        .args(["machineset", "control_plane_machine_set"])
+        .args(["machineset", "control_plane_machine_set", "cluster_api_machineset"])
 ))]
 pub struct RevertArgs {
-    /// Namespace of the object.
-    #[arg(long, short = 'n', default_value = names::MACHINE_API_NAMESPACE)]
-    pub namespace: String,
+    /// Namespace of the object [default: openshift-machine-api, or openshift-cluster-api for
+    /// --cluster-api-machineset].
+    #[arg(long, short = 'n')]
+    pub namespace: Option<String>,
 
     /// The MachineSet to revert.
     #[arg(long, value_name = "NAME")]
@@ -43,6 +44,11 @@ pub struct RevertArgs {
     /// The ControlPlaneMachineSet to revert (usually `cluster`).
     #[arg(long, value_name = "NAME")]
     pub control_plane_machine_set: Option<String>,
+
+    /// The Cluster API MachineSet (`cluster.x-k8s.io`) to point back at its former
+    /// infrastructure template.
+    #[arg(long, value_name = "NAME")]
+    pub cluster_api_machineset: Option<String>,
 
     /// How many recorded changes to undo, newest first.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
@@ -67,11 +73,29 @@ pub struct RevertArgs {
 
 impl RevertArgs {
     fn target(&self) -> (MachineKind, &str) {
-        match (&self.machineset, &self.control_plane_machine_set) {
-            (Some(name), _) => (MachineKind::MachineSet, name),
-            (None, Some(name)) => (MachineKind::ControlPlaneMachineSet, name),
+        let named = [
+            (MachineKind::MachineSet, &self.machineset),
+            (
+                MachineKind::ControlPlaneMachineSet,
+                &self.control_plane_machine_set,
+            ),
+            (
+                MachineKind::ClusterApiMachineSet,
+                &self.cluster_api_machineset,
+            ),
+        ];
+        named
+            .into_iter()
+            .find_map(|(kind, name)| Some((kind, name.as_deref()?)))
             // clap's required group guarantees one of them.
-            (None, None) => unreachable!("--machineset or --control-plane-machine-set is required"),
+            .expect("--machineset, --control-plane-machine-set or --cluster-api-machineset")
+    }
+
+    fn namespace(&self) -> &str {
+        match (&self.namespace, self.target().0.is_cluster_api()) {
+            (Some(namespace), _) => namespace,
+            (None, true) => names::CLUSTER_API_NAMESPACE,
+            (None, false) => names::MACHINE_API_NAMESPACE,
         }
     }
 }
@@ -86,12 +110,12 @@ pub fn run(args: &RevertArgs) -> Result<(), Failure> {
 
 async fn revert_object(args: &RevertArgs) -> Result<(), Failure> {
     let (kind, name) = args.target();
-    let described = format!("{kind} {}/{name}", args.namespace);
+    let described = format!("{kind} {}/{name}", args.namespace());
     let client = api_client::connect(&args.cluster)
         .await
         .map_err(|e| Failure::runtime(RUNTIME_CODE, e))?;
     let api: Api<DynamicObject> =
-        Api::namespaced_with(client, &args.namespace, &kind.api_resource());
+        Api::namespaced_with(client, &args.namespace(), &kind.api_resource());
     let object = match api.get_opt(name).await {
         Ok(Some(object)) => object,
         Ok(None) => return Err(Failure::input(anyhow!("{described} not found"))),
@@ -152,7 +176,7 @@ async fn revert_object(args: &RevertArgs) -> Result<(), Failure> {
     out.push_str(&if args.dry_run {
         "Dry run: the API server accepted the patch; nothing was written.\n".to_string()
     } else {
-        opt_back_in(kind, &args.namespace, name)
+        opt_back_in(kind, &args.namespace(), name)
     });
     write_stdout(&out)
 }
@@ -251,7 +275,7 @@ async fn provenance(
             image: None,
         };
     }
-    let image = match super::live::snapshot(&args.cluster, &args.namespace, &args.objects).await {
+    let image = match super::live::snapshot(&args.cluster, &args.namespace(), &args.objects).await {
         Err(e) => Recognition::Unknown(format!("cannot read the cluster: {e}")),
         Ok(snapshot) => match revert::applied(object, planned) {
             Err(e) => Recognition::Unknown(format!("the revert does not apply: {e}")),
@@ -279,6 +303,10 @@ fn recognise(
         MachineKind::ControlPlaneMachineSet => {
             serde_json::from_value::<ControlPlaneMachineSet>(after)
                 .map_or_else(unreadable, |o| planner.recognise(&o))
+        }
+        // Its revert restores a template reference, never an image: nothing to recognise.
+        MachineKind::ClusterApiMachineSet => {
+            Recognition::Unknown("a Cluster API MachineSet holds no image".into())
         }
     }
 }
@@ -360,10 +388,10 @@ fn describe_entry(entry: &HistoryEntry) -> String {
 }
 
 fn opt_back_in(kind: MachineKind, namespace: &str, name: &str) -> String {
-    let resource = kind.plural();
+    let (resource, group) = (kind.plural(), kind.api_group());
     format!(
         "To let the controller manage it again (it will move it to the golden boot image):\n  \
-         oc annotate {resource}.machine.openshift.io/{name} -n {namespace} {OPT_OUT_ANNOTATION}-\n"
+         oc annotate {resource}.{group}/{name} -n {namespace} {OPT_OUT_ANNOTATION}-\n"
     )
 }
 
@@ -390,7 +418,7 @@ mod tests {
     fn exactly_one_object_is_named_and_steps_start_at_one() {
         let args = parse(&["--machineset", "worker-a"]).unwrap();
         assert_eq!(args.target(), (MachineKind::MachineSet, "worker-a"));
-        assert_eq!(args.namespace, "openshift-machine-api");
+        assert_eq!(args.namespace(), "openshift-machine-api");
         assert_eq!(args.steps, 1);
         let args = parse(&["--control-plane-machine-set", "cluster", "-n", "x"]).unwrap();
         assert_eq!(
@@ -405,6 +433,7 @@ mod tests {
     #[test]
     fn the_report_names_each_field_its_values_and_what_is_left() {
         let entry = |time: &str| HistoryEntry {
+            infrastructure_template: None,
             time: time.into(),
             release: Some("4.21.0".into()),
             stream: "rhcos-4.21".into(),

@@ -5,12 +5,13 @@ use std::collections::BTreeMap;
 
 use futures::StreamExt;
 use kube::Client;
-use kube::api::{Api, DynamicObject, Patch};
+use kube::api::{Api, DynamicObject, Patch, PostParams};
 use tokio::sync::watch;
 
 use crate::api_client;
 use crate::machine_kind::MachineKind;
 use crate::plan::Decision;
+use crate::plan::infrastructure::TemplateCopy;
 
 /// How sending a decision's patch went.
 #[derive(Clone, Debug, PartialEq)]
@@ -37,9 +38,11 @@ pub(super) struct Applied {
     pub outcome: Outcome,
 }
 
-/// Patches machine resources of every kind in the machine-API namespace.
+/// Patches machine resources of every kind, each in its namespace, and creates the
+/// infrastructure templates Cluster API MachineSets move to.
 pub(super) struct Patcher {
     apis: BTreeMap<MachineKind, Api<DynamicObject>>,
+    templates: Api<DynamicObject>,
     /// True while a wave of patches is in flight.
     patching: watch::Sender<bool>,
 }
@@ -50,21 +53,33 @@ impl Patcher {
         self.patching.subscribe()
     }
 
-    pub fn new(client: &Client, namespace: &str) -> Self {
+    pub fn new(client: &Client, machine_api: &str, cluster_api: &str) -> Self {
         let apis = MachineKind::ALL
             .into_iter()
             .map(|kind| {
+                let namespace = if kind.is_cluster_api() {
+                    cluster_api
+                } else {
+                    machine_api
+                };
                 let api = Api::namespaced_with(client.clone(), namespace, &kind.api_resource());
                 (kind, api)
             })
             .collect();
+        let templates = super::watches::aws_machine_template();
         Patcher {
             apis,
+            templates: Api::namespaced_with(client.clone(), cluster_api, &templates),
             patching: watch::Sender::new(false),
         }
     }
 
     async fn send(&self, decision: &Decision) -> Outcome {
+        if let Some(copy) = &decision.infrastructure_template
+            && let Err(outcome) = self.create_template(copy).await
+        {
+            return outcome;
+        }
         let patch = Patch::Json::<()>(json_patch::Patch(decision.patch.clone()));
         let api = &self.apis[&decision.kind];
         let params = api_client::patch_params();
@@ -78,6 +93,45 @@ impl Patcher {
                 api_client::CALL_TIMEOUT.as_secs()
             )),
         }
+    }
+}
+
+impl Patcher {
+    /// Creates the template a patch will point at. Its name is derived from its content, so
+    /// one that exists already (from an earlier pass whose patch failed, or another replica)
+    /// is ours to reuse when its spec is the same, and a conflict otherwise.
+    async fn create_template(&self, copy: &TemplateCopy) -> Result<(), Outcome> {
+        let object: DynamicObject = serde_json::from_value(copy.object.clone())
+            .map_err(|e| Outcome::Failed(format!("cannot build {}: {e}", copy.to)))?;
+        let params = PostParams::default();
+        let created = self.templates.create(&params, &object);
+        let error = match tokio::time::timeout(api_client::CALL_TIMEOUT, created).await {
+            Ok(Ok(_)) => return Ok(()),
+            Ok(Err(kube::Error::Api(status))) if status.code == 409 => None,
+            Ok(Err(kube::Error::Api(status))) => Some(format!(
+                "cannot create {} {}: {} ({})",
+                copy.kind, copy.to, status.message, status.code
+            )),
+            Ok(Err(e)) => Some(format!("cannot create {} {}: {e}", copy.kind, copy.to)),
+            Err(_) => Some(format!("creating {} {} timed out", copy.kind, copy.to)),
+        };
+        if let Some(error) = error {
+            return Err(Outcome::Failed(error));
+        }
+        let existing = match self.templates.get(&copy.to).await {
+            Ok(existing) => existing,
+            Err(e) => return Err(Outcome::Failed(format!("cannot read {}: {e}", copy.to))),
+        };
+        // The API server may have defaulted other fields: the image is what must agree.
+        let image = |v: &serde_json::Value| v.pointer("/spec/template/spec/ami").cloned();
+        if image(&existing.data) == image(&copy.object) {
+            return Ok(());
+        }
+        Err(Outcome::Rejected(format!(
+            "{} {} exists with another image than the copy this controller would create; \
+             rename or delete it",
+            copy.kind, copy.to
+        )))
     }
 }
 

@@ -61,6 +61,14 @@ pub struct RunArgs {
     /// The only namespace whose MachineSets are watched and patched.
     #[arg(long, env = "BIC_MACHINE_API_NAMESPACE", default_value = names::MACHINE_API_NAMESPACE)]
     pub machine_api_namespace: String,
+    /// The only namespace whose Cluster API MachineSets and infrastructure templates are
+    /// watched, created and patched (where the cluster serves them).
+    #[arg(long, env = "BIC_CLUSTER_API_NAMESPACE", default_value = names::CLUSTER_API_NAMESPACE)]
+    pub cluster_api_namespace: String,
+    /// How long an infrastructure template this controller created must have been unused
+    /// before it is deleted: a new one is unused until its MachineSet's patch lands.
+    #[arg(long, env = "BIC_CLUSTER_API_TEMPLATE_GRACE", default_value = "10m", value_parser = parse_period)]
+    pub cluster_api_template_grace: Duration,
     /// Namespace of the golden boot image ConfigMap.
     #[arg(long, env = "BIC_GOLDEN_CONFIGMAP_NAMESPACE", default_value = names::GOLDEN_CONFIGMAP_NAMESPACE)]
     pub golden_configmap_namespace: String,

@@ -69,6 +69,13 @@ pub(super) fn decide(observed: &Observation, scope: &Scope, options: &Options) -
         &mut decisions,
         &mut live,
     );
+    decide_kind(
+        &planner,
+        &observed.cluster_api_machine_sets,
+        scope,
+        &mut decisions,
+        &mut live,
+    );
     let gone = scope
         .keys
         .iter()

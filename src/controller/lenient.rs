@@ -173,7 +173,8 @@ mod tests {
     }
 
     /// What the watch stores of a MachineSet: its identity, labels, annotations and owners; of
-    /// the provider spec only what a rule reads; no status, unknown fields or managedFields.
+    /// the provider spec only what a rule reads; of the status only the authoritative API; no
+    /// unknown fields or managedFields.
     #[test]
     fn the_watch_keeps_what_the_planner_reads_and_drops_the_rest() {
         let managed =
@@ -189,7 +190,7 @@ mod tests {
                                       "ami": {"id": "ami-1"}, "placement": {"region": "us-east-1"},
                                       "userDataSecret": {"name": "worker-user-data"},
                                       "tags": [{"name": "big", "value": "list"}], "instanceType": "m6i.xlarge"}}}}},
-            "status": {"replicas": 2}
+            "status": {"replicas": 2, "authoritativeAPI": "ClusterAPI"}
         });
         let mut stored: Lenient<MachineSet> = serde_json::from_value(object).unwrap();
         stored.keep_only_what_the_planner_reads();
@@ -205,7 +206,9 @@ mod tests {
         assert_eq!(ms.metadata.owner_references.unwrap().len(), 1);
         assert_eq!(ms.metadata.managed_fields, None);
         assert_eq!(ms.spec.replicas, Some(2));
-        assert!(ms.spec.extra.is_empty() && ms.status.is_none());
+        let status = ms.status.unwrap();
+        assert_eq!(status.authoritative_api.as_deref(), Some("ClusterAPI"));
+        assert!(ms.spec.extra.is_empty() && status.extra.is_empty());
         let template = ms.spec.template;
         assert_eq!(template.metadata.unwrap().labels.unwrap().len(), 1);
         assert_eq!(

@@ -186,7 +186,11 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> Result<(), RunEr
     metrics.ready.set(1);
     info!("caches synced; controller ready");
 
-    let patcher = act::Patcher::new(&client, &args.machine_api_namespace);
+    let patcher = act::Patcher::new(
+        &client,
+        &args.machine_api_namespace,
+        &args.cluster_api_namespace,
+    );
     let ec2 = ec2_lookups(&args, &client, &trigger_tx, &metrics)?;
     if let Some(lookups) = ec2
         .as_ref()
@@ -207,7 +211,16 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> Result<(), RunEr
         patcher,
         configurations: Api::all(client.clone()),
         known_images_api: Api::namespaced(client.clone(), &own_namespace),
-        secrets: secrets::SecretWatches::new(client, &args.machine_api_namespace, trigger_tx),
+        secrets: secrets::SecretWatches::new(
+            client.clone(),
+            &args.machine_api_namespace,
+            trigger_tx.clone(),
+        ),
+        cluster_api_secrets: secrets::SecretWatches::new(
+            client,
+            &args.cluster_api_namespace,
+            trigger_tx,
+        ),
         ec2,
         stores,
         metrics: metrics.clone(),
@@ -367,6 +380,8 @@ struct Controller {
     args: RunArgs,
     stores: Stores,
     secrets: secrets::SecretWatches,
+    /// The bootstrap secrets of Cluster API MachineSets, in their own namespace.
+    cluster_api_secrets: secrets::SecretWatches,
     /// EC2 look-ups of AMI owners (`--ec2-lookups`).
     ec2: Option<ec2::Ec2Lookups>,
     /// vSphere template imports (`--vsphere-template-imports`).
@@ -511,6 +526,7 @@ impl Controller {
         let mut observed = observe::observe(
             &self.stores,
             &mut self.secrets,
+            &mut self.cluster_api_secrets,
             &self.args.machine_configuration_name,
             &known,
         )

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use super::lenient::Lenient;
 use super::secrets::SecretWatches;
 use super::watches::Stores;
-use crate::api::{ControlPlaneMachineSet, MachineSet};
+use crate::api::{ClusterApiMachineSet, ControlPlaneMachineSet, MachineSet};
 use crate::known_images::KnownImages;
 use crate::machine_kind::{MachineKind, MachineObject};
 use crate::plan::selection::Selection;
@@ -18,6 +18,7 @@ pub(super) struct Observation {
     pub snapshot: ClusterSnapshot,
     pub machine_sets: Vec<Arc<Lenient<MachineSet>>>,
     pub control_plane_machine_sets: Vec<Arc<Lenient<ControlPlaneMachineSet>>>,
+    pub cluster_api_machine_sets: Vec<Arc<Lenient<ClusterApiMachineSet>>>,
 }
 
 /// Reads the stores, and first starts watching every managed stub secret a machine resource
@@ -25,11 +26,13 @@ pub(super) struct Observation {
 pub(super) async fn observe(
     stores: &Stores,
     secrets: &mut SecretWatches,
+    cluster_api_secrets: &mut SecretWatches,
     machine_configuration_name: &str,
     known: &KnownImages,
 ) -> Observation {
     let machine_sets = stores.machine_sets();
     let control_plane_machine_sets = stores.control_plane_machine_sets();
+    let cluster_api_machine_sets = stores.cluster_api_machine_sets();
     let machine_configuration = stores.machine_configuration(machine_configuration_name);
     let infrastructure = stores.infrastructure();
     let platform = (infrastructure.as_ref())
@@ -48,7 +51,18 @@ pub(super) async fn observe(
                 &selected(MachineKind::ControlPlaneMachineSet),
             ))
             .collect();
-    secrets.ensure(&wanted).await;
+    let cluster_api_wanted: BTreeSet<String> = secrets_to_verify(
+        &cluster_api_machine_sets,
+        &selected(MachineKind::ClusterApiMachineSet),
+    )
+    .collect();
+    // Both namespaces' first lists are awaited together.
+    tokio::join!(
+        secrets.ensure(&wanted),
+        cluster_api_secrets.ensure(&cluster_api_wanted)
+    );
+    let mut all_secrets = secrets.snapshot();
+    all_secrets.extend(cluster_api_secrets.snapshot());
 
     let mut known_images = known.clone();
     known_images.extend(stores.remembered_images());
@@ -58,7 +72,7 @@ pub(super) async fn observe(
         cluster_version: stores.cluster_version(),
         cluster_version_served: stores.cluster_version_served(),
         golden: stores.golden(),
-        secrets: secrets.snapshot(),
+        secrets: all_secrets,
         known_images,
         control_plane_nodes: stores.control_plane_nodes(),
         // Filled in by the pass from the EC2 lookups (`controller/ec2.rs`).
@@ -66,11 +80,13 @@ pub(super) async fn observe(
         // vCenter's answers are not gathered by the controller yet: vSphere decisions say what
         // they would import.
         vcenter: Default::default(),
+        infrastructure_templates: stores.infrastructure_templates(),
     };
     Observation {
         snapshot,
         machine_sets,
         control_plane_machine_sets,
+        cluster_api_machine_sets,
     }
 }
 
@@ -88,7 +104,12 @@ fn secrets_to_verify<'a, M: MachineObject>(
             let labels = o.meta().labels.as_ref().unwrap_or(&empty);
             selection.selects(labels) == Ok(true)
         })
-        .filter_map(|o| o.machine_template()?.spec.provider_spec.value.as_ref())
-        .filter_map(stub::current_name)
+        .filter_map(|o| {
+            let in_provider_spec = || {
+                let spec = o.machine_template()?.spec.provider_spec.value.as_ref()?;
+                stub::current_name(spec)
+            };
+            o.data_secret_name().or_else(in_provider_spec)
+        })
         .filter_map(|name| stub::secret_to_verify(M::KIND, name))
 }

@@ -89,7 +89,7 @@ impl Controller {
     /// Counts and logs how a patch went; false when the object still needs another pass.
     fn count_outcome(&mut self, applied: &Applied) -> bool {
         let d = &applied.decision;
-        let kind = d.kind.kind();
+        let kind = d.kind.label();
         let update = d.action == Action::Update;
         let count = |result: &str| {
             if update {
@@ -144,7 +144,7 @@ impl Controller {
         let new_error =
             previous.is_none_or(|p| p.action != Action::Error || p.reason != reported.reason);
         if new_error {
-            let kind = reported.kind.kind();
+            let kind = reported.kind.label();
             warn!(kind, name = %reported.name, reason = %reported.reason, message = %reported.message, "cannot update boot image");
             self.metrics.error_entered(reported.kind, reported.reason);
         }
@@ -159,7 +159,7 @@ impl Controller {
         if before == Some(warning.reason) {
             return None;
         }
-        let kind = reported.kind.kind();
+        let kind = reported.kind.label();
         warn!(kind, name = %reported.name, reason = %warning.reason, message = %warning.message, "boot image decision with a warning");
         Some(warning.reason)
     }

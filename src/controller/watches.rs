@@ -10,7 +10,7 @@ use std::fmt::Debug;
 use std::sync::Arc;
 
 use futures::StreamExt;
-use kube::api::{Api, ListParams};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -26,8 +26,8 @@ use super::watch_backoff::WatchHealth;
 use k8s_openapi::api::core::v1::Node;
 
 use crate::api::{
-    ClusterVersion, ConfigMap, ControlPlaneMachineSet, Infrastructure, MachineConfiguration,
-    MachineSet,
+    ClusterApiMachineSet, ClusterVersion, ConfigMap, ControlPlaneMachineSet, Infrastructure,
+    MachineConfiguration, MachineSet,
 };
 use crate::api_client;
 use crate::machine_kind::{MachineKind, MachineObject};
@@ -51,6 +51,24 @@ pub struct Stores {
     infrastructure: Store<Lenient<Infrastructure>>,
     cluster_version: Option<Store<Lenient<ClusterVersion>>>,
     known_images: Store<ConfigMap>,
+    /// Where the cluster serves Cluster API MachineSets and AWS machine templates.
+    cluster_api: Option<ClusterApiStores>,
+}
+
+struct ClusterApiStores {
+    machine_sets: Store<Lenient<ClusterApiMachineSet>>,
+    templates: Store<DynamicObject>,
+}
+
+/// The Cluster API Provider AWS machine template, at the version its CRD stores
+/// (sigs.k8s.io/cluster-api-provider-aws/v2, config/crd/bases).
+pub fn aws_machine_template() -> ApiResource {
+    let gvk = GroupVersionKind::gvk(
+        plan::infrastructure::INFRASTRUCTURE_GROUP,
+        "v1beta2",
+        plan::infrastructure::AWS_MACHINE_TEMPLATE,
+    );
+    ApiResource::from_gvk_with_plural(&gvk, "awsmachinetemplates")
 }
 
 /// Starts every watch; returns at once with stores that fill in the background.
@@ -97,11 +115,13 @@ pub async fn start(
             )),
             false => None,
         };
+    let cluster_api = cluster_api(client, &args.cluster_api_namespace, &tx).await;
     let control_plane_nodes = CONTROL_PLANE_NODE_LABELS
         .iter()
         .map(|label| spawn_nodes(Api::all(client.clone()), label, &tx))
         .collect();
     Stores {
+        cluster_api,
         control_plane_nodes,
         machine_sets,
         control_plane,
@@ -126,6 +146,68 @@ pub async fn start(
             spawn_singleton(api, name, &tx, resource_version)
         },
     }
+}
+
+/// The Cluster API watches, on clusters that serve both Cluster API MachineSets and AWS machine
+/// templates.
+async fn cluster_api(
+    client: &Client,
+    namespace: &str,
+    tx: &UnboundedSender<Trigger>,
+) -> Option<ClusterApiStores> {
+    let machine_sets = Api::<Lenient<ClusterApiMachineSet>>::namespaced(client.clone(), namespace);
+    if !installed(machine_sets.clone(), ListParams::default()).await {
+        return None;
+    }
+    let templates = Api::namespaced_with(client.clone(), namespace, &aws_machine_template());
+    if let Err(kube::Error::Api(e)) = templates
+        .list_metadata(&ListParams::default().limit(1))
+        .await
+        && e.code == 404
+    {
+        info!("AWSMachineTemplate CRD not installed; Cluster API MachineSets are not watched");
+        return None;
+    }
+    Some(ClusterApiStores {
+        machine_sets: spawn(
+            machine_sets,
+            watcher::Config::default(),
+            tx.clone(),
+            MachineKind::ClusterApiMachineSet,
+        ),
+        templates: spawn_templates(templates, tx),
+    })
+}
+
+/// Watches the AWS machine templates of the Cluster API namespace; any change re-plans
+/// everything (they are few, and change when MachineSets move).
+fn spawn_templates(api: Api<DynamicObject>, tx: &UnboundedSender<Trigger>) -> Store<DynamicObject> {
+    let writer = reflector::store::Writer::new(aws_machine_template());
+    let store = writer.as_reader();
+    let mut health = WatchHealth::new(plan::infrastructure::AWS_MACHINE_TEMPLATE);
+    let stream = watcher(api, watcher::Config::default())
+        .backoff(health.backoff.clone())
+        .modify(drop_managed_fields)
+        .reflect(writer);
+    let tx = tx.clone();
+    tokio::spawn(async move {
+        futures::pin_mut!(stream);
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(
+                    watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone,
+                ) => {
+                    health.progressed();
+                    if tx.send(Trigger::All).is_err() {
+                        return;
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => health.failed(&e),
+            }
+        }
+    });
+    store
 }
 
 async fn installed<K>(api: Api<K>, params: ListParams) -> bool
@@ -386,6 +468,33 @@ impl Stores {
         let _ = self.golden.wait_until_ready().await;
         let _ = self.infrastructure.wait_until_ready().await;
         let _ = self.known_images.wait_until_ready().await;
+        if let Some(cluster_api) = &self.cluster_api {
+            let _ = cluster_api.machine_sets.wait_until_ready().await;
+            let _ = cluster_api.templates.wait_until_ready().await;
+        }
+    }
+
+    pub fn cluster_api_machine_sets(&self) -> Vec<Arc<Lenient<ClusterApiMachineSet>>> {
+        (self.cluster_api.as_ref())
+            .map(|c| c.machine_sets.state())
+            .unwrap_or_default()
+    }
+
+    /// The AWS machine templates of the Cluster API namespace, as the planner reads them.
+    pub fn infrastructure_templates(&self) -> plan::infrastructure::Templates {
+        let Some(cluster_api) = &self.cluster_api else {
+            return Default::default();
+        };
+        cluster_api
+            .templates
+            .state()
+            .iter()
+            .filter_map(|t| {
+                let name = t.metadata.name.clone()?;
+                let kind = plan::infrastructure::AWS_MACHINE_TEMPLATE.to_string();
+                Some(((kind, name), serde_json::to_value(t.as_ref()).ok()?))
+            })
+            .collect()
     }
 
     /// Every control-plane Node and its architecture label.

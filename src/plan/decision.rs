@@ -6,6 +6,7 @@ use json_patch::PatchOperation;
 use serde::Serialize;
 use serde_json::Value;
 
+use super::infrastructure::TemplateCopy;
 use super::record::{self, HistoryEntry};
 use crate::machine_kind::MachineKind;
 use crate::reason::Reason;
@@ -91,6 +92,10 @@ pub struct Decision {
     /// `test` then a `replace` for each changed value, then the history and hot-loop
     /// annotations. Empty when nothing is written.
     pub patch: Vec<PatchOperation>,
+    /// For a Cluster API MachineSet: the infrastructure template created before `patch` is
+    /// sent, which `patch` points the MachineSet at.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub infrastructure_template: Option<TemplateCopy>,
     /// The newest change this controller recorded on the object, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_change: Option<HistoryEntry>,
@@ -126,6 +131,7 @@ impl Decision {
             boot_image: Values::default(),
             user_data_secret: Values::default(),
             patch: Vec::new(),
+            infrastructure_template: None,
             last_change: None,
             warning: None,
         }
@@ -158,6 +164,8 @@ pub struct Plan {
     pub selection: BTreeMap<String, String>,
     pub machine_sets: Vec<Decision>,
     pub control_plane_machine_sets: Vec<Decision>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cluster_api_machine_sets: Vec<Decision>,
 }
 
 impl Plan {
@@ -174,9 +182,14 @@ impl Plan {
                 MachineKind::ControlPlaneMachineSet => {
                     plan.control_plane_machine_sets.push(decision)
                 }
+                MachineKind::ClusterApiMachineSet => plan.cluster_api_machine_sets.push(decision),
             }
         }
-        for list in [&mut plan.machine_sets, &mut plan.control_plane_machine_sets] {
+        for list in [
+            &mut plan.machine_sets,
+            &mut plan.control_plane_machine_sets,
+            &mut plan.cluster_api_machine_sets,
+        ] {
             list.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
         }
         plan
@@ -187,6 +200,7 @@ impl Plan {
         match kind {
             MachineKind::MachineSet => &self.machine_sets,
             MachineKind::ControlPlaneMachineSet => &self.control_plane_machine_sets,
+            MachineKind::ClusterApiMachineSet => &self.cluster_api_machine_sets,
         }
     }
 
@@ -194,5 +208,6 @@ impl Plan {
         self.machine_sets
             .iter()
             .chain(&self.control_plane_machine_sets)
+            .chain(&self.cluster_api_machine_sets)
     }
 }

@@ -8,6 +8,7 @@
 
 mod decision;
 mod gates;
+pub mod infrastructure;
 pub mod manager;
 pub(crate) mod patch;
 pub mod record;
@@ -20,8 +21,8 @@ use std::collections::{BTreeMap, HashMap};
 use jiff::{SignedDuration, Timestamp};
 
 use crate::api::{
-    ClusterVersion, ConfigMap, ControlPlaneMachineSet, Infrastructure, MachineConfiguration,
-    MachineSet, Secret,
+    ClusterApiMachineSet, ClusterVersion, ConfigMap, ControlPlaneMachineSet, Infrastructure,
+    MachineConfiguration, MachineSet, Secret,
 };
 use crate::arch::Arch;
 use crate::known_images::KnownImages;
@@ -58,6 +59,9 @@ pub struct ClusterSnapshot {
     /// What vCenter said about the templates of vSphere MachineSets; empty (and not
     /// `consulted`) when vCenter is not asked.
     pub vcenter: crate::vcenter::VcenterFacts,
+    /// The infrastructure machine templates of the Cluster API namespace, which Cluster API
+    /// MachineSets reference.
+    pub infrastructure_templates: infrastructure::Templates,
 }
 
 #[derive(Clone, Debug)]
@@ -103,11 +107,28 @@ pub struct Malformed {
     pub error: String,
 }
 
-/// Plans every machine resource of a snapshot.
+/// Plans every Machine API resource of a snapshot.
 pub fn plan(
     snapshot: &ClusterSnapshot,
     machine_sets: &[Result<MachineSet, Malformed>],
     control_plane_machine_sets: &[Result<ControlPlaneMachineSet, Malformed>],
+    options: &Options,
+) -> Plan {
+    plan_all(
+        snapshot,
+        machine_sets,
+        control_plane_machine_sets,
+        &[],
+        options,
+    )
+}
+
+/// Plans every machine resource of a snapshot, Cluster API MachineSets included.
+pub fn plan_all(
+    snapshot: &ClusterSnapshot,
+    machine_sets: &[Result<MachineSet, Malformed>],
+    control_plane_machine_sets: &[Result<ControlPlaneMachineSet, Malformed>],
+    cluster_api_machine_sets: &[Result<ClusterApiMachineSet, Malformed>],
     options: &Options,
 ) -> Plan {
     let planner = Planner::new(snapshot, options);
@@ -118,6 +139,11 @@ pub fn plan(
             control_plane_machine_sets
                 .iter()
                 .map(|cp| planner.decide(cp.as_ref())),
+        )
+        .chain(
+            cluster_api_machine_sets
+                .iter()
+                .map(|ms| planner.decide(ms.as_ref())),
         );
     let mut plan = Plan::new(planner.blocked().cloned(), decisions.collect::<Vec<_>>());
     plan.selection = planner
@@ -196,7 +222,13 @@ impl<'a> Planner<'a> {
                 );
             }
         };
-        let subject = rules::Subject::of(object);
+        let view;
+        let subject = if M::KIND.is_cluster_api() {
+            view = self.template_view(object);
+            rules::Subject::with_template(object, &view)
+        } else {
+            rules::Subject::of(object)
+        };
         let mut decision = match &self.state {
             Err(blocked) => subject.decision(Action::Skip, blocked.reason, blocked.message.clone()),
             Ok(ready) => self.decide_readable(&subject, ready),
@@ -204,6 +236,23 @@ impl<'a> Planner<'a> {
         decision.uid = subject.meta.uid.clone();
         decision.last_change = record::history(subject.meta).pop();
         decision
+    }
+
+    /// The view of a Cluster API MachineSet's infrastructure template the rules judge.
+    fn template_view<'s, M: MachineObject>(
+        &'s self,
+        object: &'s M,
+    ) -> Result<infrastructure::TemplateView<'s>, infrastructure::Unjudgeable> {
+        let region = (self.snapshot.infrastructure.as_ref())
+            .and_then(|i| i.status.as_ref()?.platform_status.as_ref()?.aws.as_ref())
+            .and_then(|aws| aws.region.as_deref());
+        infrastructure::view(
+            object.infrastructure_ref(),
+            &self.snapshot.infrastructure_templates,
+            region,
+            object.data_secret_name(),
+            object.template_labels(),
+        )
     }
 
     /// Whether the boot image `object` holds is one the controller recognises as a CoreOS image
@@ -245,3 +294,5 @@ pub enum Recognition {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_cluster_api;

@@ -36,6 +36,9 @@ pub struct HistoryEntry {
     pub boot_image: Option<Change<Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user_data_secret: Option<Change<String>>,
+    /// The infrastructure template a Cluster API MachineSet was moved between.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub infrastructure_template: Option<Change<String>>,
 }
 
 impl HistoryEntry {
@@ -47,7 +50,9 @@ impl HistoryEntry {
         });
         let secret =
             (self.user_data_secret.as_ref()).map(|c| format!("stub secret {} -> {}", c.from, c.to));
-        [image, secret]
+        let template = (self.infrastructure_template.as_ref())
+            .map(|c| format!("infrastructure template {} -> {}", c.from, c.to));
+        [image, secret, template]
             .into_iter()
             .flatten()
             .collect::<Vec<_>>()
@@ -192,6 +197,7 @@ mod tests {
 
     fn entry(n: usize) -> HistoryEntry {
         HistoryEntry {
+            infrastructure_template: None,
             time: format!("2026-01-01T00:00:0{n}Z"),
             release: Some("4.21.0".into()),
             stream: "rhcos-4.21".into(),

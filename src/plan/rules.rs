@@ -9,12 +9,13 @@ use serde_json::Value;
 
 use super::decision::{Action, Decision, Values, Warning};
 use super::gates::Ready;
+use super::infrastructure::{self, TemplateCopy, TemplateView, Unjudgeable};
 use super::patch::{annotation_path, guarded_replace, remove_annotation_ops, test_op};
 use super::record::{self, HistoryEntry};
 use super::{Planner, friendly_duration, stub};
 use crate::api::{MachineTemplate, ObjectMeta};
 use crate::arch::Arch;
-use crate::machine_kind::{MachineKind, MachineObject};
+use crate::machine_kind::{Authority, MachineKind, MachineObject};
 use crate::names::{
     AUTOSCALER_LABELS_ANNOTATION, HOT_LOOP_ANNOTATION, LEGACY_OPT_OUT_ANNOTATION,
     OPT_OUT_ANNOTATION, OPT_OUT_VALUE, OS_ID_LABEL, OS_STREAM_LABEL,
@@ -29,6 +30,9 @@ pub(super) struct Subject<'a> {
     kind: MachineKind,
     pub meta: &'a ObjectMeta,
     template: Option<&'a MachineTemplate>,
+    authority: Authority,
+    /// Of a Cluster API MachineSet: its infrastructure template, or why it cannot be judged.
+    infrastructure: Option<&'a Result<TemplateView<'a>, Unjudgeable>>,
 }
 
 impl<'a> Subject<'a> {
@@ -37,6 +41,20 @@ impl<'a> Subject<'a> {
             kind: M::KIND,
             meta: object.meta(),
             template: object.machine_template(),
+            authority: object.authority(),
+            infrastructure: None,
+        }
+    }
+
+    /// A Cluster API MachineSet, with the view of its template the rules judge.
+    pub fn with_template<M: MachineObject>(
+        object: &'a M,
+        view: &'a Result<TemplateView<'a>, Unjudgeable>,
+    ) -> Self {
+        Subject {
+            template: view.as_ref().ok().map(|v| &v.template),
+            infrastructure: Some(view),
+            ..Subject::of(object)
         }
     }
 
@@ -80,6 +98,8 @@ pub(super) struct Evaluated<'a> {
 struct ImageChange {
     values: Values<Value>,
     ops: Vec<PatchOperation>,
+    /// The template a Cluster API MachineSet moves to, created before the patch is sent.
+    template: Option<TemplateCopy>,
 }
 
 impl Planner<'_> {
@@ -97,7 +117,8 @@ impl Planner<'_> {
             Ok(evaluated) => evaluated,
             Err(decided) => return *decided,
         };
-        let mut image = match image_change(subject, outcome) {
+        let release = stream.release(arch, rule.stream_key());
+        let mut image = match image_change(subject, outcome, release) {
             Ok(image) => image,
             Err(decided) => return *decided,
         };
@@ -172,6 +193,27 @@ impl Planner<'_> {
                     ready.platform.name()
                 ),
             )));
+        }
+        if let Some(infrastructure) = subject.infrastructure {
+            if ready.platform != Platform::Aws {
+                return Err(Box::new(subject.decision(
+                    Action::Skip,
+                    Reason::PlatformNotSupported,
+                    format!(
+                        "Cluster API MachineSets are updated on AWS only, not on {}",
+                        ready.platform.name()
+                    ),
+                )));
+            }
+            if let Err(refused) = infrastructure {
+                let action = if refused.error {
+                    Action::Error
+                } else {
+                    Action::Skip
+                };
+                let message = refused.message.clone();
+                return Err(Box::new(subject.decision(action, refused.reason, message)));
+            }
         }
         let stream = self.os_stream(subject, ready)?;
         let arch = self
@@ -266,11 +308,16 @@ impl Planner<'_> {
             }
             Ok(true) => {}
         }
+        if let Authority::Elsewhere(why) = &subject.authority {
+            let message = why.clone();
+            return Some(subject.decision(Action::Skip, Reason::AuthoritativeElsewhere, message));
+        }
         if let Some(owner) = subject
             .meta
             .owner_references
-            .as_ref()
-            .and_then(|o| o.first())
+            .iter()
+            .flatten()
+            .find(|owner| !subject.kind.is_cluster_api() || !is_cluster(owner))
         {
             let message = format!(
                 "owned by {} {}; its owner would revert our changes",
@@ -449,6 +496,7 @@ impl Planner<'_> {
             return decided;
         }
         decided.patch = image.ops;
+        decided.infrastructure_template = image.template;
         if let (Some(from), Some(to)) = (current, target) {
             let pointer = format!(
                 "{}{}",
@@ -501,12 +549,11 @@ impl Planner<'_> {
                 _ => why,
             };
             let message = format!(
-                "{why}. A {} keeps its stub secret's name (another name would make the \
-                 control-plane machine set operator replace every control-plane machine), and \
-                 this controller does not rewrite the secret, so the boot image is not updated \
-                 until the secret holds an Ignition 3 pointer config, as the Machine Config \
-                 Operator writes it",
-                subject.kind
+                "{why}. A {} keeps its stub secret's name ({}), and this controller does not \
+                 rewrite the secret, so the boot image is not updated until the secret holds an \
+                 Ignition 3 pointer config, as the Machine Config Operator writes it",
+                subject.kind,
+                subject.kind.why_the_stub_name_stays()
             );
             (Reason::StubSecretIncompatible, message)
         })
@@ -543,6 +590,7 @@ impl Planner<'_> {
                 subject.kind,
             );
             decided.patch.clear();
+            decided.infrastructure_template = None;
             return;
         }
         if let Some(hold) = &ready.hold {
@@ -550,6 +598,7 @@ impl Planner<'_> {
             decided.reason = hold.reason;
             decided.message = format!("would update: {}; held: {}", decided.message, hold.message);
             decided.patch.clear();
+            decided.infrastructure_template = None;
             return;
         }
         let entry = HistoryEntry {
@@ -558,11 +607,25 @@ impl Planner<'_> {
             stream: stream.stream.clone(),
             boot_image: decided.boot_image.change(),
             user_data_secret: decided.user_data_secret.change(),
+            infrastructure_template: (decided.infrastructure_template.as_ref()).map(|t| {
+                record::Change {
+                    from: t.from.clone(),
+                    to: t.to.clone(),
+                }
+            }),
         };
         let bookkeeping = record::record_ops(subject.meta, entry, &target_key, now, window);
         decided.patch.extend(bookkeeping);
         decided.action = Action::Update;
     }
+}
+
+/// The Cluster API `Cluster` a stand-alone Cluster API MachineSet is given as owner (not as
+/// controller) by Cluster API's MachineSet reconciler (sigs.k8s.io/cluster-api,
+/// core/reconcilers/machineset/machineset_controller.go, `shouldAdopt`): it never reverts a
+/// MachineSet's template, unlike a MachineDeployment owner, which does.
+fn is_cluster(owner: &crate::api::OwnerReference) -> bool {
+    owner.kind == "Cluster" && owner.api_version.starts_with("cluster.x-k8s.io/")
 }
 
 /// Rule 4: Windows machines boot Windows images (the Windows Machine Config Operator's label).
@@ -582,6 +645,7 @@ fn screen_windows(subject: &Subject<'_>) -> Option<Decision> {
 fn image_change(
     subject: &Subject<'_>,
     outcome: ImageOutcome,
+    release: Option<&str>,
 ) -> Result<ImageChange, Box<Decision>> {
     let with_current = |action, reason, message, current| {
         let mut decided = subject.decision(action, reason, message);
@@ -605,23 +669,40 @@ fn image_change(
                 target: None,
             },
             ops: Vec::new(),
+            template: None,
         }),
         ImageOutcome::Update {
             current,
             target,
             changes,
         } => {
+            let values = Values {
+                current: Some(current),
+                target: Some(target),
+            };
+            if let Some(Ok(view)) = subject.infrastructure {
+                // A new template, and the MachineSet repointed from the one it was judged on.
+                let copy = infrastructure::copy(view, &changes, release);
+                let ops = guarded_replace(
+                    infrastructure::REFERENCE_NAME_POINTER,
+                    copy.from.clone().into(),
+                    copy.to.clone().into(),
+                );
+                return Ok(ImageChange {
+                    values,
+                    ops: ops.into(),
+                    template: Some(copy),
+                });
+            }
             let base = subject.kind.provider_spec_pointer();
             let ops = changes
                 .into_iter()
                 .flat_map(|c| guarded_replace(&format!("{base}{}", c.pointer), c.from, c.to))
                 .collect();
             Ok(ImageChange {
-                values: Values {
-                    current: Some(current),
-                    target: Some(target),
-                },
+                values,
                 ops,
+                template: None,
             })
         }
     }
@@ -631,6 +712,11 @@ fn image_change(
 /// of a MachineSet. Also whether an input was absent, which only the object's resourceVersion
 /// can guard (JSON Patch cannot test that a field is still absent).
 fn input_guards(subject: &Subject<'_>, platform: Vec<Input>) -> (Vec<PatchOperation>, bool) {
+    // A Cluster API MachineSet's inputs are in its template (which the patch names) and in the
+    // Infrastructure: its resourceVersion guards the rest.
+    if subject.kind.is_cluster_api() {
+        return (Vec::new(), true);
+    }
     let base = subject.kind.provider_spec_pointer();
     let mut inputs: Vec<(String, Option<Value>)> = platform
         .into_iter()

@@ -28,6 +28,7 @@ impl Selection {
     /// - an empty `machineManagers` list: an explicit opt-out of everything (the predecessor
     ///   confused it with an absent list).
     pub fn for_kind(mc: &MachineConfiguration, kind: MachineKind, platform: &Platform) -> Self {
+        let kind = kind.selected_as();
         let managers = mc
             .spec
             .managed_boot_images

@@ -82,6 +82,7 @@ fn options() -> Options {
 
 fn aws_cluster() -> ClusterSnapshot {
     ClusterSnapshot {
+        infrastructure_templates: Default::default(),
         machine_configuration: Some(machine_configuration()),
         infrastructure: Some(infrastructure("AWS")),
         cluster_version: Some(cluster_version("Completed", RELEASE)),
@@ -1728,6 +1729,7 @@ fn reverted_at(
         // What our patch at that time wrote besides the change, which was then reverted.
         let at = minutes_ago(*minutes);
         let entry = HistoryEntry {
+            infrastructure_template: None,
             time: at.to_string(),
             release: Some(RELEASE.into()),
             stream: "rhcos-4.21".into(),
@@ -1888,6 +1890,7 @@ fn the_history_entry_records_what_changed_and_why() {
     assert_eq!(
         recorded,
         HistoryEntry {
+            infrastructure_template: None,
             time: "2026-03-02T10:00:00Z".into(),
             release: Some(RELEASE.into()),
             stream: "rhcos-4.21".into(),
@@ -1922,6 +1925,7 @@ fn the_last_change_comes_from_the_history_annotation() {
     assert_eq!(fresh.last_change, None);
 
     let older = HistoryEntry {
+        infrastructure_template: None,
         time: "2025-06-01T00:00:00Z".into(),
         release: Some("4.19.3".into()),
         stream: "rhcos-4.19".into(),

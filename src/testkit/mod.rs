@@ -2,6 +2,7 @@
 //! object or a stream is written once and every test agrees on what it looks like. Compiled only
 //! for tests and with the `testkit` feature: nothing here reaches the shipped binary.
 
+pub mod cluster_api;
 pub mod decisions;
 pub mod ec2;
 pub mod generators;

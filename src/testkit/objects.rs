@@ -11,8 +11,17 @@ pub fn infrastructure(name: &str, platform: &str) -> Value {
         "apiVersion": "config.openshift.io/v1", "kind": "Infrastructure",
         "metadata": {"name": name},
         "spec": {"platformSpec": {"type": platform}},
-        "status": {"infrastructureName": "demo-x7k2p", "platform": platform, "platformStatus": {"type": platform}},
+        "status": {"infrastructureName": "demo-x7k2p", "platform": platform, "platformStatus": platform_status(platform)},
     })
+}
+
+/// What the installer records of the platform; on AWS the region, which Cluster API machine
+/// templates do not carry.
+fn platform_status(platform: &str) -> Value {
+    match platform {
+        "AWS" => json!({"type": platform, "aws": {"region": "us-east-1"}}),
+        _ => json!({"type": platform}),
+    }
 }
 
 /// The control-plane Nodes every test cluster shares (Nodes are cluster-scoped): x86_64, so the

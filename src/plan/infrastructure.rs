@@ -1,0 +1,536 @@
+//! Cluster API MachineSets keep their boot image in the infrastructure machine template they
+//! reference (`spec.template.spec.infrastructureRef`), an `AWSMachineTemplate` on AWS whose
+//! `spec.template.spec.ami.id` is the AMI.
+//!
+//! Templates are immutable by Cluster API convention: a machine's infrastructure object is
+//! cloned from the template when the machine is made, and providers refuse or ignore edits to a
+//! template's spec. So an update never edits one: it creates a copy with the new image (a name
+//! derived from the old one and the release, labels, annotations and owner references copied)
+//! and repoints the MachineSet at it with a guarded patch. The template the MachineSet used is
+//! never touched, whoever else uses it.
+//!
+//! The AWS rule judges a view of the template shaped like a Machine API provider spec, so that
+//! one rule serves both APIs: the template's `ami`, the cluster's region (templates do not name
+//! it; the Infrastructure does) and the bootstrap secret as `userDataSecret`.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+use crate::api::{InfrastructureRef, MachineSpec, MachineTemplate, ProviderSpec, TemplateMetadata};
+use crate::platform::FieldChange;
+use crate::reason::Reason;
+
+/// The API group of Cluster API infrastructure providers' templates.
+pub const INFRASTRUCTURE_GROUP: &str = "infrastructure.cluster.x-k8s.io";
+/// The one template kind we update: Cluster API Provider AWS's.
+pub const AWS_MACHINE_TEMPLATE: &str = "AWSMachineTemplate";
+/// Where a MachineSet names its template.
+pub const REFERENCE_NAME_POINTER: &str = "/spec/template/spec/infrastructureRef/name";
+/// Where an `AWSMachineTemplate` keeps what the AWS rule reads as a provider spec.
+const MACHINE_SPEC_POINTER: &str = "/spec/template/spec";
+/// On every template we create: what lets garbage collection find ours, and only ours.
+pub const CREATED_BY_LABEL: &str = "boot-image-controller.io/created-by";
+pub const CREATED_BY_VALUE: &str = "boot-image-controller";
+/// On every template we create: the template the copies descend from, so that a copy of a
+/// copy is named after the original rather than growing a suffix per release.
+pub const COPIED_FROM_ANNOTATION: &str = "boot-image-controller.io/copied-from";
+
+/// The infrastructure templates of the Cluster API namespace, by kind and name, as served.
+pub type Templates = BTreeMap<(String, String), Value>;
+
+/// A Cluster API MachineSet's template, seen as the AWS rule reads a provider spec.
+#[derive(Clone, Debug)]
+pub struct TemplateView<'a> {
+    pub template: MachineTemplate,
+    pub source: &'a Value,
+    pub source_name: &'a str,
+}
+
+/// Why a Cluster API MachineSet's template cannot be judged.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Unjudgeable {
+    pub error: bool,
+    pub reason: Reason,
+    pub message: String,
+}
+
+/// The view of the template `reference` names, or why there is none.
+pub fn view<'a>(
+    reference: Option<&InfrastructureRef>,
+    templates: &'a Templates,
+    region: Option<&str>,
+    data_secret_name: Option<&str>,
+    labels: Option<&BTreeMap<String, String>>,
+) -> Result<TemplateView<'a>, Unjudgeable> {
+    let refuse = |error, reason, message: String| Unjudgeable {
+        error,
+        reason,
+        message,
+    };
+    let Some(reference) = reference.filter(|r| !r.name.is_empty()) else {
+        return Err(refuse(
+            true,
+            Reason::InfrastructureTemplateMissing,
+            "spec.template.spec.infrastructureRef names no template".into(),
+        ));
+    };
+    if reference.kind != AWS_MACHINE_TEMPLATE || reference.group() != INFRASTRUCTURE_GROUP {
+        return Err(refuse(
+            false,
+            Reason::InfrastructureTemplateNotSupported,
+            format!(
+                "its infrastructure template is a {} ({}); only {AWS_MACHINE_TEMPLATE}s \
+                 ({INFRASTRUCTURE_GROUP}) are updated",
+                reference.kind,
+                reference.group()
+            ),
+        ));
+    }
+    let key = (reference.kind.clone(), reference.name.clone());
+    let Some(((_, source_name), source)) = templates.get_key_value(&key) else {
+        return Err(refuse(
+            true,
+            Reason::InfrastructureTemplateMissing,
+            format!(
+                "its {AWS_MACHINE_TEMPLATE} {} does not exist or cannot be read",
+                reference.name
+            ),
+        ));
+    };
+    let machine = source.pointer(MACHINE_SPEC_POINTER);
+    let mut spec = Map::new();
+    if let Some(ami) = machine.and_then(|m| m.get("ami")) {
+        spec.insert("ami".into(), ami.clone());
+    }
+    if let Some(region) = region {
+        spec.insert("placement".into(), json!({"region": region}));
+    }
+    if let Some(name) = data_secret_name {
+        spec.insert("userDataSecret".into(), json!({"name": name}));
+    }
+    let template = MachineTemplate {
+        metadata: Some(TemplateMetadata {
+            labels: labels.cloned(),
+            ..Default::default()
+        }),
+        spec: MachineSpec {
+            provider_spec: ProviderSpec {
+                value: Some(Value::Object(spec)),
+            },
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    Ok(TemplateView {
+        template,
+        source,
+        source_name,
+    })
+}
+
+/// The template an update creates, and the names the MachineSet moves between.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TemplateCopy {
+    pub kind: String,
+    pub from: String,
+    pub to: String,
+    /// The object created, as sent.
+    pub object: Value,
+}
+
+/// The copy of `view`'s template with `changes` (pointers into the provider-spec view) applied,
+/// named after the template it descends from and the release (plus a digest of the new image,
+/// so two images of one release never share a name).
+pub fn copy(
+    view: &TemplateView<'_>,
+    changes: &[FieldChange],
+    release: Option<&str>,
+) -> TemplateCopy {
+    let source = view.source;
+    let original = source
+        .pointer(&format!(
+            "/metadata/annotations/{}",
+            COPIED_FROM_ANNOTATION.replace('/', "~1")
+        ))
+        .and_then(Value::as_str)
+        .unwrap_or(view.source_name);
+    let targets: Vec<&Value> = changes.iter().map(|c| &c.to).collect();
+    let name = copy_name(
+        original,
+        release,
+        &serde_json::to_string(&targets).unwrap_or_default(),
+    );
+
+    let mut object = json!({
+        "apiVersion": source.get("apiVersion").cloned().unwrap_or(Value::Null),
+        "kind": source.get("kind").cloned().unwrap_or(Value::Null),
+        "metadata": copied_metadata(source.get("metadata"), &name, original),
+        "spec": source.get("spec").cloned().unwrap_or_else(|| json!({})),
+    });
+    for change in changes {
+        let pointer = format!("{MACHINE_SPEC_POINTER}{}", change.pointer);
+        if let Some(slot) = object.pointer_mut(&pointer) {
+            *slot = change.to.clone();
+        }
+    }
+    TemplateCopy {
+        kind: AWS_MACHINE_TEMPLATE.into(),
+        from: view.source_name.to_string(),
+        to: name,
+        object,
+    }
+}
+
+/// The copied metadata: the identity and bookkeeping of the source dropped, its labels,
+/// annotations and owner references kept, and ours added.
+fn copied_metadata(source: Option<&Value>, name: &str, original: &str) -> Value {
+    let field = |key: &str| source.and_then(|m| m.get(key)).cloned();
+    let mut labels = field("labels").unwrap_or_else(|| json!({}));
+    if let Some(labels) = labels.as_object_mut() {
+        labels.insert(CREATED_BY_LABEL.into(), CREATED_BY_VALUE.into());
+    }
+    let mut annotations = field("annotations").unwrap_or_else(|| json!({}));
+    if let Some(annotations) = annotations.as_object_mut() {
+        // What `kubectl apply` remembers of the source is not true of the copy.
+        annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+        annotations.insert(COPIED_FROM_ANNOTATION.into(), original.into());
+    }
+    let mut metadata = json!({
+        "name": name,
+        "labels": labels,
+        "annotations": annotations,
+    });
+    for key in ["namespace", "ownerReferences"] {
+        if let Some(value) = field(key) {
+            metadata[key] = value;
+        }
+    }
+    metadata
+}
+
+/// `<original>-<release>-<digest>`, within the 253 characters of a DNS subdomain name.
+fn copy_name(original: &str, release: Option<&str>, target: &str) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA256, target.as_bytes());
+    let digest: String = digest.as_ref()[..3]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let release: String = release
+        .unwrap_or("rhcos")
+        .to_ascii_lowercase()
+        .chars()
+        .map(|c| match c {
+            'a'..='z' | '0'..='9' | '-' | '.' => c,
+            _ => '-',
+        })
+        .collect();
+    let suffix = format!(
+        "-{}-{digest}",
+        release.trim_matches(|c| c == '-' || c == '.')
+    );
+    let room = 253usize.saturating_sub(suffix.len());
+    let base: String = original.chars().take(room).collect();
+    format!("{}{suffix}", base.trim_end_matches(['-', '.']))
+}
+
+/// A template this controller created that nothing uses any more.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unused {
+    pub name: String,
+    pub uid: Option<String>,
+    pub resource_version: Option<String>,
+}
+
+/// The templates this controller created that no MachineSet or MachineDeployment of
+/// `references` names and that are older than `grace` (a new template is unused until the patch
+/// that moves its MachineSet lands). Templates anyone else created are never returned.
+pub fn unused_copies<'a>(
+    templates: &Templates,
+    references: impl IntoIterator<Item = &'a str>,
+    now: jiff::Timestamp,
+    grace: jiff::SignedDuration,
+) -> Vec<Unused> {
+    let referenced: std::collections::BTreeSet<&str> = references.into_iter().collect();
+    templates
+        .values()
+        .filter(|t| {
+            let label = t.pointer(&format!(
+                "/metadata/labels/{}",
+                CREATED_BY_LABEL.replace('/', "~1")
+            ));
+            label.and_then(Value::as_str) == Some(CREATED_BY_VALUE)
+        })
+        .filter(|t| {
+            let created = t
+                .pointer("/metadata/creationTimestamp")
+                .and_then(Value::as_str);
+            let created = created.and_then(|c| c.parse::<jiff::Timestamp>().ok());
+            created.is_some_and(|c| now.duration_since(c) >= grace)
+        })
+        .filter_map(|t| {
+            let text = |pointer| t.pointer(pointer).and_then(Value::as_str).map(String::from);
+            let name = text("/metadata/name")?;
+            (!referenced.contains(name.as_str())).then(|| Unused {
+                name,
+                uid: text("/metadata/uid"),
+                resource_version: text("/metadata/resourceVersion"),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn template(name: &str, ami: &str) -> Value {
+        json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
+            "kind": "AWSMachineTemplate",
+            "metadata": {
+                "name": name, "namespace": "openshift-cluster-api", "uid": "u-1",
+                "resourceVersion": "7", "creationTimestamp": "2026-01-01T00:00:00Z",
+                "labels": {"machine.openshift.io/cluster-api-machineset": "worker-a"},
+                "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}", "team": "x"},
+                "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "name": "demo", "uid": "c-1"}]
+            },
+            "spec": {"template": {"spec": {"ami": {"id": ami}, "instanceType": "m6i.xlarge"}}}
+        })
+    }
+
+    fn templates(objects: &[Value]) -> Templates {
+        objects
+            .iter()
+            .map(|o| {
+                let key = (
+                    o["kind"].as_str().unwrap().into(),
+                    o["metadata"]["name"].as_str().unwrap().into(),
+                );
+                (key, o.clone())
+            })
+            .collect()
+    }
+
+    fn reference(kind: &str, name: &str) -> InfrastructureRef {
+        InfrastructureRef {
+            api_group: Some(INFRASTRUCTURE_GROUP.into()),
+            kind: kind.into(),
+            name: name.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_view_reads_the_template_as_the_aws_rule_reads_a_provider_spec() {
+        let all = templates(&[template("worker-a", "ami-old")]);
+        let view = view(
+            Some(&reference("AWSMachineTemplate", "worker-a")),
+            &all,
+            Some("us-east-1"),
+            Some("worker-user-data"),
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            view.template.spec.provider_spec.value,
+            Some(
+                json!({"ami": {"id": "ami-old"}, "placement": {"region": "us-east-1"},
+                        "userDataSecret": {"name": "worker-user-data"}})
+            )
+        );
+        assert_eq!(view.source_name, "worker-a");
+    }
+
+    #[test]
+    fn a_v1beta1_reference_names_its_group_in_the_api_version() {
+        let all = templates(&[template("worker-a", "ami-old")]);
+        let v1beta1 = InfrastructureRef {
+            api_version: Some("infrastructure.cluster.x-k8s.io/v1beta1".into()),
+            kind: "AWSMachineTemplate".into(),
+            name: "worker-a".into(),
+            ..Default::default()
+        };
+        assert!(view(Some(&v1beta1), &all, None, None, None).is_ok());
+    }
+
+    #[test]
+    fn other_kinds_are_skipped_and_missing_templates_are_errors() {
+        let all = templates(&[template("worker-a", "ami-old")]);
+        let gcp = view(
+            Some(&reference("GCPMachineTemplate", "worker-a")),
+            &all,
+            None,
+            None,
+            None,
+        )
+        .unwrap_err();
+        assert_eq!(
+            (gcp.error, gcp.reason),
+            (false, Reason::InfrastructureTemplateNotSupported)
+        );
+        let missing = view(
+            Some(&reference("AWSMachineTemplate", "gone")),
+            &all,
+            None,
+            None,
+            None,
+        )
+        .unwrap_err();
+        assert_eq!(
+            (missing.error, missing.reason),
+            (true, Reason::InfrastructureTemplateMissing)
+        );
+        assert!(missing.message.contains("gone"), "{}", missing.message);
+        let none = view(None, &all, None, None, None).unwrap_err();
+        assert_eq!(none.reason, Reason::InfrastructureTemplateMissing);
+    }
+
+    #[test]
+    fn a_copy_carries_the_new_image_and_the_sources_labels_but_not_its_identity() {
+        let all = templates(&[template("worker-a", "ami-old")]);
+        let view = view(
+            Some(&reference("AWSMachineTemplate", "worker-a")),
+            &all,
+            None,
+            None,
+            None,
+        )
+        .unwrap();
+        let change = FieldChange {
+            pointer: "/ami/id".into(),
+            from: json!("ami-old"),
+            to: json!("ami-new"),
+        };
+        let copy = copy(&view, &[change], Some("9.6.20251023-0"));
+        assert_eq!(copy.from, "worker-a");
+        assert!(
+            copy.to.starts_with("worker-a-9.6.20251023-0-"),
+            "{}",
+            copy.to
+        );
+        let object = &copy.object;
+        assert_eq!(object["metadata"]["name"], json!(copy.to));
+        assert_eq!(
+            object.pointer("/spec/template/spec/ami/id"),
+            Some(&json!("ami-new"))
+        );
+        assert_eq!(
+            object.pointer("/spec/template/spec/instanceType"),
+            Some(&json!("m6i.xlarge"))
+        );
+        let metadata = object["metadata"].as_object().unwrap();
+        for gone in ["uid", "resourceVersion", "creationTimestamp"] {
+            assert!(!metadata.contains_key(gone), "{gone}");
+        }
+        assert_eq!(
+            metadata["labels"][CREATED_BY_LABEL],
+            json!(CREATED_BY_VALUE)
+        );
+        assert_eq!(
+            metadata["labels"]["machine.openshift.io/cluster-api-machineset"],
+            json!("worker-a")
+        );
+        assert_eq!(metadata["annotations"]["team"], json!("x"));
+        assert_eq!(
+            metadata["annotations"][COPIED_FROM_ANNOTATION],
+            json!("worker-a")
+        );
+        assert!(
+            metadata["annotations"]
+                .get("kubectl.kubernetes.io/last-applied-configuration")
+                .is_none()
+        );
+        assert_eq!(metadata["ownerReferences"][0]["kind"], json!("Cluster"));
+        assert_eq!(metadata["namespace"], json!("openshift-cluster-api"));
+    }
+
+    #[test]
+    fn a_copy_of_a_copy_is_named_after_the_original_and_names_are_deterministic() {
+        let change = |to: &str| FieldChange {
+            pointer: "/ami/id".into(),
+            from: json!("x"),
+            to: json!(to),
+        };
+        let all = templates(&[template("worker-a", "ami-old")]);
+        let first = {
+            let v = view(
+                Some(&reference("AWSMachineTemplate", "worker-a")),
+                &all,
+                None,
+                None,
+                None,
+            )
+            .unwrap();
+            copy(&v, &[change("ami-new")], Some("9.6.1"))
+        };
+        let again = {
+            let v = view(
+                Some(&reference("AWSMachineTemplate", "worker-a")),
+                &all,
+                None,
+                None,
+                None,
+            )
+            .unwrap();
+            copy(&v, &[change("ami-new")], Some("9.6.1"))
+        };
+        assert_eq!(first, again);
+        let other_image = {
+            let v = view(
+                Some(&reference("AWSMachineTemplate", "worker-a")),
+                &all,
+                None,
+                None,
+                None,
+            )
+            .unwrap();
+            copy(&v, &[change("ami-other")], Some("9.6.1"))
+        };
+        assert_ne!(first.to, other_image.to);
+        let all = templates(&[first.object.clone()]);
+        let v = view(
+            Some(&reference("AWSMachineTemplate", &first.to)),
+            &all,
+            None,
+            None,
+            None,
+        )
+        .unwrap();
+        let second = copy(&v, &[change("ami-next")], Some("9.8.2"));
+        assert!(second.to.starts_with("worker-a-9.8.2-"), "{}", second.to);
+        assert_eq!(second.from, first.to);
+    }
+
+    #[test]
+    fn only_our_copies_unused_for_longer_than_the_grace_are_collected() {
+        let ours = |name: &str, created: &str| {
+            let mut t = template(name, "ami-x");
+            t["metadata"]["labels"][CREATED_BY_LABEL] = json!(CREATED_BY_VALUE);
+            t["metadata"]["creationTimestamp"] = json!(created);
+            t
+        };
+        let all = templates(&[
+            ours("old-unused", "2026-01-01T00:00:00Z"),
+            ours("old-used", "2026-01-01T00:00:00Z"),
+            ours("new-unused", "2026-01-01T00:59:00Z"),
+            template("someone-elses", "ami-y"),
+        ]);
+        let now: jiff::Timestamp = "2026-01-01T01:00:00Z".parse().unwrap();
+        let grace = jiff::SignedDuration::from_mins(10);
+        let unused = unused_copies(&all, ["old-used"], now, grace);
+        let names: Vec<&str> = unused.iter().map(|u| u.name.as_str()).collect();
+        assert_eq!(names, ["old-unused"]);
+        assert_eq!(unused[0].uid.as_deref(), Some("u-1"));
+        assert_eq!(unused[0].resource_version.as_deref(), Some("7"));
+    }
+
+    #[test]
+    fn names_stay_within_the_limit_of_a_dns_subdomain() {
+        let long = "w".repeat(300);
+        let name = copy_name(&long, Some("9.6.20251023-0"), "ami");
+        assert!(name.len() <= 253, "{}", name.len());
+        assert!(name.ends_with(char::is_alphanumeric));
+    }
+}

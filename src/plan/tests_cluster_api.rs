@@ -1,0 +1,264 @@
+//! The planner on Cluster API MachineSets and on Machine API MachineSets whose authoritative
+//! API is Cluster API.
+
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use super::{Action, ClusterSnapshot, Decision, Options, plan_all};
+use crate::api::{ClusterApiMachineSet, MachineSet};
+use crate::names::{CLUSTER_API_NAMESPACE, MACHINE_API_NAMESPACE};
+use crate::reason::Reason;
+use crate::testkit::cluster_api::{self, template_of};
+use crate::testkit::objects::{self, stub_secret};
+use crate::testkit::streams::{AMI_420_US_EAST_1, AMI_421_US_EAST_1, stream_421};
+
+fn typed<T: DeserializeOwned>(value: Value) -> T {
+    serde_json::from_value(value).expect("test object deserializes")
+}
+
+/// An AWS cluster at 4.21 with the 4.20 template `worker-a` in the Cluster API namespace and
+/// an Ignition 3 bootstrap secret there.
+fn cluster() -> ClusterSnapshot {
+    let secret = stub_secret(CLUSTER_API_NAMESPACE, "worker-user-data", "3.4.0");
+    let template =
+        cluster_api::aws_machine_template(CLUSTER_API_NAMESPACE, "worker-a", AMI_420_US_EAST_1);
+    ClusterSnapshot {
+        machine_configuration: Some(typed(objects::machine_configuration("cluster", None))),
+        infrastructure: Some(typed(objects::infrastructure("cluster", "AWS"))),
+        cluster_version: Some(typed(objects::cluster_version(
+            "version",
+            "4.21.0",
+            "Completed",
+        ))),
+        cluster_version_served: true,
+        golden: Some(typed(objects::golden_config_map(
+            "ns",
+            "4.21.0",
+            &stream_421(),
+        ))),
+        secrets: [(
+            (CLUSTER_API_NAMESPACE.into(), "worker-user-data".into()),
+            typed(secret),
+        )]
+        .into(),
+        control_plane_nodes: [("m0".into(), Some("amd64".into()))].into(),
+        // The 4.20 AMIs, remembered as CoreOS AMIs when that stream was golden.
+        known_images: objects::AMIS_420.iter().map(|a| a.to_string()).collect(),
+        infrastructure_templates: [(("AWSMachineTemplate".into(), "worker-a".into()), template)]
+            .into(),
+        ..Default::default()
+    }
+}
+
+fn options() -> Options {
+    Options {
+        now: "2026-03-02T10:00:00Z".parse().unwrap(),
+        ..Options::default()
+    }
+}
+
+fn decide(cluster: &ClusterSnapshot, object: Value) -> Decision {
+    let plan = plan_all(cluster, &[], &[], &[Ok(typed(object))], &options());
+    plan.cluster_api_machine_sets
+        .into_iter()
+        .next()
+        .expect("one decision")
+}
+
+fn worker_a() -> Value {
+    cluster_api::machine_set(CLUSTER_API_NAMESPACE, "worker-a", "worker-a")
+}
+
+#[test]
+fn an_outdated_template_is_copied_with_the_golden_ami_and_the_machine_set_repointed() {
+    let decided = decide(&cluster(), worker_a());
+    assert_eq!(
+        (decided.action, decided.reason),
+        (Action::Update, Reason::BootImageOutdated),
+        "{decided:?}"
+    );
+    let copy = decided
+        .infrastructure_template
+        .as_ref()
+        .expect("a template to create");
+    assert_eq!(copy.from, "worker-a");
+    assert_eq!(
+        copy.object.pointer("/spec/template/spec/ami/id"),
+        Some(&json!(AMI_421_US_EAST_1))
+    );
+    assert_eq!(copy.object["metadata"]["name"], json!(copy.to));
+    // The patch moves the reference only, guarded by the reference and the resourceVersion
+    // the planner saw; the stub stays (a Cluster API MachineSet keeps its bootstrap secret).
+    let mut after = worker_a();
+    after["metadata"]["resourceVersion"] = json!("1");
+    let mut seen = worker_a();
+    seen["metadata"]["resourceVersion"] = json!("1");
+    let decided = decide(&cluster(), seen);
+    json_patch::patch(&mut after, &decided.patch).expect("the patch applies to what was seen");
+    assert_eq!(template_of(&after), copy.to);
+    assert_eq!(
+        after.pointer("/spec/template/spec/bootstrap/dataSecretName"),
+        Some(&json!("worker-user-data"))
+    );
+    let history = objects::history_of(&after);
+    assert_eq!(
+        history[0]["infrastructureTemplate"],
+        json!({"from": "worker-a", "to": copy.to})
+    );
+    // Someone else repointing it first makes the patch fail rather than overwrite them.
+    let mut moved = worker_a();
+    moved["metadata"]["resourceVersion"] = json!("1");
+    moved["spec"]["template"]["spec"]["infrastructureRef"]["name"] = json!("theirs");
+    assert!(json_patch::patch(&mut moved, &decided.patch).is_err());
+}
+
+#[test]
+fn a_template_on_the_golden_ami_is_up_to_date_and_nothing_is_written() {
+    let mut cluster = cluster();
+    let current =
+        cluster_api::aws_machine_template(CLUSTER_API_NAMESPACE, "worker-a", AMI_421_US_EAST_1);
+    cluster
+        .infrastructure_templates
+        .insert(("AWSMachineTemplate".into(), "worker-a".into()), current);
+    let decided = decide(&cluster, worker_a());
+    assert_eq!(decided.action, Action::UpToDate, "{decided:?}");
+    assert!(decided.patch.is_empty() && decided.infrastructure_template.is_none());
+}
+
+#[test]
+fn the_mirror_of_a_machine_api_machine_set_is_left_to_it() {
+    let mut paused = worker_a();
+    paused["metadata"]["annotations"] = json!({"cluster.x-k8s.io/paused": ""});
+    let decided = decide(&cluster(), paused);
+    assert_eq!(
+        (decided.action, decided.reason),
+        (Action::Skip, Reason::AuthoritativeElsewhere)
+    );
+    assert!(decided.message.contains("paused"), "{}", decided.message);
+    assert!(decided.patch.is_empty() && decided.infrastructure_template.is_none());
+}
+
+#[test]
+fn a_machine_deployment_owner_would_revert_us_but_the_cluster_owner_would_not() {
+    let mut owned = worker_a();
+    owned["metadata"]["ownerReferences"]
+        .as_array_mut()
+        .unwrap()
+        .push(
+            json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineDeployment",
+                     "name": "worker", "uid": "md-1", "controller": true}),
+        );
+    let decided = decide(&cluster(), owned);
+    assert_eq!(
+        (decided.action, decided.reason),
+        (Action::Skip, Reason::Owned)
+    );
+    assert!(
+        decided.message.contains("MachineDeployment worker"),
+        "{}",
+        decided.message
+    );
+}
+
+#[test]
+fn a_missing_template_is_an_error_and_another_providers_is_skipped() {
+    let mut cluster = cluster();
+    cluster.infrastructure_templates.clear();
+    let decided = decide(&cluster, worker_a());
+    assert_eq!(
+        (decided.action, decided.reason),
+        (Action::Error, Reason::InfrastructureTemplateMissing)
+    );
+    let mut gcp = worker_a();
+    gcp["spec"]["template"]["spec"]["infrastructureRef"]["kind"] = json!("GCPMachineTemplate");
+    let decided = decide(&cluster, gcp);
+    assert_eq!(
+        (decided.action, decided.reason),
+        (Action::Skip, Reason::InfrastructureTemplateNotSupported)
+    );
+}
+
+#[test]
+fn a_spec_2_bootstrap_secret_blocks_the_new_image() {
+    let mut cluster = cluster();
+    let old = stub_secret(CLUSTER_API_NAMESPACE, "worker-user-data", "2.2.0");
+    cluster.secrets.insert(
+        (CLUSTER_API_NAMESPACE.into(), "worker-user-data".into()),
+        typed(old),
+    );
+    let decided = decide(&cluster, worker_a());
+    assert_eq!(
+        (decided.action, decided.reason),
+        (Action::Error, Reason::StubSecretIncompatible),
+        "{decided:?}"
+    );
+    assert!(decided.patch.is_empty() && decided.infrastructure_template.is_none());
+}
+
+#[test]
+fn a_machine_api_machine_set_whose_authority_is_elsewhere_is_skipped() {
+    let cluster = cluster();
+    let cases = [
+        (
+            json!({"authoritativeAPI": "ClusterAPI"}),
+            json!({"authoritativeAPI": "ClusterAPI"}),
+            "mirrors",
+        ),
+        (
+            json!({"authoritativeAPI": "ClusterAPI"}),
+            json!({"authoritativeAPI": "Migrating"}),
+            "Migrating",
+        ),
+        (
+            json!({"authoritativeAPI": "ClusterAPI"}),
+            json!({"authoritativeAPI": "MachineAPI"}),
+            "about to start",
+        ),
+    ];
+    for (spec, status, says) in cases {
+        let mut ms = objects::machine_set(MACHINE_API_NAMESPACE, "worker-a").build();
+        ms["spec"]["authoritativeAPI"] = spec["authoritativeAPI"].clone();
+        ms["status"] = status.clone();
+        let ms: MachineSet = typed(ms);
+        let plan = plan_all(&cluster, &[Ok(ms)], &[], &[], &options());
+        let decided = &plan.machine_sets[0];
+        assert_eq!(
+            (decided.action, decided.reason),
+            (Action::Skip, Reason::AuthoritativeElsewhere),
+            "{status}"
+        );
+        assert!(
+            decided.message.contains(says),
+            "{status}: {}",
+            decided.message
+        );
+        assert!(decided.patch.is_empty());
+    }
+    // Machine API authoritative: managed as ever.
+    let mut ms = objects::machine_set(MACHINE_API_NAMESPACE, "worker-a").build();
+    ms["status"] = json!({"authoritativeAPI": "MachineAPI"});
+    let plan = plan_all(&cluster, &[Ok(typed(ms))], &[], &[], &options());
+    assert_ne!(plan.machine_sets[0].reason, Reason::AuthoritativeElsewhere);
+}
+
+#[test]
+fn reverting_points_the_machine_set_back_at_its_former_template() {
+    let mut object = worker_a();
+    object["metadata"]["resourceVersion"] = json!("1");
+    let decided = decide(&cluster(), object.clone());
+    json_patch::patch(&mut object, &decided.patch).unwrap();
+    let planned = crate::revert::revert(
+        crate::machine_kind::MachineKind::ClusterApiMachineSet,
+        &object,
+        1,
+    )
+    .unwrap();
+    let after = crate::revert::applied(&object, &planned).unwrap();
+    assert_eq!(template_of(&after), "worker-a");
+    // Opted out, so the controller does not move it again at once.
+    assert_eq!(
+        objects::annotation_of(&after, crate::names::OPT_OUT_ANNOTATION),
+        Some(crate::names::OPT_OUT_VALUE)
+    );
+    let _: ClusterApiMachineSet = typed(after);
+}
