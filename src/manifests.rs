@@ -16,7 +16,9 @@ use std::path::{Path, PathBuf};
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-use crate::api::{ConfigMap, ControlPlaneMachineSet, MachineSet, ObjectMeta, Secret};
+use crate::api::{
+    ClusterApiMachineSet, ConfigMap, ControlPlaneMachineSet, MachineSet, ObjectMeta, Secret,
+};
 use crate::bounded_read::{MAX_INPUT_BYTES, read_regular_file};
 use crate::known_images::KnownImages;
 use crate::names::{
@@ -36,6 +38,7 @@ pub struct Snapshot {
     pub cluster: ClusterSnapshot,
     pub machine_sets: Vec<Result<MachineSet, Malformed>>,
     pub control_plane_machine_sets: Vec<Result<ControlPlaneMachineSet, Malformed>>,
+    pub cluster_api_machine_sets: Vec<Result<ClusterApiMachineSet, Malformed>>,
     /// Things worth telling a person that do not prevent a plan, e.g. conflicting duplicates.
     pub warnings: Vec<String>,
 }
@@ -163,6 +166,8 @@ fn io_error(path: &Path, source: std::io::Error) -> ManifestError {
 enum Kind {
     MachineSet,
     ControlPlaneMachineSet,
+    ClusterApiMachineSet,
+    AwsMachineTemplate,
     MachineConfiguration,
     Infrastructure,
     ClusterVersion,
@@ -177,6 +182,15 @@ impl Kind {
         Some(match (api_version, kind) {
             ("machine.openshift.io/v1beta1", "MachineSet") => Kind::MachineSet,
             ("machine.openshift.io/v1", "ControlPlaneMachineSet") => Kind::ControlPlaneMachineSet,
+            // Either version: the shapes that differ (infrastructureRef) are both read.
+            ("cluster.x-k8s.io/v1beta2" | "cluster.x-k8s.io/v1beta1", "MachineSet") => {
+                Kind::ClusterApiMachineSet
+            }
+            (
+                "infrastructure.cluster.x-k8s.io/v1beta2"
+                | "infrastructure.cluster.x-k8s.io/v1beta1",
+                "AWSMachineTemplate",
+            ) => Kind::AwsMachineTemplate,
             ("operator.openshift.io/v1", "MachineConfiguration")
                 if name == MACHINE_CONFIGURATION_NAME =>
             {
@@ -204,8 +218,9 @@ impl Kind {
 
     fn name(self) -> &'static str {
         match self {
-            Kind::MachineSet => "MachineSet",
+            Kind::MachineSet | Kind::ClusterApiMachineSet => "MachineSet",
             Kind::ControlPlaneMachineSet => "ControlPlaneMachineSet",
+            Kind::AwsMachineTemplate => "AWSMachineTemplate",
             Kind::MachineConfiguration => "MachineConfiguration",
             Kind::Infrastructure => "Infrastructure",
             Kind::ClusterVersion => "ClusterVersion",
@@ -338,6 +353,15 @@ impl Objects {
                 Kind::ControlPlaneMachineSet => snapshot
                     .control_plane_machine_sets
                     .push(typed_or_malformed(&key, found)),
+                Kind::ClusterApiMachineSet => snapshot
+                    .cluster_api_machine_sets
+                    .push(typed_or_malformed(&key, found)),
+                Kind::AwsMachineTemplate => {
+                    let kind = crate::plan::infrastructure::AWS_MACHINE_TEMPLATE.to_string();
+                    cluster
+                        .infrastructure_templates
+                        .insert((kind, key.name), found.object);
+                }
                 Kind::MachineConfiguration => {
                     cluster.machine_configuration = Some(typed_with_spec(&key, found)?);
                 }

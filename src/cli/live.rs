@@ -43,6 +43,10 @@ pub struct LiveArgs {
 /// Where the controller's inputs live in a cluster: the names `plan --live` and `revert` read.
 #[derive(Args, Clone, Debug)]
 pub struct ClusterObjects {
+    /// The namespace of the Cluster API MachineSets and their templates.
+    #[arg(long, value_name = "NS", default_value = names::CLUSTER_API_NAMESPACE)]
+    pub cluster_api_namespace: String,
+
     /// The namespace of the golden boot image ConfigMap.
     #[arg(long, value_name = "NS", default_value = names::GOLDEN_CONFIGMAP_NAMESPACE)]
     pub golden_configmap_namespace: String,
@@ -163,7 +167,37 @@ async fn read_inputs(
     items.extend(secrets);
     items.extend(machine_sets);
     items.extend(control_planes);
+    items.extend(read_cluster_api(client, &objects.cluster_api_namespace).await?);
     items.extend(read_control_plane_nodes(client).await?);
+    Ok(items)
+}
+
+/// The Cluster API MachineSets, their AWS machine templates and the bootstrap secrets they
+/// name, where the cluster serves them.
+async fn read_cluster_api(client: &Client, ns: &str) -> Result<Vec<Value>, kube::Error> {
+    let machine_sets = list(
+        client,
+        &MachineKind::ClusterApiMachineSet.api_resource(),
+        ns,
+    )
+    .await?;
+    let templates = list(client, &crate::plan::infrastructure::api_resource(), ns).await?;
+    let secrets = ApiResource::erase::<Secret>(&());
+    let wanted: BTreeSet<&str> = machine_sets
+        .iter()
+        .filter_map(|o| {
+            o.pointer("/spec/template/spec/bootstrap/dataSecretName")?
+                .as_str()
+        })
+        .collect();
+    let mut items = Vec::new();
+    for name in wanted {
+        if let Some(secret) = get(client, &secrets, Some(ns), name).await? {
+            items.push(secret);
+        }
+    }
+    items.extend(machine_sets);
+    items.extend(templates);
     Ok(items)
 }
 

@@ -148,10 +148,13 @@ pub fn run(args: &PlanArgs) -> Result<u8, Failure> {
         snapshot.cluster.known_images.extend(known.iter().cloned());
     }
     snapshot.cluster.ec2 = ec2_facts(args, &snapshot)?;
-    if snapshot.machine_sets.is_empty() && snapshot.control_plane_machine_sets.is_empty() {
+    if snapshot.machine_sets.is_empty()
+        && snapshot.control_plane_machine_sets.is_empty()
+        && snapshot.cluster_api_machine_sets.is_empty()
+    {
         eprintln!(
-            "warning: no MachineSets (machine.openshift.io/v1beta1) or ControlPlaneMachineSets \
-             (machine.openshift.io/v1) found in the manifests"
+            "warning: no MachineSets (machine.openshift.io/v1beta1 or cluster.x-k8s.io) or \
+             ControlPlaneMachineSets (machine.openshift.io/v1) found in the manifests"
         );
     }
     let options = Options {
@@ -159,10 +162,11 @@ pub fn run(args: &PlanArgs) -> Result<u8, Failure> {
         now: args.now.unwrap_or_else(jiff::Timestamp::now),
         ..Options::default()
     };
-    let plan = plan::plan(
+    let plan = plan::plan_all(
         &snapshot.cluster,
         &snapshot.machine_sets,
         &snapshot.control_plane_machine_sets,
+        &snapshot.cluster_api_machine_sets,
         &options,
     );
     let output = match args.output {
@@ -178,11 +182,7 @@ pub fn run(args: &PlanArgs) -> Result<u8, Failure> {
         }
     };
     write_stdout(&output)?;
-    let pending = plan
-        .machine_sets
-        .iter()
-        .chain(&plan.control_plane_machine_sets)
-        .any(|e| e.action == Action::Update);
+    let pending = plan.decisions().any(|e| e.action == Action::Update);
     Ok(if args.detailed_exitcode && pending {
         CHANGES_PENDING_CODE
     } else {
@@ -318,17 +318,18 @@ fn assume_selection(cluster: &mut ClusterSnapshot, mode: AssumedSelection) {
 /// operations in the order the API server applies them.
 fn patches(plan: &Plan) -> Result<String, Failure> {
     let mut out = String::from("\nPatches (RFC 6902 JSON Patch, as `run` sends them):\n");
-    let entries: Vec<_> = plan
-        .machine_sets
-        .iter()
-        .chain(&plan.control_plane_machine_sets)
-        .filter(|e| !e.patch.is_empty())
-        .collect();
+    let entries: Vec<_> = plan.decisions().filter(|e| !e.patch.is_empty()).collect();
     if entries.is_empty() {
         out.push_str("  none\n");
     }
     for entry in entries {
         out.push_str(&format!("  {}/{}:\n", entry.namespace, entry.name));
+        if let Some(copy) = &entry.infrastructure_template {
+            out.push_str(&format!(
+                "    (first creates {} {}, a copy of {} on the new image)\n",
+                copy.kind, copy.to, copy.from
+            ));
+        }
         for op in &entry.patch {
             let op = serde_json::to_string(op).context("cannot serialize a patch")?;
             out.push_str(&format!("    {op}\n"));

@@ -66,7 +66,7 @@ impl Patcher {
                 (kind, api)
             })
             .collect();
-        let templates = super::watches::aws_machine_template();
+        let templates = crate::plan::infrastructure::api_resource();
         Patcher {
             apis,
             templates: Api::namespaced_with(client.clone(), cluster_api, &templates),

@@ -21,6 +21,7 @@ mod report;
 mod secrets;
 mod status;
 mod status_writer;
+mod templates;
 mod vcenter;
 mod watch_backoff;
 mod watches;
@@ -216,6 +217,11 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> Result<(), RunEr
             &args.machine_api_namespace,
             trigger_tx.clone(),
         ),
+        templates: templates::TemplateCollector::new(
+            &client,
+            &args.cluster_api_namespace,
+            args.cluster_api_template_grace,
+        ),
         cluster_api_secrets: secrets::SecretWatches::new(
             client,
             &args.cluster_api_namespace,
@@ -382,6 +388,8 @@ struct Controller {
     secrets: secrets::SecretWatches,
     /// The bootstrap secrets of Cluster API MachineSets, in their own namespace.
     cluster_api_secrets: secrets::SecretWatches,
+    /// Deletes the infrastructure templates we created once nothing uses them.
+    templates: templates::TemplateCollector,
     /// EC2 look-ups of AMI owners (`--ec2-lookups`).
     ec2: Option<ec2::Ec2Lookups>,
     /// vSphere template imports (`--vsphere-template-imports`).
@@ -550,6 +558,11 @@ impl Controller {
             observed.snapshot.vcenter = imports.facts(&wanted, &vcenter::in_use(&observed));
         }
         let decide::Decided { decisions, facts } = decide::decide(&observed, &scope, &options);
+        let unused_templates = self.templates.candidates(
+            &observed.snapshot.infrastructure_templates,
+            &observed.cluster_api_machine_sets,
+            options.now,
+        );
         // The snapshot holds a copy of every watched object; release it before the patches.
         drop(observed);
         self.remembered_patches = options.remembered_patches;
@@ -562,7 +575,11 @@ impl Controller {
         let now = Instant::now();
         let deferred = |d: &Decision| self.patch_retry.get(&d.key()).is_some_and(|due| *due > now);
         let concurrency = self.args.max_concurrent_patches;
-        let applied = act::act(&self.patcher, decisions, concurrency, may_write, deferred).await;
+        let applied = act::act(&self.patcher, decisions, concurrency, &may_write, deferred).await;
+        // Deleting is a write too: only while nothing holds writes.
+        if facts.blocked.is_none() && may_write() {
+            self.templates.collect(unused_templates).await;
+        }
         self.remember_patches(&applied, options.now, options.hot_loop_window);
         self.report(facts, applied).await;
     }

@@ -10,7 +10,7 @@ use std::fmt::Debug;
 use std::sync::Arc;
 
 use futures::StreamExt;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
+use kube::api::{Api, DynamicObject, ListParams};
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -58,17 +58,6 @@ pub struct Stores {
 struct ClusterApiStores {
     machine_sets: Store<Lenient<ClusterApiMachineSet>>,
     templates: Store<DynamicObject>,
-}
-
-/// The Cluster API Provider AWS machine template, at the version its CRD stores
-/// (sigs.k8s.io/cluster-api-provider-aws/v2, config/crd/bases).
-pub fn aws_machine_template() -> ApiResource {
-    let gvk = GroupVersionKind::gvk(
-        plan::infrastructure::INFRASTRUCTURE_GROUP,
-        "v1beta2",
-        plan::infrastructure::AWS_MACHINE_TEMPLATE,
-    );
-    ApiResource::from_gvk_with_plural(&gvk, "awsmachinetemplates")
 }
 
 /// Starts every watch; returns at once with stores that fill in the background.
@@ -156,17 +145,42 @@ async fn cluster_api(
     tx: &UnboundedSender<Trigger>,
 ) -> Option<ClusterApiStores> {
     let machine_sets = Api::<Lenient<ClusterApiMachineSet>>::namespaced(client.clone(), namespace);
-    if !installed(machine_sets.clone(), ListParams::default()).await {
-        return None;
-    }
-    let templates = Api::namespaced_with(client.clone(), namespace, &aws_machine_template());
-    if let Err(kube::Error::Api(e)) = templates
-        .list_metadata(&ListParams::default().limit(1))
-        .await
-        && e.code == 404
-    {
-        info!("AWSMachineTemplate CRD not installed; Cluster API MachineSets are not watched");
-        return None;
+    let templates: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        namespace,
+        &plan::infrastructure::api_resource(),
+    );
+    let probe = ListParams::default().limit(1);
+    let answers = [
+        (
+            "MachineSet.cluster.x-k8s.io",
+            machine_sets.list_metadata(&probe).await.err(),
+        ),
+        (
+            "AWSMachineTemplate",
+            templates.list_metadata(&probe).await.err(),
+        ),
+    ];
+    for (kind, error) in answers {
+        match error {
+            Some(kube::Error::Api(e)) if e.code == 404 => {
+                info!(
+                    kind,
+                    "CRD not installed; Cluster API MachineSets are not managed"
+                );
+                return None;
+            }
+            // The RBAC for Cluster API ships as an opt-in component (manifests/cluster-api).
+            Some(kube::Error::Api(e)) if e.code == 403 => {
+                warn!(
+                    kind,
+                    namespace,
+                    "not allowed to list; Cluster API MachineSets are not managed (apply the manifests/cluster-api component)"
+                );
+                return None;
+            }
+            _ => {}
+        }
     }
     Some(ClusterApiStores {
         machine_sets: spawn(
@@ -182,7 +196,7 @@ async fn cluster_api(
 /// Watches the AWS machine templates of the Cluster API namespace; any change re-plans
 /// everything (they are few, and change when MachineSets move).
 fn spawn_templates(api: Api<DynamicObject>, tx: &UnboundedSender<Trigger>) -> Store<DynamicObject> {
-    let writer = reflector::store::Writer::new(aws_machine_template());
+    let writer = reflector::store::Writer::new(plan::infrastructure::api_resource());
     let store = writer.as_reader();
     let mut health = WatchHealth::new(plan::infrastructure::AWS_MACHINE_TEMPLATE);
     let stream = watcher(api, watcher::Config::default())

@@ -37,6 +37,14 @@ pub const CREATED_BY_VALUE: &str = "boot-image-controller";
 /// copy is named after the original rather than growing a suffix per release.
 pub const COPIED_FROM_ANNOTATION: &str = "boot-image-controller.io/copied-from";
 
+/// The Cluster API Provider AWS machine template, at the version its CRD stores
+/// (sigs.k8s.io/cluster-api-provider-aws/v2, config/crd/bases).
+pub fn api_resource() -> kube::core::ApiResource {
+    let gvk =
+        kube::core::GroupVersionKind::gvk(INFRASTRUCTURE_GROUP, "v1beta2", AWS_MACHINE_TEMPLATE);
+    kube::core::ApiResource::from_gvk_with_plural(&gvk, "awsmachinetemplates")
+}
+
 /// The infrastructure templates of the Cluster API namespace, by kind and name, as served.
 pub type Templates = BTreeMap<(String, String), Value>;
 
