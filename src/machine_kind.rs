@@ -158,10 +158,7 @@ impl MachineKind {
     /// Whether `managedBootImages` may select objects of this kind by label. The
     /// MachineConfiguration API allows only All or None for ControlPlaneMachineSets.
     pub fn allows_partial_selection(self) -> bool {
-        match self.selected_as() {
-            MachineKind::ControlPlaneMachineSet => false,
-            _ => true,
-        }
+        self.selected_as() != MachineKind::ControlPlaneMachineSet
     }
 
     /// Whether objects of this kind are selected when `managedBootImages` does not name the

@@ -115,7 +115,7 @@ async fn revert_object(args: &RevertArgs) -> Result<(), Failure> {
         .await
         .map_err(|e| Failure::runtime(RUNTIME_CODE, e))?;
     let api: Api<DynamicObject> =
-        Api::namespaced_with(client, &args.namespace(), &kind.api_resource());
+        Api::namespaced_with(client, args.namespace(), &kind.api_resource());
     let object = match api.get_opt(name).await {
         Ok(Some(object)) => object,
         Ok(None) => return Err(Failure::input(anyhow!("{described} not found"))),
@@ -176,7 +176,7 @@ async fn revert_object(args: &RevertArgs) -> Result<(), Failure> {
     out.push_str(&if args.dry_run {
         "Dry run: the API server accepted the patch; nothing was written.\n".to_string()
     } else {
-        opt_back_in(kind, &args.namespace(), name)
+        opt_back_in(kind, args.namespace(), name)
     });
     write_stdout(&out)
 }
@@ -275,7 +275,7 @@ async fn provenance(
             image: None,
         };
     }
-    let image = match super::live::snapshot(&args.cluster, &args.namespace(), &args.objects).await {
+    let image = match super::live::snapshot(&args.cluster, args.namespace(), &args.objects).await {
         Err(e) => Recognition::Unknown(format!("cannot read the cluster: {e}")),
         Ok(snapshot) => match revert::applied(object, planned) {
             Err(e) => Recognition::Unknown(format!("the revert does not apply: {e}")),

@@ -497,7 +497,7 @@ mod tests {
             copy(&v, &[change("ami-other")], Some("9.6.1"))
         };
         assert_ne!(first.to, other_image.to);
-        let all = templates(&[first.object.clone()]);
+        let all = templates(std::slice::from_ref(&first.object));
         let v = view(
             Some(&reference("AWSMachineTemplate", &first.to)),
             &all,
