@@ -222,6 +222,7 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> Result<(), RunEr
             &args.cluster_api_namespace,
             args.cluster_api_template_grace,
         ),
+        template_collection_due: None,
         cluster_api_secrets: secrets::SecretWatches::new(
             client,
             &args.cluster_api_namespace,
@@ -390,6 +391,8 @@ struct Controller {
     cluster_api_secrets: secrets::SecretWatches,
     /// Deletes the infrastructure templates we created once nothing uses them.
     templates: templates::TemplateCollector,
+    /// When an unused template of ours leaves its grace period: a full pass then deletes it.
+    template_collection_due: Option<Instant>,
     /// EC2 look-ups of AMI owners (`--ec2-lookups`).
     ec2: Option<ec2::Ec2Lookups>,
     /// vSphere template imports (`--vsphere-template-imports`).
@@ -500,16 +503,25 @@ impl Controller {
             let left = (h.limit - h.duration).unsigned_abs();
             Instant::now() + left
         });
-        [next_retry, status_flush, hold_limit]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            next_retry,
+            status_flush,
+            hold_limit,
+            self.template_collection_due,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     async fn wake(&mut self, scope: &mut Scope) {
         let now = Instant::now();
         let due = self.backoff.iter().filter(|(_, (_, at))| *at <= now);
         scope.keys.extend(due.map(|(key, _)| key.clone()));
+        if self.template_collection_due.is_some_and(|at| at <= now) {
+            self.template_collection_due = None;
+            scope.all = true;
+        }
         if self.status_dirty || self.held().is_some_and(|h| h.exceeded()) {
             // Re-plan nothing: flush the held-back status, or report a hold that lasts too long.
             let blocked = self.last_blocked.clone();
@@ -558,11 +570,15 @@ impl Controller {
             observed.snapshot.vcenter = imports.facts(&wanted, &vcenter::in_use(&observed));
         }
         let decide::Decided { decisions, facts } = decide::decide(&observed, &scope, &options);
-        let unused_templates = self.templates.candidates(
+        let collectable = self.templates.candidates(
             &observed.snapshot.infrastructure_templates,
             &observed.cluster_api_machine_sets,
             options.now,
         );
+        self.template_collection_due = collectable.next.map(|at| {
+            let wait = at.duration_since(options.now).unsigned_abs();
+            Instant::now() + wait
+        });
         // The snapshot holds a copy of every watched object; release it before the patches.
         drop(observed);
         self.remembered_patches = options.remembered_patches;
@@ -578,7 +594,7 @@ impl Controller {
         let applied = act::act(&self.patcher, decisions, concurrency, &may_write, deferred).await;
         // Deleting is a write too: only while nothing holds writes.
         if facts.blocked.is_none() && may_write() {
-            self.templates.collect(unused_templates).await;
+            self.templates.collect(collectable.unused).await;
         }
         self.remember_patches(&applied, options.now, options.hot_loop_window);
         self.report(facts, applied).await;

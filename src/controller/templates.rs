@@ -14,7 +14,7 @@ use tracing::{info, warn};
 use super::lenient::Lenient;
 use crate::api::ClusterApiMachineSet;
 use crate::machine_kind::MachineObject;
-use crate::plan::infrastructure::{self, AWS_MACHINE_TEMPLATE, Templates, Unused};
+use crate::plan::infrastructure::{self, AWS_MACHINE_TEMPLATE, Collectable, Templates, Unused};
 
 pub(super) struct TemplateCollector {
     templates: Api<DynamicObject>,
@@ -44,11 +44,11 @@ impl TemplateCollector {
         templates: &Templates,
         machine_sets: &[Arc<Lenient<ClusterApiMachineSet>>],
         now: jiff::Timestamp,
-    ) -> Vec<Unused> {
+    ) -> Collectable {
         let mut references = Vec::new();
         for machine_set in machine_sets {
             let Ok(machine_set) = &machine_set.parsed else {
-                return Vec::new();
+                return Collectable::default();
             };
             if let Some(reference) = machine_set.infrastructure_ref()
                 && reference.kind == AWS_MACHINE_TEMPLATE

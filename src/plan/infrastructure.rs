@@ -251,6 +251,14 @@ pub struct Unused {
     pub resource_version: Option<String>,
 }
 
+/// What garbage collection may delete now, and when the next unused copy becomes deletable.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Collectable {
+    pub unused: Vec<Unused>,
+    /// When the youngest unused copy leaves its grace period, if one is still in it.
+    pub next: Option<jiff::Timestamp>,
+}
+
 /// The templates this controller created that no MachineSet or MachineDeployment of
 /// `references` names and that are older than `grace` (a new template is unused until the patch
 /// that moves its MachineSet lands). Templates anyone else created are never returned.
@@ -259,34 +267,39 @@ pub fn unused_copies<'a>(
     references: impl IntoIterator<Item = &'a str>,
     now: jiff::Timestamp,
     grace: jiff::SignedDuration,
-) -> Vec<Unused> {
+) -> Collectable {
     let referenced: std::collections::BTreeSet<&str> = references.into_iter().collect();
-    templates
-        .values()
-        .filter(|t| {
-            let label = t.pointer(&format!(
-                "/metadata/labels/{}",
-                CREATED_BY_LABEL.replace('/', "~1")
-            ));
-            label.and_then(Value::as_str) == Some(CREATED_BY_VALUE)
-        })
-        .filter(|t| {
-            let created = t
-                .pointer("/metadata/creationTimestamp")
-                .and_then(Value::as_str);
-            let created = created.and_then(|c| c.parse::<jiff::Timestamp>().ok());
-            created.is_some_and(|c| now.duration_since(c) >= grace)
-        })
-        .filter_map(|t| {
-            let text = |pointer| t.pointer(pointer).and_then(Value::as_str).map(String::from);
-            let name = text("/metadata/name")?;
-            (!referenced.contains(name.as_str())).then(|| Unused {
-                name,
-                uid: text("/metadata/uid"),
-                resource_version: text("/metadata/resourceVersion"),
-            })
-        })
-        .collect()
+    let mut collectable = Collectable::default();
+    for template in templates.values() {
+        let text = |pointer: &str| template.pointer(pointer).and_then(Value::as_str);
+        let label = format!("/metadata/labels/{}", CREATED_BY_LABEL.replace('/', "~1"));
+        let Some(name) = text("/metadata/name") else {
+            continue;
+        };
+        if text(&label) != Some(CREATED_BY_VALUE) || referenced.contains(name) {
+            continue;
+        }
+        // Without a readable creation time the grace cannot be told: kept.
+        let Some(created) =
+            text("/metadata/creationTimestamp").and_then(|c| c.parse::<jiff::Timestamp>().ok())
+        else {
+            continue;
+        };
+        let deletable_at = created + grace;
+        if deletable_at > now {
+            collectable.next = collectable
+                .next
+                .min(Some(deletable_at))
+                .or(Some(deletable_at));
+            continue;
+        }
+        collectable.unused.push(Unused {
+            name: name.to_string(),
+            uid: text("/metadata/uid").map(String::from),
+            resource_version: text("/metadata/resourceVersion").map(String::from),
+        });
+    }
+    collectable
 }
 
 #[cfg(test)]
@@ -527,9 +540,15 @@ mod tests {
         ]);
         let now: jiff::Timestamp = "2026-01-01T01:00:00Z".parse().unwrap();
         let grace = jiff::SignedDuration::from_mins(10);
-        let unused = unused_copies(&all, ["old-used"], now, grace);
+        let collectable = unused_copies(&all, ["old-used"], now, grace);
+        let unused = &collectable.unused;
         let names: Vec<&str> = unused.iter().map(|u| u.name.as_str()).collect();
         assert_eq!(names, ["old-unused"]);
+        // The young one is collected once its grace is over.
+        assert_eq!(
+            collectable.next,
+            Some("2026-01-01T01:09:00Z".parse().unwrap())
+        );
         assert_eq!(unused[0].uid.as_deref(), Some("u-1"));
         assert_eq!(unused[0].resource_version.as_deref(), Some("7"));
     }

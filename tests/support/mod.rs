@@ -99,6 +99,11 @@ impl TestEnv {
         env
     }
 
+    /// The namespace of this test's Cluster API objects (created by the tests that have some).
+    pub fn cluster_api_ns(&self) -> String {
+        format!("{}-capi", self.ns)
+    }
+
     /// An AWS cluster at `release` with `stream` golden, managed and unmanaged stub secrets, and
     /// the MachineConfiguration given (None = absent `managedBootImages`, the platform default).
     pub async fn aws_cluster(
@@ -265,6 +270,13 @@ impl TestEnv {
         let probe = json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": name, "namespace": self.ns}});
         let (api, _) = self.api_for(&probe);
         api.get_opt(name).await.expect("get")
+    }
+
+    /// The object `probe` names (apiVersion, kind, name and namespace, which defaults to the
+    /// test's).
+    pub async fn get_in(&self, probe: &Value) -> Option<DynamicObject> {
+        let (api, name) = self.api_for(probe);
+        api.get_opt(&name).await.expect("get")
     }
 
     pub async fn delete(&self, api_version: &str, kind: &str, name: &str) {
@@ -572,6 +584,8 @@ impl TestEnv {
             format!("--kubeconfig={}", kubeconfig.display()),
             format!("--namespace={}", self.ns),
             format!("--machine-api-namespace={}", self.ns),
+            // Never the shared openshift-cluster-api: each test's Cluster API objects are its own.
+            format!("--cluster-api-namespace={}", self.cluster_api_ns()),
             format!("--golden-configmap-namespace={}", self.ns),
             format!("--machine-configuration-name={}", self.singleton),
             format!("--infrastructure-name={}", self.singleton),

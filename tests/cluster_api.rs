@@ -1,0 +1,216 @@
+//! Cluster API end to end, on a real kube-apiserver with the upstream Cluster API and Cluster
+//! API Provider AWS CRDs (hack/ensure-capi-crds.sh): a Machine API MachineSet whose authoritative
+//! API is Cluster API is left alone, while its Cluster API MachineSet moves to a new
+//! AWSMachineTemplate on the golden AMI; `plan --live` says so first; `revert` points it back;
+//! the copy nothing uses any more is deleted and the original template stays.
+
+mod support;
+
+use std::time::Duration;
+
+use boot_image_controller::testkit::cluster_api::{self, template_of};
+use serde_json::{Value, json};
+use support::fixtures::*;
+use support::{ControllerProcess, TestEnv, run_binary, stderr_of, waits};
+
+const CONVERGE: Duration = Duration::from_secs(60);
+const CAPI_MACHINE_SET: (&str, &str) = ("cluster.x-k8s.io/v1beta2", "MachineSet");
+const TEMPLATE: (&str, &str) = (
+    "infrastructure.cluster.x-k8s.io/v1beta2",
+    "AWSMachineTemplate",
+);
+
+/// An AWS cluster at 4.21 whose worker-a is managed through Cluster API: the Machine API copy
+/// (status.authoritativeAPI ClusterAPI) and the Cluster API MachineSet with its 4.20 template
+/// and an Ignition 3 bootstrap secret, in the test's Cluster API namespace.
+async fn migrated_cluster(test: &str) -> TestEnv {
+    let env = TestEnv::new(test).await;
+    env.aws_cluster("4.21.0", &stream_421(), None).await;
+    env.remember_images(&[AMI_420_US_EAST_1]).await;
+    let mut mirror = machine_set(&env.ns, "worker-a")
+        .ami(AMI_420_US_EAST_1)
+        .build();
+    mirror["spec"]["authoritativeAPI"] = json!("ClusterAPI");
+    mirror["status"] = json!({"authoritativeAPI": "ClusterAPI"});
+    env.apply(mirror).await;
+    let capi = env.cluster_api_ns();
+    env.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": capi}}))
+        .await;
+    env.apply(stub_secret(&capi, "worker-user-data", "3.4.0"))
+        .await;
+    env.apply(cluster_api::aws_machine_template(
+        &capi,
+        "worker-a",
+        AMI_420_US_EAST_1,
+    ))
+    .await;
+    env.apply(cluster_api::machine_set(&capi, "worker-a", "worker-a"))
+        .await;
+    env
+}
+
+async fn object(env: &TestEnv, (api_version, kind): (&str, &str), name: &str) -> Option<Value> {
+    let probe = json!({"apiVersion": api_version, "kind": kind,
+                       "metadata": {"name": name, "namespace": env.cluster_api_ns()}});
+    let found = env.get_in(&probe).await?;
+    Some(serde_json::to_value(found).unwrap())
+}
+
+async fn capi_machine_set(env: &TestEnv) -> Value {
+    object(env, CAPI_MACHINE_SET, "worker-a")
+        .await
+        .expect("the Cluster API MachineSet exists")
+}
+
+fn cli(env: &TestEnv, command: &[&str]) -> std::process::Output {
+    let mut args: Vec<String> = command.iter().map(|s| s.to_string()).collect();
+    args.push(format!("--kubeconfig={}", support::kubeconfig().display()));
+    args.push(format!("--cluster-api-namespace={}", env.cluster_api_ns()));
+    args.extend(env.cluster_object_flags());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    run_binary(&args)
+}
+
+#[tokio::test]
+async fn the_cluster_api_machine_set_moves_to_a_new_template_its_mirror_stays_and_revert_restores_it()
+ {
+    let env = migrated_cluster("capi").await;
+    let mirror_before = support::resource_version(&env.machine_set("worker-a").await);
+
+    // `plan --live` says what `run` will do, before it runs.
+    let out = cli(
+        &env,
+        &[
+            "plan",
+            "--live",
+            "-o",
+            "json",
+            &format!("--machine-api-namespace={}", env.ns),
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let plan: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let mirror = &plan["machineSets"][0];
+    assert_eq!(mirror["reason"], "AuthoritativeElsewhere", "{plan:#}");
+    let planned = &plan["clusterApiMachineSets"][0];
+    assert_eq!(planned["action"], "Update", "{plan:#}");
+    let planned_name = planned["infrastructureTemplate"]["to"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let controller = env.controller(&["--cluster-api-template-grace=1s"]);
+    controller.wait_ready().await;
+    let moved = wait_for_template(&env, &controller, |t| t != "worker-a").await;
+    assert_eq!(moved, planned_name, "run did what plan said");
+
+    let copy = object(&env, TEMPLATE, &moved)
+        .await
+        .expect("the new template");
+    assert_eq!(
+        copy.pointer("/spec/template/spec/ami/id"),
+        Some(&json!(AMI_421_US_EAST_1))
+    );
+    assert_eq!(
+        copy.pointer("/spec/template/spec/instanceType"),
+        Some(&json!("m6i.xlarge")),
+        "the rest of the template is copied"
+    );
+    assert_eq!(
+        copy.pointer("/metadata/labels/machine.openshift.io~1cluster-api-machineset"),
+        Some(&json!("worker-a"))
+    );
+    // The template it used is untouched, and so is the mirror.
+    let original = object(&env, TEMPLATE, "worker-a").await.expect("kept");
+    assert_eq!(
+        original.pointer("/spec/template/spec/ami/id"),
+        Some(&json!(AMI_420_US_EAST_1))
+    );
+    let mirror = env.machine_set("worker-a").await;
+    assert_eq!(support::resource_version(&mirror), mirror_before);
+    assert_eq!(ami_of(&mirror), AMI_420_US_EAST_1);
+    let skipped = r#"boot_image_controller_machine_resources{action="Skip",kind="MachineSet",reason="AuthoritativeElsewhere"}"#;
+    waits::wait_for_metric(&controller, skipped, CONVERGE, |v| v == 1.0).await;
+    let history = history_of(&capi_machine_set(&env).await);
+    assert_eq!(
+        history[0]["infrastructureTemplate"],
+        json!({"from": "worker-a", "to": moved})
+    );
+
+    // Revert points it back and opts it out; the copy, now unused, is deleted.
+    let out = cli(
+        &env,
+        &[
+            "revert",
+            "--cluster-api-machineset=worker-a",
+            &format!("--namespace={}", env.cluster_api_ns()),
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let reverted = capi_machine_set(&env).await;
+    assert_eq!(template_of(&reverted), "worker-a");
+    assert_eq!(
+        annotation_of(&reverted, boot_image_controller::names::OPT_OUT_ANNOTATION),
+        Some(boot_image_controller::names::OPT_OUT_VALUE)
+    );
+    let gone = || async { object(&env, TEMPLATE, &moved).await.is_none().then_some(()) };
+    waits::converge(&[&controller], CONVERGE, gone, async || {
+        format!("the unused copy {moved} was never deleted")
+    })
+    .await;
+    assert!(object(&env, TEMPLATE, "worker-a").await.is_some());
+    assert_eq!(template_of(&capi_machine_set(&env).await), "worker-a");
+}
+
+#[tokio::test]
+async fn a_paused_cluster_api_mirror_is_left_to_its_machine_api_machine_set() {
+    let env = TestEnv::new("capi-paused").await;
+    env.aws_cluster("4.21.0", &stream_421(), None).await;
+    env.remember_images(&[AMI_420_US_EAST_1]).await;
+    let capi = env.cluster_api_ns();
+    env.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": capi}}))
+        .await;
+    env.apply(stub_secret(&capi, "worker-user-data", "3.4.0"))
+        .await;
+    env.apply(cluster_api::aws_machine_template(
+        &capi,
+        "worker-a",
+        AMI_420_US_EAST_1,
+    ))
+    .await;
+    let mut paused = cluster_api::machine_set(&capi, "worker-a", "worker-a");
+    paused["metadata"]["annotations"] = json!({"cluster.x-k8s.io/paused": ""});
+    env.apply(paused).await;
+    // The Machine API copy is authoritative and moves as ever.
+    env.apply(
+        machine_set(&env.ns, "worker-a")
+            .ami(AMI_420_US_EAST_1)
+            .build(),
+    )
+    .await;
+
+    let controller = env.controller(&[]);
+    controller.wait_ready().await;
+    waits::wait_for_ami(&env, &[&controller], "worker-a", AMI_421_US_EAST_1).await;
+    let skipped = r#"boot_image_controller_machine_resources{action="Skip",kind="ClusterAPIMachineSet",reason="AuthoritativeElsewhere"}"#;
+    waits::wait_for_metric(&controller, skipped, CONVERGE, |v| v == 1.0).await;
+    assert_eq!(template_of(&capi_machine_set(&env).await), "worker-a");
+}
+
+/// Waits until the Cluster API MachineSet's template name satisfies `ok`; returns it.
+async fn wait_for_template(
+    env: &TestEnv,
+    controller: &ControllerProcess,
+    ok: impl Fn(&str) -> bool,
+) -> String {
+    let check = || async {
+        let ms = object(env, CAPI_MACHINE_SET, "worker-a").await?;
+        let name = template_of(&ms).to_string();
+        ok(&name).then_some(name)
+    };
+    waits::converge(&[controller], CONVERGE, check, async || {
+        let ms = object(env, CAPI_MACHINE_SET, "worker-a").await;
+        format!("the Cluster API MachineSet never moved; now {ms:?}")
+    })
+    .await
+}
