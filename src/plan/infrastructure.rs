@@ -287,10 +287,10 @@ pub fn unused_copies<'a>(
         };
         let deletable_at = created + grace;
         if deletable_at > now {
-            collectable.next = collectable
+            let earliest = collectable
                 .next
-                .min(Some(deletable_at))
-                .or(Some(deletable_at));
+                .map_or(deletable_at, |n| n.min(deletable_at));
+            collectable.next = Some(earliest);
             continue;
         }
         collectable.unused.push(Unused {
