@@ -164,6 +164,15 @@ view! {
 }
 
 view! {
+    #[derive(CustomResource)]
+    #[kube(group = "cluster.x-k8s.io", version = "v1beta2", kind = "MachineDeployment", plural = "machinedeployments", namespaced, root = "ClusterApiMachineDeployment")]
+    pub struct ClusterApiMachineDeploymentSpec {
+        #[serde(default)]
+        pub template: ClusterApiMachineTemplate,
+    }
+}
+
+view! {
     pub struct ClusterApiMachineTemplate {
         optional {
             pub metadata: TemplateMetadata,

@@ -9,8 +9,8 @@ use kube::core::ApiResource;
 use serde_json::Value;
 
 use crate::api::{
-    ClusterApiMachineSet, ControlPlaneMachineSet, InfrastructureRef, MachineSet, MachineTemplate,
-    ObjectMeta,
+    ClusterApiMachineDeployment, ClusterApiMachineSet, ControlPlaneMachineSet, InfrastructureRef,
+    MachineSet, MachineTemplate, ObjectMeta,
 };
 use crate::plan::stub;
 use crate::platform::{self, Platform};
@@ -22,13 +22,17 @@ pub enum MachineKind {
     /// A `cluster.x-k8s.io` MachineSet: its boot image is in the infrastructure machine
     /// template it references, not in the object.
     ClusterApiMachineSet,
+    /// A `cluster.x-k8s.io` MachineDeployment: like a Cluster API MachineSet, but a new template
+    /// replaces every one of its machines, so it is updated only when the administrator opts in.
+    ClusterApiMachineDeployment,
 }
 
 impl MachineKind {
-    pub const ALL: [MachineKind; 3] = [
+    pub const ALL: [MachineKind; 4] = [
         MachineKind::MachineSet,
         MachineKind::ControlPlaneMachineSet,
         MachineKind::ClusterApiMachineSet,
+        MachineKind::ClusterApiMachineDeployment,
     ];
 
     /// The Kubernetes kind, as in `kind:` and in Event fields.
@@ -36,6 +40,7 @@ impl MachineKind {
         match self {
             MachineKind::MachineSet | MachineKind::ClusterApiMachineSet => "MachineSet",
             MachineKind::ControlPlaneMachineSet => "ControlPlaneMachineSet",
+            MachineKind::ClusterApiMachineDeployment => "MachineDeployment",
         }
     }
 
@@ -43,6 +48,7 @@ impl MachineKind {
     pub fn label(self) -> &'static str {
         match self {
             MachineKind::ClusterApiMachineSet => "ClusterAPIMachineSet",
+            MachineKind::ClusterApiMachineDeployment => "ClusterAPIMachineDeployment",
             other => other.kind(),
         }
     }
@@ -53,6 +59,7 @@ impl MachineKind {
             MachineKind::MachineSet => "MachineSets",
             MachineKind::ControlPlaneMachineSet => "ControlPlaneMachineSets",
             MachineKind::ClusterApiMachineSet => "Cluster API MachineSets",
+            MachineKind::ClusterApiMachineDeployment => "Cluster API MachineDeployments",
         }
     }
 
@@ -62,13 +69,15 @@ impl MachineKind {
         match self {
             MachineKind::MachineSet | MachineKind::ClusterApiMachineSet => "machinesets",
             MachineKind::ControlPlaneMachineSet => "controlplanemachinesets",
+            MachineKind::ClusterApiMachineDeployment => "machinedeployments",
         }
     }
 
     pub fn api_group(self) -> &'static str {
-        match self {
-            MachineKind::ClusterApiMachineSet => "cluster.x-k8s.io",
-            _ => "machine.openshift.io",
+        if self.is_cluster_api() {
+            "cluster.x-k8s.io"
+        } else {
+            "machine.openshift.io"
         }
     }
 
@@ -76,7 +85,9 @@ impl MachineKind {
         match self {
             MachineKind::MachineSet => "machine.openshift.io/v1beta1",
             MachineKind::ControlPlaneMachineSet => "machine.openshift.io/v1",
-            MachineKind::ClusterApiMachineSet => "cluster.x-k8s.io/v1beta2",
+            MachineKind::ClusterApiMachineSet | MachineKind::ClusterApiMachineDeployment => {
+                "cluster.x-k8s.io/v1beta2"
+            }
         }
     }
 
@@ -88,13 +99,19 @@ impl MachineKind {
                 ApiResource::erase::<ControlPlaneMachineSet>(&())
             }
             MachineKind::ClusterApiMachineSet => ApiResource::erase::<ClusterApiMachineSet>(&()),
+            MachineKind::ClusterApiMachineDeployment => {
+                ApiResource::erase::<ClusterApiMachineDeployment>(&())
+            }
         }
     }
 
     /// Whether objects of this kind live in the Cluster API namespace (`openshift-cluster-api`)
     /// rather than the Machine API one.
     pub fn is_cluster_api(self) -> bool {
-        self == MachineKind::ClusterApiMachineSet
+        matches!(
+            self,
+            MachineKind::ClusterApiMachineSet | MachineKind::ClusterApiMachineDeployment
+        )
     }
 
     /// The kind whose `managedBootImages` entry selects objects of this kind. The
@@ -102,9 +119,10 @@ impl MachineKind {
     /// Cluster API MachineSet makes the same machines as the Machine API MachineSet it
     /// replaces, so it follows that selection.
     pub fn selected_as(self) -> MachineKind {
-        match self {
-            MachineKind::ClusterApiMachineSet => MachineKind::MachineSet,
-            other => other,
+        if self.is_cluster_api() {
+            MachineKind::MachineSet
+        } else {
+            self
         }
     }
 
@@ -117,7 +135,7 @@ impl MachineKind {
             MachineKind::ControlPlaneMachineSet => {
                 "/spec/template/machines_v1beta1_machine_openshift_io/spec/providerSpec/value"
             }
-            MachineKind::ClusterApiMachineSet => "",
+            MachineKind::ClusterApiMachineSet | MachineKind::ClusterApiMachineDeployment => "",
         }
     }
 
@@ -137,14 +155,16 @@ impl MachineKind {
     pub fn may_change_stub_secret(self) -> bool {
         match self {
             MachineKind::MachineSet => true,
-            MachineKind::ControlPlaneMachineSet | MachineKind::ClusterApiMachineSet => false,
+            MachineKind::ControlPlaneMachineSet
+            | MachineKind::ClusterApiMachineSet
+            | MachineKind::ClusterApiMachineDeployment => false,
         }
     }
 
     /// Why [`MachineKind::may_change_stub_secret`] is false, as messages say it.
     pub fn why_the_stub_name_stays(self) -> &'static str {
         match self {
-            MachineKind::ClusterApiMachineSet => {
+            MachineKind::ClusterApiMachineSet | MachineKind::ClusterApiMachineDeployment => {
                 "its bootstrap secret is the installer's stub, which the cluster CAPI operator \
                  copies into the Cluster API namespace; no managed stub exists there"
             }
@@ -176,6 +196,9 @@ impl fmt::Display for MachineKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             MachineKind::ClusterApiMachineSet => f.write_str("Cluster API MachineSet"),
+            MachineKind::ClusterApiMachineDeployment => {
+                f.write_str("Cluster API MachineDeployment")
+            }
             other => f.write_str(other.kind()),
         }
     }
@@ -271,47 +294,6 @@ impl MachineObject for MachineSet {
     }
 }
 
-impl MachineObject for ClusterApiMachineSet {
-    const KIND: MachineKind = MachineKind::ClusterApiMachineSet;
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn machine_template(&self) -> Option<&MachineTemplate> {
-        None
-    }
-    fn infrastructure_ref(&self) -> Option<&InfrastructureRef> {
-        self.spec.template.spec.infrastructure_ref.as_ref()
-    }
-    fn data_secret_name(&self) -> Option<&str> {
-        let bootstrap = self.spec.template.spec.bootstrap.as_ref()?;
-        bootstrap.data_secret_name.as_deref()
-    }
-    fn template_labels(&self) -> Option<&BTreeMap<String, String>> {
-        self.spec.template.metadata.as_ref()?.labels.as_ref()
-    }
-    fn authority(&self) -> Authority {
-        let paused = (self.metadata.annotations.as_ref())
-            .is_some_and(|a| a.contains_key(CLUSTER_API_PAUSED_ANNOTATION));
-        if paused {
-            return Authority::Elsewhere(format!(
-                "paused ({CLUSTER_API_PAUSED_ANNOTATION}): the Machine API MachineSet it \
-                 mirrors is authoritative and managed instead"
-            ));
-        }
-        Authority::ThisApi
-    }
-    fn keep_only_what_the_planner_reads(&mut self) {
-        self.metadata.managed_fields = None;
-        self.spec.extra = Default::default();
-        let template = &mut self.spec.template;
-        template.extra = Default::default();
-        if let Some(metadata) = &mut template.metadata {
-            metadata.extra = Default::default();
-        }
-        template.spec.extra = Default::default();
-    }
-}
-
 impl MachineObject for ControlPlaneMachineSet {
     const KIND: MachineKind = MachineKind::ControlPlaneMachineSet;
     fn meta(&self) -> &ObjectMeta {
@@ -329,6 +311,64 @@ impl MachineObject for ControlPlaneMachineSet {
         }
         self.status = None;
     }
+}
+
+/// Cluster API MachineSets and MachineDeployments share the shape the planner reads:
+/// `spec.template` with its labels, bootstrap secret and infrastructure reference.
+macro_rules! cluster_api_object {
+    ($type:ty, $kind:expr) => {
+        impl MachineObject for $type {
+            const KIND: MachineKind = $kind;
+            fn meta(&self) -> &ObjectMeta {
+                &self.metadata
+            }
+            fn machine_template(&self) -> Option<&MachineTemplate> {
+                None
+            }
+            fn infrastructure_ref(&self) -> Option<&InfrastructureRef> {
+                self.spec.template.spec.infrastructure_ref.as_ref()
+            }
+            fn data_secret_name(&self) -> Option<&str> {
+                let bootstrap = self.spec.template.spec.bootstrap.as_ref()?;
+                bootstrap.data_secret_name.as_deref()
+            }
+            fn template_labels(&self) -> Option<&BTreeMap<String, String>> {
+                self.spec.template.metadata.as_ref()?.labels.as_ref()
+            }
+            fn authority(&self) -> Authority {
+                cluster_api_authority(&self.metadata)
+            }
+            fn keep_only_what_the_planner_reads(&mut self) {
+                self.metadata.managed_fields = None;
+                self.spec.extra = Default::default();
+                let template = &mut self.spec.template;
+                template.extra = Default::default();
+                if let Some(metadata) = &mut template.metadata {
+                    metadata.extra = Default::default();
+                }
+                template.spec.extra = Default::default();
+            }
+        }
+    };
+}
+
+cluster_api_object!(ClusterApiMachineSet, MachineKind::ClusterApiMachineSet);
+cluster_api_object!(
+    ClusterApiMachineDeployment,
+    MachineKind::ClusterApiMachineDeployment
+);
+
+/// A paused Cluster API object is a mirror of the Machine API one, which is authoritative.
+fn cluster_api_authority(meta: &ObjectMeta) -> Authority {
+    let paused =
+        (meta.annotations.as_ref()).is_some_and(|a| a.contains_key(CLUSTER_API_PAUSED_ANNOTATION));
+    if paused {
+        return Authority::Elsewhere(format!(
+            "paused ({CLUSTER_API_PAUSED_ANNOTATION}): the Machine API object it mirrors is \
+             authoritative and managed instead"
+        ));
+    }
+    Authority::ThisApi
 }
 
 impl MachineTemplate {

@@ -16,9 +16,7 @@ use std::path::{Path, PathBuf};
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-use crate::api::{
-    ClusterApiMachineSet, ConfigMap, ControlPlaneMachineSet, MachineSet, ObjectMeta, Secret,
-};
+use crate::api::{ConfigMap, ControlPlaneMachineSet, MachineSet, ObjectMeta, Secret};
 use crate::bounded_read::{MAX_INPUT_BYTES, read_regular_file};
 use crate::known_images::KnownImages;
 use crate::names::{
@@ -26,7 +24,7 @@ use crate::names::{
     GOLDEN_CONFIGMAP_NAMESPACE, INFRASTRUCTURE_NAME, KNOWN_IMAGES_CONFIGMAP_NAME,
     MACHINE_CONFIGURATION_NAME,
 };
-use crate::plan::{ClusterSnapshot, Malformed};
+use crate::plan::{ClusterApiObjects, ClusterSnapshot, Malformed};
 
 /// File name endings read when walking a folder. A file named explicitly is read whatever its
 /// name, so `oc get ... > out.txt` works too.
@@ -38,7 +36,7 @@ pub struct Snapshot {
     pub cluster: ClusterSnapshot,
     pub machine_sets: Vec<Result<MachineSet, Malformed>>,
     pub control_plane_machine_sets: Vec<Result<ControlPlaneMachineSet, Malformed>>,
-    pub cluster_api_machine_sets: Vec<Result<ClusterApiMachineSet, Malformed>>,
+    pub cluster_api: ClusterApiObjects,
     /// Things worth telling a person that do not prevent a plan, e.g. conflicting duplicates.
     pub warnings: Vec<String>,
 }
@@ -167,6 +165,7 @@ enum Kind {
     MachineSet,
     ControlPlaneMachineSet,
     ClusterApiMachineSet,
+    ClusterApiMachineDeployment,
     AwsMachineTemplate,
     MachineConfiguration,
     Infrastructure,
@@ -185,6 +184,9 @@ impl Kind {
             // Either version: the shapes that differ (infrastructureRef) are both read.
             ("cluster.x-k8s.io/v1beta2" | "cluster.x-k8s.io/v1beta1", "MachineSet") => {
                 Kind::ClusterApiMachineSet
+            }
+            ("cluster.x-k8s.io/v1beta2" | "cluster.x-k8s.io/v1beta1", "MachineDeployment") => {
+                Kind::ClusterApiMachineDeployment
             }
             (
                 "infrastructure.cluster.x-k8s.io/v1beta2"
@@ -221,6 +223,7 @@ impl Kind {
             Kind::MachineSet | Kind::ClusterApiMachineSet => "MachineSet",
             Kind::ControlPlaneMachineSet => "ControlPlaneMachineSet",
             Kind::AwsMachineTemplate => "AWSMachineTemplate",
+            Kind::ClusterApiMachineDeployment => "MachineDeployment",
             Kind::MachineConfiguration => "MachineConfiguration",
             Kind::Infrastructure => "Infrastructure",
             Kind::ClusterVersion => "ClusterVersion",
@@ -354,7 +357,12 @@ impl Objects {
                     .control_plane_machine_sets
                     .push(typed_or_malformed(&key, found)),
                 Kind::ClusterApiMachineSet => snapshot
-                    .cluster_api_machine_sets
+                    .cluster_api
+                    .machine_sets
+                    .push(typed_or_malformed(&key, found)),
+                Kind::ClusterApiMachineDeployment => snapshot
+                    .cluster_api
+                    .machine_deployments
                     .push(typed_or_malformed(&key, found)),
                 Kind::AwsMachineTemplate => {
                     let kind = crate::plan::infrastructure::AWS_MACHINE_TEMPLATE.to_string();

@@ -67,6 +67,9 @@ reasons! {
     /// Cluster API (or is being handed over), or a paused Cluster API MachineSet mirroring a
     /// Machine API one. Its counterpart is managed instead.
     AuthoritativeElsewhere: Skip,
+    /// A Cluster API MachineDeployment, updated only where the administrator opted in
+    /// (`--update-machine-deployments`): a new template replaces every one of its machines.
+    MachineDeploymentNotOptedIn: Skip,
     /// A Cluster API MachineSet whose infrastructure template is of a kind we cannot update.
     InfrastructureTemplateNotSupported: Skip,
     WindowsMachine: Skip,

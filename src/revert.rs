@@ -512,6 +512,11 @@ mod tests {
             MachineKind::ClusterApiMachineSet => planner.decide(Ok(&from::<
                 crate::api::ClusterApiMachineSet,
             >(object.clone()))),
+            MachineKind::ClusterApiMachineDeployment => {
+                planner.decide(Ok(&from::<crate::api::ClusterApiMachineDeployment>(
+                    object.clone(),
+                )))
+            }
         }
     }
 

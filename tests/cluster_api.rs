@@ -181,6 +181,11 @@ async fn a_paused_cluster_api_mirror_is_left_to_its_machine_api_machine_set() {
     let mut paused = cluster_api::machine_set(&capi, "worker-a", "worker-a");
     paused["metadata"]["annotations"] = json!({"cluster.x-k8s.io/paused": ""});
     env.apply(paused).await;
+    // A MachineDeployment is never changed without --update-machine-deployments.
+    env.apply(cluster_api::machine_deployment(
+        &capi, "workers", "worker-a",
+    ))
+    .await;
     // The Machine API copy is authoritative and moves as ever.
     env.apply(
         machine_set(&env.ns, "worker-a")
@@ -195,6 +200,16 @@ async fn a_paused_cluster_api_mirror_is_left_to_its_machine_api_machine_set() {
     let skipped = r#"boot_image_controller_machine_resources{action="Skip",kind="ClusterAPIMachineSet",reason="AuthoritativeElsewhere"}"#;
     waits::wait_for_metric(&controller, skipped, CONVERGE, |v| v == 1.0).await;
     assert_eq!(template_of(&capi_machine_set(&env).await), "worker-a");
+    let not_opted_in = r#"boot_image_controller_machine_resources{action="Skip",kind="ClusterAPIMachineDeployment",reason="MachineDeploymentNotOptedIn"}"#;
+    waits::wait_for_metric(&controller, not_opted_in, CONVERGE, |v| v == 1.0).await;
+    let deployment = object(
+        &env,
+        ("cluster.x-k8s.io/v1beta2", "MachineDeployment"),
+        "workers",
+    )
+    .await
+    .expect("the MachineDeployment exists");
+    assert_eq!(template_of(&deployment), "worker-a");
 }
 
 /// Waits until the Cluster API MachineSet's template name satisfies `ok`; returns it.

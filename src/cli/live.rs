@@ -181,10 +181,15 @@ async fn read_cluster_api(client: &Client, ns: &str) -> Result<Vec<Value>, kube:
         ns,
     )
     .await?;
+    let deployments = list(
+        client,
+        &MachineKind::ClusterApiMachineDeployment.api_resource(),
+        ns,
+    )
+    .await?;
     let templates = list(client, &crate::plan::infrastructure::api_resource(), ns).await?;
     let secrets = ApiResource::erase::<Secret>(&());
-    let wanted: BTreeSet<&str> = machine_sets
-        .iter()
+    let wanted: BTreeSet<&str> = (machine_sets.iter().chain(&deployments))
         .filter_map(|o| {
             o.pointer("/spec/template/spec/bootstrap/dataSecretName")?
                 .as_str()
@@ -197,6 +202,7 @@ async fn read_cluster_api(client: &Client, ns: &str) -> Result<Vec<Value>, kube:
         }
     }
     items.extend(machine_sets);
+    items.extend(deployments);
     items.extend(templates);
     Ok(items)
 }

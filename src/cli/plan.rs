@@ -58,6 +58,12 @@ pub struct PlanArgs {
     #[arg(long, value_name = "ARCH", value_parser = arch_parser())]
     pub control_plane_arch: Option<Arch>,
 
+    /// Update Cluster API MachineDeployments too. A MachineDeployment replaces every one of its
+    /// machines when its template changes, so they are skipped (MachineDeploymentNotOptedIn)
+    /// unless this is set. Plan as the controller runs.
+    #[arg(long)]
+    pub update_machine_deployments: bool,
+
     /// Plan as of this time (RFC 3339) instead of now: the time recorded in the history and
     /// hot-loop annotations of each patch, e.g. to reproduce exactly what `run` sent at a time
     /// found in a MachineSet's history.
@@ -150,7 +156,7 @@ pub fn run(args: &PlanArgs) -> Result<u8, Failure> {
     snapshot.cluster.ec2 = ec2_facts(args, &snapshot)?;
     if snapshot.machine_sets.is_empty()
         && snapshot.control_plane_machine_sets.is_empty()
-        && snapshot.cluster_api_machine_sets.is_empty()
+        && snapshot.cluster_api.is_empty()
     {
         eprintln!(
             "warning: no MachineSets (machine.openshift.io/v1beta1 or cluster.x-k8s.io) or \
@@ -159,6 +165,7 @@ pub fn run(args: &PlanArgs) -> Result<u8, Failure> {
     }
     let options = Options {
         control_plane_arch: args.control_plane_arch,
+        update_machine_deployments: args.update_machine_deployments,
         now: args.now.unwrap_or_else(jiff::Timestamp::now),
         ..Options::default()
     };
@@ -166,7 +173,7 @@ pub fn run(args: &PlanArgs) -> Result<u8, Failure> {
         &snapshot.cluster,
         &snapshot.machine_sets,
         &snapshot.control_plane_machine_sets,
-        &snapshot.cluster_api_machine_sets,
+        &snapshot.cluster_api,
         &options,
     );
     let output = match args.output {

@@ -29,7 +29,12 @@ const RUNTIME_CODE: u8 = 1;
 #[command(group(
     ArgGroup::new("object")
         .required(true)
-        .args(["machineset", "control_plane_machine_set", "cluster_api_machineset"])
+        .args([
+            "machineset",
+            "control_plane_machine_set",
+            "cluster_api_machineset",
+            "cluster_api_machinedeployment",
+        ])
 ))]
 pub struct RevertArgs {
     /// Namespace of the object [default: openshift-machine-api, or openshift-cluster-api for
@@ -49,6 +54,11 @@ pub struct RevertArgs {
     /// infrastructure template.
     #[arg(long, value_name = "NAME")]
     pub cluster_api_machineset: Option<String>,
+
+    /// The Cluster API MachineDeployment (`cluster.x-k8s.io`) to point back at its former
+    /// infrastructure template (which rolls its machines again).
+    #[arg(long, value_name = "NAME")]
+    pub cluster_api_machinedeployment: Option<String>,
 
     /// How many recorded changes to undo, newest first.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
@@ -82,6 +92,10 @@ impl RevertArgs {
             (
                 MachineKind::ClusterApiMachineSet,
                 &self.cluster_api_machineset,
+            ),
+            (
+                MachineKind::ClusterApiMachineDeployment,
+                &self.cluster_api_machinedeployment,
             ),
         ];
         named
@@ -305,7 +319,7 @@ fn recognise(
                 .map_or_else(unreadable, |o| planner.recognise(&o))
         }
         // Its revert restores a template reference, never an image: nothing to recognise.
-        MachineKind::ClusterApiMachineSet => {
+        MachineKind::ClusterApiMachineSet | MachineKind::ClusterApiMachineDeployment => {
             Recognition::Unknown("a Cluster API MachineSet holds no image".into())
         }
     }

@@ -98,6 +98,11 @@ pub struct RunArgs {
     /// no flag makes it write beside one.
     #[arg(long, env = "BIC_REPORT_ONLY")]
     pub report_only: bool,
+    /// Update Cluster API MachineDeployments too. A MachineDeployment replaces every one of its
+    /// machines when its template changes, so they are skipped (MachineDeploymentNotOptedIn)
+    /// unless this is set.
+    #[arg(long, env = "BIC_UPDATE_MACHINE_DEPLOYMENTS")]
+    pub update_machine_deployments: bool,
     /// Extra known CoreOS image references, one per line; re-read when it changes.
     #[arg(long, env = "BIC_KNOWN_IMAGES_FILE")]
     pub known_images_file: Option<PathBuf>,

@@ -76,6 +76,13 @@ pub(super) fn decide(observed: &Observation, scope: &Scope, options: &Options) -
         &mut decisions,
         &mut live,
     );
+    decide_kind(
+        &planner,
+        &observed.cluster_api_machine_deployments,
+        scope,
+        &mut decisions,
+        &mut live,
+    );
     let gone = scope
         .keys
         .iter()

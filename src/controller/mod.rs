@@ -563,6 +563,7 @@ impl Controller {
                 .unwrap_or(SignedDuration::from_hours(1)),
             remembered_patches: std::mem::take(&mut self.remembered_patches),
             report_only: self.args.report_only,
+            update_machine_deployments: self.args.update_machine_deployments,
         };
         // Only the leader imports: a follower's passes plan, and would import alongside it.
         if let Some(imports) = self.vcenter.as_ref().filter(|_| *self.leader.borrow()) {
@@ -573,6 +574,7 @@ impl Controller {
         let collectable = self.templates.candidates(
             &observed.snapshot.infrastructure_templates,
             &observed.cluster_api_machine_sets,
+            &observed.cluster_api_machine_deployments,
             options.now,
         );
         self.template_collection_due = collectable.next.map(|at| {

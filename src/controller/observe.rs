@@ -6,7 +6,9 @@ use std::sync::Arc;
 use super::lenient::Lenient;
 use super::secrets::SecretWatches;
 use super::watches::Stores;
-use crate::api::{ClusterApiMachineSet, ControlPlaneMachineSet, MachineSet};
+use crate::api::{
+    ClusterApiMachineDeployment, ClusterApiMachineSet, ControlPlaneMachineSet, MachineSet,
+};
 use crate::known_images::KnownImages;
 use crate::machine_kind::{MachineKind, MachineObject};
 use crate::plan::selection::Selection;
@@ -19,6 +21,7 @@ pub(super) struct Observation {
     pub machine_sets: Vec<Arc<Lenient<MachineSet>>>,
     pub control_plane_machine_sets: Vec<Arc<Lenient<ControlPlaneMachineSet>>>,
     pub cluster_api_machine_sets: Vec<Arc<Lenient<ClusterApiMachineSet>>>,
+    pub cluster_api_machine_deployments: Vec<Arc<Lenient<ClusterApiMachineDeployment>>>,
 }
 
 /// Reads the stores, and first starts watching every managed stub secret a machine resource
@@ -33,6 +36,7 @@ pub(super) async fn observe(
     let machine_sets = stores.machine_sets();
     let control_plane_machine_sets = stores.control_plane_machine_sets();
     let cluster_api_machine_sets = stores.cluster_api_machine_sets();
+    let cluster_api_machine_deployments = stores.cluster_api_machine_deployments();
     let machine_configuration = stores.machine_configuration(machine_configuration_name);
     let infrastructure = stores.infrastructure();
     let platform = (infrastructure.as_ref())
@@ -55,6 +59,10 @@ pub(super) async fn observe(
         &cluster_api_machine_sets,
         &selected(MachineKind::ClusterApiMachineSet),
     )
+    .chain(secrets_to_verify(
+        &cluster_api_machine_deployments,
+        &selected(MachineKind::ClusterApiMachineDeployment),
+    ))
     .collect();
     // Both namespaces' first lists are awaited together.
     tokio::join!(
@@ -87,6 +95,7 @@ pub(super) async fn observe(
         machine_sets,
         control_plane_machine_sets,
         cluster_api_machine_sets,
+        cluster_api_machine_deployments,
     }
 }
 

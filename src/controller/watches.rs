@@ -26,8 +26,8 @@ use super::watch_backoff::WatchHealth;
 use k8s_openapi::api::core::v1::Node;
 
 use crate::api::{
-    ClusterApiMachineSet, ClusterVersion, ConfigMap, ControlPlaneMachineSet, Infrastructure,
-    MachineConfiguration, MachineSet,
+    ClusterApiMachineDeployment, ClusterApiMachineSet, ClusterVersion, ConfigMap,
+    ControlPlaneMachineSet, Infrastructure, MachineConfiguration, MachineSet,
 };
 use crate::api_client;
 use crate::machine_kind::{MachineKind, MachineObject};
@@ -57,6 +57,7 @@ pub struct Stores {
 
 struct ClusterApiStores {
     machine_sets: Store<Lenient<ClusterApiMachineSet>>,
+    machine_deployments: Store<Lenient<ClusterApiMachineDeployment>>,
     templates: Store<DynamicObject>,
 }
 
@@ -150,11 +151,17 @@ async fn cluster_api(
         namespace,
         &plan::infrastructure::api_resource(),
     );
+    let machine_deployments =
+        Api::<Lenient<ClusterApiMachineDeployment>>::namespaced(client.clone(), namespace);
     let probe = ListParams::default().limit(1);
     let answers = [
         (
             "MachineSet.cluster.x-k8s.io",
             machine_sets.list_metadata(&probe).await.err(),
+        ),
+        (
+            "MachineDeployment.cluster.x-k8s.io",
+            machine_deployments.list_metadata(&probe).await.err(),
         ),
         (
             "AWSMachineTemplate",
@@ -188,6 +195,12 @@ async fn cluster_api(
             watcher::Config::default(),
             tx.clone(),
             MachineKind::ClusterApiMachineSet,
+        ),
+        machine_deployments: spawn(
+            machine_deployments,
+            watcher::Config::default(),
+            tx.clone(),
+            MachineKind::ClusterApiMachineDeployment,
         ),
         templates: spawn_templates(templates, tx),
     })
@@ -484,6 +497,7 @@ impl Stores {
         let _ = self.known_images.wait_until_ready().await;
         if let Some(cluster_api) = &self.cluster_api {
             let _ = cluster_api.machine_sets.wait_until_ready().await;
+            let _ = cluster_api.machine_deployments.wait_until_ready().await;
             let _ = cluster_api.templates.wait_until_ready().await;
         }
     }
@@ -491,6 +505,14 @@ impl Stores {
     pub fn cluster_api_machine_sets(&self) -> Vec<Arc<Lenient<ClusterApiMachineSet>>> {
         (self.cluster_api.as_ref())
             .map(|c| c.machine_sets.state())
+            .unwrap_or_default()
+    }
+
+    pub fn cluster_api_machine_deployments(
+        &self,
+    ) -> Vec<Arc<Lenient<ClusterApiMachineDeployment>>> {
+        (self.cluster_api.as_ref())
+            .map(|c| c.machine_deployments.state())
             .unwrap_or_default()
     }
 

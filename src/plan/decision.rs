@@ -166,6 +166,8 @@ pub struct Plan {
     pub control_plane_machine_sets: Vec<Decision>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub cluster_api_machine_sets: Vec<Decision>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cluster_api_machine_deployments: Vec<Decision>,
 }
 
 impl Plan {
@@ -183,12 +185,16 @@ impl Plan {
                     plan.control_plane_machine_sets.push(decision)
                 }
                 MachineKind::ClusterApiMachineSet => plan.cluster_api_machine_sets.push(decision),
+                MachineKind::ClusterApiMachineDeployment => {
+                    plan.cluster_api_machine_deployments.push(decision)
+                }
             }
         }
         for list in [
             &mut plan.machine_sets,
             &mut plan.control_plane_machine_sets,
             &mut plan.cluster_api_machine_sets,
+            &mut plan.cluster_api_machine_deployments,
         ] {
             list.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
         }
@@ -201,6 +207,7 @@ impl Plan {
             MachineKind::MachineSet => &self.machine_sets,
             MachineKind::ControlPlaneMachineSet => &self.control_plane_machine_sets,
             MachineKind::ClusterApiMachineSet => &self.cluster_api_machine_sets,
+            MachineKind::ClusterApiMachineDeployment => &self.cluster_api_machine_deployments,
         }
     }
 
@@ -209,5 +216,6 @@ impl Plan {
             .iter()
             .chain(&self.control_plane_machine_sets)
             .chain(&self.cluster_api_machine_sets)
+            .chain(&self.cluster_api_machine_deployments)
     }
 }

@@ -21,8 +21,8 @@ use std::collections::{BTreeMap, HashMap};
 use jiff::{SignedDuration, Timestamp};
 
 use crate::api::{
-    ClusterApiMachineSet, ClusterVersion, ConfigMap, ControlPlaneMachineSet, Infrastructure,
-    MachineConfiguration, MachineSet, Secret,
+    ClusterApiMachineDeployment, ClusterApiMachineSet, ClusterVersion, ConfigMap,
+    ControlPlaneMachineSet, Infrastructure, MachineConfiguration, MachineSet, Secret,
 };
 use crate::arch::Arch;
 use crate::known_images::KnownImages;
@@ -79,6 +79,9 @@ pub struct Options {
     pub remembered_patches: HashMap<String, record::HotLoopMemory>,
     /// Plan and report, never write (`--report-only`), as when another manager is active.
     pub report_only: bool,
+    /// Update Cluster API MachineDeployments too (`--update-machine-deployments`), knowing that
+    /// a new template rolls every one of their machines.
+    pub update_machine_deployments: bool,
 }
 
 impl Default for Options {
@@ -90,6 +93,7 @@ impl Default for Options {
             hot_loop_window: SignedDuration::from_hours(1),
             remembered_patches: HashMap::new(),
             report_only: false,
+            update_machine_deployments: false,
         }
     }
 }
@@ -114,13 +118,27 @@ pub fn plan(
     control_plane_machine_sets: &[Result<ControlPlaneMachineSet, Malformed>],
     options: &Options,
 ) -> Plan {
+    let none = ClusterApiObjects::default();
     plan_all(
         snapshot,
         machine_sets,
         control_plane_machine_sets,
-        &[],
+        &none,
         options,
     )
+}
+
+/// The Cluster API objects whose boot images are managed.
+#[derive(Clone, Debug, Default)]
+pub struct ClusterApiObjects {
+    pub machine_sets: Vec<Result<ClusterApiMachineSet, Malformed>>,
+    pub machine_deployments: Vec<Result<ClusterApiMachineDeployment, Malformed>>,
+}
+
+impl ClusterApiObjects {
+    pub fn is_empty(&self) -> bool {
+        self.machine_sets.is_empty() && self.machine_deployments.is_empty()
+    }
 }
 
 /// Plans every machine resource of a snapshot, Cluster API MachineSets included.
@@ -128,7 +146,7 @@ pub fn plan_all(
     snapshot: &ClusterSnapshot,
     machine_sets: &[Result<MachineSet, Malformed>],
     control_plane_machine_sets: &[Result<ControlPlaneMachineSet, Malformed>],
-    cluster_api_machine_sets: &[Result<ClusterApiMachineSet, Malformed>],
+    cluster_api: &ClusterApiObjects,
     options: &Options,
 ) -> Plan {
     let planner = Planner::new(snapshot, options);
@@ -140,11 +158,8 @@ pub fn plan_all(
                 .iter()
                 .map(|cp| planner.decide(cp.as_ref())),
         )
-        .chain(
-            cluster_api_machine_sets
-                .iter()
-                .map(|ms| planner.decide(ms.as_ref())),
-        );
+        .chain((cluster_api.machine_sets.iter()).map(|ms| planner.decide(ms.as_ref())))
+        .chain((cluster_api.machine_deployments.iter()).map(|md| planner.decide(md.as_ref())));
     let mut plan = Plan::new(planner.blocked().cloned(), decisions.collect::<Vec<_>>());
     plan.selection = planner
         .selections()

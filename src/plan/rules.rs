@@ -308,6 +308,16 @@ impl Planner<'_> {
             }
             Ok(true) => {}
         }
+        if subject.kind == MachineKind::ClusterApiMachineDeployment
+            && !self.options.update_machine_deployments
+        {
+            let message = "a new infrastructure template replaces every machine of a \
+                           MachineDeployment; its boot image is updated only with \
+                           --update-machine-deployments"
+                .to_string();
+            let reason = Reason::MachineDeploymentNotOptedIn;
+            return Some(subject.decision(Action::Skip, reason, message));
+        }
         if let Authority::Elsewhere(why) = &subject.authority {
             let message = why.clone();
             return Some(subject.decision(Action::Skip, Reason::AuthoritativeElsewhere, message));

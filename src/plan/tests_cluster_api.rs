@@ -4,7 +4,7 @@
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use super::{Action, ClusterSnapshot, Decision, Options, plan_all};
+use super::{Action, ClusterApiObjects, ClusterSnapshot, Decision, Options, plan_all};
 use crate::api::{ClusterApiMachineSet, MachineSet};
 use crate::names::{CLUSTER_API_NAMESPACE, MACHINE_API_NAMESPACE};
 use crate::reason::Reason;
@@ -58,7 +58,11 @@ fn options() -> Options {
 }
 
 fn decide(cluster: &ClusterSnapshot, object: Value) -> Decision {
-    let plan = plan_all(cluster, &[], &[], &[Ok(typed(object))], &options());
+    let objects = ClusterApiObjects {
+        machine_sets: vec![Ok(typed(object))],
+        ..Default::default()
+    };
+    let plan = plan_all(cluster, &[], &[], &objects, &options());
     plan.cluster_api_machine_sets
         .into_iter()
         .next()
@@ -220,7 +224,7 @@ fn a_machine_api_machine_set_whose_authority_is_elsewhere_is_skipped() {
         ms["spec"]["authoritativeAPI"] = spec["authoritativeAPI"].clone();
         ms["status"] = status.clone();
         let ms: MachineSet = typed(ms);
-        let plan = plan_all(&cluster, &[Ok(ms)], &[], &[], &options());
+        let plan = plan_all(&cluster, &[Ok(ms)], &[], &Default::default(), &options());
         let decided = &plan.machine_sets[0];
         assert_eq!(
             (decided.action, decided.reason),
@@ -237,7 +241,13 @@ fn a_machine_api_machine_set_whose_authority_is_elsewhere_is_skipped() {
     // Machine API authoritative: managed as ever.
     let mut ms = objects::machine_set(MACHINE_API_NAMESPACE, "worker-a").build();
     ms["status"] = json!({"authoritativeAPI": "MachineAPI"});
-    let plan = plan_all(&cluster, &[Ok(typed(ms))], &[], &[], &options());
+    let plan = plan_all(
+        &cluster,
+        &[Ok(typed(ms))],
+        &[],
+        &Default::default(),
+        &options(),
+    );
     assert_ne!(plan.machine_sets[0].reason, Reason::AuthoritativeElsewhere);
 }
 
@@ -261,4 +271,38 @@ fn reverting_points_the_machine_set_back_at_its_former_template() {
         Some(crate::names::OPT_OUT_VALUE)
     );
     let _: ClusterApiMachineSet = typed(after);
+}
+
+#[test]
+fn a_machine_deployment_is_updated_only_when_the_administrator_opted_in() {
+    let mut deployment = worker_a();
+    deployment["kind"] = json!("MachineDeployment");
+    let objects = ClusterApiObjects {
+        machine_deployments: vec![Ok(typed(deployment))],
+        ..Default::default()
+    };
+    let plan = plan_all(&cluster(), &[], &[], &objects, &options());
+    let decided = &plan.cluster_api_machine_deployments[0];
+    assert_eq!(
+        (decided.action, decided.reason),
+        (Action::Skip, Reason::MachineDeploymentNotOptedIn)
+    );
+    assert!(
+        decided.message.contains("replaces every machine"),
+        "{}",
+        decided.message
+    );
+    assert!(decided.patch.is_empty());
+
+    let opted_in = Options {
+        update_machine_deployments: true,
+        ..options()
+    };
+    let plan = plan_all(&cluster(), &[], &[], &objects, &opted_in);
+    let decided = &plan.cluster_api_machine_deployments[0];
+    assert_eq!(decided.action, Action::Update, "{decided:?}");
+    assert_eq!(
+        decided.infrastructure_template.as_ref().unwrap().from,
+        "worker-a"
+    );
 }

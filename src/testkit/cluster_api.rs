@@ -56,3 +56,11 @@ pub fn template_of(machine_set: &Value) -> &str {
         .and_then(Value::as_str)
         .unwrap_or_default()
 }
+
+/// A Cluster API MachineDeployment booting from `template` (its spec has the MachineSet's
+/// shape; the Cluster owns it).
+pub fn machine_deployment(ns: &str, name: &str, template: &str) -> Value {
+    let mut deployment = machine_set(ns, name, template);
+    deployment["kind"] = json!("MachineDeployment");
+    deployment
+}
