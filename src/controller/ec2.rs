@@ -441,13 +441,40 @@ pub(super) fn wanted(observed: &Observation, known: &KnownImages) -> BTreeSet<(S
     if !on_aws(observed.snapshot.infrastructure.as_ref()) {
         return BTreeSet::new();
     }
+    let region = (observed.snapshot.infrastructure.as_ref())
+        .and_then(|i| i.status.as_ref()?.platform_status.as_ref()?.aws.as_ref())
+        .and_then(|aws| aws.region.as_deref());
+    let templates = &observed.snapshot.infrastructure_templates;
+    let cluster_api: Vec<Value> =
+        template_views(&observed.cluster_api_machine_sets, templates, region)
+            .chain(template_views(
+                &observed.cluster_api_machine_deployments,
+                templates,
+                region,
+            ))
+            .collect();
     let specs = (observed.machine_sets.iter())
         .filter_map(|o| provider_spec(o.parsed.as_ref().ok()?))
         .chain(
             (observed.control_plane_machine_sets.iter())
                 .filter_map(|o| provider_spec(o.parsed.as_ref().ok()?)),
-        );
+        )
+        .chain(&cluster_api);
     crate::ec2::amis_to_ask(specs, known)
+}
+
+/// Cluster API objects' templates as the AWS rule reads them (see `plan::infrastructure`).
+fn template_views<'a, M: MachineObject>(
+    objects: &'a [std::sync::Arc<super::lenient::Lenient<M>>],
+    templates: &'a crate::plan::infrastructure::Templates,
+    region: Option<&'a str>,
+) -> impl Iterator<Item = Value> + 'a {
+    objects.iter().filter_map(move |o| {
+        let object = o.parsed.as_ref().ok()?;
+        let reference = object.infrastructure_ref();
+        let view = crate::plan::infrastructure::view(reference, templates, region, None, None);
+        view.ok()?.template.spec.provider_spec.value
+    })
 }
 
 /// Whether the Infrastructure says AWS: EC2 is asked nothing elsewhere.
