@@ -115,9 +115,6 @@ reasons! {
     MalformedObject: Error,
     /// A Cluster API MachineSet's infrastructure template does not exist or cannot be read.
     InfrastructureTemplateMissing: Error,
-    /// The infrastructure template this controller would create exists already with another
-    /// content, or could not be created.
-    InfrastructureTemplateConflict: Error,
     InvalidProviderSpec: Error,
     InvalidSelector: Error,
     UnknownArchitecture: Error,
