@@ -42,9 +42,11 @@ ready_timeout="${BIC_READY_TIMEOUT:-120}"
 
 kubeconfig="$state_dir/admin.kubeconfig"
 pki="$state_dir/pki"
-# Upstream CRDs read in place (the TechPreview MachineSet variant is left out).
-upstream_crds=(machineset controlplanemachineset machineconfiguration infrastructure clusterversion)
-namespaces=(openshift-machine-api openshift-machine-config-operator)
+# Upstream CRDs read in place. The MachineSet CRD is the TechPreview variant: a superset of the
+# default one with spec/status.authoritativeAPI (MachineAPIMigration), which the controller
+# reads.
+upstream_crds=(machineset-techpreview controlplanemachineset machineconfiguration infrastructure clusterversion)
+namespaces=(openshift-machine-api openshift-machine-config-operator openshift-cluster-api)
 
 log() { echo "local-cluster: $*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -285,6 +287,12 @@ install_crds() {
     names="$(kubectl "${apply[@]}" -f - <<<"$crds")" ||
       die "the API server rejected the CRDs printed by 'boot-image-controller crds' (see above)"
   fi
+  # The Cluster API CRDs, from their Go modules (hack/ensure-capi-crds.sh), with or without the
+  # upstream data.
+  local capi_dir
+  capi_dir="$("$repo/hack/ensure-capi-crds.sh")" || die "cannot fetch the Cluster API CRDs (see above)"
+  log "installing the Cluster API CRDs from $capi_dir"
+  names+=$'\n'"$(kubectl "${apply[@]}" -f "$capi_dir")" || die "the API server rejected the Cluster API CRDs (see above)"
   # shellcheck disable=SC2086 # one resource name per word
   kubectl wait --for condition=established --timeout=60s $names >&2
 }
