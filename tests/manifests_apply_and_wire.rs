@@ -6,7 +6,6 @@ mod deploy;
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
 
 use deploy::*;
 use serde_json::{Value, json};
@@ -124,25 +123,17 @@ fn assert_placed(rendered: &Rendered, ns: &str) {
     }
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("create dir");
-    for entry in std::fs::read_dir(from).expect("read dir") {
-        let entry = entry.expect("dir entry");
-        let target = to.join(entry.file_name());
-        if entry.file_type().expect("file type").is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).expect("copy file");
-        }
-    }
-}
-
 #[test]
 fn the_namespace_can_be_changed_without_moving_the_roles_for_other_namespaces() {
     let Some(kubectl) = kubectl_or_skip() else {
         return;
     };
     assert_placed(&Rendered::manifests(&kubectl), &kustomization_namespace());
+    // The Cluster API component's Role stays in openshift-cluster-api.
+    let with_cluster_api = Rendered::manifests_with_cluster_api(&kubectl);
+    assert_placed(&with_cluster_api, &kustomization_namespace());
+    let role = with_cluster_api.get("Role", "boot-image-controller-cluster-api");
+    assert_eq!(role["metadata"]["namespace"], "openshift-cluster-api");
 
     let tmp = tempfile::tempdir().expect("temp dir");
     let base = tmp.path().join("manifests");

@@ -20,7 +20,7 @@ fn the_service_account_may_do_what_the_controller_needs_and_nothing_else() {
     let Some(cluster) = Cluster::from_env() else {
         return;
     };
-    let rendered = Rendered::manifests(&cluster.kubectl);
+    let rendered = Rendered::manifests_with_cluster_api(&cluster.kubectl);
     let (ns, sa) = rendered.service_account();
     assert_eq!(
         ns,
@@ -30,6 +30,7 @@ fn the_service_account_may_do_what_the_controller_needs_and_nothing_else() {
     let own = Some(ns.as_str());
     let machine_api = Some(MACHINE_API);
     let mco = Some(MCO);
+    let cluster_api = Some("openshift-cluster-api");
 
     ensure_namespaces(&cluster, &rendered);
     let (served, _) = split_by_served(&rendered.0, &cluster.served_kinds());
@@ -77,6 +78,20 @@ fn the_service_account_may_do_what_the_controller_needs_and_nothing_else() {
         denied("patch",   "events.events.k8s.io", Some("default")),
         denied("create",  "events.events.k8s.io", Some("kube-system")),
         // MachineConfiguration/cluster: read it, write its status only.
+        allowed("list",   "machinesets.cluster.x-k8s.io", cluster_api),
+        allowed("watch",  "machinesets.cluster.x-k8s.io", cluster_api),
+        allowed("patch",  "machinesets.cluster.x-k8s.io", cluster_api),
+        denied("update",  "machinesets.cluster.x-k8s.io", cluster_api),
+        denied("patch",   "machinesets.cluster.x-k8s.io", Some("default")),
+        allowed("watch",  "machinedeployments.cluster.x-k8s.io", cluster_api),
+        allowed("create", "awsmachinetemplates.infrastructure.cluster.x-k8s.io", cluster_api),
+        allowed("delete", "awsmachinetemplates.infrastructure.cluster.x-k8s.io", cluster_api),
+        denied("update",  "awsmachinetemplates.infrastructure.cluster.x-k8s.io", cluster_api),
+        denied("patch",   "awsmachinetemplates.infrastructure.cluster.x-k8s.io", cluster_api),
+        denied("create",  "awsmachinetemplates.infrastructure.cluster.x-k8s.io", Some("default")),
+        allowed("get",    "secrets/worker-user-data", cluster_api),
+        denied("get",     "secrets/aws-cloud-credentials", cluster_api),
+        denied("list",    "secrets", cluster_api),
         allowed("get",    "machineconfigurations.operator.openshift.io/cluster", None),
         allowed("watch",  "machineconfigurations.operator.openshift.io/cluster", None),
         allowed("patch",  "machineconfigurations.operator.openshift.io/cluster", None).status(),
@@ -138,7 +153,7 @@ fn the_metrics_reader_may_get_metrics_and_nothing_else() {
     let Some(cluster) = Cluster::from_env() else {
         return;
     };
-    let rendered = Rendered::manifests(&cluster.kubectl);
+    let rendered = Rendered::manifests_with_cluster_api(&cluster.kubectl);
     let reader =
         &rendered.get("ServiceAccount", "boot-image-controller-metrics-reader")["metadata"];
     let user = format!(
@@ -365,7 +380,7 @@ async fn the_controller_works_as_its_service_account_with_exactly_the_manifests_
     let Some(cluster) = Cluster::from_env() else {
         return;
     };
-    let rendered = Rendered::manifests(&cluster.kubectl);
+    let rendered = Rendered::manifests_with_cluster_api(&cluster.kubectl);
     let (own_ns, sa) = rendered.service_account();
     let admin = support::TestEnv {
         client: support::client().await,

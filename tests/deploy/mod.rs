@@ -156,6 +156,20 @@ pub fn list(objects: &[Value]) -> String {
 // ---------------------------------------------------------------------------------------------
 // The rendered manifests
 
+/// Copies a directory tree.
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("create dir");
+    for entry in std::fs::read_dir(from).expect("read dir") {
+        let entry = entry.expect("dir entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("file type").is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).expect("copy file");
+        }
+    }
+}
+
 /// The objects of a kustomize build.
 pub struct Rendered(pub Vec<Value>);
 
@@ -181,6 +195,23 @@ impl Rendered {
 
     pub fn manifests(kubectl: &Path) -> Rendered {
         Rendered::build(kubectl, &repo().join("manifests"))
+    }
+
+    /// The manifests with the `cluster-api` component added to their `components:`, as the
+    /// README tells administrators of clusters with Cluster API to do.
+    pub fn manifests_with_cluster_api(kubectl: &Path) -> Rendered {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let copy = tmp.path().join("manifests");
+        copy_dir(&repo().join("manifests"), &copy);
+        let file = copy.join("kustomization.yaml");
+        let kustomization = std::fs::read_to_string(&file).expect("read kustomization");
+        assert!(
+            kustomization.contains("\ncomponents:\n"),
+            "the kustomization lists components"
+        );
+        let with = kustomization.replace("\ncomponents:\n", "\ncomponents:\n  - cluster-api\n");
+        std::fs::write(&file, with).expect("write kustomization");
+        Rendered::build(kubectl, &copy)
     }
 
     pub fn of_kind<'a>(&'a self, kind: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
