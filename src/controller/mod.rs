@@ -97,10 +97,11 @@ enum Leadership {
     Elected(JoinHandle<Result<(), lease::LeaseLost>>),
 }
 
-/// The EC2 look-ups, unless `--ec2-lookups=false`.
-fn ec2_lookups(
+/// The EC2 look-ups, unless `--ec2-lookups=false`; on AWS, their credentials checked once.
+async fn ec2_lookups(
     args: &RunArgs,
     client: &kube::Client,
+    stores: &Stores,
     wake: &mpsc::UnboundedSender<Trigger>,
     metrics: &Metrics,
 ) -> Result<Option<ec2::Ec2Lookups>, RunError> {
@@ -112,13 +113,17 @@ fn ec2_lookups(
         crate::ec2::client::Limits::default(),
     )
     .map_err(RunError::Ec2)?;
-    Ok(Some(ec2::Ec2Lookups::new(
+    let lookups = ec2::Ec2Lookups::new(
         ec2_client,
         client.clone(),
         &args.machine_api_namespace,
         wake.clone(),
         metrics.clone(),
-    )))
+    );
+    if ec2::on_aws(stores.infrastructure().as_ref()) {
+        lookups.check_credentials().await;
+    }
+    Ok(Some(lookups))
 }
 
 /// The vSphere template imports, unless `--vsphere-template-imports=false`.
@@ -192,13 +197,7 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> Result<(), RunEr
         &args.machine_api_namespace,
         &args.cluster_api_namespace,
     );
-    let ec2 = ec2_lookups(&args, &client, &trigger_tx, &metrics)?;
-    if let Some(lookups) = ec2
-        .as_ref()
-        .filter(|_| ec2::on_aws(stores.infrastructure().as_ref()))
-    {
-        lookups.check_credentials().await;
-    }
+    let ec2 = ec2_lookups(&args, &client, &stores, &trigger_tx, &metrics).await?;
     let vcenter = template_imports(&args, &client, &trigger_tx, &metrics);
     let mut controller = Controller {
         vcenter,
@@ -222,7 +221,6 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> Result<(), RunEr
             &args.cluster_api_namespace,
             args.cluster_api_template_grace,
         ),
-        template_collection_due: None,
         cluster_api_secrets: secrets::SecretWatches::new(
             client,
             &args.cluster_api_namespace,
@@ -235,19 +233,7 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> Result<(), RunEr
         shutdown,
         known_file: args.known_images_file.clone().map(KnownImagesFile::new),
         args,
-        results: BTreeMap::new(),
-        backoff: HashMap::new(),
-        conflicts: HashMap::new(),
-        patch_retry: HashMap::new(),
-        last_status_write: None,
-        status_dirty: false,
-        status_basis: None,
-        fields_written: None,
-        legacy_pause_warned: false,
-        last_blocked: None,
-        last_selections: Vec::new(),
-        hold_since: None,
-        remembered_patches: HashMap::new(),
+        memory: Memory::default(),
         health: health.clone(),
     };
     controller.run_loop(trigger_rx).await;
@@ -391,8 +377,6 @@ struct Controller {
     cluster_api_secrets: secrets::SecretWatches,
     /// Deletes the infrastructure templates we created once nothing uses them.
     templates: templates::TemplateCollector,
-    /// When an unused template of ours leaves its grace period: a full pass then deletes it.
-    template_collection_due: Option<Instant>,
     /// EC2 look-ups of AMI owners (`--ec2-lookups`).
     ec2: Option<ec2::Ec2Lookups>,
     /// vSphere template imports (`--vsphere-template-imports`).
@@ -405,6 +389,15 @@ struct Controller {
     leader: watch::Receiver<bool>,
     shutdown: CancellationToken,
     known_file: Option<KnownImagesFile>,
+    /// What it remembers from one pass to the next.
+    memory: Memory,
+    /// Told each time the loop goes round: /healthz fails when it stops doing so.
+    health: Arc<Health>,
+}
+
+/// What the controller remembers from one pass to the next.
+#[derive(Default)]
+struct Memory {
     /// The latest reported decision for every machine resource.
     results: BTreeMap<ObjectKey, Decision>,
     /// Resources to retry: attempts so far and when.
@@ -431,8 +424,6 @@ struct Controller {
     /// The hot-loop guard's memory of our own patches by object UID, for objects whose
     /// annotations a whole-object writer erases.
     remembered_patches: HashMap<String, record::HotLoopMemory>,
-    /// Told each time the loop goes round: /healthz fails when it stops doing so.
-    health: Arc<Health>,
 }
 
 impl Controller {
@@ -494,37 +485,37 @@ impl Controller {
 
     /// The next retry or held-back status write, whichever is due first.
     fn next_wake(&self) -> Option<Instant> {
-        let next_retry = self.backoff.values().map(|(_, due)| *due).min();
+        let next_retry = self.memory.backoff.values().map(|(_, due)| *due).min();
         let status_flush = self
+            .memory
             .status_dirty
-            .then(|| self.last_status_write.map(|t| t + STATUS_MIN_INTERVAL))
+            .then(|| {
+                self.memory
+                    .last_status_write
+                    .map(|t| t + STATUS_MIN_INTERVAL)
+            })
             .flatten();
         let hold_limit = self.held().filter(|h| !h.exceeded()).map(|h| {
             let left = (h.limit - h.duration).unsigned_abs();
             Instant::now() + left
         });
-        [
-            next_retry,
-            status_flush,
-            hold_limit,
-            self.template_collection_due,
-        ]
-        .into_iter()
-        .flatten()
-        .min()
+        [next_retry, status_flush, hold_limit, self.templates.due]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     async fn wake(&mut self, scope: &mut Scope) {
         let now = Instant::now();
-        let due = self.backoff.iter().filter(|(_, (_, at))| *at <= now);
+        let due = self.memory.backoff.iter().filter(|(_, (_, at))| *at <= now);
         scope.keys.extend(due.map(|(key, _)| key.clone()));
-        if self.template_collection_due.is_some_and(|at| at <= now) {
-            self.template_collection_due = None;
+        if self.templates.due.is_some_and(|at| at <= now) {
+            self.templates.due = None;
             scope.all = true;
         }
-        if self.status_dirty || self.held().is_some_and(|h| h.exceeded()) {
+        if self.memory.status_dirty || self.held().is_some_and(|h| h.exceeded()) {
             // Re-plan nothing: flush the held-back status, or report a hold that lasts too long.
-            let blocked = self.last_blocked.clone();
+            let blocked = self.memory.last_blocked.clone();
             self.track_hold(blocked.as_ref());
             self.write_status().await;
         }
@@ -561,7 +552,7 @@ impl Controller {
             hot_loop_threshold: self.args.hot_loop_threshold,
             hot_loop_window: SignedDuration::try_from(self.args.hot_loop_window)
                 .unwrap_or(SignedDuration::from_hours(1)),
-            remembered_patches: std::mem::take(&mut self.remembered_patches),
+            remembered_patches: std::mem::take(&mut self.memory.remembered_patches),
             report_only: self.args.report_only,
             update_machine_deployments: self.args.update_machine_deployments,
         };
@@ -577,13 +568,9 @@ impl Controller {
             &observed.cluster_api_machine_deployments,
             options.now,
         );
-        self.template_collection_due = collectable.next.map(|at| {
-            let wait = at.duration_since(options.now).unsigned_abs();
-            Instant::now() + wait
-        });
         // The snapshot holds a copy of every watched object; release it before the patches.
         drop(observed);
-        self.remembered_patches = options.remembered_patches;
+        self.memory.remembered_patches = options.remembered_patches;
         let may_write = || {
             !self.shutdown.is_cancelled()
                 && *self.leader.borrow()
@@ -591,7 +578,12 @@ impl Controller {
         };
         // A patch the API server refused waits for its retry even when a pass covers everything.
         let now = Instant::now();
-        let deferred = |d: &Decision| self.patch_retry.get(&d.key()).is_some_and(|due| *due > now);
+        let deferred = |d: &Decision| {
+            self.memory
+                .patch_retry
+                .get(&d.key())
+                .is_some_and(|due| *due > now)
+        };
         let concurrency = self.args.max_concurrent_patches;
         let applied = act::act(&self.patcher, decisions, concurrency, &may_write, deferred).await;
         // Deleting is a write too: only while nothing holds writes.
@@ -610,7 +602,7 @@ impl Controller {
         now: Timestamp,
         window: SignedDuration,
     ) {
-        let memory = &mut self.remembered_patches;
+        let memory = &mut self.memory.remembered_patches;
         for a in applied {
             let d = &a.decision;
             let (Some(uid), true) = (

@@ -16,16 +16,16 @@ use crate::reason::Reason;
 impl Controller {
     pub(super) async fn report(&mut self, decided: PassFacts, applied: Vec<Applied>) {
         if let Some(live) = &decided.live {
-            self.results.retain(|k, _| live.contains(k));
-            self.backoff.retain(|k, _| live.contains(k));
-            self.conflicts.retain(|k, _| live.contains(k));
-            self.patch_retry.retain(|k, _| live.contains(k));
+            self.memory.results.retain(|k, _| live.contains(k));
+            self.memory.backoff.retain(|k, _| live.contains(k));
+            self.memory.conflicts.retain(|k, _| live.contains(k));
+            self.memory.patch_retry.retain(|k, _| live.contains(k));
         }
         for key in &decided.gone {
-            self.results.remove(key);
-            self.backoff.remove(key);
-            self.conflicts.remove(key);
-            self.patch_retry.remove(key);
+            self.memory.results.remove(key);
+            self.memory.backoff.remove(key);
+            self.memory.conflicts.remove(key);
+            self.memory.patch_retry.remove(key);
         }
         let mut all_done = true;
         let mut notices = Vec::new();
@@ -37,14 +37,14 @@ impl Controller {
                 continue;
             }
             if applied.outcome == Outcome::Conflict {
-                *self.conflicts.entry(key.clone()).or_default() += 1;
+                *self.memory.conflicts.entry(key.clone()).or_default() += 1;
             } else if applied.outcome != Outcome::Withheld {
-                self.conflicts.remove(&key);
+                self.memory.conflicts.remove(&key);
             }
             all_done &= self.count_outcome(&applied);
             let updated =
                 applied.decision.action == Action::Update && applied.outcome == Outcome::Patched;
-            let in_a_row = self.conflicts.get(&key).copied().unwrap_or(0);
+            let in_a_row = self.memory.conflicts.get(&key).copied().unwrap_or(0);
             let reported = reported(applied, in_a_row);
             if updated {
                 notices.push((reported.clone(), UPDATED));
@@ -56,12 +56,14 @@ impl Controller {
             }
             self.schedule_retry(&reported);
             if reported.reason == Reason::PatchFailed {
-                let due = self.backoff.get(&key).map(|(_, due)| *due);
-                self.patch_retry.extend(due.map(|due| (key.clone(), due)));
+                let due = self.memory.backoff.get(&key).map(|(_, due)| *due);
+                self.memory
+                    .patch_retry
+                    .extend(due.map(|due| (key.clone(), due)));
             } else {
-                self.patch_retry.remove(&key);
+                self.memory.patch_retry.remove(&key);
             }
-            self.results.insert(reported.key(), reported);
+            self.memory.results.insert(reported.key(), reported);
         }
         self.publish(notices);
         self.warn_of_legacy_pause();
@@ -72,14 +74,17 @@ impl Controller {
         }
         self.log_gate_change(decided.blocked.as_ref());
         self.track_hold(decided.blocked.as_ref());
-        self.last_blocked = decided.blocked;
-        self.last_selections = decided.selections;
+        self.memory.last_blocked = decided.blocked;
+        self.memory.last_selections = decided.selections;
         let golden = decided.golden.as_ref().map(|g| {
             let release = g.release_version.as_deref().unwrap_or("");
             (g.stream.stream.as_str(), release)
         });
-        self.metrics
-            .observe_plan(self.results.values(), self.last_blocked.as_ref(), golden);
+        self.metrics.observe_plan(
+            self.memory.results.values(),
+            self.memory.last_blocked.as_ref(),
+            golden,
+        );
         self.write_status().await;
         if all_done {
             self.metrics.last_sync.set(Timestamp::now().as_second());
@@ -111,17 +116,19 @@ impl Controller {
                 } else {
                     info!(kind, name = %d.name, "opted out: cleared the hot-loop guard");
                 }
-                self.backoff.remove(&d.key());
+                self.memory.backoff.remove(&d.key());
                 true
             }
             Outcome::Conflict => {
                 count("conflict");
-                let in_a_row = self.conflicts.get(&d.key()).copied().unwrap_or(0);
+                let in_a_row = self.memory.conflicts.get(&d.key()).copied().unwrap_or(0);
                 debug!(kind, name = %d.name, in_a_row, "object changed under us; re-planning");
                 // The store is usually one watch event behind: retry soon, then back off, and
                 // past CONFLICT_LIMIT in a row report the object (see `reported`).
                 let delay = CONFLICT_RETRY.saturating_mul(1 << in_a_row.min(CONFLICT_LIMIT));
-                self.backoff.insert(d.key(), (0, Instant::now() + delay));
+                self.memory
+                    .backoff
+                    .insert(d.key(), (0, Instant::now() + delay));
                 false
             }
             Outcome::Gone | Outcome::Withheld | Outcome::Deferred => false,
@@ -140,7 +147,7 @@ impl Controller {
         if reported.action != Action::Error {
             return false;
         }
-        let previous = self.results.get(&reported.key());
+        let previous = self.memory.results.get(&reported.key());
         let new_error =
             previous.is_none_or(|p| p.action != Action::Error || p.reason != reported.reason);
         if new_error {
@@ -154,7 +161,7 @@ impl Controller {
     /// The reason of a warning `reported` did not carry before; logged once, like errors.
     fn new_warning(&self, reported: &Decision) -> Option<Reason> {
         let warning = reported.warning.as_ref()?;
-        let previous = self.results.get(&reported.key());
+        let previous = self.memory.results.get(&reported.key());
         let before = previous.and_then(|p| p.warning.as_ref()).map(|w| w.reason);
         if before == Some(warning.reason) {
             return None;
@@ -169,16 +176,18 @@ impl Controller {
         let key = reported.key();
         match reported.action {
             Action::Error => {
-                let attempts = self.backoff.get(&key).map_or(0, |(n, _)| n + 1);
+                let attempts = self.memory.backoff.get(&key).map_or(0, |(n, _)| n + 1);
                 let delay = MIN_BACKOFF
                     .saturating_mul(1 << attempts.min(16))
                     .min(MAX_BACKOFF);
-                self.backoff.insert(key, (attempts, Instant::now() + delay));
+                self.memory
+                    .backoff
+                    .insert(key, (attempts, Instant::now() + delay));
             }
             // An update's retry, if any, was scheduled from its outcome.
             Action::Update => {}
             Action::Skip | Action::UpToDate => {
-                self.backoff.remove(&key);
+                self.memory.backoff.remove(&key);
             }
         }
     }
@@ -197,7 +206,7 @@ impl Controller {
             return;
         };
         let legacy = plan::pause_key(&mc.metadata) == Some(LEGACY_PAUSE_ANNOTATION);
-        if legacy && !self.legacy_pause_warned {
+        if legacy && !self.memory.legacy_pause_warned {
             let note = format!(
                 "boot image updates are paused by the deprecated annotation \
                  {LEGACY_PAUSE_ANNOTATION}; it will be ignored in the next release: annotate \
@@ -210,11 +219,11 @@ impl Controller {
             self.events
                 .publish_about_configuration(&mc.metadata, &DEPRECATED, &note);
         }
-        self.legacy_pause_warned = legacy;
+        self.memory.legacy_pause_warned = legacy;
     }
 
     fn log_gate_change(&self, blocked: Option<&Blocked>) {
-        let before = self.last_blocked.as_ref().map(|b| b.reason);
+        let before = self.memory.last_blocked.as_ref().map(|b| b.reason);
         if blocked.map(|b| b.reason) == before {
             return;
         }

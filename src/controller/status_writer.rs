@@ -23,11 +23,11 @@ impl Controller {
         let Some(mc) = self.stores.machine_configuration(name) else {
             return;
         };
-        let decisions: Vec<&Decision> = self.results.values().collect();
+        let decisions: Vec<&Decision> = self.memory.results.values().collect();
         let mut desired = status::desired(&status::StatusInput {
-            blocked: self.last_blocked.as_ref(),
+            blocked: self.memory.last_blocked.as_ref(),
             decisions: &decisions,
-            selections: &self.last_selections,
+            selections: &self.memory.last_selections,
             held: self.held(),
             // Read now rather than from the pass's snapshot: every patch of the pass has
             // returned, and a pause set meanwhile withheld the rest (see `act`).
@@ -35,6 +35,7 @@ impl Controller {
         });
         // The status the rest of OpenShift reads, only while we are the manager.
         let standing_down = self
+            .memory
             .last_blocked
             .as_ref()
             .is_some_and(|b| b.reason.stands_down());
@@ -51,11 +52,11 @@ impl Controller {
             .map(|s| s.extra.clone().into_iter().collect())
             .unwrap_or_default();
         // Until the watch delivers our own write, compare with what we wrote, not the stale copy.
-        if let Some((basis, written)) = &self.status_basis
+        if let Some((basis, written)) = &self.memory.status_basis
             && mc.metadata.resource_version.as_ref() == Some(basis)
         {
             current = written.clone();
-            if let Some(written) = &self.fields_written {
+            if let Some(written) = &self.memory.fields_written {
                 current_fields.extend(written.clone());
             }
         }
@@ -70,7 +71,7 @@ impl Controller {
                 .filter_map(|d| current.iter().find(|c| c.type_ == d.type_).cloned())
                 .collect(),
             None => {
-                self.status_dirty = false;
+                self.memory.status_dirty = false;
                 return;
             }
         };
@@ -80,19 +81,19 @@ impl Controller {
         let entries = fields.as_ref().map(BootImageFields::status_entries);
         match status::write(&self.configurations, name, &conditions, entries.as_ref()).await {
             Ok(()) => {
-                self.fields_written = entries;
+                self.memory.fields_written = entries;
                 let target = ["MachineConfiguration/status"];
                 self.metrics.writes.with_label_values(&target).inc();
-                self.last_status_write = Some(Instant::now());
-                self.status_dirty = false;
-                self.status_basis = mc.metadata.resource_version.map(|rv| (rv, conditions));
+                self.memory.last_status_write = Some(Instant::now());
+                self.memory.status_dirty = false;
+                self.memory.status_basis = mc.metadata.resource_version.map(|rv| (rv, conditions));
             }
             Err(e) => {
                 warn!(error = %e, "could not write MachineConfiguration status");
                 let target = ["MachineConfiguration/status"];
                 self.metrics.write_failures.with_label_values(&target).inc();
-                self.status_dirty = true;
-                self.last_status_write = Some(Instant::now());
+                self.memory.status_dirty = true;
+                self.memory.last_status_write = Some(Instant::now());
             }
         }
     }
@@ -145,7 +146,7 @@ impl Controller {
 
     /// How long the current hold that degrades when lasting has held, against its limit.
     pub(super) fn held(&self) -> Option<HeldFor> {
-        let since = self.hold_since?;
+        let since = self.memory.hold_since?;
         Some(HeldFor {
             duration: Timestamp::now().duration_since(since),
             limit: SignedDuration::try_from(self.args.hold_degrade_after)
@@ -157,11 +158,11 @@ impl Controller {
     /// the Progressing condition we wrote says since when it has been False for that reason.
     pub(super) fn track_hold(&mut self, blocked: Option<&Blocked>) {
         let Some(blocked) = blocked.filter(|b| b.reason.degrades_when_lasting()) else {
-            self.hold_since = None;
+            self.memory.hold_since = None;
             self.metrics.observe_hold(None);
             return;
         };
-        if self.hold_since.is_none() {
+        if self.memory.hold_since.is_none() {
             let name = &self.args.machine_configuration_name;
             let reported = self.stores.machine_configuration(name).and_then(|mc| {
                 let conditions = mc.status?.conditions?;
@@ -172,7 +173,7 @@ impl Controller {
                     && Reason::of(Category::Hold).any(|r| r.as_str() == progressing.reason);
                 holding.then_some(progressing.last_transition_time.0)
             });
-            self.hold_since = Some(reported.unwrap_or_else(Timestamp::now));
+            self.memory.hold_since = Some(reported.unwrap_or_else(Timestamp::now));
         }
         let exceeded = self.held().is_some_and(|h| h.exceeded());
         self.metrics
@@ -189,10 +190,11 @@ impl Controller {
                 .is_none_or(|o| o.status != c.status || o.reason != c.reason)
         });
         let recent = self
+            .memory
             .last_status_write
             .is_some_and(|t| t.elapsed() < STATUS_MIN_INTERVAL);
         if recent && !flips {
-            self.status_dirty = true;
+            self.memory.status_dirty = true;
             return true;
         }
         false

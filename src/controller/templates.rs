@@ -17,6 +17,8 @@ use crate::plan::infrastructure::{self, AWS_MACHINE_TEMPLATE, Collectable, Templ
 pub(super) struct TemplateCollector {
     templates: Api<DynamicObject>,
     grace: jiff::SignedDuration,
+    /// When an unused template of ours leaves its grace period: a full pass then deletes it.
+    pub due: Option<tokio::time::Instant>,
 }
 
 impl TemplateCollector {
@@ -28,6 +30,7 @@ impl TemplateCollector {
                 &infrastructure::api_resource(),
             ),
             grace: jiff::SignedDuration::try_from(grace).unwrap_or(jiff::SignedDuration::ZERO),
+            due: None,
         }
     }
 
@@ -35,7 +38,7 @@ impl TemplateCollector {
     /// from one pass's snapshot; none while one of them cannot be read (what it references is
     /// unknown).
     pub fn candidates<A: MachineObject, B: MachineObject>(
-        &self,
+        &mut self,
         templates: &Templates,
         machine_sets: &[Arc<Lenient<A>>],
         machine_deployments: &[Arc<Lenient<B>>],
@@ -46,12 +49,13 @@ impl TemplateCollector {
         else {
             return Collectable::default();
         };
-        infrastructure::unused_copies(
-            templates,
-            sets.into_iter().chain(deployments),
-            now,
-            self.grace,
-        )
+        let references = sets.into_iter().chain(deployments);
+        let collectable = infrastructure::unused_copies(templates, references, now, self.grace);
+        self.due = collectable.next.map(|at| {
+            let wait = at.duration_since(now).unsigned_abs();
+            tokio::time::Instant::now() + wait
+        });
+        collectable
     }
 
     pub async fn collect(&self, unused: Vec<Unused>) {
