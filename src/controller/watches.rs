@@ -268,7 +268,7 @@ where
         + 'static,
 {
     let (store, writer) = reflector::store();
-    let mut health = WatchHealth::new(kind.kind());
+    let mut health = WatchHealth::new(kind.label());
     let stream = watcher(api, config)
         .backoff(health.backoff.clone())
         .modify(Lenient::keep_only_what_the_planner_reads)
