@@ -33,20 +33,23 @@ async fn migrated_cluster(test: &str) -> TestEnv {
     mirror["spec"]["authoritativeAPI"] = json!("ClusterAPI");
     mirror["status"] = json!({"authoritativeAPI": "ClusterAPI"});
     env.apply(mirror).await;
+    let capi = cluster_api_namespace(&env).await;
+    env.apply(cluster_api::machine_set(&capi, "worker-a", "worker-a"))
+        .await;
+    env
+}
+
+/// The test's Cluster API namespace, with an Ignition 3 bootstrap secret and the 4.20 template
+/// `worker-a`; returns its name.
+async fn cluster_api_namespace(env: &TestEnv) -> String {
     let capi = env.cluster_api_ns();
     env.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": capi}}))
         .await;
     env.apply(stub_secret(&capi, "worker-user-data", "3.4.0"))
         .await;
-    env.apply(cluster_api::aws_machine_template(
-        &capi,
-        "worker-a",
-        AMI_420_US_EAST_1,
-    ))
-    .await;
-    env.apply(cluster_api::machine_set(&capi, "worker-a", "worker-a"))
-        .await;
-    env
+    let template = cluster_api::aws_machine_template(&capi, "worker-a", AMI_420_US_EAST_1);
+    env.apply(template).await;
+    capi
 }
 
 async fn object(env: &TestEnv, (api_version, kind): (&str, &str), name: &str) -> Option<Value> {
@@ -167,17 +170,7 @@ async fn a_paused_cluster_api_mirror_is_left_to_its_machine_api_machine_set() {
     let env = TestEnv::new("capi-paused").await;
     env.aws_cluster("4.21.0", &stream_421(), None).await;
     env.remember_images(&[AMI_420_US_EAST_1]).await;
-    let capi = env.cluster_api_ns();
-    env.apply(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": capi}}))
-        .await;
-    env.apply(stub_secret(&capi, "worker-user-data", "3.4.0"))
-        .await;
-    env.apply(cluster_api::aws_machine_template(
-        &capi,
-        "worker-a",
-        AMI_420_US_EAST_1,
-    ))
-    .await;
+    let capi = cluster_api_namespace(&env).await;
     let mut paused = cluster_api::machine_set(&capi, "worker-a", "worker-a");
     paused["metadata"]["annotations"] = json!({"cluster.x-k8s.io/paused": ""});
     env.apply(paused).await;

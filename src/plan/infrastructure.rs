@@ -343,6 +343,20 @@ mod tests {
         }
     }
 
+    /// The view of the AWS template `name` among `all`, with no region or secret.
+    fn aws_view<'a>(all: &'a Templates, name: &str) -> TemplateView<'a> {
+        let reference = reference("AWSMachineTemplate", name);
+        view(Some(&reference), all, None, None, None).expect("a view")
+    }
+
+    fn ami_change(to: &str) -> FieldChange {
+        FieldChange {
+            pointer: "/ami/id".into(),
+            from: json!("ami-old"),
+            to: json!(to),
+        }
+    }
+
     #[test]
     fn the_view_reads_the_template_as_the_aws_rule_reads_a_provider_spec() {
         let all = templates(&[template("worker-a", "ami-old")]);
@@ -379,26 +393,13 @@ mod tests {
     #[test]
     fn other_kinds_are_skipped_and_missing_templates_are_errors() {
         let all = templates(&[template("worker-a", "ami-old")]);
-        let gcp = view(
-            Some(&reference("GCPMachineTemplate", "worker-a")),
-            &all,
-            None,
-            None,
-            None,
-        )
-        .unwrap_err();
+        let refused = |kind, name| view(Some(&reference(kind, name)), &all, None, None, None);
+        let gcp = refused("GCPMachineTemplate", "worker-a").unwrap_err();
         assert_eq!(
             (gcp.error, gcp.reason),
             (false, Reason::InfrastructureTemplateNotSupported)
         );
-        let missing = view(
-            Some(&reference("AWSMachineTemplate", "gone")),
-            &all,
-            None,
-            None,
-            None,
-        )
-        .unwrap_err();
+        let missing = refused("AWSMachineTemplate", "gone").unwrap_err();
         assert_eq!(
             (missing.error, missing.reason),
             (true, Reason::InfrastructureTemplateMissing)
@@ -411,20 +412,11 @@ mod tests {
     #[test]
     fn a_copy_carries_the_new_image_and_the_sources_labels_but_not_its_identity() {
         let all = templates(&[template("worker-a", "ami-old")]);
-        let view = view(
-            Some(&reference("AWSMachineTemplate", "worker-a")),
-            &all,
-            None,
-            None,
-            None,
-        )
-        .unwrap();
-        let change = FieldChange {
-            pointer: "/ami/id".into(),
-            from: json!("ami-old"),
-            to: json!("ami-new"),
-        };
-        let copy = copy(&view, &[change], Some("9.6.20251023-0"));
+        let copy = copy(
+            &aws_view(&all, "worker-a"),
+            &[ami_change("ami-new")],
+            Some("9.6.20251023-0"),
+        );
         assert_eq!(copy.from, "worker-a");
         assert!(
             copy.to.starts_with("worker-a-9.6.20251023-0-"),
@@ -469,57 +461,23 @@ mod tests {
 
     #[test]
     fn a_copy_of_a_copy_is_named_after_the_original_and_names_are_deterministic() {
-        let change = |to: &str| FieldChange {
-            pointer: "/ami/id".into(),
-            from: json!("x"),
-            to: json!(to),
-        };
         let all = templates(&[template("worker-a", "ami-old")]);
-        let first = {
-            let v = view(
-                Some(&reference("AWSMachineTemplate", "worker-a")),
-                &all,
-                None,
-                None,
-                None,
+        let copy_to = |ami: &str| {
+            copy(
+                &aws_view(&all, "worker-a"),
+                &[ami_change(ami)],
+                Some("9.6.1"),
             )
-            .unwrap();
-            copy(&v, &[change("ami-new")], Some("9.6.1"))
         };
-        let again = {
-            let v = view(
-                Some(&reference("AWSMachineTemplate", "worker-a")),
-                &all,
-                None,
-                None,
-                None,
-            )
-            .unwrap();
-            copy(&v, &[change("ami-new")], Some("9.6.1"))
-        };
-        assert_eq!(first, again);
-        let other_image = {
-            let v = view(
-                Some(&reference("AWSMachineTemplate", "worker-a")),
-                &all,
-                None,
-                None,
-                None,
-            )
-            .unwrap();
-            copy(&v, &[change("ami-other")], Some("9.6.1"))
-        };
-        assert_ne!(first.to, other_image.to);
+        let first = copy_to("ami-new");
+        assert_eq!(first, copy_to("ami-new"));
+        assert_ne!(first.to, copy_to("ami-other").to);
         let all = templates(std::slice::from_ref(&first.object));
-        let v = view(
-            Some(&reference("AWSMachineTemplate", &first.to)),
-            &all,
-            None,
-            None,
-            None,
-        )
-        .unwrap();
-        let second = copy(&v, &[change("ami-next")], Some("9.8.2"));
+        let second = copy(
+            &aws_view(&all, &first.to),
+            &[ami_change("ami-next")],
+            Some("9.8.2"),
+        );
         assert!(second.to.starts_with("worker-a-9.8.2-"), "{}", second.to);
         assert_eq!(second.from, first.to);
     }
