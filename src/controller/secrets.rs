@@ -7,7 +7,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use futures::StreamExt;
 use kube::Client;
 use kube::api::Api;
 use kube::runtime::reflector::{self, Store};
@@ -17,7 +16,7 @@ use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
 use super::watch_backoff::WatchHealth;
-use super::watches::{Trigger, drop_managed_fields};
+use super::watches::{Trigger, drop_managed_fields, re_plan_all_on_change};
 use crate::api::Secret;
 
 /// How long a pass waits for a new secret watch to list before treating the secret as absent.
@@ -88,37 +87,13 @@ impl SecretWatches {
     fn start(&self, name: &str) -> SecretWatch {
         let (store, writer) = reflector::store();
         let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
-        let mut health = WatchHealth::new(format!("Secret {name}"));
+        let health = WatchHealth::new(format!("Secret {name}"));
         let stream = watcher(self.api.clone(), config)
             .backoff(health.backoff.clone())
             .modify(drop_managed_fields)
             .reflect(writer);
-        let tx = self.tx.clone();
-        let task = tokio::spawn(async move {
-            futures::pin_mut!(stream);
-            let mut listed = false;
-            while let Some(event) = stream.next().await {
-                match event {
-                    // The first list is awaited by `ensure`; later changes re-plan all.
-                    Ok(watcher::Event::InitDone) if !listed => {
-                        health.progressed();
-                        listed = true;
-                    }
-                    Ok(
-                        watcher::Event::Apply(_)
-                        | watcher::Event::Delete(_)
-                        | watcher::Event::InitDone,
-                    ) => {
-                        health.progressed();
-                        if tx.send(Trigger::All).is_err() {
-                            return;
-                        }
-                    }
-                    Ok(_) => {}
-                    Err(e) => health.failed(&e),
-                }
-            }
-        });
+        // The first list is awaited by `ensure`; later changes re-plan all.
+        let task = tokio::spawn(re_plan_all_on_change(stream, health, self.tx.clone(), true));
         SecretWatch { store, task }
     }
 

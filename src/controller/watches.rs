@@ -211,30 +211,41 @@ async fn cluster_api(
 fn spawn_templates(api: Api<DynamicObject>, tx: &UnboundedSender<Trigger>) -> Store<DynamicObject> {
     let writer = reflector::store::Writer::new(plan::infrastructure::api_resource());
     let store = writer.as_reader();
-    let mut health = WatchHealth::new(plan::infrastructure::AWS_MACHINE_TEMPLATE);
+    let health = WatchHealth::new(plan::infrastructure::AWS_MACHINE_TEMPLATE);
     let stream = watcher(api, watcher::Config::default())
         .backoff(health.backoff.clone())
         .modify(drop_managed_fields)
         .reflect(writer);
-    let tx = tx.clone();
-    tokio::spawn(async move {
-        futures::pin_mut!(stream);
-        while let Some(event) = stream.next().await {
-            match event {
-                Ok(
-                    watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone,
-                ) => {
-                    health.progressed();
-                    if tx.send(Trigger::All).is_err() {
-                        return;
-                    }
-                }
-                Ok(_) => {}
-                Err(e) => health.failed(&e),
-            }
-        }
-    });
+    tokio::spawn(re_plan_all_on_change(stream, health, tx.clone(), false));
     store
+}
+
+/// Drives a watch any change of which re-plans everything, telling `health` of progress and
+/// failures. With `quiet_first_list`, the end of the first list triggers nothing: the caller
+/// awaits it itself.
+pub(super) async fn re_plan_all_on_change<K>(
+    stream: impl futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
+    mut health: WatchHealth,
+    tx: UnboundedSender<Trigger>,
+    mut quiet_first_list: bool,
+) {
+    futures::pin_mut!(stream);
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(watcher::Event::InitDone) if quiet_first_list => {
+                health.progressed();
+                quiet_first_list = false;
+            }
+            Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone) => {
+                health.progressed();
+                if tx.send(Trigger::All).is_err() {
+                    return;
+                }
+            }
+            Ok(_) => {}
+            Err(e) => health.failed(&e),
+        }
+    }
 }
 
 async fn installed<K>(api: Api<K>, params: ListParams) -> bool
