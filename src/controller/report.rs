@@ -269,6 +269,11 @@ fn reported(applied: Applied, conflicts_in_a_row: u32) -> Decision {
         mut decision,
         outcome,
     } = applied;
+    // Sent or not, the operations are not reported: what is kept of a decision until the next
+    // pass (status, Events, metrics) is its outcome. At 10,000 MachineSets the patches and
+    // template copies kept would be tens of megabytes.
+    decision.patch = Vec::new();
+    decision.infrastructure_template = None;
     if decision.action != Action::Update {
         return decision;
     }
