@@ -31,6 +31,7 @@ use crate::ec2::{AmiFacts, AmiOrigin, Consulted, Ec2Facts};
 use crate::known_images::KnownImages;
 use crate::machine_kind::MachineObject;
 use crate::metrics::Metrics;
+use crate::plan::infrastructure;
 use crate::platform::Platform;
 
 /// The Secret of `--machine-api-namespace` holding the machine API's AWS credentials.
@@ -441,18 +442,18 @@ pub(super) fn wanted(observed: &Observation, known: &KnownImages) -> BTreeSet<(S
     if !on_aws(observed.snapshot.infrastructure.as_ref()) {
         return BTreeSet::new();
     }
-    let region = (observed.snapshot.infrastructure.as_ref())
-        .and_then(|i| i.status.as_ref()?.platform_status.as_ref()?.aws.as_ref())
-        .and_then(|aws| aws.region.as_deref());
+    let region = infrastructure::region(observed.snapshot.infrastructure.as_ref());
     let templates = &observed.snapshot.infrastructure_templates;
-    let cluster_api: Vec<Value> =
-        template_views(&observed.cluster_api_machine_sets, templates, region)
-            .chain(template_views(
-                &observed.cluster_api_machine_deployments,
-                templates,
-                region,
-            ))
-            .collect();
+    let sets = (observed.cluster_api_machine_sets.iter()).filter_map(|o| o.parsed.as_ref().ok());
+    let deployments =
+        (observed.cluster_api_machine_deployments.iter()).filter_map(|o| o.parsed.as_ref().ok());
+    let cluster_api: Vec<Value> = infrastructure::provider_spec_views(sets, templates, region)
+        .chain(infrastructure::provider_spec_views(
+            deployments,
+            templates,
+            region,
+        ))
+        .collect();
     let specs = (observed.machine_sets.iter())
         .filter_map(|o| provider_spec(o.parsed.as_ref().ok()?))
         .chain(
@@ -461,20 +462,6 @@ pub(super) fn wanted(observed: &Observation, known: &KnownImages) -> BTreeSet<(S
         )
         .chain(&cluster_api);
     crate::ec2::amis_to_ask(specs, known)
-}
-
-/// Cluster API objects' templates as the AWS rule reads them (see `plan::infrastructure`).
-fn template_views<'a, M: MachineObject>(
-    objects: &'a [std::sync::Arc<super::lenient::Lenient<M>>],
-    templates: &'a crate::plan::infrastructure::Templates,
-    region: Option<&'a str>,
-) -> impl Iterator<Item = Value> + 'a {
-    objects.iter().filter_map(move |o| {
-        let object = o.parsed.as_ref().ok()?;
-        let reference = object.infrastructure_ref();
-        let view = crate::plan::infrastructure::view(reference, templates, region, None, None);
-        view.ok()?.template.spec.provider_spec.value
-    })
 }
 
 /// Whether the Infrastructure says AWS: EC2 is asked nothing elsewhere.

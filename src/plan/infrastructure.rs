@@ -48,6 +48,26 @@ pub fn api_resource() -> kube::core::ApiResource {
 /// The infrastructure templates of the Cluster API namespace, by kind and name, as served.
 pub type Templates = BTreeMap<(String, String), Value>;
 
+/// The cluster's AWS region (`status.platformStatus.aws.region` of the Infrastructure), which
+/// Cluster API templates do not name.
+pub fn region(infrastructure: Option<&crate::api::Infrastructure>) -> Option<&str> {
+    let status = infrastructure?.status.as_ref()?.platform_status.as_ref()?;
+    status.aws.as_ref()?.region.as_deref()
+}
+
+/// What the AWS rule reads of the templates `objects` reference, for the EC2 look-ups of the
+/// controller and of `plan --ec2-lookup`.
+pub fn provider_spec_views<'a, M: crate::machine_kind::MachineObject + 'a>(
+    objects: impl IntoIterator<Item = &'a M> + 'a,
+    templates: &'a Templates,
+    region: Option<&'a str>,
+) -> impl Iterator<Item = Value> + 'a {
+    objects.into_iter().filter_map(move |object| {
+        let view = view(object.infrastructure_ref(), templates, region, None, None);
+        view.ok()?.template.spec.provider_spec.value
+    })
+}
+
 /// A Cluster API MachineSet's template, seen as the AWS rule reads a provider spec.
 #[derive(Clone, Debug)]
 pub struct TemplateView<'a> {
@@ -509,6 +529,21 @@ mod tests {
         );
         assert_eq!(unused[0].uid.as_deref(), Some("u-1"));
         assert_eq!(unused[0].resource_version.as_deref(), Some("7"));
+    }
+
+    #[test]
+    fn ec2_is_asked_about_the_amis_of_the_templates_that_exist() {
+        let all = templates(&[template("worker-a", "ami-old")]);
+        let machine_set = |template: &str| -> crate::api::ClusterApiMachineSet {
+            let ms = crate::testkit::cluster_api::machine_set("ns", "m", template);
+            serde_json::from_value(ms).unwrap()
+        };
+        let objects = [machine_set("worker-a"), machine_set("gone")];
+        let views: Vec<Value> = provider_spec_views(&objects, &all, Some("us-east-1")).collect();
+        assert_eq!(
+            views,
+            [json!({"ami": {"id": "ami-old"}, "placement": {"region": "us-east-1"}})]
+        );
     }
 
     #[test]

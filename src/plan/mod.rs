@@ -258,9 +258,7 @@ impl<'a> Planner<'a> {
         &'s self,
         object: &'s M,
     ) -> Result<infrastructure::TemplateView<'s>, infrastructure::Unjudgeable> {
-        let region = (self.snapshot.infrastructure.as_ref())
-            .and_then(|i| i.status.as_ref()?.platform_status.as_ref()?.aws.as_ref())
-            .and_then(|aws| aws.region.as_deref());
+        let region = infrastructure::region(self.snapshot.infrastructure.as_ref());
         infrastructure::view(
             object.infrastructure_ref(),
             &self.snapshot.infrastructure_templates,
