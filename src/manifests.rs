@@ -12,6 +12,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
@@ -368,7 +369,7 @@ impl Objects {
                     let kind = crate::plan::infrastructure::AWS_MACHINE_TEMPLATE.to_string();
                     cluster
                         .infrastructure_templates
-                        .insert((kind, key.name), found.object);
+                        .insert((kind, key.name.clone()), Arc::new(typed(&key, found)?));
                 }
                 Kind::MachineConfiguration => {
                     cluster.machine_configuration = Some(typed_with_spec(&key, found)?);

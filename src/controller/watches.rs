@@ -535,11 +535,11 @@ impl Stores {
         cluster_api
             .templates
             .state()
-            .iter()
+            .into_iter()
             .filter_map(|t| {
                 let name = t.metadata.name.clone()?;
                 let kind = plan::infrastructure::AWS_MACHINE_TEMPLATE.to_string();
-                Some(((kind, name), serde_json::to_value(t.as_ref()).ok()?))
+                Some(((kind, name), t))
             })
             .collect()
     }

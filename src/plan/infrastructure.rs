@@ -15,10 +15,15 @@
 
 use std::collections::BTreeMap;
 
+use std::sync::Arc;
+
+use kube::api::DynamicObject;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use crate::api::{InfrastructureRef, MachineSpec, MachineTemplate, ProviderSpec, TemplateMetadata};
+use crate::api::{
+    InfrastructureRef, MachineSpec, MachineTemplate, ObjectMeta, ProviderSpec, TemplateMetadata,
+};
 use crate::platform::FieldChange;
 use crate::reason::Reason;
 
@@ -45,8 +50,9 @@ pub fn api_resource() -> kube::core::ApiResource {
     kube::core::ApiResource::from_gvk_with_plural(&gvk, "awsmachinetemplates")
 }
 
-/// The infrastructure templates of the Cluster API namespace, by kind and name, as served.
-pub type Templates = BTreeMap<(String, String), Value>;
+/// The infrastructure templates of the Cluster API namespace, by kind and name, as served and
+/// shared with the watch store (never copied per pass).
+pub type Templates = BTreeMap<(String, String), Arc<DynamicObject>>;
 
 /// The cluster's AWS region (`status.platformStatus.aws.region` of the Infrastructure), which
 /// Cluster API templates do not name.
@@ -72,7 +78,7 @@ pub fn provider_spec_views<'a, M: crate::machine_kind::MachineObject + 'a>(
 #[derive(Clone, Debug)]
 pub struct TemplateView<'a> {
     pub template: MachineTemplate,
-    pub source: &'a Value,
+    pub source: &'a DynamicObject,
     pub source_name: &'a str,
 }
 
@@ -127,7 +133,7 @@ pub fn view<'a>(
             ),
         ));
     };
-    let machine = source.pointer(MACHINE_SPEC_POINTER);
+    let machine = source.data.pointer(MACHINE_SPEC_POINTER);
     let mut spec = Map::new();
     if let Some(ami) = machine.and_then(|m| m.get("ami")) {
         spec.insert("ami".into(), ami.clone());
@@ -177,13 +183,9 @@ pub fn copy(
     release: Option<&str>,
 ) -> TemplateCopy {
     let source = view.source;
-    let original = source
-        .pointer(&format!(
-            "/metadata/annotations/{}",
-            COPIED_FROM_ANNOTATION.replace('/', "~1")
-        ))
-        .and_then(Value::as_str)
-        .unwrap_or(view.source_name);
+    let original = (source.metadata.annotations.as_ref())
+        .and_then(|a| a.get(COPIED_FROM_ANNOTATION))
+        .map_or(view.source_name, String::as_str);
     let targets: Vec<&Value> = changes.iter().map(|c| &c.to).collect();
     let name = copy_name(
         original,
@@ -191,11 +193,12 @@ pub fn copy(
         &serde_json::to_string(&targets).unwrap_or_default(),
     );
 
+    let types = source.types.as_ref();
     let mut object = json!({
-        "apiVersion": source.get("apiVersion").cloned().unwrap_or(Value::Null),
-        "kind": source.get("kind").cloned().unwrap_or(Value::Null),
-        "metadata": copied_metadata(source.get("metadata"), &name, original),
-        "spec": source.get("spec").cloned().unwrap_or_else(|| json!({})),
+        "apiVersion": types.map(|t| t.api_version.as_str()),
+        "kind": types.map(|t| t.kind.as_str()),
+        "metadata": copied_metadata(&source.metadata, &name, original),
+        "spec": source.data.get("spec").cloned().unwrap_or_else(|| json!({})),
     });
     for change in changes {
         let pointer = format!("{MACHINE_SPEC_POINTER}{}", change.pointer);
@@ -213,29 +216,22 @@ pub fn copy(
 
 /// The copied metadata: the identity and bookkeeping of the source dropped, its labels,
 /// annotations and owner references kept, and ours added.
-fn copied_metadata(source: Option<&Value>, name: &str, original: &str) -> Value {
-    let field = |key: &str| source.and_then(|m| m.get(key)).cloned();
-    let mut labels = field("labels").unwrap_or_else(|| json!({}));
-    if let Some(labels) = labels.as_object_mut() {
-        labels.insert(CREATED_BY_LABEL.into(), CREATED_BY_VALUE.into());
-    }
-    let mut annotations = field("annotations").unwrap_or_else(|| json!({}));
-    if let Some(annotations) = annotations.as_object_mut() {
-        // What `kubectl apply` remembers of the source is not true of the copy.
-        annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
-        annotations.insert(COPIED_FROM_ANNOTATION.into(), original.into());
-    }
-    let mut metadata = json!({
-        "name": name,
-        "labels": labels,
-        "annotations": annotations,
-    });
-    for key in ["namespace", "ownerReferences"] {
-        if let Some(value) = field(key) {
-            metadata[key] = value;
-        }
-    }
-    metadata
+fn copied_metadata(source: &ObjectMeta, name: &str, original: &str) -> Value {
+    let mut labels = source.labels.clone().unwrap_or_default();
+    labels.insert(CREATED_BY_LABEL.into(), CREATED_BY_VALUE.into());
+    let mut annotations = source.annotations.clone().unwrap_or_default();
+    // What `kubectl apply` remembers of the source is not true of the copy.
+    annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+    annotations.insert(COPIED_FROM_ANNOTATION.into(), original.into());
+    let copied = ObjectMeta {
+        name: Some(name.to_string()),
+        namespace: source.namespace.clone(),
+        labels: Some(labels),
+        annotations: Some(annotations),
+        owner_references: source.owner_references.clone(),
+        ..ObjectMeta::default()
+    };
+    serde_json::to_value(copied).unwrap_or_else(|_| json!({"name": name}))
 }
 
 /// `<original>-<release>-<digest>`, within the 253 characters of a DNS subdomain name.
@@ -291,18 +287,16 @@ pub fn unused_copies<'a>(
     let referenced: std::collections::BTreeSet<&str> = references.into_iter().collect();
     let mut collectable = Collectable::default();
     for template in templates.values() {
-        let text = |pointer: &str| template.pointer(pointer).and_then(Value::as_str);
-        let label = format!("/metadata/labels/{}", CREATED_BY_LABEL.replace('/', "~1"));
-        let Some(name) = text("/metadata/name") else {
+        let meta = &template.metadata;
+        let Some(name) = meta.name.as_deref() else {
             continue;
         };
-        if text(&label) != Some(CREATED_BY_VALUE) || referenced.contains(name) {
+        let label = meta.labels.as_ref().and_then(|l| l.get(CREATED_BY_LABEL));
+        if label.map(String::as_str) != Some(CREATED_BY_VALUE) || referenced.contains(name) {
             continue;
         }
-        // Without a readable creation time the grace cannot be told: kept.
-        let Some(created) =
-            text("/metadata/creationTimestamp").and_then(|c| c.parse::<jiff::Timestamp>().ok())
-        else {
+        // Without a creation time the grace cannot be told: kept.
+        let Some(created) = meta.creation_timestamp.as_ref().map(|t| t.0) else {
             continue;
         };
         let deletable_at = created + grace;
@@ -315,8 +309,8 @@ pub fn unused_copies<'a>(
         }
         collectable.unused.push(Unused {
             name: name.to_string(),
-            uid: text("/metadata/uid").map(String::from),
-            resource_version: text("/metadata/resourceVersion").map(String::from),
+            uid: meta.uid.clone(),
+            resource_version: meta.resource_version.clone(),
         });
     }
     collectable
@@ -349,7 +343,7 @@ mod tests {
                     o["kind"].as_str().unwrap().into(),
                     o["metadata"]["name"].as_str().unwrap().into(),
                 );
-                (key, o.clone())
+                (key, Arc::new(serde_json::from_value(o.clone()).unwrap()))
             })
             .collect()
     }

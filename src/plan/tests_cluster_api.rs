@@ -1,6 +1,8 @@
 //! The planner on Cluster API MachineSets and on Machine API MachineSets whose authoritative
 //! API is Cluster API.
 
+use std::sync::Arc;
+
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
@@ -44,8 +46,11 @@ fn cluster() -> ClusterSnapshot {
         control_plane_nodes: [("m0".into(), Some("amd64".into()))].into(),
         // The 4.20 AMIs, remembered as CoreOS AMIs when that stream was golden.
         known_images: objects::AMIS_420.iter().map(|a| a.to_string()).collect(),
-        infrastructure_templates: [(("AWSMachineTemplate".into(), "worker-a".into()), template)]
-            .into(),
+        infrastructure_templates: [(
+            ("AWSMachineTemplate".into(), "worker-a".into()),
+            Arc::new(typed(template)),
+        )]
+        .into(),
         ..Default::default()
     }
 }
@@ -121,9 +126,10 @@ fn a_template_on_the_golden_ami_is_up_to_date_and_nothing_is_written() {
     let mut cluster = cluster();
     let current =
         cluster_api::aws_machine_template(CLUSTER_API_NAMESPACE, "worker-a", AMI_421_US_EAST_1);
-    cluster
-        .infrastructure_templates
-        .insert(("AWSMachineTemplate".into(), "worker-a".into()), current);
+    cluster.infrastructure_templates.insert(
+        ("AWSMachineTemplate".into(), "worker-a".into()),
+        Arc::new(typed(current)),
+    );
     let decided = decide(&cluster, worker_a());
     assert_eq!(decided.action, Action::UpToDate, "{decided:?}");
     assert!(decided.patch.is_empty() && decided.infrastructure_template.is_none());
