@@ -257,8 +257,11 @@ impl MachineObject for MachineSet {
     fn machine_template(&self) -> Option<&MachineTemplate> {
         Some(&self.spec.template)
     }
-    /// The status says which API acts now (the migration controller writes it); a spec asking
-    /// for Cluster API while the status still says Machine API is a handover about to start.
+    /// The status says which API acts now; a spec asking for Cluster API while the status is
+    /// empty or still Machine API is a handover about to start. The migration controller sets
+    /// an empty status straight to the spec's value, and otherwise moves it through `Migrating`
+    /// to the spec's (openshift/cluster-capi-operator,
+    /// pkg/controllers/machinesetmigration/machineset_migration_controller.go).
     fn authority(&self) -> Authority {
         let status = (self.status.as_ref()).and_then(|s| s.authoritative_api.as_deref());
         let spec = self.spec.authoritative_api.as_deref();
