@@ -566,6 +566,7 @@ impl Controller {
             &observed.snapshot.infrastructure_templates,
             &observed.cluster_api_machine_sets,
             &observed.cluster_api_machine_deployments,
+            &decisions,
             options.now,
         );
         // The snapshot holds a copy of every watched object; release it before the patches.

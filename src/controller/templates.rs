@@ -12,6 +12,7 @@ use tracing::{info, warn};
 
 use super::lenient::Lenient;
 use crate::machine_kind::MachineObject;
+use crate::plan::Decision;
 use crate::plan::infrastructure::{self, AWS_MACHINE_TEMPLATE, Collectable, Templates, Unused};
 
 pub(super) struct TemplateCollector {
@@ -36,12 +37,15 @@ impl TemplateCollector {
 
     /// Our templates that no Cluster API MachineSet or MachineDeployment references, judged
     /// from one pass's snapshot; none while one of them cannot be read (what it references is
-    /// unknown).
+    /// unknown). The templates `decisions` are about to point MachineSets at count as
+    /// referenced: a copy left over from an earlier attempt is reused by the create that
+    /// precedes the patch, and the snapshot does not show the MachineSet on it yet.
     pub fn candidates<A: MachineObject, B: MachineObject>(
         &mut self,
         templates: &Templates,
         machine_sets: &[Arc<Lenient<A>>],
         machine_deployments: &[Arc<Lenient<B>>],
+        decisions: &[Decision],
         now: jiff::Timestamp,
     ) -> Collectable {
         let (Some(sets), Some(deployments)) =
@@ -49,7 +53,11 @@ impl TemplateCollector {
         else {
             return Collectable::default();
         };
-        let references = sets.into_iter().chain(deployments);
+        let planned = decisions
+            .iter()
+            .filter_map(|d| d.infrastructure_template.as_ref())
+            .map(|copy| copy.to.as_str());
+        let references = sets.into_iter().chain(deployments).chain(planned);
         let collectable = infrastructure::unused_copies(templates, references, now, self.grace);
         self.due = collectable.next.map(|at| {
             let wait = at.duration_since(now).unsigned_abs();
@@ -95,4 +103,53 @@ fn references<M: MachineObject>(objects: &[Arc<Lenient<M>>]) -> Option<Vec<&str>
         }
     }
     Some(names)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{ClusterApiMachineDeployment, ClusterApiMachineSet};
+    use crate::plan::Action;
+    use crate::plan::infrastructure::{CREATED_BY_LABEL, CREATED_BY_VALUE, TemplateCopy};
+    use crate::reason::Reason;
+    use crate::testkit::cluster_api::aws_machine_template;
+    use crate::testkit::decisions::decision;
+
+    fn moving_to(template: &str) -> Decision {
+        let mut d = decision("worker-a", Action::Update, Reason::BootImageOutdated);
+        d.infrastructure_template = Some(TemplateCopy {
+            kind: AWS_MACHINE_TEMPLATE.to_string(),
+            from: "worker-a".to_string(),
+            to: template.to_string(),
+            object: serde_json::Value::Null,
+        });
+        d
+    }
+
+    #[tokio::test]
+    async fn a_copy_this_pass_moves_a_machine_set_to_is_not_collected() {
+        // A copy made long ago whose patch never went through: unreferenced, past its grace.
+        let name = "worker-a-4-21";
+        let mut copy = aws_machine_template("openshift-cluster-api", name, "ami-new");
+        copy["metadata"]["labels"] = serde_json::json!({CREATED_BY_LABEL: CREATED_BY_VALUE});
+        copy["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z".into();
+        let object: DynamicObject = serde_json::from_value(copy).unwrap();
+        let key = ("openshift-cluster-api".to_string(), name.to_string());
+        let templates: Templates = [(key, Arc::new(object))].into();
+        let now = "2026-02-01T00:00:00Z".parse().unwrap();
+        let sets: Vec<Arc<Lenient<ClusterApiMachineSet>>> = vec![];
+        let deployments: Vec<Arc<Lenient<ClusterApiMachineDeployment>>> = vec![];
+        // Never contacted: judging candidates reads only the snapshot.
+        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+        let client = Client::try_from(config).unwrap();
+        let grace = std::time::Duration::from_secs(600);
+        let mut collector = TemplateCollector::new(&client, "openshift-cluster-api", grace);
+        let mut unused = |decisions: &[Decision]| {
+            let found = collector.candidates(&templates, &sets, &deployments, decisions, now);
+            found.unused.into_iter().map(|u| u.name).collect::<Vec<_>>()
+        };
+
+        assert_eq!(unused(&[moving_to("worker-b-4-21")]), [name]);
+        assert!(unused(&[moving_to(name)]).is_empty());
+    }
 }
