@@ -407,7 +407,9 @@ struct Memory {
     /// When an object whose patch failed may be patched again.
     patch_retry: HashMap<ObjectKey, Instant>,
     last_status_write: Option<Instant>,
-    /// A status change was held back by [`STATUS_MIN_INTERVAL`].
+    /// Status writes that failed in a row: the next waits for a doubling backoff.
+    status_failures: u32,
+    /// A status change was held back (by [`STATUS_MIN_INTERVAL`] or a failure's backoff).
     status_dirty: bool,
     /// The resourceVersion our last status write was based on, and what we wrote.
     status_basis: Option<(String, Vec<Condition>)>,
@@ -489,11 +491,7 @@ impl Controller {
         let status_flush = self
             .memory
             .status_dirty
-            .then(|| {
-                self.memory
-                    .last_status_write
-                    .map(|t| t + STATUS_MIN_INTERVAL)
-            })
+            .then(|| self.status_write_due())
             .flatten();
         let hold_limit = self.held().filter(|h| !h.exceeded()).map(|h| {
             let left = (h.limit - h.duration).unsigned_abs();

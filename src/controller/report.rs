@@ -6,6 +6,7 @@ use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use super::act::{Applied, Outcome};
+use super::background::doubling;
 use super::decide::PassFacts;
 use super::events::Notice;
 use super::{CONFLICT_RETRY, Controller, MAX_BACKOFF, MIN_BACKOFF, known};
@@ -177,9 +178,7 @@ impl Controller {
         match reported.action {
             Action::Error => {
                 let attempts = self.memory.backoff.get(&key).map_or(0, |(n, _)| n + 1);
-                let delay = MIN_BACKOFF
-                    .saturating_mul(1 << attempts.min(16))
-                    .min(MAX_BACKOFF);
+                let delay = doubling(MIN_BACKOFF, MAX_BACKOFF, attempts + 1);
                 self.memory
                     .backoff
                     .insert(key, (attempts, Instant::now() + delay));

@@ -5,9 +5,10 @@ use jiff::{SignedDuration, Timestamp};
 use tokio::time::Instant;
 use tracing::warn;
 
+use super::background::doubling;
 use super::boot_image_status::{self, Fields as BootImageFields};
 use super::status::HeldFor;
-use super::{Controller, STATUS_MIN_INTERVAL, status};
+use super::{Controller, MAX_BACKOFF, MIN_BACKOFF, STATUS_MIN_INTERVAL, status};
 use crate::api::{Condition, MachineConfiguration};
 use crate::arch::Arch;
 use crate::plan::{Blocked, Decision};
@@ -75,7 +76,17 @@ impl Controller {
                 return;
             }
         };
-        if (!fields_changed && self.hold_back(&current, &conditions)) || !*self.leader.borrow() {
+        if !*self.leader.borrow() {
+            return;
+        }
+        // After a failure, whatever changed waits for its backoff: an API server that refuses
+        // this status (a webhook, a quota, RBAC) is not asked again on every pass.
+        let backing_off = self.memory.status_failures > 0
+            && self
+                .status_write_due()
+                .is_some_and(|due| due > Instant::now());
+        if backing_off || (!fields_changed && self.hold_back(&current, &conditions)) {
+            self.memory.status_dirty = true;
             return;
         }
         let entries = fields.as_ref().map(BootImageFields::status_entries);
@@ -85,11 +96,14 @@ impl Controller {
                 let target = ["MachineConfiguration/status"];
                 self.metrics.writes.with_label_values(&target).inc();
                 self.memory.last_status_write = Some(Instant::now());
+                self.memory.status_failures = 0;
                 self.memory.status_dirty = false;
                 self.memory.status_basis = mc.metadata.resource_version.map(|rv| (rv, conditions));
             }
             Err(e) => {
-                warn!(error = %e, "could not write MachineConfiguration status");
+                self.memory.status_failures = self.memory.status_failures.saturating_add(1);
+                let retry_in = status_retry_delay(self.memory.status_failures);
+                warn!(error = %e, failures = self.memory.status_failures, retry_in = ?retry_in, "could not write MachineConfiguration status");
                 let target = ["MachineConfiguration/status"];
                 self.metrics.write_failures.with_label_values(&target).inc();
                 self.memory.status_dirty = true;
@@ -180,9 +194,20 @@ impl Controller {
             .observe_hold(exceeded.then_some(blocked.reason));
     }
 
+    /// When a held-back status may be written: a second after the last write, or after the
+    /// backoff of the failures in a row.
+    pub(super) fn status_write_due(&self) -> Option<Instant> {
+        let last = self.memory.last_status_write?;
+        let wait = match self.memory.status_failures {
+            0 => STATUS_MIN_INTERVAL,
+            failures => status_retry_delay(failures),
+        };
+        Some(last + wait)
+    }
+
     /// Whether to hold back a message-only change written too soon after the last write; it is
     /// flushed when the interval ends. Flips of status or reason are never held back.
-    fn hold_back(&mut self, current: &[Condition], conditions: &[Condition]) -> bool {
+    fn hold_back(&self, current: &[Condition], conditions: &[Condition]) -> bool {
         let flips = conditions.iter().any(|c| {
             current
                 .iter()
@@ -193,10 +218,11 @@ impl Controller {
             .memory
             .last_status_write
             .is_some_and(|t| t.elapsed() < STATUS_MIN_INTERVAL);
-        if recent && !flips {
-            self.memory.status_dirty = true;
-            return true;
-        }
-        false
+        recent && !flips
     }
+}
+
+/// How long a status write waits after `failures` in a row: the backoff of a failing resource.
+fn status_retry_delay(failures: u32) -> std::time::Duration {
+    doubling(MIN_BACKOFF, MAX_BACKOFF, failures)
 }

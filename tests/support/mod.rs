@@ -389,12 +389,19 @@ impl TestEnv {
             "MachineConfiguration" => "machineconfigurations".to_string(),
             "ClusterVersion" => "clusterversions".to_string(),
             "Infrastructure" => "infrastructures".to_string(),
+            "ValidatingAdmissionPolicy" => "validatingadmissionpolicies".to_string(),
             other => format!("{}s", other.to_lowercase()),
         };
         let resource = ApiResource::from_gvk_with_plural(&gvk, &plural);
         let cluster_scoped = matches!(
             kind,
-            "Namespace" | "Node" | "MachineConfiguration" | "ClusterVersion" | "Infrastructure"
+            "Namespace"
+                | "Node"
+                | "MachineConfiguration"
+                | "ClusterVersion"
+                | "Infrastructure"
+                | "ValidatingAdmissionPolicy"
+                | "ValidatingAdmissionPolicyBinding"
         );
         let name = object["metadata"]["name"]
             .as_str()
