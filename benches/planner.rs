@@ -6,8 +6,8 @@
 //! published, Windows, missing managed stub secret, ...), then times on one thread:
 //! - `plan`: `plan::plan(&Cluster, &machine_sets, &[], &Options)`, the whole decision;
 //! - `pass`: what a controller pass does per MachineSet before any I/O: the planner's gates once,
-//!   then for every MachineSet `Lenient::to_input()` (a clone of the watched object), the plan
-//!   entry and a clone of its metadata;
+//!   then for every MachineSet `Planner::decide` on `Lenient::input()`, which borrows the
+//!   watched object instead of cloning it;
 //! - `fixed`: `plan` of zero MachineSets (gates, golden stream parsing, known-images set).
 //!
 //! Options: `--sizes 100,1000,10000`, `--platforms AWS,GCP,Azure`, `--time SECONDS` (measuring

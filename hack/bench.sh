@@ -176,7 +176,7 @@ if ((cluster_needed)); then
           "$results/convergence-$n.json" | {
           read -r c b r first last progressing critical events
           row "2. convergence" "$(thousands "$n")" \
-            "$(printf '%.2f s; plain client %.2f s; ratio %.1fx (first patch %.3f s after the ConfigMap update, last %.2f s; Progressing=True reported at %.2f s; %.0f writes on the critical path, %.0f Events after it)' "$c" "$b" "$r" "$first" "$last" "$progressing" "$critical" "$events")" \
+            "$(printf '%.2f s; plain client %.2f s; ratio %.1fx (first patch %.3f s after the ConfigMap update, last %.2f s; Progressing=True reported at %.2f s; %.0f writes on the critical path, %.0f Events sent before convergence was seen)' "$c" "$b" "$r" "$first" "$last" "$progressing" "$critical" "$events")" \
             "$(cmd_for convergence "$n")"
         }
       else
