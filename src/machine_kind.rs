@@ -1,6 +1,7 @@
 //! The kinds of machine resource whose boot images we manage, and everything that differs
-//! between them. Adding a kind is one variant here and one [`MachineObject`] impl; the
-//! planner, revert, metrics, status and the CLI ask this type.
+//! between them. Revert, metrics, status and the CLI ask this type rather than match on kinds;
+//! what else a new kind needs (its watch, its list in a plan) is listed in
+//! docs/architecture.md, "Adding things".
 
 use std::collections::BTreeMap;
 use std::fmt;

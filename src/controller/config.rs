@@ -65,8 +65,9 @@ pub struct RunArgs {
     /// watched, created and patched (where the cluster serves them).
     #[arg(long, env = "BIC_CLUSTER_API_NAMESPACE", default_value = names::CLUSTER_API_NAMESPACE)]
     pub cluster_api_namespace: String,
-    /// How long an infrastructure template this controller created must have been unused
-    /// before it is deleted: a new one is unused until its MachineSet's patch lands.
+    /// How old (from its creationTimestamp) an infrastructure template this controller created
+    /// must be before it is deleted once nothing references it: a new one is referenced by
+    /// nothing until its MachineSet's patch lands.
     #[arg(long, env = "BIC_CLUSTER_API_TEMPLATE_GRACE", default_value = "10m", value_parser = parse_period)]
     pub cluster_api_template_grace: Duration,
     /// Namespace of the golden boot image ConfigMap.

@@ -271,7 +271,7 @@ pub struct Unused {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Collectable {
     pub unused: Vec<Unused>,
-    /// When the youngest unused copy leaves its grace period, if one is still in it.
+    /// The earliest moment an unused copy still in its grace period leaves it.
     pub next: Option<jiff::Timestamp>,
 }
 

@@ -3,8 +3,8 @@
 //! Each platform lives in its own file and reads the same: resolve the target from the stream,
 //! compare with the current value, decide; then where its image lives (for `revert`) and how a
 //! person reads it. Rules are pure: no I/O, no logging, no status. They return a meaning
-//! ([`ImageOutcome`]); the planner turns it into a JSON Patch. Adding a platform is one file and
-//! one arm in [`Platform::rule`].
+//! ([`ImageOutcome`]); the planner turns it into a JSON Patch. Adding a platform is one file, a
+//! [`Platform`] variant and its arms here (docs/architecture.md, "Adding things", lists them).
 
 mod aws;
 mod azure;
