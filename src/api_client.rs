@@ -30,6 +30,21 @@ pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 /// The bound of one write (a patch, a status update) from request to response.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// `call`, or a timeout error once the API server has not answered within [`CALL_TIMEOUT`]: a
+/// write must never hold a pass, the status or an Event slot for the idle-read bound.
+pub async fn bounded<T>(
+    call: impl std::future::Future<Output = Result<T, kube::Error>>,
+) -> Result<T, kube::Error> {
+    let secs = CALL_TIMEOUT.as_secs();
+    tokio::time::timeout(CALL_TIMEOUT, call)
+        .await
+        .unwrap_or_else(|_| {
+            Err(kube::Error::Service(
+                format!("no answer within {secs}s").into(),
+            ))
+        })
+}
+
 pub async fn connect(cluster: &ClusterArgs) -> Result<Client, ClientError> {
     let mut config = cluster.config().await.map_err(ClientError::Config)?;
     // Without these a call to an API server that stops answering hangs for ever (kube's
@@ -58,5 +73,19 @@ pub fn post_params() -> PostParams {
     PostParams {
         field_manager: Some(FIELD_MANAGER.to_string()),
         ..PostParams::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_write_the_api_server_never_answers_fails_after_the_call_timeout() {
+        let started = tokio::time::Instant::now();
+        let hung = std::future::pending::<Result<(), kube::Error>>();
+        let error = bounded(hung).await.unwrap_err();
+        assert_eq!(started.elapsed(), CALL_TIMEOUT);
+        assert!(error.to_string().contains("no answer within 30s"), "{error}");
     }
 }

@@ -89,14 +89,10 @@ impl Patcher {
         let api = &self.apis[&decision.kind];
         let params = api_client::patch_params();
         let sent = api.patch(&decision.name, &params, &patch);
-        match tokio::time::timeout(api_client::CALL_TIMEOUT, sent).await {
-            Ok(Ok(_)) => Outcome::Patched,
-            Ok(Err(kube::Error::Api(status))) => classify(&status),
-            Ok(Err(e)) => Outcome::Failed(e.to_string()),
-            Err(_) => Outcome::Failed(format!(
-                "no answer within {}s",
-                api_client::CALL_TIMEOUT.as_secs()
-            )),
+        match api_client::bounded(sent).await {
+            Ok(_) => Outcome::Patched,
+            Err(kube::Error::Api(status)) => classify(&status),
+            Err(e) => Outcome::Failed(e.to_string()),
         }
     }
 }
@@ -110,20 +106,19 @@ impl Patcher {
             .map_err(|e| Outcome::Failed(format!("cannot build {}: {e}", copy.to)))?;
         let params = PostParams::default();
         let created = self.templates.create(&params, &object);
-        let error = match tokio::time::timeout(api_client::CALL_TIMEOUT, created).await {
-            Ok(Ok(_)) => return Ok(()),
-            Ok(Err(kube::Error::Api(status))) if status.code == 409 => None,
-            Ok(Err(kube::Error::Api(status))) => Some(format!(
+        let error = match api_client::bounded(created).await {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 409 => None,
+            Err(kube::Error::Api(status)) => Some(format!(
                 "cannot create {} {}: {} ({})",
                 copy.kind, copy.to, status.message, status.code
             )),
-            Ok(Err(e)) => Some(format!("cannot create {} {}: {e}", copy.kind, copy.to)),
-            Err(_) => Some(format!("creating {} {} timed out", copy.kind, copy.to)),
+            Err(e) => Some(format!("cannot create {} {}: {e}", copy.kind, copy.to)),
         };
         if let Some(error) = error {
             return Err(Outcome::Failed(error));
         }
-        let existing = match self.templates.get(&copy.to).await {
+        let existing = match api_client::bounded(self.templates.get(&copy.to)).await {
             Ok(existing) => existing,
             Err(e) => return Err(Outcome::Failed(format!("cannot read {}: {e}", copy.to))),
         };

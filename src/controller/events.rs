@@ -153,7 +153,8 @@ async fn send_all(
                 let _ = patching.wait_for(|busy| !busy).await;
                 let namespace = event.metadata.namespace.clone().unwrap_or_default();
                 let api: Api<Event> = Api::namespaced(client, &namespace);
-                match api.create(&api_client::post_params(), &event).await {
+                let params = api_client::post_params();
+                match api_client::bounded(api.create(&params, &event)).await {
                     Ok(_) => metrics.writes.with_label_values(&["Event"]).inc(),
                     Err(e) => {
                         warn!(error = %e, "could not publish an Event");

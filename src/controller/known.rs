@@ -90,7 +90,7 @@ pub async fn remember(
                 data: Some([(IMAGES_KEY.to_string(), text)].into()),
                 ..ConfigMap::default()
             };
-            api.create(&api_client::post_params(), &cm)
+            api_client::bounded(api.create(&api_client::post_params(), &cm))
                 .await
                 .map(|_| ())
         }
@@ -114,7 +114,8 @@ pub async fn remember(
                 })],
             };
             let patch = Patch::Json::<()>(json_patch::Patch(ops));
-            api.patch(CONFIG_MAP_NAME, &api_client::patch_params(), &patch)
+            let params = api_client::patch_params();
+            api_client::bounded(api.patch(CONFIG_MAP_NAME, &params, &patch))
                 .await
                 .map(|_| ())
         }

@@ -388,7 +388,7 @@ pub async fn write(
     // Forcing takes over only the fields listed here, i.e. our three condition types, should a
     // previous controller have written them.
     let params = PatchParams::apply(api_client::FIELD_MANAGER).force();
-    api.patch_status(name, &params, &Patch::Apply(body))
+    api_client::bounded(api.patch_status(name, &params, &Patch::Apply(body)))
         .await
         .map(|_| ())
 }

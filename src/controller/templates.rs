@@ -11,6 +11,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, Preconditions};
 use tracing::{info, warn};
 
 use super::lenient::Lenient;
+use crate::api_client;
 use crate::machine_kind::MachineObject;
 use crate::plan::Decision;
 use crate::plan::infrastructure::{self, AWS_MACHINE_TEMPLATE, Collectable, Templates, Unused};
@@ -75,7 +76,7 @@ impl TemplateCollector {
                 }),
                 ..DeleteParams::default()
             };
-            match self.templates.delete(&unused.name, &params).await {
+            match api_client::bounded(self.templates.delete(&unused.name, &params)).await {
                 Ok(_) => info!(
                     template = %unused.name,
                     "deleted an infrastructure template this controller created and nothing uses"
