@@ -86,6 +86,9 @@ mod tests {
         let hung = std::future::pending::<Result<(), kube::Error>>();
         let error = bounded(hung).await.unwrap_err();
         assert_eq!(started.elapsed(), CALL_TIMEOUT);
-        assert!(error.to_string().contains("no answer within 30s"), "{error}");
+        assert!(
+            error.to_string().contains("no answer within 30s"),
+            "{error}"
+        );
     }
 }

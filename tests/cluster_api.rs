@@ -222,3 +222,41 @@ async fn wait_for_template(
     })
     .await
 }
+
+#[tokio::test]
+async fn a_revert_to_a_template_that_no_longer_exists_is_refused() {
+    let env = migrated_cluster("capi-gone").await;
+    let mut controller = env.controller(&[]);
+    controller.wait_ready().await;
+    let moved = wait_for_template(&env, &controller, |t| t != "worker-a").await;
+    controller.terminate();
+    // Someone deletes the template the MachineSet used before the update.
+    let resource = kube::api::ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk(
+            "infrastructure.cluster.x-k8s.io",
+            "v1beta2",
+            "AWSMachineTemplate",
+        ),
+        "awsmachinetemplates",
+    );
+    let templates: kube::Api<kube::api::DynamicObject> =
+        kube::Api::namespaced_with(env.client.clone(), &env.cluster_api_ns(), &resource);
+    templates
+        .delete("worker-a", &Default::default())
+        .await
+        .expect("delete the original template");
+
+    let revert = [
+        "revert",
+        "--cluster-api-machineset=worker-a",
+        &format!("--namespace={}", env.cluster_api_ns()),
+    ];
+    let out = cli(&env, &revert);
+    assert!(
+        !out.status.success(),
+        "a revert to a missing template went ahead"
+    );
+    let stderr = stderr_of(&out);
+    assert!(stderr.contains("worker-a, no longer exists"), "{stderr}");
+    assert_eq!(template_of(&capi_machine_set(&env).await), moved);
+}

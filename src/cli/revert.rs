@@ -129,7 +129,7 @@ async fn revert_object(args: &RevertArgs) -> Result<(), Failure> {
         .await
         .map_err(|e| Failure::runtime(RUNTIME_CODE, e))?;
     let api: Api<DynamicObject> =
-        Api::namespaced_with(client, args.namespace(), &kind.api_resource());
+        Api::namespaced_with(client.clone(), args.namespace(), &kind.api_resource());
     let object = match api.get_opt(name).await {
         Ok(Some(object)) => object,
         Ok(None) => return Err(Failure::input(anyhow!("{described} not found"))),
@@ -142,6 +142,12 @@ async fn revert_object(args: &RevertArgs) -> Result<(), Failure> {
     };
     let value = serde_json::to_value(&object).context("cannot read the object as JSON")?;
     let planned = revert::revert(kind, &value, args.steps as usize).map_err(refusal)?;
+    if let Some(why) = missing_template(&client, args.namespace(), &planned).await {
+        return Err(Failure::runtime(
+            REFUSED_CODE,
+            anyhow!("{described}: {why}; nothing was written"),
+        ));
+    }
     let provenance = provenance(args, kind, &value, &planned).await;
     if let Some(why) = provenance.refusal(args.allow_unrecognised_image) {
         return Err(Failure::runtime(
@@ -193,6 +199,36 @@ async fn revert_object(args: &RevertArgs) -> Result<(), Failure> {
         opt_back_in(kind, args.namespace(), name)
     });
     write_stdout(&out)
+}
+
+/// Why a revert that points a Cluster API MachineSet back at an earlier template must not go
+/// ahead: that template is gone (the controller deletes its unused copies), and a MachineSet
+/// naming a missing template cannot create machines.
+async fn missing_template(
+    client: &kube::Client,
+    namespace: &str,
+    planned: &Revert,
+) -> Option<String> {
+    let restored = planned
+        .changes
+        .iter()
+        .find(|c| c.field == revert::Field::InfrastructureTemplate)?;
+    let name = restored.to.as_str()?;
+    let templates: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        namespace,
+        &crate::plan::infrastructure::api_resource(),
+    );
+    match api_client::bounded(templates.get_opt(name)).await {
+        Ok(Some(_)) => None,
+        Ok(None) => Some(format!(
+            "the template it would point back at, {name}, no longer exists (revert fewer steps, \
+             or recreate it first)"
+        )),
+        Err(e) => Some(format!(
+            "cannot tell whether the template {name} exists: {e}"
+        )),
+    }
 }
 
 /// Where the values a revert puts back came from, and what the controller makes of them.
