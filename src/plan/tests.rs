@@ -1841,6 +1841,49 @@ fn the_inputs_that_chose_an_image_are_tested_by_its_patch() {
 }
 
 #[test]
+fn gcp_boot_flags_and_the_azure_security_profile_are_tested_by_the_patch() {
+    // Each input changed between plan and patch: the patch planned before must fail.
+    let fails_after =
+        |entry: &Decision, ms: &Result<MachineSet, Malformed>, pointer: &str, value: Value| {
+            let mut doc = serde_json::to_value(ms.as_ref().unwrap()).unwrap();
+            *doc.pointer_mut(pointer).unwrap() = value;
+            json_patch::patch(&mut doc, &entry.patch).is_err()
+        };
+    // GCP: the boot flags chose which disk's image to replace.
+    let ms = gcp_machine_set("worker-b").build();
+    let entry = decide(&gcp_cluster(), ms.clone());
+    assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
+    let boot = format!("{MACHINE_SET_SPEC}/disks/0/boot");
+    assert!(
+        fails_after(&entry, &ms, &boot, json!(false)),
+        "{:?}",
+        entry.patch
+    );
+    let data_disk_boot = format!("{MACHINE_SET_SPEC}/disks/1/boot");
+    assert!(
+        fails_after(&entry, &ms, &data_disk_boot, json!(true)),
+        "{:?}",
+        entry.patch
+    );
+
+    // Azure: the security profile decides whether a marketplace image may be used at all.
+    let image =
+        provider_specs::azure_marketplace("azureopenshift", "aro4", "419-v2", "419.6.20250523");
+    let ms = machine_set("worker-z")
+        .provider_spec(provider_specs::azure(image))
+        .build();
+    let entry = decide(&aws_cluster().on_platform("Azure"), ms.clone());
+    assert_eq!(entry.action, Action::Update, "{}", entry.message);
+    let trusted = json!({"settings": {"securityType": "TrustedLaunch"}});
+    let profile = format!("{MACHINE_SET_SPEC}/securityProfile");
+    assert!(
+        fails_after(&entry, &ms, &profile, trusted),
+        "{:?}",
+        entry.patch
+    );
+}
+
+#[test]
 fn an_applied_update_leaves_the_machine_set_up_to_date_and_the_rest_untouched() {
     let ms = machine_set("worker-a").build();
     let entry = decide(&updatable(), ms.clone());
