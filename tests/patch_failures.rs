@@ -9,7 +9,7 @@ use std::time::Duration;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use serde_json::{Value, json};
 use support::fixtures::*;
-use support::{TestEnv, audit_log, eventually};
+use support::{TestEnv, audit_log, eventually, waits};
 
 const CONVERGE: Duration = Duration::from_secs(60);
 
@@ -48,17 +48,17 @@ async fn a_patch_the_api_server_rejects_as_invalid_is_reported_and_backed_off() 
     let controller = env.controller(&[]);
     controller.wait_ready().await;
 
-    let degraded = eventually(CONVERGE, || async {
-        let c = env.condition("BootImageUpdateDegraded").await?;
-        (c["reason"] == "PatchFailed").then_some(c)
-    })
-    .await
-    .unwrap_or_else(|| panic!("never reported:\n{}", controller.log_tail(30)));
-    let message = degraded["message"].as_str().unwrap_or_default();
-    assert!(
-        message.contains("crowded") && message.contains("Too long"),
-        "{message}"
-    );
+    // Degraded, a Warning Event and the error metric all say so.
+    let reason = "PatchFailed";
+    waits::assert_reported_as_error(
+        &env,
+        &controller,
+        "crowded",
+        reason,
+        &["Too long"],
+        "Too long",
+    )
+    .await;
 
     // Retried with backoff, not every half second: wait for the second attempt and look at
     // when the API server saw each.
