@@ -3,7 +3,11 @@
 //! Events are sent by a task of their own, with its own bound on requests in flight, so that
 //! they never hold up a rollout or the status that reports it: a pass queues them and goes on.
 //! The task also waits while a wave of patches is in flight, so that a backlog of Events (a
-//! thousand from the last rollout) never competes with the next rollout for the API server.
+//! thousand from the last rollout) never competes with the next rollout for the API server,
+//! and it spends a fleet-wide budget: a rollout of thousands still gets one Event per
+//! MachineSet, spread out instead of sent at once.
+
+use std::time::Duration;
 
 use futures::StreamExt;
 use jiff::Timestamp;
@@ -13,6 +17,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::Client;
 use kube::api::Api;
 use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
 use tracing::warn;
 
 use crate::api::ObjectMeta;
@@ -26,6 +31,11 @@ const NOTE_LIMIT: usize = 1000;
 /// Events queued beyond this are dropped (and counted as failed writes): a fleet-wide failure
 /// must not grow the queue without bound while the API server is slow.
 const QUEUE_LIMIT: usize = 10_000;
+/// Events sent at once after a quiet spell, then [`EVENT_RATE`] a second. client-go's event
+/// correlator limits each object on its own (a burst of 25, then one per five minutes); we send
+/// at most two per object per change, so the budget that matters is the fleet's.
+const EVENT_BURST: f64 = 100.0;
+const EVENT_RATE: f64 = 20.0;
 
 /// What an Event says besides its note, which is the decision's message.
 pub(super) struct Notice {
@@ -144,7 +154,15 @@ async fn send_all(
     concurrency: usize,
     patching: watch::Receiver<bool>,
 ) {
+    let mut budget = Budget::new(Instant::now());
     futures::stream::poll_fn(move |cx| pending.poll_recv(cx))
+        .then(move |event| {
+            let wait = budget.take(Instant::now());
+            async move {
+                tokio::time::sleep(wait).await;
+                event
+            }
+        })
         .for_each_concurrent(concurrency, |event| {
             let (client, metrics) = (client.clone(), metrics.clone());
             let mut patching = patching.clone();
@@ -166,6 +184,30 @@ async fn send_all(
         .await;
 }
 
+/// A token bucket: [`EVENT_BURST`] tokens, refilled at [`EVENT_RATE`] a second. Tokens taken
+/// beyond those left are a debt that the refill pays off, in the order they were taken.
+struct Budget {
+    tokens: f64,
+    at: Instant,
+}
+
+impl Budget {
+    fn new(now: Instant) -> Self {
+        Budget {
+            tokens: EVENT_BURST,
+            at: now,
+        }
+    }
+
+    /// Takes a token at `now`: how long its Event must wait for it.
+    fn take(&mut self, now: Instant) -> Duration {
+        let refill = now.saturating_duration_since(self.at).as_secs_f64() * EVENT_RATE;
+        self.tokens = (self.tokens + refill).min(EVENT_BURST) - 1.0;
+        self.at = now;
+        Duration::from_secs_f64((-self.tokens).max(0.0) / EVENT_RATE)
+    }
+}
+
 fn regarding(decision: &Decision) -> ObjectReference {
     ObjectReference {
         api_version: Some(decision.kind.api_version().to_string()),
@@ -174,5 +216,27 @@ fn regarding(decision: &Decision) -> ObjectReference {
         namespace: Some(decision.namespace.clone()),
         uid: decision.uid.clone(),
         ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fleet_of_events_is_spread_out_after_the_burst() {
+        let start = Instant::now();
+        let mut budget = Budget::new(start);
+        let waits: Vec<Duration> = (0..110).map(|_| budget.take(start)).collect();
+        assert!(waits[..100].iter().all(|w| w.is_zero()), "{waits:?}");
+        // The rest wait their turn, one refill period apart.
+        let period = Duration::from_secs_f64(1.0 / EVENT_RATE);
+        assert_eq!(waits[100], period);
+        assert_eq!(waits[109], period * 10);
+        // A quiet spell refills the budget, never beyond the burst.
+        let later = start + Duration::from_secs(3600);
+        let after_quiet: Vec<Duration> = (0..101).map(|_| budget.take(later)).collect();
+        assert!(after_quiet[..100].iter().all(|w| w.is_zero()));
+        assert_eq!(after_quiet[100], period);
     }
 }
