@@ -481,7 +481,7 @@ mod tests {
     use k8s_openapi::ByteString;
 
     use super::*;
-    use crate::ec2::Answer;
+    use crate::ec2::facts::Answer;
 
     fn secret(data: &[(&str, &str)]) -> Secret {
         Secret {

@@ -5,12 +5,12 @@
 //! [`facts`] is the pure part the planner reads ([`Ec2Facts`], in the snapshot); [`query`] and
 //! [`sigv4`] build and read DescribeImages requests; [`client`] sends them.
 
-pub mod client;
-pub mod facts;
-pub mod query;
-pub mod sigv4;
+pub(crate) mod client;
+pub(crate) mod facts;
+pub(crate) mod query;
+pub(crate) mod sigv4;
 
-pub use facts::{AmiFacts, AmiOrigin, Answer, Consulted, Ec2Facts};
+pub use facts::{AmiFacts, AmiOrigin, Consulted, Ec2Facts};
 
 use std::collections::BTreeSet;
 
