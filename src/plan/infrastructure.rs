@@ -61,8 +61,8 @@ pub fn region(infrastructure: Option<&crate::api::Infrastructure>) -> Option<&st
     status.aws.as_ref()?.region.as_deref()
 }
 
-/// What the AWS rule reads of the templates `objects` reference, for the EC2 look-ups of the
-/// controller and of `plan --ec2-lookup`.
+/// What the AWS rule reads of the templates `objects` reference, for the EC2 look-ups
+/// ([`crate::ec2::amis_to_ask`]).
 pub fn provider_spec_views<'a, M: crate::machine_kind::MachineObject + 'a>(
     objects: impl IntoIterator<Item = &'a M> + 'a,
     templates: &'a Templates,
