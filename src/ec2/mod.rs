@@ -115,12 +115,12 @@ async fn gather_region(
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use serde::de::DeserializeOwned;
 
     use super::*;
     use crate::names::{CLUSTER_API_NAMESPACE, MACHINE_API_NAMESPACE};
+    use crate::testkit::snapshot::cluster_snapshot;
+    use crate::testkit::streams::stream_421;
     use crate::testkit::{cluster_api, objects};
 
     fn typed<T: DeserializeOwned>(value: Value) -> T {
@@ -130,16 +130,10 @@ mod tests {
     #[test]
     fn asks_about_the_unknown_amis_of_every_machine_kind_in_the_clusters_region() {
         let template = cluster_api::aws_machine_template(CLUSTER_API_NAMESPACE, "t", "ami-capi");
-        let cluster = ClusterSnapshot {
-            infrastructure: Some(typed(objects::infrastructure("cluster", "AWS"))),
-            known_images: ["ami-known".to_string()].into_iter().collect(),
-            infrastructure_templates: [(
-                ("AWSMachineTemplate".into(), "t".into()),
-                Arc::new(typed(template)),
-            )]
-            .into(),
-            ..Default::default()
-        };
+        let cluster = cluster_snapshot("AWS", "4.21.0", &stream_421())
+            .knowing(&["ami-known"])
+            .template(template)
+            .build();
         let machine_set = |name, ami| -> MachineSet {
             typed(
                 objects::machine_set(MACHINE_API_NAMESPACE, name)
