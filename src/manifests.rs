@@ -568,9 +568,9 @@ apiVersion: apps/v1
 kind: Deployment
 metadata: {name: machine-api-operator, namespace: openshift-machine-api}
 ---
-apiVersion: cluster.x-k8s.io/v1beta1
+apiVersion: machine.example.com/v1beta1
 kind: MachineSet
-metadata: {name: capi-owned, namespace: openshift-cluster-api}
+metadata: {name: look-alike, namespace: openshift-machine-api}
 spec: {}
 ---
 apiVersion: config.openshift.io/v1
@@ -586,8 +586,33 @@ just a scalar
 "#;
         let snapshot = load_one(text);
         assert!(snapshot.machine_sets.is_empty());
+        assert!(snapshot.cluster_api.is_empty());
         assert!(snapshot.cluster.infrastructure.is_none());
         assert!(snapshot.cluster.golden.is_none());
+    }
+
+    #[test]
+    fn a_cluster_api_machine_set_of_either_version_is_kept_apart_from_machine_api_ones() {
+        let text = r#"
+apiVersion: cluster.x-k8s.io/v1beta1
+kind: MachineSet
+metadata: {name: capi-beta1, namespace: openshift-cluster-api}
+spec: {clusterName: demo}
+---
+apiVersion: cluster.x-k8s.io/v1beta2
+kind: MachineSet
+metadata: {name: capi-beta2, namespace: openshift-cluster-api}
+spec: {clusterName: demo}
+"#;
+        let snapshot = load_one(text);
+        assert!(snapshot.machine_sets.is_empty());
+        let names: Vec<_> = (snapshot.cluster_api.machine_sets.iter())
+            .map(|m| match m {
+                Ok(ms) => ms.metadata.name.clone().unwrap_or_default(),
+                Err(malformed) => panic!("{}", malformed.error),
+            })
+            .collect();
+        assert_eq!(names, ["capi-beta1", "capi-beta2"]);
     }
 
     #[test]

@@ -134,7 +134,7 @@ pub struct Metrics {
     /// 1 while a hold has lasted longer than `--hold-degrade-after`, by its reason.
     pub hold_exceeded: IntGaugeVec,
     /// EC2 DescribeImages calls by what they asked (`images`, `marketplace`) and how they ended
-    /// (`ok` or an [`crate::ec2::query::Ec2Error::kind`], `no_credentials`).
+    /// (`ok` or an `Ec2Error::kind` of `src/ec2/query.rs`, `no_credentials`).
     pub ec2_requests: IntCounterVec,
     /// Regions whose AMIs EC2 cannot be asked about now: there only the golden streams and the
     /// known images are recognised.

@@ -360,9 +360,6 @@ fn restore(
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
-    use base64::Engine as _;
     use jiff::Timestamp;
     use serde_json::json;
 
@@ -370,11 +367,12 @@ mod tests {
     use crate::api::{ControlPlaneMachineSet, MachineSet};
     use crate::plan::record::Change;
     use crate::plan::{Action, ClusterSnapshot, Options, Planner};
-    use crate::testkit::provider_specs;
+    use crate::testkit::snapshot::cluster_snapshot;
     use crate::testkit::streams::{
         AMI_420_US_EAST_1 as AMI_420, AMI_421_US_EAST_1 as AMI_421, GCP_IMAGE_420 as GCP_420,
         GCP_IMAGE_421 as GCP_421, stream_421_all_platforms as stream_4_21,
     };
+    use crate::testkit::{objects, provider_specs};
 
     const NS: &str = "openshift-machine-api";
 
@@ -404,75 +402,28 @@ mod tests {
         ))
     }
 
+    /// The kit's MachineSet `worker-a` on `spec`, with someone's annotation a revert keeps.
     fn machine_set(spec: Value) -> Value {
-        json!({
-            "apiVersion": "machine.openshift.io/v1beta1", "kind": "MachineSet",
-            "metadata": {"name": "worker-a", "namespace": NS, "resourceVersion": "100",
-                         "annotations": {"unrelated": "kept"}},
-            "spec": {"replicas": 1, "template": {"metadata": {"labels": {"role": "worker"}},
-                     "spec": {"providerSpec": {"value": spec}}}}
-        })
-    }
-
-    fn control_plane(spec: Value) -> Value {
-        json!({
-            "apiVersion": "machine.openshift.io/v1", "kind": "ControlPlaneMachineSet",
-            "metadata": {"name": "cluster", "namespace": NS, "resourceVersion": "100"},
-            "spec": {"replicas": 3, "state": "Active", "template": {
-                "machineType": "machines_v1beta1_machine_openshift_io",
-                "machines_v1beta1_machine_openshift_io": {
-                    "metadata": {"labels": {"machine.openshift.io/cluster-api-machine-role": "master"}},
-                    "spec": {"providerSpec": {"value": spec}}
-                }
-            }}
-        })
+        objects::machine_set(NS, "worker-a")
+            .annotate("unrelated", "kept")
+            .provider_spec(spec)
+            .build()
     }
 
     fn from<T: serde::de::DeserializeOwned>(value: Value) -> T {
         serde_json::from_value(value).expect("test object deserializes")
     }
 
-    fn cluster(platform: &str, managers: Value) -> ClusterSnapshot {
-        let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
-        let secret = |name: &str| {
-            let user_data = r#"{"ignition":{"version":"3.2.0"}}"#;
-            let secret = from(json!({"apiVersion": "v1", "kind": "Secret",
-                "metadata": {"name": name, "namespace": NS}, "data": {"userData": b64(user_data)}}));
-            ((NS.to_string(), name.to_string()), secret)
-        };
-        ClusterSnapshot {
-            infrastructure_templates: Default::default(),
-            machine_configuration: Some(from(json!({
-                "apiVersion": "operator.openshift.io/v1", "kind": "MachineConfiguration",
-                "metadata": {"name": "cluster"},
-                "spec": {"managedBootImages": {"machineManagers": managers}}
-            }))),
-            infrastructure: Some(from(json!({
-                "apiVersion": "config.openshift.io/v1", "kind": "Infrastructure",
-                "metadata": {"name": "cluster"}, "spec": {},
-                "status": {"infrastructureName": "demo-x7k2p", "platformStatus": {"type": platform}}
-            }))),
-            cluster_version: None,
-            cluster_version_served: false,
-            golden: Some(from(json!({
-                "apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": "coreos-bootimages", "namespace": "openshift-machine-config-operator"},
-                "data": {"stream": stream_4_21().to_string(), "releaseVersion": "4.21.0"}
-            }))),
-            secrets: BTreeMap::from([
-                secret("worker-user-data-managed"),
-                secret("master-user-data-managed"),
-                secret("master-user-data"),
-            ]),
-            known_images: [AMI_420.to_string()].into_iter().collect(),
-            control_plane_nodes: BTreeMap::from([("master-0".into(), Some("amd64".into()))]),
-            ec2: Default::default(),
-            vcenter: Default::default(),
-        }
-    }
-
-    fn all(resource: &str) -> Value {
-        json!([{"resource": resource, "apiGroup": "machine.openshift.io", "selection": {"mode": "All"}}])
+    /// A cluster on `platform` at 4.21 whose MachineConfiguration manages `resource`, with the
+    /// managed stub secrets and the installer's control-plane one, knowing the 4.20 AMI.
+    fn cluster(platform: &str, resource: &str) -> ClusterSnapshot {
+        cluster_snapshot(platform, "4.21.0", &stream_4_21().to_string())
+            .managed_boot_images(objects::machine_managers(&[(resource, "All")]))
+            .stub_secret(NS, "worker-user-data-managed", "3.2.0")
+            .stub_secret(NS, "master-user-data-managed", "3.2.0")
+            .stub_secret(NS, "master-user-data", "3.2.0")
+            .knowing(&[AMI_420])
+            .build()
     }
 
     fn apply(object: &Value, ops: &[PatchOperation]) -> Value {
@@ -551,7 +502,7 @@ mod tests {
 
     /// [`assert_round_trip`] of a MachineSet on `spec`, selected on `platform`.
     fn assert_machine_set_round_trip(platform: &str, spec: Value) -> Revert {
-        let cluster = cluster(platform, all("machinesets"));
+        let cluster = cluster(platform, "machinesets");
         assert_round_trip(&cluster, MachineKind::MachineSet, &machine_set(spec))
     }
 
@@ -611,8 +562,8 @@ mod tests {
 
     #[test]
     fn a_control_plane_machine_set_is_restored_under_its_own_template() {
-        let cluster = cluster("AWS", all("controlplanemachinesets"));
-        let original = control_plane(aws_spec(AMI_420, "master-user-data"));
+        let cluster = cluster("AWS", "controlplanemachinesets");
+        let original = objects::control_plane_machine_set(NS, AMI_420);
         let revert = assert_round_trip(&cluster, MachineKind::ControlPlaneMachineSet, &original);
         // The controller changed the image only (a ControlPlaneMachineSet keeps its stub).
         assert_eq!(
@@ -631,11 +582,11 @@ mod tests {
             ),
             (
                 MachineKind::ControlPlaneMachineSet,
-                control_plane(aws_spec(AMI_420, "master-user-data")),
+                objects::control_plane_machine_set(NS, AMI_420),
                 "controlplanemachinesets",
             ),
         ] {
-            let cluster = cluster("AWS", all(resource));
+            let cluster = cluster("AWS", resource);
             let updated = controller_update(&cluster, kind, &object, "2026-03-02T10:00:00Z");
             let revert = revert(kind, &updated, 1).unwrap();
             // The values the planner replaces; its bookkeeping annotations are not reverted.
@@ -699,7 +650,7 @@ mod tests {
 
     #[test]
     fn a_recorded_coreos_image_is_recognised_and_a_planted_one_is_not() {
-        let cluster = cluster("AWS", all("machinesets"));
+        let cluster = cluster("AWS", "machinesets");
         let original = machine_set(aws_spec(AMI_420, "worker-user-data"));
         let updated = controller_update(
             &cluster,

@@ -17,10 +17,9 @@ use crate::ec2::Ec2Facts;
 use crate::ec2::client::{Ec2Client, Limits};
 use crate::ec2::sigv4::Credentials;
 use crate::known_images::KnownImages;
-use crate::machine_kind::MachineObject;
 use crate::manifests;
 use crate::names::MACHINE_CONFIGURATION_NAME;
-use crate::plan::{self, Action, ClusterSnapshot, Options, Plan, infrastructure};
+use crate::plan::{self, Action, ClusterSnapshot, Options, Plan};
 
 #[derive(Debug, Args)]
 pub struct PlanArgs {
@@ -224,28 +223,14 @@ fn ec2_facts(args: &PlanArgs, snapshot: &manifests::Snapshot) -> Result<Ec2Facts
         secret_access_key,
         session_token: var("AWS_SESSION_TOKEN"),
     };
-    // Cluster API objects' AMIs are in their templates, as the controller asks them.
-    let (cluster, capi) = (&snapshot.cluster, &snapshot.cluster_api);
-    let region = infrastructure::region(cluster.infrastructure.as_ref());
-    let templates = &cluster.infrastructure_templates;
-    let sets = (capi.machine_sets.iter()).filter_map(|m| m.as_ref().ok());
-    let deployments = (capi.machine_deployments.iter()).filter_map(|m| m.as_ref().ok());
-    let cluster_api: Vec<serde_json::Value> =
-        infrastructure::provider_spec_views(sets, templates, region)
-            .chain(infrastructure::provider_spec_views(
-                deployments,
-                templates,
-                region,
-            ))
-            .collect();
-    let specs = (snapshot.machine_sets.iter())
-        .filter_map(|m| provider_spec(m.as_ref().ok()?))
-        .chain(
-            (snapshot.control_plane_machine_sets.iter())
-                .filter_map(|m| provider_spec(m.as_ref().ok()?)),
-        )
-        .chain(&cluster_api);
-    let wanted = crate::ec2::amis_to_ask(specs, &snapshot.cluster.known_images);
+    let capi = &snapshot.cluster_api;
+    let wanted = crate::ec2::amis_to_ask(
+        &snapshot.cluster,
+        (snapshot.machine_sets.iter()).filter_map(|m| m.as_ref().ok()),
+        (snapshot.control_plane_machine_sets.iter()).filter_map(|m| m.as_ref().ok()),
+        (capi.machine_sets.iter()).filter_map(|m| m.as_ref().ok()),
+        (capi.machine_deployments.iter()).filter_map(|m| m.as_ref().ok()),
+    );
     let client =
         Ec2Client::new(args.ec2_endpoint.as_deref(), Limits::default()).map_err(Failure::input)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -263,10 +248,6 @@ fn ec2_facts(args: &PlanArgs, snapshot: &manifests::Snapshot) -> Result<Ec2Facts
             .map_err(|e| Failure::runtime(1, e))?;
     }
     Ok(facts)
-}
-
-fn provider_spec<M: MachineObject>(object: &M) -> Option<&serde_json::Value> {
-    object.machine_template()?.spec.provider_spec.value.as_ref()
 }
 
 /// Exit code when the cluster cannot be read (unreachable, forbidden).

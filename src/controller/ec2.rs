@@ -15,7 +15,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use kube::Api;
-use serde_json::Value;
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
@@ -28,10 +27,7 @@ use crate::ec2::facts::MARKETPLACE_OWNER;
 use crate::ec2::query::Ec2Error;
 use crate::ec2::sigv4::Credentials;
 use crate::ec2::{AmiFacts, AmiOrigin, Consulted, Ec2Facts};
-use crate::known_images::KnownImages;
-use crate::machine_kind::MachineObject;
 use crate::metrics::Metrics;
-use crate::plan::infrastructure;
 use crate::platform::Platform;
 
 /// The Secret of `--machine-api-namespace` holding the machine API's AWS credentials.
@@ -438,40 +434,23 @@ fn credentials_from(secret: &Secret) -> Result<Credentials, String> {
 }
 
 /// The (region, AMI) of every AWS machine resource whose AMI the lists do not already know.
-pub(super) fn wanted(observed: &Observation, known: &KnownImages) -> BTreeSet<(String, String)> {
+pub(super) fn wanted(observed: &Observation) -> BTreeSet<(String, String)> {
     if !on_aws(observed.snapshot.infrastructure.as_ref()) {
         return BTreeSet::new();
     }
-    let region = infrastructure::region(observed.snapshot.infrastructure.as_ref());
-    let templates = &observed.snapshot.infrastructure_templates;
-    let sets = (observed.cluster_api_machine_sets.iter()).filter_map(|o| o.parsed.as_ref().ok());
-    let deployments =
-        (observed.cluster_api_machine_deployments.iter()).filter_map(|o| o.parsed.as_ref().ok());
-    let cluster_api: Vec<Value> = infrastructure::provider_spec_views(sets, templates, region)
-        .chain(infrastructure::provider_spec_views(
-            deployments,
-            templates,
-            region,
-        ))
-        .collect();
-    let specs = (observed.machine_sets.iter())
-        .filter_map(|o| provider_spec(o.parsed.as_ref().ok()?))
-        .chain(
-            (observed.control_plane_machine_sets.iter())
-                .filter_map(|o| provider_spec(o.parsed.as_ref().ok()?)),
-        )
-        .chain(&cluster_api);
-    crate::ec2::amis_to_ask(specs, known)
+    crate::ec2::amis_to_ask(
+        &observed.snapshot,
+        (observed.machine_sets.iter()).filter_map(|o| o.parsed.as_ref().ok()),
+        (observed.control_plane_machine_sets.iter()).filter_map(|o| o.parsed.as_ref().ok()),
+        (observed.cluster_api_machine_sets.iter()).filter_map(|o| o.parsed.as_ref().ok()),
+        (observed.cluster_api_machine_deployments.iter()).filter_map(|o| o.parsed.as_ref().ok()),
+    )
 }
 
 /// Whether the Infrastructure says AWS: EC2 is asked nothing elsewhere.
 pub(super) fn on_aws(infrastructure: Option<&Infrastructure>) -> bool {
     (infrastructure.and_then(|i| i.status.as_ref()?.platform_status.as_ref()))
         .is_some_and(|p| Platform::from_status(p) == Platform::Aws)
-}
-
-fn provider_spec<M: MachineObject>(object: &M) -> Option<&Value> {
-    object.machine_template()?.spec.provider_spec.value.as_ref()
 }
 
 #[cfg(test)]
@@ -481,7 +460,7 @@ mod tests {
     use k8s_openapi::ByteString;
 
     use super::*;
-    use crate::ec2::Answer;
+    use crate::ec2::facts::Answer;
 
     fn secret(data: &[(&str, &str)]) -> Secret {
         Secret {

@@ -541,7 +541,7 @@ impl Controller {
         )
         .await;
         if let Some(lookups) = &self.ec2 {
-            let wanted = ec2::wanted(&observed, &observed.snapshot.known_images);
+            let wanted = ec2::wanted(&observed);
             observed.snapshot.ec2 = lookups.facts(&wanted);
         }
         let options = Options {

@@ -98,15 +98,6 @@ impl AmiFacts {
     }
 }
 
-/// EC2's spelling of an architecture; `None` where AWS has no instances of it.
-pub fn ec2_arch(arch: Arch) -> Option<&'static str> {
-    match arch {
-        Arch::Amd64 => Some("x86_64"),
-        Arch::Arm64 => Some("arm64"),
-        Arch::Ppc64le | Arch::S390x => None,
-    }
-}
-
 /// A product's name for people: `OCP x86_64`, `ROSA`, else the id itself.
 pub fn product_name(product: &str) -> &str {
     PRODUCT_NAMES

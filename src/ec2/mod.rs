@@ -5,33 +5,60 @@
 //! [`facts`] is the pure part the planner reads ([`Ec2Facts`], in the snapshot); [`query`] and
 //! [`sigv4`] build and read DescribeImages requests; [`client`] sends them.
 
-pub mod client;
-pub mod facts;
-pub mod query;
-pub mod sigv4;
+pub(crate) mod client;
+pub(crate) mod facts;
+pub(crate) mod query;
+pub(crate) mod sigv4;
 
-pub use facts::{AmiFacts, AmiOrigin, Answer, Consulted, Ec2Facts};
+pub use facts::{AmiFacts, AmiOrigin, Consulted, Ec2Facts};
 
 use std::collections::BTreeSet;
 
 use serde_json::Value;
 
+use crate::api::{
+    ClusterApiMachineDeployment, ClusterApiMachineSet, ControlPlaneMachineSet, MachineSet,
+};
 use crate::known_images::KnownImages;
+use crate::machine_kind::MachineObject;
+use crate::plan::{ClusterSnapshot, infrastructure};
 
-/// The (region, AMI) pairs of AWS provider specs whose AMI the lists do not already know: what
-/// EC2 is asked about.
+/// The (region, AMI) pairs of the machine resources whose AMI the lists do not already know:
+/// what EC2 is asked about, by the controller and by `plan --ec2-lookup` alike. Cluster API
+/// objects' AMIs are read from their templates, as the AWS rule reads them.
 pub fn amis_to_ask<'a>(
-    provider_specs: impl Iterator<Item = &'a Value>,
-    known: &KnownImages,
+    cluster: &'a ClusterSnapshot,
+    machine_sets: impl Iterator<Item = &'a MachineSet>,
+    control_plane_machine_sets: impl Iterator<Item = &'a ControlPlaneMachineSet>,
+    cluster_api_machine_sets: impl Iterator<Item = &'a ClusterApiMachineSet> + 'a,
+    cluster_api_machine_deployments: impl Iterator<Item = &'a ClusterApiMachineDeployment> + 'a,
 ) -> BTreeSet<(String, String)> {
-    provider_specs
-        .filter_map(|spec| {
-            let id = spec.pointer("/ami/id")?.as_str()?;
-            let region = spec.pointer("/placement/region")?.as_str()?;
-            let plausible = id.starts_with("ami-") && !region.is_empty();
-            (plausible && !known.contains(id)).then(|| (region.to_string(), id.to_string()))
-        })
-        .collect()
+    let known = &cluster.known_images;
+    let region = infrastructure::region(cluster.infrastructure.as_ref());
+    let templates = &cluster.infrastructure_templates;
+    let openshift = (machine_sets.filter_map(provider_spec))
+        .chain(control_plane_machine_sets.filter_map(provider_spec))
+        .filter_map(|spec| unknown_ami(spec, known));
+    let cluster_api =
+        infrastructure::provider_spec_views(cluster_api_machine_sets, templates, region)
+            .chain(infrastructure::provider_spec_views(
+                cluster_api_machine_deployments,
+                templates,
+                region,
+            ))
+            .filter_map(|spec| unknown_ami(&spec, known));
+    openshift.chain(cluster_api).collect()
+}
+
+fn provider_spec<M: MachineObject>(object: &M) -> Option<&Value> {
+    object.machine_template()?.spec.provider_spec.value.as_ref()
+}
+
+fn unknown_ami(spec: &Value, known: &KnownImages) -> Option<(String, String)> {
+    let id = spec.pointer("/ami/id")?.as_str()?;
+    let region = spec.pointer("/placement/region")?.as_str()?;
+    let plausible = id.starts_with("ami-") && !region.is_empty();
+    (plausible && !known.contains(id)).then(|| (region.to_string(), id.to_string()))
 }
 
 /// Asks EC2 about `wanted` at once, region by region, and the marketplace products they belong
@@ -84,4 +111,64 @@ async fn gather_region(
         facts.add_search(region, &product);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde::de::DeserializeOwned;
+
+    use super::*;
+    use crate::names::{CLUSTER_API_NAMESPACE, MACHINE_API_NAMESPACE};
+    use crate::testkit::snapshot::cluster_snapshot;
+    use crate::testkit::streams::stream_421;
+    use crate::testkit::{cluster_api, objects};
+
+    fn typed<T: DeserializeOwned>(value: Value) -> T {
+        serde_json::from_value(value).expect("test object deserializes")
+    }
+
+    #[test]
+    fn asks_about_the_unknown_amis_of_every_machine_kind_in_the_clusters_region() {
+        let template = cluster_api::aws_machine_template(CLUSTER_API_NAMESPACE, "t", "ami-capi");
+        let cluster = cluster_snapshot("AWS", "4.21.0", &stream_421())
+            .knowing(&["ami-known"])
+            .template(template)
+            .build();
+        let machine_set = |name, ami| -> MachineSet {
+            typed(
+                objects::machine_set(MACHINE_API_NAMESPACE, name)
+                    .ami(ami)
+                    .build(),
+            )
+        };
+        let (unknown, known) = (
+            machine_set("a", "ami-unknown"),
+            machine_set("b", "ami-known"),
+        );
+        let control_plane: ControlPlaneMachineSet = typed(objects::control_plane_machine_set(
+            MACHINE_API_NAMESPACE,
+            "ami-cp",
+        ));
+        let capi_set: ClusterApiMachineSet =
+            typed(cluster_api::machine_set(CLUSTER_API_NAMESPACE, "s", "t"));
+        let capi_deployment: ClusterApiMachineDeployment = typed(cluster_api::machine_deployment(
+            CLUSTER_API_NAMESPACE,
+            "d",
+            "t",
+        ));
+
+        let wanted = amis_to_ask(
+            &cluster,
+            [&unknown, &known].into_iter(),
+            [&control_plane].into_iter(),
+            [&capi_set].into_iter(),
+            [&capi_deployment].into_iter(),
+        );
+
+        let pair = |ami: &str| ("us-east-1".to_string(), ami.to_string());
+        assert_eq!(
+            wanted,
+            [pair("ami-unknown"), pair("ami-cp"), pair("ami-capi")].into()
+        );
+    }
 }

@@ -61,8 +61,8 @@ pub fn region(infrastructure: Option<&crate::api::Infrastructure>) -> Option<&st
     status.aws.as_ref()?.region.as_deref()
 }
 
-/// What the AWS rule reads of the templates `objects` reference, for the EC2 look-ups of the
-/// controller and of `plan --ec2-lookup`.
+/// What the AWS rule reads of the templates `objects` reference, for the EC2 look-ups
+/// ([`crate::ec2::amis_to_ask`]).
 pub fn provider_spec_views<'a, M: crate::machine_kind::MachineObject + 'a>(
     objects: impl IntoIterator<Item = &'a M> + 'a,
     templates: &'a Templates,
@@ -319,20 +319,23 @@ pub fn unused_copies<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::names::CLUSTER_API_NAMESPACE;
+    use crate::testkit::cluster_api::{CLUSTER, aws_machine_template};
 
+    /// The kit's template as the API server serves it, with what a copy must drop (its
+    /// identity, `kubectl apply`'s annotation) and what it must keep (the Cluster owning it,
+    /// someone's annotation).
     fn template(name: &str, ami: &str) -> Value {
-        json!({
-            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
-            "kind": "AWSMachineTemplate",
-            "metadata": {
-                "name": name, "namespace": "openshift-cluster-api", "uid": "u-1",
-                "resourceVersion": "7", "creationTimestamp": "2026-01-01T00:00:00Z",
-                "labels": {"machine.openshift.io/cluster-api-machineset": "worker-a"},
-                "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}", "team": "x"},
-                "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "name": "demo", "uid": "c-1"}]
-            },
-            "spec": {"template": {"spec": {"ami": {"id": ami}, "instanceType": "m6i.xlarge"}}}
-        })
+        let mut template = aws_machine_template(CLUSTER_API_NAMESPACE, name, ami);
+        let metadata = template["metadata"].as_object_mut().unwrap();
+        let served = json!({
+            "uid": "u-1", "resourceVersion": "7", "creationTimestamp": "2026-01-01T00:00:00Z",
+            "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}", "team": "x"},
+            "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+                                 "name": CLUSTER, "uid": "c-1"}]
+        });
+        metadata.extend(served.as_object().unwrap().clone());
+        template
     }
 
     fn templates(objects: &[Value]) -> Templates {

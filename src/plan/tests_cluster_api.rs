@@ -1,8 +1,6 @@
 //! The planner on Cluster API MachineSets and on Machine API MachineSets whose authoritative
 //! API is Cluster API.
 
-use std::sync::Arc;
-
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
@@ -11,7 +9,8 @@ use crate::api::{ClusterApiMachineSet, MachineSet};
 use crate::names::{CLUSTER_API_NAMESPACE, MACHINE_API_NAMESPACE};
 use crate::reason::Reason;
 use crate::testkit::cluster_api::{self, template_of};
-use crate::testkit::objects::{self, stub_secret};
+use crate::testkit::objects;
+use crate::testkit::snapshot::{ClusterSnapshotBuilder, cluster_snapshot};
 use crate::testkit::streams::{AMI_420_US_EAST_1, AMI_421_US_EAST_1, stream_421};
 
 fn typed<T: DeserializeOwned>(value: Value) -> T {
@@ -21,38 +20,17 @@ fn typed<T: DeserializeOwned>(value: Value) -> T {
 /// An AWS cluster at 4.21 with the 4.20 template `worker-a` in the Cluster API namespace and
 /// an Ignition 3 bootstrap secret there.
 fn cluster() -> ClusterSnapshot {
-    let secret = stub_secret(CLUSTER_API_NAMESPACE, "worker-user-data", "3.4.0");
+    building_cluster().build()
+}
+
+fn building_cluster() -> ClusterSnapshotBuilder {
     let template =
         cluster_api::aws_machine_template(CLUSTER_API_NAMESPACE, "worker-a", AMI_420_US_EAST_1);
-    ClusterSnapshot {
-        machine_configuration: Some(typed(objects::machine_configuration("cluster", None))),
-        infrastructure: Some(typed(objects::infrastructure("cluster", "AWS"))),
-        cluster_version: Some(typed(objects::cluster_version(
-            "version",
-            "4.21.0",
-            "Completed",
-        ))),
-        cluster_version_served: true,
-        golden: Some(typed(objects::golden_config_map(
-            "ns",
-            "4.21.0",
-            &stream_421(),
-        ))),
-        secrets: [(
-            (CLUSTER_API_NAMESPACE.into(), "worker-user-data".into()),
-            typed(secret),
-        )]
-        .into(),
-        control_plane_nodes: [("m0".into(), Some("amd64".into()))].into(),
+    cluster_snapshot("AWS", "4.21.0", &stream_421())
+        .stub_secret(CLUSTER_API_NAMESPACE, "worker-user-data", "3.4.0")
         // The 4.20 AMIs, remembered as CoreOS AMIs when that stream was golden.
-        known_images: objects::AMIS_420.iter().map(|a| a.to_string()).collect(),
-        infrastructure_templates: [(
-            ("AWSMachineTemplate".into(), "worker-a".into()),
-            Arc::new(typed(template)),
-        )]
-        .into(),
-        ..Default::default()
-    }
+        .knowing(&objects::AMIS_420)
+        .template(template)
 }
 
 fn options() -> Options {
@@ -123,13 +101,9 @@ fn an_outdated_template_is_copied_with_the_golden_ami_and_the_machine_set_repoin
 
 #[test]
 fn a_template_on_the_golden_ami_is_up_to_date_and_nothing_is_written() {
-    let mut cluster = cluster();
     let current =
         cluster_api::aws_machine_template(CLUSTER_API_NAMESPACE, "worker-a", AMI_421_US_EAST_1);
-    cluster.infrastructure_templates.insert(
-        ("AWSMachineTemplate".into(), "worker-a".into()),
-        Arc::new(typed(current)),
-    );
+    let cluster = building_cluster().template(current).build();
     let decided = decide(&cluster, worker_a());
     assert_eq!(decided.action, Action::UpToDate, "{decided:?}");
     assert!(decided.patch.is_empty() && decided.infrastructure_template.is_none());
@@ -190,12 +164,9 @@ fn a_missing_template_is_an_error_and_another_providers_is_skipped() {
 
 #[test]
 fn a_spec_2_bootstrap_secret_blocks_the_new_image() {
-    let mut cluster = cluster();
-    let old = stub_secret(CLUSTER_API_NAMESPACE, "worker-user-data", "2.2.0");
-    cluster.secrets.insert(
-        (CLUSTER_API_NAMESPACE.into(), "worker-user-data".into()),
-        typed(old),
-    );
+    let cluster = building_cluster()
+        .stub_secret(CLUSTER_API_NAMESPACE, "worker-user-data", "2.2.0")
+        .build();
     let decided = decide(&cluster, worker_a());
     assert_eq!(
         (decided.action, decided.reason),

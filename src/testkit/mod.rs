@@ -11,4 +11,5 @@ pub mod provider_specs;
 pub mod rules;
 pub mod scratch;
 pub mod skips;
+pub mod snapshot;
 pub mod streams;

@@ -1,5 +1,5 @@
 //! What vCenter said about the templates the vSphere rule wants: the pure part the planner reads
-//! from the snapshot, as [`crate::ec2::Ec2Facts`] is for AWS. The controller fills it from
+//! from the snapshot, as `Ec2Facts` (src/ec2) is for AWS. The controller fills it from
 //! answers already in; a pass never waits for vCenter.
 
 use std::collections::BTreeMap;
