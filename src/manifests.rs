@@ -701,4 +701,23 @@ data:
         assert!(matches!(err, ManifestError::NotFound { .. }));
         assert!(err.to_string().contains("nope"), "{err}");
     }
+
+    #[test]
+    fn a_folder_is_read_for_its_regular_files_only() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("ms.yaml"), MACHINE_SET).unwrap();
+        // A FIFO would block the read for ever, /dev/zero would fill memory: both carry a
+        // manifest's name, neither is opened.
+        let fifo = dir.path().join("pipe.yaml");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(made.is_ok_and(|s| s.success()), "mkfifo");
+        std::os::unix::fs::symlink("/dev/zero", dir.path().join("zero.yaml")).unwrap();
+        let snapshot = load(&[dir.path()]).unwrap();
+        assert_eq!(snapshot.machine_sets.len(), 1);
+        // Named on the command line, they are refused rather than read.
+        for name in ["pipe.yaml", "zero.yaml"] {
+            let err = load(&[dir.path().join(name)]).unwrap_err();
+            assert!(err.to_string().contains(name), "{err}");
+        }
+    }
 }
