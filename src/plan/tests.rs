@@ -7,7 +7,6 @@
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
 
-use base64::Engine as _;
 use jiff::{SignedDuration, Timestamp};
 use json_patch::PatchOperation;
 use serde::de::DeserializeOwned;
@@ -15,10 +14,7 @@ use serde_json::{Value, json};
 
 use super::record::{self, Change, HistoryEntry};
 use super::{Action, Blocked, ClusterSnapshot, Decision, Malformed, Options, Plan, plan};
-use crate::api::{
-    ClusterVersion, ConfigMap, ControlPlaneMachineSet, Infrastructure, MachineConfiguration,
-    MachineSet, Secret,
-};
+use crate::api::{ControlPlaneMachineSet, MachineSet};
 use crate::arch::Arch;
 use crate::names::{
     AUTOSCALER_LABELS_ANNOTATION, LEGACY_OPT_OUT_ANNOTATION, LEGACY_PAUSE_ANNOTATION,
@@ -30,9 +26,13 @@ use crate::reason::Reason;
 // The cluster of most scenarios: AWS on 4.21.0, MachineSets managed by the platform default.
 
 const NAMESPACE: &str = "openshift-machine-api";
+use crate::testkit::objects::{self, machine_manager};
 use crate::testkit::provider_specs::{self, INFRASTRUCTURE_NAME};
+use crate::testkit::snapshot::{ClusterChanges, cluster_snapshot};
 use crate::testkit::streams::{self, stream_421_all_platforms};
 const RELEASE: &str = "4.21.0";
+/// The release the cluster was installed at, before its update to [`RELEASE`].
+const INSTALLED: &str = "4.20.5";
 
 /// The golden 4.21 AMIs (rhcos 9.6.20251023-0).
 const AMI_US_EAST_1: &str = streams::AMI_421_US_EAST_1;
@@ -51,19 +51,13 @@ const STUB: &str = "worker-user-data";
 const MANAGED_STUB: &str = "worker-user-data-managed";
 
 /// Where the provider spec of a MachineSet and of a ControlPlaneMachineSet live.
-const MACHINE_SET_SPEC: &str = "/spec/template/spec/providerSpec/value";
-const CONTROL_PLANE_SPEC: &str =
-    "/spec/template/machines_v1beta1_machine_openshift_io/spec/providerSpec/value";
+const MACHINE_SET_SPEC: &str = objects::MACHINE_SET_PROVIDER_SPEC;
+const CONTROL_PLANE_SPEC: &str = objects::CONTROL_PLANE_PROVIDER_SPEC;
 
 /// The compact 4.21 stream of the kit, as the golden ConfigMap carries it.
 fn golden_stream() -> String {
     stream_421_all_platforms().to_string()
 }
-
-/// A pointer config as the Machine Config Operator writes into `<role>-user-data-managed`.
-const IGNITION_3_2: &str = r#"{"ignition":{"config":{"merge":[{"source":"https://api-int.ci-ln-4k2x7bt.example.com:22623/config/worker"}]},"security":{"tls":{"certificateAuthorities":[{"source":"data:text/plain;charset=utf-8;base64,LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg=="}]}},"version":"3.2.0"}}"#;
-/// What 4.5-era installers wrote into `worker-user-data`; current images cannot boot it.
-const IGNITION_2_2: &str = r#"{"ignition":{"config":{"append":[{"source":"https://api-int.ci-ln-4k2x7bt.example.com:22623/config/worker"}]},"version":"2.2.0"}}"#;
 
 fn now() -> Timestamp {
     "2026-03-02T10:00:00Z".parse().unwrap()
@@ -80,189 +74,20 @@ fn options() -> Options {
     }
 }
 
+/// AWS, updated from [`INSTALLED`] to [`RELEASE`], with the Ignition 3 stubs of a cluster
+/// installed on 4.6 or later: the managed worker and control-plane stubs and the installer's
+/// control-plane stub.
 fn aws_cluster() -> ClusterSnapshot {
-    ClusterSnapshot {
-        infrastructure_templates: Default::default(),
-        machine_configuration: Some(machine_configuration()),
-        infrastructure: Some(infrastructure("AWS")),
-        cluster_version: Some(cluster_version("Completed", RELEASE)),
-        cluster_version_served: true,
-        golden: Some(golden_config_map(&golden_stream(), Some(RELEASE))),
-        secrets: BTreeMap::from([
-            secret_entry(MANAGED_STUB, IGNITION_3_2),
-            secret_entry("master-user-data-managed", IGNITION_3_2),
-            // The installer's control-plane stub of a cluster installed on 4.6 or later.
-            secret_entry("master-user-data", IGNITION_3_2),
-        ]),
-        known_images: Default::default(),
-        control_plane_nodes: control_plane_nodes("amd64"),
-        ec2: Default::default(),
-        vcenter: Default::default(),
-    }
-}
-
-/// Three control-plane Nodes reporting `arch` in their `kubernetes.io/arch` label.
-fn control_plane_nodes(arch: &str) -> BTreeMap<String, Option<String>> {
-    (0..3)
-        .map(|i| (format!("master-{i}"), Some(arch.to_string())))
-        .collect()
+    cluster_snapshot("AWS", RELEASE, &golden_stream())
+        .upgraded(INSTALLED, RELEASE, "Completed")
+        .stub_secret(NAMESPACE, MANAGED_STUB, "3.2.0")
+        .stub_secret(NAMESPACE, "master-user-data-managed", "3.2.0")
+        .stub_secret(NAMESPACE, "master-user-data", "3.2.0")
+        .build()
 }
 
 fn gcp_cluster() -> ClusterSnapshot {
     aws_cluster().on_platform("GCP")
-}
-
-fn machine_configuration() -> MachineConfiguration {
-    from_json(json!({
-        "apiVersion": "operator.openshift.io/v1",
-        "kind": "MachineConfiguration",
-        "metadata": {"name": "cluster", "resourceVersion": "48213"},
-        "spec": {"logLevel": "Normal", "managementState": "Managed", "operatorLogLevel": "Normal"}
-    }))
-}
-
-fn infrastructure(platform: &str) -> Infrastructure {
-    from_json(json!({
-        "apiVersion": "config.openshift.io/v1",
-        "kind": "Infrastructure",
-        "metadata": {"name": "cluster"},
-        "spec": {"cloudConfig": {"name": ""}, "platformSpec": {"type": platform}},
-        "status": {
-            "apiServerURL": "https://api.ci-ln-4k2x7bt.example.com:6443",
-            "controlPlaneTopology": "HighlyAvailable",
-            "infrastructureName": INFRASTRUCTURE_NAME,
-            "infrastructureTopology": "HighlyAvailable",
-            "platform": platform,
-            "platformStatus": {"type": platform}
-        }
-    }))
-}
-
-fn cluster_version(state: &str, version: &str) -> ClusterVersion {
-    from_json(json!({
-        "apiVersion": "config.openshift.io/v1",
-        "kind": "ClusterVersion",
-        "metadata": {"name": "version"},
-        "spec": {"channel": "stable-4.21", "clusterID": "5d1e3c9a-8d4f-4d0e-9a0b-6c1f2e3d4a5b"},
-        "status": {
-            "desired": {"version": version, "image": "quay.io/openshift-release-dev/ocp-release@sha256:0123"},
-            "history": [
-                {"state": state, "version": version, "startedTime": "2026-03-01T08:00:00Z",
-                 "completionTime": null, "verified": false},
-                {"state": "Completed", "version": "4.20.5", "startedTime": "2026-01-10T08:00:00Z",
-                 "completionTime": "2026-01-10T09:10:00Z", "verified": true}
-            ],
-            "observedGeneration": 3
-        }
-    }))
-}
-
-fn golden_config_map(stream: &str, release: Option<&str>) -> ConfigMap {
-    let mut data = json!({
-        "stream": stream,
-        "MCOReleaseImageVersion": "4.21.0",
-        "MCOVersionHash": "a1b2c3d4e5f6"
-    });
-    if let Some(release) = release {
-        data["releaseVersion"] = release.into();
-    }
-    from_json(json!({
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": "coreos-bootimages", "namespace": "openshift-machine-config-operator"},
-        "data": data
-    }))
-}
-
-fn secret_entry(name: &str, user_data: &str) -> ((String, String), Secret) {
-    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
-    let secret = from_json(json!({
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": name, "namespace": NAMESPACE},
-        "type": "Opaque",
-        "data": {"disableTemplating": b64("true"), "userData": b64(user_data)}
-    }));
-    ((NAMESPACE.to_string(), name.to_string()), secret)
-}
-
-fn from_json<T: DeserializeOwned>(value: Value) -> T {
-    serde_json::from_value(value).expect("test object deserializes")
-}
-
-/// One `machineManagers` entry.
-fn manager(resource: &str, selection: Value) -> Value {
-    json!({"resource": resource, "apiGroup": "machine.openshift.io", "selection": selection})
-}
-
-/// Changes to a cluster, chained after [`aws_cluster`].
-trait ClusterBuilder: Sized {
-    fn with(self, change: impl FnOnce(&mut ClusterSnapshot)) -> Self;
-
-    fn on_platform(self, platform: &str) -> Self {
-        self.with(|c| c.infrastructure = Some(infrastructure(platform)))
-    }
-
-    /// Adds entries of the `--known-images-file`.
-    fn knowing(self, images: &[&str]) -> Self {
-        self.with(|c| {
-            c.known_images
-                .extend(images.iter().map(|image| image.to_string()))
-        })
-    }
-
-    fn machine_managers(self, managers: Value) -> Self {
-        self.with(|c| {
-            let mc = c.machine_configuration.as_mut().unwrap();
-            mc.spec.managed_boot_images = Some(from_json(json!({ "machineManagers": managers })));
-        })
-    }
-
-    fn annotate_machine_configuration(self, key: &str, value: &str) -> Self {
-        self.with(|c| {
-            let mc = c.machine_configuration.as_mut().unwrap();
-            mc.metadata
-                .annotations
-                .get_or_insert_with(BTreeMap::new)
-                .insert(key.into(), value.into());
-        })
-    }
-
-    /// The newest update of the ClusterVersion history.
-    fn update_history(self, state: &str, version: &str) -> Self {
-        self.with(|c| c.cluster_version = Some(cluster_version(state, version)))
-    }
-
-    fn multi_arch(self) -> Self {
-        self.with(|c| {
-            let status = c.cluster_version.as_mut().unwrap().status.as_mut().unwrap();
-            status.desired.as_mut().unwrap().architecture = Some("Multi".into());
-        })
-    }
-
-    fn golden(self, stream: &str, release: Option<&str>) -> Self {
-        self.with(|c| c.golden = Some(golden_config_map(stream, release)))
-    }
-
-    fn secret(self, name: &str, user_data: &str) -> Self {
-        self.with(|c| {
-            let (key, secret) = secret_entry(name, user_data);
-            c.secrets.insert(key, secret);
-        })
-    }
-
-    fn without_secret(self, name: &str) -> Self {
-        self.with(|c| {
-            c.secrets.remove(&(NAMESPACE.to_string(), name.to_string()));
-        })
-    }
-}
-
-impl ClusterBuilder for ClusterSnapshot {
-    fn with(mut self, change: impl FnOnce(&mut ClusterSnapshot)) -> Self {
-        change(&mut self);
-        self
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -523,7 +348,10 @@ fn decide_worker_a(change: impl FnOnce(Object<MachineSet>) -> Object<MachineSet>
 
 /// The updatable cluster selecting ControlPlaneMachineSets with `selection`.
 fn managing_control_planes(selection: Value) -> ClusterSnapshot {
-    updatable().machine_managers(json!([manager("controlplanemachinesets", selection)]))
+    updatable().machine_managers(json!([machine_manager(
+        "controlplanemachinesets",
+        selection
+    )]))
 }
 
 /// The cluster updates the outdated MachineSet `worker-a`.
@@ -744,7 +572,7 @@ fn a_malformed_golden_stream_blocks_everything() {
 #[test]
 fn mid_upgrade_updates_wait_for_the_upgrade_to_complete() {
     // The golden ConfigMap already describes 4.21.0 while nodes still run 4.20.
-    let cluster = updatable().update_history("Partial", RELEASE);
+    let cluster = updatable().upgraded(INSTALLED, RELEASE, "Partial");
     assert_hold(&cluster, Reason::ClusterUpgrading);
     let no_history = updatable().with(|c| {
         let status = c.cluster_version.as_mut().unwrap().status.as_mut().unwrap();
@@ -767,7 +595,7 @@ fn a_golden_configmap_without_release_version_holds_updates() {
 
 #[test]
 fn a_golden_configmap_of_another_release_holds_updates() {
-    let cluster = updatable().update_history("Completed", "4.20.5");
+    let cluster = updatable().upgraded(INSTALLED, INSTALLED, "Completed");
     assert_hold(&cluster, Reason::ReleaseMismatch);
     let blocked = plan_machine_sets(&cluster, &[]).blocked.unwrap();
     assert_mentions(&blocked.message, "4.20.5");
@@ -791,9 +619,11 @@ fn releases_are_compared_as_semver() {
             "4.21.0-0.nightly-2026-02-27-101010",
         ),
     ] {
-        let cluster = updatable()
-            .golden(&golden_stream(), Some(cm))
-            .update_history("Completed", history);
+        let cluster = updatable().golden(&golden_stream(), Some(cm)).upgraded(
+            INSTALLED,
+            history,
+            "Completed",
+        );
         let plan = plan_machine_sets(&cluster, &[machine_set("worker-a").build()]);
         assert_eq!(plan.blocked, None, "{cm:?} vs {history:?}");
         assert_decided(
@@ -803,9 +633,10 @@ fn releases_are_compared_as_semver() {
         );
     }
     // Versions that are not semver are compared as written.
-    let odd = updatable()
-        .golden(&golden_stream(), Some("4.21"))
-        .update_history("Completed", "4.21");
+    let odd =
+        updatable()
+            .golden(&golden_stream(), Some("4.21"))
+            .upgraded(INSTALLED, "4.21", "Completed");
     assert_eq!(plan_machine_sets(&odd, &[]).blocked, None);
 }
 
@@ -929,7 +760,7 @@ fn the_deprecated_opt_out_key_is_honoured_with_a_warning() {
 
 #[test]
 fn the_opt_out_annotation_wins_over_every_other_rule() {
-    let cluster = updatable().machine_managers(json!([manager(
+    let cluster = updatable().machine_managers(json!([machine_manager(
         "machinesets",
         json!({"mode": "Partial", "partial": {"machineResourceSelector": {"matchLabels": {"boot-images": "managed"}}}})
     )]));
@@ -980,8 +811,10 @@ fn only_the_disabled_value_opts_out() {
 
 #[test]
 fn mode_none_selects_no_machine_set() {
-    let none =
-        updatable().machine_managers(json!([manager("machinesets", json!({"mode": "None"}))]));
+    let none = updatable().machine_managers(json!([machine_manager(
+        "machinesets",
+        json!({"mode": "None"})
+    )]));
     let entry = decide(&none, machine_set("worker-a").build());
     assert_decided(&entry, Action::Skip, Reason::NotSelected);
     assert_mentions(&entry.message, "None");
@@ -996,7 +829,7 @@ fn mode_none_selects_no_machine_set() {
 
 #[test]
 fn partial_selection_matches_the_machine_set_labels() {
-    let cluster = updatable().machine_managers(json!([manager(
+    let cluster = updatable().machine_managers(json!([machine_manager(
         "machinesets",
         json!({"mode": "Partial", "partial": {"machineResourceSelector": {
             "matchLabels": {"boot-images": "managed"},
@@ -1032,13 +865,13 @@ fn partial_selection_matches_the_machine_set_labels() {
 #[test]
 fn an_invalid_selector_is_an_error_for_its_resource_kind_only() {
     let cluster = updatable().machine_managers(json!([
-        manager(
+        machine_manager(
             "machinesets",
             json!({"mode": "Partial", "partial": {"machineResourceSelector": {
                 "matchExpressions": [{"key": "zone", "operator": "Near", "values": ["us-east-1a"]}]
             }}})
         ),
-        manager("controlplanemachinesets", json!({"mode": "All"})),
+        machine_manager("controlplanemachinesets", json!({"mode": "All"})),
     ]));
     let plan = plan(
         &cluster,
@@ -1107,25 +940,8 @@ fn a_machine_set_of_an_os_stream_the_golden_config_map_lacks_is_skipped_naming_i
 #[test]
 fn a_machine_set_of_another_os_stream_is_updated_from_that_stream() {
     // A dual-stream release: the default rhel-9 stream, and rhel-10 under `streams`.
-    const AMI_RHEL_10: &str = "ami-0e5ae1fd8c4a3b2f1";
-    let rhel_10 = json!({
-        "stream": "rhcos-4.22",
-        "architectures": {"x86_64": {
-            "artifacts": {"aws": {"release": "10.2.20260405-0"}},
-            "images": {"aws": {"regions": {
-                "us-east-1": {"release": "10.2.20260405-0", "image": AMI_RHEL_10}
-            }}}
-        }}
-    });
-    let cluster = updatable().with(|c| {
-        let golden = c.golden.as_mut().unwrap();
-        let streams = json!({"rhel-10": rhel_10}).to_string();
-        golden
-            .data
-            .as_mut()
-            .unwrap()
-            .insert("streams".into(), streams);
-    });
+    const AMI_RHEL_10: &str = streams::AMI_RHEL_10_US_EAST_1;
+    let cluster = updatable().other_os_streams(json!({"rhel-10": streams::stream_rhel_10()}));
     let ms = machine_set("worker-rhel10").labels(&[(OS_STREAM_LABEL, "rhel-10")]);
     let entry = decide(&cluster, ms.build());
     assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
@@ -1195,7 +1011,7 @@ fn an_undetermined_architecture_is_an_error() {
 
 #[test]
 fn without_the_annotation_the_control_plane_nodes_architecture_applies() {
-    let arm64 = updatable().with(|c| c.control_plane_nodes = control_plane_nodes("arm64"));
+    let arm64 = updatable().control_plane_arch("arm64");
     let ms = machine_set("worker-a").ami(AMI_PREVIOUS_ARM64).build();
     let worker = plan(&arm64, std::slice::from_ref(&ms), &[], &options())
         .machine_sets
@@ -1213,10 +1029,12 @@ fn without_the_annotation_the_control_plane_nodes_architecture_applies() {
     assert_decided(&worker, Action::Update, Reason::BootImageOutdated);
     assert_eq!(worker.boot_image.target, Some(json!(AMI_ARM64_US_EAST_1)));
     // Control planes never carry the annotation, on multi-arch clusters too.
-    let cluster = updatable().multi_arch().machine_managers(json!([manager(
-        "controlplanemachinesets",
-        json!({"mode": "All"})
-    )]));
+    let cluster = updatable()
+        .multi_arch()
+        .machine_managers(json!([machine_manager(
+            "controlplanemachinesets",
+            json!({"mode": "All"})
+        )]));
     let cp = control_plane_machine_set().ami(AMI_PREVIOUS_ARM64).build();
     let entry = &plan(&cluster, &[], &[cp], &override_arm64).control_plane_machine_sets[0];
     assert_decided(entry, Action::Update, Reason::BootImageOutdated);
@@ -1225,7 +1043,10 @@ fn without_the_annotation_the_control_plane_nodes_architecture_applies() {
 
 #[test]
 fn without_nodes_that_say_it_the_control_plane_architecture_is_an_error_never_a_default() {
-    let managers = json!([manager("controlplanemachinesets", json!({"mode": "All"}))]);
+    let managers = json!([machine_manager(
+        "controlplanemachinesets",
+        json!({"mode": "All"})
+    )]);
     for (nodes, why) in [
         (BTreeMap::new(), "no control-plane Node is visible"),
         (
@@ -1259,18 +1080,7 @@ fn without_nodes_that_say_it_the_control_plane_architecture_is_an_error_never_a_
 fn an_image_of_another_architecture_than_the_decided_one_is_never_replaced() {
     // Declared arm64, but running the x86_64 AMI of the previous golden stream: either the
     // annotation or the image is wrong, and the arm64 AMI may not boot on its instance type.
-    let cluster = updatable().with(|c| {
-        let previous = golden_config_map(&golden_stream(), Some(RELEASE));
-        let mut data = previous.data.clone().unwrap();
-        data.insert(
-            "streams".into(),
-            json!({"previous": previous_stream()}).to_string(),
-        );
-        c.golden = Some(ConfigMap {
-            data: Some(data),
-            ..previous
-        });
-    });
+    let cluster = updatable().other_os_streams(json!({"previous": previous_stream()}));
     let wrong = machine_set("worker-a")
         .capacity_labels("kubernetes.io/arch=arm64")
         .ami(AMI_PREVIOUS);
@@ -1412,7 +1222,10 @@ fn unsupported_platforms_are_skipped() {
 
 /// `cluster` with every MachineSet selected explicitly.
 fn selecting_all(cluster: ClusterSnapshot) -> ClusterSnapshot {
-    cluster.machine_managers(json!([manager("machinesets", json!({"mode": "All"}))]))
+    cluster.machine_managers(json!([machine_manager(
+        "machinesets",
+        json!({"mode": "All"})
+    )]))
 }
 
 #[test]
@@ -1590,7 +1403,7 @@ fn gcp_updates_boot_disks_and_never_data_disks() {
 
 #[test]
 fn a_missing_managed_secret_is_an_error_and_nothing_is_patched() {
-    let cluster = updatable().without_secret(MANAGED_STUB);
+    let cluster = updatable().without_secret(NAMESPACE, MANAGED_STUB);
     for ami in [AMI_PREVIOUS, AMI_US_EAST_1] {
         let entry = decide(&cluster, machine_set("worker-a").ami(ami).build());
         assert_decided(&entry, Action::Error, Reason::ManagedSecretMissing);
@@ -1609,8 +1422,9 @@ fn a_missing_managed_secret_is_an_error_and_nothing_is_patched() {
 
 #[test]
 fn an_invalid_managed_secret_is_an_error_and_nothing_is_patched() {
-    for user_data in [IGNITION_2_2, "#!/bin/bash\necho hi", "{}"] {
-        let cluster = updatable().secret(MANAGED_STUB, user_data);
+    let ignition_2 = objects::pointer_ignition_config("worker", "2.2.0");
+    for user_data in [ignition_2.as_str(), "#!/bin/bash\necho hi", "{}"] {
+        let cluster = updatable().stub_secret_with_user_data(NAMESPACE, MANAGED_STUB, user_data);
         for ami in [AMI_PREVIOUS, AMI_US_EAST_1] {
             let entry = decide(&cluster, machine_set("worker-a").ami(ami).build());
             assert_decided(&entry, Action::Error, Reason::ManagedSecretInvalid);
@@ -1654,10 +1468,7 @@ fn a_custom_stub_without_a_valid_managed_twin_is_kept_and_the_image_still_moves(
     let patched = serde_json::to_string(&entry.patch).unwrap();
     assert!(!patched.contains("userDataSecret"), "{patched}");
     // With a valid managed twin, it moves like the installer's stubs do.
-    let with_twin = updatable().with(|c| {
-        let (key, secret) = secret_entry("gpu-user-data-managed", IGNITION_3_2);
-        c.secrets.insert(key, secret);
-    });
+    let with_twin = updatable().stub_secret(NAMESPACE, "gpu-user-data-managed", "3.2.0");
     let entry = decide(&with_twin, custom().build());
     assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
     assert_eq!(
@@ -1667,7 +1478,7 @@ fn a_custom_stub_without_a_valid_managed_twin_is_kept_and_the_image_still_moves(
     assert_eq!(entry.warning, None);
     // The installer's own stub still needs its twin: an old one may not boot the new image.
     let installer = decide(
-        &updatable().without_secret(MANAGED_STUB),
+        &updatable().without_secret(NAMESPACE, MANAGED_STUB),
         machine_set("worker-a").build(),
     );
     assert_decided(&installer, Action::Error, Reason::ManagedSecretMissing);
@@ -1684,7 +1495,7 @@ fn a_stub_secret_name_that_is_not_a_string_is_an_error() {
 #[test]
 fn a_current_image_on_the_managed_stub_is_up_to_date() {
     let entry = decide(
-        &updatable().without_secret(MANAGED_STUB),
+        &updatable().without_secret(NAMESPACE, MANAGED_STUB),
         machine_set("worker-a")
             .ami(AMI_US_EAST_1)
             .user_data_secret(MANAGED_STUB)
@@ -2013,7 +1824,10 @@ fn control_plane_machine_sets_are_not_updated_by_default() {
 /// stub secret's name, and a stub the new image cannot read blocks the image update instead.
 #[test]
 fn a_control_plane_machine_set_never_changes_its_stub_secret_name() {
-    let all = json!([manager("controlplanemachinesets", json!({"mode": "All"}))]);
+    let all = json!([machine_manager(
+        "controlplanemachinesets",
+        json!({"mode": "All"})
+    )]);
     let cluster = updatable().machine_managers(all.clone());
     let cp = control_plane_machine_set().build();
     let entry = decide_control_plane(&cluster, cp.clone());
@@ -2023,10 +1837,11 @@ fn a_control_plane_machine_set_never_changes_its_stub_secret_name() {
     assert!(!entry.message.contains("stub secret"), "{}", entry.message);
 
     // An Ignition 2 stub (a cluster installed before 4.6) cannot boot the new image.
-    let spec2 = updatable().machine_managers(all.clone()).with(|c| {
-        let (key, secret) = secret_entry("master-user-data", IGNITION_2_2);
-        c.secrets.insert(key, secret);
-    });
+    let spec2 = updatable().machine_managers(all.clone()).stub_secret(
+        NAMESPACE,
+        "master-user-data",
+        "2.2.0",
+    );
     let entry = decide_control_plane(&spec2, cp.clone());
     assert_decided(&entry, Action::Error, Reason::StubSecretIncompatible);
     assert_mentions(&entry.message, "2.2.0");

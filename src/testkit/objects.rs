@@ -58,6 +58,22 @@ pub fn cluster_version_status(release: &str, state: &str) -> Value {
     })
 }
 
+/// The ClusterVersion of a cluster installed at `installed` (that update Completed) whose newest
+/// update, to `release`, is in `state`. The history lists the newest update first, as the
+/// cluster-version operator writes it.
+pub fn upgraded_cluster_version(name: &str, installed: &str, release: &str, state: &str) -> Value {
+    let mut cv = cluster_version(name, release, state);
+    let installed = json!({
+        "state": "Completed", "version": installed, "image": "", "verified": true,
+        "startedTime": "2025-12-01T00:00:00Z", "completionTime": "2025-12-01T01:10:00Z"
+    });
+    cv["status"]["history"]
+        .as_array_mut()
+        .unwrap()
+        .push(installed);
+    cv
+}
+
 pub fn machine_configuration(name: &str, managed_boot_images: Option<Value>) -> Value {
     let mut spec = json!({"managementState": "Managed"});
     if let Some(m) = managed_boot_images {
@@ -75,7 +91,13 @@ pub fn selection(mode: &str, selector: Option<Value>) -> Value {
     if let Some(s) = selector {
         selection["partial"] = json!({"machineResourceSelector": s});
     }
-    json!({"machineManagers": [{"resource": "machinesets", "apiGroup": "machine.openshift.io", "selection": selection}]})
+    json!({"machineManagers": [machine_manager("machinesets", selection)]})
+}
+
+/// One `machineManagers` entry: `resource` (`machinesets`, `controlplanemachinesets`) selected
+/// by `selection`, written as the MachineConfiguration holds it, valid or not.
+pub fn machine_manager(resource: &str, selection: Value) -> Value {
+    json!({"resource": resource, "apiGroup": "machine.openshift.io", "selection": selection})
 }
 
 pub fn golden_config_map(ns: &str, release: &str, stream: &str) -> Value {
@@ -84,6 +106,15 @@ pub fn golden_config_map(ns: &str, release: &str, stream: &str) -> Value {
         "metadata": {"name": "coreos-bootimages", "namespace": ns},
         "data": {"stream": stream, "releaseVersion": release, "MCOReleaseImageVersion": release},
     })
+}
+
+/// The golden ConfigMap without `releaseVersion`: nothing tells which release its stream is for.
+pub fn golden_config_map_without_release(ns: &str, stream: &str) -> Value {
+    let mut cm = golden_config_map(ns, "", stream);
+    let data = cm["data"].as_object_mut().unwrap();
+    data.remove("releaseVersion");
+    data.remove("MCOReleaseImageVersion");
+    cm
 }
 
 /// The controller's own memory of CoreOS images (see `src/controller/known.rs`), one per line.
@@ -104,18 +135,32 @@ pub const AMIS_420: [&str; 3] = RHCOS_420.amis;
 
 /// A stub secret holding a pointer Ignition config of the given spec version.
 pub fn stub_secret(ns: &str, name: &str, ignition_version: &str) -> Value {
-    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
     let role = name.split('-').next().unwrap_or("worker");
-    let config = if ignition_version.starts_with('2') {
-        json!({"ignition": {"version": ignition_version, "config": {"append": [{"source": format!("https://api-int.demo.example.com:22623/config/{role}")}]}}})
+    stub_secret_with_user_data(ns, name, &pointer_ignition_config(role, ignition_version))
+}
+
+/// The Ignition config of a stub secret: a pointer to the Machine Config Server's config of
+/// `role`, in the given spec version.
+pub fn pointer_ignition_config(role: &str, ignition_version: &str) -> String {
+    let source = format!("https://api-int.demo.example.com:22623/config/{role}");
+    // Ignition spec 3 renamed `config.append` to `config.merge`.
+    let key = if ignition_version.starts_with('2') {
+        "append"
     } else {
-        json!({"ignition": {"version": ignition_version, "config": {"merge": [{"source": format!("https://api-int.demo.example.com:22623/config/{role}")}]}}})
+        "merge"
     };
+    json!({"ignition": {"version": ignition_version, "config": {key: [{"source": source}]}}})
+        .to_string()
+}
+
+/// A stub secret whose `userData` is `user_data` verbatim: a script, a broken config.
+pub fn stub_secret_with_user_data(ns: &str, name: &str, user_data: &str) -> Value {
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
     json!({
         "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
         "metadata": {"name": name, "namespace": ns},
         // `data`, as the API server serves it, so the object is the same applied or typed.
-        "data": {"userData": b64(&config.to_string()), "disableTemplating": b64("true")},
+        "data": {"userData": b64(user_data), "disableTemplating": b64("true")},
     })
 }
 
@@ -276,9 +321,7 @@ pub const CONTROL_PLANE_PROVIDER_SPEC: &str =
 pub fn machine_managers(entries: &[(&str, &str)]) -> Value {
     let managers: Vec<Value> = entries
         .iter()
-        .map(|(resource, mode)| {
-            json!({"resource": resource, "apiGroup": "machine.openshift.io", "selection": {"mode": mode}})
-        })
+        .map(|(resource, mode)| machine_manager(resource, json!({ "mode": mode })))
         .collect();
     json!({ "machineManagers": managers })
 }
