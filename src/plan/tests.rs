@@ -1,15 +1,14 @@
 //! The planner's specification: one scenario per gate, per rule of DESIGN.md section 2 and per
 //! reason a MachineSet can end up with.
 //!
-//! Objects are written as JSON in the shapes the API server serves them, so a scenario reads like
-//! the cluster it describes: `machine_set("worker-a").ami(AMI_PREVIOUS).region("us-east-1")`.
+//! Objects come from the test kit (`crate::testkit`), in the shapes the API server serves them,
+//! so a scenario reads like the cluster it describes and starts from the objects the integration
+//! tests apply: `machine_set("worker-a").ami(AMI_PREVIOUS).region("us-east-1")`.
 
 use std::collections::BTreeMap;
-use std::marker::PhantomData;
 
 use jiff::{SignedDuration, Timestamp};
 use json_patch::PatchOperation;
-use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::record::{self, Change, HistoryEntry};
@@ -21,15 +20,17 @@ use crate::names::{
     OPT_OUT_ANNOTATION, OS_ID_LABEL, OS_STREAM_LABEL, PAUSE_ANNOTATION,
 };
 use crate::reason::Reason;
+use crate::testkit::objects::{
+    self, ControlPlaneMachineSetBuilder, MachineSetBuilder, machine_manager,
+};
+use crate::testkit::provider_specs::{self, INFRASTRUCTURE_NAME};
+use crate::testkit::snapshot::{ClusterChanges, cluster_snapshot};
+use crate::testkit::streams::{self, stream_421_all_platforms};
 
 // ---------------------------------------------------------------------------------------------
 // The cluster of most scenarios: AWS on 4.21.0, MachineSets managed by the platform default.
 
-const NAMESPACE: &str = "openshift-machine-api";
-use crate::testkit::objects::{self, machine_manager};
-use crate::testkit::provider_specs::{self, INFRASTRUCTURE_NAME};
-use crate::testkit::snapshot::{ClusterChanges, cluster_snapshot};
-use crate::testkit::streams::{self, stream_421_all_platforms};
+const NAMESPACE: &str = crate::names::MACHINE_API_NAMESPACE;
 const RELEASE: &str = "4.21.0";
 /// The release the cluster was installed at, before its update to [`RELEASE`].
 const INSTALLED: &str = "4.20.5";
@@ -93,61 +94,13 @@ fn gcp_cluster() -> ClusterSnapshot {
 // ---------------------------------------------------------------------------------------------
 // Machine resources.
 
-/// A machine resource under construction, as JSON. `template` is where its machine template
-/// lives: `spec.template` in a MachineSet, one level deeper in a ControlPlaneMachineSet.
-struct Object<K> {
-    doc: Value,
-    template: &'static [&'static str],
-    kind: PhantomData<K>,
-}
-
-const MACHINE_SET_TEMPLATE: &[&str] = &["spec", "template"];
-const CONTROL_PLANE_TEMPLATE: &[&str] =
-    &["spec", "template", "machines_v1beta1_machine_openshift_io"];
-
-/// An AWS worker MachineSet in us-east-1 on the previous release's AMI.
-fn machine_set(name: &str) -> Object<MachineSet> {
-    let doc = json!({
-        "apiVersion": "machine.openshift.io/v1beta1",
-        "kind": "MachineSet",
-        "metadata": {
-            "name": name,
-            "namespace": NAMESPACE,
-            "labels": {"machine.openshift.io/cluster-api-cluster": INFRASTRUCTURE_NAME},
-            "resourceVersion": "73519",
-            "generation": 2
-        },
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": {
-                "machine.openshift.io/cluster-api-cluster": INFRASTRUCTURE_NAME,
-                "machine.openshift.io/cluster-api-machineset": name
-            }},
-            "template": {
-                "metadata": {"labels": {
-                    "machine.openshift.io/cluster-api-cluster": INFRASTRUCTURE_NAME,
-                    "machine.openshift.io/cluster-api-machine-role": "worker",
-                    "machine.openshift.io/cluster-api-machine-type": "worker",
-                    "machine.openshift.io/cluster-api-machineset": name
-                }},
-                "spec": {
-                    "lifecycleHooks": {},
-                    "metadata": {},
-                    "providerSpec": {"value": provider_specs::aws(AMI_PREVIOUS, "us-east-1", STUB, "worker")}
-                }
-            }
-        },
-        "status": {"replicas": 1, "availableReplicas": 1, "observedGeneration": 2}
-    });
-    Object {
-        doc,
-        template: MACHINE_SET_TEMPLATE,
-        kind: PhantomData,
-    }
+/// The kit's AWS worker MachineSet in the Machine API namespace.
+fn machine_set(name: &str) -> MachineSetBuilder {
+    objects::machine_set(NAMESPACE, name)
 }
 
 /// A GCP worker MachineSet: a boot disk on the previous image and a data disk.
-fn gcp_machine_set(name: &str) -> Object<MachineSet> {
+fn gcp_machine_set(name: &str) -> MachineSetBuilder {
     let scratch = "projects/my-project/global/images/scratch";
     machine_set(name).provider_spec(provider_specs::gcp(json!([
         provider_specs::gcp_boot_disk(GCP_IMAGE_PREVIOUS),
@@ -156,157 +109,8 @@ fn gcp_machine_set(name: &str) -> Object<MachineSet> {
 }
 
 /// The AWS control plane, on the previous release's AMI.
-fn control_plane_machine_set() -> Object<ControlPlaneMachineSet> {
-    let doc = json!({
-        "apiVersion": "machine.openshift.io/v1",
-        "kind": "ControlPlaneMachineSet",
-        "metadata": {"name": "cluster", "namespace": NAMESPACE, "resourceVersion": "8127"},
-        "spec": {
-            "replicas": 3,
-            "state": "Active",
-            "strategy": {"type": "RollingUpdate"},
-            "selector": {"matchLabels": {
-                "machine.openshift.io/cluster-api-machine-role": "master",
-                "machine.openshift.io/cluster-api-machine-type": "master"
-            }},
-            "template": {
-                "machineType": "machines_v1beta1_machine_openshift_io",
-                "machines_v1beta1_machine_openshift_io": {
-                    "failureDomains": {"platform": "AWS", "aws": [
-                        {"placement": {"availabilityZone": "us-east-1a"}, "subnet": {"type": "Filters", "filters": [{"name": "tag:Name", "values": ["private-a"]}]}}
-                    ]},
-                    "metadata": {"labels": {
-                        "machine.openshift.io/cluster-api-cluster": INFRASTRUCTURE_NAME,
-                        "machine.openshift.io/cluster-api-machine-role": "master",
-                        "machine.openshift.io/cluster-api-machine-type": "master"
-                    }},
-                    "spec": {
-                        "lifecycleHooks": {},
-                        "metadata": {},
-                        "providerSpec": {"value": provider_specs::aws(AMI_PREVIOUS, "us-east-1", "master-user-data", "master")}
-                    }
-                }
-            }
-        }
-    });
-    Object {
-        doc,
-        template: CONTROL_PLANE_TEMPLATE,
-        kind: PhantomData,
-    }
-}
-
-impl<K: DeserializeOwned> Object<K> {
-    fn namespace(mut self, namespace: &str) -> Self {
-        self.doc["metadata"]["namespace"] = namespace.into();
-        self
-    }
-
-    fn ami(self, id: &str) -> Self {
-        self.spec_field(&["ami"], json!({ "id": id }))
-    }
-
-    fn region(self, region: &str) -> Self {
-        self.spec_field(
-            &["placement"],
-            json!({"availabilityZone": format!("{region}a"), "region": region}),
-        )
-    }
-
-    fn user_data_secret(self, name: &str) -> Self {
-        self.spec_field(&["userDataSecret"], json!({ "name": name }))
-    }
-
-    fn labels(mut self, labels: &[(&str, &str)]) -> Self {
-        for (key, value) in labels {
-            set(&mut self.doc, &["metadata", "labels", key], json!(value));
-        }
-        self
-    }
-
-    fn annotate(mut self, key: &str, value: &str) -> Self {
-        set(
-            &mut self.doc,
-            &["metadata", "annotations", key],
-            json!(value),
-        );
-        self
-    }
-
-    /// The autoscaler's scale-from-zero labels, where a MachineSet names its architecture.
-    fn capacity_labels(self, labels: &str) -> Self {
-        self.annotate(AUTOSCALER_LABELS_ANNOTATION, labels)
-    }
-
-    fn owned_by(mut self, kind: &str, name: &str) -> Self {
-        self.doc["metadata"]["ownerReferences"] = json!([{
-            "apiVersion": "hive.openshift.io/v1",
-            "kind": kind,
-            "name": name,
-            "uid": "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0",
-            "controller": true,
-            "blockOwnerDeletion": true
-        }]);
-        self
-    }
-
-    fn template_label(mut self, key: &str, value: &str) -> Self {
-        let path = [self.template, &["metadata", "labels", key]].concat();
-        set(&mut self.doc, &path, json!(value));
-        self
-    }
-
-    /// Sets a field inside `providerSpec.value`.
-    fn spec_field(mut self, path: &[&str], value: Value) -> Self {
-        let path = [self.template, &["spec", "providerSpec", "value"], path].concat();
-        set(&mut self.doc, &path, value);
-        self
-    }
-
-    /// Replaces the whole `providerSpec.value`.
-    fn provider_spec(mut self, value: Value) -> Self {
-        let path = [self.template, &["spec", "providerSpec", "value"]].concat();
-        set(&mut self.doc, &path, value);
-        self
-    }
-
-    fn remove_spec_field(mut self, key: &str) -> Self {
-        let path = [self.template, &["spec", "providerSpec", "value"]].concat();
-        let mut at = &mut self.doc;
-        for token in path {
-            at = &mut at[token];
-        }
-        at.as_object_mut().unwrap().remove(key);
-        self
-    }
-
-    /// The object as the planner receives it: typed, or the reason it could not be read.
-    fn build(self) -> Result<K, Malformed> {
-        let meta = |key: &str| {
-            self.doc["metadata"][key]
-                .as_str()
-                .unwrap_or_default()
-                .into()
-        };
-        serde_json::from_value(self.doc.clone()).map_err(|e| Malformed {
-            namespace: meta("namespace"),
-            name: meta("name"),
-            error: e.to_string(),
-        })
-    }
-}
-
-/// Sets `doc[path]`, creating objects along the way (keys may contain `/`, unlike pointers).
-fn set(doc: &mut Value, path: &[&str], value: Value) {
-    let (last, parents) = path.split_last().expect("a non-empty path");
-    let mut at = doc;
-    for token in parents {
-        if !at.get(*token).is_some_and(Value::is_object) {
-            at[*token] = json!({});
-        }
-        at = &mut at[*token];
-    }
-    at[*last] = value;
+fn control_plane_machine_set() -> ControlPlaneMachineSetBuilder {
+    objects::control_plane_machine_set_builder(NAMESPACE, AMI_PREVIOUS)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -342,8 +146,8 @@ fn decide_worker_a_on(ami: &str) -> Decision {
 }
 
 /// The decision of the updatable cluster for `worker-a` changed by `change`.
-fn decide_worker_a(change: impl FnOnce(Object<MachineSet>) -> Object<MachineSet>) -> Decision {
-    decide(&updatable(), change(machine_set("worker-a")).build())
+fn decide_worker_a(change: impl FnOnce(MachineSetBuilder) -> MachineSetBuilder) -> Decision {
+    decide(&updatable(), change(machine_set("worker-a")).served())
 }
 
 /// The updatable cluster selecting ControlPlaneMachineSets with `selection`.
@@ -356,7 +160,7 @@ fn managing_control_planes(selection: Value) -> ClusterSnapshot {
 
 /// The cluster updates the outdated MachineSet `worker-a`.
 fn assert_updates_worker_a(cluster: &ClusterSnapshot) {
-    let entry = decide(cluster, machine_set("worker-a").build());
+    let entry = decide(cluster, machine_set("worker-a").served());
     assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
 }
 
@@ -443,7 +247,7 @@ fn a_cluster_version_that_cannot_be_read_holds_every_write() {
         updatable().with(|c| c.cluster_version = None),
         updatable().with(|c| c.cluster_version.as_mut().unwrap().status = None),
     ] {
-        let entry = decide(&cluster, machine_set("worker-a").build());
+        let entry = decide(&cluster, machine_set("worker-a").served());
         assert_decided(&entry, Action::Skip, Reason::ClusterVersionUnknown);
         assert!(
             entry.message.starts_with("would update"),
@@ -470,10 +274,10 @@ fn assert_hard_gate(cluster: &ClusterSnapshot, reason: Reason) {
     let plan = plan(
         cluster,
         &[
-            machine_set("worker-a").build(),
-            machine_set("worker-b").ami(AMI_US_EAST_1).build(),
+            machine_set("worker-a").served(),
+            machine_set("worker-b").ami(AMI_US_EAST_1).served(),
         ],
-        &[control_plane_machine_set().build()],
+        &[control_plane_machine_set().served()],
         &options(),
     );
     assert_eq!(
@@ -499,12 +303,12 @@ fn assert_hold(cluster: &ClusterSnapshot, reason: Reason) {
     let plan = plan_machine_sets(
         cluster,
         &[
-            machine_set("a-outdated").build(),
+            machine_set("a-outdated").served(),
             machine_set("b-current")
                 .ami(AMI_US_EAST_1)
-                .user_data_secret(MANAGED_STUB)
-                .build(),
-            machine_set("c-custom").ami(AMI_CUSTOM).build(),
+                .user_data(MANAGED_STUB)
+                .served(),
+            machine_set("c-custom").ami(AMI_CUSTOM).served(),
         ],
     );
     assert_eq!(
@@ -624,7 +428,7 @@ fn releases_are_compared_as_semver() {
             history,
             "Completed",
         );
-        let plan = plan_machine_sets(&cluster, &[machine_set("worker-a").build()]);
+        let plan = plan_machine_sets(&cluster, &[machine_set("worker-a").served()]);
         assert_eq!(plan.blocked, None, "{cm:?} vs {history:?}");
         assert_decided(
             &plan.machine_sets[0],
@@ -681,7 +485,7 @@ fn managed_by_the_mco(cluster: ClusterSnapshot) -> ClusterSnapshot {
 fn another_boot_image_manager_makes_the_plan_report_only() {
     let cluster = managed_by_the_mco(updatable());
     assert_hold(&cluster, Reason::AnotherManagerActive);
-    let entry = decide(&cluster, machine_set("worker-a").build());
+    let entry = decide(&cluster, machine_set("worker-a").served());
     assert_decided(&entry, Action::Skip, Reason::AnotherManagerActive);
     assert!(entry.patch.is_empty());
     assert!(
@@ -705,7 +509,7 @@ fn report_only_holds_every_write_and_never_forces_one() {
         report_only: true,
         ..options()
     };
-    let plan = plan(&updatable(), &[machine_set("a").build()], &[], &options);
+    let plan = plan(&updatable(), &[machine_set("a").served()], &[], &options);
     assert_eq!(plan.blocked.map(|b| b.reason), Some(Reason::ReportOnly));
     assert!(plan.machine_sets[0].patch.is_empty());
     // With another manager active, the flag does not change the answer.
@@ -714,14 +518,14 @@ fn report_only_holds_every_write_and_never_forces_one() {
 }
 
 fn plan_with(cluster: &ClusterSnapshot, options: &Options) -> Option<Blocked> {
-    plan(cluster, &[machine_set("a").build()], &[], options).blocked
+    plan(cluster, &[machine_set("a").served()], &[], options).blocked
 }
 
 #[test]
 fn the_deprecated_pause_key_still_pauses_and_says_so() {
     let paused = updatable().annotate_machine_configuration(LEGACY_PAUSE_ANNOTATION, "true");
     assert_hold(&paused, Reason::Paused);
-    let plan = plan_machine_sets(&paused, &[machine_set("a").build()]);
+    let plan = plan_machine_sets(&paused, &[machine_set("a").served()]);
     let message = plan.blocked.unwrap().message;
     assert!(
         message.contains(PAUSE_ANNOTATION) && message.contains("deprecated"),
@@ -735,7 +539,7 @@ fn the_deprecated_opt_out_key_is_honoured_with_a_warning() {
         &updatable(),
         machine_set("old-key")
             .annotate(LEGACY_OPT_OUT_ANNOTATION, "disabled")
-            .build(),
+            .served(),
     );
     assert_decided(&entry, Action::Skip, Reason::OptedOut);
     let warning = entry.warning.expect("a deprecation warning");
@@ -749,7 +553,7 @@ fn the_deprecated_opt_out_key_is_honoured_with_a_warning() {
         &updatable(),
         machine_set("new-key")
             .annotate(OPT_OUT_ANNOTATION, "disabled")
-            .build(),
+            .served(),
     );
     assert_decided(&entry, Action::Skip, Reason::OptedOut);
     assert_eq!(entry.warning, None);
@@ -764,23 +568,23 @@ fn the_opt_out_annotation_wins_over_every_other_rule() {
         "machinesets",
         json!({"mode": "Partial", "partial": {"machineResourceSelector": {"matchLabels": {"boot-images": "managed"}}}})
     )]));
-    let opted_out = |ms: Object<MachineSet>| ms.annotate(OPT_OUT_ANNOTATION, "disabled").build();
+    let opted_out = |ms: MachineSetBuilder| ms.annotate(OPT_OUT_ANNOTATION, "disabled").served();
     for ms in [
-        opted_out(machine_set("selected").labels(&[("boot-images", "managed")])),
+        opted_out(machine_set("selected").label("boot-images", "managed")),
         opted_out(machine_set("unselected")),
         opted_out(
             machine_set("owned")
-                .labels(&[("boot-images", "managed")])
+                .label("boot-images", "managed")
                 .owned_by("MachinePool", "worker"),
         ),
         opted_out(
             machine_set("windows")
-                .labels(&[("boot-images", "managed")])
+                .label("boot-images", "managed")
                 .template_label(OS_ID_LABEL, "Windows"),
         ),
         opted_out(
             machine_set("garbage")
-                .labels(&[("boot-images", "managed")])
+                .label("boot-images", "managed")
                 .provider_spec(json!("garbage")),
         ),
     ] {
@@ -790,7 +594,7 @@ fn the_opt_out_annotation_wins_over_every_other_rule() {
     // The control plane opts out the same way.
     let cp = control_plane_machine_set()
         .annotate(OPT_OUT_ANNOTATION, "disabled")
-        .build();
+        .served();
     assert_decided(
         &decide_control_plane(&updatable(), cp),
         Action::Skip,
@@ -815,13 +619,13 @@ fn mode_none_selects_no_machine_set() {
         "machinesets",
         json!({"mode": "None"})
     )]));
-    let entry = decide(&none, machine_set("worker-a").build());
+    let entry = decide(&none, machine_set("worker-a").served());
     assert_decided(&entry, Action::Skip, Reason::NotSelected);
     assert_mentions(&entry.message, "None");
     // An empty list of managers is an explicit opt-out, unlike an absent managedBootImages.
     let empty = updatable().machine_managers(json!([]));
     assert_decided(
-        &decide(&empty, machine_set("worker-a").build()),
+        &decide(&empty, machine_set("worker-a").served()),
         Action::Skip,
         Reason::NotSelected,
     );
@@ -840,16 +644,17 @@ fn partial_selection_matches_the_machine_set_labels() {
         &cluster,
         &[
             machine_set("a-selected")
-                .labels(&[("boot-images", "managed")])
-                .build(),
-            machine_set("b-no-label").build(),
+                .label("boot-images", "managed")
+                .served(),
+            machine_set("b-no-label").served(),
             machine_set("c-gpu")
-                .labels(&[("boot-images", "managed"), ("tier", "gpu")])
-                .build(),
+                .label("boot-images", "managed")
+                .label("tier", "gpu")
+                .served(),
             // Labels of the machine template are not the MachineSet's own.
             machine_set("d-template-only")
                 .template_label("boot-images", "managed")
-                .build(),
+                .served(),
         ],
     );
     let [selected, no_label, gpu, template_only] = &plan.machine_sets[..] else {
@@ -876,10 +681,10 @@ fn an_invalid_selector_is_an_error_for_its_resource_kind_only() {
     let plan = plan(
         &cluster,
         &[
-            machine_set("worker-a").build(),
-            machine_set("worker-b").build(),
+            machine_set("worker-a").served(),
+            machine_set("worker-b").served(),
         ],
-        &[control_plane_machine_set().build()],
+        &[control_plane_machine_set().served()],
         &options(),
     );
     assert_eq!(plan.blocked, None);
@@ -911,7 +716,7 @@ fn windows_machine_sets_are_skipped() {
         machine_set("winworker")
             .template_label(OS_ID_LABEL, "Windows")
             .ami(AMI_CUSTOM)
-            .build(),
+            .served(),
     );
     assert_decided(&entry, Action::Skip, Reason::WindowsMachine);
     // Only the template label counts, and only with this value.
@@ -922,17 +727,17 @@ fn windows_machine_sets_are_skipped() {
 #[test]
 fn a_machine_set_of_an_os_stream_the_golden_config_map_lacks_is_skipped_naming_it() {
     for ms in [
-        machine_set("rhel10").labels(&[(OS_STREAM_LABEL, "rhel-10")]),
+        machine_set("rhel10").label(OS_STREAM_LABEL, "rhel-10"),
         machine_set("rhel10-template").template_label(OS_STREAM_LABEL, "rhel-10"),
     ] {
-        let entry = decide(&updatable(), ms.build());
+        let entry = decide(&updatable(), ms.served());
         assert_decided(&entry, Action::Skip, Reason::OSStreamNotPublished);
         assert_mentions(&entry.message, "\"rhel-10\"");
     }
     // The label names OS streams: rhel-9 is the default stream, as is no label at all (and the
     // CoreOS stream's own name, which older tooling wrote).
     for label in ["rhel-9", "rhcos-4.21"] {
-        let default = decide_worker_a(|ms| ms.labels(&[(OS_STREAM_LABEL, label)]));
+        let default = decide_worker_a(|ms| ms.label(OS_STREAM_LABEL, label));
         assert_decided(&default, Action::Update, Reason::BootImageOutdated);
     }
 }
@@ -942,20 +747,20 @@ fn a_machine_set_of_another_os_stream_is_updated_from_that_stream() {
     // A dual-stream release: the default rhel-9 stream, and rhel-10 under `streams`.
     const AMI_RHEL_10: &str = streams::AMI_RHEL_10_US_EAST_1;
     let cluster = updatable().other_os_streams(json!({"rhel-10": streams::stream_rhel_10()}));
-    let ms = machine_set("worker-rhel10").labels(&[(OS_STREAM_LABEL, "rhel-10")]);
-    let entry = decide(&cluster, ms.build());
+    let ms = machine_set("worker-rhel10").label(OS_STREAM_LABEL, "rhel-10");
+    let entry = decide(&cluster, ms.served());
     assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
     assert_eq!(entry.boot_image.target, Some(json!(AMI_RHEL_10)));
     assert_mentions(&entry.message, "rhcos-4.22 10.2.20260405-0");
     let history = recorded_history(
         &entry,
         machine_set("worker-rhel10")
-            .labels(&[(OS_STREAM_LABEL, "rhel-10")])
-            .build(),
+            .label(OS_STREAM_LABEL, "rhel-10")
+            .served(),
     );
     assert_eq!(history.stream, "rhcos-4.22");
     // The default stream's MachineSets are unaffected.
-    let default = decide(&cluster, machine_set("worker-a").build());
+    let default = decide(&cluster, machine_set("worker-a").served());
     assert_eq!(default.boot_image.target, Some(json!(AMI_US_EAST_1)));
 }
 
@@ -997,14 +802,14 @@ fn an_undetermined_architecture_is_an_error() {
     // On a multi-arch cluster the control plane's arch says nothing about a MachineSet's: one
     // that does not declare its own is skipped (as the MCO does), not an error.
     let multi = updatable().multi_arch();
-    let silent = decide(&multi, machine_set("worker-a").build());
+    let silent = decide(&multi, machine_set("worker-a").served());
     assert_decided(&silent, Action::Skip, Reason::ArchitectureNotDeclared);
     assert_mentions(&silent.message, "kubernetes.io/arch=");
     let named = decide(
         &multi,
         machine_set("worker-a")
             .capacity_labels("kubernetes.io/arch=amd64")
-            .build(),
+            .served(),
     );
     assert_decided(&named, Action::Update, Reason::BootImageOutdated);
 }
@@ -1012,7 +817,7 @@ fn an_undetermined_architecture_is_an_error() {
 #[test]
 fn without_the_annotation_the_control_plane_nodes_architecture_applies() {
     let arm64 = updatable().control_plane_arch("arm64");
-    let ms = machine_set("worker-a").ami(AMI_PREVIOUS_ARM64).build();
+    let ms = machine_set("worker-a").ami(AMI_PREVIOUS_ARM64).served();
     let worker = plan(&arm64, std::slice::from_ref(&ms), &[], &options())
         .machine_sets
         .remove(0);
@@ -1035,7 +840,7 @@ fn without_the_annotation_the_control_plane_nodes_architecture_applies() {
             "controlplanemachinesets",
             json!({"mode": "All"})
         )]));
-    let cp = control_plane_machine_set().ami(AMI_PREVIOUS_ARM64).build();
+    let cp = control_plane_machine_set().ami(AMI_PREVIOUS_ARM64).served();
     let entry = &plan(&cluster, &[], &[cp], &override_arm64).control_plane_machine_sets[0];
     assert_decided(entry, Action::Update, Reason::BootImageOutdated);
     assert_eq!(entry.boot_image.target, Some(json!(AMI_ARM64_US_EAST_1)));
@@ -1064,14 +869,14 @@ fn without_nodes_that_say_it_the_control_plane_architecture_is_an_error_never_a_
         let cluster = updatable()
             .machine_managers(managers.clone())
             .with(|c| c.control_plane_nodes = nodes);
-        let worker = decide(&cluster, machine_set("worker-a").build());
+        let worker = decide(&cluster, machine_set("worker-a").served());
         assert_decided(&worker, Action::Error, Reason::ArchitectureUndetermined);
         assert_mentions(&worker.message, why);
-        let cp = decide_control_plane(&cluster, control_plane_machine_set().build());
+        let cp = decide_control_plane(&cluster, control_plane_machine_set().served());
         assert_decided(&cp, Action::Error, Reason::ArchitectureUndetermined);
         // A MachineSet that declares its architecture needs no Node.
         let declared = machine_set("worker-a").capacity_labels("kubernetes.io/arch=amd64");
-        let worker = decide(&cluster, declared.build());
+        let worker = decide(&cluster, declared.served());
         assert_decided(&worker, Action::Update, Reason::BootImageOutdated);
     }
 }
@@ -1084,7 +889,7 @@ fn an_image_of_another_architecture_than_the_decided_one_is_never_replaced() {
     let wrong = machine_set("worker-a")
         .capacity_labels("kubernetes.io/arch=arm64")
         .ami(AMI_PREVIOUS);
-    let entry = decide(&cluster, wrong.build());
+    let entry = decide(&cluster, wrong.served());
     assert_decided(&entry, Action::Error, Reason::ArchitectureMismatch);
     assert_mentions(&entry.message, AMI_PREVIOUS);
     assert_mentions(&entry.message, "amd64 image");
@@ -1092,7 +897,7 @@ fn an_image_of_another_architecture_than_the_decided_one_is_never_replaced() {
     let golden_x86 = machine_set("worker-a")
         .capacity_labels("kubernetes.io/arch=arm64")
         .ami(AMI_US_EAST_1);
-    let entry = decide(&updatable(), golden_x86.build());
+    let entry = decide(&updatable(), golden_x86.served());
     assert_decided(&entry, Action::Error, Reason::ArchitectureMismatch);
 }
 
@@ -1117,7 +922,7 @@ fn a_region_without_a_golden_ami_is_skipped() {
         machine_set("worker-arm")
             .region("us-east-2")
             .capacity_labels("kubernetes.io/arch=arm64")
-            .build(),
+            .served(),
     );
     assert_decided(&arm, Action::Skip, Reason::RegionNotInStream);
 }
@@ -1129,7 +934,7 @@ fn images_we_did_not_publish_are_never_replaced() {
     assert_eq!(entry.boot_image.current, Some(json!(AMI_CUSTOM)));
     assert_eq!(entry.boot_image.target, None);
     // The previous release's AMI is ours only once it is a known image.
-    let unknown = decide(&aws_cluster(), machine_set("worker-a").build());
+    let unknown = decide(&aws_cluster(), machine_set("worker-a").served());
     assert_decided(&unknown, Action::Skip, Reason::CustomImage);
     // A golden AMI of another region is ours through the stream itself.
     let copied = decide(
@@ -1137,7 +942,7 @@ fn images_we_did_not_publish_are_never_replaced() {
         machine_set("worker-a")
             .ami(AMI_US_EAST_1)
             .region("us-east-2")
-            .build(),
+            .served(),
     );
     assert_decided(&copied, Action::Update, Reason::BootImageOutdated);
     assert_eq!(copied.boot_image.target, Some(json!(AMI_US_EAST_2)));
@@ -1162,7 +967,7 @@ fn a_provider_spec_that_is_not_an_object_is_invalid() {
         let entry = decide_worker_a(|ms| ms.provider_spec(value));
         assert_decided(&entry, Action::Error, Reason::InvalidProviderSpec);
     }
-    let no_value = machine_set("worker-a").build().map(|mut ms| {
+    let no_value = machine_set("worker-a").served().map(|mut ms| {
         ms.spec.template.spec.provider_spec.value = None;
         ms
     });
@@ -1180,16 +985,15 @@ fn a_provider_spec_without_an_ami_is_invalid() {
         machine_set("worker-a").spec_field(&["ami"], json!({"id": null})),
         machine_set("worker-a").remove_spec_field("placement"),
     ] {
-        let entry = decide(&updatable(), ms.build());
+        let entry = decide(&updatable(), ms.served());
         assert_decided(&entry, Action::Error, Reason::InvalidProviderSpec);
     }
 }
 
 #[test]
 fn a_machine_set_that_cannot_be_read_is_an_error() {
-    let mut bad = machine_set("worker-bad");
-    bad.doc["spec"]["replicas"] = json!("three");
-    let ms = bad.build();
+    let bad = machine_set("worker-bad").edit(|ms| ms["spec"]["replicas"] = json!("three"));
+    let ms = bad.served();
     let Err(malformed) = &ms else {
         panic!("replicas must be an integer");
     };
@@ -1211,11 +1015,11 @@ fn unsupported_platforms_are_skipped() {
     // Platform None is not managed by default; selected explicitly, it is still not supported.
     let none = updatable().on_platform("None");
     assert_decided(
-        &decide(&none, machine_set("worker-a").build()),
+        &decide(&none, machine_set("worker-a").served()),
         Action::Skip,
         Reason::NotSelected,
     );
-    let entry = decide(&selecting_all(none), machine_set("worker-a").build());
+    let entry = decide(&selecting_all(none), machine_set("worker-a").served());
     assert_decided(&entry, Action::Skip, Reason::PlatformNotSupported);
     assert_mentions(&entry.message, "None");
 }
@@ -1244,13 +1048,13 @@ fn unsupported_platforms_raise_no_errors_about_what_they_never_read() {
             machine_set("template").provider_spec(json!("vsphere-template")),
         ),
     ] {
-        let entry = decide(&cluster, ms.build());
+        let entry = decide(&cluster, ms.served());
         assert_decided(&entry, Action::Skip, Reason::PlatformNotSupported);
     }
     // Rules 1 to 4 still explain themselves first.
     let owned = decide(
         &none,
-        machine_set("owned").owned_by("MachinePool", "w").build(),
+        machine_set("owned").owned_by("MachinePool", "w").served(),
     );
     assert_decided(&owned, Action::Skip, Reason::Owned);
 }
@@ -1278,7 +1082,7 @@ fn vsphere_cluster(templates: Option<&[&str]>) -> ClusterSnapshot {
     })
 }
 
-fn vsphere_machine_set(name: &str, template: &str) -> Object<MachineSet> {
+fn vsphere_machine_set(name: &str, template: &str) -> MachineSetBuilder {
     machine_set(name).provider_spec(provider_specs::vsphere(template))
 }
 
@@ -1296,7 +1100,7 @@ fn vsphere_machine_sets_move_to_the_imported_template_with_a_guarded_patch() {
     let cluster = vsphere_cluster(Some(&[&golden_template()]));
     let entry = decide(
         &cluster,
-        vsphere_machine_set("worker-a", &installer).build(),
+        vsphere_machine_set("worker-a", &installer).served(),
     );
     assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
     let ops = serde_json::to_value(&entry.patch).unwrap();
@@ -1316,7 +1120,7 @@ fn vsphere_machine_sets_move_to_the_imported_template_with_a_guarded_patch() {
     );
     assert_eq!(op("test", datastore).unwrap()["value"], json!("datastore1"));
     // The template already there: nothing to write for the image.
-    let current = vsphere_machine_set("worker-b", &golden_template()).build();
+    let current = vsphere_machine_set("worker-b", &golden_template()).served();
     let entry = decide(&cluster, current);
     assert_ne!(entry.reason, Reason::BootImageOutdated, "{}", entry.message);
 }
@@ -1326,7 +1130,7 @@ fn vsphere_without_vcenter_facts_says_what_it_would_import_and_writes_nothing() 
     let installer = format!("{INFRASTRUCTURE_NAME}-rhcos");
     let entry = decide(
         &vsphere_cluster(None),
-        vsphere_machine_set("worker-a", &installer).build(),
+        vsphere_machine_set("worker-a", &installer).served(),
     );
     assert_decided(&entry, Action::Skip, Reason::TemplateImportPending);
     assert_mentions(&entry.message, &golden_template());
@@ -1338,7 +1142,7 @@ fn vsphere_without_vcenter_facts_says_what_it_would_import_and_writes_nothing() 
 fn vsphere_custom_templates_are_never_replaced() {
     let entry = decide(
         &vsphere_cluster(Some(&[&golden_template()])),
-        vsphere_machine_set("worker-a", "rhcos-golden-by-hand").build(),
+        vsphere_machine_set("worker-a", "rhcos-golden-by-hand").served(),
     );
     assert_decided(&entry, Action::Skip, Reason::CustomImage);
     assert!(entry.patch.is_empty());
@@ -1346,7 +1150,7 @@ fn vsphere_custom_templates_are_never_replaced() {
 
 #[test]
 fn gcp_updates_boot_disks_and_never_data_disks() {
-    let entry = decide(&gcp_cluster(), gcp_machine_set("worker-b").build());
+    let entry = decide(&gcp_cluster(), gcp_machine_set("worker-b").served());
     assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
     let mut ops = guarded(
         &format!("{MACHINE_SET_SPEC}/disks/0/image"),
@@ -1369,7 +1173,7 @@ fn gcp_updates_boot_disks_and_never_data_disks() {
             provider_specs::gcp_boot_disk(GCP_IMAGE_PREVIOUS)
         ]),
     );
-    let ms = data_first.build();
+    let ms = data_first.served();
     let entry = decide(&gcp_cluster(), ms.clone());
     let patched = apply(ms.as_ref().unwrap(), &entry.patch);
     let disks = &patched
@@ -1390,7 +1194,7 @@ fn gcp_updates_boot_disks_and_never_data_disks() {
             &["disks"],
             json!([{"boot": true, "image": "projects/my-project/global/images/golden"}]),
         )
-        .build();
+        .served();
     assert_decided(
         &decide(&gcp_cluster(), custom),
         Action::Skip,
@@ -1405,7 +1209,7 @@ fn gcp_updates_boot_disks_and_never_data_disks() {
 fn a_missing_managed_secret_is_an_error_and_nothing_is_patched() {
     let cluster = updatable().without_secret(NAMESPACE, MANAGED_STUB);
     for ami in [AMI_PREVIOUS, AMI_US_EAST_1] {
-        let entry = decide(&cluster, machine_set("worker-a").ami(ami).build());
+        let entry = decide(&cluster, machine_set("worker-a").ami(ami).served());
         assert_decided(&entry, Action::Error, Reason::ManagedSecretMissing);
         assert!(
             entry
@@ -1426,7 +1230,7 @@ fn an_invalid_managed_secret_is_an_error_and_nothing_is_patched() {
     for user_data in [ignition_2.as_str(), "#!/bin/bash\necho hi", "{}"] {
         let cluster = updatable().stub_secret_with_user_data(NAMESPACE, MANAGED_STUB, user_data);
         for ami in [AMI_PREVIOUS, AMI_US_EAST_1] {
-            let entry = decide(&cluster, machine_set("worker-a").ami(ami).build());
+            let entry = decide(&cluster, machine_set("worker-a").ami(ami).served());
             assert_decided(&entry, Action::Error, Reason::ManagedSecretInvalid);
         }
     }
@@ -1453,9 +1257,9 @@ fn a_current_image_on_the_installer_stub_switches_only_the_secret() {
 
 #[test]
 fn a_custom_stub_without_a_valid_managed_twin_is_kept_and_the_image_still_moves() {
-    let custom = || machine_set("worker-a").user_data_secret("gpu-user-data");
+    let custom = || machine_set("worker-a").user_data("gpu-user-data");
     // No gpu-user-data-managed in the cluster.
-    let entry = decide(&updatable(), custom().build());
+    let entry = decide(&updatable(), custom().served());
     assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
     assert_eq!(entry.user_data_secret.target, None);
     let warning = entry
@@ -1469,7 +1273,7 @@ fn a_custom_stub_without_a_valid_managed_twin_is_kept_and_the_image_still_moves(
     assert!(!patched.contains("userDataSecret"), "{patched}");
     // With a valid managed twin, it moves like the installer's stubs do.
     let with_twin = updatable().stub_secret(NAMESPACE, "gpu-user-data-managed", "3.2.0");
-    let entry = decide(&with_twin, custom().build());
+    let entry = decide(&with_twin, custom().served());
     assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
     assert_eq!(
         entry.user_data_secret.target.as_deref(),
@@ -1479,7 +1283,7 @@ fn a_custom_stub_without_a_valid_managed_twin_is_kept_and_the_image_still_moves(
     // The installer's own stub still needs its twin: an old one may not boot the new image.
     let installer = decide(
         &updatable().without_secret(NAMESPACE, MANAGED_STUB),
-        machine_set("worker-a").build(),
+        machine_set("worker-a").served(),
     );
     assert_decided(&installer, Action::Error, Reason::ManagedSecretMissing);
 }
@@ -1487,7 +1291,7 @@ fn a_custom_stub_without_a_valid_managed_twin_is_kept_and_the_image_still_moves(
 #[test]
 fn a_stub_secret_name_that_is_not_a_string_is_an_error() {
     let ms = machine_set("worker-a").spec_field(&["userDataSecret", "name"], json!(42));
-    let entry = decide(&updatable(), ms.build());
+    let entry = decide(&updatable(), ms.served());
     assert_decided(&entry, Action::Error, Reason::InvalidProviderSpec);
     assert_mentions(&entry.message, "userDataSecret.name");
 }
@@ -1498,8 +1302,8 @@ fn a_current_image_on_the_managed_stub_is_up_to_date() {
         &updatable().without_secret(NAMESPACE, MANAGED_STUB),
         machine_set("worker-a")
             .ami(AMI_US_EAST_1)
-            .user_data_secret(MANAGED_STUB)
-            .build(),
+            .user_data(MANAGED_STUB)
+            .served(),
     );
     assert_decided(&entry, Action::UpToDate, Reason::UpToDate);
     assert_eq!(entry.boot_image.current, Some(json!(AMI_US_EAST_1)));
@@ -1513,7 +1317,7 @@ fn a_current_image_on_the_managed_stub_is_up_to_date() {
 
 #[test]
 fn an_outdated_image_on_the_managed_stub_changes_only_the_image() {
-    let entry = decide_worker_a(|ms| ms.user_data_secret(MANAGED_STUB));
+    let entry = decide_worker_a(|ms| ms.user_data(MANAGED_STUB));
     assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
     assert_eq!(
         patch_json(&entry),
@@ -1533,7 +1337,7 @@ fn reverted_at(
     times: &[i64],
     target_of: impl Fn(&Decision) -> Decision,
 ) -> Result<MachineSet, Malformed> {
-    let ms = machine_set("worker-a").build();
+    let ms = machine_set("worker-a").served();
     let first = target_of(&decide(&updatable(), ms.clone()));
     let mut ms = ms.unwrap();
     for minutes in times {
@@ -1588,7 +1392,7 @@ fn patches_to_another_target_do_not_count() {
 
 #[test]
 fn an_update_tests_then_replaces_each_changed_value() {
-    let entry = decide(&updatable(), machine_set("worker-a").build());
+    let entry = decide(&updatable(), machine_set("worker-a").served());
     assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
     assert_eq!(
         patch_json(&entry),
@@ -1620,7 +1424,7 @@ fn the_inputs_that_chose_an_image_are_tested_by_its_patch() {
     let region = format!("{MACHINE_SET_SPEC}/placement/region");
     let annotated = machine_set("worker-a")
         .capacity_labels("kubernetes.io/arch=amd64")
-        .build();
+        .served();
     let entry = decide(&updatable(), annotated.clone());
     assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
     assert!(test_of(&entry, &region), "{:?}", entry.patch);
@@ -1643,7 +1447,7 @@ fn the_inputs_that_chose_an_image_are_tested_by_its_patch() {
     }
     // Without the annotation, the architecture came from elsewhere: an annotation added
     // meanwhile can only be caught by the resourceVersion.
-    let entry = decide(&updatable(), machine_set("worker-a").build());
+    let entry = decide(&updatable(), machine_set("worker-a").served());
     assert!(
         test_of(&entry, "/metadata/resourceVersion"),
         "{:?}",
@@ -1661,7 +1465,7 @@ fn gcp_boot_flags_and_the_azure_security_profile_are_tested_by_the_patch() {
             json_patch::patch(&mut doc, &entry.patch).is_err()
         };
     // GCP: the boot flags chose which disk's image to replace.
-    let ms = gcp_machine_set("worker-b").build();
+    let ms = gcp_machine_set("worker-b").served();
     let entry = decide(&gcp_cluster(), ms.clone());
     assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
     let boot = format!("{MACHINE_SET_SPEC}/disks/0/boot");
@@ -1682,7 +1486,7 @@ fn gcp_boot_flags_and_the_azure_security_profile_are_tested_by_the_patch() {
         provider_specs::azure_marketplace("azureopenshift", "aro4", "419-v2", "419.6.20250523");
     let ms = machine_set("worker-z")
         .provider_spec(provider_specs::azure(image))
-        .build();
+        .served();
     let entry = decide(&aws_cluster().on_platform("Azure"), ms.clone());
     assert_eq!(entry.action, Action::Update, "{}", entry.message);
     let trusted = json!({"settings": {"securityType": "TrustedLaunch"}});
@@ -1696,7 +1500,7 @@ fn gcp_boot_flags_and_the_azure_security_profile_are_tested_by_the_patch() {
 
 #[test]
 fn an_applied_update_leaves_the_machine_set_up_to_date_and_the_rest_untouched() {
-    let ms = machine_set("worker-a").build();
+    let ms = machine_set("worker-a").served();
     let entry = decide(&updatable(), ms.clone());
     let before = ms.unwrap();
     let after = apply(&before, &entry.patch);
@@ -1727,7 +1531,7 @@ fn an_applied_update_leaves_the_machine_set_up_to_date_and_the_rest_untouched() 
 
 #[test]
 fn a_concurrent_edit_of_a_replaced_value_fails_the_patch() {
-    let ms = machine_set("worker-a").build();
+    let ms = machine_set("worker-a").served();
     let entry = decide(&updatable(), ms.clone());
     let mut doc = serde_json::to_value(ms.unwrap()).unwrap();
     doc.pointer_mut(&format!("{MACHINE_SET_SPEC}/userDataSecret/name"))
@@ -1739,8 +1543,8 @@ fn a_concurrent_edit_of_a_replaced_value_fails_the_patch() {
 #[test]
 fn the_history_entry_records_what_changed_and_why() {
     let cluster = updatable();
-    let entry = decide(&cluster, machine_set("worker-a").build());
-    let recorded = recorded_history(&entry, machine_set("worker-a").build());
+    let entry = decide(&cluster, machine_set("worker-a").served());
+    let recorded = recorded_history(&entry, machine_set("worker-a").served());
     assert_eq!(
         recorded,
         HistoryEntry {
@@ -1758,7 +1562,7 @@ fn the_history_entry_records_what_changed_and_why() {
             }),
         }
     );
-    let ms = machine_set("worker-a").ami(AMI_US_EAST_1).build();
+    let ms = machine_set("worker-a").ami(AMI_US_EAST_1).served();
     let secret_only = decide(&cluster, ms.clone());
     let recorded = recorded_history(&secret_only, ms);
     assert_eq!(recorded.boot_image, None);
@@ -1775,7 +1579,7 @@ fn recorded_history(entry: &Decision, ms: Result<MachineSet, Malformed>) -> Hist
 
 #[test]
 fn the_last_change_comes_from_the_history_annotation() {
-    let fresh = decide(&updatable(), machine_set("worker-a").build());
+    let fresh = decide(&updatable(), machine_set("worker-a").served());
     assert_eq!(fresh.last_change, None);
 
     let older = HistoryEntry {
@@ -1796,16 +1600,16 @@ fn the_last_change_comes_from_the_history_annotation() {
     };
     let history = serde_json::to_string(&[&older, &newer]).unwrap();
     let ms = machine_set("worker-a").annotate(record::HISTORY_ANNOTATION, &history);
-    let entry = decide(&updatable(), ms.build());
+    let entry = decide(&updatable(), ms.served());
     assert_eq!(entry.last_change, Some(newer));
     // It is reported whatever the decision.
     let skipped = machine_set("worker-a")
         .annotate(record::HISTORY_ANNOTATION, &history)
         .annotate(OPT_OUT_ANNOTATION, "disabled");
-    assert!(decide(&updatable(), skipped.build()).last_change.is_some());
+    assert!(decide(&updatable(), skipped.served()).last_change.is_some());
     // An unreadable history is no history, never an error.
     let garbled = machine_set("worker-a").annotate(record::HISTORY_ANNOTATION, "[{");
-    let entry = decide(&updatable(), garbled.build());
+    let entry = decide(&updatable(), garbled.served());
     assert_eq!((entry.action, entry.last_change), (Action::Update, None));
 }
 
@@ -1814,7 +1618,7 @@ fn the_last_change_comes_from_the_history_annotation() {
 
 #[test]
 fn control_plane_machine_sets_are_not_updated_by_default() {
-    let entry = decide_control_plane(&updatable(), control_plane_machine_set().build());
+    let entry = decide_control_plane(&updatable(), control_plane_machine_set().served());
     assert_decided(&entry, Action::Skip, Reason::NotSelected);
     assert_mentions(&entry.message, "controlplanemachinesets");
 }
@@ -1829,7 +1633,7 @@ fn a_control_plane_machine_set_never_changes_its_stub_secret_name() {
         json!({"mode": "All"})
     )]);
     let cluster = updatable().machine_managers(all.clone());
-    let cp = control_plane_machine_set().build();
+    let cp = control_plane_machine_set().served();
     let entry = decide_control_plane(&cluster, cp.clone());
     assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
     let patched = serde_json::to_string(&entry.patch).unwrap();
@@ -1852,7 +1656,7 @@ fn a_control_plane_machine_set_never_changes_its_stub_secret_name() {
     let entry = decide_control_plane(&missing, cp.clone());
     assert_decided(&entry, Action::Error, Reason::StubSecretIncompatible);
     // A current image needs no stub check: nothing would change.
-    let current = control_plane_machine_set().ami(AMI_US_EAST_1).build();
+    let current = control_plane_machine_set().ami(AMI_US_EAST_1).served();
     let entry = decide_control_plane(&missing, current);
     assert_decided(&entry, Action::UpToDate, Reason::UpToDate);
 }
@@ -1860,7 +1664,7 @@ fn a_control_plane_machine_set_never_changes_its_stub_secret_name() {
 #[test]
 fn selected_control_plane_machine_sets_are_patched_at_their_own_provider_spec() {
     let cluster = managing_control_planes(json!({"mode": "All"}));
-    let cp = control_plane_machine_set().build();
+    let cp = control_plane_machine_set().served();
     let entry = decide_control_plane(&cluster, cp.clone());
     assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
     // The image only: the stub secret's name stays (see the next test).
@@ -1879,7 +1683,7 @@ fn selected_control_plane_machine_sets_are_patched_at_their_own_provider_spec() 
     let again = decide_control_plane(&cluster, Ok(serde_json::from_value(doc).unwrap()));
     assert_decided(&again, Action::UpToDate, Reason::UpToDate);
     // Naming only control planes leaves MachineSets at their platform default (All on AWS).
-    let ms = decide(&cluster, machine_set("worker-a").build());
+    let ms = decide(&cluster, machine_set("worker-a").served());
     assert_decided(&ms, Action::Update, Reason::BootImageOutdated);
 }
 
@@ -1888,19 +1692,18 @@ fn control_planes_allow_only_all_or_none() {
     let cluster = managing_control_planes(
         json!({"mode": "Partial", "partial": {"machineResourceSelector": {}}}),
     );
-    let entry = decide_control_plane(&cluster, control_plane_machine_set().build());
+    let entry = decide_control_plane(&cluster, control_plane_machine_set().served());
     assert_decided(&entry, Action::Error, Reason::InvalidSelector);
 }
 
 #[test]
 fn a_control_plane_without_a_machine_template_is_invalid() {
     let cluster = managing_control_planes(json!({"mode": "All"}));
-    let mut cp = control_plane_machine_set();
-    cp.doc["spec"]["template"]
-        .as_object_mut()
-        .unwrap()
-        .remove("machines_v1beta1_machine_openshift_io");
-    let entry = decide_control_plane(&cluster, cp.build());
+    let cp = control_plane_machine_set().edit(|cp| {
+        let template = cp["spec"]["template"].as_object_mut().unwrap();
+        template.remove("machines_v1beta1_machine_openshift_io");
+    });
+    let entry = decide_control_plane(&cluster, cp.served());
     assert_decided(&entry, Action::Error, Reason::InvalidProviderSpec);
 }
 
@@ -1912,15 +1715,15 @@ fn entries_are_sorted_by_namespace_then_name() {
     let plan = plan_machine_sets(
         &updatable(),
         &[
-            machine_set("b").namespace("zz-team").build(),
-            machine_set("c").build(),
-            machine_set("a").namespace("zz-team").build(),
+            machine_set("b").namespace("zz-team").served(),
+            machine_set("c").served(),
+            machine_set("a").namespace("zz-team").served(),
             Err(Malformed {
                 namespace: "a-team".into(),
                 name: "z".into(),
                 error: "bad".into(),
             }),
-            machine_set("a").build(),
+            machine_set("a").served(),
         ],
     );
     let order: Vec<(&str, &str)> = plan
@@ -1942,7 +1745,7 @@ fn entries_are_sorted_by_namespace_then_name() {
 
 #[test]
 fn entries_serialize_with_camel_case_fields() {
-    let entry = decide(&updatable(), machine_set("worker-a").build());
+    let entry = decide(&updatable(), machine_set("worker-a").served());
     let json = serde_json::to_value(&entry).unwrap();
     assert_eq!(json["action"], "Update");
     assert_eq!(json["reason"], "BootImageOutdated");
