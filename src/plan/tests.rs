@@ -1062,24 +1062,11 @@ fn unsupported_platforms_raise_no_errors_about_what_they_never_read() {
 /// A vSphere cluster with the kit's one failure domain, whose vCenter has `templates` (or was
 /// not asked, when `None`).
 fn vsphere_cluster(templates: Option<&[&str]>) -> ClusterSnapshot {
-    updatable().on_platform("VSphere").with(|c| {
-        let infra = c.infrastructure.as_mut().unwrap();
-        let spec = provider_specs::vsphere_platform_spec();
-        infra.spec.extra.insert("platformSpec".into(), spec);
-        if let Some(templates) = templates {
-            c.vcenter.consulted = true;
-            for name in templates {
-                let key = crate::vcenter::TemplateKey {
-                    server: provider_specs::VSPHERE_SERVER.into(),
-                    datacenter: "dc1".into(),
-                    name: name.to_string(),
-                };
-                c.vcenter
-                    .templates
-                    .insert(key, crate::vcenter::TemplateState::Ready);
-            }
-        }
-    })
+    let cluster = updatable().on_vsphere();
+    match templates {
+        Some(templates) => cluster.vcenter_templates(templates),
+        None => cluster,
+    }
 }
 
 fn vsphere_machine_set(name: &str, template: &str) -> MachineSetBuilder {

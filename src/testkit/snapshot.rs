@@ -6,9 +6,10 @@ use std::sync::Arc;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use super::objects;
+use super::{objects, provider_specs};
 use crate::names::{GOLDEN_CONFIGMAP_NAMESPACE, INFRASTRUCTURE_NAME, MACHINE_CONFIGURATION_NAME};
 use crate::plan::ClusterSnapshot;
+use crate::vcenter::{TemplateKey, TemplateState};
 
 pub struct ClusterSnapshotBuilder {
     snapshot: ClusterSnapshot,
@@ -78,6 +79,29 @@ pub trait ClusterChanges: Sized {
     fn on_platform(self, platform: &str) -> Self {
         let infrastructure = typed(objects::infrastructure(INFRASTRUCTURE_NAME, platform));
         self.with(|c| c.infrastructure = Some(infrastructure))
+    }
+
+    /// vSphere with the kit's one failure domain ([`provider_specs::vsphere_platform_spec`]).
+    fn on_vsphere(self) -> Self {
+        let mut infrastructure = objects::infrastructure(INFRASTRUCTURE_NAME, "VSphere");
+        infrastructure["spec"]["platformSpec"] = provider_specs::vsphere_platform_spec();
+        let infrastructure = typed(infrastructure);
+        self.with(|c| c.infrastructure = Some(infrastructure))
+    }
+
+    /// The vCenter of the kit's failure domain was asked, and has `templates` ready to clone.
+    fn vcenter_templates(self, templates: &[&str]) -> Self {
+        self.with(|c| {
+            c.vcenter.consulted = true;
+            for name in templates {
+                let key = TemplateKey {
+                    server: provider_specs::VSPHERE_SERVER.into(),
+                    datacenter: "dc1".into(),
+                    name: name.to_string(),
+                };
+                c.vcenter.templates.insert(key, TemplateState::Ready);
+            }
+        })
     }
 
     /// Adds images the lists know besides the golden stream's (earlier releases').
