@@ -367,7 +367,7 @@ mod tests {
     use crate::api::{ControlPlaneMachineSet, MachineSet};
     use crate::plan::record::Change;
     use crate::plan::{Action, ClusterSnapshot, Options, Planner};
-    use crate::testkit::snapshot::cluster_snapshot;
+    use crate::testkit::snapshot::{ClusterChanges, cluster_snapshot};
     use crate::testkit::streams::{
         AMI_420_US_EAST_1 as AMI_420, AMI_421_US_EAST_1 as AMI_421, GCP_IMAGE_420 as GCP_420,
         GCP_IMAGE_421 as GCP_421, stream_421_all_platforms as stream_4_21,

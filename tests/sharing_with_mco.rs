@@ -245,21 +245,17 @@ async fn beside_another_boot_image_manager_nothing_is_written_until_it_is_gone()
     .await;
 }
 
-/// The ClusterVersion of a cluster installed at `installed` and now at `current`.
-fn upgraded_cluster_version(env: &TestEnv, installed: &str, current: &str) -> Value {
-    let mut cv = cluster_version(&env.singleton, current, "Completed");
-    let mut older = cv["status"]["history"][0].clone();
-    older["version"] = json!(installed);
-    cv["status"]["history"].as_array_mut().unwrap().push(older);
-    cv
-}
-
 #[tokio::test]
 async fn skew_enforcement_status_follows_the_rollout_in_automatic_and_manual_modes() {
     let env = TestEnv::new("mco-skew").await;
     env.aws_cluster("4.21.0", &stream_421(), None).await;
-    env.apply(upgraded_cluster_version(&env, "4.20.0", "4.21.0"))
-        .await;
+    env.apply(upgraded_cluster_version(
+        &env.singleton,
+        "4.20.0",
+        "4.21.0",
+        "Completed",
+    ))
+    .await;
     env.remember_images(&[AMI_420_US_EAST_1]).await;
     env.apply(machine_set(&env.ns, "worker-a").build()).await;
     env.apply(machine_set(&env.ns, "worker-b").build()).await;

@@ -119,7 +119,7 @@ mod tests {
 
     use super::*;
     use crate::names::{CLUSTER_API_NAMESPACE, MACHINE_API_NAMESPACE};
-    use crate::testkit::snapshot::cluster_snapshot;
+    use crate::testkit::snapshot::{ClusterChanges, cluster_snapshot};
     use crate::testkit::streams::stream_421;
     use crate::testkit::{cluster_api, objects};
 

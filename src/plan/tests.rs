@@ -1,38 +1,39 @@
 //! The planner's specification: one scenario per gate, per rule of DESIGN.md section 2 and per
 //! reason a MachineSet can end up with.
 //!
-//! Objects are written as JSON in the shapes the API server serves them, so a scenario reads like
-//! the cluster it describes: `machine_set("worker-a").ami(AMI_PREVIOUS).region("us-east-1")`.
+//! Objects come from the test kit (`crate::testkit`), in the shapes the API server serves them,
+//! so a scenario reads like the cluster it describes and starts from the objects the integration
+//! tests apply: `machine_set("worker-a").ami(AMI_PREVIOUS).region("us-east-1")`.
 
 use std::collections::BTreeMap;
-use std::marker::PhantomData;
 
-use base64::Engine as _;
 use jiff::{SignedDuration, Timestamp};
 use json_patch::PatchOperation;
-use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::record::{self, Change, HistoryEntry};
 use super::{Action, Blocked, ClusterSnapshot, Decision, Malformed, Options, Plan, plan};
-use crate::api::{
-    ClusterVersion, ConfigMap, ControlPlaneMachineSet, Infrastructure, MachineConfiguration,
-    MachineSet, Secret,
-};
+use crate::api::{ControlPlaneMachineSet, MachineSet};
 use crate::arch::Arch;
 use crate::names::{
     AUTOSCALER_LABELS_ANNOTATION, LEGACY_OPT_OUT_ANNOTATION, LEGACY_PAUSE_ANNOTATION,
     OPT_OUT_ANNOTATION, OS_ID_LABEL, OS_STREAM_LABEL, PAUSE_ANNOTATION,
 };
 use crate::reason::Reason;
+use crate::testkit::objects::{
+    self, ControlPlaneMachineSetBuilder, MachineSetBuilder, machine_manager,
+};
+use crate::testkit::provider_specs::{self, INFRASTRUCTURE_NAME};
+use crate::testkit::snapshot::{ClusterChanges, cluster_snapshot};
+use crate::testkit::streams::{self, stream_421_all_platforms};
 
 // ---------------------------------------------------------------------------------------------
 // The cluster of most scenarios: AWS on 4.21.0, MachineSets managed by the platform default.
 
-const NAMESPACE: &str = "openshift-machine-api";
-use crate::testkit::provider_specs::{self, INFRASTRUCTURE_NAME};
-use crate::testkit::streams::{self, stream_421_all_platforms};
+const NAMESPACE: &str = crate::names::MACHINE_API_NAMESPACE;
 const RELEASE: &str = "4.21.0";
+/// The release the cluster was installed at, before its update to [`RELEASE`].
+const INSTALLED: &str = "4.20.5";
 
 /// The golden 4.21 AMIs (rhcos 9.6.20251023-0).
 const AMI_US_EAST_1: &str = streams::AMI_421_US_EAST_1;
@@ -51,19 +52,13 @@ const STUB: &str = "worker-user-data";
 const MANAGED_STUB: &str = "worker-user-data-managed";
 
 /// Where the provider spec of a MachineSet and of a ControlPlaneMachineSet live.
-const MACHINE_SET_SPEC: &str = "/spec/template/spec/providerSpec/value";
-const CONTROL_PLANE_SPEC: &str =
-    "/spec/template/machines_v1beta1_machine_openshift_io/spec/providerSpec/value";
+const MACHINE_SET_SPEC: &str = objects::MACHINE_SET_PROVIDER_SPEC;
+const CONTROL_PLANE_SPEC: &str = objects::CONTROL_PLANE_PROVIDER_SPEC;
 
 /// The compact 4.21 stream of the kit, as the golden ConfigMap carries it.
 fn golden_stream() -> String {
     stream_421_all_platforms().to_string()
 }
-
-/// A pointer config as the Machine Config Operator writes into `<role>-user-data-managed`.
-const IGNITION_3_2: &str = r#"{"ignition":{"config":{"merge":[{"source":"https://api-int.ci-ln-4k2x7bt.example.com:22623/config/worker"}]},"security":{"tls":{"certificateAuthorities":[{"source":"data:text/plain;charset=utf-8;base64,LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg=="}]}},"version":"3.2.0"}}"#;
-/// What 4.5-era installers wrote into `worker-user-data`; current images cannot boot it.
-const IGNITION_2_2: &str = r#"{"ignition":{"config":{"append":[{"source":"https://api-int.ci-ln-4k2x7bt.example.com:22623/config/worker"}]},"version":"2.2.0"}}"#;
 
 fn now() -> Timestamp {
     "2026-03-02T10:00:00Z".parse().unwrap()
@@ -80,249 +75,32 @@ fn options() -> Options {
     }
 }
 
+/// AWS, updated from [`INSTALLED`] to [`RELEASE`], with the Ignition 3 stubs of a cluster
+/// installed on 4.6 or later: the managed worker and control-plane stubs and the installer's
+/// control-plane stub.
 fn aws_cluster() -> ClusterSnapshot {
-    ClusterSnapshot {
-        infrastructure_templates: Default::default(),
-        machine_configuration: Some(machine_configuration()),
-        infrastructure: Some(infrastructure("AWS")),
-        cluster_version: Some(cluster_version("Completed", RELEASE)),
-        cluster_version_served: true,
-        golden: Some(golden_config_map(&golden_stream(), Some(RELEASE))),
-        secrets: BTreeMap::from([
-            secret_entry(MANAGED_STUB, IGNITION_3_2),
-            secret_entry("master-user-data-managed", IGNITION_3_2),
-            // The installer's control-plane stub of a cluster installed on 4.6 or later.
-            secret_entry("master-user-data", IGNITION_3_2),
-        ]),
-        known_images: Default::default(),
-        control_plane_nodes: control_plane_nodes("amd64"),
-        ec2: Default::default(),
-        vcenter: Default::default(),
-    }
-}
-
-/// Three control-plane Nodes reporting `arch` in their `kubernetes.io/arch` label.
-fn control_plane_nodes(arch: &str) -> BTreeMap<String, Option<String>> {
-    (0..3)
-        .map(|i| (format!("master-{i}"), Some(arch.to_string())))
-        .collect()
+    cluster_snapshot("AWS", RELEASE, &golden_stream())
+        .upgraded(INSTALLED, RELEASE, "Completed")
+        .stub_secret(NAMESPACE, MANAGED_STUB, "3.2.0")
+        .stub_secret(NAMESPACE, "master-user-data-managed", "3.2.0")
+        .stub_secret(NAMESPACE, "master-user-data", "3.2.0")
+        .build()
 }
 
 fn gcp_cluster() -> ClusterSnapshot {
     aws_cluster().on_platform("GCP")
 }
 
-fn machine_configuration() -> MachineConfiguration {
-    from_json(json!({
-        "apiVersion": "operator.openshift.io/v1",
-        "kind": "MachineConfiguration",
-        "metadata": {"name": "cluster", "resourceVersion": "48213"},
-        "spec": {"logLevel": "Normal", "managementState": "Managed", "operatorLogLevel": "Normal"}
-    }))
-}
-
-fn infrastructure(platform: &str) -> Infrastructure {
-    from_json(json!({
-        "apiVersion": "config.openshift.io/v1",
-        "kind": "Infrastructure",
-        "metadata": {"name": "cluster"},
-        "spec": {"cloudConfig": {"name": ""}, "platformSpec": {"type": platform}},
-        "status": {
-            "apiServerURL": "https://api.ci-ln-4k2x7bt.example.com:6443",
-            "controlPlaneTopology": "HighlyAvailable",
-            "infrastructureName": INFRASTRUCTURE_NAME,
-            "infrastructureTopology": "HighlyAvailable",
-            "platform": platform,
-            "platformStatus": {"type": platform}
-        }
-    }))
-}
-
-fn cluster_version(state: &str, version: &str) -> ClusterVersion {
-    from_json(json!({
-        "apiVersion": "config.openshift.io/v1",
-        "kind": "ClusterVersion",
-        "metadata": {"name": "version"},
-        "spec": {"channel": "stable-4.21", "clusterID": "5d1e3c9a-8d4f-4d0e-9a0b-6c1f2e3d4a5b"},
-        "status": {
-            "desired": {"version": version, "image": "quay.io/openshift-release-dev/ocp-release@sha256:0123"},
-            "history": [
-                {"state": state, "version": version, "startedTime": "2026-03-01T08:00:00Z",
-                 "completionTime": null, "verified": false},
-                {"state": "Completed", "version": "4.20.5", "startedTime": "2026-01-10T08:00:00Z",
-                 "completionTime": "2026-01-10T09:10:00Z", "verified": true}
-            ],
-            "observedGeneration": 3
-        }
-    }))
-}
-
-fn golden_config_map(stream: &str, release: Option<&str>) -> ConfigMap {
-    let mut data = json!({
-        "stream": stream,
-        "MCOReleaseImageVersion": "4.21.0",
-        "MCOVersionHash": "a1b2c3d4e5f6"
-    });
-    if let Some(release) = release {
-        data["releaseVersion"] = release.into();
-    }
-    from_json(json!({
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": "coreos-bootimages", "namespace": "openshift-machine-config-operator"},
-        "data": data
-    }))
-}
-
-fn secret_entry(name: &str, user_data: &str) -> ((String, String), Secret) {
-    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
-    let secret = from_json(json!({
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": name, "namespace": NAMESPACE},
-        "type": "Opaque",
-        "data": {"disableTemplating": b64("true"), "userData": b64(user_data)}
-    }));
-    ((NAMESPACE.to_string(), name.to_string()), secret)
-}
-
-fn from_json<T: DeserializeOwned>(value: Value) -> T {
-    serde_json::from_value(value).expect("test object deserializes")
-}
-
-/// One `machineManagers` entry.
-fn manager(resource: &str, selection: Value) -> Value {
-    json!({"resource": resource, "apiGroup": "machine.openshift.io", "selection": selection})
-}
-
-/// Changes to a cluster, chained after [`aws_cluster`].
-trait ClusterBuilder: Sized {
-    fn with(self, change: impl FnOnce(&mut ClusterSnapshot)) -> Self;
-
-    fn on_platform(self, platform: &str) -> Self {
-        self.with(|c| c.infrastructure = Some(infrastructure(platform)))
-    }
-
-    /// Adds entries of the `--known-images-file`.
-    fn knowing(self, images: &[&str]) -> Self {
-        self.with(|c| {
-            c.known_images
-                .extend(images.iter().map(|image| image.to_string()))
-        })
-    }
-
-    fn machine_managers(self, managers: Value) -> Self {
-        self.with(|c| {
-            let mc = c.machine_configuration.as_mut().unwrap();
-            mc.spec.managed_boot_images = Some(from_json(json!({ "machineManagers": managers })));
-        })
-    }
-
-    fn annotate_machine_configuration(self, key: &str, value: &str) -> Self {
-        self.with(|c| {
-            let mc = c.machine_configuration.as_mut().unwrap();
-            mc.metadata
-                .annotations
-                .get_or_insert_with(BTreeMap::new)
-                .insert(key.into(), value.into());
-        })
-    }
-
-    /// The newest update of the ClusterVersion history.
-    fn update_history(self, state: &str, version: &str) -> Self {
-        self.with(|c| c.cluster_version = Some(cluster_version(state, version)))
-    }
-
-    fn multi_arch(self) -> Self {
-        self.with(|c| {
-            let status = c.cluster_version.as_mut().unwrap().status.as_mut().unwrap();
-            status.desired.as_mut().unwrap().architecture = Some("Multi".into());
-        })
-    }
-
-    fn golden(self, stream: &str, release: Option<&str>) -> Self {
-        self.with(|c| c.golden = Some(golden_config_map(stream, release)))
-    }
-
-    fn secret(self, name: &str, user_data: &str) -> Self {
-        self.with(|c| {
-            let (key, secret) = secret_entry(name, user_data);
-            c.secrets.insert(key, secret);
-        })
-    }
-
-    fn without_secret(self, name: &str) -> Self {
-        self.with(|c| {
-            c.secrets.remove(&(NAMESPACE.to_string(), name.to_string()));
-        })
-    }
-}
-
-impl ClusterBuilder for ClusterSnapshot {
-    fn with(mut self, change: impl FnOnce(&mut ClusterSnapshot)) -> Self {
-        change(&mut self);
-        self
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // Machine resources.
 
-/// A machine resource under construction, as JSON. `template` is where its machine template
-/// lives: `spec.template` in a MachineSet, one level deeper in a ControlPlaneMachineSet.
-struct Object<K> {
-    doc: Value,
-    template: &'static [&'static str],
-    kind: PhantomData<K>,
-}
-
-const MACHINE_SET_TEMPLATE: &[&str] = &["spec", "template"];
-const CONTROL_PLANE_TEMPLATE: &[&str] =
-    &["spec", "template", "machines_v1beta1_machine_openshift_io"];
-
-/// An AWS worker MachineSet in us-east-1 on the previous release's AMI.
-fn machine_set(name: &str) -> Object<MachineSet> {
-    let doc = json!({
-        "apiVersion": "machine.openshift.io/v1beta1",
-        "kind": "MachineSet",
-        "metadata": {
-            "name": name,
-            "namespace": NAMESPACE,
-            "labels": {"machine.openshift.io/cluster-api-cluster": INFRASTRUCTURE_NAME},
-            "resourceVersion": "73519",
-            "generation": 2
-        },
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": {
-                "machine.openshift.io/cluster-api-cluster": INFRASTRUCTURE_NAME,
-                "machine.openshift.io/cluster-api-machineset": name
-            }},
-            "template": {
-                "metadata": {"labels": {
-                    "machine.openshift.io/cluster-api-cluster": INFRASTRUCTURE_NAME,
-                    "machine.openshift.io/cluster-api-machine-role": "worker",
-                    "machine.openshift.io/cluster-api-machine-type": "worker",
-                    "machine.openshift.io/cluster-api-machineset": name
-                }},
-                "spec": {
-                    "lifecycleHooks": {},
-                    "metadata": {},
-                    "providerSpec": {"value": provider_specs::aws(AMI_PREVIOUS, "us-east-1", STUB, "worker")}
-                }
-            }
-        },
-        "status": {"replicas": 1, "availableReplicas": 1, "observedGeneration": 2}
-    });
-    Object {
-        doc,
-        template: MACHINE_SET_TEMPLATE,
-        kind: PhantomData,
-    }
+/// The kit's AWS worker MachineSet in the Machine API namespace.
+fn machine_set(name: &str) -> MachineSetBuilder {
+    objects::machine_set(NAMESPACE, name)
 }
 
 /// A GCP worker MachineSet: a boot disk on the previous image and a data disk.
-fn gcp_machine_set(name: &str) -> Object<MachineSet> {
+fn gcp_machine_set(name: &str) -> MachineSetBuilder {
     let scratch = "projects/my-project/global/images/scratch";
     machine_set(name).provider_spec(provider_specs::gcp(json!([
         provider_specs::gcp_boot_disk(GCP_IMAGE_PREVIOUS),
@@ -331,157 +109,8 @@ fn gcp_machine_set(name: &str) -> Object<MachineSet> {
 }
 
 /// The AWS control plane, on the previous release's AMI.
-fn control_plane_machine_set() -> Object<ControlPlaneMachineSet> {
-    let doc = json!({
-        "apiVersion": "machine.openshift.io/v1",
-        "kind": "ControlPlaneMachineSet",
-        "metadata": {"name": "cluster", "namespace": NAMESPACE, "resourceVersion": "8127"},
-        "spec": {
-            "replicas": 3,
-            "state": "Active",
-            "strategy": {"type": "RollingUpdate"},
-            "selector": {"matchLabels": {
-                "machine.openshift.io/cluster-api-machine-role": "master",
-                "machine.openshift.io/cluster-api-machine-type": "master"
-            }},
-            "template": {
-                "machineType": "machines_v1beta1_machine_openshift_io",
-                "machines_v1beta1_machine_openshift_io": {
-                    "failureDomains": {"platform": "AWS", "aws": [
-                        {"placement": {"availabilityZone": "us-east-1a"}, "subnet": {"type": "Filters", "filters": [{"name": "tag:Name", "values": ["private-a"]}]}}
-                    ]},
-                    "metadata": {"labels": {
-                        "machine.openshift.io/cluster-api-cluster": INFRASTRUCTURE_NAME,
-                        "machine.openshift.io/cluster-api-machine-role": "master",
-                        "machine.openshift.io/cluster-api-machine-type": "master"
-                    }},
-                    "spec": {
-                        "lifecycleHooks": {},
-                        "metadata": {},
-                        "providerSpec": {"value": provider_specs::aws(AMI_PREVIOUS, "us-east-1", "master-user-data", "master")}
-                    }
-                }
-            }
-        }
-    });
-    Object {
-        doc,
-        template: CONTROL_PLANE_TEMPLATE,
-        kind: PhantomData,
-    }
-}
-
-impl<K: DeserializeOwned> Object<K> {
-    fn namespace(mut self, namespace: &str) -> Self {
-        self.doc["metadata"]["namespace"] = namespace.into();
-        self
-    }
-
-    fn ami(self, id: &str) -> Self {
-        self.spec_field(&["ami"], json!({ "id": id }))
-    }
-
-    fn region(self, region: &str) -> Self {
-        self.spec_field(
-            &["placement"],
-            json!({"availabilityZone": format!("{region}a"), "region": region}),
-        )
-    }
-
-    fn user_data_secret(self, name: &str) -> Self {
-        self.spec_field(&["userDataSecret"], json!({ "name": name }))
-    }
-
-    fn labels(mut self, labels: &[(&str, &str)]) -> Self {
-        for (key, value) in labels {
-            set(&mut self.doc, &["metadata", "labels", key], json!(value));
-        }
-        self
-    }
-
-    fn annotate(mut self, key: &str, value: &str) -> Self {
-        set(
-            &mut self.doc,
-            &["metadata", "annotations", key],
-            json!(value),
-        );
-        self
-    }
-
-    /// The autoscaler's scale-from-zero labels, where a MachineSet names its architecture.
-    fn capacity_labels(self, labels: &str) -> Self {
-        self.annotate(AUTOSCALER_LABELS_ANNOTATION, labels)
-    }
-
-    fn owned_by(mut self, kind: &str, name: &str) -> Self {
-        self.doc["metadata"]["ownerReferences"] = json!([{
-            "apiVersion": "hive.openshift.io/v1",
-            "kind": kind,
-            "name": name,
-            "uid": "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0",
-            "controller": true,
-            "blockOwnerDeletion": true
-        }]);
-        self
-    }
-
-    fn template_label(mut self, key: &str, value: &str) -> Self {
-        let path = [self.template, &["metadata", "labels", key]].concat();
-        set(&mut self.doc, &path, json!(value));
-        self
-    }
-
-    /// Sets a field inside `providerSpec.value`.
-    fn spec_field(mut self, path: &[&str], value: Value) -> Self {
-        let path = [self.template, &["spec", "providerSpec", "value"], path].concat();
-        set(&mut self.doc, &path, value);
-        self
-    }
-
-    /// Replaces the whole `providerSpec.value`.
-    fn provider_spec(mut self, value: Value) -> Self {
-        let path = [self.template, &["spec", "providerSpec", "value"]].concat();
-        set(&mut self.doc, &path, value);
-        self
-    }
-
-    fn remove_spec_field(mut self, key: &str) -> Self {
-        let path = [self.template, &["spec", "providerSpec", "value"]].concat();
-        let mut at = &mut self.doc;
-        for token in path {
-            at = &mut at[token];
-        }
-        at.as_object_mut().unwrap().remove(key);
-        self
-    }
-
-    /// The object as the planner receives it: typed, or the reason it could not be read.
-    fn build(self) -> Result<K, Malformed> {
-        let meta = |key: &str| {
-            self.doc["metadata"][key]
-                .as_str()
-                .unwrap_or_default()
-                .into()
-        };
-        serde_json::from_value(self.doc.clone()).map_err(|e| Malformed {
-            namespace: meta("namespace"),
-            name: meta("name"),
-            error: e.to_string(),
-        })
-    }
-}
-
-/// Sets `doc[path]`, creating objects along the way (keys may contain `/`, unlike pointers).
-fn set(doc: &mut Value, path: &[&str], value: Value) {
-    let (last, parents) = path.split_last().expect("a non-empty path");
-    let mut at = doc;
-    for token in parents {
-        if !at.get(*token).is_some_and(Value::is_object) {
-            at[*token] = json!({});
-        }
-        at = &mut at[*token];
-    }
-    at[*last] = value;
+fn control_plane_machine_set() -> ControlPlaneMachineSetBuilder {
+    objects::control_plane_machine_set_builder(NAMESPACE, AMI_PREVIOUS)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -517,18 +146,21 @@ fn decide_worker_a_on(ami: &str) -> Decision {
 }
 
 /// The decision of the updatable cluster for `worker-a` changed by `change`.
-fn decide_worker_a(change: impl FnOnce(Object<MachineSet>) -> Object<MachineSet>) -> Decision {
-    decide(&updatable(), change(machine_set("worker-a")).build())
+fn decide_worker_a(change: impl FnOnce(MachineSetBuilder) -> MachineSetBuilder) -> Decision {
+    decide(&updatable(), change(machine_set("worker-a")).served())
 }
 
 /// The updatable cluster selecting ControlPlaneMachineSets with `selection`.
 fn managing_control_planes(selection: Value) -> ClusterSnapshot {
-    updatable().machine_managers(json!([manager("controlplanemachinesets", selection)]))
+    updatable().machine_managers(json!([machine_manager(
+        "controlplanemachinesets",
+        selection
+    )]))
 }
 
 /// The cluster updates the outdated MachineSet `worker-a`.
 fn assert_updates_worker_a(cluster: &ClusterSnapshot) {
-    let entry = decide(cluster, machine_set("worker-a").build());
+    let entry = decide(cluster, machine_set("worker-a").served());
     assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
 }
 
@@ -615,7 +247,7 @@ fn a_cluster_version_that_cannot_be_read_holds_every_write() {
         updatable().with(|c| c.cluster_version = None),
         updatable().with(|c| c.cluster_version.as_mut().unwrap().status = None),
     ] {
-        let entry = decide(&cluster, machine_set("worker-a").build());
+        let entry = decide(&cluster, machine_set("worker-a").served());
         assert_decided(&entry, Action::Skip, Reason::ClusterVersionUnknown);
         assert!(
             entry.message.starts_with("would update"),
@@ -642,10 +274,10 @@ fn assert_hard_gate(cluster: &ClusterSnapshot, reason: Reason) {
     let plan = plan(
         cluster,
         &[
-            machine_set("worker-a").build(),
-            machine_set("worker-b").ami(AMI_US_EAST_1).build(),
+            machine_set("worker-a").served(),
+            machine_set("worker-b").ami(AMI_US_EAST_1).served(),
         ],
-        &[control_plane_machine_set().build()],
+        &[control_plane_machine_set().served()],
         &options(),
     );
     assert_eq!(
@@ -671,12 +303,12 @@ fn assert_hold(cluster: &ClusterSnapshot, reason: Reason) {
     let plan = plan_machine_sets(
         cluster,
         &[
-            machine_set("a-outdated").build(),
+            machine_set("a-outdated").served(),
             machine_set("b-current")
                 .ami(AMI_US_EAST_1)
-                .user_data_secret(MANAGED_STUB)
-                .build(),
-            machine_set("c-custom").ami(AMI_CUSTOM).build(),
+                .user_data(MANAGED_STUB)
+                .served(),
+            machine_set("c-custom").ami(AMI_CUSTOM).served(),
         ],
     );
     assert_eq!(
@@ -744,7 +376,7 @@ fn a_malformed_golden_stream_blocks_everything() {
 #[test]
 fn mid_upgrade_updates_wait_for_the_upgrade_to_complete() {
     // The golden ConfigMap already describes 4.21.0 while nodes still run 4.20.
-    let cluster = updatable().update_history("Partial", RELEASE);
+    let cluster = updatable().upgraded(INSTALLED, RELEASE, "Partial");
     assert_hold(&cluster, Reason::ClusterUpgrading);
     let no_history = updatable().with(|c| {
         let status = c.cluster_version.as_mut().unwrap().status.as_mut().unwrap();
@@ -767,7 +399,7 @@ fn a_golden_configmap_without_release_version_holds_updates() {
 
 #[test]
 fn a_golden_configmap_of_another_release_holds_updates() {
-    let cluster = updatable().update_history("Completed", "4.20.5");
+    let cluster = updatable().upgraded(INSTALLED, INSTALLED, "Completed");
     assert_hold(&cluster, Reason::ReleaseMismatch);
     let blocked = plan_machine_sets(&cluster, &[]).blocked.unwrap();
     assert_mentions(&blocked.message, "4.20.5");
@@ -791,10 +423,12 @@ fn releases_are_compared_as_semver() {
             "4.21.0-0.nightly-2026-02-27-101010",
         ),
     ] {
-        let cluster = updatable()
-            .golden(&golden_stream(), Some(cm))
-            .update_history("Completed", history);
-        let plan = plan_machine_sets(&cluster, &[machine_set("worker-a").build()]);
+        let cluster = updatable().golden(&golden_stream(), Some(cm)).upgraded(
+            INSTALLED,
+            history,
+            "Completed",
+        );
+        let plan = plan_machine_sets(&cluster, &[machine_set("worker-a").served()]);
         assert_eq!(plan.blocked, None, "{cm:?} vs {history:?}");
         assert_decided(
             &plan.machine_sets[0],
@@ -803,9 +437,10 @@ fn releases_are_compared_as_semver() {
         );
     }
     // Versions that are not semver are compared as written.
-    let odd = updatable()
-        .golden(&golden_stream(), Some("4.21"))
-        .update_history("Completed", "4.21");
+    let odd =
+        updatable()
+            .golden(&golden_stream(), Some("4.21"))
+            .upgraded(INSTALLED, "4.21", "Completed");
     assert_eq!(plan_machine_sets(&odd, &[]).blocked, None);
 }
 
@@ -850,7 +485,7 @@ fn managed_by_the_mco(cluster: ClusterSnapshot) -> ClusterSnapshot {
 fn another_boot_image_manager_makes_the_plan_report_only() {
     let cluster = managed_by_the_mco(updatable());
     assert_hold(&cluster, Reason::AnotherManagerActive);
-    let entry = decide(&cluster, machine_set("worker-a").build());
+    let entry = decide(&cluster, machine_set("worker-a").served());
     assert_decided(&entry, Action::Skip, Reason::AnotherManagerActive);
     assert!(entry.patch.is_empty());
     assert!(
@@ -874,7 +509,7 @@ fn report_only_holds_every_write_and_never_forces_one() {
         report_only: true,
         ..options()
     };
-    let plan = plan(&updatable(), &[machine_set("a").build()], &[], &options);
+    let plan = plan(&updatable(), &[machine_set("a").served()], &[], &options);
     assert_eq!(plan.blocked.map(|b| b.reason), Some(Reason::ReportOnly));
     assert!(plan.machine_sets[0].patch.is_empty());
     // With another manager active, the flag does not change the answer.
@@ -883,14 +518,14 @@ fn report_only_holds_every_write_and_never_forces_one() {
 }
 
 fn plan_with(cluster: &ClusterSnapshot, options: &Options) -> Option<Blocked> {
-    plan(cluster, &[machine_set("a").build()], &[], options).blocked
+    plan(cluster, &[machine_set("a").served()], &[], options).blocked
 }
 
 #[test]
 fn the_deprecated_pause_key_still_pauses_and_says_so() {
     let paused = updatable().annotate_machine_configuration(LEGACY_PAUSE_ANNOTATION, "true");
     assert_hold(&paused, Reason::Paused);
-    let plan = plan_machine_sets(&paused, &[machine_set("a").build()]);
+    let plan = plan_machine_sets(&paused, &[machine_set("a").served()]);
     let message = plan.blocked.unwrap().message;
     assert!(
         message.contains(PAUSE_ANNOTATION) && message.contains("deprecated"),
@@ -904,7 +539,7 @@ fn the_deprecated_opt_out_key_is_honoured_with_a_warning() {
         &updatable(),
         machine_set("old-key")
             .annotate(LEGACY_OPT_OUT_ANNOTATION, "disabled")
-            .build(),
+            .served(),
     );
     assert_decided(&entry, Action::Skip, Reason::OptedOut);
     let warning = entry.warning.expect("a deprecation warning");
@@ -918,7 +553,7 @@ fn the_deprecated_opt_out_key_is_honoured_with_a_warning() {
         &updatable(),
         machine_set("new-key")
             .annotate(OPT_OUT_ANNOTATION, "disabled")
-            .build(),
+            .served(),
     );
     assert_decided(&entry, Action::Skip, Reason::OptedOut);
     assert_eq!(entry.warning, None);
@@ -929,27 +564,27 @@ fn the_deprecated_opt_out_key_is_honoured_with_a_warning() {
 
 #[test]
 fn the_opt_out_annotation_wins_over_every_other_rule() {
-    let cluster = updatable().machine_managers(json!([manager(
+    let cluster = updatable().machine_managers(json!([machine_manager(
         "machinesets",
         json!({"mode": "Partial", "partial": {"machineResourceSelector": {"matchLabels": {"boot-images": "managed"}}}})
     )]));
-    let opted_out = |ms: Object<MachineSet>| ms.annotate(OPT_OUT_ANNOTATION, "disabled").build();
+    let opted_out = |ms: MachineSetBuilder| ms.annotate(OPT_OUT_ANNOTATION, "disabled").served();
     for ms in [
-        opted_out(machine_set("selected").labels(&[("boot-images", "managed")])),
+        opted_out(machine_set("selected").label("boot-images", "managed")),
         opted_out(machine_set("unselected")),
         opted_out(
             machine_set("owned")
-                .labels(&[("boot-images", "managed")])
+                .label("boot-images", "managed")
                 .owned_by("MachinePool", "worker"),
         ),
         opted_out(
             machine_set("windows")
-                .labels(&[("boot-images", "managed")])
+                .label("boot-images", "managed")
                 .template_label(OS_ID_LABEL, "Windows"),
         ),
         opted_out(
             machine_set("garbage")
-                .labels(&[("boot-images", "managed")])
+                .label("boot-images", "managed")
                 .provider_spec(json!("garbage")),
         ),
     ] {
@@ -959,7 +594,7 @@ fn the_opt_out_annotation_wins_over_every_other_rule() {
     // The control plane opts out the same way.
     let cp = control_plane_machine_set()
         .annotate(OPT_OUT_ANNOTATION, "disabled")
-        .build();
+        .served();
     assert_decided(
         &decide_control_plane(&updatable(), cp),
         Action::Skip,
@@ -980,15 +615,17 @@ fn only_the_disabled_value_opts_out() {
 
 #[test]
 fn mode_none_selects_no_machine_set() {
-    let none =
-        updatable().machine_managers(json!([manager("machinesets", json!({"mode": "None"}))]));
-    let entry = decide(&none, machine_set("worker-a").build());
+    let none = updatable().machine_managers(json!([machine_manager(
+        "machinesets",
+        json!({"mode": "None"})
+    )]));
+    let entry = decide(&none, machine_set("worker-a").served());
     assert_decided(&entry, Action::Skip, Reason::NotSelected);
     assert_mentions(&entry.message, "None");
     // An empty list of managers is an explicit opt-out, unlike an absent managedBootImages.
     let empty = updatable().machine_managers(json!([]));
     assert_decided(
-        &decide(&empty, machine_set("worker-a").build()),
+        &decide(&empty, machine_set("worker-a").served()),
         Action::Skip,
         Reason::NotSelected,
     );
@@ -996,7 +633,7 @@ fn mode_none_selects_no_machine_set() {
 
 #[test]
 fn partial_selection_matches_the_machine_set_labels() {
-    let cluster = updatable().machine_managers(json!([manager(
+    let cluster = updatable().machine_managers(json!([machine_manager(
         "machinesets",
         json!({"mode": "Partial", "partial": {"machineResourceSelector": {
             "matchLabels": {"boot-images": "managed"},
@@ -1007,16 +644,17 @@ fn partial_selection_matches_the_machine_set_labels() {
         &cluster,
         &[
             machine_set("a-selected")
-                .labels(&[("boot-images", "managed")])
-                .build(),
-            machine_set("b-no-label").build(),
+                .label("boot-images", "managed")
+                .served(),
+            machine_set("b-no-label").served(),
             machine_set("c-gpu")
-                .labels(&[("boot-images", "managed"), ("tier", "gpu")])
-                .build(),
+                .label("boot-images", "managed")
+                .label("tier", "gpu")
+                .served(),
             // Labels of the machine template are not the MachineSet's own.
             machine_set("d-template-only")
                 .template_label("boot-images", "managed")
-                .build(),
+                .served(),
         ],
     );
     let [selected, no_label, gpu, template_only] = &plan.machine_sets[..] else {
@@ -1032,21 +670,21 @@ fn partial_selection_matches_the_machine_set_labels() {
 #[test]
 fn an_invalid_selector_is_an_error_for_its_resource_kind_only() {
     let cluster = updatable().machine_managers(json!([
-        manager(
+        machine_manager(
             "machinesets",
             json!({"mode": "Partial", "partial": {"machineResourceSelector": {
                 "matchExpressions": [{"key": "zone", "operator": "Near", "values": ["us-east-1a"]}]
             }}})
         ),
-        manager("controlplanemachinesets", json!({"mode": "All"})),
+        machine_manager("controlplanemachinesets", json!({"mode": "All"})),
     ]));
     let plan = plan(
         &cluster,
         &[
-            machine_set("worker-a").build(),
-            machine_set("worker-b").build(),
+            machine_set("worker-a").served(),
+            machine_set("worker-b").served(),
         ],
-        &[control_plane_machine_set().build()],
+        &[control_plane_machine_set().served()],
         &options(),
     );
     assert_eq!(plan.blocked, None);
@@ -1078,7 +716,7 @@ fn windows_machine_sets_are_skipped() {
         machine_set("winworker")
             .template_label(OS_ID_LABEL, "Windows")
             .ami(AMI_CUSTOM)
-            .build(),
+            .served(),
     );
     assert_decided(&entry, Action::Skip, Reason::WindowsMachine);
     // Only the template label counts, and only with this value.
@@ -1089,17 +727,17 @@ fn windows_machine_sets_are_skipped() {
 #[test]
 fn a_machine_set_of_an_os_stream_the_golden_config_map_lacks_is_skipped_naming_it() {
     for ms in [
-        machine_set("rhel10").labels(&[(OS_STREAM_LABEL, "rhel-10")]),
+        machine_set("rhel10").label(OS_STREAM_LABEL, "rhel-10"),
         machine_set("rhel10-template").template_label(OS_STREAM_LABEL, "rhel-10"),
     ] {
-        let entry = decide(&updatable(), ms.build());
+        let entry = decide(&updatable(), ms.served());
         assert_decided(&entry, Action::Skip, Reason::OSStreamNotPublished);
         assert_mentions(&entry.message, "\"rhel-10\"");
     }
     // The label names OS streams: rhel-9 is the default stream, as is no label at all (and the
     // CoreOS stream's own name, which older tooling wrote).
     for label in ["rhel-9", "rhcos-4.21"] {
-        let default = decide_worker_a(|ms| ms.labels(&[(OS_STREAM_LABEL, label)]));
+        let default = decide_worker_a(|ms| ms.label(OS_STREAM_LABEL, label));
         assert_decided(&default, Action::Update, Reason::BootImageOutdated);
     }
 }
@@ -1107,39 +745,22 @@ fn a_machine_set_of_an_os_stream_the_golden_config_map_lacks_is_skipped_naming_i
 #[test]
 fn a_machine_set_of_another_os_stream_is_updated_from_that_stream() {
     // A dual-stream release: the default rhel-9 stream, and rhel-10 under `streams`.
-    const AMI_RHEL_10: &str = "ami-0e5ae1fd8c4a3b2f1";
-    let rhel_10 = json!({
-        "stream": "rhcos-4.22",
-        "architectures": {"x86_64": {
-            "artifacts": {"aws": {"release": "10.2.20260405-0"}},
-            "images": {"aws": {"regions": {
-                "us-east-1": {"release": "10.2.20260405-0", "image": AMI_RHEL_10}
-            }}}
-        }}
-    });
-    let cluster = updatable().with(|c| {
-        let golden = c.golden.as_mut().unwrap();
-        let streams = json!({"rhel-10": rhel_10}).to_string();
-        golden
-            .data
-            .as_mut()
-            .unwrap()
-            .insert("streams".into(), streams);
-    });
-    let ms = machine_set("worker-rhel10").labels(&[(OS_STREAM_LABEL, "rhel-10")]);
-    let entry = decide(&cluster, ms.build());
+    const AMI_RHEL_10: &str = streams::AMI_RHEL_10_US_EAST_1;
+    let cluster = updatable().other_os_streams(json!({"rhel-10": streams::stream_rhel_10()}));
+    let ms = machine_set("worker-rhel10").label(OS_STREAM_LABEL, "rhel-10");
+    let entry = decide(&cluster, ms.served());
     assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
     assert_eq!(entry.boot_image.target, Some(json!(AMI_RHEL_10)));
     assert_mentions(&entry.message, "rhcos-4.22 10.2.20260405-0");
     let history = recorded_history(
         &entry,
         machine_set("worker-rhel10")
-            .labels(&[(OS_STREAM_LABEL, "rhel-10")])
-            .build(),
+            .label(OS_STREAM_LABEL, "rhel-10")
+            .served(),
     );
     assert_eq!(history.stream, "rhcos-4.22");
     // The default stream's MachineSets are unaffected.
-    let default = decide(&cluster, machine_set("worker-a").build());
+    let default = decide(&cluster, machine_set("worker-a").served());
     assert_eq!(default.boot_image.target, Some(json!(AMI_US_EAST_1)));
 }
 
@@ -1181,22 +802,22 @@ fn an_undetermined_architecture_is_an_error() {
     // On a multi-arch cluster the control plane's arch says nothing about a MachineSet's: one
     // that does not declare its own is skipped (as the MCO does), not an error.
     let multi = updatable().multi_arch();
-    let silent = decide(&multi, machine_set("worker-a").build());
+    let silent = decide(&multi, machine_set("worker-a").served());
     assert_decided(&silent, Action::Skip, Reason::ArchitectureNotDeclared);
     assert_mentions(&silent.message, "kubernetes.io/arch=");
     let named = decide(
         &multi,
         machine_set("worker-a")
             .capacity_labels("kubernetes.io/arch=amd64")
-            .build(),
+            .served(),
     );
     assert_decided(&named, Action::Update, Reason::BootImageOutdated);
 }
 
 #[test]
 fn without_the_annotation_the_control_plane_nodes_architecture_applies() {
-    let arm64 = updatable().with(|c| c.control_plane_nodes = control_plane_nodes("arm64"));
-    let ms = machine_set("worker-a").ami(AMI_PREVIOUS_ARM64).build();
+    let arm64 = updatable().control_plane_arch("arm64");
+    let ms = machine_set("worker-a").ami(AMI_PREVIOUS_ARM64).served();
     let worker = plan(&arm64, std::slice::from_ref(&ms), &[], &options())
         .machine_sets
         .remove(0);
@@ -1213,11 +834,13 @@ fn without_the_annotation_the_control_plane_nodes_architecture_applies() {
     assert_decided(&worker, Action::Update, Reason::BootImageOutdated);
     assert_eq!(worker.boot_image.target, Some(json!(AMI_ARM64_US_EAST_1)));
     // Control planes never carry the annotation, on multi-arch clusters too.
-    let cluster = updatable().multi_arch().machine_managers(json!([manager(
-        "controlplanemachinesets",
-        json!({"mode": "All"})
-    )]));
-    let cp = control_plane_machine_set().ami(AMI_PREVIOUS_ARM64).build();
+    let cluster = updatable()
+        .multi_arch()
+        .machine_managers(json!([machine_manager(
+            "controlplanemachinesets",
+            json!({"mode": "All"})
+        )]));
+    let cp = control_plane_machine_set().ami(AMI_PREVIOUS_ARM64).served();
     let entry = &plan(&cluster, &[], &[cp], &override_arm64).control_plane_machine_sets[0];
     assert_decided(entry, Action::Update, Reason::BootImageOutdated);
     assert_eq!(entry.boot_image.target, Some(json!(AMI_ARM64_US_EAST_1)));
@@ -1225,7 +848,10 @@ fn without_the_annotation_the_control_plane_nodes_architecture_applies() {
 
 #[test]
 fn without_nodes_that_say_it_the_control_plane_architecture_is_an_error_never_a_default() {
-    let managers = json!([manager("controlplanemachinesets", json!({"mode": "All"}))]);
+    let managers = json!([machine_manager(
+        "controlplanemachinesets",
+        json!({"mode": "All"})
+    )]);
     for (nodes, why) in [
         (BTreeMap::new(), "no control-plane Node is visible"),
         (
@@ -1243,14 +869,14 @@ fn without_nodes_that_say_it_the_control_plane_architecture_is_an_error_never_a_
         let cluster = updatable()
             .machine_managers(managers.clone())
             .with(|c| c.control_plane_nodes = nodes);
-        let worker = decide(&cluster, machine_set("worker-a").build());
+        let worker = decide(&cluster, machine_set("worker-a").served());
         assert_decided(&worker, Action::Error, Reason::ArchitectureUndetermined);
         assert_mentions(&worker.message, why);
-        let cp = decide_control_plane(&cluster, control_plane_machine_set().build());
+        let cp = decide_control_plane(&cluster, control_plane_machine_set().served());
         assert_decided(&cp, Action::Error, Reason::ArchitectureUndetermined);
         // A MachineSet that declares its architecture needs no Node.
         let declared = machine_set("worker-a").capacity_labels("kubernetes.io/arch=amd64");
-        let worker = decide(&cluster, declared.build());
+        let worker = decide(&cluster, declared.served());
         assert_decided(&worker, Action::Update, Reason::BootImageOutdated);
     }
 }
@@ -1259,22 +885,11 @@ fn without_nodes_that_say_it_the_control_plane_architecture_is_an_error_never_a_
 fn an_image_of_another_architecture_than_the_decided_one_is_never_replaced() {
     // Declared arm64, but running the x86_64 AMI of the previous golden stream: either the
     // annotation or the image is wrong, and the arm64 AMI may not boot on its instance type.
-    let cluster = updatable().with(|c| {
-        let previous = golden_config_map(&golden_stream(), Some(RELEASE));
-        let mut data = previous.data.clone().unwrap();
-        data.insert(
-            "streams".into(),
-            json!({"previous": previous_stream()}).to_string(),
-        );
-        c.golden = Some(ConfigMap {
-            data: Some(data),
-            ..previous
-        });
-    });
+    let cluster = updatable().other_os_streams(json!({"previous": previous_stream()}));
     let wrong = machine_set("worker-a")
         .capacity_labels("kubernetes.io/arch=arm64")
         .ami(AMI_PREVIOUS);
-    let entry = decide(&cluster, wrong.build());
+    let entry = decide(&cluster, wrong.served());
     assert_decided(&entry, Action::Error, Reason::ArchitectureMismatch);
     assert_mentions(&entry.message, AMI_PREVIOUS);
     assert_mentions(&entry.message, "amd64 image");
@@ -1282,7 +897,7 @@ fn an_image_of_another_architecture_than_the_decided_one_is_never_replaced() {
     let golden_x86 = machine_set("worker-a")
         .capacity_labels("kubernetes.io/arch=arm64")
         .ami(AMI_US_EAST_1);
-    let entry = decide(&updatable(), golden_x86.build());
+    let entry = decide(&updatable(), golden_x86.served());
     assert_decided(&entry, Action::Error, Reason::ArchitectureMismatch);
 }
 
@@ -1307,7 +922,7 @@ fn a_region_without_a_golden_ami_is_skipped() {
         machine_set("worker-arm")
             .region("us-east-2")
             .capacity_labels("kubernetes.io/arch=arm64")
-            .build(),
+            .served(),
     );
     assert_decided(&arm, Action::Skip, Reason::RegionNotInStream);
 }
@@ -1319,7 +934,7 @@ fn images_we_did_not_publish_are_never_replaced() {
     assert_eq!(entry.boot_image.current, Some(json!(AMI_CUSTOM)));
     assert_eq!(entry.boot_image.target, None);
     // The previous release's AMI is ours only once it is a known image.
-    let unknown = decide(&aws_cluster(), machine_set("worker-a").build());
+    let unknown = decide(&aws_cluster(), machine_set("worker-a").served());
     assert_decided(&unknown, Action::Skip, Reason::CustomImage);
     // A golden AMI of another region is ours through the stream itself.
     let copied = decide(
@@ -1327,7 +942,7 @@ fn images_we_did_not_publish_are_never_replaced() {
         machine_set("worker-a")
             .ami(AMI_US_EAST_1)
             .region("us-east-2")
-            .build(),
+            .served(),
     );
     assert_decided(&copied, Action::Update, Reason::BootImageOutdated);
     assert_eq!(copied.boot_image.target, Some(json!(AMI_US_EAST_2)));
@@ -1352,7 +967,7 @@ fn a_provider_spec_that_is_not_an_object_is_invalid() {
         let entry = decide_worker_a(|ms| ms.provider_spec(value));
         assert_decided(&entry, Action::Error, Reason::InvalidProviderSpec);
     }
-    let no_value = machine_set("worker-a").build().map(|mut ms| {
+    let no_value = machine_set("worker-a").served().map(|mut ms| {
         ms.spec.template.spec.provider_spec.value = None;
         ms
     });
@@ -1370,16 +985,15 @@ fn a_provider_spec_without_an_ami_is_invalid() {
         machine_set("worker-a").spec_field(&["ami"], json!({"id": null})),
         machine_set("worker-a").remove_spec_field("placement"),
     ] {
-        let entry = decide(&updatable(), ms.build());
+        let entry = decide(&updatable(), ms.served());
         assert_decided(&entry, Action::Error, Reason::InvalidProviderSpec);
     }
 }
 
 #[test]
 fn a_machine_set_that_cannot_be_read_is_an_error() {
-    let mut bad = machine_set("worker-bad");
-    bad.doc["spec"]["replicas"] = json!("three");
-    let ms = bad.build();
+    let bad = machine_set("worker-bad").edit(|ms| ms["spec"]["replicas"] = json!("three"));
+    let ms = bad.served();
     let Err(malformed) = &ms else {
         panic!("replicas must be an integer");
     };
@@ -1401,18 +1015,21 @@ fn unsupported_platforms_are_skipped() {
     // Platform None is not managed by default; selected explicitly, it is still not supported.
     let none = updatable().on_platform("None");
     assert_decided(
-        &decide(&none, machine_set("worker-a").build()),
+        &decide(&none, machine_set("worker-a").served()),
         Action::Skip,
         Reason::NotSelected,
     );
-    let entry = decide(&selecting_all(none), machine_set("worker-a").build());
+    let entry = decide(&selecting_all(none), machine_set("worker-a").served());
     assert_decided(&entry, Action::Skip, Reason::PlatformNotSupported);
     assert_mentions(&entry.message, "None");
 }
 
 /// `cluster` with every MachineSet selected explicitly.
 fn selecting_all(cluster: ClusterSnapshot) -> ClusterSnapshot {
-    cluster.machine_managers(json!([manager("machinesets", json!({"mode": "All"}))]))
+    cluster.machine_managers(json!([machine_manager(
+        "machinesets",
+        json!({"mode": "All"})
+    )]))
 }
 
 #[test]
@@ -1431,13 +1048,13 @@ fn unsupported_platforms_raise_no_errors_about_what_they_never_read() {
             machine_set("template").provider_spec(json!("vsphere-template")),
         ),
     ] {
-        let entry = decide(&cluster, ms.build());
+        let entry = decide(&cluster, ms.served());
         assert_decided(&entry, Action::Skip, Reason::PlatformNotSupported);
     }
     // Rules 1 to 4 still explain themselves first.
     let owned = decide(
         &none,
-        machine_set("owned").owned_by("MachinePool", "w").build(),
+        machine_set("owned").owned_by("MachinePool", "w").served(),
     );
     assert_decided(&owned, Action::Skip, Reason::Owned);
 }
@@ -1445,27 +1062,14 @@ fn unsupported_platforms_raise_no_errors_about_what_they_never_read() {
 /// A vSphere cluster with the kit's one failure domain, whose vCenter has `templates` (or was
 /// not asked, when `None`).
 fn vsphere_cluster(templates: Option<&[&str]>) -> ClusterSnapshot {
-    updatable().on_platform("VSphere").with(|c| {
-        let infra = c.infrastructure.as_mut().unwrap();
-        let spec = provider_specs::vsphere_platform_spec();
-        infra.spec.extra.insert("platformSpec".into(), spec);
-        if let Some(templates) = templates {
-            c.vcenter.consulted = true;
-            for name in templates {
-                let key = crate::vcenter::TemplateKey {
-                    server: provider_specs::VSPHERE_SERVER.into(),
-                    datacenter: "dc1".into(),
-                    name: name.to_string(),
-                };
-                c.vcenter
-                    .templates
-                    .insert(key, crate::vcenter::TemplateState::Ready);
-            }
-        }
-    })
+    let cluster = updatable().on_vsphere();
+    match templates {
+        Some(templates) => cluster.vcenter_templates(templates),
+        None => cluster,
+    }
 }
 
-fn vsphere_machine_set(name: &str, template: &str) -> Object<MachineSet> {
+fn vsphere_machine_set(name: &str, template: &str) -> MachineSetBuilder {
     machine_set(name).provider_spec(provider_specs::vsphere(template))
 }
 
@@ -1483,7 +1087,7 @@ fn vsphere_machine_sets_move_to_the_imported_template_with_a_guarded_patch() {
     let cluster = vsphere_cluster(Some(&[&golden_template()]));
     let entry = decide(
         &cluster,
-        vsphere_machine_set("worker-a", &installer).build(),
+        vsphere_machine_set("worker-a", &installer).served(),
     );
     assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
     let ops = serde_json::to_value(&entry.patch).unwrap();
@@ -1503,7 +1107,7 @@ fn vsphere_machine_sets_move_to_the_imported_template_with_a_guarded_patch() {
     );
     assert_eq!(op("test", datastore).unwrap()["value"], json!("datastore1"));
     // The template already there: nothing to write for the image.
-    let current = vsphere_machine_set("worker-b", &golden_template()).build();
+    let current = vsphere_machine_set("worker-b", &golden_template()).served();
     let entry = decide(&cluster, current);
     assert_ne!(entry.reason, Reason::BootImageOutdated, "{}", entry.message);
 }
@@ -1513,7 +1117,7 @@ fn vsphere_without_vcenter_facts_says_what_it_would_import_and_writes_nothing() 
     let installer = format!("{INFRASTRUCTURE_NAME}-rhcos");
     let entry = decide(
         &vsphere_cluster(None),
-        vsphere_machine_set("worker-a", &installer).build(),
+        vsphere_machine_set("worker-a", &installer).served(),
     );
     assert_decided(&entry, Action::Skip, Reason::TemplateImportPending);
     assert_mentions(&entry.message, &golden_template());
@@ -1525,7 +1129,7 @@ fn vsphere_without_vcenter_facts_says_what_it_would_import_and_writes_nothing() 
 fn vsphere_custom_templates_are_never_replaced() {
     let entry = decide(
         &vsphere_cluster(Some(&[&golden_template()])),
-        vsphere_machine_set("worker-a", "rhcos-golden-by-hand").build(),
+        vsphere_machine_set("worker-a", "rhcos-golden-by-hand").served(),
     );
     assert_decided(&entry, Action::Skip, Reason::CustomImage);
     assert!(entry.patch.is_empty());
@@ -1533,7 +1137,7 @@ fn vsphere_custom_templates_are_never_replaced() {
 
 #[test]
 fn gcp_updates_boot_disks_and_never_data_disks() {
-    let entry = decide(&gcp_cluster(), gcp_machine_set("worker-b").build());
+    let entry = decide(&gcp_cluster(), gcp_machine_set("worker-b").served());
     assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
     let mut ops = guarded(
         &format!("{MACHINE_SET_SPEC}/disks/0/image"),
@@ -1556,7 +1160,7 @@ fn gcp_updates_boot_disks_and_never_data_disks() {
             provider_specs::gcp_boot_disk(GCP_IMAGE_PREVIOUS)
         ]),
     );
-    let ms = data_first.build();
+    let ms = data_first.served();
     let entry = decide(&gcp_cluster(), ms.clone());
     let patched = apply(ms.as_ref().unwrap(), &entry.patch);
     let disks = &patched
@@ -1577,7 +1181,7 @@ fn gcp_updates_boot_disks_and_never_data_disks() {
             &["disks"],
             json!([{"boot": true, "image": "projects/my-project/global/images/golden"}]),
         )
-        .build();
+        .served();
     assert_decided(
         &decide(&gcp_cluster(), custom),
         Action::Skip,
@@ -1590,9 +1194,9 @@ fn gcp_updates_boot_disks_and_never_data_disks() {
 
 #[test]
 fn a_missing_managed_secret_is_an_error_and_nothing_is_patched() {
-    let cluster = updatable().without_secret(MANAGED_STUB);
+    let cluster = updatable().without_secret(NAMESPACE, MANAGED_STUB);
     for ami in [AMI_PREVIOUS, AMI_US_EAST_1] {
-        let entry = decide(&cluster, machine_set("worker-a").ami(ami).build());
+        let entry = decide(&cluster, machine_set("worker-a").ami(ami).served());
         assert_decided(&entry, Action::Error, Reason::ManagedSecretMissing);
         assert!(
             entry
@@ -1609,10 +1213,11 @@ fn a_missing_managed_secret_is_an_error_and_nothing_is_patched() {
 
 #[test]
 fn an_invalid_managed_secret_is_an_error_and_nothing_is_patched() {
-    for user_data in [IGNITION_2_2, "#!/bin/bash\necho hi", "{}"] {
-        let cluster = updatable().secret(MANAGED_STUB, user_data);
+    let ignition_2 = objects::pointer_ignition_config("worker", "2.2.0");
+    for user_data in [ignition_2.as_str(), "#!/bin/bash\necho hi", "{}"] {
+        let cluster = updatable().stub_secret_with_user_data(NAMESPACE, MANAGED_STUB, user_data);
         for ami in [AMI_PREVIOUS, AMI_US_EAST_1] {
-            let entry = decide(&cluster, machine_set("worker-a").ami(ami).build());
+            let entry = decide(&cluster, machine_set("worker-a").ami(ami).served());
             assert_decided(&entry, Action::Error, Reason::ManagedSecretInvalid);
         }
     }
@@ -1639,9 +1244,9 @@ fn a_current_image_on_the_installer_stub_switches_only_the_secret() {
 
 #[test]
 fn a_custom_stub_without_a_valid_managed_twin_is_kept_and_the_image_still_moves() {
-    let custom = || machine_set("worker-a").user_data_secret("gpu-user-data");
+    let custom = || machine_set("worker-a").user_data("gpu-user-data");
     // No gpu-user-data-managed in the cluster.
-    let entry = decide(&updatable(), custom().build());
+    let entry = decide(&updatable(), custom().served());
     assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
     assert_eq!(entry.user_data_secret.target, None);
     let warning = entry
@@ -1654,11 +1259,8 @@ fn a_custom_stub_without_a_valid_managed_twin_is_kept_and_the_image_still_moves(
     let patched = serde_json::to_string(&entry.patch).unwrap();
     assert!(!patched.contains("userDataSecret"), "{patched}");
     // With a valid managed twin, it moves like the installer's stubs do.
-    let with_twin = updatable().with(|c| {
-        let (key, secret) = secret_entry("gpu-user-data-managed", IGNITION_3_2);
-        c.secrets.insert(key, secret);
-    });
-    let entry = decide(&with_twin, custom().build());
+    let with_twin = updatable().stub_secret(NAMESPACE, "gpu-user-data-managed", "3.2.0");
+    let entry = decide(&with_twin, custom().served());
     assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
     assert_eq!(
         entry.user_data_secret.target.as_deref(),
@@ -1667,8 +1269,8 @@ fn a_custom_stub_without_a_valid_managed_twin_is_kept_and_the_image_still_moves(
     assert_eq!(entry.warning, None);
     // The installer's own stub still needs its twin: an old one may not boot the new image.
     let installer = decide(
-        &updatable().without_secret(MANAGED_STUB),
-        machine_set("worker-a").build(),
+        &updatable().without_secret(NAMESPACE, MANAGED_STUB),
+        machine_set("worker-a").served(),
     );
     assert_decided(&installer, Action::Error, Reason::ManagedSecretMissing);
 }
@@ -1676,7 +1278,7 @@ fn a_custom_stub_without_a_valid_managed_twin_is_kept_and_the_image_still_moves(
 #[test]
 fn a_stub_secret_name_that_is_not_a_string_is_an_error() {
     let ms = machine_set("worker-a").spec_field(&["userDataSecret", "name"], json!(42));
-    let entry = decide(&updatable(), ms.build());
+    let entry = decide(&updatable(), ms.served());
     assert_decided(&entry, Action::Error, Reason::InvalidProviderSpec);
     assert_mentions(&entry.message, "userDataSecret.name");
 }
@@ -1684,11 +1286,11 @@ fn a_stub_secret_name_that_is_not_a_string_is_an_error() {
 #[test]
 fn a_current_image_on_the_managed_stub_is_up_to_date() {
     let entry = decide(
-        &updatable().without_secret(MANAGED_STUB),
+        &updatable().without_secret(NAMESPACE, MANAGED_STUB),
         machine_set("worker-a")
             .ami(AMI_US_EAST_1)
-            .user_data_secret(MANAGED_STUB)
-            .build(),
+            .user_data(MANAGED_STUB)
+            .served(),
     );
     assert_decided(&entry, Action::UpToDate, Reason::UpToDate);
     assert_eq!(entry.boot_image.current, Some(json!(AMI_US_EAST_1)));
@@ -1702,7 +1304,7 @@ fn a_current_image_on_the_managed_stub_is_up_to_date() {
 
 #[test]
 fn an_outdated_image_on_the_managed_stub_changes_only_the_image() {
-    let entry = decide_worker_a(|ms| ms.user_data_secret(MANAGED_STUB));
+    let entry = decide_worker_a(|ms| ms.user_data(MANAGED_STUB));
     assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
     assert_eq!(
         patch_json(&entry),
@@ -1722,7 +1324,7 @@ fn reverted_at(
     times: &[i64],
     target_of: impl Fn(&Decision) -> Decision,
 ) -> Result<MachineSet, Malformed> {
-    let ms = machine_set("worker-a").build();
+    let ms = machine_set("worker-a").served();
     let first = target_of(&decide(&updatable(), ms.clone()));
     let mut ms = ms.unwrap();
     for minutes in times {
@@ -1777,7 +1379,7 @@ fn patches_to_another_target_do_not_count() {
 
 #[test]
 fn an_update_tests_then_replaces_each_changed_value() {
-    let entry = decide(&updatable(), machine_set("worker-a").build());
+    let entry = decide(&updatable(), machine_set("worker-a").served());
     assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
     assert_eq!(
         patch_json(&entry),
@@ -1809,7 +1411,7 @@ fn the_inputs_that_chose_an_image_are_tested_by_its_patch() {
     let region = format!("{MACHINE_SET_SPEC}/placement/region");
     let annotated = machine_set("worker-a")
         .capacity_labels("kubernetes.io/arch=amd64")
-        .build();
+        .served();
     let entry = decide(&updatable(), annotated.clone());
     assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
     assert!(test_of(&entry, &region), "{:?}", entry.patch);
@@ -1832,7 +1434,7 @@ fn the_inputs_that_chose_an_image_are_tested_by_its_patch() {
     }
     // Without the annotation, the architecture came from elsewhere: an annotation added
     // meanwhile can only be caught by the resourceVersion.
-    let entry = decide(&updatable(), machine_set("worker-a").build());
+    let entry = decide(&updatable(), machine_set("worker-a").served());
     assert!(
         test_of(&entry, "/metadata/resourceVersion"),
         "{:?}",
@@ -1850,7 +1452,7 @@ fn gcp_boot_flags_and_the_azure_security_profile_are_tested_by_the_patch() {
             json_patch::patch(&mut doc, &entry.patch).is_err()
         };
     // GCP: the boot flags chose which disk's image to replace.
-    let ms = gcp_machine_set("worker-b").build();
+    let ms = gcp_machine_set("worker-b").served();
     let entry = decide(&gcp_cluster(), ms.clone());
     assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
     let boot = format!("{MACHINE_SET_SPEC}/disks/0/boot");
@@ -1871,7 +1473,7 @@ fn gcp_boot_flags_and_the_azure_security_profile_are_tested_by_the_patch() {
         provider_specs::azure_marketplace("azureopenshift", "aro4", "419-v2", "419.6.20250523");
     let ms = machine_set("worker-z")
         .provider_spec(provider_specs::azure(image))
-        .build();
+        .served();
     let entry = decide(&aws_cluster().on_platform("Azure"), ms.clone());
     assert_eq!(entry.action, Action::Update, "{}", entry.message);
     let trusted = json!({"settings": {"securityType": "TrustedLaunch"}});
@@ -1885,7 +1487,7 @@ fn gcp_boot_flags_and_the_azure_security_profile_are_tested_by_the_patch() {
 
 #[test]
 fn an_applied_update_leaves_the_machine_set_up_to_date_and_the_rest_untouched() {
-    let ms = machine_set("worker-a").build();
+    let ms = machine_set("worker-a").served();
     let entry = decide(&updatable(), ms.clone());
     let before = ms.unwrap();
     let after = apply(&before, &entry.patch);
@@ -1916,7 +1518,7 @@ fn an_applied_update_leaves_the_machine_set_up_to_date_and_the_rest_untouched() 
 
 #[test]
 fn a_concurrent_edit_of_a_replaced_value_fails_the_patch() {
-    let ms = machine_set("worker-a").build();
+    let ms = machine_set("worker-a").served();
     let entry = decide(&updatable(), ms.clone());
     let mut doc = serde_json::to_value(ms.unwrap()).unwrap();
     doc.pointer_mut(&format!("{MACHINE_SET_SPEC}/userDataSecret/name"))
@@ -1928,8 +1530,8 @@ fn a_concurrent_edit_of_a_replaced_value_fails_the_patch() {
 #[test]
 fn the_history_entry_records_what_changed_and_why() {
     let cluster = updatable();
-    let entry = decide(&cluster, machine_set("worker-a").build());
-    let recorded = recorded_history(&entry, machine_set("worker-a").build());
+    let entry = decide(&cluster, machine_set("worker-a").served());
+    let recorded = recorded_history(&entry, machine_set("worker-a").served());
     assert_eq!(
         recorded,
         HistoryEntry {
@@ -1947,7 +1549,7 @@ fn the_history_entry_records_what_changed_and_why() {
             }),
         }
     );
-    let ms = machine_set("worker-a").ami(AMI_US_EAST_1).build();
+    let ms = machine_set("worker-a").ami(AMI_US_EAST_1).served();
     let secret_only = decide(&cluster, ms.clone());
     let recorded = recorded_history(&secret_only, ms);
     assert_eq!(recorded.boot_image, None);
@@ -1964,7 +1566,7 @@ fn recorded_history(entry: &Decision, ms: Result<MachineSet, Malformed>) -> Hist
 
 #[test]
 fn the_last_change_comes_from_the_history_annotation() {
-    let fresh = decide(&updatable(), machine_set("worker-a").build());
+    let fresh = decide(&updatable(), machine_set("worker-a").served());
     assert_eq!(fresh.last_change, None);
 
     let older = HistoryEntry {
@@ -1985,16 +1587,16 @@ fn the_last_change_comes_from_the_history_annotation() {
     };
     let history = serde_json::to_string(&[&older, &newer]).unwrap();
     let ms = machine_set("worker-a").annotate(record::HISTORY_ANNOTATION, &history);
-    let entry = decide(&updatable(), ms.build());
+    let entry = decide(&updatable(), ms.served());
     assert_eq!(entry.last_change, Some(newer));
     // It is reported whatever the decision.
     let skipped = machine_set("worker-a")
         .annotate(record::HISTORY_ANNOTATION, &history)
         .annotate(OPT_OUT_ANNOTATION, "disabled");
-    assert!(decide(&updatable(), skipped.build()).last_change.is_some());
+    assert!(decide(&updatable(), skipped.served()).last_change.is_some());
     // An unreadable history is no history, never an error.
     let garbled = machine_set("worker-a").annotate(record::HISTORY_ANNOTATION, "[{");
-    let entry = decide(&updatable(), garbled.build());
+    let entry = decide(&updatable(), garbled.served());
     assert_eq!((entry.action, entry.last_change), (Action::Update, None));
 }
 
@@ -2003,7 +1605,7 @@ fn the_last_change_comes_from_the_history_annotation() {
 
 #[test]
 fn control_plane_machine_sets_are_not_updated_by_default() {
-    let entry = decide_control_plane(&updatable(), control_plane_machine_set().build());
+    let entry = decide_control_plane(&updatable(), control_plane_machine_set().served());
     assert_decided(&entry, Action::Skip, Reason::NotSelected);
     assert_mentions(&entry.message, "controlplanemachinesets");
 }
@@ -2013,9 +1615,12 @@ fn control_plane_machine_sets_are_not_updated_by_default() {
 /// stub secret's name, and a stub the new image cannot read blocks the image update instead.
 #[test]
 fn a_control_plane_machine_set_never_changes_its_stub_secret_name() {
-    let all = json!([manager("controlplanemachinesets", json!({"mode": "All"}))]);
+    let all = json!([machine_manager(
+        "controlplanemachinesets",
+        json!({"mode": "All"})
+    )]);
     let cluster = updatable().machine_managers(all.clone());
-    let cp = control_plane_machine_set().build();
+    let cp = control_plane_machine_set().served();
     let entry = decide_control_plane(&cluster, cp.clone());
     assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
     let patched = serde_json::to_string(&entry.patch).unwrap();
@@ -2023,10 +1628,11 @@ fn a_control_plane_machine_set_never_changes_its_stub_secret_name() {
     assert!(!entry.message.contains("stub secret"), "{}", entry.message);
 
     // An Ignition 2 stub (a cluster installed before 4.6) cannot boot the new image.
-    let spec2 = updatable().machine_managers(all.clone()).with(|c| {
-        let (key, secret) = secret_entry("master-user-data", IGNITION_2_2);
-        c.secrets.insert(key, secret);
-    });
+    let spec2 = updatable().machine_managers(all.clone()).stub_secret(
+        NAMESPACE,
+        "master-user-data",
+        "2.2.0",
+    );
     let entry = decide_control_plane(&spec2, cp.clone());
     assert_decided(&entry, Action::Error, Reason::StubSecretIncompatible);
     assert_mentions(&entry.message, "2.2.0");
@@ -2037,7 +1643,7 @@ fn a_control_plane_machine_set_never_changes_its_stub_secret_name() {
     let entry = decide_control_plane(&missing, cp.clone());
     assert_decided(&entry, Action::Error, Reason::StubSecretIncompatible);
     // A current image needs no stub check: nothing would change.
-    let current = control_plane_machine_set().ami(AMI_US_EAST_1).build();
+    let current = control_plane_machine_set().ami(AMI_US_EAST_1).served();
     let entry = decide_control_plane(&missing, current);
     assert_decided(&entry, Action::UpToDate, Reason::UpToDate);
 }
@@ -2045,7 +1651,7 @@ fn a_control_plane_machine_set_never_changes_its_stub_secret_name() {
 #[test]
 fn selected_control_plane_machine_sets_are_patched_at_their_own_provider_spec() {
     let cluster = managing_control_planes(json!({"mode": "All"}));
-    let cp = control_plane_machine_set().build();
+    let cp = control_plane_machine_set().served();
     let entry = decide_control_plane(&cluster, cp.clone());
     assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
     // The image only: the stub secret's name stays (see the next test).
@@ -2064,7 +1670,7 @@ fn selected_control_plane_machine_sets_are_patched_at_their_own_provider_spec() 
     let again = decide_control_plane(&cluster, Ok(serde_json::from_value(doc).unwrap()));
     assert_decided(&again, Action::UpToDate, Reason::UpToDate);
     // Naming only control planes leaves MachineSets at their platform default (All on AWS).
-    let ms = decide(&cluster, machine_set("worker-a").build());
+    let ms = decide(&cluster, machine_set("worker-a").served());
     assert_decided(&ms, Action::Update, Reason::BootImageOutdated);
 }
 
@@ -2073,19 +1679,18 @@ fn control_planes_allow_only_all_or_none() {
     let cluster = managing_control_planes(
         json!({"mode": "Partial", "partial": {"machineResourceSelector": {}}}),
     );
-    let entry = decide_control_plane(&cluster, control_plane_machine_set().build());
+    let entry = decide_control_plane(&cluster, control_plane_machine_set().served());
     assert_decided(&entry, Action::Error, Reason::InvalidSelector);
 }
 
 #[test]
 fn a_control_plane_without_a_machine_template_is_invalid() {
     let cluster = managing_control_planes(json!({"mode": "All"}));
-    let mut cp = control_plane_machine_set();
-    cp.doc["spec"]["template"]
-        .as_object_mut()
-        .unwrap()
-        .remove("machines_v1beta1_machine_openshift_io");
-    let entry = decide_control_plane(&cluster, cp.build());
+    let cp = control_plane_machine_set().edit(|cp| {
+        let template = cp["spec"]["template"].as_object_mut().unwrap();
+        template.remove("machines_v1beta1_machine_openshift_io");
+    });
+    let entry = decide_control_plane(&cluster, cp.served());
     assert_decided(&entry, Action::Error, Reason::InvalidProviderSpec);
 }
 
@@ -2097,15 +1702,15 @@ fn entries_are_sorted_by_namespace_then_name() {
     let plan = plan_machine_sets(
         &updatable(),
         &[
-            machine_set("b").namespace("zz-team").build(),
-            machine_set("c").build(),
-            machine_set("a").namespace("zz-team").build(),
+            machine_set("b").namespace("zz-team").served(),
+            machine_set("c").served(),
+            machine_set("a").namespace("zz-team").served(),
             Err(Malformed {
                 namespace: "a-team".into(),
                 name: "z".into(),
                 error: "bad".into(),
             }),
-            machine_set("a").build(),
+            machine_set("a").served(),
         ],
     );
     let order: Vec<(&str, &str)> = plan
@@ -2127,7 +1732,7 @@ fn entries_are_sorted_by_namespace_then_name() {
 
 #[test]
 fn entries_serialize_with_camel_case_fields() {
-    let entry = decide(&updatable(), machine_set("worker-a").build());
+    let entry = decide(&updatable(), machine_set("worker-a").served());
     let json = serde_json::to_value(&entry).unwrap();
     assert_eq!(json["action"], "Update");
     assert_eq!(json["reason"], "BootImageOutdated");

@@ -10,7 +10,7 @@ use crate::names::{CLUSTER_API_NAMESPACE, MACHINE_API_NAMESPACE};
 use crate::reason::Reason;
 use crate::testkit::cluster_api::{self, template_of};
 use crate::testkit::objects;
-use crate::testkit::snapshot::{ClusterSnapshotBuilder, cluster_snapshot};
+use crate::testkit::snapshot::{ClusterChanges, ClusterSnapshotBuilder, cluster_snapshot};
 use crate::testkit::streams::{AMI_420_US_EAST_1, AMI_421_US_EAST_1, stream_421};
 
 fn typed<T: DeserializeOwned>(value: Value) -> T {

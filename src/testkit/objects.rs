@@ -1,10 +1,16 @@
 //! Builders for every object the controller reads or writes, in the real OpenShift formats, as
 //! JSON (what `kubectl apply` and the API server see).
 
+use std::marker::PhantomData;
+
 use base64::Engine as _;
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
+use super::provider_specs::{self, INFRASTRUCTURE_NAME};
 use super::streams::*;
+use crate::api::{ControlPlaneMachineSet, MachineSet};
+use crate::plan::Malformed;
 
 pub fn infrastructure(name: &str, platform: &str) -> Value {
     json!({
@@ -58,6 +64,22 @@ pub fn cluster_version_status(release: &str, state: &str) -> Value {
     })
 }
 
+/// The ClusterVersion of a cluster installed at `installed` (that update Completed) whose newest
+/// update, to `release`, is in `state`. The history lists the newest update first, as the
+/// cluster-version operator writes it.
+pub fn upgraded_cluster_version(name: &str, installed: &str, release: &str, state: &str) -> Value {
+    let mut cv = cluster_version(name, release, state);
+    let installed = json!({
+        "state": "Completed", "version": installed, "image": "", "verified": true,
+        "startedTime": "2025-12-01T00:00:00Z", "completionTime": "2025-12-01T01:10:00Z"
+    });
+    cv["status"]["history"]
+        .as_array_mut()
+        .unwrap()
+        .push(installed);
+    cv
+}
+
 pub fn machine_configuration(name: &str, managed_boot_images: Option<Value>) -> Value {
     let mut spec = json!({"managementState": "Managed"});
     if let Some(m) = managed_boot_images {
@@ -75,7 +97,13 @@ pub fn selection(mode: &str, selector: Option<Value>) -> Value {
     if let Some(s) = selector {
         selection["partial"] = json!({"machineResourceSelector": s});
     }
-    json!({"machineManagers": [{"resource": "machinesets", "apiGroup": "machine.openshift.io", "selection": selection}]})
+    json!({"machineManagers": [machine_manager("machinesets", selection)]})
+}
+
+/// One `machineManagers` entry: `resource` (`machinesets`, `controlplanemachinesets`) selected
+/// by `selection`, written as the MachineConfiguration holds it, valid or not.
+pub fn machine_manager(resource: &str, selection: Value) -> Value {
+    json!({"resource": resource, "apiGroup": "machine.openshift.io", "selection": selection})
 }
 
 pub fn golden_config_map(ns: &str, release: &str, stream: &str) -> Value {
@@ -84,6 +112,15 @@ pub fn golden_config_map(ns: &str, release: &str, stream: &str) -> Value {
         "metadata": {"name": "coreos-bootimages", "namespace": ns},
         "data": {"stream": stream, "releaseVersion": release, "MCOReleaseImageVersion": release},
     })
+}
+
+/// The golden ConfigMap without `releaseVersion`: nothing tells which release its stream is for.
+pub fn golden_config_map_without_release(ns: &str, stream: &str) -> Value {
+    let mut cm = golden_config_map(ns, "", stream);
+    let data = cm["data"].as_object_mut().unwrap();
+    data.remove("releaseVersion");
+    data.remove("MCOReleaseImageVersion");
+    cm
 }
 
 /// The controller's own memory of CoreOS images (see `src/controller/known.rs`), one per line.
@@ -104,63 +141,90 @@ pub const AMIS_420: [&str; 3] = RHCOS_420.amis;
 
 /// A stub secret holding a pointer Ignition config of the given spec version.
 pub fn stub_secret(ns: &str, name: &str, ignition_version: &str) -> Value {
-    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
     let role = name.split('-').next().unwrap_or("worker");
-    let config = if ignition_version.starts_with('2') {
-        json!({"ignition": {"version": ignition_version, "config": {"append": [{"source": format!("https://api-int.demo.example.com:22623/config/{role}")}]}}})
+    stub_secret_with_user_data(ns, name, &pointer_ignition_config(role, ignition_version))
+}
+
+/// The Ignition config of a stub secret: a pointer to the Machine Config Server's config of
+/// `role`, in the given spec version.
+pub fn pointer_ignition_config(role: &str, ignition_version: &str) -> String {
+    let source = format!("https://api-int.demo.example.com:22623/config/{role}");
+    // Ignition spec 3 renamed `config.append` to `config.merge`.
+    let key = if ignition_version.starts_with('2') {
+        "append"
     } else {
-        json!({"ignition": {"version": ignition_version, "config": {"merge": [{"source": format!("https://api-int.demo.example.com:22623/config/{role}")}]}}})
+        "merge"
     };
+    json!({"ignition": {"version": ignition_version, "config": {key: [{"source": source}]}}})
+        .to_string()
+}
+
+/// A stub secret whose `userData` is `user_data` verbatim: a script, a broken config.
+pub fn stub_secret_with_user_data(ns: &str, name: &str, user_data: &str) -> Value {
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
     json!({
         "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
         "metadata": {"name": name, "namespace": ns},
         // `data`, as the API server serves it, so the object is the same applied or typed.
-        "data": {"userData": b64(&config.to_string()), "disableTemplating": b64("true")},
+        "data": {"userData": b64(user_data), "disableTemplating": b64("true")},
     })
 }
 
-/// An AWS MachineSet in the shape the installer writes.
-pub struct MachineSetBuilder {
+/// A machine resource under construction, as JSON: a MachineSet, or a ControlPlaneMachineSet
+/// whose machine template lies one level deeper (`template`). `K` is the type the planner reads
+/// it as (see [`MachineResourceBuilder::served`]).
+pub struct MachineResourceBuilder<K> {
     value: Value,
+    template: &'static [&'static str],
+    kind: PhantomData<K>,
 }
 
+pub type MachineSetBuilder = MachineResourceBuilder<MachineSet>;
+pub type ControlPlaneMachineSetBuilder = MachineResourceBuilder<ControlPlaneMachineSet>;
+
+const MACHINE_SET_TEMPLATE: &[&str] = &["spec", "template"];
+const CONTROL_PLANE_TEMPLATE: &[&str] =
+    &["spec", "template", "machines_v1beta1_machine_openshift_io"];
+
+/// An AWS worker MachineSet in the shape the installer writes, in us-east-1 on 4.20's AMI with
+/// the installer's stub secret `worker-user-data`.
 pub fn machine_set(ns: &str, name: &str) -> MachineSetBuilder {
-    MachineSetBuilder {
+    let cluster = json!(INFRASTRUCTURE_NAME);
+    let spec = provider_specs::aws(AMI_420_US_EAST_1, "us-east-1", "worker-user-data", "worker");
+    MachineResourceBuilder {
         value: json!({
             "apiVersion": "machine.openshift.io/v1beta1", "kind": "MachineSet",
-            "metadata": {"name": name, "namespace": ns, "labels": {"machine.openshift.io/cluster-api-cluster": "demo-x7k2p"}},
+            "metadata": {"name": name, "namespace": ns, "labels": {"machine.openshift.io/cluster-api-cluster": cluster}},
             "spec": {
                 "replicas": 1,
-                "selector": {"matchLabels": {"machine.openshift.io/cluster-api-machineset": name}},
+                "selector": {"matchLabels": {
+                    "machine.openshift.io/cluster-api-cluster": cluster,
+                    "machine.openshift.io/cluster-api-machineset": name
+                }},
                 "template": {
                     "metadata": {"labels": {
-                        "machine.openshift.io/cluster-api-machineset": name,
-                        "machine.openshift.io/cluster-api-machine-role": "worker"
+                        "machine.openshift.io/cluster-api-cluster": cluster,
+                        "machine.openshift.io/cluster-api-machine-role": "worker",
+                        "machine.openshift.io/cluster-api-machine-type": "worker",
+                        "machine.openshift.io/cluster-api-machineset": name
                     }},
-                    "spec": {"metadata": {}, "providerSpec": {"value": {
-                        "apiVersion": "machine.openshift.io/v1beta1", "kind": "AWSMachineProviderConfig",
-                        "ami": {"id": AMI_420_US_EAST_1},
-                        "instanceType": "m6i.xlarge",
-                        "placement": {"availabilityZone": "us-east-1a", "region": "us-east-1"},
-                        "blockDevices": [{"ebs": {"encrypted": true, "volumeSize": 120, "volumeType": "gp3", "kmsKey": {"arn": ""}}}],
-                        "credentialsSecret": {"name": "aws-cloud-credentials"},
-                        "iamInstanceProfile": {"id": "demo-x7k2p-worker-profile"},
-                        "metadata": {"creationTimestamp": null},
-                        "securityGroups": [{"filters": [{"name": "tag:Name", "values": ["demo-x7k2p-node"]}]}],
-                        "subnet": {"filters": [{"name": "tag:Name", "values": ["demo-x7k2p-subnet-private-us-east-1a"]}]},
-                        "tags": [{"name": "kubernetes.io/cluster/demo-x7k2p", "value": "owned"}],
-                        "userDataSecret": {"name": "worker-user-data"}
-                    }}}
+                    "spec": {"lifecycleHooks": {}, "metadata": {}, "providerSpec": {"value": spec}}
                 }
             }
         }),
+        template: MACHINE_SET_TEMPLATE,
+        kind: PhantomData,
     }
 }
 
-impl MachineSetBuilder {
-    pub fn ami(mut self, ami: &str) -> Self {
-        self.provider()["ami"] = json!({"id": ami});
+impl<K: DeserializeOwned> MachineResourceBuilder<K> {
+    pub fn namespace(mut self, ns: &str) -> Self {
+        self.value["metadata"]["namespace"] = json!(ns);
         self
+    }
+
+    pub fn ami(self, ami: &str) -> Self {
+        self.spec_field(&["ami"], json!({ "id": ami }))
     }
 
     /// On 4.21's golden AMI with the managed stub secret: nothing left to update on 4.21.
@@ -169,45 +233,60 @@ impl MachineSetBuilder {
             .user_data("worker-user-data-managed")
     }
 
-    pub fn region(mut self, region: &str) -> Self {
-        self.provider()["placement"] =
-            json!({"availabilityZone": format!("{region}a"), "region": region});
-        self
+    pub fn region(self, region: &str) -> Self {
+        let placement = json!({"availabilityZone": format!("{region}a"), "region": region});
+        self.spec_field(&["placement"], placement)
     }
 
     pub fn label(mut self, key: &str, value: &str) -> Self {
-        self.value["metadata"]["labels"][key] = json!(value);
+        set(&mut self.value, &["metadata", "labels", key], json!(value));
         self
     }
 
     pub fn annotate(mut self, key: &str, value: &str) -> Self {
-        self.value["metadata"]["annotations"][key] = json!(value);
+        set(
+            &mut self.value,
+            &["metadata", "annotations", key],
+            json!(value),
+        );
         self
     }
 
+    /// A label of the machines it creates (the OS labels are read there).
+    pub fn template_label(mut self, key: &str, value: &str) -> Self {
+        let path = [self.template, &["metadata", "labels", key]].concat();
+        set(&mut self.value, &path, json!(value));
+        self
+    }
+
+    /// The autoscaler's scale-from-zero labels, where a MachineSet names its architecture.
+    pub fn capacity_labels(self, labels: &str) -> Self {
+        self.annotate("capacity.cluster-autoscaler.kubernetes.io/labels", labels)
+    }
+
     pub fn arch(self, arch: &str) -> Self {
-        self.annotate(
-            "capacity.cluster-autoscaler.kubernetes.io/labels",
-            &format!("kubernetes.io/arch={arch}"),
-        )
+        self.capacity_labels(&format!("kubernetes.io/arch={arch}"))
     }
 
     pub fn opted_out(self) -> Self {
         self.annotate("boot-image-controller.io/boot-image-updates", "disabled")
     }
 
-    pub fn owned_by_hive(mut self) -> Self {
+    /// Controlled by a Hive `kind` (a MachinePool), which reconciles it back.
+    pub fn owned_by(mut self, kind: &str, name: &str) -> Self {
         self.value["metadata"]["ownerReferences"] = json!([{
-            "apiVersion": "hive.openshift.io/v1", "kind": "MachinePool", "name": "demo-worker",
+            "apiVersion": "hive.openshift.io/v1", "kind": kind, "name": name,
             "uid": "0b6f3b4e-7c1d-4c55-9d0e-3a1e5e9f2a10", "controller": true
         }]);
         self
     }
 
-    pub fn windows(mut self) -> Self {
-        self.value["spec"]["template"]["metadata"]["labels"]["machine.openshift.io/os-id"] =
-            json!("Windows");
-        self
+    pub fn owned_by_hive(self) -> Self {
+        self.owned_by("MachinePool", "demo-worker")
+    }
+
+    pub fn windows(self) -> Self {
+        self.template_label("machine.openshift.io/os-id", "Windows")
     }
 
     pub fn replicas(mut self, replicas: i64) -> Self {
@@ -215,23 +294,75 @@ impl MachineSetBuilder {
         self
     }
 
-    pub fn user_data(mut self, secret: &str) -> Self {
-        self.provider()["userDataSecret"] = json!({"name": secret});
-        self
+    pub fn user_data(self, secret: &str) -> Self {
+        self.spec_field(&["userDataSecret"], json!({ "name": secret }))
     }
 
+    /// Replaces the whole `providerSpec.value`.
     pub fn provider_spec(mut self, value: Value) -> Self {
-        self.value["spec"]["template"]["spec"]["providerSpec"]["value"] = value;
+        let path = [self.template, &["spec", "providerSpec", "value"]].concat();
+        set(&mut self.value, &path, value);
         self
     }
 
-    fn provider(&mut self) -> &mut Value {
-        &mut self.value["spec"]["template"]["spec"]["providerSpec"]["value"]
+    /// Sets a field inside `providerSpec.value`.
+    pub fn spec_field(mut self, path: &[&str], value: Value) -> Self {
+        let path = [self.template, &["spec", "providerSpec", "value"], path].concat();
+        set(&mut self.value, &path, value);
+        self
+    }
+
+    pub fn remove_spec_field(self, key: &str) -> Self {
+        let template = self.template;
+        self.edit(|value| {
+            let mut at = value;
+            for token in [template, &["spec", "providerSpec", "value"]].concat() {
+                at = &mut at[token];
+            }
+            at.as_object_mut().expect("an object").remove(key);
+        })
+    }
+
+    /// Any other change, for shapes no installer writes.
+    pub fn edit(mut self, change: impl FnOnce(&mut Value)) -> Self {
+        change(&mut self.value);
+        self
     }
 
     pub fn build(self) -> Value {
         self.value
     }
+
+    /// The object as the planner receives it from the API server (with a `resourceVersion` and
+    /// a `generation`): typed, or the reason it could not be read.
+    pub fn served(mut self) -> Result<K, Malformed> {
+        self.value["metadata"]["resourceVersion"] = json!("73519");
+        self.value["metadata"]["generation"] = json!(2);
+        let meta = |key: &str| {
+            self.value["metadata"][key]
+                .as_str()
+                .unwrap_or_default()
+                .into()
+        };
+        serde_json::from_value(self.value.clone()).map_err(|e| Malformed {
+            namespace: meta("namespace"),
+            name: meta("name"),
+            error: e.to_string(),
+        })
+    }
+}
+
+/// Sets `doc[path]`, creating objects along the way (keys may contain `/`, unlike pointers).
+fn set(doc: &mut Value, path: &[&str], value: Value) {
+    let (last, parents) = path.split_last().expect("a non-empty path");
+    let mut at = doc;
+    for token in parents {
+        if !at.get(*token).is_some_and(Value::is_object) {
+            at[*token] = json!({});
+        }
+        at = &mut at[*token];
+    }
+    at[*last] = value;
 }
 
 /// Reads a MachineSet's AMI and stub secret name.
@@ -276,9 +407,7 @@ pub const CONTROL_PLANE_PROVIDER_SPEC: &str =
 pub fn machine_managers(entries: &[(&str, &str)]) -> Value {
     let managers: Vec<Value> = entries
         .iter()
-        .map(|(resource, mode)| {
-            json!({"resource": resource, "apiGroup": "machine.openshift.io", "selection": {"mode": mode}})
-        })
+        .map(|(resource, mode)| machine_manager(resource, json!({ "mode": mode })))
         .collect();
     json!({ "machineManagers": managers })
 }
@@ -287,12 +416,17 @@ pub fn machine_managers(entries: &[(&str, &str)]) -> Value {
 /// replicas, one failure domain per zone), on `ami` with the installer's `master-user-data`.
 /// It passes the validation of the real upstream CRD.
 pub fn control_plane_machine_set(ns: &str, ami: &str) -> Value {
+    control_plane_machine_set_builder(ns, ami).build()
+}
+
+/// [`control_plane_machine_set`] under construction.
+pub fn control_plane_machine_set_builder(ns: &str, ami: &str) -> ControlPlaneMachineSetBuilder {
     let labels = json!({
         "machine.openshift.io/cluster-api-cluster": "demo-x7k2p",
         "machine.openshift.io/cluster-api-machine-role": "master",
         "machine.openshift.io/cluster-api-machine-type": "master"
     });
-    json!({
+    let value = json!({
         "apiVersion": "machine.openshift.io/v1", "kind": "ControlPlaneMachineSet",
         "metadata": {"name": "cluster", "namespace": ns},
         "spec": {
@@ -330,7 +464,12 @@ pub fn control_plane_machine_set(ns: &str, ami: &str) -> Value {
                 }
             }
         }
-    })
+    });
+    MachineResourceBuilder {
+        value,
+        template: CONTROL_PLANE_TEMPLATE,
+        kind: PhantomData,
+    }
 }
 
 /// The provider spec of a MachineSet or ControlPlaneMachineSet.

@@ -4,11 +4,12 @@
 use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
-use serde_json::Value;
+use serde_json::{Value, json};
 
-use super::objects;
+use super::{objects, provider_specs};
 use crate::names::{GOLDEN_CONFIGMAP_NAMESPACE, INFRASTRUCTURE_NAME, MACHINE_CONFIGURATION_NAME};
 use crate::plan::ClusterSnapshot;
+use crate::vcenter::{TemplateKey, TemplateState};
 
 pub struct ClusterSnapshotBuilder {
     snapshot: ClusterSnapshot,
@@ -56,19 +57,6 @@ impl ClusterSnapshotBuilder {
         self
     }
 
-    /// An [`objects::stub_secret`] the planner may verify.
-    pub fn stub_secret(mut self, ns: &str, name: &str, ignition_version: &str) -> Self {
-        let secret = typed(objects::stub_secret(ns, name, ignition_version));
-        (self.snapshot.secrets).insert((ns.to_string(), name.to_string()), secret);
-        self
-    }
-
-    /// Adds images the lists know besides the golden stream's (earlier releases').
-    pub fn knowing(mut self, images: &[&str]) -> Self {
-        (self.snapshot.known_images).extend(images.iter().map(|image| image.to_string()));
-        self
-    }
-
     /// An infrastructure machine template in the Cluster API namespace.
     pub fn template(mut self, template: Value) -> Self {
         let kind = template["kind"].as_str().expect("a kind").to_string();
@@ -80,6 +68,139 @@ impl ClusterSnapshotBuilder {
 
     pub fn build(self) -> ClusterSnapshot {
         self.snapshot
+    }
+}
+
+/// Changes to a cluster, chained after [`cluster_snapshot`] or on a built snapshot, so a test
+/// names the one thing its cluster does differently: `cluster.on_platform("GCP")`.
+pub trait ClusterChanges: Sized {
+    fn with(self, change: impl FnOnce(&mut ClusterSnapshot)) -> Self;
+
+    fn on_platform(self, platform: &str) -> Self {
+        let infrastructure = typed(objects::infrastructure(INFRASTRUCTURE_NAME, platform));
+        self.with(|c| c.infrastructure = Some(infrastructure))
+    }
+
+    /// vSphere with the kit's one failure domain ([`provider_specs::vsphere_platform_spec`]).
+    fn on_vsphere(self) -> Self {
+        let mut infrastructure = objects::infrastructure(INFRASTRUCTURE_NAME, "VSphere");
+        infrastructure["spec"]["platformSpec"] = provider_specs::vsphere_platform_spec();
+        let infrastructure = typed(infrastructure);
+        self.with(|c| c.infrastructure = Some(infrastructure))
+    }
+
+    /// The vCenter of the kit's failure domain was asked, and has `templates` ready to clone.
+    fn vcenter_templates(self, templates: &[&str]) -> Self {
+        self.with(|c| {
+            c.vcenter.consulted = true;
+            for name in templates {
+                let key = TemplateKey {
+                    server: provider_specs::VSPHERE_SERVER.into(),
+                    datacenter: "dc1".into(),
+                    name: name.to_string(),
+                };
+                c.vcenter.templates.insert(key, TemplateState::Ready);
+            }
+        })
+    }
+
+    /// Adds images the lists know besides the golden stream's (earlier releases').
+    fn knowing(self, images: &[&str]) -> Self {
+        self.with(|c| (c.known_images).extend(images.iter().map(|image| image.to_string())))
+    }
+
+    /// The MachineConfiguration's `managedBootImages.machineManagers`.
+    fn machine_managers(self, managers: Value) -> Self {
+        self.with(|c| {
+            let mc = c
+                .machine_configuration
+                .as_mut()
+                .expect("a MachineConfiguration");
+            mc.spec.managed_boot_images = Some(typed(json!({ "machineManagers": managers })));
+        })
+    }
+
+    fn annotate_machine_configuration(self, key: &str, value: &str) -> Self {
+        self.with(|c| {
+            let mc = c
+                .machine_configuration
+                .as_mut()
+                .expect("a MachineConfiguration");
+            let annotations = mc.metadata.annotations.get_or_insert_with(Default::default);
+            annotations.insert(key.into(), value.into());
+        })
+    }
+
+    /// The ClusterVersion of [`objects::upgraded_cluster_version`].
+    fn upgraded(self, installed: &str, release: &str, state: &str) -> Self {
+        let cv = objects::upgraded_cluster_version("version", installed, release, state);
+        self.with(|c| c.cluster_version = Some(typed(cv)))
+    }
+
+    /// A cluster whose release payload runs every architecture (`desired.architecture: Multi`).
+    fn multi_arch(self) -> Self {
+        self.with(|c| {
+            let status = c.cluster_version.as_mut().unwrap().status.as_mut().unwrap();
+            status.desired.as_mut().unwrap().architecture = Some("Multi".into());
+        })
+    }
+
+    /// Control-plane Nodes reporting `arch` in their `kubernetes.io/arch` label.
+    fn control_plane_arch(self, arch: &str) -> Self {
+        self.with(|c| {
+            for node_arch in c.control_plane_nodes.values_mut() {
+                *node_arch = Some(arch.to_string());
+            }
+        })
+    }
+
+    /// The golden ConfigMap carrying `stream`, for `release` (none: without `releaseVersion`).
+    fn golden(self, stream: &str, release: Option<&str>) -> Self {
+        let ns = GOLDEN_CONFIGMAP_NAMESPACE;
+        let cm = match release {
+            Some(release) => objects::golden_config_map(ns, release, stream),
+            None => objects::golden_config_map_without_release(ns, stream),
+        };
+        self.with(|c| c.golden = Some(typed(cm)))
+    }
+
+    /// Adds to the golden ConfigMap the OS streams other than the default, under `streams`.
+    fn other_os_streams(self, streams: Value) -> Self {
+        self.with(|c| {
+            let golden = c.golden.as_mut().expect("a golden ConfigMap");
+            let data = golden.data.get_or_insert_with(Default::default);
+            data.insert("streams".into(), streams.to_string());
+        })
+    }
+
+    /// An [`objects::stub_secret`] the planner may verify.
+    fn stub_secret(self, ns: &str, name: &str, ignition_version: &str) -> Self {
+        let secret = typed(objects::stub_secret(ns, name, ignition_version));
+        self.with(|c| _ = c.secrets.insert((ns.to_string(), name.to_string()), secret))
+    }
+
+    /// An [`objects::stub_secret_with_user_data`].
+    fn stub_secret_with_user_data(self, ns: &str, name: &str, user_data: &str) -> Self {
+        let secret = typed(objects::stub_secret_with_user_data(ns, name, user_data));
+        self.with(|c| _ = c.secrets.insert((ns.to_string(), name.to_string()), secret))
+    }
+
+    fn without_secret(self, ns: &str, name: &str) -> Self {
+        self.with(|c| _ = c.secrets.remove(&(ns.to_string(), name.to_string())))
+    }
+}
+
+impl ClusterChanges for ClusterSnapshot {
+    fn with(mut self, change: impl FnOnce(&mut ClusterSnapshot)) -> Self {
+        change(&mut self);
+        self
+    }
+}
+
+impl ClusterChanges for ClusterSnapshotBuilder {
+    fn with(mut self, change: impl FnOnce(&mut ClusterSnapshot)) -> Self {
+        change(&mut self.snapshot);
+        self
     }
 }
 

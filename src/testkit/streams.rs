@@ -120,3 +120,20 @@ pub fn stream_421_all_platforms() -> Value {
         }
     })
 }
+
+/// The rhel-10 AMI of [`stream_rhel_10`].
+pub const AMI_RHEL_10_US_EAST_1: &str = "ami-0e5ae1fd8c4a3b2f1";
+
+/// The rhel-10 CoreOS stream of a dual-stream release (4.22): x86_64 in us-east-1 only. The golden
+/// ConfigMap carries it under `streams`, beside the default rhel-9 stream.
+pub fn stream_rhel_10() -> Value {
+    json!({
+        "stream": "rhcos-4.22",
+        "architectures": {"x86_64": {
+            "artifacts": {"aws": {"release": "10.2.20260405-0"}},
+            "images": {"aws": {"regions": {
+                "us-east-1": {"release": "10.2.20260405-0", "image": AMI_RHEL_10_US_EAST_1}
+            }}}
+        }}
+    })
+}
