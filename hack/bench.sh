@@ -227,8 +227,12 @@ if ((cluster_needed)); then
     if PATH="$bin_dir:$PATH" BIC_CONTROLLER_BINARY="$BIC_BINARY" cargo test --locked --test faults --test leader_election_bounds -- \
       standby_takes_over_from_a_killed_leader a_leader_whose_renewals_hang_steps_down_by_its_renew_deadline \
       --nocapture >"$takeover_log" 2>&1; then
+      # The tests print Rust's Debug form of a Duration (15.987093103s, 987.1ms): one decimal.
+      seconds() { awk -v d="$1" 'BEGIN { if (d ~ /ms$/) v = d / 1000; else v = d + 0; printf "%.1f s", v }'; }
       killed="$(sed -n 's/.*MEASURED: bravo took over \(.*\) after alpha was killed.*/\1/p' "$takeover_log" | tail -n 1)"
       hung="$(sed -n 's/.*MEASURED: stepped down \(.*\) after its renewals started hanging.*/\1/p' "$takeover_log" | tail -n 1)"
+      [[ -z "$killed" ]] || killed="$(seconds "$killed")"
+      [[ -z "$hung" ]] || hung="$(seconds "$hung")"
       row "5. leader election" "-" \
         "a standby leads ${killed:-?} after the leader is killed (lease 15 s, retry 2 s); a leader whose Lease calls hang exits ${hung:-?} after they start hanging (renew deadline 4 s)" \
         "hack/bench.sh --only takeover"
