@@ -166,13 +166,13 @@ dump() {
   # The control-plane Nodes say the architecture of MachineSets that do not declare theirs.
   kubectl get nodes -l node-role.kubernetes.io/master -o yaml >"$1/nodes.yaml"
   kubectl get configmaps -n "$mco_ns" -o yaml >"$1/$mco_ns.yaml"
-  kubectl get machinesets,secrets -n "$mapi_ns" -o yaml >"$1/$mapi_ns.yaml"
+  kubectl get machinesets.machine.openshift.io,secrets -n "$mapi_ns" -o yaml >"$1/$mapi_ns.yaml"
 }
 
 plan() { "$bin" plan --known-images-file "$known_images_file" -f "$@"; }
 
 machine_sets() {
-  kubectl get machinesets -n "$mapi_ns" --sort-by=.metadata.name "$@"
+  kubectl get machinesets.machine.openshift.io -n "$mapi_ns" --sort-by=.metadata.name "$@"
 }
 
 # snapshot: "name ami secret" per MachineSet.

@@ -75,6 +75,17 @@ cargo test --locked "$@"
 log "soak: kube-apiserver killed three times during a large rollout"
 cargo test --locked --test faults -- --ignored --exact soak_apiserver_killed_repeatedly_during_a_large_rollout
 
+# The README's other promise: the demo runs end to end (its own control plane, the debug binary
+# built above); its checks fail it when what it shows is not what happened.
+log "demo (hack/demo.sh, the README's first command)"
+demo_log="$(mktemp "${TMPDIR:-/tmp}/bic-demo.XXXXXX")"
+if ! hack/demo.sh >"$demo_log" 2>&1; then
+  tail -n 40 "$demo_log" >&2
+  log "the demo failed (whole output: $demo_log)"
+  exit 1
+fi
+rm -f "$demo_log"
+
 log "alert rules (promtool)"
 hack/check-rules.sh
 
