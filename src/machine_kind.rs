@@ -211,6 +211,10 @@ pub trait MachineObject {
     fn meta(&self) -> &ObjectMeta;
     /// The machine template holding the provider spec; `None` when the object has none.
     fn machine_template(&self) -> Option<&MachineTemplate>;
+    /// The provider spec of its machine template, as written (any JSON value).
+    fn provider_spec(&self) -> Option<&Value> {
+        self.machine_template()?.spec.provider_spec.value.as_ref()
+    }
     /// The infrastructure machine template holding the boot image, for kinds that reference
     /// one ([`MachineKind::ClusterApiMachineSet`]).
     fn infrastructure_ref(&self) -> Option<&InfrastructureRef> {

@@ -114,10 +114,7 @@ fn secrets_to_verify<'a, M: MachineObject>(
             selection.selects(labels) == Ok(true)
         })
         .filter_map(|o| {
-            let in_provider_spec = || {
-                let spec = o.machine_template()?.spec.provider_spec.value.as_ref()?;
-                stub::current_name(spec)
-            };
+            let in_provider_spec = || stub::current_name(o.provider_spec()?);
             o.data_secret_name().or_else(in_provider_spec)
         })
         .filter_map(|name| stub::secret_to_verify(M::KIND, name))

@@ -36,8 +36,8 @@ pub fn amis_to_ask<'a>(
     let known = &cluster.known_images;
     let region = infrastructure::region(cluster.infrastructure.as_ref());
     let templates = &cluster.infrastructure_templates;
-    let openshift = (machine_sets.filter_map(provider_spec))
-        .chain(control_plane_machine_sets.filter_map(provider_spec))
+    let openshift = (machine_sets.filter_map(MachineObject::provider_spec))
+        .chain(control_plane_machine_sets.filter_map(MachineObject::provider_spec))
         .filter_map(|spec| unknown_ami(spec, known));
     let cluster_api =
         infrastructure::provider_spec_views(cluster_api_machine_sets, templates, region)
@@ -48,10 +48,6 @@ pub fn amis_to_ask<'a>(
             ))
             .filter_map(|spec| unknown_ami(&spec, known));
     openshift.chain(cluster_api).collect()
-}
-
-fn provider_spec<M: MachineObject>(object: &M) -> Option<&Value> {
-    object.machine_template()?.spec.provider_spec.value.as_ref()
 }
 
 fn unknown_ami(spec: &Value, known: &KnownImages) -> Option<(String, String)> {
