@@ -32,8 +32,9 @@ const NOTE_LIMIT: usize = 1000;
 /// must not grow the queue without bound while the API server is slow.
 const QUEUE_LIMIT: usize = 10_000;
 /// Events sent at once after a quiet spell, then [`EVENT_RATE`] a second. client-go's event
-/// correlator limits each object on its own (a burst of 25, then one per five minutes); we send
-/// at most two per object per change, so the budget that matters is the fleet's.
+/// correlator limits each object on its own (`defaultSpamBurst` 25, `defaultSpamQPS` one per
+/// five minutes, k8s.io/client-go tools/record/events_cache.go); we send at most two per object
+/// per change, so the budget that matters is the fleet's.
 const EVENT_BURST: f64 = 100.0;
 const EVENT_RATE: f64 = 20.0;
 
