@@ -35,7 +35,12 @@ pub struct KnownImagesError {
 impl KnownImages {
     /// Parses one reference per line; blank lines and `#` comments (whole-line or trailing) are
     /// ignored so the file can document where its entries come from.
+    /// The set is shared by every copy (the controller copies it into each pass's snapshot).
     pub fn parse(text: &str) -> Self {
+        Self::shared(Arc::new(Self::parse_set(text)))
+    }
+
+    fn parse_set(text: &str) -> BTreeSet<String> {
         text.lines()
             .map(|line| line.split('#').next().unwrap_or_default().trim())
             .filter(|line| !line.is_empty())
@@ -43,15 +48,20 @@ impl KnownImages {
             .collect()
     }
 
+    /// A set that copies share instead of copying.
+    pub fn shared(set: Arc<BTreeSet<String>>) -> Self {
+        KnownImages {
+            shared: vec![set],
+            own: BTreeSet::new(),
+        }
+    }
+
     /// The images this project ships as published: every RHCOS AMI of OpenShift 4.12 and
     /// later. Parsed once and shared.
     pub fn published() -> Self {
         static PUBLISHED: OnceLock<Arc<BTreeSet<String>>> = OnceLock::new();
-        let set = PUBLISHED.get_or_init(|| Arc::new(Self::parse(PUBLISHED_AWS_AMIS).own));
-        KnownImages {
-            shared: vec![set.clone()],
-            own: BTreeSet::new(),
-        }
+        let set = PUBLISHED.get_or_init(|| Arc::new(Self::parse_set(PUBLISHED_AWS_AMIS)));
+        Self::shared(set.clone())
     }
 
     /// Adds every image of `other`, sharing what it shares.

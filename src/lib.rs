@@ -12,6 +12,7 @@ pub mod cli;
 pub mod controller;
 mod ec2;
 mod http_client;
+mod json_pointer;
 pub mod known_images;
 mod kubeconfig;
 pub mod machine_kind;

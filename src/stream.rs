@@ -5,12 +5,14 @@
 //! since guessing would risk writing a wrong image.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use serde::Deserialize;
 use serde_json::Value;
 
 use crate::api::ConfigMap;
 use crate::arch::Arch;
+use crate::known_images::KnownImages;
 
 /// Key of the golden ConfigMap holding the default stream.
 pub const STREAM_KEY: &str = "stream";
@@ -353,9 +355,34 @@ pub struct GoldenConfig {
     /// MachineSets labelled with one of them are updated from it, and their images are known.
     pub other_streams: BTreeMap<String, GoldenStream>,
     pub release_version: Option<String>,
+    /// Image references of every stream, gathered once: each plan counts them as known.
+    references: Arc<BTreeSet<String>>,
 }
 
+/// The last golden ConfigMap content parsed by [`GoldenConfig::shared`], and what it parsed to.
+type Parsed = (Option<BTreeMap<String, String>>, Arc<GoldenConfig>);
+
 impl GoldenConfig {
+    /// [`GoldenConfig::from_config_map`], parsed once per content and shared. The controller
+    /// reads the same ConfigMap in every pass and for every status write, and parsing its
+    /// streams takes about a millisecond, longer than planning a thousand MachineSets once the
+    /// stream is parsed. Keyed by the content itself (a comparison costs microseconds), not by
+    /// resourceVersion, so snapshots built by hand or read from files can never be served a
+    /// stale parse.
+    pub fn shared(cm: &ConfigMap) -> Result<Arc<Self>, StreamError> {
+        static LAST: Mutex<Option<Parsed>> = Mutex::new(None);
+        let last = || LAST.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((data, parsed)) = &*last()
+            && *data == cm.data
+        {
+            return Ok(parsed.clone());
+        }
+        // Parsed without the lock: a slow parse must not hold up readers of another content.
+        let parsed = Arc::new(Self::from_config_map(cm)?);
+        *last() = Some((cm.data.clone(), parsed.clone()));
+        Ok(parsed)
+    }
+
     pub fn from_config_map(cm: &ConfigMap) -> Result<Self, StreamError> {
         let data = cm.data.as_ref();
         let get = |key: &str| data.and_then(|d| d.get(key));
@@ -380,10 +407,15 @@ impl GoldenConfig {
         let release_version = get(RELEASE_VERSION_KEY)
             .map(|v| v.trim().to_string())
             .filter(|v| !v.is_empty());
+        let mut references = stream.image_references();
+        for other in other_streams.values() {
+            references.extend(other.image_references());
+        }
         Ok(GoldenConfig {
             stream,
             other_streams,
             release_version,
+            references: Arc::new(references),
         })
     }
 
@@ -409,12 +441,13 @@ impl GoldenConfig {
     }
 
     /// Image references of every stream in the ConfigMap.
-    pub fn image_references(&self) -> BTreeSet<String> {
-        let mut refs = self.stream.image_references();
-        for s in self.other_streams.values() {
-            refs.extend(s.image_references());
-        }
-        refs
+    pub fn image_references(&self) -> &BTreeSet<String> {
+        &self.references
+    }
+
+    /// The same references as known images, shared rather than copied.
+    pub fn known_images(&self) -> KnownImages {
+        KnownImages::shared(self.references.clone())
     }
 }
 

@@ -102,15 +102,13 @@ fn the_demo_cluster_updates_outdated_machine_sets_and_says_why_it_leaves_the_oth
             // No annotations yet (tests/testdata): the map is created, guarded by resourceVersion.
             {"op": "test", "path": "/metadata/resourceVersion", "value": "48211"},
             {"op": "add", "path": "/metadata/annotations", "value": {
-                "boot-image-controller.io/history": json!([{
-                    "time": now, "release": "4.21.0", "stream": "rhcos-4.21",
-                    "bootImage": {"from": AMI_420_US_EAST_1, "to": AMI_421_US_EAST_1},
-                    "userDataSecret": {"from": "worker-user-data", "to": "worker-user-data-managed"}
-                }]).to_string(),
-                "boot-image-controller.io/hot-loop": json!({
-                    "target": json!([AMI_421_US_EAST_1, "worker-user-data-managed"]).to_string(),
-                    "patches": [now]
-                }).to_string()
+                // The annotations' exact text, fields in the order the controller writes them.
+                "boot-image-controller.io/history": format!(
+                    r#"[{{"time":"{now}","release":"4.21.0","stream":"rhcos-4.21","bootImage":{{"from":"{AMI_420_US_EAST_1}","to":"{AMI_421_US_EAST_1}"}},"userDataSecret":{{"from":"worker-user-data","to":"worker-user-data-managed"}}}}]"#
+                ),
+                "boot-image-controller.io/hot-loop": format!(
+                    r#"{{"target":"[\"{AMI_421_US_EAST_1}\",\"worker-user-data-managed\"]","patches":["{now}"]}}"#
+                )
             }},
         ])
     );

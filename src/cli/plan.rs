@@ -150,7 +150,7 @@ pub fn run(args: &PlanArgs) -> Result<u8, Failure> {
     }
     if let Some(file) = &args.known_images_file {
         let known = KnownImages::read(file).map_err(Failure::input)?;
-        snapshot.cluster.known_images.extend(known.iter().cloned());
+        snapshot.cluster.known_images.merge(&known);
     }
     snapshot.cluster.ec2 = ec2_facts(args, &snapshot)?;
     if snapshot.machine_sets.is_empty()

@@ -46,7 +46,7 @@ pub(super) struct PassFacts {
     /// Every object that exists, when the pass covered everything: results of others go.
     pub live: Option<BTreeSet<ObjectKey>>,
     pub blocked: Option<Blocked>,
-    pub golden: Option<GoldenConfig>,
+    pub golden: Option<Arc<GoldenConfig>>,
     /// The effective selection mode of each kind.
     pub selections: Vec<(MachineKind, &'static str)>,
 }

@@ -63,14 +63,14 @@ pub fn merged(existing: Option<&str>, refs: &BTreeSet<String>) -> Option<String>
 pub async fn remember(
     api: &Api<ConfigMap>,
     current: Option<std::sync::Arc<ConfigMap>>,
-    refs: BTreeSet<String>,
+    refs: &BTreeSet<String>,
     metrics: &Metrics,
 ) {
     let existing = current
         .as_ref()
         .and_then(|cm| cm.data.as_ref())
         .and_then(|d| d.get(IMAGES_KEY));
-    let Some(text) = merged(existing.map(String::as_str), &refs) else {
+    let Some(text) = merged(existing.map(String::as_str), refs) else {
         return;
     };
     let result = match &current {

@@ -73,7 +73,7 @@ pub(super) async fn observe(
     all_secrets.extend(cluster_api_secrets.snapshot());
 
     let mut known_images = known.clone();
-    known_images.extend(stores.remembered_images());
+    known_images.merge(&stores.remembered_images());
     let snapshot = ClusterSnapshot {
         machine_configuration,
         infrastructure,

@@ -69,9 +69,13 @@ impl Controller {
         self.publish(notices);
         self.warn_of_legacy_pause();
         if let Some(golden) = &decided.golden {
-            let existing = self.stores.known_images_config_map();
             let refs = golden.image_references();
-            known::remember(&self.known_images_api, existing, refs, &self.metrics).await;
+            // Usually all are remembered already; the check reads the ConfigMap parsed once.
+            let remembered = self.stores.remembered_images();
+            if refs.iter().any(|r| !remembered.contains(r)) {
+                let existing = self.stores.known_images_config_map();
+                known::remember(&self.known_images_api, existing, refs, &self.metrics).await;
+            }
         }
         self.log_gate_change(decided.blocked.as_ref());
         self.track_hold(decided.blocked.as_ref());

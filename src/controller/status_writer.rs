@@ -131,7 +131,7 @@ impl Controller {
         let golden = self
             .stores
             .golden()
-            .and_then(|cm| GoldenConfig::from_config_map(&cm).ok());
+            .and_then(|cm| GoldenConfig::shared(&cm).ok());
         let golden_rhcos = golden.as_ref().and_then(|g| {
             let key = platform.rule()?.stream_key();
             Arch::ALL

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject, ListParams};
@@ -30,6 +30,7 @@ use crate::api::{
     ControlPlaneMachineSet, Infrastructure, MachineConfiguration, MachineSet,
 };
 use crate::api_client;
+use crate::known_images::KnownImages;
 use crate::machine_kind::{MachineKind, MachineObject};
 use crate::names::{ARCH_LABEL, CONTROL_PLANE_NODE_LABELS};
 use crate::plan::{self, ObjectKey, manager};
@@ -51,6 +52,9 @@ pub struct Stores {
     infrastructure: Store<Lenient<Infrastructure>>,
     cluster_version: Option<Store<Lenient<ClusterVersion>>>,
     known_images: Store<ConfigMap>,
+    /// The images of the known-images ConfigMap, read once per resourceVersion: every pass
+    /// consults up to [`known::LIMIT`] of them.
+    remembered: Mutex<Option<(String, KnownImages)>>,
     /// Where the cluster serves Cluster API MachineSets and AWS machine templates.
     cluster_api: Option<ClusterApiStores>,
 }
@@ -135,6 +139,7 @@ pub async fn start(
             let name = crate::names::KNOWN_IMAGES_CONFIGMAP_NAME;
             spawn_singleton(api, name, &tx, resource_version)
         },
+        remembered: Mutex::default(),
     }
 }
 
@@ -609,9 +614,25 @@ impl Stores {
     }
 
     /// Images of earlier golden streams, remembered in our ConfigMap.
-    pub fn remembered_images(&self) -> Vec<String> {
-        self.known_images_config_map()
-            .map(|cm| known::images(&cm))
-            .unwrap_or_default()
+    pub fn remembered_images(&self) -> KnownImages {
+        let Some(cm) = self.known_images_config_map() else {
+            return KnownImages::default();
+        };
+        let read = || KnownImages::shared(Arc::new(known::images(&cm).into_iter().collect()));
+        let Some(version) = cm.metadata.resource_version.clone() else {
+            return read();
+        };
+        let mut remembered = self
+            .remembered
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match &*remembered {
+            Some((seen, images)) if *seen == version => images.clone(),
+            _ => {
+                let images = read();
+                *remembered = Some((version, images.clone()));
+                images
+            }
+        }
     }
 }

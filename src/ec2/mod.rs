@@ -51,8 +51,8 @@ pub fn amis_to_ask<'a>(
 }
 
 fn unknown_ami(spec: &Value, known: &KnownImages) -> Option<(String, String)> {
-    let id = spec.pointer("/ami/id")?.as_str()?;
-    let region = spec.pointer("/placement/region")?.as_str()?;
+    let id = crate::json_pointer::get(spec, "/ami/id")?.as_str()?;
+    let region = crate::json_pointer::get(spec, "/placement/region")?.as_str()?;
     let plausible = id.starts_with("ami-") && !region.is_empty();
     (plausible && !known.contains(id)).then(|| (region.to_string(), id.to_string()))
 }

@@ -2,6 +2,7 @@
 //! whether planned changes may be written.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use super::ClusterSnapshot;
 use super::decision::Blocked;
@@ -20,7 +21,7 @@ use crate::stream::GoldenConfig;
 /// Everything the gates established, when they let planning go ahead.
 pub(super) struct Ready {
     pub platform: Platform,
-    pub golden: GoldenConfig,
+    pub golden: Arc<GoldenConfig>,
     /// The snapshot's known images plus the golden stream's own.
     pub known_images: KnownImages,
     /// Which objects of each kind `managedBootImages` selects.
@@ -67,12 +68,12 @@ impl Ready {
                  Operator publishes it",
             )
         })?;
-        let golden = GoldenConfig::from_config_map(cm).map_err(|e| Blocked {
+        let golden = GoldenConfig::shared(cm).map_err(|e| Blocked {
             reason: Reason::GoldenStreamInvalid,
             message: format!("the golden ConfigMap cannot be used: {e}"),
         })?;
         let mut known_images = snapshot.known_images.clone();
-        known_images.extend(golden.image_references());
+        known_images.merge(&golden.known_images());
         let cv_status = snapshot
             .cluster_version
             .as_ref()

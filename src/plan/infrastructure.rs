@@ -133,7 +133,7 @@ pub fn view<'a>(
             ),
         ));
     };
-    let machine = source.data.pointer(MACHINE_SPEC_POINTER);
+    let machine = crate::json_pointer::get(&source.data, MACHINE_SPEC_POINTER);
     let mut spec = Map::new();
     if let Some(ami) = machine.and_then(|m| m.get("ami")) {
         spec.insert("ami".into(), ami.clone());

@@ -17,6 +17,7 @@ pub mod selection;
 pub mod stub;
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
 
@@ -218,7 +219,7 @@ impl<'a> Planner<'a> {
     }
 
     /// The golden ConfigMap's content, once it passed its gates.
-    pub fn golden(&self) -> Option<&GoldenConfig> {
+    pub fn golden(&self) -> Option<&Arc<GoldenConfig>> {
         self.state.as_ref().ok().map(|r| &r.golden)
     }
 

@@ -452,8 +452,7 @@ impl Planner<'_> {
         provider_spec: &Value,
         image: ImageChange,
     ) -> Decision {
-        if provider_spec
-            .pointer(stub::NAME_POINTER)
+        if crate::json_pointer::get(provider_spec, stub::NAME_POINTER)
             .is_some_and(|name| !name.is_string())
         {
             let mut decided = subject.decision(

@@ -31,7 +31,7 @@ pub const NAME_POINTER: &str = "/userDataSecret/name";
 
 /// The stub secret a provider spec names, if it names one.
 pub fn current_name(provider_spec: &Value) -> Option<&str> {
-    provider_spec.pointer(NAME_POINTER)?.as_str()
+    crate::json_pointer::get(provider_spec, NAME_POINTER)?.as_str()
 }
 
 /// The managed name for a stub secret, or `None` when it already is the managed one.
@@ -117,7 +117,7 @@ pub fn verify(
     let Ok(config) = serde_json::from_slice::<Value>(&bytes) else {
         return invalid("has a userData that is not JSON");
     };
-    match config.pointer("/ignition/version").and_then(Value::as_str) {
+    match crate::json_pointer::get(&config, "/ignition/version").and_then(Value::as_str) {
         Some(v) if is_ignition_3(v) => Ok(()),
         Some(v) => invalid(&format!("has Ignition version {v:?}")),
         None => invalid("has no ignition.version"),

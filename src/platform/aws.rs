@@ -25,7 +25,9 @@ impl PlatformRule for Aws {
 
     fn image_locations(&self, spec: &Value, _written: &Value) -> Option<Vec<(String, Value)>> {
         spec.get("ami")?;
-        let current = spec.pointer(AMI_ID).cloned().unwrap_or(Value::Null);
+        let current = crate::json_pointer::get(spec, AMI_ID)
+            .cloned()
+            .unwrap_or(Value::Null);
         Some(vec![(AMI_ID.into(), current)])
     }
 
@@ -59,7 +61,7 @@ impl PlatformRule for Aws {
                 None,
             );
         };
-        let Some(region) = spec.pointer(REGION).and_then(Value::as_str) else {
+        let Some(region) = crate::json_pointer::get(spec, REGION).and_then(Value::as_str) else {
             return invalid(
                 "providerSpec has no string placement.region; set it to the AWS region of the \
                  MachineSet",

@@ -219,7 +219,7 @@ impl Input {
     pub fn at(provider_spec: &Value, pointer: &str) -> Self {
         Input {
             pointer: pointer.to_string(),
-            value: provider_spec.pointer(pointer).cloned(),
+            value: crate::json_pointer::get(provider_spec, pointer).cloned(),
         }
     }
 }
