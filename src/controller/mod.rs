@@ -559,7 +559,10 @@ impl Controller {
             let wanted = vcenter::wanted(&observed, &options);
             observed.snapshot.vcenter = imports.facts(&wanted, &vcenter::in_use(&observed));
         }
-        let decide::Decided { decisions, facts } = decide::decide(&observed, &scope, &options);
+        let decide::Decided {
+            mut decisions,
+            facts,
+        } = decide::decide(&observed, &scope, &options);
         let collectable = self.templates.candidates(
             &observed.snapshot.infrastructure_templates,
             &observed.cluster_api_machine_sets,
@@ -570,27 +573,78 @@ impl Controller {
         // The snapshot holds a copy of every watched object; release it before the patches.
         drop(observed);
         self.memory.remembered_patches = options.remembered_patches;
-        let may_write = || {
-            !self.shutdown.is_cancelled()
-                && *self.leader.borrow()
-                && !self.stores.paused(&self.args.machine_configuration_name)
-        };
         // A patch the API server refused waits for its retry even when a pass covers everything.
         let now = Instant::now();
-        let deferred = |d: &Decision| {
-            self.memory
-                .patch_retry
-                .get(&d.key())
-                .is_some_and(|due| *due > now)
-        };
+        let announced = self.announce_rollout(&facts, &mut decisions, now);
+        let may_write = || self.may_write();
+        let deferred = |d: &Decision| self.deferred(d, now);
         let concurrency = self.args.max_concurrent_patches;
-        let applied = act::act(&self.patcher, decisions, concurrency, &may_write, deferred).await;
+        // The announcement travels beside the patches rather than before them: the first patch
+        // waits for nothing, and Progressing=True is still written before the False that
+        // `report` writes once every patch has returned.
+        let announcing = async {
+            match &announced {
+                Some(write) => Some(self.send_status(write).await),
+                None => None,
+            }
+        };
+        let wave = act::act(&self.patcher, decisions, concurrency, &may_write, deferred);
+        let (applied, announcing) = tokio::join!(wave, announcing);
+        if let (Some(write), Some(result)) = (announced, announcing) {
+            self.status_sent(write, result);
+        }
         // Deleting is a write too: only while nothing holds writes.
-        if facts.blocked.is_none() && may_write() {
+        if facts.blocked.is_none() && self.may_write() {
             self.templates.collect(collectable.unused).await;
         }
         self.remember_patches(&applied, options.now, options.hot_loop_window);
         self.report(facts, applied).await;
+    }
+
+    fn may_write(&self) -> bool {
+        !self.shutdown.is_cancelled()
+            && *self.leader.borrow()
+            && !self.stores.paused(&self.args.machine_configuration_name)
+    }
+
+    /// Whether the patch of `d` waits for the retry of an earlier one the API server refused.
+    fn deferred(&self, d: &Decision, now: Instant) -> bool {
+        (self.memory.patch_retry.get(&d.key())).is_some_and(|due| *due > now)
+    }
+
+    /// Before a wave of updates: records the updates about to be sent as this pass's results,
+    /// and returns the status write that says so (Progressing=True), if it changes anything.
+    fn announce_rollout(
+        &mut self,
+        facts: &decide::PassFacts,
+        decisions: &mut [Decision],
+        now: Instant,
+    ) -> Option<status_writer::StatusWrite> {
+        if facts.blocked.is_some() || !self.may_write() {
+            return None;
+        }
+        let mut rolling = Vec::new();
+        for d in decisions.iter_mut() {
+            if d.action != Action::Update || d.patch.is_empty() || self.deferred(d, now) {
+                continue;
+            }
+            // Copied without its operations: they are the wave's to send, not status's.
+            let ops = std::mem::take(&mut d.patch);
+            let template = d.infrastructure_template.take();
+            let recorded = d.recorded.take();
+            rolling.push(d.clone());
+            (d.patch, d.infrastructure_template, d.recorded) = (ops, template, recorded);
+        }
+        if rolling.is_empty() {
+            return None;
+        }
+        self.log_gate_change(None);
+        self.memory.last_blocked = None;
+        self.memory.last_selections = facts.selections.clone();
+        for d in rolling {
+            self.memory.results.insert(d.key(), d);
+        }
+        self.status_to_write()
     }
 
     /// Keeps the hot-loop guard's own memory of this pass's updates (see

@@ -64,19 +64,17 @@ impl Controller {
             } else {
                 self.memory.patch_retry.remove(&key);
             }
+            // Patched: reported as planning the patched object will decide, so status says
+            // the rollout is done without waiting for the watch to echo every patch.
+            let reported = if updated {
+                reported.applied()
+            } else {
+                reported
+            };
             self.memory.results.insert(reported.key(), reported);
         }
         self.publish(notices);
         self.warn_of_legacy_pause();
-        if let Some(golden) = &decided.golden {
-            let refs = golden.image_references();
-            // Usually all are remembered already; the check reads the ConfigMap parsed once.
-            let remembered = self.stores.remembered_images();
-            if refs.iter().any(|r| !remembered.contains(r)) {
-                let existing = self.stores.known_images_config_map();
-                known::remember(&self.known_images_api, existing, refs, &self.metrics).await;
-            }
-        }
         self.log_gate_change(decided.blocked.as_ref());
         self.track_hold(decided.blocked.as_ref());
         self.memory.last_blocked = decided.blocked;
@@ -91,6 +89,17 @@ impl Controller {
             golden,
         );
         self.write_status().await;
+        // After the status: remembering the golden images is bookkeeping for later releases,
+        // and must not delay the report of this one's rollout.
+        if let Some(golden) = &decided.golden {
+            let refs = golden.image_references();
+            // Usually all are remembered already; the check reads the ConfigMap parsed once.
+            let remembered = self.stores.remembered_images();
+            if refs.iter().any(|r| !remembered.contains(r)) {
+                let existing = self.stores.known_images_config_map();
+                known::remember(&self.known_images_api, existing, refs, &self.metrics).await;
+            }
+        }
         if all_done {
             self.metrics.last_sync.set(Timestamp::now().as_second());
         }
@@ -225,7 +234,7 @@ impl Controller {
         self.memory.legacy_pause_warned = legacy;
     }
 
-    fn log_gate_change(&self, blocked: Option<&Blocked>) {
+    pub(super) fn log_gate_change(&self, blocked: Option<&Blocked>) {
         let before = self.memory.last_blocked.as_ref().map(|b| b.reason);
         if blocked.map(|b| b.reason) == before {
             return;
@@ -277,6 +286,9 @@ fn reported(applied: Applied, conflicts_in_a_row: u32) -> Decision {
     // template copies kept would be tens of megabytes.
     decision.patch = Vec::new();
     decision.infrastructure_template = None;
+    if outcome != Outcome::Patched {
+        decision.recorded = None;
+    }
     if decision.action != Action::Update {
         return decision;
     }

@@ -16,14 +16,30 @@ use crate::platform::Platform;
 use crate::reason::{Category, Reason};
 use crate::stream::GoldenConfig;
 
+/// A status write decided on: sent by [`Controller::send_status`] (alone, or beside a wave of
+/// patches), then recorded by [`Controller::status_sent`].
+pub(super) struct StatusWrite {
+    /// The resourceVersion of the MachineConfiguration the conditions were computed against.
+    basis: Option<String>,
+    conditions: Vec<Condition>,
+    fields: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
 impl Controller {
     /// Computes the conditions from the latest results and the gate of the last pass, and
     /// writes them if they changed.
     pub(super) async fn write_status(&mut self) {
+        if let Some(write) = self.status_to_write() {
+            let result = self.send_status(&write).await;
+            self.status_sent(write, result);
+        }
+    }
+
+    /// The status write the latest results call for, if any: none when nothing changed, when
+    /// not leading, or while a change is held back.
+    pub(super) fn status_to_write(&mut self) -> Option<StatusWrite> {
         let name = &self.args.machine_configuration_name.clone();
-        let Some(mc) = self.stores.machine_configuration(name) else {
-            return;
-        };
+        let mc = self.stores.machine_configuration(name)?;
         let decisions: Vec<&Decision> = self.memory.results.values().collect();
         let mut desired = status::desired(&status::StatusInput {
             blocked: self.memory.last_blocked.as_ref(),
@@ -73,11 +89,11 @@ impl Controller {
                 .collect(),
             None => {
                 self.memory.status_dirty = false;
-                return;
+                return None;
             }
         };
         if !*self.leader.borrow() {
-            return;
+            return None;
         }
         // After a failure, whatever changed waits for its backoff: an API server that refuses
         // this status (a webhook, a quota, RBAC) is not asked again on every pass.
@@ -87,18 +103,43 @@ impl Controller {
                 .is_some_and(|due| due > Instant::now());
         if backing_off || (!fields_changed && self.hold_back(&current, &conditions)) {
             self.memory.status_dirty = true;
-            return;
+            return None;
         }
-        let entries = fields.as_ref().map(BootImageFields::status_entries);
-        match status::write(&self.configurations, name, &conditions, entries.as_ref()).await {
+        Some(StatusWrite {
+            basis: mc.metadata.resource_version.clone(),
+            conditions,
+            fields: fields.as_ref().map(BootImageFields::status_entries),
+        })
+    }
+
+    /// Sends a status write; borrows nothing mutably, so a pass can send it beside its patches.
+    pub(super) async fn send_status(&self, write: &StatusWrite) -> Result<(), kube::Error> {
+        let name = &self.args.machine_configuration_name;
+        status::write(
+            &self.configurations,
+            name,
+            &write.conditions,
+            write.fields.as_ref(),
+        )
+        .await
+    }
+
+    /// Records how a status write went: what the next write compares with, or its backoff.
+    pub(super) fn status_sent(&mut self, write: StatusWrite, result: Result<(), kube::Error>) {
+        let StatusWrite {
+            basis,
+            conditions,
+            fields,
+        } = write;
+        match result {
             Ok(()) => {
-                self.memory.fields_written = entries;
+                self.memory.fields_written = fields;
                 let target = ["MachineConfiguration/status"];
                 self.metrics.writes.with_label_values(&target).inc();
                 self.memory.last_status_write = Some(Instant::now());
                 self.memory.status_failures = 0;
                 self.memory.status_dirty = false;
-                self.memory.status_basis = mc.metadata.resource_version.map(|rv| (rv, conditions));
+                self.memory.status_basis = basis.map(|rv| (rv, conditions));
             }
             Err(e) => {
                 self.memory.status_failures = self.memory.status_failures.saturating_add(1);

@@ -9,6 +9,7 @@ use serde_json::Value;
 use super::infrastructure::TemplateCopy;
 use super::record::{self, HistoryEntry};
 use crate::machine_kind::MachineKind;
+use crate::platform::display_image;
 use crate::reason::Reason;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -99,6 +100,10 @@ pub struct Decision {
     /// The newest change this controller recorded on the object, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_change: Option<HistoryEntry>,
+    /// Of an Update: the change its patch records in the history annotation, which becomes
+    /// the object's newest change once the patch is applied (see [`Decision::applied`]).
+    #[serde(skip)]
+    pub recorded: Option<HistoryEntry>,
     /// Something the decision worked around and an administrator should know of.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub warning: Option<Warning>,
@@ -133,8 +138,36 @@ impl Decision {
             patch: Vec::new(),
             infrastructure_template: None,
             last_change: None,
+            recorded: None,
             warning: None,
         }
+    }
+
+    /// What planning the object again decides once this Update's patch is applied: up to date,
+    /// at the values the patch wrote, with the change it recorded as the newest. The API server
+    /// accepted every `test` of the patch, so it stored exactly those values: the controller
+    /// reports the rollout from the patch responses instead of waiting for the watch to echo
+    /// every patched object (a test checks this against planning the patched object).
+    pub fn applied(mut self) -> Decision {
+        if self.action != Action::Update {
+            return self;
+        }
+        self.action = Action::UpToDate;
+        self.reason = Reason::UpToDate;
+        if let Some(target) = self.boot_image.target.take() {
+            self.boot_image.current = Some(target);
+        }
+        if let Some(target) = self.user_data_secret.target.take() {
+            self.user_data_secret.current = Some(target);
+        }
+        self.last_change = self.recorded.take().or(self.last_change);
+        self.patch = Vec::new();
+        self.infrastructure_template = None;
+        self.message = with_warning(
+            current_message(self.boot_image.current.as_ref()),
+            self.warning.as_ref(),
+        );
+        self
     }
 
     pub fn key(&self) -> ObjectKey {
@@ -150,6 +183,19 @@ impl Decision {
             self.boot_image.target.as_ref(),
             self.user_data_secret.target.as_deref(),
         )
+    }
+}
+
+/// The message of a decision that leaves a current boot image as it is.
+pub(super) fn current_message(image: Option<&Value>) -> String {
+    format!("boot image is current ({})", display_image(image))
+}
+
+/// A warning travels in the message too, where people read decisions.
+pub(super) fn with_warning(message: String, warning: Option<&Warning>) -> String {
+    match warning {
+        Some(w) => format!("{message}; {}", w.message),
+        None => message,
     }
 }
 

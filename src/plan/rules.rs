@@ -7,7 +7,7 @@ use json_patch::PatchOperation;
 use jsonptr::PointerBuf;
 use serde_json::Value;
 
-use super::decision::{Action, Decision, Values, Warning};
+use super::decision::{Action, Decision, Values, Warning, current_message, with_warning};
 use super::gates::Ready;
 use super::infrastructure::{self, TemplateCopy, TemplateView, Unjudgeable};
 use super::patch::{annotation_path, guarded_replace, remove_annotation_ops, test_op};
@@ -139,7 +139,10 @@ impl Planner<'_> {
         if decided.action == Action::Update && needs_resource_version {
             guard_resource_version(subject.meta, &mut decided.patch);
         }
-        decided.message = Self::with_warning(std::mem::take(&mut decided.message), &decided);
+        decided.message = with_warning(
+            std::mem::take(&mut decided.message),
+            decided.warning.as_ref(),
+        );
         decided
     }
 
@@ -517,20 +520,9 @@ impl Planner<'_> {
                 .extend(guarded_replace(&pointer, from.into(), to.into()));
         }
         if decided.patch.is_empty() {
-            decided.message = format!(
-                "boot image is current ({})",
-                display_image(decided.boot_image.current.as_ref())
-            );
+            decided.message = current_message(decided.boot_image.current.as_ref());
         }
         decided
-    }
-
-    /// A warning travels in the message too, where people read decisions.
-    fn with_warning(message: String, decided: &Decision) -> String {
-        match &decided.warning {
-            Some(w) => format!("{message}; {}", w.message),
-            None => message,
-        }
     }
 
     /// Checks a stub secret the object would boot from. Where the stub name may change, that is
@@ -623,6 +615,7 @@ impl Planner<'_> {
                 }
             }),
         };
+        decided.recorded = Some(entry.clone());
         let bookkeeping = record::record_ops(subject.meta, entry, &target_key, now, window);
         decided.patch.extend(bookkeeping);
         decided.action = Action::Update;

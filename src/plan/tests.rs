@@ -1485,6 +1485,43 @@ fn gcp_boot_flags_and_the_azure_security_profile_are_tested_by_the_patch() {
     );
 }
 
+/// The controller reports a rollout from its patch responses (`Decision::applied`) instead of
+/// waiting for the watch to echo each patched object: what it reports must be exactly what
+/// planning the patched object decides, or the echo would change the status once more.
+#[test]
+fn an_applied_update_reports_what_planning_the_patched_object_decides() {
+    let kept_stub = |ms: MachineSetBuilder| ms.user_data("custom-user-data");
+    let cases: [(&str, fn(MachineSetBuilder) -> MachineSetBuilder); 4] = [
+        ("image and stub secret", |ms| ms),
+        ("image only", |ms| ms.user_data(MANAGED_STUB)),
+        ("stub secret only", |ms| ms.ami(AMI_US_EAST_1)),
+        ("image, with the administrator's stub kept", kept_stub),
+    ];
+    for (case, change) in cases {
+        let history = vec![HistoryEntry {
+            time: minutes_ago(90).to_string(),
+            release: Some(INSTALLED.into()),
+            stream: "rhcos-4.20".into(),
+            boot_image: Some(Change {
+                from: json!(AMI_CUSTOM),
+                to: json!(AMI_PREVIOUS),
+            }),
+            user_data_secret: None,
+            infrastructure_template: None,
+        }];
+        let history = serde_json::to_string(&history).unwrap();
+        let ms =
+            change(machine_set("worker-a").annotate(record::HISTORY_ANNOTATION, &history)).served();
+        let update = decide(&updatable(), ms.clone());
+        assert_decided(&update, Action::Update, update.reason);
+        let patched = apply(&ms.unwrap(), &update.patch);
+        let mut replanned = decide(&updatable(), Ok(patched));
+        // The uid and resourceVersion the echo carries are the API server's to set.
+        replanned.uid = update.uid.clone();
+        assert_eq!(update.applied(), replanned, "{case}");
+    }
+}
+
 #[test]
 fn an_applied_update_leaves_the_machine_set_up_to_date_and_the_rest_untouched() {
     let ms = machine_set("worker-a").served();
