@@ -1491,7 +1491,8 @@ fn gcp_boot_flags_and_the_azure_security_profile_are_tested_by_the_patch() {
 #[test]
 fn an_applied_update_reports_what_planning_the_patched_object_decides() {
     let kept_stub = |ms: MachineSetBuilder| ms.user_data("custom-user-data");
-    let cases: [(&str, fn(MachineSetBuilder) -> MachineSetBuilder); 4] = [
+    type Edit = fn(MachineSetBuilder) -> MachineSetBuilder;
+    let cases: [(&str, Edit); 4] = [
         ("image and stub secret", |ms| ms),
         ("image only", |ms| ms.user_data(MANAGED_STUB)),
         ("stub secret only", |ms| ms.ami(AMI_US_EAST_1)),
