@@ -271,6 +271,9 @@ struct Converged {
     critical_path_writes: f64,
     /// Events sent in the same time.
     rollout_events: f64,
+    /// How long the ConfigMap update call itself took (filled by the caller): part of the time
+    /// to the first patch, spent before the controller can know of the change.
+    config_map_update: f64,
 }
 
 /// Waits until every MachineSet has `expected(name)` and Progressing is False/BootImagesCurrent
@@ -327,6 +330,7 @@ async fn converge(
                     progressing_true,
                     critical_path_writes: 0.0,
                     rollout_events: 0.0,
+                    config_map_update: 0.0,
                 });
             }
             if Instant::now() > deadline {
@@ -775,8 +779,10 @@ async fn run() -> Result<()> {
                 &golden_config_map(&ns, &data.new_release, &data.new_stream.to_string()),
             )
             .await?;
+            let update_seconds = since.elapsed().as_secs_f64();
             let new = |i: usize| (region_of(i).2.clone(), "worker-user-data-managed".to_string());
             let mut done = converge(&seen, &names, &new, since, timeout).await?;
+            done.config_map_update = update_seconds;
             // Writes between the ConfigMap update and convergence, by kind: Events are sent off
             // the critical path, everything else (patches, status) is on it.
             let writes_after = controller.metrics().await;
@@ -942,6 +948,7 @@ async fn run() -> Result<()> {
             "initial_convergence_seconds": initial.seconds,
             "convergence_seconds": switch.as_ref().map(|s| s.seconds),
             "first_patch_seconds": switch.as_ref().map(|s| s.first_patch),
+            "config_map_update_seconds": switch.as_ref().map(|s| s.config_map_update),
             "last_patch_seconds": switch.as_ref().map(|s| s.last_patch),
             "progressing_true_seconds": switch.as_ref().and_then(|s| s.progressing_true),
             "critical_path_writes": switch.as_ref().map(|s| s.critical_path_writes),

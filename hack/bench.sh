@@ -5,6 +5,7 @@
 #   --quick         the same measurements at small sizes, in about a minute (smoke check)
 #   --json FILE     also write the figures as JSON: planner_ns_per_machineset,
 #                   convergence_seconds, baseline_seconds, first_patch_seconds,
+#                   config_map_update_seconds,
 #                   critical_path_writes, rollout_events, steady_state_writes,
 #                   steady_state_requests, rss_bytes, ready_seconds (+ details)
 #   --only WHAT     one measurement: planner | convergence | steady | memory | takeover
@@ -172,11 +173,11 @@ if ((cluster_needed)); then
     for n in ${convergence_sizes//,/ }; do
       want_steady_in "$n" "convergence-$n"
       if run_cluster "convergence-$n" --count "$n" --baseline --switch "${steady_extra[@]}"; then
-        jq -r '"\(.convergence_seconds) \(.baseline_seconds) \(.ratio) \(.first_patch_seconds) \(.last_patch_seconds) \(.progressing_true_seconds // "nan") \(.critical_path_writes // "nan") \(.rollout_events // "nan")"' \
+        jq -r '"\(.convergence_seconds) \(.baseline_seconds) \(.ratio) \(.first_patch_seconds) \(.config_map_update_seconds // "nan") \(.last_patch_seconds) \(.progressing_true_seconds // "nan") \(.critical_path_writes // "nan") \(.rollout_events // "nan")"' \
           "$results/convergence-$n.json" | {
-          read -r c b r first last progressing critical events
+          read -r c b r first update last progressing critical events
           row "2. convergence" "$(thousands "$n")" \
-            "$(printf '%.2f s; plain client %.2f s; ratio %.1fx (first patch %.3f s after the ConfigMap update, last %.2f s; Progressing=True reported at %.2f s; %.0f writes on the critical path, %.0f Events sent before convergence was seen)' "$c" "$b" "$r" "$first" "$last" "$progressing" "$critical" "$events")" \
+            "$(printf '%.2f s; plain client %.2f s; ratio %.1fx (first patch %.3f s after the ConfigMap update, whose own call took %.3f s; last %.2f s; Progressing=True reported at %.2f s; %.0f writes on the critical path, %.0f Events sent before convergence was seen)' "$c" "$b" "$r" "$first" "$update" "$last" "$progressing" "$critical" "$events")" \
             "$(cmd_for convergence "$n")"
         }
       else
@@ -283,6 +284,7 @@ if [[ -n "$json_out" ]]; then
       baseline_seconds: by_count_in($cluster; .baseline_seconds),
       convergence_ratio: by_count_in($cluster; .ratio),
       first_patch_seconds: by_count_in($cluster; .first_patch_seconds),
+      config_map_update_seconds: by_count_in($cluster; .config_map_update_seconds),
       critical_path_writes: by_count_in($cluster; .critical_path_writes),
       rollout_events: by_count_in($cluster; .rollout_events),
       steady_state_writes: $steady.writes,
