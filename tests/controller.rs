@@ -148,6 +148,32 @@ async fn an_upgrade_ends_with_the_status_current_and_an_event_naming_the_new_ima
     assert_eq!(sample(&metrics, PATCHES_UPDATED), Some(2.0), "{metrics}");
 }
 
+/// What an update works around is announced once, by a Warning Event, even though the update
+/// itself goes through: here the administrator's own stub secret, which has no managed twin,
+/// is kept while the image moves.
+#[tokio::test]
+async fn an_update_that_keeps_an_administrators_stub_secret_says_why_in_a_warning_event() {
+    let env = TestEnv::new("kept-stub").await;
+    env.aws_cluster("4.21.0", &stream_421(), None).await;
+    let ms = machine_set(&env.ns, "worker-a")
+        .ami(AMI_420_US_EAST_1)
+        .user_data("custom-user-data");
+    env.apply(ms.build()).await;
+    let controller = env.controller(&[]);
+    controller.wait_ready().await;
+    let c = [&controller];
+    let updated = wait_for_ami(&env, &c, "worker-a", AMI_421_US_EAST_1).await;
+    assert_eq!(secret_of(&updated), "custom-user-data");
+    let warning = wait_for_event(&env, &c, "worker-a", "Warning", "StubSecretKept").await;
+    assert!(
+        warning["note"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("custom-user-data"),
+        "{warning}"
+    );
+}
+
 /// Scenario 1 setup: MachineSets `blue` and `green` (labelled `tier`) and `plain` (unlabelled),
 /// all booting 4.20, under a running controller that selects none of them and has said so.
 /// Returns the resourceVersions before any selection, to tell which objects were written.

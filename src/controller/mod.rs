@@ -612,8 +612,9 @@ impl Controller {
         (self.memory.patch_retry.get(&d.key())).is_some_and(|due| *due > now)
     }
 
-    /// Before a wave of updates: records the updates about to be sent as this pass's results,
-    /// and returns the status write that says so (Progressing=True), if it changes anything.
+    /// Before a wave of updates: the status write that says they are under way
+    /// (Progressing=True), if it changes anything. The results stay as they were until `report`:
+    /// it compares each decision with the previous one to tell new errors and warnings.
     fn announce_rollout(
         &mut self,
         facts: &decide::PassFacts,
@@ -623,7 +624,7 @@ impl Controller {
         if facts.blocked.is_some() || !self.may_write() {
             return None;
         }
-        let mut rolling = Vec::new();
+        let mut rolling = BTreeMap::new();
         for d in decisions.iter_mut() {
             if d.action != Action::Update || d.patch.is_empty() || self.deferred(d, now) {
                 continue;
@@ -632,7 +633,7 @@ impl Controller {
             let ops = std::mem::take(&mut d.patch);
             let template = d.infrastructure_template.take();
             let recorded = d.recorded.take();
-            rolling.push(d.clone());
+            rolling.insert(d.key(), d.clone());
             (d.patch, d.infrastructure_template, d.recorded) = (ops, template, recorded);
         }
         if rolling.is_empty() {
@@ -641,10 +642,7 @@ impl Controller {
         self.log_gate_change(None);
         self.memory.last_blocked = None;
         self.memory.last_selections = facts.selections.clone();
-        for d in rolling {
-            self.memory.results.insert(d.key(), d);
-        }
-        self.status_to_write()
+        self.status_to_write_with(&rolling)
     }
 
     /// Keeps the hot-loop guard's own memory of this pass's updates (see

@@ -1,6 +1,8 @@
 //! Writing the conditions: only when they differ from what the object (or our last write, until
 //! the watch catches up) already says, and message-only changes at most once a second.
 
+use std::collections::BTreeMap;
+
 use jiff::{SignedDuration, Timestamp};
 use tokio::time::Instant;
 use tracing::warn;
@@ -11,7 +13,7 @@ use super::status::HeldFor;
 use super::{Controller, MAX_BACKOFF, MIN_BACKOFF, STATUS_MIN_INTERVAL, status};
 use crate::api::{Condition, MachineConfiguration};
 use crate::arch::Arch;
-use crate::plan::{Blocked, Decision};
+use crate::plan::{Blocked, Decision, ObjectKey};
 use crate::platform::Platform;
 use crate::reason::{Category, Reason};
 use crate::stream::GoldenConfig;
@@ -38,9 +40,21 @@ impl Controller {
     /// The status write the latest results call for, if any: none when nothing changed, when
     /// not leading, or while a change is held back.
     pub(super) fn status_to_write(&mut self) -> Option<StatusWrite> {
+        self.status_to_write_with(&BTreeMap::new())
+    }
+
+    /// The same, with `pending` decisions in place of the results of the same objects.
+    pub(super) fn status_to_write_with(
+        &mut self,
+        pending: &BTreeMap<ObjectKey, Decision>,
+    ) -> Option<StatusWrite> {
         let name = &self.args.machine_configuration_name.clone();
         let mc = self.stores.machine_configuration(name)?;
-        let decisions: Vec<&Decision> = self.memory.results.values().collect();
+        let decisions: Vec<&Decision> = (self.memory.results.iter())
+            .filter(|(key, _)| !pending.contains_key(*key))
+            .map(|(_, decision)| decision)
+            .chain(pending.values())
+            .collect();
         let mut desired = status::desired(&status::StatusInput {
             blocked: self.memory.last_blocked.as_ref(),
             decisions: &decisions,
