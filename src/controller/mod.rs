@@ -559,10 +559,7 @@ impl Controller {
             let wanted = vcenter::wanted(&observed, &options);
             observed.snapshot.vcenter = imports.facts(&wanted, &vcenter::in_use(&observed));
         }
-        let decide::Decided {
-            mut decisions,
-            facts,
-        } = decide::decide(&observed, &scope, &options);
+        let decide::Decided { decisions, facts } = decide::decide(&observed, &scope, &options);
         let collectable = self.templates.candidates(
             &observed.snapshot.infrastructure_templates,
             &observed.cluster_api_machine_sets,
@@ -575,7 +572,7 @@ impl Controller {
         self.memory.remembered_patches = options.remembered_patches;
         // A patch the API server refused waits for its retry even when a pass covers everything.
         let now = Instant::now();
-        let announced = self.announce_rollout(&facts, &mut decisions, now);
+        let announced = self.announce_rollout(&facts, &decisions, now);
         let may_write = || self.may_write();
         let deferred = |d: &Decision| self.deferred(d, now);
         let concurrency = self.args.max_concurrent_patches;
@@ -618,24 +615,18 @@ impl Controller {
     fn announce_rollout(
         &mut self,
         facts: &decide::PassFacts,
-        decisions: &mut [Decision],
+        decisions: &[Decision],
         now: Instant,
     ) -> Option<status_writer::StatusWrite> {
         if facts.blocked.is_some() || !self.may_write() {
             return None;
         }
-        let mut rolling = BTreeMap::new();
-        for d in decisions.iter_mut() {
-            if d.action != Action::Update || d.patch.is_empty() || self.deferred(d, now) {
-                continue;
-            }
-            // Copied without its operations: they are the wave's to send, not status's.
-            let ops = std::mem::take(&mut d.patch);
-            let template = d.infrastructure_template.take();
-            let recorded = d.recorded.take();
-            rolling.insert(d.key(), d.clone());
-            (d.patch, d.infrastructure_template, d.recorded) = (ops, template, recorded);
-        }
+        // Borrowed, not copied: at 10,000 MachineSets the wave is when memory peaks.
+        let rolling: BTreeMap<ObjectKey, &Decision> = (decisions.iter())
+            .filter(|d| d.action == Action::Update && !d.patch.is_empty())
+            .filter(|d| !self.deferred(d, now))
+            .map(|d| (d.key(), d))
+            .collect();
         if rolling.is_empty() {
             return None;
         }

@@ -29,7 +29,6 @@ impl Controller {
             self.memory.patch_retry.remove(key);
         }
         let mut all_done = true;
-        let mut notices = Vec::new();
         for applied in applied {
             let key = applied.decision.key();
             if applied.outcome == Outcome::Deferred {
@@ -48,12 +47,15 @@ impl Controller {
             let in_a_row = self.memory.conflicts.get(&key).copied().unwrap_or(0);
             let reported = reported(applied, in_a_row);
             if updated {
-                notices.push((reported.clone(), UPDATED));
+                // Queued for the Event task, which sends after the wave: Events never delay a
+                // rollout or its status.
+                self.events.publish(&reported, &UPDATED);
             } else if self.entered_error(&reported) {
-                notices.push((reported.clone(), error_notice(reported.reason)));
+                self.events
+                    .publish(&reported, &error_notice(reported.reason));
             }
             if let Some(reason) = self.new_warning(&reported) {
-                notices.push((reported.clone(), error_notice(reason)));
+                self.events.publish(&reported, &error_notice(reason));
             }
             self.schedule_retry(&reported);
             if reported.reason == Reason::PatchFailed {
@@ -73,7 +75,6 @@ impl Controller {
             };
             self.memory.results.insert(reported.key(), reported);
         }
-        self.publish(notices);
         self.warn_of_legacy_pause();
         self.log_gate_change(decided.blocked.as_ref());
         self.track_hold(decided.blocked.as_ref());
@@ -201,13 +202,6 @@ impl Controller {
             Action::Skip | Action::UpToDate => {
                 self.memory.backoff.remove(&key);
             }
-        }
-    }
-
-    /// Hands the pass's Events to their own task: they never delay a rollout or its status.
-    fn publish(&self, notices: Vec<(Decision, Notice)>) {
-        for (decision, notice) in &notices {
-            self.events.publish(decision, notice);
         }
     }
 

@@ -46,14 +46,14 @@ impl Controller {
     /// The same, with `pending` decisions in place of the results of the same objects.
     pub(super) fn status_to_write_with(
         &mut self,
-        pending: &BTreeMap<ObjectKey, Decision>,
+        pending: &BTreeMap<ObjectKey, &Decision>,
     ) -> Option<StatusWrite> {
         let name = &self.args.machine_configuration_name.clone();
         let mc = self.stores.machine_configuration(name)?;
         let decisions: Vec<&Decision> = (self.memory.results.iter())
             .filter(|(key, _)| !pending.contains_key(*key))
             .map(|(_, decision)| decision)
-            .chain(pending.values())
+            .chain(pending.values().copied())
             .collect();
         let mut desired = status::desired(&status::StatusInput {
             blocked: self.memory.last_blocked.as_ref(),
