@@ -630,9 +630,7 @@ impl Controller {
         if rolling.is_empty() {
             return None;
         }
-        self.log_gate_change(None);
-        self.memory.last_blocked = None;
-        self.memory.last_selections = facts.selections.clone();
+        self.adopt_gates(None, facts.selections.clone());
         self.status_to_write_with(&rolling)
     }
 

@@ -10,6 +10,7 @@ use super::background::doubling;
 use super::decide::PassFacts;
 use super::events::Notice;
 use super::{CONFLICT_RETRY, Controller, MAX_BACKOFF, MIN_BACKOFF, known};
+use crate::machine_kind::MachineKind;
 use crate::names::{LEGACY_PAUSE_ANNOTATION, PAUSE_ANNOTATION};
 use crate::plan::{self, Action, Blocked, Decision};
 use crate::reason::Reason;
@@ -76,10 +77,7 @@ impl Controller {
             self.memory.results.insert(reported.key(), reported);
         }
         self.warn_of_legacy_pause();
-        self.log_gate_change(decided.blocked.as_ref());
-        self.track_hold(decided.blocked.as_ref());
-        self.memory.last_blocked = decided.blocked;
-        self.memory.last_selections = decided.selections;
+        self.adopt_gates(decided.blocked, decided.selections);
         let golden = decided.golden.as_ref().map(|g| {
             let release = g.release_version.as_deref().unwrap_or("");
             (g.stream.stream.as_str(), release)
@@ -228,7 +226,21 @@ impl Controller {
         self.memory.legacy_pause_warned = legacy;
     }
 
-    pub(super) fn log_gate_change(&self, blocked: Option<&Blocked>) {
+    /// Takes on a pass's gate and selections as what status reports: logs a change of gate and
+    /// tracks how long a hold lasts. Idempotent, so the announcement of a rollout can adopt them
+    /// before `report` does.
+    pub(super) fn adopt_gates(
+        &mut self,
+        blocked: Option<Blocked>,
+        selections: Vec<(MachineKind, &'static str)>,
+    ) {
+        self.log_gate_change(blocked.as_ref());
+        self.track_hold(blocked.as_ref());
+        self.memory.last_blocked = blocked;
+        self.memory.last_selections = selections;
+    }
+
+    fn log_gate_change(&self, blocked: Option<&Blocked>) {
         let before = self.memory.last_blocked.as_ref().map(|b| b.reason);
         if blocked.map(|b| b.reason) == before {
             return;
