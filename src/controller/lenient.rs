@@ -18,6 +18,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
+use super::skip_field;
 use crate::api::ObjectMeta;
 use crate::machine_kind::MachineObject;
 use crate::plan::Malformed;
@@ -57,20 +58,30 @@ impl<K: MachineObject> Lenient<K> {
     }
 }
 
-impl<'de, K: DeserializeOwned + Resource> Deserialize<'de> for Lenient<K> {
+impl<'de, K> Deserialize<'de> for Lenient<K>
+where
+    K: DeserializeOwned + Resource<DynamicType = ()>,
+{
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let raw = Box::<RawValue>::deserialize(deserializer)?;
-        let metadata = metadata(raw.get()).map_err(serde::de::Error::custom)?;
-        // managedFields are never read and are often most of an object's size; the typed copy
-        // drops them here, the metadata copy in the watch stream (`drop_managed_fields`).
-        let parsed = serde_json::from_str(raw.get())
-            .map(|mut object: K| {
-                object.meta_mut().managed_fields = None;
-                object
-            })
-            .map_err(|e| e.to_string());
+        let metadata =
+            metadata(raw.get(), reads_managed_fields::<K>()).map_err(serde::de::Error::custom)?;
+        // managedFields are never read from the typed copy, and are often most of an object's
+        // size: they are skipped, not parsed.
+        let parsed = skip_field::without(
+            &mut serde_json::Deserializer::from_str(raw.get()),
+            skip_field::MANAGED_FIELDS,
+        )
+        .map_err(|e| e.to_string());
         Ok(Lenient { metadata, parsed })
     }
+}
+
+/// Whether the controller reads this kind's `managedFields`: the MachineConfiguration's say
+/// whether another boot image manager is active (`plan::manager`). Every other kind's are
+/// skipped as they are read.
+pub(super) fn reads_managed_fields<K: Resource<DynamicType = ()>>() -> bool {
+    K::kind(&()) == "MachineConfiguration"
 }
 
 /// The fields of an object, skipped rather than parsed (skipping has no depth limit).
@@ -80,14 +91,21 @@ struct Fields<'a> {
     metadata: Option<&'a RawValue>,
 }
 
-/// An object's metadata, whatever the depth of the rest of it.
-fn metadata(object: &str) -> Result<ObjectMeta, serde_json::Error> {
+/// An object's metadata, whatever the depth of the rest of it; its `managedFields` only when
+/// asked for.
+fn metadata(object: &str, managed_fields: bool) -> Result<ObjectMeta, serde_json::Error> {
     let Some(raw) = serde_json::from_str::<Fields>(object)?.metadata else {
         return Ok(ObjectMeta::default());
     };
+    if !managed_fields {
+        return skip_field::without(
+            &mut serde_json::Deserializer::from_str(raw.get()),
+            &["managedFields"],
+        );
+    }
     serde_json::from_str(raw.get()).or_else(|error| {
         // managedFields mirror the object's field tree, so they are as deep as the deepest
-        // field; nothing here reads them.
+        // field; an object too deep for them keeps the rest of its metadata.
         let mut fields: BTreeMap<String, &RawValue> = serde_json::from_str(raw.get())?;
         if fields.remove("managedFields").is_none() {
             return Err(error);

@@ -19,6 +19,7 @@ mod known;
 mod observe;
 mod report;
 mod secrets;
+mod skip_field;
 mod status;
 mod status_writer;
 mod templates;

@@ -446,7 +446,7 @@ pub(super) fn drop_managed_fields<K: Resource>(object: &mut K) {
 /// The MachineConfiguration's `managedFields` say whether another boot image manager is active
 /// (`plan::manager`); a singleton's are small. Every other object's are dropped.
 fn drop_managed_fields_unless_read<K: Resource<DynamicType = ()>>(object: &mut K) {
-    if K::kind(&()) != "MachineConfiguration" {
+    if !super::lenient::reads_managed_fields::<K>() {
         drop_managed_fields(object);
     }
 }
