@@ -287,7 +287,6 @@ where
     let mut health = WatchHealth::new(kind.label());
     let stream = watcher(api, config)
         .backoff(health.backoff.clone())
-        .modify(Lenient::keep_only_what_the_planner_reads)
         .reflect(writer);
     tokio::spawn(async move {
         futures::pin_mut!(stream);
