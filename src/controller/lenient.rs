@@ -229,7 +229,7 @@ mod tests {
                                       "tags": [{"name": "big", "value": "list"}], "instanceType": "m6i.xlarge"}}}}},
             "status": {"replicas": 2, "authoritativeAPI": "ClusterAPI"}
         });
-        let mut stored: Lenient<MachineSet> = serde_json::from_value(object).unwrap();
+        let stored: Lenient<MachineSet> = serde_json::from_value(object).unwrap();
         assert_eq!(stored.metadata.name.as_deref(), Some("worker-a"));
         assert_eq!(stored.metadata.namespace.as_deref(), Some("ns"));
         assert_eq!(
@@ -262,7 +262,7 @@ mod tests {
             "metadata": {"name": "bad", "namespace": "ns", "labels": {"tier": "blue"}, "managedFields": managed},
             "spec": {"replicas": "three"}
         });
-        let mut stored: Lenient<MachineSet> = serde_json::from_value(object).unwrap();
+        let stored: Lenient<MachineSet> = serde_json::from_value(object).unwrap();
         assert_eq!(stored.metadata.managed_fields, None);
         assert_eq!(stored.metadata.labels.as_ref().unwrap()["tier"], "blue");
         assert_eq!(stored.input().unwrap_err().name, "bad");

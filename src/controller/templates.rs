@@ -118,12 +118,12 @@ mod tests {
 
     fn moving_to(template: &str) -> Decision {
         let mut d = decision("worker-a", Action::Update, Reason::BootImageOutdated);
-        d.infrastructure_template = Some(TemplateCopy {
+        d.infrastructure_template = Some(Box::new(TemplateCopy {
             kind: AWS_MACHINE_TEMPLATE.to_string(),
             from: "worker-a".to_string(),
             to: template.to_string(),
             object: serde_json::Value::Null,
-        });
+        }));
         d
     }
 

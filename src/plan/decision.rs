@@ -96,14 +96,14 @@ pub struct Decision {
     /// For a Cluster API MachineSet: the infrastructure template created before `patch` is
     /// sent, which `patch` points the MachineSet at.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub infrastructure_template: Option<TemplateCopy>,
+    pub infrastructure_template: Option<Box<TemplateCopy>>,
     /// The newest change this controller recorded on the object, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub last_change: Option<HistoryEntry>,
+    pub last_change: Option<Box<HistoryEntry>>,
     /// Of an Update: the change its patch records in the history annotation, which becomes
     /// the object's newest change once the patch is applied (see [`Decision::applied`]).
     #[serde(skip)]
-    pub recorded: Option<HistoryEntry>,
+    pub recorded: Option<Box<HistoryEntry>>,
     /// Something the decision worked around and an administrator should know of.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub warning: Option<Warning>,

@@ -250,7 +250,7 @@ impl<'a> Planner<'a> {
             Ok(ready) => self.decide_readable(&subject, ready),
         };
         decision.uid = subject.meta.uid.clone();
-        decision.last_change = record::history(subject.meta).pop();
+        decision.last_change = record::history(subject.meta).pop().map(Box::new);
         decision
     }
 

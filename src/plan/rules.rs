@@ -508,7 +508,7 @@ impl Planner<'_> {
             return decided;
         }
         decided.patch = image.ops;
-        decided.infrastructure_template = image.template;
+        decided.infrastructure_template = image.template.map(Box::new);
         if let (Some(from), Some(to)) = (current, target) {
             let pointer = format!(
                 "{}{}",
@@ -615,7 +615,7 @@ impl Planner<'_> {
                 }
             }),
         };
-        decided.recorded = Some(entry.clone());
+        decided.recorded = Some(Box::new(entry.clone()));
         let bookkeeping = record::record_ops(subject.meta, entry, &target_key, now, window);
         decided.patch.extend(bookkeeping);
         decided.action = Action::Update;
