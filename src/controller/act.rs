@@ -169,7 +169,8 @@ pub(super) async fn act(
     if wave {
         patcher.patching.send_replace(true);
     }
-    let applied = futures::stream::iter(decisions)
+    let mut applied = Vec::with_capacity(decisions.len());
+    let outcomes = futures::stream::iter(decisions)
         .map(|mut decision| async move {
             let outcome = if decision.patch.is_empty() {
                 Outcome::NothingToSend
@@ -182,8 +183,13 @@ pub(super) async fn act(
             };
             Applied { decision, outcome }
         })
-        .buffer_unordered(concurrency.max(1))
-        .collect()
+        .buffer_unordered(concurrency.max(1));
+    // Sized once: at 10,000 MachineSets, growing by doubling would hold up to twice the room.
+    outcomes
+        .for_each(|done| {
+            applied.push(done);
+            std::future::ready(())
+        })
         .await;
     if wave {
         patcher.patching.send_replace(false);

@@ -39,6 +39,7 @@ const EVENT_BURST: f64 = 100.0;
 const EVENT_RATE: f64 = 20.0;
 
 /// What an Event says besides its note, which is the decision's message.
+#[derive(Clone, Copy)]
 pub(super) struct Notice {
     pub type_: &'static str,
     pub reason: &'static str,
@@ -47,9 +48,24 @@ pub(super) struct Notice {
 
 /// Queues Events for the sending task, as one reporting instance.
 pub(super) struct EventPublisher {
-    instance: String,
-    queue: mpsc::Sender<Event>,
+    queue: mpsc::Sender<Queued>,
     metrics: Metrics,
+}
+
+/// An Event as it waits in the queue: what it says, built into an [`Event`] only when it is
+/// sent. After a rollout of 10,000 the queue holds 10,000 of them for minutes (the fleet's
+/// budget); a whole `Event` with its fixed strings is several times the size.
+struct Queued {
+    at: Timestamp,
+    notice: Notice,
+    note: String,
+    /// The API version and kind of the object, its name, namespace (none: cluster-scoped) and
+    /// uid.
+    api_version: &'static str,
+    kind: &'static str,
+    name: String,
+    namespace: Option<String>,
+    uid: Option<String>,
 }
 
 impl EventPublisher {
@@ -66,83 +82,93 @@ impl EventPublisher {
         let (queue, pending) = mpsc::channel(QUEUE_LIMIT);
         let sender = send_all(
             client,
+            instance,
             pending,
             metrics.clone(),
             concurrency.max(1),
             patching,
         );
         tokio::spawn(sender);
-        EventPublisher {
-            instance,
-            queue,
-            metrics,
-        }
+        EventPublisher { queue, metrics }
     }
 
     /// Queues an Event about `decision`'s object. Each gets its own Event: kube-runtime's
     /// recorder folds events with the same reason into a series and would keep only the first
     /// note.
     pub fn publish(&self, decision: &Decision, notice: &Notice) {
-        if self.queue.try_send(self.event(decision, notice)).is_err() {
+        let queued = Queued {
+            at: Timestamp::now(),
+            notice: *notice,
+            note: truncated(&decision.message),
+            api_version: decision.kind.api_version(),
+            kind: decision.kind.kind(),
+            name: decision.name.clone(),
+            namespace: Some(decision.namespace.clone()),
+            uid: decision.uid.clone(),
+        };
+        if !self.queue(queued) {
             warn!(name = %decision.name, reason = notice.reason, "Event queue full: dropped an Event");
-            self.metrics
-                .write_failures
-                .with_label_values(&["Event"])
-                .inc();
         }
     }
 
     /// Queues an Event about the (cluster-scoped) MachineConfiguration. Events about
     /// cluster-scoped objects live in `default`, as kubectl and the API server's own do.
     pub fn publish_about_configuration(&self, mc: &ObjectMeta, notice: &Notice, note: &str) {
-        let now = Timestamp::now();
-        let name = mc.name.clone().unwrap_or_default();
-        let event = Event {
-            metadata: ObjectMeta {
-                name: Some(format!("{name}.{:x}", now.as_nanosecond())),
-                namespace: Some("default".into()),
-                ..ObjectMeta::default()
-            },
-            event_time: Some(MicroTime(now)),
-            type_: Some(notice.type_.to_string()),
-            reason: Some(notice.reason.to_string()),
-            action: Some(notice.action.to_string()),
-            note: Some(note.chars().take(NOTE_LIMIT).collect()),
-            regarding: Some(ObjectReference {
-                api_version: Some("operator.openshift.io/v1".into()),
-                kind: Some("MachineConfiguration".into()),
-                name: Some(name),
-                uid: mc.uid.clone(),
-                ..Default::default()
-            }),
-            reporting_controller: Some(REPORTING_CONTROLLER.to_string()),
-            reporting_instance: Some(self.instance.clone()),
-            ..Event::default()
-        };
-        if self.queue.try_send(event).is_err() {
+        self.queue(Queued {
+            at: Timestamp::now(),
+            notice: *notice,
+            note: truncated(note),
+            api_version: "operator.openshift.io/v1",
+            kind: "MachineConfiguration",
+            name: mc.name.clone().unwrap_or_default(),
+            namespace: None,
+            uid: mc.uid.clone(),
+        });
+    }
+
+    /// Whether `queued` found room; a full queue counts a failed write.
+    fn queue(&self, queued: Queued) -> bool {
+        let room = self.queue.try_send(queued).is_ok();
+        if !room {
             self.metrics
                 .write_failures
                 .with_label_values(&["Event"])
                 .inc();
         }
+        room
     }
+}
 
-    fn event(&self, decision: &Decision, notice: &Notice) -> Event {
-        let now = Timestamp::now();
+/// Event notes are limited by the API; a longer message is cut at a character boundary.
+fn truncated(note: &str) -> String {
+    note.chars().take(NOTE_LIMIT).collect()
+}
+
+impl Queued {
+    /// The Event to create, and the namespace it goes to.
+    fn event(self, instance: &str) -> Event {
+        let namespace = self.namespace.clone().unwrap_or_else(|| "default".into());
         Event {
             metadata: ObjectMeta {
-                name: Some(format!("{}.{:x}", decision.name, now.as_nanosecond())),
-                namespace: Some(decision.namespace.clone()),
+                name: Some(format!("{}.{:x}", self.name, self.at.as_nanosecond())),
+                namespace: Some(namespace),
                 ..ObjectMeta::default()
             },
-            event_time: Some(MicroTime(now)),
-            type_: Some(notice.type_.to_string()),
-            reason: Some(notice.reason.to_string()),
-            action: Some(notice.action.to_string()),
-            note: Some(decision.message.chars().take(NOTE_LIMIT).collect()),
-            regarding: Some(regarding(decision)),
+            event_time: Some(MicroTime(self.at)),
+            type_: Some(self.notice.type_.to_string()),
+            reason: Some(self.notice.reason.to_string()),
+            action: Some(self.notice.action.to_string()),
+            note: Some(self.note),
+            regarding: Some(ObjectReference {
+                api_version: Some(self.api_version.to_string()),
+                kind: Some(self.kind.to_string()),
+                name: Some(self.name),
+                namespace: self.namespace,
+                uid: self.uid,
+                ..Default::default()
+            }),
             reporting_controller: Some(REPORTING_CONTROLLER.to_string()),
-            reporting_instance: Some(self.instance.clone()),
+            reporting_instance: Some(instance.to_string()),
             ..Event::default()
         }
     }
@@ -150,7 +176,8 @@ impl EventPublisher {
 
 async fn send_all(
     client: Client,
-    mut pending: mpsc::Receiver<Event>,
+    instance: String,
+    mut pending: mpsc::Receiver<Queued>,
     metrics: Metrics,
     concurrency: usize,
     patching: watch::Receiver<bool>,
@@ -164,9 +191,10 @@ async fn send_all(
                 event
             }
         })
-        .for_each_concurrent(concurrency, |event| {
+        .for_each_concurrent(concurrency, |queued| {
             let (client, metrics) = (client.clone(), metrics.clone());
             let mut patching = patching.clone();
+            let event = queued.event(&instance);
             async move {
                 // Patches first. An error means the controller is gone: send what is left.
                 let _ = patching.wait_for(|busy| !busy).await;
@@ -206,17 +234,6 @@ impl Budget {
         self.tokens = (self.tokens + refill).min(EVENT_BURST) - 1.0;
         self.at = now;
         Duration::from_secs_f64((-self.tokens).max(0.0) / EVENT_RATE)
-    }
-}
-
-fn regarding(decision: &Decision) -> ObjectReference {
-    ObjectReference {
-        api_version: Some(decision.kind.api_version().to_string()),
-        kind: Some(decision.kind.kind().to_string()),
-        name: Some(decision.name.clone()),
-        namespace: Some(decision.namespace.clone()),
-        uid: decision.uid.clone(),
-        ..Default::default()
     }
 }
 
