@@ -109,7 +109,7 @@ fn decide_kind<M: MachineObject + Clone>(
     for object in objects {
         let key = ObjectKey {
             kind: M::KIND,
-            name: object.metadata.name.clone().unwrap_or_default(),
+            name: object.name().to_string(),
         };
         if scope.covers(&key) {
             let input = object.input();

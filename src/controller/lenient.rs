@@ -11,7 +11,6 @@
 //! parsed on its own, so a deeply nested providerSpec makes only that object unreadable.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 
 use kube::Resource;
 use serde::de::DeserializeOwned;
@@ -25,18 +24,38 @@ use crate::plan::Malformed;
 
 #[derive(Clone, Debug)]
 pub struct Lenient<K> {
+    /// The typed object, which holds its own metadata, or what is known of an unreadable one.
+    /// A store holds one metadata per object either way.
+    pub parsed: Result<K, Box<Unreadable>>,
+}
+
+/// An object that does not fit its typed view.
+#[derive(Clone, Debug)]
+pub struct Unreadable {
+    /// Always well-formed from the API server; without managedFields.
     pub metadata: ObjectMeta,
-    pub parsed: Result<K, String>,
+    pub error: String,
 }
 
 impl<K> Lenient<K> {
     /// The typed object, or the planner's description of why it is unreadable.
     pub fn input(&self) -> Result<&K, Malformed> {
-        self.parsed.as_ref().map_err(|error| Malformed {
-            namespace: self.metadata.namespace.clone().unwrap_or_default(),
-            name: self.metadata.name.clone().unwrap_or_default(),
-            error: error.clone(),
+        self.parsed.as_ref().map_err(|unreadable| Malformed {
+            namespace: unreadable.metadata.namespace.clone().unwrap_or_default(),
+            name: unreadable.metadata.name.clone().unwrap_or_default(),
+            error: unreadable.error.clone(),
         })
+    }
+}
+
+impl<K: MachineObject> Lenient<K> {
+    /// The object's name, readable or not.
+    pub fn name(&self) -> &str {
+        let meta = match &self.parsed {
+            Ok(object) => object.meta(),
+            Err(unreadable) => &unreadable.metadata,
+        };
+        meta.name.as_deref().unwrap_or_default()
     }
 }
 
@@ -44,14 +63,10 @@ impl<K> Lenient<K> {
 /// page is decoded whole, so trimming later would first hold the page's objects at full size
 /// (at 1,000 MachineSets, 8 of the 14 MiB at the heap's peak).
 pub trait Keep {
-    /// Whether the typed copy is trimmed to what the planner reads; the metadata copy then only
-    /// names the object (the store's key), since the typed copy's metadata is what is read.
-    const TRIMMED: bool = false;
     fn keep_only_what_the_planner_reads(&mut self) {}
 }
 
 impl<K: MachineObject> Keep for K {
-    const TRIMMED: bool = true;
     fn keep_only_what_the_planner_reads(&mut self) {
         MachineObject::keep_only_what_the_planner_reads(self);
     }
@@ -67,33 +82,40 @@ where
 {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let raw = Box::<RawValue>::deserialize(deserializer)?;
-        // managedFields are never read from the typed copy, and are often most of an object's
-        // size: they are skipped, not parsed.
-        let parsed = skip_field::without(
-            &mut serde_json::Deserializer::from_str(raw.get()),
+        let parsed = match typed::<K>(raw.get()) {
+            Ok(object) => Ok(object),
+            Err(error) => {
+                let metadata = metadata(raw.get()).map_err(serde::de::Error::custom)?;
+                Err(Box::new(Unreadable { metadata, error }))
+            }
+        };
+        Ok(Lenient { parsed })
+    }
+}
+
+/// The typed object, trimmed to what the planner reads. managedFields are skipped as they are
+/// read, not parsed: they are often most of an object's size, and only the
+/// MachineConfiguration's are read.
+fn typed<K>(object: &str) -> Result<K, String>
+where
+    K: DeserializeOwned + Resource<DynamicType = ()> + Keep,
+{
+    let without_managed_fields = || {
+        skip_field::without(
+            &mut serde_json::Deserializer::from_str(object),
             skip_field::MANAGED_FIELDS,
         )
-        .map(|mut object: K| {
-            object.keep_only_what_the_planner_reads();
-            object
-        })
-        .map_err(|e| e.to_string());
-        let metadata = match &parsed {
-            Ok(object) if K::TRIMMED => {
-                let meta = object.meta();
-                ObjectMeta {
-                    name: meta.name.clone(),
-                    namespace: meta.namespace.clone(),
-                    uid: meta.uid.clone(),
-                    resource_version: meta.resource_version.clone(),
-                    ..ObjectMeta::default()
-                }
-            }
-            _ => metadata(raw.get(), reads_managed_fields::<K>())
-                .map_err(serde::de::Error::custom)?,
-        };
-        Ok(Lenient { metadata, parsed })
-    }
+    };
+    let read: Result<K, _> = if reads_managed_fields::<K>() {
+        // managedFields mirror the object's field tree, so they are as deep as its deepest
+        // field: an object too deep for them is read without them.
+        serde_json::from_str(object).or_else(|_| without_managed_fields())
+    } else {
+        without_managed_fields()
+    };
+    let mut object = read.map_err(|e| e.to_string())?;
+    object.keep_only_what_the_planner_reads();
+    Ok(object)
 }
 
 /// Whether the controller reads this kind's `managedFields`: the MachineConfiguration's say
@@ -110,27 +132,15 @@ struct Fields<'a> {
     metadata: Option<&'a RawValue>,
 }
 
-/// An object's metadata, whatever the depth of the rest of it; its `managedFields` only when
-/// asked for.
-fn metadata(object: &str, managed_fields: bool) -> Result<ObjectMeta, serde_json::Error> {
+/// An unreadable object's metadata, whatever the depth of the rest of it, without managedFields.
+fn metadata(object: &str) -> Result<ObjectMeta, serde_json::Error> {
     let Some(raw) = serde_json::from_str::<Fields>(object)?.metadata else {
         return Ok(ObjectMeta::default());
     };
-    if !managed_fields {
-        return skip_field::without(
-            &mut serde_json::Deserializer::from_str(raw.get()),
-            &["managedFields"],
-        );
-    }
-    serde_json::from_str(raw.get()).or_else(|error| {
-        // managedFields mirror the object's field tree, so they are as deep as the deepest
-        // field; an object too deep for them keeps the rest of its metadata.
-        let mut fields: BTreeMap<String, &RawValue> = serde_json::from_str(raw.get())?;
-        if fields.remove("managedFields").is_none() {
-            return Err(error);
-        }
-        serde_json::from_str(&serde_json::to_string(&fields)?)
-    })
+    skip_field::without(
+        &mut serde_json::Deserializer::from_str(raw.get()),
+        &["managedFields"],
+    )
 }
 
 impl<K> Resource for Lenient<K>
@@ -153,10 +163,16 @@ where
         K::plural(dt)
     }
     fn meta(&self) -> &ObjectMeta {
-        &self.metadata
+        match &self.parsed {
+            Ok(object) => object.meta(),
+            Err(unreadable) => &unreadable.metadata,
+        }
     }
     fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
+        match &mut self.parsed {
+            Ok(object) => object.meta_mut(),
+            Err(unreadable) => &mut unreadable.metadata,
+        }
     }
 }
 
@@ -230,12 +246,8 @@ mod tests {
             "status": {"replicas": 2, "authoritativeAPI": "ClusterAPI"}
         });
         let stored: Lenient<MachineSet> = serde_json::from_value(object).unwrap();
-        assert_eq!(stored.metadata.name.as_deref(), Some("worker-a"));
-        assert_eq!(stored.metadata.namespace.as_deref(), Some("ns"));
-        assert_eq!(
-            stored.metadata.labels, None,
-            "the typed copy holds the labels"
-        );
+        assert_eq!(stored.meta().name.as_deref(), Some("worker-a"));
+        assert_eq!(stored.meta().namespace.as_deref(), Some("ns"));
         let ms = stored.parsed.unwrap();
         assert_eq!(ms.metadata.labels.unwrap()["tier"], "blue");
         assert_eq!(ms.metadata.annotations.unwrap()["note"], "kept");
@@ -263,8 +275,27 @@ mod tests {
             "spec": {"replicas": "three"}
         });
         let stored: Lenient<MachineSet> = serde_json::from_value(object).unwrap();
-        assert_eq!(stored.metadata.managed_fields, None);
-        assert_eq!(stored.metadata.labels.as_ref().unwrap()["tier"], "blue");
+        assert_eq!(stored.meta().managed_fields, None);
+        assert_eq!(stored.meta().labels.as_ref().unwrap()["tier"], "blue");
         assert_eq!(stored.input().unwrap_err().name, "bad");
+    }
+
+    /// `plan::manager` reads who else writes the MachineConfiguration from its managedFields.
+    #[test]
+    fn a_machine_configuration_keeps_its_managed_fields() {
+        let managed = serde_json::json!([{"manager": "machine-config-operator",
+            "operation": "Update", "fieldsType": "FieldsV1", "fieldsV1": {"f:status": {}}}]);
+        let object = serde_json::json!({
+            "apiVersion": "operator.openshift.io/v1", "kind": "MachineConfiguration",
+            "metadata": {"name": "cluster", "managedFields": managed},
+            "spec": {}
+        });
+        let stored: Lenient<MachineConfiguration> = serde_json::from_value(object).unwrap();
+        let fields = stored.meta().managed_fields.as_ref().expect("kept");
+        assert_eq!(
+            fields[0].manager.as_deref(),
+            Some("machine-config-operator")
+        );
+        assert!(stored.parsed.is_ok());
     }
 }

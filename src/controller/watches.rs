@@ -296,7 +296,7 @@ where
                     health.progressed();
                     Trigger::One(ObjectKey {
                         kind,
-                        name: o.metadata.name.clone().unwrap_or_default(),
+                        name: o.meta().name.clone().unwrap_or_default(),
                     })
                 }
                 Ok(watcher::Event::InitDone) => {
@@ -462,17 +462,11 @@ fn resource_version<K: Resource>(object: &K) -> String {
 /// down, or take over, at once rather than at the next resync.
 fn configuration_fingerprint(mc: &Lenient<MachineConfiguration>) -> String {
     let managers = match &mc.parsed {
-        Ok(parsed) => {
-            let mut parsed = parsed.clone();
-            parsed.metadata.managed_fields = mc.metadata.managed_fields.clone();
-            manager::other_managers(&parsed, api_client::FIELD_MANAGER)
-        }
+        Ok(parsed) => manager::other_managers(parsed, api_client::FIELD_MANAGER),
         Err(_) => Vec::new(),
     };
-    format!(
-        "{:?}/{:?}/{managers:?}",
-        mc.metadata.generation, mc.metadata.annotations
-    )
+    let meta = mc.meta();
+    format!("{:?}/{:?}/{managers:?}", meta.generation, meta.annotations)
 }
 
 fn first<K>(store: &Store<K>) -> Option<Arc<K>>
@@ -487,8 +481,9 @@ fn parsed<K: Clone>(object: Option<Arc<Lenient<K>>>) -> Option<K> {
     let object = object?;
     match &object.parsed {
         Ok(k) => Some(k.clone()),
-        Err(e) => {
-            warn!(name = ?object.metadata.name, error = %e, "ignoring an object that cannot be read");
+        Err(unreadable) => {
+            let (name, error) = (&unreadable.metadata.name, &unreadable.error);
+            warn!(?name, %error, "ignoring an object that cannot be read");
             None
         }
     }
@@ -569,17 +564,14 @@ impl Stores {
             .unwrap_or_default()
     }
 
-    /// The MachineConfiguration, with its `managedFields` (the typed copy has none of its own).
+    /// The MachineConfiguration, with its `managedFields`.
     pub fn machine_configuration(&self, name: &str) -> Option<MachineConfiguration> {
         let found = self
             .configurations
             .state()
             .into_iter()
-            .find(|m| m.metadata.name.as_deref() == Some(name))?;
-        let managed_fields = found.metadata.managed_fields.clone();
-        let mut mc = parsed(Some(found))?;
-        mc.metadata.managed_fields = managed_fields;
-        Some(mc)
+            .find(|m| m.meta().name.as_deref() == Some(name));
+        parsed(found)
     }
 
     /// Read straight from the store before each write, so a pause takes effect mid-pass.
@@ -587,8 +579,8 @@ impl Stores {
         self.configurations
             .state()
             .iter()
-            .filter(|m| m.metadata.name.as_deref() == Some(name))
-            .any(|m| plan::paused(&m.metadata))
+            .filter(|m| m.meta().name.as_deref() == Some(name))
+            .any(|m| plan::paused(m.meta()))
     }
 
     pub fn golden(&self) -> Option<ConfigMap> {
