@@ -2,8 +2,8 @@
 //!
 //! kube-runtime decodes a whole list response at once: one MachineSet whose spec does not fit our
 //! typed view would fail the list and wedge the watch for every other MachineSet. `Lenient<K>`
-//! keeps the metadata (always well-formed from the API server) and the typed object or the reason
-//! it could not be read, so the planner reports that one object and plans the rest.
+//! keeps the typed object, or the metadata (always well-formed from the API server) and the
+//! reason it could not be read, so the planner reports that one object and plans the rest.
 //!
 //! The same holds for nesting depth: the API server stores objects nested far deeper than
 //! serde_json's recursion limit (128), and that limit counts from the root of the whole list
