@@ -169,8 +169,9 @@ pub(super) async fn act(
     if wave {
         patcher.patching.send_replace(true);
     }
+    // Sized once: at 10,000 MachineSets, growing by doubling would hold up to twice the room.
     let mut applied = Vec::with_capacity(decisions.len());
-    let outcomes = futures::stream::iter(decisions)
+    let mut outcomes = futures::stream::iter(decisions)
         .map(|mut decision| async move {
             let outcome = if decision.patch.is_empty() {
                 Outcome::NothingToSend
@@ -184,13 +185,9 @@ pub(super) async fn act(
             Applied { decision, outcome }
         })
         .buffer_unordered(concurrency.max(1));
-    // Sized once: at 10,000 MachineSets, growing by doubling would hold up to twice the room.
-    outcomes
-        .for_each(|done| {
-            applied.push(done);
-            std::future::ready(())
-        })
-        .await;
+    while let Some(done) = outcomes.next().await {
+        applied.push(done);
+    }
     if wave {
         patcher.patching.send_replace(false);
     }

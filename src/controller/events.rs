@@ -53,8 +53,8 @@ pub(super) struct EventPublisher {
 }
 
 /// An Event as it waits in the queue: what it says, built into an [`Event`] only when it is
-/// sent. After a rollout of 10,000 the queue holds 10,000 of them for minutes (the fleet's
-/// budget); a whole `Event` with its fixed strings is several times the size.
+/// sent. A rollout's Events wait for minutes (the fleet's budget, 20 a second); as whole
+/// `Event`s, the 3,000 of a 3,000-MachineSet rollout held 3.6 MiB (heaptrack).
 struct Queued {
     at: Timestamp,
     notice: Notice,
