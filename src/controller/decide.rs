@@ -3,6 +3,8 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use kube::Resource;
+
 use super::lenient::Lenient;
 use super::observe::Observation;
 use crate::machine_kind::{MachineKind, MachineObject};
@@ -99,7 +101,7 @@ pub(super) fn decide(observed: &Observation, scope: &Scope, options: &Options) -
     Decided { decisions, facts }
 }
 
-fn decide_kind<M: MachineObject + Clone>(
+fn decide_kind<M: MachineObject + Resource<DynamicType = ()> + Clone>(
     planner: &Planner<'_>,
     objects: &[Arc<Lenient<M>>],
     scope: &Scope,
@@ -109,7 +111,7 @@ fn decide_kind<M: MachineObject + Clone>(
     for object in objects {
         let key = ObjectKey {
             kind: M::KIND,
-            name: object.name().to_string(),
+            name: object.meta().name.clone().unwrap_or_default(),
         };
         if scope.covers(&key) {
             let input = object.input();

@@ -48,17 +48,6 @@ impl<K> Lenient<K> {
     }
 }
 
-impl<K: MachineObject> Lenient<K> {
-    /// The object's name, readable or not.
-    pub fn name(&self) -> &str {
-        let meta = match &self.parsed {
-            Ok(object) => object.meta(),
-            Err(unreadable) => &unreadable.metadata,
-        };
-        meta.name.as_deref().unwrap_or_default()
-    }
-}
-
 /// What a store keeps of an object of this kind. It is decided as each object is read: a list
 /// page is decoded whole, so trimming later would first hold the page's objects at full size
 /// (at 1,000 MachineSets, 8 of the 14 MiB at the heap's peak).
