@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use jsonptr::Pointer;
 use kube::core::ApiResource;
 use serde_json::Value;
 
@@ -131,12 +132,23 @@ impl MachineKind {
     /// MachineSet has none: the planner judges a view of its infrastructure template in that
     /// shape (see [`crate::plan::infrastructure`]), which it never patches in place.
     pub fn provider_spec_pointer(self) -> &'static str {
+        self.provider_spec_path().as_str()
+    }
+
+    /// [`MachineKind::provider_spec_pointer`] as a pointer checked once, at compile time, so
+    /// that the planner joins field pointers to it without parsing it again.
+    pub fn provider_spec_path(self) -> &'static Pointer {
+        const MACHINE_SET: &Pointer =
+            Pointer::from_static("/spec/template/spec/providerSpec/value");
+        const CONTROL_PLANE: &Pointer = Pointer::from_static(
+            "/spec/template/machines_v1beta1_machine_openshift_io/spec/providerSpec/value",
+        );
         match self {
-            MachineKind::MachineSet => "/spec/template/spec/providerSpec/value",
-            MachineKind::ControlPlaneMachineSet => {
-                "/spec/template/machines_v1beta1_machine_openshift_io/spec/providerSpec/value"
+            MachineKind::MachineSet => MACHINE_SET,
+            MachineKind::ControlPlaneMachineSet => CONTROL_PLANE,
+            MachineKind::ClusterApiMachineSet | MachineKind::ClusterApiMachineDeployment => {
+                Pointer::root()
             }
-            MachineKind::ClusterApiMachineSet | MachineKind::ClusterApiMachineDeployment => "",
         }
     }
 

@@ -170,6 +170,9 @@ pub fn plan_all(
     plan
 }
 
+/// Whether a stub secret is fit to boot from, or the reason and message why not.
+type StubCheck = Result<(), (Reason, String)>;
+
 /// The planner with the global gates evaluated once; decides one object at a time, so the
 /// controller can re-plan a single MachineSet when only it changed.
 pub struct Planner<'a> {
@@ -178,24 +181,25 @@ pub struct Planner<'a> {
     state: Result<Ready, Blocked>,
     /// Each stub secret of the snapshot checked once: many MachineSets share one, and reading
     /// its Ignition config costs more than the rest of a decision.
-    stub_checks: HashMap<(String, String), Result<(), (Reason, String)>>,
+    /// By namespace, then name, so that a look-up borrows the names instead of copying them.
+    stub_checks: HashMap<String, HashMap<String, StubCheck>>,
+    /// `options.now` as the history records it, formatted once rather than per update.
+    now_text: String,
 }
 
 impl<'a> Planner<'a> {
     pub fn new(snapshot: &'a ClusterSnapshot, options: &'a Options) -> Self {
-        let stub_checks = snapshot
-            .secrets
-            .iter()
-            .map(|((namespace, name), secret)| {
-                let checked = stub::verify(namespace, name, Some(secret));
-                ((namespace.clone(), name.clone()), checked)
-            })
-            .collect();
+        let mut stub_checks: HashMap<String, HashMap<_, _>> = HashMap::new();
+        for ((namespace, name), secret) in &snapshot.secrets {
+            let checked = stub::verify(namespace, name, Some(secret));
+            (stub_checks.entry(namespace.clone()).or_default()).insert(name.clone(), checked);
+        }
         Planner {
             snapshot,
             options,
             state: Ready::evaluate(snapshot, options.control_plane_arch, options.report_only),
             stub_checks,
+            now_text: options.now.to_string(),
         }
     }
 
@@ -250,7 +254,7 @@ impl<'a> Planner<'a> {
             Ok(ready) => self.decide_readable(&subject, ready),
         };
         decision.uid = subject.meta.uid.clone();
-        decision.last_change = record::history(subject.meta).pop().map(Box::new);
+        decision.last_change = subject.records.into_last().map(Box::new);
         decision
     }
 

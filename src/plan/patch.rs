@@ -3,15 +3,23 @@
 //! of us overwriting it.
 
 use json_patch::{AddOperation, PatchOperation, RemoveOperation, ReplaceOperation, TestOperation};
-use jsonptr::PointerBuf;
+use std::sync::LazyLock;
+
+use jsonptr::{Pointer, PointerBuf};
 use serde_json::Value;
 
 use super::record::annotation;
 use crate::api::ObjectMeta;
+use crate::names::{AUTOSCALER_LABELS_ANNOTATION, HISTORY_ANNOTATION, HOT_LOOP_ANNOTATION};
 
 /// A `test` of the old value, then its `replace`.
 pub fn guarded_replace(pointer: &str, from: Value, to: Value) -> [PatchOperation; 2] {
     let path = PointerBuf::parse(pointer).expect("pointers are built from valid constants");
+    guarded_replace_at(path, from, to)
+}
+
+/// [`guarded_replace`] of a pointer built already.
+pub fn guarded_replace_at(path: PointerBuf, from: Value, to: Value) -> [PatchOperation; 2] {
     [
         test_op(path.clone(), from),
         PatchOperation::Replace(ReplaceOperation { path, value: to }),
@@ -74,9 +82,65 @@ pub fn remove_annotation_ops(meta: &ObjectMeta, key: &str) -> Vec<PatchOperation
 }
 
 pub fn annotation_path(key: &str) -> PointerBuf {
+    // The annotations every update writes or tests, encoded once (`/` becomes `~1`).
+    static OURS: LazyLock<[(&str, PointerBuf); 3]> = LazyLock::new(|| {
+        [
+            HISTORY_ANNOTATION,
+            HOT_LOOP_ANNOTATION,
+            AUTOSCALER_LABELS_ANNOTATION,
+        ]
+        .map(|key| (key, encoded_annotation_path(key)))
+    });
+    match OURS.iter().find(|(ours, _)| *ours == key) {
+        Some((_, path)) => path.clone(),
+        None => encoded_annotation_path(key),
+    }
+}
+
+fn encoded_annotation_path(key: &str) -> PointerBuf {
     PointerBuf::from_tokens(["metadata", "annotations", key])
+}
+
+/// `relative`, a pointer built by the planner from constants and indices, under `base`.
+pub fn pointer_under(base: &Pointer, relative: &str) -> PointerBuf {
+    let relative = Pointer::parse(relative).expect("pointers are built from valid constants");
+    base.concat(relative)
 }
 
 pub fn test_op(path: PointerBuf, value: Value) -> PatchOperation {
     PatchOperation::Test(TestOperation { path, value })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn annotation_paths_encode_the_slash_of_a_key_whether_or_not_it_is_one_of_ours() {
+        for key in [
+            HISTORY_ANNOTATION,
+            HOT_LOOP_ANNOTATION,
+            AUTOSCALER_LABELS_ANNOTATION,
+            "example.com/other",
+        ] {
+            let path = annotation_path(key);
+            let expected = format!("/metadata/annotations/{}", key.replace('/', "~1"));
+            assert_eq!(path.as_str(), expected);
+            assert_eq!(path.tokens().last().unwrap().decoded(), key);
+        }
+    }
+
+    #[test]
+    fn a_pointer_under_a_base_is_the_two_joined() {
+        let base = Pointer::from_static("/spec/template/spec/providerSpec/value");
+        let joined = pointer_under(base, "/disks/0/image");
+        assert_eq!(
+            joined.as_str(),
+            "/spec/template/spec/providerSpec/value/disks/0/image"
+        );
+        assert_eq!(
+            pointer_under(Pointer::root(), "/ami/id").as_str(),
+            "/ami/id"
+        );
+    }
 }

@@ -8,6 +8,8 @@
 //!   Kept on the object rather than in memory so that restarts and leader changes do not reset
 //!   the guard (the predecessor's counter was lost on restart).
 
+use std::cell::OnceCell;
+
 use jiff::{SignedDuration, Timestamp};
 use json_patch::PatchOperation;
 use serde::{Deserialize, Serialize};
@@ -87,9 +89,88 @@ pub fn hot_loop_memory(meta: &ObjectMeta) -> Option<HotLoopMemory> {
     annotation(meta, HOT_LOOP_ANNOTATION).and_then(|text| serde_json::from_str(text).ok())
 }
 
-/// A stable identity for "these are the values we would write".
+/// What an object records of our earlier patches, each annotation parsed at most once however
+/// often a decision consults it: the history is read for every decision (its newest entry is
+/// reported), and an update reads both annotations again to count and to extend them.
+pub struct Records<'a> {
+    meta: &'a ObjectMeta,
+    history: OnceCell<Vec<HistoryEntry>>,
+    hot_loop: OnceCell<Option<HotLoopMemory>>,
+}
+
+impl<'a> Records<'a> {
+    pub fn of(meta: &'a ObjectMeta) -> Self {
+        Records {
+            meta,
+            history: OnceCell::new(),
+            hot_loop: OnceCell::new(),
+        }
+    }
+
+    pub fn history(&self) -> &[HistoryEntry] {
+        self.history.get_or_init(|| history(self.meta))
+    }
+
+    fn hot_loop(&self) -> Option<&HotLoopMemory> {
+        (self.hot_loop.get_or_init(|| hot_loop_memory(self.meta))).as_ref()
+    }
+
+    /// The newest recorded change, if any.
+    pub fn into_last(mut self) -> Option<HistoryEntry> {
+        self.history
+            .take()
+            .unwrap_or_else(|| history(self.meta))
+            .pop()
+    }
+
+    /// See [`recent_patches`].
+    pub fn recent_patches(
+        &self,
+        remembered: Option<&HotLoopMemory>,
+        target: &str,
+        now: Timestamp,
+        window: SignedDuration,
+    ) -> usize {
+        let count = |memory: &HotLoopMemory| {
+            if memory.target != target {
+                return 0;
+            }
+            memory
+                .patches
+                .iter()
+                .filter_map(|t| clamped(*t, now))
+                .filter(|t| now.duration_since(*t) < window)
+                .count()
+        };
+        let annotated = self.hot_loop().map_or(0, count);
+        annotated.max(remembered.map_or(0, count))
+    }
+
+    /// See [`record_ops`].
+    pub fn record_ops(
+        &self,
+        entry: &HistoryEntry,
+        target: &str,
+        now: Timestamp,
+        window: SignedDuration,
+    ) -> Vec<PatchOperation> {
+        let earlier = self.history();
+        let kept = &earlier[(earlier.len() + 1).saturating_sub(HISTORY_LIMIT)..];
+        let entries: Vec<&HistoryEntry> = kept.iter().chain([entry]).collect();
+        let memory = remember_patch(self.hot_loop().cloned(), target, now, window);
+        let values = [
+            (HISTORY_ANNOTATION, serde_json::to_string(&entries)),
+            (HOT_LOOP_ANNOTATION, serde_json::to_string(&memory)),
+        ]
+        .map(|(key, value)| (key, value.expect("plain data serializes")));
+        set_annotations_ops(self.meta, &values)
+    }
+}
+
+/// A stable identity for "these are the values we would write": the JSON array
+/// `[boot image, stub secret]`, serialized from the borrowed values rather than a copy of them.
 pub fn target_key(boot_image: Option<&Value>, user_data_secret: Option<&str>) -> String {
-    serde_json::json!([boot_image, user_data_secret]).to_string()
+    serde_json::to_string(&(boot_image, user_data_secret)).expect("plain data serializes")
 }
 
 /// A hot-loop entry may be dated this far after `now` (clocks of replicas differ a little) and
@@ -107,19 +188,7 @@ pub fn recent_patches(
     now: Timestamp,
     window: SignedDuration,
 ) -> usize {
-    let count = |memory: &HotLoopMemory| {
-        if memory.target != target {
-            return 0;
-        }
-        memory
-            .patches
-            .iter()
-            .filter_map(|t| clamped(*t, now))
-            .filter(|t| now.duration_since(*t) < window)
-            .count()
-    };
-    let annotated = hot_loop_memory(meta).as_ref().map_or(0, count);
-    annotated.max(remembered.map_or(0, count))
+    Records::of(meta).recent_patches(remembered, target, now, window)
 }
 
 /// `time` as the guard counts it: clamped to `now` within [`CLOCK_SKEW`], `None` beyond.
@@ -167,19 +236,7 @@ pub fn record_ops(
     now: Timestamp,
     window: SignedDuration,
 ) -> Vec<PatchOperation> {
-    let mut entries = history(meta);
-    entries.push(entry);
-    let excess = entries.len().saturating_sub(HISTORY_LIMIT);
-    entries.drain(..excess);
-
-    let memory = remember_patch(hot_loop_memory(meta), target, now, window);
-
-    let values = [
-        (HISTORY_ANNOTATION, serde_json::to_string(&entries)),
-        (HOT_LOOP_ANNOTATION, serde_json::to_string(&memory)),
-    ]
-    .map(|(key, value)| (key, value.expect("plain data serializes")));
-    set_annotations_ops(meta, &values)
+    Records::of(meta).record_ops(&entry, target, now, window)
 }
 
 pub(super) fn annotation<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
@@ -303,6 +360,19 @@ mod tests {
         // Writing the memory again drops it.
         let rewritten = remember_patch(Some(edited), "t", now, HOUR);
         assert_eq!(rewritten.patches, vec![now]);
+    }
+
+    /// The key is compared with the one the annotation holds, which an earlier version of the
+    /// controller may have written: its text must not change, or an upgrade resets the guard.
+    #[test]
+    fn the_target_key_is_the_json_array_of_image_and_secret_in_the_images_own_order() {
+        let image = serde_json::json!({"publisher": "p", "offer": "o", "sku": "s", "version": "1"});
+        assert_eq!(
+            target_key(Some(&image), Some("worker-user-data-managed")),
+            r#"[{"publisher":"p","offer":"o","sku":"s","version":"1"},"worker-user-data-managed"]"#
+        );
+        assert_eq!(target_key(None, Some("a\"b")), r#"[null,"a\"b"]"#);
+        assert_eq!(target_key(Some(&"ami-1".into()), None), r#"["ami-1",null]"#);
     }
 
     #[test]

@@ -4,13 +4,16 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use json_patch::PatchOperation;
-use jsonptr::PointerBuf;
+use jsonptr::{Pointer, PointerBuf};
 use serde_json::Value;
 
 use super::decision::{Action, Decision, Values, Warning, current_message, with_warning};
 use super::gates::Ready;
 use super::infrastructure::{self, TemplateCopy, TemplateView, Unjudgeable};
-use super::patch::{annotation_path, guarded_replace, remove_annotation_ops, test_op};
+use super::patch::{
+    annotation_path, guarded_replace, guarded_replace_at, pointer_under, remove_annotation_ops,
+    test_op,
+};
 use super::record::{self, HistoryEntry};
 use super::{Planner, friendly_duration, stub};
 use crate::api::{MachineTemplate, ObjectMeta};
@@ -33,6 +36,8 @@ pub(super) struct Subject<'a> {
     authority: Authority,
     /// Of a Cluster API MachineSet: its infrastructure template, or why it cannot be judged.
     infrastructure: Option<&'a Result<TemplateView<'a>, Unjudgeable>>,
+    /// Our earlier patches as the object records them, read when first needed.
+    pub records: record::Records<'a>,
 }
 
 impl<'a> Subject<'a> {
@@ -43,6 +48,7 @@ impl<'a> Subject<'a> {
             template: object.machine_template(),
             authority: object.authority(),
             infrastructure: None,
+            records: record::Records::of(object.meta()),
         }
     }
 
@@ -510,14 +516,8 @@ impl Planner<'_> {
         decided.patch = image.ops;
         decided.infrastructure_template = image.template.map(Box::new);
         if let (Some(from), Some(to)) = (current, target) {
-            let pointer = format!(
-                "{}{}",
-                subject.kind.provider_spec_pointer(),
-                stub::NAME_POINTER
-            );
-            decided
-                .patch
-                .extend(guarded_replace(&pointer, from.into(), to.into()));
+            let path = pointer_under(subject.kind.provider_spec_path(), stub::NAME_POINTER);
+            (decided.patch).extend(guarded_replace_at(path, from.into(), to.into()));
         }
         if decided.patch.is_empty() {
             decided.message = current_message(decided.boot_image.current.as_ref());
@@ -529,10 +529,7 @@ impl Planner<'_> {
     /// the managed secret; where it may not, a stub a new image cannot read blocks the update.
     fn verify_stub(&self, subject: &Subject<'_>, name: &str) -> Result<(), (Reason, String)> {
         let namespace = subject.namespace();
-        let result = match self
-            .stub_checks
-            .get(&(namespace.to_string(), name.to_string()))
-        {
+        let result = match (self.stub_checks.get(namespace)).and_then(|names| names.get(name)) {
             Some(checked) => checked.clone(),
             // Not in the snapshot: reported as missing.
             None => stub::verify(namespace, name, None),
@@ -578,7 +575,7 @@ impl Planner<'_> {
         let (now, window) = (self.options.now, self.options.hot_loop_window);
         let remembered =
             (subject.meta.uid.as_ref()).and_then(|uid| self.options.remembered_patches.get(uid));
-        let recent = record::recent_patches(subject.meta, remembered, &target_key, now, window);
+        let recent = (subject.records).recent_patches(remembered, &target_key, now, window);
         if recent >= self.options.hot_loop_threshold {
             decided.action = Action::Error;
             decided.reason = Reason::HotLoop;
@@ -603,7 +600,7 @@ impl Planner<'_> {
             return;
         }
         let entry = HistoryEntry {
-            time: now.to_string(),
+            time: self.now_text.clone(),
             release: ready.golden.release_version.clone(),
             stream: stream.stream.clone(),
             boot_image: decided.boot_image.change(),
@@ -615,8 +612,8 @@ impl Planner<'_> {
                 }
             }),
         };
-        decided.recorded = Some(Box::new(entry.clone()));
-        let bookkeeping = record::record_ops(subject.meta, entry, &target_key, now, window);
+        let bookkeeping = (subject.records).record_ops(&entry, &target_key, now, window);
+        decided.recorded = Some(Box::new(entry));
         decided.patch.extend(bookkeeping);
         decided.action = Action::Update;
     }
@@ -696,10 +693,10 @@ fn image_change(
                     template: Some(copy),
                 });
             }
-            let base = subject.kind.provider_spec_pointer();
+            let base = subject.kind.provider_spec_path();
             let ops = changes
                 .into_iter()
-                .flat_map(|c| guarded_replace(&format!("{base}{}", c.pointer), c.from, c.to))
+                .flat_map(|c| guarded_replace_at(pointer_under(base, &c.pointer), c.from, c.to))
                 .collect();
             Ok(ImageChange {
                 values,
@@ -719,23 +716,23 @@ fn input_guards(subject: &Subject<'_>, platform: Vec<Input>) -> (Vec<PatchOperat
     if subject.kind.is_cluster_api() {
         return (Vec::new(), true);
     }
-    let base = subject.kind.provider_spec_pointer();
-    let mut inputs: Vec<(String, Option<Value>)> = platform
+    let base = subject.kind.provider_spec_path();
+    let mut inputs: Vec<(Option<PointerBuf>, Option<Value>)> = platform
         .into_iter()
-        .map(|input| (format!("{base}{}", input.pointer), input.value))
+        .map(|input| {
+            let path = Pointer::parse(&input.pointer).ok().map(|p| base.concat(p));
+            (path, input.value)
+        })
         .collect();
     if subject.kind == MachineKind::MachineSet {
         let annotation = subject.annotation(AUTOSCALER_LABELS_ANNOTATION);
-        let path = annotation_path(AUTOSCALER_LABELS_ANNOTATION).to_string();
-        inputs.push((path, annotation.map(Value::from)));
+        let path = annotation_path(AUTOSCALER_LABELS_ANNOTATION);
+        inputs.push((Some(path), annotation.map(Value::from)));
     }
     let absent = inputs.iter().any(|(_, value)| value.is_none());
     let ops = inputs
         .into_iter()
-        .filter_map(|(pointer, value)| {
-            let path = PointerBuf::parse(&pointer).ok()?;
-            Some(test_op(path, value?))
-        })
+        .filter_map(|(path, value)| Some(test_op(path?, value?)))
         .collect();
     (ops, absent)
 }

@@ -203,7 +203,17 @@ impl TestEnv {
             assert!(off.is_some(), "skew enforcement never turned off");
         }
         wanted["spec"]["managedBootImages"] = managed_boot_images;
-        self.apply(wanted).await;
+        // A pass that began before skew enforcement was turned off may still publish Automatic
+        // after the status was read above (it was not yet published then): the API refuses the
+        // narrower selection until the controller has published None, so it is tried again.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        while let Err(refused) = self.try_apply(wanted.clone()).await {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "narrower selection refused: {refused}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
     }
 
     /// Sets (or with `None` removes) an annotation of this test's MachineConfiguration.
@@ -238,12 +248,15 @@ impl TestEnv {
     /// Creates or updates an object (server-side apply, field manager `test`), and its status
     /// through the status subresource when the object carries one.
     pub async fn apply(&self, object: Value) -> DynamicObject {
+        let name = object["metadata"]["name"].clone();
+        (self.try_apply(object).await).unwrap_or_else(|e| panic!("apply {name}: {e}"))
+    }
+
+    /// [`TestEnv::apply`], with the API server's refusal returned instead of failing the test.
+    pub async fn try_apply(&self, object: Value) -> Result<DynamicObject, kube::Error> {
         let (api, name) = self.api_for(&object);
         let params = PatchParams::apply("test").force();
-        let applied = api
-            .patch(&name, &params, &Patch::Apply(&object))
-            .await
-            .unwrap_or_else(|e| panic!("apply {name}: {e}"));
+        let applied = api.patch(&name, &params, &Patch::Apply(&object)).await?;
         let has_status_subresource = !matches!(
             object["kind"].as_str(),
             Some("ConfigMap" | "Secret" | "Namespace")
@@ -251,10 +264,9 @@ impl TestEnv {
         if has_status_subresource && object.get("status").is_some() {
             return api
                 .patch_status(&name, &params, &Patch::Apply(&object))
-                .await
-                .unwrap_or_else(|e| panic!("apply status of {name}: {e}"));
+                .await;
         }
-        applied
+        Ok(applied)
     }
 
     /// Creates an object; fails if it exists.
