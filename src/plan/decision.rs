@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::infrastructure::TemplateCopy;
 use super::record::{self, HistoryEntry};
 use crate::machine_kind::MachineKind;
-use crate::platform::display_image;
+use crate::platform::ShownImage;
 use crate::reason::Reason;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -188,7 +188,7 @@ impl Decision {
 
 /// The message of a decision that leaves a current boot image as it is.
 pub(super) fn current_message(image: Option<&Value>) -> String {
-    format!("boot image is current ({})", display_image(image))
+    format!("boot image is current ({})", ShownImage(image))
 }
 
 /// A warning travels in the message too, where people read decisions.

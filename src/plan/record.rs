@@ -159,12 +159,22 @@ impl<'a> Records<'a> {
         let entries: Vec<&HistoryEntry> = kept.iter().chain([entry]).collect();
         let memory = remember_patch(self.hot_loop().cloned(), target, now, window);
         let values = [
-            (HISTORY_ANNOTATION, serde_json::to_string(&entries)),
-            (HOT_LOOP_ANNOTATION, serde_json::to_string(&memory)),
-        ]
-        .map(|(key, value)| (key, value.expect("plain data serializes")));
+            (
+                HISTORY_ANNOTATION,
+                serialized(&entries, 512 * entries.len()),
+            ),
+            (HOT_LOOP_ANNOTATION, serialized(&memory, 256)),
+        ];
         set_annotations_ops(self.meta, &values)
     }
+}
+
+/// `value` as JSON, written into room for `size` bytes (about what an entry takes) rather than
+/// grown from a few.
+fn serialized(value: &impl Serialize, size: usize) -> String {
+    let mut text = Vec::with_capacity(size);
+    serde_json::to_writer(&mut text, value).expect("plain data serializes");
+    String::from_utf8(text).expect("serde_json writes UTF-8")
 }
 
 /// A stable identity for "these are the values we would write": the JSON array

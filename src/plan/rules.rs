@@ -24,7 +24,9 @@ use crate::names::{
     OPT_OUT_ANNOTATION, OPT_OUT_VALUE, OS_ID_LABEL, OS_STREAM_LABEL,
 };
 use crate::platform::vsphere::{self, TemplateRequest};
-use crate::platform::{ImageOutcome, Input, Platform, PlatformRule, RuleContext, display_image};
+use crate::platform::{
+    ImageOutcome, Input, Platform, PlatformRule, RuleContext, ShownImage, display_image,
+};
 use crate::reason::Reason;
 use crate::stream::{DEFAULT_OS_STREAM, GoldenStream};
 
@@ -461,9 +463,8 @@ impl Planner<'_> {
         provider_spec: &Value,
         image: ImageChange,
     ) -> Decision {
-        if crate::json_pointer::get(provider_spec, stub::NAME_POINTER)
-            .is_some_and(|name| !name.is_string())
-        {
+        let named = crate::json_pointer::get(provider_spec, stub::NAME_POINTER);
+        if named.is_some_and(|name| !name.is_string()) {
             let mut decided = subject.decision(
                 Action::Error,
                 Reason::InvalidProviderSpec,
@@ -474,7 +475,7 @@ impl Planner<'_> {
             decided.boot_image = image.values;
             return decided;
         }
-        let current = stub::current_name(provider_spec).map(str::to_string);
+        let current = named.and_then(Value::as_str).map(str::to_string);
         let mut target = current
             .as_deref()
             .filter(|_| subject.kind.may_change_stub_secret())
@@ -766,8 +767,8 @@ fn change_message(
         let _ = write!(
             message,
             "boot image {} -> {} ({}{release})",
-            display_image(decided.boot_image.current.as_ref()),
-            display_image(Some(target)),
+            ShownImage(decided.boot_image.current.as_ref()),
+            ShownImage(Some(target)),
             stream.stream
         );
     }

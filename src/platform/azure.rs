@@ -389,12 +389,12 @@ fn target_image(
         ("sku", &golden.sku),
         ("version", &golden.version),
     ] {
-        target.insert(key.into(), Value::String(value.clone()));
+        set(&mut target, key, value);
     }
     // The Azure machine controller uses resourceID whenever it is non-empty, so it must be
     // cleared for the marketplace fields to take effect; an absent one stays absent.
-    if target.contains_key("resourceID") {
-        target.insert("resourceID".into(), Value::String(String::new()));
+    if let Some(resource_id) = target.get_mut("resourceID") {
+        *resource_id = Value::String(String::new());
     }
     // Paid images only boot with their purchase plan attached, which the machine controller
     // does only for MarketplaceWithPlan.
@@ -403,8 +403,18 @@ fn target_image(
     } else {
         "MarketplaceWithPlan"
     };
-    target.insert("type".into(), Value::String(image_type.into()));
+    set(&mut target, "type", image_type);
     target
+}
+
+/// Sets a field of an image, naming it anew only when it is absent.
+fn set(image: &mut Map<String, Value>, key: &str, value: &str) {
+    match image.get_mut(key) {
+        Some(slot) => *slot = Value::String(value.to_string()),
+        None => {
+            image.insert(key.to_string(), Value::String(value.to_string()));
+        }
+    }
 }
 
 fn custom(message: String, current: Value) -> ImageOutcome {

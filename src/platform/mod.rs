@@ -11,6 +11,8 @@ mod azure;
 mod gcp;
 pub mod vsphere;
 
+use std::fmt;
+
 use serde_json::Value;
 
 use crate::arch::Arch;
@@ -243,14 +245,25 @@ pub fn read_by_a_rule(field: &str) -> bool {
 
 /// A boot image as a person reads it: the id, the path, or an Azure URN.
 pub fn display_image(image: Option<&Value>) -> String {
-    match image {
-        None | Some(Value::Null) => "-".into(),
-        Some(Value::String(s)) => s.clone(),
-        Some(other) => Platform::WITH_RULES
-            .iter()
-            .filter_map(Platform::rule)
-            .find_map(|rule| rule.display(other))
-            .unwrap_or_else(|| other.to_string()),
+    ShownImage(image).to_string()
+}
+
+/// [`display_image`] written straight into a message, without a string of its own.
+pub struct ShownImage<'a>(pub Option<&'a Value>);
+
+impl fmt::Display for ShownImage<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            None | Some(Value::Null) => f.write_str("-"),
+            Some(Value::String(s)) => f.write_str(s),
+            Some(other) => match (Platform::WITH_RULES.iter())
+                .filter_map(Platform::rule)
+                .find_map(|rule| rule.display(other))
+            {
+                Some(shown) => f.write_str(&shown),
+                None => write!(f, "{other}"),
+            },
+        }
     }
 }
 
