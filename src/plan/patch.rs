@@ -12,6 +12,10 @@ use super::record::annotation;
 use crate::api::ObjectMeta;
 use crate::names::{AUTOSCALER_LABELS_ANNOTATION, HISTORY_ANNOTATION, HOT_LOOP_ANNOTATION};
 
+/// The resourceVersion, which guards what JSON Patch cannot: that a field is still absent.
+pub const RESOURCE_VERSION: &Pointer = Pointer::from_static("/metadata/resourceVersion");
+const ANNOTATIONS: &Pointer = Pointer::from_static("/metadata/annotations");
+
 /// A `test` of the old value, then its `replace`.
 pub fn guarded_replace(pointer: &str, from: Value, to: Value) -> [PatchOperation; 2] {
     let path = PointerBuf::parse(pointer).expect("pointers are built from valid constants");
@@ -35,13 +39,10 @@ pub fn set_annotations_ops(meta: &ObjectMeta, values: &[(&str, String)]) -> Vec<
             .collect();
         let mut ops = Vec::new();
         if let Some(rv) = &meta.resource_version {
-            ops.push(test_op(
-                PointerBuf::from_tokens(["metadata", "resourceVersion"]),
-                rv.clone().into(),
-            ));
+            ops.push(test_op(RESOURCE_VERSION.to_buf(), rv.clone().into()));
         }
         ops.push(PatchOperation::Add(AddOperation {
-            path: PointerBuf::from_tokens(["metadata", "annotations"]),
+            path: ANNOTATIONS.to_buf(),
             value: Value::Object(map),
         }));
         return ops;

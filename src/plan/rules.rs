@@ -11,8 +11,8 @@ use super::decision::{Action, Decision, Values, Warning, current_message, with_w
 use super::gates::Ready;
 use super::infrastructure::{self, TemplateCopy, TemplateView, Unjudgeable};
 use super::patch::{
-    annotation_path, guarded_replace, guarded_replace_at, pointer_under, remove_annotation_ops,
-    test_op,
+    RESOURCE_VERSION, annotation_path, guarded_replace, guarded_replace_at, pointer_under,
+    remove_annotation_ops, test_op,
 };
 use super::record::{self, HistoryEntry};
 use super::{Planner, friendly_duration, stub};
@@ -743,12 +743,11 @@ fn guard_resource_version(meta: &ObjectMeta, patch: &mut Vec<PatchOperation>) {
     let Some(rv) = &meta.resource_version else {
         return;
     };
-    let path = PointerBuf::from_tokens(["metadata", "resourceVersion"]);
     let guarded = patch
         .iter()
-        .any(|op| matches!(op, PatchOperation::Test(t) if t.path == path));
+        .any(|op| matches!(op, PatchOperation::Test(t) if *t.path == *RESOURCE_VERSION));
     if !guarded {
-        patch.insert(0, test_op(path, rv.clone().into()));
+        patch.insert(0, test_op(RESOURCE_VERSION.to_buf(), rv.clone().into()));
     }
 }
 
