@@ -235,6 +235,8 @@ struct ResourceCase {
     annotations: BTreeMap<String, String>,
     owned: bool,
     windows: bool,
+    /// The OS stream its template's label names, if any.
+    os_stream: Option<&'static str>,
     provider_spec: Value,
 }
 
@@ -251,10 +253,20 @@ fn arb_resource(platform: &str) -> impl Strategy<Value = ResourceCase> {
         arb_annotations(),
         prop::bool::weighted(0.1),
         prop::bool::weighted(0.05),
+        prop::option::weighted(0.2, prop_oneof![Just("rhel-9"), Just("rhel-10")]),
         arb_provider_spec(platform),
     )
         .prop_map(
-            |(control_plane, namespace, labels, annotations, owned, windows, provider_spec)| {
+            |(
+                control_plane,
+                namespace,
+                labels,
+                annotations,
+                owned,
+                windows,
+                os_stream,
+                provider_spec,
+            )| {
                 ResourceCase {
                     control_plane,
                     namespace,
@@ -262,6 +274,7 @@ fn arb_resource(platform: &str) -> impl Strategy<Value = ResourceCase> {
                     annotations,
                     owned,
                     windows,
+                    os_stream,
                     provider_spec,
                 }
             },
@@ -289,6 +302,9 @@ impl ResourceCase {
             json!({"machine.openshift.io/cluster-api-machine-role": "worker"});
         if self.windows {
             template_labels["machine.openshift.io/os-id"] = json!("Windows");
+        }
+        if let Some(stream) = self.os_stream {
+            template_labels["machineconfiguration.openshift.io/osstream"] = json!(stream);
         }
         let template = json!({
             "metadata": {"labels": template_labels},
@@ -617,6 +633,7 @@ proptest! {
             annotations: BTreeMap::new(),
             owned: false,
             windows: false,
+            os_stream: None,
             provider_spec: Value::Null,
         };
         for (i, spec) in specs.into_iter().enumerate() {
