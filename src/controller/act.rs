@@ -154,44 +154,45 @@ fn classify(status: &kube::core::Status) -> Outcome {
     }
 }
 
-/// Sends every non-empty patch, at most `concurrency` at a time. `may_write` is asked before
-/// each patch, so that a pause or a lost lease stops the rest of a long rollout at once.
+/// Sends every non-empty patch, at most `concurrency` at a time, and says how each went, in the
+/// order of `decisions`. `may_write` is asked before each patch, so that a pause or a lost lease
+/// stops the rest of a long rollout at once. The decisions stay where they are (each loses its
+/// operations as they are sent): at 10,000 MachineSets, moving them into a vector of results
+/// held a second copy of the wave's decisions at its peak.
 pub(super) async fn act(
     patcher: &Patcher,
-    decisions: Vec<Decision>,
+    decisions: &mut [Decision],
     concurrency: usize,
     may_write: impl Fn() -> bool,
     deferred: impl Fn(&Decision) -> bool,
-) -> Vec<Applied> {
+) -> Vec<Outcome> {
     let (may_write, deferred) = (&may_write, &deferred);
     let wave = decisions.iter().any(|d| !d.patch.is_empty());
     // Other writers (the Event sender) wait while a wave of patches is in flight.
     if wave {
         patcher.patching.send_replace(true);
     }
-    // Sized once: at 10,000 MachineSets, growing by doubling would hold up to twice the room.
-    let mut applied = Vec::with_capacity(decisions.len());
-    let mut outcomes = futures::stream::iter(decisions)
-        .map(|mut decision| async move {
-            let outcome = if decision.patch.is_empty() {
-                Outcome::NothingToSend
-            } else if deferred(&decision) {
+    let mut outcomes = vec![Outcome::NothingToSend; decisions.len()];
+    let mut sent = futures::stream::iter(decisions.iter_mut().enumerate())
+        .filter(|(_, decision)| std::future::ready(!decision.patch.is_empty()))
+        .map(|(i, decision)| async move {
+            let outcome = if deferred(decision) {
                 Outcome::Deferred
             } else if !may_write() {
                 Outcome::Withheld
             } else {
-                patcher.send(&mut decision).await
+                patcher.send(decision).await
             };
-            Applied { decision, outcome }
+            (i, outcome)
         })
         .buffer_unordered(concurrency.max(1));
-    while let Some(done) = outcomes.next().await {
-        applied.push(done);
+    while let Some((i, outcome)) = sent.next().await {
+        outcomes[i] = outcome;
     }
     if wave {
         patcher.patching.send_replace(false);
     }
-    applied
+    outcomes
 }
 
 #[cfg(test)]

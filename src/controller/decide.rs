@@ -55,7 +55,18 @@ pub(super) struct PassFacts {
 
 pub(super) fn decide(observed: &Observation, scope: &Scope, options: &Options) -> Decided {
     let planner = Planner::new(&observed.snapshot, options);
-    let mut decisions = Vec::new();
+    // Sized once: a vector grown by doubling to 10,000 decisions of about 400 bytes holds room
+    // for 16,384 at the peak of a wave.
+    let objects = observed.machine_sets.len()
+        + observed.control_plane_machine_sets.len()
+        + observed.cluster_api_machine_sets.len()
+        + observed.cluster_api_machine_deployments.len();
+    let covered = if scope.all {
+        objects
+    } else {
+        scope.keys.len().min(objects)
+    };
+    let mut decisions = Vec::with_capacity(covered);
     let mut live = BTreeSet::new();
     decide_kind(
         &planner,

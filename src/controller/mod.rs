@@ -586,8 +586,15 @@ impl Controller {
                 None => None,
             }
         };
-        let wave = act::act(&self.patcher, decisions, concurrency, &may_write, deferred);
-        let (applied, announcing) = tokio::join!(wave, announcing);
+        let mut decisions = decisions;
+        let wave = act::act(
+            &self.patcher,
+            &mut decisions,
+            concurrency,
+            &may_write,
+            deferred,
+        );
+        let (outcomes, announcing) = tokio::join!(wave, announcing);
         if let (Some(write), Some(result)) = (announced, announcing) {
             self.status_sent(write, result);
         }
@@ -595,7 +602,9 @@ impl Controller {
         if facts.blocked.is_none() && self.may_write() {
             self.templates.collect(collectable.unused).await;
         }
-        self.remember_patches(&applied, options.now, options.hot_loop_window);
+        self.remember_patches(&decisions, &outcomes, options.now, options.hot_loop_window);
+        let applied = (decisions.into_iter().zip(outcomes))
+            .map(|(decision, outcome)| act::Applied { decision, outcome });
         self.report(facts, applied).await;
     }
 
@@ -639,16 +648,16 @@ impl Controller {
     /// [`Options::remembered_patches`]), forgetting what left the window.
     fn remember_patches(
         &mut self,
-        applied: &[act::Applied],
+        decisions: &[Decision],
+        outcomes: &[act::Outcome],
         now: Timestamp,
         window: SignedDuration,
     ) {
         let memory = &mut self.memory.remembered_patches;
-        for a in applied {
-            let d = &a.decision;
+        for (d, outcome) in decisions.iter().zip(outcomes) {
             let (Some(uid), true) = (
                 &d.uid,
-                d.action == Action::Update && a.outcome == act::Outcome::Patched,
+                d.action == Action::Update && *outcome == act::Outcome::Patched,
             ) else {
                 continue;
             };

@@ -16,7 +16,11 @@ use crate::plan::{self, Action, Blocked, Decision};
 use crate::reason::Reason;
 
 impl Controller {
-    pub(super) async fn report(&mut self, decided: PassFacts, applied: Vec<Applied>) {
+    pub(super) async fn report(
+        &mut self,
+        decided: PassFacts,
+        applied: impl IntoIterator<Item = Applied>,
+    ) {
         if let Some(live) = &decided.live {
             self.memory.results.retain(|k, _| live.contains(k));
             self.memory.backoff.retain(|k, _| live.contains(k));
