@@ -240,45 +240,32 @@ struct ResourceCase {
     provider_spec: Value,
 }
 
-fn arb_resource(platform: &str) -> impl Strategy<Value = ResourceCase> {
-    let namespace = prop_oneof![
-        4 => Just("openshift-machine-api"),
-        1 => Just("team-a"),
-        1 => Just("zz-workers"),
-    ];
-    (
-        prop::bool::weighted(0.15),
-        namespace,
-        arb_labels(),
-        arb_annotations(),
-        prop::bool::weighted(0.1),
-        prop::bool::weighted(0.05),
-        prop::option::weighted(0.2, prop_oneof![Just("rhel-9"), Just("rhel-10")]),
-        arb_provider_spec(platform),
-    )
-        .prop_map(
-            |(
-                control_plane,
-                namespace,
-                labels,
-                annotations,
-                owned,
-                windows,
-                os_stream,
-                provider_spec,
-            )| {
-                ResourceCase {
-                    control_plane,
-                    namespace,
-                    labels,
-                    annotations,
-                    owned,
-                    windows,
-                    os_stream,
-                    provider_spec,
-                }
-            },
-        )
+prop_compose! {
+    fn arb_resource(platform: &'static str)(
+        control_plane in prop::bool::weighted(0.15),
+        namespace in prop_oneof![
+            4 => Just("openshift-machine-api"),
+            1 => Just("team-a"),
+            1 => Just("zz-workers"),
+        ],
+        labels in arb_labels(),
+        annotations in arb_annotations(),
+        owned in prop::bool::weighted(0.1),
+        windows in prop::bool::weighted(0.05),
+        os_stream in prop::option::weighted(0.2, prop_oneof![Just("rhel-9"), Just("rhel-10")]),
+        provider_spec in arb_provider_spec(platform),
+    ) -> ResourceCase {
+        ResourceCase {
+            control_plane,
+            namespace,
+            labels,
+            annotations,
+            owned,
+            windows,
+            os_stream,
+            provider_spec,
+        }
+    }
 }
 
 impl ResourceCase {
@@ -331,7 +318,7 @@ impl ResourceCase {
 }
 
 /// Resources with unique names: a random prefix and the position.
-fn arb_resources(platform: &str) -> impl Strategy<Value = Vec<(String, ResourceCase)>> {
+fn arb_resources(platform: &'static str) -> impl Strategy<Value = Vec<(String, ResourceCase)>> {
     prop::collection::vec(("[a-z]{1,6}", arb_resource(platform)), 0..10).prop_map(|cases| {
         cases
             .into_iter()
