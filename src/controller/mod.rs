@@ -560,7 +560,10 @@ impl Controller {
             let wanted = vcenter::wanted(&observed, &options);
             observed.snapshot.vcenter = imports.facts(&wanted, &vcenter::in_use(&observed));
         }
-        let decide::Decided { decisions, facts } = decide::decide(&observed, &scope, &options);
+        let decide::Decided {
+            mut decisions,
+            facts,
+        } = decide::decide(&observed, &scope, &options);
         let collectable = self.templates.candidates(
             &observed.snapshot.infrastructure_templates,
             &observed.cluster_api_machine_sets,
@@ -586,7 +589,6 @@ impl Controller {
                 None => None,
             }
         };
-        let mut decisions = decisions;
         let wave = act::act(
             &self.patcher,
             &mut decisions,

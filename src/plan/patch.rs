@@ -104,8 +104,12 @@ fn encoded_annotation_path(key: &str) -> PointerBuf {
 
 /// `relative`, a pointer built by the planner from constants and indices, under `base`.
 pub fn pointer_under(base: &Pointer, relative: &str) -> PointerBuf {
-    let relative = Pointer::parse(relative).expect("pointers are built from valid constants");
-    base.concat(relative)
+    try_pointer_under(base, relative).expect("pointers are built from valid constants")
+}
+
+/// `relative` under `base`, or `None` when `relative` is not a JSON Pointer.
+pub fn try_pointer_under(base: &Pointer, relative: &str) -> Option<PointerBuf> {
+    Some(base.concat(Pointer::parse(relative).ok()?))
 }
 
 pub fn test_op(path: PointerBuf, value: Value) -> PatchOperation {

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use json_patch::PatchOperation;
-use jsonptr::{Pointer, PointerBuf};
+use jsonptr::PointerBuf;
 use serde_json::Value;
 
 use super::decision::{Action, Decision, Values, Warning, current_message, with_warning};
@@ -12,7 +12,7 @@ use super::gates::Ready;
 use super::infrastructure::{self, TemplateCopy, TemplateView, Unjudgeable};
 use super::patch::{
     RESOURCE_VERSION, annotation_path, guarded_replace, guarded_replace_at, pointer_under,
-    remove_annotation_ops, test_op,
+    remove_annotation_ops, test_op, try_pointer_under,
 };
 use super::record::{self, HistoryEntry};
 use super::{Planner, friendly_duration, stub};
@@ -463,7 +463,7 @@ impl Planner<'_> {
         provider_spec: &Value,
         image: ImageChange,
     ) -> Decision {
-        let named = crate::json_pointer::get(provider_spec, stub::NAME_POINTER);
+        let named = stub::name_field(provider_spec);
         if named.is_some_and(|name| !name.is_string()) {
             let mut decided = subject.decision(
                 Action::Error,
@@ -720,10 +720,7 @@ fn input_guards(subject: &Subject<'_>, platform: Vec<Input>) -> (Vec<PatchOperat
     let base = subject.kind.provider_spec_path();
     let mut inputs: Vec<(Option<PointerBuf>, Option<Value>)> = platform
         .into_iter()
-        .map(|input| {
-            let path = Pointer::parse(&input.pointer).ok().map(|p| base.concat(p));
-            (path, input.value)
-        })
+        .map(|input| (try_pointer_under(base, &input.pointer), input.value))
         .collect();
     if subject.kind == MachineKind::MachineSet {
         let annotation = subject.annotation(AUTOSCALER_LABELS_ANNOTATION);

@@ -29,9 +29,15 @@ pub const USER_DATA_KEY: &str = "userData";
 pub const FIELD: &str = "userDataSecret";
 pub const NAME_POINTER: &str = "/userDataSecret/name";
 
+/// The provider spec's `userDataSecret.name`, whatever its type: the stub secret it names when
+/// it is a string.
+pub fn name_field(provider_spec: &Value) -> Option<&Value> {
+    crate::json_pointer::get(provider_spec, NAME_POINTER)
+}
+
 /// The stub secret a provider spec names, if it names one.
 pub fn current_name(provider_spec: &Value) -> Option<&str> {
-    crate::json_pointer::get(provider_spec, NAME_POINTER)?.as_str()
+    name_field(provider_spec)?.as_str()
 }
 
 /// The managed name for a stub secret, or `None` when it already is the managed one.
