@@ -183,7 +183,9 @@ impl TestEnv {
     /// Replaces `spec.managedBootImages` with a selection that is not `All`, as an administrator
     /// must: while the status says skew enforcement is Automatic (the controller publishes that
     /// once every MachineSet is managed), the MachineConfiguration API refuses any other
-    /// selection for MachineSets, so skew enforcement is turned off first and the new selection
+    /// selection for MachineSets (a CEL rule on the kind: openshift/api,
+    /// operator/v1/types_machineconfiguration.go, "any MachineAPI MachineSet MachineManager must
+    /// use selection mode 'All'"), so skew enforcement is turned off first and the new selection
     /// applied once the status follows.
     pub async fn narrow_selection(&self, managed_boot_images: Value) {
         let mut declared = self.machine_configuration().await;
