@@ -14,6 +14,7 @@ use jiff::{SignedDuration, Timestamp};
 use json_patch::PatchOperation;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use super::patch::set_annotations_ops;
 use crate::api::ObjectMeta;
@@ -89,12 +90,15 @@ pub fn hot_loop_memory(meta: &ObjectMeta) -> Option<HotLoopMemory> {
     annotation(meta, HOT_LOOP_ANNOTATION).and_then(|text| serde_json::from_str(text).ok())
 }
 
-/// What an object records of our earlier patches, each annotation parsed at most once however
-/// often a decision consults it: the history is read for every decision (its newest entry is
-/// reported), and an update reads both annotations again to count and to extend them.
+/// What an object records of our earlier patches. The hot-loop memory is parsed at most once
+/// however often a decision consults it (an update counts and then extends it).
+///
+/// The history is only split into its entries' JSON text, which is cheap enough to do where it
+/// is needed: the newest entry alone is parsed (every decision reports it), and an update writes
+/// the older ones back as they were, so an entry this version cannot read (a newer version's
+/// fields, a hand edit) is kept rather than costing the whole history.
 pub struct Records<'a> {
     meta: &'a ObjectMeta,
-    history: OnceCell<Vec<HistoryEntry>>,
     hot_loop: OnceCell<Option<HotLoopMemory>>,
 }
 
@@ -102,25 +106,26 @@ impl<'a> Records<'a> {
     pub fn of(meta: &'a ObjectMeta) -> Self {
         Records {
             meta,
-            history: OnceCell::new(),
             hot_loop: OnceCell::new(),
         }
     }
 
-    pub fn history(&self) -> &[HistoryEntry] {
-        self.history.get_or_init(|| history(self.meta))
+    /// The history's entries as JSON text, oldest first; none when the annotation is not a JSON
+    /// array.
+    fn entries(&self) -> Vec<&'a RawValue> {
+        annotation(self.meta, HISTORY_ANNOTATION)
+            .and_then(|text| serde_json::from_str(text).ok())
+            .unwrap_or_default()
     }
 
     fn hot_loop(&self) -> Option<&HotLoopMemory> {
         (self.hot_loop.get_or_init(|| hot_loop_memory(self.meta))).as_ref()
     }
 
-    /// The newest recorded change, if any.
-    pub fn into_last(mut self) -> Option<HistoryEntry> {
-        self.history
-            .take()
-            .unwrap_or_else(|| history(self.meta))
-            .pop()
+    /// The newest recorded change, if any and if it can be read.
+    pub fn into_last(self) -> Option<HistoryEntry> {
+        let newest = *self.entries().last()?;
+        serde_json::from_str(newest.get()).ok()
     }
 
     /// See [`recent_patches`].
@@ -154,19 +159,29 @@ impl<'a> Records<'a> {
         now: Timestamp,
         window: SignedDuration,
     ) -> Vec<PatchOperation> {
-        let earlier = self.history();
+        let earlier = self.entries();
         let kept = &earlier[(earlier.len() + 1).saturating_sub(HISTORY_LIMIT)..];
-        let entries: Vec<&HistoryEntry> = kept.iter().chain([entry]).collect();
         let memory = remember_patch(self.hot_loop().cloned(), target, now, window);
         let values = [
-            (
-                HISTORY_ANNOTATION,
-                serialized(&entries, 512 * entries.len()),
-            ),
+            (HISTORY_ANNOTATION, history_text(kept, entry)),
             (HOT_LOOP_ANNOTATION, serialized(&memory, 256)),
         ];
         set_annotations_ops(self.meta, &values)
     }
+}
+
+/// The history annotation's text: the kept entries as they were written, then `newest`.
+fn history_text(kept: &[&RawValue], newest: &HistoryEntry) -> String {
+    let room = kept.iter().map(|raw| raw.get().len() + 1).sum::<usize>() + 512;
+    let mut text = Vec::with_capacity(room);
+    text.push(b'[');
+    for raw in kept {
+        text.extend_from_slice(raw.get().as_bytes());
+        text.push(b',');
+    }
+    serde_json::to_writer(&mut text, newest).expect("plain data serializes");
+    text.push(b']');
+    String::from_utf8(text).expect("JSON text and serde_json's output are UTF-8")
 }
 
 /// `value` as JSON, written into room for `size` bytes (about what an entry takes) rather than
@@ -297,6 +312,32 @@ mod tests {
         assert_eq!(h.len(), HISTORY_LIMIT);
         assert_eq!(h.first().unwrap(), &entry(2));
         assert_eq!(h.last().unwrap(), &entry(6));
+    }
+
+    /// Older entries go back as they were written: one with fields a newer version records, or
+    /// one this version cannot read at all, is neither dropped nor rewritten, and the newest
+    /// entry is reported whatever the older ones are.
+    #[test]
+    fn older_entries_are_kept_as_written() {
+        let now: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let newer_version = r#"{"time":"2025-01-01T00:00:00Z","stream":"s","future":{"a":1}}"#;
+        let unreadable = r#"{"time":7}"#;
+        let readable = serde_json::to_string(&entry(1)).unwrap();
+        let text = format!("[{newer_version}, {unreadable},{readable}]");
+        let meta = ObjectMeta {
+            annotations: Some(BTreeMap::from([(HISTORY_ANNOTATION.into(), text)])),
+            ..ObjectMeta::default()
+        };
+        assert_eq!(Records::of(&meta).into_last(), Some(entry(1)));
+
+        let after = apply(&meta, record_ops(&meta, entry(2), "t", now, HOUR));
+        let written = annotation(&after, HISTORY_ANNOTATION).unwrap();
+        let newest = serde_json::to_string(&entry(2)).unwrap();
+        assert_eq!(
+            written,
+            format!("[{newer_version},{unreadable},{readable},{newest}]")
+        );
+        assert_eq!(Records::of(&after).into_last(), Some(entry(2)));
     }
 
     #[test]

@@ -141,7 +141,7 @@ impl Planner<'_> {
         }
         let mut decided = self.stub_secret(subject, provider_spec, image);
         if decided.action == Action::UpToDate && !decided.patch.is_empty() {
-            decided.message = change_message(&decided, stream, arch, rule);
+            decided.message = change_message(&decided, stream, release);
             self.update(subject, ready, stream, &mut decided);
         }
         if decided.action == Action::Update && needs_resource_version {
@@ -748,32 +748,33 @@ fn guard_resource_version(meta: &ObjectMeta, patch: &mut Vec<PatchOperation>) {
     }
 }
 
-fn change_message(
-    decided: &Decision,
-    stream: &GoldenStream,
-    arch: Arch,
-    rule: &dyn PlatformRule,
-) -> String {
-    let mut message = String::new();
+fn change_message(decided: &Decision, stream: &GoldenStream, release: Option<&str>) -> String {
+    // Room for the usual message (two image names, a stream and a release) from the start: grown
+    // from empty, it was copied four times on its way there.
+    let mut message = String::with_capacity(160);
     if let Some(target) = &decided.boot_image.target {
-        let release = stream
-            .release(arch, rule.stream_key())
-            .map(|r| format!(" {r}"))
-            .unwrap_or_default();
         let _ = write!(
             message,
-            "boot image {} -> {} ({}{release})",
+            "boot image {} -> {} ({}",
             ShownImage(decided.boot_image.current.as_ref()),
             ShownImage(Some(target)),
             stream.stream
         );
+        if let Some(release) = release {
+            message.push(' ');
+            message.push_str(release);
+        }
+        message.push(')');
     }
     let secret = &decided.user_data_secret;
     if let (Some(from), Some(to)) = (&secret.current, &secret.target) {
         if !message.is_empty() {
             message.push_str("; ");
         }
-        let _ = write!(message, "stub secret {from} -> {to}");
+        message.push_str("stub secret ");
+        message.push_str(from);
+        message.push_str(" -> ");
+        message.push_str(to);
     }
     message
 }
