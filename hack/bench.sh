@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
 # Benchmarks: prints one table, each row with the command that reproduces it.
 #
-# Usage: hack/bench.sh [--quick] [--json FILE] [--only WHAT] [--sizes N,N,...] [--keep-cluster]
-#   --quick         the same measurements at small sizes, in about a minute (smoke check)
+# Usage: hack/bench.sh [--quick] [--json FILE] [--only WHAT] [--sizes N,N,...] [--repeat N]
+#                     [--keep-cluster]
+#   --quick         the same measurements at small sizes, in a few minutes (smoke check)
 #   --json FILE     also write the figures as JSON: planner_ns_per_machineset,
 #                   convergence_seconds, baseline_seconds, first_patch_seconds,
+#                   baseline_first_patch_seconds,
 #                   config_map_update_seconds,
 #                   critical_path_writes, rollout_events, steady_state_writes,
 #                   steady_state_requests, rss_bytes, ready_seconds (+ details)
 #   --only WHAT     one measurement: planner | convergence | steady | memory | takeover
 #   --sizes N,...   MachineSet counts for --only (default: that measurement's usual sizes)
+#   --repeat N      convergence runs per size (default 3): its row and JSON give the median of
+#                   each figure, and the row lists every run's ratio and first patch; one run on
+#                   a small machine says as much about the load of the moment as about us
 #   --keep-cluster  leave the private control plane running (a later run reuses it)
 #
 # Measurements (full run; --quick sizes in brackets):
@@ -38,7 +43,7 @@ cd "$repo"
 log() { echo "bench.sh: $*" >&2; }
 die() { log "error: $*"; exit 1; }
 
-quick=0 json_out="" only="" sizes_arg="" keep_cluster=0
+quick=0 json_out="" only="" sizes_arg="" keep_cluster=0 repeat=3
 while (($#)); do
   case "$1" in
     --quick) quick=1 ;;
@@ -48,6 +53,8 @@ while (($#)); do
     --only=*) only="${1#--only=}" ;;
     --sizes) sizes_arg="${2:?--sizes needs N,N,...}"; shift ;;
     --sizes=*) sizes_arg="${1#--sizes=}" ;;
+    --repeat) repeat="${2:?--repeat needs a count}"; shift ;;
+    --repeat=*) repeat="${1#--repeat=}" ;;
     --keep-cluster) keep_cluster=1 ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument $1 (see --help)" ;;
@@ -56,6 +63,7 @@ while (($#)); do
 done
 case "$only" in "" | planner | convergence | steady | memory | takeover) ;; *) die "--only: planner, convergence, steady, memory or takeover" ;; esac
 [[ -z "$sizes_arg" || -n "$only" ]] || die "--sizes needs --only"
+[[ "$repeat" =~ ^[1-9][0-9]*$ ]] || die "--repeat: a count of at least 1"
 [[ -z "$json_out" ]] || json_out="$(realpath -m "$json_out")"
 
 if ((quick)); then
@@ -170,18 +178,33 @@ if ((cluster_needed)); then
     fi
   }
   if wants convergence; then
+    repeat_flag=""
+    ((repeat == 3)) || repeat_flag=" --repeat $repeat"
     for n in ${convergence_sizes//,/ }; do
-      want_steady_in "$n" "convergence-$n"
-      if run_cluster "convergence-$n" --count "$n" --baseline --switch "${steady_extra[@]}"; then
-        jq -r '"\(.convergence_seconds) \(.baseline_seconds) \(.ratio) \(.first_patch_seconds) \(.config_map_update_seconds // "nan") \(.last_patch_seconds) \(.progressing_true_seconds // "nan") \(.critical_path_writes // "nan") \(.rollout_events // "nan")"' \
-          "$results/convergence-$n.json" | {
-          read -r c b r first update last progressing critical events
+      runs=()
+      for ((i = 1; i <= repeat; i++)); do
+        name="convergence-$n"
+        ((repeat == 1)) || name="convergence-$n-run$i"
+        want_steady_in "$n" "$name"
+        run_cluster "$name" --count "$n" --baseline --switch "${steady_extra[@]}" && runs+=("$results/$name.json")
+      done
+      if ((${#runs[@]} == repeat)); then
+        # The median of each figure over the runs (the middle one, or the mean of the middle
+        # two), and every run's ratio and first patch, in the order they ran.
+        jq -rs '
+          def median: sort | if length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end;
+          def m(f): map(f // empty) | if length > 0 then median else "nan" end;
+          [m(.convergence_seconds), m(.baseline_seconds), m(.ratio), m(.first_patch_seconds), m(.baseline_first_patch_seconds), m(.config_map_update_seconds), m(.last_patch_seconds), m(.progressing_true_seconds), m(.critical_path_writes), m(.rollout_events), (map(.ratio * 10 | round | tostring | sub("(?<d>.)$"; ".\(.d)") | sub("^\\."; "0.") + "x") | join(", ")), (map(.first_patch_seconds * 1000 | round | tostring) | join(", "))] | map(tostring) | join("\t")' \
+          "${runs[@]}" | {
+          IFS=$'\t' read -r c b r first baseline_first update last progressing critical events ratios firsts
+          prefix=""
+          ((repeat == 1)) || prefix="median of $repeat runs: "
           row "2. convergence" "$(thousands "$n")" \
-            "$(printf '%.2f s; plain client %.2f s; ratio %.1fx (first patch %.3f s after the ConfigMap update, whose own call took %.3f s; last %.2f s; Progressing=True reported at %.2f s; %.0f writes on the critical path, %.0f Events sent before convergence was seen)' "$c" "$b" "$r" "$first" "$update" "$last" "$progressing" "$critical" "$events")" \
-            "$(cmd_for convergence "$n")"
+            "$(printf '%s%.2f s; plain client %.2f s; ratio %.1fx (first patch %.3f s after the ConfigMap update, whose own call took %.3f s; the plain client'"'"'s first patch was seen %.3f s after it sent it; last %.2f s; Progressing=True reported at %.2f s; %.0f writes on the critical path, %.0f Events sent before convergence was seen)' "$prefix" "$c" "$b" "$r" "$first" "$update" "$baseline_first" "$last" "$progressing" "$critical" "$events")$( ((repeat == 1)) || printf '; each run: ratio %s, first patch %s ms' "$ratios" "$firsts")" \
+            "$(cmd_for convergence "$n")$repeat_flag"
         }
       else
-        row "2. convergence" "$(thousands "$n")" "FAILED (see target/bench/)" "$(cmd_for convergence "$n")"
+        row "2. convergence" "$(thousands "$n")" "FAILED (see target/bench/)" "$(cmd_for convergence "$n")$repeat_flag"
       fi
     done
   fi
@@ -265,6 +288,10 @@ if [[ -n "$json_out" ]]; then
     --arg quick "$quick" --arg data "$fixtures" --arg steady_size "${steady_sizes%%,*}" \
     --slurpfile all <(jq -s '.' "$results"/*.json 2>/dev/null || echo '[]') '
     def by_count_in(runs; f): runs | map(select(f != null) | {key: (.count | tostring), value: f}) | from_entries;
+    def median: sort | if length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end;
+    # Convergence runs repeat (--repeat): the median of the runs of each size.
+    def median_by_count_in(runs; f): runs | map(select(f != null)) | group_by(.count)
+      | map({key: (.[0].count | tostring), value: (map(f) | median)}) | from_entries;
     ($all[0] // []) as $runs
     | ($runs | map(select(.results)) | first // {results: []}) as $planner
     | ($runs | map(select(.results | not))) as $cluster
@@ -280,13 +307,14 @@ if [[ -n "$json_out" ]]; then
       planner_ns_per_machineset_by_platform:
         ($planner.results | map(select(.count == $largest)) | map({key: .platform, value: .ns_per_machineset}) | from_entries),
       planner: $planner.results,
-      convergence_seconds: by_count_in($cluster; .convergence_seconds),
-      baseline_seconds: by_count_in($cluster; .baseline_seconds),
-      convergence_ratio: by_count_in($cluster; .ratio),
-      first_patch_seconds: by_count_in($cluster; .first_patch_seconds),
-      config_map_update_seconds: by_count_in($cluster; .config_map_update_seconds),
-      critical_path_writes: by_count_in($cluster; .critical_path_writes),
-      rollout_events: by_count_in($cluster; .rollout_events),
+      convergence_seconds: median_by_count_in($cluster; .convergence_seconds),
+      baseline_seconds: median_by_count_in($cluster; .baseline_seconds),
+      convergence_ratio: median_by_count_in($cluster; .ratio),
+      first_patch_seconds: median_by_count_in($cluster; .first_patch_seconds),
+      baseline_first_patch_seconds: median_by_count_in($cluster; .baseline_first_patch_seconds),
+      config_map_update_seconds: median_by_count_in($cluster; .config_map_update_seconds),
+      critical_path_writes: median_by_count_in($cluster; .critical_path_writes),
+      rollout_events: median_by_count_in($cluster; .rollout_events),
       steady_state_writes: $steady.writes,
       steady_state_requests: $steady.requests,
       steady_state: $steady,
