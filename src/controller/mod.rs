@@ -522,6 +522,7 @@ impl Controller {
 
     /// One pass of the pipeline over `scope`.
     async fn pass(&mut self, scope: Scope) {
+        let started = Instant::now();
         if let Some(file) = self.known_file.as_mut().filter(|f| f.modified.is_none()) {
             file.reload();
         }
@@ -560,10 +561,12 @@ impl Controller {
             let wanted = vcenter::wanted(&observed, &options);
             observed.snapshot.vcenter = imports.facts(&wanted, &vcenter::in_use(&observed));
         }
+        let observed_at = Instant::now();
         let decide::Decided {
             mut decisions,
             facts,
         } = decide::decide(&observed, &scope, &options);
+        let decided_at = Instant::now();
         let collectable = self.templates.candidates(
             &observed.snapshot.infrastructure_templates,
             &observed.cluster_api_machine_sets,
@@ -597,6 +600,7 @@ impl Controller {
             deferred,
         );
         let (outcomes, announcing) = tokio::join!(wave, announcing);
+        let acted_at = Instant::now();
         if let (Some(write), Some(result)) = (announced, announcing) {
             self.status_sent(write, result);
         }
@@ -605,9 +609,25 @@ impl Controller {
             self.templates.collect(collectable.unused).await;
         }
         self.remember_patches(&decisions, &outcomes, options.now, options.hot_loop_window);
+        let sent = (outcomes.iter())
+            .filter(|o| **o != act::Outcome::NothingToSend)
+            .count();
+        let planned = decisions.len();
         let applied = (decisions.into_iter().zip(outcomes))
             .map(|(decision, outcome)| act::Applied { decision, outcome });
         self.report(facts, applied).await;
+        // Where a pass spends its time, for whoever wonders why a rollout starts late.
+        let ms = |from: Instant, to: Instant| to.duration_since(from).as_secs_f64() * 1e3;
+        debug!(
+            everything = scope.all,
+            planned,
+            sent,
+            observe_ms = ms(started, observed_at),
+            decide_ms = ms(observed_at, decided_at),
+            act_ms = ms(decided_at, acted_at),
+            report_ms = ms(acted_at, Instant::now()),
+            "pass finished"
+        );
     }
 
     fn may_write(&self) -> bool {
