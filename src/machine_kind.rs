@@ -14,7 +14,10 @@ use crate::api::{
     ClusterApiMachineDeployment, ClusterApiMachineSet, ControlPlaneMachineSet, InfrastructureRef,
     MachineSet, MachineTemplate, ObjectMeta,
 };
-use crate::names::{OS_ID_LABEL, OS_STREAM_LABEL};
+use crate::names::{
+    AUTOSCALER_LABELS_ANNOTATION, HISTORY_ANNOTATION, HOT_LOOP_ANNOTATION,
+    LEGACY_OPT_OUT_ANNOTATION, OPT_OUT_ANNOTATION, OS_ID_LABEL, OS_STREAM_LABEL,
+};
 use crate::plan::stub;
 use crate::platform::{self, Platform};
 
@@ -302,7 +305,7 @@ impl MachineObject for MachineSet {
         }
     }
     fn keep_only_what_the_planner_reads(&mut self) {
-        self.metadata.managed_fields = None;
+        keep_only_the_metadata_the_planner_reads(&mut self.metadata);
         self.spec.extra = Default::default();
         self.spec.template.keep_only_what_the_planner_reads();
         // Of the status, only which API is authoritative, and only when it says.
@@ -324,7 +327,7 @@ impl MachineObject for ControlPlaneMachineSet {
         self.spec.template.machines_v1beta1.as_ref()
     }
     fn keep_only_what_the_planner_reads(&mut self) {
-        self.metadata.managed_fields = None;
+        keep_only_the_metadata_the_planner_reads(&mut self.metadata);
         self.spec.extra = Default::default();
         self.spec.template.extra = Default::default();
         if let Some(template) = &mut self.spec.template.machines_v1beta1 {
@@ -360,7 +363,7 @@ macro_rules! cluster_api_object {
                 cluster_api_authority(&self.metadata)
             }
             fn keep_only_what_the_planner_reads(&mut self) {
-                self.metadata.managed_fields = None;
+                keep_only_the_metadata_the_planner_reads(&mut self.metadata);
                 self.spec.extra = Default::default();
                 let template = &mut self.spec.template;
                 template.extra = Default::default();
@@ -378,6 +381,36 @@ cluster_api_object!(
     ClusterApiMachineDeployment,
     MachineKind::ClusterApiMachineDeployment
 );
+
+/// The annotations of a machine resource that the planner reads. Every other annotation is
+/// dropped from the watch store: on a MachineSet applied with kubectl, its
+/// `last-applied-configuration` alone is a copy of the whole object, larger than all the rest
+/// of what the store keeps (`examples/store_footprint.rs`). A rule that reads another
+/// annotation must add it here; the property test `the_watch_keeps_everything_the_planner_reads`
+/// plans every generated object both whole and as stored.
+const ANNOTATIONS_THE_PLANNER_READS: [&str; 6] = [
+    OPT_OUT_ANNOTATION,
+    LEGACY_OPT_OUT_ANNOTATION,
+    AUTOSCALER_LABELS_ANNOTATION,
+    HISTORY_ANNOTATION,
+    HOT_LOOP_ANNOTATION,
+    CLUSTER_API_PAUSED_ANNOTATION,
+];
+
+/// Metadata without managedFields, and without the annotations the planner never reads. The
+/// annotation map itself stays, empty or not, when the object has one: our bookkeeping patch
+/// adds keys to a map that exists and creates the map only when there is none
+/// (`plan::patch::set_annotations_ops`).
+fn keep_only_the_metadata_the_planner_reads(metadata: &mut ObjectMeta) {
+    metadata.managed_fields = None;
+    if let Some(annotations) = &mut metadata.annotations {
+        annotations.retain(|key, _| ANNOTATIONS_THE_PLANNER_READS.contains(&key.as_str()));
+        if annotations.is_empty() {
+            // An emptied map still holds its node (half a kilobyte); a new one holds none.
+            *annotations = BTreeMap::new();
+        }
+    }
+}
 
 /// A paused Cluster API object is a mirror of the Machine API one, which is authoritative.
 fn cluster_api_authority(meta: &ObjectMeta) -> Authority {

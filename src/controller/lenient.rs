@@ -183,6 +183,24 @@ mod tests {
         assert!(bad.error.contains("three"), "{}", bad.error);
     }
 
+    /// An object whose annotations the planner reads none of keeps an empty map rather than
+    /// none: our first bookkeeping patch then adds its keys to the map the object has, instead
+    /// of creating a map and replacing the one the object has.
+    #[test]
+    fn unread_annotations_leave_an_empty_map() {
+        let object = serde_json::json!({
+            "metadata": {"name": "worker-a", "namespace": "ns",
+                         "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}"}},
+            "spec": {}
+        });
+        let stored: Lenient<MachineSet> = serde_json::from_value(object).unwrap();
+        let annotations = stored.meta().annotations.as_ref();
+        assert_eq!(annotations.map(|a| a.len()), Some(0));
+        let without: Lenient<MachineSet> =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "w"}})).unwrap();
+        assert_eq!(without.meta().annotations, None);
+    }
+
     /// Regression: one MachineSet nested deeper than serde_json's recursion limit failed the
     /// whole list response, so the MachineSet watch never synced and the controller never
     /// became ready (found by the malformed-objects fault test).
@@ -214,16 +232,16 @@ mod tests {
         assert!(list.items[1].parsed.is_ok());
     }
 
-    /// What the watch stores of a MachineSet: its identity, labels, annotations and owners; of
-    /// the provider spec only what a rule reads; of the status only the authoritative API; no
-    /// unknown fields or managedFields.
+    /// What the watch stores of a MachineSet: its identity, labels, the annotations the planner
+    /// reads and owners; of the provider spec only what a rule reads; of the status only the
+    /// authoritative API; no unknown fields or managedFields.
     #[test]
     fn the_watch_keeps_what_the_planner_reads_and_drops_the_rest() {
         let managed =
             serde_json::json!([{"manager": "m", "fieldsType": "FieldsV1", "fieldsV1": {}}]);
         let object = serde_json::json!({
             "metadata": {"name": "worker-a", "namespace": "ns", "uid": "u1", "resourceVersion": "7",
-                         "labels": {"tier": "blue"}, "annotations": {"note": "kept"},
+                         "labels": {"tier": "blue"}, "annotations": {"note": "dropped", "boot-image-controller.io/history": "[]"},
                          "ownerReferences": [{"apiVersion": "v1", "kind": "X", "name": "o", "uid": "u0"}],
                          "managedFields": managed},
             "spec": {"replicas": 2, "selector": {"matchLabels": {"a": "b"}},
@@ -239,7 +257,11 @@ mod tests {
         assert_eq!(stored.meta().namespace.as_deref(), Some("ns"));
         let ms = stored.parsed.unwrap();
         assert_eq!(ms.metadata.labels.unwrap()["tier"], "blue");
-        assert_eq!(ms.metadata.annotations.unwrap()["note"], "kept");
+        let annotations = ms.metadata.annotations.unwrap();
+        assert_eq!(
+            annotations.keys().collect::<Vec<_>>(),
+            ["boot-image-controller.io/history"]
+        );
         assert_eq!(ms.metadata.owner_references.unwrap().len(), 1);
         assert_eq!(ms.metadata.managed_fields, None);
         assert_eq!(ms.spec.replicas, Some(2));

@@ -1554,6 +1554,29 @@ fn an_applied_update_leaves_the_machine_set_up_to_date_and_the_rest_untouched() 
     );
 }
 
+/// The watch store keeps only the annotations the planner reads, but keeps the map itself: an
+/// object whose annotations are all someone else's is planned exactly as the whole object, and
+/// its bookkeeping is added to the map it has rather than replacing that map.
+#[test]
+fn a_stored_object_is_planned_as_the_whole_one_whatever_its_other_annotations() {
+    let whole = machine_set("worker-a")
+        .annotate("kubectl.kubernetes.io/last-applied-configuration", "{}")
+        .served()
+        .unwrap();
+    let mut stored = whole.clone();
+    crate::machine_kind::MachineObject::keep_only_what_the_planner_reads(&mut stored);
+    let planned = decide(&updatable(), Ok(whole));
+    assert_decided(&planned, Action::Update, Reason::BootImageOutdated);
+    assert_eq!(decide(&updatable(), Ok(stored)), planned);
+    let paths: Vec<String> = (planned.patch.iter())
+        .map(|op| serde_json::to_value(op).unwrap()["path"].to_string())
+        .collect();
+    assert!(
+        !paths.contains(&"\"/metadata/annotations\"".to_string()),
+        "{paths:?}"
+    );
+}
+
 #[test]
 fn a_concurrent_edit_of_a_replaced_value_fails_the_patch() {
     let ms = machine_set("worker-a").served();
