@@ -299,7 +299,7 @@ fn bookkeeping(meta: &ObjectMeta, remaining: &[HistoryEntry]) -> Vec<PatchOperat
         let kept = serde_json::to_string(remaining).expect("plain data serializes");
         annotations.push((HISTORY_ANNOTATION, kept));
     }
-    let mut ops = set_annotations_ops(meta, &annotations);
+    let mut ops = set_annotations_ops(meta, annotations);
     if remaining.is_empty() {
         ops.extend(remove_annotation_ops(meta, HISTORY_ANNOTATION));
     }

@@ -30,12 +30,16 @@ pub fn guarded_replace_at(path: PointerBuf, from: Value, to: Value) -> [PatchOpe
     ]
 }
 
-/// Guarded operations that set annotations to new values.
-pub fn set_annotations_ops(meta: &ObjectMeta, values: &[(&str, String)]) -> Vec<PatchOperation> {
+/// Guarded operations that set annotations to new values, which move into the operations
+/// (a history is up to a few kilobytes of text).
+pub fn set_annotations_ops(
+    meta: &ObjectMeta,
+    values: impl IntoIterator<Item = (&'static str, String)>,
+) -> Vec<PatchOperation> {
     let Some(existing) = meta.annotations.as_ref() else {
         let map: serde_json::Map<String, Value> = values
-            .iter()
-            .map(|(k, v)| (k.to_string(), Value::String(v.clone())))
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), Value::String(v)))
             .collect();
         let mut ops = Vec::new();
         if let Some(rv) = &meta.resource_version {
@@ -50,18 +54,18 @@ pub fn set_annotations_ops(meta: &ObjectMeta, values: &[(&str, String)]) -> Vec<
     let mut ops = Vec::new();
     for (key, value) in values {
         let path = annotation_path(key);
-        match existing.get(*key) {
-            Some(old) if old == value => {}
+        match existing.get(key) {
+            Some(old) if *old == value => {}
             Some(old) => {
                 ops.push(test_op(path.clone(), old.clone().into()));
                 ops.push(PatchOperation::Replace(ReplaceOperation {
                     path,
-                    value: value.clone().into(),
+                    value: value.into(),
                 }));
             }
             None => ops.push(PatchOperation::Add(AddOperation {
                 path,
-                value: value.clone().into(),
+                value: value.into(),
             })),
         }
     }

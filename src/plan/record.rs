@@ -166,7 +166,7 @@ impl<'a> Records<'a> {
             (HISTORY_ANNOTATION, history_text(kept, entry)),
             (HOT_LOOP_ANNOTATION, serialized(&memory, 256)),
         ];
-        set_annotations_ops(self.meta, &values)
+        set_annotations_ops(self.meta, values)
     }
 }
 
@@ -432,7 +432,7 @@ mod tests {
             annotations: Some(BTreeMap::from([(HISTORY_ANNOTATION.into(), "[]".into())])),
             ..ObjectMeta::default()
         };
-        let ops = set_annotations_ops(&meta, &[(HISTORY_ANNOTATION, "[1]".into())]);
+        let ops = set_annotations_ops(&meta, [(HISTORY_ANNOTATION, "[1]".into())]);
         assert!(matches!(&ops[0], PatchOperation::Test(t) if t.value == "[]"));
         // Someone else changed the annotation meanwhile: the patch must fail.
         let mut doc = serde_json::json!({"metadata": {"annotations": {HISTORY_ANNOTATION: "[9]"}}});
