@@ -99,6 +99,8 @@ failed=0
 # shellcheck disable=SC2016 # the backquotes are Markdown
 row() { printf '| %s | %s | %s | `%s` |\n' "$1" "$2" "$3" "$4" >>"$rows"; }
 thousands() { sed -e ':a' -e 's/\B[0-9]\{3\}\>/,&/' -e 'ta' <<<"$1"; }
+# jq: the median of an array of numbers (the middle one, or the mean of the middle two).
+jq_median='def median: sort | if length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end;'
 cmd_for() { # the hack/bench.sh command reproducing one cluster measurement
   echo "hack/bench.sh${mode_flag} --only $1 --sizes $2"
 }
@@ -191,10 +193,9 @@ if ((cluster_needed)); then
         run_cluster "$name" --count "$n" --baseline --switch "${steady_extra[@]}" && runs+=("$results/$name.json")
       done
       if ((${#runs[@]} == repeat)); then
-        # The median of each figure over the runs (the middle one, or the mean of the middle
-        # two), and every run's ratio and first patch, in the order they ran.
-        jq -rs '
-          def median: sort | if length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end;
+        # The median of each figure over the runs, and every run's ratio and first patch, in
+        # the order they ran.
+        jq -rs "$jq_median"'
           def m(f): map(f // empty) | if length > 0 then median else "nan" end;
           [m(.convergence_seconds), m(.baseline_seconds), m(.ratio), m(.first_patch_seconds), m(.baseline_first_patch_seconds), m(.config_map_update_seconds), m(.last_patch_seconds), m(.progressing_true_seconds), m(.critical_path_writes), m(.rollout_events), (map(.ratio * 10 | round | tostring | sub("(?<d>.)$"; ".\(.d)") | sub("^\\."; "0.") + "x") | join(", ")), (map(.first_patch_seconds * 1000 | round | tostring) | join(", "))] | map(tostring) | join("\t")' \
           "${runs[@]}" | {
@@ -288,9 +289,8 @@ if [[ -n "$json_out" ]]; then
   jq -n \
     --arg machine "$(machine)" --arg load_start "$load_start" --arg load_end "$load_end" \
     --arg quick "$quick" --arg data "$fixtures" --arg steady_size "${steady_sizes%%,*}" \
-    --slurpfile all <(jq -s '.' "$results"/*.json 2>/dev/null || echo '[]') '
+    --slurpfile all <(jq -s '.' "$results"/*.json 2>/dev/null || echo '[]') "$jq_median"'
     def by_count_in(runs; f): runs | map(select(f != null) | {key: (.count | tostring), value: f}) | from_entries;
-    def median: sort | if length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end;
     # Convergence runs repeat (--repeat): the median of the runs of each size.
     def median_by_count_in(runs; f): runs | map(select(f != null)) | group_by(.count)
       | map({key: (.[0].count | tostring), value: (map(f) | median)}) | from_entries;
