@@ -33,7 +33,7 @@
 #   takeover     leader election with short lease timings: how long a standby takes to lead
 #                after the leader is killed (lease 15 s, retry 2 s), and how long a leader whose
 #                Lease calls hang keeps running (renew deadline 4 s); the figures the tests
-#                tests/faults.rs and tests/leader_election_bounds.rs print, never assert
+#                tests/suite/faults.rs and leader_election_bounds.rs print, never assert
 # The cluster measurements run examples/bench_cluster.rs against a private kube-apiserver +
 # etcd (BIC_CLUSTER_DIR=<repo>/.local-cluster-bench, started here and torn down on exit), so no
 # other cluster is touched. Figures are printed, never asserted: wall-clock numbers depend on the
@@ -120,7 +120,7 @@ started=$(date +%s)
 log "building (release)"
 cargo build --release --locked --bin boot-image-controller --example bench_cluster >&2
 wants planner && cargo bench --locked --bench planner --no-run >&2 2>&1
-wants takeover && cargo test --locked --test faults --test leader_election_bounds --no-run >&2 2>&1
+wants takeover && cargo test --locked --test suite --no-run >&2 2>&1
 
 # ---------------------------------------------------------------------------------------------
 if wants planner; then
@@ -251,8 +251,8 @@ if ((cluster_needed)); then
   if wants takeover; then
     log "takeover: a killed leader, and a leader whose Lease calls hang"
     takeover_log="$results/takeover.log"
-    if PATH="$bin_dir:$PATH" BIC_CONTROLLER_BINARY="$BIC_BINARY" cargo test --locked --test faults --test leader_election_bounds -- \
-      standby_takes_over_from_a_killed_leader a_leader_whose_renewals_hang_steps_down_by_its_renew_deadline \
+    if PATH="$bin_dir:$PATH" BIC_CONTROLLER_BINARY="$BIC_BINARY" cargo test --locked --test suite -- \
+      faults::standby_takes_over_from_a_killed_leader leader_election_bounds::a_leader_whose_renewals_hang_steps_down_by_its_renew_deadline \
       --nocapture >"$takeover_log" 2>&1; then
       # The tests print Rust's Debug form of a Duration (15.987093103s, 987.1ms): one decimal.
       seconds() { awk -v d="$1" 'BEGIN { if (d ~ /ms$/) v = d / 1000; else v = d + 0; printf "%.1f s", v }'; }

@@ -475,7 +475,7 @@ section "8/9 vSphere: what it would import"
 say "On vSphere the boot image is a template in vCenter, and the stream publishes an OVA. From" \
   "manifests alone, \`plan\` says which template each MachineSet would move to, what it would" \
   "import and where (the running controller imports it, then moves the MachineSet; see the" \
-  "README's \"vSphere\" and tests/vsphere.rs, which run it against vcsim). Here: a vSphere" \
+  "README's \"vSphere\" and tests/suite/vsphere.rs, which run it against vcsim). Here: a vSphere" \
   "cluster with two failure domains, tests/testdata/vsphere-cluster/, with the AWS cluster's" \
   "release, configuration, Nodes and stub secrets."
 vsphere=(-f tests/testdata/vsphere-cluster)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Makes sure Debian's `prometheus` package is installed: it provides `promtool` (for
-# hack/check-rules.sh) and the `prometheus` server (for tests/prometheus.rs). Installs it when
+# hack/check-rules.sh) and the `prometheus` server (for tests/suite/prometheus.rs). Installs it when
 # either command is missing, as root only; the service is not started. Exits non-zero when the
 # commands are missing and cannot be installed.
 #

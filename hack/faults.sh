@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The fault matrix: runs each fault test (most in tests/faults.rs) on its own and prints
+# The fault matrix: runs each fault test (most in tests/suite/faults.rs) on its own and prints
 # PASS or FAIL per fault, with its duration. CI runs the same tests inside `cargo test`; this
 # script is for running them one at a time, reading their logs, and for the slow soak variants
 # (ignored in CI, included here).
@@ -18,24 +18,24 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 log() { echo "faults.sh: $*" >&2; }
 
-# test target (a tests/*.rs file, or `lib` for unit tests) | test name | fault
+# test target (`suite`, the integration tests, or `lib`, the unit tests) | test path | fault
 faults=(
-  "faults|apiserver_killed_mid_rollout_converges_without_double_patches|kube-apiserver SIGKILLed mid-rollout and restarted"
-  "faults|expired_resource_version_relists_and_converges|watch resumed with an expired resourceVersion (410 Gone)"
-  "faults|flaky_network_converges_without_busy_looping|latency and connection resets (TCP proxy)"
-  "faults|conflicting_writers_lose_nothing|another writer between our read and our write"
-  "faults|malformed_machine_sets_are_errors_with_a_reason_and_watches_keep_running|malformed objects from the cluster"
-  "faults|standby_takes_over_from_a_killed_leader|leader SIGKILLed, standby takes over"
-  "patch_failures|a_patch_the_api_server_rejects_as_invalid_is_reported_and_backed_off|422 storm: a patch the API server rejects as invalid"
-  "patch_failures|a_status_the_api_server_refuses_is_retried_with_backoff_then_written|status writes refused by the API server: retried with backoff"
-  "holds|a_cluster_version_without_status_holds_writes_until_it_can_be_read|unreadable ClusterVersion (no status): writes held"
+  "suite|faults::apiserver_killed_mid_rollout_converges_without_double_patches|kube-apiserver SIGKILLed mid-rollout and restarted"
+  "suite|faults::expired_resource_version_relists_and_converges|watch resumed with an expired resourceVersion (410 Gone)"
+  "suite|faults::flaky_network_converges_without_busy_looping|latency and connection resets (TCP proxy)"
+  "suite|faults::conflicting_writers_lose_nothing|another writer between our read and our write"
+  "suite|faults::malformed_machine_sets_are_errors_with_a_reason_and_watches_keep_running|malformed objects from the cluster"
+  "suite|faults::standby_takes_over_from_a_killed_leader|leader SIGKILLed, standby takes over"
+  "suite|patch_failures::a_patch_the_api_server_rejects_as_invalid_is_reported_and_backed_off|422 storm: a patch the API server rejects as invalid"
+  "suite|patch_failures::a_status_the_api_server_refuses_is_retried_with_backoff_then_written|status writes refused by the API server: retried with backoff"
+  "suite|holds::a_cluster_version_without_status_holds_writes_until_it_can_be_read|unreadable ClusterVersion (no status): writes held"
   "lib|server::tests::a_client_that_never_finishes_its_headers_is_disconnected|slowloris: headers never finished"
   "lib|server::tests::connections_beyond_the_limit_are_closed_and_slots_come_back|connection flood beyond the listener's cap"
-  "leader_election_bounds|a_leader_whose_renewals_hang_steps_down_by_its_renew_deadline|hung API calls: a leader whose renewals never return"
-  "leader_election_bounds|a_leader_that_sees_another_holder_steps_down_at_once|another candidate takes the Lease from a leader"
-  "watch_backoff|an_unreachable_api_server_is_retried_with_backoff_and_logged_once|API server unreachable: watches back off, one warning per failure spell"
-  "hot_loop_whole_object_writer|a_writer_that_replaces_whole_objects_is_fought_only_up_to_the_threshold|a writer that replaces whole objects after each patch"
-  "faults|soak_apiserver_killed_repeatedly_during_a_large_rollout|soak: kube-apiserver killed 3 times during a 300-MachineSet rollout"
+  "suite|leader_election_bounds::a_leader_whose_renewals_hang_steps_down_by_its_renew_deadline|hung API calls: a leader whose renewals never return"
+  "suite|leader_election_bounds::a_leader_that_sees_another_holder_steps_down_at_once|another candidate takes the Lease from a leader"
+  "suite|watch_backoff::an_unreachable_api_server_is_retried_with_backoff_and_logged_once|API server unreachable: watches back off, one warning per failure spell"
+  "suite|hot_loop_whole_object_writer::a_writer_that_replaces_whole_objects_is_fought_only_up_to_the_threshold|a writer that replaces whole objects after each patch"
+  "suite|faults::soak_apiserver_killed_repeatedly_during_a_large_rollout|soak: kube-apiserver killed 3 times during a 300-MachineSet rollout"
 )
 
 quick=0
@@ -52,7 +52,7 @@ selected=()
 for entry in "${faults[@]}"; do
   rest="${entry#*|}"
   name="${rest%%|*}"
-  [[ $quick == 1 && "$name" == soak_* ]] && continue
+  [[ $quick == 1 && "${name##*::}" == soak_* ]] && continue
   if ((${#filters[@]})); then
     match=0
     for f in "${filters[@]}"; do [[ "$name" == *"$f"* ]] && match=1; done

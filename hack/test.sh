@@ -73,7 +73,7 @@ cargo test --locked "$@"
 # The soak variant of the fault tests, bounded (one 300-MachineSet rollout, three apiserver kills,
 # under a minute): ignored by plain `cargo test`, run here so CI exercises it on every change.
 log "soak: kube-apiserver killed three times during a large rollout"
-cargo test --locked --test faults -- --ignored --exact soak_apiserver_killed_repeatedly_during_a_large_rollout
+cargo test --locked --test suite -- --ignored --exact faults::soak_apiserver_killed_repeatedly_during_a_large_rollout
 
 # The README's other promise: the demo runs end to end (its own control plane, the debug binary
 # built above); its checks fail it when what it shows is not what happened.

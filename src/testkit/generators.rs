@@ -1,4 +1,4 @@
-//! Arbitrary inputs, for the property tests (`tests/plan_properties.rs`, with proptest) and the
+//! Arbitrary inputs, for the property tests (`tests/suite/plan_properties.rs`, with proptest) and the
 //! fuzz targets (`fuzz/`, with `arbitrary`): both draw from the same pools of the values the
 //! rules compare against (published AMIs, regions, images, marketplace offers, installer
 //! resource ids, stub secret names, keys the rules look up), so that random inputs reach the

@@ -5,7 +5,7 @@
 //! What the controller asked for is read from its own debug log, where kube's client names
 //! every request it sends (`http.url=...`).
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 //! (measured with the code before this change: 914 attempts, none more than 1.6 s apart, and
 //! 914 warnings in two minutes; after it, 37 attempts and 9 warnings until a wait of 8 s).
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! one's current context wins) and `--context` picks another context, against the real API
 //! server.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::{Command, Output};

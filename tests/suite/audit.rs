@@ -2,7 +2,7 @@
 //! logs every patch of a machine resource): the bodies are exactly what `plan -o json` printed,
 //! and every write names the controller, as a User-Agent and as a field manager.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -2,7 +2,7 @@
 //! whose renewals hang steps down by its renew deadline (and exits, to be restarted) instead of
 //! going on believing it leads while a standby takes over.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

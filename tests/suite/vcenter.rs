@@ -3,7 +3,7 @@
 //! refused, wrong credentials and an unreachable vCenter reported, the VM a crashed import left
 //! behind removed, and two importers at once making one template.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -16,7 +16,7 @@
 //! second entry would be a double patch), and the process is alive with no panic in its log.
 //! `hack/faults.sh` runs them one by one and prints PASS/FAIL per fault.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

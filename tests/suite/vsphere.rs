@@ -3,7 +3,7 @@
 //! the new template while a custom template stays; a wrong sha256 and an unreachable vCenter
 //! are reported and nothing is patched.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

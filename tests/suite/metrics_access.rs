@@ -5,8 +5,8 @@
 //! Needs `openssl` and `curl` (the test harness installs openssl; curl is what a person uses to
 //! check this by hand, so the test uses it too).
 
-mod metrics_tls;
-mod support;
+use crate::metrics_tls;
+use crate::support;
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};

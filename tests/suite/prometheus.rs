@@ -8,8 +8,8 @@
 //! PATH), installed by hack/ensure-prometheus.sh when missing and running as root. Without it
 //! and without root the test prints `SKIPPED`.
 
-mod metrics_tls;
-mod support;
+use crate::metrics_tls;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

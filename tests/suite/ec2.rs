@@ -2,7 +2,7 @@
 //! kube-apiserver: AMIs told apart by owner (RHCOS, AWS Marketplace including ROSA, custom),
 //! credentials from the machine API's Secret, EC2 unreachable, and EC2 throttling.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! `plan --live` reads the cluster read-only and decides exactly as `plan` on the same objects
 //! dumped to a file, and as the controller would; it writes nothing.
 
-mod support;
+use crate::support;
 
 use serde_json::Value;
 use support::fixtures::*;

@@ -5,7 +5,7 @@
 //! a `controlplanemachinesets` entry with mode All moves them like MachineSets, and they are
 //! counted on their own in the status message, the metrics and the `plan` output.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::time::Duration;

@@ -1,8 +1,8 @@
 //! The Deployment's memory request and limit hold the controller's measured peak with 200
 //! MachineSets.
 
-mod deploy;
-mod support;
+use crate::deploy;
+use crate::support;
 
 use std::process::Command;
 use std::time::Duration;

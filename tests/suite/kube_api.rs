@@ -1,7 +1,7 @@
 //! The local control plane is a real API server: the semantics the controller relies on
 //! (JSON Patch `test` ops, watches, CRD validation) hold there, through kube-rs.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -2,8 +2,8 @@
 //! needs and nothing else, the metrics reader may only read /metrics, and the controller does
 //! its whole job running as that ServiceAccount with exactly those rules.
 
-mod deploy;
-mod support;
+use crate::deploy;
+use crate::support;
 
 use support::strip_ansi;
 

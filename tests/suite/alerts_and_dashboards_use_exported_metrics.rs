@@ -2,8 +2,8 @@
 //! actions the controller really exports (checked statically and against a running
 //! controller), and the dashboards have what Grafana and the console need.
 
-mod deploy;
-mod support;
+use crate::deploy;
+use crate::support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! `boot-image-controller revert` against a real kube-apiserver, with the controller as a
 //! process: update, revert, and what the controller does afterwards.
 
-mod support;
+use crate::support;
 
 use std::process::Output;
 use std::time::Duration;

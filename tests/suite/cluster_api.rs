@@ -4,7 +4,7 @@
 //! AWSMachineTemplate on the golden AMI; `plan --live` says so first; `revert` points it back;
 //! the copy nothing uses any more is deleted and the original template stays.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

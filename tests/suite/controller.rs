@@ -6,7 +6,7 @@
 //! `/metrics`. "Nothing was written" is asserted only after the controller has visibly handled
 //! the change in question (its status names it), never after a fixed sleep.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -2,8 +2,7 @@
 //! real API server, the namespace can be changed without moving the Roles that must stay in
 //! OpenShift's namespaces, and Deployment, Service and ServiceMonitor are wired together.
 
-mod deploy;
-mod support;
+use crate::deploy;
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -3,7 +3,7 @@
 //! status the MCO's skew check reads, when we are the manager; the annotation keys of the
 //! previous release, still honoured with a deprecation Event.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

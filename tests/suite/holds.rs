@@ -1,7 +1,7 @@
 //! Holds that never end are failures: a gate that keeps holding writes past
 //! `--hold-degrade-after` is reported as Degraded, with a metric, and clears when the gate does.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! A patch the API server refuses is reported, not retried in a tight loop: a failed `test` op
 //! is a lost race (re-plan soon), but an object the patch would make invalid stays invalid.
 
-mod support;
+use crate::support;
 
 use std::path::PathBuf;
 use std::time::Duration;

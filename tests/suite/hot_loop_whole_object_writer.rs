@@ -2,7 +2,7 @@
 //! GitOps sync does): every revert erases the annotation in which the controller counts its
 //! patches, so only the controller's own memory can tell that it is fighting.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
