@@ -82,6 +82,14 @@ build() {
   fi
   log "building $name $version ($pkg)"
   local start=$SECONDS
+  # Go's build cache for these builds takes about 2.7 GB and is no use once the binaries are
+  # cached here (CI once ran out of disk): the builds share a cache of their own, removed at
+  # exit. A GOCACHE set by the caller is used as it is.
+  if [[ -z "${GOCACHE:-}" ]]; then
+    GOCACHE="$(mktemp -d "$bin_dir/../go-build.XXXXXX")"
+    export GOCACHE
+    trap 'rm -rf "$GOCACHE"' EXIT
+  fi
   # Build next to the target and rename, so an interrupted build never
   # leaves a truncated binary that looks cached.
   (cd "$dir" && "$GO" build -trimpath -ldflags "$ldflags" -o "$out.tmp" "$pkg")
