@@ -216,23 +216,57 @@ pub struct Plan {
     pub cluster_api_machine_deployments: Vec<Decision>,
 }
 
+/// Sorts decisions by namespace, then name, keeping the order of equal names. A decision is a
+/// few hundred bytes: the order is worked out on indices, and then each decision is swapped into
+/// place once, where sorting the decisions themselves moved each of them at every merge (a
+/// tenth of `plan` at 1,000 MachineSets, in callgrind). Lists already in order, as the API
+/// server lists objects, are left as they are.
+fn sort_by_name(list: &mut [Decision]) {
+    fn name(d: &Decision) -> (&str, &str) {
+        (&d.namespace, &d.name)
+    }
+    if list.is_sorted_by_key(name) {
+        return;
+    }
+    let mut order: Vec<usize> = (0..list.len()).collect();
+    order.sort_by_key(|&i| name(&list[i]));
+    // Position i takes the decision that was at order[i]. If that one was swapped away by an
+    // earlier step (order[i] < i), it went to where the decision that replaced it came from.
+    for i in 0..order.len() {
+        let mut from = order[i];
+        while from < i {
+            from = order[from];
+        }
+        order[i] = from;
+        list.swap(i, from);
+    }
+}
+
 impl Plan {
     /// A plan of `decisions` in any order, each listed under its kind, sorted by namespace then
     /// name.
-    pub fn new(blocked: Option<Blocked>, decisions: impl IntoIterator<Item = Decision>) -> Self {
+    pub fn new(blocked: Option<Blocked>, decisions: Vec<Decision>) -> Self {
         let mut plan = Plan {
             blocked,
             ..Plan::default()
         };
-        for decision in decisions {
-            match decision.kind {
-                MachineKind::MachineSet => plan.machine_sets.push(decision),
-                MachineKind::ControlPlaneMachineSet => {
-                    plan.control_plane_machine_sets.push(decision)
-                }
-                MachineKind::ClusterApiMachineSet => plan.cluster_api_machine_sets.push(decision),
-                MachineKind::ClusterApiMachineDeployment => {
-                    plan.cluster_api_machine_deployments.push(decision)
+        // Usually every decision is a MachineSet's: the list is then kept as it is, rather than
+        // each decision moved into a list that grows.
+        if decisions.iter().all(|d| d.kind == MachineKind::MachineSet) {
+            plan.machine_sets = decisions;
+        } else {
+            for decision in decisions {
+                match decision.kind {
+                    MachineKind::MachineSet => plan.machine_sets.push(decision),
+                    MachineKind::ControlPlaneMachineSet => {
+                        plan.control_plane_machine_sets.push(decision)
+                    }
+                    MachineKind::ClusterApiMachineSet => {
+                        plan.cluster_api_machine_sets.push(decision)
+                    }
+                    MachineKind::ClusterApiMachineDeployment => {
+                        plan.cluster_api_machine_deployments.push(decision)
+                    }
                 }
             }
         }
@@ -242,7 +276,7 @@ impl Plan {
             &mut plan.cluster_api_machine_sets,
             &mut plan.cluster_api_machine_deployments,
         ] {
-            list.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+            sort_by_name(list);
         }
         plan
     }
@@ -263,5 +297,51 @@ impl Plan {
             .chain(&self.control_plane_machine_sets)
             .chain(&self.cluster_api_machine_sets)
             .chain(&self.cluster_api_machine_deployments)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Kinds, namespaces and names drawn from small pools, so that names repeat across kinds
+    /// and a list holds equal names in a known order (told apart by their message).
+    fn decisions() -> impl Strategy<Value = Vec<Decision>> {
+        let kind = prop::sample::select(MachineKind::ALL.to_vec());
+        let namespace = prop::sample::select(vec!["a", "b", "openshift-machine-api"]);
+        let name = prop::sample::select(vec!["x", "worker-a", "worker-b", "worker-c"]);
+        prop::collection::vec((kind, namespace, name), 0..40).prop_map(|drawn| {
+            (drawn.into_iter().enumerate())
+                .map(|(i, (kind, namespace, name))| {
+                    let message = i.to_string();
+                    Decision::new(
+                        kind,
+                        namespace,
+                        name,
+                        Action::Skip,
+                        Reason::NotSelected,
+                        message,
+                    )
+                })
+                .collect()
+        })
+    }
+
+    proptest! {
+        /// Each kind's list holds exactly its decisions, in the order of a stable sort by
+        /// namespace then name: what `plan` prints and the tests compare.
+        #[test]
+        fn a_plan_lists_each_kind_by_namespace_then_name(decisions in decisions()) {
+            let plan = Plan::new(None, decisions.clone());
+            for kind in MachineKind::ALL {
+                let mut expected: Vec<&Decision> =
+                    decisions.iter().filter(|d| d.kind == kind).collect();
+                expected.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+                let listed: Vec<&Decision> = plan.of(kind).iter().collect();
+                prop_assert_eq!(listed, expected);
+            }
+        }
     }
 }

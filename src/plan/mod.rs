@@ -161,7 +161,7 @@ pub fn plan_all(
         )
         .chain((cluster_api.machine_sets.iter()).map(|ms| planner.decide(ms.as_ref())))
         .chain((cluster_api.machine_deployments.iter()).map(|md| planner.decide(md.as_ref())));
-    let mut plan = Plan::new(planner.blocked().cloned(), decisions.collect::<Vec<_>>());
+    let mut plan = Plan::new(planner.blocked().cloned(), decisions.collect());
     plan.selection = planner
         .selections()
         .into_iter()
