@@ -30,7 +30,7 @@ fn ns_per_call<T>(read: impl Fn() -> T) -> f64 {
 
 fn main() {
     // An entry as an AWS update records it.
-    let entry = HistoryEntry {
+    let entry = HistoryEntry::<String> {
         time: "2026-01-01T00:00:00.123456Z".into(),
         release: Some("4.21.0".into()),
         stream: "rhcos-4.21".into(),

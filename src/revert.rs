@@ -608,7 +608,7 @@ mod tests {
     // Steps and history
 
     fn entry(time: &str, image: Option<(&str, &str)>, secret: Option<(&str, &str)>) -> Value {
-        serde_json::to_value(HistoryEntry {
+        serde_json::to_value(HistoryEntry::<String> {
             infrastructure_template: None,
             time: time.into(),
             release: Some("4.21.0".into()),

@@ -60,15 +60,20 @@ pub struct Values<T> {
 }
 
 impl<T: Clone> Values<T> {
-    /// The recorded form of a value we replace; `None` when it does not change.
-    pub(super) fn change(&self) -> Option<record::Change<T>> {
-        match (&self.current, &self.target) {
-            (Some(from), Some(to)) => Some(record::Change {
-                from: from.clone(),
-                to: to.clone(),
-            }),
-            _ => None,
-        }
+    /// The change as the history records it, borrowed; `None` when the value does not change.
+    pub(super) fn change(&self) -> Option<record::Change<&T>> {
+        let (Some(from), Some(to)) = (&self.current, &self.target) else {
+            return None;
+        };
+        Some(record::Change { from, to })
+    }
+
+    /// Makes the target current, and returns the change it recorded (as [`Values::change`]
+    /// saw it, now owned).
+    fn apply(&mut self) -> Option<record::Change<T>> {
+        let to = self.target.take()?;
+        let from = self.current.replace(to.clone());
+        from.map(|from| record::Change { from, to })
     }
 }
 
@@ -101,7 +106,10 @@ pub struct Decision {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_change: Option<Box<HistoryEntry>>,
     /// Of an Update: the change its patch records in the history annotation, which becomes
-    /// the object's newest change once the patch is applied (see [`Decision::applied`]).
+    /// the object's newest change once the patch is applied (see [`Decision::applied`]). Its
+    /// boot image and stub secret changes are left out until then: they are `boot_image` and
+    /// `user_data_secret`, and copying images at every update was a twentieth of the planner's
+    /// work on Azure.
     #[serde(skip)]
     pub recorded: Option<Box<HistoryEntry>>,
     /// Something the decision worked around and an administrator should know of.
@@ -154,13 +162,13 @@ impl Decision {
         }
         self.action = Action::UpToDate;
         self.reason = Reason::UpToDate;
-        if let Some(target) = self.boot_image.target.take() {
-            self.boot_image.current = Some(target);
+        let boot_image = self.boot_image.apply();
+        let user_data_secret = self.user_data_secret.apply();
+        if let Some(mut recorded) = self.recorded.take() {
+            recorded.boot_image = boot_image;
+            recorded.user_data_secret = user_data_secret;
+            self.last_change = Some(recorded);
         }
-        if let Some(target) = self.user_data_secret.target.take() {
-            self.user_data_secret.current = Some(target);
-        }
-        self.last_change = self.recorded.take().or(self.last_change);
         self.patch = Vec::new();
         self.infrastructure_template = None;
         self.message = with_warning(

@@ -23,25 +23,28 @@ use crate::platform::display_image;
 /// Entries kept in the history annotation; older ones are dropped.
 pub const HISTORY_LIMIT: usize = 5;
 
-/// One recorded change of a machine resource.
+/// One recorded change of a machine resource, as read from an object. The planner writes a new
+/// one from the decision's own values (`HistoryEntry<&String, &Value>`), which serializes to
+/// the same text without copying the images.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct HistoryEntry {
+#[serde(bound(deserialize = "S: Deserialize<'de> + Default, V: Deserialize<'de>"))]
+pub struct HistoryEntry<S = String, V = Value> {
     /// RFC 3339 time of the patch.
-    pub time: String,
+    pub time: S,
     /// The OpenShift release whose golden images were applied, when the ConfigMap says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub release: Option<String>,
+    pub release: Option<S>,
     /// The CoreOS stream the new image came from, e.g. `rhcos-4.21`.
     #[serde(default)]
-    pub stream: String,
+    pub stream: S,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub boot_image: Option<Change<Value>>,
+    pub boot_image: Option<Change<V>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub user_data_secret: Option<Change<String>>,
+    pub user_data_secret: Option<Change<S>>,
     /// The infrastructure template a Cluster API MachineSet was moved between.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub infrastructure_template: Option<Change<String>>,
+    pub infrastructure_template: Option<Change<S>>,
 }
 
 impl HistoryEntry {
@@ -154,7 +157,7 @@ impl<'a> Records<'a> {
     /// See [`record_ops`].
     pub fn record_ops(
         &self,
-        entry: &HistoryEntry,
+        entry: &impl Serialize,
         target: &str,
         now: Timestamp,
         window: SignedDuration,
@@ -171,7 +174,7 @@ impl<'a> Records<'a> {
 }
 
 /// The history annotation's text: the kept entries as they were written, then `newest`.
-fn history_text(kept: &[&RawValue], newest: &HistoryEntry) -> String {
+fn history_text(kept: &[&RawValue], newest: &impl Serialize) -> String {
     let room = kept.iter().map(|raw| raw.get().len() + 1).sum::<usize>() + 512;
     let mut text = Vec::with_capacity(room);
     text.push(b'[');
@@ -256,12 +259,12 @@ pub fn remember_patch(
 /// resourceVersion instead, which costs at worst one retry.
 pub fn record_ops(
     meta: &ObjectMeta,
-    entry: HistoryEntry,
+    entry: &impl Serialize,
     target: &str,
     now: Timestamp,
     window: SignedDuration,
 ) -> Vec<PatchOperation> {
-    Records::of(meta).record_ops(&entry, target, now, window)
+    Records::of(meta).record_ops(entry, target, now, window)
 }
 
 pub(super) fn annotation<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
@@ -306,7 +309,7 @@ mod tests {
             ..ObjectMeta::default()
         };
         for n in 0..7 {
-            meta = apply(&meta, record_ops(&meta, entry(n), "t", now, HOUR));
+            meta = apply(&meta, record_ops(&meta, &entry(n), "t", now, HOUR));
         }
         let h = history(&meta);
         assert_eq!(h.len(), HISTORY_LIMIT);
@@ -330,7 +333,7 @@ mod tests {
         };
         assert_eq!(Records::of(&meta).into_last(), Some(entry(1)));
 
-        let after = apply(&meta, record_ops(&meta, entry(2), "t", now, HOUR));
+        let after = apply(&meta, record_ops(&meta, &entry(2), "t", now, HOUR));
         let written = annotation(&after, HISTORY_ANNOTATION).unwrap();
         let newest = serde_json::to_string(&entry(2)).unwrap();
         assert_eq!(
@@ -349,7 +352,7 @@ mod tests {
         };
         for minutes in [0, 10, 20] {
             let now = t0 + SignedDuration::from_mins(minutes);
-            meta = apply(&meta, record_ops(&meta, entry(1), "t", now, HOUR));
+            meta = apply(&meta, record_ops(&meta, &entry(1), "t", now, HOUR));
         }
         let at = |m: i64| t0 + SignedDuration::from_mins(m);
         assert_eq!(recent_patches(&meta, None, "t", at(30), HOUR), 3);
@@ -357,7 +360,7 @@ mod tests {
         // The first patch leaves the window after an hour.
         assert_eq!(recent_patches(&meta, None, "t", at(65), HOUR), 2);
         // A different target starts a fresh count.
-        meta = apply(&meta, record_ops(&meta, entry(2), "u", at(31), HOUR));
+        meta = apply(&meta, record_ops(&meta, &entry(2), "u", at(31), HOUR));
         assert_eq!(recent_patches(&meta, None, "t", at(32), HOUR), 0);
         assert_eq!(recent_patches(&meta, None, "u", at(32), HOUR), 1);
         assert_eq!(meta.annotations.unwrap()["other"], "x");

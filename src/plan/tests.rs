@@ -1332,14 +1332,14 @@ fn reverted_at(
         let at = minutes_ago(*minutes);
         let entry = HistoryEntry {
             infrastructure_template: None,
-            time: at.to_string(),
-            release: Some(RELEASE.into()),
-            stream: "rhcos-4.21".into(),
+            time: &at.to_string(),
+            release: Some(&RELEASE.to_string()),
+            stream: &"rhcos-4.21".to_string(),
             boot_image: first.boot_image.change(),
             user_data_secret: first.user_data_secret.change(),
         };
         let window = options().hot_loop_window;
-        let ops = record::record_ops(&ms.metadata, entry, &first.target_key(), at, window);
+        let ops = record::record_ops(&ms.metadata, &entry, &first.target_key(), at, window);
         ms = apply(&ms, &ops);
     }
     Ok(ms)
