@@ -108,7 +108,7 @@ pub struct Decision {
     /// Of an Update: the change its patch records in the history annotation, which becomes
     /// the object's newest change once the patch is applied (see [`Decision::applied`]). Its
     /// boot image and stub secret changes are left out until then: they are `boot_image` and
-    /// `user_data_secret`, and copying images at every update was a twentieth of the planner's
+    /// `user_data_secret`, and copying images at every update was about 6% of the planner's
     /// work on Azure.
     #[serde(skip)]
     pub recorded: Option<Box<HistoryEntry>>,
