@@ -48,6 +48,18 @@ pub struct HistoryEntry<S = String, V = Value> {
 }
 
 impl HistoryEntry {
+    /// The same entry, borrowed: what is serialized when an entry is written out.
+    pub fn borrowed(&self) -> HistoryEntry<&String, &Value> {
+        HistoryEntry {
+            time: &self.time,
+            release: self.release.as_ref(),
+            stream: &self.stream,
+            boot_image: self.boot_image.as_ref().map(Change::as_ref),
+            user_data_secret: self.user_data_secret.as_ref().map(Change::as_ref),
+            infrastructure_template: self.infrastructure_template.as_ref().map(Change::as_ref),
+        }
+    }
+
     /// What the entry changed, as people read it: `boot image A -> B; stub secret C -> D`.
     pub fn describe_changes(&self) -> String {
         let image = self.boot_image.as_ref().map(|c| {
@@ -70,6 +82,15 @@ impl HistoryEntry {
 pub struct Change<T> {
     pub from: T,
     pub to: T,
+}
+
+impl<T> Change<T> {
+    pub fn as_ref(&self) -> Change<&T> {
+        Change {
+            from: &self.from,
+            to: &self.to,
+        }
+    }
 }
 
 /// Our patches to one target within the hot-loop window.

@@ -600,30 +600,28 @@ impl Planner<'_> {
             decided.infrastructure_template = None;
             return;
         }
-        let template = (decided.infrastructure_template.as_ref()).map(|t| record::Change {
-            from: &t.from,
-            to: &t.to,
-        });
-        let entry = HistoryEntry {
-            time: &self.now_text,
-            release: ready.golden.release_version.as_ref(),
-            stream: &stream.stream,
-            boot_image: decided.boot_image.change(),
-            user_data_secret: decided.user_data_secret.change(),
-            infrastructure_template: template.clone(),
-        };
-        let bookkeeping = (subject.records).record_ops(&entry, &target_key, now, window);
-        decided.recorded = Some(Box::new(HistoryEntry {
+        // What the change records besides its images, which are the decision's own values:
+        // the patch's entry borrows both, and the images join the record when it is applied.
+        let recorded = HistoryEntry {
             time: self.now_text.clone(),
             release: ready.golden.release_version.clone(),
             stream: stream.stream.clone(),
             boot_image: None,
             user_data_secret: None,
-            infrastructure_template: template.map(|t| record::Change {
-                from: t.from.clone(),
-                to: t.to.clone(),
+            infrastructure_template: (decided.infrastructure_template.as_ref()).map(|t| {
+                record::Change {
+                    from: t.from.clone(),
+                    to: t.to.clone(),
+                }
             }),
-        }));
+        };
+        let entry = HistoryEntry {
+            boot_image: decided.boot_image.change(),
+            user_data_secret: decided.user_data_secret.change(),
+            ..recorded.borrowed()
+        };
+        let bookkeeping = (subject.records).record_ops(&entry, &target_key, now, window);
+        decided.recorded = Some(Box::new(recorded));
         decided.patch.extend(bookkeeping);
         decided.action = Action::Update;
     }
