@@ -258,33 +258,17 @@ impl Plan {
             blocked,
             ..Plan::default()
         };
-        // Usually every decision is a MachineSet's: the list is then kept as it is, rather than
-        // each decision moved into a list that grows.
-        if decisions.iter().all(|d| d.kind == MachineKind::MachineSet) {
-            plan.machine_sets = decisions;
-        } else {
-            for decision in decisions {
-                match decision.kind {
-                    MachineKind::MachineSet => plan.machine_sets.push(decision),
-                    MachineKind::ControlPlaneMachineSet => {
-                        plan.control_plane_machine_sets.push(decision)
-                    }
-                    MachineKind::ClusterApiMachineSet => {
-                        plan.cluster_api_machine_sets.push(decision)
-                    }
-                    MachineKind::ClusterApiMachineDeployment => {
-                        plan.cluster_api_machine_deployments.push(decision)
-                    }
-                }
-            }
+        // Most decisions are MachineSets': they stay where they are, and only the others are
+        // moved out into their kinds' lists.
+        plan.machine_sets = decisions;
+        let others: Vec<Decision> = (plan.machine_sets)
+            .extract_if(.., |d| d.kind != MachineKind::MachineSet)
+            .collect();
+        for decision in others {
+            plan.of_mut(decision.kind).push(decision);
         }
-        for list in [
-            &mut plan.machine_sets,
-            &mut plan.control_plane_machine_sets,
-            &mut plan.cluster_api_machine_sets,
-            &mut plan.cluster_api_machine_deployments,
-        ] {
-            sort_by_name(list);
+        for kind in MachineKind::ALL {
+            sort_by_name(plan.of_mut(kind));
         }
         plan
     }
@@ -296,6 +280,16 @@ impl Plan {
             MachineKind::ControlPlaneMachineSet => &self.control_plane_machine_sets,
             MachineKind::ClusterApiMachineSet => &self.cluster_api_machine_sets,
             MachineKind::ClusterApiMachineDeployment => &self.cluster_api_machine_deployments,
+        }
+    }
+
+    /// The list of one kind, to add to.
+    fn of_mut(&mut self, kind: MachineKind) -> &mut Vec<Decision> {
+        match kind {
+            MachineKind::MachineSet => &mut self.machine_sets,
+            MachineKind::ControlPlaneMachineSet => &mut self.control_plane_machine_sets,
+            MachineKind::ClusterApiMachineSet => &mut self.cluster_api_machine_sets,
+            MachineKind::ClusterApiMachineDeployment => &mut self.cluster_api_machine_deployments,
         }
     }
 
