@@ -181,7 +181,7 @@ pub struct GcpImage {
 impl GcpImage {
     /// The reference a MachineSet's boot disk uses for this image.
     pub fn reference(&self) -> String {
-        format!("projects/{}/global/images/{}", self.project, self.name)
+        ["projects/", &self.project, "/global/images/", &self.name].concat()
     }
 }
 
@@ -275,8 +275,8 @@ impl GoldenStream {
     pub fn release(&self, arch: Arch, platform: &str) -> Option<&str> {
         self.arch(arch)?
             .artifacts
-            .get(platform)?
-            .get("release")?
+            .get(platform)
+            .and_then(|artifact| crate::json_pointer::field(artifact, "release"))?
             .as_str()
     }
 

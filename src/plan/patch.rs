@@ -112,8 +112,15 @@ pub fn pointer_under(base: &Pointer, relative: &str) -> PointerBuf {
 }
 
 /// `relative` under `base`, or `None` when `relative` is not a JSON Pointer.
+///
+/// Joined in one buffer of the right size (`Pointer::concat` copies `base` and then grows the
+/// copy: two allocations for every guarded value of every update). A pointer is empty or starts
+/// with `/`, so the joined text parses exactly when `relative` does.
 pub fn try_pointer_under(base: &Pointer, relative: &str) -> Option<PointerBuf> {
-    Some(base.concat(Pointer::parse(relative).ok()?))
+    if !(relative.is_empty() || relative.starts_with('/')) {
+        return None;
+    }
+    PointerBuf::parse([base.as_str(), relative].concat()).ok()
 }
 
 pub fn test_op(path: PointerBuf, value: Value) -> PatchOperation {
@@ -151,5 +158,22 @@ mod tests {
             pointer_under(Pointer::root(), "/ami/id").as_str(),
             "/ami/id"
         );
+        assert_eq!(pointer_under(base, "").as_str(), base.as_str());
+    }
+
+    /// What is not a JSON Pointer on its own is not one under a base either, although the
+    /// joined text of `ami/id` would read as one.
+    #[test]
+    fn a_relative_that_is_not_a_pointer_is_refused_under_any_base() {
+        let base = Pointer::from_static("/spec/template/spec/providerSpec/value");
+        for relative in ["ami/id", "/ami~2id", "/a~"] {
+            assert!(Pointer::parse(relative).is_err(), "{relative}");
+            assert_eq!(try_pointer_under(base, relative), None, "{relative}");
+            assert_eq!(
+                try_pointer_under(Pointer::root(), relative),
+                None,
+                "{relative}"
+            );
+        }
     }
 }

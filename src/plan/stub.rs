@@ -42,7 +42,7 @@ pub fn current_name(provider_spec: &Value) -> Option<&str> {
 
 /// The managed name for a stub secret, or `None` when it already is the managed one.
 pub fn managed_name(current: &str) -> Option<String> {
-    (!current.ends_with(MANAGED_SUFFIX)).then(|| format!("{current}{MANAGED_SUFFIX}"))
+    (!current.ends_with(MANAGED_SUFFIX)).then(|| [current, MANAGED_SUFFIX].concat())
 }
 
 /// The stub secret the planner must read for an object of `kind` whose stub is `current`: the

@@ -10,6 +10,7 @@ use super::{
     ImageOutcome, Input, PlatformRule, RuleContext, compare_single, invalid, not_in_stream,
 };
 use crate::ec2::facts::{self, AmiFacts, AmiOrigin, Answer, NoCandidate};
+use crate::json_pointer::field;
 use crate::reason::Reason;
 
 pub(super) struct Aws;
@@ -45,9 +46,9 @@ impl PlatformRule for Aws {
     }
 
     fn evaluate(&self, spec: &Value, ctx: &RuleContext<'_>) -> ImageOutcome {
-        let ami = spec.get("ami");
-        let Some(current) = ami.and_then(|a| a.get("id")).filter(|v| v.is_string()) else {
-            if ami.is_some_and(|a| a.get("arn").is_some() || a.get("filters").is_some()) {
+        let ami = field(spec, "ami");
+        let Some(current) = ami.and_then(|a| field(a, "id")).filter(|v| v.is_string()) else {
+            if ami.is_some_and(|a| field(a, "arn").is_some() || field(a, "filters").is_some()) {
                 return ImageOutcome::Skip {
                     reason: Reason::ImageNotById,
                     message: "the AMI is chosen by ARN or filters, not by id, so it cannot be \

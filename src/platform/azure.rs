@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 
 use super::{FieldChange, ImageOutcome, Input, PlatformRule, RuleContext, invalid, not_in_stream};
 use crate::arch::Arch;
+use crate::json_pointer::{field, map_field};
 use crate::reason::Reason;
 use crate::stream::AzureMarketplaceImage;
 
@@ -65,7 +66,7 @@ impl PlatformRule for Azure {
     }
 
     fn evaluate(&self, spec: &Value, ctx: &RuleContext<'_>) -> ImageOutcome {
-        let image = spec.get("image");
+        let image = field(spec, "image");
         if let Some(skip) = unsupported_machine(spec, ctx) {
             return skip;
         }
@@ -154,7 +155,7 @@ struct ImageFields<'a> {
 
 impl<'a> ImageFields<'a> {
     fn read(image: &'a Map<String, Value>) -> Result<Self, String> {
-        let field = |key: &str| match image.get(key) {
+        let field = |key: &str| match map_field(image, key) {
             None | Some(Value::Null) => Ok(""),
             Some(Value::String(s)) => Ok(s.as_str()),
             Some(other) => Err(format!(
