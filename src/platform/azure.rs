@@ -383,20 +383,6 @@ fn target_image(
     golden: &AzureMarketplaceImage,
     variant: &str,
 ) -> Map<String, Value> {
-    let mut target = current.clone();
-    for (key, value) in [
-        ("publisher", &golden.publisher),
-        ("offer", &golden.offer),
-        ("sku", &golden.sku),
-        ("version", &golden.version),
-    ] {
-        set(&mut target, key, value);
-    }
-    // The Azure machine controller uses resourceID whenever it is non-empty, so it must be
-    // cleared for the marketplace fields to take effect; an absent one stays absent.
-    if let Some(resource_id) = target.get_mut("resourceID") {
-        *resource_id = Value::String(String::new());
-    }
     // Paid images only boot with their purchase plan attached, which the machine controller
     // does only for MarketplaceWithPlan.
     let image_type = if variant == NO_PURCHASE_PLAN {
@@ -404,17 +390,44 @@ fn target_image(
     } else {
         "MarketplaceWithPlan"
     };
-    set(&mut target, "type", image_type);
+    let mut managed = [
+        ("publisher", golden.publisher.as_str()),
+        ("offer", &golden.offer),
+        ("sku", &golden.sku),
+        ("version", &golden.version),
+        ("type", image_type),
+    ]
+    .map(|(key, value)| (key, value, false));
+    // Fields are set in place in a copy of the object: every look-up or insert by key would
+    // hash it (SipHash, for serde_json's ordered maps), and each string is rewritten in the
+    // copy's own allocation.
+    let mut target = current.clone();
+    for (key, slot) in target.iter_mut() {
+        if let Some((_, value, seen)) = managed.iter_mut().find(|(k, _, _)| key == k) {
+            set_text(slot, value);
+            *seen = true;
+        } else if key == "resourceID" {
+            // The Azure machine controller uses resourceID whenever it is non-empty, so it must
+            // be cleared for the marketplace fields to take effect; an absent one stays absent.
+            set_text(slot, "");
+        }
+    }
+    for (key, value, seen) in managed {
+        if !seen {
+            target.insert(key.to_string(), Value::String(value.to_string()));
+        }
+    }
     target
 }
 
-/// Sets a field of an image, naming it anew only when it is absent.
-fn set(image: &mut Map<String, Value>, key: &str, value: &str) {
-    match image.get_mut(key) {
-        Some(slot) => *slot = Value::String(value.to_string()),
-        None => {
-            image.insert(key.to_string(), Value::String(value.to_string()));
+/// Makes `slot` the string `text`, reusing its allocation when it holds a string already.
+fn set_text(slot: &mut Value, text: &str) {
+    match slot {
+        Value::String(s) => {
+            s.clear();
+            s.push_str(text);
         }
+        other => *other = Value::String(text.to_string()),
     }
 }
 
