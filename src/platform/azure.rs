@@ -43,10 +43,10 @@ impl PlatformRule for Azure {
     /// The resourceID of an upload, else the marketplace URN `publisher:offer:sku:version`.
     fn display(&self, image: &Value) -> Option<String> {
         let o = image.as_object()?;
-        if !o.contains_key("publisher") && !o.contains_key("resourceID") {
+        let field = |k: &str| map_field(o, k).and_then(Value::as_str).unwrap_or_default();
+        if map_field(o, "publisher").is_none() && map_field(o, "resourceID").is_none() {
             return None;
         }
-        let field = |k: &str| o.get(k).and_then(Value::as_str).unwrap_or_default();
         Some(if field("resourceID").is_empty() {
             ["publisher", "offer", "sku", "version"]
                 .map(field)
@@ -125,10 +125,16 @@ impl PlatformRule for Azure {
                 current: Some(current),
             };
         };
-        let target = Value::Object(target_image(image, golden, variant));
-        if target == current {
+        let target = target_image(image, golden, variant);
+        // The target is the current object with fields rewritten in place and absent ones
+        // appended, so the two are equal exactly when they match field by field, in order
+        // (`==` would hash every key of one to find it in the other).
+        let unchanged = target.len() == image.len()
+            && (target.iter().zip(image)).all(|((k, v), (k0, v0))| k == k0 && v == v0);
+        if unchanged {
             return ImageOutcome::UpToDate { current };
         }
+        let target = Value::Object(target);
         ImageOutcome::Update {
             changes: vec![FieldChange {
                 // One change for the whole object: publisher, offer, sku, version and type only
