@@ -104,7 +104,7 @@ pub struct Decision {
     pub infrastructure_template: Option<Box<TemplateCopy>>,
     /// The newest change this controller recorded on the object, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub last_change: Option<Box<HistoryEntry>>,
+    pub last_change: Option<Box<record::LastChange>>,
     /// Of an Update: the change its patch records in the history annotation, which becomes
     /// the object's newest change once the patch is applied (see [`Decision::applied`]). Its
     /// boot image and stub secret changes are left out until then: they are `boot_image` and
@@ -167,7 +167,7 @@ impl Decision {
         if let Some(mut recorded) = self.recorded.take() {
             recorded.boot_image = boot_image;
             recorded.user_data_secret = user_data_secret;
-            self.last_change = Some(recorded);
+            self.last_change = Some(Box::new(recorded.into_last_change()));
         }
         self.patch = Vec::new();
         self.infrastructure_template = None;

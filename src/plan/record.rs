@@ -60,12 +60,35 @@ impl HistoryEntry {
         }
     }
 
+    /// The entry as a decision reports it, its images as JSON text (see [`LastChange`]).
+    pub fn into_last_change(self) -> LastChange {
+        HistoryEntry {
+            time: self.time,
+            release: self.release,
+            stream: self.stream,
+            boot_image: (self.boot_image).map(|c| Change {
+                from: RawJson::of(&c.from),
+                to: RawJson::of(&c.to),
+            }),
+            user_data_secret: self.user_data_secret,
+            infrastructure_template: self.infrastructure_template,
+        }
+    }
+}
+
+/// The newest change recorded on an object, as every decision reports it. Its images stay the
+/// JSON text they were written as: building them into trees (an Azure image is an object of
+/// five fields) was most of the cost of reading the entry, for every object with a history in
+/// every pass, and only the few changes a status message names are ever shown.
+pub type LastChange = HistoryEntry<String, RawJson>;
+
+impl<V: ShownAs> HistoryEntry<String, V> {
     /// What the entry changed, as people read it: `boot image A -> B; stub secret C -> D`.
     pub fn describe_changes(&self) -> String {
-        let image = self.boot_image.as_ref().map(|c| {
-            let shown = |v| display_image(Some(v));
-            format!("boot image {} -> {}", shown(&c.from), shown(&c.to))
-        });
+        let image = self
+            .boot_image
+            .as_ref()
+            .map(|c| format!("boot image {} -> {}", c.from.shown(), c.to.shown()));
         let secret =
             (self.user_data_secret.as_ref()).map(|c| format!("stub secret {} -> {}", c.from, c.to));
         let template = (self.infrastructure_template.as_ref())
@@ -75,6 +98,48 @@ impl HistoryEntry {
             .flatten()
             .collect::<Vec<_>>()
             .join("; ")
+    }
+}
+
+/// A recorded boot image, as people read it.
+pub trait ShownAs {
+    fn shown(&self) -> String;
+}
+
+impl ShownAs for Value {
+    fn shown(&self) -> String {
+        display_image(Some(self))
+    }
+}
+
+impl ShownAs for RawJson {
+    fn shown(&self) -> String {
+        match serde_json::from_str::<Value>(self.0.get()) {
+            Ok(image) => image.shown(),
+            Err(_) => self.0.get().to_string(),
+        }
+    }
+}
+
+/// JSON text kept as it was read, and compared as that text.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct RawJson(Box<RawValue>);
+
+impl RawJson {
+    /// `value` as compact JSON text, which is how the planner writes it into the history.
+    pub fn of(value: &Value) -> Self {
+        RawJson(serde_json::value::to_raw_value(value).expect("a JSON value serializes"))
+    }
+
+    pub fn get(&self) -> &str {
+        self.0.get()
+    }
+}
+
+impl PartialEq for RawJson {
+    fn eq(&self, other: &Self) -> bool {
+        self.get() == other.get()
     }
 }
 
@@ -147,7 +212,7 @@ impl<'a> Records<'a> {
     }
 
     /// The newest recorded change, if any and if it can be read.
-    pub fn into_last(self) -> Option<HistoryEntry> {
+    pub fn into_last(self) -> Option<LastChange> {
         let newest = *self.entries().last()?;
         serde_json::from_str(newest.get()).ok()
     }
@@ -322,6 +387,33 @@ mod tests {
         serde_json::from_value(doc["metadata"].clone()).unwrap()
     }
 
+    /// A decision's last change keeps its images as text, and reads, compares, prints and
+    /// serializes as the entry it was read from.
+    #[test]
+    fn a_last_change_reads_as_the_entry_it_was_read_from() {
+        let azure = serde_json::json!({
+            "publisher": "azureopenshift", "offer": "aro4", "sku": "aro_419",
+            "version": "419.6.20250101", "type": "MarketplaceWithPlan", "resourceID": ""
+        });
+        let written = HistoryEntry {
+            boot_image: Some(Change {
+                from: azure,
+                to: "ami-new".into(),
+            }),
+            ..entry(1)
+        };
+        let text = serde_json::to_string(&written).unwrap();
+        let read: LastChange = serde_json::from_str(&text).unwrap();
+        assert_eq!(read, written.clone().into_last_change());
+        assert_eq!(read.describe_changes(), written.describe_changes());
+        assert!(
+            (read.describe_changes()).contains("azureopenshift:aro4:aro_419:419.6.20250101"),
+            "{}",
+            read.describe_changes()
+        );
+        assert_eq!(serde_json::to_string(&read).unwrap(), text);
+    }
+
     #[test]
     fn history_is_bounded_and_ordered() {
         let now: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
@@ -352,7 +444,10 @@ mod tests {
             annotations: Some(BTreeMap::from([(HISTORY_ANNOTATION.into(), text)])),
             ..ObjectMeta::default()
         };
-        assert_eq!(Records::of(&meta).into_last(), Some(entry(1)));
+        assert_eq!(
+            Records::of(&meta).into_last(),
+            Some(entry(1).into_last_change())
+        );
 
         let after = apply(&meta, record_ops(&meta, &entry(2), "t", now, HOUR));
         let written = annotation(&after, HISTORY_ANNOTATION).unwrap();
@@ -361,7 +456,10 @@ mod tests {
             written,
             format!("[{newer_version},{unreadable},{readable},{newest}]")
         );
-        assert_eq!(Records::of(&after).into_last(), Some(entry(2)));
+        assert_eq!(
+            Records::of(&after).into_last(),
+            Some(entry(2).into_last_change())
+        );
     }
 
     #[test]

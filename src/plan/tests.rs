@@ -1649,7 +1649,7 @@ fn the_last_change_comes_from_the_history_annotation() {
     let history = serde_json::to_string(&[&older, &newer]).unwrap();
     let ms = machine_set("worker-a").annotate(record::HISTORY_ANNOTATION, &history);
     let entry = decide(&updatable(), ms.served());
-    assert_eq!(entry.last_change, Some(Box::new(newer)));
+    assert_eq!(entry.last_change, Some(Box::new(newer.into_last_change())));
     // It is reported whatever the decision.
     let skipped = machine_set("worker-a")
         .annotate(record::HISTORY_ANNOTATION, &history)
