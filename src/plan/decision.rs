@@ -151,6 +151,13 @@ impl Decision {
         }
     }
 
+    /// Drops what the decision would write: its operations, released rather than cleared (the
+    /// decision is kept until the next pass), and the template it would create.
+    pub(super) fn withdraw_writes(&mut self) {
+        self.patch = Vec::new();
+        self.infrastructure_template = None;
+    }
+
     /// What planning the object again decides once this Update's patch is applied: up to date,
     /// at the values the patch wrote, with the change it recorded as the newest. The API server
     /// accepted every `test` of the patch, so it stored exactly those values: the controller
@@ -169,8 +176,7 @@ impl Decision {
             recorded.user_data_secret = user_data_secret;
             self.last_change = Some(Box::new(recorded.into_last_change()));
         }
-        self.patch = Vec::new();
-        self.infrastructure_template = None;
+        self.withdraw_writes();
         self.message = with_warning(
             current_message(self.boot_image.current.as_ref()),
             self.warning.as_ref(),

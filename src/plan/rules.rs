@@ -593,18 +593,14 @@ impl Planner<'_> {
                 decided.message,
                 subject.kind,
             );
-            // Released rather than cleared: the decision is kept until the next pass.
-            decided.patch = Vec::new();
-            decided.infrastructure_template = None;
+            decided.withdraw_writes();
             return;
         }
         if let Some(hold) = &ready.hold {
             decided.action = Action::Skip;
             decided.reason = hold.reason;
             decided.message = format!("would update: {}; held: {}", decided.message, hold.message);
-            // Released rather than cleared: the decision is kept until the next pass.
-            decided.patch = Vec::new();
-            decided.infrastructure_template = None;
+            decided.withdraw_writes();
             return;
         }
         // What the change records besides its images, which are the decision's own values:
