@@ -68,12 +68,11 @@ impl<T: Clone> Values<T> {
         Some(record::Change { from, to })
     }
 
-    /// Makes the target current, and returns the change it recorded (as [`Values::change`]
-    /// saw it, now owned).
-    fn apply(&mut self) -> Option<record::Change<T>> {
-        let to = self.target.take()?;
-        let from = self.current.replace(to.clone());
-        from.map(|from| record::Change { from, to })
+    /// Makes the target current.
+    fn apply(&mut self) {
+        if let Some(to) = self.target.take() {
+            self.current = Some(to);
+        }
     }
 }
 
@@ -169,12 +168,18 @@ impl Decision {
         }
         self.action = Action::UpToDate;
         self.reason = Reason::UpToDate;
-        let boot_image = self.boot_image.apply();
-        let user_data_secret = self.user_data_secret.apply();
-        if let Some(mut recorded) = self.recorded.take() {
-            recorded.boot_image = boot_image;
-            recorded.user_data_secret = user_data_secret;
-            self.last_change = Some(Box::new(recorded.into_last_change()));
+        // The recorded changes are taken from the values before they are applied: the image's
+        // written straight as the text a last change keeps, without a copy of the image.
+        let boot_image = self.boot_image.change().map(|c| c.as_text());
+        let user_data_secret = self.user_data_secret.change().map(|c| c.cloned());
+        self.boot_image.apply();
+        self.user_data_secret.apply();
+        if let Some(recorded) = self.recorded.take() {
+            self.last_change = Some(Box::new(record::LastChange {
+                boot_image,
+                user_data_secret,
+                ..recorded.into_last_change()
+            }));
         }
         self.withdraw_writes();
         self.message = with_warning(

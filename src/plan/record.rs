@@ -66,10 +66,7 @@ impl HistoryEntry {
             time: self.time,
             release: self.release,
             stream: self.stream,
-            boot_image: (self.boot_image).map(|c| Change {
-                from: RawJson::of(&c.from),
-                to: RawJson::of(&c.to),
-            }),
+            boot_image: self.boot_image.as_ref().map(|c| c.as_ref().as_text()),
             user_data_secret: self.user_data_secret,
             infrastructure_template: self.infrastructure_template,
         }
@@ -154,6 +151,25 @@ impl<T> Change<T> {
         Change {
             from: &self.from,
             to: &self.to,
+        }
+    }
+}
+
+impl<T: Clone> Change<&T> {
+    pub fn cloned(&self) -> Change<T> {
+        Change {
+            from: self.from.clone(),
+            to: self.to.clone(),
+        }
+    }
+}
+
+impl Change<&Value> {
+    /// The change of a boot image as a [`LastChange`] keeps it: written as JSON text.
+    pub fn as_text(&self) -> Change<RawJson> {
+        Change {
+            from: RawJson::of(self.from),
+            to: RawJson::of(self.to),
         }
     }
 }
