@@ -413,8 +413,11 @@ fn target_image(
             set_text(slot, value);
             *seen = true;
         } else if key == "resourceID" {
-            // The Azure machine controller uses resourceID whenever it is non-empty, so it must
-            // be cleared for the marketplace fields to take effect; an absent one stays absent.
+            // A non-empty resourceID beside publisher, offer, sku or version is refused by the
+            // Machine API's admission webhook (openshift/machine-api-operator,
+            // pkg/webhooks/machine_webhook.go, `validateAzureImage`: "resourceID is already
+            // specified, other fields ... should not be set"), so it is cleared for the
+            // marketplace fields to take effect; an absent one stays absent.
             set_text(slot, "");
         }
     }
