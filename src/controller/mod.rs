@@ -63,6 +63,10 @@ const CONFLICT_RETRY: Duration = Duration::from_millis(500);
 const STATUS_MIN_INTERVAL: Duration = Duration::from_secs(1);
 /// How often the known-images file is checked for changes.
 const FILE_POLL: Duration = Duration::from_secs(10);
+/// How many objects a pass decides before it starts their patches and decides on: small
+/// enough that the first patch waits well under a millisecond for its turn, large enough that
+/// a pass with nothing to send pauses rarely (156 times at 10,000 MachineSets).
+const DECIDED_BETWEEN_SENDS: usize = 64;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -209,7 +213,7 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> Result<(), RunEr
             args.max_concurrent_patches,
             patcher.patching(),
         ),
-        patcher,
+        patcher: Arc::new(patcher),
         configurations: Api::all(client.clone()),
         known_images_api: Api::namespaced(client.clone(), &own_namespace),
         secrets: secrets::SecretWatches::new(
@@ -383,7 +387,8 @@ struct Controller {
     /// vSphere template imports (`--vsphere-template-imports`).
     vcenter: Option<vcenter::TemplateImports>,
     events: events::EventPublisher,
-    patcher: act::Patcher,
+    /// Shared with the pass's wave of patches, which runs while the pass updates the rest.
+    patcher: Arc<act::Patcher>,
     configurations: Api<MachineConfiguration>,
     known_images_api: Api<ConfigMap>,
     metrics: Metrics,
@@ -562,27 +567,46 @@ impl Controller {
             observed.snapshot.vcenter = imports.facts(&wanted, &vcenter::in_use(&observed));
         }
         let observed_at = Instant::now();
-        let decide::Decided {
-            mut decisions,
-            facts,
-        } = decide::decide(&observed, &scope, &options);
+        // A patch the API server refused waits for its retry even when a pass covers everything.
+        let now = Instant::now();
+        let patcher = Arc::clone(&self.patcher);
+        let mut wave = act::Wave::new(&patcher, self.args.max_concurrent_patches);
+        let mut deciding = decide::Deciding::new(&observed, &scope, &options);
+        let mut decisions = Vec::with_capacity(deciding.expected());
+        // Decided a few at a time, each few's patches started before the next are decided:
+        // the first patch of a rollout waits for its own decision, not for the whole fleet's.
+        loop {
+            let more = deciding.decide_some(DECIDED_BETWEEN_SENDS, &mut decisions);
+            wave.queue(&decisions);
+            let may_write = || self.may_write();
+            let deferred = |d: &Decision| self.deferred(d, now);
+            wave.progress(&mut decisions, &may_write, &deferred).await;
+            if !more {
+                break;
+            }
+            // Lets the client's tasks write the requests just started (on a busy runtime they
+            // wait behind this task otherwise).
+            tokio::task::yield_now().await;
+        }
+        let facts = deciding.facts();
         let decided_at = Instant::now();
+        let planned_templates = (decisions.iter())
+            .filter_map(|d| d.infrastructure_template.as_ref())
+            .map(|copy| copy.to.as_str())
+            .chain(wave.templates());
         let collectable = self.templates.candidates(
             &observed.snapshot.infrastructure_templates,
             &observed.cluster_api_machine_sets,
             &observed.cluster_api_machine_deployments,
-            &decisions,
+            planned_templates,
             options.now,
         );
         // The snapshot holds a copy of every watched object; release it before the patches.
         drop(observed);
         self.memory.remembered_patches = options.remembered_patches;
-        // A patch the API server refused waits for its retry even when a pass covers everything.
-        let now = Instant::now();
-        let announced = self.announce_rollout(&facts, &decisions, now);
+        let announced = self.announce_rollout(&facts, &decisions, |i| wave.writes(i), now);
         let may_write = || self.may_write();
         let deferred = |d: &Decision| self.deferred(d, now);
-        let concurrency = self.args.max_concurrent_patches;
         // The announcement travels beside the patches rather than before them: the first patch
         // waits for nothing, and Progressing=True is still written before the False that
         // `report` writes once every patch has returned.
@@ -592,13 +616,8 @@ impl Controller {
                 None => None,
             }
         };
-        let wave = act::act(
-            &self.patcher,
-            &mut decisions,
-            concurrency,
-            &may_write,
-            deferred,
-        );
+        let first_patch_at = wave.first_sent();
+        let wave = wave.finish(&mut decisions, &may_write, &deferred);
         let (outcomes, announcing) = tokio::join!(wave, announcing);
         let acted_at = Instant::now();
         if let (Some(write), Some(result)) = (announced, announcing) {
@@ -624,6 +643,7 @@ impl Controller {
             sent,
             observe_ms = ms(started, observed_at),
             decide_ms = ms(observed_at, decided_at),
+            first_patch_ms = first_patch_at.map(|at| ms(started, at)),
             act_ms = ms(decided_at, acted_at),
             report_ms = ms(acted_at, Instant::now()),
             "pass finished"
@@ -641,23 +661,24 @@ impl Controller {
         (self.memory.patch_retry.get(&d.key())).is_some_and(|due| *due > now)
     }
 
-    /// Before a wave of updates: the status write that says they are under way
+    /// Once a wave's updates are all decided: the status write that says they are under way
     /// (Progressing=True), if it changes anything. The results stay as they were until `report`:
     /// it compares each decision with the previous one to tell new errors and warnings.
     fn announce_rollout(
         &mut self,
         facts: &decide::PassFacts,
         decisions: &[Decision],
+        writes: impl Fn(usize) -> bool,
         now: Instant,
     ) -> Option<status_writer::StatusWrite> {
         if facts.blocked.is_some() || !self.may_write() {
             return None;
         }
         // Borrowed, not copied: at 10,000 MachineSets the wave is when memory peaks.
-        let rolling: BTreeMap<ObjectKey, &Decision> = (decisions.iter())
-            .filter(|d| d.action == Action::Update && !d.patch.is_empty())
-            .filter(|d| !self.deferred(d, now))
-            .map(|d| (d.key(), d))
+        let rolling: BTreeMap<ObjectKey, &Decision> = (decisions.iter().enumerate())
+            .filter(|(i, d)| d.action == Action::Update && writes(*i))
+            .filter(|(_, d)| !self.deferred(d, now))
+            .map(|(_, d)| (d.key(), d))
             .collect();
         if rolling.is_empty() {
             return None;

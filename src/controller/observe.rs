@@ -24,6 +24,16 @@ pub(super) struct Observation {
     pub cluster_api_machine_deployments: Vec<Arc<Lenient<ClusterApiMachineDeployment>>>,
 }
 
+impl Observation {
+    /// How many machine resources of every kind it holds.
+    pub fn len(&self) -> usize {
+        self.machine_sets.len()
+            + self.control_plane_machine_sets.len()
+            + self.cluster_api_machine_sets.len()
+            + self.cluster_api_machine_deployments.len()
+    }
+}
+
 /// Reads the stores, and first starts watching every managed stub secret a machine resource
 /// would point at, so that the snapshot holds the secrets the planner verifies.
 pub(super) async fn observe(

@@ -13,7 +13,6 @@ use tracing::{info, warn};
 use super::lenient::Lenient;
 use crate::api_client;
 use crate::machine_kind::MachineObject;
-use crate::plan::Decision;
 use crate::plan::infrastructure::{self, AWS_MACHINE_TEMPLATE, Collectable, Templates, Unused};
 
 pub(super) struct TemplateCollector {
@@ -38,15 +37,15 @@ impl TemplateCollector {
 
     /// Our templates that no Cluster API MachineSet or MachineDeployment references, judged
     /// from one pass's snapshot; none while one of them cannot be read (what it references is
-    /// unknown). The templates `decisions` are about to point MachineSets at count as
+    /// unknown). The templates this pass points MachineSets at (`planned`) count as
     /// referenced: a copy left over from an earlier attempt is reused by the create that
     /// precedes the patch, and the snapshot does not show the MachineSet on it yet.
-    pub fn candidates<A: MachineObject, B: MachineObject>(
+    pub fn candidates<'a, A: MachineObject, B: MachineObject>(
         &mut self,
-        templates: &Templates,
-        machine_sets: &[Arc<Lenient<A>>],
-        machine_deployments: &[Arc<Lenient<B>>],
-        decisions: &[Decision],
+        templates: &'a Templates,
+        machine_sets: &'a [Arc<Lenient<A>>],
+        machine_deployments: &'a [Arc<Lenient<B>>],
+        planned: impl IntoIterator<Item = &'a str>,
         now: jiff::Timestamp,
     ) -> Collectable {
         let (Some(sets), Some(deployments)) =
@@ -54,10 +53,6 @@ impl TemplateCollector {
         else {
             return Collectable::default();
         };
-        let planned = decisions
-            .iter()
-            .filter_map(|d| d.infrastructure_template.as_ref())
-            .map(|copy| copy.to.as_str());
         let references = sets.into_iter().chain(deployments).chain(planned);
         let collectable = infrastructure::unused_copies(templates, references, now, self.grace);
         self.due = collectable.next.map(|at| {
@@ -110,8 +105,8 @@ fn references<M: MachineObject>(objects: &[Arc<Lenient<M>>]) -> Option<Vec<&str>
 mod tests {
     use super::*;
     use crate::api::{ClusterApiMachineDeployment, ClusterApiMachineSet};
-    use crate::plan::Action;
     use crate::plan::infrastructure::{CREATED_BY_LABEL, CREATED_BY_VALUE, TemplateCopy};
+    use crate::plan::{Action, Decision};
     use crate::reason::Reason;
     use crate::testkit::cluster_api::aws_machine_template;
     use crate::testkit::decisions::decision;
@@ -146,7 +141,10 @@ mod tests {
         let grace = std::time::Duration::from_secs(600);
         let mut collector = TemplateCollector::new(&client, "openshift-cluster-api", grace);
         let mut unused = |decisions: &[Decision]| {
-            let found = collector.candidates(&templates, &sets, &deployments, decisions, now);
+            let planned = (decisions.iter())
+                .filter_map(|d| d.infrastructure_template.as_ref())
+                .map(|copy| copy.to.as_str());
+            let found = collector.candidates(&templates, &sets, &deployments, planned, now);
             found.unused.into_iter().map(|u| u.name).collect::<Vec<_>>()
         };
 
