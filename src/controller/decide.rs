@@ -146,3 +146,123 @@ impl<'a> Deciding<'a> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::Value;
+
+    use super::*;
+    use crate::names::MACHINE_API_NAMESPACE;
+    use crate::testkit::objects::{self, control_plane_machine_set};
+    use crate::testkit::snapshot::{ClusterChanges, cluster_snapshot};
+    use crate::testkit::streams::{self, AMI_420_US_EAST_1, AMI_421_US_EAST_1};
+
+    fn stored<K>(object: Value) -> Arc<Lenient<K>>
+    where
+        Lenient<K>: serde::de::DeserializeOwned,
+    {
+        Arc::new(serde_json::from_str(&object.to_string()).unwrap())
+    }
+
+    /// Seven outdated, current and unreadable MachineSets and a ControlPlaneMachineSet.
+    fn observation() -> Observation {
+        let ns = MACHINE_API_NAMESPACE;
+        let snapshot = cluster_snapshot(
+            "AWS",
+            "4.21.0",
+            &streams::stream_421_all_platforms().to_string(),
+        )
+        .stub_secret(ns, "worker-user-data-managed", "3.2.0")
+        .stub_secret(ns, "master-user-data-managed", "3.2.0")
+        .build();
+        let machine_set = |i: usize| {
+            let name = format!("worker-{i}");
+            let ms = objects::machine_set(ns, &name);
+            let ms = if i % 3 == 0 {
+                ms.ami(AMI_421_US_EAST_1)
+                    .user_data("worker-user-data-managed")
+            } else {
+                ms.ami(AMI_420_US_EAST_1)
+            };
+            let mut object = ms.build();
+            if i == 4 {
+                object["spec"]["template"]["spec"]["providerSpec"] = "not an object".into();
+            }
+            stored(object)
+        };
+        Observation {
+            snapshot,
+            machine_sets: (0..7).map(machine_set).collect(),
+            control_plane_machine_sets: vec![stored(control_plane_machine_set(
+                ns,
+                AMI_420_US_EAST_1,
+            ))],
+            cluster_api_machine_sets: Vec::new(),
+            cluster_api_machine_deployments: Vec::new(),
+        }
+    }
+
+    /// The decisions and what reporting learns, deciding `at_once` objects at a time.
+    fn decide(
+        observed: &Observation,
+        scope: &Scope,
+        at_once: usize,
+    ) -> (Vec<Decision>, Vec<ObjectKey>, Option<BTreeSet<ObjectKey>>) {
+        let options = Options::default();
+        let mut deciding = Deciding::new(observed, scope, &options);
+        let mut decisions = Vec::with_capacity(deciding.expected());
+        let mut calls = 0;
+        while deciding.decide_some(at_once, &mut decisions) {
+            calls += 1;
+            assert!(calls <= observed.len() + 1, "deciding never ends");
+        }
+        let facts = deciding.facts();
+        (decisions, facts.gone, facts.live)
+    }
+
+    #[test]
+    fn deciding_a_few_at_a_time_decides_what_deciding_all_at_once_does() {
+        let observed = observation();
+        let key = |kind, name: &str| ObjectKey {
+            kind,
+            name: name.to_string(),
+        };
+        let some = Scope {
+            all: false,
+            keys: [
+                key(MachineKind::MachineSet, "worker-1"),
+                key(MachineKind::MachineSet, "worker-4"),
+                key(MachineKind::MachineSet, "deleted-meanwhile"),
+                key(MachineKind::ControlPlaneMachineSet, "cluster"),
+            ]
+            .into(),
+        };
+        for scope in [Scope::everything(), some] {
+            let (decisions, gone, live) = decide(&observed, &scope, usize::MAX);
+            let expected = if scope.all { 8 } else { 3 };
+            assert_eq!(decisions.len(), expected);
+            let actions: BTreeSet<_> = decisions.iter().map(|d| d.action).collect();
+            assert!(actions.len() > 1, "a mix of actions: {actions:?}");
+            let all_keys: BTreeSet<_> = (observed
+                .machine_sets
+                .iter()
+                .map(|ms| key(MachineKind::MachineSet, ms.meta().name.as_deref().unwrap())))
+            .chain([key(MachineKind::ControlPlaneMachineSet, "cluster")])
+            .collect();
+            assert_eq!(live, scope.all.then_some(all_keys));
+            let deleted = key(MachineKind::MachineSet, "deleted-meanwhile");
+            assert_eq!(
+                gone,
+                (!scope.all)
+                    .then_some(deleted)
+                    .into_iter()
+                    .collect::<Vec<_>>()
+            );
+            for at_once in [1, 2, 3, 7, 8, 64] {
+                let few = decide(&observed, &scope, at_once);
+                assert_eq!(few.0, decisions, "{at_once} at a time");
+                assert_eq!((few.1, few.2), (gone.clone(), live.clone()));
+            }
+        }
+    }
+}
