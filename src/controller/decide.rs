@@ -178,7 +178,7 @@ mod tests {
         let machine_set = |i: usize| {
             let name = format!("worker-{i}");
             let ms = objects::machine_set(ns, &name);
-            let ms = if i % 3 == 0 {
+            let ms = if i.is_multiple_of(3) {
                 ms.ami(AMI_421_US_EAST_1)
                     .user_data("worker-user-data-managed")
             } else {
