@@ -39,7 +39,7 @@ pub(super) enum Outcome {
 
 /// A decision and what became of it.
 pub(super) struct Applied {
-    pub decision: Decision,
+    pub decision: Box<Decision>,
     pub outcome: Outcome,
 }
 
@@ -205,7 +205,7 @@ impl<'p> Wave<'p> {
     }
 
     /// Takes in the decisions made since the last call (those past the ones it knows).
-    pub fn queue(&mut self, decisions: &[Decision]) {
+    pub fn queue(&mut self, decisions: &[Box<Decision>]) {
         let known = self.outcomes.len();
         for (i, decision) in decisions.iter().enumerate().skip(known) {
             let writes = !decision.patch.is_empty();
@@ -236,7 +236,7 @@ impl<'p> Wave<'p> {
     /// without waiting for any.
     pub async fn progress(
         &mut self,
-        decisions: &mut [Decision],
+        decisions: &mut [Box<Decision>],
         may_write: &dyn Fn() -> bool,
         deferred: &dyn Fn(&Decision) -> bool,
     ) {
@@ -253,7 +253,7 @@ impl<'p> Wave<'p> {
     /// Sends the rest and says how each decision's patch went, in the order of `decisions`.
     pub async fn finish(
         mut self,
-        decisions: &mut [Decision],
+        decisions: &mut [Box<Decision>],
         may_write: &dyn Fn() -> bool,
         deferred: &dyn Fn(&Decision) -> bool,
     ) -> Vec<Outcome> {
@@ -271,7 +271,7 @@ impl<'p> Wave<'p> {
 
     fn start(
         &mut self,
-        decisions: &mut [Decision],
+        decisions: &mut [Box<Decision>],
         may_write: &dyn Fn() -> bool,
         deferred: &dyn Fn(&Decision) -> bool,
     ) {

@@ -85,7 +85,11 @@ impl<'a> Deciding<'a> {
 
     /// Looks at up to `count` more objects, pushing a decision for each the pass covers.
     /// False once every object has been looked at.
-    pub fn decide_some(&mut self, count: usize, decisions: &mut Vec<Decision>) -> bool {
+    #[expect(
+        clippy::vec_box,
+        reason = "boxed so that reporting moves each decision into the results without a copy"
+    )]
+    pub fn decide_some(&mut self, count: usize, decisions: &mut Vec<Box<Decision>>) -> bool {
         let mut left = count;
         while left > 0 {
             let observed = self.observed;
@@ -107,11 +111,12 @@ impl<'a> Deciding<'a> {
 
     /// Decides up to `count` objects of one kind from where the last call stopped; returns how
     /// many it looked at (fewer than `count` when the kind has no more).
+    #[expect(clippy::vec_box, reason = "as in `decide_some`")]
     fn decide_kind<M: MachineObject + Resource<DynamicType = ()> + Clone>(
         &mut self,
         objects: &[Arc<Lenient<M>>],
         count: usize,
-        decisions: &mut Vec<Decision>,
+        decisions: &mut Vec<Box<Decision>>,
     ) -> usize {
         let batch = objects.iter().skip(self.next).take(count);
         let mut looked = 0;
@@ -122,7 +127,7 @@ impl<'a> Deciding<'a> {
             };
             if self.scope.covers(&key) {
                 let input = object.input();
-                decisions.push(self.planner.decide(input.as_ref().copied()));
+                decisions.push(Box::new(self.planner.decide(input.as_ref().copied())));
             }
             self.live.insert(key);
             looked += 1;
@@ -217,6 +222,7 @@ mod tests {
             assert!(calls <= observed.len() + 1, "deciding never ends");
         }
         let facts = deciding.facts();
+        let decisions = decisions.into_iter().map(|d| *d).collect();
         (decisions, facts.gone, facts.live)
     }
 

@@ -404,8 +404,11 @@ struct Controller {
 /// What the controller remembers from one pass to the next.
 #[derive(Default)]
 struct Memory {
-    /// The latest reported decision for every machine resource.
-    results: BTreeMap<ObjectKey, Decision>,
+    /// The latest reported decision for every machine resource. Boxed: a pass's decisions
+    /// move in without a copy, and the map's nodes hold pointers rather than 376-byte
+    /// decisions (at 10,000 MachineSets, 6 MB of nodes beside the pass's own vector at the
+    /// peak of a wave).
+    results: BTreeMap<ObjectKey, Box<Decision>>,
     /// Resources to retry: attempts so far and when.
     backoff: HashMap<ObjectKey, (u32, Instant)>,
     /// Patches that conflicted, by object, in a row.
@@ -667,7 +670,7 @@ impl Controller {
     fn announce_rollout(
         &mut self,
         facts: &decide::PassFacts,
-        decisions: &[Decision],
+        decisions: &[Box<Decision>],
         writes: impl Fn(usize) -> bool,
         now: Instant,
     ) -> Option<status_writer::StatusWrite> {
@@ -678,7 +681,7 @@ impl Controller {
         let rolling: BTreeMap<ObjectKey, &Decision> = (decisions.iter().enumerate())
             .filter(|(i, d)| d.action == Action::Update && writes(*i))
             .filter(|(_, d)| !self.deferred(d, now))
-            .map(|(_, d)| (d.key(), d))
+            .map(|(_, d)| (d.key(), &**d))
             .collect();
         if rolling.is_empty() {
             return None;
@@ -691,7 +694,7 @@ impl Controller {
     /// [`Options::remembered_patches`]), forgetting what left the window.
     fn remember_patches(
         &mut self,
-        decisions: &[Decision],
+        decisions: &[Box<Decision>],
         outcomes: &[act::Outcome],
         now: Timestamp,
         window: SignedDuration,

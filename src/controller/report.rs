@@ -73,11 +73,10 @@ impl Controller {
             }
             // Patched: reported as planning the patched object will decide, so status says
             // the rollout is done without waiting for the watch to echo every patch.
-            let reported = if updated {
-                reported.applied()
-            } else {
-                reported
-            };
+            let mut reported = reported;
+            if updated {
+                reported.apply();
+            }
             self.memory.results.insert(reported.key(), reported);
         }
         self.warn_of_legacy_pause();
@@ -87,7 +86,7 @@ impl Controller {
             (g.stream.stream.as_str(), release)
         });
         self.metrics.observe_plan(
-            self.memory.results.values(),
+            self.memory.results.values().map(|d| &**d),
             self.memory.last_blocked.as_ref(),
             golden,
         );
@@ -286,7 +285,7 @@ fn error_notice(reason: Reason) -> Notice {
 /// keeps changing the object between our read and our write.
 const CONFLICT_LIMIT: u32 = 5;
 
-fn reported(applied: Applied, conflicts_in_a_row: u32) -> Decision {
+fn reported(applied: Applied, conflicts_in_a_row: u32) -> Box<Decision> {
     let Applied {
         mut decision,
         outcome,

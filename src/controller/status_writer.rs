@@ -52,7 +52,7 @@ impl Controller {
         let mc = self.stores.machine_configuration(name)?;
         let decisions: Vec<&Decision> = (self.memory.results.iter())
             .filter(|(key, _)| !pending.contains_key(*key))
-            .map(|(_, decision)| decision)
+            .map(|(_, decision)| &**decision)
             .chain(pending.values().copied())
             .collect();
         let mut desired = status::desired(&status::StatusInput {

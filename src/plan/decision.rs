@@ -163,8 +163,15 @@ impl Decision {
     /// reports the rollout from the patch responses instead of waiting for the watch to echo
     /// every patched object (a test checks this against planning the patched object).
     pub fn applied(mut self) -> Decision {
+        self.apply();
+        self
+    }
+
+    /// Makes this decision [`Decision::applied`] where it is (the controller keeps its
+    /// decisions boxed, and moving one out and back would allocate it again).
+    pub fn apply(&mut self) {
         if self.action != Action::Update {
-            return self;
+            return;
         }
         self.action = Action::UpToDate;
         self.reason = Reason::UpToDate;
@@ -186,7 +193,6 @@ impl Decision {
             current_message(self.boot_image.current.as_ref()),
             self.warning.as_ref(),
         );
-        self
     }
 
     pub fn key(&self) -> ObjectKey {
