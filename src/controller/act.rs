@@ -85,16 +85,16 @@ impl Patcher {
     /// Sends one decision's operations to its object, after creating the template they point
     /// at, if any. Everything it sends is its own: the decision it came from may grow and move
     /// in its vector while this is in flight.
-    async fn send(&self, send: Outgoing) -> Outcome {
-        if let Some(copy) = &send.template
+    async fn send(&self, outgoing: Outgoing) -> Outcome {
+        if let Some(copy) = &outgoing.template
             && let Err(outcome) = self.create_template(copy).await
         {
             return outcome;
         }
-        let patch = Patch::Json::<()>(json_patch::Patch(send.ops));
-        let api = &self.apis[&send.kind];
+        let patch = Patch::Json::<()>(json_patch::Patch(outgoing.ops));
+        let api = &self.apis[&outgoing.kind];
         let params = api_client::patch_params();
-        let sent = api.patch(&send.name, &params, &patch);
+        let sent = api.patch(&outgoing.name, &params, &patch);
         match api_client::bounded(sent).await {
             Ok(_) => Outcome::Patched,
             Err(kube::Error::Api(status)) => classify(&status),
@@ -297,7 +297,7 @@ impl<'p> Wave<'p> {
             if let Some(copy) = &template {
                 self.templates.push(copy.to.clone());
             }
-            let send = Outgoing {
+            let outgoing = Outgoing {
                 kind: decision.kind,
                 name: decision.name.clone(),
                 ops: std::mem::take(&mut decision.patch),
@@ -305,7 +305,7 @@ impl<'p> Wave<'p> {
             };
             let patcher = self.patcher;
             self.in_flight
-                .push(Box::pin(async move { (i, patcher.send(send).await) }));
+                .push(Box::pin(async move { (i, patcher.send(outgoing).await) }));
         }
     }
 }
