@@ -498,21 +498,17 @@ impl Planner<'_> {
             target = None;
         }
         let image_changes = image.values.target.is_some();
-        decided.boot_image = image.values;
-        decided.user_data_secret = Values {
-            current: current.clone(),
-            target: target.clone(),
-        };
         // The secret to check: the one we would point at, or (where the name never changes) the
         // current one, which the new image must be able to boot from.
         let checked = if subject.kind.may_change_stub_secret() {
-            target.clone()
+            target.as_deref()
         } else {
-            current.clone().filter(|_| image_changes)
+            current.as_deref().filter(|_| image_changes)
         };
-        if let Some(name) = &checked
-            && let Err((reason, message)) = self.verify_stub(subject, name)
-        {
+        let verdict = checked.map(|name| self.verify_stub(subject, name));
+        decided.boot_image = image.values;
+        if let Some(Err((reason, message))) = verdict {
+            decided.user_data_secret = Values { current, target };
             decided.action = Action::Error;
             decided.reason = reason;
             decided.message = message;
@@ -520,11 +516,15 @@ impl Planner<'_> {
         }
         decided.patch = image.ops;
         decided.infrastructure_template = image.template.map(Box::new);
-        if let (Some(from), Some(to)) = (current, target) {
+        // The decision keeps the names and the patch gets its own copies, made only when the
+        // name changes.
+        if let (Some(from), Some(to)) = (&current, &target) {
             decided.patch.reserve(OPS_AFTER_THE_IMAGE);
             let path = pointer_under(subject.kind.provider_spec_path(), stub::NAME_POINTER);
-            (decided.patch).extend(guarded_replace_at(path, from.into(), to.into()));
+            let (from, to) = (from.as_str().into(), to.as_str().into());
+            (decided.patch).extend(guarded_replace_at(path, from, to));
         }
+        decided.user_data_secret = Values { current, target };
         if decided.patch.is_empty() {
             decided.message = current_message(decided.boot_image.current.as_ref());
         }
