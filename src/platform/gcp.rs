@@ -72,7 +72,7 @@ impl PlatformRule for Gcp {
         let disks = field(spec, "disks").and_then(Value::as_array);
         let count = disks.map_or(0, Vec::len);
         (0..count)
-            .map(|i| Input::at(spec, &disk_pointer(i, "boot")))
+            .map(|i| Input::at(spec, disk_pointer(i, "boot")))
             .collect()
     }
 
@@ -121,7 +121,7 @@ impl PlatformRule for Gcp {
             .iter()
             .filter(|(_, image)| **image != target)
             .map(|(i, image)| FieldChange {
-                pointer: disk_image_pointer(*i),
+                pointer: disk_image_pointer(*i).into(),
                 from: (*image).clone(),
                 to: target.clone(),
             })

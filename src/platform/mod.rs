@@ -11,6 +11,7 @@ mod azure;
 mod gcp;
 pub mod vsphere;
 
+use std::borrow::Cow;
 use std::fmt;
 
 use serde_json::Value;
@@ -136,11 +137,14 @@ pub struct RuleContext<'a> {
     pub vcenter: &'a crate::vcenter::VcenterFacts,
 }
 
+/// A JSON Pointer relative to `providerSpec.value`, e.g. `/ami/id`. Most are constants and
+/// borrowed as such; GCP's name a disk by its index.
+pub type Pointer = Cow<'static, str>;
+
 /// One value to replace inside the provider spec.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FieldChange {
-    /// JSON Pointer relative to `providerSpec.value`, e.g. `/ami/id`.
-    pub pointer: String,
+    pub pointer: Pointer,
     pub from: Value,
     pub to: Value,
 }
@@ -213,16 +217,15 @@ pub trait PlatformRule: Sync {
 /// resourceVersion).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Input {
-    pub pointer: String,
+    pub pointer: Pointer,
     pub value: Option<Value>,
 }
 
 impl Input {
-    pub fn at(provider_spec: &Value, pointer: &str) -> Self {
-        Input {
-            pointer: pointer.to_string(),
-            value: crate::json_pointer::get(provider_spec, pointer).cloned(),
-        }
+    pub fn at(provider_spec: &Value, pointer: impl Into<Pointer>) -> Self {
+        let pointer = pointer.into();
+        let value = crate::json_pointer::get(provider_spec, &pointer).cloned();
+        Input { pointer, value }
     }
 }
 
@@ -270,7 +273,7 @@ impl fmt::Display for ShownImage<'_> {
 /// Compares a current value with the target and builds the outcome for a single field.
 ///
 /// Shared by rules whose image is one string at one place (AWS `ami.id`, GCP boot disks).
-fn compare_single(current: &Value, target: Value, pointers: Vec<String>) -> ImageOutcome {
+fn compare_single(current: &Value, target: Value, pointers: Vec<Pointer>) -> ImageOutcome {
     if *current == target {
         return ImageOutcome::UpToDate {
             current: current.clone(),
@@ -404,7 +407,7 @@ mod tests {
                 .image_locations(&spec, &target)
                 .expect("the image is found");
             let pointers: Vec<&str> = located.iter().map(|(p, _)| p.as_str()).collect();
-            let changed: Vec<&str> = changes.iter().map(|c| c.pointer.as_str()).collect();
+            let changed: Vec<&str> = changes.iter().map(|c| &*c.pointer).collect();
             assert_eq!(pointers, changed, "{platform:?}");
             assert!(located.iter().all(|(_, v)| *v == target), "{platform:?}");
             let shown = display_image(Some(&target));

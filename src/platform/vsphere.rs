@@ -329,7 +329,7 @@ impl PlatformRule for VSphere {
     fn decision_inputs(&self, spec: &Value) -> Vec<Input> {
         WORKSPACE_INPUTS
             .iter()
-            .map(|pointer| Input::at(spec, pointer))
+            .map(|pointer| Input::at(spec, *pointer))
             .collect()
     }
 }
@@ -536,7 +536,7 @@ mod tests {
                 VSphere.evaluate(&spec, &cluster.ctx(Arch::Amd64))
             {
                 proptest::prop_assert_eq!(changes.len(), 1);
-                proptest::prop_assert_eq!(changes[0].pointer.as_str(), "/template");
+                proptest::prop_assert_eq!(&*changes[0].pointer, "/template");
                 proptest::prop_assert_eq!(spec.get("template"), Some(&changes[0].from));
                 proptest::prop_assert_eq!(target, Value::from(ours()));
             }

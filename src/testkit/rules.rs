@@ -100,7 +100,7 @@ pub fn single_update(pointer: &str, from: &str, to: &str) -> ImageOutcome {
         current: json!(from),
         target: json!(to),
         changes: vec![FieldChange {
-            pointer: pointer.into(),
+            pointer: pointer.to_string().into(),
             from: json!(from),
             to: json!(to),
         }],
@@ -120,5 +120,5 @@ pub fn changed_pointers(outcome: &ImageOutcome) -> Vec<&str> {
     let ImageOutcome::Update { changes, .. } = outcome else {
         panic!("expected an update, got {outcome:?}");
     };
-    changes.iter().map(|c| c.pointer.as_str()).collect()
+    changes.iter().map(|c| &*c.pointer).collect()
 }
