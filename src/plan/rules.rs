@@ -507,8 +507,8 @@ impl Planner<'_> {
         };
         let verdict = checked.map(|name| self.verify_stub(subject, name));
         decided.boot_image = image.values;
+        decided.user_data_secret = Values { current, target };
         if let Some(Err((reason, message))) = verdict {
-            decided.user_data_secret = Values { current, target };
             decided.action = Action::Error;
             decided.reason = reason;
             decided.message = message;
@@ -518,13 +518,14 @@ impl Planner<'_> {
         decided.infrastructure_template = image.template.map(Box::new);
         // The decision keeps the names and the patch gets its own copies, made only when the
         // name changes.
-        if let (Some(from), Some(to)) = (&current, &target) {
-            decided.patch.reserve(OPS_AFTER_THE_IMAGE);
+        let stub_ops = decided.user_data_secret.change().map(|change| {
             let path = pointer_under(subject.kind.provider_spec_path(), stub::NAME_POINTER);
-            let (from, to) = (from.as_str().into(), to.as_str().into());
-            (decided.patch).extend(guarded_replace_at(path, from, to));
+            guarded_replace_at(path, change.from.as_str().into(), change.to.as_str().into())
+        });
+        if let Some(ops) = stub_ops {
+            decided.patch.reserve(OPS_AFTER_THE_IMAGE);
+            decided.patch.extend(ops);
         }
-        decided.user_data_secret = Values { current, target };
         if decided.patch.is_empty() {
             decided.message = current_message(decided.boot_image.current.as_ref());
         }
