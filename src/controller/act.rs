@@ -185,8 +185,8 @@ pub(super) struct Wave<'p> {
     writes: Vec<bool>,
     /// When the first patch started.
     first_sent: Option<tokio::time::Instant>,
-    /// The templates the started patches point at: they count as referenced for the rest of
-    /// the pass, though their decisions no longer hold them.
+    /// The templates the pass's patches point at: they count as referenced for the rest of the
+    /// pass, though a started patch takes its template out of its decision.
     templates: Vec<String>,
 }
 
@@ -212,6 +212,9 @@ impl<'p> Wave<'p> {
             if writes {
                 self.queued.push_back(i);
             }
+            if let Some(copy) = &decision.infrastructure_template {
+                self.templates.push(copy.to.clone());
+            }
             self.writes.push(writes);
             self.outcomes.push(Outcome::NothingToSend);
         }
@@ -227,7 +230,7 @@ impl<'p> Wave<'p> {
         self.first_sent
     }
 
-    /// The templates of the patches already started.
+    /// The templates the decisions so far point MachineSets at.
     pub fn templates(&self) -> impl Iterator<Item = &str> {
         self.templates.iter().map(String::as_str)
     }
@@ -293,15 +296,11 @@ impl<'p> Wave<'p> {
             self.patcher
                 .patching
                 .send_if_modified(|patching| !std::mem::replace(patching, true));
-            let template = decision.infrastructure_template.take();
-            if let Some(copy) = &template {
-                self.templates.push(copy.to.clone());
-            }
             let outgoing = Outgoing {
                 kind: decision.kind,
                 name: decision.name.clone(),
                 ops: std::mem::take(&mut decision.patch),
-                template,
+                template: decision.infrastructure_template.take(),
             };
             let patcher = self.patcher;
             self.in_flight

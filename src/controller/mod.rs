@@ -576,13 +576,13 @@ impl Controller {
         let mut wave = act::Wave::new(&patcher, self.args.max_concurrent_patches);
         let mut deciding = decide::Deciding::new(&observed, &scope, &options);
         let mut decisions = Vec::with_capacity(deciding.expected());
+        let may_write = || self.may_write();
+        let deferred = |d: &Decision| self.deferred(d, now);
         // Decided a few at a time, each few's patches started before the next are decided:
         // the first patch of a rollout waits for its own decision, not for the whole fleet's.
         loop {
             let more = deciding.decide_some(DECIDED_BETWEEN_SENDS, &mut decisions);
             wave.queue(&decisions);
-            let may_write = || self.may_write();
-            let deferred = |d: &Decision| self.deferred(d, now);
             wave.progress(&mut decisions, &may_write, &deferred).await;
             if !more {
                 break;
@@ -593,15 +593,11 @@ impl Controller {
         }
         let facts = deciding.facts();
         let decided_at = Instant::now();
-        let planned_templates = (decisions.iter())
-            .filter_map(|d| d.infrastructure_template.as_ref())
-            .map(|copy| copy.to.as_str())
-            .chain(wave.templates());
         let collectable = self.templates.candidates(
             &observed.snapshot.infrastructure_templates,
             &observed.cluster_api_machine_sets,
             &observed.cluster_api_machine_deployments,
-            planned_templates,
+            wave.templates(),
             options.now,
         );
         // The snapshot holds a copy of every watched object; release it before the patches.

@@ -50,7 +50,7 @@ impl Controller {
             let updated =
                 applied.decision.action == Action::Update && applied.outcome == Outcome::Patched;
             let in_a_row = self.memory.conflicts.get(&key).copied().unwrap_or(0);
-            let reported = reported(applied, in_a_row);
+            let mut reported = reported(applied, in_a_row);
             if updated {
                 // Queued for the Event task, which sends after the wave: Events never delay a
                 // rollout or its status.
@@ -73,7 +73,6 @@ impl Controller {
             }
             // Patched: reported as planning the patched object will decide, so status says
             // the rollout is done without waiting for the watch to echo every patch.
-            let mut reported = reported;
             if updated {
                 reported.apply();
             }
