@@ -3,6 +3,7 @@
 //! go to the API server and the outcome travels beside the rest.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 use std::task::Poll;
 
 use futures::StreamExt;
@@ -39,7 +40,7 @@ pub(super) enum Outcome {
 
 /// A decision and what became of it.
 pub(super) struct Applied {
-    pub decision: Box<Decision>,
+    pub decision: Arc<Decision>,
     pub outcome: Outcome,
 }
 
@@ -205,7 +206,7 @@ impl<'p> Wave<'p> {
     }
 
     /// Takes in the decisions made since the last call (those past the ones it knows).
-    pub fn queue(&mut self, decisions: &[Box<Decision>]) {
+    pub fn queue(&mut self, decisions: &[Arc<Decision>]) {
         let known = self.outcomes.len();
         for (i, decision) in decisions.iter().enumerate().skip(known) {
             let writes = !decision.patch.is_empty();
@@ -239,7 +240,7 @@ impl<'p> Wave<'p> {
     /// without waiting for any.
     pub async fn progress(
         &mut self,
-        decisions: &mut [Box<Decision>],
+        decisions: &mut [Arc<Decision>],
         may_write: &dyn Fn() -> bool,
         deferred: &dyn Fn(&Decision) -> bool,
     ) {
@@ -256,7 +257,7 @@ impl<'p> Wave<'p> {
     /// Sends the rest and says how each decision's patch went, in the order of `decisions`.
     pub async fn finish(
         mut self,
-        decisions: &mut [Box<Decision>],
+        decisions: &mut [Arc<Decision>],
         may_write: &dyn Fn() -> bool,
         deferred: &dyn Fn(&Decision) -> bool,
     ) -> Vec<Outcome> {
@@ -274,15 +275,14 @@ impl<'p> Wave<'p> {
 
     fn start(
         &mut self,
-        decisions: &mut [Box<Decision>],
+        decisions: &mut [Arc<Decision>],
         may_write: &dyn Fn() -> bool,
         deferred: &dyn Fn(&Decision) -> bool,
     ) {
         while self.in_flight.len() < self.concurrency
             && let Some(i) = self.queued.pop_front()
         {
-            let decision = &mut decisions[i];
-            if deferred(decision) {
+            if deferred(&decisions[i]) {
                 self.outcomes[i] = Outcome::Deferred;
                 continue;
             }
@@ -296,6 +296,9 @@ impl<'p> Wave<'p> {
             self.patcher
                 .patching
                 .send_if_modified(|patching| !std::mem::replace(patching, true));
+            // Only decisions with operations are queued, and those are never shared with the
+            // previous pass's results (which keep none): this takes no copy.
+            let decision = Arc::make_mut(&mut decisions[i]);
             let outgoing = Outgoing {
                 kind: decision.kind,
                 name: decision.name.clone(),

@@ -1,6 +1,6 @@
 //! Step 2 of a pass: the planner decides on the objects the pass covers.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use kube::Resource;
@@ -50,10 +50,15 @@ pub(super) struct PassFacts {
 /// The planner at work on one pass's objects, a few at a time, so that the patches of the
 /// first can be sent while the rest are decided. The objects are taken kind by kind, each kind
 /// in the order its store lists them.
+///
+/// A decision equal to the object's previous result is that result, shared: in a settled
+/// fleet nearly every decision is, and at 10,000 MachineSets a second copy of each held
+/// another 7 MB until the pass was reported.
 pub(super) struct Deciding<'a> {
     planner: Planner<'a>,
     observed: &'a Observation,
     scope: &'a Scope,
+    previous: &'a BTreeMap<ObjectKey, Arc<Decision>>,
     /// The kind being decided (0 to 3, in the order `decide_some` takes them) and its next object.
     kind: usize,
     next: usize,
@@ -61,11 +66,17 @@ pub(super) struct Deciding<'a> {
 }
 
 impl<'a> Deciding<'a> {
-    pub fn new(observed: &'a Observation, scope: &'a Scope, options: &'a Options) -> Self {
+    pub fn new(
+        observed: &'a Observation,
+        scope: &'a Scope,
+        options: &'a Options,
+        previous: &'a BTreeMap<ObjectKey, Arc<Decision>>,
+    ) -> Self {
         Deciding {
             planner: Planner::new(&observed.snapshot, options),
             observed,
             scope,
+            previous,
             kind: 0,
             next: 0,
             live: BTreeSet::new(),
@@ -85,11 +96,7 @@ impl<'a> Deciding<'a> {
 
     /// Looks at up to `count` more objects, pushing a decision for each the pass covers.
     /// False once every object has been looked at.
-    #[expect(
-        clippy::vec_box,
-        reason = "boxed so that reporting moves each decision into the results without a copy"
-    )]
-    pub fn decide_some(&mut self, count: usize, decisions: &mut Vec<Box<Decision>>) -> bool {
+    pub fn decide_some(&mut self, count: usize, decisions: &mut Vec<Arc<Decision>>) -> bool {
         let mut left = count;
         while left > 0 {
             let observed = self.observed;
@@ -111,12 +118,11 @@ impl<'a> Deciding<'a> {
 
     /// Decides up to `count` objects of one kind from where the last call stopped; returns how
     /// many it looked at (fewer than `count` when the kind has no more).
-    #[expect(clippy::vec_box, reason = "as in `decide_some`")]
     fn decide_kind<M: MachineObject + Resource<DynamicType = ()> + Clone>(
         &mut self,
         objects: &[Arc<Lenient<M>>],
         count: usize,
-        decisions: &mut Vec<Box<Decision>>,
+        decisions: &mut Vec<Arc<Decision>>,
     ) -> usize {
         let batch = objects.iter().skip(self.next).take(count);
         let mut looked = 0;
@@ -127,7 +133,12 @@ impl<'a> Deciding<'a> {
             };
             if self.scope.covers(&key) {
                 let input = object.input();
-                decisions.push(Box::new(self.planner.decide(input.as_ref().copied())));
+                let decision = self.planner.decide(input.as_ref().copied());
+                let decision = match self.previous.get(&key) {
+                    Some(previous) if **previous == decision => Arc::clone(previous),
+                    _ => Arc::new(decision),
+                };
+                decisions.push(decision);
             }
             self.live.insert(key);
             looked += 1;
@@ -207,14 +218,20 @@ mod tests {
         }
     }
 
-    /// The decisions and what reporting learns, deciding `at_once` objects at a time.
-    fn decide(
+    /// The decisions and what reporting learns, deciding `at_once` objects at a time, with the
+    /// previous pass's results `previous`.
+    fn decide_after(
         observed: &Observation,
         scope: &Scope,
         at_once: usize,
-    ) -> (Vec<Decision>, Vec<ObjectKey>, Option<BTreeSet<ObjectKey>>) {
+        previous: &BTreeMap<ObjectKey, Arc<Decision>>,
+    ) -> (
+        Vec<Arc<Decision>>,
+        Vec<ObjectKey>,
+        Option<BTreeSet<ObjectKey>>,
+    ) {
         let options = Options::default();
-        let mut deciding = Deciding::new(observed, scope, &options);
+        let mut deciding = Deciding::new(observed, scope, &options, previous);
         let mut decisions = Vec::with_capacity(deciding.expected());
         let mut calls = 0;
         while deciding.decide_some(at_once, &mut decisions) {
@@ -222,8 +239,38 @@ mod tests {
             assert!(calls <= observed.len() + 1, "deciding never ends");
         }
         let facts = deciding.facts();
-        let decisions = decisions.into_iter().map(|d| *d).collect();
         (decisions, facts.gone, facts.live)
+    }
+
+    /// The same, in a first pass.
+    fn decide(
+        observed: &Observation,
+        scope: &Scope,
+        at_once: usize,
+    ) -> (Vec<Decision>, Vec<ObjectKey>, Option<BTreeSet<ObjectKey>>) {
+        let (decisions, gone, live) = decide_after(observed, scope, at_once, &BTreeMap::new());
+        let decisions = decisions.into_iter().map(Arc::unwrap_or_clone).collect();
+        (decisions, gone, live)
+    }
+
+    /// A settled fleet's pass holds one copy of each decision, not two; and what it decides
+    /// does not depend on what the last pass decided.
+    #[test]
+    fn a_decision_equal_to_the_last_result_is_that_result() {
+        let observed = observation();
+        let everything = Scope::everything();
+        let (first, _, _) = decide_after(&observed, &everything, 3, &BTreeMap::new());
+        let mut results: BTreeMap<ObjectKey, Arc<Decision>> =
+            first.iter().map(|d| (d.key(), Arc::clone(d))).collect();
+        let changed = first[1].key();
+        Arc::make_mut(results.get_mut(&changed).unwrap()).message = "since changed".into();
+        let (second, _, _) = decide_after(&observed, &everything, 3, &results);
+        assert_eq!(second, first, "the same decisions");
+        for decision in &second {
+            let previous = &results[&decision.key()];
+            let shared = Arc::ptr_eq(decision, previous);
+            assert_eq!(shared, decision.key() != changed, "{}", decision.name);
+        }
     }
 
     #[test]

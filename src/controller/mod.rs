@@ -404,11 +404,12 @@ struct Controller {
 /// What the controller remembers from one pass to the next.
 #[derive(Default)]
 struct Memory {
-    /// The latest reported decision for every machine resource. Boxed: a pass's decisions
-    /// move in without a copy, and the map's nodes hold pointers rather than 376-byte
-    /// decisions (at 10,000 MachineSets, 6 MB of nodes beside the pass's own vector at the
-    /// peak of a wave).
-    results: BTreeMap<ObjectKey, Box<Decision>>,
+    /// The latest reported decision for every machine resource. Shared: a pass's decisions
+    /// move in without a copy, the map's nodes hold pointers rather than 376-byte decisions
+    /// (at 10,000 MachineSets, 6 MB of nodes beside the pass's own vector at the peak of a
+    /// wave), and a pass that decides what the last one did keeps the last one's decision
+    /// instead of a second copy (`decide::Deciding`).
+    results: BTreeMap<ObjectKey, Arc<Decision>>,
     /// Resources to retry: attempts so far and when.
     backoff: HashMap<ObjectKey, (u32, Instant)>,
     /// Patches that conflicted, by object, in a row.
@@ -574,7 +575,7 @@ impl Controller {
         let now = Instant::now();
         let patcher = Arc::clone(&self.patcher);
         let mut wave = act::Wave::new(&patcher, self.args.max_concurrent_patches);
-        let mut deciding = decide::Deciding::new(&observed, &scope, &options);
+        let mut deciding = decide::Deciding::new(&observed, &scope, &options, &self.memory.results);
         let mut decisions = Vec::with_capacity(deciding.expected());
         let may_write = || self.may_write();
         let deferred = |d: &Decision| self.deferred(d, now);
@@ -666,7 +667,7 @@ impl Controller {
     fn announce_rollout(
         &mut self,
         facts: &decide::PassFacts,
-        decisions: &[Box<Decision>],
+        decisions: &[Arc<Decision>],
         writes: impl Fn(usize) -> bool,
         now: Instant,
     ) -> Option<status_writer::StatusWrite> {
@@ -690,7 +691,7 @@ impl Controller {
     /// [`Options::remembered_patches`]), forgetting what left the window.
     fn remember_patches(
         &mut self,
-        decisions: &[Box<Decision>],
+        decisions: &[Arc<Decision>],
         outcomes: &[act::Outcome],
         now: Timestamp,
         window: SignedDuration,

@@ -1,6 +1,8 @@
 //! Step 4 of a pass: say what happened. Logs, metrics, Events, retries, the known-images memory
 //! and the MachineConfiguration status are all written from here, and only here.
 
+use std::sync::Arc;
+
 use jiff::Timestamp;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
@@ -74,7 +76,7 @@ impl Controller {
             // Patched: reported as planning the patched object will decide, so status says
             // the rollout is done without waiting for the watch to echo every patch.
             if updated {
-                reported.apply();
+                Arc::make_mut(&mut reported).apply();
             }
             self.memory.results.insert(reported.key(), reported);
         }
@@ -284,7 +286,7 @@ fn error_notice(reason: Reason) -> Notice {
 /// keeps changing the object between our read and our write.
 const CONFLICT_LIMIT: u32 = 5;
 
-fn reported(applied: Applied, conflicts_in_a_row: u32) -> Box<Decision> {
+fn reported(applied: Applied, conflicts_in_a_row: u32) -> Arc<Decision> {
     let Applied {
         mut decision,
         outcome,
@@ -292,10 +294,17 @@ fn reported(applied: Applied, conflicts_in_a_row: u32) -> Box<Decision> {
     // Sent or not, the operations are not reported: what is kept of a decision until the next
     // pass (status, Events, metrics) is its outcome. At 10,000 MachineSets the patches and
     // template copies kept would be tens of megabytes.
-    decision.patch = Vec::new();
-    decision.infrastructure_template = None;
-    if outcome != Outcome::Patched {
-        decision.recorded = None;
+    let unreported = !decision.patch.is_empty()
+        || decision.infrastructure_template.is_some()
+        || (outcome != Outcome::Patched && decision.recorded.is_some());
+    // A decision shared with the previous pass's result has none of these: it stays shared.
+    if unreported {
+        let d = Arc::make_mut(&mut decision);
+        d.patch = Vec::new();
+        d.infrastructure_template = None;
+        if outcome != Outcome::Patched {
+            d.recorded = None;
+        }
     }
     if decision.action != Action::Update {
         return decision;
@@ -312,8 +321,9 @@ fn reported(applied: Applied, conflicts_in_a_row: u32) -> Box<Decision> {
         ),
         _ => return decision,
     };
-    decision.action = Action::Error;
-    decision.reason = Reason::PatchFailed;
-    decision.message = failure;
+    let d = Arc::make_mut(&mut decision);
+    d.action = Action::Error;
+    d.reason = Reason::PatchFailed;
+    d.message = failure;
     decision
 }
