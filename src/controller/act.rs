@@ -14,10 +14,11 @@ use kube::api::{Api, DynamicObject, Patch, PostParams};
 use kube::core::PartialObjectMeta;
 use tokio::sync::watch;
 
+use super::decide::Writing;
 use crate::api_client;
 use crate::machine_kind::MachineKind;
-use crate::plan::Decision;
 use crate::plan::infrastructure::TemplateCopy;
+use crate::plan::{Decision, Planner};
 
 /// How sending a decision's patch went.
 #[derive(Clone, Debug, PartialEq)]
@@ -179,8 +180,8 @@ pub(super) struct Wave<'p> {
     concurrency: usize,
     /// What became of each decision so far, by index.
     outcomes: Vec<Outcome>,
-    /// Decisions with operations, by index, in the order they were decided.
-    queued: VecDeque<usize>,
+    /// Decisions with operations, by index, in the order they were decided, and their objects.
+    queued: VecDeque<Writing>,
     in_flight: FuturesUnordered<BoxFuture<'p, (usize, Outcome)>>,
     /// Whether each decision wrote or writes something (its operations leave it when sent).
     writes: Vec<bool>,
@@ -205,19 +206,25 @@ impl<'p> Wave<'p> {
         }
     }
 
-    /// Takes in the decisions made since the last call (those past the ones it knows).
-    pub fn queue(&mut self, decisions: &[Arc<Decision>]) {
+    /// Takes in the decisions made since the last call (those past the ones it knows), and
+    /// queues those `writing` names. Their operations leave them: each patch is built again
+    /// from its object when it is sent (see [`super::decide::Redecide`]).
+    pub fn queue(&mut self, decisions: &mut [Arc<Decision>], writing: Vec<Writing>) {
         let known = self.outcomes.len();
-        for (i, decision) in decisions.iter().enumerate().skip(known) {
-            let writes = !decision.patch.is_empty();
-            if writes {
-                self.queued.push_back(i);
-            }
+        for decision in decisions.iter().skip(known) {
             if let Some(copy) = &decision.infrastructure_template {
                 self.templates.push(copy.to.clone());
             }
-            self.writes.push(writes);
+            self.writes.push(!decision.patch.is_empty());
             self.outcomes.push(Outcome::NothingToSend);
+        }
+        for (i, object) in writing {
+            // A decision with operations is new to this pass (the previous results keep none),
+            // so this takes no copy.
+            let decision = Arc::make_mut(&mut decisions[i]);
+            decision.patch = Vec::new();
+            decision.infrastructure_template = None;
+            self.queued.push_back((i, object));
         }
     }
 
@@ -240,12 +247,13 @@ impl<'p> Wave<'p> {
     /// without waiting for any.
     pub async fn progress(
         &mut self,
-        decisions: &mut [Arc<Decision>],
+        decisions: &[Arc<Decision>],
+        planner: &Planner<'_>,
         may_write: &dyn Fn() -> bool,
         deferred: &dyn Fn(&Decision) -> bool,
     ) {
         loop {
-            self.start(decisions, may_write, deferred);
+            self.start(decisions, planner, may_write, deferred);
             // The first poll of a new patch is what hands its request to the client.
             match futures::poll!(self.in_flight.next()) {
                 Poll::Ready(Some((i, outcome))) => self.outcomes[i] = outcome,
@@ -257,12 +265,13 @@ impl<'p> Wave<'p> {
     /// Sends the rest and says how each decision's patch went, in the order of `decisions`.
     pub async fn finish(
         mut self,
-        decisions: &mut [Arc<Decision>],
+        decisions: &[Arc<Decision>],
+        planner: &Planner<'_>,
         may_write: &dyn Fn() -> bool,
         deferred: &dyn Fn(&Decision) -> bool,
     ) -> Vec<Outcome> {
         loop {
-            self.start(decisions, may_write, deferred);
+            self.start(decisions, planner, may_write, deferred);
             match self.in_flight.next().await {
                 Some((i, outcome)) => self.outcomes[i] = outcome,
                 None if self.queued.is_empty() => break,
@@ -275,14 +284,16 @@ impl<'p> Wave<'p> {
 
     fn start(
         &mut self,
-        decisions: &mut [Arc<Decision>],
+        decisions: &[Arc<Decision>],
+        planner: &Planner<'_>,
         may_write: &dyn Fn() -> bool,
         deferred: &dyn Fn(&Decision) -> bool,
     ) {
         while self.in_flight.len() < self.concurrency
-            && let Some(i) = self.queued.pop_front()
+            && let Some((i, object)) = self.queued.pop_front()
         {
-            if deferred(&decisions[i]) {
+            let decided = &decisions[i];
+            if deferred(decided) {
                 self.outcomes[i] = Outcome::Deferred;
                 continue;
             }
@@ -290,26 +301,37 @@ impl<'p> Wave<'p> {
                 self.outcomes[i] = Outcome::Withheld;
                 continue;
             }
+            let Some(outgoing) = outgoing(decided, object.decide(planner)) else {
+                self.outcomes[i] = Outcome::Failed(
+                    "deciding the object again to build its patch gave another decision".into(),
+                );
+                continue;
+            };
             self.first_sent
                 .get_or_insert_with(tokio::time::Instant::now);
             // Other writers (the Event sender) wait while a wave of patches is in flight.
             self.patcher
                 .patching
                 .send_if_modified(|patching| !std::mem::replace(patching, true));
-            // Only decisions with operations are queued, and those are never shared with the
-            // previous pass's results (which keep none): this takes no copy.
-            let decision = Arc::make_mut(&mut decisions[i]);
-            let outgoing = Outgoing {
-                kind: decision.kind,
-                name: decision.name.clone(),
-                ops: std::mem::take(&mut decision.patch),
-                template: decision.infrastructure_template.take(),
-            };
             let patcher = self.patcher;
             self.in_flight
                 .push(Box::pin(async move { (i, patcher.send(outgoing).await) }));
         }
     }
+}
+
+/// The patch of `decided`, from `again`: the same object decided again by the same planner.
+/// None if that gave another decision, which the planner, a function of the object and the
+/// pass's snapshot, never does; the object is then left as it is.
+fn outgoing(decided: &Decision, mut again: Decision) -> Option<Outgoing> {
+    let ops = std::mem::take(&mut again.patch);
+    let template = again.infrastructure_template.take();
+    (again == *decided && !ops.is_empty()).then(|| Outgoing {
+        kind: decided.kind,
+        name: decided.name.clone(),
+        ops,
+        template,
+    })
 }
 
 #[cfg(test)]

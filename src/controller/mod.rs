@@ -48,7 +48,7 @@ use crate::api_client::{self, ClientError};
 use crate::known_images::KnownImages;
 use crate::machine_kind::MachineKind;
 use crate::metrics::Metrics;
-use crate::plan::{Action, Blocked, Decision, ObjectKey, Options, record};
+use crate::plan::{Action, Blocked, Decision, ObjectKey, Options, Planner, record};
 use crate::server::{self, Health};
 pub use config::RunArgs;
 use decide::Scope;
@@ -571,20 +571,24 @@ impl Controller {
             observed.snapshot.vcenter = imports.facts(&wanted, &vcenter::in_use(&observed));
         }
         let observed_at = Instant::now();
+        // The planner reads the snapshot, not the objects: taken out, it outlives them (see
+        // below), so that each patch is built when it is sent.
+        let snapshot = std::mem::take(&mut observed.snapshot);
+        let planner = Planner::new(&snapshot, &options);
         // A patch the API server refused waits for its retry even when a pass covers everything.
         let now = Instant::now();
         let patcher = Arc::clone(&self.patcher);
         let mut wave = act::Wave::new(&patcher, self.args.max_concurrent_patches);
-        let mut deciding = decide::Deciding::new(&observed, &scope, &options, &self.memory.results);
+        let mut deciding = decide::Deciding::new(&observed, &scope, &self.memory.results);
         let mut decisions = Vec::with_capacity(deciding.expected());
         let may_write = || self.may_write();
         let deferred = |d: &Decision| self.deferred(d, now);
         // Decided a few at a time, each few's patches started before the next are decided:
         // the first patch of a rollout waits for its own decision, not for the whole fleet's.
         loop {
-            let more = deciding.decide_some(DECIDED_BETWEEN_SENDS, &mut decisions);
-            wave.queue(&decisions);
-            wave.progress(&mut decisions, &may_write, &deferred).await;
+            let more = deciding.decide_some(&planner, DECIDED_BETWEEN_SENDS, &mut decisions);
+            wave.queue(&mut decisions, deciding.writing());
+            (wave.progress(&decisions, &planner, &may_write, &deferred)).await;
             if !more {
                 break;
             }
@@ -592,18 +596,18 @@ impl Controller {
             // wait behind this task otherwise).
             tokio::task::yield_now().await;
         }
-        let facts = deciding.facts();
+        let facts = deciding.facts(&planner);
         let decided_at = Instant::now();
         let collectable = self.templates.candidates(
-            &observed.snapshot.infrastructure_templates,
+            &snapshot.infrastructure_templates,
             &observed.cluster_api_machine_sets,
             &observed.cluster_api_machine_deployments,
             wave.templates(),
             options.now,
         );
-        // The snapshot holds a copy of every watched object; release it before the patches.
+        // The observation holds a copy of every watched object; release it before the patches.
+        // The wave keeps the objects whose patches wait, each until its patch is built.
         drop(observed);
-        self.memory.remembered_patches = options.remembered_patches;
         let announced = self.announce_rollout(&facts, &decisions, |i| wave.writes(i), now);
         let may_write = || self.may_write();
         let deferred = |d: &Decision| self.deferred(d, now);
@@ -617,9 +621,11 @@ impl Controller {
             }
         };
         let first_patch_at = wave.first_sent();
-        let wave = wave.finish(&mut decisions, &may_write, &deferred);
+        let wave = wave.finish(&decisions, &planner, &may_write, &deferred);
         let (outcomes, announcing) = tokio::join!(wave, announcing);
         let acted_at = Instant::now();
+        drop(planner);
+        self.memory.remembered_patches = options.remembered_patches;
         if let (Some(write), Some(result)) = (announced, announcing) {
             self.status_sent(write, result);
         }
