@@ -365,4 +365,35 @@ mod tests {
             status(r#"{"status":"Failure","message":"forbidden","reason":"Forbidden","code":403}"#);
         assert!(matches!(classify(&forbidden), Outcome::Failed(m) if m.contains("403")));
     }
+
+    /// A patch built again is sent only for the decision the pass reported: never for another
+    /// one, and never empty.
+    #[test]
+    fn a_patch_built_again_is_sent_only_for_the_decision_reported() {
+        use crate::plan::{Action, patch};
+        use crate::reason::Reason;
+        let update = |message: &str| {
+            let mut d = Decision::new(
+                MachineKind::MachineSet,
+                "ns",
+                "worker-a",
+                Action::Update,
+                Reason::BootImageOutdated,
+                message.into(),
+            );
+            d.patch = patch::guarded_replace("/spec/x", "old".into(), "new".into()).into();
+            d
+        };
+        let mut reported = update("from old to new");
+        reported.patch = Vec::new();
+        let sent = outgoing(&reported, update("from old to new")).expect("the same decision");
+        assert_eq!(
+            (sent.name.as_str(), sent.ops),
+            ("worker-a", update("").patch)
+        );
+        assert!(outgoing(&reported, update("from old to newer")).is_none());
+        let mut nothing_to_send = update("from old to new");
+        nothing_to_send.patch = Vec::new();
+        assert!(outgoing(&reported, nothing_to_send).is_none());
+    }
 }
