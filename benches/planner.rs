@@ -161,7 +161,7 @@ fn main() {
             let (pass_time, _) = measure(args.time / 2, || {
                 let planner = Planner::new(black_box(&scenario.cluster), &scenario.options);
                 for ms in black_box(&scenario.lenient) {
-                    black_box(planner.decide(ms.input().as_ref().copied()));
+                    black_box(planner.decide(ms.kept().as_ref()));
                 }
             });
             let ns = plan_time.as_nanos() as f64 / count as f64;

@@ -17,6 +17,7 @@ pub mod known_images;
 mod kubeconfig;
 pub mod machine_kind;
 pub mod manifests;
+pub mod meta_view;
 pub mod metrics;
 pub mod names;
 pub mod plan;

@@ -14,6 +14,7 @@ use crate::api::{
     ClusterApiMachineDeployment, ClusterApiMachineSet, ControlPlaneMachineSet, InfrastructureRef,
     MachineSet, MachineTemplate, ObjectMeta,
 };
+use crate::meta_view::MetaView;
 use crate::names::{
     AUTOSCALER_LABELS_ANNOTATION, HISTORY_ANNOTATION, HOT_LOOP_ANNOTATION,
     LEGACY_OPT_OUT_ANNOTATION, OPT_OUT_ANNOTATION, OS_ID_LABEL, OS_STREAM_LABEL,
@@ -225,6 +226,11 @@ impl fmt::Display for MachineKind {
 pub trait MachineObject {
     const KIND: MachineKind;
     fn meta(&self) -> &ObjectMeta;
+    /// The metadata as the planner reads it: the labels and annotations wherever this form of
+    /// the object keeps them (see [`crate::meta_view`]).
+    fn meta_view(&self) -> MetaView<'_> {
+        self.meta().into()
+    }
     /// The machine template holding the provider spec; `None` when the object has none.
     fn machine_template(&self) -> Option<&MachineTemplate>;
     /// The provider spec of its machine template, as written (any JSON value).
@@ -246,7 +252,8 @@ pub trait MachineObject {
     }
     /// Which API acts on the object, when another one may (`status.authoritativeAPI` of a
     /// Machine API MachineSet, and `spec.authoritativeAPI` while a handover is pending).
-    fn authority(&self) -> Authority {
+    /// `meta` is [`MachineObject::meta_view`].
+    fn authority(&self, _meta: MetaView<'_>) -> Authority {
         Authority::ThisApi
     }
     /// Drops every field the planner does not read. The watch keeps objects this way: a
@@ -283,7 +290,7 @@ impl MachineObject for MachineSet {
     /// an empty status straight to the spec's value, and otherwise moves it through `Migrating`
     /// to the spec's (openshift/cluster-capi-operator,
     /// pkg/controllers/machinesetmigration/machineset_migration_controller.go).
-    fn authority(&self) -> Authority {
+    fn authority(&self, _meta: MetaView<'_>) -> Authority {
         let status = (self.status.as_ref()).and_then(|s| s.authoritative_api.as_deref());
         let spec = self.spec.authoritative_api.as_deref();
         match (status, spec) {
@@ -359,8 +366,8 @@ macro_rules! cluster_api_object {
             fn template_labels(&self) -> Option<&BTreeMap<String, String>> {
                 self.spec.template.metadata.as_ref()?.labels.as_ref()
             }
-            fn authority(&self) -> Authority {
-                cluster_api_authority(&self.metadata)
+            fn authority(&self, meta: MetaView<'_>) -> Authority {
+                cluster_api_authority(meta)
             }
             fn keep_only_what_the_planner_reads(&mut self) {
                 keep_only_the_metadata_the_planner_reads(&mut self.metadata);
@@ -413,9 +420,8 @@ fn keep_only_the_metadata_the_planner_reads(metadata: &mut ObjectMeta) {
 }
 
 /// A paused Cluster API object is a mirror of the Machine API one, which is authoritative.
-fn cluster_api_authority(meta: &ObjectMeta) -> Authority {
-    let paused =
-        (meta.annotations.as_ref()).is_some_and(|a| a.contains_key(CLUSTER_API_PAUSED_ANNOTATION));
+fn cluster_api_authority(meta: MetaView<'_>) -> Authority {
+    let paused = meta.annotation(CLUSTER_API_PAUSED_ANNOTATION).is_some();
     if paused {
         return Authority::Elsewhere(format!(
             "paused ({CLUSTER_API_PAUSED_ANNOTATION}): the Machine API object it mirrors is \

@@ -57,8 +57,8 @@ pub(super) trait Redecide: Send + Sync {
 
 impl<M: MachineObject + Send + Sync> Redecide for Lenient<M> {
     fn decide(&self, planner: &Planner<'_>) -> Decision {
-        let input = self.input();
-        planner.decide(input.as_ref().copied())
+        let input = self.kept();
+        planner.decide(input.as_ref())
     }
 }
 

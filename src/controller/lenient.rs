@@ -11,6 +11,7 @@
 //! parsed on its own, so a deeply nested providerSpec makes only that object unreadable.
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 
 use kube::Resource;
 use serde::de::DeserializeOwned;
@@ -18,8 +19,12 @@ use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
 use super::skip_field;
-use crate::api::{ClusterVersion, Infrastructure, MachineConfiguration, ObjectMeta};
-use crate::machine_kind::MachineObject;
+use crate::api::{
+    ClusterVersion, Infrastructure, InfrastructureRef, MachineConfiguration, MachineTemplate,
+    ObjectMeta,
+};
+use crate::machine_kind::{Authority, MachineKind, MachineObject};
+use crate::meta_view::{CompactMap, MetaView};
 use crate::plan::Malformed;
 
 #[derive(Clone, Debug)]
@@ -27,6 +32,16 @@ pub struct Lenient<K> {
     /// The typed object, which holds its own metadata, or what is known of an unreadable one.
     /// A store holds one metadata per object either way.
     pub parsed: Result<K, Box<Unreadable>>,
+    /// A readable machine resource's labels and annotations, moved out of its metadata (see
+    /// [`crate::meta_view`]); read them through [`Lenient::kept`].
+    maps: KeptMaps,
+}
+
+/// Labels and annotations kept compactly; each `None` when the object has no such map.
+#[derive(Clone, Debug, Default)]
+struct KeptMaps {
+    labels: Option<CompactMap>,
+    annotations: Option<CompactMap>,
 }
 
 /// An object that does not fit its typed view.
@@ -38,24 +53,76 @@ pub struct Unreadable {
 }
 
 impl<K> Lenient<K> {
-    /// The typed object, or the planner's description of why it is unreadable.
-    pub fn input(&self) -> Result<&K, Malformed> {
-        self.parsed.as_ref().map_err(|unreadable| Malformed {
-            namespace: unreadable.metadata.namespace.clone().unwrap_or_default(),
-            name: unreadable.metadata.name.clone().unwrap_or_default(),
-            error: unreadable.error.clone(),
-        })
+    /// The object as the planner reads it, its labels and annotations included, or the
+    /// planner's description of why it is unreadable.
+    pub fn kept(&self) -> Result<Kept<'_, K>, Malformed> {
+        match &self.parsed {
+            Ok(object) => Ok(Kept {
+                object,
+                maps: &self.maps,
+            }),
+            Err(unreadable) => Err(Malformed {
+                namespace: unreadable.metadata.namespace.clone().unwrap_or_default(),
+                name: unreadable.metadata.name.clone().unwrap_or_default(),
+                error: unreadable.error.clone(),
+            }),
+        }
     }
+}
+
+/// A stored machine resource with its labels and annotations, as the planner reads it.
+pub struct Kept<'a, K> {
+    object: &'a K,
+    maps: &'a KeptMaps,
+}
+
+impl<K: MachineObject> MachineObject for Kept<'_, K> {
+    const KIND: MachineKind = K::KIND;
+    fn meta(&self) -> &ObjectMeta {
+        self.object.meta()
+    }
+    fn meta_view(&self) -> MetaView<'_> {
+        let maps = self.maps;
+        MetaView::kept(
+            self.object.meta(),
+            maps.labels.as_ref(),
+            maps.annotations.as_ref(),
+        )
+    }
+    fn machine_template(&self) -> Option<&MachineTemplate> {
+        self.object.machine_template()
+    }
+    fn provider_spec(&self) -> Option<&serde_json::Value> {
+        self.object.provider_spec()
+    }
+    fn infrastructure_ref(&self) -> Option<&InfrastructureRef> {
+        self.object.infrastructure_ref()
+    }
+    fn data_secret_name(&self) -> Option<&str> {
+        self.object.data_secret_name()
+    }
+    fn template_labels(&self) -> Option<&std::collections::BTreeMap<String, String>> {
+        self.object.template_labels()
+    }
+    fn authority(&self, meta: MetaView<'_>) -> Authority {
+        self.object.authority(meta)
+    }
+    /// A stored object was trimmed as it was read.
+    fn keep_only_what_the_planner_reads(&mut self) {}
 }
 
 /// What a store keeps of an object of this kind. It is decided as each object is read: a list
 /// page is decoded whole, so trimming later would first hold the page's objects at full size
 /// (at 1,000 MachineSets, 8 of the 14 MiB at the heap's peak).
 pub trait Keep {
+    /// Whether the labels and annotations are kept apart, compactly: the planner reads a
+    /// machine resource's through [`Lenient::kept`]; other kinds' are read where they are.
+    const MAPS_APART: bool = false;
     fn keep_only_what_the_planner_reads(&mut self) {}
 }
 
 impl<K: MachineObject> Keep for K {
+    const MAPS_APART: bool = true;
     fn keep_only_what_the_planner_reads(&mut self) {
         MachineObject::keep_only_what_the_planner_reads(self);
     }
@@ -71,14 +138,24 @@ where
 {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let raw = Box::<RawValue>::deserialize(deserializer)?;
+        let mut maps = KeptMaps::default();
         let parsed = match typed::<K>(raw.get()) {
-            Ok(object) => Ok(object),
+            Ok(mut object) => {
+                if K::MAPS_APART {
+                    let meta = object.meta_mut();
+                    let compact =
+                        |map: Option<BTreeMap<String, String>>| map.as_ref().map(CompactMap::from);
+                    maps.labels = compact(meta.labels.take());
+                    maps.annotations = compact(meta.annotations.take());
+                }
+                Ok(object)
+            }
             Err(error) => {
                 let metadata = metadata(raw.get()).map_err(serde::de::Error::custom)?;
                 Err(Box::new(Unreadable { metadata, error }))
             }
         };
-        Ok(Lenient { parsed })
+        Ok(Lenient { parsed, maps })
     }
 }
 
@@ -178,7 +255,7 @@ mod tests {
         ]);
         let items: Vec<Lenient<MachineSet>> = serde_json::from_value(list).unwrap();
         assert!(items[0].parsed.is_ok());
-        let bad = items[1].input().unwrap_err();
+        let bad = items[1].kept().err().expect("unreadable");
         assert_eq!((bad.namespace.as_str(), bad.name.as_str()), ("ns", "bad"));
         assert!(bad.error.contains("three"), "{}", bad.error);
     }
@@ -194,11 +271,15 @@ mod tests {
             "spec": {}
         });
         let stored: Lenient<MachineSet> = serde_json::from_value(object).unwrap();
-        let annotations = stored.meta().annotations.as_ref();
-        assert_eq!(annotations.map(|a| a.len()), Some(0));
+        let kept = stored.kept().unwrap();
+        let meta = kept.meta_view();
+        assert!(meta.annotations().is_some());
+        let last_applied = "kubectl.kubernetes.io/last-applied-configuration";
+        assert_eq!(meta.annotation(last_applied), None);
         let without: Lenient<MachineSet> =
-            serde_json::from_value(serde_json::json!({"metadata": {"name": "w"}})).unwrap();
-        assert_eq!(without.meta().annotations, None);
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "w"}, "spec": {}}))
+                .unwrap();
+        assert!(without.kept().unwrap().meta_view().annotations().is_none());
     }
 
     /// Regression: one MachineSet nested deeper than serde_json's recursion limit failed the
@@ -226,7 +307,7 @@ mod tests {
         // from_str into kube's ObjectList, as kube-client decodes responses.
         let list: kube::core::ObjectList<Lenient<MachineSet>> =
             serde_json::from_str(&list).expect("the list decodes");
-        let bad = list.items[0].input().unwrap_err();
+        let bad = list.items[0].kept().err().expect("unreadable");
         assert_eq!(bad.name, "deep");
         assert!(bad.error.contains("recursion limit"), "{}", bad.error);
         assert!(list.items[1].parsed.is_ok());
@@ -255,14 +336,21 @@ mod tests {
         let stored: Lenient<MachineSet> = serde_json::from_value(object).unwrap();
         assert_eq!(stored.meta().name.as_deref(), Some("worker-a"));
         assert_eq!(stored.meta().namespace.as_deref(), Some("ns"));
-        let ms = stored.parsed.unwrap();
-        assert_eq!(ms.metadata.labels.unwrap()["tier"], "blue");
-        let annotations = ms.metadata.annotations.unwrap();
+        let kept = stored.kept().unwrap();
+        let meta = kept.meta_view();
+        assert_eq!(meta.label("tier"), Some("blue"));
         assert_eq!(
-            annotations.keys().collect::<Vec<_>>(),
-            ["boot-image-controller.io/history"]
+            meta.annotation("boot-image-controller.io/history"),
+            Some("[]")
         );
-        assert_eq!(ms.metadata.owner_references.unwrap().len(), 1);
+        assert_eq!(meta.annotation("note"), None);
+        assert_eq!(meta.owner_references().len(), 1);
+        let ms = stored.parsed.unwrap();
+        // Kept apart, compactly: the metadata holds no maps of its own.
+        assert_eq!(
+            (&ms.metadata.labels, &ms.metadata.annotations),
+            (&None, &None)
+        );
         assert_eq!(ms.metadata.managed_fields, None);
         assert_eq!(ms.spec.replicas, Some(2));
         let status = ms.status.unwrap();
@@ -288,7 +376,7 @@ mod tests {
         let stored: Lenient<MachineSet> = serde_json::from_value(object).unwrap();
         assert_eq!(stored.meta().managed_fields, None);
         assert_eq!(stored.meta().labels.as_ref().unwrap()["tier"], "blue");
-        assert_eq!(stored.input().unwrap_err().name, "bad");
+        assert_eq!(stored.kept().err().expect("unreadable").name, "bad");
     }
 
     /// `plan::manager` reads who else writes the MachineConfiguration from its managedFields.

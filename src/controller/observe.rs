@@ -1,9 +1,9 @@
 //! Step 1 of a pass: the stores become one snapshot, the planner's input.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use super::lenient::Lenient;
+use super::lenient::{Kept, Lenient};
 use super::secrets::SecretWatches;
 use super::watches::Stores;
 use crate::api::{
@@ -115,14 +115,13 @@ fn secrets_to_verify<'a, M: MachineObject>(
     objects: &'a [Arc<Lenient<M>>],
     selection: &'a Selection,
 ) -> impl Iterator<Item = String> + 'a {
-    let empty = BTreeMap::new();
     objects
         .iter()
-        .filter_map(|o| o.parsed.as_ref().ok())
         .filter(move |o| {
-            let labels = o.meta().labels.as_ref().unwrap_or(&empty);
-            selection.selects(labels) == Ok(true)
+            let selected = |o: Kept<'_, M>| selection.selects(o.meta_view().labels()) == Ok(true);
+            o.kept().is_ok_and(selected)
         })
+        .filter_map(|o| o.parsed.as_ref().ok())
         .filter_map(|o| {
             let in_provider_spec = || stub::current_name(o.provider_spec()?);
             o.data_secret_name().or_else(in_provider_spec)

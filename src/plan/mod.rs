@@ -253,7 +253,7 @@ impl<'a> Planner<'a> {
             Err(blocked) => subject.decision(Action::Skip, blocked.reason, blocked.message.clone()),
             Ok(ready) => self.decide_readable(&subject, ready),
         };
-        decision.uid = subject.meta.uid.clone();
+        decision.uid = subject.meta.uid().cloned();
         decision.last_change = subject.records.into_last().map(Box::new);
         decision
     }

@@ -8,8 +8,7 @@ use std::sync::LazyLock;
 use jsonptr::{Pointer, PointerBuf};
 use serde_json::Value;
 
-use super::record::annotation;
-use crate::api::ObjectMeta;
+use crate::meta_view::MetaView;
 use crate::names::{AUTOSCALER_LABELS_ANNOTATION, HISTORY_ANNOTATION, HOT_LOOP_ANNOTATION};
 
 /// The resourceVersion, which guards what JSON Patch cannot: that a field is still absent.
@@ -32,17 +31,18 @@ pub fn guarded_replace_at(path: PointerBuf, from: Value, to: Value) -> [PatchOpe
 
 /// Guarded operations that set annotations to new values, which move into the operations
 /// (a history is up to a few kilobytes of text).
-pub fn set_annotations_ops(
-    meta: &ObjectMeta,
+pub fn set_annotations_ops<'a>(
+    meta: impl Into<MetaView<'a>>,
     values: impl IntoIterator<Item = (&'static str, String)>,
 ) -> Vec<PatchOperation> {
-    let Some(existing) = meta.annotations.as_ref() else {
+    let meta = meta.into();
+    let Some(existing) = meta.annotations() else {
         let map: serde_json::Map<String, Value> = values
             .into_iter()
             .map(|(k, v)| (k.to_string(), Value::String(v)))
             .collect();
         let mut ops = Vec::new();
-        if let Some(rv) = &meta.resource_version {
+        if let Some(rv) = meta.resource_version() {
             ops.push(test_op(RESOURCE_VERSION.to_buf(), rv.clone().into()));
         }
         ops.push(PatchOperation::Add(AddOperation {
@@ -55,9 +55,9 @@ pub fn set_annotations_ops(
     for (key, value) in values {
         let path = annotation_path(key);
         match existing.get(key) {
-            Some(old) if *old == value => {}
+            Some(old) if old == value => {}
             Some(old) => {
-                ops.push(test_op(path.clone(), old.clone().into()));
+                ops.push(test_op(path.clone(), old.into()));
                 ops.push(PatchOperation::Replace(ReplaceOperation {
                     path,
                     value: value.into(),
@@ -73,8 +73,8 @@ pub fn set_annotations_ops(
 }
 
 /// Guarded removal of one of our annotations, if present.
-pub fn remove_annotation_ops(meta: &ObjectMeta, key: &str) -> Vec<PatchOperation> {
-    match annotation(meta, key) {
+pub fn remove_annotation_ops<'a>(meta: impl Into<MetaView<'a>>, key: &str) -> Vec<PatchOperation> {
+    match meta.into().annotation(key) {
         None => Vec::new(),
         Some(old) => {
             let path = annotation_path(key);

@@ -17,7 +17,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use super::patch::set_annotations_ops;
-use crate::api::ObjectMeta;
+use crate::meta_view::MetaView;
 pub use crate::names::{HISTORY_ANNOTATION, HOT_LOOP_ANNOTATION};
 use crate::platform::display_image;
 /// Entries kept in the history annotation; older ones are dropped.
@@ -185,14 +185,14 @@ pub struct HotLoopMemory {
 
 /// The history recorded on an object, oldest first. An unreadable annotation counts as empty:
 /// the history is informational and must never block an update.
-pub fn history(meta: &ObjectMeta) -> Vec<HistoryEntry> {
-    annotation(meta, HISTORY_ANNOTATION)
+pub fn history<'a>(meta: impl Into<MetaView<'a>>) -> Vec<HistoryEntry> {
+    (meta.into().annotation(HISTORY_ANNOTATION))
         .and_then(|text| serde_json::from_str(text).ok())
         .unwrap_or_default()
 }
 
-pub fn hot_loop_memory(meta: &ObjectMeta) -> Option<HotLoopMemory> {
-    annotation(meta, HOT_LOOP_ANNOTATION).and_then(|text| serde_json::from_str(text).ok())
+pub fn hot_loop_memory<'a>(meta: impl Into<MetaView<'a>>) -> Option<HotLoopMemory> {
+    (meta.into().annotation(HOT_LOOP_ANNOTATION)).and_then(|text| serde_json::from_str(text).ok())
 }
 
 /// What an object records of our earlier patches. The hot-loop memory is parsed at most once
@@ -203,14 +203,14 @@ pub fn hot_loop_memory(meta: &ObjectMeta) -> Option<HotLoopMemory> {
 /// the older ones back as they were, so an entry this version cannot read (a newer version's
 /// fields, a hand edit) is kept rather than costing the whole history.
 pub struct Records<'a> {
-    meta: &'a ObjectMeta,
+    meta: MetaView<'a>,
     hot_loop: OnceCell<Option<HotLoopMemory>>,
 }
 
 impl<'a> Records<'a> {
-    pub fn of(meta: &'a ObjectMeta) -> Self {
+    pub fn of(meta: impl Into<MetaView<'a>>) -> Self {
         Records {
-            meta,
+            meta: meta.into(),
             hot_loop: OnceCell::new(),
         }
     }
@@ -218,7 +218,7 @@ impl<'a> Records<'a> {
     /// The history's entries as JSON text, oldest first; none when the annotation is not a JSON
     /// array.
     fn entries(&self) -> Vec<&'a RawValue> {
-        annotation(self.meta, HISTORY_ANNOTATION)
+        (self.meta.annotation(HISTORY_ANNOTATION))
             .and_then(|text| serde_json::from_str(text).ok())
             .unwrap_or_default()
     }
@@ -311,8 +311,8 @@ const CLOCK_SKEW: SignedDuration = SignedDuration::from_mins(5);
 /// How many times we already patched this object to `target` within `window` before `now`:
 /// the larger of what the object's annotation and the controller's own memory (`remembered`,
 /// lost on restart, kept when a whole-object writer erases the annotation) say.
-pub fn recent_patches(
-    meta: &ObjectMeta,
+pub fn recent_patches<'a>(
+    meta: impl Into<MetaView<'a>>,
     remembered: Option<&HotLoopMemory>,
     target: &str,
     now: Timestamp,
@@ -359,8 +359,8 @@ pub fn remember_patch(
 /// Existing annotation values are guarded with `test` ops. When the object has no annotations
 /// at all we must create the map, and JSON Patch cannot test for absence; we then guard on the
 /// resourceVersion instead, which costs at worst one retry.
-pub fn record_ops(
-    meta: &ObjectMeta,
+pub fn record_ops<'a>(
+    meta: impl Into<MetaView<'a>>,
     entry: &impl Serialize,
     target: &str,
     now: Timestamp,
@@ -369,15 +369,12 @@ pub fn record_ops(
     Records::of(meta).record_ops(entry, target, now, window)
 }
 
-pub(super) fn annotation<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
-    meta.annotations.as_ref()?.get(key).map(String::as_str)
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
+    use crate::api::ObjectMeta;
     use crate::plan::patch::{remove_annotation_ops, set_annotations_ops};
 
     const HOUR: SignedDuration = SignedDuration::from_hours(1);
@@ -466,7 +463,9 @@ mod tests {
         );
 
         let after = apply(&meta, record_ops(&meta, &entry(2), "t", now, HOUR));
-        let written = annotation(&after, HISTORY_ANNOTATION).unwrap();
+        let written = MetaView::from(&after)
+            .annotation(HISTORY_ANNOTATION)
+            .unwrap();
         let newest = serde_json::to_string(&entry(2)).unwrap();
         assert_eq!(
             written,

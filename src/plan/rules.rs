@@ -15,9 +15,10 @@ use super::patch::{
 };
 use super::record::{self, HistoryEntry};
 use super::{Planner, friendly_duration, stub};
-use crate::api::{MachineTemplate, ObjectMeta};
+use crate::api::MachineTemplate;
 use crate::arch::Arch;
 use crate::machine_kind::{Authority, MachineKind, MachineObject};
+use crate::meta_view::MetaView;
 use crate::names::{
     AUTOSCALER_LABELS_ANNOTATION, HOT_LOOP_ANNOTATION, LEGACY_OPT_OUT_ANNOTATION,
     OPT_OUT_ANNOTATION, OPT_OUT_VALUE, OS_ID_LABEL, OS_STREAM_LABEL,
@@ -32,7 +33,7 @@ use crate::stream::{DEFAULT_OS_STREAM, GoldenStream};
 /// The parts of a machine resource the rules look at.
 pub(super) struct Subject<'a> {
     kind: MachineKind,
-    pub meta: &'a ObjectMeta,
+    pub meta: MetaView<'a>,
     template: Option<&'a MachineTemplate>,
     authority: Authority,
     /// Of a Cluster API MachineSet: its infrastructure template, or why it cannot be judged.
@@ -43,13 +44,14 @@ pub(super) struct Subject<'a> {
 
 impl<'a> Subject<'a> {
     pub fn of<M: MachineObject>(object: &'a M) -> Self {
+        let meta = object.meta_view();
         Subject {
             kind: M::KIND,
-            meta: object.meta(),
+            meta,
             template: object.machine_template(),
-            authority: object.authority(),
+            authority: object.authority(meta),
             infrastructure: None,
-            records: record::Records::of(object.meta()),
+            records: record::Records::of(meta),
         }
     }
 
@@ -66,16 +68,16 @@ impl<'a> Subject<'a> {
     }
 
     fn namespace(&self) -> &'a str {
-        self.meta.namespace.as_deref().unwrap_or_default()
+        self.meta.namespace()
     }
 
     pub fn decision(&self, action: Action, reason: Reason, message: String) -> Decision {
-        let name = self.meta.name.as_deref().unwrap_or_default();
+        let name = self.meta.name();
         Decision::new(self.kind, self.namespace(), name, action, reason, message)
     }
 
     fn annotation(&self, key: &str) -> Option<&'a str> {
-        self.meta.annotations.as_ref()?.get(key).map(String::as_str)
+        self.meta.annotation(key)
     }
 
     fn template_labels(&self) -> Option<&'a BTreeMap<String, String>> {
@@ -307,8 +309,7 @@ impl Planner<'_> {
             return Some(decided);
         }
         let selection = ready.selection(subject.kind);
-        let empty = BTreeMap::new();
-        match selection.selects(subject.meta.labels.as_ref().unwrap_or(&empty)) {
+        match selection.selects(subject.meta.labels()) {
             Err(message) => {
                 let message = message.to_string();
                 return Some(subject.decision(Action::Error, Reason::InvalidSelector, message));
@@ -337,11 +338,7 @@ impl Planner<'_> {
             let message = why.clone();
             return Some(subject.decision(Action::Skip, Reason::AuthoritativeElsewhere, message));
         }
-        if let Some(owner) = subject
-            .meta
-            .owner_references
-            .iter()
-            .flatten()
+        if let Some(owner) = (subject.meta.owner_references().iter())
             .find(|owner| !subject.kind.is_cluster_api() || !is_cluster(owner))
         {
             let message = format!(
@@ -361,11 +358,10 @@ impl Planner<'_> {
         subject: &Subject<'_>,
         ready: &'r Ready,
     ) -> Result<&'r GoldenStream, Box<Decision>> {
-        let label = [subject.meta.labels.as_ref(), subject.template_labels()]
-            .into_iter()
-            .flatten()
-            .find_map(|labels| labels.get(OS_STREAM_LABEL));
-        let label = label.map(String::as_str);
+        let label = (subject.meta.label(OS_STREAM_LABEL)).or_else(|| {
+            let template = subject.template_labels()?;
+            template.get(OS_STREAM_LABEL).map(String::as_str)
+        });
         if let Some(stream) = ready.golden.os_stream(label) {
             return Ok(stream);
         }
@@ -581,7 +577,7 @@ impl Planner<'_> {
         let target_key = decided.target_key();
         let (now, window) = (self.options.now, self.options.hot_loop_window);
         let remembered =
-            (subject.meta.uid.as_ref()).and_then(|uid| self.options.remembered_patches.get(uid));
+            (subject.meta.uid()).and_then(|uid| self.options.remembered_patches.get(uid));
         let recent = (subject.records).recent_patches(remembered, &target_key, now, window);
         if recent >= self.options.hot_loop_threshold {
             decided.action = Action::Error;
@@ -757,8 +753,8 @@ fn input_guards(
 }
 
 /// Adds a `test` of the resourceVersion the decision saw, unless the patch has one already.
-fn guard_resource_version(meta: &ObjectMeta, patch: &mut Vec<PatchOperation>) {
-    let Some(rv) = &meta.resource_version else {
+fn guard_resource_version(meta: MetaView<'_>, patch: &mut Vec<PatchOperation>) {
+    let Some(rv) = meta.resource_version() else {
         return;
     };
     let guarded = patch

@@ -1,11 +1,10 @@
 //! Which machine resources the MachineConfiguration opts in (`spec.managedBootImages`).
 
-use std::collections::BTreeMap;
-
-use kube::core::{Selector, SelectorExt};
+use kube::core::{Expression, Selector};
 
 use crate::api::MachineConfiguration;
 use crate::machine_kind::MachineKind;
+use crate::meta_view::Strings;
 use crate::platform::Platform;
 
 /// The opt-in rule for one resource kind.
@@ -13,7 +12,8 @@ use crate::platform::Platform;
 pub enum Selection {
     All,
     None,
-    Partial(Selector),
+    /// The selector's requirements, every one of which a selected resource meets.
+    Partial(Vec<Expression>),
     /// The configuration cannot be interpreted; every resource of this kind is an error.
     Invalid(String),
 }
@@ -72,7 +72,7 @@ impl Selection {
                     );
                 };
                 match Selector::try_from(selector) {
-                    Ok(selector) => Selection::Partial(selector),
+                    Ok(selector) => Selection::Partial(selector.into_iter().collect()),
                     Err(e) => Selection::Invalid(format!(
                         "partial.machineResourceSelector of {} is invalid: {e}",
                         kind.plural()
@@ -87,11 +87,13 @@ impl Selection {
     }
 
     /// Whether a resource with these labels is selected; `Err` carries the invalid-config text.
-    pub fn selects(&self, labels: &BTreeMap<String, String>) -> Result<bool, &str> {
+    pub fn selects(&self, labels: Option<Strings<'_>>) -> Result<bool, &str> {
         match self {
             Selection::All => Ok(true),
             Selection::None => Ok(false),
-            Selection::Partial(selector) => Ok(selector.matches(labels)),
+            Selection::Partial(requirements) => {
+                Ok((requirements.iter()).all(|requirement| meets(requirement, labels)))
+            }
             Selection::Invalid(message) => Err(message),
         }
     }
@@ -107,11 +109,30 @@ impl Selection {
     }
 }
 
+/// Whether `labels` meet one requirement of a label selector, as Kubernetes matches them:
+/// `notin` and `!=` are met by a resource without the label (k8s.io/apimachinery,
+/// pkg/labels/selector.go, `Requirement.Matches`; the Machine Config Operator matches
+/// MachineSets with `metav1.LabelSelectorAsSelector`, which builds those requirements).
+fn meets(requirement: &Expression, labels: Option<Strings<'_>>) -> bool {
+    let label = |key: &str| labels.and_then(|labels| labels.get(key));
+    match requirement {
+        Expression::In(key, values) => label(key).is_some_and(|v| values.contains(v)),
+        Expression::NotIn(key, values) => label(key).is_none_or(|v| !values.contains(v)),
+        Expression::Equal(key, value) => label(key) == Some(value.as_str()),
+        Expression::NotEqual(key, value) => label(key) != Some(value.as_str()),
+        Expression::Exists(key) => label(key).is_some(),
+        Expression::DoesNotExist(key) => label(key).is_none(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use serde_json::json;
 
     use super::*;
+    use crate::meta_view::CompactMap;
 
     fn mc(spec: serde_json::Value) -> MachineConfiguration {
         serde_json::from_value(json!({
@@ -132,6 +153,15 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+
+    /// What `sel` says of a resource with `labels`: the same whether they are kept in a map or
+    /// compactly, as the watch keeps them.
+    fn selects<'s>(sel: &'s Selection, labels: &BTreeMap<String, String>) -> Result<bool, &'s str> {
+        let compact = CompactMap::from(labels);
+        let in_a_map = sel.selects(Some(Strings::Tree(labels)));
+        assert_eq!(in_a_map, sel.selects(Some(Strings::Compact(&compact))));
+        in_a_map
     }
 
     /// `cfg` selects each `(kind, platform)` as expected.
@@ -227,21 +257,35 @@ mod tests {
         );
         let sel = Selection::for_kind(&partial, MachineKind::MachineSet, &Platform::Aws);
         let base = [("boot", "yes"), ("zone", "a"), ("team", "x")];
-        assert_eq!(sel.selects(&labels(&base)), Ok(true));
+        assert_eq!(selects(&sel, &labels(&base)), Ok(true));
         assert_eq!(
-            sel.selects(&labels(&[("boot", "yes"), ("zone", "c"), ("team", "x")])),
+            selects(
+                &sel,
+                &labels(&[("boot", "yes"), ("zone", "c"), ("team", "x")])
+            ),
             Ok(false)
         );
         assert_eq!(
-            sel.selects(&labels(&[("boot", "yes"), ("zone", "a")])),
+            selects(&sel, &labels(&[("boot", "yes"), ("zone", "a")])),
             Ok(false)
         );
         let mut gpu = labels(&base);
         gpu.insert("tier".into(), "gpu".into());
-        assert_eq!(sel.selects(&gpu), Ok(false));
+        assert_eq!(selects(&sel, &gpu), Ok(false));
         let mut legacy = labels(&base);
         legacy.insert("legacy".into(), "".into());
-        assert_eq!(sel.selects(&legacy), Ok(false));
+        assert_eq!(selects(&sel, &legacy), Ok(false));
+        assert_eq!(sel.selects(None), Ok(false), "no labels: no boot=yes");
+        // A resource without the label meets `NotIn` and `!=` (`Requirement.Matches`).
+        let not = managers(
+            json!({"mode": "Partial", "partial": {"machineResourceSelector": {
+                "matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["gpu"]}]
+            }}}),
+        );
+        let sel = Selection::for_kind(&not, MachineKind::MachineSet, &Platform::Aws);
+        assert_eq!(sel.selects(None), Ok(true));
+        assert_eq!(selects(&sel, &labels(&[("tier", "gpu")])), Ok(false));
+        assert_eq!(selects(&sel, &labels(&[("tier", "cpu")])), Ok(true));
     }
 
     #[test]
@@ -256,7 +300,7 @@ mod tests {
             matches!(sel, Selection::Invalid(ref m) if m.contains("invalid")),
             "{sel:?}"
         );
-        assert!(sel.selects(&labels(&[])).is_err());
+        assert!(selects(&sel, &labels(&[])).is_err());
         let bad_mode = managers(json!({"mode": "Some"}));
         let sel = Selection::for_kind(&bad_mode, MachineKind::MachineSet, &Platform::Aws);
         assert!(matches!(sel, Selection::Invalid(ref m) if m.contains("Some")));
