@@ -172,9 +172,10 @@ fn classify(status: &kube::core::Status) -> Outcome {
 /// before the first patch could go).
 ///
 /// `may_write` is asked before each patch, so that a pause or a lost lease stops the rest of a
-/// long rollout at once. The decisions stay in the pass's vector (each loses its operations as
-/// they are sent): at 10,000 MachineSets, moving them into a vector of results held a second
-/// copy of the wave's decisions at its peak.
+/// long rollout at once. The decisions stay in the pass's vector, without their operations,
+/// which are built again from each object when its patch is sent: at 10,000 MachineSets,
+/// moving the decisions into a vector of results held a second copy of them at the wave's peak,
+/// and holding their operations until sent held 20 MB more.
 pub(super) struct Wave<'p> {
     patcher: &'p Patcher,
     concurrency: usize,
