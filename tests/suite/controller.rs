@@ -917,8 +917,9 @@ async fn opting_out_and_back_in_resets_the_hot_loop_guard() {
     .await;
     assert!(
         both.is_some(),
-        "the guard's reset and the new patch are both counted as writes: {:?}",
-        second.metric(MACHINE_SET_WRITES).await
+        "the guard's reset and the new patch are both counted as writes: {:?}\n{}",
+        second.metric(MACHINE_SET_WRITES).await,
+        second.log_tail(40)
     );
 }
 
