@@ -76,6 +76,14 @@ pub struct Kept<'a, K> {
     maps: &'a KeptMaps,
 }
 
+impl<'a, K> Kept<'a, K> {
+    /// The typed object, for readers of what `Kept` does not move (its provider spec, its
+    /// template).
+    pub fn object(&self) -> &'a K {
+        self.object
+    }
+}
+
 impl<K: MachineObject> MachineObject for Kept<'_, K> {
     const KIND: MachineKind = K::KIND;
     fn meta(&self) -> &ObjectMeta {

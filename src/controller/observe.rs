@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use super::lenient::{Kept, Lenient};
+use super::lenient::Lenient;
 use super::secrets::SecretWatches;
 use super::watches::Stores;
 use crate::api::{
@@ -117,11 +117,9 @@ fn secrets_to_verify<'a, M: MachineObject>(
 ) -> impl Iterator<Item = String> + 'a {
     objects
         .iter()
-        .filter(move |o| {
-            let selected = |o: Kept<'_, M>| selection.selects(o.meta_view().labels()) == Ok(true);
-            o.kept().is_ok_and(selected)
-        })
-        .filter_map(|o| o.parsed.as_ref().ok())
+        .filter_map(|o| o.kept().ok())
+        .filter(move |o| selection.selects(o.meta_view().labels()) == Ok(true))
+        .map(|o| o.object())
         .filter_map(|o| {
             let in_provider_spec = || stub::current_name(o.provider_spec()?);
             o.data_secret_name().or_else(in_provider_spec)
