@@ -9,6 +9,7 @@ mod api_client;
 pub mod arch;
 mod bounded_read;
 pub mod cli;
+pub mod compact_json;
 pub mod controller;
 mod ec2;
 mod http_client;

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::api::{
     ClusterApiMachineDeployment, ClusterApiMachineSet, ControlPlaneMachineSet, InfrastructureRef,
-    MachineSet, MachineTemplate, ObjectMeta,
+    MachineSet, MachineTemplate, ObjectMeta, ProviderSpec,
 };
 use crate::meta_view::MetaView;
 use crate::names::{
@@ -234,8 +234,8 @@ pub trait MachineObject {
     /// The machine template holding the provider spec; `None` when the object has none.
     fn machine_template(&self) -> Option<&MachineTemplate>;
     /// The provider spec of its machine template, as written (any JSON value).
-    fn provider_spec(&self) -> Option<&Value> {
-        self.machine_template()?.spec.provider_spec.value.as_ref()
+    fn provider_spec(&self) -> Option<&ProviderSpec> {
+        Some(&self.machine_template()?.spec.provider_spec)
     }
     /// The infrastructure machine template holding the boot image, for kinds that reference
     /// one ([`MachineKind::ClusterApiMachineSet`]).
@@ -436,7 +436,8 @@ impl MachineTemplate {
     /// the provider spec, the fields a platform rule or the stub-secret rule reads; nothing else.
     /// A label map costs a whole B-tree node (about half a kilobyte) however few its labels:
     /// the template's usual four (the machine role, type, set and cluster) were a quarter of a
-    /// stored MachineSet, and none of them is read.
+    /// stored MachineSet, and none of them is read. The provider spec left is kept as compact
+    /// text: decoded, it was most of what a stored MachineSet cost.
     fn keep_only_what_the_planner_reads(&mut self) {
         self.extra = Default::default();
         if let Some(metadata) = &mut self.metadata {
@@ -449,34 +450,11 @@ impl MachineTemplate {
             }
         }
         self.spec.extra = Default::default();
-        if let Some(value) = &mut self.spec.provider_spec.value {
-            if let Value::Object(spec) = value {
-                spec.retain(|field, _| field == stub::FIELD || platform::read_by_a_rule(field));
-            }
-            exact_size(value);
+        let provider_spec = &mut self.spec.provider_spec;
+        if let Some(Value::Object(spec)) = &mut provider_spec.value {
+            spec.retain(|field, _| field == stub::FIELD || platform::read_by_a_rule(field));
         }
-    }
-}
-
-/// Rebuilds every object and array in `value` at exactly its length. A decoded JSON object
-/// keeps the room its map grew to (four entries for one field), which for the few small objects
-/// a stored provider spec keeps is a fifth of what a stored MachineSet costs
-/// (`examples/store_footprint.rs`). The depth is what serde_json already parsed (at most 128).
-fn exact_size(value: &mut Value) {
-    match value {
-        Value::Object(map) => {
-            let mut exact = serde_json::Map::with_capacity(map.len());
-            for (field, mut inner) in std::mem::take(map) {
-                exact_size(&mut inner);
-                exact.insert(field, inner);
-            }
-            *map = exact;
-        }
-        Value::Array(items) => {
-            items.iter_mut().for_each(exact_size);
-            items.shrink_to_fit();
-        }
-        _ => {}
+        provider_spec.keep_compactly();
     }
 }
 

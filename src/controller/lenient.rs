@@ -100,7 +100,7 @@ impl<K: MachineObject> MachineObject for Kept<'_, K> {
     fn machine_template(&self) -> Option<&MachineTemplate> {
         self.object.machine_template()
     }
-    fn provider_spec(&self) -> Option<&serde_json::Value> {
+    fn provider_spec(&self) -> Option<&crate::api::ProviderSpec> {
         self.object.provider_spec()
     }
     fn infrastructure_ref(&self) -> Option<&InfrastructureRef> {
@@ -366,10 +366,17 @@ mod tests {
         assert!(ms.spec.extra.is_empty() && status.extra.is_empty());
         let template = ms.spec.template;
         assert_eq!(template.metadata.unwrap().labels.unwrap().len(), 1);
+        // Kept as text, not as a decoded value; it reads back as the fields the rules read.
+        let provider_spec = template.spec.provider_spec;
+        assert_eq!(provider_spec.value, None);
         assert_eq!(
-            template.spec.provider_spec.value.unwrap(),
+            provider_spec.read().unwrap().unwrap().into_owned(),
             serde_json::json!({"ami": {"id": "ami-1"}, "placement": {"region": "us-east-1"},
                                "userDataSecret": {"name": "worker-user-data"}})
+        );
+        assert_eq!(
+            provider_spec.at("/userDataSecret/name").as_deref(),
+            Some(&serde_json::json!("worker-user-data"))
         );
     }
 

@@ -1,5 +1,6 @@
 //! Step 1 of a pass: the stores become one snapshot, the planner's input.
 
+use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -121,8 +122,8 @@ fn secrets_to_verify<'a, M: MachineObject>(
         .filter(move |o| selection.selects(o.meta_view().labels()) == Ok(true))
         .map(|o| o.object())
         .filter_map(|o| {
-            let in_provider_spec = || stub::current_name(o.provider_spec()?);
-            o.data_secret_name().or_else(in_provider_spec)
+            let in_provider_spec = || stub::kept_name(o.provider_spec()?);
+            (o.data_secret_name().map(Cow::Borrowed)).or_else(in_provider_spec)
         })
-        .filter_map(|name| stub::secret_to_verify(M::KIND, name))
+        .filter_map(|name| stub::secret_to_verify(M::KIND, &name))
 }

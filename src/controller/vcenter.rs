@@ -350,13 +350,8 @@ pub(super) fn in_use(observed: &Observation) -> BTreeSet<String> {
 }
 
 fn template_of<M: MachineObject>(object: &M) -> Option<String> {
-    let spec = object
-        .machine_template()?
-        .spec
-        .provider_spec
-        .value
-        .as_ref()?;
-    let template = spec.get("template")?.as_str()?;
+    let template = object.provider_spec()?.at("/template")?;
+    let template = template.as_str()?;
     Some(template.rsplit('/').next().unwrap_or(template).to_string())
 }
 

@@ -14,10 +14,9 @@ pub use facts::{AmiFacts, AmiOrigin, Consulted, Ec2Facts};
 
 use std::collections::BTreeSet;
 
-use serde_json::Value;
-
 use crate::api::{
     ClusterApiMachineDeployment, ClusterApiMachineSet, ControlPlaneMachineSet, MachineSet,
+    ProviderSpec,
 };
 use crate::known_images::KnownImages;
 use crate::machine_kind::MachineObject;
@@ -50,9 +49,10 @@ pub fn amis_to_ask<'a>(
     openshift.chain(cluster_api).collect()
 }
 
-fn unknown_ami(spec: &Value, known: &KnownImages) -> Option<(String, String)> {
-    let id = crate::json_pointer::get(spec, "/ami/id")?.as_str()?;
-    let region = crate::json_pointer::get(spec, "/placement/region")?.as_str()?;
+fn unknown_ami(spec: &ProviderSpec, known: &KnownImages) -> Option<(String, String)> {
+    let id = spec.at("/ami/id")?;
+    let region = spec.at("/placement/region")?;
+    let (id, region) = (id.as_str()?, region.as_str()?);
     let plausible = id.starts_with("ami-") && !region.is_empty();
     (plausible && !known.contains(id)).then(|| (region.to_string(), id.to_string()))
 }
@@ -112,6 +112,7 @@ async fn gather_region(
 #[cfg(test)]
 mod tests {
     use serde::de::DeserializeOwned;
+    use serde_json::Value;
 
     use super::*;
     use crate::names::{CLUSTER_API_NAMESPACE, MACHINE_API_NAMESPACE};

@@ -67,10 +67,10 @@ pub fn provider_spec_views<'a, M: crate::machine_kind::MachineObject + 'a>(
     objects: impl IntoIterator<Item = &'a M> + 'a,
     templates: &'a Templates,
     region: Option<&'a str>,
-) -> impl Iterator<Item = Value> + 'a {
+) -> impl Iterator<Item = ProviderSpec> + 'a {
     objects.into_iter().filter_map(move |object| {
         let view = view(object.infrastructure_ref(), templates, region, None, None);
-        view.ok()?.template.spec.provider_spec.value
+        Some(view.ok()?.template.spec.provider_spec)
     })
 }
 
@@ -150,9 +150,7 @@ pub fn view<'a>(
             ..Default::default()
         }),
         spec: MachineSpec {
-            provider_spec: ProviderSpec {
-                value: Some(Value::Object(spec)),
-            },
+            provider_spec: ProviderSpec::new(Value::Object(spec)),
             ..Default::default()
         },
         ..Default::default()
@@ -536,7 +534,9 @@ mod tests {
             serde_json::from_value(ms).unwrap()
         };
         let objects = [machine_set("worker-a"), machine_set("gone")];
-        let views: Vec<Value> = provider_spec_views(&objects, &all, Some("us-east-1")).collect();
+        let views: Vec<Value> = provider_spec_views(&objects, &all, Some("us-east-1"))
+            .filter_map(|spec| spec.value)
+            .collect();
         assert_eq!(
             views,
             [json!({"ami": {"id": "ami-old"}, "placement": {"region": "us-east-1"}})]

@@ -1,5 +1,6 @@
 //! The per-object rules of DESIGN.md section 2, in order: the first that applies decides.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -84,13 +85,17 @@ impl<'a> Subject<'a> {
         self.template?.metadata.as_ref()?.labels.as_ref()
     }
 
-    fn provider_spec(&self) -> Option<&'a Value> {
-        self.template?
+    /// The provider spec when it is a JSON object, decoded from its text when the watch store
+    /// keeps it compactly.
+    fn provider_spec(&self) -> Result<Option<Cow<'a, Value>>, serde_json::Error> {
+        let Some(template) = self.template else {
+            return Ok(None);
+        };
+        Ok(template
             .spec
             .provider_spec
-            .value
-            .as_ref()
-            .filter(|v| v.is_object())
+            .read()?
+            .filter(|v| v.is_object()))
     }
 }
 
@@ -100,7 +105,7 @@ pub(super) struct Evaluated<'a> {
     rule: &'static dyn PlatformRule,
     stream: &'a GoldenStream,
     arch: Arch,
-    provider_spec: &'a Value,
+    provider_spec: Cow<'a, Value>,
 }
 
 /// The boot image part of a decision: the compared values and the operations that change them.
@@ -138,14 +143,14 @@ impl Planner<'_> {
         if image.values.target.is_some() {
             // The whole patch in one vector, sized once: the guards go first, and growing it
             // op by op (104 bytes each) moved it three or four times.
-            let inputs = rule.decision_inputs(provider_spec);
+            let inputs = rule.decision_inputs(&provider_spec);
             let room = inputs.len() + 1 + image.ops.len() + OPS_AFTER_THE_IMAGE;
             let mut patch = Vec::with_capacity(room);
             needs_resource_version = input_guards(subject, inputs, &mut patch);
             patch.append(&mut image.ops);
             image.ops = patch;
         }
-        let mut decided = self.stub_secret(subject, provider_spec, image);
+        let mut decided = self.stub_secret(subject, &provider_spec, image);
         if decided.action == Action::UpToDate && !decided.patch.is_empty() {
             decided.message = change_message(&decided, stream, release);
             self.update(subject, ready, stream, &mut decided);
@@ -169,7 +174,7 @@ impl Planner<'_> {
         ready: &'s Ready,
     ) -> Result<Evaluated<'s>, Box<Decision>> {
         let (rule, ctx, provider_spec) = self.rule_input(subject, ready)?;
-        let outcome = rule.evaluate(provider_spec, &ctx);
+        let outcome = rule.evaluate(&provider_spec, &ctx);
         Ok(Evaluated {
             outcome,
             rule,
@@ -185,7 +190,7 @@ impl Planner<'_> {
         &'s self,
         subject: &Subject<'s>,
         ready: &'s Ready,
-    ) -> Result<(&'static dyn PlatformRule, RuleContext<'s>, &'s Value), Box<Decision>> {
+    ) -> Result<(&'static dyn PlatformRule, RuleContext<'s>, Cow<'s, Value>), Box<Decision>> {
         // Before the architecture and providerSpec checks: on a platform we never write to, their
         // errors would only raise a false Degraded (e.g. every MachineSet of a multi-arch
         // bare-metal cluster without the autoscaler annotation).
@@ -238,12 +243,22 @@ impl Planner<'_> {
             .map_err(|(action, reason, message)| {
                 Box::new(subject.decision(action, reason, message))
             })?;
-        let Some(provider_spec) = subject.provider_spec() else {
-            return Err(Box::new(subject.decision(
-                Action::Error,
-                Reason::InvalidProviderSpec,
-                "the machine template has no providerSpec.value object".into(),
-            )));
+        let provider_spec = match subject.provider_spec() {
+            Ok(Some(provider_spec)) => provider_spec,
+            Ok(None) => {
+                return Err(Box::new(subject.decision(
+                    Action::Error,
+                    Reason::InvalidProviderSpec,
+                    "the machine template has no providerSpec.value object".into(),
+                )));
+            }
+            Err(error) => {
+                return Err(Box::new(subject.decision(
+                    Action::Error,
+                    Reason::InvalidProviderSpec,
+                    format!("the providerSpec.value kept by the watch could not be read: {error}"),
+                )));
+            }
         };
         let infrastructure = self.snapshot.infrastructure.as_ref();
         let ctx = RuleContext {
@@ -273,7 +288,7 @@ impl Planner<'_> {
             return None;
         }
         let (_, ctx, provider_spec) = self.rule_input(&subject, ready).ok()?;
-        vsphere::template_request(provider_spec, &ctx).ok()
+        vsphere::template_request(&provider_spec, &ctx).ok()
     }
 
     /// Rules 1 to 4: the objects we leave alone whatever their images.

@@ -5,9 +5,11 @@
 //! `<role>-user-data-managed` in the same namespace, so we switch to it, but only after checking
 //! it exists and holds an Ignition 3.x config: pointing at a broken secret breaks scale-up.
 
+use std::borrow::Cow;
+
 use serde_json::Value;
 
-use crate::api::Secret;
+use crate::api::{ProviderSpec, Secret};
 use crate::machine_kind::MachineKind;
 use crate::reason::Reason;
 
@@ -38,6 +40,15 @@ pub fn name_field(provider_spec: &Value) -> Option<&Value> {
 /// The stub secret a provider spec names, if it names one.
 pub fn current_name(provider_spec: &Value) -> Option<&str> {
     name_field(provider_spec)?.as_str()
+}
+
+/// [`current_name`] of a provider spec as a store keeps it, read without decoding the rest.
+pub fn kept_name(provider_spec: &ProviderSpec) -> Option<Cow<'_, str>> {
+    match provider_spec.at(NAME_POINTER)? {
+        Cow::Borrowed(name) => name.as_str().map(Cow::Borrowed),
+        Cow::Owned(Value::String(name)) => Some(Cow::Owned(name)),
+        Cow::Owned(_) => None,
+    }
 }
 
 /// The managed name for a stub secret, or `None` when it already is the managed one.
