@@ -330,11 +330,13 @@ pub(super) fn wanted(observed: &Observation, options: &Options) -> BTreeSet<Temp
         return BTreeSet::new();
     }
     let planner = Planner::new(&observed.snapshot, options);
+    // The kept view: the planner reads the labels and annotations the watch moved out of the
+    // metadata (an opted-out MachineSet asks for no template).
     observed
         .machine_sets
         .iter()
-        .filter_map(|o| o.parsed.as_ref().ok())
-        .filter_map(|ms| planner.template_request(ms))
+        .filter_map(|o| o.kept().ok())
+        .filter_map(|ms| planner.template_request(&ms))
         .collect()
 }
 
@@ -358,8 +360,57 @@ fn template_of<M: MachineObject>(object: &M) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::names::MACHINE_API_NAMESPACE;
     use crate::platform::vsphere::FailureDomain;
     use crate::stream::VmwareOva;
+    use crate::testkit::snapshot::{ClusterChanges, cluster_snapshot};
+    use crate::testkit::{objects, provider_specs, streams};
+    use serde_json::{Value, json};
+
+    /// The templates a pass asks for are those of the MachineSets the planner would judge, as
+    /// the watch stores them: not an opted-out one's, nor an unselected one's.
+    #[test]
+    fn only_the_machine_sets_the_planner_judges_ask_for_a_template() {
+        let ns = MACHINE_API_NAMESPACE;
+        let cluster = |selection: Value| {
+            let stream = streams::stream_421_all_platforms().to_string();
+            (cluster_snapshot("VSphere", "4.21.0", &stream))
+                .stub_secret(ns, "worker-user-data-managed", "3.2.0")
+                .managed_boot_images(selection)
+                .build()
+                .on_vsphere()
+        };
+        // One failure domain, so one golden template: a pass asks for it once or not at all.
+        let machine_set = |pool: &str, opted_out: bool| {
+            let installer = format!("{}-rhcos-us-east-1a", provider_specs::INFRASTRUCTURE_NAME);
+            let mut ms = objects::machine_set(ns, &format!("{pool}-{opted_out}"))
+                .provider_spec(provider_specs::vsphere(&installer))
+                .label("pool", pool);
+            if opted_out {
+                ms = ms.opted_out();
+            }
+            Arc::new(serde_json::from_str(&ms.build().to_string()).unwrap())
+        };
+        let asks = |selection: Value, machine_sets| {
+            let observed = Observation {
+                snapshot: cluster(selection),
+                machine_sets,
+                control_plane_machine_sets: Vec::new(),
+                cluster_api_machine_sets: Vec::new(),
+                cluster_api_machine_deployments: Vec::new(),
+            };
+            !super::wanted(&observed, &Options::default()).is_empty()
+        };
+        let all = || objects::selection("All", None);
+        let blue = || objects::selection("Partial", Some(json!({"matchLabels": {"pool": "blue"}})));
+        assert!(asks(all(), vec![machine_set("blue", false)]));
+        assert!(!asks(all(), vec![machine_set("blue", true)]), "opted out");
+        assert!(asks(blue(), vec![machine_set("blue", false)]), "selected");
+        assert!(
+            !asks(blue(), vec![machine_set("green", false)]),
+            "not selected"
+        );
+    }
 
     fn request(name: &str) -> TemplateRequest {
         TemplateRequest {
