@@ -453,6 +453,7 @@ impl MachineTemplate {
         let provider_spec = &mut self.spec.provider_spec;
         if let Some(Value::Object(spec)) = &mut provider_spec.value {
             spec.retain(|field, _| field == stub::FIELD || platform::read_by_a_rule(field));
+            platform::keep_only_what_the_rules_read(spec);
         }
         provider_spec.keep_compactly();
     }

@@ -4,7 +4,7 @@
 //! says of its owner ([`crate::ec2`]): Red Hat's RHCOS account moves to the golden AMI, an AWS
 //! Marketplace RHCOS product to the newest AMI of that product, anyone else's is custom.
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::{
     ImageOutcome, Input, PlatformRule, RuleContext, compare_single, invalid, not_in_stream,
@@ -38,6 +38,14 @@ impl PlatformRule for Aws {
 
     fn provider_spec_fields(&self) -> &'static [&'static str] {
         &["ami", "placement"]
+    }
+
+    /// Of the placement, the region (the availability zone is never read). The AMI stays whole:
+    /// an AMI chosen by ARN or filters is reported as it is written.
+    fn keep_only_what_it_reads(&self, spec: &mut Map<String, Value>) {
+        if let Some(Value::Object(placement)) = spec.get_mut("placement") {
+            placement.retain(|field, _| field == "region");
+        }
     }
 
     /// The region picks the AMI.

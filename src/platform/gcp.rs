@@ -1,6 +1,6 @@
 //! GCP: the `image` of every boot disk (data disks are never touched).
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::{FieldChange, ImageOutcome, Input, PlatformRule, RuleContext, invalid, not_in_stream};
 use crate::json_pointer::field;
@@ -65,6 +65,18 @@ impl PlatformRule for Gcp {
 
     fn provider_spec_fields(&self) -> &'static [&'static str] {
         &["disks"]
+    }
+
+    /// Of each disk, its boot flag and image; every disk stays, so that indexes still point at
+    /// the same disks.
+    fn keep_only_what_it_reads(&self, spec: &mut Map<String, Value>) {
+        if let Some(Value::Array(disks)) = spec.get_mut("disks") {
+            for disk in disks {
+                if let Value::Object(disk) = disk {
+                    disk.retain(|field, _| field == "boot" || field == "image");
+                }
+            }
+        }
     }
 
     /// Which disks are boot disks decides which images change: every disk's boot flag.

@@ -14,7 +14,7 @@ pub mod vsphere;
 use std::borrow::Cow;
 use std::fmt;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::arch::Arch;
 use crate::known_images::KnownImages;
@@ -210,6 +210,21 @@ pub trait PlatformRule: Sync {
     /// [`image_locations`]: PlatformRule::image_locations
     /// [`decision_inputs`]: PlatformRule::decision_inputs
     fn provider_spec_fields(&self) -> &'static [&'static str];
+
+    /// Drops what the rule does not read inside its own [`provider_spec_fields`] (by default,
+    /// nothing), under the same test. The watch keeps the provider spec as text and decodes it
+    /// for every decision, so each value it need not keep is also one it need not decode.
+    ///
+    /// [`provider_spec_fields`]: PlatformRule::provider_spec_fields
+    fn keep_only_what_it_reads(&self, _spec: &mut Map<String, Value>) {}
+}
+
+/// Every rule's [`PlatformRule::keep_only_what_it_reads`], for a provider spec of a platform
+/// not known yet: a rule only trims inside the fields that it alone reads.
+pub fn keep_only_what_the_rules_read(spec: &mut Map<String, Value>) {
+    for rule in Platform::WITH_RULES.iter().filter_map(Platform::rule) {
+        rule.keep_only_what_it_reads(spec);
+    }
 }
 
 /// A value a decision depended on, at a JSON Pointer relative to the provider spec; `None` when
