@@ -19,6 +19,7 @@ use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use super::background::{self, SECRET_TIMEOUT};
+use super::lenient::Lenient;
 use super::observe::Observation;
 use super::watches::Trigger;
 use crate::api::{Infrastructure, Secret};
@@ -440,11 +441,17 @@ pub(super) fn wanted(observed: &Observation) -> BTreeSet<(String, String)> {
     }
     crate::ec2::amis_to_ask(
         &observed.snapshot,
-        (observed.machine_sets.iter()).filter_map(|o| o.parsed.as_ref().ok()),
-        (observed.control_plane_machine_sets.iter()).filter_map(|o| o.parsed.as_ref().ok()),
-        (observed.cluster_api_machine_sets.iter()).filter_map(|o| o.parsed.as_ref().ok()),
-        (observed.cluster_api_machine_deployments.iter()).filter_map(|o| o.parsed.as_ref().ok()),
+        readable(&observed.machine_sets),
+        readable(&observed.control_plane_machine_sets),
+        readable(&observed.cluster_api_machine_sets),
+        readable(&observed.cluster_api_machine_deployments),
     )
+}
+
+/// The readable objects of a store, for what they keep besides their labels and annotations
+/// (the provider spec, the infrastructure reference).
+fn readable<K>(objects: &[Arc<Lenient<K>>]) -> impl Iterator<Item = &K> {
+    objects.iter().filter_map(|o| Some(o.kept().ok()?.object()))
 }
 
 /// Whether the Infrastructure says AWS: EC2 is asked nothing elsewhere.

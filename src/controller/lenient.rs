@@ -30,8 +30,10 @@ use crate::plan::Malformed;
 #[derive(Clone, Debug)]
 pub struct Lenient<K> {
     /// The typed object, which holds its own metadata, or what is known of an unreadable one.
-    /// A store holds one metadata per object either way.
-    pub parsed: Result<K, Box<Unreadable>>,
+    /// A store holds one metadata per object either way. Private: a machine resource is read
+    /// through [`Lenient::kept`] (its typed object lacks the labels and annotations kept
+    /// beside it), a kind kept whole through [`Lenient::object`].
+    parsed: Result<K, Box<Unreadable>>,
     /// A readable machine resource's labels and annotations, moved out of its metadata (see
     /// [`crate::meta_view`]); read them through [`Lenient::kept`].
     maps: KeptMaps,
@@ -67,6 +69,21 @@ impl<K> Lenient<K> {
                 error: unreadable.error.clone(),
             }),
         }
+    }
+}
+
+/// Kinds a store keeps whole, their labels and annotations where the API server put them: the
+/// singletons. Only these are read as their typed object alone ([`Lenient::object`]).
+pub trait KeptWhole: Keep {}
+
+impl KeptWhole for MachineConfiguration {}
+impl KeptWhole for Infrastructure {}
+impl KeptWhole for ClusterVersion {}
+
+impl<K: KeptWhole> Lenient<K> {
+    /// The typed object, or what is known of an unreadable one.
+    pub fn object(&self) -> Result<&K, &Unreadable> {
+        self.parsed.as_ref().map_err(|unreadable| &**unreadable)
     }
 }
 

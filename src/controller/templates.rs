@@ -91,7 +91,7 @@ impl TemplateCollector {
 fn references<M: MachineObject>(objects: &[Arc<Lenient<M>>]) -> Option<Vec<&str>> {
     let mut names = Vec::new();
     for object in objects {
-        let object = object.parsed.as_ref().ok()?;
+        let object = object.kept().ok()?.object();
         if let Some(reference) = object.infrastructure_ref()
             && reference.kind == AWS_MACHINE_TEMPLATE
         {

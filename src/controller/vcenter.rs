@@ -345,9 +345,9 @@ pub(super) fn in_use(observed: &Observation) -> BTreeSet<String> {
     let machine_sets = observed
         .machine_sets
         .iter()
-        .filter_map(|o| template_of(o.parsed.as_ref().ok()?));
-    let control_planes = (observed.control_plane_machine_sets.iter())
-        .filter_map(|o| template_of(o.parsed.as_ref().ok()?));
+        .filter_map(|o| template_of(&o.kept().ok()?));
+    let control_planes =
+        (observed.control_plane_machine_sets.iter()).filter_map(|o| template_of(&o.kept().ok()?));
     machine_sets.chain(control_planes).collect()
 }
 

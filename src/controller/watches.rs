@@ -21,7 +21,7 @@ use tracing::{info, warn};
 
 use super::config::RunArgs;
 use super::known;
-use super::lenient::Lenient;
+use super::lenient::{KeptWhole, Lenient};
 use super::watch_backoff::WatchHealth;
 use k8s_openapi::api::core::v1::Node;
 
@@ -461,7 +461,7 @@ fn resource_version<K: Resource>(object: &K) -> String {
 /// Another manager's status writes count when they change who manages boot images: we stand
 /// down, or take over, at once rather than at the next resync.
 fn configuration_fingerprint(mc: &Lenient<MachineConfiguration>) -> String {
-    let managers = match &mc.parsed {
+    let managers = match mc.object() {
         Ok(parsed) => manager::other_managers(parsed, api_client::FIELD_MANAGER),
         Err(_) => Vec::new(),
     };
@@ -477,9 +477,9 @@ where
 }
 
 /// The typed object of a lenient singleton; a malformed one counts as absent, loudly.
-fn parsed<K: Clone>(object: Option<Arc<Lenient<K>>>) -> Option<K> {
+fn parsed<K: Clone + KeptWhole>(object: Option<Arc<Lenient<K>>>) -> Option<K> {
     let object = object?;
-    match &object.parsed {
+    match object.object() {
         Ok(k) => Some(k.clone()),
         Err(unreadable) => {
             let (name, error) = (&unreadable.metadata.name, &unreadable.error);
