@@ -233,7 +233,8 @@ pub trait MachineObject {
     }
     /// The machine template holding the provider spec; `None` when the object has none.
     fn machine_template(&self) -> Option<&MachineTemplate>;
-    /// The provider spec of its machine template, as written (any JSON value).
+    /// The provider spec of its machine template, as written (any JSON value), however a store
+    /// keeps it.
     fn provider_spec(&self) -> Option<&ProviderSpec> {
         Some(&self.machine_template()?.spec.provider_spec)
     }
