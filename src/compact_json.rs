@@ -15,6 +15,8 @@ use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqA
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use crate::json_pointer;
+
 /// A JSON value as compact text, written by serde_json from a `Value`; it serializes as that
 /// value.
 #[derive(Clone, Serialize)]
@@ -99,19 +101,14 @@ impl<'de> DeserializeSeed<'de> for Next<'_> {
 }
 
 impl<'p> Seek<'p> {
-    /// The first reference token, unescaped (`~1` is `/`, `~0` is `~`; copied only then), and
-    /// what to read of the value it finds.
+    /// The first reference token, unescaped as [`crate::json_pointer`] unescapes it, and what
+    /// to read of the value it finds.
     fn split(self) -> (Cow<'p, str>, Next<'p>) {
         let (first, next) = match self.tokens.split_once('/') {
             Some((first, tokens)) => (first, Next::Seek(Seek { tokens })),
             None => (self.tokens, Next::Whole),
         };
-        let token = if first.contains('~') {
-            Cow::Owned(first.replace("~1", "/").replace("~0", "~"))
-        } else {
-            Cow::Borrowed(first)
-        };
-        (token, next)
+        (json_pointer::decoded(first), next)
     }
 }
 
@@ -139,10 +136,7 @@ impl<'de> Visitor<'de> for Seek<'_> {
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Option<Value>, A::Error> {
         let (token, next) = self.split();
-        // An index as `Value::pointer` reads one: digits, without a sign or a leading zero.
-        let index = (!token.starts_with('+') && (token == "0" || !token.starts_with('0')))
-            .then(|| token.parse::<usize>().ok())
-            .flatten();
+        let index = json_pointer::index(&token);
         let mut found = None;
         let mut at = 0;
         loop {

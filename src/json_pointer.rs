@@ -46,7 +46,7 @@ pub fn map_field<'v>(map: &'v Map<String, Value>, key: &str) -> Option<&'v Value
 }
 
 /// A token with `~1` and `~0` unescaped (in that order, as RFC 6901 says).
-fn decoded(token: &str) -> Cow<'_, str> {
+pub(crate) fn decoded(token: &str) -> Cow<'_, str> {
     if token.contains('~') {
         Cow::Owned(token.replace("~1", "/").replace("~0", "~"))
     } else {
@@ -55,7 +55,7 @@ fn decoded(token: &str) -> Cow<'_, str> {
 }
 
 /// An array index as RFC 6901 spells it: digits without a leading zero (`0` itself aside).
-fn index(token: &str) -> Option<usize> {
+pub(crate) fn index(token: &str) -> Option<usize> {
     let digits = token.bytes().all(|b| b.is_ascii_digit());
     if token.is_empty() || !digits || (token.len() > 1 && token.starts_with('0')) {
         return None;
