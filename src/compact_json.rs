@@ -25,11 +25,9 @@ pub struct CompactJson(Box<RawValue>);
 
 impl CompactJson {
     pub fn new(value: &Value) -> Self {
-        let text = value.to_string();
-        // serde_json writes valid JSON, so making it a RawValue cannot fail; the fallback
-        // (`null`) is only there so that nothing here can panic.
-        let raw = RawValue::from_string(text).unwrap_or_else(|_| Box::<RawValue>::default());
-        CompactJson(raw)
+        // Writing a `Value` cannot fail (its keys are strings); the fallback (`null`) is only
+        // there so that nothing here can panic.
+        CompactJson(serde_json::value::to_raw_value(value).unwrap_or_default())
     }
 
     /// The value again. Text written from a `Value` reads back equal to it: numbers are written
@@ -38,11 +36,6 @@ impl CompactJson {
     /// limit of 128.
     pub fn value(&self) -> Result<Value, serde_json::Error> {
         serde_json::from_str(self.0.get())
-    }
-
-    /// The text.
-    pub fn text(&self) -> &str {
-        self.0.get()
     }
 
     /// The value at the JSON Pointer `pointer` (RFC 6901), as `Value::pointer` finds it in the

@@ -72,14 +72,6 @@ impl<K> Lenient<K> {
     }
 }
 
-/// Kinds a store keeps whole, their labels and annotations where the API server put them: the
-/// singletons. Only these are read as their typed object alone ([`Lenient::object`]).
-pub trait KeptWhole: Keep {}
-
-impl KeptWhole for MachineConfiguration {}
-impl KeptWhole for Infrastructure {}
-impl KeptWhole for ClusterVersion {}
-
 impl<K: KeptWhole> Lenient<K> {
     /// The typed object, or what is known of an unreadable one.
     pub fn object(&self) -> Result<&K, &Unreadable> {
@@ -153,9 +145,21 @@ impl<K: MachineObject> Keep for K {
     }
 }
 
-impl Keep for MachineConfiguration {}
-impl Keep for Infrastructure {}
-impl Keep for ClusterVersion {}
+/// Kinds a store keeps whole, their labels and annotations where the API server put them: the
+/// singletons. Only these are read as their typed object alone ([`Lenient::object`]).
+pub trait KeptWhole: Keep {}
+
+/// The singletons, named once: kept whole ([`Keep`]'s defaults), and so read whole.
+macro_rules! kept_whole {
+    ($($kind:ty),*) => {
+        $(
+            impl Keep for $kind {}
+            impl KeptWhole for $kind {}
+        )*
+    };
+}
+
+kept_whole!(MachineConfiguration, Infrastructure, ClusterVersion);
 
 impl<'de, K> Deserialize<'de> for Lenient<K>
 where
