@@ -10,19 +10,57 @@
 //!   watched object instead of cloning it;
 //! - `fixed`: `plan` of zero MachineSets (gates, golden stream parsing, known-images set).
 //!
+//! Besides times, it counts heap allocations per MachineSet (of one `plan` and one `pass`):
+//! unlike wall-clock time on a shared machine, that figure is the same on every run, and each
+//! allocation is a malloc and a free the planner pays for every MachineSet.
+//!
 //! Options: `--sizes 100,1000,10000`, `--platforms AWS,GCP,Azure`, `--time SECONDS` (measuring
 //! time per case, default 2), `--json FILE`. Prints a table; never asserts on timings.
 
 #[path = "support/mod.rs"]
 mod support;
 
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::BTreeMap;
 use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use boot_image_controller::plan::{self, Planner};
 use serde_json::{Value, json};
 use support::{Data, PLATFORMS, Scenario};
+
+/// The system allocator, counting the allocations it makes (a `realloc` counts as one).
+struct Counting;
+
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: every call is forwarded unchanged to the system allocator; only a counter is added.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+/// Heap allocations made by one run of `f`, per MachineSet of a cluster of `count`.
+fn allocations_per(count: usize, f: impl FnOnce()) -> f64 {
+    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    f();
+    (ALLOCATIONS.load(Ordering::Relaxed) - before) as f64 / count.max(1) as f64
+}
 
 struct Args {
     sizes: Vec<usize>,
@@ -158,18 +196,29 @@ fn main() {
                     &scenario.options,
                 ));
             });
-            let (pass_time, _) = measure(args.time / 2, || {
+            let pass = || {
                 let planner = Planner::new(black_box(&scenario.cluster), &scenario.options);
                 for ms in black_box(&scenario.lenient) {
                     black_box(planner.decide(ms.kept().as_ref()));
                 }
+            };
+            let (pass_time, _) = measure(args.time / 2, pass);
+            let plan_allocations = allocations_per(count, || {
+                black_box(plan::plan(
+                    &scenario.cluster,
+                    &scenario.machine_sets,
+                    &[],
+                    &scenario.options,
+                ));
             });
+            let pass_allocations = allocations_per(count, pass);
             let ns = plan_time.as_nanos() as f64 / count as f64;
             let pass_ns = pass_time.as_nanos() as f64 / count as f64;
             let per_second = count as f64 / plan_time.as_secs_f64();
             println!(
                 "{platform:>5} {count:>6} MachineSets: {ns:>8.0} ns/MachineSet  {per_second:>10.0} MachineSets/s  \
-                 (plan {:.2} ms, median of {iterations}; controller-style pass {pass_ns:.0} ns/MachineSet)  [{mix_text}]",
+                 (plan {:.2} ms, median of {iterations}; controller-style pass {pass_ns:.0} ns/MachineSet; \
+                 allocations per MachineSet: plan {plan_allocations:.1}, pass {pass_allocations:.1})  [{mix_text}]",
                 plan_time.as_secs_f64() * 1e3
             );
             rows.push(json!({
@@ -180,6 +229,8 @@ fn main() {
                 "plan_ms": plan_time.as_secs_f64() * 1e3,
                 "iterations": iterations,
                 "pass_ns_per_machineset": pass_ns.round() as u64,
+                "plan_allocations_per_machineset": plan_allocations,
+                "pass_allocations_per_machineset": pass_allocations,
                 "fixed_us": fixed.map(|d| (d.as_secs_f64() * 1e6).round() as u64),
                 "mix": mix_text,
                 "reasons": reasons,
