@@ -14,6 +14,7 @@ pub mod controller;
 mod ec2;
 mod http_client;
 mod json_pointer;
+mod json_text;
 pub mod known_images;
 mod kubeconfig;
 pub mod machine_kind;

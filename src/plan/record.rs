@@ -17,6 +17,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use super::patch::set_annotations_ops;
+use crate::json_text;
 use crate::meta_view::MetaView;
 pub use crate::names::{HISTORY_ANNOTATION, HOT_LOOP_ANNOTATION};
 use crate::platform::display_image;
@@ -45,6 +46,41 @@ pub struct HistoryEntry<S = String, V = Value> {
     /// The infrastructure template a Cluster API MachineSet was moved between.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub infrastructure_template: Option<Change<S>>,
+}
+
+impl HistoryEntry<&String, &Value> {
+    /// The entry as JSON text, the bytes serde writes for it (`json_text` writes them with less
+    /// machinery; an update writes one entry).
+    fn write_json(&self, out: &mut Vec<u8>) {
+        out.push(b'{');
+        json_text::key(out, "time");
+        json_text::string(out, self.time);
+        if let Some(release) = self.release {
+            out.push(b',');
+            json_text::key(out, "release");
+            json_text::string(out, release);
+        }
+        out.push(b',');
+        json_text::key(out, "stream");
+        json_text::string(out, self.stream);
+        if let Some(change) = &self.boot_image {
+            out.push(b',');
+            json_text::key(out, "bootImage");
+            change.write_json(out, |out, image| json_text::value(out, image));
+        }
+        let names = [
+            ("userDataSecret", &self.user_data_secret),
+            ("infrastructureTemplate", &self.infrastructure_template),
+        ];
+        for (key, change) in names {
+            if let Some(change) = change {
+                out.push(b',');
+                json_text::key(out, key);
+                change.write_json(out, |out, name| json_text::string(out, name));
+            }
+        }
+        out.push(b'}');
+    }
 }
 
 impl HistoryEntry {
@@ -155,6 +191,19 @@ impl<T> Change<T> {
     }
 }
 
+impl<T> Change<&T> {
+    /// `{"from":...,"to":...}`, each side written by `write`.
+    fn write_json(&self, out: &mut Vec<u8>, write: impl Fn(&mut Vec<u8>, &T)) {
+        out.push(b'{');
+        json_text::key(out, "from");
+        write(out, self.from);
+        out.push(b',');
+        json_text::key(out, "to");
+        write(out, self.to);
+        out.push(b'}');
+    }
+}
+
 impl<T: Clone> Change<&T> {
     pub fn cloned(&self) -> Change<T> {
         Change {
@@ -181,6 +230,27 @@ pub struct HotLoopMemory {
     pub target: String,
     /// Times of our patches to that target, oldest first.
     pub patches: Vec<Timestamp>,
+}
+
+impl HotLoopMemory {
+    /// The memory as JSON text, the bytes serde writes for it.
+    fn to_json(&self) -> String {
+        let mut out = Vec::with_capacity(self.target.len() + 40 * self.patches.len() + 32);
+        out.push(b'{');
+        json_text::key(&mut out, "target");
+        json_text::string(&mut out, &self.target);
+        out.push(b',');
+        json_text::key(&mut out, "patches");
+        out.push(b'[');
+        for (i, time) in self.patches.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            serde_json::to_writer(&mut out, time).expect("writing to a Vec cannot fail");
+        }
+        out.extend_from_slice(b"]}");
+        String::from_utf8(out).expect("JSON text is UTF-8")
+    }
 }
 
 /// The history recorded on an object, oldest first. An unreadable annotation counts as empty:
@@ -259,7 +329,7 @@ impl<'a> Records<'a> {
     /// See [`record_ops`].
     pub fn record_ops(
         &self,
-        entry: &impl Serialize,
+        entry: &HistoryEntry<&String, &Value>,
         target: &str,
         now: Timestamp,
         window: SignedDuration,
@@ -269,14 +339,14 @@ impl<'a> Records<'a> {
         let memory = remember_patch(self.hot_loop().cloned(), target, now, window);
         let values = [
             (HISTORY_ANNOTATION, history_text(kept, entry)),
-            (HOT_LOOP_ANNOTATION, serialized(&memory, 256)),
+            (HOT_LOOP_ANNOTATION, memory.to_json()),
         ];
         set_annotations_ops(self.meta, values)
     }
 }
 
 /// The history annotation's text: the kept entries as they were written, then `newest`.
-fn history_text(kept: &[&RawValue], newest: &impl Serialize) -> String {
+fn history_text(kept: &[&RawValue], newest: &HistoryEntry<&String, &Value>) -> String {
     let room = kept.iter().map(|raw| raw.get().len() + 1).sum::<usize>() + 512;
     let mut text = Vec::with_capacity(room);
     text.push(b'[');
@@ -284,23 +354,28 @@ fn history_text(kept: &[&RawValue], newest: &impl Serialize) -> String {
         text.extend_from_slice(raw.get().as_bytes());
         text.push(b',');
     }
-    serde_json::to_writer(&mut text, newest).expect("plain data serializes");
+    newest.write_json(&mut text);
     text.push(b']');
     String::from_utf8(text).expect("JSON text and serde_json's output are UTF-8")
-}
-
-/// `value` as JSON, written into room for `size` bytes (about what an entry takes) rather than
-/// grown from a few.
-fn serialized(value: &impl Serialize, size: usize) -> String {
-    let mut text = Vec::with_capacity(size);
-    serde_json::to_writer(&mut text, value).expect("plain data serializes");
-    String::from_utf8(text).expect("serde_json writes UTF-8")
 }
 
 /// A stable identity for "these are the values we would write": the JSON array
 /// `[boot image, stub secret]`, serialized from the borrowed values rather than a copy of them.
 pub fn target_key(boot_image: Option<&Value>, user_data_secret: Option<&str>) -> String {
-    serde_json::to_string(&(boot_image, user_data_secret)).expect("plain data serializes")
+    // Room for two GCP image names or an Azure image object: a GCP image alone is 70 bytes.
+    let mut out = Vec::with_capacity(128);
+    out.push(b'[');
+    match boot_image {
+        Some(image) => json_text::value(&mut out, image),
+        None => out.extend_from_slice(b"null"),
+    }
+    out.push(b',');
+    match user_data_secret {
+        Some(name) => json_text::string(&mut out, name),
+        None => out.extend_from_slice(b"null"),
+    }
+    out.push(b']');
+    String::from_utf8(out).expect("JSON text is UTF-8")
 }
 
 /// A hot-loop entry may be dated this far after `now` (clocks of replicas differ a little) and
@@ -361,7 +436,7 @@ pub fn remember_patch(
 /// resourceVersion instead, which costs at worst one retry.
 pub fn record_ops<'a>(
     meta: impl Into<MetaView<'a>>,
-    entry: &impl Serialize,
+    entry: &HistoryEntry<&String, &Value>,
     target: &str,
     now: Timestamp,
     window: SignedDuration,
@@ -427,6 +502,54 @@ mod tests {
         assert_eq!(serde_json::to_string(&read).unwrap(), text);
     }
 
+    /// The history and hot-loop annotations are written without serde, and must read exactly
+    /// as serde would write them: the history's entries, every optional field present or not and
+    /// any text in them, and the memory, whose target is itself JSON text full of quotes.
+    #[test]
+    fn entries_and_memories_are_written_as_serde_writes_them() {
+        let azure = serde_json::json!({"publisher": "p\"q", "offer": "o", "version": 1.5});
+        let texts = ["", "a\"b\\c", "tab\tand\u{1}", "é😀"];
+        for (i, text) in texts.into_iter().enumerate() {
+            let full = HistoryEntry {
+                time: text.to_string(),
+                release: Some(format!("4.21.{i}")),
+                stream: text.to_string(),
+                boot_image: Some(Change {
+                    from: azure.clone(),
+                    to: Value::String(text.into()),
+                }),
+                user_data_secret: Some(Change {
+                    from: text.into(),
+                    to: "worker-user-data-managed".into(),
+                }),
+                infrastructure_template: Some(Change {
+                    from: "t-1".into(),
+                    to: text.into(),
+                }),
+            };
+            let sparse = HistoryEntry {
+                release: None,
+                boot_image: None,
+                user_data_secret: None,
+                infrastructure_template: None,
+                ..full.clone()
+            };
+            for entry in [&full, &sparse] {
+                let mut out = Vec::new();
+                entry.borrowed().write_json(&mut out);
+                assert_eq!(
+                    String::from_utf8(out).unwrap(),
+                    serde_json::to_string(entry).unwrap()
+                );
+            }
+            let memory = HotLoopMemory {
+                target: target_key(Some(&azure), Some(text)),
+                patches: vec!["2026-01-01T00:00:00Z".parse().unwrap(); i],
+            };
+            assert_eq!(memory.to_json(), serde_json::to_string(&memory).unwrap());
+        }
+    }
+
     #[test]
     fn history_is_bounded_and_ordered() {
         let now: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
@@ -435,7 +558,10 @@ mod tests {
             ..ObjectMeta::default()
         };
         for n in 0..7 {
-            meta = apply(&meta, record_ops(&meta, &entry(n), "t", now, HOUR));
+            meta = apply(
+                &meta,
+                record_ops(&meta, &entry(n).borrowed(), "t", now, HOUR),
+            );
         }
         let h = history(&meta);
         assert_eq!(h.len(), HISTORY_LIMIT);
@@ -462,7 +588,10 @@ mod tests {
             Some(entry(1).into_last_change())
         );
 
-        let after = apply(&meta, record_ops(&meta, &entry(2), "t", now, HOUR));
+        let after = apply(
+            &meta,
+            record_ops(&meta, &entry(2).borrowed(), "t", now, HOUR),
+        );
         let written = MetaView::from(&after)
             .annotation(HISTORY_ANNOTATION)
             .unwrap();
@@ -486,7 +615,10 @@ mod tests {
         };
         for minutes in [0, 10, 20] {
             let now = t0 + SignedDuration::from_mins(minutes);
-            meta = apply(&meta, record_ops(&meta, &entry(1), "t", now, HOUR));
+            meta = apply(
+                &meta,
+                record_ops(&meta, &entry(1).borrowed(), "t", now, HOUR),
+            );
         }
         let at = |m: i64| t0 + SignedDuration::from_mins(m);
         assert_eq!(recent_patches(&meta, None, "t", at(30), HOUR), 3);
@@ -494,7 +626,10 @@ mod tests {
         // The first patch leaves the window after an hour.
         assert_eq!(recent_patches(&meta, None, "t", at(65), HOUR), 2);
         // A different target starts a fresh count.
-        meta = apply(&meta, record_ops(&meta, &entry(2), "u", at(31), HOUR));
+        meta = apply(
+            &meta,
+            record_ops(&meta, &entry(2).borrowed(), "u", at(31), HOUR),
+        );
         assert_eq!(recent_patches(&meta, None, "t", at(32), HOUR), 0);
         assert_eq!(recent_patches(&meta, None, "u", at(32), HOUR), 1);
         assert_eq!(meta.annotations.unwrap()["other"], "x");
