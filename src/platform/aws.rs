@@ -121,22 +121,16 @@ impl PlatformRule for Aws {
                 current: Some(current.clone()),
             };
         };
-        let target = Value::String(golden.image.clone());
+        let target = &golden.image;
         match answer {
-            None => compare_single(current, target, vec![AMI_ID.into()]),
+            None => compare_single(current, target, AMI_ID.into()),
             Some(answer) => unlisted(id, region, current, target, answer),
         }
     }
 }
 
 /// An AMI neither the golden streams nor the known images list: what EC2 said about it decides.
-fn unlisted(
-    id: &str,
-    region: &str,
-    current: &Value,
-    target: Value,
-    answer: Answer,
-) -> ImageOutcome {
+fn unlisted(id: &str, region: &str, current: &Value, target: &str, answer: Answer) -> ImageOutcome {
     let custom = |why: String| ImageOutcome::Skip {
         reason: Reason::CustomImage,
         message: format!("AMI {id} {why}; custom images are never replaced"),
@@ -153,7 +147,7 @@ fn unlisted(
     };
     match answer {
         Answer::Known(facts) => match facts.origin() {
-            AmiOrigin::Rhcos => compare_single(current, target, vec![AMI_ID.into()]),
+            AmiOrigin::Rhcos => compare_single(current, target, AMI_ID.into()),
             AmiOrigin::Marketplace { .. } | AmiOrigin::Custom => custom(format!(
                 "belongs to AWS account {}, neither Red Hat's RHCOS account ({}) nor an AWS \
                  Marketplace RHCOS product ({})",
@@ -230,11 +224,7 @@ fn marketplace(
                     current: current.clone(),
                 };
             }
-            compare_single(
-                current,
-                Value::String(target.image_id.clone()),
-                vec![AMI_ID.into()],
-            )
+            compare_single(current, &target.image_id, AMI_ID.into())
         }
         Err(NoCandidate::Pending) => skip(
             Reason::Ec2LookupPending,

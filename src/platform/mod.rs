@@ -285,27 +285,23 @@ impl fmt::Display for ShownImage<'_> {
     }
 }
 
-/// Compares a current value with the target and builds the outcome for a single field.
-///
-/// Shared by rules whose image is one string at one place (AWS `ami.id`, GCP boot disks).
-fn compare_single(current: &Value, target: Value, pointers: Vec<Pointer>) -> ImageOutcome {
-    if *current == target {
+/// Compares a current value with the target and builds the outcome for an image that is one
+/// string at one place (AWS `ami.id`). The target is copied only for an update.
+fn compare_single(current: &Value, target: &str, pointer: Pointer) -> ImageOutcome {
+    if current.as_str() == Some(target) {
         return ImageOutcome::UpToDate {
             current: current.clone(),
         };
     }
-    let changes = pointers
-        .into_iter()
-        .map(|pointer| FieldChange {
+    let target = Value::String(target.to_string());
+    ImageOutcome::Update {
+        changes: vec![FieldChange {
             pointer,
             from: current.clone(),
             to: target.clone(),
-        })
-        .collect();
-    ImageOutcome::Update {
+        }],
         current: current.clone(),
         target,
-        changes,
     }
 }
 
