@@ -235,7 +235,11 @@ pub struct HotLoopMemory {
 impl HotLoopMemory {
     /// The memory as JSON text, the bytes serde writes for it.
     fn to_json(&self) -> String {
-        let mut out = Vec::with_capacity(self.target.len() + 40 * self.patches.len() + 32);
+        // Sized to fit: the text moves into the patch, and lives as long as the decision. The
+        // target is JSON text itself, and each of its quotes is written escaped.
+        let escaped = (self.target.bytes()).filter(|b| matches!(b, b'"' | b'\\')).count();
+        let times = 36 * self.patches.len();
+        let mut out = Vec::with_capacity(self.target.len() + escaped + times + 26);
         out.push(b'{');
         json_text::key(&mut out, "target");
         json_text::string(&mut out, &self.target);
