@@ -237,7 +237,9 @@ impl HotLoopMemory {
     fn to_json(&self) -> String {
         // Sized to fit: the text moves into the patch, and lives as long as the decision. The
         // target is JSON text itself, and each of its quotes is written escaped.
-        let escaped = (self.target.bytes()).filter(|b| matches!(b, b'"' | b'\\')).count();
+        let escaped = (self.target.bytes())
+            .filter(|b| matches!(b, b'"' | b'\\'))
+            .count();
         let times = 36 * self.patches.len();
         let mut out = Vec::with_capacity(self.target.len() + escaped + times + 26);
         out.push(b'{');
