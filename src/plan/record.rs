@@ -66,7 +66,7 @@ impl HistoryEntry<&String, &Value> {
         if let Some(change) = &self.boot_image {
             out.push(b',');
             json_text::key(out, "bootImage");
-            change.write_json(out, |out, image| json_text::value(out, image));
+            change.write_json(out, json_text::value);
         }
         let names = [
             ("userDataSecret", &self.user_data_secret),
@@ -76,7 +76,7 @@ impl HistoryEntry<&String, &Value> {
             if let Some(change) = change {
                 out.push(b',');
                 json_text::key(out, key);
-                change.write_json(out, |out, name| json_text::string(out, name));
+                change.write_json(out, |out, name: &String| json_text::string(out, name));
             }
         }
         out.push(b'}');
