@@ -127,11 +127,11 @@ if wants planner; then
   log "planner: sizes $planner_sizes"
   if cargo bench --locked --bench planner -- --sizes "$planner_sizes" --time "$planner_time" \
     --json "$results/planner.json" >&2; then
-    while IFS=$'\t' read -r platform count ns per_second pass_ns mix; do
+    while IFS=$'\t' read -r platform count ns per_second pass_ns plan_allocs pass_allocs mix; do
       row "1. planner, $platform" "$(thousands "$count")" \
-        "$(thousands "$ns") ns/MachineSet, $(thousands "$per_second") MachineSets/s (controller-style pass: $(thousands "$pass_ns") ns/MachineSet; $mix)" \
+        "$(thousands "$ns") ns/MachineSet, $(thousands "$per_second") MachineSets/s (controller-style pass: $(thousands "$pass_ns") ns/MachineSet; allocations per MachineSet: $plan_allocs, pass $pass_allocs; $mix)" \
         "cargo bench --bench planner -- --platforms $platform --sizes $count --time $planner_time"
-    done < <(jq -r '.results[] | [.platform, .count, .ns_per_machineset, .machinesets_per_second, .pass_ns_per_machineset, .mix] | @tsv' "$results/planner.json")
+    done < <(jq -r '.results[] | [.platform, .count, .ns_per_machineset, .machinesets_per_second, .pass_ns_per_machineset, (.plan_allocations_per_machineset * 10 | round / 10), (.pass_allocations_per_machineset * 10 | round / 10), .mix] | @tsv' "$results/planner.json")
   else
     failed=1
     row "1. planner" "$planner_sizes" "FAILED" "cargo bench --bench planner -- --sizes $planner_sizes"
