@@ -146,6 +146,14 @@ impl ProviderSpec {
         }
     }
 
+    /// The compact text the value is kept as, when it is kept that way (by the watch store).
+    pub fn kept_text(&self) -> Option<&CompactJson> {
+        match (&self.value, &self.kept) {
+            (None, Some(kept)) => Some(kept),
+            _ => None,
+        }
+    }
+
     /// Keeps the value as compact text: a tenth of its decoded size (see
     /// [`crate::compact_json`]), at the cost of decoding it again each time it is read whole.
     pub fn keep_compactly(&mut self) {

@@ -38,6 +38,11 @@ impl CompactJson {
         serde_json::from_str(self.0.get())
     }
 
+    /// The text itself.
+    pub fn text(&self) -> &str {
+        self.0.get()
+    }
+
     /// The value at the JSON Pointer `pointer` (RFC 6901), as `Value::pointer` finds it in the
     /// whole value, reading only that value: the rest of the text is skipped, not decoded.
     /// `None` when nothing is there, or the text cannot be read.

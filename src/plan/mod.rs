@@ -7,6 +7,7 @@
 //! DESIGN.md section 2 in order ([`rules`]), and the first rule that applies decides.
 
 mod decision;
+mod decoded;
 mod gates;
 pub mod infrastructure;
 pub mod manager;
@@ -185,6 +186,8 @@ pub struct Planner<'a> {
     stub_checks: HashMap<String, HashMap<String, StubCheck>>,
     /// `options.now` as the history records it, formatted once rather than per update.
     now_text: String,
+    /// The provider specs of stored objects, each distinct text decoded once.
+    decoded: decoded::DecodedSpecs,
 }
 
 impl<'a> Planner<'a> {
@@ -200,6 +203,7 @@ impl<'a> Planner<'a> {
             state: Ready::evaluate(snapshot, options.control_plane_arch, options.report_only),
             stub_checks,
             now_text: options.now.to_string(),
+            decoded: decoded::DecodedSpecs::default(),
         }
     }
 

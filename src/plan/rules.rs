@@ -8,6 +8,7 @@ use json_patch::PatchOperation;
 use serde_json::Value;
 
 use super::decision::{Action, Decision, Values, Warning, current_message, with_warning};
+use super::decoded::SpecView;
 use super::gates::Ready;
 use super::infrastructure::{self, TemplateCopy, TemplateView, Unjudgeable};
 use super::patch::{
@@ -16,7 +17,7 @@ use super::patch::{
 };
 use super::record::{self, HistoryEntry};
 use super::{Planner, friendly_duration, stub};
-use crate::api::MachineTemplate;
+use crate::api::{MachineTemplate, ProviderSpec};
 use crate::arch::Arch;
 use crate::machine_kind::{Authority, MachineKind, MachineObject};
 use crate::meta_view::MetaView;
@@ -85,17 +86,8 @@ impl<'a> Subject<'a> {
         self.template?.metadata.as_ref()?.labels.as_ref()
     }
 
-    /// The provider spec when it is a JSON object, decoded from its text when the watch store
-    /// keeps it compactly.
-    fn provider_spec(&self) -> Result<Option<Cow<'a, Value>>, serde_json::Error> {
-        let Some(template) = self.template else {
-            return Ok(None);
-        };
-        Ok(template
-            .spec
-            .provider_spec
-            .read()?
-            .filter(|v| v.is_object()))
+    fn provider_spec(&self) -> Option<&'a ProviderSpec> {
+        Some(&self.template?.spec.provider_spec)
     }
 }
 
@@ -105,7 +97,7 @@ pub(super) struct Evaluated<'a> {
     rule: &'static dyn PlatformRule,
     stream: &'a GoldenStream,
     arch: Arch,
-    provider_spec: Cow<'a, Value>,
+    provider_spec: SpecView<'a>,
 }
 
 /// The boot image part of a decision: the compared values and the operations that change them.
@@ -190,7 +182,7 @@ impl Planner<'_> {
         &'s self,
         subject: &Subject<'s>,
         ready: &'s Ready,
-    ) -> Result<(&'static dyn PlatformRule, RuleContext<'s>, Cow<'s, Value>), Box<Decision>> {
+    ) -> Result<(&'static dyn PlatformRule, RuleContext<'s>, SpecView<'s>), Box<Decision>> {
         // Before the architecture and providerSpec checks: on a platform we never write to, their
         // errors would only raise a false Degraded (e.g. every MachineSet of a multi-arch
         // bare-metal cluster without the autoscaler annotation).
@@ -243,7 +235,7 @@ impl Planner<'_> {
             .map_err(|(action, reason, message)| {
                 Box::new(subject.decision(action, reason, message))
             })?;
-        let provider_spec = match subject.provider_spec() {
+        let provider_spec = match self.provider_spec(subject) {
             Ok(Some(provider_spec)) => provider_spec,
             Ok(None) => {
                 return Err(Box::new(subject.decision(
@@ -273,6 +265,26 @@ impl Planner<'_> {
             vcenter: &self.snapshot.vcenter,
         };
         Ok((rule, ctx, provider_spec))
+    }
+
+    /// The provider spec of `subject` when it is a JSON object; when the watch store keeps it as
+    /// text, decoded once for every object of the pass that keeps the same text.
+    fn provider_spec<'s>(
+        &'s self,
+        subject: &Subject<'s>,
+    ) -> Result<Option<SpecView<'s>>, serde_json::Error> {
+        let Some(spec) = subject.provider_spec() else {
+            return Ok(None);
+        };
+        let view = match spec.kept_text() {
+            Some(kept) => SpecView::Decoded(self.decoded.value(kept)?),
+            None => match spec.read()? {
+                Some(Cow::Borrowed(value)) => SpecView::Borrowed(value),
+                Some(Cow::Owned(value)) => SpecView::Decoded(value.into()),
+                None => return Ok(None),
+            },
+        };
+        Ok(Some(view).filter(|v| v.is_object()))
     }
 
     /// The vSphere template `object` should clone, when the planner would let the vSphere rule
