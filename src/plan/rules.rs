@@ -1,6 +1,5 @@
 //! The per-object rules of DESIGN.md section 2, in order: the first that applies decides.
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -276,13 +275,10 @@ impl Planner<'_> {
         let Some(spec) = subject.provider_spec() else {
             return Ok(None);
         };
-        let view = match spec.kept_text() {
-            Some(kept) => SpecView::Decoded(self.decoded.value(kept)?),
-            None => match spec.read()? {
-                Some(Cow::Borrowed(value)) => SpecView::Borrowed(value),
-                Some(Cow::Owned(value)) => SpecView::Decoded(value.into()),
-                None => return Ok(None),
-            },
+        let view = match (&spec.value, spec.kept_text()) {
+            (Some(value), _) => SpecView::Borrowed(value),
+            (None, Some(kept)) => SpecView::Decoded(self.decoded.value(kept)?),
+            (None, None) => return Ok(None),
         };
         Ok(Some(view).filter(|v| v.is_object()))
     }
