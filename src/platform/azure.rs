@@ -191,19 +191,15 @@ fn find_variant<'v>(
         image.publisher.eq_ignore_ascii_case(current.publisher)
             && image.offer.eq_ignore_ascii_case(current.offer)
     };
-    let candidates: Vec<_> = variants
-        .iter()
-        .filter(|(_, generations)| generations.values().any(same_offer))
-        .collect();
-    candidates
-        .iter()
-        .find(|(_, generations)| {
-            generations
-                .values()
-                .any(|image| same_offer(image) && image.sku.eq_ignore_ascii_case(current.sku))
-        })
-        .or(candidates.first())
-        .map(|(name, generations)| (name.as_str(), *generations))
+    let candidates =
+        || (variants.iter()).filter(|(_, generations)| generations.values().any(same_offer));
+    let same_sku = |image: &AzureMarketplaceImage| {
+        same_offer(image) && image.sku.eq_ignore_ascii_case(current.sku)
+    };
+    candidates()
+        .find(|(_, generations)| generations.values().any(same_sku))
+        .or_else(|| candidates().next())
+        .map(|(name, generations)| (name.as_str(), generations))
 }
 
 /// The Hyper-V generation of the current image, judged by its sku within its variant.
@@ -230,7 +226,7 @@ fn choose_generation(
         }
     };
     unique_match(&|golden| golden.eq_ignore_ascii_case(sku))
-        .or_else(|| unique_match(&|golden| sku_shape(golden) == sku_shape(sku)))
+        .or_else(|| unique_match(&|golden| sku_shape(golden).eq(sku_shape(sku))))
         .unwrap_or(if sku.to_ascii_lowercase().contains("gen1") {
             GEN1
         } else {
@@ -239,17 +235,20 @@ fn choose_generation(
 }
 
 /// The sku with every run of digits replaced by `#` and letters lowercased, so skus of different
-/// releases of the same generation compare equal.
-fn sku_shape(sku: &str) -> String {
-    let mut shape = String::with_capacity(sku.len());
-    for c in sku.chars() {
-        if !c.is_ascii_digit() {
-            shape.push(c.to_ascii_lowercase());
-        } else if !shape.ends_with('#') {
-            shape.push('#');
-        }
-    }
-    shape
+/// releases of the same generation compare equal. Read as it is compared, without building it: a
+/// digit after a digit (or after a `#`, which it would join) adds nothing.
+fn sku_shape(sku: &str) -> impl Iterator<Item = char> + '_ {
+    let bytes = sku.as_bytes();
+    let joins = |i: usize| i > 0 && (bytes[i - 1].is_ascii_digit() || bytes[i - 1] == b'#');
+    sku.char_indices()
+        .filter(move |&(i, c)| !(c.is_ascii_digit() && joins(i)))
+        .map(|(_, c)| {
+            if c.is_ascii_digit() {
+                '#'
+            } else {
+                c.to_ascii_lowercase()
+            }
+        })
 }
 
 /// The Hyper-V generation of an installer-uploaded image, or why `resource_id` is not one.
@@ -450,9 +449,11 @@ fn custom(message: String, current: Value) -> ImageOutcome {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use serde_json::{Value, json};
 
-    use super::{Azure, choose_generation, sku_shape};
+    use super::{Azure, ImageFields, choose_generation, find_variant, sku_shape};
     use crate::arch::Arch;
     use crate::platform::{FieldChange, ImageOutcome, PlatformRule};
     use crate::reason::Reason;
@@ -820,10 +821,16 @@ mod tests {
 
     #[test]
     fn sku_shapes_ignore_release_numbers_only() {
-        assert_eq!(sku_shape("aro_419"), sku_shape("ARO_420"));
-        assert_eq!(sku_shape("419-v2"), sku_shape("4201-v3"));
-        assert_ne!(sku_shape("aro_420"), sku_shape("420-v2"));
-        assert_ne!(sku_shape("rh-ocp-worker"), sku_shape("rh-ocp-worker-gen1"));
+        let shape = |sku| sku_shape(sku).collect::<String>();
+        assert_eq!(shape("aro_419"), "aro_#");
+        assert_eq!(shape("aro_419"), shape("ARO_420"));
+        assert_eq!(shape("419-v2"), shape("4201-v3"));
+        assert_eq!(shape("419-v2"), "#-v#");
+        assert_ne!(shape("aro_420"), shape("420-v2"));
+        assert_ne!(shape("rh-ocp-worker"), shape("rh-ocp-worker-gen1"));
+        // A `#` in a sku joins the digits after it, as a run of digits would.
+        assert_eq!(shape("a#1b"), "a#b");
+        assert_eq!(shape("é1"), "é#");
     }
 
     #[test]
@@ -843,5 +850,41 @@ mod tests {
         assert_eq!(choose_generation(&generations, "img-2"), "hyperVGen2");
         assert_eq!(choose_generation(&generations, "img-3"), "hyperVGen2");
         assert_eq!(choose_generation(&generations, "img-3-gen1"), "hyperVGen1");
+    }
+
+    /// Should two variants ever share a publisher and offer, the one that lists the current sku
+    /// wins, whichever comes first; without one, the first.
+    #[test]
+    fn variants_sharing_an_offer_are_told_apart_by_the_sku() {
+        let generation = |publisher: &str, sku: &str| {
+            let image = AzureMarketplaceImage {
+                publisher: publisher.into(),
+                offer: "o".into(),
+                sku: sku.into(),
+                version: "1".into(),
+            };
+            BTreeMap::from([("hyperVGen2".to_string(), image)])
+        };
+        let variants = BTreeMap::from([
+            ("a-other".to_string(), generation("elsewhere", "sku-1")),
+            ("b-first".to_string(), generation("p", "sku-1")),
+            ("c-second".to_string(), generation("P", "sku-2")),
+        ]);
+        let current = |sku| ImageFields {
+            publisher: "p",
+            offer: "O",
+            sku,
+            version: "1",
+            resource_id: "",
+        };
+        let found = |sku| find_variant(&variants, &current(sku)).map(|(name, _)| name);
+        assert_eq!(found("SKU-2"), Some("c-second"));
+        assert_eq!(found("sku-1"), Some("b-first"));
+        assert_eq!(found("sku-9"), Some("b-first"));
+        let other = ImageFields {
+            offer: "another",
+            ..current("sku-1")
+        };
+        assert_eq!(find_variant(&variants, &other), None);
     }
 }
