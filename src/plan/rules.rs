@@ -26,7 +26,7 @@ use crate::names::{
 };
 use crate::platform::vsphere::{self, TemplateRequest};
 use crate::platform::{
-    ImageOutcome, Input, Platform, PlatformRule, RuleContext, ShownImage, display_image,
+    ImageOutcome, Input, Platform, PlatformRule, RuleContext, ShownImage, shown_image,
 };
 use crate::reason::Reason;
 use crate::stream::{DEFAULT_OS_STREAM, GoldenStream};
@@ -462,7 +462,7 @@ impl Planner<'_> {
         image: &ImageChange,
     ) -> Option<Decision> {
         image.values.target.as_ref()?;
-        let current = display_image(image.values.current.as_ref());
+        let current = shown_image(image.values.current.as_ref());
         let listed = ready
             .golden
             .arch_of(&current)

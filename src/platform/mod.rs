@@ -263,7 +263,16 @@ pub fn read_by_a_rule(field: &str) -> bool {
 
 /// A boot image as a person reads it: the id, the path, or an Azure URN.
 pub fn display_image(image: Option<&Value>) -> String {
-    ShownImage(image).to_string()
+    shown_image(image).into_owned()
+}
+
+/// [`display_image`], borrowed where the image is written as one string (an AMI, a GCP image).
+pub fn shown_image(image: Option<&Value>) -> Cow<'_, str> {
+    match image {
+        None | Some(Value::Null) => Cow::Borrowed("-"),
+        Some(Value::String(s)) => Cow::Borrowed(s),
+        Some(_) => Cow::Owned(ShownImage(image).to_string()),
+    }
 }
 
 /// [`display_image`] written straight into a message, without a string of its own.
