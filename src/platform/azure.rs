@@ -125,16 +125,10 @@ impl PlatformRule for Azure {
                 current: Some(current),
             };
         };
-        let target = target_image(image, golden, variant);
-        // The target is the current object with fields rewritten in place and absent ones
-        // appended, so the two are equal exactly when they match field by field, in order
-        // (`==` would hash every key of one to find it in the other).
-        let unchanged = target.len() == image.len()
-            && (target.iter().zip(image)).all(|((k, v), (k0, v0))| k == k0 && v == v0);
-        if unchanged {
+        if is_current(image, golden, variant) {
             return ImageOutcome::UpToDate { current };
         }
-        let target = Value::Object(target);
+        let target = Value::Object(target_image(image, golden, variant));
         ImageOutcome::Update {
             changes: vec![FieldChange {
                 // One change for the whole object: publisher, offer, sku, version and type only
@@ -382,12 +376,11 @@ fn golden_variant<'v>(
     Ok((variant, choose_generation(generations, fields.sku)))
 }
 
-/// The current image object pointed at `golden`, keeping any keys we do not manage.
-fn target_image(
-    current: &Map<String, Value>,
-    golden: &AzureMarketplaceImage,
+/// The fields of an image object we manage, as they are for `golden`.
+fn managed_fields<'g>(
+    golden: &'g AzureMarketplaceImage,
     variant: &str,
-) -> Map<String, Value> {
+) -> [(&'static str, &'g str); 5] {
     // Paid images only boot with their purchase plan attached, which the machine controller
     // does only for MarketplaceWithPlan.
     let image_type = if variant == NO_PURCHASE_PLAN {
@@ -395,14 +388,34 @@ fn target_image(
     } else {
         "MarketplaceWithPlan"
     };
-    let mut managed = [
+    [
         ("publisher", golden.publisher.as_str()),
         ("offer", &golden.offer),
         ("sku", &golden.sku),
         ("version", &golden.version),
         ("type", image_type),
     ]
-    .map(|(key, value)| (key, value, false));
+}
+
+/// Whether [`target_image`] would leave `current` as it is: every managed field already holds
+/// its value, and a resourceID, if any, is empty. Asked first, so that an image already current
+/// (most of a settled fleet) is not copied to find out.
+fn is_current(current: &Map<String, Value>, golden: &AzureMarketplaceImage, variant: &str) -> bool {
+    let holds =
+        |key, value: &str| matches!(map_field(current, key), Some(Value::String(s)) if s == value);
+    managed_fields(golden, variant)
+        .into_iter()
+        .all(|(key, value)| holds(key, value))
+        && map_field(current, "resourceID").is_none_or(|id| id.as_str() == Some(""))
+}
+
+/// The current image object pointed at `golden`, keeping any keys we do not manage.
+fn target_image(
+    current: &Map<String, Value>,
+    golden: &AzureMarketplaceImage,
+    variant: &str,
+) -> Map<String, Value> {
+    let mut managed = managed_fields(golden, variant).map(|(key, value)| (key, value, false));
     // Fields are set in place in a copy of the object: every look-up or insert by key would
     // hash it (SipHash, for serde_json's ordered maps), and each string is rewritten in the
     // copy's own allocation.
@@ -453,7 +466,11 @@ mod tests {
 
     use serde_json::{Value, json};
 
-    use super::{Azure, ImageFields, choose_generation, find_variant, sku_shape};
+    use serde_json::Map;
+
+    use super::{
+        Azure, ImageFields, choose_generation, find_variant, is_current, sku_shape, target_image,
+    };
     use crate::arch::Arch;
     use crate::platform::{FieldChange, ImageOutcome, PlatformRule};
     use crate::reason::Reason;
@@ -850,6 +867,53 @@ mod tests {
         assert_eq!(choose_generation(&generations, "img-2"), "hyperVGen2");
         assert_eq!(choose_generation(&generations, "img-3"), "hyperVGen2");
         assert_eq!(choose_generation(&generations, "img-3-gen1"), "hyperVGen1");
+    }
+
+    /// An image is current exactly when pointing it at the golden image would leave it as it is,
+    /// whatever its fields: present or not, strings or not, with or without a resourceID.
+    #[test]
+    fn an_image_is_current_exactly_when_its_target_is_itself() {
+        let golden = AzureMarketplaceImage {
+            publisher: "azureopenshift".into(),
+            offer: "aro4".into(),
+            sku: "aro_421".into(),
+            version: "421.9.1".into(),
+        };
+        let fields = [
+            ("publisher", json!("azureopenshift")),
+            ("offer", json!("aro4")),
+            ("sku", json!("aro_421")),
+            ("version", json!("421.9.1")),
+            ("type", json!("MarketplaceNoPlan")),
+            ("resourceID", json!("")),
+            ("extra", json!({"kept": true})),
+        ];
+        let changes = [
+            None,
+            Some(json!("other")),
+            Some(json!(7)),
+            Some(Value::Null),
+        ];
+        for variant in ["no-purchase-plan", "ocp"] {
+            for (i, _) in fields.iter().enumerate() {
+                for change in &changes {
+                    // Field i changed (or dropped, for None), the others as golden.
+                    let image: Map<String, Value> = (fields.iter().enumerate())
+                        .filter_map(|(j, (k, v))| match (j == i, change) {
+                            (false, _) => Some((k.to_string(), v.clone())),
+                            (true, None) => None,
+                            (true, Some(c)) => Some((k.to_string(), c.clone())),
+                        })
+                        .collect();
+                    let unchanged = target_image(&image, &golden, variant) == image;
+                    assert_eq!(
+                        is_current(&image, &golden, variant),
+                        unchanged,
+                        "{variant} {image:?}"
+                    );
+                }
+            }
+        }
     }
 
     /// Should two variants ever share a publisher and offer, the one that lists the current sku
