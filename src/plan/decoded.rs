@@ -1,11 +1,11 @@
 //! Provider specs decoded once per pass.
 //!
 //! The watch store keeps each provider spec as compact text ([`crate::compact_json`]), and a
-//! rule reads a `Value`: decoding it was a third of a stored MachineSet's decision (17
-//! allocations on AWS). The trimmed text holds only what the rules read (the image, the region,
-//! the stub secret's name), so the MachineSets of one region, role and image hold the same text,
-//! and a fleet of thousands holds a few dozen distinct ones. Each distinct text is decoded once
-//! per [`Planner`](super::Planner) and shared.
+//! rule reads a `Value`: decoding it was a third of the allocations of a stored MachineSet's
+//! decision (17 on AWS). The trimmed text holds only what the rules read (the image, the region,
+//! the stub secret's name), so the MachineSets of one region, role and image hold the same text
+//! (the benchmark's 1,000 AWS MachineSets hold 107). Each distinct text is decoded once per
+//! [`Planner`](super::Planner) and shared.
 
 use std::collections::HashMap;
 use std::ops::Deref;
