@@ -20,46 +20,22 @@
 #[path = "support/mod.rs"]
 mod support;
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::BTreeMap;
 use std::hint::black_box;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use boot_image_controller::plan::{self, Planner};
 use serde_json::{Value, json};
 use support::{Data, PLATFORMS, Scenario};
 
-/// The system allocator, counting the allocations it makes (a `realloc` counts as one).
-struct Counting;
-
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
-
-// SAFETY: every call is forwarded unchanged to the system allocator; only a counter is added.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
 #[global_allocator]
-static ALLOCATOR: Counting = Counting;
+static ALLOCATOR: support::counting::Counting = support::counting::Counting;
 
 /// Heap allocations made by one run of `f`, per MachineSet of a cluster of `count`.
 fn allocations_per(count: usize, f: impl FnOnce()) -> f64 {
-    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    let before = support::counting::allocations();
     f();
-    (ALLOCATIONS.load(Ordering::Relaxed) - before) as f64 / count.max(1) as f64
+    (support::counting::allocations() - before) as f64 / count.max(1) as f64
 }
 
 struct Args {
@@ -188,14 +164,15 @@ fn main() {
                 );
             }
             let (mix_text, reasons) = mix(&scenario);
-            let (plan_time, iterations) = measure(args.time, || {
+            let plan_once = || {
                 black_box(plan::plan(
                     black_box(&scenario.cluster),
                     black_box(&scenario.machine_sets),
                     &[],
                     &scenario.options,
                 ));
-            });
+            };
+            let (plan_time, iterations) = measure(args.time, plan_once);
             let pass = || {
                 let planner = Planner::new(black_box(&scenario.cluster), &scenario.options);
                 for ms in black_box(&scenario.lenient) {
@@ -203,14 +180,7 @@ fn main() {
                 }
             };
             let (pass_time, _) = measure(args.time / 2, pass);
-            let plan_allocations = allocations_per(count, || {
-                black_box(plan::plan(
-                    &scenario.cluster,
-                    &scenario.machine_sets,
-                    &[],
-                    &scenario.options,
-                ));
-            });
+            let plan_allocations = allocations_per(count, plan_once);
             let pass_allocations = allocations_per(count, pass);
             let ns = plan_time.as_nanos() as f64 / count as f64;
             let pass_ns = pass_time.as_nanos() as f64 / count as f64;

@@ -10,46 +10,14 @@
 #[path = "../benches/support/mod.rs"]
 mod support;
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicIsize, Ordering};
 
 use boot_image_controller::api::MachineSet;
 use boot_image_controller::controller::lenient::Lenient;
 use serde_json::{Value, json};
 
-/// The system allocator, counting the bytes it holds.
-struct Counting;
-
-static HELD: AtomicIsize = AtomicIsize::new(0);
-
-// SAFETY: every call is forwarded unchanged to the system allocator; only a counter is added.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        HELD.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        HELD.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        HELD.fetch_add(
-            new_size as isize - layout.size() as isize,
-            Ordering::Relaxed,
-        );
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
 #[global_allocator]
-static ALLOCATOR: Counting = Counting;
-
-fn held() -> isize {
-    HELD.load(Ordering::Relaxed)
-}
+static ALLOCATOR: support::counting::Counting = support::counting::Counting;
 
 /// The object as a watch event carries it: what we created plus what the API server adds.
 fn as_served(mut object: Value, i: usize) -> Value {
@@ -82,9 +50,9 @@ fn as_applied(served: Value, applied: &Value) -> Value {
 
 /// Heap bytes per object held after parsing each of `served` with `parse`.
 fn held_per_object<T>(served: &[String], parse: impl Fn(&str) -> T) -> usize {
-    let before = held();
+    let before = support::counting::held();
     let store: Vec<Arc<T>> = served.iter().map(|s| Arc::new(parse(s))).collect();
-    let per_object = (held() - before) as usize / store.len().max(1);
+    let per_object = (support::counting::held() - before) as usize / store.len().max(1);
     drop(store);
     per_object
 }

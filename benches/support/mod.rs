@@ -7,6 +7,8 @@
 //! used instead (AWS only), and [`Data::source`] says so.
 #![allow(dead_code)]
 
+pub mod counting;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
