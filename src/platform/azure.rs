@@ -464,9 +464,7 @@ fn custom(message: String, current: Value) -> ImageOutcome {
 mod tests {
     use std::collections::BTreeMap;
 
-    use serde_json::{Value, json};
-
-    use serde_json::Map;
+    use serde_json::{Map, Value, json};
 
     use super::{
         Azure, ImageFields, choose_generation, find_variant, is_current, sku_shape, target_image,

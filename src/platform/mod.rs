@@ -271,7 +271,12 @@ pub fn shown_image(image: Option<&Value>) -> Cow<'_, str> {
     match image {
         None | Some(Value::Null) => Cow::Borrowed("-"),
         Some(Value::String(s)) => Cow::Borrowed(s),
-        Some(_) => Cow::Owned(ShownImage(image).to_string()),
+        Some(other) => Cow::Owned(
+            (Platform::WITH_RULES.iter())
+                .filter_map(Platform::rule)
+                .find_map(|rule| rule.display(other))
+                .unwrap_or_else(|| other.to_string()),
+        ),
     }
 }
 
@@ -280,17 +285,7 @@ pub struct ShownImage<'a>(pub Option<&'a Value>);
 
 impl fmt::Display for ShownImage<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0 {
-            None | Some(Value::Null) => f.write_str("-"),
-            Some(Value::String(s)) => f.write_str(s),
-            Some(other) => match (Platform::WITH_RULES.iter())
-                .filter_map(Platform::rule)
-                .find_map(|rule| rule.display(other))
-            {
-                Some(shown) => f.write_str(&shown),
-                None => write!(f, "{other}"),
-            },
-        }
+        f.write_str(&shown_image(self.0))
     }
 }
 
