@@ -12,7 +12,8 @@
 //!
 //! Besides times, it counts heap allocations per MachineSet (of one `plan` and one `pass`):
 //! unlike wall-clock time on a shared machine, that figure is the same on every run, and each
-//! allocation is a malloc and a free the planner pays for every MachineSet.
+//! allocation is a malloc and a free the planner pays for every MachineSet. The counter runs only
+//! while allocations are counted, never while a case is timed.
 //!
 //! Options: `--sizes 100,1000,10000`, `--platforms AWS,GCP,Azure`, `--time SECONDS` (measuring
 //! time per case, default 2), `--json FILE`. Prints a table; never asserts on timings.
@@ -33,9 +34,12 @@ static ALLOCATOR: support::counting::Counting = support::counting::Counting;
 
 /// Heap allocations made by one run of `f`, per MachineSet of a cluster of `count`.
 fn allocations_per(count: usize, f: impl FnOnce()) -> f64 {
+    support::counting::switch(true);
     let before = support::counting::allocations();
     f();
-    (support::counting::allocations() - before) as f64 / count.max(1) as f64
+    let made = support::counting::allocations() - before;
+    support::counting::switch(false);
+    made as f64 / count.max(1) as f64
 }
 
 struct Args {

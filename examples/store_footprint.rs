@@ -58,6 +58,7 @@ fn held_per_object<T>(served: &[String], parse: impl Fn(&str) -> T) -> usize {
 }
 
 fn main() {
+    support::counting::switch(true);
     let count: usize = std::env::args()
         .nth(1)
         .map(|n| n.parse().expect("COUNT is a number"))
