@@ -18,18 +18,27 @@ fn main() {
         .filter(|c| !c.is_empty())
         .or_else(|| {
             // Rebuild when HEAD moves: HEAD itself (checkouts), the branch it points to
-            // (commits) and packed-refs (after `git gc`).
-            if let Some(head) = git(&["rev-parse", "--git-path", "HEAD"]) {
-                println!("cargo:rerun-if-changed={head}");
-            }
+            // (commits) and packed-refs (after `git gc`). Only files that exist are named:
+            // cargo counts a missing one as changed on every build, which rebuilt the library
+            // at every cargo command in a repository without packed-refs.
+            let watch = |path: Option<String>| {
+                if let Some(path) = path.filter(|p| std::path::Path::new(p).exists()) {
+                    println!("cargo:rerun-if-changed={path}");
+                }
+            };
+            watch(git(&["rev-parse", "--git-path", "HEAD"]));
             if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"])
                 && let Some(path) = git(&["rev-parse", "--git-path", &branch])
             {
-                println!("cargo:rerun-if-changed={path}");
+                // A branch only in packed-refs gets its own file at its next commit: watch the
+                // folder that file will appear in.
+                let parent = std::path::Path::new(&path)
+                    .parent()
+                    .map(|p| p.display().to_string());
+                let exists = std::path::Path::new(&path).exists();
+                watch(if exists { Some(path) } else { parent });
             }
-            if let Some(packed) = git(&["rev-parse", "--git-path", "packed-refs"]) {
-                println!("cargo:rerun-if-changed={packed}");
-            }
+            watch(git(&["rev-parse", "--git-path", "packed-refs"]));
             git(&["rev-parse", "--short=12", "HEAD"])
         })
         .unwrap_or_else(|| "unknown".to_string());
