@@ -5,6 +5,7 @@
 #                     [--keep-cluster]
 #   --quick         the same measurements at small sizes, in a few minutes (smoke check)
 #   --json FILE     also write the figures as JSON: planner_ns_per_machineset,
+#                   planner_instructions_per_machineset,
 #                   convergence_seconds, baseline_seconds, first_patch_seconds,
 #                   baseline_first_patch_seconds,
 #                   config_map_update_seconds,
@@ -21,7 +22,8 @@
 # Measurements (full run; --quick sizes in brackets):
 #   planner      plan() throughput on synthetic AWS, GCP and Azure clusters of 100, 1,000 and
 #                10,000 MachineSets [100, 1,000], single thread, release build
-#                (cargo bench --bench planner)
+#                (cargo bench --bench planner); with valgrind, also its instructions per
+#                MachineSet at 1,000, counted by callgrind (repeatable where time is not)
 #   convergence  100, 500, 1,000 [20, 50] outdated MachineSets: seconds from the golden
 #                ConfigMap update to all patched and BootImageUpdateProgressing=False, next to a
 #                plain client sending the same JSON Patches with the same concurrency (8)
@@ -122,6 +124,54 @@ cargo build --release --locked --bin boot-image-controller --example bench_clust
 wants planner && cargo bench --locked --bench planner --no-run >&2 2>&1
 wants takeover && cargo test --locked --test suite --no-run >&2 2>&1
 
+# instructions_in <callgrind output> <function>: the instructions a function ran, its callees
+# included, summed over the entries callgrind splits it into (code inlined from other files).
+instructions_in() {
+  callgrind_annotate --inclusive=yes --threshold=100 --auto=no "$1" 2>/dev/null |
+    awk -v fn="$2" '$0 ~ (":" fn "( \\[|$)") { gsub(",", "", $1); sum += $1 } END { print sum + 0 }'
+}
+
+# The planner's instructions per MachineSet, counted by callgrind at 1,000 MachineSets (or the
+# smallest size asked for): unlike wall-clock time on a shared machine, the same on every run of
+# one build, so a change of a few percent shows. Skipped, with a row that says so, without
+# valgrind.
+planner_instructions() {
+  local count bin platform out calls plan pass
+  count=1000
+  in_list "$count" "$planner_sizes" || count="${planner_sizes%%,*}"
+  if ! command -v valgrind >/dev/null || ! command -v callgrind_annotate >/dev/null; then
+    row "1. planner instructions" "$(thousands "$count")" "skipped: valgrind is not installed" \
+      "apt-get install valgrind"
+    return
+  fi
+  bin="$(cargo bench --locked --bench planner --no-run --message-format=json 2>/dev/null |
+    jq -r 'select(.executable != null and .target.name == "planner") | .executable' | tail -n 1)"
+  local counted=()
+  for platform in AWS GCP Azure; do
+    # Only the platforms the benchmark had data for (GCP and Azure need ../shared/fixtures).
+    jq -e --arg p "$platform" 'any(.results[]; .platform == $p)' "$results/planner.json" \
+      >/dev/null 2>&1 || continue
+    out="$results/callgrind-$platform"
+    log "planner: counting instructions on $platform at $count (callgrind)"
+    if ! valgrind --tool=callgrind --callgrind-out-file="$out.out" "$bin" --platforms "$platform" \
+      --sizes "$count" --time 0 --json "$out.calls" >/dev/null 2>"$out.log"; then
+      failed=1
+      row "1. planner instructions, $platform" "$(thousands "$count")" "FAILED (see $out.log)" \
+        "valgrind --tool=callgrind $bin --platforms $platform --sizes $count --time 0"
+      continue
+    fi
+    calls="$(jq -r '.results[0] | "\(.plan_calls) \(.pass_calls)"' "$out.calls")"
+    plan=$(($(instructions_in "$out.out" planner::plan_case) / ${calls% *} / count))
+    pass=$(($(instructions_in "$out.out" planner::pass_case) / ${calls#* } / count))
+    row "1. planner instructions, $platform" "$(thousands "$count")" \
+      "$(thousands "$plan") instructions per MachineSet, controller-style pass $(thousands "$pass") (callgrind; the same on every run of one build)" \
+      "valgrind --tool=callgrind target/release/deps/planner-* --platforms $platform --sizes $count --time 0, then callgrind_annotate --inclusive=yes: planner::plan_case and planner::pass_case per call and MachineSet"
+    counted+=("$(jq -n --arg p "$platform" --argjson c "$count" --argjson plan "$plan" --argjson pass "$pass" \
+      '{platform: $p, count: $c, plan: $plan, pass: $pass}')")
+  done
+  ((${#counted[@]} == 0)) || printf '%s\n' "${counted[@]}" | jq -s '{instructions: .}' >"$results/planner-instructions.json"
+}
+
 # ---------------------------------------------------------------------------------------------
 if wants planner; then
   log "planner: sizes $planner_sizes"
@@ -136,6 +186,7 @@ if wants planner; then
     failed=1
     row "1. planner" "$planner_sizes" "FAILED" "cargo bench --bench planner -- --sizes $planner_sizes"
   fi
+  planner_instructions
 fi
 
 # ---------------------------------------------------------------------------------------------
@@ -296,7 +347,8 @@ if [[ -n "$json_out" ]]; then
       | map({key: (.[0].count | tostring), value: (map(f) | median)}) | from_entries;
     ($all[0] // []) as $runs
     | ($runs | map(select(.results)) | first // {results: []}) as $planner
-    | ($runs | map(select(.results | not))) as $cluster
+    | ($runs | map(select(.instructions)) | first // {instructions: []}) as $instructions
+    | ($runs | map(select((.results | not) and (.instructions | not)))) as $cluster
     | ($planner.results | map(.count) | max) as $largest
     | ($cluster | map(select(.run // "" | startswith("memory")))) as $memory_runs
     | (if ($memory_runs | length) > 0 then $memory_runs else $cluster end) as $memory
@@ -309,6 +361,8 @@ if [[ -n "$json_out" ]]; then
       planner_ns_per_machineset_by_platform:
         ($planner.results | map(select(.count == $largest)) | map({key: .platform, value: .ns_per_machineset}) | from_entries),
       planner: $planner.results,
+      planner_instructions_per_machineset:
+        ($instructions.instructions | map({key: .platform, value: {count, plan, pass}}) | from_entries),
       convergence_seconds: median_by_count_in($cluster; .convergence_seconds),
       baseline_seconds: median_by_count_in($cluster; .baseline_seconds),
       convergence_ratio: median_by_count_in($cluster; .ratio),
