@@ -132,9 +132,9 @@ instructions_in() {
 }
 
 # The planner's instructions per MachineSet, counted by callgrind at 1,000 MachineSets (or the
-# smallest size asked for): unlike wall-clock time on a shared machine, the same on every run of
-# one build, so a change of a few percent shows. Skipped, with a row that says so, without
-# valgrind.
+# smallest size asked for): unlike wall-clock time on a shared machine, which moved by half between
+# runs of one binary, runs of one build agree within about 1% (the hash maps' random seeds), so a
+# change of a few percent shows. Skipped, with a row that says so, without valgrind.
 planner_instructions() {
   local count bin platform out calls plan pass
   count=1000
@@ -164,7 +164,7 @@ planner_instructions() {
     plan=$(($(instructions_in "$out.out" planner::plan_case) / ${calls% *} / count))
     pass=$(($(instructions_in "$out.out" planner::pass_case) / ${calls#* } / count))
     row "1. planner instructions, $platform" "$(thousands "$count")" \
-      "$(thousands "$plan") instructions per MachineSet, controller-style pass $(thousands "$pass") (callgrind; the same on every run of one build)" \
+      "$(thousands "$plan") instructions per MachineSet, controller-style pass $(thousands "$pass") (callgrind; runs of one build agree within about 1%)" \
       "valgrind --tool=callgrind target/release/deps/planner-* --platforms $platform --sizes $count --time 0, then callgrind_annotate --inclusive=yes: planner::plan_case and planner::pass_case per call and MachineSet"
     counted+=("$(jq -n --arg p "$platform" --argjson c "$count" --argjson plan "$plan" --argjson pass "$pass" \
       '{platform: $p, count: $c, plan: $plan, pass: $pass}')")

@@ -4,7 +4,7 @@
 //! strict about what we do: a stream whose AWS regions are not objects is rejected as a whole,
 //! since guessing would risk writing a wrong image.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use serde::Deserialize;
@@ -52,9 +52,10 @@ pub struct GoldenStream {
     #[serde(default)]
     architectures: BTreeMap<String, StreamArch>,
     /// Every image reference the stream publishes and its architecture, built once when the
-    /// stream is read: the planner asks it for every MachineSet.
+    /// stream is read: the planner asks it for every MachineSet (foldhash: hashed per
+    /// MachineSet, and built from the golden stream, not from what MachineSets hold).
     #[serde(skip)]
-    references: HashMap<String, Arch>,
+    references: foldhash::HashMap<String, Arch>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]

@@ -7,7 +7,6 @@
 //! (the benchmark's 1,000 AWS MachineSets hold 107). Each distinct text is decoded once per
 //! [`Planner`](super::Planner) and shared.
 
-use std::collections::HashMap;
 use std::ops::Deref;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -24,7 +23,11 @@ const KEPT: usize = 512;
 pub(super) struct DecodedSpecs {
     // A planner is shared by the pass's tasks (`Planner` is `Sync`); the lock is never
     // contended, as one task decides at a time.
-    by_text: Mutex<HashMap<Box<str>, Arc<Value>>>,
+    // foldhash, not SipHash: every stored object's text (a couple of hundred bytes) is hashed
+    // once per pass, and SipHash took 2% of the pass's instructions doing it. The map lives
+    // for one pass and holds at most `KEPT` texts, so a crafted set of collisions could slow
+    // one pass and no more.
+    by_text: Mutex<foldhash::HashMap<Box<str>, Arc<Value>>>,
 }
 
 impl DecodedSpecs {

@@ -183,7 +183,8 @@ pub struct Planner<'a> {
     /// Each stub secret of the snapshot checked once: many MachineSets share one, and reading
     /// its Ignition config costs more than the rest of a decision.
     /// By namespace, then name, so that a look-up borrows the names instead of copying them.
-    stub_checks: HashMap<String, HashMap<String, StubCheck>>,
+    /// foldhash: looked up for most decisions, and built from the snapshot for one pass.
+    stub_checks: foldhash::HashMap<String, foldhash::HashMap<String, StubCheck>>,
     /// `options.now` as the history records it, formatted once rather than per update.
     now_text: String,
     /// The provider specs of stored objects, each distinct text decoded once.
@@ -192,7 +193,8 @@ pub struct Planner<'a> {
 
 impl<'a> Planner<'a> {
     pub fn new(snapshot: &'a ClusterSnapshot, options: &'a Options) -> Self {
-        let mut stub_checks: HashMap<String, HashMap<_, _>> = HashMap::new();
+        let mut stub_checks: foldhash::HashMap<String, foldhash::HashMap<_, _>> =
+            Default::default();
         for ((namespace, name), secret) in &snapshot.secrets {
             let checked = stub::verify(namespace, name, Some(secret));
             (stub_checks.entry(namespace.clone()).or_default()).insert(name.clone(), checked);
