@@ -132,19 +132,8 @@ fn mix(scenario: &Scenario) -> (String, BTreeMap<String, usize>) {
 
 /// How often each timed case ran, so that a profiler's cost of [`plan_case`] or [`pass_case`]
 /// (`hack/bench.sh` counts their instructions under callgrind) can be divided per call.
-struct Calls;
-
 static PLAN_CALLS: AtomicUsize = AtomicUsize::new(0);
 static PASS_CALLS: AtomicUsize = AtomicUsize::new(0);
-
-impl Calls {
-    fn plans() -> usize {
-        PLAN_CALLS.load(Ordering::Relaxed)
-    }
-    fn passes() -> usize {
-        PASS_CALLS.load(Ordering::Relaxed)
-    }
-}
 
 /// One `plan` of the scenario's MachineSets. Never inlined: profilers find it by name.
 #[inline(never)]
@@ -207,17 +196,18 @@ fn main() {
                 );
             }
             let (mix_text, reasons) = mix(&scenario);
-            let calls_before = (Calls::plans(), Calls::passes());
+            let calls = || {
+                let load = |calls: &AtomicUsize| calls.load(Ordering::Relaxed);
+                (load(&PLAN_CALLS), load(&PASS_CALLS))
+            };
+            let calls_before = calls();
             let plan_once = || plan_case(&scenario);
             let (plan_time, iterations) = measure(args.time, plan_once);
             let pass = || pass_case(&scenario);
             let (pass_time, _) = measure(args.time / 2, pass);
             let plan_allocations = allocations_per(count, plan_once);
             let pass_allocations = allocations_per(count, pass);
-            let (plan_calls, pass_calls) = (
-                Calls::plans() - calls_before.0,
-                Calls::passes() - calls_before.1,
-            );
+            let (plan_calls, pass_calls) = (calls().0 - calls_before.0, calls().1 - calls_before.1);
             let ns = plan_time.as_nanos() as f64 / count as f64;
             let pass_ns = pass_time.as_nanos() as f64 / count as f64;
             let per_second = count as f64 / plan_time.as_secs_f64();
