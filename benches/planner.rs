@@ -8,7 +8,9 @@
 //! - `pass`: what a controller pass does per MachineSet before any I/O: the planner's gates once,
 //!   then for every MachineSet `Planner::decide` on `Lenient::input()`, which borrows the
 //!   watched object instead of cloning it;
-//! - `fixed`: `plan` of zero MachineSets (gates, golden stream parsing, known-images set).
+//! - `fixed`: `plan` of zero MachineSets (gates, golden stream parsing, known-images set);
+//! - `status`: the conditions a pass reports once the plan's updates are applied, when every
+//!   updated MachineSet names its newest change (`controller::status::desired`).
 //!
 //! Besides times, it counts heap allocations per MachineSet (of one `plan` and one `pass`):
 //! unlike wall-clock time on a shared machine, that figure is the same on every run, and each
@@ -16,7 +18,9 @@
 //! while allocations are counted, never while a case is timed.
 //!
 //! Options: `--sizes 100,1000,10000`, `--platforms AWS,GCP,Azure`, `--time SECONDS` (measuring
-//! time per case, default 2), `--json FILE`. Prints a table; never asserts on timings.
+//! time per case, default 2), `--history N` (every MachineSet without our history gets one of N
+//! earlier changes, as after N upgrades; default 0), `--json FILE`. Prints a table; never
+//! asserts on timings.
 
 #[path = "support/mod.rs"]
 mod support;
@@ -26,7 +30,8 @@ use std::hint::black_box;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use boot_image_controller::plan::{self, Planner};
+use boot_image_controller::controller::status;
+use boot_image_controller::plan::{self, Decision, Planner};
 use serde_json::{Value, json};
 use support::{Data, PLATFORMS, Scenario};
 
@@ -47,6 +52,7 @@ struct Args {
     sizes: Vec<usize>,
     platforms: Vec<String>,
     time: Duration,
+    history: usize,
     json: Option<String>,
 }
 
@@ -55,6 +61,7 @@ fn parse_args() -> Args {
         sizes: vec![100, 1_000, 10_000],
         platforms: PLATFORMS.iter().map(|p| p.to_string()).collect(),
         time: Duration::from_secs(2),
+        history: 0,
         json: None,
     };
     let mut it = std::env::args().skip(1);
@@ -80,6 +87,7 @@ fn parse_args() -> Args {
                 args.platforms = value().split(',').map(|s| s.trim().to_string()).collect()
             }
             "--time" => args.time = Duration::from_secs_f64(value().parse().expect("--time SECS")),
+            "--history" => args.history = value().parse().expect("--history N"),
             "--json" => args.json = Some(value()),
             // Passed by `cargo bench`; filters are not supported.
             "--bench" => {}
@@ -157,6 +165,32 @@ fn pass_case(scenario: &Scenario) {
     }
 }
 
+/// The conditions a pass reports for `decisions`. Never inlined, as above.
+#[inline(never)]
+fn status_case(decisions: &[&Decision]) {
+    black_box(status::desired(&status::StatusInput {
+        blocked: None,
+        decisions: black_box(decisions),
+        selections: &[],
+        held: None,
+        paused: false,
+    }));
+}
+
+/// The scenario's decisions once its updates are applied: what the controller reports after a
+/// rollout, each updated MachineSet with the change it recorded.
+fn applied(scenario: &Scenario) -> Vec<Decision> {
+    let planned = plan::plan(
+        &scenario.cluster,
+        &scenario.machine_sets,
+        &[],
+        &scenario.options,
+    );
+    (planned.machine_sets.into_iter())
+        .map(Decision::applied)
+        .collect()
+}
+
 fn main() {
     let args = parse_args();
     let data = Data::load();
@@ -178,6 +212,7 @@ fn main() {
                 println!("{platform}: skipped (needs ../shared/fixtures)");
                 break;
             };
+            let scenario = scenario.with_history(args.history);
             if fixed.is_none() {
                 let empty = Vec::new();
                 let (d, _) = measure(args.time / 4, || {
@@ -205,6 +240,9 @@ fn main() {
             let (plan_time, iterations) = measure(args.time, plan_once);
             let pass = || pass_case(&scenario);
             let (pass_time, _) = measure(args.time / 2, pass);
+            let reported = applied(&scenario);
+            let reported: Vec<&Decision> = reported.iter().collect();
+            let (status_time, _) = measure(args.time / 4, || status_case(&reported));
             let plan_allocations = allocations_per(count, plan_once);
             let pass_allocations = allocations_per(count, pass);
             let (plan_calls, pass_calls) = (calls().0 - calls_before.0, calls().1 - calls_before.1);
@@ -214,8 +252,10 @@ fn main() {
             println!(
                 "{platform:>5} {count:>6} MachineSets: {ns:>8.0} ns/MachineSet  {per_second:>10.0} MachineSets/s  \
                  (plan {:.2} ms, median of {iterations}; controller-style pass {pass_ns:.0} ns/MachineSet; \
-                 allocations per MachineSet: plan {plan_allocations:.1}, pass {pass_allocations:.1})  [{mix_text}]",
-                plan_time.as_secs_f64() * 1e3
+                 allocations per MachineSet: plan {plan_allocations:.1}, pass {pass_allocations:.1}; \
+                 status after the rollout {:.0} µs)  [{mix_text}]",
+                plan_time.as_secs_f64() * 1e3,
+                status_time.as_secs_f64() * 1e6
             );
             rows.push(json!({
                 "platform": platform,
@@ -225,6 +265,8 @@ fn main() {
                 "plan_ms": plan_time.as_secs_f64() * 1e3,
                 "iterations": iterations,
                 "pass_ns_per_machineset": pass_ns.round() as u64,
+                "status_us": (status_time.as_secs_f64() * 1e6).round() as u64,
+                "history": args.history,
                 "plan_allocations_per_machineset": plan_allocations,
                 "pass_allocations_per_machineset": pass_allocations,
                 "plan_calls": plan_calls,

@@ -5,7 +5,7 @@
 #                     [--keep-cluster]
 #   --quick         the same measurements at small sizes, in a few minutes (smoke check)
 #   --json FILE     also write the figures as JSON: planner_ns_per_machineset,
-#                   planner_instructions_per_machineset,
+#                   planner_instructions_per_machineset (and _with_history),
 #                   convergence_seconds, baseline_seconds, first_patch_seconds,
 #                   baseline_first_patch_seconds,
 #                   config_map_update_seconds,
@@ -23,7 +23,8 @@
 #   planner      plan() throughput on synthetic AWS, GCP and Azure clusters of 100, 1,000 and
 #                10,000 MachineSets [100, 1,000], single thread, release build
 #                (cargo bench --bench planner); with valgrind, also its instructions per
-#                MachineSet at 1,000, counted by callgrind (repeatable where time is not)
+#                MachineSet at 1,000, counted by callgrind (repeatable where time is not), with
+#                and without the history 4 earlier upgrades leave on every MachineSet
 #   convergence  100, 500, 1,000 [20, 50] outdated MachineSets: seconds from the golden
 #                ConfigMap update to all patched and BootImageUpdateProgressing=False, next to a
 #                plain client sending the same JSON Patches with the same concurrency (8)
@@ -146,28 +147,35 @@ planner_instructions() {
   fi
   bin="$(cargo bench --locked --bench planner --no-run --message-format=json 2>/dev/null |
     jq -r 'select(.executable != null and .target.name == "planner") | .executable' | tail -n 1)"
-  local counted=()
+  local counted=() history label
   for platform in AWS GCP Azure; do
     # Only the platforms the benchmark had data for (GCP and Azure need ../shared/fixtures).
     jq -e --arg p "$platform" 'any(.results[]; .platform == $p)' "$results/planner.json" \
       >/dev/null 2>&1 || continue
-    out="$results/callgrind-$platform"
-    log "planner: counting instructions on $platform at $count (callgrind)"
-    if ! valgrind --tool=callgrind --callgrind-out-file="$out.out" "$bin" --platforms "$platform" \
-      --sizes "$count" --time 0 --json "$out.calls" >/dev/null 2>"$out.log"; then
-      failed=1
-      row "1. planner instructions, $platform" "$(thousands "$count")" "FAILED (see $out.log)" \
-        "valgrind --tool=callgrind $bin --platforms $platform --sizes $count --time 0"
-      continue
-    fi
-    calls="$(jq -r '.results[0] | "\(.plan_calls) \(.pass_calls)"' "$out.calls")"
-    plan=$(($(instructions_in "$out.out" planner::plan_case) / ${calls% *} / count))
-    pass=$(($(instructions_in "$out.out" planner::pass_case) / ${calls#* } / count))
-    row "1. planner instructions, $platform" "$(thousands "$count")" \
-      "$(thousands "$plan") instructions per MachineSet, controller-style pass $(thousands "$pass") (callgrind; runs of one build agree within about 1%)" \
-      "valgrind --tool=callgrind target/release/deps/planner-* --platforms $platform --sizes $count --time 0, then callgrind_annotate --inclusive=yes: planner::plan_case and planner::pass_case per call and MachineSet"
-    counted+=("$(jq -n --arg p "$platform" --argjson c "$count" --argjson plan "$plan" --argjson pass "$pass" \
-      '{platform: $p, count: $c, plan: $plan, pass: $pass}')")
+    # Also with the history several upgrades leave on every MachineSet: each decision reads its
+    # newest entry, and each update writes the older ones back.
+    for history in 0 4; do
+      label="1. planner instructions, $platform"
+      ((history == 0)) || label+=", $history earlier changes"
+      out="$results/callgrind-$platform-$history"
+      log "planner: counting instructions on $platform at $count, history of $history (callgrind)"
+      if ! valgrind --tool=callgrind --callgrind-out-file="$out.out" "$bin" --platforms "$platform" \
+        --sizes "$count" --time 0 --history "$history" --json "$out.calls" >/dev/null 2>"$out.log"; then
+        failed=1
+        row "$label" "$(thousands "$count")" "FAILED (see $out.log)" \
+          "valgrind --tool=callgrind $bin --platforms $platform --sizes $count --time 0 --history $history"
+        continue
+      fi
+      calls="$(jq -r '.results[0] | "\(.plan_calls) \(.pass_calls)"' "$out.calls")"
+      plan=$(($(instructions_in "$out.out" planner::plan_case) / ${calls% *} / count))
+      pass=$(($(instructions_in "$out.out" planner::pass_case) / ${calls#* } / count))
+      row "$label" "$(thousands "$count")" \
+        "$(thousands "$plan") instructions per MachineSet, controller-style pass $(thousands "$pass") (callgrind; runs of one build agree within about 1%)" \
+        "valgrind --tool=callgrind target/release/deps/planner-* --platforms $platform --sizes $count --time 0 --history $history, then callgrind_annotate --inclusive=yes: planner::plan_case and planner::pass_case per call and MachineSet"
+      counted+=("$(jq -n --arg p "$platform" --argjson c "$count" --argjson h "$history" \
+        --argjson plan "$plan" --argjson pass "$pass" \
+        '{platform: $p, count: $c, history: $h, plan: $plan, pass: $pass}')")
+    done
   done
   ((${#counted[@]} == 0)) || printf '%s\n' "${counted[@]}" | jq -s '{instructions: .}' >"$results/planner-instructions.json"
 }
@@ -177,11 +185,11 @@ if wants planner; then
   log "planner: sizes $planner_sizes"
   if cargo bench --locked --bench planner -- --sizes "$planner_sizes" --time "$planner_time" \
     --json "$results/planner.json" >&2; then
-    while IFS=$'\t' read -r platform count ns per_second pass_ns plan_allocs pass_allocs mix; do
+    while IFS=$'\t' read -r platform count ns per_second pass_ns plan_allocs pass_allocs status_us mix; do
       row "1. planner, $platform" "$(thousands "$count")" \
-        "$(thousands "$ns") ns/MachineSet, $(thousands "$per_second") MachineSets/s (controller-style pass: $(thousands "$pass_ns") ns/MachineSet; allocations per MachineSet: $plan_allocs, pass $pass_allocs; $mix)" \
+        "$(thousands "$ns") ns/MachineSet, $(thousands "$per_second") MachineSets/s (controller-style pass: $(thousands "$pass_ns") ns/MachineSet; allocations per MachineSet: $plan_allocs, pass $pass_allocs; status after the rollout: $(thousands "$status_us") µs; $mix)" \
         "cargo bench --bench planner -- --platforms $platform --sizes $count --time $planner_time"
-    done < <(jq -r '.results[] | [.platform, .count, .ns_per_machineset, .machinesets_per_second, .pass_ns_per_machineset, (.plan_allocations_per_machineset * 10 | round / 10), (.pass_allocations_per_machineset * 10 | round / 10), .mix] | @tsv' "$results/planner.json")
+    done < <(jq -r '.results[] | [.platform, .count, .ns_per_machineset, .machinesets_per_second, .pass_ns_per_machineset, (.plan_allocations_per_machineset * 10 | round / 10), (.pass_allocations_per_machineset * 10 | round / 10), .status_us, .mix] | @tsv' "$results/planner.json")
   else
     failed=1
     row "1. planner" "$planner_sizes" "FAILED" "cargo bench --bench planner -- --sizes $planner_sizes"
@@ -362,7 +370,9 @@ if [[ -n "$json_out" ]]; then
         ($planner.results | map(select(.count == $largest)) | map({key: .platform, value: .ns_per_machineset}) | from_entries),
       planner: $planner.results,
       planner_instructions_per_machineset:
-        ($instructions.instructions | map({key: .platform, value: {count, plan, pass}}) | from_entries),
+        ($instructions.instructions | map(select(.history == 0)) | map({key: .platform, value: {count, plan, pass}}) | from_entries),
+      planner_instructions_per_machineset_with_history:
+        ($instructions.instructions | map(select(.history > 0)) | map({key: .platform, value: {count, history, plan, pass}}) | from_entries),
       convergence_seconds: median_by_count_in($cluster; .convergence_seconds),
       baseline_seconds: median_by_count_in($cluster; .baseline_seconds),
       convergence_ratio: median_by_count_in($cluster; .ratio),

@@ -417,6 +417,40 @@ impl Built {
 }
 
 /// The mix repeats every 20 MachineSets; see each platform's function for its members.
+impl Scenario {
+    /// The same cluster after `earlier` upgrades: every MachineSet that has no history of ours
+    /// gets one of `earlier` changes, each as an AWS update records it (the newest kept as
+    /// written when `earlier` reaches the history's limit). Every pass then reads the newest
+    /// entry of every MachineSet, and every update writes the older ones back.
+    pub fn with_history(mut self, earlier: usize) -> Scenario {
+        if earlier == 0 {
+            return self;
+        }
+        let entries: Vec<Value> = (0..earlier)
+            .map(|i| {
+                json!({
+                    "time": format!("2025-0{}-01T00:00:00.123456Z", 1 + i % 9),
+                    "release": format!("4.{}.0", 15 + i),
+                    "stream": format!("rhcos-4.{}", 15 + i),
+                    "bootImage": {"from": format!("ami-0{i:016x}"), "to": format!("ami-1{i:016x}")},
+                    "userDataSecret": {"from": "worker-user-data", "to": "worker-user-data-managed"},
+                })
+            })
+            .collect();
+        let text = Value::Array(entries).to_string();
+        for ms in self.machine_sets.iter_mut().flatten() {
+            let annotations = ms.metadata.annotations.get_or_insert_default();
+            annotations
+                .entry(names::HISTORY_ANNOTATION.to_string())
+                .or_insert_with(|| text.clone());
+        }
+        self.lenient = (self.machine_sets.iter().flatten())
+            .map(|ms| typed(serde_json::to_value(ms).expect("a MachineSet serializes")))
+            .collect();
+        self
+    }
+}
+
 const PERIOD: usize = 20;
 
 /// A synthetic cluster of `count` MachineSets on `platform`, or `None` when the data for that

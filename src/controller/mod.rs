@@ -20,7 +20,7 @@ mod observe;
 mod report;
 mod secrets;
 mod skip_field;
-mod status;
+pub mod status;
 mod status_writer;
 mod templates;
 mod vcenter;

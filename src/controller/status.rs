@@ -306,10 +306,12 @@ fn last_changes(decisions: &[&Decision]) -> String {
         .copied()
         .filter(|e| e.last_change.is_some())
         .collect();
-    recent.sort_by(|a, b| {
-        let time = |e: &Decision| e.last_change.as_ref().map(|c| c.time.clone());
-        time(b).cmp(&time(a))
-    });
+    // Compared borrowed: a copy of both times at every comparison was most of a report after
+    // a rollout, when every updated object names its change.
+    fn time(e: &Decision) -> Option<&str> {
+        e.last_change.as_ref().map(|c| c.time.as_str())
+    }
+    recent.sort_by(|a, b| time(b).cmp(&time(a)));
     let mut text = String::new();
     for (i, e) in recent.iter().take(NAMED_CHANGES).enumerate() {
         let change = e.last_change.as_ref().expect("filtered");

@@ -9,6 +9,7 @@
 //!   the guard (the predecessor's counter was lost on restart).
 
 use std::cell::OnceCell;
+use std::ops::Range;
 
 use jiff::{SignedDuration, Timestamp};
 use json_patch::PatchOperation;
@@ -281,6 +282,11 @@ pub fn hot_loop_memory<'a>(meta: impl Into<MetaView<'a>>) -> Option<HotLoopMemor
 pub struct Records<'a> {
     meta: MetaView<'a>,
     hot_loop: OnceCell<Option<HotLoopMemory>>,
+    /// Where each entry's text lies in the history annotation, split once: an update writes
+    /// the older entries back, and then its decision reports the newest, and each split scans
+    /// the whole history, up to a few kilobytes. Kept as ranges, not borrowed text: a cell of
+    /// borrows would tie every `Records` to exactly the lifetime it was made with.
+    entries: OnceCell<Vec<Range<usize>>>,
 }
 
 impl<'a> Records<'a> {
@@ -288,15 +294,25 @@ impl<'a> Records<'a> {
         Records {
             meta: meta.into(),
             hot_loop: OnceCell::new(),
+            entries: OnceCell::new(),
         }
     }
 
-    /// The history's entries as JSON text, oldest first; none when the annotation is not a JSON
-    /// array.
-    fn entries(&self) -> Vec<&'a RawValue> {
-        (self.meta.annotation(HISTORY_ANNOTATION))
-            .and_then(|text| serde_json::from_str(text).ok())
-            .unwrap_or_default()
+    /// The history annotation's text, and where its entries lie in it, oldest first; no
+    /// entries when it is not a JSON array.
+    fn entries(&self) -> (&'a str, &[Range<usize>]) {
+        let text = self.meta.annotation(HISTORY_ANNOTATION);
+        let ranges = self.entries.get_or_init(|| {
+            let Some(text) = text else {
+                return Vec::new();
+            };
+            let entries: Vec<&RawValue> = serde_json::from_str(text).unwrap_or_default();
+            let start = |raw: &RawValue| raw.get().as_ptr() as usize - text.as_ptr() as usize;
+            (entries.into_iter())
+                .map(|raw| start(raw)..start(raw) + raw.get().len())
+                .collect()
+        });
+        (text.unwrap_or_default(), ranges)
     }
 
     fn hot_loop(&self) -> Option<&HotLoopMemory> {
@@ -305,8 +321,8 @@ impl<'a> Records<'a> {
 
     /// The newest recorded change, if any and if it can be read.
     pub fn into_last(self) -> Option<LastChange> {
-        let newest = *self.entries().last()?;
-        serde_json::from_str(newest.get()).ok()
+        let (text, entries) = self.entries();
+        serde_json::from_str(&text[entries.last()?.clone()]).ok()
     }
 
     /// See [`recent_patches`].
@@ -340,8 +356,9 @@ impl<'a> Records<'a> {
         now: Timestamp,
         window: SignedDuration,
     ) -> Vec<PatchOperation> {
-        let earlier = self.entries();
+        let (text, earlier) = self.entries();
         let kept = &earlier[(earlier.len() + 1).saturating_sub(HISTORY_LIMIT)..];
+        let kept = kept.iter().map(|range| &text[range.clone()]);
         let memory = remember_patch(self.hot_loop().cloned(), target, now, window);
         let values = [
             (HISTORY_ANNOTATION, history_text(kept, entry)),
@@ -352,12 +369,15 @@ impl<'a> Records<'a> {
 }
 
 /// The history annotation's text: the kept entries as they were written, then `newest`.
-fn history_text(kept: &[&RawValue], newest: &HistoryEntry<&String, &Value>) -> String {
-    let room = kept.iter().map(|raw| raw.get().len() + 1).sum::<usize>() + 512;
+fn history_text<'e>(
+    kept: impl Iterator<Item = &'e str> + Clone,
+    newest: &HistoryEntry<&String, &Value>,
+) -> String {
+    let room = kept.clone().map(|entry| entry.len() + 1).sum::<usize>() + 512;
     let mut text = Vec::with_capacity(room);
     text.push(b'[');
-    for raw in kept {
-        text.extend_from_slice(raw.get().as_bytes());
+    for entry in kept {
+        text.extend_from_slice(entry.as_bytes());
         text.push(b',');
     }
     newest.write_json(&mut text);
@@ -610,6 +630,34 @@ mod tests {
             Records::of(&after).into_last(),
             Some(entry(2).into_last_change())
         );
+    }
+
+    /// One `Records` splits its history once, for an update's operations and for the newest
+    /// entry its decision reports: both read each entry exactly where it lies in the text,
+    /// however the text is spaced.
+    #[test]
+    fn one_split_serves_the_update_and_the_newest_entry() {
+        let now: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let older = serde_json::to_string(&entry(1)).unwrap();
+        let newer = serde_json::to_string(&entry(2)).unwrap();
+        let meta = ObjectMeta {
+            annotations: Some(BTreeMap::from([(
+                HISTORY_ANNOTATION.into(),
+                format!("[ {older} ,\n\t{newer}\n]"),
+            )])),
+            ..ObjectMeta::default()
+        };
+        let records = Records::of(&meta);
+        let after = apply(
+            &meta,
+            records.record_ops(&entry(3).borrowed(), "t", now, HOUR),
+        );
+        let newest = serde_json::to_string(&entry(3)).unwrap();
+        assert_eq!(
+            MetaView::from(&after).annotation(HISTORY_ANNOTATION),
+            Some(format!("[{older},{newer},{newest}]").as_str())
+        );
+        assert_eq!(records.into_last(), Some(entry(2).into_last_change()));
     }
 
     #[test]
