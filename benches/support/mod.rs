@@ -416,12 +416,11 @@ impl Built {
     }
 }
 
-/// The mix repeats every 20 MachineSets; see each platform's function for its members.
 impl Scenario {
     /// The same cluster after `earlier` upgrades: every MachineSet that has no history of ours
-    /// gets one of `earlier` changes, each as an AWS update records it (the newest kept as
-    /// written when `earlier` reaches the history's limit). Every pass then reads the newest
-    /// entry of every MachineSet, and every update writes the older ones back.
+    /// gets one of `earlier` changes, each shaped as an AWS update records it. Every decision
+    /// then reads the newest entry of its MachineSet, and every update writes the older ones
+    /// back (up to the history's limit).
     pub fn with_history(mut self, earlier: usize) -> Scenario {
         if earlier == 0 {
             return self;
@@ -451,6 +450,7 @@ impl Scenario {
     }
 }
 
+/// The mix repeats every 20 MachineSets; see each platform's function for its members.
 const PERIOD: usize = 20;
 
 /// A synthetic cluster of `count` MachineSets on `platform`, or `None` when the data for that
