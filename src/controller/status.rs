@@ -309,7 +309,7 @@ fn last_changes(decisions: &[&Decision]) -> String {
     // Compared borrowed: a copy of both times at every comparison was most of a report after
     // a rollout, when every updated object names its change.
     fn time(e: &Decision) -> Option<&str> {
-        e.last_change.as_ref().map(|c| c.time.as_str())
+        e.last_change.as_ref().map(|c| c.time())
     }
     recent.sort_by(|a, b| time(b).cmp(&time(a)));
     let mut text = String::new();
@@ -318,7 +318,7 @@ fn last_changes(decisions: &[&Decision]) -> String {
         text.push_str(if i == 0 { "Last changes: " } else { "; " });
         // Whole seconds read better; the full time stays in the history annotation.
         let time = change
-            .time
+            .time()
             .split('.')
             .next()
             .unwrap_or_default()

@@ -103,7 +103,7 @@ pub struct Decision {
     pub infrastructure_template: Option<Box<TemplateCopy>>,
     /// The newest change this controller recorded on the object, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub last_change: Option<Box<record::LastChange>>,
+    pub last_change: Option<record::LastChange>,
     /// Of an Update: the change its patch records in the history annotation, which becomes
     /// the object's newest change once the patch is applied (see [`Decision::applied`]). Its
     /// boot image and stub secret changes are left out until then: they are `boot_image` and
@@ -175,19 +175,18 @@ impl Decision {
         }
         self.action = Action::UpToDate;
         self.reason = Reason::UpToDate;
-        // The recorded changes are taken from the values before they are applied: the image's
-        // written straight as the text a last change keeps, without a copy of the image.
-        let boot_image = self.boot_image.change().map(|c| c.as_text());
-        let user_data_secret = self.user_data_secret.change().map(|c| c.cloned());
+        // The change is recorded from the values before they are applied, as the patch's
+        // history entry was written.
+        if let Some(recorded) = self.recorded.take() {
+            let entry = HistoryEntry {
+                boot_image: self.boot_image.change(),
+                user_data_secret: self.user_data_secret.change(),
+                ..recorded.borrowed()
+            };
+            self.last_change = Some(record::LastChange::written(&entry));
+        }
         self.boot_image.apply();
         self.user_data_secret.apply();
-        if let Some(recorded) = self.recorded.take() {
-            self.last_change = Some(Box::new(record::LastChange {
-                boot_image,
-                user_data_secret,
-                ..recorded.into_last_change()
-            }));
-        }
         self.withdraw_writes();
         self.message = with_warning(
             current_message(self.boot_image.current.as_ref()),

@@ -260,7 +260,7 @@ impl<'a> Planner<'a> {
             Ok(ready) => self.decide_readable(&subject, ready),
         };
         decision.uid = subject.meta.uid().cloned();
-        decision.last_change = subject.records.into_last().map(Box::new);
+        decision.last_change = subject.records.into_last();
         decision
     }
 

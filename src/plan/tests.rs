@@ -1353,7 +1353,7 @@ fn repeated_reverts_within_the_window_stop_the_updates() {
     assert_mentions(&entry.message, "3 times within 1h");
     assert_eq!(entry.boot_image.target, Some(json!(AMI_US_EAST_1)));
     let last = entry.last_change.expect("our patches are in the history");
-    assert_eq!(last.time, minutes_ago(10).to_string());
+    assert_eq!(last.time(), minutes_ago(10).to_string());
 }
 
 #[test]
@@ -1649,7 +1649,7 @@ fn the_last_change_comes_from_the_history_annotation() {
     let history = serde_json::to_string(&[&older, &newer]).unwrap();
     let ms = machine_set("worker-a").annotate(record::HISTORY_ANNOTATION, &history);
     let entry = decide(&updatable(), ms.served());
-    assert_eq!(entry.last_change, Some(Box::new(newer.into_last_change())));
+    assert_eq!(entry.last_change, Some(newer.into_last_change()));
     // It is reported whatever the decision.
     let skipped = machine_set("worker-a")
         .annotate(record::HISTORY_ANNOTATION, &history)
