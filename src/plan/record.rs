@@ -325,10 +325,10 @@ pub fn hot_loop_memory<'a>(meta: impl Into<MetaView<'a>>) -> Option<HotLoopMemor
 /// What an object records of our earlier patches. The hot-loop memory is parsed at most once
 /// however often a decision consults it (an update counts and then extends it).
 ///
-/// The history is only split into its entries' JSON text, which is cheap enough to do where it
-/// is needed: the newest entry alone is parsed (every decision reports it), and an update writes
-/// the older ones back as they were, so an entry this version cannot read (a newer version's
-/// fields, a hand edit) is kept rather than costing the whole history.
+/// The history is only split into its entries' JSON text, once: the newest entry alone is read
+/// (every decision reports it, see [`LastChange`]), and an update writes the older ones back as
+/// they were, so an entry this version cannot read (a newer version's fields, a hand edit) is
+/// kept rather than costing the whole history.
 pub struct Records<'a> {
     meta: MetaView<'a>,
     hot_loop: OnceCell<Option<HotLoopMemory>>,
