@@ -103,7 +103,8 @@ impl Patcher {
             Ok(request) => request,
             Err(e) => return Outcome::Failed(format!("cannot build the patch: {e}")),
         };
-        // What the API server makes of a request, for kube's own tracing, as `Api::patch` names it.
+        // Built and named as kube's `Api::patch` builds a metadata API's patch (kube-client
+        // 5.0.0, src/api/core_methods.rs: `patch_metadata`, then the name for its tracing).
         request.extensions_mut().insert("patch");
         // Only success or failure is read: an error's status is decoded as before, and an
         // answer's metadata is not. Decoding it (its managedFields into trees of values, its
