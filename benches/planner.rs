@@ -112,14 +112,8 @@ fn measure(budget: Duration, mut f: impl FnMut()) -> (Duration, usize) {
     (samples[samples.len() / 2], samples.len())
 }
 
-/// Actions and reasons of the plan, e.g. `Update 45%, UpToDate 20%, Skip 30%, Error 5%`.
-fn mix(scenario: &Scenario) -> (String, BTreeMap<String, usize>) {
-    let p = plan::plan(
-        &scenario.cluster,
-        &scenario.machine_sets,
-        &[],
-        &scenario.options,
-    );
+/// Actions and reasons of the plan `p`, e.g. `Update 45%, UpToDate 20%, Skip 30%, Error 5%`.
+fn mix(p: &plan::Plan) -> (String, BTreeMap<String, usize>) {
     assert!(p.blocked.is_none(), "scenario blocked: {:?}", p.blocked);
     let mut by_action: BTreeMap<plan::Action, usize> = BTreeMap::new();
     let mut by_reason: BTreeMap<String, usize> = BTreeMap::new();
@@ -177,20 +171,6 @@ fn status_case(decisions: &[&Decision]) {
     }));
 }
 
-/// The scenario's decisions once its updates are applied: what the controller reports after a
-/// rollout, each updated MachineSet with the change it recorded.
-fn applied(scenario: &Scenario) -> Vec<Decision> {
-    let planned = plan::plan(
-        &scenario.cluster,
-        &scenario.machine_sets,
-        &[],
-        &scenario.options,
-    );
-    (planned.machine_sets.into_iter())
-        .map(Decision::applied)
-        .collect()
-}
-
 fn main() {
     let args = parse_args();
     let data = Data::load();
@@ -230,7 +210,18 @@ fn main() {
                     d.as_secs_f64() * 1e6
                 );
             }
-            let (mix_text, reasons) = mix(&scenario);
+            let planned = plan::plan(
+                &scenario.cluster,
+                &scenario.machine_sets,
+                &[],
+                &scenario.options,
+            );
+            let (mix_text, reasons) = mix(&planned);
+            // What the controller reports after a rollout: the decisions with their updates
+            // applied, each updated MachineSet with the change it recorded.
+            let reported: Vec<Decision> = (planned.machine_sets.into_iter())
+                .map(Decision::applied)
+                .collect();
             let calls = || {
                 let load = |calls: &AtomicUsize| calls.load(Ordering::Relaxed);
                 (load(&PLAN_CALLS), load(&PASS_CALLS))
@@ -240,7 +231,6 @@ fn main() {
             let (plan_time, iterations) = measure(args.time, plan_once);
             let pass = || pass_case(&scenario);
             let (pass_time, _) = measure(args.time / 2, pass);
-            let reported = applied(&scenario);
             let reported: Vec<&Decision> = reported.iter().collect();
             let (status_time, _) = measure(args.time / 4, || status_case(&reported));
             let plan_allocations = allocations_per(count, plan_once);

@@ -102,10 +102,11 @@ failed=0
 # shellcheck disable=SC2016 # the backquotes are Markdown
 row() { printf '| %s | %s | %s | `%s` |\n' "$1" "$2" "$3" "$4" >>"$rows"; }
 thousands() { sed -e ':a' -e 's/\B[0-9]\{3\}\>/,&/' -e 'ta' <<<"$1"; }
-# jq: the median of an array of numbers (the middle one, or the mean of the middle two).
+# jq definitions shared by the rows and the JSON. The median of an array of numbers (the middle
+# one, or the mean of the middle two).
 # A run's floor for its first patch: the ConfigMap update call, then a patch taking as long to
 # be seen as the plain client's first did in the same run. Neither is the controller's doing.
-jq_median='def median: sort | if length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end;
+jq_defs='def median: sort | if length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end;
   def first_patch_floor: if .config_map_update_seconds == null or .baseline_first_patch_seconds == null then null
     else .config_map_update_seconds + .baseline_first_patch_seconds end;'
 cmd_for() { # the hack/bench.sh command reproducing one cluster measurement
@@ -258,7 +259,7 @@ if ((cluster_needed)); then
       if ((${#runs[@]} == repeat)); then
         # The median of each figure over the runs, and every run's ratio and first patch, in
         # the order they ran.
-        jq -rs "$jq_median"'
+        jq -rs "$jq_defs"'
           def m(f): map(f // empty) | if length > 0 then median else "nan" end;
           def ms(f): f * 1000 | round | tostring;
           [m(.convergence_seconds), m(.baseline_seconds), m(.ratio), m(.first_patch_seconds), m(.baseline_first_patch_seconds), m(.config_map_update_seconds), m(first_patch_floor), m(.last_patch_seconds), m(.progressing_true_seconds), m(.critical_path_writes), m(.rollout_events), (map(.ratio * 10 | round | tostring | sub("(?<d>.)$"; ".\(.d)") | sub("^\\."; "0.") + "x") | join(", ")), (map("\(ms(.first_patch_seconds)) (floor \(first_patch_floor // 0 | ms(.)))") | join(", "))] | map(tostring) | join("\t")' \
@@ -353,7 +354,7 @@ if [[ -n "$json_out" ]]; then
   jq -n \
     --arg machine "$(machine)" --arg load_start "$load_start" --arg load_end "$load_end" \
     --arg quick "$quick" --arg data "$fixtures" --arg steady_size "${steady_sizes%%,*}" \
-    --slurpfile all <(jq -s '.' "$results"/*.json 2>/dev/null || echo '[]') "$jq_median"'
+    --slurpfile all <(jq -s '.' "$results"/*.json 2>/dev/null || echo '[]') "$jq_defs"'
     def by_count_in(runs; f): runs | map(select(f != null) | {key: (.count | tostring), value: f}) | from_entries;
     # Convergence runs repeat (--repeat): the median of the runs of each size.
     def median_by_count_in(runs; f): runs | map(select(f != null)) | group_by(.count)
