@@ -4,28 +4,77 @@
 //! Each function writes exactly the bytes `serde_json::to_writer` writes for the same value; the
 //! property test below holds them to it. serde_json escapes a string byte by byte and reaches
 //! every field through a serializer call; these strings (names, image IDs, times) almost never
-//! hold anything to escape, so a string is checked in one pass and copied whole, and only a
-//! string with something to escape is left to serde_json.
+//! hold anything to escape, so a string is checked in one pass and copied whole.
 
 use serde_json::Value;
 
 /// `text` as a JSON string.
 pub fn string(out: &mut Vec<u8>, text: &str) {
+    out.reserve(text.len() + 2);
+    out.push(b'"');
+    contents(out, text);
+    out.push(b'"');
+}
+
+/// `text` escaped as the inside of a JSON string, so that several pieces can make one string
+/// (a JSON Pointer joined from its base and the rest), escaped as serde_json escapes it.
+pub fn contents(out: &mut Vec<u8>, text: &str) {
     let bytes = text.as_bytes();
     // One pass over every byte, without an early exit, so that the compiler can check many
-    // bytes at once; strings with anything to escape are left to serde_json.
-    let plain = !bytes.iter().fold(false, |escape, &b| {
-        escape | (b < 0x20) | (b == b'"') | (b == b'\\')
-    });
+    // bytes at once: names and image IDs hold nothing to escape and are copied whole.
+    let plain = !bytes
+        .iter()
+        .fold(false, |escape, &b| escape | (ESCAPES[usize::from(b)] != 0));
     if plain {
-        out.reserve(bytes.len() + 2);
-        out.push(b'"');
         out.extend_from_slice(bytes);
-        out.push(b'"');
-    } else {
-        serde_json::to_writer(out, text).expect("writing to a Vec cannot fail");
+        return;
     }
+    // The runs between escapes are copied whole. (Pushing every byte into room reserved once
+    // took 8% more of `plan`'s instructions: the annotations written are JSON text, with a
+    // quote every few bytes.)
+    let mut copied = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let escape = ESCAPES[usize::from(b)];
+        if escape == 0 {
+            continue;
+        }
+        out.extend_from_slice(&bytes[copied..i]);
+        copied = i + 1;
+        if escape == b'u' {
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            out.extend_from_slice(&[
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[usize::from(b >> 4)],
+                HEX[usize::from(b & 0xf)],
+            ]);
+        } else {
+            out.extend_from_slice(&[b'\\', escape]);
+        }
+    }
+    out.extend_from_slice(&bytes[copied..]);
 }
+
+/// How JSON escapes each byte inside a string: 0 for not at all, `u` for `\u00XX`, otherwise
+/// the letter after the backslash. Quotes, backslashes and control characters are escaped.
+const ESCAPES: [u8; 256] = {
+    let mut table = [0; 256];
+    let mut b = 0;
+    while b < 0x20 {
+        table[b] = b'u';
+        b += 1;
+    }
+    table[0x08] = b'b';
+    table[0x09] = b't';
+    table[0x0a] = b'n';
+    table[0x0c] = b'f';
+    table[0x0d] = b'r';
+    table[b'"' as usize] = b'"';
+    table[b'\\' as usize] = b'\\';
+    table
+};
 
 /// `value` as compact JSON text.
 pub fn value(out: &mut Vec<u8>, value: &Value) {

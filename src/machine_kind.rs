@@ -408,7 +408,7 @@ const ANNOTATIONS_THE_PLANNER_READS: [&str; 6] = [
 /// Metadata without managedFields, and without the annotations the planner never reads. The
 /// annotation map itself stays, empty or not, when the object has one: our bookkeeping patch
 /// adds keys to a map that exists and creates the map only when there is none
-/// (`plan::patch::set_annotations_ops`).
+/// (`plan::patch::set_annotations`).
 fn keep_only_the_metadata_the_planner_reads(metadata: &mut ObjectMeta) {
     metadata.managed_fields = None;
     if let Some(annotations) = &mut metadata.annotations {

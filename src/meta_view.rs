@@ -78,7 +78,7 @@ impl<'a> Strings<'a> {
 
 /// What the planner reads of an object's metadata. Labels and annotations are `None` when the
 /// object has no such map, which is not the same as an empty one: a patch adds keys to a map
-/// that exists, and must create one that does not (`plan::patch::set_annotations_ops`).
+/// that exists, and must create one that does not (`plan::patch::set_annotations`).
 #[derive(Clone, Copy, Debug)]
 pub struct MetaView<'a> {
     meta: &'a ObjectMeta,

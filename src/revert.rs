@@ -16,14 +16,15 @@
 //!   the hot-loop memory (opting out resets it; the controller would otherwise clear it itself,
 //!   writing to an object it no longer manages).
 
-use json_patch::PatchOperation;
+use jsonptr::Pointer;
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::api::ObjectMeta;
 use crate::machine_kind::MachineKind;
 use crate::names::{HISTORY_ANNOTATION, HOT_LOOP_ANNOTATION, OPT_OUT_ANNOTATION, OPT_OUT_VALUE};
-use crate::plan::patch::{guarded_replace, remove_annotation_ops, set_annotations_ops};
+use crate::plan::Patch;
+use crate::plan::patch::{Path, remove_annotation, set_annotations};
 use crate::plan::record::HistoryEntry;
 use crate::plan::stub;
 use crate::platform::{display_image as display, image_locations};
@@ -119,7 +120,7 @@ pub struct Revert {
     pub remaining: Vec<HistoryEntry>,
     pub changes: Vec<Restore>,
     /// RFC 6902 operations: guarded replaces of the values, then the annotations.
-    pub patch: Vec<PatchOperation>,
+    pub patch: Patch,
 }
 
 /// Plans undoing the newest `steps` recorded changes of `object`, a MachineSet or
@@ -151,11 +152,12 @@ pub fn revert(kind: MachineKind, object: &Value, steps: usize) -> Result<Revert,
     let mut changes = restores(kind, object, undone, &described)?;
     changes.retain(|c| c.from != c.to);
 
-    let mut patch: Vec<PatchOperation> = changes
-        .iter()
-        .flat_map(|c| guarded_replace(&c.path, c.from.clone(), c.to.clone()))
-        .collect();
-    patch.extend(bookkeeping(&meta, remaining));
+    let mut patch = Patch::default();
+    for change in &changes {
+        let path = Pointer::parse(&change.path).expect("restored paths are built as pointers");
+        patch.guarded_replace(Path::At(path), &change.from, &change.to);
+    }
+    bookkeeping(&mut patch, &meta, remaining);
 
     Ok(Revert {
         reverted: undone.iter().rev().cloned().collect(),
@@ -264,7 +266,7 @@ fn template_restores(
 /// The object as it would be once `planned` is applied: what the controller would then see.
 pub fn applied(object: &Value, planned: &Revert) -> Result<Value, String> {
     let mut after = object.clone();
-    json_patch::patch(&mut after, &planned.patch).map_err(|e| e.to_string())?;
+    json_patch::patch(&mut after, &planned.patch.ops()).map_err(|e| e.to_string())?;
     Ok(after)
 }
 
@@ -293,18 +295,18 @@ pub fn history_writers(object: &Value) -> Vec<String> {
 
 /// Opts the object out (so the controller does not undo the revert at once), keeps only the
 /// history not undone (so a second revert goes further back) and clears the hot-loop memory.
-fn bookkeeping(meta: &ObjectMeta, remaining: &[HistoryEntry]) -> Vec<PatchOperation> {
-    let mut annotations = vec![(OPT_OUT_ANNOTATION, OPT_OUT_VALUE.to_string())];
-    if !remaining.is_empty() {
-        let kept = serde_json::to_string(remaining).expect("plain data serializes");
-        annotations.push((HISTORY_ANNOTATION, kept));
+fn bookkeeping(patch: &mut Patch, meta: &ObjectMeta, remaining: &[HistoryEntry]) {
+    let kept = (!remaining.is_empty())
+        .then(|| serde_json::to_string(remaining).expect("plain data serializes"));
+    let annotations = [
+        Some((OPT_OUT_ANNOTATION, OPT_OUT_VALUE)),
+        kept.as_deref().map(|kept| (HISTORY_ANNOTATION, kept)),
+    ];
+    set_annotations(patch, meta, annotations.into_iter().flatten());
+    if kept.is_none() {
+        remove_annotation(patch, meta, HISTORY_ANNOTATION);
     }
-    let mut ops = set_annotations_ops(meta, annotations);
-    if remaining.is_empty() {
-        ops.extend(remove_annotation_ops(meta, HISTORY_ANNOTATION));
-    }
-    ops.extend(remove_annotation_ops(meta, HOT_LOOP_ANNOTATION));
-    ops
+    remove_annotation(patch, meta, HOT_LOOP_ANNOTATION);
 }
 
 /// The history, oldest first; unlike the planner, which treats an unreadable annotation as
@@ -426,7 +428,7 @@ mod tests {
             .build()
     }
 
-    fn apply(object: &Value, ops: &[PatchOperation]) -> Value {
+    fn apply(object: &Value, ops: &[json_patch::PatchOperation]) -> Value {
         let mut doc = object.clone();
         json_patch::patch(&mut doc, ops).expect("the patch applies");
         doc
@@ -445,7 +447,7 @@ mod tests {
         };
         let decision = decide(cluster, &options, kind, object);
         assert_eq!(decision.action, Action::Update, "{decision:?}");
-        apply(object, &decision.patch)
+        apply(object, &decision.patch.ops())
     }
 
     fn decide(
@@ -486,7 +488,7 @@ mod tests {
         let updated = controller_update(cluster, kind, original, "2026-03-02T10:00:00Z");
         assert_ne!(spec_of(kind, &updated), spec_of(kind, original));
         let revert = revert(kind, &updated, 1).expect("revert plans");
-        let reverted = apply(&updated, &revert.patch);
+        let reverted = apply(&updated, &revert.patch.ops());
         assert_eq!(
             spec_of(kind, &reverted).to_string(),
             spec_of(kind, original).to_string()
@@ -727,7 +729,7 @@ mod tests {
         assert_eq!(revert.changes[0].to, json!("ami-420"));
         assert_eq!(revert.reverted.len(), 1);
         assert_eq!(revert.remaining.len(), 2);
-        let after = apply(&ms, &revert.patch);
+        let after = apply(&ms, &revert.patch.ops());
         let history: Vec<HistoryEntry> =
             serde_json::from_str(&annotation(&after, HISTORY_ANNOTATION).unwrap()).unwrap();
         assert_eq!(history, revert.remaining);
@@ -755,7 +757,7 @@ mod tests {
         assert_eq!(two.changes[0].to, json!("ami-419"));
 
         let three = revert_of(&ms, 3);
-        let after = apply(&ms, &three.patch);
+        let after = apply(&ms, &three.patch.ops());
         let spec = spec_of(MachineKind::MachineSet, &after);
         assert_eq!(spec["ami"]["id"], "ami-419");
         assert_eq!(spec["userDataSecret"]["name"], "worker-user-data");
@@ -860,12 +862,12 @@ mod tests {
         changed["spec"]["template"]["spec"]["providerSpec"]["value"]["ami"]["id"] =
             json!("ami-someone-else");
         let mut doc = changed.clone();
-        assert!(json_patch::patch(&mut doc, &revert.patch).is_err());
+        assert!(json_patch::patch(&mut doc, &revert.patch.ops()).is_err());
         // The history annotation is guarded as well: a concurrent controller write conflicts.
         let mut recorded = ms.clone();
         recorded["metadata"]["annotations"][HISTORY_ANNOTATION] = json!("[]");
         let mut doc = recorded.clone();
-        assert!(json_patch::patch(&mut doc, &revert.patch).is_err());
+        assert!(json_patch::patch(&mut doc, &revert.patch.ops()).is_err());
     }
 
     #[test]

@@ -570,8 +570,7 @@ pub fn scenario(data: &Data, platform: &str, count: usize) -> Option<Scenario> {
                     entry.message
                 );
                 // The planned patch is complete: history and hot-loop memory included.
-                let ops = entry.patch.clone();
-                json_patch::patch(&mut value, &ops).expect("our patch applies");
+                json_patch::patch(&mut value, &entry.patch.ops()).expect("our patch applies");
             }
             value
         })

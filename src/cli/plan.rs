@@ -333,7 +333,7 @@ fn patches(plan: &Plan) -> Result<String, Failure> {
                 copy.kind, copy.to, copy.from
             ));
         }
-        for op in &entry.patch {
+        for op in &entry.patch.ops() {
             let op = serde_json::to_string(op).context("cannot serialize a patch")?;
             out.push_str(&format!("    {op}\n"));
         }

@@ -156,7 +156,7 @@ async fn revert_object(args: &RevertArgs) -> Result<(), Failure> {
         ));
     }
 
-    let patch = Patch::Json::<()>(json_patch::Patch(planned.patch.clone()));
+    let patch = Patch::Json::<()>(json_patch::Patch(planned.patch.ops()));
     let params = PatchParams {
         dry_run: args.dry_run,
         // Its own manager: managedFields tell a person's revert from the controller's writes.
@@ -502,7 +502,7 @@ mod tests {
                 from: json!("ami-new"),
                 to: json!("ami-old"),
             }],
-            patch: Vec::new(),
+            patch: Default::default(),
         };
         let text = report("MachineSet ns/worker-a", &planned, false);
         assert!(text.starts_with("Reverted MachineSet ns/worker-a: 1 recorded change(s)"));

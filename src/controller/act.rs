@@ -11,14 +11,14 @@ use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use kube::Client;
 use kube::Resource as _;
-use kube::api::{Api, DynamicObject, Patch, PostParams};
+use kube::api::{Api, DynamicObject, PostParams};
 use tokio::sync::watch;
 
 use super::decide::Writing;
 use crate::api_client;
 use crate::machine_kind::MachineKind;
 use crate::plan::infrastructure::TemplateCopy;
-use crate::plan::{Decision, Planner};
+use crate::plan::{Decision, Patch, Planner};
 
 /// How sending a decision's patch went.
 #[derive(Clone, Debug, PartialEq)]
@@ -96,15 +96,20 @@ impl Patcher {
         {
             return outcome;
         }
-        let patch = Patch::Json::<()>(json_patch::Patch(outgoing.ops));
+        // Built and named as kube's `Api::patch` builds a metadata API's patch (kube-client
+        // 5.0.0, src/api/core_methods.rs: `patch_metadata`, then the name for its tracing), with
+        // the patch's own text as the body: kube-core's `Request::patch_metadata` (5.0.0,
+        // src/request.rs) sets the URL, content type and `Accept` from the kind of patch, and
+        // its body is the serialized operations, which the planner wrote already.
+        let json_patch = kube::api::Patch::Json::<()>(json_patch::Patch(Vec::new()));
         let params = api_client::patch_params();
-        let request = self.requests[&outgoing.kind].patch_metadata(&outgoing.name, &params, &patch);
+        let request =
+            self.requests[&outgoing.kind].patch_metadata(&outgoing.name, &params, &json_patch);
         let mut request = match request {
             Ok(request) => request,
             Err(e) => return Outcome::Failed(format!("cannot build the patch: {e}")),
         };
-        // Built and named as kube's `Api::patch` builds a metadata API's patch (kube-client
-        // 5.0.0, src/api/core_methods.rs: `patch_metadata`, then the name for its tracing).
+        *request.body_mut() = outgoing.patch.body();
         request.extensions_mut().insert("patch");
         // Only success or failure is read: an error's status is decoded as before, and an
         // answer's metadata is not. Decoding it (its managedFields into trees of values, its
@@ -123,7 +128,7 @@ impl Patcher {
 struct Outgoing {
     kind: MachineKind,
     name: String,
-    ops: Vec<json_patch::PatchOperation>,
+    patch: Patch,
     template: Option<Box<TemplateCopy>>,
 }
 
@@ -237,7 +242,7 @@ impl<'p> Wave<'p> {
             // A decision with operations is new to this pass (the previous results keep none),
             // so this takes no copy.
             let decision = Arc::make_mut(&mut decisions[i]);
-            decision.patch = Vec::new();
+            decision.patch = Patch::default();
             decision.infrastructure_template = None;
             self.queued.push_back((i, object));
         }
@@ -339,12 +344,12 @@ impl<'p> Wave<'p> {
 /// None if that gave another decision, which the planner, a function of the object and the
 /// pass's snapshot, never does; the object is then left as it is.
 fn outgoing(decided: &Decision, mut again: Decision) -> Option<Outgoing> {
-    let ops = std::mem::take(&mut again.patch);
+    let patch = std::mem::take(&mut again.patch);
     let template = again.infrastructure_template.take();
-    (again == *decided && !ops.is_empty()).then(|| Outgoing {
+    (again == *decided && !patch.is_empty()).then(|| Outgoing {
         kind: decided.kind,
         name: decided.name.clone(),
-        ops,
+        patch,
         template,
     })
 }
@@ -385,7 +390,8 @@ mod tests {
     /// one, and never empty.
     #[test]
     fn a_patch_built_again_is_sent_only_for_the_decision_reported() {
-        use crate::plan::{Action, patch};
+        use crate::plan::Action;
+        use crate::plan::patch::Path;
         use crate::reason::Reason;
         let update = |message: &str| {
             let mut d = Decision::new(
@@ -396,19 +402,20 @@ mod tests {
                 Reason::BootImageOutdated,
                 message.into(),
             );
-            d.patch = patch::guarded_replace("/spec/x", "old".into(), "new".into()).into();
+            let path = jsonptr::Pointer::from_static("/spec/x");
+            d.patch.guarded_replace(Path::At(path), "old", "new");
             d
         };
         let mut reported = update("from old to new");
-        reported.patch = Vec::new();
+        reported.patch = Patch::default();
         let sent = outgoing(&reported, update("from old to new")).expect("the same decision");
         assert_eq!(
-            (sent.name.as_str(), sent.ops),
+            (sent.name.as_str(), sent.patch),
             ("worker-a", update("").patch)
         );
         assert!(outgoing(&reported, update("from old to newer")).is_none());
         let mut nothing_to_send = update("from old to new");
-        nothing_to_send.patch = Vec::new();
+        nothing_to_send.patch = Patch::default();
         assert!(outgoing(&reported, nothing_to_send).is_none());
     }
 }

@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeSet, HashSet};
 
-use json_patch::{AddOperation, PatchOperation, ReplaceOperation};
+use json_patch::{AddOperation, PatchOperation, ReplaceOperation, TestOperation};
 use jsonptr::PointerBuf;
 use kube::api::{Api, ObjectMeta, Patch};
 use tracing::{info, warn};
@@ -14,7 +14,6 @@ use tracing::{info, warn};
 use crate::api::ConfigMap;
 use crate::api_client;
 use crate::metrics::Metrics;
-use crate::plan::patch::test_op;
 
 pub use crate::names::KNOWN_IMAGES_CONFIGMAP_NAME as CONFIG_MAP_NAME;
 pub const IMAGES_KEY: &str = "images";
@@ -98,7 +97,10 @@ pub async fn remember(
             let path = PointerBuf::from_tokens(["data", IMAGES_KEY]);
             let ops = match (cm.data.is_some(), existing) {
                 (_, Some(old)) => vec![
-                    test_op(path.clone(), old.clone().into()),
+                    PatchOperation::Test(TestOperation {
+                        path: path.clone(),
+                        value: old.clone().into(),
+                    }),
                     PatchOperation::Replace(ReplaceOperation {
                         path,
                         value: text.into(),

@@ -300,7 +300,7 @@ fn reported(applied: Applied, conflicts_in_a_row: u32) -> Arc<Decision> {
     // A decision shared with the previous pass's result has none of these: it stays shared.
     if unreported {
         let d = Arc::make_mut(&mut decision);
-        d.patch = Vec::new();
+        d.patch = Default::default();
         d.infrastructure_template = None;
         if outcome != Outcome::Patched {
             d.recorded = None;

@@ -2,11 +2,11 @@
 
 use std::collections::BTreeMap;
 
-use json_patch::PatchOperation;
 use serde::Serialize;
 use serde_json::Value;
 
 use super::infrastructure::TemplateCopy;
+use super::patch::Patch;
 use super::record::{self, HistoryEntry};
 use crate::machine_kind::MachineKind;
 use crate::platform::ShownImage;
@@ -96,7 +96,7 @@ pub struct Decision {
     /// Every RFC 6902 operation the controller sends for this object, bookkeeping included: a
     /// `test` then a `replace` for each changed value, then the history and hot-loop
     /// annotations. Empty when nothing is written.
-    pub patch: Vec<PatchOperation>,
+    pub patch: Patch,
     /// For a Cluster API MachineSet: the infrastructure template created before `patch` is
     /// sent, which `patch` points the MachineSet at.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -142,7 +142,7 @@ impl Decision {
             message,
             boot_image: Values::default(),
             user_data_secret: Values::default(),
-            patch: Vec::new(),
+            patch: Patch::default(),
             infrastructure_template: None,
             last_change: None,
             recorded: None,
@@ -153,7 +153,7 @@ impl Decision {
     /// Drops what the decision would write: its operations, released rather than cleared (the
     /// decision is kept until the next pass), and the template it would create.
     pub(super) fn withdraw_writes(&mut self) {
-        self.patch = Vec::new();
+        self.patch = Patch::default();
         self.infrastructure_template = None;
     }
 

@@ -35,6 +35,7 @@ use crate::stream::GoldenConfig;
 pub use decision::{Action, Blocked, Decision, ObjectKey, Plan, Values, Warning};
 use gates::Ready;
 pub use gates::{pause_key, paused};
+pub use patch::Patch;
 
 /// The cluster-wide inputs of a plan, as observed at one moment.
 #[derive(Clone, Debug, Default)]

@@ -12,12 +12,11 @@ use std::cell::OnceCell;
 use std::ops::Range;
 
 use jiff::{SignedDuration, Timestamp};
-use json_patch::PatchOperation;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use super::patch::set_annotations_ops;
+use super::patch::{Patch, set_annotations};
 use crate::json_text;
 use crate::meta_view::MetaView;
 pub use crate::names::{HISTORY_ANNOTATION, HOT_LOOP_ANNOTATION};
@@ -286,8 +285,8 @@ pub struct HotLoopMemory {
 impl HotLoopMemory {
     /// The memory as JSON text, the bytes serde writes for it.
     fn to_json(&self) -> String {
-        // Sized to fit: the text moves into the patch, and lives as long as the decision. The
-        // target is JSON text itself, and each of its quotes is written escaped.
+        // Sized to fit: the target is JSON text itself, and each of its quotes is written
+        // escaped.
         let escaped = (self.target.bytes())
             .filter(|b| matches!(b, b'"' | b'\\'))
             .count();
@@ -398,23 +397,25 @@ impl<'a> Records<'a> {
         annotated.max(remembered.map_or(0, count))
     }
 
-    /// See [`record_ops`].
+    /// Adds to `patch` the operations of [`record_ops`].
     pub fn record_ops(
         &self,
+        patch: &mut Patch,
         entry: &HistoryEntry<&String, &Value>,
         target: &str,
         now: Timestamp,
         window: SignedDuration,
-    ) -> Vec<PatchOperation> {
+    ) {
         let (text, earlier) = self.entries();
         let kept = &earlier[(earlier.len() + 1).saturating_sub(HISTORY_LIMIT)..];
         let kept = kept.iter().map(|range| &text[range.clone()]);
-        let memory = remember_patch(self.hot_loop().cloned(), target, now, window);
+        let history = history_text(kept, entry);
+        let memory = remember_patch(self.hot_loop().cloned(), target, now, window).to_json();
         let values = [
-            (HISTORY_ANNOTATION, history_text(kept, entry)),
-            (HOT_LOOP_ANNOTATION, memory.to_json()),
+            (HISTORY_ANNOTATION, history.as_str()),
+            (HOT_LOOP_ANNOTATION, memory.as_str()),
         ];
-        set_annotations_ops(self.meta, values)
+        set_annotations(patch, self.meta, values);
     }
 }
 
@@ -516,8 +517,10 @@ pub fn record_ops<'a>(
     target: &str,
     now: Timestamp,
     window: SignedDuration,
-) -> Vec<PatchOperation> {
-    Records::of(meta).record_ops(entry, target, now, window)
+) -> Patch {
+    let mut patch = Patch::default();
+    Records::of(meta).record_ops(&mut patch, entry, target, now, window);
+    patch
 }
 
 #[cfg(test)]
@@ -526,7 +529,7 @@ mod tests {
 
     use super::*;
     use crate::api::ObjectMeta;
-    use crate::plan::patch::{remove_annotation_ops, set_annotations_ops};
+    use crate::plan::patch::remove_annotation;
 
     const HOUR: SignedDuration = SignedDuration::from_hours(1);
 
@@ -544,10 +547,10 @@ mod tests {
         }
     }
 
-    /// Applies the ops to an object holding `meta` and returns the resulting metadata.
-    fn apply(meta: &ObjectMeta, ops: Vec<PatchOperation>) -> ObjectMeta {
+    /// Applies the patch to an object holding `meta` and returns the resulting metadata.
+    fn apply(meta: &ObjectMeta, patch: Patch) -> ObjectMeta {
         let mut doc = serde_json::json!({ "metadata": meta });
-        json_patch::patch(&mut doc, &ops).expect("ops apply");
+        json_patch::patch(&mut doc, &patch.ops()).expect("ops apply");
         serde_json::from_value(doc["metadata"].clone()).unwrap()
     }
 
@@ -714,10 +717,11 @@ mod tests {
             ..ObjectMeta::default()
         };
         let records = Records::of(&meta);
-        let after = apply(
-            &meta,
-            records.record_ops(&entry(3).borrowed(), "t", now, HOUR),
-        );
+        let after = apply(&meta, {
+            let mut patch = Patch::default();
+            records.record_ops(&mut patch, &entry(3).borrowed(), "t", now, HOUR);
+            patch
+        });
         let newest = serde_json::to_string(&entry(3)).unwrap();
         assert_eq!(
             MetaView::from(&after).annotation(HISTORY_ANNOTATION),
@@ -824,8 +828,10 @@ mod tests {
             annotations: Some(BTreeMap::from([(HISTORY_ANNOTATION.into(), "[]".into())])),
             ..ObjectMeta::default()
         };
-        let ops = set_annotations_ops(&meta, [(HISTORY_ANNOTATION, "[1]".into())]);
-        assert!(matches!(&ops[0], PatchOperation::Test(t) if t.value == "[]"));
+        let mut patch = Patch::default();
+        set_annotations(&mut patch, &meta, [(HISTORY_ANNOTATION, "[1]")]);
+        let ops = patch.ops();
+        assert!(matches!(&ops[0], json_patch::PatchOperation::Test(t) if t.value == "[]"));
         // Someone else changed the annotation meanwhile: the patch must fail.
         let mut doc = serde_json::json!({"metadata": {"annotations": {HISTORY_ANNOTATION: "[9]"}}});
         assert!(json_patch::patch(&mut doc, &ops).is_err());
@@ -837,8 +843,12 @@ mod tests {
             annotations: Some(BTreeMap::from([(HOT_LOOP_ANNOTATION.into(), "{}".into())])),
             ..ObjectMeta::default()
         };
-        let after = apply(&meta, remove_annotation_ops(&meta, HOT_LOOP_ANNOTATION));
+        let mut patch = Patch::default();
+        remove_annotation(&mut patch, &meta, HOT_LOOP_ANNOTATION);
+        let after = apply(&meta, patch);
         assert!(after.annotations.unwrap().is_empty());
-        assert!(remove_annotation_ops(&ObjectMeta::default(), HOT_LOOP_ANNOTATION).is_empty());
+        let mut nothing = Patch::default();
+        remove_annotation(&mut nothing, &ObjectMeta::default(), HOT_LOOP_ANNOTATION);
+        assert!(nothing.is_empty());
     }
 }

@@ -3,17 +3,14 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use json_patch::PatchOperation;
+use jsonptr::Pointer;
 use serde_json::Value;
 
 use super::decision::{Action, Decision, Values, Warning, current_message, with_warning};
 use super::decoded::SpecView;
 use super::gates::Ready;
 use super::infrastructure::{self, TemplateCopy, TemplateView, Unjudgeable};
-use super::patch::{
-    RESOURCE_VERSION, annotation_path, guarded_replace, guarded_replace_at, pointer_under,
-    remove_annotation_ops, test_op, try_pointer_under,
-};
+use super::patch::{Patch, Path, remove_annotation};
 use super::record::{self, HistoryEntry};
 use super::{Planner, friendly_duration, stub};
 use crate::api::{MachineTemplate, ProviderSpec};
@@ -102,7 +99,7 @@ pub(super) struct Evaluated<'a> {
 /// The boot image part of a decision: the compared values and the operations that change them.
 struct ImageChange {
     values: Values<Value>,
-    ops: Vec<PatchOperation>,
+    ops: Patch,
     /// The template a Cluster API MachineSet moves to, created before the patch is sent.
     template: Option<TemplateCopy>,
 }
@@ -132,13 +129,11 @@ impl Planner<'_> {
         }
         let mut needs_resource_version = false;
         if image.values.target.is_some() {
-            // The whole patch in one vector, sized once: the guards go first, and growing it
-            // op by op (104 bytes each) moved it three or four times.
+            // The whole patch in one buffer, with room for a usual update: the guards go first.
             let inputs = rule.decision_inputs(&provider_spec);
-            let room = inputs.len() + 1 + image.ops.len() + OPS_AFTER_THE_IMAGE;
-            let mut patch = Vec::with_capacity(room);
+            let mut patch = Patch::with_capacity(PATCH_ROOM);
             needs_resource_version = input_guards(subject, inputs, &mut patch);
-            patch.append(&mut image.ops);
+            patch.append(&image.ops);
             image.ops = patch;
         }
         let mut decided = self.stub_secret(subject, &provider_spec, image);
@@ -327,7 +322,7 @@ impl Planner<'_> {
             // Opting out and back in is the documented way to reset the hot-loop guard. Like
             // every write, the reset waits while a gate holds writes.
             if ready.hold.is_none() {
-                decided.patch = remove_annotation_ops(subject.meta, HOT_LOOP_ANNOTATION);
+                remove_annotation(&mut decided.patch, subject.meta, HOT_LOOP_ANNOTATION);
             }
             return Some(decided);
         }
@@ -535,15 +530,9 @@ impl Planner<'_> {
         }
         decided.patch = image.ops;
         decided.infrastructure_template = image.template.map(Box::new);
-        // The decision keeps the names and the patch gets its own copies, made only when the
-        // name changes.
-        let stub_ops = decided.user_data_secret.change().map(|change| {
-            let path = pointer_under(subject.kind.provider_spec_path(), stub::NAME_POINTER);
-            guarded_replace_at(path, change.from.as_str().into(), change.to.as_str().into())
-        });
-        if let Some(ops) = stub_ops {
-            decided.patch.reserve(OPS_AFTER_THE_IMAGE);
-            decided.patch.extend(ops);
+        if let Some(change) = decided.user_data_secret.change() {
+            let path = Path::under_known(subject.kind.provider_spec_path(), stub::NAME_POINTER);
+            decided.patch.guarded_replace(path, change.from, change.to);
         }
         if decided.patch.is_empty() {
             decided.message = current_message(decided.boot_image.current.as_ref());
@@ -643,9 +632,8 @@ impl Planner<'_> {
             user_data_secret: decided.user_data_secret.change(),
             ..recorded.borrowed()
         };
-        let bookkeeping = (subject.records).record_ops(&entry, &target_key, now, window);
+        (subject.records).record_ops(&mut decided.patch, &entry, &target_key, now, window);
         decided.recorded = Some(Box::new(recorded));
-        decided.patch.extend(bookkeeping);
         decided.action = Action::Update;
     }
 }
@@ -698,7 +686,7 @@ fn image_change(
                 current: Some(current),
                 target: None,
             },
-            ops: Vec::new(),
+            ops: Patch::default(),
             template: None,
         }),
         ImageOutcome::Update {
@@ -713,22 +701,21 @@ fn image_change(
             if let Some(Ok(view)) = subject.infrastructure {
                 // A new template, and the MachineSet repointed from the one it was judged on.
                 let copy = infrastructure::copy(view, &changes, release);
-                let ops = guarded_replace(
-                    infrastructure::REFERENCE_NAME_POINTER,
-                    copy.from.clone().into(),
-                    copy.to.clone().into(),
-                );
+                let mut ops = Patch::default();
+                let path = Pointer::from_static(infrastructure::REFERENCE_NAME_POINTER);
+                ops.guarded_replace(Path::At(path), &copy.from, &copy.to);
                 return Ok(ImageChange {
                     values,
-                    ops: ops.into(),
+                    ops,
                     template: Some(copy),
                 });
             }
             let base = subject.kind.provider_spec_path();
-            let ops = changes
-                .into_iter()
-                .flat_map(|c| guarded_replace_at(pointer_under(base, &c.pointer), c.from, c.to))
-                .collect();
+            let mut ops = Patch::default();
+            for change in &changes {
+                let path = Path::under_known(base, &change.pointer);
+                ops.guarded_replace(path, &change.from, &change.to);
+            }
             Ok(ImageChange {
                 values,
                 ops,
@@ -738,53 +725,43 @@ fn image_change(
     }
 }
 
-/// Room a patch keeps for what follows the image's operations: the stub secret's `test` and
-/// `replace`, the history's and the hot-loop memory's (a `test` and a `replace` each), and the
-/// resourceVersion's `test`.
-const OPS_AFTER_THE_IMAGE: usize = 7;
+/// Bytes a patch that changes an image starts with: room for the usual update (the guards, the
+/// image's and the stub secret's `test` and `replace`, the history and the hot-loop memory),
+/// about a kilobyte, which then grows only for a long history.
+const PATCH_ROOM: usize = 1536;
 
-/// Adds to `ops` a `test` for each input that chose an image: the platform's, and the
+/// Adds to `patch` a `test` for each input that chose an image: the platform's, and the
 /// architecture annotation of a MachineSet. Returns whether an input was absent, which only the
 /// object's resourceVersion can guard (JSON Patch cannot test that a field is still absent).
-fn input_guards(
-    subject: &Subject<'_>,
-    platform: Vec<Input>,
-    ops: &mut Vec<PatchOperation>,
-) -> bool {
+fn input_guards(subject: &Subject<'_>, platform: Vec<Input>, patch: &mut Patch) -> bool {
     // A Cluster API MachineSet's inputs are in its template (which the patch names) and in the
     // Infrastructure: its resourceVersion guards the rest.
     if subject.kind.is_cluster_api() {
         return true;
     }
     let base = subject.kind.provider_spec_path();
-    let platform =
-        (platform.into_iter()).map(|input| (try_pointer_under(base, &input.pointer), input.value));
-    let autoscaler = (subject.kind == MachineKind::MachineSet).then(|| {
-        let annotation = subject.annotation(AUTOSCALER_LABELS_ANNOTATION);
-        let path = annotation_path(AUTOSCALER_LABELS_ANNOTATION);
-        (Some(path), annotation.map(Value::from))
-    });
     let mut absent = false;
-    for (path, value) in platform.chain(autoscaler) {
-        match (path, value) {
-            (Some(path), Some(value)) => ops.push(test_op(path, value)),
+    for input in &platform {
+        match (Path::under(base, &input.pointer), &input.value) {
+            (Some(path), Some(value)) => patch.test(path, value),
             (_, None) => absent = true,
             (None, Some(_)) => {}
+        }
+    }
+    if subject.kind == MachineKind::MachineSet {
+        let path = Path::Annotation(AUTOSCALER_LABELS_ANNOTATION);
+        match subject.annotation(AUTOSCALER_LABELS_ANNOTATION) {
+            Some(value) => patch.test(path, value),
+            None => absent = true,
         }
     }
     absent
 }
 
 /// Adds a `test` of the resourceVersion the decision saw, unless the patch has one already.
-fn guard_resource_version(meta: MetaView<'_>, patch: &mut Vec<PatchOperation>) {
-    let Some(rv) = meta.resource_version() else {
-        return;
-    };
-    let guarded = patch
-        .iter()
-        .any(|op| matches!(op, PatchOperation::Test(t) if *t.path == *RESOURCE_VERSION));
-    if !guarded {
-        patch.insert(0, test_op(RESOURCE_VERSION.to_buf(), rv.clone().into()));
+fn guard_resource_version(meta: MetaView<'_>, patch: &mut Patch) {
+    if let Some(rv) = meta.resource_version() {
+        patch.guard_resource_version(rv);
     }
 }
 

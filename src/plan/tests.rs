@@ -1162,7 +1162,7 @@ fn gcp_updates_boot_disks_and_never_data_disks() {
     );
     let ms = data_first.served();
     let entry = decide(&gcp_cluster(), ms.clone());
-    let patched = apply(ms.as_ref().unwrap(), &entry.patch);
+    let patched = apply(ms.as_ref().unwrap(), &entry.patch.ops());
     let disks = &patched
         .spec
         .template
@@ -1340,7 +1340,7 @@ fn reverted_at(
         };
         let window = options().hot_loop_window;
         let ops = record::record_ops(&ms.metadata, &entry, &first.target_key(), at, window);
-        ms = apply(&ms, &ops);
+        ms = apply(&ms, &ops.ops());
     }
     Ok(ms)
 }
@@ -1428,7 +1428,7 @@ fn the_inputs_that_chose_an_image_are_tested_by_its_patch() {
         let mut doc = serde_json::to_value(annotated.as_ref().unwrap()).unwrap();
         *doc.pointer_mut(pointer).unwrap() = json!(value);
         assert!(
-            json_patch::patch(&mut doc, &entry.patch).is_err(),
+            json_patch::patch(&mut doc, &entry.patch.ops()).is_err(),
             "{pointer}"
         );
     }
@@ -1449,7 +1449,7 @@ fn gcp_boot_flags_and_the_azure_security_profile_are_tested_by_the_patch() {
         |entry: &Decision, ms: &Result<MachineSet, Malformed>, pointer: &str, value: Value| {
             let mut doc = serde_json::to_value(ms.as_ref().unwrap()).unwrap();
             *doc.pointer_mut(pointer).unwrap() = value;
-            json_patch::patch(&mut doc, &entry.patch).is_err()
+            json_patch::patch(&mut doc, &entry.patch.ops()).is_err()
         };
     // GCP: the boot flags chose which disk's image to replace.
     let ms = gcp_machine_set("worker-b").served();
@@ -1515,7 +1515,7 @@ fn an_applied_update_reports_what_planning_the_patched_object_decides() {
             change(machine_set("worker-a").annotate(record::HISTORY_ANNOTATION, &history)).served();
         let update = decide(&updatable(), ms.clone());
         assert_decided(&update, Action::Update, update.reason);
-        let patched = apply(&ms.unwrap(), &update.patch);
+        let patched = apply(&ms.unwrap(), &update.patch.ops());
         let mut replanned = decide(&updatable(), Ok(patched));
         // The uid and resourceVersion the echo carries are the API server's to set.
         replanned.uid = update.uid.clone();
@@ -1528,7 +1528,7 @@ fn an_applied_update_leaves_the_machine_set_up_to_date_and_the_rest_untouched() 
     let ms = machine_set("worker-a").served();
     let entry = decide(&updatable(), ms.clone());
     let before = ms.unwrap();
-    let after = apply(&before, &entry.patch);
+    let after = apply(&before, &entry.patch.ops());
     let again = decide(&updatable(), Ok(after.clone()));
     assert_decided(&again, Action::UpToDate, Reason::UpToDate);
 
@@ -1568,7 +1568,7 @@ fn a_stored_object_is_planned_as_the_whole_one_whatever_its_other_annotations() 
     let planned = decide(&updatable(), Ok(whole));
     assert_decided(&planned, Action::Update, Reason::BootImageOutdated);
     assert_eq!(decide(&updatable(), Ok(stored)), planned);
-    let paths: Vec<String> = (planned.patch.iter())
+    let paths: Vec<String> = (planned.patch.ops().iter())
         .map(|op| serde_json::to_value(op).unwrap()["path"].to_string())
         .collect();
     assert!(
@@ -1585,7 +1585,7 @@ fn a_concurrent_edit_of_a_replaced_value_fails_the_patch() {
     doc.pointer_mut(&format!("{MACHINE_SET_SPEC}/userDataSecret/name"))
         .map(|name| *name = json!("worker-user-data-custom"))
         .unwrap();
-    assert!(json_patch::patch(&mut doc, &entry.patch).is_err());
+    assert!(json_patch::patch(&mut doc, &entry.patch.ops()).is_err());
 }
 
 #[test]
@@ -1619,7 +1619,7 @@ fn the_history_entry_records_what_changed_and_why() {
 
 /// The history entry an applied update leaves on the object.
 fn recorded_history(entry: &Decision, ms: Result<MachineSet, Malformed>) -> HistoryEntry {
-    let after = apply(&ms.unwrap(), &entry.patch);
+    let after = apply(&ms.unwrap(), &entry.patch.ops());
     let mut history = record::history(&after.metadata);
     assert_eq!(history.len(), 1, "{history:?}");
     history.pop().unwrap()
@@ -1727,7 +1727,7 @@ fn selected_control_plane_machine_sets_are_patched_at_their_own_provider_spec() 
     assert_eq!(entry.user_data_secret.target, None);
     // The patch applies to the object as served.
     let mut doc = serde_json::to_value(cp.unwrap()).unwrap();
-    json_patch::patch(&mut doc, &entry.patch).unwrap();
+    json_patch::patch(&mut doc, &entry.patch.ops()).unwrap();
     let again = decide_control_plane(&cluster, Ok(serde_json::from_value(doc).unwrap()));
     assert_decided(&again, Action::UpToDate, Reason::UpToDate);
     // Naming only control planes leaves MachineSets at their platform default (All on AWS).
