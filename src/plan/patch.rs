@@ -14,7 +14,7 @@ use jsonptr::Pointer;
 use serde::{Serialize, Serializer};
 use serde_json::Value;
 
-use crate::json_text;
+use crate::json_text::{self, InString};
 use crate::meta_view::MetaView;
 
 /// The resourceVersion, which guards what JSON Patch cannot: that a field is still absent.
@@ -77,10 +77,13 @@ impl<'a> Path<'a> {
 }
 
 /// The value of an operation, borrowed from where the planner read or built it.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy)]
 pub enum Operand<'a> {
     Json(&'a Value),
     Text(&'a str),
+    /// A string whose contents are JSON text, written straight into the patch by the function
+    /// (the history and the hot-loop memory, each written anew by an update).
+    JsonText(&'a dyn Fn(&mut InString<'_>)),
 }
 
 impl<'a> From<&'a Value> for Operand<'a> {
@@ -106,6 +109,21 @@ impl Operand<'_> {
         match self {
             Operand::Json(value) => json_text::value(out, value),
             Operand::Text(text) => json_text::string(out, text),
+            Operand::JsonText(write) => {
+                out.push(b'"');
+                write(&mut InString(out));
+                out.push(b'"');
+            }
+        }
+    }
+
+    /// Whether this is the string `text`. Text written by a function is taken to differ: it
+    /// records the time of the update that writes it.
+    fn is(self, text: &str) -> bool {
+        match self {
+            Operand::Json(value) => value.as_str() == Some(text),
+            Operand::Text(value) => value == text,
+            Operand::JsonText(_) => false,
         }
     }
 }
@@ -251,10 +269,10 @@ impl Serialize for Patch {
 }
 
 /// Guarded operations that set annotations to new values.
-pub fn set_annotations<'a, 'v>(
+pub fn set_annotations<'a, 'v, V: Into<Operand<'v>>>(
     patch: &mut Patch,
     meta: impl Into<MetaView<'a>>,
-    values: impl IntoIterator<Item = (&'static str, &'v str)>,
+    values: impl IntoIterator<Item = (&'static str, V)>,
 ) {
     let meta = meta.into();
     let Some(existing) = meta.annotations() else {
@@ -271,7 +289,7 @@ pub fn set_annotations<'a, 'v>(
                 }
                 json_text::string(out, key);
                 out.push(b':');
-                json_text::string(out, value);
+                value.into().write(out);
             }
             out.push(b'}');
         };
@@ -279,9 +297,9 @@ pub fn set_annotations<'a, 'v>(
         return;
     };
     for (key, value) in values {
-        let path = Path::Annotation(key);
+        let (path, value) = (Path::Annotation(key), value.into());
         match existing.get(key) {
-            Some(old) if old == value => {}
+            Some(old) if value.is(old) => {}
             Some(old) => patch.guarded_replace(path, old, value),
             None => patch.add(path, value),
         }

@@ -16,8 +16,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use super::patch::{Patch, set_annotations};
-use crate::json_text;
+use super::patch::{Operand, Patch, set_annotations};
+use crate::json_text::{self, InString, Sink};
 use crate::meta_view::MetaView;
 pub use crate::names::{HISTORY_ANNOTATION, HOT_LOOP_ANNOTATION};
 use crate::platform::display_image;
@@ -51,22 +51,22 @@ pub struct HistoryEntry<S = String, V = Value> {
 impl HistoryEntry<&String, &Value> {
     /// The entry as JSON text, the bytes serde writes for it (`json_text` writes them with less
     /// machinery; an update writes one entry).
-    fn write_json(&self, out: &mut Vec<u8>) {
-        out.push(b'{');
+    fn write_json(&self, out: &mut impl Sink) {
+        out.plain(b"{");
         json_text::key(out, "time");
         json_text::string(out, self.time);
         if let Some(release) = self.release {
-            out.push(b',');
+            out.plain(b",");
             json_text::key(out, "release");
             json_text::string(out, release);
         }
-        out.push(b',');
+        out.plain(b",");
         json_text::key(out, "stream");
         json_text::string(out, self.stream);
         if let Some(change) = &self.boot_image {
-            out.push(b',');
+            out.plain(b",");
             json_text::key(out, "bootImage");
-            change.write_json(out, json_text::value);
+            change.write_json(out, |out, image| json_text::value(out, image));
         }
         let names = [
             ("userDataSecret", &self.user_data_secret),
@@ -74,12 +74,12 @@ impl HistoryEntry<&String, &Value> {
         ];
         for (key, change) in names {
             if let Some(change) = change {
-                out.push(b',');
+                out.plain(b",");
                 json_text::key(out, key);
-                change.write_json(out, |out, name: &String| json_text::string(out, name));
+                change.write_json(out, |out, name| json_text::string(out, name));
             }
         }
-        out.push(b'}');
+        out.plain(b"}");
     }
 }
 
@@ -262,14 +262,14 @@ impl<T> Change<T> {
 
 impl<T> Change<&T> {
     /// `{"from":...,"to":...}`, each side written by `write`.
-    fn write_json(&self, out: &mut Vec<u8>, write: impl Fn(&mut Vec<u8>, &T)) {
-        out.push(b'{');
+    fn write_json<S: Sink>(&self, out: &mut S, write: impl Fn(&mut S, &T)) {
+        out.plain(b"{");
         json_text::key(out, "from");
         write(out, self.from);
-        out.push(b',');
+        out.plain(b",");
         json_text::key(out, "to");
         write(out, self.to);
-        out.push(b'}');
+        out.plain(b"}");
     }
 }
 
@@ -284,28 +284,22 @@ pub struct HotLoopMemory {
 
 impl HotLoopMemory {
     /// The memory as JSON text, the bytes serde writes for it.
-    fn to_json(&self) -> String {
-        // Sized to fit: the target is JSON text itself, and each of its quotes is written
-        // escaped.
-        let escaped = (self.target.bytes())
-            .filter(|b| matches!(b, b'"' | b'\\'))
-            .count();
-        let times = 36 * self.patches.len();
-        let mut out = Vec::with_capacity(self.target.len() + escaped + times + 26);
-        out.push(b'{');
-        json_text::key(&mut out, "target");
-        json_text::string(&mut out, &self.target);
-        out.push(b',');
-        json_text::key(&mut out, "patches");
-        out.push(b'[');
+    fn write_json(&self, out: &mut impl Sink) {
+        out.plain(b"{");
+        json_text::key(out, "target");
+        json_text::string(out, &self.target);
+        out.plain(b",");
+        json_text::key(out, "patches");
+        out.plain(b"[");
         for (i, time) in self.patches.iter().enumerate() {
             if i > 0 {
-                out.push(b',');
+                out.plain(b",");
             }
-            serde_json::to_writer(&mut out, time).expect("writing to a Vec cannot fail");
+            out.quote();
+            out.display(time);
+            out.quote();
         }
-        out.extend_from_slice(b"]}");
-        String::from_utf8(out).expect("JSON text is UTF-8")
+        out.plain(b"]}");
     }
 }
 
@@ -409,31 +403,31 @@ impl<'a> Records<'a> {
         let (text, earlier) = self.entries();
         let kept = &earlier[(earlier.len() + 1).saturating_sub(HISTORY_LIMIT)..];
         let kept = kept.iter().map(|range| &text[range.clone()]);
-        let history = history_text(kept, entry);
-        let memory = remember_patch(self.hot_loop().cloned(), target, now, window).to_json();
+        let memory = remember_patch(self.hot_loop().cloned(), target, now, window);
+        // Both annotations are JSON text, written straight into the patch's strings.
+        let history = |out: &mut InString<'_>| write_history(out, kept.clone(), entry);
+        let memory = |out: &mut InString<'_>| memory.write_json(out);
         let values = [
-            (HISTORY_ANNOTATION, history.as_str()),
-            (HOT_LOOP_ANNOTATION, memory.as_str()),
+            (HISTORY_ANNOTATION, Operand::JsonText(&history)),
+            (HOT_LOOP_ANNOTATION, Operand::JsonText(&memory)),
         ];
         set_annotations(patch, self.meta, values);
     }
 }
 
 /// The history annotation's text: the kept entries as they were written, then `newest`.
-fn history_text<'e>(
-    kept: impl Iterator<Item = &'e str> + Clone,
+fn write_history<'e>(
+    out: &mut impl Sink,
+    kept: impl Iterator<Item = &'e str>,
     newest: &HistoryEntry<&String, &Value>,
-) -> String {
-    let room = kept.clone().map(|entry| entry.len() + 1).sum::<usize>() + 512;
-    let mut text = Vec::with_capacity(room);
-    text.push(b'[');
+) {
+    out.plain(b"[");
     for entry in kept {
-        text.extend_from_slice(entry.as_bytes());
-        text.push(b',');
+        out.json(entry);
+        out.plain(b",");
     }
-    newest.write_json(&mut text);
-    text.push(b']');
-    String::from_utf8(text).expect("JSON text and serde_json's output are UTF-8")
+    newest.write_json(out);
+    out.plain(b"]");
 }
 
 /// A stable identity for "these are the values we would write": the JSON array
@@ -600,6 +594,31 @@ mod tests {
     /// The history and hot-loop annotations are written without serde, and must read exactly
     /// as serde would write them: the history's entries, every optional field present or not and
     /// any text in them, and the memory, whose target is itself JSON text full of quotes.
+    /// What `$write` writes into a buffer is what serde writes for `$value`; written inside a
+    /// string (as a patch carries the annotations), what serde writes for the string of that
+    /// text, quotes aside.
+    macro_rules! assert_written_as_serde_writes {
+        ($value:expr, |$out:ident| $write:expr) => {{
+            let text = serde_json::to_string($value).unwrap();
+            let mut plain = Vec::new();
+            {
+                let $out = &mut plain;
+                $write;
+            }
+            assert_eq!(String::from_utf8(plain).unwrap(), text);
+            let quoted = serde_json::to_string(&text).unwrap();
+            let mut inside = Vec::new();
+            {
+                let $out = &mut InString(&mut inside);
+                $write;
+            }
+            assert_eq!(
+                String::from_utf8(inside).unwrap(),
+                quoted[1..quoted.len() - 1]
+            );
+        }};
+    }
+
     #[test]
     fn entries_and_memories_are_written_as_serde_writes_them() {
         let azure = serde_json::json!({"publisher": "p\"q", "offer": "o", "version": 1.5});
@@ -630,18 +649,13 @@ mod tests {
                 ..full.clone()
             };
             for entry in [&full, &sparse] {
-                let mut out = Vec::new();
-                entry.borrowed().write_json(&mut out);
-                assert_eq!(
-                    String::from_utf8(out).unwrap(),
-                    serde_json::to_string(entry).unwrap()
-                );
+                assert_written_as_serde_writes!(entry, |out| entry.borrowed().write_json(out));
             }
             let memory = HotLoopMemory {
                 target: target_key(Some(&azure), Some(text)),
                 patches: vec!["2026-01-01T00:00:00Z".parse().unwrap(); i],
             };
-            assert_eq!(memory.to_json(), serde_json::to_string(&memory).unwrap());
+            assert_written_as_serde_writes!(&memory, |out| memory.write_json(out));
         }
     }
 
