@@ -24,7 +24,6 @@ use serde_json::{Map, Value, json};
 use crate::api::{
     InfrastructureRef, MachineSpec, MachineTemplate, ObjectMeta, ProviderSpec, TemplateMetadata,
 };
-use crate::platform::FieldChange;
 use crate::reason::Reason;
 
 /// The API group of Cluster API infrastructure providers' templates.
@@ -172,19 +171,20 @@ pub struct TemplateCopy {
     pub object: Value,
 }
 
-/// The copy of `view`'s template with `changes` (pointers into the provider-spec view) applied,
+/// The copy of `view`'s template with `changes` (pointers into the provider-spec view, and the
+/// values they take) applied,
 /// named after the template it descends from and the release (plus a digest of the new image,
 /// so two images of one release never share a name).
 pub fn copy(
     view: &TemplateView<'_>,
-    changes: &[FieldChange],
+    changes: &[(&str, &Value)],
     release: Option<&str>,
 ) -> TemplateCopy {
     let source = view.source;
     let original = (source.metadata.annotations.as_ref())
         .and_then(|a| a.get(COPIED_FROM_ANNOTATION))
         .map_or(view.source_name, String::as_str);
-    let targets: Vec<&Value> = changes.iter().map(|c| &c.to).collect();
+    let targets: Vec<&Value> = changes.iter().map(|(_, to)| *to).collect();
     let name = copy_name(
         original,
         release,
@@ -198,10 +198,10 @@ pub fn copy(
         "metadata": copied_metadata(&source.metadata, &name, original),
         "spec": source.data.get("spec").cloned().unwrap_or_else(|| json!({})),
     });
-    for change in changes {
-        let pointer = format!("{MACHINE_SPEC_POINTER}{}", change.pointer);
+    for (pointer, to) in changes {
+        let pointer = format!("{MACHINE_SPEC_POINTER}{pointer}");
         if let Some(slot) = object.pointer_mut(&pointer) {
-            *slot = change.to.clone();
+            *slot = (*to).clone();
         }
     }
     TemplateCopy {
@@ -364,12 +364,9 @@ mod tests {
         view(Some(&reference), all, None, None, None).expect("a view")
     }
 
-    fn ami_change(to: &str) -> FieldChange {
-        FieldChange {
-            pointer: "/ami/id".into(),
-            from: json!("ami-old"),
-            to: json!(to),
-        }
+    /// The change of a template's AMI to `to`, as the rules give it.
+    fn ami_change(to: &Value) -> [(&'static str, &Value); 1] {
+        [("/ami/id", to)]
     }
 
     #[test]
@@ -429,7 +426,7 @@ mod tests {
         let all = templates(&[template("worker-a", "ami-old")]);
         let copy = copy(
             &aws_view(&all, "worker-a"),
-            &[ami_change("ami-new")],
+            &ami_change(&json!("ami-new")),
             Some("9.6.20251023-0"),
         );
         assert_eq!(copy.from, "worker-a");
@@ -480,7 +477,7 @@ mod tests {
         let copy_to = |ami: &str| {
             copy(
                 &aws_view(&all, "worker-a"),
-                &[ami_change(ami)],
+                &ami_change(&json!(ami)),
                 Some("9.6.1"),
             )
         };
@@ -490,7 +487,7 @@ mod tests {
         let all = templates(std::slice::from_ref(&first.object));
         let second = copy(
             &aws_view(&all, &first.to),
-            &[ami_change("ami-next")],
+            &ami_change(&json!("ami-next")),
             Some("9.8.2"),
         );
         assert!(second.to.starts_with("worker-a-9.8.2-"), "{}", second.to);

@@ -694,32 +694,33 @@ fn image_change(
             target,
             changes,
         } => {
+            let mut ops = Patch::default();
+            let changes = changes.iter(&current, &target);
+            let template = match subject.infrastructure {
+                // A new template, and the MachineSet repointed from the one it was judged on.
+                Some(Ok(view)) => {
+                    let changes: Vec<_> = changes.map(|(pointer, _, to)| (pointer, to)).collect();
+                    let copy = infrastructure::copy(view, &changes, release);
+                    let path = Pointer::from_static(infrastructure::REFERENCE_NAME_POINTER);
+                    ops.guarded_replace(Path::At(path), &copy.from, &copy.to);
+                    Some(copy)
+                }
+                _ => {
+                    let base = subject.kind.provider_spec_path();
+                    for (pointer, from, to) in changes {
+                        ops.guarded_replace(Path::under_known(base, pointer), from, to);
+                    }
+                    None
+                }
+            };
             let values = Values {
                 current: Some(current),
                 target: Some(target),
             };
-            if let Some(Ok(view)) = subject.infrastructure {
-                // A new template, and the MachineSet repointed from the one it was judged on.
-                let copy = infrastructure::copy(view, &changes, release);
-                let mut ops = Patch::default();
-                let path = Pointer::from_static(infrastructure::REFERENCE_NAME_POINTER);
-                ops.guarded_replace(Path::At(path), &copy.from, &copy.to);
-                return Ok(ImageChange {
-                    values,
-                    ops,
-                    template: Some(copy),
-                });
-            }
-            let base = subject.kind.provider_spec_path();
-            let mut ops = Patch::default();
-            for change in &changes {
-                let path = Path::under_known(base, &change.pointer);
-                ops.guarded_replace(path, &change.from, &change.to);
-            }
             Ok(ImageChange {
                 values,
                 ops,
-                template: None,
+                template,
             })
         }
     }

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use super::{FieldChange, ImageOutcome, Input, PlatformRule, RuleContext, invalid, not_in_stream};
+use super::{Changes, ImageOutcome, Input, PlatformRule, RuleContext, invalid, not_in_stream};
 use crate::arch::Arch;
 use crate::json_pointer::{field, map_field};
 use crate::reason::Reason;
@@ -130,16 +130,12 @@ impl PlatformRule for Azure {
         }
         let target = Value::Object(target_image(image, golden, variant));
         ImageOutcome::Update {
-            changes: vec![FieldChange {
-                // One change for the whole object: publisher, offer, sku, version and type only
-                // make sense together, and the planner's `test` on the whole object makes any
-                // concurrent edit of one of them fail the patch instead of producing a mix.
-                pointer: IMAGE.into(),
-                from: current.clone(),
-                to: target.clone(),
-            }],
             current,
             target,
+            // One change for the whole object: publisher, offer, sku, version and type only
+            // make sense together, and the planner's `test` on the whole object makes any
+            // concurrent edit of one of them fail the patch instead of producing a mix.
+            changes: Changes::Whole(IMAGE.into()),
         }
     }
 }
@@ -470,7 +466,7 @@ mod tests {
         Azure, ImageFields, choose_generation, find_variant, is_current, sku_shape, target_image,
     };
     use crate::arch::Arch;
-    use crate::platform::{FieldChange, ImageOutcome, PlatformRule};
+    use crate::platform::{Changes, ImageOutcome, PlatformRule};
     use crate::reason::Reason;
     use crate::stream::AzureMarketplaceImage;
     use crate::testkit::provider_specs::{
@@ -509,13 +505,9 @@ mod tests {
         assert_eq!(
             outcome,
             ImageOutcome::Update {
-                current: current.clone(),
-                target: expected.clone(),
-                changes: vec![FieldChange {
-                    pointer: "/image".into(),
-                    from: current,
-                    to: expected,
-                }],
+                current,
+                target: expected,
+                changes: Changes::Whole("/image".into()),
             }
         );
     }
@@ -649,8 +641,7 @@ mod tests {
         let ImageOutcome::Update { changes, .. } = &outcome else {
             unreachable!()
         };
-        assert_eq!(changes.len(), 1);
-        assert_eq!(changes[0].pointer, "/image");
+        assert_eq!(changes, &Changes::Whole("/image".into()));
     }
 
     #[test]

@@ -2,7 +2,9 @@
 
 use serde_json::{Map, Value};
 
-use super::{FieldChange, ImageOutcome, Input, PlatformRule, RuleContext, invalid, not_in_stream};
+use super::{
+    Changes, FieldChange, ImageOutcome, Input, PlatformRule, RuleContext, invalid, not_in_stream,
+};
 use crate::json_pointer::field;
 use crate::reason::Reason;
 
@@ -92,7 +94,7 @@ impl PlatformRule for Gcp {
         let Some(boot) = boot_disks(spec) else {
             return invalid("providerSpec has no disks list; fix the MachineSet", None);
         };
-        let Some(&(_, first)) = boot.first() else {
+        let Some(&(first_index, first)) = boot.first() else {
             return invalid(
                 "providerSpec has no disk with boot: true; mark the boot disk in the MachineSet",
                 None,
@@ -129,25 +131,32 @@ impl PlatformRule for Gcp {
             );
         };
         let target = Value::String(golden.reference());
-        let changes: Vec<FieldChange> = boot
-            .iter()
-            .filter(|(_, image)| **image != target)
-            .map(|(i, image)| FieldChange {
-                pointer: disk_image_pointer(*i).into(),
-                from: (*image).clone(),
-                to: target.clone(),
-            })
-            .collect();
-        if changes.is_empty() {
-            ImageOutcome::UpToDate {
-                current: first.clone(),
+        let outdated = || boot.iter().filter(|(_, image)| **image != target);
+        let mut found = outdated();
+        let changes = match (found.next(), found.next()) {
+            (None, _) => {
+                return ImageOutcome::UpToDate {
+                    current: first.clone(),
+                };
             }
-        } else {
-            ImageOutcome::Update {
-                current: first.clone(),
-                target,
-                changes,
+            // The usual MachineSet: its one boot disk is the image, and nothing is copied.
+            (Some(&(i, _)), None) if i == first_index => {
+                Changes::Whole(disk_image_pointer(i).into())
             }
+            _ => Changes::Each(
+                outdated()
+                    .map(|&(i, image)| FieldChange {
+                        pointer: disk_image_pointer(i).into(),
+                        from: image.clone(),
+                        to: target.clone(),
+                    })
+                    .collect(),
+            ),
+        };
+        ImageOutcome::Update {
+            current: first.clone(),
+            target,
+            changes,
         }
     }
 }

@@ -149,6 +149,34 @@ pub struct FieldChange {
     pub to: Value,
 }
 
+/// Where an update writes its target image in the provider spec.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Changes {
+    /// The image is one value, at this pointer, which goes from the outcome's `current` to its
+    /// `target` (an AMI ID, an Azure image object, a vSphere template): nothing is copied for
+    /// the patch, which reads both.
+    Whole(Pointer),
+    /// Values replaced one by one, each from its own current value (GCP's boot disks).
+    Each(Vec<FieldChange>),
+}
+
+impl Changes {
+    /// Every value replaced, as `(pointer, from, to)`, given the outcome's `current` and
+    /// `target`.
+    pub fn iter<'a>(
+        &'a self,
+        current: &'a Value,
+        target: &'a Value,
+    ) -> impl Iterator<Item = (&'a str, &'a Value, &'a Value)> {
+        let (whole, each): (Option<(&str, _, _)>, &[FieldChange]) = match self {
+            Changes::Whole(pointer) => (Some((pointer, current, target)), &[]),
+            Changes::Each(changes) => (None, changes),
+        };
+        let each = each.iter().map(|c| (&*c.pointer, &c.from, &c.to));
+        whole.into_iter().chain(each)
+    }
+}
+
 /// What a platform rule decided about one provider spec.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ImageOutcome {
@@ -158,7 +186,7 @@ pub enum ImageOutcome {
     Update {
         current: Value,
         target: Value,
-        changes: Vec<FieldChange>,
+        changes: Changes,
     },
     Skip {
         reason: Reason,
@@ -297,15 +325,10 @@ fn compare_single(current: &Value, target: &str, pointer: Pointer) -> ImageOutco
             current: current.clone(),
         };
     }
-    let target = Value::String(target.to_string());
     ImageOutcome::Update {
-        changes: vec![FieldChange {
-            pointer,
-            from: current.clone(),
-            to: target.clone(),
-        }],
         current: current.clone(),
-        target,
+        target: Value::String(target.to_string()),
+        changes: Changes::Whole(pointer),
     }
 }
 
@@ -406,13 +429,15 @@ mod tests {
             assert_eq!(Platform::from_type(platform.name()), platform);
             let mut spec = outdated_spec(&platform);
             let ImageOutcome::Update {
-                target, changes, ..
+                current,
+                target,
+                changes,
             } = rule.evaluate(&spec, &ctx)
             else {
                 panic!("{platform:?}: the outdated sample is not updated");
             };
-            for change in &changes {
-                *spec.pointer_mut(&change.pointer).unwrap() = change.to.clone();
+            for (pointer, _, to) in changes.iter(&current, &target) {
+                *spec.pointer_mut(pointer).unwrap() = to.clone();
             }
             assert!(
                 matches!(rule.evaluate(&spec, &ctx), ImageOutcome::UpToDate { .. }),
@@ -422,7 +447,7 @@ mod tests {
                 .image_locations(&spec, &target)
                 .expect("the image is found");
             let pointers: Vec<&str> = located.iter().map(|(p, _)| p.as_str()).collect();
-            let changed: Vec<&str> = changes.iter().map(|c| &*c.pointer).collect();
+            let changed: Vec<&str> = (changes.iter(&current, &target)).map(|c| c.0).collect();
             assert_eq!(pointers, changed, "{platform:?}");
             assert!(located.iter().all(|(_, v)| *v == target), "{platform:?}");
             let shown = display_image(Some(&target));

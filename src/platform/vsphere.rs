@@ -9,7 +9,7 @@
 use ring::digest;
 use serde_json::Value;
 
-use super::{FieldChange, ImageOutcome, Input, PlatformRule, RuleContext, invalid, not_in_stream};
+use super::{Changes, ImageOutcome, Input, PlatformRule, RuleContext, invalid, not_in_stream};
 use crate::reason::Reason;
 use crate::stream::VmwareOva;
 use crate::vcenter::{TemplateKey, TemplateState};
@@ -268,13 +268,9 @@ impl PlatformRule for VSphere {
         }
         match ctx.vcenter.template(&request.key) {
             Some(TemplateState::Ready) => ImageOutcome::Update {
-                current: current.clone(),
-                target: target.clone(),
-                changes: vec![FieldChange {
-                    pointer: "/template".into(),
-                    from: current,
-                    to: target,
-                }],
+                current,
+                target,
+                changes: Changes::Whole("/template".into()),
             },
             Some(TemplateState::Importing { percent }) => pending(
                 Reason::TemplateImporting,
@@ -532,12 +528,11 @@ mod tests {
             let mut cluster = cluster(facts(Some(TemplateState::Ready)));
             cluster.platform_spec = Some(platform_spec);
             let _ = template_request(&spec, &cluster.ctx(Arch::Amd64));
-            if let ImageOutcome::Update { changes, target, .. } =
+            if let ImageOutcome::Update { changes, target, current } =
                 VSphere.evaluate(&spec, &cluster.ctx(Arch::Amd64))
             {
-                proptest::prop_assert_eq!(changes.len(), 1);
-                proptest::prop_assert_eq!(&*changes[0].pointer, "/template");
-                proptest::prop_assert_eq!(spec.get("template"), Some(&changes[0].from));
+                proptest::prop_assert_eq!(changes, Changes::Whole("/template".into()));
+                proptest::prop_assert_eq!(spec.get("template"), Some(&current));
                 proptest::prop_assert_eq!(target, Value::from(ours()));
             }
         }

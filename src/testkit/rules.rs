@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use crate::arch::Arch;
 use crate::known_images::KnownImages;
-use crate::platform::{FieldChange, ImageOutcome, RuleContext};
+use crate::platform::{Changes, ImageOutcome, RuleContext};
 use crate::reason::Reason;
 use crate::stream::GoldenStream;
 
@@ -99,11 +99,7 @@ pub fn single_update(pointer: &str, from: &str, to: &str) -> ImageOutcome {
     ImageOutcome::Update {
         current: json!(from),
         target: json!(to),
-        changes: vec![FieldChange {
-            pointer: pointer.to_string().into(),
-            from: json!(from),
-            to: json!(to),
-        }],
+        changes: Changes::Whole(pointer.to_string().into()),
     }
 }
 
@@ -117,8 +113,13 @@ pub fn target(outcome: &ImageOutcome) -> &Value {
 
 /// The pointers an update changes, or a panic naming the outcome.
 pub fn changed_pointers(outcome: &ImageOutcome) -> Vec<&str> {
-    let ImageOutcome::Update { changes, .. } = outcome else {
+    let ImageOutcome::Update {
+        current,
+        target,
+        changes,
+    } = outcome
+    else {
         panic!("expected an update, got {outcome:?}");
     };
-    changes.iter().map(|c| &*c.pointer).collect()
+    changes.iter(current, target).map(|c| c.0).collect()
 }

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use boot_image_controller::arch::Arch;
 use boot_image_controller::known_images::KnownImages;
-use boot_image_controller::platform::{FieldChange, ImageOutcome, Platform, RuleContext};
+use boot_image_controller::platform::{Changes, ImageOutcome, Platform, RuleContext};
 use boot_image_controller::reason::Reason;
 use boot_image_controller::stream::GoldenStream;
 use boot_image_controller::testkit::streams::{AMI_421_US_EAST_1, AMI_421_US_EAST_2};
@@ -195,11 +195,7 @@ fn build01_aws_machine_set_moves_to_the_4_21_ami_when_its_ami_is_known() {
         ImageOutcome::Update {
             current: json!(original),
             target: json!(AMI_421_US_EAST_1),
-            changes: vec![FieldChange {
-                pointer: "/ami/id".into(),
-                from: json!(original),
-                to: json!(AMI_421_US_EAST_1),
-            }],
+            changes: Changes::Whole("/ami/id".into()),
         }
     );
 
@@ -258,11 +254,7 @@ fn build02_gcp_machine_set_moves_to_the_4_21_image() {
         ImageOutcome::Update {
             current: json!(old),
             target: json!(GCP_IMAGE_4_21),
-            changes: vec![FieldChange {
-                pointer: "/disks/0/image".into(),
-                from: json!(old),
-                to: json!(GCP_IMAGE_4_21),
-            }],
+            changes: Changes::Whole("/disks/0/image".into()),
         }
     );
 }
@@ -355,11 +347,7 @@ fn azure_free_marketplace_images_move_to_the_4_21_image_of_their_generation() {
             ImageOutcome::Update {
                 current: current.clone(),
                 target: expected.clone(),
-                changes: vec![FieldChange {
-                    pointer: "/image".into(),
-                    from: current,
-                    to: expected,
-                }],
+                changes: Changes::Whole("/image".into()),
             }
         );
     }
