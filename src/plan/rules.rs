@@ -99,6 +99,7 @@ pub(super) struct Evaluated<'a> {
 /// The boot image part of a decision: the compared values and the operations that change them.
 struct ImageChange {
     values: Values<Value>,
+    /// The patch so far: `test`s of the inputs that chose the image, then the image's changes.
     ops: Patch,
     /// The template a Cluster API MachineSet moves to, created before the patch is sent.
     template: Option<TemplateCopy>,
@@ -120,21 +121,20 @@ impl Planner<'_> {
             Err(decided) => return *decided,
         };
         let release = stream.release(arch, rule.stream_key());
-        let mut image = match image_change(subject, outcome, release) {
+        let mut patch = Patch::default();
+        let mut needs_resource_version = false;
+        if matches!(outcome, ImageOutcome::Update { .. }) {
+            // The whole patch in one buffer, with room for a usual update: the guards go first.
+            patch = Patch::with_capacity(PATCH_ROOM);
+            let inputs = rule.decision_inputs(&provider_spec);
+            needs_resource_version = input_guards(subject, inputs, &mut patch);
+        }
+        let image = match image_change(subject, outcome, release, patch) {
             Ok(image) => image,
             Err(decided) => return *decided,
         };
         if let Some(mismatch) = self.arch_mismatch(subject, ready, arch, &image) {
             return mismatch;
-        }
-        let mut needs_resource_version = false;
-        if image.values.target.is_some() {
-            // The whole patch in one buffer, with room for a usual update: the guards go first.
-            let inputs = rule.decision_inputs(&provider_spec);
-            let mut patch = Patch::with_capacity(PATCH_ROOM);
-            needs_resource_version = input_guards(subject, inputs, &mut patch);
-            patch.append(&image.ops);
-            image.ops = patch;
         }
         let mut decided = self.stub_secret(subject, &provider_spec, image);
         if decided.action == Action::UpToDate && !decided.patch.is_empty() {
@@ -658,12 +658,13 @@ fn screen_windows(subject: &Subject<'_>) -> Option<Decision> {
     })
 }
 
-/// Rule 6: what the platform rule says of the boot image, as the operations that change it, or
-/// the final decision when it skips or fails.
+/// Rule 6: what the platform rule says of the boot image, with the operations that change it
+/// added to `ops`, or the final decision when it skips or fails.
 fn image_change(
     subject: &Subject<'_>,
     outcome: ImageOutcome,
     release: Option<&str>,
+    mut ops: Patch,
 ) -> Result<ImageChange, Box<Decision>> {
     let with_current = |action, reason, message, current| {
         let mut decided = subject.decision(action, reason, message);
@@ -686,7 +687,7 @@ fn image_change(
                 current: Some(current),
                 target: None,
             },
-            ops: Patch::default(),
+            ops,
             template: None,
         }),
         ImageOutcome::Update {
@@ -694,7 +695,6 @@ fn image_change(
             target,
             changes,
         } => {
-            let mut ops = Patch::default();
             let changes = changes.iter(&current, &target);
             let template = match subject.infrastructure {
                 // A new template, and the MachineSet repointed from the one it was judged on.
