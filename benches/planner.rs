@@ -6,8 +6,9 @@
 //! published, Windows, missing managed stub secret, ...), then times on one thread:
 //! - `plan`: `plan::plan(&Cluster, &machine_sets, &[], &Options)`, the whole decision;
 //! - `pass`: what a controller pass does per MachineSet before any I/O: the planner's gates once,
-//!   then for every MachineSet `Planner::decide` on `Lenient::input()`, which borrows the
-//!   watched object instead of cloning it;
+//!   then for every MachineSet `Planner::decide_counted` on `Lenient::kept()`, which borrows the
+//!   watched object instead of cloning it, and counts each update's patch without writing it
+//!   (the controller writes it when it sends it, deciding the object again as `plan` does);
 //! - `fixed`: `plan` of zero MachineSets (gates, golden stream parsing, known-images set);
 //! - `status`: the conditions a pass reports once the plan's updates are applied, when every
 //!   updated MachineSet names its newest change (`controller::status::desired`).
@@ -155,7 +156,7 @@ fn pass_case(scenario: &Scenario) {
     PASS_CALLS.fetch_add(1, Ordering::Relaxed);
     let planner = Planner::new(black_box(&scenario.cluster), &scenario.options);
     for ms in black_box(&scenario.lenient) {
-        black_box(planner.decide(ms.kept().as_ref()));
+        black_box(planner.decide_counted(ms.kept().as_ref()));
     }
 }
 

@@ -321,7 +321,7 @@ impl<'p> Wave<'p> {
                 self.outcomes[i] = Outcome::Withheld;
                 continue;
             }
-            let Some(outgoing) = outgoing(decided, object.decide(planner)) else {
+            let Some(outgoing) = outgoing(decided, object.decide_to_send(planner)) else {
                 self.outcomes[i] = Outcome::Failed(
                     "deciding the object again to build its patch gave another decision".into(),
                 );

@@ -48,17 +48,24 @@ pub(super) struct PassFacts {
 }
 
 /// An object as a pass saw it, kept from its decision until its patch is sent. The patch is
-/// built again then, by the same planner from the same object, rather than held: at 10,000
+/// written then, by the same planner from the same object, rather than held: at 10,000
 /// MachineSets a rollout's operations (history annotations, guards, values) were 20 MB held
-/// while eight at a time were sent.
+/// while eight at a time were sent. The pass only counts each patch's operations
+/// (`Planner::decide_counted`), so every patch is written once, when it is sent.
 pub(super) trait Redecide: Send + Sync {
+    /// The decision of a pass, its patch counted.
     fn decide(&self, planner: &Planner<'_>) -> Decision;
+    /// The same decision with its patch written, to send.
+    fn decide_to_send(&self, planner: &Planner<'_>) -> Decision;
 }
 
 impl<M: MachineObject + Send + Sync> Redecide for Lenient<M> {
     fn decide(&self, planner: &Planner<'_>) -> Decision {
-        let input = self.kept();
-        planner.decide(input.as_ref())
+        planner.decide_counted(self.kept().as_ref())
+    }
+
+    fn decide_to_send(&self, planner: &Planner<'_>) -> Decision {
+        planner.decide(self.kept().as_ref())
     }
 }
 

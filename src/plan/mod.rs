@@ -172,6 +172,13 @@ pub fn plan_all(
     plan
 }
 
+/// Whether a decision's patch is written or only counted ([`Patch::counted`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PatchText {
+    Written,
+    Counted,
+}
+
 /// Whether a stub secret is fit to boot from, or the reason and message why not.
 type StubCheck = Result<(), (Reason, String)>;
 
@@ -236,6 +243,21 @@ impl<'a> Planner<'a> {
 
     /// The decision for one object, or for an object that could not be read as its kind.
     pub fn decide<M: MachineObject>(&self, object: Result<&M, &Malformed>) -> Decision {
+        self.decide_as(object, PatchText::Written)
+    }
+
+    /// [`Planner::decide`], with the patch of an update counted and not written
+    /// ([`Patch::counted`]): what a controller pass needs, which decides an object again to
+    /// write its patch when it sends it. Equal to `decide`'s decision in all else.
+    pub fn decide_counted<M: MachineObject>(&self, object: Result<&M, &Malformed>) -> Decision {
+        self.decide_as(object, PatchText::Counted)
+    }
+
+    fn decide_as<M: MachineObject>(
+        &self,
+        object: Result<&M, &Malformed>,
+        text: PatchText,
+    ) -> Decision {
         let object = match object {
             Ok(object) => object,
             Err(bad) => {
@@ -258,7 +280,7 @@ impl<'a> Planner<'a> {
         };
         let mut decision = match &self.state {
             Err(blocked) => subject.decision(Action::Skip, blocked.reason, blocked.message.clone()),
-            Ok(ready) => self.decide_readable(&subject, ready),
+            Ok(ready) => self.decide_readable(&subject, ready, text),
         };
         decision.uid = subject.meta.uid().cloned();
         decision.last_change = subject.records.into_last();

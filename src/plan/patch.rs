@@ -130,6 +130,10 @@ impl Operand<'_> {
 
 /// A JSON Patch (RFC 6902), kept as the text of its operations, in the order the API server
 /// applies them. Written exactly as serde_json writes the same `PatchOperation`s.
+///
+/// A patch can also be only counted ([`Patch::counted`]): its operations are numbered and none
+/// is written. A controller pass needs no more, since it decides each object again when it
+/// sends its patch; writing it twice wrote every history twice, escaped.
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct Patch {
     /// The operations, each a JSON object, separated by commas; the array's brackets are
@@ -139,6 +143,8 @@ pub struct Patch {
     len: usize,
     /// Whether one of them tests the resourceVersion.
     tests_resource_version: bool,
+    /// Whether the operations are only counted, their text never written.
+    counted: bool,
 }
 
 impl Patch {
@@ -148,6 +154,20 @@ impl Patch {
             text: Vec::with_capacity(bytes),
             ..Patch::default()
         }
+    }
+
+    /// A patch whose operations are counted and not written: it says whether there is
+    /// something to send (and how much), and holds no text to send.
+    pub fn counted() -> Self {
+        Patch {
+            counted: true,
+            ..Patch::default()
+        }
+    }
+
+    /// Whether the operations are only counted ([`Patch::counted`]).
+    pub fn is_counted(&self) -> bool {
+        self.counted
     }
 
     pub fn is_empty(&self) -> bool {
@@ -198,10 +218,12 @@ impl Patch {
         if other.is_empty() {
             return;
         }
-        if !self.is_empty() {
-            self.text.push(b',');
+        if !self.counted {
+            if !self.is_empty() {
+                self.text.push(b',');
+            }
+            self.text.extend_from_slice(&other.text);
         }
-        self.text.extend_from_slice(&other.text);
         self.len += other.len;
         self.tests_resource_version |= other.tests_resource_version;
     }
@@ -209,6 +231,11 @@ impl Patch {
     /// Puts a `test` of the resourceVersion `seen` first, unless the patch tests it already.
     pub fn guard_resource_version(&mut self, seen: &str) {
         if self.tests_resource_version {
+            return;
+        }
+        if self.counted {
+            self.len += 1;
+            self.tests_resource_version = true;
             return;
         }
         let mut guarded = Patch::with_capacity(self.text.len() + 80);
@@ -234,6 +261,10 @@ impl Patch {
 
     /// Adds one operation; `value` writes its value, if it has one.
     fn push(&mut self, op: &str, path: Path<'_>, value: Option<impl FnOnce(&mut Vec<u8>)>) {
+        if self.counted {
+            self.len += 1;
+            return;
+        }
         let text = &mut self.text;
         if self.len > 0 {
             text.push(b',');
@@ -257,6 +288,9 @@ impl Patch {
 
 impl fmt::Debug for Patch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.counted {
+            return write!(f, "[{} operations, counted]", self.len);
+        }
         write!(f, "[{}]", self.as_str())
     }
 }

@@ -12,7 +12,7 @@ use super::gates::Ready;
 use super::infrastructure::{self, TemplateCopy, TemplateView, Unjudgeable};
 use super::patch::{Patch, Path, remove_annotation};
 use super::record::{self, HistoryEntry};
-use super::{Planner, friendly_duration, stub};
+use super::{PatchText, Planner, friendly_duration, stub};
 use crate::api::{MachineTemplate, ProviderSpec};
 use crate::arch::Arch;
 use crate::machine_kind::{Authority, MachineKind, MachineObject};
@@ -106,7 +106,12 @@ struct ImageChange {
 }
 
 impl Planner<'_> {
-    pub(super) fn decide_readable(&self, subject: &Subject<'_>, ready: &Ready) -> Decision {
+    pub(super) fn decide_readable(
+        &self,
+        subject: &Subject<'_>,
+        ready: &Ready,
+        text: PatchText,
+    ) -> Decision {
         if let Some(decided) = self.screen(subject, ready) {
             return decided;
         }
@@ -125,7 +130,10 @@ impl Planner<'_> {
         let mut needs_resource_version = false;
         if matches!(outcome, ImageOutcome::Update { .. }) {
             // The whole patch in one buffer, with room for a usual update: the guards go first.
-            patch = Patch::with_capacity(PATCH_ROOM);
+            patch = match text {
+                PatchText::Written => Patch::with_capacity(PATCH_ROOM),
+                PatchText::Counted => Patch::counted(),
+            };
             let inputs = rule.decision_inputs(&provider_spec);
             needs_resource_version = input_guards(subject, inputs, &mut patch);
         }
