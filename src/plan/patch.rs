@@ -8,6 +8,7 @@
 //! Azure image object, kept by every decision until its patch was sent, then serialized anyway.
 
 use std::fmt;
+use std::ops::Range;
 
 use json_patch::PatchOperation;
 use jsonptr::Pointer;
@@ -211,6 +212,37 @@ impl Patch {
     ) {
         self.test(path, from);
         self.replace(path, to);
+    }
+
+    /// A `test` that the string at `path` is the text `old` writes, then a `replace` by the
+    /// text `new` writes, each written as a string's contents, escaped. `old` returns where a
+    /// part of its escaped text lies in the buffer, and `new` may copy that part: a new history
+    /// keeps most of the old one, and escaping it once is enough.
+    pub(super) fn guarded_replace_sharing(
+        &mut self,
+        path: Path<'_>,
+        old: impl FnOnce(&mut Vec<u8>) -> Range<usize>,
+        new: impl FnOnce(&mut Vec<u8>, Range<usize>),
+    ) {
+        let mut shared = 0..0;
+        self.push(
+            "test",
+            path,
+            Some(|out: &mut Vec<u8>| {
+                out.push(b'"');
+                shared = old(out);
+                out.push(b'"');
+            }),
+        );
+        self.push(
+            "replace",
+            path,
+            Some(|out: &mut Vec<u8>| {
+                out.push(b'"');
+                new(out, shared);
+                out.push(b'"');
+            }),
+        );
     }
 
     /// Adds the operations of `other` after these.

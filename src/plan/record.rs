@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use super::patch::{Operand, Patch, set_annotations};
+use super::patch::{Operand, Patch, Path, set_annotations};
 use crate::json_text::{self, InString, Sink};
 use crate::meta_view::MetaView;
 pub use crate::names::{HISTORY_ANNOTATION, HOT_LOOP_ANNOTATION};
@@ -402,16 +402,60 @@ impl<'a> Records<'a> {
     ) {
         let (text, earlier) = self.entries();
         let kept = &earlier[(earlier.len() + 1).saturating_sub(HISTORY_LIMIT)..];
-        let kept = kept.iter().map(|range| &text[range.clone()]);
         let memory = remember_patch(self.hot_loop().cloned(), target, now, window);
         // Both annotations are JSON text, written straight into the patch's strings.
-        let history = |out: &mut InString<'_>| write_history(out, kept.clone(), entry);
         let memory = |out: &mut InString<'_>| memory.write_json(out);
-        let values = [
-            (HISTORY_ANNOTATION, Operand::JsonText(&history)),
-            (HOT_LOOP_ANNOTATION, Operand::JsonText(&memory)),
-        ];
-        set_annotations(patch, self.meta, values);
+        let memory = (HOT_LOOP_ANNOTATION, Operand::JsonText(&memory));
+        // The kept entries as this controller writes them, one after the other with a comma
+        // between: the old history's `test` escapes them, and the new history copies them.
+        let together = kept
+            .first()
+            .zip(kept.last())
+            .map(|(first, last)| first.start..last.end);
+        let together = together.filter(|_| {
+            (kept.windows(2))
+                .all(|w| w[1].start == w[0].end + 1 && text.as_bytes()[w[0].end] == b',')
+        });
+        match (
+            self.meta.annotations().is_some(),
+            self.meta.annotation(HISTORY_ANNOTATION),
+        ) {
+            (true, Some(old)) => {
+                let path = Path::Annotation(HISTORY_ANNOTATION);
+                let shared = together.clone().unwrap_or(0..0);
+                let old_text = |out: &mut Vec<u8>| {
+                    json_text::contents(out, &old[..shared.start]);
+                    let start = out.len();
+                    json_text::contents(out, &old[shared.clone()]);
+                    let end = out.len();
+                    json_text::contents(out, &old[shared.end..]);
+                    start..end
+                };
+                let new_text = |out: &mut Vec<u8>, escaped: Range<usize>| {
+                    let out = &mut InString(out);
+                    out.plain(b"[");
+                    if together.is_some() {
+                        out.0.extend_from_within(escaped);
+                        out.plain(b",");
+                    } else {
+                        for range in kept {
+                            out.json(&text[range.clone()]);
+                            out.plain(b",");
+                        }
+                    }
+                    entry.write_json(out);
+                    out.plain(b"]");
+                };
+                patch.guarded_replace_sharing(path, old_text, new_text);
+                set_annotations(patch, self.meta, [memory]);
+            }
+            _ => {
+                let kept = kept.iter().map(|range| &text[range.clone()]);
+                let history = |out: &mut InString<'_>| write_history(out, kept.clone(), entry);
+                let history = (HISTORY_ANNOTATION, Operand::JsonText(&history));
+                set_annotations(patch, self.meta, [history, memory]);
+            }
+        }
     }
 }
 
@@ -670,6 +714,16 @@ mod tests {
             meta = apply(
                 &meta,
                 record_ops(&meta, &entry(n).borrowed(), "t", now, HOUR),
+            );
+            // Byte for byte what serde writes for the kept entries and the new one, whether the
+            // kept text was copied from the old history's escaped text or written anew.
+            let kept: Vec<HistoryEntry> = ((n + 1).saturating_sub(HISTORY_LIMIT)..=n)
+                .map(entry)
+                .collect();
+            let written = MetaView::from(&meta).annotation(HISTORY_ANNOTATION);
+            assert_eq!(
+                written,
+                Some(serde_json::to_string(&kept).unwrap().as_str())
             );
         }
         let h = history(&meta);
