@@ -95,7 +95,8 @@ pub struct Decision {
     pub user_data_secret: Values<String>,
     /// Every RFC 6902 operation the controller sends for this object, bookkeeping included: a
     /// `test` then a `replace` for each changed value, then the history and hot-loop
-    /// annotations. Empty when nothing is written.
+    /// annotations. Empty when nothing is written; only counted in a controller pass's
+    /// decision (`Planner::decide_counted`), which is decided again when it is sent.
     pub patch: Patch,
     /// For a Cluster API MachineSet: the infrastructure template created before `patch` is
     /// sent, which `patch` points the MachineSet at.

@@ -166,11 +166,6 @@ impl Patch {
         }
     }
 
-    /// Whether the operations are only counted ([`Patch::counted`]).
-    pub fn is_counted(&self) -> bool {
-        self.counted
-    }
-
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -246,7 +241,7 @@ impl Patch {
     }
 
     /// Adds the operations of `other` after these.
-    pub fn append(&mut self, other: &Patch) {
+    fn append(&mut self, other: &Patch) {
         if other.is_empty() {
             return;
         }

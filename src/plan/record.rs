@@ -406,6 +406,8 @@ impl<'a> Records<'a> {
         // Both annotations are JSON text, written straight into the patch's strings.
         let memory = |out: &mut InString<'_>| memory.write_json(out);
         let memory = (HOT_LOOP_ANNOTATION, Operand::JsonText(&memory));
+        let kept_text = kept.iter().map(|range| &text[range.clone()]);
+        let history = |out: &mut InString<'_>| write_history(out, kept_text.clone(), entry);
         // The kept entries as this controller writes them, one after the other with a comma
         // between: the old history's `test` escapes them, and the new history copies them.
         let together = kept
@@ -433,16 +435,12 @@ impl<'a> Records<'a> {
                 };
                 let new_text = |out: &mut Vec<u8>, escaped: Range<usize>| {
                     let out = &mut InString(out);
-                    out.plain(b"[");
-                    if together.is_some() {
-                        out.0.extend_from_within(escaped);
-                        out.plain(b",");
-                    } else {
-                        for range in kept {
-                            out.json(&text[range.clone()]);
-                            out.plain(b",");
-                        }
+                    if together.is_none() {
+                        return history(out);
                     }
+                    out.plain(b"[");
+                    out.0.extend_from_within(escaped);
+                    out.plain(b",");
                     entry.write_json(out);
                     out.plain(b"]");
                 };
@@ -450,8 +448,6 @@ impl<'a> Records<'a> {
                 set_annotations(patch, self.meta, [memory]);
             }
             _ => {
-                let kept = kept.iter().map(|range| &text[range.clone()]);
-                let history = |out: &mut InString<'_>| write_history(out, kept.clone(), entry);
                 let history = (HISTORY_ANNOTATION, Operand::JsonText(&history));
                 set_annotations(patch, self.meta, [history, memory]);
             }
