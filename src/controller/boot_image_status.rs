@@ -341,8 +341,8 @@ mod tests {
             String::new(),
         );
         d.boot_image = Values {
-            current: Some(json!("ami-old")),
-            target: outdated.then(|| json!("ami-new")),
+            current: Some(json!("ami-old").into()),
+            target: outdated.then(|| json!("ami-new").into()),
         };
         d
     }

@@ -1,6 +1,8 @@
 //! What the planner decided about one machine resource, and the plan made of those decisions.
 
+use std::borrow::Borrow;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::Value;
@@ -60,12 +62,19 @@ pub struct Values<T> {
 }
 
 impl<T: Clone> Values<T> {
-    /// The change as the history records it, borrowed; `None` when the value does not change.
-    pub(super) fn change(&self) -> Option<record::Change<&T>> {
+    /// The change as the history records it, borrowed (a shared image as the value it is);
+    /// `None` when the value does not change.
+    pub(super) fn change<U: ?Sized>(&self) -> Option<record::Change<&U>>
+    where
+        T: Borrow<U>,
+    {
         let (Some(from), Some(to)) = (&self.current, &self.target) else {
             return None;
         };
-        Some(record::Change { from, to })
+        Some(record::Change {
+            from: from.borrow(),
+            to: to.borrow(),
+        })
     }
 
     /// Makes the target current.
@@ -91,7 +100,8 @@ pub struct Decision {
     pub action: Action,
     pub reason: Reason,
     pub message: String,
-    pub boot_image: Values<Value>,
+    /// Shared with the decisions of other objects with the same provider spec.
+    pub boot_image: Values<Arc<Value>>,
     pub user_data_secret: Values<String>,
     /// Every RFC 6902 operation the controller sends for this object, bookkeeping included: a
     /// `test` then a `replace` for each changed value, then the history and hot-loop
@@ -190,7 +200,7 @@ impl Decision {
         self.user_data_secret.apply();
         self.withdraw_writes();
         self.message = with_warning(
-            current_message(self.boot_image.current.as_ref()),
+            current_message(self.boot_image.current.as_deref()),
             self.warning.as_ref(),
         );
     }
@@ -205,7 +215,7 @@ impl Decision {
     /// Identity of the values this decision writes, for the hot-loop guard.
     pub fn target_key(&self) -> String {
         record::target_key(
-            self.boot_image.target.as_ref(),
+            self.boot_image.target.as_deref(),
             self.user_data_secret.target.as_deref(),
         )
     }

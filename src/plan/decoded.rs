@@ -5,14 +5,18 @@
 //! decision (17 on AWS). The trimmed text holds only what the rules read (the image, the region,
 //! the stub secret's name), so the MachineSets of one region, role and image hold the same text
 //! (the benchmark's 1,000 AWS MachineSets hold 107). Each distinct text is decoded once per
-//! [`Planner`](super::Planner) and shared.
+//! [`Planner`](super::Planner) and shared, and so is the platform rule's verdict on it: the
+//! Azure rule alone took a quarter of a decision's instructions, copying image objects.
 
 use std::ops::Deref;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use serde_json::Value;
 
+use crate::arch::Arch;
 use crate::compact_json::CompactJson;
+use crate::platform::ImageOutcome;
+use crate::stream::GoldenStream;
 
 /// At most this many decoded specs are kept: a fleet whose MachineSets all differ pays for
 /// decoding each, as before, and never holds more than about a megabyte for it.
@@ -27,19 +31,58 @@ pub(super) struct DecodedSpecs {
     // once per pass, and SipHash took 2% of the pass's instructions doing it. The map lives
     // for one pass and holds at most `KEPT` texts, so a crafted set of collisions could slow
     // one pass and no more.
-    by_text: Mutex<foldhash::HashMap<Box<str>, Arc<Value>>>,
+    by_text: Mutex<foldhash::HashMap<Box<str>, Arc<DecodedSpec>>>,
+}
+
+/// A provider spec decoded from its text, with the verdicts the rule gave on it in this pass.
+pub(super) struct DecodedSpec {
+    value: Value,
+    /// By the architecture and OS stream judged for, the only inputs of a rule that differ
+    /// between the objects of one planner: the rest of its context (known images, EC2 and
+    /// vCenter facts, the Infrastructure) is the planner's own. Rarely more than one.
+    verdicts: Mutex<Vec<Verdict>>,
+}
+
+/// A rule's verdict, with the architecture and stream it was judged for.
+type Verdict = (Arch, StreamId, ImageOutcome<Arc<Value>>);
+
+/// Which golden stream a verdict was judged against: its address, which stays the same for the
+/// planner's life since the planner's streams live behind an `Arc` it holds.
+type StreamId = usize;
+
+impl DecodedSpec {
+    /// The rule's verdict for `arch` against `stream`, judged by `evaluate` the first time.
+    pub fn verdict(
+        &self,
+        arch: Arch,
+        stream: &GoldenStream,
+        evaluate: impl FnOnce(&Value) -> ImageOutcome,
+    ) -> ImageOutcome<Arc<Value>> {
+        let id = std::ptr::from_ref(stream) as StreamId;
+        let verdicts = || self.verdicts.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((_, _, known)) = (verdicts().iter()).find(|(a, s, _)| *a == arch && *s == id) {
+            return known.clone();
+        }
+        // Judged without the lock held; one task decides at a time, so nobody waits for it.
+        let judged = evaluate(&self.value).shared();
+        verdicts().push((arch, id, judged.clone()));
+        judged
+    }
 }
 
 impl DecodedSpecs {
     /// The value `kept` holds, decoded now or earlier in this pass. A text that cannot be
     /// decoded is not remembered: each decision reports its error.
-    pub fn value(&self, kept: &CompactJson) -> Result<Arc<Value>, serde_json::Error> {
+    pub fn value(&self, kept: &CompactJson) -> Result<Arc<DecodedSpec>, serde_json::Error> {
         let text = kept.text();
         let mut by_text = self.by_text.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(value) = by_text.get(text) {
             return Ok(Arc::clone(value));
         }
-        let value = Arc::new(kept.value()?);
+        let value = Arc::new(DecodedSpec {
+            value: kept.value()?,
+            verdicts: Mutex::default(),
+        });
         if by_text.len() < KEPT {
             by_text.insert(text.into(), Arc::clone(&value));
         }
@@ -55,7 +98,7 @@ impl DecodedSpecs {
 /// A provider spec as a rule reads it: the object's own value, or one decoded from its text.
 pub(super) enum SpecView<'a> {
     Borrowed(&'a Value),
-    Decoded(Arc<Value>),
+    Decoded(Arc<DecodedSpec>),
 }
 
 impl Deref for SpecView<'_> {
@@ -64,7 +107,7 @@ impl Deref for SpecView<'_> {
     fn deref(&self) -> &Value {
         match self {
             SpecView::Borrowed(value) => value,
-            SpecView::Decoded(value) => value,
+            SpecView::Decoded(decoded) => &decoded.value,
         }
     }
 }
@@ -84,9 +127,43 @@ mod tests {
         let again = specs.value(&CompactJson::new(&east)).unwrap();
         let other = specs.value(&CompactJson::new(&west)).unwrap();
         assert!(Arc::ptr_eq(&first, &again));
-        assert_eq!((*first).clone(), east);
-        assert_eq!((*other).clone(), west);
+        assert_eq!(first.value, east);
+        assert_eq!(other.value, west);
         assert_eq!(specs.len(), 2);
+    }
+
+    #[test]
+    fn a_verdict_is_judged_once_per_architecture_and_stream() {
+        let specs = DecodedSpecs::default();
+        let spec = json!({"ami": {"id": "ami-1"}});
+        let decoded = specs.value(&CompactJson::new(&spec)).unwrap();
+        let parse = |json: String| GoldenStream::parse(&json).unwrap();
+        let (default, other) = (
+            parse(crate::testkit::streams::stream_421()),
+            parse(crate::testkit::streams::stream_420()),
+        );
+        let judged = std::cell::Cell::new(0);
+        let verdict = |arch, stream| {
+            decoded.verdict(arch, stream, |value: &Value| {
+                judged.set(judged.get() + 1);
+                ImageOutcome::UpToDate {
+                    current: json!([value["ami"]["id"], judged.get()]),
+                }
+            })
+        };
+        let current = |outcome: ImageOutcome<Arc<Value>>| match outcome {
+            ImageOutcome::UpToDate { current } => (*current).clone(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(current(verdict(Arch::Amd64, &default)), json!(["ami-1", 1]));
+        assert_eq!(current(verdict(Arch::Amd64, &default)), json!(["ami-1", 1]));
+        assert_eq!(current(verdict(Arch::Arm64, &default)), json!(["ami-1", 2]));
+        assert_eq!(current(verdict(Arch::Amd64, &other)), json!(["ami-1", 3]));
+        assert_eq!(current(verdict(Arch::Arm64, &default)), json!(["ami-1", 2]));
+        // The same text in another object is the same decoded spec, with its verdicts.
+        let again = specs.value(&CompactJson::new(&spec)).unwrap();
+        let outcome = again.verdict(Arch::Amd64, &default, |_| unreachable!("judged before"));
+        assert_eq!(current(outcome), json!(["ami-1", 1]));
     }
 
     #[test]
@@ -94,7 +171,7 @@ mod tests {
         let specs = DecodedSpecs::default();
         for i in 0..KEPT + 10 {
             let spec = json!({"ami": {"id": format!("ami-{i}")}});
-            assert_eq!(*specs.value(&CompactJson::new(&spec)).unwrap(), spec);
+            assert_eq!(specs.value(&CompactJson::new(&spec)).unwrap().value, spec);
         }
         assert_eq!(specs.len(), KEPT);
     }

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 use jsonptr::Pointer;
 use serde_json::Value;
@@ -89,7 +90,7 @@ impl<'a> Subject<'a> {
 
 /// A platform rule's verdict on one boot image, and what it was judged against.
 pub(super) struct Evaluated<'a> {
-    pub outcome: ImageOutcome,
+    pub outcome: ImageOutcome<Arc<Value>>,
     rule: &'static dyn PlatformRule,
     stream: &'a GoldenStream,
     arch: Arch,
@@ -98,7 +99,7 @@ pub(super) struct Evaluated<'a> {
 
 /// The boot image part of a decision: the compared values and the operations that change them.
 struct ImageChange {
-    values: Values<Value>,
+    values: Values<Arc<Value>>,
     /// The patch so far: `test`s of the inputs that chose the image, then the image's changes.
     ops: Patch,
     /// The template a Cluster API MachineSet moves to, created before the patch is sent.
@@ -168,7 +169,11 @@ impl Planner<'_> {
         ready: &'s Ready,
     ) -> Result<Evaluated<'s>, Box<Decision>> {
         let (rule, ctx, provider_spec) = self.rule_input(subject, ready)?;
-        let outcome = rule.evaluate(&provider_spec, &ctx);
+        let evaluate = |spec: &Value| rule.evaluate(spec, &ctx);
+        let outcome = match &provider_spec {
+            SpecView::Decoded(decoded) => decoded.verdict(ctx.arch, ctx.stream, evaluate),
+            SpecView::Borrowed(spec) => evaluate(spec).shared(),
+        };
         Ok(Evaluated {
             outcome,
             rule,
@@ -465,7 +470,7 @@ impl Planner<'_> {
         image: &ImageChange,
     ) -> Option<Decision> {
         image.values.target.as_ref()?;
-        let current = shown_image(image.values.current.as_ref());
+        let current = shown_image(image.values.current.as_deref());
         let listed = ready
             .golden
             .arch_of(&current)
@@ -538,12 +543,12 @@ impl Planner<'_> {
         }
         decided.patch = image.ops;
         decided.infrastructure_template = image.template.map(Box::new);
-        if let Some(change) = decided.user_data_secret.change() {
+        if let Some(change) = decided.user_data_secret.change::<str>() {
             let path = Path::under_known(subject.kind.provider_spec_path(), stub::NAME_POINTER);
             decided.patch.guarded_replace(path, change.from, change.to);
         }
         if decided.patch.is_empty() {
-            decided.message = current_message(decided.boot_image.current.as_ref());
+            decided.message = current_message(decided.boot_image.current.as_deref());
         }
         decided
     }
@@ -670,7 +675,7 @@ fn screen_windows(subject: &Subject<'_>) -> Option<Decision> {
 /// added to `ops`, or the final decision when it skips or fails.
 fn image_change(
     subject: &Subject<'_>,
-    outcome: ImageOutcome,
+    outcome: ImageOutcome<Arc<Value>>,
     release: Option<&str>,
     mut ops: Patch,
 ) -> Result<ImageChange, Box<Decision>> {
@@ -782,8 +787,8 @@ fn change_message(decided: &Decision, stream: &GoldenStream, release: Option<&st
         let _ = write!(
             message,
             "boot image {} -> {} ({}",
-            ShownImage(decided.boot_image.current.as_ref()),
-            ShownImage(Some(target)),
+            ShownImage(decided.boot_image.current.as_deref()),
+            ShownImage(Some(&**target)),
             stream.stream
         );
         if let Some(release) = release {

@@ -320,7 +320,10 @@ fn assert_hold(cluster: &ClusterSnapshot, reason: Reason) {
         panic!("three entries expected: {plan:#?}");
     };
     assert_decided(outdated, Action::Skip, reason);
-    assert_eq!(outdated.boot_image.target, Some(json!(AMI_US_EAST_1)));
+    assert_eq!(
+        outdated.boot_image.target.as_deref(),
+        Some(&json!(AMI_US_EAST_1))
+    );
     assert_eq!(
         outdated.user_data_secret.target.as_deref(),
         Some(MANAGED_STUB)
@@ -750,7 +753,10 @@ fn a_machine_set_of_another_os_stream_is_updated_from_that_stream() {
     let ms = machine_set("worker-rhel10").label(OS_STREAM_LABEL, "rhel-10");
     let entry = decide(&cluster, ms.served());
     assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
-    assert_eq!(entry.boot_image.target, Some(json!(AMI_RHEL_10)));
+    assert_eq!(
+        entry.boot_image.target.as_deref(),
+        Some(&json!(AMI_RHEL_10))
+    );
     assert_mentions(&entry.message, "rhcos-4.22 10.2.20260405-0");
     let history = recorded_history(
         &entry,
@@ -761,7 +767,10 @@ fn a_machine_set_of_another_os_stream_is_updated_from_that_stream() {
     assert_eq!(history.stream, "rhcos-4.22");
     // The default stream's MachineSets are unaffected.
     let default = decide(&cluster, machine_set("worker-a").served());
-    assert_eq!(default.boot_image.target, Some(json!(AMI_US_EAST_1)));
+    assert_eq!(
+        default.boot_image.target.as_deref(),
+        Some(&json!(AMI_US_EAST_1))
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -774,9 +783,15 @@ fn the_autoscaler_annotation_names_the_architecture() {
             .capacity_labels("foo=bar, kubernetes.io/arch=arm64")
     });
     assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
-    assert_eq!(entry.boot_image.target, Some(json!(AMI_ARM64_US_EAST_1)));
+    assert_eq!(
+        entry.boot_image.target.as_deref(),
+        Some(&json!(AMI_ARM64_US_EAST_1))
+    );
     let amd64 = decide_worker_a(|ms| ms.capacity_labels(" kubernetes.io/arch = amd64 ,foo=bar"));
-    assert_eq!(amd64.boot_image.target, Some(json!(AMI_US_EAST_1)));
+    assert_eq!(
+        amd64.boot_image.target.as_deref(),
+        Some(&json!(AMI_US_EAST_1))
+    );
 }
 
 #[test]
@@ -822,7 +837,10 @@ fn without_the_annotation_the_control_plane_nodes_architecture_applies() {
         .machine_sets
         .remove(0);
     assert_decided(&worker, Action::Update, Reason::BootImageOutdated);
-    assert_eq!(worker.boot_image.target, Some(json!(AMI_ARM64_US_EAST_1)));
+    assert_eq!(
+        worker.boot_image.target.as_deref(),
+        Some(&json!(AMI_ARM64_US_EAST_1))
+    );
     // --control-plane-arch overrides what the Nodes say.
     let override_arm64 = Options {
         control_plane_arch: Some(Arch::Arm64),
@@ -832,7 +850,10 @@ fn without_the_annotation_the_control_plane_nodes_architecture_applies() {
         .machine_sets
         .remove(0);
     assert_decided(&worker, Action::Update, Reason::BootImageOutdated);
-    assert_eq!(worker.boot_image.target, Some(json!(AMI_ARM64_US_EAST_1)));
+    assert_eq!(
+        worker.boot_image.target.as_deref(),
+        Some(&json!(AMI_ARM64_US_EAST_1))
+    );
     // Control planes never carry the annotation, on multi-arch clusters too.
     let cluster = updatable()
         .multi_arch()
@@ -843,7 +864,10 @@ fn without_the_annotation_the_control_plane_nodes_architecture_applies() {
     let cp = control_plane_machine_set().ami(AMI_PREVIOUS_ARM64).served();
     let entry = &plan(&cluster, &[], &[cp], &override_arm64).control_plane_machine_sets[0];
     assert_decided(entry, Action::Update, Reason::BootImageOutdated);
-    assert_eq!(entry.boot_image.target, Some(json!(AMI_ARM64_US_EAST_1)));
+    assert_eq!(
+        entry.boot_image.target.as_deref(),
+        Some(&json!(AMI_ARM64_US_EAST_1))
+    );
 }
 
 #[test]
@@ -915,7 +939,10 @@ fn a_region_without_a_golden_ami_is_skipped() {
     let entry = decide_worker_a(|ms| ms.region("eu-west-3"));
     assert_decided(&entry, Action::Skip, Reason::RegionNotInStream);
     assert_mentions(&entry.message, "eu-west-3");
-    assert_eq!(entry.boot_image.current, Some(json!(AMI_PREVIOUS)));
+    assert_eq!(
+        entry.boot_image.current.as_deref(),
+        Some(&json!(AMI_PREVIOUS))
+    );
     // The arm64 part of the stream has no us-east-2.
     let arm = decide(
         &updatable(),
@@ -931,8 +958,11 @@ fn a_region_without_a_golden_ami_is_skipped() {
 fn images_we_did_not_publish_are_never_replaced() {
     let entry = decide_worker_a_on(AMI_CUSTOM);
     assert_decided(&entry, Action::Skip, Reason::CustomImage);
-    assert_eq!(entry.boot_image.current, Some(json!(AMI_CUSTOM)));
-    assert_eq!(entry.boot_image.target, None);
+    assert_eq!(
+        entry.boot_image.current.as_deref(),
+        Some(&json!(AMI_CUSTOM))
+    );
+    assert_eq!(entry.boot_image.target.as_deref(), None);
     // The previous release's AMI is ours only once it is a known image.
     let unknown = decide(&aws_cluster(), machine_set("worker-a").served());
     assert_decided(&unknown, Action::Skip, Reason::CustomImage);
@@ -945,7 +975,10 @@ fn images_we_did_not_publish_are_never_replaced() {
             .served(),
     );
     assert_decided(&copied, Action::Update, Reason::BootImageOutdated);
-    assert_eq!(copied.boot_image.target, Some(json!(AMI_US_EAST_2)));
+    assert_eq!(
+        copied.boot_image.target.as_deref(),
+        Some(&json!(AMI_US_EAST_2))
+    );
 }
 
 #[test]
@@ -953,7 +986,7 @@ fn amis_chosen_by_filters_are_skipped() {
     let filters = json!({"filters": [{"name": "tag:Name", "values": ["rhcos-9.6*"]}]});
     let entry = decide_worker_a(|ms| ms.spec_field(&["ami"], filters.clone()));
     assert_decided(&entry, Action::Skip, Reason::ImageNotById);
-    assert_eq!(entry.boot_image.current, Some(filters));
+    assert_eq!(entry.boot_image.current.as_deref(), Some(&filters));
 }
 
 #[test]
@@ -1227,7 +1260,7 @@ fn an_invalid_managed_secret_is_an_error_and_nothing_is_patched() {
 fn a_current_image_on_the_installer_stub_switches_only_the_secret() {
     let entry = decide_worker_a_on(AMI_US_EAST_1);
     assert_decided(&entry, Action::Update, Reason::StubSecretOutdated);
-    assert_eq!(entry.boot_image.target, None);
+    assert_eq!(entry.boot_image.target.as_deref(), None);
     assert_eq!(
         patch_json(&entry),
         json!(guarded(
@@ -1293,7 +1326,10 @@ fn a_current_image_on_the_managed_stub_is_up_to_date() {
             .served(),
     );
     assert_decided(&entry, Action::UpToDate, Reason::UpToDate);
-    assert_eq!(entry.boot_image.current, Some(json!(AMI_US_EAST_1)));
+    assert_eq!(
+        entry.boot_image.current.as_deref(),
+        Some(&json!(AMI_US_EAST_1))
+    );
     assert_eq!(
         entry.user_data_secret.current.as_deref(),
         Some(MANAGED_STUB)
@@ -1351,7 +1387,10 @@ fn repeated_reverts_within_the_window_stop_the_updates() {
     let entry = decide(&updatable(), ms);
     assert_decided(&entry, Action::Error, Reason::HotLoop);
     assert_mentions(&entry.message, "3 times within 1h");
-    assert_eq!(entry.boot_image.target, Some(json!(AMI_US_EAST_1)));
+    assert_eq!(
+        entry.boot_image.target.as_deref(),
+        Some(&json!(AMI_US_EAST_1))
+    );
     let last = entry.last_change.expect("our patches are in the history");
     assert_eq!(last.time(), minutes_ago(10).to_string());
 }
@@ -1367,7 +1406,7 @@ fn reverts_older_than_the_window_do_not_count() {
 fn patches_to_another_target_do_not_count() {
     let ms = reverted_at(&[30, 20, 10], |entry| {
         let mut older = entry.clone();
-        older.boot_image.target = Some(json!("ami-0e1b2c3d4e5f6a7b8"));
+        older.boot_image.target = Some(json!("ami-0e1b2c3d4e5f6a7b8").into());
         older
     });
     let entry = decide(&updatable(), ms);
@@ -1385,8 +1424,14 @@ fn an_update_tests_then_replaces_each_changed_value() {
         patch_json(&entry),
         aws_update_patch(MACHINE_SET_SPEC, AMI_PREVIOUS, AMI_US_EAST_1, STUB)
     );
-    assert_eq!(entry.boot_image.current, Some(json!(AMI_PREVIOUS)));
-    assert_eq!(entry.boot_image.target, Some(json!(AMI_US_EAST_1)));
+    assert_eq!(
+        entry.boot_image.current.as_deref(),
+        Some(&json!(AMI_PREVIOUS))
+    );
+    assert_eq!(
+        entry.boot_image.target.as_deref(),
+        Some(&json!(AMI_US_EAST_1))
+    );
     assert_eq!(entry.user_data_secret.current.as_deref(), Some(STUB));
     assert_eq!(entry.user_data_secret.target.as_deref(), Some(MANAGED_STUB));
     assert_eq!(

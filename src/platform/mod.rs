@@ -13,6 +13,7 @@ pub mod vsphere;
 
 use std::borrow::Cow;
 use std::fmt;
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
@@ -177,27 +178,67 @@ impl Changes {
     }
 }
 
-/// What a platform rule decided about one provider spec.
+/// What a platform rule decided about one provider spec. A rule returns its images as values
+/// (`V = Value`); the planner shares them ([`ImageOutcome::shared`]) between the decisions of
+/// every object with the same provider spec.
 #[derive(Clone, Debug, PartialEq)]
-pub enum ImageOutcome {
+pub enum ImageOutcome<V = Value> {
     UpToDate {
-        current: Value,
+        current: V,
     },
     Update {
-        current: Value,
-        target: Value,
+        current: V,
+        target: V,
         changes: Changes,
     },
     Skip {
         reason: Reason,
         message: String,
-        current: Option<Value>,
+        current: Option<V>,
     },
     Error {
         reason: Reason,
         message: String,
-        current: Option<Value>,
+        current: Option<V>,
     },
+}
+
+impl ImageOutcome {
+    /// The same verdict with its images shared: cloning it copies no image.
+    pub fn shared(self) -> ImageOutcome<Arc<Value>> {
+        match self {
+            ImageOutcome::UpToDate { current } => ImageOutcome::UpToDate {
+                current: Arc::new(current),
+            },
+            ImageOutcome::Update {
+                current,
+                target,
+                changes,
+            } => ImageOutcome::Update {
+                current: Arc::new(current),
+                target: Arc::new(target),
+                changes,
+            },
+            ImageOutcome::Skip {
+                reason,
+                message,
+                current,
+            } => ImageOutcome::Skip {
+                reason,
+                message,
+                current: current.map(Arc::new),
+            },
+            ImageOutcome::Error {
+                reason,
+                message,
+                current,
+            } => ImageOutcome::Error {
+                reason,
+                message,
+                current: current.map(Arc::new),
+            },
+        }
+    }
 }
 
 /// Everything the rest of the controller needs to know about one platform.
