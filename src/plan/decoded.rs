@@ -6,7 +6,9 @@
 //! the stub secret's name), so the MachineSets of one region, role and image hold the same text
 //! (the benchmark's 1,000 AWS MachineSets hold 107). Each distinct text is decoded once per
 //! [`Planner`](super::Planner) and shared, and so is the platform rule's verdict on it: the
-//! Azure rule alone took a quarter of a decision's instructions, copying image objects.
+//! Azure rule alone took a quarter of a decision's instructions, copying image objects. Objects
+//! handed whole (the `plan` command's) share verdicts too, by the text of the fields the rule
+//! reads.
 
 use std::ops::Deref;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -15,6 +17,8 @@ use serde_json::Value;
 
 use crate::arch::Arch;
 use crate::compact_json::CompactJson;
+use crate::json_pointer::map_field;
+use crate::json_text;
 use crate::platform::ImageOutcome;
 use crate::stream::GoldenStream;
 
@@ -32,23 +36,15 @@ pub(super) struct DecodedSpecs {
     // for one pass and holds at most `KEPT` texts, so a crafted set of collisions could slow
     // one pass and no more.
     by_text: Mutex<foldhash::HashMap<Box<str>, Arc<DecodedSpec>>>,
+    /// The same for the verdicts on provider specs handed whole, which are not decoded.
+    by_fields: Mutex<ByFields>,
 }
 
 /// A provider spec decoded from its text, with the verdicts the rule gave on it in this pass.
 pub(super) struct DecodedSpec {
     value: Value,
-    /// By the architecture and OS stream judged for, the only inputs of a rule that differ
-    /// between the objects of one planner: the rest of its context (known images, EC2 and
-    /// vCenter facts, the Infrastructure) is the planner's own. Rarely more than one.
-    verdicts: Mutex<Vec<Verdict>>,
+    verdicts: Verdicts,
 }
-
-/// A rule's verdict, with the architecture and stream it was judged for.
-type Verdict = (Arch, StreamId, ImageOutcome<Arc<Value>>);
-
-/// Which golden stream a verdict was judged against: its address, which stays the same for the
-/// planner's life since the planner's streams live behind an `Arc` it holds.
-type StreamId = usize;
 
 impl DecodedSpec {
     /// The rule's verdict for `arch` against `stream`, judged by `evaluate` the first time.
@@ -58,16 +54,50 @@ impl DecodedSpec {
         stream: &GoldenStream,
         evaluate: impl FnOnce(&Value) -> ImageOutcome,
     ) -> ImageOutcome<Arc<Value>> {
+        (self.verdicts).get_or_judge(arch, stream, || evaluate(&self.value))
+    }
+}
+
+/// The verdicts a rule gave on one provider spec in this pass, by the architecture and OS
+/// stream judged for: the only inputs of a rule that differ between the objects of one planner,
+/// whose context (known images, EC2 and vCenter facts, the Infrastructure) is the planner's own.
+/// Rarely more than one.
+#[derive(Default)]
+pub(super) struct Verdicts(Mutex<Vec<Verdict>>);
+
+/// A rule's verdict, with the architecture and stream it was judged for.
+type Verdict = (Arch, StreamId, ImageOutcome<Arc<Value>>);
+
+/// Which golden stream a verdict was judged against: its address, which stays the same for the
+/// planner's life since the planner's streams live behind an `Arc` it holds.
+type StreamId = usize;
+
+impl Verdicts {
+    /// The verdict for `arch` against `stream`, judged by `judge` the first time.
+    pub fn get_or_judge(
+        &self,
+        arch: Arch,
+        stream: &GoldenStream,
+        judge: impl FnOnce() -> ImageOutcome,
+    ) -> ImageOutcome<Arc<Value>> {
         let id = std::ptr::from_ref(stream) as StreamId;
-        let verdicts = || self.verdicts.lock().unwrap_or_else(PoisonError::into_inner);
+        let verdicts = || self.0.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some((_, _, known)) = (verdicts().iter()).find(|(a, s, _)| *a == arch && *s == id) {
             return known.clone();
         }
         // Judged without the lock held; one task decides at a time, so nobody waits for it.
-        let judged = evaluate(&self.value).shared();
+        let judged = judge().shared();
         verdicts().push((arch, id, judged.clone()));
         judged
     }
+}
+
+/// Verdicts on provider specs handed whole, by the text of the fields the rule reads.
+#[derive(Default)]
+struct ByFields {
+    verdicts: foldhash::HashMap<Box<[u8]>, Arc<Verdicts>>,
+    /// The key being looked up, written here to spare an allocation per look-up.
+    key: Vec<u8>,
 }
 
 impl DecodedSpecs {
@@ -81,12 +111,41 @@ impl DecodedSpecs {
         }
         let value = Arc::new(DecodedSpec {
             value: kept.value()?,
-            verdicts: Mutex::default(),
+            verdicts: Verdicts::default(),
         });
         if by_text.len() < KEPT {
             by_text.insert(text.into(), Arc::clone(&value));
         }
         Ok(value)
+    }
+
+    /// The verdicts on `spec`, a provider spec handed whole (as the `plan` command reads
+    /// objects), shared with every spec whose fields `read` are written alike. A rule reads no
+    /// other field of the spec (`PlatformRule::provider_spec_fields`, which the watch keeps and
+    /// its test holds to the same decisions), so its verdict on one is its verdict on all.
+    pub fn verdicts_on_fields(&self, spec: &Value, read: &[&str]) -> Arc<Verdicts> {
+        let mut by_fields = self
+            .by_fields
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let ByFields { verdicts, key } = &mut *by_fields;
+        key.clear();
+        for field in read {
+            // An absent field and a `null` one can be judged apart: `-` is no JSON text.
+            match spec.as_object().and_then(|spec| map_field(spec, field)) {
+                Some(value) => json_text::value(key, value),
+                None => key.push(b'-'),
+            }
+            key.push(b',');
+        }
+        if let Some(known) = verdicts.get(key.as_slice()) {
+            return Arc::clone(known);
+        }
+        let fresh = Arc::<Verdicts>::default();
+        if verdicts.len() < KEPT {
+            verdicts.insert(key.as_slice().into(), Arc::clone(&fresh));
+        }
+        fresh
     }
 
     #[cfg(test)]

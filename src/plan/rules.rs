@@ -172,7 +172,9 @@ impl Planner<'_> {
         let evaluate = |spec: &Value| rule.evaluate(spec, &ctx);
         let outcome = match &provider_spec {
             SpecView::Decoded(decoded) => decoded.verdict(ctx.arch, ctx.stream, evaluate),
-            SpecView::Borrowed(spec) => evaluate(spec).shared(),
+            SpecView::Borrowed(spec) => (self.decoded)
+                .verdicts_on_fields(spec, rule.provider_spec_fields())
+                .get_or_judge(ctx.arch, ctx.stream, || evaluate(spec)),
         };
         Ok(Evaluated {
             outcome,

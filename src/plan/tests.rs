@@ -1530,6 +1530,71 @@ fn gcp_boot_flags_and_the_azure_security_profile_are_tested_by_the_patch() {
     );
 }
 
+/// A plan judges each image once per provider spec and shares the verdict: objects whose read
+/// fields differ in any way (a region, a security profile, an image that is `null` rather than
+/// absent) are still judged each on its own, and planning them together decides for each what
+/// planning it alone does.
+#[test]
+fn objects_planned_together_are_each_decided_as_alone() {
+    let aws = [
+        machine_set("east-1a").served(),
+        // Differs from east-1a only where no rule reads: shares its verdict.
+        (machine_set("east-1b").spec_field(&["instanceType"], json!("m6i.2xlarge"))).served(),
+        machine_set("east-2").region("us-east-2").served(),
+        (machine_set("east-1-arm").capacity_labels("kubernetes.io/arch=arm64")).served(),
+    ];
+    let image =
+        provider_specs::azure_marketplace("azureopenshift", "aro4", "419-v2", "419.6.20250523");
+    let azure_with = |name: &str, field: &str, value: Option<Value>| {
+        let mut spec = provider_specs::azure(image.clone());
+        match value {
+            Some(value) => spec[field] = value,
+            None => _ = spec.as_object_mut().unwrap().remove(field),
+        }
+        machine_set(name).provider_spec(spec).served()
+    };
+    let trusted = json!({"settings": {"securityType": "TrustedLaunch"}});
+    let azure = [
+        azure_with("plain", "securityProfile", None),
+        azure_with("trusted", "securityProfile", Some(trusted)),
+        azure_with("no-image", "image", None),
+        azure_with("null-image", "image", Some(Value::Null)),
+    ];
+    let clusters = [
+        (updatable(), &aws[..]),
+        (updatable().on_platform("Azure"), &azure[..]),
+    ];
+    for (cluster, machine_sets) in clusters {
+        let together = plan_machine_sets(&cluster, machine_sets);
+        assert_eq!(together.machine_sets.len(), machine_sets.len());
+        for ms in machine_sets {
+            let alone = decide(&cluster, ms.clone());
+            let decided = together.machine_sets.iter().find(|d| d.name == alone.name);
+            assert_eq!(decided, Some(&alone));
+        }
+    }
+    // Each judged on its own fields: what a shared verdict would have got wrong.
+    let aws = plan_machine_sets(&updatable(), &aws);
+    let target = |name: &str| {
+        let decided = aws.machine_sets.iter().find(|d| d.name == name).unwrap();
+        decided.boot_image.target.as_deref().cloned()
+    };
+    assert_eq!(target("east-1a"), Some(json!(AMI_US_EAST_1)));
+    assert_eq!(target("east-1b"), Some(json!(AMI_US_EAST_1)));
+    assert_eq!(target("east-2"), Some(json!(AMI_US_EAST_2)));
+    assert_eq!(target("east-1-arm"), Some(json!(AMI_ARM64_US_EAST_1)));
+    let azure = plan_machine_sets(&updatable().on_platform("Azure"), &azure);
+    let decided = |name: &str| azure.machine_sets.iter().find(|d| d.name == name).unwrap();
+    let (plain, trusted) = (decided("plain"), decided("trusted"));
+    let (no_image, null_image) = (decided("no-image"), decided("null-image"));
+    assert_eq!(plain.action, Action::Update, "{}", plain.message);
+    assert_decided(trusted, Action::Skip, Reason::SecurityTypeUnsupported);
+    assert_decided(no_image, Action::Error, Reason::InvalidProviderSpec);
+    assert_decided(null_image, Action::Error, Reason::InvalidProviderSpec);
+    assert_eq!(no_image.boot_image.current.as_deref(), None);
+    assert_eq!(null_image.boot_image.current.as_deref(), Some(&Value::Null));
+}
+
 /// The controller reports a rollout from its patch responses (`Decision::applied`) instead of
 /// waiting for the watch to echo each patched object: what it reports must be exactly what
 /// planning the patched object decides, or the echo would change the status once more.
