@@ -14,6 +14,7 @@
 
 use std::fmt;
 use std::io::Write as _;
+use std::sync::OnceLock;
 
 use serde_json::Value;
 
@@ -30,6 +31,38 @@ pub trait Sink {
     fn json(&mut self, json: &str);
     /// `value` as it displays, which holds nothing to escape (a timestamp).
     fn display(&mut self, value: impl fmt::Display);
+    /// `value`, copied from the text `kept` holds of it in the form this sink needs.
+    fn kept(&mut self, value: &Value, kept: &KeptText);
+}
+
+/// The JSON text of a value written many times, in both forms a patch needs it: as it is, and
+/// escaped as the contents of a string (the history an annotation holds). Each is written the
+/// first time it is needed, from the value the caller keeps beside it.
+#[derive(Default)]
+pub struct KeptText {
+    text: OnceLock<Box<str>>,
+    in_string: OnceLock<Box<str>>,
+}
+
+impl KeptText {
+    /// The text of `value`, which must be the value this text is kept for.
+    pub fn text(&self, value: &Value) -> &str {
+        self.text
+            .get_or_init(|| written_text(|out| self::value(out, value)))
+    }
+
+    /// The text of `value` escaped as the contents of a string.
+    pub fn in_string(&self, value: &Value) -> &str {
+        (self.in_string).get_or_init(|| written_text(|out| contents(out, self.text(value))))
+    }
+}
+
+/// Text written by `write`, which writes JSON (UTF-8, as every string it copies is).
+fn written_text(write: impl FnOnce(&mut Vec<u8>)) -> Box<str> {
+    let mut out = Vec::new();
+    write(&mut out);
+    // Never lossy: JSON text written from strings is UTF-8.
+    String::from_utf8_lossy(&out).into()
 }
 
 impl Sink for Vec<u8> {
@@ -51,6 +84,10 @@ impl Sink for Vec<u8> {
 
     fn display(&mut self, value: impl fmt::Display) {
         write!(self, "{value}").expect("writing to a Vec cannot fail");
+    }
+
+    fn kept(&mut self, value: &Value, kept: &KeptText) {
+        self.extend_from_slice(kept.text(value).as_bytes());
     }
 }
 
@@ -77,6 +114,10 @@ impl Sink for InString<'_> {
 
     fn display(&mut self, value: impl fmt::Display) {
         self.0.display(value);
+    }
+
+    fn kept(&mut self, value: &Value, kept: &KeptText) {
+        self.0.extend_from_slice(kept.in_string(value).as_bytes());
     }
 }
 
@@ -162,6 +203,18 @@ const ESCAPES: [u8; 256] = {
     table[b'\\' as usize] = b'\\';
     table
 };
+
+/// A value that writes itself as compact JSON text: a `Value`, or an image whose text was
+/// written once and is copied ([`crate::platform::SharedImage`]).
+pub trait JsonValue {
+    fn write_json(&self, out: &mut impl Sink);
+}
+
+impl JsonValue for Value {
+    fn write_json(&self, out: &mut impl Sink) {
+        value(out, self);
+    }
+}
 
 /// `value` as compact JSON text.
 pub fn value(out: &mut impl Sink, value: &Value) {
@@ -254,7 +307,11 @@ mod tests {
             let inside = written(|out| value(&mut InString(out), &v));
             prop_assert_eq!(inside.clone(), &quoted[1..quoted.len() - 1]);
             let whole = written(|out| InString(out).json(&text));
-            prop_assert_eq!(whole, inside);
+            prop_assert_eq!(whole, inside.clone());
+            // An image shared between decisions writes the same bytes from its text.
+            let shared = crate::platform::SharedImage::new(v.clone());
+            prop_assert_eq!(written(|out| shared.write_json(&mut InString(out))), inside);
+            prop_assert_eq!(written(|out| shared.write_json(out)), text);
         }
     }
 

@@ -319,6 +319,7 @@ mod tests {
     use super::*;
     use crate::api::{MachineConfigurationStatus, ManagedBootImages, UpdateHistory};
     use crate::plan::Values;
+    use crate::platform::SharedImage;
 
     fn mc(spec: Value, status: Option<Value>) -> MachineConfiguration {
         let mut mc: MachineConfiguration = serde_json::from_value(json!({
@@ -341,8 +342,8 @@ mod tests {
             String::new(),
         );
         d.boot_image = Values {
-            current: Some(json!("ami-old").into()),
-            target: outdated.then(|| json!("ami-new").into()),
+            current: Some(SharedImage::of(json!("ami-old"))),
+            target: outdated.then(|| SharedImage::of(json!("ami-new"))),
         };
         d
     }

@@ -11,7 +11,7 @@ use super::infrastructure::TemplateCopy;
 use super::patch::Patch;
 use super::record::{self, HistoryEntry};
 use crate::machine_kind::MachineKind;
-use crate::platform::ShownImage;
+use crate::platform::{SharedImage, ShownImage};
 use crate::reason::Reason;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -55,10 +55,31 @@ pub struct Blocked {
 }
 
 /// A compared value: what the object has, and what we write (or would have written).
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Values<T> {
     pub current: Option<T>,
     pub target: Option<T>,
+}
+
+impl<T> Default for Values<T> {
+    fn default() -> Self {
+        Values {
+            current: None,
+            target: None,
+        }
+    }
+}
+
+impl Values<Arc<SharedImage>> {
+    /// The current image's value.
+    pub fn current_value(&self) -> Option<&Value> {
+        self.current.as_deref().map(SharedImage::value)
+    }
+
+    /// The target image's value.
+    pub fn target_value(&self) -> Option<&Value> {
+        self.target.as_deref().map(SharedImage::value)
+    }
 }
 
 impl<T: Clone> Values<T> {
@@ -101,7 +122,7 @@ pub struct Decision {
     pub reason: Reason,
     pub message: String,
     /// Shared with the decisions of other objects with the same provider spec.
-    pub boot_image: Values<Arc<Value>>,
+    pub boot_image: Values<Arc<SharedImage>>,
     pub user_data_secret: Values<String>,
     /// Every RFC 6902 operation the controller sends for this object, bookkeeping included: a
     /// `test` then a `replace` for each changed value, then the history and hot-loop
@@ -189,18 +210,17 @@ impl Decision {
         // The change is recorded from the values before they are applied, as the patch's
         // history entry was written.
         if let Some(recorded) = self.recorded.take() {
-            let entry = HistoryEntry {
-                boot_image: self.boot_image.change(),
-                user_data_secret: self.user_data_secret.change(),
-                ..recorded.borrowed()
-            };
+            let entry = (recorded).with_changes::<SharedImage>(
+                self.boot_image.change(),
+                self.user_data_secret.change(),
+            );
             self.last_change = Some(record::LastChange::written(&entry));
         }
         self.boot_image.apply();
         self.user_data_secret.apply();
         self.withdraw_writes();
         self.message = with_warning(
-            current_message(self.boot_image.current.as_deref()),
+            current_message(self.boot_image.current_value()),
             self.warning.as_ref(),
         );
     }
@@ -215,7 +235,7 @@ impl Decision {
     /// Identity of the values this decision writes, for the hot-loop guard.
     pub fn target_key(&self) -> String {
         record::target_key(
-            self.boot_image.target.as_deref(),
+            self.boot_image.target_value(),
             self.user_data_secret.target.as_deref(),
         )
     }

@@ -19,7 +19,7 @@ use crate::arch::Arch;
 use crate::compact_json::CompactJson;
 use crate::json_pointer::map_field;
 use crate::json_text;
-use crate::platform::ImageOutcome;
+use crate::platform::{ImageOutcome, SharedImage};
 use crate::stream::GoldenStream;
 
 /// At most this many decoded specs are kept: a fleet whose MachineSets all differ pays for
@@ -53,7 +53,7 @@ impl DecodedSpec {
         arch: Arch,
         stream: &GoldenStream,
         evaluate: impl FnOnce(&Value) -> ImageOutcome,
-    ) -> ImageOutcome<Arc<Value>> {
+    ) -> ImageOutcome<Arc<SharedImage>> {
         (self.verdicts).get_or_judge(arch, stream, || evaluate(&self.value))
     }
 }
@@ -66,7 +66,7 @@ impl DecodedSpec {
 pub(super) struct Verdicts(Mutex<Vec<Verdict>>);
 
 /// A rule's verdict, with the architecture and stream it was judged for.
-type Verdict = (Arch, StreamId, ImageOutcome<Arc<Value>>);
+type Verdict = (Arch, StreamId, ImageOutcome<Arc<SharedImage>>);
 
 /// Which golden stream a verdict was judged against: its address, which stays the same for the
 /// planner's life since the planner's streams live behind an `Arc` it holds.
@@ -79,7 +79,7 @@ impl Verdicts {
         arch: Arch,
         stream: &GoldenStream,
         judge: impl FnOnce() -> ImageOutcome,
-    ) -> ImageOutcome<Arc<Value>> {
+    ) -> ImageOutcome<Arc<SharedImage>> {
         let id = std::ptr::from_ref(stream) as StreamId;
         let verdicts = || self.0.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some((_, _, known)) = (verdicts().iter()).find(|(a, s, _)| *a == arch && *s == id) {
@@ -210,8 +210,8 @@ mod tests {
                 }
             })
         };
-        let current = |outcome: ImageOutcome<Arc<Value>>| match outcome {
-            ImageOutcome::UpToDate { current } => (*current).clone(),
+        let current = |outcome: ImageOutcome<Arc<SharedImage>>| match outcome {
+            ImageOutcome::UpToDate { current } => current.value().clone(),
             other => panic!("{other:?}"),
         };
         assert_eq!(current(verdict(Arch::Amd64, &default)), json!(["ami-1", 1]));

@@ -17,6 +17,7 @@ use serde_json::Value;
 
 use crate::json_text::{self, InString};
 use crate::meta_view::MetaView;
+use crate::platform::SharedImage;
 
 /// The resourceVersion, which guards what JSON Patch cannot: that a field is still absent.
 pub const RESOURCE_VERSION: &Pointer = Pointer::from_static("/metadata/resourceVersion");
@@ -81,6 +82,8 @@ impl<'a> Path<'a> {
 #[derive(Clone, Copy)]
 pub enum Operand<'a> {
     Json(&'a Value),
+    /// An image shared between decisions, whose JSON text is written once and copied.
+    Image(&'a SharedImage),
     Text(&'a str),
     /// A string whose contents are JSON text, written straight into the patch by the function
     /// (the history and the hot-loop memory, each written anew by an update).
@@ -90,6 +93,12 @@ pub enum Operand<'a> {
 impl<'a> From<&'a Value> for Operand<'a> {
     fn from(value: &'a Value) -> Self {
         Operand::Json(value)
+    }
+}
+
+impl<'a> From<&'a SharedImage> for Operand<'a> {
+    fn from(image: &'a SharedImage) -> Self {
+        Operand::Image(image)
     }
 }
 
@@ -109,6 +118,7 @@ impl Operand<'_> {
     fn write(self, out: &mut Vec<u8>) {
         match self {
             Operand::Json(value) => json_text::value(out, value),
+            Operand::Image(image) => out.extend_from_slice(image.text().as_bytes()),
             Operand::Text(text) => json_text::string(out, text),
             Operand::JsonText(write) => {
                 out.push(b'"');
@@ -123,6 +133,7 @@ impl Operand<'_> {
     fn is(self, text: &str) -> bool {
         match self {
             Operand::Json(value) => value.as_str() == Some(text),
+            Operand::Image(image) => image.value().as_str() == Some(text),
             Operand::Text(value) => value == text,
             Operand::JsonText(_) => false,
         }

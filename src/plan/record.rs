@@ -17,7 +17,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use super::patch::{Operand, Patch, Path, set_annotations};
-use crate::json_text::{self, InString, Sink};
+use crate::json_text::{self, InString, JsonValue, Sink};
 use crate::meta_view::MetaView;
 pub use crate::names::{HISTORY_ANNOTATION, HOT_LOOP_ANNOTATION};
 use crate::platform::display_image;
@@ -48,7 +48,7 @@ pub struct HistoryEntry<S = String, V = Value> {
     pub infrastructure_template: Option<Change<S>>,
 }
 
-impl HistoryEntry<&String, &Value> {
+impl<V: JsonValue> HistoryEntry<&String, &V> {
     /// The entry as JSON text, the bytes serde writes for it (`json_text` writes them with less
     /// machinery; an update writes one entry).
     fn write_json(&self, out: &mut impl Sink) {
@@ -66,7 +66,7 @@ impl HistoryEntry<&String, &Value> {
         if let Some(change) = &self.boot_image {
             out.plain(b",");
             json_text::key(out, "bootImage");
-            change.write_json(out, |out, image| json_text::value(out, image));
+            change.write_json(out, |out, image| image.write_json(out));
         }
         let names = [
             ("userDataSecret", &self.user_data_secret),
@@ -92,6 +92,23 @@ impl HistoryEntry {
             stream: &self.stream,
             boot_image: self.boot_image.as_ref().map(Change::as_ref),
             user_data_secret: self.user_data_secret.as_ref().map(Change::as_ref),
+            infrastructure_template: self.infrastructure_template.as_ref().map(Change::as_ref),
+        }
+    }
+
+    /// The entry with the images and stub secrets of a decision, which it leaves out until the
+    /// change is applied (`Decision::recorded`).
+    pub fn with_changes<'a, V>(
+        &'a self,
+        boot_image: Option<Change<&'a V>>,
+        user_data_secret: Option<Change<&'a String>>,
+    ) -> HistoryEntry<&'a String, &'a V> {
+        HistoryEntry {
+            time: &self.time,
+            release: self.release.as_ref(),
+            stream: &self.stream,
+            boot_image,
+            user_data_secret,
             infrastructure_template: self.infrastructure_template.as_ref().map(Change::as_ref),
         }
     }
@@ -143,7 +160,7 @@ impl LastChange {
     }
 
     /// The change an update records, as the history annotation holds it once it is applied.
-    pub fn written(entry: &HistoryEntry<&String, &Value>) -> LastChange {
+    pub fn written(entry: &HistoryEntry<&String, &impl JsonValue>) -> LastChange {
         let mut text = Vec::with_capacity(512);
         text.extend_from_slice(entry.time.as_bytes());
         entry.write_json(&mut text);
@@ -395,7 +412,7 @@ impl<'a> Records<'a> {
     pub fn record_ops(
         &self,
         patch: &mut Patch,
-        entry: &HistoryEntry<&String, &Value>,
+        entry: &HistoryEntry<&String, &impl JsonValue>,
         target: &str,
         now: Timestamp,
         window: SignedDuration,
@@ -459,7 +476,7 @@ impl<'a> Records<'a> {
 fn write_history<'e>(
     out: &mut impl Sink,
     kept: impl Iterator<Item = &'e str>,
-    newest: &HistoryEntry<&String, &Value>,
+    newest: &HistoryEntry<&String, &impl JsonValue>,
 ) {
     out.plain(b"[");
     for entry in kept {
@@ -472,12 +489,12 @@ fn write_history<'e>(
 
 /// A stable identity for "these are the values we would write": the JSON array
 /// `[boot image, stub secret]`, serialized from the borrowed values rather than a copy of them.
-pub fn target_key(boot_image: Option<&Value>, user_data_secret: Option<&str>) -> String {
+pub fn target_key(boot_image: Option<&impl JsonValue>, user_data_secret: Option<&str>) -> String {
     // Room for two GCP image names or an Azure image object: a GCP image alone is 70 bytes.
     let mut out = Vec::with_capacity(128);
     out.push(b'[');
     match boot_image {
-        Some(image) => json_text::value(&mut out, image),
+        Some(image) => image.write_json(&mut out),
         None => out.extend_from_slice(b"null"),
     }
     out.push(b',');
@@ -547,7 +564,7 @@ pub fn remember_patch(
 /// resourceVersion instead, which costs at worst one retry.
 pub fn record_ops<'a>(
     meta: impl Into<MetaView<'a>>,
-    entry: &HistoryEntry<&String, &Value>,
+    entry: &HistoryEntry<&String, &impl JsonValue>,
     target: &str,
     now: Timestamp,
     window: SignedDuration,
@@ -882,8 +899,17 @@ mod tests {
             target_key(Some(&image), Some("worker-user-data-managed")),
             r#"[{"publisher":"p","offer":"o","sku":"s","version":"1"},"worker-user-data-managed"]"#
         );
-        assert_eq!(target_key(None, Some("a\"b")), r#"[null,"a\"b"]"#);
-        assert_eq!(target_key(Some(&"ami-1".into()), None), r#"["ami-1",null]"#);
+        assert_eq!(target_key(None::<&Value>, Some("a\"b")), r#"[null,"a\"b"]"#);
+        assert_eq!(
+            target_key(Some(&Value::from("ami-1")), None),
+            r#"["ami-1",null]"#
+        );
+        // A shared image writes the same key from its text.
+        let shared = crate::platform::SharedImage::new(image.clone());
+        assert_eq!(
+            target_key(Some(&shared), None),
+            target_key(Some(&image), None)
+        );
     }
 
     #[test]

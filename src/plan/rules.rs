@@ -24,7 +24,8 @@ use crate::names::{
 };
 use crate::platform::vsphere::{self, TemplateRequest};
 use crate::platform::{
-    ImageOutcome, Input, Platform, PlatformRule, RuleContext, ShownImage, shown_image,
+    Changes, ImageOutcome, Input, Platform, PlatformRule, RuleContext, SharedImage, ShownImage,
+    shown_image,
 };
 use crate::reason::Reason;
 use crate::stream::{DEFAULT_OS_STREAM, GoldenStream};
@@ -90,7 +91,7 @@ impl<'a> Subject<'a> {
 
 /// A platform rule's verdict on one boot image, and what it was judged against.
 pub(super) struct Evaluated<'a> {
-    pub outcome: ImageOutcome<Arc<Value>>,
+    pub outcome: ImageOutcome<Arc<SharedImage>>,
     rule: &'static dyn PlatformRule,
     stream: &'a GoldenStream,
     arch: Arch,
@@ -99,7 +100,7 @@ pub(super) struct Evaluated<'a> {
 
 /// The boot image part of a decision: the compared values and the operations that change them.
 struct ImageChange {
-    values: Values<Arc<Value>>,
+    values: Values<Arc<SharedImage>>,
     /// The patch so far: `test`s of the inputs that chose the image, then the image's changes.
     ops: Patch,
     /// The template a Cluster API MachineSet moves to, created before the patch is sent.
@@ -472,7 +473,7 @@ impl Planner<'_> {
         image: &ImageChange,
     ) -> Option<Decision> {
         image.values.target.as_ref()?;
-        let current = shown_image(image.values.current.as_deref());
+        let current = shown_image(image.values.current_value());
         let listed = ready
             .golden
             .arch_of(&current)
@@ -550,7 +551,7 @@ impl Planner<'_> {
             decided.patch.guarded_replace(path, change.from, change.to);
         }
         if decided.patch.is_empty() {
-            decided.message = current_message(decided.boot_image.current.as_deref());
+            decided.message = current_message(decided.boot_image.current_value());
         }
         decided
     }
@@ -642,11 +643,10 @@ impl Planner<'_> {
                 }
             }),
         };
-        let entry = HistoryEntry {
-            boot_image: decided.boot_image.change(),
-            user_data_secret: decided.user_data_secret.change(),
-            ..recorded.borrowed()
-        };
+        let entry = (recorded).with_changes::<SharedImage>(
+            decided.boot_image.change(),
+            decided.user_data_secret.change(),
+        );
         (subject.records).record_ops(&mut decided.patch, &entry, &target_key, now, window);
         decided.recorded = Some(Box::new(recorded));
         decided.action = Action::Update;
@@ -677,7 +677,7 @@ fn screen_windows(subject: &Subject<'_>) -> Option<Decision> {
 /// added to `ops`, or the final decision when it skips or fails.
 fn image_change(
     subject: &Subject<'_>,
-    outcome: ImageOutcome<Arc<Value>>,
+    outcome: ImageOutcome<Arc<SharedImage>>,
     release: Option<&str>,
     mut ops: Patch,
 ) -> Result<ImageChange, Box<Decision>> {
@@ -710,11 +710,11 @@ fn image_change(
             target,
             changes,
         } => {
-            let changes = changes.iter(&current, &target);
+            let each = || changes.iter(current.value(), target.value());
             let template = match subject.infrastructure {
                 // A new template, and the MachineSet repointed from the one it was judged on.
                 Some(Ok(view)) => {
-                    let changes: Vec<_> = changes.map(|(pointer, _, to)| (pointer, to)).collect();
+                    let changes: Vec<_> = each().map(|(pointer, _, to)| (pointer, to)).collect();
                     let copy = infrastructure::copy(view, &changes, release);
                     let path = Pointer::from_static(infrastructure::REFERENCE_NAME_POINTER);
                     ops.guarded_replace(Path::At(path), &copy.from, &copy.to);
@@ -722,8 +722,14 @@ fn image_change(
                 }
                 _ => {
                     let base = subject.kind.provider_spec_path();
-                    for (pointer, from, to) in changes {
-                        ops.guarded_replace(Path::under_known(base, pointer), from, to);
+                    if let Changes::Whole(pointer) = &changes {
+                        // Written as the text the image shares with the other decisions.
+                        let path = Path::under_known(base, pointer);
+                        ops.guarded_replace(path, &*current, &*target);
+                    } else {
+                        for (pointer, from, to) in each() {
+                            ops.guarded_replace(Path::under_known(base, pointer), from, to);
+                        }
                     }
                     None
                 }
@@ -789,8 +795,8 @@ fn change_message(decided: &Decision, stream: &GoldenStream, release: Option<&st
         let _ = write!(
             message,
             "boot image {} -> {} ({}",
-            ShownImage(decided.boot_image.current.as_deref()),
-            ShownImage(Some(&**target)),
+            ShownImage(decided.boot_image.current_value()),
+            ShownImage(Some(target.value())),
             stream.stream
         );
         if let Some(release) = release {

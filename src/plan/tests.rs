@@ -19,6 +19,7 @@ use crate::names::{
     AUTOSCALER_LABELS_ANNOTATION, LEGACY_OPT_OUT_ANNOTATION, LEGACY_PAUSE_ANNOTATION,
     OPT_OUT_ANNOTATION, OS_ID_LABEL, OS_STREAM_LABEL, PAUSE_ANNOTATION,
 };
+use crate::platform::SharedImage;
 use crate::reason::Reason;
 use crate::testkit::objects::{
     self, ControlPlaneMachineSetBuilder, MachineSetBuilder, machine_manager,
@@ -321,7 +322,7 @@ fn assert_hold(cluster: &ClusterSnapshot, reason: Reason) {
     };
     assert_decided(outdated, Action::Skip, reason);
     assert_eq!(
-        outdated.boot_image.target.as_deref(),
+        outdated.boot_image.target_value(),
         Some(&json!(AMI_US_EAST_1))
     );
     assert_eq!(
@@ -753,10 +754,7 @@ fn a_machine_set_of_another_os_stream_is_updated_from_that_stream() {
     let ms = machine_set("worker-rhel10").label(OS_STREAM_LABEL, "rhel-10");
     let entry = decide(&cluster, ms.served());
     assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
-    assert_eq!(
-        entry.boot_image.target.as_deref(),
-        Some(&json!(AMI_RHEL_10))
-    );
+    assert_eq!(entry.boot_image.target_value(), Some(&json!(AMI_RHEL_10)));
     assert_mentions(&entry.message, "rhcos-4.22 10.2.20260405-0");
     let history = recorded_history(
         &entry,
@@ -768,7 +766,7 @@ fn a_machine_set_of_another_os_stream_is_updated_from_that_stream() {
     // The default stream's MachineSets are unaffected.
     let default = decide(&cluster, machine_set("worker-a").served());
     assert_eq!(
-        default.boot_image.target.as_deref(),
+        default.boot_image.target_value(),
         Some(&json!(AMI_US_EAST_1))
     );
 }
@@ -784,14 +782,11 @@ fn the_autoscaler_annotation_names_the_architecture() {
     });
     assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
     assert_eq!(
-        entry.boot_image.target.as_deref(),
+        entry.boot_image.target_value(),
         Some(&json!(AMI_ARM64_US_EAST_1))
     );
     let amd64 = decide_worker_a(|ms| ms.capacity_labels(" kubernetes.io/arch = amd64 ,foo=bar"));
-    assert_eq!(
-        amd64.boot_image.target.as_deref(),
-        Some(&json!(AMI_US_EAST_1))
-    );
+    assert_eq!(amd64.boot_image.target_value(), Some(&json!(AMI_US_EAST_1)));
 }
 
 #[test]
@@ -838,7 +833,7 @@ fn without_the_annotation_the_control_plane_nodes_architecture_applies() {
         .remove(0);
     assert_decided(&worker, Action::Update, Reason::BootImageOutdated);
     assert_eq!(
-        worker.boot_image.target.as_deref(),
+        worker.boot_image.target_value(),
         Some(&json!(AMI_ARM64_US_EAST_1))
     );
     // --control-plane-arch overrides what the Nodes say.
@@ -851,7 +846,7 @@ fn without_the_annotation_the_control_plane_nodes_architecture_applies() {
         .remove(0);
     assert_decided(&worker, Action::Update, Reason::BootImageOutdated);
     assert_eq!(
-        worker.boot_image.target.as_deref(),
+        worker.boot_image.target_value(),
         Some(&json!(AMI_ARM64_US_EAST_1))
     );
     // Control planes never carry the annotation, on multi-arch clusters too.
@@ -865,7 +860,7 @@ fn without_the_annotation_the_control_plane_nodes_architecture_applies() {
     let entry = &plan(&cluster, &[], &[cp], &override_arm64).control_plane_machine_sets[0];
     assert_decided(entry, Action::Update, Reason::BootImageOutdated);
     assert_eq!(
-        entry.boot_image.target.as_deref(),
+        entry.boot_image.target_value(),
         Some(&json!(AMI_ARM64_US_EAST_1))
     );
 }
@@ -939,10 +934,7 @@ fn a_region_without_a_golden_ami_is_skipped() {
     let entry = decide_worker_a(|ms| ms.region("eu-west-3"));
     assert_decided(&entry, Action::Skip, Reason::RegionNotInStream);
     assert_mentions(&entry.message, "eu-west-3");
-    assert_eq!(
-        entry.boot_image.current.as_deref(),
-        Some(&json!(AMI_PREVIOUS))
-    );
+    assert_eq!(entry.boot_image.current_value(), Some(&json!(AMI_PREVIOUS)));
     // The arm64 part of the stream has no us-east-2.
     let arm = decide(
         &updatable(),
@@ -958,11 +950,8 @@ fn a_region_without_a_golden_ami_is_skipped() {
 fn images_we_did_not_publish_are_never_replaced() {
     let entry = decide_worker_a_on(AMI_CUSTOM);
     assert_decided(&entry, Action::Skip, Reason::CustomImage);
-    assert_eq!(
-        entry.boot_image.current.as_deref(),
-        Some(&json!(AMI_CUSTOM))
-    );
-    assert_eq!(entry.boot_image.target.as_deref(), None);
+    assert_eq!(entry.boot_image.current_value(), Some(&json!(AMI_CUSTOM)));
+    assert_eq!(entry.boot_image.target_value(), None);
     // The previous release's AMI is ours only once it is a known image.
     let unknown = decide(&aws_cluster(), machine_set("worker-a").served());
     assert_decided(&unknown, Action::Skip, Reason::CustomImage);
@@ -976,7 +965,7 @@ fn images_we_did_not_publish_are_never_replaced() {
     );
     assert_decided(&copied, Action::Update, Reason::BootImageOutdated);
     assert_eq!(
-        copied.boot_image.target.as_deref(),
+        copied.boot_image.target_value(),
         Some(&json!(AMI_US_EAST_2))
     );
 }
@@ -986,7 +975,7 @@ fn amis_chosen_by_filters_are_skipped() {
     let filters = json!({"filters": [{"name": "tag:Name", "values": ["rhcos-9.6*"]}]});
     let entry = decide_worker_a(|ms| ms.spec_field(&["ami"], filters.clone()));
     assert_decided(&entry, Action::Skip, Reason::ImageNotById);
-    assert_eq!(entry.boot_image.current.as_deref(), Some(&filters));
+    assert_eq!(entry.boot_image.current_value(), Some(&filters));
 }
 
 #[test]
@@ -1260,7 +1249,7 @@ fn an_invalid_managed_secret_is_an_error_and_nothing_is_patched() {
 fn a_current_image_on_the_installer_stub_switches_only_the_secret() {
     let entry = decide_worker_a_on(AMI_US_EAST_1);
     assert_decided(&entry, Action::Update, Reason::StubSecretOutdated);
-    assert_eq!(entry.boot_image.target.as_deref(), None);
+    assert_eq!(entry.boot_image.target_value(), None);
     assert_eq!(
         patch_json(&entry),
         json!(guarded(
@@ -1327,7 +1316,7 @@ fn a_current_image_on_the_managed_stub_is_up_to_date() {
     );
     assert_decided(&entry, Action::UpToDate, Reason::UpToDate);
     assert_eq!(
-        entry.boot_image.current.as_deref(),
+        entry.boot_image.current_value(),
         Some(&json!(AMI_US_EAST_1))
     );
     assert_eq!(
@@ -1371,7 +1360,7 @@ fn reverted_at(
             time: &at.to_string(),
             release: Some(&RELEASE.to_string()),
             stream: &"rhcos-4.21".to_string(),
-            boot_image: first.boot_image.change(),
+            boot_image: first.boot_image.change::<SharedImage>(),
             user_data_secret: first.user_data_secret.change(),
         };
         let window = options().hot_loop_window;
@@ -1387,10 +1376,7 @@ fn repeated_reverts_within_the_window_stop_the_updates() {
     let entry = decide(&updatable(), ms);
     assert_decided(&entry, Action::Error, Reason::HotLoop);
     assert_mentions(&entry.message, "3 times within 1h");
-    assert_eq!(
-        entry.boot_image.target.as_deref(),
-        Some(&json!(AMI_US_EAST_1))
-    );
+    assert_eq!(entry.boot_image.target_value(), Some(&json!(AMI_US_EAST_1)));
     let last = entry.last_change.expect("our patches are in the history");
     assert_eq!(last.time(), minutes_ago(10).to_string());
 }
@@ -1406,7 +1392,7 @@ fn reverts_older_than_the_window_do_not_count() {
 fn patches_to_another_target_do_not_count() {
     let ms = reverted_at(&[30, 20, 10], |entry| {
         let mut older = entry.clone();
-        older.boot_image.target = Some(json!("ami-0e1b2c3d4e5f6a7b8").into());
+        older.boot_image.target = Some(SharedImage::of(json!("ami-0e1b2c3d4e5f6a7b8")));
         older
     });
     let entry = decide(&updatable(), ms);
@@ -1424,14 +1410,8 @@ fn an_update_tests_then_replaces_each_changed_value() {
         patch_json(&entry),
         aws_update_patch(MACHINE_SET_SPEC, AMI_PREVIOUS, AMI_US_EAST_1, STUB)
     );
-    assert_eq!(
-        entry.boot_image.current.as_deref(),
-        Some(&json!(AMI_PREVIOUS))
-    );
-    assert_eq!(
-        entry.boot_image.target.as_deref(),
-        Some(&json!(AMI_US_EAST_1))
-    );
+    assert_eq!(entry.boot_image.current_value(), Some(&json!(AMI_PREVIOUS)));
+    assert_eq!(entry.boot_image.target_value(), Some(&json!(AMI_US_EAST_1)));
     assert_eq!(entry.user_data_secret.current.as_deref(), Some(STUB));
     assert_eq!(entry.user_data_secret.target.as_deref(), Some(MANAGED_STUB));
     assert_eq!(
@@ -1577,7 +1557,7 @@ fn objects_planned_together_are_each_decided_as_alone() {
     let aws = plan_machine_sets(&updatable(), &aws);
     let target = |name: &str| {
         let decided = aws.machine_sets.iter().find(|d| d.name == name).unwrap();
-        decided.boot_image.target.as_deref().cloned()
+        decided.boot_image.target_value().cloned()
     };
     assert_eq!(target("east-1a"), Some(json!(AMI_US_EAST_1)));
     assert_eq!(target("east-1b"), Some(json!(AMI_US_EAST_1)));
@@ -1591,8 +1571,8 @@ fn objects_planned_together_are_each_decided_as_alone() {
     assert_decided(trusted, Action::Skip, Reason::SecurityTypeUnsupported);
     assert_decided(no_image, Action::Error, Reason::InvalidProviderSpec);
     assert_decided(null_image, Action::Error, Reason::InvalidProviderSpec);
-    assert_eq!(no_image.boot_image.current.as_deref(), None);
-    assert_eq!(null_image.boot_image.current.as_deref(), Some(&Value::Null));
+    assert_eq!(no_image.boot_image.current_value(), None);
+    assert_eq!(null_image.boot_image.current_value(), Some(&Value::Null));
 }
 
 /// The controller reports a rollout from its patch responses (`Decision::applied`) instead of

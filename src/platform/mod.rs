@@ -15,9 +15,11 @@ use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 
+use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::arch::Arch;
+use crate::json_text::{JsonValue, KeptText, Sink};
 use crate::known_images::KnownImages;
 use crate::reason::Reason;
 use crate::stream::GoldenStream;
@@ -203,20 +205,84 @@ pub enum ImageOutcome<V = Value> {
     },
 }
 
+/// An image as the decisions of one plan share it: its value, and its JSON text, written the
+/// first time a patch needs it. An update writes its images four times (the patch's `test` and
+/// `replace`, the history entry's `from` and `to`, escaped inside the annotation's string); an
+/// Azure image is an object of six strings, and the decisions of one provider spec share one
+/// image.
+pub struct SharedImage {
+    value: Value,
+    text: KeptText,
+}
+
+impl SharedImage {
+    pub fn new(value: Value) -> Self {
+        SharedImage {
+            value,
+            text: KeptText::default(),
+        }
+    }
+
+    /// `value`, ready to share.
+    pub fn of(value: Value) -> Arc<Self> {
+        Arc::new(SharedImage::new(value))
+    }
+
+    pub fn value(&self) -> &Value {
+        &self.value
+    }
+
+    /// The value as compact JSON text, as serde_json writes it.
+    pub fn text(&self) -> &str {
+        self.text.text(&self.value)
+    }
+}
+
+impl From<Value> for SharedImage {
+    fn from(value: Value) -> Self {
+        SharedImage::new(value)
+    }
+}
+
+impl JsonValue for SharedImage {
+    fn write_json(&self, out: &mut impl Sink) {
+        out.kept(&self.value, &self.text);
+    }
+}
+
+/// Equal when the values are: the text is only the value written.
+impl PartialEq for SharedImage {
+    fn eq(&self, other: &Self) -> bool {
+        self.value == other.value
+    }
+}
+
+impl fmt::Debug for SharedImage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.value.fmt(f)
+    }
+}
+
+impl Serialize for SharedImage {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.value.serialize(serializer)
+    }
+}
+
 impl ImageOutcome {
     /// The same verdict with its images shared: cloning it copies no image.
-    pub fn shared(self) -> ImageOutcome<Arc<Value>> {
+    pub fn shared(self) -> ImageOutcome<Arc<SharedImage>> {
         match self {
             ImageOutcome::UpToDate { current } => ImageOutcome::UpToDate {
-                current: Arc::new(current),
+                current: SharedImage::of(current),
             },
             ImageOutcome::Update {
                 current,
                 target,
                 changes,
             } => ImageOutcome::Update {
-                current: Arc::new(current),
-                target: Arc::new(target),
+                current: SharedImage::of(current),
+                target: SharedImage::of(target),
                 changes,
             },
             ImageOutcome::Skip {
@@ -226,7 +292,7 @@ impl ImageOutcome {
             } => ImageOutcome::Skip {
                 reason,
                 message,
-                current: current.map(Arc::new),
+                current: current.map(SharedImage::of),
             },
             ImageOutcome::Error {
                 reason,
@@ -235,7 +301,7 @@ impl ImageOutcome {
             } => ImageOutcome::Error {
                 reason,
                 message,
-                current: current.map(Arc::new),
+                current: current.map(SharedImage::of),
             },
         }
     }
