@@ -11,7 +11,7 @@ use super::infrastructure::TemplateCopy;
 use super::patch::Patch;
 use super::record::{self, HistoryEntry};
 use crate::machine_kind::MachineKind;
-use crate::platform::{SharedImage, ShownImage};
+use crate::platform::SharedImage;
 use crate::reason::Reason;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -220,7 +220,7 @@ impl Decision {
         self.user_data_secret.apply();
         self.withdraw_writes();
         self.message = with_warning(
-            current_message(self.boot_image.current_value()),
+            current_message(self.boot_image.current.as_deref()),
             self.warning.as_ref(),
         );
     }
@@ -242,8 +242,8 @@ impl Decision {
 }
 
 /// The message of a decision that leaves a current boot image as it is.
-pub(super) fn current_message(image: Option<&Value>) -> String {
-    format!("boot image is current ({})", ShownImage(image))
+pub(super) fn current_message(image: Option<&SharedImage>) -> String {
+    format!("boot image is current ({})", SharedImage::shown(image))
 }
 
 /// A warning travels in the message too, where people read decisions.

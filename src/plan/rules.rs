@@ -24,8 +24,7 @@ use crate::names::{
 };
 use crate::platform::vsphere::{self, TemplateRequest};
 use crate::platform::{
-    Changes, ImageOutcome, Input, Platform, PlatformRule, RuleContext, SharedImage, ShownImage,
-    shown_image,
+    Changes, ImageOutcome, Input, Platform, PlatformRule, RuleContext, SharedImage,
 };
 use crate::reason::Reason;
 use crate::stream::{DEFAULT_OS_STREAM, GoldenStream};
@@ -473,10 +472,10 @@ impl Planner<'_> {
         image: &ImageChange,
     ) -> Option<Decision> {
         image.values.target.as_ref()?;
-        let current = shown_image(image.values.current_value());
+        let current = SharedImage::shown(image.values.current.as_deref());
         let listed = ready
             .golden
-            .arch_of(&current)
+            .arch_of(current)
             .filter(|listed| *listed != arch)?;
         let message = format!(
             "the current image {current} is a {listed} image of the golden streams, but this \
@@ -551,7 +550,7 @@ impl Planner<'_> {
             decided.patch.guarded_replace(path, change.from, change.to);
         }
         if decided.patch.is_empty() {
-            decided.message = current_message(decided.boot_image.current_value());
+            decided.message = current_message(decided.boot_image.current.as_deref());
         }
         decided
     }
@@ -795,8 +794,8 @@ fn change_message(decided: &Decision, stream: &GoldenStream, release: Option<&st
         let _ = write!(
             message,
             "boot image {} -> {} ({}",
-            ShownImage(decided.boot_image.current_value()),
-            ShownImage(Some(target.value())),
+            SharedImage::shown(decided.boot_image.current.as_deref()),
+            SharedImage::shown(Some(target)),
             stream.stream
         );
         if let Some(release) = release {

@@ -13,7 +13,7 @@ pub mod vsphere;
 
 use std::borrow::Cow;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -213,6 +213,8 @@ pub enum ImageOutcome<V = Value> {
 pub struct SharedImage {
     value: Value,
     text: KeptText,
+    /// [`display_image`] of the value, which every decision's message names.
+    shown: OnceLock<Box<str>>,
 }
 
 impl SharedImage {
@@ -220,6 +222,17 @@ impl SharedImage {
         SharedImage {
             value,
             text: KeptText::default(),
+            shown: OnceLock::new(),
+        }
+    }
+
+    /// The image as a person reads it ([`display_image`]); `-` for none.
+    pub fn shown(image: Option<&SharedImage>) -> &str {
+        match image {
+            Some(image) => image
+                .shown
+                .get_or_init(|| shown_image(Some(&image.value)).into()),
+            None => "-",
         }
     }
 
@@ -412,15 +425,6 @@ pub fn shown_image(image: Option<&Value>) -> Cow<'_, str> {
                 .find_map(|rule| rule.display(other))
                 .unwrap_or_else(|| other.to_string()),
         ),
-    }
-}
-
-/// [`display_image`] written straight into a message, without a string of its own.
-pub struct ShownImage<'a>(pub Option<&'a Value>);
-
-impl fmt::Display for ShownImage<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&shown_image(self.0))
     }
 }
 
