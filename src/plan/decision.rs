@@ -210,7 +210,7 @@ impl Decision {
         // The change is recorded from the values before they are applied, as the patch's
         // history entry was written.
         if let Some(recorded) = self.recorded.take() {
-            let entry = (recorded).with_changes::<SharedImage>(
+            let entry = recorded.with_changes::<SharedImage>(
                 self.boot_image.change(),
                 self.user_data_secret.change(),
             );
@@ -235,7 +235,7 @@ impl Decision {
     /// Identity of the values this decision writes, for the hot-loop guard.
     pub fn target_key(&self) -> String {
         record::target_key(
-            self.boot_image.target_value(),
+            self.boot_image.target.as_deref(),
             self.user_data_secret.target.as_deref(),
         )
     }

@@ -86,14 +86,10 @@ impl<V: JsonValue> HistoryEntry<&String, &V> {
 impl HistoryEntry {
     /// The same entry, borrowed: what is serialized when an entry is written out.
     pub fn borrowed(&self) -> HistoryEntry<&String, &Value> {
-        HistoryEntry {
-            time: &self.time,
-            release: self.release.as_ref(),
-            stream: &self.stream,
-            boot_image: self.boot_image.as_ref().map(Change::as_ref),
-            user_data_secret: self.user_data_secret.as_ref().map(Change::as_ref),
-            infrastructure_template: self.infrastructure_template.as_ref().map(Change::as_ref),
-        }
+        self.with_changes(
+            self.boot_image.as_ref().map(Change::as_ref),
+            self.user_data_secret.as_ref().map(Change::as_ref),
+        )
     }
 
     /// The entry with the images and stub secrets of a decision, which it leaves out until the

@@ -642,7 +642,7 @@ impl Planner<'_> {
                 }
             }),
         };
-        let entry = (recorded).with_changes::<SharedImage>(
+        let entry = recorded.with_changes::<SharedImage>(
             decided.boot_image.change(),
             decided.user_data_secret.change(),
         );

@@ -251,12 +251,6 @@ impl SharedImage {
     }
 }
 
-impl From<Value> for SharedImage {
-    fn from(value: Value) -> Self {
-        SharedImage::new(value)
-    }
-}
-
 impl JsonValue for SharedImage {
     fn write_json(&self, out: &mut impl Sink) {
         out.kept(&self.value, &self.text);
