@@ -23,8 +23,13 @@ use crate::platform::{ImageOutcome, SharedImage};
 use crate::stream::GoldenStream;
 
 /// At most this many decoded specs are kept: a fleet whose MachineSets all differ pays for
-/// decoding each, as before, and never holds more than about a megabyte for it.
+/// decoding each, as before, and never holds more than a few megabytes for it.
 const KEPT: usize = 512;
+
+/// The longest text kept, of a spec or of the fields a rule reads. What a rule reads takes a
+/// few hundred bytes in every real provider spec; an object that makes it larger is decoded and
+/// judged on its own instead of holding a copy for the whole pass.
+const KEPT_KEY_BYTES: usize = 4096;
 
 /// The decoded provider specs of one planner, by their text.
 #[derive(Default)]
@@ -113,7 +118,7 @@ impl DecodedSpecs {
             value: kept.value()?,
             verdicts: Verdicts::default(),
         });
-        if by_text.len() < KEPT {
+        if by_text.len() < KEPT && text.len() <= KEPT_KEY_BYTES {
             by_text.insert(text.into(), Arc::clone(&value));
         }
         Ok(value)
@@ -142,7 +147,7 @@ impl DecodedSpecs {
             return Arc::clone(known);
         }
         let fresh = Arc::<Verdicts>::default();
-        if verdicts.len() < KEPT {
+        if verdicts.len() < KEPT && key.len() <= KEPT_KEY_BYTES {
             verdicts.insert(key.as_slice().into(), Arc::clone(&fresh));
         }
         fresh
@@ -226,6 +231,21 @@ mod tests {
     }
 
     #[test]
+    fn verdicts_on_whole_specs_are_shared_by_the_fields_read_unless_those_are_huge() {
+        let specs = DecodedSpecs::default();
+        let read = ["ami", "placement"];
+        let spec = |ami: String, zone: &str| json!({"ami": {"id": ami}, "placement": {"region": "r"}, "zone": zone});
+        let verdicts = |spec: &Value| specs.verdicts_on_fields(spec, &read);
+        let small = verdicts(&spec("ami-1".into(), "a"));
+        // Another field that is not read: the same verdicts.
+        assert!(Arc::ptr_eq(&small, &verdicts(&spec("ami-1".into(), "b"))));
+        assert!(!Arc::ptr_eq(&small, &verdicts(&spec("ami-2".into(), "a"))));
+        let huge = "x".repeat(KEPT_KEY_BYTES);
+        let first = verdicts(&spec(huge.clone(), "a"));
+        assert!(!Arc::ptr_eq(&first, &verdicts(&spec(huge, "a"))));
+    }
+
+    #[test]
     fn beyond_the_bound_specs_are_decoded_without_being_kept() {
         let specs = DecodedSpecs::default();
         for i in 0..KEPT + 10 {
@@ -233,5 +253,9 @@ mod tests {
             assert_eq!(specs.value(&CompactJson::new(&spec)).unwrap().value, spec);
         }
         assert_eq!(specs.len(), KEPT);
+        let specs = DecodedSpecs::default();
+        let huge = json!({"ami": {"id": "x".repeat(KEPT_KEY_BYTES)}});
+        assert_eq!(specs.value(&CompactJson::new(&huge)).unwrap().value, huge);
+        assert_eq!(specs.len(), 0);
     }
 }
