@@ -31,29 +31,46 @@ pub trait Sink {
     fn json(&mut self, json: &str);
     /// `value` as it displays, which holds nothing to escape (a timestamp).
     fn display(&mut self, value: impl fmt::Display);
-    /// `value`, copied from the text `kept` holds of it in the form this sink needs.
-    fn kept(&mut self, value: &Value, kept: &KeptText);
+    /// `kept`'s value, copied from its text in the form this sink needs.
+    fn kept(&mut self, kept: &KeptJson);
 }
 
-/// The JSON text of a value written many times, in both forms a patch needs it: as it is, and
-/// escaped as the contents of a string (the history an annotation holds). Each is written the
-/// first time it is needed, from the value the caller keeps beside it.
-#[derive(Default)]
-pub struct KeptText {
+/// A value written many times, with its JSON text in both forms a patch needs it: as it is, and
+/// escaped as the contents of a string (the history an annotation holds). Each form is written
+/// the first time it is needed.
+pub struct KeptJson {
+    value: Value,
     text: OnceLock<Box<str>>,
     in_string: OnceLock<Box<str>>,
 }
 
-impl KeptText {
-    /// The text of `value`, which must be the value this text is kept for.
-    pub fn text(&self, value: &Value) -> &str {
-        self.text
-            .get_or_init(|| written_text(|out| self::value(out, value)))
+impl KeptJson {
+    pub fn new(value: Value) -> Self {
+        KeptJson {
+            value,
+            text: OnceLock::new(),
+            in_string: OnceLock::new(),
+        }
     }
 
-    /// The text of `value` escaped as the contents of a string.
-    pub fn in_string(&self, value: &Value) -> &str {
-        (self.in_string).get_or_init(|| written_text(|out| contents(out, self.text(value))))
+    pub fn value(&self) -> &Value {
+        &self.value
+    }
+
+    /// The value's JSON text.
+    fn text(&self) -> &str {
+        (self.text).get_or_init(|| written_text(|out| value(out, &self.value)))
+    }
+
+    /// The value's JSON text escaped as the contents of a string.
+    fn in_string(&self) -> &str {
+        (self.in_string).get_or_init(|| written_text(|out| contents(out, self.text())))
+    }
+}
+
+impl JsonValue for KeptJson {
+    fn write_json(&self, out: &mut impl Sink) {
+        out.kept(self);
     }
 }
 
@@ -86,8 +103,8 @@ impl Sink for Vec<u8> {
         write!(self, "{value}").expect("writing to a Vec cannot fail");
     }
 
-    fn kept(&mut self, value: &Value, kept: &KeptText) {
-        self.extend_from_slice(kept.text(value).as_bytes());
+    fn kept(&mut self, kept: &KeptJson) {
+        self.extend_from_slice(kept.text().as_bytes());
     }
 }
 
@@ -116,8 +133,8 @@ impl Sink for InString<'_> {
         self.0.display(value);
     }
 
-    fn kept(&mut self, value: &Value, kept: &KeptText) {
-        self.0.extend_from_slice(kept.in_string(value).as_bytes());
+    fn kept(&mut self, kept: &KeptJson) {
+        self.0.extend_from_slice(kept.in_string().as_bytes());
     }
 }
 
@@ -204,8 +221,8 @@ const ESCAPES: [u8; 256] = {
     table
 };
 
-/// A value that writes itself as compact JSON text: a `Value`, or an image whose text was
-/// written once and is copied ([`crate::platform::SharedImage`]).
+/// A value that writes itself as compact JSON text: a `Value`, or a [`KeptJson`] (an image
+/// shared between decisions), whose text was written once and is copied.
 pub trait JsonValue {
     fn write_json(&self, out: &mut impl Sink);
 }

@@ -15,7 +15,7 @@ use jsonptr::Pointer;
 use serde::{Serialize, Serializer};
 use serde_json::Value;
 
-use crate::json_text::{self, InString};
+use crate::json_text::{self, InString, JsonValue};
 use crate::meta_view::MetaView;
 use crate::platform::SharedImage;
 
@@ -118,7 +118,7 @@ impl Operand<'_> {
     fn write(self, out: &mut Vec<u8>) {
         match self {
             Operand::Json(value) => json_text::value(out, value),
-            Operand::Image(image) => out.extend_from_slice(image.text().as_bytes()),
+            Operand::Image(image) => image.write_json(out),
             Operand::Text(text) => json_text::string(out, text),
             Operand::JsonText(write) => {
                 out.push(b'"');

@@ -19,7 +19,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::arch::Arch;
-use crate::json_text::{JsonValue, KeptText, Sink};
+use crate::json_text::{JsonValue, KeptJson, Sink};
 use crate::known_images::KnownImages;
 use crate::reason::Reason;
 use crate::stream::GoldenStream;
@@ -211,8 +211,7 @@ pub enum ImageOutcome<V = Value> {
 /// Azure image is an object of six strings, and the decisions of one provider spec share one
 /// image.
 pub struct SharedImage {
-    value: Value,
-    text: KeptText,
+    json: KeptJson,
     /// [`display_image`] of the value, which every decision's message names.
     shown: OnceLock<Box<str>>,
 }
@@ -220,8 +219,7 @@ pub struct SharedImage {
 impl SharedImage {
     pub fn new(value: Value) -> Self {
         SharedImage {
-            value,
-            text: KeptText::default(),
+            json: KeptJson::new(value),
             shown: OnceLock::new(),
         }
     }
@@ -231,7 +229,7 @@ impl SharedImage {
         match image {
             Some(image) => image
                 .shown
-                .get_or_init(|| shown_image(Some(&image.value)).into()),
+                .get_or_init(|| shown_image(Some(image.value())).into()),
             None => "-",
         }
     }
@@ -242,37 +240,32 @@ impl SharedImage {
     }
 
     pub fn value(&self) -> &Value {
-        &self.value
-    }
-
-    /// The value as compact JSON text, as serde_json writes it.
-    pub fn text(&self) -> &str {
-        self.text.text(&self.value)
+        self.json.value()
     }
 }
 
 impl JsonValue for SharedImage {
     fn write_json(&self, out: &mut impl Sink) {
-        out.kept(&self.value, &self.text);
+        self.json.write_json(out);
     }
 }
 
 /// Equal when the values are: the text is only the value written.
 impl PartialEq for SharedImage {
     fn eq(&self, other: &Self) -> bool {
-        self.value == other.value
+        self.value() == other.value()
     }
 }
 
 impl fmt::Debug for SharedImage {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.value.fmt(f)
+        self.value().fmt(f)
     }
 }
 
 impl Serialize for SharedImage {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        self.value.serialize(serializer)
+        self.value().serialize(serializer)
     }
 }
 
