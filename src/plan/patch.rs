@@ -191,18 +191,15 @@ impl Patch {
         if matches!(path, Path::At(pointer) if pointer == RESOURCE_VERSION) {
             self.tests_resource_version = true;
         }
-        let value = value.into();
-        self.push("test", path, Some(|out: &mut Vec<u8>| value.write(out)));
+        self.push_value("test", path, value.into());
     }
 
     pub fn replace<'v>(&mut self, path: Path<'_>, value: impl Into<Operand<'v>>) {
-        let value = value.into();
-        self.push("replace", path, Some(|out: &mut Vec<u8>| value.write(out)));
+        self.push_value("replace", path, value.into());
     }
 
     pub fn add<'v>(&mut self, path: Path<'_>, value: impl Into<Operand<'v>>) {
-        let value = value.into();
-        self.push("add", path, Some(|out: &mut Vec<u8>| value.write(out)));
+        self.push_value("add", path, value.into());
     }
 
     pub fn remove(&mut self, path: Path<'_>) {
@@ -295,6 +292,11 @@ impl Patch {
     /// applying them to a document (a revert's check, tests).
     pub fn ops(&self) -> Vec<PatchOperation> {
         serde_json::from_slice(&self.body()).expect("a patch is written as JSON Patch")
+    }
+
+    /// Adds one operation with `value`.
+    fn push_value(&mut self, op: &str, path: Path<'_>, value: Operand<'_>) {
+        self.push(op, path, Some(|out: &mut Vec<u8>| value.write(out)));
     }
 
     /// Adds one operation; `value` writes its value, if it has one.
