@@ -431,11 +431,8 @@ impl<'a> Records<'a> {
             (kept.windows(2))
                 .all(|w| w[1].start == w[0].end + 1 && text.as_bytes()[w[0].end] == b',')
         });
-        match (
-            self.meta.annotations().is_some(),
-            self.meta.annotation(HISTORY_ANNOTATION),
-        ) {
-            (true, Some(old)) => {
+        match self.meta.annotation(HISTORY_ANNOTATION) {
+            Some(old) => {
                 let path = Path::Annotation(HISTORY_ANNOTATION);
                 let shared = together.clone().unwrap_or(0..0);
                 let old_text = |out: &mut Vec<u8>| {
@@ -460,7 +457,7 @@ impl<'a> Records<'a> {
                 patch.guarded_replace_sharing(path, old_text, new_text);
                 set_annotations(patch, self.meta, [memory]);
             }
-            _ => {
+            None => {
                 let history = (HISTORY_ANNOTATION, Operand::JsonText(&history));
                 set_annotations(patch, self.meta, [history, memory]);
             }
