@@ -448,13 +448,32 @@ pub fn ensured_tool(script: &str) -> Option<String> {
     (out.status.success() && Path::new(&path).exists()).then_some(path)
 }
 
-/// A free TCP port on the loopback interface.
+/// A free TCP port on the loopback interface, for a server a test starts.
+///
+/// Taken below the kernel's ephemeral range, where it picks the local port of every outgoing
+/// connection: a port found free there (by binding port 0) could be taken by a connection of
+/// the controller or the API server before the server bound it, and Prometheus once failed to
+/// start with "address already in use" that way. Each port is handed out once per process, from
+/// a start that differs between processes; one still taken is passed over.
 pub fn free_port() -> u16 {
+    const LOW: u16 = 20_000;
+    const SPAN: u16 = 12_000;
+    static NEXT: OnceLock<std::sync::atomic::AtomicU16> = OnceLock::new();
+    // Below 32768, the lowest bound Linux uses for its ephemeral range by default.
+    let next = NEXT.get_or_init(|| {
+        let start = (std::process::id() % u32::from(SPAN)) as u16;
+        std::sync::atomic::AtomicU16::new(start)
+    });
+    for _ in 0..SPAN {
+        let port = LOW + next.fetch_add(1, Ordering::Relaxed) % SPAN;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
     TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+        .and_then(|listener| listener.local_addr())
+        .map(|address| address.port())
+        .expect("a free port on the loopback interface")
 }
 
 /// A running `boot-image-controller run`; killed when dropped.
