@@ -31,6 +31,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 use boot_image_controller::arch::Arch;
+use boot_image_controller::known_images::KnownImages;
+use boot_image_controller::manifests;
+use boot_image_controller::names::{
+    CLUSTER_VERSION_NAME, GOLDEN_CONFIGMAP_NAMESPACE, INFRASTRUCTURE_NAME,
+    MACHINE_CONFIGURATION_NAME,
+};
+use boot_image_controller::plan::{self, Action};
 use boot_image_controller::testkit::objects::{control_plane_nodes, golden_config_map};
 use futures::{StreamExt, TryStreamExt};
 use kube::api::{
@@ -46,6 +53,8 @@ const PROGRESSING: &str = "BootImageUpdateProgressing";
 const CURRENT: &str = "BootImagesCurrent";
 const AMI: &str = "/spec/template/spec/providerSpec/value/ami/id";
 const STUB: &str = "/spec/template/spec/providerSpec/value/userDataSecret/name";
+const GOLDEN: &str = boot_image_controller::names::GOLDEN_CONFIGMAP_NAME;
+const MANAGED_STUB: &str = "worker-user-data-managed";
 /// Resources the controller reads or writes; apiserver's own housekeeping touches none of them.
 const CONTROLLER_RESOURCES: [&str; 8] = [
     "machinesets",
@@ -64,12 +73,27 @@ struct Args {
     resync: String,
     steady_periods: u32,
     baseline: bool,
+    /// The plain client sends only `test` + `replace` of `ami.id` (the figures before the plain
+    /// client sent the controller's own patches).
+    minimal_baseline: bool,
     switch: bool,
+    /// Rollouts of each side, taken in turn: the fleets go to the new stream and back.
+    rounds: usize,
+    /// The controller's `--log-level` (its log is kept in target/bench/).
+    log_level: String,
     controller: PathBuf,
     kubectl: String,
     json: Option<PathBuf>,
     keep: bool,
     command: String,
+}
+
+impl Args {
+    /// The controller's default (3), raised for more rounds: every round patches each
+    /// MachineSet back to an image it had within the hot-loop window.
+    fn hot_loop_threshold(&self) -> usize {
+        (self.rounds + 2).max(3)
+    }
 }
 
 fn parse_args() -> Result<Args> {
@@ -80,7 +104,10 @@ fn parse_args() -> Result<Args> {
         resync: "5s".into(),
         steady_periods: 0,
         baseline: false,
+        minimal_baseline: false,
         switch: false,
+        rounds: 1,
+        log_level: "info".into(),
         controller: repo.join("target/release/boot-image-controller"),
         kubectl: "kubectl".into(),
         json: None,
@@ -105,7 +132,10 @@ fn parse_args() -> Result<Args> {
             "--resync-period" => args.resync = value()?,
             "--steady-periods" => args.steady_periods = value()?.parse()?,
             "--baseline" => args.baseline = true,
+            "--minimal-baseline" => args.minimal_baseline = true,
             "--switch" => args.switch = true,
+            "--log-level" => args.log_level = value()?,
+            "--rounds" => args.rounds = value()?.parse::<usize>()?.max(1),
             "--controller" => args.controller = value()?.into(),
             "--kubectl" => args.kubectl = value()?,
             "--json" => args.json = Some(value()?.into()),
@@ -194,6 +224,9 @@ struct Seen {
     machine_sets: HashMap<String, (String, String, Instant)>,
     /// Every Progressing condition seen: (when, status, reason).
     progressing: Vec<(Instant, String, String)>,
+    /// When each change of the golden ConfigMap arrived: as soon as the controller's own watch
+    /// can have it, give or take the fan-out of one event.
+    golden: Vec<Instant>,
 }
 
 fn field(obj: &Value, pointer: &str) -> String {
@@ -269,7 +302,19 @@ fn spawn_watches(
             }
         }
     });
-    (seen, vec![ms_task, mc_task])
+    let cm_api: Api<DynamicObject> = api(client, "v1", "ConfigMap", ns);
+    let cm_seen = seen.clone();
+    let config = watcher::Config::default().fields(&format!("metadata.name={GOLDEN}"));
+    let cm_task = tokio::spawn(async move {
+        let stream = watcher(cm_api, config);
+        futures::pin_mut!(stream);
+        while let Some(event) = stream.next().await {
+            if let Ok(watcher::Event::Apply(_)) = event {
+                cm_seen.lock().unwrap().golden.push(Instant::now());
+            }
+        }
+    });
+    (seen, vec![ms_task, mc_task, cm_task])
 }
 
 /// Timing of one convergence, relative to `since`.
@@ -500,7 +545,8 @@ impl Controller {
                 format!("--cluster-version-name={singleton}"),
                 format!("--resync-period={}", args.resync),
                 format!("--max-concurrent-patches={}", args.concurrency),
-                "--log-level=info".to_string(),
+                format!("--hot-loop-threshold={}", args.hot_loop_threshold()),
+                format!("--log-level={}", args.log_level),
             ])
             .stdin(Stdio::null())
             .stdout(file.try_clone()?)
@@ -552,6 +598,246 @@ impl Controller {
 }
 
 /// Creates `objects` with `concurrency` requests in flight.
+/// A fleet's move to one release: every MachineSet `i` ends at `ami(i)` with the managed stub.
+struct Target<'a> {
+    release: &'a str,
+    stream: String,
+    ami: &'a dyn Fn(usize) -> String,
+}
+
+impl Target<'_> {
+    fn expected(&self, i: usize) -> (String, String) {
+        ((self.ami)(i), MANAGED_STUB.to_string())
+    }
+}
+
+/// The plain client: a fleet of its own in a second namespace, sent the JSON Patches the
+/// controller's planner writes for it (so the same `test`s, history and hot-loop annotations as
+/// the controller's), as many in flight, and timed until its own watch has seen every change.
+struct PlainClient {
+    api: Api<DynamicObject>,
+    /// The cluster-wide objects of the simulated cluster, under the names the planner knows
+    /// them by, with the fleet's stub secrets: everything but the ClusterVersion and the golden
+    /// ConfigMap, which each target brings.
+    inputs: Vec<Value>,
+    known: KnownImages,
+    observed: Arc<Mutex<Seen>>,
+    observers: Vec<tokio::task::JoinHandle<()>>,
+    concurrency: usize,
+    hot_loop_threshold: usize,
+}
+
+/// One rollout of the plain client.
+struct PlainRollout {
+    /// From the first patch sent to the last change seen (or the last answer, if later).
+    seconds: f64,
+    /// When the first change was seen: the least time from sending a patch to a watcher seeing
+    /// it, with as many in flight, which the controller's first patch cannot beat.
+    first_patch: Option<f64>,
+}
+
+impl PlainClient {
+    /// The patches the planner writes for the fleet as it is now, moving it to `target`; with
+    /// `minimal`, only a guarded replace of each AMI.
+    async fn planned(
+        &self,
+        names: &[String],
+        target: &Target<'_>,
+        minimal: bool,
+    ) -> Result<Vec<(String, json_patch::Patch)>> {
+        let (resource, _) = api_resource("machine.openshift.io/v1beta1", "MachineSet");
+        let machine_sets: Vec<Value> = (self.api.list(&ListParams::default()).await?.items)
+            .into_iter()
+            .map(|o| {
+                let mut value = serde_json::to_value(o).unwrap_or_default();
+                value["apiVersion"] = json!(resource.api_version);
+                value["kind"] = json!(resource.kind);
+                value
+            })
+            .collect();
+        if minimal {
+            let index: HashMap<&str, usize> = (names.iter().enumerate())
+                .map(|(i, n)| (n.as_str(), i))
+                .collect();
+            return (machine_sets.iter())
+                .map(|ms| {
+                    let name = field(ms, "/metadata/name");
+                    let i = *index
+                        .get(name.as_str())
+                        .context("a MachineSet of the fleet")?;
+                    let ops = json!([
+                        {"op": "test", "path": AMI, "value": field(ms, AMI)},
+                        {"op": "replace", "path": AMI, "value": (target.ami)(i)},
+                    ]);
+                    Ok((name, serde_json::from_value(ops)?))
+                })
+                .collect();
+        }
+        let mut golden =
+            golden_config_map(GOLDEN_CONFIGMAP_NAMESPACE, target.release, &target.stream);
+        golden["metadata"]["name"] = json!(GOLDEN);
+        let version = support::cluster_version(CLUSTER_VERSION_NAME, target.release);
+        let items: Vec<Value> = (self.inputs.iter().cloned())
+            .chain([golden, version])
+            .chain(machine_sets)
+            .collect();
+        let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
+        let mut snapshot = manifests::from_str("plain client", &list.to_string())?;
+        snapshot.cluster.known_images.merge(&self.known);
+        let options = plan::Options {
+            hot_loop_threshold: self.hot_loop_threshold,
+            ..plan::Options::default()
+        };
+        let planned = plan::plan(&snapshot.cluster, &snapshot.machine_sets, &[], &options);
+        if let Some(blocked) = &planned.blocked {
+            bail!("the plain client's plan is blocked: {}", blocked.message);
+        }
+        (planned.machine_sets.iter())
+            .map(|decision| {
+                if decision.action != Action::Update {
+                    bail!(
+                        "the plain client's plan does not update {}: {:?} ({})",
+                        decision.name,
+                        decision.action,
+                        decision.message
+                    );
+                }
+                let patch = serde_json::from_slice(&decision.patch.body())?;
+                Ok((decision.name.clone(), patch))
+            })
+            .collect()
+    }
+
+    /// Moves the fleet to `target`: the patches are planned first, then sent and timed.
+    async fn roll_out(
+        &self,
+        names: &[String],
+        target: &Target<'_>,
+        minimal: bool,
+    ) -> Result<PlainRollout> {
+        let patches = self.planned(names, target, minimal).await?;
+        let api = &self.api;
+        let started = Instant::now();
+        let failures = futures::stream::iter(patches)
+            .map(|(name, patch)| async move {
+                api.patch(&name, &PatchParams::default(), &Patch::Json::<()>(patch))
+                    .await
+                    .is_err()
+            })
+            .buffer_unordered(self.concurrency)
+            .filter(|failed| futures::future::ready(*failed))
+            .count()
+            .await;
+        if failures > 0 {
+            bail!("{failures} of the plain client's patches failed");
+        }
+        let answered = started.elapsed().as_secs_f64();
+        let deadline = started + Duration::from_secs(120);
+        loop {
+            let done: Vec<Instant> = {
+                let seen = self.observed.lock().unwrap();
+                (names.iter().enumerate())
+                    .filter_map(|(i, name)| {
+                        let (ami, stub, at) = seen.machine_sets.get(name)?;
+                        ((ami.clone(), stub.clone()) == target.expected(i)).then_some(*at)
+                    })
+                    .collect()
+            };
+            if done.len() == names.len() {
+                let since = |t: Instant| t.saturating_duration_since(started).as_secs_f64();
+                let last = done.iter().max().map_or(0.0, |t| since(*t));
+                return Ok(PlainRollout {
+                    seconds: last.max(answered),
+                    first_patch: done.iter().min().map(|t| since(*t)),
+                });
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "the plain client's watch saw {}/{} MachineSets changed",
+                    done.len(),
+                    names.len()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    fn stop(&self) {
+        for task in &self.observers {
+            task.abort();
+        }
+    }
+}
+
+/// The API server's audit log, which `hack/local-cluster.sh` writes beside the kubeconfig: its
+/// current file and the one rotated out before it.
+fn audit_files() -> Vec<PathBuf> {
+    let Some(dir) = std::env::var_os("KUBECONFIG")
+        .map(PathBuf::from)
+        .and_then(|k| k.parent().map(Path::to_path_buf))
+    else {
+        return Vec::new();
+    };
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|entries| entries.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    files.retain(|p| {
+        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        name.starts_with("audit") && name.ends_with(".log")
+    });
+    files
+}
+
+/// By the API server's own clock (its audit log): seconds from its receiving the first write of
+/// the golden ConfigMap of `ns` at or after `after` to its receiving the first MachineSet patch
+/// of `ns` after that, and the same from its answer to that write. The second can be below zero:
+/// a watcher may learn of the change before the writer does.
+fn first_patch_by_server_clock(ns: &str, after: jiff::Timestamp) -> Option<(f64, f64)> {
+    let needle = format!("\"namespace\":\"{ns}\"");
+    let mut golden: Option<(jiff::Timestamp, jiff::Timestamp)> = None;
+    let mut patches = Vec::new();
+    for file in audit_files() {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        for line in text.lines().filter(|l| l.contains(&needle)) {
+            let Ok(event) = serde_json::from_str::<Value>(line) else {
+                continue;
+            };
+            let at = |key: &str| event[key].as_str()?.parse::<jiff::Timestamp>().ok();
+            let (Some(received), Some(answered)) =
+                (at("requestReceivedTimestamp"), at("stageTimestamp"))
+            else {
+                continue;
+            };
+            if event["stage"] != "ResponseComplete" || received < after {
+                continue;
+            }
+            match event["objectRef"]["resource"].as_str() {
+                Some("configmaps") if golden.is_none_or(|(r, _)| received < r) => {
+                    golden = Some((received, answered));
+                }
+                Some("machinesets") => patches.push(received),
+                _ => {}
+            }
+        }
+    }
+    let (received, answered) = golden?;
+    let first = patches.into_iter().filter(|p| *p >= received).min()?;
+    let seconds = |from: jiff::Timestamp| first.duration_since(from).as_secs_f64();
+    Some((seconds(received), seconds(answered)))
+}
+
+/// The median of the figures present, `None` when there are none.
+fn median(values: impl IntoIterator<Item = Option<f64>>) -> Option<f64> {
+    let mut values: Vec<f64> = values.into_iter().flatten().collect();
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(values[n / 2]),
+        _ => Some((values[n / 2 - 1] + values[n / 2]) / 2.0),
+    }
+}
+
 async fn create_all(
     api: &Api<DynamicObject>,
     objects: Vec<Value>,
@@ -669,13 +955,22 @@ async fn run() -> Result<()> {
     let create_seconds = started.elapsed().as_secs_f64();
     eprintln!("bench_cluster: created {n} MachineSets in {create_seconds:.1}s");
 
-    // 1. The plain client.
-    let mut baseline_seconds = None;
-    // When the plain client's first patch was seen: the least time from sending a patch to a
-    // watcher seeing it, with as many in flight, which the controller's first patch cannot beat.
-    let mut baseline_first_patch_seconds = None;
-    if args.baseline {
-        let bns = format!("{ns}-baseline");
+    // 1. The plain client's fleet, made like the controller's and brought to the same state:
+    //    its stub secrets switched by the planner's patches at the old stream (not timed).
+    let old_ami = |i: usize| region_of(i).1.clone();
+    let new_ami = |i: usize| region_of(i).2.clone();
+    let old_target = Target {
+        release: &data.old_release,
+        stream: data.old_stream.to_string(),
+        ami: &old_ami,
+    };
+    let new_target = Target {
+        release: &data.new_release,
+        stream: data.new_stream.to_string(),
+        ami: &new_ami,
+    };
+    let bns = format!("{ns}-baseline");
+    let plain = if args.baseline {
         apply(
             &client,
             &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": bns}}),
@@ -684,86 +979,36 @@ async fn run() -> Result<()> {
         let api = machine_sets(&client, &bns);
         create_all(
             &api,
-            (0..n)
-                .map(|i| build(&bns, i, "worker-user-data-managed"))
-                .collect(),
+            (0..n).map(|i| build(&bns, i, "worker-user-data")).collect(),
             16,
         )
         .await?;
-        let patches: Vec<(String, json_patch::Patch)> = (0..n)
-            .map(|i| {
-                let (_, old_ami, new_ami) = region_of(i);
-                let ops = json!([
-                    {"op": "test", "path": AMI, "value": old_ami},
-                    {"op": "replace", "path": AMI, "value": new_ami},
-                ]);
-                (
-                    names[i].clone(),
-                    serde_json::from_value(ops).expect("a JSON patch"),
-                )
-            })
-            .collect();
+        let mut inputs = vec![
+            support::infrastructure(INFRASTRUCTURE_NAME, "AWS", infra),
+            support::machine_configuration(MACHINE_CONFIGURATION_NAME, None),
+            support::stub_secret(&bns, "worker-user-data", "2.2.0"),
+            support::stub_secret(&bns, MANAGED_STUB, "3.2.0"),
+        ];
+        inputs.extend(control_plane_nodes());
+        let mut known = KnownImages::default();
+        known.extend((0..regions.len()).flat_map(|i| [old_ami(i), new_ami(i)]));
         // The same observer as in the controller's run, so the API server fans out the same
-        // watch events; the baseline ends when the observer has seen every patch.
+        // watch events.
         let (observed, observers) = spawn_watches(&client, &bns, "-");
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while observed.lock().unwrap().machine_sets.len() < n && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        let api = &api;
-        let started = Instant::now();
-        let failures = futures::stream::iter(patches)
-            .map(|(name, patch)| async move {
-                api.patch(&name, &PatchParams::default(), &Patch::Json::<()>(patch))
-                    .await
-                    .is_err()
-            })
-            .buffer_unordered(args.concurrency)
-            .filter(|failed| futures::future::ready(*failed))
-            .count()
-            .await;
-        if failures > 0 {
-            bail!("{failures} baseline patches failed");
-        }
-        let responses = started.elapsed().as_secs_f64();
-        let patched = |i: usize| {
-            (
-                region_of(i).2.clone(),
-                "worker-user-data-managed".to_string(),
-            )
+        let plain = PlainClient {
+            api,
+            inputs,
+            known,
+            observed,
+            observers,
+            concurrency: args.concurrency,
+            hot_loop_threshold: args.hot_loop_threshold(),
         };
-        let seconds = loop {
-            {
-                let seen = observed.lock().unwrap();
-                let done: Vec<Instant> = names
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(i, name)| {
-                        let (ami, stub, at) = seen.machine_sets.get(name)?;
-                        ((ami.clone(), stub.clone()) == patched(i)).then_some(*at)
-                    })
-                    .collect();
-                if done.len() == n || started.elapsed() > Duration::from_secs(120) {
-                    let since = |t: Instant| t.duration_since(started).as_secs_f64();
-                    baseline_first_patch_seconds = done.iter().min().map(|t| since(*t));
-                    let last = done.into_iter().max().unwrap_or(started);
-                    break since(last).max(responses);
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        };
-        for task in &observers {
-            task.abort();
-        }
-        eprintln!(
-            "bench_cluster: baseline: {n} JSON patches, {} in flight, in {seconds:.2}s",
-            args.concurrency
-        );
-        baseline_seconds = Some(seconds);
-        if !args.keep {
-            cleanup(&client, &bns, None).await;
-        }
-    }
+        plain.roll_out(&names, &old_target, false).await?;
+        Some(plain)
+    } else {
+        None
+    };
 
     // What listing the MachineSets takes a plain client, in pages of 500 as kube-runtime's
     // watcher lists them (kube-runtime 5, src/watcher.rs: `Config::default()` sets `page_size`
@@ -791,22 +1036,41 @@ async fn run() -> Result<()> {
             initial.seconds
         );
 
-        // 3. The update.
-        let mut switch = None;
-        if args.switch {
-            apply(&client, &support::cluster_version(&singleton, &data.new_release)).await?;
+        // 3. The updates: each round, the plain client's fleet and then the controller's move
+        //    to the other stream (the new one first), so that both sides of a ratio meet the
+        //    API server in the same moments.
+        let mut rounds = Vec::new();
+        for round in 0..if args.switch { args.rounds } else { 0 } {
+            let (target, to) = match round % 2 {
+                0 => (&new_target, "new"),
+                _ => (&old_target, "old"),
+            };
+            let plain_run = match &plain {
+                Some(plain) => Some(plain.roll_out(&names, target, args.minimal_baseline).await?),
+                None => None,
+            };
+            if let Some(p) = &plain_run {
+                eprintln!(
+                    "bench_cluster: round {}: plain client: {n} JSON patches, {} in flight, in \
+                     {:.2}s",
+                    round + 1,
+                    args.concurrency,
+                    p.seconds
+                );
+            }
+            apply(&client, &support::cluster_version(&singleton, target.release)).await?;
             wait_for_reason(&seen, "ReleaseMismatch", Duration::from_secs(60)).await?;
             let writes_before = controller.metrics().await;
             let since = Instant::now();
-            apply(
-                &client,
-                &golden_config_map(&ns, &data.new_release, &data.new_stream.to_string()),
-            )
-            .await?;
+            let since_wall = jiff::Timestamp::now();
+            apply(&client, &golden_config_map(&ns, target.release, &target.stream)).await?;
             let update_seconds = since.elapsed().as_secs_f64();
-            let new = |i: usize| (region_of(i).2.clone(), "worker-user-data-managed".to_string());
-            let mut done = converge(&seen, &names, &new, since, timeout).await?;
+            let expected = |i: usize| target.expected(i);
+            let mut done = converge(&seen, &names, &expected, since, timeout).await?;
             done.config_map_update = update_seconds;
+            let golden_seen = (seen.lock().unwrap().golden.iter())
+                .find(|at| **at >= since)
+                .map(|at| at.duration_since(since).as_secs_f64());
             // Writes between the ConfigMap update and convergence, by kind: Events are sent off
             // the critical path, everything else (patches, status) is on it.
             let writes_after = controller.metrics().await;
@@ -825,9 +1089,12 @@ async fn run() -> Result<()> {
                 .sum();
             done.rollout_events = during("Event");
             eprintln!(
-                "bench_cluster: converged at the new stream {:.2}s after the golden ConfigMap \
-                 update (patches seen from {:.2}s to {:.2}s)",
-                done.seconds, done.first_patch, done.last_patch
+                "bench_cluster: round {}: converged at the {to} stream {:.2}s after the golden \
+                 ConfigMap update (patches seen from {:.2}s to {:.2}s)",
+                round + 1,
+                done.seconds,
+                done.first_patch,
+                done.last_patch
             );
             // Check with a fresh list, not only the watch.
             let listed = machine_sets(&client, &ns).list(&ListParams::default()).await?;
@@ -837,13 +1104,38 @@ async fn run() -> Result<()> {
                 .filter(|o| {
                     let v = serde_json::to_value(o).unwrap_or_default();
                     let i = names.iter().position(|n| Some(n.as_str()) == o.metadata.name.as_deref());
-                    i.is_none_or(|i| (field(&v, AMI), field(&v, STUB)) != new(i))
+                    i.is_none_or(|i| (field(&v, AMI), field(&v, STUB)) != expected(i))
                 })
                 .count();
             if wrong > 0 || listed.items.len() != n {
-                bail!("{wrong} of {} MachineSets not at the new image", listed.items.len());
+                bail!("{wrong} of {} MachineSets not at the {to} image", listed.items.len());
             }
-            switch = Some(done);
+            let baseline_seconds = plain_run.as_ref().map(|p| p.seconds);
+            let by_server = first_patch_by_server_clock(&ns, since_wall);
+            rounds.push(json!({
+                "to": to,
+                "convergence_seconds": done.seconds,
+                "first_patch_seconds": done.first_patch,
+                // From the moment the benchmark's own watch saw the ConfigMap change: what the
+                // controller adds to the change's fan-out and its first patch's round trip.
+                "golden_seen_seconds": golden_seen,
+                "first_patch_after_golden_seen_seconds": golden_seen.map(|g| done.first_patch - g),
+                // By the API server's clock (its audit log), from its receiving the ConfigMap's
+                // update, and from its answer, to its receiving the first patch.
+                "first_patch_server_seconds": by_server.map(|s| s.0),
+                "first_patch_after_update_answered_server_seconds": by_server.map(|s| s.1),
+                "config_map_update_seconds": done.config_map_update,
+                "last_patch_seconds": done.last_patch,
+                "progressing_true_seconds": done.progressing_true,
+                "critical_path_writes": done.critical_path_writes,
+                "rollout_events": done.rollout_events,
+                "baseline_seconds": baseline_seconds,
+                "baseline_first_patch_seconds": plain_run.as_ref().and_then(|p| p.first_patch),
+                "ratio": baseline_seconds.filter(|b| *b > 0.0).map(|b| done.seconds / b),
+            }));
+        }
+        if let Some(plain) = &plain {
+            plain.stop();
         }
         // Let held-back status writes and Events finish before counting.
         tokio::time::sleep(Duration::from_secs(2)).await;
@@ -971,13 +1263,8 @@ async fn run() -> Result<()> {
             "ready_seconds": ready_seconds,
             "list_seconds": list_seconds,
             "initial_convergence_seconds": initial.seconds,
-            "convergence_seconds": switch.as_ref().map(|s| s.seconds),
-            "first_patch_seconds": switch.as_ref().map(|s| s.first_patch),
-            "config_map_update_seconds": switch.as_ref().map(|s| s.config_map_update),
-            "last_patch_seconds": switch.as_ref().map(|s| s.last_patch),
-            "progressing_true_seconds": switch.as_ref().and_then(|s| s.progressing_true),
-            "critical_path_writes": switch.as_ref().map(|s| s.critical_path_writes),
-            "rollout_events": switch.as_ref().map(|s| s.rollout_events),
+            // Each figure of a rollout is the median over the rounds; `rounds` has every one.
+            "rounds": rounds,
             "controller_writes": by_label(&after_rollout, "boot_image_controller_writes_total", "target"),
             "controller_patches": by_label(&after_rollout, "boot_image_controller_patches_total", "result"),
             "reconcile": {"all": reconcile("all"), "some": reconcile("some")},
@@ -996,21 +1283,40 @@ async fn run() -> Result<()> {
     if !args.keep {
         cleanup(&client, &ns, Some(&singleton)).await;
     }
+    if let Some(plain) = &plain {
+        plain.stop();
+        if !args.keep {
+            cleanup(&client, &bns, None).await;
+        }
+    }
     let mut report =
         result.with_context(|| format!("controller log: {}", controller.log.display()))?;
-    let ratio = match (report["convergence_seconds"].as_f64(), baseline_seconds) {
-        (Some(c), Some(b)) if b > 0.0 => Some(c / b),
-        _ => None,
-    };
+    let rounds = report["rounds"].as_array().cloned().unwrap_or_default();
+    for key in [
+        "convergence_seconds",
+        "first_patch_seconds",
+        "golden_seen_seconds",
+        "first_patch_after_golden_seen_seconds",
+        "first_patch_server_seconds",
+        "first_patch_after_update_answered_server_seconds",
+        "config_map_update_seconds",
+        "last_patch_seconds",
+        "progressing_true_seconds",
+        "critical_path_writes",
+        "rollout_events",
+        "baseline_seconds",
+        "baseline_first_patch_seconds",
+        "ratio",
+    ] {
+        report[key] = json!(median(rounds.iter().map(|r| r[key].as_f64())));
+    }
     let extra = json!({
         "count": n,
         "concurrency": args.concurrency,
         "fixtures": data.source.short(),
         "source": data.source.describe(),
         "create_seconds": create_seconds,
-        "baseline_seconds": baseline_seconds,
-        "baseline_first_patch_seconds": baseline_first_patch_seconds,
-        "ratio": ratio,
+        "minimal_baseline": args.minimal_baseline,
         "controller_log": controller.log.display().to_string(),
         "command": args.command,
     });
