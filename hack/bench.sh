@@ -2,11 +2,13 @@
 # Benchmarks: prints one table, each row with the command that reproduces it.
 #
 # Usage: hack/bench.sh [--quick] [--json FILE] [--only WHAT] [--sizes N,N,...] [--repeat N]
-#                     [--keep-cluster]
+#                     [--rounds N] [--keep-cluster]
 #   --quick         the same measurements at small sizes, in a few minutes (smoke check)
 #   --json FILE     also write the figures as JSON: planner_ns_per_machineset,
 #                   planner_instructions_per_machineset (and _with_history),
-#                   convergence_seconds, baseline_seconds, first_patch_seconds,
+#                   convergence_seconds, baseline_seconds, convergence_ratio,
+#                   first_patch_seconds, first_patch_server_seconds,
+#                   first_patch_after_golden_seen_seconds,
 #                   baseline_first_patch_seconds, first_patch_floor_seconds,
 #                   config_map_update_seconds,
 #                   critical_path_writes, rollout_events, steady_state_writes,
@@ -14,9 +16,12 @@
 #                   (+ details)
 #   --only WHAT     one measurement: planner | convergence | steady | memory | takeover
 #   --sizes N,...   MachineSet counts for --only (default: that measurement's usual sizes)
-#   --repeat N      convergence runs per size (default 3): its row and JSON give the median of
-#                   each figure, and the row lists every run's ratio and first patch; one run on
-#                   a small machine says as much about the load of the moment as about us
+#   --repeat N      convergence runs per size (default 3), each with its own controller
+#   --rounds N      rollouts of each side per convergence run (default 5), taken in turn: the
+#                   plain client's fleet, then the controller's, to the new stream and back. The
+#                   row and JSON give the median of each figure over every round of every run,
+#                   and the row lists every round's ratio and first patch: one rollout on a small
+#                   machine says as much about the load of the moment as about us
 #   --keep-cluster  leave the private control plane running (a later run reuses it)
 #
 # Measurements (full run; --quick sizes in brackets):
@@ -27,7 +32,10 @@
 #                and without the history 4 earlier upgrades leave on every MachineSet
 #   convergence  100, 500, 1,000 [20, 50] outdated MachineSets: seconds from the golden
 #                ConfigMap update to all patched and BootImageUpdateProgressing=False, next to a
-#                plain client sending the same JSON Patches with the same concurrency (8)
+#                plain client sending the same JSON Patches with the same concurrency (8): the
+#                planner's patches for a fleet of its own, in the same state; the first patch
+#                timed from the update call, from the benchmark's watch seeing the ConfigMap
+#                change, and by the API server's clock (its audit log)
 #   steady       writes and API requests during 5 resync periods (5s [1s]) of a converged
 #                cluster of 1,000 (and 10,000) [50] MachineSets; the JSON keys are at 1,000 [50]
 #   memory       peak RSS (VmHWM) of the controller and time from start to /readyz 200, at
@@ -48,7 +56,7 @@ cd "$repo"
 log() { echo "bench.sh: $*" >&2; }
 die() { log "error: $*"; exit 1; }
 
-quick=0 json_out="" only="" sizes_arg="" keep_cluster=0 repeat=3
+quick=0 json_out="" only="" sizes_arg="" keep_cluster=0 repeat=3 rounds=5
 while (($#)); do
   case "$1" in
     --quick) quick=1 ;;
@@ -60,6 +68,8 @@ while (($#)); do
     --sizes=*) sizes_arg="${1#--sizes=}" ;;
     --repeat) repeat="${2:?--repeat needs a count}"; shift ;;
     --repeat=*) repeat="${1#--repeat=}" ;;
+    --rounds) rounds="${2:?--rounds needs a count}"; shift ;;
+    --rounds=*) rounds="${1#--rounds=}" ;;
     --keep-cluster) keep_cluster=1 ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument $1 (see --help)" ;;
@@ -69,6 +79,7 @@ done
 case "$only" in "" | planner | convergence | steady | memory | takeover) ;; *) die "--only: planner, convergence, steady, memory or takeover" ;; esac
 [[ -z "$sizes_arg" || -n "$only" ]] || die "--sizes needs --only"
 [[ "$repeat" =~ ^[1-9][0-9]*$ ]] || die "--repeat: a count of at least 1"
+[[ "$rounds" =~ ^[1-9][0-9]*$ ]] || die "--rounds: a count of at least 1"
 [[ -z "$json_out" ]] || json_out="$(realpath -m "$json_out")"
 
 if ((quick)); then
@@ -252,27 +263,27 @@ if ((cluster_needed)); then
   if wants convergence; then
     repeat_flag=""
     ((repeat == 3)) || repeat_flag=" --repeat $repeat"
+    ((rounds == 5)) || repeat_flag+=" --rounds $rounds"
     for n in ${convergence_sizes//,/ }; do
       runs=()
       for ((i = 1; i <= repeat; i++)); do
         name="convergence-$n"
         ((repeat == 1)) || name="convergence-$n-run$i"
         want_steady_in "$n" "$name"
-        run_cluster "$name" --count "$n" --baseline --switch "${steady_extra[@]}" && runs+=("$results/$name.json")
+        run_cluster "$name" --count "$n" --baseline --switch --rounds "$rounds" "${steady_extra[@]}" && runs+=("$results/$name.json")
       done
       if ((${#runs[@]} == repeat)); then
-        # The median of each figure over the runs, and every run's ratio and first patch, in
-        # the order they ran.
+        # The median of each figure over every round of every run, and every round's ratio and
+        # first patch, in the order they ran.
         jq -rs "$jq_defs"'
           def m(f): map(f // empty) | if length > 0 then median else "nan" end;
           def ms(f): f * 1000 | round | tostring;
-          [m(.convergence_seconds), m(.baseline_seconds), m(.ratio), m(.first_patch_seconds), m(.baseline_first_patch_seconds), m(.config_map_update_seconds), m(first_patch_floor), m(.last_patch_seconds), m(.progressing_true_seconds), m(.critical_path_writes), m(.rollout_events), (map(.ratio * 10 | round | tostring | sub("(?<d>.)$"; ".\(.d)") | sub("^\\."; "0.") + "x") | join(", ")), (map("\(ms(.first_patch_seconds)) (floor \(first_patch_floor // 0 | ms(.)))") | join(", "))] | map(tostring) | join("\t")' \
+          map(.rounds[])
+          | [m(.convergence_seconds), m(.baseline_seconds), m(.ratio), m(.first_patch_seconds), m(.first_patch_after_golden_seen_seconds), m(.first_patch_server_seconds), m(.baseline_first_patch_seconds), m(.config_map_update_seconds), m(first_patch_floor), m(.last_patch_seconds), m(.progressing_true_seconds), m(.critical_path_writes), m(.rollout_events), length, (map(.ratio * 10 | round | tostring | sub("(?<d>.)$"; ".\(.d)") | sub("^\\."; "0.") + "x") | join(", ")), (map("\(ms(.first_patch_seconds)) (\(.first_patch_server_seconds // null | if . == null then "-" else ms(.) end))") | join(", "))] | map(tostring) | join("\t")' \
           "${runs[@]}" | {
-          IFS=$'\t' read -r c b r first baseline_first update floor last progressing critical events ratios firsts
-          prefix=""
-          ((repeat == 1)) || prefix="median of $repeat runs: "
+          IFS=$'\t' read -r c b r first after_seen server baseline_first update floor last progressing critical events count ratios firsts
           row "2. convergence" "$(thousands "$n")" \
-            "$(printf '%s%.2f s; plain client %.2f s; ratio %.1fx (first patch %.3f s after the ConfigMap update, against a floor of %.3f s: its own call took %.3f s, and the plain client'"'"'s first patch was seen %.3f s after it sent it; last %.2f s; Progressing=True reported at %.2f s; %.0f writes on the critical path, %.0f Events sent before convergence was seen)' "$prefix" "$c" "$b" "$r" "$first" "$floor" "$update" "$baseline_first" "$last" "$progressing" "$critical" "$events")$( ((repeat == 1)) || printf '; each run: ratio %s, first patch %s ms' "$ratios" "$firsts")" \
+            "$(printf 'median of %s rollouts: %.2f s; plain client %.2f s; ratio %.2fx (first patch %.3f s after the ConfigMap update call began, against a floor of %.3f s: the call took %.3f s, and the plain client'"'"'s first patch was seen %.3f s after it sent it; %.3f s after the benchmark'"'"'s watch saw the ConfigMap change; by the API server'"'"'s clock, received %.3f s after the ConfigMap update was; last %.2f s; Progressing=True reported at %.2f s; %.0f writes on the critical path, %.0f Events sent before convergence was seen)' "$count" "$c" "$b" "$r" "$first" "$floor" "$update" "$baseline_first" "$after_seen" "$server" "$last" "$progressing" "$critical" "$events"); each rollout: ratio $ratios; first patch in ms, from the update call (by the server's clock) $firsts" \
             "$(cmd_for convergence "$n")$repeat_flag"
         }
       else
@@ -367,6 +378,8 @@ if [[ -n "$json_out" ]]; then
     | ($runs | map(select(.results)) | first // {results: []}) as $planner
     | ($runs | map(select(.instructions)) | first // {instructions: []}) as $instructions
     | ($runs | map(select((.results | not) and (.instructions | not)))) as $cluster
+    # Every rollout of every convergence run, with the size of its run.
+    | ($cluster | map(.count as $count | (.rounds // [])[] | . + {count: $count})) as $rounds
     | ($planner.results | map(.count) | max) as $largest
     | ($cluster | map(select(.run // "" | startswith("memory")))) as $memory_runs
     | (if ($memory_runs | length) > 0 then $memory_runs else $cluster end) as $memory
@@ -383,15 +396,17 @@ if [[ -n "$json_out" ]]; then
         ($instructions.instructions | map(select(.history == 0)) | map({key: .platform, value: {count, plan, pass}}) | from_entries),
       planner_instructions_per_machineset_with_history:
         ($instructions.instructions | map(select(.history > 0)) | map({key: .platform, value: {count, history, plan, pass}}) | from_entries),
-      convergence_seconds: median_by_count_in($cluster; .convergence_seconds),
-      baseline_seconds: median_by_count_in($cluster; .baseline_seconds),
-      convergence_ratio: median_by_count_in($cluster; .ratio),
-      first_patch_seconds: median_by_count_in($cluster; .first_patch_seconds),
-      baseline_first_patch_seconds: median_by_count_in($cluster; .baseline_first_patch_seconds),
-      first_patch_floor_seconds: median_by_count_in($cluster; first_patch_floor),
-      config_map_update_seconds: median_by_count_in($cluster; .config_map_update_seconds),
-      critical_path_writes: median_by_count_in($cluster; .critical_path_writes),
-      rollout_events: median_by_count_in($cluster; .rollout_events),
+      convergence_seconds: median_by_count_in($rounds; .convergence_seconds),
+      baseline_seconds: median_by_count_in($rounds; .baseline_seconds),
+      convergence_ratio: median_by_count_in($rounds; .ratio),
+      first_patch_seconds: median_by_count_in($rounds; .first_patch_seconds),
+      first_patch_after_golden_seen_seconds: median_by_count_in($rounds; .first_patch_after_golden_seen_seconds),
+      first_patch_server_seconds: median_by_count_in($rounds; .first_patch_server_seconds),
+      baseline_first_patch_seconds: median_by_count_in($rounds; .baseline_first_patch_seconds),
+      first_patch_floor_seconds: median_by_count_in($rounds; first_patch_floor),
+      config_map_update_seconds: median_by_count_in($rounds; .config_map_update_seconds),
+      critical_path_writes: median_by_count_in($rounds; .critical_path_writes),
+      rollout_events: median_by_count_in($rounds; .rollout_events),
       steady_state_writes: $steady.writes,
       steady_state_requests: $steady.requests,
       steady_state: $steady,
