@@ -4,21 +4,33 @@
 //! One run builds a simulated OpenShift-on-AWS cluster in its own namespace (the controller takes
 //! the names of its singletons as flags) with `--count` outdated MachineSets made from a real
 //! MachineSet, and then:
-//! 1. `--baseline`: in a second namespace with the same MachineSets, a plain client sends the
-//!    same number of guarded JSON Patches (`test` + `replace` of `ami.id`) with the same
-//!    concurrency as the controller: what the API server can do at best. It is timed like the
-//!    controller, until the benchmark's own watch has seen every change;
+//! 1. `--baseline`: in a second namespace, the same MachineSets for a plain client, brought to the
+//!    state the controller will bring its own to (stub secrets switched, by the planner's
+//!    patches; not timed);
 //! 2. starts the controller at the old golden stream (time to `/readyz` 200) and waits until it
 //!    converged there (it switches the stub secrets and remembers the old images);
-//! 3. `--switch`: moves the ClusterVersion and then the golden ConfigMap to the next release and
-//!    times from the ConfigMap update until every MachineSet has its new AMI and
-//!    `BootImageUpdateProgressing=False`;
+//! 3. `--switch`: `--rounds` times, the plain client's fleet and then the controller's move to
+//!    the other stream (the new one first):
+//!    - the plain client sends the JSON Patches the planner writes for its fleet (the same
+//!      `test`s, history and hot-loop annotations as the controller's; only a guarded replace of
+//!      `ami.id` with `--minimal-baseline`), as many in flight as the controller, timed until the
+//!      benchmark's own watch has seen every change: what the API server can do at best;
+//!    - the controller: the ClusterVersion, then the golden ConfigMap, moves to that release,
+//!      timed from the ConfigMap update until every MachineSet has its new AMI and
+//!      `BootImageUpdateProgressing=False`. The first patch is timed from the update call, from
+//!      the benchmark's watch seeing the ConfigMap change, and by the API server's own clock
+//!      when its audit log (`hack/local-cluster.sh` keeps one beside the kubeconfig) has the
+//!      ConfigMap's writes.
+//!
+//!    Each figure is the median over the rounds; `rounds` in the JSON has every one. Taken in
+//!    turn, both sides of a ratio meet the API server in the same moments;
 //! 4. `--steady-periods P`: counts writes (controller metrics, resourceVersions) and API requests
 //!    (kube-apiserver's `apiserver_request_total`) during P resync periods;
 //! 5. reads the controller's peak resident memory (VmHWM) and stops it.
 //!
-//! Options: `--count N` `--concurrency 8` `--resync-period 5s` `--controller PATH`
-//! `--kubectl PATH` `--json FILE` `--keep` (leave the objects behind). Never asserts timings.
+//! Options: `--count N` `--concurrency 8` `--resync-period 5s` `--rounds 1` `--controller PATH`
+//! `--kubectl PATH` `--log-level info` `--json FILE` `--keep` (leave the objects behind). Never
+//! asserts timings.
 
 #[path = "../benches/support/mod.rs"]
 mod support;
