@@ -248,53 +248,62 @@ fn field(obj: &Value, pointer: &str) -> String {
         .to_string()
 }
 
+/// Watches `api` in a task of its own, handing `on_change` every object added or changed (and
+/// every object of the first list, when `initial`) with the moment it arrived.
+fn spawn_watch(
+    api: Api<DynamicObject>,
+    config: watcher::Config,
+    initial: bool,
+    mut on_change: impl FnMut(DynamicObject, Instant) + Send + 'static,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let stream = watcher(api, config);
+        futures::pin_mut!(stream);
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(watcher::Event::Apply(o)) => on_change(o, Instant::now()),
+                Ok(watcher::Event::InitApply(o)) if initial => on_change(o, Instant::now()),
+                _ => {}
+            }
+        }
+    })
+}
+
 fn spawn_watches(
     client: &Client,
     ns: &str,
     singleton: &str,
 ) -> (Arc<Mutex<Seen>>, Vec<tokio::task::JoinHandle<()>>) {
     let seen = Arc::new(Mutex::new(Seen::default()));
-    let ms_api = machine_sets(client, ns);
     let ms_seen = seen.clone();
-    let ms_task = tokio::spawn(async move {
-        let stream = watcher(ms_api, watcher::Config::default());
-        futures::pin_mut!(stream);
-        while let Some(event) = stream.next().await {
-            let objects = match event {
-                Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => vec![o],
-                _ => continue,
-            };
-            let now = Instant::now();
+    let ms_task = spawn_watch(
+        machine_sets(client, ns),
+        watcher::Config::default(),
+        true,
+        move |o, now| {
+            let value = serde_json::to_value(&o).unwrap_or_default();
+            let (ami, stub) = (field(&value, AMI), field(&value, STUB));
             let mut seen = ms_seen.lock().unwrap();
-            for o in objects {
-                let value = serde_json::to_value(&o).unwrap_or_default();
-                let (ami, stub) = (field(&value, AMI), field(&value, STUB));
-                let entry = seen
-                    .machine_sets
-                    .entry(o.name_any())
-                    .or_insert_with(|| (String::new(), String::new(), now));
-                if entry.0 != ami || entry.1 != stub {
-                    *entry = (ami, stub, now);
-                }
+            let entry = seen
+                .machine_sets
+                .entry(o.name_any())
+                .or_insert_with(|| (String::new(), String::new(), now));
+            if entry.0 != ami || entry.1 != stub {
+                *entry = (ami, stub, now);
             }
-        }
-    });
-    let mc_api = api(
-        client,
-        "operator.openshift.io/v1",
-        "MachineConfiguration",
-        "",
+        },
     );
     let mc_seen = seen.clone();
-    let config = watcher::Config::default().fields(&format!("metadata.name={singleton}"));
-    let mc_task = tokio::spawn(async move {
-        let stream = watcher(mc_api, config);
-        futures::pin_mut!(stream);
-        while let Some(event) = stream.next().await {
-            let Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) = event else {
-                continue;
-            };
-            let now = Instant::now();
+    let mc_task = spawn_watch(
+        api(
+            client,
+            "operator.openshift.io/v1",
+            "MachineConfiguration",
+            "",
+        ),
+        watcher::Config::default().fields(&format!("metadata.name={singleton}")),
+        true,
+        move |o, now| {
             let value = serde_json::to_value(&o).unwrap_or_default();
             let condition = value
                 .pointer("/status/conditions")
@@ -312,20 +321,15 @@ fn spawn_watches(
                     seen.progressing.push((now, status, reason));
                 }
             }
-        }
-    });
-    let cm_api: Api<DynamicObject> = api(client, "v1", "ConfigMap", ns);
+        },
+    );
     let cm_seen = seen.clone();
-    let config = watcher::Config::default().fields(&format!("metadata.name={GOLDEN}"));
-    let cm_task = tokio::spawn(async move {
-        let stream = watcher(cm_api, config);
-        futures::pin_mut!(stream);
-        while let Some(event) = stream.next().await {
-            if let Ok(watcher::Event::Apply(_)) = event {
-                cm_seen.lock().unwrap().golden.push(Instant::now());
-            }
-        }
-    });
+    let cm_task = spawn_watch(
+        api(client, "v1", "ConfigMap", ns),
+        watcher::Config::default().fields(&format!("metadata.name={GOLDEN}")),
+        false,
+        move |_, now| cm_seen.lock().unwrap().golden.push(now),
+    );
     (seen, vec![ms_task, mc_task, cm_task])
 }
 
