@@ -11,10 +11,12 @@
 //!    converged there (it switches the stub secrets and remembers the old images);
 //! 3. `--switch`: `--rounds` times, the plain client's fleet and then the controller's move to
 //!    the other stream (the new one first):
-//!    - the plain client sends the JSON Patches the planner writes for its fleet (the same
-//!      `test`s, history and hot-loop annotations as the controller's; only a guarded replace of
-//!      `ami.id` with `--minimal-baseline`), as many in flight as the controller, timed until the
-//!      benchmark's own watch has seen every change: what the API server can do at best;
+//!    - the plain client, once the controller has sent the Events it queued (they would load the
+//!      API server on the plain client's side only), sends the JSON Patches the planner writes
+//!      for its fleet (the same `test`s, history and hot-loop annotations as the controller's;
+//!      only a guarded replace of `ami.id` with `--minimal-baseline`), as many in flight as the
+//!      controller, timed until the benchmark's own watch has seen every change: what the API
+//!      server can do at best;
 //!    - the controller: the ClusterVersion, then the golden ConfigMap, moves to that release,
 //!      timed from the ConfigMap update until every MachineSet has its new AMI and
 //!      `BootImageUpdateProgressing=False`. The first patch is timed from the update call, from
@@ -598,6 +600,26 @@ impl Controller {
         )
     }
 
+    /// Waits until the controller has sent the Events it queued: it spreads them out (20 a
+    /// second), so those of a rollout go on for a while after it, and would load the API server
+    /// during whatever is measured next (the plain client's rollout, a steady state).
+    async fn events_sent(&self, timeout: Duration) -> Result<()> {
+        const EVENTS: &str = "boot_image_controller_writes_total{target=\"Event\"}";
+        let deadline = Instant::now() + timeout;
+        let mut last = self.metrics().await.get(EVENTS).copied();
+        loop {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let now = self.metrics().await.get(EVENTS).copied();
+            if now == last {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                bail!("the controller was still sending Events after {timeout:?}");
+            }
+            last = now;
+        }
+    }
+
     fn stop(&mut self) {
         let _ = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
@@ -1056,13 +1078,17 @@ async fn run() -> Result<()> {
         //    to the other stream (the new one first), so that both sides of a ratio meet the
         //    API server in the same moments.
         let mut rounds = Vec::new();
+        let events_timeout = Duration::from_secs(60 + n as u64 / 10);
         for round in 0..if args.switch { args.rounds } else { 0 } {
             let (target, to) = match round % 2 {
                 0 => (&new_target, "new"),
                 _ => (&old_target, "old"),
             };
             let plain_run = match &plain {
-                Some(plain) => Some(plain.roll_out(&names, target, args.minimal_baseline).await?),
+                Some(plain) => {
+                    controller.events_sent(events_timeout).await?;
+                    Some(plain.roll_out(&names, target, args.minimal_baseline).await?)
+                }
                 None => None,
             };
             if let Some(p) = &plain_run {
@@ -1155,6 +1181,9 @@ async fn run() -> Result<()> {
         }
         // Let held-back status writes and Events finish before counting.
         tokio::time::sleep(Duration::from_secs(2)).await;
+        if args.steady_periods > 0 {
+            controller.events_sent(events_timeout).await?;
+        }
         let after_rollout = controller.metrics().await;
 
         // 4. Steady state.

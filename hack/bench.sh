@@ -17,8 +17,10 @@
 #   --only WHAT     one measurement: planner | convergence | steady | memory | takeover
 #   --sizes N,...   MachineSet counts for --only (default: that measurement's usual sizes)
 #   --repeat N      convergence runs per size (default 3), each with its own controller
-#   --rounds N      rollouts of each side per convergence run (default 5), taken in turn: the
-#                   plain client's fleet, then the controller's, to the new stream and back. The
+#   --rounds N      rollouts of each side per convergence run (default 3), taken in turn: the
+#                   plain client's fleet, then the controller's, to the new stream and back
+#                   (each of the plain client's waits until the controller has sent the Events
+#                   of the last rollout, a minute at 1,000). The
 #                   row and JSON give the median of each figure over every round of every run,
 #                   and the row lists every round's ratio and first patch: one rollout on a small
 #                   machine says as much about the load of the moment as about us
@@ -56,7 +58,7 @@ cd "$repo"
 log() { echo "bench.sh: $*" >&2; }
 die() { log "error: $*"; exit 1; }
 
-quick=0 json_out="" only="" sizes_arg="" keep_cluster=0 repeat=3 rounds=5
+quick=0 json_out="" only="" sizes_arg="" keep_cluster=0 repeat=3 rounds=3
 while (($#)); do
   case "$1" in
     --quick) quick=1 ;;
@@ -263,7 +265,7 @@ if ((cluster_needed)); then
   if wants convergence; then
     repeat_flag=""
     ((repeat == 3)) || repeat_flag=" --repeat $repeat"
-    ((rounds == 5)) || repeat_flag+=" --rounds $rounds"
+    ((rounds == 3)) || repeat_flag+=" --rounds $rounds"
     for n in ${convergence_sizes//,/ }; do
       runs=()
       for ((i = 1; i <= repeat; i++)); do
