@@ -55,14 +55,22 @@ pub(super) struct Patcher {
     requests: BTreeMap<MachineKind, kube::core::Request>,
     client: Client,
     templates: Api<DynamicObject>,
-    /// True while a wave of patches is in flight.
+    /// True from a wave's first patch until its pass has reported it: the status write that
+    /// ends a rollout (Progressing=False) is on its critical path as much as the patches are.
     patching: watch::Sender<bool>,
 }
 
 impl Patcher {
-    /// Whether a wave of patches is in flight, for writers that should wait for it.
+    /// Whether a wave of patches is in flight or not yet reported, for writers that should
+    /// wait for it.
     pub fn patching(&self) -> watch::Receiver<bool> {
         self.patching.subscribe()
+    }
+
+    /// The pass has reported its wave (written its status, if that changed): the writers that
+    /// waited may go.
+    pub fn wave_reported(&self) {
+        (self.patching).send_if_modified(|patching| std::mem::replace(patching, false));
     }
 
     pub fn new(client: &Client, machine_api: &str, cluster_api: &str) -> Self {
@@ -298,7 +306,6 @@ impl<'p> Wave<'p> {
                 None => {}
             }
         }
-        (self.patcher.patching).send_if_modified(|patching| std::mem::replace(patching, false));
         self.outcomes
     }
 

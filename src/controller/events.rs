@@ -2,8 +2,9 @@
 //!
 //! Events are sent by a task of their own, with its own bound on requests in flight, so that
 //! they never hold up a rollout or the status that reports it: a pass queues them and goes on.
-//! The task also waits while a wave of patches is in flight, so that a backlog of Events (a
-//! thousand from the last rollout) never competes with the next rollout for the API server,
+//! The task also waits while a wave of patches is in flight, and until its pass has written the
+//! status that reports it, so that Events (a thousand from the last rollout) never compete with
+//! a rollout or its closing status write for the API server,
 //! and it spends a fleet-wide budget: a rollout of thousands still gets one Event per
 //! MachineSet, spread out instead of sent at once.
 
@@ -70,7 +71,8 @@ struct Queued {
 
 impl EventPublisher {
     /// Starts the sending task, which sends at most `concurrency` Events at a time, none while
-    /// `patching` says a wave of patches is in flight, and ends once the publisher is dropped
+    /// `patching` says a wave of patches is in flight or not yet reported, and ends once the
+    /// publisher is dropped
     /// and the queue is empty.
     pub fn start(
         client: Client,

@@ -641,6 +641,8 @@ impl Controller {
         let applied = (decisions.into_iter().zip(outcomes))
             .map(|(decision, outcome)| act::Applied { decision, outcome });
         self.report(facts, applied).await;
+        // The Events of the wave waited for its patches and for the status that reports them.
+        self.patcher.wave_reported();
         // Where a pass spends its time, for whoever wonders why a rollout starts late.
         let ms = |from: Instant, to: Instant| to.duration_since(from).as_secs_f64() * 1e3;
         debug!(
