@@ -3,7 +3,7 @@
 # controller-manager, scheduler or nodes) on 127.0.0.1, with the OpenShift CRDs
 # the boot image controller works with, for integration tests and the demo.
 #
-# Usage: hack/local-cluster.sh up|down|status|env|stop-apiserver [--kill]|start-apiserver
+# Usage: hack/local-cluster.sh up|down|status|env|stop-apiserver [--kill]|start-apiserver [--no-wait]
 #   up      build the binaries if needed, start etcd and kube-apiserver, install
 #           the CRDs and namespaces; the last stdout line is the admin
 #           kubeconfig path (all progress goes to stderr). Reuses a running,
@@ -14,9 +14,10 @@
 #   stop-apiserver [--kill]
 #           stop only kube-apiserver (SIGTERM, or SIGKILL with --kill), keeping
 #           etcd and the state: for fault tests, on a private BIC_CLUSTER_DIR.
-#   start-apiserver
+#   start-apiserver [--no-wait]
 #           start kube-apiserver again on the same port with the same flags
-#           and wait until it is ready.
+#           and wait until it is ready (with --no-wait, return once it is
+#           started: a test that races the controller checks for itself).
 #
 # Environment:
 #   BIC_CLUSTER_DIR  state directory (default: <repo>/.local-cluster)
@@ -205,6 +206,10 @@ stop_apiserver() {
 }
 
 restart_apiserver() {
+  case "${1:-}" in
+    "" | --no-wait) ;;
+    *) die "usage: $0 start-apiserver [--no-wait]" ;;
+  esac
   if ! load_state || [[ ! -f "$state_dir/ready" ]]; then
     die "no cluster in $state_dir; run '$0 up' first"
   fi
@@ -214,6 +219,10 @@ restart_apiserver() {
     return
   fi
   start_apiserver "${ETCD_URL##*:}" "${API_URL##*:}"
+  if [[ "${1:-}" == --no-wait ]]; then
+    log "kube-apiserver started again at $API_URL (not waiting for it to be ready)"
+    return
+  fi
   wait_ready || die "kube-apiserver did not come back (see $state_dir/kube-apiserver.log)"
   log "kube-apiserver ready again at $API_URL"
 }
@@ -458,7 +467,7 @@ main() {
       printf 'export PATH=%q:"$PATH"\n' "$BIN_DIR"
       return
       ;;
-    *) die "usage: $0 up|down|status|env|stop-apiserver [--kill]|start-apiserver" ;;
+    *) die "usage: $0 up|down|status|env|stop-apiserver [--kill]|start-apiserver [--no-wait]" ;;
   esac
 
   ensure_tools
@@ -473,7 +482,7 @@ main() {
   case "$cmd" in
     up) up ;;
     stop-apiserver) stop_apiserver "${2:-}" ;;
-    start-apiserver) restart_apiserver ;;
+    start-apiserver) restart_apiserver "${2:-}" ;;
     *)
       teardown
       log "cluster down"

@@ -309,18 +309,20 @@ impl TestEnv {
 
     /// Every MachineSet of this cluster, by name.
     pub async fn machine_sets(&self) -> BTreeMap<String, Value> {
+        self.try_machine_sets().await.expect("list MachineSets")
+    }
+
+    /// The MachineSets, or the error of listing them (an API server that is down or starting).
+    pub async fn try_machine_sets(&self) -> Result<BTreeMap<String, Value>, kube::Error> {
         let probe = json!({"apiVersion": "machine.openshift.io/v1beta1", "kind": "MachineSet", "metadata": {"name": "-", "namespace": self.ns}});
         let (api, _) = self.api_for(&probe);
-        api.list(&Default::default())
-            .await
-            .expect("list MachineSets")
-            .items
-            .into_iter()
+        let listed = api.list(&Default::default()).await?;
+        Ok((listed.items.into_iter())
             .map(|ms| {
                 let name = ms.metadata.name.clone().unwrap_or_default();
                 (name, serde_json::to_value(ms).unwrap())
             })
-            .collect()
+            .collect())
     }
 
     /// The resourceVersion of every MachineSet: equal maps mean nothing was written.
