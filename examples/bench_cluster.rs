@@ -9,14 +9,16 @@
 //!    patches; not timed);
 //! 2. starts the controller at the old golden stream (time to `/readyz` 200) and waits until it
 //!    converged there (it switches the stub secrets and remembers the old images);
-//! 3. `--switch`: `--rounds` times, the plain client's fleet and then the controller's move to
-//!    the other stream (the new one first):
-//!    - the plain client, once the controller has sent the Events it queued (they would load the
-//!      API server on the plain client's side only), sends the JSON Patches the planner writes
-//!      for its fleet (the same `test`s, history and hot-loop annotations as the controller's;
-//!      only a guarded replace of `ami.id` with `--minimal-baseline`), as many in flight as the
-//!      controller, timed until the benchmark's own watch has seen every change: what the API
-//!      server can do at best;
+//! 3. `--switch`: `--rounds` times, the plain client's fleet and the controller's move to the
+//!    other stream (the new one first), the plain client first in odd rounds and second in even
+//!    ones. Each turn starts once the controller has sent the Events it queued (they would load
+//!    the API server during the turn after the controller's), and with `--collect-garbage`
+//!    after the API server has collected its garbage:
+//!    - the plain client, under the controller's field manager, sends the JSON Patches the
+//!      planner writes for its fleet (the same `test`s, history and hot-loop annotations as the
+//!      controller's; only a guarded replace of `ami.id` with `--minimal-baseline`) with kube's
+//!      `Api::patch`, as many in flight as the controller, timed until the benchmark's own
+//!      watch has seen every change: a raw patch loop;
 //!    - the controller: the ClusterVersion, then the golden ConfigMap, moves to that release,
 //!      timed from the ConfigMap update until every MachineSet has its new AMI and
 //!      `BootImageUpdateProgressing=False`. The first patch is timed from the update call, from
@@ -24,15 +26,17 @@
 //!      when its audit log (`hack/local-cluster.sh` keeps one beside the kubeconfig) has the
 //!      ConfigMap's writes.
 //!
-//!    Each figure is the median over the rounds; `rounds` in the JSON has every one. Taken in
-//!    turn, both sides of a ratio meet the API server in the same moments;
+//!    Each figure is the median over the rounds; `rounds` in the JSON has every one, with the
+//!    CPU seconds the controller, the API server, etcd and this benchmark used during each side's
+//!    turn, and the API server's garbage collections in it. Taken in turn, both sides of a
+//!    ratio meet the API server in the same moments;
 //! 4. `--steady-periods P`: counts writes (controller metrics, resourceVersions) and API requests
 //!    (kube-apiserver's `apiserver_request_total`) during P resync periods;
 //! 5. reads the controller's peak resident memory (VmHWM) and stops it.
 //!
-//! Options: `--count N` `--concurrency 8` `--resync-period 5s` `--rounds 1` `--controller PATH`
-//! `--kubectl PATH` `--log-level info` `--json FILE` `--keep` (leave the objects behind). Never
-//! asserts timings.
+//! Options: `--count N` `--concurrency 8` `--resync-period 5s` `--rounds 1` `--collect-garbage`
+//! `--controller PATH` `--kubectl PATH` `--log-level info` `--json FILE` `--keep` (leave the
+//! objects behind). Never asserts timings.
 
 #[path = "../benches/support/mod.rs"]
 mod support;
@@ -48,7 +52,7 @@ use boot_image_controller::arch::Arch;
 use boot_image_controller::known_images::KnownImages;
 use boot_image_controller::manifests;
 use boot_image_controller::names::{
-    CLUSTER_VERSION_NAME, GOLDEN_CONFIGMAP_NAMESPACE, INFRASTRUCTURE_NAME,
+    CLUSTER_VERSION_NAME, FIELD_MANAGER, GOLDEN_CONFIGMAP_NAMESPACE, INFRASTRUCTURE_NAME,
     MACHINE_CONFIGURATION_NAME,
 };
 use boot_image_controller::plan::{self, Action};
@@ -60,7 +64,7 @@ use kube::api::{
 };
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 use support::Data;
 
 const PROGRESSING: &str = "BootImageUpdateProgressing";
@@ -90,6 +94,7 @@ struct Args {
     /// The plain client sends only `test` + `replace` of `ami.id` (the figures before the plain
     /// client sent the controller's own patches).
     minimal_baseline: bool,
+    collect_garbage: bool,
     switch: bool,
     /// Rollouts of each side, taken in turn: the fleets go to the new stream and back.
     rounds: usize,
@@ -119,6 +124,7 @@ fn parse_args() -> Result<Args> {
         steady_periods: 0,
         baseline: false,
         minimal_baseline: false,
+        collect_garbage: false,
         switch: false,
         rounds: 1,
         log_level: "info".into(),
@@ -147,6 +153,7 @@ fn parse_args() -> Result<Args> {
             "--steady-periods" => args.steady_periods = value()?.parse()?,
             "--baseline" => args.baseline = true,
             "--minimal-baseline" => args.minimal_baseline = true,
+            "--collect-garbage" => args.collect_garbage = true,
             "--switch" => args.switch = true,
             "--log-level" => args.log_level = value()?,
             "--rounds" => args.rounds = value()?.parse::<usize>()?.max(1),
@@ -495,6 +502,29 @@ fn by_label(samples: &BTreeMap<String, f64>, metric: &str, by: &str) -> BTreeMap
     out
 }
 
+/// The API server's garbage collections so far (Go's `go_gc_duration_seconds_count`). A
+/// collection that falls in a short rollout costs it about as much CPU as the rollout's
+/// patches; counted over each turn, they show which turns had one.
+async fn apiserver_gc_cycles(client: &Client) -> Option<f64> {
+    let request = hyper::Request::get("/metrics").body(Vec::new()).ok()?;
+    let text = client.request_text(request).await.ok()?;
+    samples(&text).get("go_gc_duration_seconds_count").copied()
+}
+
+/// Has the API server collect its garbage now, and waits until it has: Go's heap profile
+/// runs a collection first when asked to (`gc=1`, net/http/pprof), and the API server serves
+/// it to its administrators while profiling is on (`--profiling`, on by default). Every turn
+/// then starts from the same heap, so a collection falls in a turn by its own allocations, not
+/// by what the turn before it left.
+async fn apiserver_collect_garbage(client: &Client) -> Result<()> {
+    let request = hyper::Request::get("/debug/pprof/heap?gc=1&debug=1").body(Vec::new())?;
+    client
+        .request_text(request)
+        .await
+        .context("GET /debug/pprof/heap?gc=1 from the API server")?;
+    Ok(())
+}
+
 fn apiserver_metrics(kubectl: &str) -> Result<BTreeMap<String, f64>> {
     let kubeconfig = std::env::var("KUBECONFIG").unwrap_or_default();
     let out = Command::new(kubectl)
@@ -519,6 +549,61 @@ fn cpu_seconds(pid: u32) -> Option<f64> {
     let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
     let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
     Some(ticks as f64 / 100.0)
+}
+
+/// CPU seconds the threads of process `pid` have run so far, by the scheduler's nanosecond
+/// count (`/proc/PID/task/*/schedstat`): `/proc/PID/stat` counts in 10 ms ticks, too coarse
+/// for a rollout of 20. A thread that exits meanwhile takes its time with it; the long-lived
+/// processes measured here keep theirs.
+fn cpu_time(pid: u32) -> Option<f64> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let nanos: u64 = tasks
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
+        .filter_map(|stat| stat.split_whitespace().next()?.parse::<u64>().ok())
+        .sum();
+    Some(nanos as f64 / 1e9)
+}
+
+/// The processes whose CPU a rollout is charged with: the controller (when it is the one
+/// rolling out), the API server and etcd of `hack/local-cluster.sh` (their pid files are beside
+/// the kubeconfig) and this benchmark, whose watches see both sides' changes.
+struct CpuMeter {
+    processes: Vec<(&'static str, u32)>,
+}
+
+impl CpuMeter {
+    fn new(controller: u32) -> Self {
+        let dir = std::env::var_os("KUBECONFIG")
+            .map(PathBuf::from)
+            .and_then(|k| k.parent().map(Path::to_path_buf));
+        let pid_of = |name: &str| {
+            let dir = dir.as_ref()?;
+            std::fs::read_to_string(dir.join(format!("{name}.pid")))
+                .ok()?
+                .trim()
+                .parse::<u32>()
+                .ok()
+        };
+        let mut processes = vec![("controller", controller), ("bench", std::process::id())];
+        processes.extend(pid_of("kube-apiserver").map(|pid| ("apiserver", pid)));
+        processes.extend(pid_of("etcd").map(|pid| ("etcd", pid)));
+        CpuMeter { processes }
+    }
+
+    fn read(&self) -> BTreeMap<&'static str, f64> {
+        (self.processes.iter())
+            .filter_map(|(name, pid)| Some((*name, cpu_time(*pid)?)))
+            .collect()
+    }
+
+    /// The CPU seconds each process used since `before`, as `{prefix}{name}_cpu_seconds`.
+    fn since(&self, before: &BTreeMap<&'static str, f64>, prefix: &str) -> Map<String, Value> {
+        (self.read().into_iter())
+            .filter_map(|(name, now)| Some((name, now - before.get(name)?)))
+            .map(|(name, used)| (format!("{prefix}{name}_cpu_seconds"), json!(used)))
+            .collect()
+    }
 }
 
 fn proc_status_kib(pid: u32, key: &str) -> Option<u64> {
@@ -671,6 +756,8 @@ struct PlainRollout {
     /// When the first change was seen: the least time from sending a patch to a watcher seeing
     /// it, with as many in flight, which the controller's first patch cannot beat.
     first_patch: Option<f64>,
+    /// CPU seconds of each process during it (filled by the caller).
+    cpu: Map<String, Value>,
 }
 
 impl PlainClient {
@@ -754,10 +841,18 @@ impl PlainClient {
     ) -> Result<PlainRollout> {
         let patches = self.planned(names, target, minimal).await?;
         let api = &self.api;
+        // Under the controller's field manager: the API server then keeps the same
+        // `managedFields` on both fleets (the creator's entry and the patcher's), which it
+        // decodes, updates and stores with every patch. Under the creator's own name, the plain
+        // client's MachineSets would carry one entry.
+        let params = &PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PatchParams::default()
+        };
         let started = Instant::now();
         let failures = futures::stream::iter(patches)
             .map(|(name, patch)| async move {
-                api.patch(&name, &PatchParams::default(), &Patch::Json::<()>(patch))
+                api.patch(&name, params, &Patch::Json::<()>(patch))
                     .await
                     .is_err()
             })
@@ -786,6 +881,7 @@ impl PlainClient {
                 return Ok(PlainRollout {
                     seconds: last.max(answered),
                     first_patch: done.iter().min().map(|t| since(*t)),
+                    cpu: Map::new(),
                 });
             }
             if Instant::now() > deadline {
@@ -1074,41 +1170,72 @@ async fn run() -> Result<()> {
             initial.seconds
         );
 
-        // 3. The updates: each round, the plain client's fleet and then the controller's move
-        //    to the other stream (the new one first), so that both sides of a ratio meet the
-        //    API server in the same moments.
+        // 3. The updates: each round, the plain client's fleet and the controller's move to the
+        //    other stream (the new one first), so that both sides of a ratio meet the API server
+        //    in the same moments. Who goes first alternates: neither side always meets the API
+        //    server just after the other's rollout (its garbage collection, its caches).
         let mut rounds = Vec::new();
         let events_timeout = Duration::from_secs(60 + n as u64 / 10);
+        let meter = CpuMeter::new(pid);
         for round in 0..if args.switch { args.rounds } else { 0 } {
             let (target, to) = match round % 2 {
                 0 => (&new_target, "new"),
                 _ => (&old_target, "old"),
             };
-            let plain_run = match &plain {
-                Some(plain) => {
-                    controller.events_sent(events_timeout).await?;
-                    Some(plain.roll_out(&names, target, args.minimal_baseline).await?)
+            let plain_first = round % 2 == 0;
+            let plain_turn = async || -> Result<Option<PlainRollout>> {
+                let Some(plain) = &plain else {
+                    return Ok(None);
+                };
+                controller.events_sent(events_timeout).await?;
+                if args.collect_garbage {
+                    apiserver_collect_garbage(&client).await?;
                 }
-                None => None,
-            };
-            if let Some(p) = &plain_run {
+                let gc_before = apiserver_gc_cycles(&client).await;
+                let before = meter.read();
+                let mut run = plain.roll_out(&names, target, args.minimal_baseline).await?;
+                run.cpu = meter.since(&before, "baseline_");
+                let gc_after = apiserver_gc_cycles(&client).await;
+                if let (Some(before), Some(after)) = (gc_before, gc_after) {
+                    run.cpu.insert("baseline_apiserver_gc_cycles".into(), json!(after - before));
+                }
                 eprintln!(
                     "bench_cluster: round {}: plain client: {n} JSON patches, {} in flight, in \
                      {:.2}s",
                     round + 1,
                     args.concurrency,
-                    p.seconds
+                    run.seconds
                 );
+                Ok(Some(run))
+            };
+            let mut plain_run = match plain_first {
+                true => plain_turn().await?,
+                false => None,
+            };
+            // Each turn starts on a quiet API server: this one too waits for the Events of the
+            // controller's previous rollout, when it follows it directly.
+            if !plain_first {
+                controller.events_sent(events_timeout).await?;
+            }
+            if args.collect_garbage {
+                apiserver_collect_garbage(&client).await?;
             }
             apply(&client, &support::cluster_version(&singleton, target.release)).await?;
             wait_for_reason(&seen, "ReleaseMismatch", Duration::from_secs(60)).await?;
             let writes_before = controller.metrics().await;
+            let gc_before = apiserver_gc_cycles(&client).await;
+            let cpu_before = meter.read();
             let since = Instant::now();
             let since_wall = jiff::Timestamp::now();
             apply(&client, &golden_config_map(&ns, target.release, &target.stream)).await?;
             let update_seconds = since.elapsed().as_secs_f64();
             let expected = |i: usize| target.expected(i);
             let mut done = converge(&seen, &names, &expected, since, timeout).await?;
+            let mut cpu = meter.since(&cpu_before, "");
+            let gc_after = apiserver_gc_cycles(&client).await;
+            if let (Some(before), Some(after)) = (gc_before, gc_after) {
+                cpu.insert("apiserver_gc_cycles".into(), json!(after - before));
+            }
             done.config_map_update = update_seconds;
             let golden_seen = (seen.lock().unwrap().golden.iter())
                 .find(|at| **at >= since)
@@ -1152,10 +1279,14 @@ async fn run() -> Result<()> {
             if wrong > 0 || listed.items.len() != n {
                 bail!("{wrong} of {} MachineSets not at the {to} image", listed.items.len());
             }
+            if !plain_first {
+                plain_run = plain_turn().await?;
+            }
             let baseline_seconds = plain_run.as_ref().map(|p| p.seconds);
             let by_server = first_patch_by_server_clock(&ns, since_wall);
-            rounds.push(json!({
+            let mut figures = json!({
                 "to": to,
+                "plain_first": plain_first,
                 "convergence_seconds": done.seconds,
                 "first_patch_seconds": done.first_patch,
                 // From the moment the benchmark's own watch saw the ConfigMap change: what the
@@ -1174,7 +1305,17 @@ async fn run() -> Result<()> {
                 "baseline_seconds": baseline_seconds,
                 "baseline_first_patch_seconds": plain_run.as_ref().and_then(|p| p.first_patch),
                 "ratio": baseline_seconds.filter(|b| *b > 0.0).map(|b| done.seconds / b),
-            }));
+                // From the update's answer, when the change is in the cluster: without the
+                // benchmark's own call, which the controller cannot shorten.
+                "ratio_after_update_answered": baseline_seconds
+                    .filter(|b| *b > 0.0)
+                    .map(|b| (done.seconds - done.config_map_update) / b),
+            });
+            if let Some(figures) = figures.as_object_mut() {
+                figures.extend(cpu);
+                figures.extend(plain_run.map(|p| p.cpu).unwrap_or_default());
+            }
+            rounds.push(figures);
         }
         if let Some(plain) = &plain {
             plain.stop();

@@ -7,6 +7,7 @@
 #   --json FILE     also write the figures as JSON: planner_ns_per_machineset,
 #                   planner_instructions_per_machineset (and _with_history),
 #                   convergence_seconds, baseline_seconds, convergence_ratio,
+#                   convergence_ratio_after_update_answered, rollout_cpu_seconds,
 #                   first_patch_seconds, first_patch_server_seconds,
 #                   first_patch_after_golden_seen_seconds,
 #                   baseline_first_patch_seconds, first_patch_floor_seconds,
@@ -17,13 +18,14 @@
 #   --only WHAT     one measurement: planner | convergence | steady | memory | takeover
 #   --sizes N,...   MachineSet counts for --only (default: that measurement's usual sizes)
 #   --repeat N      convergence runs per size (default 3), each with its own controller
-#   --rounds N      rollouts of each side per convergence run (default 3), taken in turn: the
-#                   plain client's fleet, then the controller's, to the new stream and back
-#                   (each of the plain client's waits until the controller has sent the Events
-#                   of the last rollout, a minute at 1,000). The
-#                   row and JSON give the median of each figure over every round of every run,
-#                   and the row lists every round's ratio and first patch: one rollout on a small
-#                   machine says as much about the load of the moment as about us
+#   --rounds N      rollouts of each side per convergence run (default 4), taken in turn: the
+#                   plain client's fleet and the controller's, to the new stream and back, the
+#                   plain client first in odd rounds and second in even ones (each turn waits
+#                   until the controller has sent the Events of its last rollout, a minute at
+#                   1,000). The row and JSON give the median of each figure over every round of
+#                   every run, and the row lists every round's ratio and first patch: one
+#                   rollout on a small machine says as much about the load of the moment as
+#                   about us
 #   --keep-cluster  leave the private control plane running (a later run reuses it)
 #
 # Measurements (full run; --quick sizes in brackets):
@@ -58,7 +60,7 @@ cd "$repo"
 log() { echo "bench.sh: $*" >&2; }
 die() { log "error: $*"; exit 1; }
 
-quick=0 json_out="" only="" sizes_arg="" keep_cluster=0 repeat=3 rounds=3
+quick=0 json_out="" only="" sizes_arg="" keep_cluster=0 repeat=3 rounds=4
 while (($#)); do
   case "$1" in
     --quick) quick=1 ;;
@@ -265,7 +267,7 @@ if ((cluster_needed)); then
   if wants convergence; then
     repeat_flag=""
     ((repeat == 3)) || repeat_flag=" --repeat $repeat"
-    ((rounds == 3)) || repeat_flag+=" --rounds $rounds"
+    ((rounds == 4)) || repeat_flag+=" --rounds $rounds"
     for n in ${convergence_sizes//,/ }; do
       runs=()
       for ((i = 1; i <= repeat; i++)); do
@@ -281,11 +283,11 @@ if ((cluster_needed)); then
           def m(f): map(f // empty) | if length > 0 then median else "nan" end;
           def ms(f): f * 1000 | round | tostring;
           map(.rounds[])
-          | [m(.convergence_seconds), m(.baseline_seconds), m(.ratio), m(.first_patch_seconds), m(.first_patch_after_golden_seen_seconds), m(.first_patch_server_seconds), m(.baseline_first_patch_seconds), m(.config_map_update_seconds), m(first_patch_floor), m(.last_patch_seconds), m(.progressing_true_seconds), m(.critical_path_writes), m(.rollout_events), length, (map(.ratio * 10 | round | tostring | sub("(?<d>.)$"; ".\(.d)") | sub("^\\."; "0.") + "x") | join(", ")), (map("\(ms(.first_patch_seconds)) (\(.first_patch_server_seconds // null | if . == null then "-" else ms(.) end))") | join(", "))] | map(tostring) | join("\t")' \
+          | [m(.convergence_seconds), m(.baseline_seconds), m(.ratio), m(.first_patch_seconds), m(.first_patch_after_golden_seen_seconds), m(.first_patch_server_seconds), m(.baseline_first_patch_seconds), m(.config_map_update_seconds), m(first_patch_floor), m(.last_patch_seconds), m(.progressing_true_seconds), m(.critical_path_writes), m(.rollout_events), m(.ratio_after_update_answered), m(.controller_cpu_seconds), m(.apiserver_cpu_seconds), m(.bench_cpu_seconds), m(.baseline_apiserver_cpu_seconds), m(.baseline_bench_cpu_seconds), length, (map(.ratio * 10 | round | tostring | sub("(?<d>.)$"; ".\(.d)") | sub("^\\."; "0.") + "x") | join(", ")), (map("\(ms(.first_patch_seconds)) (\(.first_patch_server_seconds // null | if . == null then "-" else ms(.) end))") | join(", "))] | map(tostring) | join("\t")' \
           "${runs[@]}" | {
-          IFS=$'\t' read -r c b r first after_seen server baseline_first update floor last progressing critical events count ratios firsts
+          IFS=$'\t' read -r c b r first after_seen server baseline_first update floor last progressing critical events r_answered cpu_c cpu_a cpu_b cpu_pa cpu_pb count ratios firsts
           row "2. convergence" "$(thousands "$n")" \
-            "$(printf 'median of %s rollouts: %.2f s; plain client %.2f s; ratio %.2fx (first patch %.3f s after the ConfigMap update call began, against a floor of %.3f s: the call took %.3f s, and the plain client'"'"'s first patch was seen %.3f s after it sent it; %.3f s after the benchmark'"'"'s watch saw the ConfigMap change; by the API server'"'"'s clock, received %.3f s after the ConfigMap update was; last %.2f s; Progressing=True reported at %.2f s; %.0f writes on the critical path, %.0f Events sent before convergence was seen)' "$count" "$c" "$b" "$r" "$first" "$floor" "$update" "$baseline_first" "$after_seen" "$server" "$last" "$progressing" "$critical" "$events"); each rollout: ratio $ratios; first patch in ms, from the update call (by the server's clock) $firsts" \
+            "$(printf 'median of %s rollouts: %.2f s; plain client %.2f s; ratio %.2fx (first patch %.3f s after the ConfigMap update call began, against a floor of %.3f s: the call took %.3f s, and the plain client'"'"'s first patch was seen %.3f s after it sent it; %.3f s after the benchmark'"'"'s watch saw the ConfigMap change; by the API server'"'"'s clock, received %.3f s after the ConfigMap update was; last %.2f s; Progressing=True reported at %.2f s; %.0f writes on the critical path, %.0f Events sent before convergence was seen); ratio %.2fx from the update'"'"'s answer; CPU per rollout: controller %.3f s, API server %.3f s, benchmark %.3f s; plain client'"'"'s: API server %.3f s, benchmark (the plain client) %.3f s' "$count" "$c" "$b" "$r" "$first" "$floor" "$update" "$baseline_first" "$after_seen" "$server" "$last" "$progressing" "$critical" "$events" "$r_answered" "$cpu_c" "$cpu_a" "$cpu_b" "$cpu_pa" "$cpu_pb"); each rollout: ratio $ratios; first patch in ms, from the update call (by the server's clock) $firsts" \
             "$(cmd_for convergence "$n")$repeat_flag"
         }
       else
@@ -401,6 +403,13 @@ if [[ -n "$json_out" ]]; then
       convergence_seconds: median_by_count_in($rounds; .convergence_seconds),
       baseline_seconds: median_by_count_in($rounds; .baseline_seconds),
       convergence_ratio: median_by_count_in($rounds; .ratio),
+      convergence_ratio_after_update_answered: median_by_count_in($rounds; .ratio_after_update_answered),
+      # CPU seconds each process used during a rollout, the controller'"'"'s and (baseline_) the
+      # plain client'"'"'s; bench is the benchmark itself: the plain client and the watches.
+      rollout_cpu_seconds: ($rounds | group_by(.count) | map(. as $r | {key: (.[0].count | tostring),
+        value: ([("controller", "apiserver", "etcd", "bench", "baseline_apiserver", "baseline_etcd", "baseline_bench")
+          | . as $k | ($r | map(.["\($k)_cpu_seconds"] // empty)) | select(length > 0) | {key: $k, value: median}] | from_entries)})
+        | from_entries),
       first_patch_seconds: median_by_count_in($rounds; .first_patch_seconds),
       first_patch_after_golden_seen_seconds: median_by_count_in($rounds; .first_patch_after_golden_seen_seconds),
       first_patch_server_seconds: median_by_count_in($rounds; .first_patch_server_seconds),

@@ -9,8 +9,7 @@ use kube::api::{PatchParams, PostParams};
 
 use crate::kubeconfig::ClusterArgs;
 
-/// The field manager of every write: conditions applied server-side, patches, creates.
-pub const FIELD_MANAGER: &str = "boot-image-controller";
+pub use crate::names::FIELD_MANAGER;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {

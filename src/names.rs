@@ -6,6 +6,8 @@ pub const MACHINE_API_NAMESPACE: &str = "openshift-machine-api";
 /// Where OpenShift keeps its Cluster API objects (openshift/cluster-capi-operator,
 /// pkg/controllers/common_consts.go, `DefaultCAPINamespace`).
 pub const CLUSTER_API_NAMESPACE: &str = "openshift-cluster-api";
+/// The field manager of every write: conditions applied server-side, patches, creates.
+pub const FIELD_MANAGER: &str = "boot-image-controller";
 /// The Lease replicas of the controller elect their leader with.
 pub const LEADER_ELECTION_ID: &str = "boot-image-controller";
 /// Namespace of the golden ConfigMap, written by the Machine Config Operator.
