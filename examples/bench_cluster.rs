@@ -1232,10 +1232,6 @@ async fn run() -> Result<()> {
             let expected = |i: usize| target.expected(i);
             let mut done = converge(&seen, &names, &expected, since, timeout).await?;
             let mut cpu = meter.since(&cpu_before, "");
-            let gc_after = apiserver_gc_cycles(&client).await;
-            if let (Some(before), Some(after)) = (gc_before, gc_after) {
-                cpu.insert("apiserver_gc_cycles".into(), json!(after - before));
-            }
             done.config_map_update = update_seconds;
             let golden_seen = (seen.lock().unwrap().golden.iter())
                 .find(|at| **at >= since)
@@ -1243,6 +1239,11 @@ async fn run() -> Result<()> {
             // Writes between the ConfigMap update and convergence, by kind: Events are sent off
             // the critical path, everything else (patches, status) is on it.
             let writes_after = controller.metrics().await;
+            // Read after the controller's writes: the API server's metrics take it a while.
+            let gc_after = apiserver_gc_cycles(&client).await;
+            if let (Some(before), Some(after)) = (gc_before, gc_after) {
+                cpu.insert("apiserver_gc_cycles".into(), json!(after - before));
+            }
             let during = |kind: &str| {
                 let key = format!("boot_image_controller_writes_total{{target=\"{kind}\"}}");
                 let at = |m: &BTreeMap<String, f64>| m.get(&key).copied().unwrap_or(0.0);
