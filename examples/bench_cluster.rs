@@ -565,15 +565,22 @@ fn cpu_time(pid: u32) -> Option<f64> {
     Some(nanos as f64 / 1e9)
 }
 
-/// The processes whose CPU a rollout is charged with: the controller (when it is the one
-/// rolling out), the API server and etcd of `hack/local-cluster.sh` (their pid files are beside
-/// the kubeconfig) and this benchmark, whose watches see both sides' changes.
-struct CpuMeter {
+/// What a turn costs: the CPU of the controller, of the API server and etcd of
+/// `hack/local-cluster.sh` (their pid files are beside the kubeconfig) and of this benchmark,
+/// whose watches see both sides' changes, and the API server's garbage collections.
+struct TurnMeter {
     processes: Vec<(&'static str, u32)>,
+    client: Client,
 }
 
-impl CpuMeter {
-    fn new(controller: u32) -> Self {
+/// Where a turn started from.
+struct TurnStart {
+    cpu: BTreeMap<&'static str, f64>,
+    collections: Option<f64>,
+}
+
+impl TurnMeter {
+    fn new(client: &Client, controller: u32) -> Self {
         let dir = std::env::var_os("KUBECONFIG")
             .map(PathBuf::from)
             .and_then(|k| k.parent().map(Path::to_path_buf));
@@ -588,21 +595,51 @@ impl CpuMeter {
         let mut processes = vec![("controller", controller), ("bench", std::process::id())];
         processes.extend(pid_of("kube-apiserver").map(|pid| ("apiserver", pid)));
         processes.extend(pid_of("etcd").map(|pid| ("etcd", pid)));
-        CpuMeter { processes }
+        TurnMeter {
+            processes,
+            client: client.clone(),
+        }
     }
 
-    fn read(&self) -> BTreeMap<&'static str, f64> {
+    fn cpu(&self) -> BTreeMap<&'static str, f64> {
         (self.processes.iter())
             .filter_map(|(name, pid)| Some((*name, cpu_time(*pid)?)))
             .collect()
     }
 
-    /// The CPU seconds each process used since `before`, as `{prefix}{name}_cpu_seconds`.
-    fn since(&self, before: &BTreeMap<&'static str, f64>, prefix: &str) -> Map<String, Value> {
-        (self.read().into_iter())
-            .filter_map(|(name, now)| Some((name, now - before.get(name)?)))
+    /// Starts a turn, with `collect` once the API server has collected its garbage.
+    async fn start(&self, collect: bool) -> Result<TurnStart> {
+        if collect {
+            apiserver_collect_garbage(&self.client).await?;
+        }
+        let collections = apiserver_gc_cycles(&self.client).await;
+        Ok(TurnStart {
+            cpu: self.cpu(),
+            collections,
+        })
+    }
+
+    /// The CPU seconds each process used since `start`, as `{prefix}{name}_cpu_seconds`.
+    fn cpu_since(&self, start: &TurnStart, prefix: &str) -> Map<String, Value> {
+        (self.cpu().into_iter())
+            .filter_map(|(name, now)| Some((name, now - start.cpu.get(name)?)))
             .map(|(name, used)| (format!("{prefix}{name}_cpu_seconds"), json!(used)))
             .collect()
+    }
+
+    /// Adds the API server's garbage collections since `start` to `figures`, as
+    /// `{prefix}apiserver_gc_cycles`. Read after the turn's other figures: the API server takes
+    /// a while to answer with its metrics.
+    async fn add_collections_since(
+        &self,
+        start: &TurnStart,
+        prefix: &str,
+        figures: &mut Map<String, Value>,
+    ) {
+        let now = apiserver_gc_cycles(&self.client).await;
+        if let (Some(before), Some(now)) = (start.collections, now) {
+            figures.insert(format!("{prefix}apiserver_gc_cycles"), json!(now - before));
+        }
     }
 }
 
@@ -1176,7 +1213,7 @@ async fn run() -> Result<()> {
         //    server just after the other's rollout (its garbage collection, its caches).
         let mut rounds = Vec::new();
         let events_timeout = Duration::from_secs(60 + n as u64 / 10);
-        let meter = CpuMeter::new(pid);
+        let meter = TurnMeter::new(&client, pid);
         for round in 0..if args.switch { args.rounds } else { 0 } {
             let (target, to) = match round % 2 {
                 0 => (&new_target, "new"),
@@ -1188,17 +1225,10 @@ async fn run() -> Result<()> {
                     return Ok(None);
                 };
                 controller.events_sent(events_timeout).await?;
-                if args.collect_garbage {
-                    apiserver_collect_garbage(&client).await?;
-                }
-                let gc_before = apiserver_gc_cycles(&client).await;
-                let before = meter.read();
+                let start = meter.start(args.collect_garbage).await?;
                 let mut run = plain.roll_out(&names, target, args.minimal_baseline).await?;
-                run.cpu = meter.since(&before, "baseline_");
-                let gc_after = apiserver_gc_cycles(&client).await;
-                if let (Some(before), Some(after)) = (gc_before, gc_after) {
-                    run.cpu.insert("baseline_apiserver_gc_cycles".into(), json!(after - before));
-                }
+                run.cpu = meter.cpu_since(&start, "baseline_");
+                meter.add_collections_since(&start, "baseline_", &mut run.cpu).await;
                 eprintln!(
                     "bench_cluster: round {}: plain client: {n} JSON patches, {} in flight, in \
                      {:.2}s",
@@ -1217,21 +1247,17 @@ async fn run() -> Result<()> {
             if !plain_first {
                 controller.events_sent(events_timeout).await?;
             }
-            if args.collect_garbage {
-                apiserver_collect_garbage(&client).await?;
-            }
             apply(&client, &support::cluster_version(&singleton, target.release)).await?;
             wait_for_reason(&seen, "ReleaseMismatch", Duration::from_secs(60)).await?;
             let writes_before = controller.metrics().await;
-            let gc_before = apiserver_gc_cycles(&client).await;
-            let cpu_before = meter.read();
+            let start = meter.start(args.collect_garbage).await?;
             let since = Instant::now();
             let since_wall = jiff::Timestamp::now();
             apply(&client, &golden_config_map(&ns, target.release, &target.stream)).await?;
             let update_seconds = since.elapsed().as_secs_f64();
             let expected = |i: usize| target.expected(i);
             let mut done = converge(&seen, &names, &expected, since, timeout).await?;
-            let mut cpu = meter.since(&cpu_before, "");
+            let mut cpu = meter.cpu_since(&start, "");
             done.config_map_update = update_seconds;
             let golden_seen = (seen.lock().unwrap().golden.iter())
                 .find(|at| **at >= since)
@@ -1239,11 +1265,7 @@ async fn run() -> Result<()> {
             // Writes between the ConfigMap update and convergence, by kind: Events are sent off
             // the critical path, everything else (patches, status) is on it.
             let writes_after = controller.metrics().await;
-            // Read after the controller's writes: the API server's metrics take it a while.
-            let gc_after = apiserver_gc_cycles(&client).await;
-            if let (Some(before), Some(after)) = (gc_before, gc_after) {
-                cpu.insert("apiserver_gc_cycles".into(), json!(after - before));
-            }
+            meter.add_collections_since(&start, "", &mut cpu).await;
             let during = |kind: &str| {
                 let key = format!("boot_image_controller_writes_total{{target=\"{kind}\"}}");
                 let at = |m: &BTreeMap<String, f64>| m.get(&key).copied().unwrap_or(0.0);
