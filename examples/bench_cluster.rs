@@ -35,8 +35,8 @@
 //! 5. reads the controller's peak resident memory (VmHWM) and stops it.
 //!
 //! Options: `--count N` `--concurrency 8` `--resync-period 5s` `--rounds 1` `--collect-garbage`
-//! `--controller PATH` `--kubectl PATH` `--log-level info` `--json FILE` `--keep` (leave the
-//! objects behind). Never asserts timings.
+//! `--controller PATH` `--log-level info` `--json FILE` `--keep` (leave the objects behind).
+//! Never asserts timings.
 
 #[path = "../benches/support/mod.rs"]
 mod support;
@@ -101,7 +101,6 @@ struct Args {
     /// The controller's `--log-level` (its log is kept in target/bench/).
     log_level: String,
     controller: PathBuf,
-    kubectl: String,
     json: Option<PathBuf>,
     keep: bool,
     command: String,
@@ -129,7 +128,6 @@ fn parse_args() -> Result<Args> {
         rounds: 1,
         log_level: "info".into(),
         controller: repo.join("target/release/boot-image-controller"),
-        kubectl: "kubectl".into(),
         json: None,
         keep: false,
         command: std::env::args().collect::<Vec<_>>().join(" "),
@@ -158,7 +156,6 @@ fn parse_args() -> Result<Args> {
             "--log-level" => args.log_level = value()?,
             "--rounds" => args.rounds = value()?.parse::<usize>()?.max(1),
             "--controller" => args.controller = value()?.into(),
-            "--kubectl" => args.kubectl = value()?,
             "--json" => args.json = Some(value()?.into()),
             "--keep" => args.keep = true,
             other => bail!("unknown argument {other}"),
@@ -502,13 +499,19 @@ fn by_label(samples: &BTreeMap<String, f64>, metric: &str, by: &str) -> BTreeMap
     out
 }
 
+/// The API server's own metrics (`/metrics`), every sample by its series.
+async fn apiserver_samples(client: &Client) -> Result<BTreeMap<String, f64>> {
+    let request = hyper::Request::get("/metrics").body(Vec::new())?;
+    let text = (client.request_text(request).await).context("GET /metrics from the API server")?;
+    Ok(samples(&text))
+}
+
 /// The API server's garbage collections so far (Go's `go_gc_duration_seconds_count`). A
 /// collection that falls in a short rollout costs it about as much CPU as the rollout's
 /// patches; counted over each turn, they show which turns had one.
 async fn apiserver_gc_cycles(client: &Client) -> Option<f64> {
-    let request = hyper::Request::get("/metrics").body(Vec::new()).ok()?;
-    let text = client.request_text(request).await.ok()?;
-    samples(&text).get("go_gc_duration_seconds_count").copied()
+    let samples = apiserver_samples(client).await.ok()?;
+    samples.get("go_gc_duration_seconds_count").copied()
 }
 
 /// Has the API server collect its garbage now, and waits until it has: Go's heap profile
@@ -525,22 +528,11 @@ async fn apiserver_collect_garbage(client: &Client) -> Result<()> {
     Ok(())
 }
 
-fn apiserver_metrics(kubectl: &str) -> Result<BTreeMap<String, f64>> {
-    let kubeconfig = std::env::var("KUBECONFIG").unwrap_or_default();
-    let out = Command::new(kubectl)
-        .args(["--kubeconfig", &kubeconfig, "get", "--raw", "/metrics"])
-        .output()
-        .with_context(|| format!("run {kubectl}"))?;
-    if !out.status.success() {
-        bail!(
-            "kubectl get --raw /metrics: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    Ok(samples(&String::from_utf8_lossy(&out.stdout))
-        .into_iter()
-        .filter(|(k, _)| k.starts_with("apiserver_request_total{"))
-        .collect())
+/// The API server's requests so far (`apiserver_request_total`), by series.
+async fn apiserver_requests(client: &Client) -> Result<BTreeMap<String, f64>> {
+    let mut samples = apiserver_samples(client).await?;
+    samples.retain(|series, _| series.starts_with("apiserver_request_total{"));
+    Ok(samples)
 }
 
 /// User plus system CPU seconds a process has used (`/proc/<pid>/stat`, USER_HZ = 100).
@@ -1377,7 +1369,7 @@ async fn run() -> Result<()> {
             let rv_before = resource_versions().await?;
             let metrics_before = controller.metrics().await;
             let cpu_before = cpu_seconds(pid);
-            let requests_before = apiserver_metrics(&args.kubectl)?;
+            let requests_before = apiserver_requests(&client).await?;
             let period = boot_image_controller::controller::config::parse_duration(&args.resync)
                 .map_err(|e| anyhow!(e))?;
             let window = period * args.steady_periods;
@@ -1387,7 +1379,7 @@ async fn run() -> Result<()> {
                 window.as_secs_f64()
             );
             tokio::time::sleep(window + Duration::from_millis(500)).await;
-            let requests_after = apiserver_metrics(&args.kubectl)?;
+            let requests_after = apiserver_requests(&client).await?;
             let metrics_after = controller.metrics().await;
             let cpu_after = cpu_seconds(pid);
             let rv_after = resource_versions().await?;

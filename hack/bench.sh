@@ -236,8 +236,8 @@ if ((cluster_needed)); then
   KUBECONFIG="$(hack/local-cluster.sh up | tail -n 1)"
   export KUBECONFIG
   bin_dir="$(sed -n 's/^BIN_DIR=//p' "$BIC_CLUSTER_DIR/cluster.env")"
-  bench_cluster=("$repo/target/release/examples/bench_cluster" --kubectl "$bin_dir/kubectl"
-    --concurrency "$concurrency" --resync-period "$resync")
+  bench_cluster=("$repo/target/release/examples/bench_cluster" --concurrency "$concurrency"
+    --resync-period "$resync")
 
   # run_cluster <name> <args...>: one bench_cluster run, its JSON in $results/<name>.json.
   run_cluster() {
