@@ -64,7 +64,7 @@ use kube::api::{
 };
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use support::Data;
 
 const PROGRESSING: &str = "BootImageUpdateProgressing";
@@ -611,27 +611,18 @@ impl TurnMeter {
         })
     }
 
-    /// The CPU seconds each process used since `start`, as `{prefix}{name}_cpu_seconds`.
-    fn cpu_since(&self, start: &TurnStart, prefix: &str) -> Map<String, Value> {
+    /// The CPU seconds each process used since `start`, by process.
+    fn cpu_since(&self, start: &TurnStart) -> BTreeMap<&'static str, f64> {
         (self.cpu().into_iter())
             .filter_map(|(name, now)| Some((name, now - start.cpu.get(name)?)))
-            .map(|(name, used)| (format!("{prefix}{name}_cpu_seconds"), json!(used)))
             .collect()
     }
 
-    /// Adds the API server's garbage collections since `start` to `figures`, as
-    /// `{prefix}apiserver_gc_cycles`. Read after the turn's other figures: the API server takes
-    /// a while to answer with its metrics.
-    async fn add_collections_since(
-        &self,
-        start: &TurnStart,
-        prefix: &str,
-        figures: &mut Map<String, Value>,
-    ) {
-        let now = apiserver_gc_cycles(&self.client).await;
-        if let (Some(before), Some(now)) = (start.collections, now) {
-            figures.insert(format!("{prefix}apiserver_gc_cycles"), json!(now - before));
-        }
+    /// The API server's garbage collections since `start`. Read after the turn's other
+    /// figures: the API server takes a while to answer with its metrics.
+    async fn collections_since(&self, start: &TurnStart) -> Option<f64> {
+        let now = apiserver_gc_cycles(&self.client).await?;
+        Some(now - start.collections?)
     }
 }
 
@@ -785,8 +776,10 @@ struct PlainRollout {
     /// When the first change was seen: the least time from sending a patch to a watcher seeing
     /// it, with as many in flight, which the controller's first patch cannot beat.
     first_patch: Option<f64>,
-    /// CPU seconds of each process during it (filled by the caller).
-    cpu: Map<String, Value>,
+    /// CPU seconds of each process during it, and the API server's garbage collections
+    /// (filled by the caller).
+    cpu: BTreeMap<&'static str, f64>,
+    collections: Option<f64>,
 }
 
 impl PlainClient {
@@ -910,7 +903,8 @@ impl PlainClient {
                 return Ok(PlainRollout {
                     seconds: last.max(answered),
                     first_patch: done.iter().min().map(|t| since(*t)),
-                    cpu: Map::new(),
+                    cpu: BTreeMap::new(),
+                    collections: None,
                 });
             }
             if Instant::now() > deadline {
@@ -1219,8 +1213,8 @@ async fn run() -> Result<()> {
                 controller.events_sent(events_timeout).await?;
                 let start = meter.start(args.collect_garbage).await?;
                 let mut run = plain.roll_out(&names, target, args.minimal_baseline).await?;
-                run.cpu = meter.cpu_since(&start, "baseline_");
-                meter.add_collections_since(&start, "baseline_", &mut run.cpu).await;
+                run.cpu = meter.cpu_since(&start);
+                run.collections = meter.collections_since(&start).await;
                 eprintln!(
                     "bench_cluster: round {}: plain client: {n} JSON patches, {} in flight, in \
                      {:.2}s",
@@ -1249,7 +1243,7 @@ async fn run() -> Result<()> {
             let update_seconds = since.elapsed().as_secs_f64();
             let expected = |i: usize| target.expected(i);
             let mut done = converge(&seen, &names, &expected, since, timeout).await?;
-            let mut cpu = meter.cpu_since(&start, "");
+            let cpu = meter.cpu_since(&start);
             done.config_map_update = update_seconds;
             let golden_seen = (seen.lock().unwrap().golden.iter())
                 .find(|at| **at >= since)
@@ -1257,7 +1251,7 @@ async fn run() -> Result<()> {
             // Writes between the ConfigMap update and convergence, by kind: Events are sent off
             // the critical path, everything else (patches, status) is on it.
             let writes_after = controller.metrics().await;
-            meter.add_collections_since(&start, "", &mut cpu).await;
+            let collections = meter.collections_since(&start).await;
             let during = |kind: &str| {
                 let key = format!("boot_image_controller_writes_total{{target=\"{kind}\"}}");
                 let at = |m: &BTreeMap<String, f64>| m.get(&key).copied().unwrap_or(0.0);
@@ -1299,7 +1293,7 @@ async fn run() -> Result<()> {
             }
             let baseline_seconds = plain_run.as_ref().map(|p| p.seconds);
             let by_server = first_patch_by_server_clock(&ns, since_wall);
-            let mut figures = json!({
+            rounds.push(json!({
                 "to": to,
                 "plain_first": plain_first,
                 "convergence_seconds": done.seconds,
@@ -1325,12 +1319,13 @@ async fn run() -> Result<()> {
                 "ratio_after_update_answered": baseline_seconds
                     .filter(|b| *b > 0.0)
                     .map(|b| (done.seconds - done.config_map_update) / b),
-            });
-            if let Some(figures) = figures.as_object_mut() {
-                figures.extend(cpu);
-                figures.extend(plain_run.map(|p| p.cpu).unwrap_or_default());
-            }
-            rounds.push(figures);
+                // CPU seconds by process, and the API server's garbage collections, during
+                // each side's turn.
+                "cpu_seconds": cpu,
+                "apiserver_gc_cycles": collections,
+                "baseline_cpu_seconds": plain_run.as_ref().map(|p| &p.cpu),
+                "baseline_apiserver_gc_cycles": plain_run.as_ref().and_then(|p| p.collections),
+            }));
         }
         if let Some(plain) = &plain {
             plain.stop();

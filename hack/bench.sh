@@ -283,7 +283,7 @@ if ((cluster_needed)); then
           def m(f): map(f // empty) | if length > 0 then median else "nan" end;
           def ms(f): f * 1000 | round | tostring;
           map(.rounds[])
-          | [m(.convergence_seconds), m(.baseline_seconds), m(.ratio), m(.first_patch_seconds), m(.first_patch_after_golden_seen_seconds), m(.first_patch_server_seconds), m(.baseline_first_patch_seconds), m(.config_map_update_seconds), m(first_patch_floor), m(.last_patch_seconds), m(.progressing_true_seconds), m(.critical_path_writes), m(.rollout_events), m(.ratio_after_update_answered), m(.controller_cpu_seconds), m(.apiserver_cpu_seconds), m(.bench_cpu_seconds), m(.baseline_apiserver_cpu_seconds), m(.baseline_bench_cpu_seconds), length, (map(.ratio * 10 | round | tostring | sub("(?<d>.)$"; ".\(.d)") | sub("^\\."; "0.") + "x") | join(", ")), (map("\(ms(.first_patch_seconds)) (\(.first_patch_server_seconds // null | if . == null then "-" else ms(.) end))") | join(", "))] | map(tostring) | join("\t")' \
+          | [m(.convergence_seconds), m(.baseline_seconds), m(.ratio), m(.first_patch_seconds), m(.first_patch_after_golden_seen_seconds), m(.first_patch_server_seconds), m(.baseline_first_patch_seconds), m(.config_map_update_seconds), m(first_patch_floor), m(.last_patch_seconds), m(.progressing_true_seconds), m(.critical_path_writes), m(.rollout_events), m(.ratio_after_update_answered), m(.cpu_seconds.controller), m(.cpu_seconds.apiserver), m(.cpu_seconds.bench), m(.baseline_cpu_seconds.apiserver), m(.baseline_cpu_seconds.bench), length, (map(.ratio * 10 | round | tostring | sub("(?<d>.)$"; ".\(.d)") | sub("^\\."; "0.") + "x") | join(", ")), (map("\(ms(.first_patch_seconds)) (\(.first_patch_server_seconds // null | if . == null then "-" else ms(.) end))") | join(", "))] | map(tostring) | join("\t")' \
           "${runs[@]}" | {
           IFS=$'\t' read -r c b r first after_seen server baseline_first update floor last progressing critical events r_answered cpu_c cpu_a cpu_b cpu_pa cpu_pb count ratios firsts
           row "2. convergence" "$(thousands "$n")" \
@@ -407,8 +407,10 @@ if [[ -n "$json_out" ]]; then
       # CPU seconds each process used during a rollout, the controller'"'"'s and (baseline_) the
       # plain client'"'"'s; bench is the benchmark itself: the plain client and the watches.
       rollout_cpu_seconds: ($rounds | group_by(.count) | map(. as $r | {key: (.[0].count | tostring),
-        value: ([("controller", "apiserver", "etcd", "bench", "baseline_apiserver", "baseline_etcd", "baseline_bench")
-          | . as $k | ($r | map(.["\($k)_cpu_seconds"] // empty)) | select(length > 0) | {key: $k, value: median}] | from_entries)})
+        value: ([(["cpu_seconds", ""], ["baseline_cpu_seconds", "baseline_"]) as [$side, $prefix]
+          | ("controller", "apiserver", "etcd", "bench") as $k
+          | ($r | map(.[$side][$k] // empty)) | select(length > 0) | {key: "\($prefix)\($k)", value: median}]
+          | from_entries)})
         | from_entries),
       first_patch_seconds: median_by_count_in($rounds; .first_patch_seconds),
       first_patch_after_golden_seen_seconds: median_by_count_in($rounds; .first_patch_after_golden_seen_seconds),
