@@ -535,7 +535,9 @@ async fn apiserver_requests(client: &Client) -> Result<BTreeMap<String, f64>> {
     Ok(samples)
 }
 
-/// User plus system CPU seconds a process has used (`/proc/<pid>/stat`, USER_HZ = 100).
+/// User plus system CPU seconds a process has used (`/proc/<pid>/stat`, USER_HZ = 100): for a
+/// whole run or a steady-state window, which it counts exactly enough, threads that have exited
+/// included ([`cpu_time`] is for a turn).
 fn cpu_seconds(pid: u32) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
