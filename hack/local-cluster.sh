@@ -28,6 +28,9 @@
 #                    (default: cargo run --quiet --bin boot-image-controller --)
 #   BIC_BIN_DIR      control plane binary cache (see hack/build-control-plane.sh)
 #   BIC_READY_TIMEOUT  seconds to wait for kube-apiserver /readyz (default 120)
+#   BIC_MACHINECONFIGURATION_CRD  the MachineConfiguration CRD to install instead of
+#                    the newest one, e.g. an older release's from
+#                    fixtures/crds/releases/<version>/ (tests of each release's API)
 #
 # With no kube-controller-manager, nothing runs controllers: deleted namespaces
 # stay Terminating, ownerReferences are not garbage collected, service accounts
@@ -285,7 +288,13 @@ install_crds() {
   if [[ -d "$crd_dir" ]]; then
     log "installing upstream CRDs from $crd_dir"
     local args=()
-    for name in "${upstream_crds[@]}"; do args+=(-f "$crd_dir/$name.crd.yaml"); done
+    for name in "${upstream_crds[@]}"; do
+      if [[ "$name" == machineconfiguration && -n "${BIC_MACHINECONFIGURATION_CRD:-}" ]]; then
+        args+=(-f "$BIC_MACHINECONFIGURATION_CRD")
+      else
+        args+=(-f "$crd_dir/$name.crd.yaml")
+      fi
+    done
     names="$(kubectl "${apply[@]}" "${args[@]}")" || die "the API server rejected the upstream CRDs (see above)"
   else
     log "no $crd_dir; installing the project's CRDs (boot-image-controller crds)"

@@ -131,7 +131,7 @@ pub struct Metrics {
     pub write_failures: IntCounterVec,
     build_info: IntGaugeVec,
     pub mcc_update_error: GaugeVec,
-    /// 1 while a hold has lasted longer than `--hold-degrade-after`, by its reason.
+    /// 1 while a hold has lasted longer than `--hold-limit`, by its reason.
     pub hold_exceeded: IntGaugeVec,
     /// EC2 DescribeImages calls by what they asked (`images`, `marketplace`) and how they ended
     /// (`ok` or an `Ec2Error::kind` of `src/ec2/query.rs`, `no_credentials`).
@@ -274,7 +274,7 @@ impl Metrics {
 
     /// Which hold, if any, has lasted longer than the limit.
     pub fn observe_hold(&self, exceeded: Option<Reason>) {
-        for reason in Reason::ALL.iter().filter(|r| r.degrades_when_lasting()) {
+        for reason in Reason::ALL.iter().filter(|r| r.reported_when_lasting()) {
             let active = exceeded == Some(*reason);
             self.hold_exceeded
                 .with_label_values(&[reason.as_str()])

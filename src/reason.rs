@@ -39,7 +39,14 @@ macro_rules! reasons {
             }
 
             /// Whether the reason makes `BootImageUpdateDegraded` true: every error, and the
-            /// holds that need an administrator rather than clearing by themselves.
+            /// holds the Machine Config Operator's own boot image controller degrades on (it
+            /// sets Degraded when it cannot read the golden ConfigMap, the Infrastructure or a
+            /// stream: `syncMAPIMachineSets` and `syncMAPIMachineSet`,
+            /// pkg/controller/bootimage/ms_helpers.go). A hold that waits for the cluster
+            /// (an upgrade, a release) never degrades, however long it lasts: the MCO's
+            /// operator fails its whole sync while `BootImageUpdateDegraded=True`
+            /// (`syncMachineConfiguration`, pkg/operator/sync.go), so the upgrade it waits for
+            /// would never complete.
             pub fn degrades(self) -> bool {
                 match self { $(Reason::$name => reasons!(@degrades $category $($degrades)?)),+ }
             }
@@ -160,10 +167,11 @@ reasons! {
 }
 
 impl Reason {
-    /// Whether a hold with this reason turns into a failure when it lasts too long: holds that
-    /// clear by themselves, unlike a pause (an administrator's choice), a missing
-    /// MachineConfiguration (no status to report on) or holds that degrade at once.
-    pub fn degrades_when_lasting(self) -> bool {
+    /// Whether a hold with this reason is reported (our own condition, a metric, an alert) when
+    /// it lasts too long: holds that clear by themselves, unlike a pause (an administrator's
+    /// choice), a missing MachineConfiguration (no status to report on) or holds that degrade
+    /// at once. Never as `BootImageUpdateDegraded`: see [`Reason::degrades`].
+    pub fn reported_when_lasting(self) -> bool {
         self.category() == Category::Hold
             && !self.degrades()
             && !matches!(
@@ -173,6 +181,19 @@ impl Reason {
                     | Reason::AnotherManagerActive
                     | Reason::ReportOnly
             )
+    }
+
+    /// Whether an object with this reason is still on its way to its golden image: the image
+    /// it needs is being imported or looked up, and the object moves once that is done. Such
+    /// objects keep `BootImageUpdateProgressing` True, as upstream's does while machine
+    /// resources are unprocessed (`updateConditions`,
+    /// pkg/controller/bootimage/boot_image_controller.go), so that waiting for it to turn
+    /// False means the work is done.
+    pub fn on_its_way(self) -> bool {
+        matches!(
+            self,
+            Reason::Ec2LookupPending | Reason::TemplateImportPending | Reason::TemplateImporting
+        )
     }
 
     /// Whether this hold means we leave boot images (and their shared conditions) to another

@@ -12,6 +12,7 @@
 use serde_json::{Value, json};
 
 use super::status::Desired;
+use super::status_schema::StatusSchema;
 use crate::api::{ClusterVersionStatus, MachineConfiguration};
 use crate::machine_kind::MachineKind;
 use crate::plan::{Action, Decision};
@@ -49,22 +50,40 @@ pub struct Fields {
 }
 
 impl Fields {
-    /// The fields as they sit in `status`, for a server-side apply body.
-    pub fn status_entries(&self) -> serde_json::Map<String, Value> {
+    /// The fields as they sit in `status`, for a server-side apply body: only those the served
+    /// schema declares, and of `managedBootImagesStatus` only the managers it allows (4.19 to
+    /// 4.21 allow `machinesets` alone). An apply carrying anything else is refused whole, the
+    /// conditions with it.
+    pub fn status_entries(&self, schema: &StatusSchema) -> serde_json::Map<String, Value> {
         let mut status = serde_json::Map::new();
-        if let Some(managed) = &self.managed_boot_images {
-            status.insert("managedBootImagesStatus".into(), managed.clone());
+        if let (Some(managed), Some(allowed)) =
+            (&self.managed_boot_images, &schema.managed_boot_images)
+        {
+            let mut managed = managed.clone();
+            if let Some(list) = managed
+                .get_mut("machineManagers")
+                .and_then(Value::as_array_mut)
+            {
+                list.retain(|m| m["resource"].as_str().is_some_and(|r| allowed.allows(r)));
+            }
+            status.insert("managedBootImagesStatus".into(), managed);
         }
-        status.insert(
-            "bootImageSkewEnforcementStatus".into(),
-            self.skew_enforcement.clone(),
-        );
+        if schema.skew_enforcement {
+            status.insert(
+                "bootImageSkewEnforcementStatus".into(),
+                self.skew_enforcement.clone(),
+            );
+        }
         status
     }
 
-    /// Whether `status` (the object's) already says all of this.
-    pub fn already_in(&self, status: Option<&serde_json::Map<String, Value>>) -> bool {
-        self.status_entries()
+    /// Whether `status` (the object's) already says all of what `schema` lets us write.
+    pub fn already_in(
+        &self,
+        schema: &StatusSchema,
+        status: Option<&serde_json::Map<String, Value>>,
+    ) -> bool {
+        self.status_entries(schema)
             .iter()
             .all(|(k, v)| status.and_then(|s| s.get(k)) == Some(v))
     }
@@ -449,11 +468,14 @@ mod tests {
             .into_iter()
             .collect();
         assert!(
-            !f.already_in(Some(&recorded)),
+            !f.already_in(&StatusSchema::NEWEST, Some(&recorded)),
             "a changed record is written"
         );
         assert!(
-            f.already_in(Some(&f.status_entries())),
+            f.already_in(
+                &StatusSchema::NEWEST,
+                Some(&f.status_entries(&StatusSchema::NEWEST))
+            ),
             "an unchanged one is not"
         );
     }

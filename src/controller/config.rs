@@ -148,10 +148,13 @@ pub struct RunArgs {
     #[arg(long, env = "BIC_HOT_LOOP_WINDOW", default_value = "1h", value_parser = parse_period)]
     pub hot_loop_window: Duration,
     /// A gate that holds writes longer than this (e.g. a golden ConfigMap whose release never
-    /// matches the cluster's) is reported as Degraded, with a metric and an alert. Pauses never
-    /// are: they are an administrator's choice.
-    #[arg(long, env = "BIC_HOLD_DEGRADE_AFTER", default_value = "1h", value_parser = parse_duration)]
-    pub hold_degrade_after: Duration,
+    /// matches the cluster's) is reported by our own condition `BootImageUpdateHeldTooLong`, a
+    /// metric and an alert, never as `BootImageUpdateDegraded`: the MCO's operator fails its
+    /// sync while that is True, and the upgrade the hold waits for would never finish. Pauses
+    /// are never reported: they are an administrator's choice. (`--hold-degrade-after` is the
+    /// old name of this flag.)
+    #[arg(long, env = "BIC_HOLD_LIMIT", alias = "hold-degrade-after", default_value = "1h", value_parser = parse_duration)]
+    pub hold_limit: Duration,
     /// Patches to the same value within the window after which the guard stops us.
     #[arg(long, env = "BIC_HOT_LOOP_THRESHOLD", default_value_t = 3)]
     pub hot_loop_threshold: usize,

@@ -21,6 +21,7 @@ mod report;
 mod secrets;
 mod skip_field;
 pub mod status;
+mod status_schema;
 mod status_writer;
 mod templates;
 mod vcenter;
@@ -204,7 +205,10 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> Result<(), RunEr
     );
     let ec2 = ec2_lookups(&args, &client, &stores, &trigger_tx, &metrics).await?;
     let vcenter = template_imports(&args, &client, &trigger_tx, &metrics);
+    let schema =
+        status_schema::ServedSchema::follow(client.clone(), trigger_tx.clone(), shutdown.clone());
     let mut controller = Controller {
+        schema,
         vcenter,
         events: events::EventPublisher::start(
             client.clone(),
@@ -399,6 +403,8 @@ struct Controller {
     memory: Memory,
     /// Told each time the loop goes round: /healthz fails when it stops doing so.
     health: Arc<Health>,
+    /// The status fields the served MachineConfiguration schema declares.
+    schema: status_schema::ServedSchema,
 }
 
 /// What the controller remembers from one pass to the next.
@@ -608,14 +614,14 @@ impl Controller {
         // The observation holds a copy of every watched object; release it before the patches.
         // The wave keeps the objects whose patches wait, each until its patch is built.
         drop(observed);
-        let announced = self.announce_rollout(&facts, &decisions, |i| wave.writes(i), now);
+        let mut announced = self.announce_rollout(&facts, &decisions, |i| wave.writes(i), now);
         let may_write = || self.may_write();
         let deferred = |d: &Decision| self.deferred(d, now);
         // The announcement travels beside the patches rather than before them: the first patch
         // waits for nothing, and Progressing=True is still written before the False that
         // `report` writes once every patch has returned.
         let announcing = async {
-            match &announced {
+            match announced.as_mut() {
                 Some(write) => Some(self.send_status(write).await),
                 None => None,
             }

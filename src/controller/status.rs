@@ -21,6 +21,8 @@ use crate::reason::Reason;
 pub const PROGRESSING: &str = "BootImageUpdateProgressing";
 pub const DEGRADED: &str = "BootImageUpdateDegraded";
 pub const PAUSED: &str = "BootImageUpdatePaused";
+/// Ours alone: a gate that waits for the cluster has held writes longer than `--hold-limit`.
+pub const HELD_TOO_LONG: &str = "BootImageUpdateHeldTooLong";
 
 /// The API server refuses a condition message longer than this (metav1.Condition validation).
 const MESSAGE_LIMIT: usize = 32_768;
@@ -102,8 +104,34 @@ pub fn desired(input: &StatusInput<'_>) -> Vec<Desired> {
         progressing(input),
         degraded(input),
         paused(input.paused),
+        held_too_long(input),
         stood_down(None),
     ]
+}
+
+/// A hold that waits for the cluster (an upgrade, a matching release) and lasts past its limit
+/// is reported here, never as `BootImageUpdateDegraded` (see [`Reason::degrades`]).
+fn held_too_long(input: &StatusInput<'_>) -> Desired {
+    let lasting = input.held.filter(HeldFor::exceeded);
+    match (input.blocked, lasting) {
+        (Some(b), Some(held)) if b.reason.reported_when_lasting() => Desired {
+            type_: HELD_TOO_LONG,
+            status: Some(true),
+            reason: b.reason.to_string(),
+            message: format!(
+                "boot image updates have been held for {} (longer than {}): {}",
+                friendly_duration(held.duration),
+                friendly_duration(held.limit),
+                b.message
+            ),
+        },
+        _ => Desired {
+            type_: HELD_TOO_LONG,
+            status: Some(false),
+            reason: "WithinLimit".into(),
+            message: "no gate has held boot image updates longer than its limit".into(),
+        },
+    }
 }
 
 fn stood_down(blocked: Option<&Blocked>) -> Desired {
@@ -134,7 +162,9 @@ fn progressing(input: &StatusInput<'_>) -> Desired {
             message: format!("{}. {summary}", b.message),
         };
     }
-    let updating = input.decisions.iter().any(|d| d.action == Action::Update);
+    // Done means nothing selected is still on its way: `oc wait` for False must mean that.
+    let updating =
+        (input.decisions.iter()).any(|d| d.action == Action::Update || d.reason.on_its_way());
     Desired {
         type_: PROGRESSING,
         status: Some(updating),
@@ -157,18 +187,6 @@ fn degraded(input: &StatusInput<'_>) -> Desired {
     };
     if let Some(b) = input.blocked.filter(|b| b.reason.degrades()) {
         return degraded(b.reason.to_string(), b.message.clone());
-    }
-    let lasting = input.held.filter(HeldFor::exceeded);
-    if let (Some(b), Some(held)) = (input.blocked, lasting)
-        && b.reason.degrades_when_lasting()
-    {
-        let message = format!(
-            "boot image updates have been held for {} (longer than {}): {}",
-            friendly_duration(held.duration),
-            friendly_duration(held.limit),
-            b.message
-        );
-        return degraded(b.reason.to_string(), message);
     }
     let errors: Vec<&&Decision> = input
         .decisions
@@ -498,7 +516,7 @@ mod tests {
     }
 
     #[test]
-    fn a_hold_that_lasts_past_its_limit_degrades_but_a_pause_never_does() {
+    fn a_hold_that_lasts_past_its_limit_is_reported_but_never_degrades() {
         let hours = |h: i64| SignedDuration::from_hours(h);
         let held = |duration| {
             Some(HeldFor {
@@ -511,25 +529,55 @@ mod tests {
             held: held(SignedDuration::from_mins(30)),
             ..blocked_by(&mismatch)
         };
-        assert_eq!(get(&conditions(&input), DEGRADED).status, "False");
+        assert_eq!(get(&conditions(&input), HELD_TOO_LONG).status, "False");
         input.held = held(hours(2) + SignedDuration::from_secs(5));
         let c = conditions(&input);
-        let degraded = get(&c, DEGRADED);
+        // The MCO's operator fails its sync while Degraded is True: an upgrade we wait for
+        // would never finish.
+        assert_eq!(get(&c, DEGRADED).status, "False");
+        let reported = get(&c, HELD_TOO_LONG);
         assert_eq!(
-            (degraded.status.as_str(), degraded.reason.as_str()),
+            (reported.status.as_str(), reported.reason.as_str()),
             ("True", "ReleaseMismatch")
         );
         assert!(
-            degraded.message.contains("held for 2h 5s (longer than 1h)")
-                && degraded.message.contains("waiting for 4.21.1"),
+            reported.message.contains("held for 2h 5s (longer than 1h)")
+                && reported.message.contains("waiting for 4.21.1"),
             "{}",
-            degraded.message
+            reported.message
         );
+        let gates = [Reason::ClusterUpgrading, Reason::ClusterVersionUnknown]
+            .map(|reason| blocked(reason, "an upgrade runs"));
+        for gate in &gates {
+            input.blocked = Some(gate);
+            let c = conditions(&input);
+            assert_eq!(get(&c, DEGRADED).status, "False", "{}", gate.reason);
+            assert_eq!(get(&c, HELD_TOO_LONG).status, "True", "{}", gate.reason);
+        }
         let paused = blocked(Reason::Paused, "paused");
         input.blocked = Some(&paused);
         input.paused = true;
         input.held = held(hours(5));
-        assert_eq!(get(&conditions(&input), DEGRADED).status, "False");
+        let c = conditions(&input);
+        assert_eq!(get(&c, DEGRADED).status, "False");
+        assert_eq!(get(&c, HELD_TOO_LONG).status, "False");
+    }
+
+    #[test]
+    fn progressing_stays_true_while_an_image_is_still_being_imported_or_looked_up() {
+        let current = entry("a", Action::UpToDate, Reason::UpToDate);
+        for waiting in [
+            Reason::TemplateImportPending,
+            Reason::TemplateImporting,
+            Reason::Ec2LookupPending,
+        ] {
+            let on_its_way = entry("b", Action::Skip, waiting);
+            let c = conditions(&deciding(&[&current, &on_its_way]));
+            assert_eq!(get(&c, PROGRESSING).status, "True", "{waiting}");
+        }
+        let custom = entry("b", Action::Skip, Reason::CustomImage);
+        let c = conditions(&deciding(&[&current, &custom]));
+        assert_eq!(get(&c, PROGRESSING).status, "False");
     }
 
     #[test]

@@ -31,8 +31,8 @@ impl Controller {
     /// Computes the conditions from the latest results and the gate of the last pass, and
     /// writes them if they changed.
     pub(super) async fn write_status(&mut self) {
-        if let Some(write) = self.status_to_write() {
-            let result = self.send_status(&write).await;
+        if let Some(mut write) = self.status_to_write() {
+            let result = self.send_status(&mut write).await;
             self.status_sent(write, result);
         }
     }
@@ -73,6 +73,7 @@ impl Controller {
         let fields = (!standing_down)
             .then(|| self.boot_image_fields(&mc, &decisions))
             .flatten();
+        let schema = self.schema.current();
         desired.extend(fields.as_ref().and_then(|f| f.manual_met.clone()));
         let mut current = mc
             .status
@@ -93,7 +94,7 @@ impl Controller {
         }
         let fields_changed = fields
             .as_ref()
-            .is_some_and(|f| !f.already_in(Some(&current_fields)));
+            .is_some_and(|f| !f.already_in(&schema, Some(&current_fields)));
         let merged = status::merge(&current, &desired, mc.metadata.generation, Timestamp::now());
         let conditions = match merged {
             Some(conditions) => conditions,
@@ -122,20 +123,30 @@ impl Controller {
         Some(StatusWrite {
             basis: mc.metadata.resource_version.clone(),
             conditions,
-            fields: fields.as_ref().map(BootImageFields::status_entries),
+            fields: (fields.as_ref())
+                .map(|f| f.status_entries(&schema))
+                .filter(|entries| !entries.is_empty()),
         })
     }
 
     /// Sends a status write; borrows nothing mutably, so a pass can send it beside its patches.
-    pub(super) async fn send_status(&self, write: &StatusWrite) -> Result<(), kube::Error> {
+    ///
+    /// Should the API server refuse the boot-image fields as invalid (a schema that changed
+    /// since we read it), the conditions go again alone at once: they must never wait for an
+    /// optional field, and the schema is read again for the next write.
+    pub(super) async fn send_status(&self, write: &mut StatusWrite) -> Result<(), kube::Error> {
         let name = &self.args.machine_configuration_name;
-        status::write(
-            &self.configurations,
-            name,
-            &write.conditions,
-            write.fields.as_ref(),
-        )
-        .await
+        let api = &self.configurations;
+        let result = status::write(api, name, &write.conditions, write.fields.as_ref()).await;
+        match result {
+            Err(kube::Error::Api(refused)) if refused.code == 422 && write.fields.is_some() => {
+                warn!(error = %refused, "the API server refused the boot-image status fields; writing the conditions alone and reading its schema again");
+                self.schema.refresh();
+                write.fields = None;
+                status::write(api, name, &write.conditions, None).await
+            }
+            result => result,
+        }
     }
 
     /// Records how a status write went: what the next write compares with, or its backoff.
@@ -213,20 +224,19 @@ impl Controller {
         ))
     }
 
-    /// How long the current hold that degrades when lasting has held, against its limit.
+    /// How long the current hold that is reported when lasting has held, against its limit.
     pub(super) fn held(&self) -> Option<HeldFor> {
         let since = self.memory.hold_since?;
         Some(HeldFor {
             duration: Timestamp::now().duration_since(since),
-            limit: SignedDuration::try_from(self.args.hold_degrade_after)
-                .unwrap_or(SignedDuration::MAX),
+            limit: SignedDuration::try_from(self.args.hold_limit).unwrap_or(SignedDuration::MAX),
         })
     }
 
     /// Tracks since when writes are held. A hold continues across passes and across restarts:
     /// the Progressing condition we wrote says since when it has been False for that reason.
     pub(super) fn track_hold(&mut self, blocked: Option<&Blocked>) {
-        let Some(blocked) = blocked.filter(|b| b.reason.degrades_when_lasting()) else {
+        let Some(blocked) = blocked.filter(|b| b.reason.reported_when_lasting()) else {
             self.memory.hold_since = None;
             self.metrics.observe_hold(None);
             return;

@@ -1,5 +1,8 @@
-//! Holds that never end are failures: a gate that keeps holding writes past
-//! `--hold-degrade-after` is reported as Degraded, with a metric, and clears when the gate does.
+//! Holds that never end are reported, and never as `BootImageUpdateDegraded`: a gate that keeps
+//! holding writes past `--hold-limit` sets our own `BootImageUpdateHeldTooLong`, with a metric,
+//! and clears when the gate does. The Machine Config Operator's operator fails its whole sync
+//! while `BootImageUpdateDegraded=True` (pkg/operator/sync.go, `syncMachineConfiguration`), so a
+//! Degraded hold would keep the very upgrade it waits for from completing.
 
 use crate::support;
 
@@ -7,59 +10,127 @@ use std::time::Duration;
 
 use serde_json::Value;
 use support::fixtures::*;
-use support::{TestEnv, eventually};
+use support::{ConditionLog, TestEnv, eventually};
 
 const CONVERGE: Duration = Duration::from_secs(60);
 const DEGRADED: &str = "BootImageUpdateDegraded";
-const EXCEEDED: &str = "boot_image_controller_hold_exceeded{reason=\"ReleaseMismatch\"}";
+const HELD_TOO_LONG: &str = "BootImageUpdateHeldTooLong";
 
-async fn degraded(env: &TestEnv) -> Option<Value> {
-    env.condition(DEGRADED).await
+fn exceeded(reason: &str) -> String {
+    format!("boot_image_controller_hold_exceeded{{reason=\"{reason}\"}}")
 }
 
-#[tokio::test]
-async fn a_release_mismatch_that_outlasts_the_limit_degrades_until_it_clears() {
-    let env = TestEnv::new("hold-lasts").await;
-    // The golden ConfigMap is for 4.21.0 but the cluster runs 4.20.0 and stays there, as with
-    // a ConfigMap from a snapshot build that never matches.
-    env.aws_cluster("4.20.0", &stream_420(), None).await;
-    env.apply(golden_config_map(&env.ns, "4.21.0", &stream_421()))
-        .await;
-    env.apply(machine_set(&env.ns, "worker-a").build()).await;
-    let controller = env.controller(&["--hold-degrade-after=3s"]);
-    controller.wait_ready().await;
-
+/// Waits until the hold of `reason` is reported past its limit, and returns the condition.
+async fn reported_too_long(
+    env: &TestEnv,
+    controller: &support::ControllerProcess,
+    reason: &str,
+) -> Value {
     let report = eventually(CONVERGE, || async {
-        let c = degraded(&env).await?;
-        (c["status"] == "True" && c["reason"] == "ReleaseMismatch").then_some(c)
+        let c = env.condition(HELD_TOO_LONG).await?;
+        (c["status"] == "True" && c["reason"] == reason).then_some(c)
     })
     .await
-    .unwrap_or_else(|| panic!("never degraded:\n{}", controller.log_tail(40)));
+    .unwrap_or_else(|| panic!("never reported:\n{}", controller.log_tail(40)));
     let message = report["message"].as_str().unwrap_or_default();
     assert!(
         message.contains("held for") && message.contains("longer than 3s"),
         "{message}"
     );
     let exported = eventually(CONVERGE, || async {
-        (controller.metric(EXCEEDED).await == Some(1.0)).then_some(())
+        (controller.metric(&exceeded(reason)).await == Some(1.0)).then_some(())
     })
     .await;
     assert!(exported.is_some(), "{}", controller.metrics().await);
+    report
+}
+
+/// Degraded was never True while `log` recorded the conditions.
+fn never_degraded(log: &ConditionLog) {
+    let degraded: Vec<_> = (log.history(DEGRADED).into_iter())
+        .filter(|c| c.status == "True")
+        .collect();
+    assert!(degraded.is_empty(), "Degraded was set: {degraded:?}");
+}
+
+#[tokio::test]
+async fn a_release_mismatch_that_outlasts_the_limit_is_reported_until_it_clears() {
+    let env = TestEnv::new("hold-lasts").await;
+    let log = env.record_conditions().await;
+    // The golden ConfigMap is for 4.21.0 but the cluster runs 4.20.0 and stays there, as with
+    // a ConfigMap from a snapshot build that never matches.
+    env.aws_cluster("4.20.0", &stream_420(), None).await;
+    env.apply(golden_config_map(&env.ns, "4.21.0", &stream_421()))
+        .await;
+    env.apply(machine_set(&env.ns, "worker-a").build()).await;
+    let controller = env.controller(&["--hold-limit=3s"]);
+    controller.wait_ready().await;
+
+    reported_too_long(&env, &controller, "ReleaseMismatch").await;
     // Nothing was written while held.
     assert_eq!(
         ami_of(&env.machine_set("worker-a").await),
         AMI_420_US_EAST_1
     );
 
-    // The cluster catches up: the hold clears, and with it the failure.
+    // The cluster catches up: the hold clears, and with it the report.
     env.upgrade("4.21.0", &stream_421()).await;
     let cleared = eventually(CONVERGE, || async {
-        let c = degraded(&env).await?;
+        let c = env.condition(HELD_TOO_LONG).await?;
         (c["status"] == "False").then_some(())
     })
     .await;
-    assert!(cleared.is_some(), "{:?}", degraded(&env).await);
-    assert_eq!(controller.metric(EXCEEDED).await, Some(0.0));
+    assert!(
+        cleared.is_some(),
+        "{:?}",
+        env.condition(HELD_TOO_LONG).await
+    );
+    assert_eq!(
+        controller.metric(&exceeded("ReleaseMismatch")).await,
+        Some(0.0)
+    );
+    never_degraded(&log);
+}
+
+/// An upgrade that takes longer than the limit (large clusters take hours) is waited for and
+/// reported, and the upgrade is never blocked by a Degraded condition of ours.
+#[tokio::test]
+async fn an_upgrade_longer_than_the_limit_never_degrades() {
+    let env = TestEnv::new("hold-upgrade").await;
+    let log = env.record_conditions().await;
+    env.aws_cluster("4.20.0", &stream_420(), None).await;
+    env.apply(machine_set(&env.ns, "worker-a").build()).await;
+    // The upgrade to 4.21.0 starts: the golden ConfigMap already carries it, nodes do not.
+    env.apply(cluster_version(&env.singleton, "4.21.0", "Partial"))
+        .await;
+    env.apply(golden_config_map(&env.ns, "4.21.0", &stream_421()))
+        .await;
+    let controller = env.controller(&["--hold-limit=3s"]);
+    controller.wait_ready().await;
+
+    reported_too_long(&env, &controller, "ClusterUpgrading").await;
+    let degraded = env.condition(DEGRADED).await.expect("a Degraded condition");
+    assert_eq!(degraded["status"], "False", "{degraded}");
+
+    // The upgrade completes: the rollout goes ahead and the report clears.
+    env.upgrade("4.21.0", &stream_421()).await;
+    let updated = eventually(CONVERGE, || async {
+        let ms = env.machine_set("worker-a").await;
+        (ami_of(&ms) == AMI_421_US_EAST_1).then_some(())
+    })
+    .await;
+    assert!(updated.is_some(), "{}", controller.log_tail(40));
+    let cleared = eventually(CONVERGE, || async {
+        let c = env.condition(HELD_TOO_LONG).await?;
+        (c["status"] == "False").then_some(())
+    })
+    .await;
+    assert!(
+        cleared.is_some(),
+        "{:?}",
+        env.condition(HELD_TOO_LONG).await
+    );
+    never_degraded(&log);
 }
 
 /// A ClusterVersion that exists but has no status (written by hand, restored from a backup

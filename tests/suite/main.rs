@@ -34,6 +34,7 @@ mod plan_properties;
 mod platform_fixtures;
 mod prometheus;
 mod rbac_least_privilege;
+mod releases;
 mod revert;
 mod sharing_with_mco;
 mod stub_secret_watches;

@@ -9,6 +9,7 @@
 
 pub mod fixtures;
 pub mod moto;
+pub mod private_cluster;
 pub mod proxy;
 pub mod vcsim;
 pub mod waits;
@@ -621,7 +622,7 @@ impl TestEnv {
         self.controller_flags_with(&through)
     }
 
-    fn controller_flags_with(&self, kubeconfig: &Path) -> Vec<String> {
+    pub fn controller_flags_with(&self, kubeconfig: &Path) -> Vec<String> {
         vec![
             format!("--kubeconfig={}", kubeconfig.display()),
             format!("--namespace={}", self.ns),

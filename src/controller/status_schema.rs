@@ -1,0 +1,317 @@
+//! Which boot-image status fields the served `MachineConfiguration` schema declares, read from
+//! the API server's OpenAPI v3 document and followed as it changes.
+//!
+//! Every release serves its own version of the CRD (openshift/api, release branches; the Default
+//! feature set): 4.16 declares neither `spec.managedBootImages` nor any boot-image status,
+//! 4.17 and 4.18 no `status.managedBootImagesStatus`, 4.19 to 4.21 no
+//! `status.bootImageSkewEnforcementStatus` and only `machinesets` as a managed resource. A
+//! server-side apply that carries a field the schema does not declare, or an enum value it does
+//! not allow, is refused whole, so the conditions (which every release declares) must never
+//! travel with a field this schema lacks. Until the schema is known we write conditions only.
+//!
+//! The OpenAPI v3 document needs no RBAC of its own (the `system:discovery` ClusterRole lets
+//! every authenticated user read `/openapi/*`), and its index names each group-version's
+//! document by a hash of its content: a changed CRD (a cluster upgrade) is a new URL, so a poll of
+//! the small index is enough to follow it.
+
+use std::borrow::Cow;
+use std::collections::{BTreeSet, HashMap};
+use std::time::Duration;
+
+use kube::Client;
+use serde::Deserialize;
+use serde_json::Value;
+use serde_json::value::RawValue;
+use tokio::sync::{Notify, mpsc, watch};
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use super::watches::Trigger;
+
+/// The group-version of `MachineConfiguration`, as the OpenAPI v3 index names it.
+const GROUP_VERSION_PATH: &str = "apis/operator.openshift.io/v1";
+/// The schema's name in that document: the API server names a CRD's schema after its group
+/// written backwards, its version and its kind.
+const SCHEMA_NAME: &str = "io.openshift.operator.v1.MachineConfiguration";
+/// How often the index is read again when nothing asked for it sooner.
+const POLL: Duration = Duration::from_secs(300);
+
+/// What the served schema lets us write into `status` besides the conditions.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StatusSchema {
+    /// `status.managedBootImagesStatus` is declared; with the values its machine managers'
+    /// `resource` may take (no enum: any).
+    pub managed_boot_images: Option<AllowedResources>,
+    /// `status.bootImageSkewEnforcementStatus` is declared.
+    pub skew_enforcement: bool,
+}
+
+/// The `resource` values a machine manager entry may carry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AllowedResources {
+    Any,
+    Only(BTreeSet<String>),
+}
+
+impl AllowedResources {
+    pub fn allows(&self, resource: &str) -> bool {
+        match self {
+            AllowedResources::Any => true,
+            AllowedResources::Only(values) => values.contains(resource),
+        }
+    }
+}
+
+impl StatusSchema {
+    /// Conditions only: what every release accepts, used until the schema has been read.
+    pub const CONDITIONS_ONLY: StatusSchema = StatusSchema {
+        managed_boot_images: None,
+        skew_enforcement: false,
+    };
+
+    /// Everything the newest release declares, with no limit on the managers' resources.
+    #[cfg(test)]
+    pub const NEWEST: StatusSchema = StatusSchema {
+        managed_boot_images: Some(AllowedResources::Any),
+        skew_enforcement: true,
+    };
+
+    /// Reads the schema of `MachineConfiguration` out of the group-version's OpenAPI v3
+    /// document. Only that one schema is decoded: the document holds every kind of the group.
+    pub fn from_openapi(document: &str) -> Result<StatusSchema, SchemaError> {
+        #[derive(Deserialize)]
+        struct Document<'a> {
+            #[serde(borrow)]
+            components: Components<'a>,
+        }
+        #[derive(Deserialize)]
+        struct Components<'a> {
+            #[serde(borrow)]
+            schemas: HashMap<Cow<'a, str>, &'a RawValue>,
+        }
+        let document: Document<'_> = serde_json::from_str(document)?;
+        let raw =
+            (document.components.schemas.get(SCHEMA_NAME)).ok_or(SchemaError::KindNotServed)?;
+        let schema: Value = serde_json::from_str(raw.get())?;
+        Ok(StatusSchema::from_kind_schema(&schema))
+    }
+
+    /// The same from the kind's schema itself (the CRD's `openAPIV3Schema` has this shape too).
+    pub fn from_kind_schema(schema: &Value) -> StatusSchema {
+        let status = &schema["properties"]["status"]["properties"];
+        let managed_boot_images = status.get("managedBootImagesStatus").map(|managed| {
+            let resource =
+                &managed["properties"]["machineManagers"]["items"]["properties"]["resource"];
+            match resource.get("enum").and_then(Value::as_array) {
+                Some(values) => AllowedResources::Only(
+                    values
+                        .iter()
+                        .filter_map(|v| v.as_str().map(str::to_string))
+                        .collect(),
+                ),
+                None => AllowedResources::Any,
+            }
+        });
+        StatusSchema {
+            managed_boot_images,
+            skew_enforcement: status.get("bootImageSkewEnforcementStatus").is_some(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SchemaError {
+    #[error("the API server's OpenAPI v3 index does not list {GROUP_VERSION_PATH}")]
+    GroupVersionNotServed,
+    #[error("the OpenAPI v3 document of {GROUP_VERSION_PATH} has no {SCHEMA_NAME}")]
+    KindNotServed,
+    #[error("cannot read the OpenAPI v3 document: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("cannot fetch the OpenAPI v3 document: {0}")]
+    Fetch(#[from] kube::Error),
+    #[error("cannot build the request for {0}")]
+    Request(String),
+}
+
+/// The served schema as last read, and a way to ask for it to be read again at once (after
+/// the API server refused a status write as invalid).
+#[derive(Clone)]
+pub struct ServedSchema {
+    current: watch::Receiver<StatusSchema>,
+    refresh: std::sync::Arc<Notify>,
+}
+
+impl ServedSchema {
+    pub fn current(&self) -> StatusSchema {
+        self.current.borrow().clone()
+    }
+
+    pub fn refresh(&self) {
+        self.refresh.notify_one();
+    }
+
+    /// Starts following the schema: read now, then on every poll or refresh. A change wakes
+    /// the controller, whose next status write then carries what the schema now declares.
+    pub fn follow(
+        client: Client,
+        wake: mpsc::UnboundedSender<Trigger>,
+        shutdown: CancellationToken,
+    ) -> ServedSchema {
+        let (tx, rx) = watch::channel(StatusSchema::CONDITIONS_ONLY);
+        let refresh = std::sync::Arc::new(Notify::new());
+        let asked = refresh.clone();
+        tokio::spawn(async move {
+            let mut read_from: Option<String> = None;
+            loop {
+                match read_if_changed(&client, read_from.as_deref()).await {
+                    Ok(Some((url, schema))) => {
+                        read_from = Some(url);
+                        let changed = tx.send_if_modified(|current| {
+                            let changed = *current != schema;
+                            *current = schema.clone();
+                            changed
+                        });
+                        if changed {
+                            info!(?schema, "read the served MachineConfiguration schema");
+                            let _ = wake.send(Trigger::All);
+                        }
+                    }
+                    Ok(None) => {}
+                    // Keep what we had: conditions alone are always accepted.
+                    Err(e) => {
+                        warn!(error = %e, "cannot read the served MachineConfiguration schema; status fields other than conditions wait for it")
+                    }
+                }
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = asked.notified() => read_from = None,
+                    _ = tokio::time::sleep(POLL) => {}
+                }
+            }
+        });
+        ServedSchema {
+            current: rx,
+            refresh,
+        }
+    }
+}
+
+/// The schema and the URL it was read from, unless the index still names `known` (unchanged).
+async fn read_if_changed(
+    client: &Client,
+    known: Option<&str>,
+) -> Result<Option<(String, StatusSchema)>, SchemaError> {
+    #[derive(Deserialize)]
+    struct Index {
+        paths: HashMap<String, Entry>,
+    }
+    #[derive(Deserialize)]
+    struct Entry {
+        #[serde(rename = "serverRelativeURL")]
+        url: String,
+    }
+    let index: Index = serde_json::from_str(&get(client, "/openapi/v3").await?)?;
+    let url = (index.paths.get(GROUP_VERSION_PATH))
+        .ok_or(SchemaError::GroupVersionNotServed)?
+        .url
+        .clone();
+    if known == Some(url.as_str()) {
+        return Ok(None);
+    }
+    let schema = StatusSchema::from_openapi(&get(client, &url).await?)?;
+    Ok(Some((url, schema)))
+}
+
+async fn get(client: &Client, path: &str) -> Result<String, SchemaError> {
+    let request = hyper::Request::get(path)
+        .body(Vec::new())
+        .map_err(|_| SchemaError::Request(path.to_string()))?;
+    Ok(crate::api_client::bounded(client.request_text(request)).await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn kind_schema(status: Value) -> Value {
+        json!({"properties": {"status": {"properties": status}}})
+    }
+
+    #[test]
+    fn conditions_only_when_the_schema_declares_no_boot_image_status() {
+        let schema = kind_schema(json!({"conditions": {}, "observedGeneration": {}}));
+        assert_eq!(
+            StatusSchema::from_kind_schema(&schema),
+            StatusSchema::CONDITIONS_ONLY
+        );
+    }
+
+    #[test]
+    fn the_resources_a_manager_may_name_come_from_the_enum() {
+        let schema = kind_schema(json!({
+            "managedBootImagesStatus": {"properties": {"machineManagers": {"items": {"properties": {
+                "resource": {"enum": ["machinesets"], "type": "string"}}}}}},
+        }));
+        let read = StatusSchema::from_kind_schema(&schema);
+        let allowed = read.managed_boot_images.expect("declared");
+        assert!(allowed.allows("machinesets"));
+        assert!(!allowed.allows("controlplanemachinesets"));
+        assert!(!read.skew_enforcement);
+    }
+
+    #[test]
+    fn the_kind_is_found_among_the_group_versions_schemas() {
+        let document = json!({"components": {"schemas": {
+            "io.openshift.operator.v1.Other": {"properties": {}},
+            SCHEMA_NAME: kind_schema(json!({"bootImageSkewEnforcementStatus": {}})),
+        }}});
+        let read = StatusSchema::from_openapi(&document.to_string()).unwrap();
+        assert!(read.skew_enforcement);
+        assert_eq!(read.managed_boot_images, None);
+        let without = json!({"components": {"schemas": {}}}).to_string();
+        assert!(matches!(
+            StatusSchema::from_openapi(&without),
+            Err(SchemaError::KindNotServed)
+        ));
+    }
+
+    /// Every release's CRD, as `fixtures/crds/releases/` holds them, read as the API server
+    /// would publish it.
+    #[test]
+    fn each_release_declares_what_its_crd_says() {
+        let Some(shared) = crate::testkit::skips::shared_dir() else {
+            return;
+        };
+        let dir = shared.join("fixtures/crds/releases");
+        let expected = [
+            ("4.16", None, false),
+            ("4.17", None, false),
+            ("4.18", None, false),
+            ("4.19", Some(false), false),
+            ("4.20", Some(false), false),
+            ("4.21", Some(false), false),
+            ("4.22", Some(true), true),
+        ];
+        for (release, control_plane_allowed, skew) in expected {
+            let path = dir
+                .join(release)
+                .join("machineconfigurations.operator.openshift.io.yaml");
+            let text = std::fs::read_to_string(&path).unwrap();
+            let crd: Value = serde_saphyr::from_str(&text).unwrap();
+            let schema = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
+            let read = StatusSchema::from_kind_schema(schema);
+            assert_eq!(
+                read.managed_boot_images
+                    .as_ref()
+                    .map(|a| a.allows("controlplanemachinesets")),
+                control_plane_allowed,
+                "{release}"
+            );
+            if let Some(allowed) = &read.managed_boot_images {
+                assert!(allowed.allows("machinesets"), "{release}");
+            }
+            assert_eq!(read.skew_enforcement, skew, "{release}");
+        }
+    }
+}
