@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 
 use super::status::Desired;
 use crate::api::{ClusterVersionStatus, MachineConfiguration};
+use crate::ec2::facts::rhel_version;
 use crate::machine_kind::MachineKind;
 use crate::plan::{Action, Decision};
 use crate::platform::Platform;
@@ -302,8 +303,7 @@ fn automatic_record(input: &FieldsInput<'_>, install: &str) -> Value {
         if !recordable_rhcos(release) {
             return install_record();
         }
-        let older =
-            oldest.is_none_or(|o| compare_versions(release, o).is_some_and(|order| order.is_lt()));
+        let older = oldest.is_none_or(|o| rhcos_order(release, o).is_lt());
         if older {
             oldest = Some(release);
         }
@@ -316,6 +316,15 @@ fn automatic_record(input: &FieldsInput<'_>, install: &str) -> Value {
         // `updateClusterBootImage` leaves the record when the ConfigMap names no release.
         None => recorded_automatic(input.mc).unwrap_or_else(install_record),
     }
+}
+
+/// RHCOS releases by the RHEL release they are built on, as the skew check reads them, then by
+/// build. The MCO keeps the oldest by `CmpRHCOSVersion` (pkg/controller/bootimage/marketplace),
+/// whose `major.minor` makes a 4.18 release (`418.94`) newer than 9.6; the oldest for the skew
+/// check is the one it reads as the oldest.
+fn rhcos_order(a: &str, b: &str) -> std::cmp::Ordering {
+    (rhel_version(a).cmp(&rhel_version(b)))
+        .then_with(|| compare_versions(a, b).unwrap_or(std::cmp::Ordering::Equal))
 }
 
 /// The `automatic` record the object holds, when it is one the schema accepts back.
@@ -661,6 +670,12 @@ mod tests {
                 json!({"rhcosVersion": "9.4.20250601-0"})
             );
         }
+        // The oldest as the skew check reads it: 4.18's legacy release is RHEL 9.4.
+        let legacy = on_release("f", "418.94.202511191518-0");
+        assert_eq!(
+            automatic(&mc, &[newer.clone(), legacy]),
+            json!({"rhcosVersion": "418.94.202511191518-0"})
+        );
         // One the CRD cannot hold would have the whole status refused: the install release.
         let unwritable = on_release("e", "12345.67890.20250601-12");
         assert_eq!(

@@ -230,7 +230,7 @@ fn marketplace(
     {
         Ok(target) => {
             let newer = |image: &AmiFacts| {
-                let version = image.rhcos_release().and_then(facts::version_token);
+                let version = image.rhcos_release().and_then(facts::rhel_version);
                 (version, image.creation_date.clone())
             };
             if newer(facts) >= newer(target) {
@@ -511,9 +511,23 @@ mod tests {
                 "{outcome:?}"
             );
             // Never back down from a newer marketplace AMI someone chose.
-            let outcome = evaluate(ec2, "ami-0market980000000", Arch::Amd64);
+            let outcome = evaluate(ec2.clone(), "ami-0market980000000", Arch::Amd64);
             assert!(
                 matches!(outcome, ImageOutcome::UpToDate { .. }),
+                "{outcome:?}"
+            );
+            // A 4.18 AMI's release (418.94: RHEL 9.4) is older, however large its major.
+            let mut ec2 = ec2;
+            ec2.add_image(market(
+                "ami-0market418000000",
+                OCP_X86,
+                "418.94.202511191518-0",
+                "x86_64",
+            ));
+            let outcome = evaluate(ec2, "ami-0market418000000", Arch::Amd64);
+            assert_eq!(
+                target(&outcome),
+                Some("ami-0market96new0000"),
                 "{outcome:?}"
             );
         }
