@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use super::status::Desired;
 use super::status_schema::StatusSchema;
 use crate::api::{ClusterVersionStatus, MachineConfiguration};
+use crate::ec2::facts::rhel_version;
 use crate::machine_kind::MachineKind;
 use crate::plan::{Action, Decision};
 use crate::platform::Platform;
@@ -110,11 +111,8 @@ pub fn compute(input: &FieldsInput<'_>) -> Fields {
         // Single-node clusters do not scale, so skew does not matter (as the MCO decides).
         None if input.single_replica => (json!({"mode": "None"}), None),
         None if managed.is_some() && machine_sets_all => {
-            let version = automatic_version(input, &install);
-            (
-                json!({"mode": "Automatic", "automatic": {"ocpVersion": version}}),
-                None,
-            )
+            let automatic = automatic_record(input, &install);
+            (json!({"mode": "Automatic", "automatic": automatic}), None)
         }
         None => (
             json!({"mode": "Manual", "manual": {"mode": "OCPVersion", "ocpVersion": install}}),
@@ -178,49 +176,216 @@ fn install_version(cv: Option<&ClusterVersionStatus>) -> String {
         .unwrap_or_else(|| "0.0.0".into())
 }
 
-/// How a decision bears on the claim "every selected machine resource boots release R".
-enum Standing {
-    Current,
-    /// An update is planned or held: not yet, and soon.
-    Pending,
-    /// Selected but left alone (custom image, error, opt-out, owner): its image is unknown.
-    Unvouched,
-    /// Not selected: not part of the claim.
-    Outside,
+/// How the Machine Config Operator counts a MachineSet when it updates the skew record
+/// (`syncMAPIMachineSets` and `syncMAPIMachineSet`, pkg/controller/bootimage/ms_helpers.go).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Tally {
+    /// Updated or already current (`reconcileSkipped` false, no error): the record may claim
+    /// its image.
+    Reconciled,
+    /// `reconcileSkipped`: left on an image that needs an administrator, so the record falls
+    /// back to the install release (`resetClusterBootImage`).
+    Skipped,
+    /// A sync error, or an update still under way: the record stays as it is.
+    Unsettled,
+    /// Excluded on purpose (another OS stream, Windows, ...) or not selected: not counted.
+    NotCounted,
 }
 
-fn standing(d: &Decision) -> Standing {
-    match (d.action, d.reason.category()) {
-        (Action::UpToDate, _) => Standing::Current,
-        (Action::Update, _) => Standing::Pending,
-        (Action::Skip, Category::Hold) => Standing::Pending,
-        _ if d.reason == Reason::NotSelected => Standing::Outside,
-        _ => Standing::Unvouched,
+/// Only Machine API MachineSets move the record upstream: `syncMAPIMachineSets` is the only
+/// caller of `updateClusterBootImage` and `resetClusterBootImage`; ControlPlaneMachineSets
+/// never touch it, and upstream has no Cluster API path.
+fn tally(d: &Decision) -> Tally {
+    if d.kind != MachineKind::MachineSet {
+        return Tally::NotCounted;
+    }
+    match d.action {
+        Action::UpToDate => Tally::Reconciled,
+        // Upstream patches within its sync, so it has no update still to send; ours waits for a
+        // pause, a conflict or the rest of a wave, and whatever was recorded still holds.
+        Action::Update | Action::Error => Tally::Unsettled,
+        Action::Skip => tally_skip(d.reason),
     }
 }
 
-/// Automatic mode: the golden release once every selected resource uses it; the install
-/// release when one cannot be vouched for (as the MCO's `resetClusterBootImage`); during a
-/// rollout, what was recorded before.
-fn automatic_version(input: &FieldsInput<'_>, install: &str) -> String {
-    let standings: Vec<Standing> = input.decisions.iter().map(|d| standing(d)).collect();
-    let recorded = input
-        .mc
-        .status
-        .as_ref()
-        .and_then(|s| s.extra.get("bootImageSkewEnforcementStatus"))
-        .filter(|s| s["mode"] == "Automatic")
-        .and_then(|s| s["automatic"]["ocpVersion"].as_str())
-        .map(str::to_string);
-    if standings.iter().any(|s| matches!(s, Standing::Unvouched)) {
-        return install.to_string();
+/// Every reason, so that a new one is classed here before it builds. Ours without an upstream
+/// counterpart are marked "ours" and classed by what their MachineSet's image is.
+fn tally_skip(reason: Reason) -> Tally {
+    match reason {
+        // Not in the lister's list at all: the selector leaves them out.
+        Reason::NotSelected => Tally::NotCounted,
+        // Returned as not skipped, with no error: a non-default OS stream label, a Windows
+        // MachineSet (`syncMAPIMachineSet`), one whose Machine API is not authoritative ("out of
+        // scope for the MAPI path", its doc comment), Azure's securityType and ppc64le/s390x
+        // (`reconcileAzureProviderSpec`), a platform without a rule (`checkMachineSet`).
+        Reason::OSStreamNotPublished
+        | Reason::WindowsMachine
+        | Reason::AuthoritativeElsewhere
+        | Reason::SecurityTypeUnsupported
+        | Reason::ArchitectureNotSupported
+        | Reason::PlatformNotSupported => Tally::NotCounted,
+        // Ours: no failure domains or infrastructure name to place templates by; upstream's
+        // nearest is a nil vSphere platform spec (`reconcileVSphereProviderSpec`), not counted.
+        Reason::VSphereTopologyUnknown => Tally::NotCounted,
+        // reconcileSkipped: ownerReferences and an undeclared architecture on a multi-arch
+        // cluster (`syncMAPIMachineSet`); an AMI not by id, of an unknown owner, of a region the
+        // stream lacks, a marketplace product without a fitting AMI
+        // (`reconcileAWSProviderSpec`); a GCP image outside rhcos-cloud
+        // (`reconcileGCPProviderSpec`); a stream without Azure marketplace images
+        // (`reconcileAzureProviderSpec`); a vSphere workspace in no failure domain (MCO PR 6477,
+        // after 7ff337a4f).
+        Reason::Owned
+        | Reason::ArchitectureNotDeclared
+        | Reason::ImageNotById
+        | Reason::CustomImage
+        | Reason::RegionNotInStream
+        | Reason::MarketplaceImageNotFound
+        | Reason::MarketplaceImagesNotPublished
+        | Reason::FailureDomainNotFound => Tally::Skipped,
+        // Ours: the opt-out annotation. Upstream has none: in All mode it manages every
+        // MachineSet, and leaving one out takes a Partial selection, which turns skew
+        // enforcement Manual. An opted-out MachineSet keeps whatever image it has, which is
+        // exactly what `reconcileSkipped` stands for.
+        Reason::OptedOut => Tally::Skipped,
+        // Ours: EC2 not asked yet or unreachable, a vSphere template on its way. Upstream asks
+        // EC2 and imports templates within its sync: a failure there is an error, and until
+        // they answer nothing is known.
+        Reason::Ec2LookupPending
+        | Reason::Ec2Unavailable
+        | Reason::TemplateImportPending
+        | Reason::TemplateImporting => Tally::Unsettled,
+        // Ours, Cluster API only (never on a Machine API MachineSet) or a warning beside a
+        // decision rather than one: nothing to count.
+        Reason::MachineDeploymentNotOptedIn
+        | Reason::InfrastructureTemplateNotSupported
+        | Reason::StubSecretKept
+        | Reason::DeprecatedAnnotation => Tally::NotCounted,
+        // A hold skips every object: upstream does not sync then, so nothing is recorded.
+        Reason::MachineConfigurationMissing
+        | Reason::InfrastructureMissing
+        | Reason::GoldenConfigMapMissing
+        | Reason::GoldenStreamInvalid
+        | Reason::ReleaseVersionMissing
+        | Reason::ClusterVersionUnknown
+        | Reason::ClusterUpgrading
+        | Reason::ReleaseMismatch
+        | Reason::Paused
+        | Reason::AnotherManagerActive
+        | Reason::ReportOnly => Tally::Unsettled,
+        // Not reasons of a skip; were one to be, leaving the record is the cautious reading.
+        Reason::BootImageOutdated
+        | Reason::StubSecretOutdated
+        | Reason::UpToDate
+        | Reason::MalformedObject
+        | Reason::InfrastructureTemplateMissing
+        | Reason::InvalidProviderSpec
+        | Reason::InvalidSelector
+        | Reason::UnknownArchitecture
+        | Reason::ArchitectureUndetermined
+        | Reason::ArchitectureNotInStream
+        | Reason::ArchitectureMismatch
+        | Reason::ImageNotInStream
+        | Reason::ManagedSecretMissing
+        | Reason::ManagedSecretInvalid
+        | Reason::ManagedSecretUnverified
+        | Reason::StubSecretIncompatible
+        | Reason::HotLoop
+        | Reason::TemplateImportFailed
+        | Reason::VCenterUnavailable
+        | Reason::PatchFailed => Tally::Unsettled,
     }
-    if standings.iter().any(|s| matches!(s, Standing::Pending)) {
-        return recorded.unwrap_or_else(|| install.to_string());
+}
+
+/// Automatic mode, `status.bootImageSkewEnforcementStatus.automatic`, as the MCO's
+/// `syncMAPIMachineSets` moves it: with every counted MachineSet reconciled, the oldest RHCOS
+/// release of the marketplace images among them, else the golden release
+/// (`updateClusterBootImage`); with one skipped and none failed, the install release
+/// (`resetClusterBootImage`); otherwise what was recorded before.
+fn automatic_record(input: &FieldsInput<'_>, install: &str) -> Value {
+    let install_record = || json!({"ocpVersion": install});
+    let tallied: Vec<(Tally, &Decision)> =
+        (input.decisions.iter()).map(|d| (tally(d), *d)).collect();
+    let any = |class: Tally| tallied.iter().any(|(c, _)| *c == class);
+    if any(Tally::Unsettled) {
+        return recorded_automatic(input.mc).unwrap_or_else(install_record);
+    }
+    if any(Tally::Skipped) {
+        return install_record();
+    }
+    let releases = (tallied.iter())
+        .filter(|(c, _)| *c == Tally::Reconciled)
+        .filter_map(|(_, d)| d.boot_image.current.as_deref()?.rhcos_release());
+    let mut oldest: Option<&str> = None;
+    for release in releases {
+        // A release the CRD cannot hold would have the whole status refused: claim no more
+        // than the install release then.
+        if !recordable_rhcos(release) {
+            return install_record();
+        }
+        let older = oldest.is_none_or(|o| rhcos_order(release, o).is_lt());
+        if older {
+            oldest = Some(release);
+        }
+    }
+    if let Some(release) = oldest {
+        return json!({"rhcosVersion": release});
     }
     match input.golden_release.and_then(ocp_version) {
-        Some(release) => release,
-        None => recorded.unwrap_or_else(|| install.to_string()),
+        Some(release) => json!({"ocpVersion": release}),
+        // `updateClusterBootImage` leaves the record when the ConfigMap names no release.
+        None => recorded_automatic(input.mc).unwrap_or_else(install_record),
+    }
+}
+
+/// RHCOS releases by the RHEL release they are built on, as the skew check reads them, then by
+/// build. The MCO keeps the oldest by `CmpRHCOSVersion` (pkg/controller/bootimage/marketplace),
+/// whose `major.minor` makes a 4.18 release (`418.94`) newer than 9.6; the oldest for the skew
+/// check is the one it reads as the oldest.
+fn rhcos_order(a: &str, b: &str) -> std::cmp::Ordering {
+    (rhel_version(a).cmp(&rhel_version(b)))
+        .then_with(|| compare_versions(a, b).unwrap_or(std::cmp::Ordering::Equal))
+}
+
+/// The `automatic` record the object holds, when it is one the schema accepts back.
+fn recorded_automatic(mc: &MachineConfiguration) -> Option<Value> {
+    let status = mc
+        .status
+        .as_ref()?
+        .extra
+        .get("bootImageSkewEnforcementStatus")?;
+    if status["mode"] != "Automatic" {
+        return None;
+    }
+    let automatic = &status["automatic"];
+    let ocp = automatic["ocpVersion"].as_str();
+    let rhcos = automatic["rhcosVersion"].as_str();
+    (ocp.is_some() || rhcos.is_some()).then(|| automatic.clone())
+}
+
+/// Whether the 4.22 CRD accepts `release` as `automatic.rhcosVersion`: 14 to 21 characters of
+/// `^[0-9]+\.[0-9]+\.([0-9]{8}|[0-9]{12})-[0-9]+$`.
+fn recordable_rhcos(release: &str) -> bool {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let Some((head, build)) = release.split_once('-') else {
+        return false;
+    };
+    let fields: Vec<&str> = head.split('.').collect();
+    (14..=21).contains(&release.len())
+        && digits(build)
+        && fields.len() == 3
+        && digits(fields[0])
+        && digits(fields[1])
+        && digits(fields[2])
+        && matches!(fields[2].len(), 8 | 12)
+}
+
+/// Whether the planner compared the decision's image with the golden one: current, to be
+/// updated, or held back from an update.
+fn compared_with_golden(d: &Decision) -> bool {
+    match d.action {
+        Action::UpToDate | Action::Update => true,
+        Action::Skip => d.reason.category() == Category::Hold,
+        Action::Error => false,
     }
 }
 
@@ -231,10 +396,7 @@ fn manual_met(manual: &Value, input: &FieldsInput<'_>) -> Desired {
     let judged: Vec<&&Decision> = input
         .decisions
         .iter()
-        .filter(|d| {
-            d.boot_image.current.is_some()
-                && matches!(standing(d), Standing::Current | Standing::Pending)
-        })
+        .filter(|d| d.boot_image.current.is_some() && compared_with_golden(d))
         .collect();
     let outdated: Vec<String> = judged
         .iter()
@@ -477,6 +639,144 @@ mod tests {
                 Some(&f.status_entries(&StatusSchema::NEWEST))
             ),
             "an unchanged one is not"
+        );
+    }
+
+    /// `decision` on an image whose RHCOS release is known, as a marketplace AMI's is.
+    fn on_release(name: &str, release: &str) -> Decision {
+        let mut d = decision(name, Action::UpToDate, Reason::UpToDate, false);
+        d.boot_image.current = Some(SharedImage::with_release(
+            json!(format!("ami-{name}")),
+            Some(release.into()),
+        ));
+        d
+    }
+
+    fn recorded(automatic: Value) -> MachineConfiguration {
+        mc(
+            json!({}),
+            Some(json!({"bootImageSkewEnforcementStatus":
+                {"mode": "Automatic", "automatic": automatic}})),
+        )
+    }
+
+    fn automatic(mc: &MachineConfiguration, decisions: &[Decision]) -> Value {
+        let f = fields(mc, decisions);
+        assert_eq!(f.skew_enforcement["mode"], "Automatic", "{f:?}");
+        f.skew_enforcement["automatic"].clone()
+    }
+
+    #[test]
+    fn automatic_records_the_oldest_rhcos_release_of_the_marketplace_images_in_use() {
+        let mc = mc(json!({}), None);
+        let newer = on_release("a", "9.6.20251015-0");
+        let older = on_release("b", "9.4.20250601-0");
+        let golden_ami = decision("c", Action::UpToDate, Reason::UpToDate, false);
+        let outside = decision("d", Action::Skip, Reason::NotSelected, true);
+        for decisions in [
+            [
+                newer.clone(),
+                older.clone(),
+                golden_ami.clone(),
+                outside.clone(),
+            ],
+            [
+                older.clone(),
+                newer.clone(),
+                outside.clone(),
+                golden_ami.clone(),
+            ],
+        ] {
+            assert_eq!(
+                automatic(&mc, &decisions),
+                json!({"rhcosVersion": "9.4.20250601-0"})
+            );
+        }
+        // The oldest as the skew check reads it: 4.18's legacy release is RHEL 9.4.
+        let legacy = on_release("f", "418.94.202511191518-0");
+        assert_eq!(
+            automatic(&mc, &[newer.clone(), legacy]),
+            json!({"rhcosVersion": "418.94.202511191518-0"})
+        );
+        // One the CRD cannot hold would have the whole status refused: the install release.
+        let unwritable = on_release("e", "12345.67890.20250601-12");
+        assert_eq!(
+            automatic(&mc, &[newer, unwritable]),
+            json!({"ocpVersion": "4.18.2"})
+        );
+        // Golden AMIs only: the golden release.
+        assert_eq!(
+            automatic(&mc, &[golden_ami]),
+            json!({"ocpVersion": "4.21.3"})
+        );
+    }
+
+    #[test]
+    fn a_skip_upstream_counts_resets_the_record_unless_an_error_leaves_it() {
+        let mc = recorded(json!({"ocpVersion": "4.20.1"}));
+        let current = decision("a", Action::UpToDate, Reason::UpToDate, false);
+        let install = json!({"ocpVersion": "4.18.2"});
+        // Upstream's reconcileSkipped (an image of an unknown owner, ownerReferences), and our
+        // opt-out annotation, which upstream's All mode has no room for.
+        for reason in [Reason::CustomImage, Reason::Owned, Reason::OptedOut] {
+            let skipped = decision("b", Action::Skip, reason, false);
+            assert_eq!(
+                automatic(&mc, &[current.clone(), skipped]),
+                install,
+                "{reason}"
+            );
+        }
+        // With an error beside the skip, upstream leaves the record as it is.
+        let custom = decision("b", Action::Skip, Reason::CustomImage, false);
+        let hot_loop = decision("c", Action::Error, Reason::HotLoop, true);
+        assert_eq!(
+            automatic(&mc, &[current.clone(), custom, hot_loop]),
+            json!({"ocpVersion": "4.20.1"})
+        );
+    }
+
+    #[test]
+    fn an_error_leaves_the_record_as_it_is() {
+        let current = on_release("a", "9.6.20251015-0");
+        let failed = decision("b", Action::Error, Reason::PatchFailed, true);
+        let decisions = [current, failed];
+        for kept in [
+            json!({"ocpVersion": "4.20.1"}),
+            json!({"rhcosVersion": "9.4.20250601-0"}),
+        ] {
+            assert_eq!(automatic(&recorded(kept.clone()), &decisions), kept);
+        }
+        // Nothing recorded yet: the install release, as the MCO's operator first publishes it.
+        assert_eq!(
+            automatic(&mc(json!({}), None), &decisions),
+            json!({"ocpVersion": "4.18.2"})
+        );
+    }
+
+    #[test]
+    fn machine_sets_upstream_does_not_count_never_reset_the_record() {
+        let mc = recorded(json!({"ocpVersion": "4.20.1"}));
+        let current = decision("a", Action::UpToDate, Reason::UpToDate, false);
+        // Another OS stream, Windows, another authoritative API: upstream returns them as
+        // neither skipped nor failed.
+        for reason in [
+            Reason::OSStreamNotPublished,
+            Reason::WindowsMachine,
+            Reason::AuthoritativeElsewhere,
+        ] {
+            let excluded = decision("b", Action::Skip, reason, false);
+            assert_eq!(
+                automatic(&mc, &[current.clone(), excluded]),
+                json!({"ocpVersion": "4.21.3"}),
+                "{reason}"
+            );
+        }
+        // Only Machine API MachineSets move the record upstream.
+        let mut control_plane = decision("cp", Action::Skip, Reason::CustomImage, false);
+        control_plane.kind = MachineKind::ControlPlaneMachineSet;
+        assert_eq!(
+            automatic(&mc, &[current, control_plane]),
+            json!({"ocpVersion": "4.21.3"})
         );
     }
 

@@ -168,6 +168,23 @@ pub fn version_token(release: &str) -> Option<(u32, u32)> {
     Some((major, minor))
 }
 
+/// The RHEL release an RHCOS release is built on, as the MCO's skew check reads it
+/// (`checkRHCOSVersionSkew`, pkg/operator/status.go): the `major.minor` of a release stamped
+/// YYYYMMDD (`9.6.20251023-0` -> (9, 6)); of a legacy one stamped YYYYMMDDHHmm, whose major is
+/// the OpenShift release, the minor's first digit and the rest (`418.94.202511191518-0` ->
+/// (9, 4)). Newer by this is newer RHCOS; by [`version_token`], 4.18's would beat 9.6's.
+pub fn rhel_version(release: &str) -> Option<(u32, u32)> {
+    let mut parts = release.splitn(3, '.');
+    let (major, minor, rest) = (parts.next()?, parts.next()?, parts.next()?);
+    let stamp = rest.split('-').next()?;
+    let number = |s: &str| s.parse::<u32>().ok();
+    match stamp.len() {
+        8 => Some((number(major)?, number(minor)?)),
+        12 => Some((number(minor.get(..1)?)?, number(minor.get(1..)?)?)),
+        _ => None,
+    }
+}
+
 /// What EC2 said about one AMI, or why it could not say.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Answer<'a> {
@@ -473,6 +490,13 @@ mod tests {
         assert_eq!(version_token("10.2.20260405-0"), Some((10, 2)));
         assert_eq!(version_token("nine"), None);
         assert!(version_token("10.0.20260101-0") > version_token("9.8.20260101-0"));
+        assert_eq!(rhel_version("9.6.20260210-0"), Some((9, 6)));
+        assert_eq!(rhel_version("418.94.202511191518-0"), Some((9, 4)));
+        assert_eq!(rhel_version("48.84.202208021106-0"), Some((8, 4)));
+        assert_eq!(rhel_version("410.810.202405011200-0"), Some((8, 10)));
+        assert_eq!(rhel_version("9.6.2026021-0"), None);
+        assert_eq!(rhel_version("4é8.é4.202208021106-0"), None);
+        assert!(rhel_version("418.94.202511191518-0") < rhel_version("9.6.20260210-0"));
     }
 
     fn searched(images: Vec<AmiFacts>) -> Ec2Facts {

@@ -52,12 +52,13 @@ pub(super) struct DecodedSpec {
 }
 
 impl DecodedSpec {
-    /// The rule's verdict for `arch` against `stream`, judged by `evaluate` the first time.
+    /// The rule's verdict for `arch` against `stream`, judged (and its images shared) by
+    /// `evaluate` the first time.
     pub fn verdict(
         &self,
         arch: Arch,
         stream: &GoldenStream,
-        evaluate: impl FnOnce(&Value) -> ImageOutcome,
+        evaluate: impl FnOnce(&Value) -> ImageOutcome<Arc<SharedImage>>,
     ) -> ImageOutcome<Arc<SharedImage>> {
         (self.verdicts).get_or_judge(arch, stream, || evaluate(&self.value))
     }
@@ -83,7 +84,7 @@ impl Verdicts {
         &self,
         arch: Arch,
         stream: &GoldenStream,
-        judge: impl FnOnce() -> ImageOutcome,
+        judge: impl FnOnce() -> ImageOutcome<Arc<SharedImage>>,
     ) -> ImageOutcome<Arc<SharedImage>> {
         let id = std::ptr::from_ref(stream) as StreamId;
         let verdicts = || self.0.lock().unwrap_or_else(PoisonError::into_inner);
@@ -91,7 +92,7 @@ impl Verdicts {
             return known.clone();
         }
         // Judged without the lock held; one task decides at a time, so nobody waits for it.
-        let judged = judge().shared();
+        let judged = judge();
         verdicts().push((arch, id, judged.clone()));
         judged
     }
@@ -213,6 +214,7 @@ mod tests {
                 ImageOutcome::UpToDate {
                     current: json!([value["ami"]["id"], judged.get()]),
                 }
+                .shared()
             })
         };
         let current = |outcome: ImageOutcome<Arc<SharedImage>>| match outcome {

@@ -169,7 +169,10 @@ impl Planner<'_> {
         ready: &'s Ready,
     ) -> Result<Evaluated<'s>, Box<Decision>> {
         let (rule, ctx, provider_spec) = self.rule_input(subject, ready)?;
-        let evaluate = |spec: &Value| rule.evaluate(spec, &ctx);
+        let evaluate = |spec: &Value| {
+            let release = |image: &Value| rule.rhcos_release(spec, image, &ctx);
+            rule.evaluate(spec, &ctx).shared_with(release)
+        };
         let outcome = match &provider_spec {
             SpecView::Decoded(decoded) => decoded.verdict(ctx.arch, ctx.stream, evaluate),
             SpecView::Borrowed(spec) => (self.decoded)

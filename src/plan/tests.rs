@@ -21,6 +21,7 @@ use crate::names::{
 };
 use crate::platform::SharedImage;
 use crate::reason::Reason;
+use crate::testkit::ec2::marketplace_ami;
 use crate::testkit::objects::{
     self, ControlPlaneMachineSetBuilder, MachineSetBuilder, machine_manager,
 };
@@ -1209,6 +1210,50 @@ fn gcp_updates_boot_disks_and_never_data_disks() {
         Action::Skip,
         Reason::CustomImage,
     );
+}
+
+/// The RHCOS release a marketplace AMI boots travels with its image into the decision, and to
+/// the current image once the update is applied, where the skew status reads it.
+#[test]
+fn a_marketplace_ami_carries_the_rhcos_release_it_boots() {
+    const OCP_X86: &str = "59ead7de-2540-4653-a8b0-fa7926d5c845";
+    let mut ec2 = crate::ec2::Ec2Facts::consulted();
+    for (id, release) in [
+        ("ami-0market96old0000", "9.6.20250801-0"),
+        ("ami-0market96new0000", "9.6.20251015-0"),
+    ] {
+        ec2.add_image(marketplace_ami(id, OCP_X86, release, "x86_64"));
+    }
+    ec2.add_search("us-east-1", OCP_X86);
+    let cluster = updatable().with(|c| c.ec2 = ec2);
+    let release = |image: Option<&std::sync::Arc<SharedImage>>| {
+        image.and_then(|i| i.rhcos_release()).map(str::to_string)
+    };
+
+    let on_marketplace = machine_set("worker-a").ami("ami-0market96old0000");
+    let entry = decide(&cluster, on_marketplace.served());
+    assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
+    let values = &entry.boot_image;
+    assert_eq!(
+        release(values.current.as_ref()).as_deref(),
+        Some("9.6.20250801-0")
+    );
+    assert_eq!(
+        release(values.target.as_ref()).as_deref(),
+        Some("9.6.20251015-0")
+    );
+    let applied = entry.applied();
+    assert_eq!(
+        release(applied.boot_image.current.as_ref()).as_deref(),
+        Some("9.6.20251015-0")
+    );
+
+    // A golden AMI tells no release of its own: the golden release is its.
+    let entry = decide(
+        &cluster,
+        machine_set("worker-a").ami(AMI_US_EAST_1).served(),
+    );
+    assert_eq!(release(entry.boot_image.current.as_ref()), None);
 }
 
 // ---------------------------------------------------------------------------------------------

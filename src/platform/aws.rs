@@ -53,6 +53,20 @@ impl PlatformRule for Aws {
         vec![Input::at(spec, REGION)]
     }
 
+    /// A marketplace AMI's description names its RHCOS release (the MCO's
+    /// `ExtractVersionFromDescription`, pkg/controller/bootimage/marketplace/marketplace.go);
+    /// Red Hat's own AMIs are the golden release's, as the MCO takes them.
+    fn rhcos_release(&self, spec: &Value, image: &Value, ctx: &RuleContext<'_>) -> Option<String> {
+        let region = crate::json_pointer::get(spec, REGION)?.as_str()?;
+        let Answer::Known(facts) = ctx.ec2.answer(region, image.as_str()?) else {
+            return None;
+        };
+        match facts.origin() {
+            AmiOrigin::Marketplace { .. } => facts.rhcos_release().map(str::to_string),
+            AmiOrigin::Rhcos | AmiOrigin::Custom => None,
+        }
+    }
+
     fn evaluate(&self, spec: &Value, ctx: &RuleContext<'_>) -> ImageOutcome {
         let ami = field(spec, "ami");
         let Some(current) = ami.and_then(|a| field(a, "id")).filter(|v| v.is_string()) else {
@@ -216,7 +230,7 @@ fn marketplace(
     {
         Ok(target) => {
             let newer = |image: &AmiFacts| {
-                let version = image.rhcos_release().and_then(facts::version_token);
+                let version = image.rhcos_release().and_then(facts::rhel_version);
                 (version, image.creation_date.clone())
             };
             if newer(facts) >= newer(target) {
@@ -413,30 +427,19 @@ mod tests {
     mod with_ec2 {
         use super::{AMI_4_21_US_EAST_1, by_id, cluster};
         use crate::arch::Arch;
-        use crate::ec2::facts::{MARKETPLACE_OWNER, RHCOS_OWNER, ROSA_PRODUCT};
+        use crate::ec2::facts::{RHCOS_OWNER, ROSA_PRODUCT};
         use crate::ec2::{AmiFacts, Consulted, Ec2Facts};
         use crate::platform::{ImageOutcome, PlatformRule};
         use crate::reason::Reason;
-        use crate::testkit::ec2::ami;
+        use crate::testkit::ec2::{ami, marketplace_ami as market};
         use crate::testkit::rules::{message, reason};
+        use serde_json::json;
 
         use super::super::Aws;
 
         const OCP_X86: &str = "59ead7de-2540-4653-a8b0-fa7926d5c845";
         /// Outside the stream and the known images.
         const UNLISTED: &str = "ami-0aaaaaaaaaaaaaaa1";
-
-        fn market(id: &str, product: &str, release: &str, arch: &str) -> AmiFacts {
-            let mut image = ami(
-                id,
-                MARKETPLACE_OWNER,
-                &format!("RHEL-9.4-RHCOS-{release}_HVM_GA-{arch}-0-{product}"),
-                &format!("RHEL CoreOS {release} {arch}"),
-                arch,
-            );
-            image.creation_date = format!("{release}T");
-            image
-        }
 
         fn facts(images: Vec<AmiFacts>) -> Ec2Facts {
             let mut facts = Ec2Facts::consulted();
@@ -508,11 +511,45 @@ mod tests {
                 "{outcome:?}"
             );
             // Never back down from a newer marketplace AMI someone chose.
-            let outcome = evaluate(ec2, "ami-0market980000000", Arch::Amd64);
+            let outcome = evaluate(ec2.clone(), "ami-0market980000000", Arch::Amd64);
             assert!(
                 matches!(outcome, ImageOutcome::UpToDate { .. }),
                 "{outcome:?}"
             );
+            // A 4.18 AMI's release (418.94: RHEL 9.4) is older, however large its major.
+            let mut ec2 = ec2;
+            ec2.add_image(market(
+                "ami-0market418000000",
+                OCP_X86,
+                "418.94.202511191518-0",
+                "x86_64",
+            ));
+            let outcome = evaluate(ec2, "ami-0market418000000", Arch::Amd64);
+            assert_eq!(
+                target(&outcome),
+                Some("ami-0market96new0000"),
+                "{outcome:?}"
+            );
+        }
+
+        #[test]
+        fn only_a_marketplace_ami_tells_the_rhcos_release_it_boots() {
+            let ec2 = facts(vec![
+                market("ami-0market96new0000", OCP_X86, "9.6.20251015-0", "x86_64"),
+                ami(UNLISTED, RHCOS_OWNER, "rhcos-9.6.20250801-0", "", "x86_64"),
+            ]);
+            let cluster = cluster().with_ec2(ec2);
+            let release = |id: &str| {
+                let spec = by_id(id, "us-east-1");
+                Aws.rhcos_release(&spec, &json!(id), &cluster.ctx(Arch::Amd64))
+            };
+            assert_eq!(
+                release("ami-0market96new0000").as_deref(),
+                Some("9.6.20251015-0")
+            );
+            // Red Hat's own AMIs are the golden release's, as the MCO takes them.
+            assert_eq!(release(UNLISTED), None);
+            assert_eq!(release(AMI_4_21_US_EAST_1), None);
         }
 
         #[test]

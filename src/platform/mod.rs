@@ -214,6 +214,8 @@ pub struct SharedImage {
     json: KeptJson,
     /// [`display_image`] of the value, which every decision's message names.
     shown: OnceLock<Box<str>>,
+    /// [`PlatformRule::rhcos_release`] of the image, where the image itself says it.
+    rhcos_release: Option<Box<str>>,
 }
 
 impl SharedImage {
@@ -221,7 +223,22 @@ impl SharedImage {
         SharedImage {
             json: KeptJson::new(value),
             shown: OnceLock::new(),
+            rhcos_release: None,
         }
+    }
+
+    /// `value`, ready to share, booting RHCOS `release` where that is known.
+    pub fn with_release(value: Value, release: Option<String>) -> Arc<Self> {
+        Arc::new(SharedImage {
+            rhcos_release: release.map(String::into_boxed_str),
+            ..SharedImage::new(value)
+        })
+    }
+
+    /// The RHCOS release the image boots, when the image itself says it (a marketplace AMI);
+    /// for every other image only the golden release it was published with tells.
+    pub fn rhcos_release(&self) -> Option<&str> {
+        self.rhcos_release.as_deref()
     }
 
     /// The image as a person reads it ([`display_image`]); `-` for none.
@@ -272,17 +289,29 @@ impl Serialize for SharedImage {
 impl ImageOutcome {
     /// The same verdict with its images shared: cloning it copies no image.
     pub fn shared(self) -> ImageOutcome<Arc<SharedImage>> {
+        self.shared_with(|_| None)
+    }
+
+    /// [`ImageOutcome::shared`], each image with the RHCOS release `release` finds for it.
+    pub fn shared_with(
+        self,
+        release: impl Fn(&Value) -> Option<String>,
+    ) -> ImageOutcome<Arc<SharedImage>> {
+        let share = |image: Value| {
+            let release = release(&image);
+            SharedImage::with_release(image, release)
+        };
         match self {
             ImageOutcome::UpToDate { current } => ImageOutcome::UpToDate {
-                current: SharedImage::of(current),
+                current: share(current),
             },
             ImageOutcome::Update {
                 current,
                 target,
                 changes,
             } => ImageOutcome::Update {
-                current: SharedImage::of(current),
-                target: SharedImage::of(target),
+                current: share(current),
+                target: share(target),
                 changes,
             },
             ImageOutcome::Skip {
@@ -292,7 +321,7 @@ impl ImageOutcome {
             } => ImageOutcome::Skip {
                 reason,
                 message,
-                current: current.map(SharedImage::of),
+                current: current.map(share),
             },
             ImageOutcome::Error {
                 reason,
@@ -301,7 +330,7 @@ impl ImageOutcome {
             } => ImageOutcome::Error {
                 reason,
                 message,
-                current: current.map(SharedImage::of),
+                current: current.map(share),
             },
         }
     }
@@ -315,6 +344,22 @@ pub trait PlatformRule: Sync {
 
     /// What the boot image of `provider_spec` should be.
     fn evaluate(&self, provider_spec: &Value, ctx: &RuleContext<'_>) -> ImageOutcome;
+
+    /// The RHCOS release `image` (an image [`evaluate`] returned for `provider_spec`) boots,
+    /// where the image itself says so. The skew status records it instead of the golden
+    /// release: the Machine Config Operator does so for AWS Marketplace AMIs only, whose RHCOS
+    /// release may lag the golden one (`updateClusterBootImage`,
+    /// pkg/controller/bootimage/boot_image_controller.go). By default, none.
+    ///
+    /// [`evaluate`]: PlatformRule::evaluate
+    fn rhcos_release(
+        &self,
+        _provider_spec: &Value,
+        _image: &Value,
+        _ctx: &RuleContext<'_>,
+    ) -> Option<String> {
+        None
+    }
 
     /// Where this platform keeps the boot image in `provider_spec`, as JSON Pointers relative to
     /// it with their current values, for putting back `written` (a value [`evaluate`] once
