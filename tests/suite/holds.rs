@@ -45,6 +45,20 @@ async fn reported_too_long(
     report
 }
 
+/// Waits until no hold is reported past its limit any more.
+async fn report_cleared(env: &TestEnv) {
+    let cleared = eventually(CONVERGE, || async {
+        let c = env.condition(HELD_TOO_LONG).await?;
+        (c["status"] == "False").then_some(())
+    })
+    .await;
+    assert!(
+        cleared.is_some(),
+        "{:?}",
+        env.condition(HELD_TOO_LONG).await
+    );
+}
+
 /// Degraded was never True while `log` recorded the conditions.
 fn never_degraded(log: &ConditionLog) {
     let degraded: Vec<_> = (log.history(DEGRADED).into_iter())
@@ -75,16 +89,7 @@ async fn a_release_mismatch_that_outlasts_the_limit_is_reported_until_it_clears(
 
     // The cluster catches up: the hold clears, and with it the report.
     env.upgrade("4.21.0", &stream_421()).await;
-    let cleared = eventually(CONVERGE, || async {
-        let c = env.condition(HELD_TOO_LONG).await?;
-        (c["status"] == "False").then_some(())
-    })
-    .await;
-    assert!(
-        cleared.is_some(),
-        "{:?}",
-        env.condition(HELD_TOO_LONG).await
-    );
+    report_cleared(&env).await;
     assert_eq!(
         controller.metric(&exceeded("ReleaseMismatch")).await,
         Some(0.0)
@@ -120,16 +125,7 @@ async fn an_upgrade_longer_than_the_limit_never_degrades() {
     })
     .await;
     assert!(updated.is_some(), "{}", controller.log_tail(40));
-    let cleared = eventually(CONVERGE, || async {
-        let c = env.condition(HELD_TOO_LONG).await?;
-        (c["status"] == "False").then_some(())
-    })
-    .await;
-    assert!(
-        cleared.is_some(),
-        "{:?}",
-        env.condition(HELD_TOO_LONG).await
-    );
+    report_cleared(&env).await;
     never_degraded(&log);
 }
 

@@ -149,23 +149,19 @@ async fn on_release(release: &str) {
     }
 
     // The pause is acknowledged, and lifted.
-    env.annotate_machine_configuration(PAUSE, Some("true"))
+    for (pause, status) in [(Some("true"), "True"), (None, "False")] {
+        env.annotate_machine_configuration(PAUSE, pause).await;
+        let acknowledged = eventually(CONVERGE, || async {
+            condition_is(&env, "BootImageUpdatePaused", status, None)
+                .await
+                .then_some(())
+        })
         .await;
-    let paused = eventually(CONVERGE, || async {
-        condition_is(&env, "BootImageUpdatePaused", "True", None)
-            .await
-            .then_some(())
-    })
-    .await;
-    assert!(paused.is_some(), "{release}: pause not acknowledged");
-    env.annotate_machine_configuration(PAUSE, None).await;
-    let resumed = eventually(CONVERGE, || async {
-        condition_is(&env, "BootImageUpdatePaused", "False", None)
-            .await
-            .then_some(())
-    })
-    .await;
-    assert!(resumed.is_some(), "{release}: pause not lifted");
+        assert!(
+            acknowledged.is_some(),
+            "{release}: BootImageUpdatePaused never {status}"
+        );
+    }
 
     // Beside another manager we stand down, and say so. The other manager writes again until
     // we do, as the MCO's controller does on every sync: a status apply of ours still in flight
