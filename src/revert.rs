@@ -16,6 +16,8 @@
 //!   the hot-loop memory (opting out resets it; the controller would otherwise clear it itself,
 //!   writing to an object it no longer manages).
 
+pub mod stub_secret;
+
 use jsonptr::Pointer;
 use serde::Serialize;
 use serde_json::Value;
