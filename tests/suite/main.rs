@@ -37,6 +37,7 @@ mod rbac_least_privilege;
 mod revert;
 mod sharing_with_mco;
 mod stub_secret_watches;
+mod stub_upgrade;
 mod vcenter;
 mod vsphere;
 mod watch_backoff;
