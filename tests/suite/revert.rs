@@ -114,7 +114,7 @@ async fn revert_restores_the_original_and_the_controller_leaves_it_until_opted_b
     let text = stdout(&out);
     for expected in [
         "Reverted MachineSet",
-        &format!("bootImage       {AMI_421_US_EAST_1} -> {AMI_420_US_EAST_1}"),
+        &format!("bootImage  {AMI_421_US_EAST_1} -> {AMI_420_US_EAST_1}"),
         // The installer's spec-2 stub, upgraded in place for the new image, goes back with it.
         "Stub secret worker-user-data: Ignition 3.2.0 -> the content it had before",
         &format!(
