@@ -339,8 +339,9 @@ start_apiserver() {
   # address); nothing here routes to that Service anyway.
   # --service-account-issuer / key files: required by kube-apiserver to
   # start; tokens it issues are verified with sa.pub.
-  # --audit-*: the body of every patch of a machine resource, as the API
-  # server received it, in $state_dir/audit.log; a test compares it with what
+  # --audit-*: the body of every patch of a machine resource and of the
+  # installer's stub secrets (their in-place upgrade), as the API server
+  # received it, in $state_dir/audit.log; a test compares it with what
   # `plan` says `run` sends. Writes of the golden ConfigMap are logged without
   # their body: the benchmark times the first patch from them by the server's
   # own clock. Nothing else is logged.
@@ -354,6 +355,9 @@ rules:
   resources:
   - group: machine.openshift.io
     resources: ["machinesets", "controlplanemachinesets"]
+  - group: ""
+    resources: ["secrets"]
+    resourceNames: ["worker-user-data", "master-user-data"]
 - level: Metadata
   verbs: ["update", "patch"]
   resources:

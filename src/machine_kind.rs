@@ -157,40 +157,19 @@ impl MachineKind {
         }
     }
 
-    /// Whether we may point objects of this kind at another stub secret. Never a
-    /// ControlPlaneMachineSet: the control-plane machine set operator compares each control-plane
-    /// Machine's providerSpec with the template's, ignoring only the boot image fields
-    /// (openshift/cluster-control-plane-machine-set-operator,
-    /// pkg/machineproviders/providers/openshift/machine/v1beta1/providerconfig: the `Diff` of
-    /// aws.go, gcp.go and azure.go; `generateMachineInfo` in provider.go), so a new secret name
-    /// would mark every control-plane Machine for replacement and, with the default
-    /// RollingUpdate strategy, replace the whole control plane.
+    /// Whether a spec-2 stub secret of an object of this kind is upgraded in place before its
+    /// boot image moves, as the Machine Config Operator does for MachineSets and
+    /// ControlPlaneMachineSets (pkg/controller/bootimage/platform_helpers.go: every
+    /// `reconcile*ProviderSpec`, which both ms_helpers.go and cpms_helpers.go call, calls
+    /// `upgradeStubIgnitionIfRequired`).
     ///
-    /// Never a Cluster API MachineSet either: its `bootstrap.dataSecretName` names a secret of
-    /// the Cluster API namespace that the cluster CAPI operator copies from the installer's
-    /// `worker-user-data` alone (openshift/cluster-capi-operator,
-    /// pkg/controllers/secretsync/secret_sync_controller.go); there is no managed twin there.
-    pub fn may_change_stub_secret(self) -> bool {
-        match self {
-            MachineKind::MachineSet => true,
-            MachineKind::ControlPlaneMachineSet
-            | MachineKind::ClusterApiMachineSet
-            | MachineKind::ClusterApiMachineDeployment => false,
-        }
-    }
-
-    /// Why [`MachineKind::may_change_stub_secret`] is false, as messages say it.
-    pub fn why_the_stub_name_stays(self) -> &'static str {
-        match self {
-            MachineKind::ClusterApiMachineSet | MachineKind::ClusterApiMachineDeployment => {
-                "its bootstrap secret is the installer's stub, which the cluster CAPI operator \
-                 copies into the Cluster API namespace; no managed stub exists there"
-            }
-            _ => {
-                "another name would make the control-plane machine set operator replace every \
-                 control-plane machine"
-            }
-        }
+    /// Not a Cluster API object's: its `bootstrap.dataSecretName` names a secret of the Cluster
+    /// API namespace that the cluster CAPI operator copies from the installer's
+    /// `worker-user-data` (openshift/cluster-capi-operator,
+    /// pkg/controllers/secretsync/secret_sync_controller.go), and would copy back over an
+    /// upgrade made there; the Machine API's own stub, once upgraded, is copied instead.
+    pub fn upgrades_stub_secret(self) -> bool {
+        !self.is_cluster_api()
     }
 
     /// Whether `managedBootImages` may select objects of this kind by label. The

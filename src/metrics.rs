@@ -408,7 +408,7 @@ mod tests {
             message: String::new(),
         };
         let mut decisions = vec![
-            decision("a", Action::Error, Reason::ManagedSecretMissing),
+            decision("a", Action::Error, Reason::ImageNotInStream),
             decision("b", Action::UpToDate, Reason::UpToDate),
         ];
         m.observe_plan(&decisions, Some(&paused), Some(("rhcos-4.21", "4.21.0")));
@@ -439,7 +439,7 @@ mod tests {
             reason: Reason::AnotherManagerActive,
             message: "another manager".into(),
         };
-        let decisions = [decision("a", Action::Error, Reason::ManagedSecretMissing)];
+        let decisions = [decision("a", Action::Error, Reason::ImageNotInStream)];
         m.observe_plan(&decisions, Some(&stood_down), None);
         let text = m.render();
         assert!(

@@ -40,6 +40,18 @@ pub const LEGACY_PAUSE_ANNOTATION: &str =
     "machineconfiguration.openshift.io/boot-image-updates-paused";
 /// The last changes we made to an object, for `revert` (see `plan::record`).
 pub const HISTORY_ANNOTATION: &str = "boot-image-controller.io/history";
+/// Set on a stub secret whose Ignition config was upgraded in place to spec 3: the version it
+/// was upgraded to, and when. The Machine Config Operator's own keys
+/// (pkg/controller/common/constants.go, `StubIgnitionVersionAnnotation` and
+/// `StubIgnitionTimestampAnnotation`), set as its `upgradeStubIgnitionIfRequired` sets them.
+pub const STUB_IGNITION_UPGRADED_TO_ANNOTATION: &str =
+    "machineconfiguration.openshift.io/stub-ignition-upgraded-to";
+pub const STUB_IGNITION_UPGRADED_AT_ANNOTATION: &str =
+    "machineconfiguration.openshift.io/stub-ignition-upgraded-at";
+/// The key of a stub secret's data under which its upgrade keeps the spec-2 `userData` it
+/// replaced, for `revert`. In the data rather than an annotation: must-gather and
+/// `oc adm inspect` blank a secret's data, not its annotations.
+pub const PREVIOUS_USER_DATA_KEY: &str = "boot-image-controller.io-previous-userData";
 /// When we patched an object to its current target, for the hot-loop guard.
 pub const HOT_LOOP_ANNOTATION: &str = "boot-image-controller.io/hot-loop";
 /// The cluster autoscaler's scale-from-zero labels; the only place a MachineSet names its arch.

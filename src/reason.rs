@@ -58,10 +58,9 @@ macro_rules! reasons {
 }
 
 reasons! {
-    /// The boot image (and possibly the stub secret) is older than the golden one.
+    /// The boot image is older than the golden one (and a spec-2 stub secret, if any, is
+    /// upgraded in place first).
     BootImageOutdated: Update,
-    /// The image is current but the MachineSet still points at the unmanaged stub secret.
-    StubSecretOutdated: Update,
     UpToDate: UpToDate,
 
     /// The MachineSet carries the opt-out annotation.
@@ -101,9 +100,20 @@ reasons! {
     /// A MachineSet of a multi-architecture cluster that does not say its architecture; the
     /// Machine Config Operator skips these too.
     ArchitectureNotDeclared: Skip,
-    /// An administrator's own stub secret is kept because its managed twin is missing or
-    /// invalid; the boot image is updated all the same (a warning beside the decision).
-    StubSecretKept: Skip,
+    /// The stub secret the object names does not exist or cannot be read: its boot image is
+    /// not moved, since nothing shows a new image can boot from it.
+    StubSecretMissing: Skip,
+    /// The stub secret is not Ignition spec 3 and cannot be converted here (not JSON, no
+    /// version, a spec we do not convert, more than a pointer config): the image is not moved
+    /// until an administrator rewrites it.
+    StubSecretUnconvertible: Skip,
+    /// The stub secret's userData is blanked, as must-gather and `oc adm inspect` write every
+    /// secret: its spec cannot be told, so the image is not moved in that plan.
+    StubSecretUnverified: Skip,
+    /// A Cluster API object's bootstrap secret is Ignition spec 2: this controller does not
+    /// rewrite it (the cluster CAPI operator copies it from the Machine API's stub), so the
+    /// image is not moved.
+    StubSecretIncompatible: Skip,
     /// The stream publishes no Azure marketplace images at all (OKD, for one).
     MarketplaceImagesNotPublished: Skip,
 
@@ -131,14 +141,6 @@ reasons! {
     /// wrong, and patching would put machines on an image they cannot boot.
     ArchitectureMismatch: Error,
     ImageNotInStream: Error,
-    ManagedSecretMissing: Error,
-    ManagedSecretInvalid: Error,
-    /// The managed stub secret's userData is blanked, as must-gather and `oc adm inspect` write
-    /// every secret: it cannot be verified, so it is not switched to.
-    ManagedSecretUnverified: Error,
-    /// The stub secret of an object whose stub name never changes (a ControlPlaneMachineSet)
-    /// cannot boot the new image: the image is not updated.
-    StubSecretIncompatible: Error,
     /// Someone keeps reverting our patch; we stop instead of fighting.
     HotLoop: Error,
     /// vSphere: the MachineSet's workspace is in none of the Infrastructure's failure domains.

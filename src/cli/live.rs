@@ -2,10 +2,11 @@
 //!
 //! It reads what the controller reads, with GETs and LISTs only: the three singletons, the
 //! golden ConfigMap, the MachineSets and ControlPlaneMachineSets of the machine-API namespace,
-//! the managed stub secrets they would be pointed at (by name, as the controller's RBAC allows),
+//! the stub secrets they name (by name, as the controller's RBAC allows),
 //! the known-images ConfigMap, and the control-plane Nodes (for their architecture). The objects go through the same loader as manifest files, so
 //! a live plan and a plan of `oc get -o yaml` output of the same objects agree. Secret contents
-//! are checked by the planner and never printed.
+//! are checked by the planner and printed only in the in-place upgrade of a spec-2 stub, whose
+//! patch holds the pointer config it replaces and the one it writes (a URL and a CA bundle).
 
 use std::collections::BTreeSet;
 
@@ -20,7 +21,6 @@ use crate::kubeconfig::ClusterArgs;
 use crate::machine_kind::MachineKind;
 use crate::manifests::{self, Snapshot};
 use crate::names;
-use crate::plan::stub::managed_name;
 
 #[derive(Args, Clone, Debug)]
 pub struct LiveArgs {
@@ -268,7 +268,7 @@ async fn read_config_maps(
     Ok(items)
 }
 
-/// Only the managed stub secrets the plan may point at, read by name like the controller.
+/// The stub secrets the objects name, read by name like the controller.
 async fn read_stub_secrets(
     client: &Client,
     ns: &str,
@@ -285,7 +285,7 @@ async fn read_stub_secrets(
                 ]
             })
             .filter_map(Value::as_str)
-            .map(|name| managed_name(name).unwrap_or_else(|| name.to_string()))
+            .map(str::to_string)
             .collect();
     let secrets = ApiResource::erase::<Secret>(&());
     let mut items = Vec::new();

@@ -11,13 +11,14 @@ use clap::{ArgGroup, Args};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 
 use super::{Failure, write_stdout};
-use crate::api::{ControlPlaneMachineSet, MachineSet};
+use crate::api::{ControlPlaneMachineSet, MachineSet, Secret};
 use crate::api_client;
 use crate::machine_kind::MachineKind;
 use crate::names::{self, OPT_OUT_ANNOTATION, OPT_OUT_VALUE};
 use crate::plan::record::HistoryEntry;
 use crate::plan::{ClusterSnapshot, Options, Planner, Recognition};
 use crate::platform::display_image as display;
+use crate::revert::stub_secret::{self, StubRestore};
 use crate::revert::{self, Revert, RevertError};
 
 /// Exit code when the object changed since the controller wrote it: the revert is refused.
@@ -72,6 +73,12 @@ pub struct RevertArgs {
     /// (the history annotation can be edited by anyone who can edit the object).
     #[arg(long)]
     pub allow_unrecognised_image: bool,
+
+    /// Leave the stub secret as the controller upgraded it (Ignition 3) when other objects name
+    /// it too; without this, such a revert is refused, since putting spec 2 back would leave
+    /// them with a stub their new images cannot read.
+    #[arg(long)]
+    pub keep_stub_secret: bool,
 
     #[command(flatten)]
     pub cluster: crate::kubeconfig::ClusterArgs,
@@ -156,6 +163,15 @@ async fn revert_object(args: &RevertArgs) -> Result<(), Failure> {
         ));
     }
 
+    let stub = stub_to_restore(&client, args, kind, &value, &planned)
+        .await
+        .map_err(|why| {
+            Failure::runtime(
+                REFUSED_CODE,
+                anyhow!("{described}: {why}; nothing was written"),
+            )
+        })?;
+
     let patch = Patch::Json::<()>(json_patch::Patch(planned.patch.ops()));
     let params = PatchParams {
         dry_run: args.dry_run,
@@ -165,6 +181,25 @@ async fn revert_object(args: &RevertArgs) -> Result<(), Failure> {
     };
     let mut out = report(&described, &planned, args.dry_run);
     out.push_str(&provenance.describe());
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), args.namespace());
+    match &stub {
+        StubToRestore::Nothing => {}
+        StubToRestore::Kept(note) => {
+            let _ = writeln!(out, "{note}");
+        }
+        StubToRestore::Restore(restore) => {
+            let _ = writeln!(
+                out,
+                "Stub secret {}: Ignition {} -> the content it had before the controller \
+                 upgraded it",
+                restore.name,
+                restore.upgraded_to.as_deref().unwrap_or("3")
+            );
+            send_stub_patch(&secrets, restore, &restore.patch, &params)
+                .await
+                .map_err(|e| stub_failure(&described, &restore.name, e))?;
+        }
+    }
     if args.dry_run {
         let _ = writeln!(
             out,
@@ -172,7 +207,23 @@ async fn revert_object(args: &RevertArgs) -> Result<(), Failure> {
             serde_json::to_string_pretty(&planned.patch).context("cannot print the patch")?
         );
     }
-    match api.patch(name, &params, &patch).await {
+    let sent = api.patch(name, &params, &patch).await;
+    if let (Err(_), StubToRestore::Restore(restore), false) = (&sent, &stub, args.dry_run) {
+        // The stub went back first: it must not stay spec 2 under a MachineSet on a new image.
+        if let Err(e) = send_stub_patch(&secrets, restore, &restore.undo, &params).await {
+            return Err(Failure::runtime(
+                RUNTIME_CODE,
+                anyhow!(
+                    "{described} could not be reverted, and its stub secret {}, already put \
+                     back to its earlier content, could not be upgraded again ({e}): restore its \
+                     userData from the key {} by hand, or re-run the revert",
+                    restore.name,
+                    names::PREVIOUS_USER_DATA_KEY
+                ),
+            ));
+        }
+    }
+    match sent {
         Ok(_) => {}
         // 422: a `test` op failed; someone wrote between our read and our patch.
         Err(kube::Error::Api(e)) if e.code == 422 || e.code == 409 => {
@@ -199,6 +250,124 @@ async fn revert_object(args: &RevertArgs) -> Result<(), Failure> {
         opt_back_in(kind, args.namespace(), name)
     });
     write_stdout(&out)
+}
+
+/// What becomes of the stub secret of a reverted object.
+enum StubToRestore {
+    Nothing,
+    /// Left upgraded, as `--keep-stub-secret` asked: the note says so.
+    Kept(String),
+    Restore(Box<StubRestore>),
+}
+
+/// The stub secret to put back with the revert: when the boot image goes back and the
+/// controller upgraded the stub the object names in place (see [`crate::revert::stub_secret`]).
+/// `Err` says why the revert must not go ahead.
+async fn stub_to_restore(
+    client: &kube::Client,
+    args: &RevertArgs,
+    kind: MachineKind,
+    object: &serde_json::Value,
+    planned: &Revert,
+) -> Result<StubToRestore, String> {
+    let restores_image = (planned.changes.iter()).any(|c| c.field == revert::Field::BootImage);
+    let named = object
+        .pointer(kind.provider_spec_pointer())
+        .and_then(crate::plan::stub::current_name);
+    let (false, true, Some(stub_name)) = (kind.is_cluster_api(), restores_image, named) else {
+        return Ok(StubToRestore::Nothing);
+    };
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), args.namespace());
+    let secret = match api_client::bounded(secrets.get_opt(stub_name)).await {
+        Ok(Some(secret)) => secret,
+        Ok(None) => return Ok(StubToRestore::Nothing),
+        Err(e) => return Err(format!("cannot read its stub secret {stub_name}: {e}")),
+    };
+    let Some(restore) = stub_secret::restore(&secret) else {
+        return Ok(StubToRestore::Nothing);
+    };
+    let mut objects = Vec::new();
+    for other in [MachineKind::MachineSet, MachineKind::ControlPlaneMachineSet] {
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(client.clone(), args.namespace(), &other.api_resource());
+        match api_client::bounded(api.list(&Default::default())).await {
+            Ok(list) => {
+                for listed in list.items {
+                    let Ok(mut value) = serde_json::to_value(&listed) else {
+                        continue;
+                    };
+                    // Named with their kind, so that a ControlPlaneMachineSet is never taken for
+                    // a MachineSet of the same name.
+                    let named = format!("{other} {}", listed.metadata.name.unwrap_or_default());
+                    value["metadata"]["name"] = named.into();
+                    objects.push(value);
+                }
+            }
+            // A cluster without ControlPlaneMachineSets does not serve them.
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(e) => {
+                return Err(format!(
+                    "cannot list the {} that may share its stub: {e}",
+                    other.plural_title()
+                ));
+            }
+        }
+    }
+    let name = object
+        .pointer("/metadata/name")
+        .and_then(serde_json::Value::as_str);
+    let itself = format!("{kind} {}", name.unwrap_or_default());
+    let others = stub_secret::other_users(&objects, &itself, stub_name);
+    if others.is_empty() {
+        return Ok(StubToRestore::Restore(Box::new(restore)));
+    }
+    if args.keep_stub_secret {
+        return Ok(StubToRestore::Kept(format!(
+            "Stub secret {stub_name}: kept at Ignition 3 (--keep-stub-secret); its earlier \
+             content is under the key {} of the secret",
+            names::PREVIOUS_USER_DATA_KEY
+        )));
+    }
+    Err(format!(
+        "the controller upgraded its stub secret {stub_name} to Ignition 3 in place, and the \
+         boot image put back may read only the spec-2 content it had; but {} name it too, and \
+         would be left with a stub their images cannot read. Point this object at a stub of its \
+         own holding the earlier content (the key {} of {stub_name}), or re-run with \
+         --keep-stub-secret to revert the image alone",
+        others.join(", "),
+        names::PREVIOUS_USER_DATA_KEY
+    ))
+}
+
+async fn send_stub_patch(
+    secrets: &Api<Secret>,
+    restore: &StubRestore,
+    ops: &crate::plan::Patch,
+    params: &PatchParams,
+) -> Result<(), kube::Error> {
+    let patch = Patch::Json::<()>(json_patch::Patch(ops.ops()));
+    api_client::bounded(secrets.patch(&restore.name, params, &patch))
+        .await
+        .map(|_| ())
+}
+
+fn stub_failure(described: &str, stub: &str, e: kube::Error) -> Failure {
+    match e {
+        kube::Error::Api(status) if status.code == 422 || status.code == 409 => Failure::runtime(
+            REFUSED_CODE,
+            anyhow!(
+                "{described}: its stub secret {stub} changed while reverting ({}); nothing was \
+                 written, run the revert again to re-check",
+                status.message
+            ),
+        ),
+        e => Failure::runtime(
+            RUNTIME_CODE,
+            anyhow!(e).context(format!(
+                "cannot put back the stub secret {stub} of {described}"
+            )),
+        ),
+    }
 }
 
 /// Why a revert that points a Cluster API MachineSet back at an earlier template must not go

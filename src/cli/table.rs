@@ -185,10 +185,17 @@ fn boot_image(e: &Decision) -> String {
 }
 
 fn stub_secret(e: &Decision) -> String {
-    match (&e.user_data_secret.current, &e.user_data_secret.target) {
+    let name = match (&e.user_data_secret.current, &e.user_data_secret.target) {
         (Some(current), Some(target)) => format!("{current} -> {target}"),
         (Some(current), None) => current.clone(),
         (None, _) => "-".into(),
+    };
+    match &e.stub_upgrade {
+        Some(upgrade) => format!(
+            "{name} (Ignition {} -> {})",
+            upgrade.from_version, upgrade.to_version
+        ),
+        None => name,
     }
 }
 

@@ -15,9 +15,11 @@ use kube::api::{Api, DynamicObject, PostParams};
 use tokio::sync::watch;
 
 use super::decide::Writing;
+use crate::api::Secret;
 use crate::api_client;
 use crate::machine_kind::MachineKind;
 use crate::plan::infrastructure::TemplateCopy;
+use crate::plan::stub::StubUpgrade;
 use crate::plan::{Decision, Patch, Planner};
 
 /// How sending a decision's patch went.
@@ -58,6 +60,10 @@ pub(super) struct Patcher {
     /// True from a wave's first patch until its pass has reported it: the status write that
     /// ends a rollout (Progressing=False) is on its critical path as much as the patches are.
     patching: watch::Sender<bool>,
+    /// The stub secret upgrades sent, by the patch that made them: the objects that share a
+    /// stub all carry its upgrade, and the first to go sends it for the others. Held while one
+    /// is sent, so that the others wait for it rather than race it.
+    stub_upgrades: tokio::sync::Mutex<BTreeMap<(String, String), Patch>>,
 }
 
 impl Patcher {
@@ -92,6 +98,7 @@ impl Patcher {
             client: client.clone(),
             templates: Api::namespaced_with(client.clone(), cluster_api, &templates),
             patching: watch::Sender::new(false),
+            stub_upgrades: Default::default(),
         }
     }
 
@@ -101,6 +108,11 @@ impl Patcher {
     async fn send(&self, outgoing: Outgoing) -> Outcome {
         if let Some(copy) = &outgoing.template
             && let Err(outcome) = self.create_template(copy).await
+        {
+            return outcome;
+        }
+        if let Some(upgrade) = &outgoing.stub_upgrade
+            && let Err(outcome) = self.upgrade_stub(upgrade).await
         {
             return outcome;
         }
@@ -138,6 +150,41 @@ struct Outgoing {
     name: String,
     patch: Patch,
     template: Option<Box<TemplateCopy>>,
+    stub_upgrade: Option<Arc<StubUpgrade>>,
+}
+
+impl Patcher {
+    /// Upgrades a spec-2 stub secret in place with its guarded patch, unless this very upgrade
+    /// was sent already for another object naming the same stub. A failed `test` (the secret
+    /// changed since the pass read it) is a conflict: the object is planned again from the
+    /// secret as it is now.
+    async fn upgrade_stub(&self, upgrade: &StubUpgrade) -> Result<(), Outcome> {
+        let key = (upgrade.namespace.clone(), upgrade.name.clone());
+        let mut sent = self.stub_upgrades.lock().await;
+        if sent.get(&key) == Some(&upgrade.patch) {
+            return Ok(());
+        }
+        let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &upgrade.namespace);
+        let patch = kube::api::Patch::Json::<()>(json_patch::Patch(upgrade.patch.ops()));
+        let params = api_client::patch_params();
+        match api_client::bounded(secrets.patch(&upgrade.name, &params, &patch)).await {
+            Ok(_) => {
+                sent.insert(key, upgrade.patch.clone());
+                Ok(())
+            }
+            Err(kube::Error::Api(status)) => Err(match classify(&status) {
+                Outcome::Failed(why) => Outcome::Failed(format!(
+                    "cannot upgrade stub secret {}/{} to Ignition {}: {why}",
+                    upgrade.namespace, upgrade.name, upgrade.to_version
+                )),
+                other => other,
+            }),
+            Err(e) => Err(Outcome::Failed(format!(
+                "cannot upgrade stub secret {}/{}: {e}",
+                upgrade.namespace, upgrade.name
+            ))),
+        }
+    }
 }
 
 impl Patcher {
@@ -252,6 +299,7 @@ impl<'p> Wave<'p> {
             let decision = Arc::make_mut(&mut decisions[i]);
             decision.patch = Patch::default();
             decision.infrastructure_template = None;
+            decision.stub_upgrade = None;
             self.queued.push_back((i, object));
         }
     }
@@ -353,11 +401,13 @@ impl<'p> Wave<'p> {
 fn outgoing(decided: &Decision, mut again: Decision) -> Option<Outgoing> {
     let patch = std::mem::take(&mut again.patch);
     let template = again.infrastructure_template.take();
+    let stub_upgrade = again.stub_upgrade.take();
     (again == *decided && !patch.is_empty()).then(|| Outgoing {
         kind: decided.kind,
         name: decided.name.clone(),
         patch,
         template,
+        stub_upgrade,
     })
 }
 

@@ -241,6 +241,7 @@ mod tests {
             "4.21.0",
             &streams::stream_421_all_platforms().to_string(),
         )
+        .stub_secret(ns, "worker-user-data", "3.2.0")
         .stub_secret(ns, "worker-user-data-managed", "3.2.0")
         .stub_secret(ns, "master-user-data-managed", "3.2.0")
         .knowing(&[AMI_420_US_EAST_1])

@@ -35,8 +35,8 @@ impl Observation {
     }
 }
 
-/// Reads the stores, and first starts watching every managed stub secret a machine resource
-/// would point at, so that the snapshot holds the secrets the planner verifies.
+/// Reads the stores, and first starts watching every stub secret a selected machine resource
+/// names, so that the snapshot holds the secrets the planner checks.
 pub(super) async fn observe(
     stores: &Stores,
     secrets: &mut SecretWatches,
@@ -110,8 +110,7 @@ pub(super) async fn observe(
     }
 }
 
-/// The stub secrets the planner reads for the readable objects among `objects` that
-/// `selection` selects.
+/// The stub secrets the readable objects among `objects` that `selection` selects name.
 fn secrets_to_verify<'a, M: MachineObject>(
     objects: &'a [Arc<Lenient<M>>],
     selection: &'a Selection,
@@ -125,5 +124,5 @@ fn secrets_to_verify<'a, M: MachineObject>(
             let in_provider_spec = || stub::kept_name(o.provider_spec()?);
             (o.data_secret_name().map(Cow::Borrowed)).or_else(in_provider_spec)
         })
-        .filter_map(|name| stub::secret_to_verify(M::KIND, &name))
+        .map(Cow::into_owned)
 }

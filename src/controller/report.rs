@@ -296,12 +296,14 @@ fn reported(applied: Applied, conflicts_in_a_row: u32) -> Arc<Decision> {
     // template copies kept would be tens of megabytes.
     let unreported = !decision.patch.is_empty()
         || decision.infrastructure_template.is_some()
+        || decision.stub_upgrade.is_some()
         || (outcome != Outcome::Patched && decision.recorded.is_some());
     // A decision shared with the previous pass's result has none of these: it stays shared.
     if unreported {
         let d = Arc::make_mut(&mut decision);
         d.patch = Default::default();
         d.infrastructure_template = None;
+        d.stub_upgrade = None;
         if outcome != Outcome::Patched {
             d.recorded = None;
         }

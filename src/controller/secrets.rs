@@ -1,8 +1,8 @@
-//! Watches of the managed stub secrets, one per name.
+//! Watches of the stub secrets the machine resources name, one per name.
 //!
-//! The controller needs a handful of secrets (`worker-user-data-managed`, ...), never all of
-//! them: a per-name watch (a `metadata.name` field selector) keeps memory flat, lets RBAC
-//! restrict access by `resourceNames`, and re-plans as soon as the MCO creates a missing one.
+//! The controller needs a handful of secrets (`worker-user-data`, ...), never all of them: a
+//! per-name watch (a `metadata.name` field selector) keeps memory flat, lets RBAC restrict
+//! access by `resourceNames`, and re-plans as soon as a missing one appears or one changes.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;

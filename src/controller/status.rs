@@ -470,18 +470,18 @@ mod tests {
 
     #[test]
     fn errors_name_the_machine_sets() {
-        let a = entry("a", Action::Error, Reason::ManagedSecretMissing);
+        let a = entry("a", Action::Error, Reason::ImageNotInStream);
         let b = entry("b", Action::Update, Reason::BootImageOutdated);
         let c = conditions(&deciding(&[&a, &b]));
         let degraded = get(&c, DEGRADED);
         assert_eq!(
             (degraded.status.as_str(), degraded.reason.as_str()),
-            ("True", "ManagedSecretMissing")
+            ("True", "ImageNotInStream")
         );
         assert!(
             degraded
                 .message
-                .contains("openshift-machine-api/a ManagedSecretMissing")
+                .contains("openshift-machine-api/a ImageNotInStream")
         );
         assert_eq!(get(&c, PROGRESSING).status, "True");
     }

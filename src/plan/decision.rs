@@ -10,6 +10,7 @@ use serde_json::Value;
 use super::infrastructure::TemplateCopy;
 use super::patch::Patch;
 use super::record::{self, HistoryEntry};
+use super::stub::StubUpgrade;
 use crate::machine_kind::MachineKind;
 use crate::platform::SharedImage;
 use crate::reason::Reason;
@@ -133,6 +134,10 @@ pub struct Decision {
     /// sent, which `patch` points the MachineSet at.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub infrastructure_template: Option<Box<TemplateCopy>>,
+    /// The in-place upgrade of a spec-2 stub secret, sent before `patch` (whose new image
+    /// needs it). Shared by the decisions of every object that names the same stub.
+    #[serde(rename = "stubSecretUpgrade", skip_serializing_if = "Option::is_none")]
+    pub stub_upgrade: Option<Arc<StubUpgrade>>,
     /// The newest change this controller recorded on the object, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_change: Option<record::LastChange>,
@@ -176,6 +181,7 @@ impl Decision {
             user_data_secret: Values::default(),
             patch: Patch::default(),
             infrastructure_template: None,
+            stub_upgrade: None,
             last_change: None,
             recorded: None,
             warning: None,
@@ -183,10 +189,12 @@ impl Decision {
     }
 
     /// Drops what the decision would write: its operations, released rather than cleared (the
-    /// decision is kept until the next pass), and the template it would create.
+    /// decision is kept until the next pass), the template it would create and the stub secret
+    /// it would upgrade.
     pub(super) fn withdraw_writes(&mut self) {
         self.patch = Patch::default();
         self.infrastructure_template = None;
+        self.stub_upgrade = None;
     }
 
     /// What planning the object again decides once this Update's patch is applied: up to date,

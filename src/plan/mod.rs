@@ -12,6 +12,7 @@ mod gates;
 pub mod infrastructure;
 pub mod manager;
 pub(crate) mod patch;
+pub mod pointer_config;
 pub mod record;
 mod rules;
 pub mod selection;
@@ -48,7 +49,7 @@ pub struct ClusterSnapshot {
     /// release and upgrade gates fail closed.
     pub cluster_version_served: bool,
     pub golden: Option<ConfigMap>,
-    /// Stub secrets by (namespace, name). Only the managed ones are consulted.
+    /// Stub secrets by (namespace, name): those the machine resources name.
     pub secrets: BTreeMap<(String, String), Secret>,
     /// Known images besides the golden ConfigMap's own: `--known-images-file` and those the
     /// controller remembers from earlier releases.
@@ -179,9 +180,6 @@ enum PatchText {
     Counted,
 }
 
-/// Whether a stub secret is fit to boot from, or the reason and message why not.
-type StubCheck = Result<(), (Reason, String)>;
-
 /// The planner with the global gates evaluated once; decides one object at a time, so the
 /// controller can re-plan a single MachineSet when only it changed.
 pub struct Planner<'a> {
@@ -192,7 +190,7 @@ pub struct Planner<'a> {
     /// its Ignition config costs more than the rest of a decision.
     /// By namespace, then name, so that a look-up borrows the names instead of copying them.
     /// foldhash: looked up for most decisions, and built from the snapshot for one pass.
-    stub_checks: foldhash::HashMap<String, foldhash::HashMap<String, StubCheck>>,
+    stub_checks: foldhash::HashMap<String, foldhash::HashMap<String, stub::StubCheck>>,
     /// `options.now` as the history records it, formatted once rather than per update.
     now_text: String,
     /// The provider specs of stored objects, each distinct text decoded once.
@@ -201,10 +199,11 @@ pub struct Planner<'a> {
 
 impl<'a> Planner<'a> {
     pub fn new(snapshot: &'a ClusterSnapshot, options: &'a Options) -> Self {
+        let now_text = options.now.to_string();
         let mut stub_checks: foldhash::HashMap<String, foldhash::HashMap<_, _>> =
             Default::default();
         for ((namespace, name), secret) in &snapshot.secrets {
-            let checked = stub::verify(namespace, name, Some(secret));
+            let checked = stub::check(namespace, name, Some(secret), &now_text);
             (stub_checks.entry(namespace.clone()).or_default()).insert(name.clone(), checked);
         }
         Planner {
@@ -212,7 +211,7 @@ impl<'a> Planner<'a> {
             options,
             state: Ready::evaluate(snapshot, options.control_plane_arch, options.report_only),
             stub_checks,
-            now_text: options.now.to_string(),
+            now_text,
             decoded: decoded::DecodedSpecs::default(),
         }
     }

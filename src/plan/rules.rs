@@ -13,6 +13,7 @@ use super::gates::Ready;
 use super::infrastructure::{self, TemplateCopy, TemplateView, Unjudgeable};
 use super::patch::{Patch, Path, remove_annotation};
 use super::record::{self, HistoryEntry};
+use super::stub::{StubCheck, StubState};
 use super::{PatchText, Planner, friendly_duration, stub};
 use crate::api::{MachineTemplate, ProviderSpec};
 use crate::arch::Arch;
@@ -491,8 +492,12 @@ impl Planner<'_> {
         Some(decided)
     }
 
-    /// Rule 7: the stub secret, even when the image is current. Returns the decision so far:
-    /// UpToDate with the operations of every change (none when nothing changes), or an Error.
+    /// Rule 7: the stub secret. Its name never changes; an image moves only with a stub the
+    /// image can boot from: spec 3 already, or a spec-2 one upgraded in place first. Checked
+    /// only when the image moves, as the MCO checks it only when a patch is required
+    /// (platform_helpers.go, each `reconcile*ProviderSpec`). Returns the decision so far:
+    /// UpToDate with the operations of every change (none when nothing changes), a Skip or an
+    /// Error.
     fn stub_secret(
         &self,
         subject: &Subject<'_>,
@@ -511,46 +516,51 @@ impl Planner<'_> {
             decided.boot_image = image.values;
             return decided;
         }
-        let current = named.and_then(Value::as_str).map(str::to_string);
-        let mut target = current
-            .as_deref()
-            .filter(|_| subject.kind.may_change_stub_secret())
-            .and_then(stub::managed_name);
+        let current = named.and_then(Value::as_str);
         let mut decided = subject.decision(Action::UpToDate, Reason::UpToDate, String::new());
-        if let (Some(kept), Some(managed)) = (&current, &target)
-            && !stub::is_installer_stub(kept)
-            && let Err((_, why)) = self.verify_stub(subject, managed)
-        {
-            // An administrator's own stub: without a valid managed twin it stays, and the
-            // image moves on (the predecessor blocked both).
-            decided.warning = Some(Warning {
-                reason: Reason::StubSecretKept,
-                message: format!("stub secret {kept} is kept: {why}"),
-            });
-            target = None;
-        }
-        let image_changes = image.values.target.is_some();
-        // The secret to check: the one we would point at, or (where the name never changes) the
-        // current one, which the new image must be able to boot from.
-        let checked = if subject.kind.may_change_stub_secret() {
-            target.as_deref()
-        } else {
-            current.as_deref().filter(|_| image_changes)
+        decided.user_data_secret = Values {
+            current: current.map(str::to_string),
+            target: None,
         };
-        let verdict = checked.map(|name| self.verify_stub(subject, name));
         decided.boot_image = image.values;
-        decided.user_data_secret = Values { current, target };
-        if let Some(Err((reason, message))) = verdict {
-            decided.action = Action::Error;
-            decided.reason = reason;
-            decided.message = message;
-            return decided;
+        if let Some(name) = current.filter(|_| decided.boot_image.target.is_some()) {
+            match self.stub_check(subject, name) {
+                Ok(StubState::Spec3) => {}
+                Ok(StubState::Upgrade(upgrade)) if subject.kind.upgrades_stub_secret() => {
+                    decided.stub_upgrade = Some(upgrade);
+                }
+                Ok(StubState::Upgrade(upgrade)) => {
+                    decided.action = Action::Skip;
+                    decided.reason = Reason::StubSecretIncompatible;
+                    decided.message = format!(
+                        "bootstrap secret {}/{name} is Ignition spec {} and new boot images read \
+                         spec 3 only; this controller does not rewrite it, since the cluster CAPI \
+                         operator copies it from {}/worker-user-data: once that stub is spec 3 \
+                         (upgraded when a Machine API MachineSet that uses it is updated, or by \
+                         hand), the copy follows and the update goes ahead",
+                        subject.namespace(),
+                        upgrade.from_version,
+                        crate::names::MACHINE_API_NAMESPACE,
+                    );
+                    return decided;
+                }
+                Err((reason, message)) => {
+                    decided.action = Action::Skip;
+                    decided.reason = reason;
+                    decided.message = message;
+                    return decided;
+                }
+            }
         }
         decided.patch = image.ops;
         decided.infrastructure_template = image.template.map(Box::new);
-        if let Some(change) = decided.user_data_secret.change::<str>() {
+        if let Some(name) = current.filter(|_| !decided.patch.is_empty())
+            && !subject.kind.is_cluster_api()
+        {
+            // The stub was checked (and maybe upgraded) by the name read: another name set
+            // meanwhile would go unchecked with the new image.
             let path = Path::under_known(subject.kind.provider_spec_path(), stub::NAME_POINTER);
-            decided.patch.guarded_replace(path, change.from, change.to);
+            decided.patch.test(path, name);
         }
         if decided.patch.is_empty() {
             decided.message = current_message(decided.boot_image.current.as_deref());
@@ -558,36 +568,14 @@ impl Planner<'_> {
         decided
     }
 
-    /// Checks a stub secret the object would boot from. Where the stub name may change, that is
-    /// the managed secret; where it may not, a stub a new image cannot read blocks the update.
-    fn verify_stub(&self, subject: &Subject<'_>, name: &str) -> Result<(), (Reason, String)> {
+    /// The check of the stub secret `name` of the object's namespace; a secret the snapshot
+    /// does not hold is missing.
+    fn stub_check(&self, subject: &Subject<'_>, name: &str) -> StubCheck {
         let namespace = subject.namespace();
-        let result = match (self.stub_checks.get(namespace)).and_then(|names| names.get(name)) {
+        match (self.stub_checks.get(namespace)).and_then(|names| names.get(name)) {
             Some(checked) => checked.clone(),
-            // Not in the snapshot: reported as missing.
-            None => stub::verify(namespace, name, None),
-        };
-        if subject.kind.may_change_stub_secret() {
-            return result;
+            None => stub::check(namespace, name, None, &self.now_text),
         }
-        result.map_err(|(reason, why)| {
-            let why = match reason {
-                Reason::ManagedSecretMissing => format!(
-                    "stub secret {namespace}/{name} does not exist or cannot be read (the \
-                     controller reads it by name: its Role must list it), so nothing shows that \
-                     the new image can boot from it"
-                ),
-                _ => why,
-            };
-            let message = format!(
-                "{why}. A {} keeps its stub secret's name ({}), and this controller does not \
-                 rewrite the secret, so the boot image is not updated until the secret holds an \
-                 Ignition 3 pointer config, as the Machine Config Operator writes it",
-                subject.kind,
-                subject.kind.why_the_stub_name_stays()
-            );
-            (Reason::StubSecretIncompatible, message)
-        })
     }
 
     /// Rules 8 and 9: a change to make, unless someone keeps reverting it or a gate holds
@@ -599,11 +587,7 @@ impl Planner<'_> {
         stream: &GoldenStream,
         decided: &mut Decision,
     ) {
-        decided.reason = if decided.boot_image.target.is_some() {
-            Reason::BootImageOutdated
-        } else {
-            Reason::StubSecretOutdated
-        };
+        decided.reason = Reason::BootImageOutdated;
         let target_key = decided.target_key();
         let (now, window) = (self.options.now, self.options.hot_loop_window);
         let remembered =
@@ -807,15 +791,12 @@ fn change_message(decided: &Decision, stream: &GoldenStream, release: Option<&st
         }
         message.push(')');
     }
-    let secret = &decided.user_data_secret;
-    if let (Some(from), Some(to)) = (&secret.current, &secret.target) {
-        if !message.is_empty() {
-            message.push_str("; ");
-        }
-        message.push_str("stub secret ");
-        message.push_str(from);
-        message.push_str(" -> ");
-        message.push_str(to);
+    if let Some(upgrade) = &decided.stub_upgrade {
+        let _ = write!(
+            message,
+            "; stub secret {} upgraded in place from Ignition {} to {} first",
+            upgrade.name, upgrade.from_version, upgrade.to_version
+        );
     }
     message
 }

@@ -78,11 +78,12 @@ fn options() -> Options {
 }
 
 /// AWS, updated from [`INSTALLED`] to [`RELEASE`], with the Ignition 3 stubs of a cluster
-/// installed on 4.6 or later: the managed worker and control-plane stubs and the installer's
-/// control-plane stub.
+/// installed on 4.6 or later: the installer's worker and control-plane stubs and their managed
+/// twins.
 fn aws_cluster() -> ClusterSnapshot {
     cluster_snapshot("AWS", RELEASE, &golden_stream())
         .upgraded(INSTALLED, RELEASE, "Completed")
+        .stub_secret(NAMESPACE, STUB, "3.2.0")
         .stub_secret(NAMESPACE, MANAGED_STUB, "3.2.0")
         .stub_secret(NAMESPACE, "master-user-data-managed", "3.2.0")
         .stub_secret(NAMESPACE, "master-user-data", "3.2.0")
@@ -217,14 +218,8 @@ fn guarded(path: &str, from: &str, to: &str) -> [Value; 2] {
 }
 
 /// The full patch of an AWS MachineSet moving to `ami` and to the managed stub secret.
-fn aws_update_patch(base: &str, from_ami: &str, to_ami: &str, stub: &str) -> Value {
-    let mut ops = guarded(&format!("{base}/ami/id"), from_ami, to_ami).to_vec();
-    ops.extend(guarded(
-        &format!("{base}/userDataSecret/name"),
-        stub,
-        &format!("{stub}-managed"),
-    ));
-    Value::Array(ops)
+fn aws_update_patch(base: &str, from_ami: &str, to_ami: &str) -> Value {
+    Value::Array(guarded(&format!("{base}/ami/id"), from_ami, to_ami).to_vec())
 }
 
 fn apply(ms: &MachineSet, patch: &[PatchOperation]) -> MachineSet {
@@ -325,10 +320,6 @@ fn assert_hold(cluster: &ClusterSnapshot, reason: Reason) {
     assert_eq!(
         outdated.boot_image.target_value(),
         Some(&json!(AMI_US_EAST_1))
-    );
-    assert_eq!(
-        outdated.user_data_secret.target.as_deref(),
-        Some(MANAGED_STUB)
     );
     assert!(
         outdated.message.starts_with("would update"),
@@ -1162,17 +1153,12 @@ fn vsphere_custom_templates_are_never_replaced() {
 fn gcp_updates_boot_disks_and_never_data_disks() {
     let entry = decide(&gcp_cluster(), gcp_machine_set("worker-b").served());
     assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
-    let mut ops = guarded(
+    let ops = guarded(
         &format!("{MACHINE_SET_SPEC}/disks/0/image"),
         GCP_IMAGE_PREVIOUS,
         GCP_IMAGE,
     )
     .to_vec();
-    ops.extend(guarded(
-        &format!("{MACHINE_SET_SPEC}/userDataSecret/name"),
-        STUB,
-        MANAGED_STUB,
-    ));
     assert_eq!(patch_json(&entry), Value::Array(ops));
 
     // A data disk before the boot disk keeps its image and its index.
@@ -1260,86 +1246,128 @@ fn a_marketplace_ami_carries_the_rhcos_release_it_boots() {
 // Rule 7: the stub secret.
 
 #[test]
-fn a_missing_managed_secret_is_an_error_and_nothing_is_patched() {
-    let cluster = updatable().without_secret(NAMESPACE, MANAGED_STUB);
-    for ami in [AMI_PREVIOUS, AMI_US_EAST_1] {
-        let entry = decide(&cluster, machine_set("worker-a").ami(ami).served());
-        assert_decided(&entry, Action::Error, Reason::ManagedSecretMissing);
-        assert!(
-            entry
-                .message
-                .contains(&format!("{NAMESPACE}/{MANAGED_STUB}")),
-            "{}",
-            entry.message
-        );
-    }
-    // The managed secret is looked up in the MachineSet's own namespace.
+fn a_missing_stub_secret_keeps_the_image_and_says_what_to_do() {
+    let cluster = updatable().without_secret(NAMESPACE, STUB);
+    let entry = decide(&cluster, machine_set("worker-a").served());
+    assert_decided(&entry, Action::Skip, Reason::StubSecretMissing);
+    assert!(entry.patch.is_empty() && entry.stub_upgrade.is_none());
+    assert_mentions(&entry.message, &format!("{NAMESPACE}/{STUB}"));
+    assert_mentions(&entry.message, "Role");
+    // The stub is looked up in the MachineSet's own namespace.
     let elsewhere = decide_worker_a(|ms| ms.namespace("team-a"));
-    assert_decided(&elsewhere, Action::Error, Reason::ManagedSecretMissing);
+    assert_decided(&elsewhere, Action::Skip, Reason::StubSecretMissing);
+    // A current image needs no stub: nothing would change.
+    let current = decide(
+        &cluster,
+        machine_set("worker-a").ami(AMI_US_EAST_1).served(),
+    );
+    assert_decided(&current, Action::UpToDate, Reason::UpToDate);
 }
 
+/// What a spec-2 stub the conversion does not handle looks like: not JSON, no version, a spec
+/// neither old nor new images share, or more than a pointer config.
 #[test]
-fn an_invalid_managed_secret_is_an_error_and_nothing_is_patched() {
-    let ignition_2 = objects::pointer_ignition_config("worker", "2.2.0");
-    for user_data in [ignition_2.as_str(), "#!/bin/bash\necho hi", "{}"] {
-        let cluster = updatable().stub_secret_with_user_data(NAMESPACE, MANAGED_STUB, user_data);
-        for ami in [AMI_PREVIOUS, AMI_US_EAST_1] {
-            let entry = decide(&cluster, machine_set("worker-a").ami(ami).served());
-            assert_decided(&entry, Action::Error, Reason::ManagedSecretInvalid);
-        }
+fn an_unconvertible_stub_keeps_the_image_and_says_what_to_do() {
+    let with_files = r#"{"ignition":{"version":"2.2.0"},"storage":{"files":[{"filesystem":"root","path":"/etc/motd"}]}}"#;
+    for user_data in [
+        "#!/bin/bash\necho hi",
+        "{}",
+        r#"{"ignition":{"version":"1.0.0"}}"#,
+        with_files,
+    ] {
+        let cluster = updatable().stub_secret_with_user_data(NAMESPACE, STUB, user_data);
+        let entry = decide(&cluster, machine_set("worker-a").served());
+        assert_decided(&entry, Action::Skip, Reason::StubSecretUnconvertible);
+        assert!(
+            entry.patch.is_empty() && entry.stub_upgrade.is_none(),
+            "{user_data}"
+        );
+        assert_mentions(
+            &entry.message,
+            "Rewrite its userData as an Ignition 3 config",
+        );
+        assert_eq!(entry.boot_image.target_value(), Some(&json!(AMI_US_EAST_1)));
     }
 }
 
+/// A cluster installed before 4.6 still has the installer's spec-2 stub: it is upgraded in place,
+/// as the MCO does, and the MachineSet keeps naming it.
 #[test]
-fn a_current_image_on_the_installer_stub_switches_only_the_secret() {
-    let entry = decide_worker_a_on(AMI_US_EAST_1);
-    assert_decided(&entry, Action::Update, Reason::StubSecretOutdated);
-    assert_eq!(entry.boot_image.target_value(), None);
+fn a_spec2_installer_stub_is_upgraded_in_place_and_keeps_its_name() {
+    let cluster = updatable().stub_secret(NAMESPACE, STUB, "2.2.0").with(|c| {
+        let served = c.secrets.get_mut(&(NAMESPACE.into(), STUB.into())).unwrap();
+        served.metadata.resource_version = Some("7".into());
+    });
+    let entry = decide(&cluster, machine_set("worker-a").served());
+    assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
     assert_eq!(
         patch_json(&entry),
-        json!(guarded(
-            &format!("{MACHINE_SET_SPEC}/userDataSecret/name"),
-            STUB,
-            MANAGED_STUB
-        ))
+        aws_update_patch(MACHINE_SET_SPEC, AMI_PREVIOUS, AMI_US_EAST_1)
     );
-    assert_eq!(
-        entry.message,
-        format!("stub secret {STUB} -> {MANAGED_STUB}")
+    assert_eq!(entry.user_data_secret.current.as_deref(), Some(STUB));
+    assert_eq!(entry.user_data_secret.target, None);
+    // Its name is tested, not replaced: another stub set meanwhile fails the patch.
+    let name_test = json!({"op": "test", "path": format!("{MACHINE_SET_SPEC}/userDataSecret/name"), "value": STUB});
+    let ops = serde_json::to_value(&entry.patch).unwrap();
+    assert!(ops.as_array().unwrap().contains(&name_test), "{ops}");
+    assert_mentions(
+        &entry.message,
+        "stub secret worker-user-data upgraded in place",
     );
+    // The plan shows the secret's write beside the MachineSet's.
+    let json = serde_json::to_value(&entry).unwrap();
+    let upgrade = &json["stubSecretUpgrade"];
+    assert_eq!(upgrade["namespace"], NAMESPACE);
+    assert_eq!(upgrade["name"], STUB);
+    assert_eq!(upgrade["fromVersion"], "2.2.0");
+    assert_eq!(upgrade["toVersion"], "3.2.0");
+    let ops = upgrade["patch"].as_array().unwrap();
+    let paths: Vec<&str> = ops.iter().filter_map(|o| o["path"].as_str()).collect();
+    assert!(paths.contains(&"/metadata/resourceVersion"), "{paths:?}");
+    assert!(paths.contains(&"/data/userData"), "{paths:?}");
+    // Once the secret is spec 3, its MachineSet is decided as on any current cluster.
+    let after = decide(&updatable(), machine_set("worker-a").served());
+    assert_eq!(after.stub_upgrade, None);
+    // A current image leaves even a spec-2 stub alone: nothing boots from it anew.
+    let current = decide(
+        &cluster,
+        machine_set("worker-a").ami(AMI_US_EAST_1).served(),
+    );
+    assert_decided(&current, Action::UpToDate, Reason::UpToDate);
+    assert_eq!(current.stub_upgrade, None);
 }
 
+/// The documented disk-partitioning case: an administrator points a MachineSet at a stub of
+/// their own, a spec-3 config with a disk layout. It stays, and the image moves.
 #[test]
-fn a_custom_stub_without_a_valid_managed_twin_is_kept_and_the_image_still_moves() {
-    let custom = || machine_set("worker-a").user_data("gpu-user-data");
-    // No gpu-user-data-managed in the cluster.
-    let entry = decide(&updatable(), custom().served());
-    assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
-    assert_eq!(entry.user_data_secret.target, None);
-    let warning = entry
-        .warning
-        .as_ref()
-        .expect("a warning says why the stub stays");
-    assert_eq!(warning.reason, Reason::StubSecretKept);
-    assert_mentions(&warning.message, "gpu-user-data-managed");
-    assert_mentions(&entry.message, "stub secret gpu-user-data is kept");
-    let patched = serde_json::to_string(&entry.patch).unwrap();
-    assert!(!patched.contains("userDataSecret"), "{patched}");
-    // With a valid managed twin, it moves like the installer's stubs do.
-    let with_twin = updatable().stub_secret(NAMESPACE, "gpu-user-data-managed", "3.2.0");
-    let entry = decide(&with_twin, custom().served());
+fn a_custom_stub_is_kept_and_the_image_moves() {
+    let layout = r#"{"ignition":{"version":"3.2.0","config":{"merge":[{"source":"https://api-int.demo.example.com:22623/config/worker"}]}},"storage":{"disks":[{"device":"/dev/nvme1n1","partitions":[{"label":"var","sizeMiB":0}]}],"filesystems":[{"device":"/dev/disk/by-partlabel/var","format":"xfs","path":"/var"}]}}"#;
+    let cluster =
+        updatable().stub_secret_with_user_data(NAMESPACE, "disk-layout-user-data", layout);
+    let ms = machine_set("worker-a")
+        .user_data("disk-layout-user-data")
+        .served();
+    let entry = decide(&cluster, ms.clone());
     assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
     assert_eq!(
-        entry.user_data_secret.target.as_deref(),
-        Some("gpu-user-data-managed")
+        patch_json(&entry),
+        aws_update_patch(MACHINE_SET_SPEC, AMI_PREVIOUS, AMI_US_EAST_1)
     );
-    assert_eq!(entry.warning, None);
-    // The installer's own stub still needs its twin: an old one may not boot the new image.
-    let installer = decide(
-        &updatable().without_secret(NAMESPACE, MANAGED_STUB),
-        machine_set("worker-a").served(),
+    assert_eq!(
+        entry.user_data_secret.current.as_deref(),
+        Some("disk-layout-user-data")
     );
-    assert_decided(&installer, Action::Error, Reason::ManagedSecretMissing);
+    assert_eq!(
+        (entry.warning.as_ref(), entry.stub_upgrade.as_ref()),
+        (None, None)
+    );
+    // Even when a managed twin of that name exists.
+    let with_twin = cluster.stub_secret(NAMESPACE, "disk-layout-user-data-managed", "3.2.0");
+    let entry = decide(&with_twin, ms);
+    assert_eq!(
+        patch_json(&entry),
+        aws_update_patch(MACHINE_SET_SPEC, AMI_PREVIOUS, AMI_US_EAST_1)
+    );
 }
 
 #[test]
@@ -1353,7 +1381,7 @@ fn a_stub_secret_name_that_is_not_a_string_is_an_error() {
 #[test]
 fn a_current_image_on_the_managed_stub_is_up_to_date() {
     let entry = decide(
-        &updatable().without_secret(NAMESPACE, MANAGED_STUB),
+        &updatable(),
         machine_set("worker-a")
             .ami(AMI_US_EAST_1)
             .user_data(MANAGED_STUB)
@@ -1372,18 +1400,23 @@ fn a_current_image_on_the_managed_stub_is_up_to_date() {
     assert_mentions(&entry.message, AMI_US_EAST_1);
 }
 
+/// A MachineSet an earlier release moved to the managed stub stays there, and that stub is
+/// checked like any other before the image moves.
 #[test]
-fn an_outdated_image_on_the_managed_stub_changes_only_the_image() {
+fn a_machine_set_on_the_managed_stub_stays_there() {
     let entry = decide_worker_a(|ms| ms.user_data(MANAGED_STUB));
     assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
     assert_eq!(
         patch_json(&entry),
-        json!(guarded(
-            &format!("{MACHINE_SET_SPEC}/ami/id"),
-            AMI_PREVIOUS,
-            AMI_US_EAST_1
-        ))
+        aws_update_patch(MACHINE_SET_SPEC, AMI_PREVIOUS, AMI_US_EAST_1)
     );
+    let missing = updatable().without_secret(NAMESPACE, MANAGED_STUB);
+    let entry = decide(
+        &missing,
+        machine_set("worker-a").user_data(MANAGED_STUB).served(),
+    );
+    assert_decided(&entry, Action::Skip, Reason::StubSecretMissing);
+    assert_mentions(&entry.message, MANAGED_STUB);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1453,18 +1486,15 @@ fn an_update_tests_then_replaces_each_changed_value() {
     assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
     assert_eq!(
         patch_json(&entry),
-        aws_update_patch(MACHINE_SET_SPEC, AMI_PREVIOUS, AMI_US_EAST_1, STUB)
+        aws_update_patch(MACHINE_SET_SPEC, AMI_PREVIOUS, AMI_US_EAST_1)
     );
     assert_eq!(entry.boot_image.current_value(), Some(&json!(AMI_PREVIOUS)));
     assert_eq!(entry.boot_image.target_value(), Some(&json!(AMI_US_EAST_1)));
     assert_eq!(entry.user_data_secret.current.as_deref(), Some(STUB));
-    assert_eq!(entry.user_data_secret.target.as_deref(), Some(MANAGED_STUB));
+    assert_eq!(entry.user_data_secret.target, None);
     assert_eq!(
         entry.message,
-        format!(
-            "boot image {AMI_PREVIOUS} -> {AMI_US_EAST_1} (rhcos-4.21 9.6.20251023-0); stub secret \
-             {STUB} -> {MANAGED_STUB}"
-        )
+        format!("boot image {AMI_PREVIOUS} -> {AMI_US_EAST_1} (rhcos-4.21 9.6.20251023-0)")
     );
 }
 
@@ -1627,10 +1657,11 @@ fn objects_planned_together_are_each_decided_as_alone() {
 fn an_applied_update_reports_what_planning_the_patched_object_decides() {
     let kept_stub = |ms: MachineSetBuilder| ms.user_data("custom-user-data");
     type Edit = fn(MachineSetBuilder) -> MachineSetBuilder;
-    let cases: [(&str, Edit); 4] = [
-        ("image and stub secret", |ms| ms),
-        ("image only", |ms| ms.user_data(MANAGED_STUB)),
-        ("stub secret only", |ms| ms.ami(AMI_US_EAST_1)),
+    let cases: [(&str, Edit); 3] = [
+        ("image, on the installer's stub", |ms| ms),
+        ("image, on the managed stub", |ms| {
+            ms.user_data(MANAGED_STUB)
+        }),
         ("image, with the administrator's stub kept", kept_stub),
     ];
     for (case, change) in cases {
@@ -1648,10 +1679,11 @@ fn an_applied_update_reports_what_planning_the_patched_object_decides() {
         let history = serde_json::to_string(&history).unwrap();
         let ms =
             change(machine_set("worker-a").annotate(record::HISTORY_ANNOTATION, &history)).served();
-        let update = decide(&updatable(), ms.clone());
+        let cluster = updatable().stub_secret(NAMESPACE, "custom-user-data", "3.2.0");
+        let update = decide(&cluster, ms.clone());
         assert_decided(&update, Action::Update, update.reason);
         let patched = apply(&ms.unwrap(), &update.patch.ops());
-        let mut replanned = decide(&updatable(), Ok(patched));
+        let mut replanned = decide(&cluster, Ok(patched));
         // The uid and resourceVersion the echo carries are the API server's to set.
         replanned.uid = update.uid.clone();
         assert_eq!(update.applied(), replanned, "{case}");
@@ -1670,7 +1702,6 @@ fn an_applied_update_leaves_the_machine_set_up_to_date_and_the_rest_untouched() 
     let mut expected = serde_json::to_value(&before).unwrap();
     let spec = expected.pointer_mut(MACHINE_SET_SPEC).unwrap();
     spec["ami"]["id"] = json!(AMI_US_EAST_1);
-    spec["userDataSecret"]["name"] = json!(MANAGED_STUB);
     // Besides the change, only our own bookkeeping annotations are added.
     let mut after = serde_json::to_value(&after).unwrap();
     let annotations = after["metadata"]["annotations"].as_object_mut().unwrap();
@@ -1739,17 +1770,9 @@ fn the_history_entry_records_what_changed_and_why() {
                 from: json!(AMI_PREVIOUS),
                 to: json!(AMI_US_EAST_1),
             }),
-            user_data_secret: Some(Change {
-                from: STUB.into(),
-                to: MANAGED_STUB.into(),
-            }),
+            user_data_secret: None,
         }
     );
-    let ms = machine_set("worker-a").ami(AMI_US_EAST_1).served();
-    let secret_only = decide(&cluster, ms.clone());
-    let recorded = recorded_history(&secret_only, ms);
-    assert_eq!(recorded.boot_image, None);
-    assert!(recorded.user_data_secret.is_some());
 }
 
 /// The history entry an applied update leaves on the object.
@@ -1808,7 +1831,8 @@ fn control_plane_machine_sets_are_not_updated_by_default() {
 
 /// The control-plane machine set operator replaces every control-plane Machine whose providerSpec
 /// differs from the template in anything but the boot image: a ControlPlaneMachineSet keeps its
-/// stub secret's name, and a stub the new image cannot read blocks the image update instead.
+/// stub secret's name; a spec-2 stub is upgraded in place, and one that cannot be read keeps
+/// the image.
 #[test]
 fn a_control_plane_machine_set_never_changes_its_stub_secret_name() {
     let all = json!([machine_manager(
@@ -1819,8 +1843,12 @@ fn a_control_plane_machine_set_never_changes_its_stub_secret_name() {
     let cp = control_plane_machine_set().served();
     let entry = decide_control_plane(&cluster, cp.clone());
     assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
-    let patched = serde_json::to_string(&entry.patch).unwrap();
-    assert!(!patched.contains("userDataSecret"), "{patched}");
+    let replaces_name = |entry: &Decision| {
+        (entry.patch.ops().iter())
+            .map(|op| serde_json::to_value(op).unwrap())
+            .any(|op| op["op"] != "test" && op["path"].as_str().unwrap().contains("userDataSecret"))
+    };
+    assert!(!replaces_name(&entry), "{:?}", entry.patch);
     assert!(!entry.message.contains("stub secret"), "{}", entry.message);
 
     // An Ignition 2 stub (a cluster installed before 4.6) cannot boot the new image.
@@ -1830,14 +1858,22 @@ fn a_control_plane_machine_set_never_changes_its_stub_secret_name() {
         "2.2.0",
     );
     let entry = decide_control_plane(&spec2, cp.clone());
-    assert_decided(&entry, Action::Error, Reason::StubSecretIncompatible);
-    assert_mentions(&entry.message, "2.2.0");
+    assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
+    assert!(!replaces_name(&entry), "{:?}", entry.patch);
+    let upgrade = entry
+        .stub_upgrade
+        .as_ref()
+        .expect("the stub is upgraded in place");
+    assert_eq!(
+        (upgrade.name.as_str(), upgrade.from_version.as_str()),
+        ("master-user-data", "2.2.0")
+    );
     // Without the secret, nothing tells that the new image can boot: no update either.
     let missing = updatable().machine_managers(all).with(|c| {
         c.secrets.retain(|(_, name), _| name != "master-user-data");
     });
     let entry = decide_control_plane(&missing, cp.clone());
-    assert_decided(&entry, Action::Error, Reason::StubSecretIncompatible);
+    assert_decided(&entry, Action::Skip, Reason::StubSecretMissing);
     // A current image needs no stub check: nothing would change.
     let current = control_plane_machine_set().ami(AMI_US_EAST_1).served();
     let entry = decide_control_plane(&missing, current);
@@ -1933,6 +1969,7 @@ fn entries_serialize_with_camel_case_fields() {
     assert_eq!(json["action"], "Update");
     assert_eq!(json["reason"], "BootImageOutdated");
     assert_eq!(json["bootImage"]["target"], AMI_US_EAST_1);
-    assert_eq!(json["userDataSecret"]["target"], MANAGED_STUB);
+    assert_eq!(json["userDataSecret"]["current"], STUB);
+    assert_eq!(json["userDataSecret"]["target"], Value::Null);
     assert!(json.get("lastChange").is_none());
 }

@@ -171,10 +171,19 @@ fn a_spec_2_bootstrap_secret_blocks_the_new_image() {
     let decided = decide(&cluster, worker_a());
     assert_eq!(
         (decided.action, decided.reason),
-        (Action::Error, Reason::StubSecretIncompatible),
+        (Action::Skip, Reason::StubSecretIncompatible),
         "{decided:?}"
     );
     assert!(decided.patch.is_empty() && decided.infrastructure_template.is_none());
+    // Its copy is the cluster CAPI operator's to write: never upgraded here.
+    assert!(decided.stub_upgrade.is_none());
+    assert!(
+        decided
+            .message
+            .contains("openshift-machine-api/worker-user-data"),
+        "{}",
+        decided.message
+    );
 }
 
 #[test]

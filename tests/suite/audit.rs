@@ -18,6 +18,11 @@ const HOT_LOOP: &str = "boot-image-controller.io/hot-loop";
 
 /// The audit events of the successful MachineSet patches of `namespace`, by object name.
 fn patch_events(log: &Path, namespace: &str) -> BTreeMap<String, Vec<Value>> {
+    patch_events_of(log, namespace, "machinesets")
+}
+
+/// The audit events of the successful patches of `resource` in `namespace`, by object name.
+fn patch_events_of(log: &Path, namespace: &str, resource: &str) -> BTreeMap<String, Vec<Value>> {
     let text = std::fs::read_to_string(log).unwrap_or_default();
     let mut received: BTreeMap<String, Vec<Value>> = BTreeMap::new();
     for event in text
@@ -28,7 +33,7 @@ fn patch_events(log: &Path, namespace: &str) -> BTreeMap<String, Vec<Value>> {
         if event["verb"] == "patch"
             && event["stage"] == "ResponseComplete"
             && event["responseStatus"]["code"] == 200
-            && target["resource"] == "machinesets"
+            && target["resource"] == resource
             && target["namespace"] == namespace
         {
             let name = target["name"].as_str().unwrap_or_default().to_string();
@@ -38,9 +43,9 @@ fn patch_events(log: &Path, namespace: &str) -> BTreeMap<String, Vec<Value>> {
     received
 }
 
-/// The bodies of the successful MachineSet patches of `namespace`, by object name, in order.
-fn patches_received(log: &Path, namespace: &str) -> BTreeMap<String, Vec<Value>> {
-    patch_events(log, namespace)
+/// The bodies of the successful patches of `resource` in `namespace`, by object name, in order.
+fn patches_received(log: &Path, namespace: &str, resource: &str) -> BTreeMap<String, Vec<Value>> {
+    patch_events_of(log, namespace, resource)
         .into_iter()
         .map(|(name, events)| {
             let bodies = events.iter().map(|e| e["requestObject"].clone()).collect();
@@ -100,7 +105,7 @@ async fn the_planned_patches_are_the_request_bodies_the_controller_sends() {
         .filter(|d| d["patch"].as_array().is_some_and(|p| !p.is_empty()))
         .map(|d| (d["name"].as_str().unwrap().to_string(), d["patch"].clone()))
         .collect();
-    let received = patches_received(&log, &env.ns);
+    let received = patches_received(&log, &env.ns, "machinesets");
     assert_eq!(
         planned.keys().collect::<Vec<_>>(),
         ["worker-a", "worker-b"],
@@ -114,6 +119,18 @@ async fn the_planned_patches_are_the_request_bodies_the_controller_sends() {
             "{name}: what run sent vs what plan printed"
         );
     }
+    // The fixture's installer stub is Ignition 2.2.0: upgraded in place, once, as planned.
+    let upgrade = &plan["machineSets"][0]["stubSecretUpgrade"];
+    assert_eq!(upgrade["name"], "worker-user-data", "{plan:#}");
+    let secrets = patches_received(&log, &env.ns, "secrets");
+    assert_eq!(
+        secrets
+            .get("worker-user-data")
+            .map(Vec::as_slice)
+            .unwrap_or_default(),
+        std::slice::from_ref(&upgrade["patch"]),
+        "the stub secret: what run sent vs what plan printed"
+    );
 }
 
 #[tokio::test]

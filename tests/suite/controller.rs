@@ -75,16 +75,28 @@ async fn upgraded_cluster(name: &str) -> Upgraded {
     }
 }
 
+/// A current image needs nothing of its stub, even a spec-2 one: nothing is written, neither
+/// the MachineSet nor its stub (the MCO too checks the stub only when the image moves).
 #[tokio::test]
-async fn on_a_current_image_only_the_stub_secret_moves_to_the_managed_one() {
+async fn on_a_current_image_nothing_is_written_not_even_the_stub_secret() {
     let env = TestEnv::new("upgrade-stub").await;
     env.aws_cluster("4.20.0", &stream_420(), None).await;
     env.apply(machine_set(&env.ns, "worker-a").build()).await;
+    let before = env.machine_set("worker-a").await;
+    let probe = stub_secret(&env.ns, "worker-user-data", "2.2.0");
+    let stub_before = env.get_in(&probe).await.map(|s| s.data["data"].clone());
     let controller = env.controller(&[]);
     controller.wait_ready().await;
-    let managed = wait_for_golden(&env, &[&controller], "worker-a", AMI_420_US_EAST_1).await;
-    assert_eq!(ami_of(&managed), AMI_420_US_EAST_1);
-    assert_eq!(history_of(&managed).len(), 1, "one change: the stub secret");
+    let c = [&controller];
+    wait_for_condition(&env, &c, PROGRESSING, "False", Some("BootImagesCurrent")).await;
+    let after = env.machine_set("worker-a").await;
+    assert_eq!(resource_version(&after), resource_version(&before));
+    assert_eq!(secret_of(&after), "worker-user-data");
+    assert_eq!(
+        env.get_in(&probe).await.map(|s| s.data["data"].clone()),
+        stub_before,
+        "the spec-2 stub is left alone"
+    );
 }
 
 #[tokio::test]
@@ -113,7 +125,10 @@ async fn an_upgrade_is_recorded_on_the_machine_set() {
         history.contains(AMI_420_US_EAST_1) && history.contains("4.21.0"),
         "{history}"
     );
-    assert!(history.contains("worker-user-data-managed"), "{history}");
+    assert!(
+        !history.contains("userDataSecret"),
+        "no stub secret renamed: {history}"
+    );
 }
 
 #[tokio::test]
@@ -145,33 +160,27 @@ async fn an_upgrade_ends_with_the_status_current_and_an_event_naming_the_new_ima
         "a BootImageUpdated Event naming the new AMI"
     );
     let metrics = u.controller.metrics().await;
-    assert_eq!(sample(&metrics, PATCHES_UPDATED), Some(2.0), "{metrics}");
+    assert_eq!(sample(&metrics, PATCHES_UPDATED), Some(1.0), "{metrics}");
 }
 
-/// What an update works around is announced once, by a Warning Event, even though the update
-/// itself goes through: here the administrator's own stub secret, which has no managed twin,
-/// is kept while the image moves.
+/// An administrator's own stub secret (a custom disk layout, say) stays the MachineSet's stub
+/// while its image moves.
 #[tokio::test]
-async fn an_update_that_keeps_an_administrators_stub_secret_says_why_in_a_warning_event() {
+async fn an_update_keeps_an_administrators_stub_secret() {
     let env = TestEnv::new("kept-stub").await;
     env.aws_cluster("4.21.0", &stream_421(), None).await;
+    env.apply(stub_secret(&env.ns, "custom-user-data", "3.2.0"))
+        .await;
     let ms = machine_set(&env.ns, "worker-a")
         .ami(AMI_420_US_EAST_1)
         .user_data("custom-user-data");
     env.apply(ms.build()).await;
+    env.remember_images(&AMIS_420).await;
     let controller = env.controller(&[]);
     controller.wait_ready().await;
     let c = [&controller];
     let updated = wait_for_ami(&env, &c, "worker-a", AMI_421_US_EAST_1).await;
     assert_eq!(secret_of(&updated), "custom-user-data");
-    let warning = wait_for_event(&env, &c, "worker-a", "Warning", "StubSecretKept").await;
-    assert!(
-        warning["note"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("custom-user-data"),
-        "{warning}"
-    );
 }
 
 /// Scenario 1 setup: MachineSets `blue` and `green` (labelled `tier`) and `plain` (unlabelled),
@@ -619,18 +628,17 @@ async fn fixing_the_golden_configmap_resumes_the_rollout() {
     );
 }
 
-/// Scenario 5 setup: MachineSet `worker` points at `worker-user-data`, whose managed copy does
-/// not exist; `infra` at `infra-user-data`, whose managed copy does. Returns the controller, once
-/// it has updated `infra`, and `worker` as it was before the controller started.
+/// Scenario 5 setup: MachineSet `worker` points at `worker-user-data`, which does not exist;
+/// `infra` at `infra-user-data`, a spec-2 stub. Returns the controller, once it has updated
+/// `infra`, and `worker` as it was before the controller started.
 async fn missing_secret_cluster(name: &str) -> (TestEnv, ControllerProcess, Value) {
     let env = TestEnv::new(name).await;
     env.aws_cluster_without_secrets("4.21.0", &stream_421(), None)
         .await;
     env.remember_images(&AMIS_420).await;
     for (name, version) in [
-        ("worker-user-data", "2.2.0"),
+        ("worker-user-data-managed", "3.2.0"),
         ("infra-user-data", "2.2.0"),
-        ("infra-user-data-managed", "3.2.0"),
     ] {
         env.apply(stub_secret(&env.ns, name, version)).await;
     }
@@ -646,73 +654,43 @@ async fn missing_secret_cluster(name: &str) -> (TestEnv, ControllerProcess, Valu
     let ctl = env.controller(&[]);
     ctl.wait_ready().await;
     let infra = wait_for_ami(&env, &[&ctl], "infra", AMI_421_US_EAST_1).await;
-    assert_eq!(secret_of(&infra), "infra-user-data-managed");
+    assert_eq!(secret_of(&infra), "infra-user-data");
     (env, ctl, worker_before)
 }
 
-/// Scenario 5a: a missing managed stub secret fails only the MachineSets pointing at it.
+/// Scenario 5a: a missing stub secret keeps only the MachineSets naming it on their image, and
+/// says so; nothing is degraded (the managed twin of the stub is not used in its place).
 #[tokio::test]
-async fn missing_managed_secret_fails_only_the_machine_sets_using_it() {
+async fn a_missing_stub_secret_keeps_only_the_machine_sets_using_it() {
     let (env, ctl, worker_before) = missing_secret_cluster("secret").await;
-    assert_reported_as_error(
-        &env,
+    let c = [&ctl];
+    wait_for_message(&env, &c, PROGRESSING, &["StubSecretMissing: 1"]).await;
+    wait_for_condition(&env, &c, DEGRADED, "False", None).await;
+    wait_for_metric(
         &ctl,
-        "worker",
-        "ManagedSecretMissing",
-        &["worker-user-data-managed"],
-        "worker-user-data-managed",
+        r#"boot_image_controller_machine_resources{action="Skip",kind="MachineSet",reason="StubSecretMissing"}"#,
+        CONVERGE,
+        |v| v == 1.0,
     )
     .await;
-    let degraded = wait_for_condition(
-        &env,
-        &[&ctl],
-        DEGRADED,
-        "True",
-        Some("ManagedSecretMissing"),
-    )
-    .await;
-    let message = degraded["message"].as_str().unwrap_or_default();
-    assert!(!message.contains("/infra "), "{message}");
-    let metrics = ctl.metrics().await;
-    assert_eq!(
-        sample(
-            &metrics,
-            r#"mcc_bootimage_update_error{machineset="infra"}"#
-        ),
-        None
-    );
-    assert_eq!(
-        sample(
-            &metrics,
-            r#"boot_image_controller_machine_resources{action="Error",kind="MachineSet",reason="ManagedSecretMissing"}"#
-        ),
-        Some(1.0),
-        "{metrics}"
-    );
     assert_eq!(
         resource_version(&env.machine_set("worker").await),
         resource_version(&worker_before),
-        "a MachineSet in error is not written"
+        "a MachineSet without its stub is not written"
     );
 }
 
-/// Scenario 5b: the MCO creating the missing secret recovers its MachineSets: the watch on it
-/// re-plans, no restart needed.
+/// Scenario 5b: creating the missing stub recovers its MachineSets: the watch on it re-plans,
+/// no restart needed.
 #[tokio::test]
-async fn creating_the_missing_managed_secret_recovers_without_a_restart() {
+async fn creating_the_missing_stub_secret_recovers_without_a_restart() {
     let (env, mut ctl, _) = missing_secret_cluster("secret-created").await;
-    wait_for_event(&env, &[&ctl], "worker", "Warning", "ManagedSecretMissing").await;
-    env.apply(stub_secret(&env.ns, "worker-user-data-managed", "3.2.0"))
+    wait_for_message(&env, &[&ctl], PROGRESSING, &["StubSecretMissing: 1"]).await;
+    env.apply(stub_secret(&env.ns, "worker-user-data", "3.2.0"))
         .await;
     let c = [&ctl];
     wait_for_golden(&env, &c, "worker", AMI_421_US_EAST_1).await;
-    wait_for_condition(&env, &c, DEGRADED, "False", Some("AsExpected")).await;
-    let cleared = eventually(CONVERGE, || async {
-        let metrics = ctl.metrics().await;
-        (!metrics.is_empty() && !metrics.contains("mcc_bootimage_update_error{")).then_some(())
-    })
-    .await;
-    assert!(cleared.is_some(), "{}", ctl.metrics().await);
+    wait_for_condition(&env, &c, PROGRESSING, "False", Some("BootImagesCurrent")).await;
     assert!(ctl.running(), "the same process recovered");
 }
 
@@ -1072,7 +1050,7 @@ async fn two_replicas(name: &str) -> (TestEnv, [ControllerProcess; 2], usize) {
         "the Lease names the leader: {holder}"
     );
 
-    // The first change (the stub secret) happens once.
+    // 4.20's images are current: nothing to write until the upgrade.
     for name in ELECTED {
         wait_for_golden(&env, &[&replicas[leader]], name, AMI_420_US_EAST_1).await;
     }
@@ -1125,15 +1103,10 @@ async fn a_killed_leader_is_replaced() {
         let history = history_of(&ms);
         assert_eq!(
             history.len(),
-            2,
+            1,
             "{name}: one entry per change: {history:#?}"
         );
-        assert!(
-            history[0]["userDataSecret"]["to"] == "worker-user-data-managed"
-                && history[0].get("bootImage").is_none(),
-            "{name}: {history:#?}"
-        );
-        assert_eq!(history[1]["bootImage"]["to"], AMI_421_US_EAST_1, "{name}");
+        assert_eq!(history[0]["bootImage"]["to"], AMI_421_US_EAST_1, "{name}");
     }
     assert_eq!(
         new.metric(PATCHES_UPDATED).await,

@@ -384,7 +384,7 @@ fn plan_asks_ec2_and_plans_the_same_again_from_the_saved_facts() {
         golden_config_map(ns, "4.21.0", &stream_421()),
         machine_set(ns, "marketplace").ami(MARKET_OLD).build(),
         machine_set(ns, "custom").ami(CUSTOM).build(),
-        stub_secret(ns, "worker-user-data-managed", "3.2.0"),
+        stub_secret(ns, "worker-user-data", "3.2.0"),
     ];
     objects.extend(control_plane_nodes());
     let dir = tempfile::tempdir().unwrap();

@@ -38,6 +38,7 @@ mod releases;
 mod revert;
 mod sharing_with_mco;
 mod stub_secret_watches;
+mod stub_upgrade;
 mod vcenter;
 mod vsphere;
 mod watch_backoff;

@@ -88,8 +88,11 @@ fn the_demo_cluster_updates_outdated_machine_sets_and_says_why_it_leaves_the_oth
     );
     assert_eq!(
         outdated["userDataSecret"],
-        json!({"current": "worker-user-data", "target": "worker-user-data-managed"})
+        json!({"current": "worker-user-data", "target": null})
     );
+    // The installer's spec-2 stub (tests/testdata) is upgraded in place first.
+    assert_eq!(outdated["stubSecretUpgrade"]["name"], "worker-user-data");
+    assert_eq!(outdated["stubSecretUpgrade"]["fromVersion"], "2.2.0");
     assert_eq!(
         outdated["patch"],
         json!([
@@ -97,17 +100,17 @@ fn the_demo_cluster_updates_outdated_machine_sets_and_says_why_it_leaves_the_oth
             {"op": "test", "path": format!("{PROVIDER_SPEC}/placement/region"), "value": "us-east-1"},
             {"op": "test", "path": format!("{PROVIDER_SPEC}/ami/id"), "value": AMI_420_US_EAST_1},
             {"op": "replace", "path": format!("{PROVIDER_SPEC}/ami/id"), "value": AMI_421_US_EAST_1},
+            // The stub it was checked against, and upgraded: another one set meanwhile fails it.
             {"op": "test", "path": format!("{PROVIDER_SPEC}/userDataSecret/name"), "value": "worker-user-data"},
-            {"op": "replace", "path": format!("{PROVIDER_SPEC}/userDataSecret/name"), "value": "worker-user-data-managed"},
             // No annotations yet (tests/testdata): the map is created, guarded by resourceVersion.
             {"op": "test", "path": "/metadata/resourceVersion", "value": "48211"},
             {"op": "add", "path": "/metadata/annotations", "value": {
                 // The annotations' exact text, fields in the order the controller writes them.
                 "boot-image-controller.io/history": format!(
-                    r#"[{{"time":"{now}","release":"4.21.0","stream":"rhcos-4.21","bootImage":{{"from":"{AMI_420_US_EAST_1}","to":"{AMI_421_US_EAST_1}"}},"userDataSecret":{{"from":"worker-user-data","to":"worker-user-data-managed"}}}}]"#
+                    r#"[{{"time":"{now}","release":"4.21.0","stream":"rhcos-4.21","bootImage":{{"from":"{AMI_420_US_EAST_1}","to":"{AMI_421_US_EAST_1}"}}}}]"#
                 ),
                 "boot-image-controller.io/hot-loop": format!(
-                    r#"{{"target":"[\"{AMI_421_US_EAST_1}\",\"worker-user-data-managed\"]","patches":["{now}"]}}"#
+                    r#"{{"target":"[\"{AMI_421_US_EAST_1}\",null]","patches":["{now}"]}}"#
                 )
             }},
         ])
@@ -239,7 +242,7 @@ fn the_table_names_every_machine_set_and_counts_the_actions() {
         );
     }
     assert!(table.contains(&format!("{AMI_420_US_EAST_1} -> {AMI_421_US_EAST_1}")));
-    assert!(table.contains("worker-user-data -> worker-user-data-managed"));
+    assert!(table.contains("worker-user-data (Ignition 2.2.0 -> 3.2.0)"));
     assert!(!table.contains("BLOCKED"));
     assert!(
         table.ends_with("Summary: 2 Update, 1 UpToDate, 3 Skip, 0 Error (6 MachineSets)\n"),
@@ -514,10 +517,7 @@ fn acceptance_real_stream_and_build01_machine_sets() {
             moved["bootImage"],
             json!({"current": AMI_420_US_EAST_1, "target": AMI_421_US_EAST_1})
         );
-        assert_eq!(
-            moved["userDataSecret"]["target"],
-            "worker-user-data-managed"
-        );
+        assert_eq!(moved["userDataSecret"]["target"], Value::Null);
 
         let original = machine_set(&plan, "build01-9hdwj-worker-us-east-1a-original");
         if knows_every_ami {

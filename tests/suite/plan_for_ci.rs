@@ -188,8 +188,8 @@ fn a_must_gather_blanked_stub_secret_is_unverified_not_invalid() {
         .iter()
         .filter_map(|e| e["reason"].as_str())
         .collect();
-    assert!(reasons.contains(&"ManagedSecretUnverified"), "{reasons:?}");
-    assert!(!reasons.contains(&"ManagedSecretInvalid"), "{reasons:?}");
+    assert!(reasons.contains(&"StubSecretUnverified"), "{reasons:?}");
+    assert!(!reasons.contains(&"StubSecretUnconvertible"), "{reasons:?}");
 }
 
 /// `-o wide` is the table plus every operation of every patch, so a reviewer sees exactly what

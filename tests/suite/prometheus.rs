@@ -328,7 +328,7 @@ async fn prometheus_sees_the_error_metric_and_fires_the_alert_for_a_failing_mach
     );
     assert_eq!(
         secret_of(&env.machine_set("infra-a").await),
-        "worker-user-data-managed"
+        "worker-user-data"
     );
 }
 

@@ -55,7 +55,13 @@ fn the_service_account_may_do_what_the_controller_needs_and_nothing_else() {
         allowed("get",    "secrets/worker-user-data-managed", machine_api),
         allowed("watch",  "secrets/worker-user-data-managed", machine_api),
         allowed("get",    "secrets/master-user-data-managed", machine_api),
-        denied("get",     "secrets/worker-user-data", machine_api),
+        allowed("get",    "secrets/worker-user-data", machine_api),
+        allowed("watch",  "secrets/worker-user-data", machine_api),
+        allowed("patch",  "secrets/worker-user-data", machine_api),
+        allowed("patch",  "secrets/master-user-data", machine_api),
+        denied("update",  "secrets/worker-user-data", machine_api),
+        denied("patch",   "secrets/aws-cloud-credentials", machine_api),
+        denied("patch",   "secrets/worker-user-data", Some("default")),
         allowed("get",    "secrets/aws-cloud-credentials", machine_api),
         denied("watch",   "secrets/aws-cloud-credentials", machine_api),
         denied("list",    "secrets/aws-cloud-credentials", machine_api),
@@ -442,8 +448,8 @@ async fn the_controller_works_as_its_service_account_with_exactly_the_manifests_
     assert_eq!(whoami, format!("system:serviceaccount:{own_ns}:{sa}"));
 
     // An OpenShift-on-AWS cluster at 4.21 with one worker MachineSet still on 4.20's AMI and the
-    // installer's unmanaged stub secret. The MachineConfiguration selects only this test's
-    // MachineSets.
+    // installer's spec-2 stub secret (a cluster installed before 4.6). The MachineConfiguration
+    // selects only this test's MachineSets.
     use support::fixtures::*;
     admin
         .apply(labelled(infrastructure("cluster", "AWS")))
@@ -522,17 +528,30 @@ async fn the_controller_works_as_its_service_account_with_exactly_the_manifests_
     )
     .await;
 
-    // ... patches the MachineSet: the image and the managed stub secret ...
+    // ... upgrades the stub in place and patches the MachineSet's image, keeping its stub ...
     support::eventually_or_fail(
         converge,
         || async {
             let ms = admin.machine_set(&name).await;
-            (ami_of(&ms) == AMI_421_US_EAST_1 && secret_of(&ms) == "worker-user-data-managed")
-                .then_some(ms)
+            (ami_of(&ms) == AMI_421_US_EAST_1 && secret_of(&ms) == "worker-user-data").then_some(ms)
         },
         || failed("the MachineSet was not updated", &controller),
     )
     .await;
+    let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
+        kube::Api::namespaced(admin.client.clone(), MACHINE_API);
+    let stub = secrets
+        .get("worker-user-data")
+        .await
+        .expect("the stub secret");
+    let upgraded_to = stub.metadata.annotations.unwrap_or_default();
+    assert_eq!(
+        upgraded_to
+            .get("machineconfiguration.openshift.io/stub-ignition-upgraded-to")
+            .map(String::as_str),
+        Some("3.2.0"),
+        "the stub secret was not upgraded in place"
+    );
 
     // ... writes its conditions ...
     let conditions = support::eventually(converge, || async {
@@ -624,8 +643,8 @@ async fn the_controller_works_as_its_service_account_with_exactly_the_manifests_
     );
 
     // What it must not do, asked with its own token: patch a MachineSet in another namespace,
-    // read the installer's unmanaged stub secret. (It may read the managed one, so the token
-    // works and the refusals are RBAC's.)
+    // write the managed stub secret (the MCO's). (It may read that one, so the token works and
+    // the refusals are RBAC's.)
     admin
         .apply(labelled(machine_set(ELSEWHERE, "someone-elses").build()))
         .await;
@@ -676,12 +695,22 @@ async fn the_controller_works_as_its_service_account_with_exactly_the_manifests_
         ),
         &format!("patching a MachineSet in {ELSEWHERE}"),
     );
+    let secret_patch = r#"[{"op":"add","path":"/metadata/labels","value":{"x":"y"}}]"#;
     assert_forbidden(
         &as_sa.run(
-            &["get", "secret", "worker-user-data", "-n", MACHINE_API],
+            &[
+                "patch",
+                "secret",
+                "worker-user-data-managed",
+                "-n",
+                MACHINE_API,
+                "--type=json",
+                "-p",
+                secret_patch,
+            ],
             None,
         ),
-        "reading the unmanaged stub secret",
+        "patching the managed stub secret",
     );
     drop(cleanup);
 }

@@ -27,12 +27,11 @@ async fn upgraded_cluster(env: &TestEnv, machine_sets: &[&str]) {
     }
 }
 
-/// Waits until the controller moved `name` to 4.21's AMI and the managed stub secret.
+/// Waits until the controller moved `name` to 4.21's AMI, keeping its stub secret.
 async fn wait_updated(env: &TestEnv, name: &str) -> Value {
     let found = eventually(CONVERGE, || async {
         let ms = env.machine_set(name).await;
-        (ami_of(&ms) == AMI_421_US_EAST_1 && secret_of(&ms) == "worker-user-data-managed")
-            .then_some(ms)
+        (ami_of(&ms) == AMI_421_US_EAST_1 && secret_of(&ms) == "worker-user-data").then_some(ms)
     })
     .await;
     found.unwrap_or_else(|| panic!("{name} was never updated"))
@@ -87,8 +86,9 @@ async fn revert_restores_the_original_and_the_controller_leaves_it_until_opted_b
         json!({"from": AMI_420_US_EAST_1, "to": AMI_421_US_EAST_1})
     );
     assert_eq!(
-        last["userDataSecret"],
-        json!({"from": "worker-user-data", "to": "worker-user-data-managed"})
+        last.get("userDataSecret"),
+        None,
+        "the stub secret keeps its name"
     );
     assert_eq!(last["release"], "4.21.0");
     let progressing = eventually(CONVERGE, || async {
@@ -103,8 +103,7 @@ async fn revert_restores_the_original_and_the_controller_leaves_it_until_opted_b
     .expect("the status names the last change");
     assert!(
         progressing.contains(&format!(
-            "boot image {AMI_420_US_EAST_1} -> {AMI_421_US_EAST_1}; stub secret worker-user-data -> \
-             worker-user-data-managed"
+            "boot image {AMI_420_US_EAST_1} -> {AMI_421_US_EAST_1}"
         )),
         "{progressing}"
     );
@@ -115,8 +114,9 @@ async fn revert_restores_the_original_and_the_controller_leaves_it_until_opted_b
     let text = stdout(&out);
     for expected in [
         "Reverted MachineSet",
-        &format!("bootImage       {AMI_421_US_EAST_1} -> {AMI_420_US_EAST_1}"),
-        "userDataSecret  worker-user-data-managed -> worker-user-data",
+        &format!("bootImage  {AMI_421_US_EAST_1} -> {AMI_420_US_EAST_1}"),
+        // The installer's spec-2 stub, upgraded in place for the new image, goes back with it.
+        "Stub secret worker-user-data: Ignition 3.2.0 -> the content it had before",
         &format!(
             "oc annotate machinesets.machine.openshift.io/worker-a -n {} {OPT_OUT}-",
             env.ns
@@ -229,7 +229,7 @@ async fn a_dry_run_writes_nothing_and_a_stale_revert_is_refused() {
     );
     let after = env.machine_set("worker-a").await;
     assert_eq!(ami_of(&after), CUSTOM_AMI);
-    assert_eq!(secret_of(&after), "worker-user-data-managed");
+    assert_eq!(secret_of(&after), "worker-user-data");
     assert_eq!(annotation_of(&after, OPT_OUT), None);
 }
 

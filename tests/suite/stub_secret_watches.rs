@@ -14,8 +14,8 @@ use support::fixtures::*;
 use support::{ControllerProcess, TestEnv, eventually, strip_ansi};
 
 const CONVERGE: Duration = Duration::from_secs(60);
-const SELECTED_STUB: &str = "worker-user-data-managed";
-const UNSELECTED_STUB: &str = "infra-user-data-managed";
+const SELECTED_STUB: &str = "worker-user-data";
+const UNSELECTED_STUB: &str = "infra-user-data";
 
 /// How many requests (lists and watches) for the secret `name` the controller has sent.
 fn requests_for_secret(controller: &ControllerProcess, name: &str) -> usize {
@@ -60,10 +60,10 @@ async fn only_the_stub_secrets_of_selected_machine_sets_are_watched_and_unneeded
     let controller = env.controller(&[]);
     controller.wait_ready().await;
 
-    // The pass that patched `chosen` had verified its managed stub, so it had watched it; any
-    // watch for the other stub would have been started in the same step.
+    // The pass that patched `chosen` had checked its stub, so it had watched it; any watch for
+    // the other stub would have been started in the same step.
     let patched = eventually(CONVERGE, || async {
-        (secret_of(&env.machine_set("chosen").await) == SELECTED_STUB).then_some(())
+        (ami_of(&env.machine_set("chosen").await) == AMI_421_US_EAST_1).then_some(())
     })
     .await;
     assert!(patched.is_some(), "{}", controller.log_tail(30));

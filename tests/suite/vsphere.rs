@@ -199,11 +199,11 @@ async fn the_golden_ova_is_imported_and_the_machine_set_moves_to_it_while_a_cust
     controller.wait_ready().await;
 
     wait_for_golden(&env, &[&controller]).await;
-    // The same patch moved the installer's stub to the managed one.
+    // The installer's spec-2 stub was upgraded in place: the MachineSet still names it.
     let worker = env.machine_set("worker").await;
     assert_eq!(
         worker.pointer("/spec/template/spec/providerSpec/value/userDataSecret/name"),
-        Some(&json!("worker-user-data-managed"))
+        Some(&json!("worker-user-data"))
     );
     // vCenter has it as a template, imported once.
     let client = vcsim::login(&vcsim, Default::default()).await;

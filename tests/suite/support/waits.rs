@@ -63,23 +63,23 @@ pub async fn wait_for_ami(
     .await
 }
 
-/// Waits until the MachineSet boots `ami` with the managed stub secret.
+/// Waits until the MachineSet boots `ami`, still naming the stub secret it named before (the
+/// controller never renames one).
 pub async fn wait_for_golden(
     env: &TestEnv,
     controllers: &[&ControllerProcess],
     name: &str,
     ami: &str,
 ) -> Value {
+    let stub = secret_of(&env.machine_set(name).await).to_string();
     let check = || async {
         let ms = env.machine_set(name).await;
-        (ami_of(&ms) == ami && secret_of(&ms) == "worker-user-data-managed").then_some(ms)
+        (ami_of(&ms) == ami && secret_of(&ms) == stub).then_some(ms)
     };
     converge(controllers, CONVERGE, check, async || {
         let ms = env.machine_set(name).await;
         let (now, secret) = (ami_of(&ms), secret_of(&ms));
-        format!(
-            "{name} never reached {ami} with worker-user-data-managed; it has {now} with {secret}"
-        )
+        format!("{name} never reached {ami} with {stub}; it has {now} with {secret}")
     })
     .await
 }
