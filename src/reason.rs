@@ -99,6 +99,10 @@ reasons! {
     StubSecretKept: Skip,
     /// The stream publishes no Azure marketplace images at all (OKD, for one).
     MarketplaceImagesNotPublished: Skip,
+    /// Azure: the stream publishes no image of the Hyper-V generation the MachineSet boots
+    /// (RHEL 10 streams retired the free Gen1 image); the other generation could not boot on its
+    /// VM size.
+    HyperVGenerationNotPublished: Skip,
 
     /// vSphere: the template of the golden release is not in vCenter yet; it is to be imported
     /// (the message says from which OVA, as what and where).
