@@ -579,7 +579,7 @@ fn the_opt_out_annotation_wins_over_every_other_rule() {
         opted_out(
             machine_set("owned")
                 .label("boot-images", "managed")
-                .owned_by("MachinePool", "worker"),
+                .owned_by("WorkerPool", "worker"),
         ),
         opted_out(
             machine_set("windows")
@@ -708,9 +708,17 @@ fn an_invalid_selector_is_an_error_for_its_resource_kind_only() {
 
 #[test]
 fn owned_machine_sets_are_left_to_their_owner() {
-    let entry = decide_worker_a(|ms| ms.owned_by("MachinePool", "mycluster-worker"));
+    let entry = decide_worker_a(|ms| ms.owned_by("WorkerPool", "mycluster-gpu"));
     assert_decided(&entry, Action::Skip, Reason::Owned);
-    assert_mentions(&entry.message, "MachinePool mycluster-worker");
+    assert_mentions(&entry.message, "WorkerPool mycluster-gpu");
+}
+
+/// Hive marks the MachineSets of its MachinePools with labels, not owner references, and does
+/// not revert their providerSpec: they are updated, as the MCO updates them.
+#[test]
+fn hive_machine_sets_are_updated() {
+    let entry = decide_worker_a(|ms| ms.managed_by_hive("worker"));
+    assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
 }
 
 #[test]
@@ -1076,7 +1084,7 @@ fn unsupported_platforms_raise_no_errors_about_what_they_never_read() {
     // Rules 1 to 4 still explain themselves first.
     let owned = decide(
         &none,
-        machine_set("owned").owned_by("MachinePool", "w").served(),
+        machine_set("owned").owned_by("WorkerPool", "w").served(),
     );
     assert_decided(&owned, Action::Skip, Reason::Owned);
 }
