@@ -1114,7 +1114,8 @@ fn golden_template() -> String {
 #[test]
 fn vsphere_machine_sets_move_to_the_imported_template_with_a_guarded_patch() {
     let installer = format!("{INFRASTRUCTURE_NAME}-rhcos-us-east-1a");
-    let cluster = vsphere_cluster(Some(&[&golden_template()]));
+    let cluster = vsphere_cluster(Some(&[&golden_template()]))
+        .vcenter_template_release(&installer, "9.6.20250826-1");
     let entry = decide(
         &cluster,
         vsphere_machine_set("worker-a", &installer).served(),
@@ -1140,6 +1141,28 @@ fn vsphere_machine_sets_move_to_the_imported_template_with_a_guarded_patch() {
     let current = vsphere_machine_set("worker-b", &golden_template()).served();
     let entry = decide(&cluster, current);
     assert_ne!(entry.reason, Reason::BootImageOutdated, "{}", entry.message);
+}
+
+/// A fresh cluster: the installer's template is at the golden release under a name without
+/// one. It is current, as upstream judges it, whatever its name: nothing to import or write.
+#[test]
+fn vsphere_templates_at_the_golden_release_are_current_whatever_their_name() {
+    let installer = format!("{INFRASTRUCTURE_NAME}-rhcos-us-east-1a");
+    let cluster = vsphere_cluster(Some(&[]))
+        .vcenter_template_release(&installer, crate::testkit::streams::VMWARE_RELEASE_421);
+    let on_managed_stub = || {
+        vsphere_machine_set("worker-a", &installer)
+            .user_data("worker-user-data-managed")
+            .served()
+    };
+    let entry = decide(&cluster, on_managed_stub());
+    assert_decided(&entry, Action::UpToDate, Reason::UpToDate);
+    assert!(entry.patch.is_empty(), "{:?}", entry.patch);
+    // Until vCenter has said which release it is, nothing is imported or written either.
+    let entry = decide(&vsphere_cluster(Some(&[])), on_managed_stub());
+    assert_decided(&entry, Action::Skip, Reason::TemplateVersionPending);
+    assert_mentions(&entry.message, &installer);
+    assert!(entry.patch.is_empty(), "{:?}", entry.patch);
 }
 
 #[test]

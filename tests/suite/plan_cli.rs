@@ -603,6 +603,6 @@ fn vsphere_plans_say_which_template_they_would_import_and_leave_custom_ones() {
     let elsewhere = machine_set(&plan, "demo-vs9x2-nfs-us-east-1a");
     assert_eq!(
         action_and_reason(elsewhere),
-        ("Error", "FailureDomainNotFound")
+        ("Skip", "FailureDomainNotFound")
     );
 }
