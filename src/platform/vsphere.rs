@@ -312,7 +312,7 @@ impl PlatformRule for VSphere {
                     ),
                 );
             }
-            None => format!("unless template {name} is RHCOS {release} already"),
+            None => format!("if template {name} is not RHCOS {release} already"),
         };
         match ctx.vcenter.template(&request.key) {
             Some(TemplateState::Ready) => ImageOutcome::Update {
