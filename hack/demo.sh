@@ -375,7 +375,7 @@ Secret worker-user-data-managed
                               the Machine Config Operator's stub (Ignition 3.2.0), kept current
 MachineSets in $mapi_ns:
 EOF
-machine_sets -o custom-columns='NAME:.metadata.name,AMI:.spec.template.spec.providerSpec.value.ami.id,STUB SECRET:.spec.template.spec.providerSpec.value.userDataSecret.name,ARCH LABEL:.metadata.annotations.capacity\.cluster-autoscaler\.kubernetes\.io/labels,OWNER:.metadata.ownerReferences[*].kind,OPT-OUT:.metadata.annotations.boot-image-controller\.io/boot-image-updates' |
+machine_sets -o custom-columns='NAME:.metadata.name,AMI:.spec.template.spec.providerSpec.value.ami.id,STUB SECRET:.spec.template.spec.providerSpec.value.userDataSecret.name,ARCH LABEL:.metadata.annotations.capacity\.cluster-autoscaler\.kubernetes\.io/labels,OWNER:.metadata.ownerReferences[*].kind,HIVE POOL:.metadata.labels.hive\.openshift\.io/machine-pool,OPT-OUT:.metadata.annotations.boot-image-controller\.io/boot-image-updates' |
   sed 's/<none>/  -   /g' | indent
 
 section "4/9 Before: what the controller would change"

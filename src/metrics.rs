@@ -70,7 +70,8 @@ metric_families! {
         "Regions where EC2 cannot be asked about AMIs now (stream and known images only)";
     VSPHERE_IMPORTS = "boot_image_controller_vsphere_template_imports_total",
         "vSphere template imports, by how they ended (imported, found, in_progress, failed, \
-         digest_mismatch, unavailable)";
+         digest_mismatch, unavailable; unavailable also counts the look-ups of a template's \
+         release that found vCenter unreachable)";
     VSPHERE_IMPORT_PROGRESS = "boot_image_controller_vsphere_template_import_progress",
         "Percent done of the vSphere template import under way (imports run one at a time; 0 \
          when none)";

@@ -116,15 +116,25 @@ reasons! {
     StubSecretIncompatible: Skip,
     /// The stream publishes no Azure marketplace images at all (OKD, for one).
     MarketplaceImagesNotPublished: Skip,
+    /// Azure: the stream publishes no image of the Hyper-V generation the MachineSet boots
+    /// (RHEL 10 streams retired the free Gen1 image); the other generation could not boot on its
+    /// VM size.
+    HyperVGenerationNotPublished: Skip,
 
     /// vSphere: the template of the golden release is not in vCenter yet; it is to be imported
     /// (the message says from which OVA, as what and where).
     TemplateImportPending: Skip,
     /// vSphere: the template of the golden release is being imported.
     TemplateImporting: Skip,
+    /// vSphere: vCenter is being asked which RHCOS release the MachineSet's template is; a
+    /// template at the golden release is kept, another is replaced by an import.
+    TemplateVersionPending: Skip,
     /// vSphere: the cluster's templates cannot be placed (no failure domains in the
     /// Infrastructure, or no infrastructure name to recognise them by); left as they are.
     VSphereTopologyUnknown: Skip,
+    /// vSphere: the MachineSet's workspace is in none of the Infrastructure's failure domains,
+    /// so there is nowhere to import its template; left as it is (the MCO skips it too).
+    FailureDomainNotFound: Skip,
 
     /// A warning beside a decision: the object uses an annotation key of an earlier release.
     DeprecatedAnnotation: Skip,
@@ -143,8 +153,6 @@ reasons! {
     ImageNotInStream: Error,
     /// Someone keeps reverting our patch; we stop instead of fighting.
     HotLoop: Error,
-    /// vSphere: the MachineSet's workspace is in none of the Infrastructure's failure domains.
-    FailureDomainNotFound: Error,
     /// vSphere: importing the template of the golden release failed (download, digest, upload).
     TemplateImportFailed: Error,
     /// vSphere: vCenter could not be reached or refused the machine API's credentials.

@@ -338,9 +338,10 @@ fn set_arch(ms: &mut Value, arch: Arch) {
     );
 }
 
-fn owned_by_hive(ms: &mut Value) {
+/// Controlled by another controller (an in-house operator's pool), which would revert us.
+fn owned_by_another_controller(ms: &mut Value) {
     ms["metadata"]["ownerReferences"] = json!([{
-        "apiVersion": "hive.openshift.io/v1", "kind": "MachinePool", "name": "bench-worker",
+        "apiVersion": "pools.example.com/v1", "kind": "WorkerPool", "name": "bench-gpu",
         "uid": "0b6f3b4e-7c1d-4c55-9d0e-3a1e5e9f2a10", "controller": true
     }]);
 }
@@ -679,14 +680,15 @@ fn aws_member(data: &Data, (x86, arm): &(Regions, Regions), i: usize) -> Built {
     }
 }
 
-/// The members every platform has at the same slots of a period: opted out, owned by Hive, not
-/// selected and, at slot 18, Windows in even blocks or a missing managed stub in odd ones.
+/// The members every platform has at the same slots of a period: opted out, owned by another
+/// controller, not selected and, at slot 18, Windows in even blocks or a missing managed stub in
+/// odd ones.
 fn common_member(slot: usize, block: usize, outdated: impl Fn(&str) -> Value) -> Option<Built> {
     let (what, change): (&str, fn(&mut Value)) = match slot {
         13 => ("optout", |ms| {
             annotate(ms, names::OPT_OUT_ANNOTATION, names::OPT_OUT_VALUE)
         }),
-        14 => ("owned", owned_by_hive),
+        14 => ("owned", owned_by_another_controller),
         15 => ("unselected", |ms| {
             if let Some(labels) = ms["metadata"]["labels"].as_object_mut() {
                 labels.remove(MANAGED_LABEL);

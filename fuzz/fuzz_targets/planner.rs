@@ -245,7 +245,7 @@ fn metadata(u: &mut Unstructured<'_>, name: &str, namespace: &str) -> arbitrary:
     }
     if g::rarely(u, 10)? {
         meta["ownerReferences"] = json!([{
-            "apiVersion": "hive.openshift.io/v1", "kind": "MachinePool", "name": "pool",
+            "apiVersion": "pools.example.com/v1", "kind": "WorkerPool", "name": "pool",
             "uid": "0b6f3b4e-7c1d-4c55-9d0e-3a1e5e9f2a10"
         }]);
     }

@@ -28,7 +28,8 @@ use crate::vcenter::client::{Limits, VcenterClient, sdk_url};
 use crate::vcenter::credentials::{self, SECRET_NAME};
 use crate::vcenter::import::{Ensured, ImportLimits, ensure_template};
 use crate::vcenter::retention;
-use crate::vcenter::{TemplateKey, TemplateState, VcenterError, VcenterFacts};
+use crate::vcenter::version::template_version;
+use crate::vcenter::{TemplateKey, TemplateState, TemplateVersion, VcenterError, VcenterFacts};
 
 /// A failed import is retried after this, doubled per failure up to the maximum.
 const FIRST_RETRY: Duration = Duration::from_secs(30);
@@ -71,12 +72,25 @@ struct Shared {
 #[derive(Default)]
 struct State {
     templates: HashMap<TemplateKey, Known>,
+    /// The releases of the templates MachineSets clone now, and when they were read.
+    versions: HashMap<TemplateKey, (TemplateVersion, Instant)>,
+    /// Templates whose release is being read.
+    reading: HashSet<TemplateKey>,
     /// Servers that could not be asked, with why and when to try again.
     unavailable: BTreeMap<String, (String, Instant)>,
     /// Templates with a job queued or under way.
     in_flight: HashSet<TemplateKey>,
     /// Failed imports in a row, by template: the backoff doubles with each.
     attempts: HashMap<TemplateKey, u32>,
+}
+
+/// What a pass asks of vCenter in the background.
+#[derive(Debug)]
+enum Job {
+    /// Read the release of the request's current template.
+    Version(TemplateRequest),
+    /// Find or import the request's golden template.
+    Import(TemplateRequest),
 }
 
 enum Known {
@@ -119,21 +133,32 @@ impl TemplateImports {
         let (facts, jobs) = self.shared.lock().answer(wanted, Instant::now());
         for job in jobs {
             let shared = self.shared.clone();
-            let in_use = in_use.clone();
-            tokio::spawn(async move { shared.run(job, in_use).await });
+            match job {
+                Job::Version(request) => {
+                    tokio::spawn(async move { shared.read_version(request).await });
+                }
+                Job::Import(request) => {
+                    let in_use = in_use.clone();
+                    tokio::spawn(async move { shared.run(request, in_use).await });
+                }
+            }
         }
         facts
     }
 }
 
 impl State {
-    /// What is known of `wanted` at `now`, and the imports to start (marked under way). Pure:
-    /// no I/O, so the retry policy is unit-tested.
+    /// What is known of `wanted` at `now`, and the look-ups and imports to start (marked under
+    /// way). Pure: no I/O, so the retry policy is unit-tested.
+    ///
+    /// A golden template is imported only once the release of the template a MachineSet clones
+    /// now is known and is not the golden one: a fresh cluster, on the installer's templates of
+    /// the golden release, imports nothing.
     fn answer(
         &mut self,
         wanted: &BTreeSet<TemplateRequest>,
         now: Instant,
-    ) -> (VcenterFacts, Vec<TemplateRequest>) {
+    ) -> (VcenterFacts, Vec<Job>) {
         let mut facts = VcenterFacts {
             consulted: true,
             ..VcenterFacts::default()
@@ -146,6 +171,9 @@ impl State {
                 if *retry_at > now {
                     continue;
                 }
+            }
+            if !self.current_needs_import(request, now, &mut facts, &mut jobs) {
+                continue;
             }
             let (fact, due) = match self.templates.get(key) {
                 Some(Known::Ready(at)) => (
@@ -170,7 +198,7 @@ impl State {
                 if !matches!(fact, Some(TemplateState::Ready)) {
                     self.templates.insert(key.clone(), Known::Importing(0));
                 }
-                jobs.push(request.clone());
+                jobs.push(Job::Import(request.clone()));
             }
             if let Some(fact) = fact {
                 facts.templates.insert(key.clone(), fact);
@@ -179,6 +207,33 @@ impl State {
         // Requests that disappear (a MachineSet moved or opted out) are not forgotten: a
         // template found stays found, and a failure keeps its backoff.
         (facts, jobs)
+    }
+
+    /// Whether the release of the template `request`'s MachineSet clones now is known and not
+    /// the golden one, so that the golden template is wanted; reports what is known of it and
+    /// reads it (again, hourly) when due. A MachineSet already on the golden template needs no
+    /// look-up.
+    fn current_needs_import(
+        &mut self,
+        request: &TemplateRequest,
+        now: Instant,
+        facts: &mut VcenterFacts,
+        jobs: &mut Vec<Job>,
+    ) -> bool {
+        let current = &request.current;
+        if current.name == request.key.name {
+            return true;
+        }
+        let known = self.versions.get(current);
+        let due = known.is_none_or(|(_, at)| now.duration_since(*at) >= READY_MAX_AGE);
+        if due && self.reading.insert(current.clone()) {
+            jobs.push(Job::Version(request.clone()));
+        }
+        let Some((version, _)) = known else {
+            return false;
+        };
+        facts.versions.insert(current.clone(), version.clone());
+        !matches!(version, TemplateVersion::Release(r) if *r == request.ova.release)
     }
 
     fn failed(&mut self, key: &TemplateKey, message: String, now: Instant) -> Duration {
@@ -261,27 +316,72 @@ impl Shared {
         }
     }
 
-    async fn import(
-        &self,
-        request: &TemplateRequest,
-        in_use: &BTreeSet<String>,
-    ) -> Result<Ensured, VcenterError> {
-        let server = &request.key.server;
+    /// Reads the release of `request`'s current template, then wakes a pass to decide on it.
+    async fn read_version(&self, request: TemplateRequest) {
+        let current = request.current.clone();
+        let outcome = match self.login(&current.server).await {
+            Ok(client) => {
+                let version = template_version(&client, &request).await;
+                client.logout().await;
+                version
+            }
+            Err(e) => Err(e),
+        };
+        let now = Instant::now();
+        {
+            let mut state = self.lock();
+            state.reading.remove(&current);
+            let version = match outcome {
+                Ok(version) => version,
+                Err(e) if e.is_unavailable() => {
+                    warn!(server = %current.server, error = %e, "vCenter cannot be asked about templates");
+                    let retry_at = now + FIRST_RETRY;
+                    (state.unavailable).insert(current.server.clone(), (e.to_string(), retry_at));
+                    drop(state);
+                    self.count("unavailable");
+                    let _ = self.wake.send(Trigger::All);
+                    background::wake_after(&self.wake, FIRST_RETRY);
+                    return;
+                }
+                // Not knowing is not a reason to stay behind: the golden template is imported.
+                Err(e) => TemplateVersion::Unknown(format!(
+                    "vCenter could not say which release template {} is: {e}",
+                    current.name
+                )),
+            };
+            info!(template = %current.name, server = %current.server, ?version, "read the release of a template in use");
+            state.unavailable.remove(&current.server);
+            state.versions.insert(current, (version, now));
+        }
+        let _ = self.wake.send(Trigger::All);
+    }
+
+    /// A session with the vCenter `server`, with the machine API's credentials.
+    async fn login(&self, server: &str) -> Result<VcenterClient, VcenterError> {
         let secret = tokio::time::timeout(SECRET_TIMEOUT, self.secrets.get_opt(SECRET_NAME))
             .await
             .map_err(|_| VcenterError::TimedOut(SECRET_TIMEOUT))?
             .map_err(|e| VcenterError::Credentials {
-                server: server.clone(),
+                server: server.to_string(),
                 why: format!("cannot read Secret {SECRET_NAME}: {e}"),
             })?
             .ok_or_else(|| VcenterError::Credentials {
-                server: server.clone(),
+                server: server.to_string(),
                 why: format!("no Secret {SECRET_NAME} in the machine API's namespace"),
             })?;
         let credentials = credentials::for_server(&secret, server)?;
         let settings = &self.settings;
         let sdk = sdk_url(settings.endpoint.as_deref().unwrap_or(server))?;
-        let client = VcenterClient::login(sdk, &credentials, settings.client.clone()).await?;
+        VcenterClient::login(sdk, &credentials, settings.client.clone()).await
+    }
+
+    async fn import(
+        &self,
+        request: &TemplateRequest,
+        in_use: &BTreeSet<String>,
+    ) -> Result<Ensured, VcenterError> {
+        let settings = &self.settings;
+        let client = self.login(&request.key.server).await?;
         let last = std::sync::atomic::AtomicU8::new(0);
         let progress = |percent: u8| {
             self.metrics.vsphere_import_progress.set(i64::from(percent));
@@ -412,13 +512,20 @@ mod tests {
         );
     }
 
+    fn in_vc(name: &str) -> TemplateKey {
+        TemplateKey {
+            server: "vc".into(),
+            datacenter: "dc".into(),
+            name: name.into(),
+        }
+    }
+
+    /// The golden template `name` of release 1, for a MachineSet already on it (no release to
+    /// read first).
     fn request(name: &str) -> TemplateRequest {
         TemplateRequest {
-            key: TemplateKey {
-                server: "vc".into(),
-                datacenter: "dc".into(),
-                name: name.into(),
-            },
+            key: in_vc(name),
+            current: in_vc(name),
             failure_domain: FailureDomain::default(),
             folder: "/dc/vm".into(),
             ova: VmwareOva {
@@ -427,6 +534,51 @@ mod tests {
                 sha256: "0".repeat(64),
             },
         }
+    }
+
+    fn imports(jobs: &[Job]) -> usize {
+        jobs.iter().filter(|j| matches!(j, Job::Import(_))).count()
+    }
+
+    /// A fresh cluster: the MachineSet's installer template is read first, and being at the
+    /// golden release, nothing is imported; another release is replaced by an import.
+    #[test]
+    fn the_golden_template_is_imported_only_for_a_template_of_another_release() {
+        let mut state = State::default();
+        let now = Instant::now();
+        let fresh = TemplateRequest {
+            current: in_vc("installer"),
+            ..request("golden")
+        };
+        let wanted: BTreeSet<_> = [fresh.clone()].into();
+        let (facts, jobs) = state.answer(&wanted, now);
+        assert!(matches!(jobs.as_slice(), [Job::Version(r)] if r.current == fresh.current));
+        assert_eq!(facts.version(&fresh.current), None);
+        let (_, jobs) = state.answer(&wanted, now);
+        assert!(jobs.is_empty(), "read twice: {jobs:?}");
+
+        state.reading.clear();
+        let current = TemplateVersion::Release("1".into());
+        state
+            .versions
+            .insert(fresh.current.clone(), (current.clone(), now));
+        let (facts, jobs) = state.answer(&wanted, now);
+        assert!(jobs.is_empty(), "{jobs:?}");
+        assert_eq!(facts.version(&fresh.current), Some(&current));
+        assert_eq!(facts.template(&fresh.key), None);
+
+        for other in [
+            TemplateVersion::Release("0".into()),
+            TemplateVersion::Unknown("no such template".into()),
+        ] {
+            let mut state = State::default();
+            state.versions.insert(fresh.current.clone(), (other, now));
+            let (_, jobs) = state.answer(&wanted, now);
+            assert_eq!(imports(&jobs), 1, "{jobs:?}");
+        }
+        // Read again hourly, the release known meanwhile still deciding.
+        let (_, jobs) = state.answer(&wanted, now + READY_MAX_AGE);
+        assert!(matches!(jobs.as_slice(), [Job::Version(_)]), "{jobs:?}");
     }
 
     fn wanted(names: &[&str]) -> BTreeSet<TemplateRequest> {
@@ -438,7 +590,7 @@ mod tests {
         let mut state = State::default();
         let now = Instant::now();
         let (facts, jobs) = state.answer(&wanted(&["t1"]), now);
-        assert_eq!(jobs.len(), 1);
+        assert_eq!(imports(&jobs), 1);
         assert!(facts.consulted);
         assert_eq!(facts.template(&request("t1").key), None);
         let (facts, jobs) = state.answer(&wanted(&["t1"]), now);

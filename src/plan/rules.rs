@@ -375,6 +375,14 @@ impl Planner<'_> {
             let message = why.clone();
             return Some(subject.decision(Action::Skip, Reason::AuthoritativeElsewhere, message));
         }
+        // Any owner reference stops us, as it stops the MCO (`syncMAPIMachineSet`,
+        // pkg/controller/bootimage/ms_helpers.go). Hive's MachineSets carry none: its MachinePool
+        // lives in the hub cluster and marks what it made in the spoke with labels
+        // (`hive.openshift.io/machine-pool`, `hive.openshift.io/managed`; openshift/hive
+        // pkg/controller/machinepool/machinepool_controller.go, `generateMachineSets`), and it
+        // leaves a providerSpec that drifted from its pool as it is unless the pool is annotated
+        // `hive.openshift.io/override-machinepool-platform` (`syncMachineSets`). So they are
+        // updated, as upstream updates them.
         if let Some(owner) = (subject.meta.owner_references().iter())
             .find(|owner| !subject.kind.is_cluster_api() || !is_cluster(owner))
         {

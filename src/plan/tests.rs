@@ -571,7 +571,7 @@ fn the_opt_out_annotation_wins_over_every_other_rule() {
         opted_out(
             machine_set("owned")
                 .label("boot-images", "managed")
-                .owned_by("MachinePool", "worker"),
+                .owned_by("WorkerPool", "worker"),
         ),
         opted_out(
             machine_set("windows")
@@ -700,9 +700,17 @@ fn an_invalid_selector_is_an_error_for_its_resource_kind_only() {
 
 #[test]
 fn owned_machine_sets_are_left_to_their_owner() {
-    let entry = decide_worker_a(|ms| ms.owned_by("MachinePool", "mycluster-worker"));
+    let entry = decide_worker_a(|ms| ms.owned_by("WorkerPool", "mycluster-gpu"));
     assert_decided(&entry, Action::Skip, Reason::Owned);
-    assert_mentions(&entry.message, "MachinePool mycluster-worker");
+    assert_mentions(&entry.message, "WorkerPool mycluster-gpu");
+}
+
+/// Hive marks the MachineSets of its MachinePools with labels, not owner references, and does
+/// not revert their providerSpec: they are updated, as the MCO updates them.
+#[test]
+fn hive_machine_sets_are_updated() {
+    let entry = decide_worker_a(|ms| ms.managed_by_hive("worker"));
+    assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
 }
 
 #[test]
@@ -1068,7 +1076,7 @@ fn unsupported_platforms_raise_no_errors_about_what_they_never_read() {
     // Rules 1 to 4 still explain themselves first.
     let owned = decide(
         &none,
-        machine_set("owned").owned_by("MachinePool", "w").served(),
+        machine_set("owned").owned_by("WorkerPool", "w").served(),
     );
     assert_decided(&owned, Action::Skip, Reason::Owned);
 }
@@ -1098,7 +1106,8 @@ fn golden_template() -> String {
 #[test]
 fn vsphere_machine_sets_move_to_the_imported_template_with_a_guarded_patch() {
     let installer = format!("{INFRASTRUCTURE_NAME}-rhcos-us-east-1a");
-    let cluster = vsphere_cluster(Some(&[&golden_template()]));
+    let cluster = vsphere_cluster(Some(&[&golden_template()]))
+        .vcenter_template_release(&installer, "9.6.20250826-1");
     let entry = decide(
         &cluster,
         vsphere_machine_set("worker-a", &installer).served(),
@@ -1124,6 +1133,28 @@ fn vsphere_machine_sets_move_to_the_imported_template_with_a_guarded_patch() {
     let current = vsphere_machine_set("worker-b", &golden_template()).served();
     let entry = decide(&cluster, current);
     assert_ne!(entry.reason, Reason::BootImageOutdated, "{}", entry.message);
+}
+
+/// A fresh cluster: the installer's template is at the golden release under a name without
+/// one. It is current, as upstream judges it, whatever its name: nothing to import or write.
+#[test]
+fn vsphere_templates_at_the_golden_release_are_current_whatever_their_name() {
+    let installer = format!("{INFRASTRUCTURE_NAME}-rhcos-us-east-1a");
+    let cluster = vsphere_cluster(Some(&[]))
+        .vcenter_template_release(&installer, crate::testkit::streams::VMWARE_RELEASE_421);
+    let on_managed_stub = || {
+        vsphere_machine_set("worker-a", &installer)
+            .user_data("worker-user-data-managed")
+            .served()
+    };
+    let entry = decide(&cluster, on_managed_stub());
+    assert_decided(&entry, Action::UpToDate, Reason::UpToDate);
+    assert!(entry.patch.is_empty(), "{:?}", entry.patch);
+    // Until vCenter has said which release it is, nothing is imported or written either.
+    let entry = decide(&vsphere_cluster(Some(&[])), on_managed_stub());
+    assert_decided(&entry, Action::Skip, Reason::TemplateVersionPending);
+    assert_mentions(&entry.message, &installer);
+    assert!(entry.patch.is_empty(), "{:?}", entry.patch);
 }
 
 #[test]

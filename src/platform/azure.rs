@@ -114,16 +114,7 @@ impl PlatformRule for Azure {
             Err(outcome) => return *outcome,
         };
         let Some(golden) = variants.get(variant).and_then(|g| g.get(generation)) else {
-            return ImageOutcome::Error {
-                reason: Reason::ImageNotInStream,
-                message: format!(
-                    "the golden stream {} publishes no {generation} image of the Azure \
-                     marketplace variant {variant} for {}; the boot image is left as is until \
-                     the stream carries one",
-                    ctx.stream.stream, ctx.arch
-                ),
-                current: Some(current),
-            };
+            return generation_not_published(ctx, variant, generation, current);
         };
         if is_current(image, golden, variant) {
             return ImageOutcome::UpToDate { current };
@@ -192,53 +183,50 @@ fn find_variant<'v>(
         .map(|(name, generations)| (name.as_str(), generations))
 }
 
-/// The Hyper-V generation of the current image, judged by its sku within its variant.
-///
-/// A VM size supports one generation or both, so guessing wrong can make new machines fail to
-/// start; hence the evidence is weighed from strongest to weakest:
-/// 1. the sku equals one generation's sku (a current or recent image);
-/// 2. the sku has the shape of one generation's sku once digits are ignored: ARO skus embed the
-///    release (`aro_419` -> `aro_420` for Gen1, `419-v2` -> `420-v2` for Gen2);
-/// 3. otherwise Gen2, unless the sku says `gen1`: Gen2 is what the installer picks for every VM
-///    size that supports it, and paid Gen1 skus end in `-gen1`.
-fn choose_generation(
-    generations: &BTreeMap<String, AzureMarketplaceImage>,
-    sku: &str,
-) -> &'static str {
-    let sku_of = |generation: &str| generations.get(generation).map(|image| image.sku.as_str());
-    let unique_match = |matches: &dyn Fn(&str) -> bool| {
-        let gen1 = sku_of(GEN1).is_some_and(matches);
-        let gen2 = sku_of(GEN2).is_some_and(matches);
-        match (gen1, gen2) {
-            (true, false) => Some(GEN1),
-            (false, true) => Some(GEN2),
-            _ => None,
-        }
+/// The Hyper-V generation of a marketplace image, as the Machine Config Operator decides it
+/// (`reconcileAzureProviderSpec`, pkg/controller/bootimage/platform_helpers.go, with the `gen2`
+/// skus of MCO PR 6404, commit e308231cc): a free image is Gen2 when its sku says `v2` (`420-v2`)
+/// or `gen2` (`aro_5-0_x64_gen2`, the skus of the RHEL 10 streams) or the machine is arm64 (arm64
+/// VMs are Gen2 only), else Gen1 (`aro_420`); a paid image is Gen2 unless its sku says `gen1`
+/// (`rh-ocp-worker-gen1`). Upstream tells free from paid by the image's `type`; we tell them by
+/// the variant whose publisher and offer the image has, which agrees for every image the
+/// installer writes and needs no `type` (older MachineSets have none). Skus are compared without
+/// case, as Azure compares them.
+fn choose_generation(variant: &str, sku: &str, arch: Arch) -> &'static str {
+    let sku = sku.to_ascii_lowercase();
+    let gen2 = if variant == NO_PURCHASE_PLAN {
+        sku.contains("v2") || sku.contains("gen2") || arch == Arch::Arm64
+    } else {
+        !sku.contains("gen1")
     };
-    unique_match(&|golden| golden.eq_ignore_ascii_case(sku))
-        .or_else(|| unique_match(&|golden| sku_shape(golden).eq(sku_shape(sku))))
-        .unwrap_or(if sku.to_ascii_lowercase().contains("gen1") {
-            GEN1
-        } else {
-            GEN2
-        })
+    if gen2 { GEN2 } else { GEN1 }
 }
 
-/// The sku with every run of digits replaced by `#` and letters lowercased, so skus of different
-/// releases of the same generation compare equal. Read as it is compared, without building it: a
-/// digit after a digit (or after a `#`, which it would join) adds nothing.
-fn sku_shape(sku: &str) -> impl Iterator<Item = char> + '_ {
-    let bytes = sku.as_bytes();
-    let joins = |i: usize| i > 0 && (bytes[i - 1].is_ascii_digit() || bytes[i - 1] == b'#');
-    sku.char_indices()
-        .filter(move |&(i, c)| !(c.is_ascii_digit() && joins(i)))
-        .map(|(_, c)| {
-            if c.is_ascii_digit() {
-                '#'
-            } else {
-                c.to_ascii_lowercase()
-            }
-        })
+/// The variant has no image of the generation the MachineSet's machines boot: the stream retired
+/// it (the RHEL 10 streams publish no free Gen1 image). The other generation fails on VM sizes
+/// that support only this one, so the image stays. Upstream skips a missing Gen1 image too
+/// (`getTargetImageFromStream`, platform_helpers.go, MCO PR 6404 at e308231cc); a missing Gen2
+/// image, where upstream still errs, is skipped here as well: nothing is wrong with the
+/// MachineSet, and an error would degrade the cluster over a stream no administrator can change.
+fn generation_not_published(
+    ctx: &RuleContext<'_>,
+    variant: &str,
+    generation: &str,
+    current: Value,
+) -> ImageOutcome {
+    let other = if generation == GEN1 { GEN2 } else { GEN1 };
+    ImageOutcome::Skip {
+        reason: Reason::HyperVGenerationNotPublished,
+        message: format!(
+            "the boot image is a {generation} image, and the golden stream {} publishes no \
+             {generation} image of the Azure marketplace variant {variant} for {} (only \
+             {other}), so the boot image is left as is; to have it managed, move this \
+             MachineSet to a VM size that supports {other} and to the stream's {other} image, \
+             or opt it out and manage its boot image by hand",
+            ctx.stream.stream, ctx.arch
+        ),
+        current: Some(current),
+    }
 }
 
 /// The Hyper-V generation of an installer-uploaded image, or why `resource_id` is not one.
@@ -360,7 +348,7 @@ fn golden_variant<'v>(
             Some(current.clone()),
         )));
     }
-    let Some((variant, generations)) = find_variant(variants, fields) else {
+    let Some((variant, _)) = find_variant(variants, fields) else {
         let message = format!(
             "marketplace image {}:{}:{}:{} is not from a publisher and offer the golden stream \
              publishes; custom images are never replaced (switch the MachineSet to a published \
@@ -369,7 +357,7 @@ fn golden_variant<'v>(
         );
         return Err(Box::new(custom(message, current.clone())));
     };
-    Ok((variant, choose_generation(generations, fields.sku)))
+    Ok((variant, choose_generation(variant, fields.sku, ctx.arch)))
 }
 
 /// The fields of an image object we manage, as they are for `golden`.
@@ -463,7 +451,8 @@ mod tests {
     use serde_json::{Map, Value, json};
 
     use super::{
-        Azure, ImageFields, choose_generation, find_variant, is_current, sku_shape, target_image,
+        Azure, GEN1, GEN2, ImageFields, NO_PURCHASE_PLAN, choose_generation, find_variant,
+        is_current, target_image,
     };
     use crate::arch::Arch;
     use crate::platform::{Changes, ImageOutcome, PlatformRule};
@@ -513,22 +502,41 @@ mod tests {
     }
 
     #[test]
-    fn the_generation_follows_the_sku() {
+    fn the_generation_follows_the_sku_as_upstream_reads_it() {
         let cases = [
-            // Exact skus of the golden stream.
+            // Gen1 skus of this and earlier releases.
             ("aro_420", "azureopenshift:aro4:aro_420:9.6.20251015"),
-            ("420-v2", "azureopenshift:aro4:420-v2:9.6.20251015"),
-            // Skus of earlier releases, recognised by their shape.
             ("aro_419", "azureopenshift:aro4:aro_420:9.6.20251015"),
+            // Gen2: `v2`, or `gen2` as the RHEL 10 skus say it.
+            ("420-v2", "azureopenshift:aro4:420-v2:9.6.20251015"),
             ("418-v2", "azureopenshift:aro4:420-v2:9.6.20251015"),
-            // No evidence: Gen2, unless the sku says gen1.
-            ("custom-gen1", "azureopenshift:aro4:aro_420:9.6.20251015"),
-            ("something-else", "azureopenshift:aro4:420-v2:9.6.20251015"),
+            (
+                "aro_5-0_x64_gen2",
+                "azureopenshift:aro4:420-v2:9.6.20251015",
+            ),
+            // A free sku that says neither is Gen1, as upstream reads it.
+            ("something-else", "azureopenshift:aro4:aro_420:9.6.20251015"),
         ];
         for (sku, expected) in cases {
             let got = urn_and_type_of_target(marketplace("azureopenshift", "aro4", sku, "1"));
             assert_eq!(got, (expected.into(), "MarketplaceNoPlan".into()), "{sku}");
         }
+    }
+
+    /// `reconcileAzureProviderSpec` (MCO platform_helpers.go, `gen2` since PR 6404): free images
+    /// by `v2`/`gen2` or arm64, paid ones by `gen1`.
+    #[test]
+    fn the_upstream_generation_rule() {
+        let free = |sku, arch| choose_generation(NO_PURCHASE_PLAN, sku, arch);
+        assert_eq!(free("aro_420", Arch::Amd64), GEN1);
+        assert_eq!(free("420-v2", Arch::Amd64), GEN2);
+        assert_eq!(free("aro_5-0_x64_gen2", Arch::Amd64), GEN2);
+        assert_eq!(free("ARO_5-0_X64_GEN2", Arch::Amd64), GEN2);
+        assert_eq!(free("420-arm", Arch::Arm64), GEN2);
+        assert_eq!(free("aro_420", Arch::Arm64), GEN2);
+        let paid = |sku| choose_generation("ocp", sku, Arch::Amd64);
+        assert_eq!(paid("rh-ocp-worker"), GEN2);
+        assert_eq!(paid("rh-ocp-worker-gen1"), GEN1);
     }
 
     #[test]
@@ -783,8 +791,66 @@ mod tests {
         );
     }
 
+    /// The free variant of a RHEL 10 stream, as the installer publishes it
+    /// (data/data/coreos/marketplace/coreos-rhel-10.json): Gen2 only.
+    fn stream_without_free_gen1() -> Value {
+        let mut stream = stream_4_21();
+        stream["architectures"]["x86_64"]["rhel-coreos-extensions"]["marketplace"]["azure"]["no-purchase-plan"] = json!({"hyperVGen2": {
+            "publisher": "azureopenshift", "offer": "aro4",
+            "sku": "aro_5-0_x64_gen2", "version": "10.2.20260423"
+        }});
+        stream
+    }
+
     #[test]
-    fn a_generation_the_stream_lacks_is_an_error() {
+    fn a_gen1_machine_set_stays_when_the_stream_retires_gen1() {
+        let cluster = Cluster::new(stream_without_free_gen1()).named(INFRA);
+        let evaluate = |image| Azure.evaluate(&spec(image), &cluster.ctx(Arch::Amd64));
+        let gen1_upload =
+            format!("/resourceGroups/{INFRA}-rg/providers/Microsoft.Compute/images/{INFRA}");
+        for gen1 in [
+            marketplace("azureopenshift", "aro4", "aro_420", "9.6.20251015"),
+            upload(&gen1_upload),
+        ] {
+            let outcome = evaluate(gen1.clone());
+            assert!(
+                matches!(
+                    outcome,
+                    ImageOutcome::Skip {
+                        reason: Reason::HyperVGenerationNotPublished,
+                        ..
+                    }
+                ),
+                "{gen1}: {outcome:?}"
+            );
+            let said = message(&outcome);
+            for part in ["hyperVGen1", "hyperVGen2", "VM size", "no-purchase-plan"] {
+                assert!(said.contains(part), "{part} missing from {said}");
+            }
+        }
+        // Gen2 images, of either sku style, move to the new sku.
+        for sku in ["420-v2", "aro_5-0_x64_gen2"] {
+            let outcome = evaluate(marketplace("azureopenshift", "aro4", sku, "9.6.20251015"));
+            assert_eq!(
+                target(&outcome)["sku"],
+                "aro_5-0_x64_gen2",
+                "{sku}: {outcome:?}"
+            );
+        }
+        let current = marketplace(
+            "azureopenshift",
+            "aro4",
+            "aro_5-0_x64_gen2",
+            "10.2.20260423",
+        );
+        assert_eq!(
+            evaluate(current.clone()),
+            ImageOutcome::UpToDate { current }
+        );
+    }
+
+    #[test]
+    fn a_generation_the_stream_lacks_is_skipped_either_way() {
         // Arm64 VMs are Gen2 only, so the stream has no Gen1 image to move a Gen1 upload to.
         let mut stream = stream_4_21();
         stream["architectures"]["aarch64"]["rhel-coreos-extensions"] = json!({"marketplace": {"azure": {
@@ -795,13 +861,28 @@ mod tests {
         let cluster = Cluster::new(stream).named(INFRA);
         let gen1 = format!("/resourceGroups/{INFRA}-rg/providers/Microsoft.Compute/images/{INFRA}");
         let outcome = Azure.evaluate(&spec(upload(&gen1)), &cluster.ctx(Arch::Arm64));
-        assert!(matches!(outcome, ImageOutcome::Error { .. }), "{outcome:?}");
-        assert_eq!(reason(&outcome), Some(Reason::ImageNotInStream));
+        assert_eq!(reason(&outcome), Some(Reason::HyperVGenerationNotPublished));
 
-        // A release's arm sku is recognised by shape and has its one generation.
+        // An arm64 marketplace image is Gen2 whatever its sku.
         let older = marketplace("azureopenshift", "aro4", "419-arm", "419.6.20250523");
         let outcome = Azure.evaluate(&spec(older), &cluster.ctx(Arch::Arm64));
         assert_eq!(target(&outcome)["sku"], "420-arm");
+
+        // A paid variant without its Gen2 image: skipped too, not an error.
+        let mut stream = stream_4_21();
+        stream["architectures"]["x86_64"]["rhel-coreos-extensions"]["marketplace"]["azure"]["ocp"]
+            .as_object_mut()
+            .unwrap()
+            .remove("hyperVGen2");
+        let cluster = Cluster::new(stream).named(INFRA);
+        let paid = marketplace(
+            "redhat",
+            "rh-ocp-worker",
+            "rh-ocp-worker",
+            "4.16.2024101109",
+        );
+        let outcome = Azure.evaluate(&spec(paid), &cluster.ctx(Arch::Amd64));
+        assert_eq!(reason(&outcome), Some(Reason::HyperVGenerationNotPublished));
     }
 
     #[test]
@@ -823,39 +904,6 @@ mod tests {
                 "{spec}"
             );
         }
-    }
-
-    #[test]
-    fn sku_shapes_ignore_release_numbers_only() {
-        let shape = |sku| sku_shape(sku).collect::<String>();
-        assert_eq!(shape("aro_419"), "aro_#");
-        assert_eq!(shape("aro_419"), shape("ARO_420"));
-        assert_eq!(shape("419-v2"), shape("4201-v3"));
-        assert_eq!(shape("419-v2"), "#-v#");
-        assert_ne!(shape("aro_420"), shape("420-v2"));
-        assert_ne!(shape("rh-ocp-worker"), shape("rh-ocp-worker-gen1"));
-        // A `#` in a sku joins the digits after it, as a run of digits would.
-        assert_eq!(shape("a#1b"), "a#b");
-        assert_eq!(shape("é1"), "é#");
-    }
-
-    #[test]
-    fn ambiguous_shapes_fall_back_to_the_sku_wording() {
-        let image = |sku: &str| AzureMarketplaceImage {
-            publisher: "p".into(),
-            offer: "o".into(),
-            sku: sku.into(),
-            version: "1".into(),
-        };
-        let generations = [
-            ("hyperVGen1".to_string(), image("img-1")),
-            ("hyperVGen2".to_string(), image("img-2")),
-        ]
-        .into_iter()
-        .collect();
-        assert_eq!(choose_generation(&generations, "img-2"), "hyperVGen2");
-        assert_eq!(choose_generation(&generations, "img-3"), "hyperVGen2");
-        assert_eq!(choose_generation(&generations, "img-3-gen1"), "hyperVGen1");
     }
 
     /// An image is current exactly when pointing it at the golden image would leave it as it is,

@@ -556,9 +556,16 @@ mod tests {
             datacenter: "dc1".into(),
             name: template,
         };
+        // The sample's template is of an earlier release.
+        let installer = crate::vcenter::TemplateKey {
+            name: format!("{infra}-rhcos"),
+            ..key.clone()
+        };
         vcenter
             .templates
             .insert(key, crate::vcenter::TemplateState::Ready);
+        let earlier = crate::vcenter::TemplateVersion::Release("9.6.20250826-1".into());
+        vcenter.versions.insert(installer, earlier);
         let cluster = Cluster::new(stream_4_21())
             .knowing(&["ami-09d23adad19cdb25c"])
             .named(infra)

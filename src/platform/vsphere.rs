@@ -12,7 +12,7 @@ use serde_json::Value;
 use super::{Changes, ImageOutcome, Input, PlatformRule, RuleContext, invalid, not_in_stream};
 use crate::reason::Reason;
 use crate::stream::VmwareOva;
-use crate::vcenter::{TemplateKey, TemplateState};
+use crate::vcenter::{TemplateKey, TemplateState, TemplateVersion};
 
 pub(super) struct VSphere;
 
@@ -101,6 +101,10 @@ pub struct TemplateRequest {
     /// The workspace folder of the MachineSet, where the MCO imports too; else the domain's.
     pub folder: String,
     pub ova: VmwareOva,
+    /// The template the MachineSet clones now (its `template`, a name or an inventory path) in
+    /// the same vCenter and datacenter: whether it is at the golden release already decides
+    /// whether anything is imported.
+    pub current: TemplateKey,
 }
 
 /// The name of our template of `release` in the failure domain `domain` of cluster `infra`:
@@ -181,11 +185,21 @@ pub fn template_request(
     }
     let workspace = spec.get("workspace").unwrap_or(&Value::Null);
     let Some(domain) = domains.into_iter().find(|fd| fd.holds(workspace)) else {
-        return Err(Box::new(ImageOutcome::Error {
+        // A skip, not a failure: the MCO degraded here for a while and undid it because it
+        // degraded clusters whose MachineSets predate their failure domains (openshift/
+        // machine-config-operator PR 6477, OCPBUGS-115203, reverting f5ca014a8 of
+        // `createNewVMTemplate`, vsphere_helpers.go). Such a MachineSet keeps its template and
+        // falls behind on skew, so the message says the two ways out upstream gives.
+        return Err(Box::new(ImageOutcome::Skip {
             reason: Reason::FailureDomainNotFound,
             message: format!(
                 "the providerSpec workspace {} matches no failure domain of the Infrastructure \
-                 (server, datacenter, datastore, resourcePool and vmGroup must all match one)",
+                 (server, datacenter, datastore, resourcePool and vmGroup must all match one), \
+                 so there is nowhere to import a new template and the template is left as is; \
+                 add a failure domain for this workspace to the Infrastructure's \
+                 spec.platformSpec.vsphere.failureDomains, or manage this MachineSet's boot \
+                 image by hand: opt it out (and where the release enforces boot image skew, set \
+                 that to Manual, or to None if the MachineSet is never scaled up)",
                 compact(workspace)
             ),
             current: current_value,
@@ -210,6 +224,11 @@ pub fn template_request(
             server: domain.server.clone(),
             datacenter: domain.datacenter.clone(),
             name: template_name(infra, &domain.name, &ova.release),
+        },
+        current: TemplateKey {
+            server: domain.server.clone(),
+            datacenter: domain.datacenter.clone(),
+            name: current.to_string(),
         },
         failure_domain: domain,
         folder,
@@ -243,6 +262,16 @@ impl PlatformRule for VSphere {
         if current == target {
             return ImageOutcome::UpToDate { current };
         }
+        // Current by its release, not its name: the installer's templates of a fresh cluster
+        // are at the golden release under names without one, and the MCO keeps a template
+        // whose product version is the stream's release (`createNewVMTemplate`,
+        // vsphere_helpers.go at 7ff337a). Anything else about it (another release, no
+        // version, no such template) means importing ours, as before.
+        let version = ctx.vcenter.version(&request.current);
+        let release = &request.ova.release;
+        if matches!(version, Some(TemplateVersion::Release(r)) if r == release) {
+            return ImageOutcome::UpToDate { current };
+        }
         let place = format!(
             "{}/{} (datastore {}, folder {})",
             request.key.server,
@@ -266,6 +295,25 @@ impl PlatformRule for VSphere {
                 current: Some(current),
             };
         }
+        let name = request.current.name.as_str();
+        let why = match version {
+            Some(TemplateVersion::Release(other)) => {
+                format!("template {name} is RHCOS {other}, not the golden {release}")
+            }
+            Some(TemplateVersion::Unknown(why)) => why.clone(),
+            None if ctx.vcenter.consulted => {
+                return pending(
+                    Reason::TemplateVersionPending,
+                    format!(
+                        "asking vCenter {} which RHCOS release template {name} is: a template \
+                         at the golden {release} is kept, another one is replaced by {} \
+                         imported into {place}",
+                        request.key.server, request.key.name
+                    ),
+                );
+            }
+            None => format!("if template {name} is not RHCOS {release} already"),
+        };
         match ctx.vcenter.template(&request.key) {
             Some(TemplateState::Ready) => ImageOutcome::Update {
                 current,
@@ -292,7 +340,7 @@ impl PlatformRule for VSphere {
             None => pending(
                 Reason::TemplateImportPending,
                 format!(
-                    "{} {} (sha256 {}) as template {} into {place}, then move to it",
+                    "{} {} (sha256 {}) as template {} into {place}, then move to it ({why})",
                     if ctx.vcenter.consulted {
                         "will import"
                     } else {
@@ -352,6 +400,8 @@ mod tests {
             .with_vcenter(vcenter)
     }
 
+    /// vCenter has our template in `state`, and says every template the tests clone is of an
+    /// earlier release.
     fn facts(state: Option<TemplateState>) -> VcenterFacts {
         let mut facts = VcenterFacts {
             consulted: true,
@@ -360,15 +410,32 @@ mod tests {
         if let Some(state) = state {
             facts.templates.insert(key(), state);
         }
+        for template in [
+            format!("{INFRA}-rhcos"),
+            format!("{INFRA}-rhcos-us-east-1a"),
+            format!("/dc1/vm/{INFRA}/{INFRA}-rhcos-us-east-1a"),
+        ] {
+            facts
+                .versions
+                .insert(in_dc1(&template), release("9.6.20250826-1"));
+        }
         facts
     }
 
-    fn key() -> TemplateKey {
+    fn release(release: &str) -> TemplateVersion {
+        TemplateVersion::Release(release.into())
+    }
+
+    fn in_dc1(name: &str) -> TemplateKey {
         TemplateKey {
             server: "vcenter.example.com".into(),
             datacenter: "dc1".into(),
-            name: ours(),
+            name: name.into(),
         }
+    }
+
+    fn key() -> TemplateKey {
+        in_dc1(&ours())
     }
 
     fn evaluate(spec: &Value, vcenter: VcenterFacts) -> ImageOutcome {
@@ -387,6 +454,60 @@ mod tests {
                 current: json!(ours())
             }
         );
+    }
+
+    /// Upstream judges a template by the release its vApp product says (MCO
+    /// `createNewVMTemplate`): the installer's template of a fresh cluster is current.
+    #[test]
+    fn a_template_at_the_golden_release_is_current_whatever_its_name() {
+        let installer = format!("{INFRA}-rhcos-us-east-1a");
+        let mut vcenter = facts(None);
+        vcenter
+            .versions
+            .insert(in_dc1(&installer), release(VMWARE_RELEASE_421));
+        let outcome = evaluate(&spec(&installer), vcenter.clone());
+        assert_eq!(
+            outcome,
+            ImageOutcome::UpToDate {
+                current: json!(installer)
+            }
+        );
+        // Known current, it stays current while vCenter cannot be asked again.
+        vcenter
+            .unavailable
+            .insert("vcenter.example.com".into(), "connection refused".into());
+        let outcome = evaluate(&spec(&installer), vcenter);
+        assert!(
+            matches!(outcome, ImageOutcome::UpToDate { .. }),
+            "{outcome:?}"
+        );
+    }
+
+    #[test]
+    fn a_template_of_another_or_no_release_is_replaced_by_ours() {
+        let installer = format!("{INFRA}-rhcos-us-east-1a");
+        let mut vcenter = facts(None);
+        let outcome = evaluate(&spec(&installer), vcenter.clone());
+        assert_eq!(reason(&outcome), Some(Reason::TemplateImportPending));
+        assert!(message(&outcome).contains("is RHCOS 9.6.20250826-1, not the golden"));
+        let unknown = TemplateVersion::Unknown(format!("vCenter has no template {installer}"));
+        vcenter.versions.insert(in_dc1(&installer), unknown);
+        vcenter.templates.insert(key(), TemplateState::Ready);
+        let outcome = evaluate(&spec(&installer), vcenter);
+        assert_eq!(outcome, single_update("/template", &installer, &ours()));
+    }
+
+    #[test]
+    fn until_vcenter_says_the_release_nothing_is_imported() {
+        let installer = format!("{INFRA}-rhcos-us-east-1a");
+        let mut vcenter = facts(Some(TemplateState::Ready));
+        vcenter.versions.clear();
+        let outcome = evaluate(&spec(&installer), vcenter);
+        assert_eq!(reason(&outcome), Some(Reason::TemplateVersionPending));
+        let said = message(&outcome);
+        for part in [installer.as_str(), VMWARE_RELEASE_421, &ours()] {
+            assert!(said.contains(part), "{part} missing from {said}");
+        }
     }
 
     #[test]
@@ -445,19 +566,28 @@ mod tests {
         assert_eq!(reason(&outcome), None, "{outcome:?}");
     }
 
+    /// Upstream skips these since MCO PR 6477: a cluster whose MachineSets predate its failure
+    /// domains must not be degraded for it.
     #[test]
-    fn a_workspace_outside_every_failure_domain_is_an_error() {
+    fn a_workspace_outside_every_failure_domain_is_skipped_with_a_way_out() {
         let mut moved = spec(&format!("{INFRA}-rhcos"));
         moved["workspace"]["datastore"] = json!("datastore9");
         let outcome = evaluate(&moved, facts(Some(TemplateState::Ready)));
-        assert!(matches!(
-            outcome,
-            ImageOutcome::Error {
-                reason: Reason::FailureDomainNotFound,
-                ..
-            }
-        ));
-        assert!(message(&outcome).contains("datastore=datastore9"));
+        assert!(
+            matches!(
+                outcome,
+                ImageOutcome::Skip {
+                    reason: Reason::FailureDomainNotFound,
+                    ..
+                }
+            ),
+            "{outcome:?}"
+        );
+        assert!(!Reason::FailureDomainNotFound.degrades());
+        let said = message(&outcome);
+        for part in ["datastore=datastore9", "failureDomains", "opt it out"] {
+            assert!(said.contains(part), "{part} missing from {said}");
+        }
     }
 
     #[test]

@@ -272,17 +272,26 @@ impl<K: DeserializeOwned> MachineResourceBuilder<K> {
         self.annotate("boot-image-controller.io/boot-image-updates", "disabled")
     }
 
-    /// Controlled by a Hive `kind` (a MachinePool), which reconciles it back.
+    /// Controlled by an object of `kind` of another controller (an in-house operator's
+    /// `pools.example.com` API), which reconciles the MachineSet back.
     pub fn owned_by(mut self, kind: &str, name: &str) -> Self {
         self.value["metadata"]["ownerReferences"] = json!([{
-            "apiVersion": "hive.openshift.io/v1", "kind": kind, "name": name,
+            "apiVersion": "pools.example.com/v1", "kind": kind, "name": name,
             "uid": "0b6f3b4e-7c1d-4c55-9d0e-3a1e5e9f2a10", "controller": true
         }]);
         self
     }
 
-    pub fn owned_by_hive(self) -> Self {
-        self.owned_by("MachinePool", "demo-worker")
+    pub fn owned_by_another_controller(self) -> Self {
+        self.owned_by("WorkerPool", "demo-gpu")
+    }
+
+    /// Made by Hive's MachinePool controller for the pool `pool`: labelled, with no owner
+    /// reference (the MachinePool lives in the hub cluster; openshift/hive
+    /// pkg/controller/machinepool/machinepool_controller.go, `generateMachineSets`).
+    pub fn managed_by_hive(self, pool: &str) -> Self {
+        self.label("hive.openshift.io/machine-pool", pool)
+            .label("hive.openshift.io/managed", "true")
     }
 
     pub fn windows(self) -> Self {

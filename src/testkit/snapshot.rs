@@ -104,6 +104,21 @@ pub trait ClusterChanges: Sized {
         })
     }
 
+    /// The vCenter of the kit's failure domain was asked, and says the template `name` is RHCOS
+    /// `release`.
+    fn vcenter_template_release(self, name: &str, release: &str) -> Self {
+        self.with(|c| {
+            c.vcenter.consulted = true;
+            let key = TemplateKey {
+                server: provider_specs::VSPHERE_SERVER.into(),
+                datacenter: "dc1".into(),
+                name: name.to_string(),
+            };
+            let version = crate::vcenter::TemplateVersion::Release(release.into());
+            c.vcenter.versions.insert(key, version);
+        })
+    }
+
     /// Adds images the lists know besides the golden stream's (earlier releases').
     fn knowing(self, images: &[&str]) -> Self {
         self.with(|c| (c.known_images).extend(images.iter().map(|image| image.to_string())))

@@ -220,6 +220,19 @@ impl VcenterClient {
         Ok(value.as_deref() == Some("true"))
     }
 
+    /// The version of `vm`'s vApp product: what an RHCOS OVA's product section says, its
+    /// release. vCenter shows it as `summary.config.product`, which the MCO reads
+    /// (`createNewVMTemplate`, vsphere_helpers.go at 7ff337a); vcsim keeps it only in
+    /// `config.vAppConfig.product`, so that is read when the summary has none.
+    pub async fn product_version(&self, vm: &MoRef) -> Result<Option<String>, VcenterError> {
+        let summary = self.property(vm, "summary.config").await?;
+        if let Some(version) = product_versions(&summary)?.into_iter().next() {
+            return Ok(Some(version));
+        }
+        let vapp = self.property(vm, "config.vAppConfig").await?;
+        Ok(product_versions(&vapp)?.into_iter().next())
+    }
+
     /// Asks vCenter to turn an OVF descriptor into an import spec for `name`.
     pub async fn create_import_spec(
         &self,
@@ -479,6 +492,27 @@ fn inner_xml(text: &str, node: roxmltree::Node<'_, '_>) -> String {
     outer[start..end].to_string()
 }
 
+/// The non-empty `version`s of the `product` elements right under a property answer's `val`
+/// (a `VirtualMachineConfigSummary` has one, a `VmConfigInfo` a list).
+fn product_versions(answer: &str) -> Result<Vec<String>, VcenterError> {
+    let doc = parse(answer)?;
+    let Some(val) = child(doc.root(), "val") else {
+        return Ok(Vec::new());
+    };
+    let element = |node: &roxmltree::Node<'_, '_>, name: &str| {
+        node.is_element() && node.tag_name().name() == name
+    };
+    Ok(val
+        .children()
+        .filter(|n| element(n, "product"))
+        .filter_map(|product| {
+            let version = product.children().find(|n| element(n, "version"))?;
+            Some(version.text()?.trim().to_string())
+        })
+        .filter(|version| !version.is_empty())
+        .collect())
+}
+
 /// The text of the `val` of a property answer, trimmed; `None` when the property is unset.
 pub fn value_text(answer: &str) -> Result<Option<String>, VcenterError> {
     let doc = parse(answer)?;
@@ -530,6 +564,30 @@ mod tests {
             inventory_path("dc1", "vm", "/dc1/vm/infra/"),
             "dc1/vm/infra"
         );
+    }
+
+    #[test]
+    fn product_versions_are_read_from_a_summary_or_a_vapp_config() {
+        let answer = |val: &str| {
+            format!(
+                r#"<RetrievePropertiesExResponse xmlns="urn:vim25"><returnval><objects><propSet><name>p</name><val>{val}</val></propSet></objects></returnval></RetrievePropertiesExResponse>"#
+            )
+        };
+        let summary = answer(
+            "<name>t</name><product><name>RHCOS</name><version>9.6.20251023-0</version></product>",
+        );
+        assert_eq!(product_versions(&summary).unwrap(), ["9.6.20251023-0"]);
+        let vapp = answer(
+            "<product><key>0</key><version></version></product><product><key>1</key><version> 9.6.1 </version></product>",
+        );
+        assert_eq!(product_versions(&vapp).unwrap(), ["9.6.1"]);
+        assert!(
+            product_versions(&answer("<name>t</name>"))
+                .unwrap()
+                .is_empty()
+        );
+        let unset = r#"<RetrievePropertiesExResponse xmlns="urn:vim25"><returnval/></RetrievePropertiesExResponse>"#;
+        assert!(product_versions(unset).unwrap().is_empty());
     }
 
     #[test]

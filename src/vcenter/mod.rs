@@ -3,7 +3,8 @@
 //! [`facts`] is the pure part the planner reads ([`VcenterFacts`], in the snapshot);
 //! [`credentials`] reads the machine API's Secret; [`soap`] speaks the Web Services API and
 //! [`client`] makes the few calls we need; [`ova`] downloads and verifies an OVA; [`import`]
-//! turns one into a template, all or nothing; [`retention`] destroys old templates of ours.
+//! turns one into a template, all or nothing; [`retention`] destroys old templates of ours;
+//! [`version`] reads which release a template MachineSets clone now is.
 
 pub mod client;
 pub mod credentials;
@@ -12,10 +13,11 @@ pub mod import;
 pub mod ova;
 pub mod retention;
 pub mod soap;
+pub mod version;
 
 use std::time::Duration;
 
-pub use facts::{TemplateKey, TemplateState, VcenterFacts};
+pub use facts::{TemplateKey, TemplateState, TemplateVersion, VcenterFacts};
 
 /// What went wrong talking to vCenter or getting an OVA; the message is for people.
 #[derive(Debug, thiserror::Error)]

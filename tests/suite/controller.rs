@@ -395,8 +395,38 @@ async fn assert_left_alone(
 }
 
 #[tokio::test]
-async fn a_machine_set_owned_by_hive_is_left_to_its_owner() {
-    assert_left_alone("hive", MachineSetBuilder::owned_by_hive, "Owned").await;
+async fn a_machine_set_owned_by_another_controller_is_left_to_its_owner() {
+    assert_left_alone(
+        "owned",
+        MachineSetBuilder::owned_by_another_controller,
+        "Owned",
+    )
+    .await;
+}
+
+/// Hive marks the MachineSets of a MachinePool with labels, not owner references, and leaves
+/// their providerSpec alone: they are updated like any other, and keep Hive's labels.
+#[tokio::test]
+async fn a_machine_set_of_a_hive_machine_pool_is_updated() {
+    let env = TestEnv::new("hive").await;
+    env.aws_cluster("4.21.0", &stream_421(), None).await;
+    env.remember_images(&AMIS_420).await;
+    let hive = machine_set(&env.ns, "hive-worker").managed_by_hive("worker");
+    env.apply(hive.build()).await;
+
+    let ctl = env.controller(&[]);
+    ctl.wait_ready().await;
+    wait_for_golden(&env, &[&ctl], "hive-worker", AMI_421_US_EAST_1).await;
+    let ms = env.machine_set("hive-worker").await;
+    assert_eq!(
+        ms["metadata"]["labels"]["hive.openshift.io/managed"],
+        "true"
+    );
+    assert_eq!(
+        ms["metadata"]["labels"]["hive.openshift.io/machine-pool"],
+        "worker"
+    );
+    assert_eq!(history_of(&ms).len(), 1, "{ms}");
 }
 
 #[tokio::test]

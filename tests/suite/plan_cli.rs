@@ -454,21 +454,29 @@ fn acceptance_real_stream_and_build01_machine_sets() {
     );
     let moved = build01_variant(&original, "", |ms| set_ami(ms, AMI_420_US_EAST_1));
     let untouched = build01_variant(&original, "-original", |_| {});
-    let hive = build01_variant(&moved, "-hive", |ms| {
+    // Another controller's MachineSet (an in-house operator's, by its owner reference), and one
+    // of a Hive MachinePool, which Hive marks with labels only (openshift/hive
+    // pkg/controller/machinepool, `generateMachineSets`).
+    let owned = build01_variant(&moved, "-owned", |ms| {
         ms["metadata"]["ownerReferences"] = json!([{
-            "apiVersion": "hive.openshift.io/v1",
-            "kind": "MachinePool",
-            "name": "build01-worker",
+            "apiVersion": "pools.example.com/v1",
+            "kind": "WorkerPool",
+            "name": "build01-gpu",
             "uid": "3c1f6a0e-5b7d-4e2a-9f18-6d0c2b4a8e91",
             "controller": true,
         }]);
+    });
+    let hive = build01_variant(&moved, "-hive", |ms| {
+        let labels = ms["metadata"]["labels"].as_object_mut().expect("labels");
+        labels.insert("hive.openshift.io/machine-pool".into(), json!("worker"));
+        labels.insert("hive.openshift.io/managed".into(), json!("true"));
     });
     let custom = build01_variant(&moved, "-custom", |ms| set_ami(ms, CUSTOM_AMI));
     let opted_out = build01_variant(&moved, "-opted-out", |ms| {
         ms["metadata"]["annotations"] =
             json!({"boot-image-controller.io/boot-image-updates": "disabled"});
     });
-    let machine_sets = [&moved, &untouched, &hive, &custom, &opted_out];
+    let machine_sets = [&moved, &untouched, &owned, &hive, &custom, &opted_out];
     std::fs::write(
         dir.path().join("machinesets.yaml"),
         serde_saphyr::to_string_multiple(&machine_sets).unwrap(),
@@ -531,7 +539,10 @@ fn acceptance_real_stream_and_build01_machine_sets() {
             assert_eq!(original["bootImage"]["current"], BUILD01_AMI);
         }
 
-        let skips: Vec<(&str, &str)> = ["-hive", "-custom", "-opted-out"]
+        let hive = machine_set(&plan, "build01-9hdwj-worker-us-east-1a-hive");
+        assert_eq!(action_and_reason(hive), ("Update", "BootImageOutdated"));
+
+        let skips: Vec<(&str, &str)> = ["-owned", "-custom", "-opted-out"]
             .map(|suffix| {
                 action_and_reason(machine_set(
                     &plan,
@@ -592,6 +603,6 @@ fn vsphere_plans_say_which_template_they_would_import_and_leave_custom_ones() {
     let elsewhere = machine_set(&plan, "demo-vs9x2-nfs-us-east-1a");
     assert_eq!(
         action_and_reason(elsewhere),
-        ("Error", "FailureDomainNotFound")
+        ("Skip", "FailureDomainNotFound")
     );
 }

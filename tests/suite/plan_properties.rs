@@ -282,7 +282,7 @@ impl ResourceCase {
         }
         if self.owned {
             metadata["ownerReferences"] = json!([{
-                "apiVersion": "hive.openshift.io/v1", "kind": "MachinePool", "name": "worker",
+                "apiVersion": "pools.example.com/v1", "kind": "WorkerPool", "name": "worker",
                 "uid": "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", "controller": true
             }]);
         }

@@ -15,7 +15,8 @@ use boot_image_controller::vcenter::import::{
     Ensured, ImportLimits, ensure_template, temporary_name,
 };
 use boot_image_controller::vcenter::retention::prune;
-use boot_image_controller::vcenter::{TemplateKey, VcenterError};
+use boot_image_controller::vcenter::version::template_version;
+use boot_image_controller::vcenter::{TemplateKey, TemplateVersion, VcenterError};
 use support::vcsim::{self, FileServer, Vcsim};
 
 const TEMPLATE: &str = "demo-x7k2p-rhcos-us-east-1a-9.6.20251023-0";
@@ -56,12 +57,14 @@ fn request(vcsim: &Vcsim, url: &str, sha256: &str) -> TemplateRequest {
         network: vcsim::NETWORK.into(),
         vm_group: String::new(),
     };
+    let key = TemplateKey {
+        server: vcsim.server(),
+        datacenter: vcsim::DATACENTER.into(),
+        name: TEMPLATE.into(),
+    };
     TemplateRequest {
-        key: TemplateKey {
-            server: vcsim.server(),
-            datacenter: vcsim::DATACENTER.into(),
-            name: TEMPLATE.into(),
-        },
+        current: key.clone(),
+        key,
         failure_domain: domain,
         folder: vcsim::FOLDER.into(),
         ova: VmwareOva {
@@ -119,6 +122,61 @@ impl Simulated {
     fn request(&self) -> TemplateRequest {
         request(&self.vcsim, &self.server.url, &self.digest)
     }
+}
+
+/// The release a template says is read from its vApp product, which vCenter fills from the
+/// OVA's product section; a template without one, or none at all, says no release.
+#[tokio::test]
+async fn the_release_of_a_template_is_read_from_its_product() {
+    let Some(vcsim) = Vcsim::start() else { return };
+    let client = login(&vcsim).await;
+    let dir = tempfile::tempdir().unwrap();
+    let ova = vcsim::ova_of_release("9.6.20250826-1");
+    let server = FileServer::start(ova.clone()).await;
+    let installer = TemplateRequest {
+        key: TemplateKey {
+            name: "demo-x7k2p-rhcos-us-east-1a".into(),
+            ..request(&vcsim, &server.url, &vcsim::sha256(&ova)).key
+        },
+        ..request(&vcsim, &server.url, &vcsim::sha256(&ova))
+    };
+    let imported = ensure_template(&client, &installer, &import_limits(&dir), &|_| {}).await;
+    assert_eq!(imported.unwrap(), Ensured::Imported);
+
+    // The MachineSet names it bare (found in its workspace folder) or by its inventory path.
+    let reading = |name: &str| TemplateRequest {
+        current: TemplateKey {
+            name: name.into(),
+            ..installer.key.clone()
+        },
+        ..installer.clone()
+    };
+    for name in [
+        "demo-x7k2p-rhcos-us-east-1a".to_string(),
+        format!("{}/demo-x7k2p-rhcos-us-east-1a", vcsim::FOLDER),
+    ] {
+        let version = template_version(&client, &reading(&name)).await.unwrap();
+        assert_eq!(
+            version,
+            TemplateVersion::Release("9.6.20250826-1".into()),
+            "{name}"
+        );
+    }
+    let version = template_version(&client, &reading("not-there"))
+        .await
+        .unwrap();
+    assert!(
+        matches!(&version, TemplateVersion::Unknown(why) if why.contains("no template not-there")),
+        "{version:?}"
+    );
+    // vcsim's own VMs come from no OVA: no product, no release.
+    let version = template_version(&client, &reading("DC0_H0_VM0"))
+        .await
+        .unwrap();
+    assert!(
+        matches!(&version, TemplateVersion::Unknown(why) if why.contains("no vApp product")),
+        "{version:?}"
+    );
 }
 
 #[tokio::test]

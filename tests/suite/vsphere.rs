@@ -226,6 +226,62 @@ async fn the_golden_ova_is_imported_and_the_machine_set_moves_to_it_while_a_cust
     assert_eq!(std::fs::read_dir(downloads.path()).unwrap().count(), 0);
 }
 
+/// A fresh cluster: the installer imported the golden OVA as its template, under a name without
+/// the release. Its product says the golden release, so it is current as upstream judges it
+/// (MCO `createNewVMTemplate`): nothing is imported, downloaded or patched.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fresh_cluster_on_templates_of_the_golden_release_imports_nothing() {
+    let Some(vcsim) = Vcsim::start() else { return };
+    let golden = vcsim::ova_of_release(VMWARE_RELEASE_421);
+    let client = vcsim::login(&vcsim, Default::default()).await;
+    vcsim::install_template(&client, INSTALLER_TEMPLATE, &golden).await;
+    let before = vcsim::vm_names(&client).await;
+    let server = FileServer::start(golden.clone()).await;
+    let env = cluster("vsphere-fresh", &server.url, &vcsim::sha256(&golden)).await;
+    // On the managed stub already, so that nothing but the template could be written.
+    let mut worker = vsphere_machine_set(&env.ns, "worker", INSTALLER_TEMPLATE);
+    worker["spec"]["template"]["spec"]["providerSpec"]["value"]["userDataSecret"]["name"] =
+        json!("worker-user-data-managed");
+    env.apply(worker).await;
+    let downloads = tempfile::tempdir().unwrap();
+    let controller = controller(&env, &vcsim.sdk, &downloads);
+    controller.wait_ready().await;
+
+    wait_for_metric(&controller, &resources("UpToDate", "UpToDate"), |v| {
+        v == 1.0
+    })
+    .await;
+    assert_eq!(template_of(&env, "worker").await, INSTALLER_TEMPLATE);
+    let worker = env.machine_set("worker").await;
+    assert!(history_of(&worker).is_empty(), "{worker}");
+    let imports = r#"boot_image_controller_vsphere_template_imports_total{result="imported"}"#;
+    assert_eq!(controller.metric(imports).await.unwrap_or_default(), 0.0);
+    assert_eq!(server.downloads(), 0);
+    assert_eq!(vcsim::vm_names(&client).await, before);
+}
+
+/// The installer's template of an earlier release is replaced by ours of the golden one.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_template_of_an_earlier_release_is_replaced_by_the_golden_one() {
+    let Some(Simulated {
+        vcsim, server, env, ..
+    }) = Simulated::start("vsphere-earlier").await
+    else {
+        return;
+    };
+    let client = vcsim::login(&vcsim, Default::default()).await;
+    let earlier = vcsim::ova_of_release("9.6.20250826-1");
+    vcsim::install_template(&client, INSTALLER_TEMPLATE, &earlier).await;
+    let downloads = tempfile::tempdir().unwrap();
+    let controller = controller(&env, &vcsim.sdk, &downloads);
+    controller.wait_ready().await;
+
+    wait_for_golden(&env, &[&controller]).await;
+    assert_eq!(server.downloads(), 1);
+    let names = vcsim::vm_names(&client).await;
+    assert!(names.contains(&INSTALLER_TEMPLATE.to_string()), "{names:?}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn an_ova_with_the_wrong_sha256_is_refused_and_nothing_is_patched() {
     let Some(vcsim) = Vcsim::start() else { return };

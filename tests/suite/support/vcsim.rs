@@ -142,6 +142,46 @@ pub async fn crash_mid_import(client: &VcenterClient, ova: &[u8], template: &str
     client.wait_lease_ready(&lease).await.unwrap();
 }
 
+/// What the installer leaves in vCenter: `ova` imported as the template `name` in vcsim's VM
+/// folder (served from loopback for the import, then no more).
+pub async fn install_template(client: &VcenterClient, name: &str, ova: &[u8]) {
+    use boot_image_controller::platform::vsphere::{FailureDomain, TemplateRequest};
+    use boot_image_controller::vcenter::TemplateKey;
+    use boot_image_controller::vcenter::import::{ImportLimits, ensure_template};
+
+    let server = FileServer::start(ova.to_vec()).await;
+    let key = TemplateKey {
+        server: "vcsim".into(),
+        datacenter: DATACENTER.into(),
+        name: name.into(),
+    };
+    let request = TemplateRequest {
+        current: key.clone(),
+        key,
+        failure_domain: FailureDomain {
+            datacenter: DATACENTER.into(),
+            datastore: DATASTORE.into(),
+            resource_pool: RESOURCE_POOL.into(),
+            network: NETWORK.into(),
+            ..FailureDomain::default()
+        },
+        folder: FOLDER.into(),
+        ova: boot_image_controller::stream::VmwareOva {
+            release: String::new(),
+            location: server.url.clone(),
+            sha256: sha256(ova),
+        },
+    };
+    let downloads = tempfile::tempdir().unwrap();
+    let limits = ImportLimits {
+        download_dir: downloads.path().to_path_buf(),
+        ..ImportLimits::default()
+    };
+    ensure_template(client, &request, &limits, &|_| {})
+        .await
+        .unwrap_or_else(|e| panic!("install template {name}: {e}"));
+}
+
 /// Logs in to `vcsim` with [`USERNAME`] and [`PASSWORD`].
 pub async fn login(vcsim: &Vcsim, limits: Limits) -> VcenterClient {
     let credentials = Credentials {
@@ -169,6 +209,25 @@ pub async fn vm_names(client: &VcenterClient) -> Vec<String> {
 
 /// A small OVA: an OVF descriptor of one VM with one disk and one network, and the disk.
 pub fn ova() -> Vec<u8> {
+    ova_of(None)
+}
+
+/// [`ova`] with a product section saying it is RHCOS `release`, as RHCOS OVAs say theirs: the
+/// imported template's vApp product version.
+pub fn ova_of_release(release: &str) -> Vec<u8> {
+    ova_of(Some(release))
+}
+
+fn ova_of(release: Option<&str>) -> Vec<u8> {
+    let product = release
+        .map(|release| {
+            format!(
+                "<ProductSection><Info>Information about the installed software</Info>\
+                 <Product>Red Hat Enterprise Linux CoreOS</Product><Vendor>Red Hat</Vendor>\
+                 <Version>{release}</Version></ProductSection>"
+            )
+        })
+        .unwrap_or_default();
     let disk = vec![0x4bu8; 64 * 1024];
     let descriptor = format!(
         r#"<?xml version="1.0" encoding="UTF-8"?>
@@ -179,6 +238,7 @@ pub fn ova() -> Vec<u8> {
   <VirtualSystem ovf:id="rhcos">
     <Info>A CoreOS machine</Info>
     <Name>rhcos</Name>
+    {product}
     <OperatingSystemSection ovf:id="80"><Info>Guest OS</Info></OperatingSystemSection>
     <VirtualHardwareSection>
       <Info>Virtual hardware</Info>
