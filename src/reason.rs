@@ -202,7 +202,10 @@ impl Reason {
     pub fn on_its_way(self) -> bool {
         matches!(
             self,
-            Reason::Ec2LookupPending | Reason::TemplateImportPending | Reason::TemplateImporting
+            Reason::Ec2LookupPending
+                | Reason::TemplateVersionPending
+                | Reason::TemplateImportPending
+                | Reason::TemplateImporting
         )
     }
 

@@ -241,6 +241,7 @@ fn tally_skip(reason: Reason) -> Tally {
         | Reason::RegionNotInStream
         | Reason::MarketplaceImageNotFound
         | Reason::MarketplaceImagesNotPublished
+        | Reason::HyperVGenerationNotPublished
         | Reason::FailureDomainNotFound => Tally::Skipped,
         // Ours: the opt-out annotation. Upstream has none: in All mode it manages every
         // MachineSet, and leaving one out takes a Partial selection, which turns skew
@@ -252,13 +253,20 @@ fn tally_skip(reason: Reason) -> Tally {
         // they answer nothing is known.
         Reason::Ec2LookupPending
         | Reason::Ec2Unavailable
+        | Reason::TemplateVersionPending
         | Reason::TemplateImportPending
         | Reason::TemplateImporting => Tally::Unsettled,
+        // A stub that cannot boot the new image: upstream's `upgradeStubIgnitionIfRequired`
+        // (pkg/controller/bootimage/helpers.go) fails the MachineSet's sync, an error that
+        // leaves the record as it is.
+        Reason::StubSecretMissing
+        | Reason::StubSecretUnconvertible
+        | Reason::StubSecretUnverified
+        | Reason::StubSecretIncompatible => Tally::Unsettled,
         // Ours, Cluster API only (never on a Machine API MachineSet) or a warning beside a
         // decision rather than one: nothing to count.
         Reason::MachineDeploymentNotOptedIn
         | Reason::InfrastructureTemplateNotSupported
-        | Reason::StubSecretKept
         | Reason::DeprecatedAnnotation => Tally::NotCounted,
         // A hold skips every object: upstream does not sync then, so nothing is recorded.
         Reason::MachineConfigurationMissing
@@ -274,7 +282,6 @@ fn tally_skip(reason: Reason) -> Tally {
         | Reason::ReportOnly => Tally::Unsettled,
         // Not reasons of a skip; were one to be, leaving the record is the cautious reading.
         Reason::BootImageOutdated
-        | Reason::StubSecretOutdated
         | Reason::UpToDate
         | Reason::MalformedObject
         | Reason::InfrastructureTemplateMissing
@@ -285,10 +292,6 @@ fn tally_skip(reason: Reason) -> Tally {
         | Reason::ArchitectureNotInStream
         | Reason::ArchitectureMismatch
         | Reason::ImageNotInStream
-        | Reason::ManagedSecretMissing
-        | Reason::ManagedSecretInvalid
-        | Reason::ManagedSecretUnverified
-        | Reason::StubSecretIncompatible
         | Reason::HotLoop
         | Reason::TemplateImportFailed
         | Reason::VCenterUnavailable
