@@ -17,7 +17,7 @@ use tokio::sync::watch;
 use super::decide::Writing;
 use crate::api_client;
 use crate::machine_kind::MachineKind;
-use crate::plan::infrastructure::TemplateCopy;
+use crate::plan::infrastructure::{self, RecordedCopy, TemplateCopy};
 use crate::plan::{Decision, Patch, Planner};
 
 /// How sending a decision's patch went.
@@ -58,6 +58,29 @@ pub(super) struct Patcher {
     /// True from a wave's first patch until its pass has reported it: the status write that
     /// ends a rollout (Progressing=False) is on its critical path as much as the patches are.
     patching: watch::Sender<bool>,
+    /// The templates this controller created and the copies the machine resources record, by
+    /// name and UID: what proves a template ours ([`crate::plan::infrastructure`]).
+    copies: std::sync::Mutex<OurCopies>,
+}
+
+/// The copies that are provably ours.
+#[derive(Default)]
+pub(super) struct OurCopies {
+    /// Created by this process: proof until the patch that records one lands (or when it never
+    /// does, e.g. after a conflict, for the retry that reuses it).
+    created: Vec<RecordedCopy>,
+    /// Recorded on the machine resources of the latest pass's snapshot.
+    recorded: Vec<RecordedCopy>,
+}
+
+impl OurCopies {
+    pub fn all(&self) -> Vec<RecordedCopy> {
+        let mut all: Vec<RecordedCopy> =
+            self.created.iter().chain(&self.recorded).cloned().collect();
+        all.sort();
+        all.dedup();
+        all
+    }
 }
 
 impl Patcher {
@@ -92,17 +115,30 @@ impl Patcher {
             client: client.clone(),
             templates: Api::namespaced_with(client.clone(), cluster_api, &templates),
             patching: watch::Sender::new(false),
+            copies: Default::default(),
         }
+    }
+
+    /// The copies the machine resources of this pass record as ours; returns every copy
+    /// provably ours, these and those this process created.
+    pub fn recorded_copies(&self, recorded: Vec<RecordedCopy>) -> Vec<RecordedCopy> {
+        let mut copies = self.copies.lock().unwrap_or_else(|e| e.into_inner());
+        // Once recorded, a copy this process created needs no other proof.
+        copies.created.retain(|c| !recorded.contains(c));
+        copies.recorded = recorded;
+        copies.all()
     }
 
     /// Sends one decision's operations to its object, after creating the template they point
     /// at, if any. Everything it sends is its own: the decision it came from may grow and move
     /// in its vector while this is in flight.
     async fn send(&self, outgoing: Outgoing) -> Outcome {
-        if let Some(copy) = &outgoing.template
-            && let Err(outcome) = self.create_template(copy).await
-        {
-            return outcome;
+        let mut created = None;
+        if let Some(copy) = &outgoing.template {
+            match self.create_template(copy).await {
+                Ok(uid) => created = Some(uid),
+                Err(outcome) => return outcome,
+            }
         }
         // Built and named as kube's `Api::patch` builds a metadata API's patch (kube-client
         // 5.0.0, src/api/core_methods.rs: `patch_metadata`, then the name for its tracing), with
@@ -117,7 +153,11 @@ impl Patcher {
             Ok(request) => request,
             Err(e) => return Outcome::Failed(format!("cannot build the patch: {e}")),
         };
-        *request.body_mut() = outgoing.patch.body();
+        *request.body_mut() = match &created {
+            // The patch records the copy's UID, known only now.
+            Some(uid) => infrastructure::fill_created_uid(&outgoing.patch.body(), uid),
+            None => outgoing.patch.body(),
+        };
         request.extensions_mut().insert("patch");
         // Only success or failure is read: an error's status is decoded as before, and an
         // answer's metadata is not. Decoding it (its managedFields into trees of values, its
@@ -141,16 +181,30 @@ struct Outgoing {
 }
 
 impl Patcher {
-    /// Creates the template a patch will point at. Its name is derived from its content, so
-    /// one that exists already (from an earlier pass whose patch failed, or another replica)
-    /// is ours to reuse when its spec is the same, and a conflict otherwise.
-    async fn create_template(&self, copy: &TemplateCopy) -> Result<(), Outcome> {
+    /// Creates the template a patch will point at; returns its UID. Its name is derived from
+    /// its whole spec, so one that exists already (from an earlier pass whose patch failed, or
+    /// another MachineSet moved to the same copy) is reused when it is provably ours with the
+    /// same spec, and refused otherwise: anyone can create a template under that name.
+    async fn create_template(&self, copy: &TemplateCopy) -> Result<String, Outcome> {
         let object: DynamicObject = serde_json::from_value(copy.object.clone())
             .map_err(|e| Outcome::Failed(format!("cannot build {}: {e}", copy.to)))?;
         let params = PostParams::default();
         let created = self.templates.create(&params, &object);
         let error = match api_client::bounded(created).await {
-            Ok(_) => return Ok(()),
+            Ok(created) => {
+                let Some(uid) = created.metadata.uid else {
+                    return Err(Outcome::Failed(format!(
+                        "{} was created without a UID",
+                        copy.to
+                    )));
+                };
+                let mut copies = self.copies.lock().unwrap_or_else(|e| e.into_inner());
+                copies.created.push(RecordedCopy {
+                    name: copy.to.clone(),
+                    uid: uid.clone(),
+                });
+                return Ok(uid);
+            }
             Err(kube::Error::Api(status)) if status.code == 409 => None,
             Err(kube::Error::Api(status)) => Some(format!(
                 "cannot create {} {}: {} ({})",
@@ -165,14 +219,17 @@ impl Patcher {
             Ok(existing) => existing,
             Err(e) => return Err(Outcome::Failed(format!("cannot read {}: {e}", copy.to))),
         };
-        // The API server may have defaulted other fields: the image is what must agree.
-        let image = |v: &serde_json::Value| v.pointer("/spec/template/spec/ami").cloned();
-        if image(&existing.data) == image(&copy.object) {
-            return Ok(());
+        let ours = self.copies.lock().unwrap_or_else(|e| e.into_inner()).all();
+        if infrastructure::is_the_copy(&existing, copy, &ours)
+            && let Some(uid) = existing.metadata.uid
+        {
+            return Ok(uid);
         }
-        Err(Outcome::Rejected(format!(
-            "{} {} exists with another image than the copy this controller would create; \
-             rename or delete it",
+        // Retried with backoff: the name is free again once its owner renames or deletes it.
+        Err(Outcome::Failed(format!(
+            "{} {} exists, and this controller cannot prove it created it with the spec of the \
+             copy it would create (no MachineSet records its UID, or its spec differs); it is \
+             left alone: rename or delete it",
             copy.kind, copy.to
         )))
     }
