@@ -96,6 +96,19 @@ pub fn from_str(source: impl AsRef<Path>, text: &str) -> Result<Snapshot, Manife
     objects.into_snapshot()
 }
 
+/// Objects read already (from an API server, by `plan --live`), each a JSON value of its own;
+/// `source` names them in messages.
+pub fn from_values(
+    source: impl AsRef<Path>,
+    values: impl IntoIterator<Item = Value>,
+) -> Result<Snapshot, ManifestError> {
+    let mut objects = Objects::default();
+    for value in values {
+        objects.add_value(source.as_ref(), value);
+    }
+    objects.into_snapshot()
+}
+
 fn collect_files(
     path: &Path,
     files: &mut Vec<PathBuf>,

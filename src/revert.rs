@@ -685,6 +685,40 @@ mod tests {
         ));
     }
 
+    /// Seven updates flipping between two images (a golden ConfigMap flipping between two
+    /// streams): the bounded history keeps the first, so reverting every recorded step puts
+    /// back the image from before the controller (issue 38: it held only the flips).
+    #[test]
+    fn a_bounded_history_still_reaches_the_image_from_before_the_controller() {
+        use crate::plan::record::{HISTORY_LIMIT, record_ops};
+        let now: Timestamp = "2026-03-01T00:00:00Z".parse().unwrap();
+        let ami = "/spec/template/spec/providerSpec/value/ami/id";
+        let mut object = machine_set(aws_spec("ami-original", "worker-user-data"));
+        for i in 0..7 {
+            let current = object.pointer(ami).unwrap().clone();
+            let next = json!(if i % 2 == 0 { "ami-a" } else { "ami-b" });
+            let entry = HistoryEntry::<String> {
+                time: format!("2026-03-01T00:00:0{i}Z"),
+                release: Some("4.21.0".into()),
+                stream: "rhcos-4.21".into(),
+                boot_image: Some(Change {
+                    from: current,
+                    to: next.clone(),
+                }),
+                user_data_secret: None,
+                infrastructure_template: None,
+            };
+            let meta: ObjectMeta = serde_json::from_value(object["metadata"].clone()).unwrap();
+            let window = jiff::SignedDuration::from_hours(1);
+            let patch = record_ops(&meta, &entry.borrowed(), "t", now, window);
+            json_patch::patch(&mut object, &patch.ops()).unwrap();
+            *object.pointer_mut(ami).unwrap() = next;
+        }
+        let planned = revert(MachineKind::MachineSet, &object, HISTORY_LIMIT).unwrap();
+        let after = applied(&object, &planned).unwrap();
+        assert_eq!(after.pointer(ami), Some(&json!("ami-original")));
+    }
+
     #[test]
     fn the_writers_of_the_history_come_from_managed_fields() {
         let mut object = machine_set(aws_spec(AMI_421, "worker-user-data"));

@@ -14,6 +14,8 @@ use clap::Args;
 use k8s_openapi::api::core::v1::Node;
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use crate::api::{ClusterVersion, ConfigMap, Infrastructure, MachineConfiguration, Secret};
@@ -21,6 +23,7 @@ use crate::kubeconfig::ClusterArgs;
 use crate::machine_kind::MachineKind;
 use crate::manifests::{self, Snapshot};
 use crate::names;
+use crate::plan::Malformed;
 
 #[derive(Args, Clone, Debug)]
 pub struct LiveArgs {
@@ -97,18 +100,55 @@ async fn get(
     }
 }
 
-async fn list(
-    client: &Client,
-    ar: &ApiResource,
-    namespace: &str,
-) -> Result<Vec<Value>, kube::Error> {
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, ar);
-    match api.list(&ListParams::default()).await {
-        Ok(list) => Ok(list.items.into_iter().map(|o| typed(ar, o)).collect()),
+/// The objects of a list: those read as JSON, and those that cannot be (as the controller's
+/// watches report them, see [`crate::controller::lenient`]).
+#[derive(Default)]
+struct Listed {
+    readable: Vec<Value>,
+    unreadable: Vec<Malformed>,
+}
+
+/// A list response, its items kept as text: serde_json's recursion limit (128) counts from the
+/// root of what it parses, and skipping a value is not depth-limited, so each item is parsed on
+/// its own and one nested too deep (a providerSpec nested 140 deep is stored by the API server)
+/// fails only itself, not the list.
+#[derive(Deserialize)]
+struct RawList<'a> {
+    #[serde(borrow, default)]
+    items: Vec<&'a RawValue>,
+}
+
+async fn list(client: &Client, ar: &ApiResource, namespace: &str) -> Result<Listed, kube::Error> {
+    let url = <DynamicObject as kube::Resource>::url_path(ar, Some(namespace));
+    let request = kube::core::Request::new(url)
+        .list(&ListParams::default())
+        .map_err(kube::Error::BuildRequest)?;
+    let text = match client.request_text(request).await {
+        Ok(text) => text,
         // A cluster without ControlPlaneMachineSets (the CRD is absent on some platforms).
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(Vec::new()),
-        Err(e) => Err(e),
+        Err(kube::Error::Api(e)) if e.code == 404 => return Ok(Listed::default()),
+        Err(e) => return Err(e),
+    };
+    let listed: RawList = serde_json::from_str(&text).map_err(kube::Error::SerdeError)?;
+    let mut out = Listed::default();
+    for item in listed.items {
+        match serde_json::from_str::<Value>(item.get()) {
+            Ok(mut value) => {
+                value["apiVersion"] = json!(ar.api_version);
+                value["kind"] = json!(ar.kind);
+                out.readable.push(value);
+            }
+            Err(error) => {
+                let meta = crate::controller::lenient::metadata(item.get()).unwrap_or_default();
+                out.unreadable.push(Malformed {
+                    namespace: meta.namespace.unwrap_or_default(),
+                    name: meta.name.unwrap_or_default(),
+                    error: format!("{} cannot be read: {error}", ar.kind),
+                });
+            }
+        }
     }
+    Ok(out)
 }
 
 fn typed(ar: &ApiResource, object: DynamicObject) -> Value {
@@ -137,59 +177,101 @@ pub async fn snapshot(
 ) -> Result<Snapshot, String> {
     let config = cluster.config().await?;
     let client = Client::try_from(config).map_err(|e| e.to_string())?;
-    let items = read_inputs(&client, machine_api_namespace, objects)
+    let mut unreadable = Unreadable::default();
+    let items = read_inputs(&client, machine_api_namespace, objects, &mut unreadable)
         .await
         .map_err(|e| e.to_string())?;
-    let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
     let source = match &cluster.context {
         Some(context) => format!("cluster (context {context})"),
         None => "cluster".to_string(),
     };
-    manifests::from_str(&source, &list.to_string()).map_err(|e| e.to_string())
+    let mut snapshot = manifests::from_values(&source, items).map_err(|e| e.to_string())?;
+    unreadable.add_to(&mut snapshot);
+    Ok(snapshot)
 }
 
-/// Every object the planner reads, as JSON.
+/// The machine resources and templates that could not be read, by kind: the machine resources
+/// are planned as malformed, as the controller plans them; a template is left out with a
+/// warning (the MachineSets naming it are told it cannot be read).
+#[derive(Default)]
+struct Unreadable {
+    machine_resources: Vec<(MachineKind, Malformed)>,
+    templates: Vec<Malformed>,
+}
+
+impl Unreadable {
+    /// The readable objects of `listed`; the others noted as `kind`s.
+    fn note(&mut self, kind: MachineKind, listed: Listed) -> Vec<Value> {
+        let unreadable = listed.unreadable.into_iter().map(|m| (kind, m));
+        self.machine_resources.extend(unreadable);
+        listed.readable
+    }
+
+    fn add_to(self, snapshot: &mut Snapshot) {
+        for (kind, malformed) in self.machine_resources {
+            match kind {
+                MachineKind::MachineSet => snapshot.machine_sets.push(Err(malformed)),
+                MachineKind::ControlPlaneMachineSet => {
+                    snapshot.control_plane_machine_sets.push(Err(malformed))
+                }
+                MachineKind::ClusterApiMachineSet => {
+                    snapshot.cluster_api.machine_sets.push(Err(malformed))
+                }
+                MachineKind::ClusterApiMachineDeployment => {
+                    (snapshot.cluster_api.machine_deployments).push(Err(malformed))
+                }
+            }
+        }
+        for template in self.templates {
+            snapshot.warnings.push(format!(
+                "{}/{}: {}; left out of the plan",
+                template.namespace, template.name, template.error
+            ));
+        }
+    }
+}
+
+/// Every object the planner reads, as JSON; those that cannot be read noted in `unreadable`.
 async fn read_inputs(
     client: &Client,
     ns: &str,
     objects: &ClusterObjects,
+    unreadable: &mut Unreadable,
 ) -> Result<Vec<Value>, kube::Error> {
     let mut items = read_singletons(client, objects).await?;
     items.extend(read_config_maps(client, objects).await?);
-    let machine_sets = list(client, &MachineKind::MachineSet.api_resource(), ns).await?;
-    let control_planes = list(
-        client,
-        &MachineKind::ControlPlaneMachineSet.api_resource(),
-        ns,
-    )
-    .await?;
-    let secrets = read_stub_secrets(client, ns, machine_sets.iter().chain(&control_planes)).await?;
-    items.extend(secrets);
-    items.extend(machine_sets);
-    items.extend(control_planes);
-    items.extend(read_cluster_api(client, &objects.cluster_api_namespace).await?);
+    let mut machine_resources = Vec::new();
+    for kind in [MachineKind::MachineSet, MachineKind::ControlPlaneMachineSet] {
+        let listed = list(client, &kind.api_resource(), ns).await?;
+        machine_resources.extend(unreadable.note(kind, listed));
+    }
+    items.extend(read_stub_secrets(client, ns, machine_resources.iter()).await?);
+    items.extend(machine_resources);
+    let cluster_api = &objects.cluster_api_namespace;
+    items.extend(read_cluster_api(client, cluster_api, unreadable).await?);
     items.extend(read_control_plane_nodes(client).await?);
     Ok(items)
 }
 
 /// The Cluster API MachineSets, their AWS machine templates and the bootstrap secrets they
 /// name, where the cluster serves them.
-async fn read_cluster_api(client: &Client, ns: &str) -> Result<Vec<Value>, kube::Error> {
-    let machine_sets = list(
-        client,
-        &MachineKind::ClusterApiMachineSet.api_resource(),
-        ns,
-    )
-    .await?;
-    let deployments = list(
-        client,
-        &MachineKind::ClusterApiMachineDeployment.api_resource(),
-        ns,
-    )
-    .await?;
+async fn read_cluster_api(
+    client: &Client,
+    ns: &str,
+    unreadable: &mut Unreadable,
+) -> Result<Vec<Value>, kube::Error> {
+    let mut machine_resources = Vec::new();
+    for kind in [
+        MachineKind::ClusterApiMachineSet,
+        MachineKind::ClusterApiMachineDeployment,
+    ] {
+        let listed = list(client, &kind.api_resource(), ns).await?;
+        machine_resources.extend(unreadable.note(kind, listed));
+    }
     let templates = list(client, &crate::plan::infrastructure::api_resource(), ns).await?;
+    unreadable.templates.extend(templates.unreadable);
     let secrets = ApiResource::erase::<Secret>(&());
-    let wanted: BTreeSet<&str> = (machine_sets.iter().chain(&deployments))
+    let wanted: BTreeSet<&str> = (machine_resources.iter())
         .filter_map(|o| {
             o.pointer("/spec/template/spec/bootstrap/dataSecretName")?
                 .as_str()
@@ -201,9 +283,8 @@ async fn read_cluster_api(client: &Client, ns: &str) -> Result<Vec<Value>, kube:
             items.push(secret);
         }
     }
-    items.extend(machine_sets);
-    items.extend(deployments);
-    items.extend(templates);
+    items.extend(machine_resources);
+    items.extend(templates.readable);
     Ok(items)
 }
 

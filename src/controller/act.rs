@@ -18,7 +18,7 @@ use super::decide::Writing;
 use crate::api::Secret;
 use crate::api_client;
 use crate::machine_kind::MachineKind;
-use crate::plan::infrastructure::TemplateCopy;
+use crate::plan::infrastructure::{self, RecordedCopy, TemplateCopy};
 use crate::plan::stub::StubUpgrade;
 use crate::plan::{Decision, Patch, Planner};
 
@@ -64,6 +64,29 @@ pub(super) struct Patcher {
     /// stub all carry its upgrade, and the first to go sends it for the others. Held while one
     /// is sent, so that the others wait for it rather than race it.
     stub_upgrades: tokio::sync::Mutex<BTreeMap<(String, String), Patch>>,
+    /// The templates this controller created and the copies the machine resources record, by
+    /// name and UID: what proves a template ours ([`crate::plan::infrastructure`]).
+    copies: std::sync::Mutex<OurCopies>,
+}
+
+/// The copies that are provably ours.
+#[derive(Default)]
+pub(super) struct OurCopies {
+    /// Created by this process: proof until the patch that records one lands (or when it never
+    /// does, e.g. after a conflict, for the retry that reuses it).
+    created: Vec<RecordedCopy>,
+    /// Recorded on the machine resources of the latest pass's snapshot.
+    recorded: Vec<RecordedCopy>,
+}
+
+impl OurCopies {
+    pub fn all(&self) -> Vec<RecordedCopy> {
+        let mut all: Vec<RecordedCopy> =
+            self.created.iter().chain(&self.recorded).cloned().collect();
+        all.sort();
+        all.dedup();
+        all
+    }
 }
 
 impl Patcher {
@@ -99,17 +122,30 @@ impl Patcher {
             templates: Api::namespaced_with(client.clone(), cluster_api, &templates),
             patching: watch::Sender::new(false),
             stub_upgrades: Default::default(),
+            copies: Default::default(),
         }
+    }
+
+    /// The copies the machine resources of this pass record as ours; returns every copy
+    /// provably ours, these and those this process created.
+    pub fn recorded_copies(&self, recorded: Vec<RecordedCopy>) -> Vec<RecordedCopy> {
+        let mut copies = self.copies.lock().unwrap_or_else(|e| e.into_inner());
+        // Once recorded, a copy this process created needs no other proof.
+        copies.created.retain(|c| !recorded.contains(c));
+        copies.recorded = recorded;
+        copies.all()
     }
 
     /// Sends one decision's operations to its object, after creating the template they point
     /// at, if any. Everything it sends is its own: the decision it came from may grow and move
     /// in its vector while this is in flight.
     async fn send(&self, outgoing: Outgoing) -> Outcome {
-        if let Some(copy) = &outgoing.template
-            && let Err(outcome) = self.create_template(copy).await
-        {
-            return outcome;
+        let mut created = None;
+        if let Some(copy) = &outgoing.template {
+            match self.create_template(copy).await {
+                Ok(uid) => created = Some(uid),
+                Err(outcome) => return outcome,
+            }
         }
         if let Some(upgrade) = &outgoing.stub_upgrade
             && let Err(outcome) = self.upgrade_stub(upgrade).await
@@ -129,7 +165,11 @@ impl Patcher {
             Ok(request) => request,
             Err(e) => return Outcome::Failed(format!("cannot build the patch: {e}")),
         };
-        *request.body_mut() = outgoing.patch.body();
+        *request.body_mut() = match &created {
+            // The patch records the copy's UID, known only now.
+            Some(uid) => infrastructure::fill_created_uid(&outgoing.patch.body(), uid),
+            None => outgoing.patch.body(),
+        };
         request.extensions_mut().insert("patch");
         // Only success or failure is read: an error's status is decoded as before, and an
         // answer's metadata is not. Decoding it (its managedFields into trees of values, its
@@ -188,16 +228,30 @@ impl Patcher {
 }
 
 impl Patcher {
-    /// Creates the template a patch will point at. Its name is derived from its content, so
-    /// one that exists already (from an earlier pass whose patch failed, or another replica)
-    /// is ours to reuse when its spec is the same, and a conflict otherwise.
-    async fn create_template(&self, copy: &TemplateCopy) -> Result<(), Outcome> {
+    /// Creates the template a patch will point at; returns its UID. Its name is derived from
+    /// its whole spec, so one that exists already (from an earlier pass whose patch failed, or
+    /// another MachineSet moved to the same copy) is reused when it is provably ours with the
+    /// same spec, and refused otherwise: anyone can create a template under that name.
+    async fn create_template(&self, copy: &TemplateCopy) -> Result<String, Outcome> {
         let object: DynamicObject = serde_json::from_value(copy.object.clone())
             .map_err(|e| Outcome::Failed(format!("cannot build {}: {e}", copy.to)))?;
         let params = PostParams::default();
         let created = self.templates.create(&params, &object);
         let error = match api_client::bounded(created).await {
-            Ok(_) => return Ok(()),
+            Ok(created) => {
+                let Some(uid) = created.metadata.uid else {
+                    return Err(Outcome::Failed(format!(
+                        "{} was created without a UID",
+                        copy.to
+                    )));
+                };
+                let mut copies = self.copies.lock().unwrap_or_else(|e| e.into_inner());
+                copies.created.push(RecordedCopy {
+                    name: copy.to.clone(),
+                    uid: uid.clone(),
+                });
+                return Ok(uid);
+            }
             Err(kube::Error::Api(status)) if status.code == 409 => None,
             Err(kube::Error::Api(status)) => Some(format!(
                 "cannot create {} {}: {} ({})",
@@ -212,14 +266,17 @@ impl Patcher {
             Ok(existing) => existing,
             Err(e) => return Err(Outcome::Failed(format!("cannot read {}: {e}", copy.to))),
         };
-        // The API server may have defaulted other fields: the image is what must agree.
-        let image = |v: &serde_json::Value| v.pointer("/spec/template/spec/ami").cloned();
-        if image(&existing.data) == image(&copy.object) {
-            return Ok(());
+        let ours = self.copies.lock().unwrap_or_else(|e| e.into_inner()).all();
+        if infrastructure::is_the_copy(&existing, copy, &ours)
+            && let Some(uid) = existing.metadata.uid
+        {
+            return Ok(uid);
         }
-        Err(Outcome::Rejected(format!(
-            "{} {} exists with another image than the copy this controller would create; \
-             rename or delete it",
+        // Retried with backoff: the name is free again once its owner renames or deletes it.
+        Err(Outcome::Failed(format!(
+            "{} {} exists, and this controller cannot prove it created it with the spec of the \
+             copy it would create (no MachineSet records its UID, or its spec differs); it is \
+             left alone: rename or delete it",
             copy.kind, copy.to
         )))
     }

@@ -228,7 +228,7 @@ struct Fields<'a> {
 }
 
 /// An unreadable object's metadata, whatever the depth of the rest of it, without managedFields.
-fn metadata(object: &str) -> Result<ObjectMeta, serde_json::Error> {
+pub(crate) fn metadata(object: &str) -> Result<ObjectMeta, serde_json::Error> {
     let Some(raw) = serde_json::from_str::<Fields>(object)?.metadata else {
         return Ok(ObjectMeta::default());
     };

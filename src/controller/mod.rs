@@ -584,6 +584,10 @@ impl Controller {
         // A patch the API server refused waits for its retry even when a pass covers everything.
         let now = Instant::now();
         let patcher = Arc::clone(&self.patcher);
+        let ours = patcher.recorded_copies(templates::recorded(
+            &observed.cluster_api_machine_sets,
+            &observed.cluster_api_machine_deployments,
+        ));
         let mut wave = act::Wave::new(&patcher, self.args.max_concurrent_patches);
         let mut deciding = decide::Deciding::new(&observed, &scope, &self.memory.results);
         let mut decisions = Vec::with_capacity(deciding.expected());
@@ -609,6 +613,7 @@ impl Controller {
             &observed.cluster_api_machine_sets,
             &observed.cluster_api_machine_deployments,
             wave.templates(),
+            &ours,
             options.now,
         );
         // The observation holds a copy of every watched object; release it before the patches.

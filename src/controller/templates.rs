@@ -13,7 +13,9 @@ use tracing::{info, warn};
 use super::lenient::Lenient;
 use crate::api_client;
 use crate::machine_kind::MachineObject;
-use crate::plan::infrastructure::{self, AWS_MACHINE_TEMPLATE, Collectable, Templates, Unused};
+use crate::plan::infrastructure::{
+    self, AWS_MACHINE_TEMPLATE, Collectable, RecordedCopy, Templates, Unused,
+};
 
 pub(super) struct TemplateCollector {
     templates: Api<DynamicObject>,
@@ -40,12 +42,14 @@ impl TemplateCollector {
     /// unknown). The templates this pass points MachineSets at (`planned`) count as
     /// referenced: a copy left over from an earlier attempt is reused by the create that
     /// precedes the patch, and the snapshot does not show the MachineSet on it yet.
+    #[allow(clippy::too_many_arguments)]
     pub fn candidates<'a, A: MachineObject, B: MachineObject>(
         &mut self,
         templates: &'a Templates,
         machine_sets: &'a [Arc<Lenient<A>>],
         machine_deployments: &'a [Arc<Lenient<B>>],
         planned: impl IntoIterator<Item = &'a str>,
+        ours: &[RecordedCopy],
         now: jiff::Timestamp,
     ) -> Collectable {
         let (Some(sets), Some(deployments)) =
@@ -54,7 +58,8 @@ impl TemplateCollector {
             return Collectable::default();
         };
         let references = sets.into_iter().chain(deployments).chain(planned);
-        let collectable = infrastructure::unused_copies(templates, references, now, self.grace);
+        let collectable =
+            infrastructure::unused_copies(templates, references, ours, now, self.grace);
         self.due = collectable.next.map(|at| {
             let wait = at.duration_since(now).unsigned_abs();
             tokio::time::Instant::now() + wait
@@ -85,6 +90,26 @@ impl TemplateCollector {
             }
         }
     }
+}
+
+/// The copies the readable objects of `machine_sets` and `machine_deployments` record as ours
+/// ([`infrastructure::COPIES_ANNOTATION`]).
+pub(super) fn recorded<A: MachineObject, B: MachineObject>(
+    machine_sets: &[Arc<Lenient<A>>],
+    machine_deployments: &[Arc<Lenient<B>>],
+) -> Vec<RecordedCopy> {
+    fn of<M: MachineObject>(objects: &[Arc<Lenient<M>>]) -> impl Iterator<Item = RecordedCopy> {
+        objects.iter().flat_map(|object| {
+            let kept = object.kept().ok();
+            let text = kept.as_ref().and_then(|k| {
+                k.meta_view()
+                    .annotation(infrastructure::COPIES_ANNOTATION)
+                    .map(str::to_string)
+            });
+            infrastructure::recorded_copies(text.as_deref())
+        })
+    }
+    of(machine_sets).chain(of(machine_deployments)).collect()
 }
 
 /// The AWS templates `objects` reference; `None` when one of them cannot be read.
@@ -129,6 +154,11 @@ mod tests {
         let mut copy = aws_machine_template("openshift-cluster-api", name, "ami-new");
         copy["metadata"]["labels"] = serde_json::json!({CREATED_BY_LABEL: CREATED_BY_VALUE});
         copy["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z".into();
+        copy["metadata"]["uid"] = "u-1".into();
+        let ours = [RecordedCopy {
+            name: name.into(),
+            uid: "u-1".into(),
+        }];
         let object: DynamicObject = serde_json::from_value(copy).unwrap();
         let key = ("openshift-cluster-api".to_string(), name.to_string());
         let templates: Templates = [(key, Arc::new(object))].into();
@@ -144,7 +174,7 @@ mod tests {
             let planned = (decisions.iter())
                 .filter_map(|d| d.infrastructure_template.as_ref())
                 .map(|copy| copy.to.as_str());
-            let found = collector.candidates(&templates, &sets, &deployments, planned, now);
+            let found = collector.candidates(&templates, &sets, &deployments, planned, &ours, now);
             found.unused.into_iter().map(|u| u.name).collect::<Vec<_>>()
         };
 

@@ -9,6 +9,14 @@
 //! and repoints the MachineSet at it with a guarded patch. The template the MachineSet used is
 //! never touched, whoever else uses it.
 //!
+//! A copy is ours only when we can prove it: its labels and annotations are copied by anyone's
+//! `oc get -o yaml` clone, so the proof is its UID, recorded on the MachineSet we moved to it
+//! ([`COPIES_ANNOTATION`], written in the same patch) or, until that patch lands, remembered by
+//! the controller that created it. A copy's name is the name of the template it descends from
+//! and a digest of its whole spec, so two copies with different specs never share a name, and
+//! an existing template under that name is reused only when it is provably ours and its spec is
+//! the copy's. Only provably ours and unused copies are ever deleted.
+//!
 //! The AWS rule judges a view of the template shaped like a Machine API provider spec, so that
 //! one rule serves both APIs: the template's `ami`, the cluster's region (templates do not name
 //! it; the Infrastructure does) and the bootstrap secret as `userDataSecret`.
@@ -34,12 +42,26 @@ pub const AWS_MACHINE_TEMPLATE: &str = "AWSMachineTemplate";
 pub const REFERENCE_NAME_POINTER: &str = "/spec/template/spec/infrastructureRef/name";
 /// Where an `AWSMachineTemplate` keeps what the AWS rule reads as a provider spec.
 const MACHINE_SPEC_POINTER: &str = "/spec/template/spec";
-/// On every template we create: what lets garbage collection find ours, and only ours.
+/// On every template we create, for people and selectors. Anyone's clone carries it too, so it
+/// proves nothing: see [`COPIES_ANNOTATION`].
 pub const CREATED_BY_LABEL: &str = "boot-image-controller.io/created-by";
 pub const CREATED_BY_VALUE: &str = "boot-image-controller";
 /// On every template we create: the template the copies descend from, so that a copy of a
-/// copy is named after the original rather than growing a suffix per release.
+/// copy (one provably ours) is named after the original rather than growing a suffix per
+/// release.
 pub const COPIED_FROM_ANNOTATION: &str = "boot-image-controller.io/copied-from";
+/// On a MachineSet (or MachineDeployment) we moved to copies: the copies, by name and UID, as a
+/// JSON array of `{"name", "uid"}`, newest last. What proves a template is ours.
+pub const COPIES_ANNOTATION: &str = "boot-image-controller.io/infrastructure-template-copies";
+/// Copies a MachineSet records; older records are dropped (the copy then is never deleted: a
+/// leak, never a loss).
+pub const COPIES_KEPT: usize = 10;
+/// What the patch that moves a MachineSet to a new copy records as its UID until the copy is
+/// created: the controller writes the UID the API server gave it there, just before sending.
+pub const CREATED_UID_PLACEHOLDER: &str = "(uid of the created template)";
+/// Hex digits of the spec digest in a copy's name: 64 bits, so that no one stumbles on a name
+/// of ours by chance.
+const DIGEST_HEX: usize = 16;
 
 /// The Cluster API Provider AWS machine template, at the version its CRD stores
 /// (sigs.k8s.io/cluster-api-provider-aws/v2, config/crd/bases).
@@ -172,44 +194,128 @@ pub struct TemplateCopy {
 }
 
 /// The copy of `view`'s template with `changes` (pointers into the provider-spec view, and the
-/// values they take) applied,
-/// named after the template it descends from and the release (plus a digest of the new image,
-/// so two images of one release never share a name).
+/// values they take) applied, named after the template it descends from, the release and a
+/// digest of its whole new spec. `recorded` are the copies the MachineSet records as ours: only
+/// a source among them is named after its own original (its `copied-from` annotation), since
+/// anyone's clone of our copy carries that annotation too.
 pub fn copy(
     view: &TemplateView<'_>,
     changes: &[(&str, &Value)],
     release: Option<&str>,
+    recorded: &[RecordedCopy],
 ) -> TemplateCopy {
     let source = view.source;
+    let ours = (source.metadata.uid.as_deref())
+        .is_some_and(|uid| recorded.iter().any(|r| r.is(view.source_name, uid)));
     let original = (source.metadata.annotations.as_ref())
         .and_then(|a| a.get(COPIED_FROM_ANNOTATION))
+        .filter(|_| ours)
         .map_or(view.source_name, String::as_str);
-    let targets: Vec<&Value> = changes.iter().map(|(_, to)| *to).collect();
-    let name = copy_name(
-        original,
-        release,
-        &serde_json::to_string(&targets).unwrap_or_default(),
-    );
-
-    let types = source.types.as_ref();
-    let mut object = json!({
-        "apiVersion": types.map(|t| t.api_version.as_str()),
-        "kind": types.map(|t| t.kind.as_str()),
-        "metadata": copied_metadata(&source.metadata, &name, original),
-        "spec": source.data.get("spec").cloned().unwrap_or_else(|| json!({})),
-    });
+    let mut spec = source
+        .data
+        .get("spec")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
     for (pointer, to) in changes {
-        let pointer = format!("{MACHINE_SPEC_POINTER}{pointer}");
-        if let Some(slot) = object.pointer_mut(&pointer) {
+        if let Some(slot) = spec.pointer_mut(&format!("/template/spec{pointer}")) {
             *slot = (*to).clone();
         }
     }
+    let name = copy_name(
+        original,
+        release,
+        &serde_json::to_string(&spec).unwrap_or_default(),
+    );
+    let types = source.types.as_ref();
+    let object = json!({
+        "apiVersion": types.map(|t| t.api_version.as_str()),
+        "kind": types.map(|t| t.kind.as_str()),
+        "metadata": copied_metadata(&source.metadata, &name, original),
+        "spec": spec,
+    });
     TemplateCopy {
         kind: AWS_MACHINE_TEMPLATE.into(),
         from: view.source_name.to_string(),
         to: name,
         object,
     }
+}
+
+/// A copy a MachineSet records as ours ([`COPIES_ANNOTATION`]).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, serde::Deserialize)]
+pub struct RecordedCopy {
+    pub name: String,
+    pub uid: String,
+}
+
+impl RecordedCopy {
+    fn is(&self, name: &str, uid: &str) -> bool {
+        self.name == name && self.uid == uid
+    }
+}
+
+/// The copies an object records as ours; none when the annotation is absent or unreadable (an
+/// unreadable record proves nothing).
+pub fn recorded_copies(annotation: Option<&str>) -> Vec<RecordedCopy> {
+    (annotation.and_then(|text| serde_json::from_str(text).ok())).unwrap_or_default()
+}
+
+/// Adds to `patch` the record of `copy` as the newest of the copies `meta` records, its UID
+/// written as [`CREATED_UID_PLACEHOLDER`] (see [`fill_created_uid`]). After the history's
+/// operations: the annotations exist by then, and an absent record is guarded by the
+/// resourceVersion every patch tests.
+pub fn record_copy(
+    patch: &mut super::patch::Patch,
+    meta: crate::meta_view::MetaView<'_>,
+    copy: &str,
+) {
+    use super::patch::Path;
+    let old = meta.annotation(COPIES_ANNOTATION);
+    let mut copies = recorded_copies(old);
+    copies.retain(|c| c.name != copy);
+    copies.push(RecordedCopy {
+        name: copy.to_string(),
+        uid: CREATED_UID_PLACEHOLDER.to_string(),
+    });
+    let dropped = copies.len().saturating_sub(COPIES_KEPT);
+    copies.drain(..dropped);
+    let new = serde_json::to_string(&copies).unwrap_or_default();
+    let path = Path::Annotation(COPIES_ANNOTATION);
+    match old {
+        Some(old) => patch.guarded_replace(path, old, new.as_str()),
+        None => patch.add(path, new.as_str()),
+    }
+}
+
+/// The body of a patch with the UID of the copy it records: the last placeholder, the one
+/// [`record_copy`] writes last (an earlier one would be in an old value someone wrote).
+pub fn fill_created_uid(body: &[u8], uid: &str) -> Vec<u8> {
+    let placeholder = CREATED_UID_PLACEHOLDER.as_bytes();
+    let at = body
+        .windows(placeholder.len())
+        .rposition(|w| w == placeholder);
+    let Some(at) = at else {
+        return body.to_vec();
+    };
+    let mut filled = Vec::with_capacity(body.len() + uid.len());
+    filled.extend_from_slice(&body[..at]);
+    // A UID from the API server is plain text; anything else is not written into the patch.
+    let safe = uid.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+    filled.extend_from_slice(if safe { uid.as_bytes() } else { b"" });
+    filled.extend_from_slice(&body[at + placeholder.len()..]);
+    filled
+}
+
+/// Whether `existing`, found under the name of `copy`, is the copy itself: provably ours (its
+/// UID among `ours`) and with the copy's whole spec, not merely its image.
+pub fn is_the_copy(existing: &DynamicObject, copy: &TemplateCopy, ours: &[RecordedCopy]) -> bool {
+    let (Some(name), Some(uid)) = (
+        existing.metadata.name.as_deref(),
+        existing.metadata.uid.as_deref(),
+    ) else {
+        return false;
+    };
+    ours.iter().any(|r| r.is(name, uid)) && existing.data.get("spec") == copy.object.get("spec")
 }
 
 /// The copied metadata: the identity and bookkeeping of the source dropped, its labels,
@@ -232,10 +338,11 @@ fn copied_metadata(source: &ObjectMeta, name: &str, original: &str) -> Value {
     serde_json::to_value(copied).unwrap_or_else(|_| json!({"name": name}))
 }
 
-/// `<original>-<release>-<digest>`, within the 253 characters of a DNS subdomain name.
-fn copy_name(original: &str, release: Option<&str>, target: &str) -> String {
-    let digest = ring::digest::digest(&ring::digest::SHA256, target.as_bytes());
-    let digest: String = digest.as_ref()[..3]
+/// `<original>-<release>-<digest of the spec>`, within the 253 characters of a DNS subdomain
+/// name: the original is cut, never the digest.
+fn copy_name(original: &str, release: Option<&str>, spec: &str) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA256, spec.as_bytes());
+    let digest: String = digest.as_ref()[..DIGEST_HEX / 2]
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect();
@@ -252,6 +359,12 @@ fn copy_name(original: &str, release: Option<&str>, target: &str) -> String {
         "-{}-{digest}",
         release.trim_matches(|c| c == '-' || c == '.')
     );
+    // A release too long leaves room for neither: it is cut after the digest is kept.
+    let suffix = if suffix.len() > 200 {
+        format!("-{digest}")
+    } else {
+        suffix
+    };
     let room = 253usize.saturating_sub(suffix.len());
     let base: String = original.chars().take(room).collect();
     format!("{}{suffix}", base.trim_end_matches(['-', '.']))
@@ -273,12 +386,14 @@ pub struct Collectable {
     pub next: Option<jiff::Timestamp>,
 }
 
-/// The templates this controller created that no MachineSet or MachineDeployment of
-/// `references` names and that are older than `grace` (a new template is unused until the patch
-/// that moves its MachineSet lands). Templates anyone else created are never returned.
+/// The templates this controller provably created (their name and UID among `ours`) that no
+/// MachineSet or MachineDeployment of `references` names and that are older than `grace` (a new
+/// template is unused until the patch that moves its MachineSet lands). Templates anyone else
+/// created are never returned, whatever labels they carry.
 pub fn unused_copies<'a>(
     templates: &Templates,
     references: impl IntoIterator<Item = &'a str>,
+    ours: &[RecordedCopy],
     now: jiff::Timestamp,
     grace: jiff::SignedDuration,
 ) -> Collectable {
@@ -286,11 +401,10 @@ pub fn unused_copies<'a>(
     let mut collectable = Collectable::default();
     for template in templates.values() {
         let meta = &template.metadata;
-        let Some(name) = meta.name.as_deref() else {
+        let (Some(name), Some(uid)) = (meta.name.as_deref(), meta.uid.as_deref()) else {
             continue;
         };
-        let label = meta.labels.as_ref().and_then(|l| l.get(CREATED_BY_LABEL));
-        if label.map(String::as_str) != Some(CREATED_BY_VALUE) || referenced.contains(name) {
+        if !ours.iter().any(|r| r.is(name, uid)) || referenced.contains(name) {
             continue;
         }
         // Without a creation time the grace cannot be told: kept.
@@ -428,6 +542,7 @@ mod tests {
             &aws_view(&all, "worker-a"),
             &ami_change(&json!("ami-new")),
             Some("9.6.20251023-0"),
+            &[],
         );
         assert_eq!(copy.from, "worker-a");
         assert!(
@@ -471,27 +586,129 @@ mod tests {
         assert_eq!(metadata["namespace"], json!("openshift-cluster-api"));
     }
 
+    /// The copy's record as the MachineSet moved to it holds it, once created with `uid`.
+    fn recorded(name: &str, uid: &str) -> RecordedCopy {
+        RecordedCopy {
+            name: name.into(),
+            uid: uid.into(),
+        }
+    }
+
+    /// `copy` as the API server serves it once created, with `uid`.
+    fn created(copy: &TemplateCopy, uid: &str) -> Value {
+        let mut served = copy.object.clone();
+        served["metadata"]["uid"] = json!(uid);
+        served
+    }
+
     #[test]
-    fn a_copy_of_a_copy_is_named_after_the_original_and_names_are_deterministic() {
+    fn a_copy_of_our_copy_is_named_after_the_original_and_names_are_deterministic() {
         let all = templates(&[template("worker-a", "ami-old")]);
         let copy_to = |ami: &str| {
             copy(
                 &aws_view(&all, "worker-a"),
                 &ami_change(&json!(ami)),
                 Some("9.6.1"),
+                &[],
             )
         };
         let first = copy_to("ami-new");
         assert_eq!(first, copy_to("ami-new"));
         assert_ne!(first.to, copy_to("ami-other").to);
-        let all = templates(std::slice::from_ref(&first.object));
+        let all = templates(&[created(&first, "u-first")]);
         let second = copy(
             &aws_view(&all, &first.to),
             &ami_change(&json!("ami-next")),
             Some("9.8.2"),
+            &[recorded(&first.to, "u-first")],
         );
         assert!(second.to.starts_with("worker-a-9.8.2-"), "{}", second.to);
         assert_eq!(second.from, first.to);
+    }
+
+    /// An administrator's clone of one of our copies carries our label and `copied-from`
+    /// annotation, and another instance type: its copy is named after the clone itself, and
+    /// after its whole spec, so it never shares a name with a copy of ours (issue 38: a
+    /// MachineSet on m6i.xlarge was moved to a p4d.24xlarge copy).
+    #[test]
+    fn a_clone_of_our_copy_gets_a_name_of_its_own() {
+        let all = templates(&[template("worker-a", "ami-old")]);
+        let ours = copy(
+            &aws_view(&all, "worker-a"),
+            &ami_change(&json!("ami-new")),
+            Some("9.6.1"),
+            &[],
+        );
+        let mut clone = created(&ours, "u-clone");
+        clone["metadata"]["name"] = json!("gpu-workers");
+        clone["spec"]["template"]["spec"]["instanceType"] = json!("p4d.24xlarge");
+        let all = templates(&[clone]);
+        let of_clone = copy(
+            &aws_view(&all, "gpu-workers"),
+            &ami_change(&json!("ami-next")),
+            Some("9.6.1"),
+            &[],
+        );
+        assert!(
+            of_clone.to.starts_with("gpu-workers-9.6.1-"),
+            "{}",
+            of_clone.to
+        );
+        // The same image on the same source with another instance type: another name.
+        let mut bigger = template("worker-a", "ami-old");
+        bigger["spec"]["template"]["spec"]["instanceType"] = json!("p4d.24xlarge");
+        let all = templates(&[bigger]);
+        let of_bigger = copy(
+            &aws_view(&all, "worker-a"),
+            &ami_change(&json!("ami-new")),
+            Some("9.6.1"),
+            &[],
+        );
+        assert_ne!(of_bigger.to, ours.to);
+    }
+
+    #[test]
+    fn only_a_provably_ours_template_with_the_whole_spec_is_the_copy() {
+        let all = templates(&[template("worker-a", "ami-old")]);
+        let copy = copy(
+            &aws_view(&all, "worker-a"),
+            &ami_change(&json!("ami-new")),
+            Some("9.6.1"),
+            &[],
+        );
+        let existing = |spec_change: Option<(&str, Value)>| {
+            let mut served = created(&copy, "u-1");
+            if let Some((pointer, value)) = spec_change {
+                *served.pointer_mut(pointer).unwrap() = value;
+            }
+            serde_json::from_value::<DynamicObject>(served).unwrap()
+        };
+        let ours = [recorded(&copy.to, "u-1")];
+        assert!(is_the_copy(&existing(None), &copy, &ours));
+        // Same name, not recorded as ours: someone else's.
+        assert!(!is_the_copy(
+            &existing(None),
+            &copy,
+            &[recorded(&copy.to, "u-2")]
+        ));
+        assert!(!is_the_copy(&existing(None), &copy, &[]));
+        // Ours, but the same image with another instance type is not the copy.
+        let other = Some(("/spec/template/spec/instanceType", json!("p4d.24xlarge")));
+        assert!(!is_the_copy(&existing(other), &copy, &ours));
+    }
+
+    #[test]
+    fn the_uid_of_the_created_copy_fills_the_last_placeholder_only() {
+        let body = format!(
+            "[{{\"value\":\"{CREATED_UID_PLACEHOLDER}\"}},{{\"value\":\"{CREATED_UID_PLACEHOLDER}\"}}]"
+        );
+        let filled = String::from_utf8(fill_created_uid(body.as_bytes(), "1f2e-3d")).unwrap();
+        assert_eq!(
+            filled,
+            format!("[{{\"value\":\"{CREATED_UID_PLACEHOLDER}\"}},{{\"value\":\"1f2e-3d\"}}]")
+        );
+        let odd = String::from_utf8(fill_created_uid(body.as_bytes(), "a\"b")).unwrap();
+        assert!(!odd.contains("a\"b"), "{odd}");
     }
 
     #[test]
@@ -506,11 +723,14 @@ mod tests {
             ours("old-unused", "2026-01-01T00:00:00Z"),
             ours("old-used", "2026-01-01T00:00:00Z"),
             ours("new-unused", "2026-01-01T00:59:00Z"),
+            // Our label and annotation, copied by someone: not recorded as ours.
+            ours("spare-clone", "2026-01-01T00:00:00Z"),
             template("someone-elses", "ami-y"),
         ]);
         let now: jiff::Timestamp = "2026-01-01T01:00:00Z".parse().unwrap();
         let grace = jiff::SignedDuration::from_mins(10);
-        let collectable = unused_copies(&all, ["old-used"], now, grace);
+        let proven = ["old-unused", "old-used", "new-unused"].map(|n| recorded(n, "u-1"));
+        let collectable = unused_copies(&all, ["old-used"], &proven, now, grace);
         let unused = &collectable.unused;
         let names: Vec<&str> = unused.iter().map(|u| u.name.as_str()).collect();
         assert_eq!(names, ["old-unused"]);

@@ -286,12 +286,12 @@ impl<T> Change<&T> {
     }
 }
 
-/// Our patches to one target within the hot-loop window.
+/// Our patches to one object within the hot-loop window.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct HotLoopMemory {
-    /// Identifies the values we wrote (see [`target_key`]).
+    /// Identifies the values we wrote last (see [`target_key`]).
     pub target: String,
-    /// Times of our patches to that target, oldest first.
+    /// Times of our patches, to whatever values, oldest first.
     pub patches: Vec<Timestamp>,
 }
 
@@ -385,14 +385,13 @@ impl<'a> Records<'a> {
     pub fn recent_patches(
         &self,
         remembered: Option<&HotLoopMemory>,
-        target: &str,
         now: Timestamp,
         window: SignedDuration,
     ) -> usize {
+        // Whatever the target: a golden ConfigMap flipping between two images makes every
+        // patch's target new, and a count per target then never reached the threshold (133
+        // patches per MachineSet in 30 s, issue 38).
         let count = |memory: &HotLoopMemory| {
-            if memory.target != target {
-                return 0;
-            }
             memory
                 .patches
                 .iter()
@@ -414,7 +413,8 @@ impl<'a> Records<'a> {
         window: SignedDuration,
     ) {
         let (text, earlier) = self.entries();
-        let kept = &earlier[(earlier.len() + 1).saturating_sub(HISTORY_LIMIT)..];
+        let kept = kept_entries(earlier);
+        let kept = kept.as_slice();
         let memory = remember_patch(self.hot_loop().cloned(), target, now, window);
         // Both annotations are JSON text, written straight into the patch's strings.
         let memory = |out: &mut InString<'_>| memory.write_json(out);
@@ -465,6 +465,21 @@ impl<'a> Records<'a> {
     }
 }
 
+/// Where the entries an update keeps lie (beside the one it adds, within [`HISTORY_LIMIT`]):
+/// the first ever recorded, whose `from` is what the object held before this controller
+/// changed it and what `revert` must still reach, then the newest.
+fn kept_entries(earlier: &[Range<usize>]) -> Vec<Range<usize>> {
+    let room = HISTORY_LIMIT.saturating_sub(1);
+    if earlier.len() <= room {
+        return earlier.to_vec();
+    }
+    let newest = &earlier[earlier.len() - room.saturating_sub(1)..];
+    (earlier.first().into_iter().chain(newest))
+        .take(room)
+        .cloned()
+        .collect()
+}
+
 /// The history annotation's text: the kept entries as they were written, then `newest`.
 fn write_history<'e>(
     out: &mut impl Sink,
@@ -504,17 +519,16 @@ pub fn target_key(boot_image: Option<&impl JsonValue>, user_data_secret: Option<
 /// edited by hand) and is ignored: it would otherwise count for as long as it is in the future.
 const CLOCK_SKEW: SignedDuration = SignedDuration::from_mins(5);
 
-/// How many times we already patched this object to `target` within `window` before `now`:
-/// the larger of what the object's annotation and the controller's own memory (`remembered`,
-/// lost on restart, kept when a whole-object writer erases the annotation) say.
+/// How many times we already patched this object, to any values, within `window` before
+/// `now`: the larger of what the object's annotation and the controller's own memory
+/// (`remembered`, lost on restart, kept when a whole-object writer erases the annotation) say.
 pub fn recent_patches<'a>(
     meta: impl Into<MetaView<'a>>,
     remembered: Option<&HotLoopMemory>,
-    target: &str,
     now: Timestamp,
     window: SignedDuration,
 ) -> usize {
-    Records::of(meta).recent_patches(remembered, target, now, window)
+    Records::of(meta).recent_patches(remembered, now, window)
 }
 
 /// `time` as the guard counts it: clamped to `now` within [`CLOCK_SKEW`], `None` beyond.
@@ -530,19 +544,18 @@ fn clamped(time: Timestamp, now: Timestamp) -> Option<Timestamp> {
 }
 
 /// The controller's memory after patching an object to `target` at `now`: entries outside the
-/// window (or for another target) are forgotten.
+/// window are forgotten, and those of other targets kept (the guard counts every patch of an
+/// object, see [`Records::recent_patches`]); `target` names the newest.
 pub fn remember_patch(
     memory: Option<HotLoopMemory>,
     target: &str,
     now: Timestamp,
     window: SignedDuration,
 ) -> HotLoopMemory {
-    let mut memory = memory
-        .filter(|m| m.target == target)
-        .unwrap_or_else(|| HotLoopMemory {
-            target: target.to_string(),
-            patches: Vec::new(),
-        });
+    let mut memory = memory.unwrap_or_default();
+    if memory.target != target {
+        memory.target = target.to_string();
+    }
     memory
         .patches
         .retain(|t| clamped(*t, now).is_some_and(|t| now.duration_since(t) < window));
@@ -723,7 +736,9 @@ mod tests {
             );
             // Byte for byte what serde writes for the kept entries and the new one, whether the
             // kept text was copied from the old history's escaped text or written anew.
-            let kept: Vec<HistoryEntry> = ((n + 1).saturating_sub(HISTORY_LIMIT)..=n)
+            let newest = (n + 1).saturating_sub(HISTORY_LIMIT - 1).max(1);
+            let kept: Vec<HistoryEntry> = (0..=n)
+                .filter(|i| *i == 0 || *i >= newest)
                 .map(entry)
                 .collect();
             let written = MetaView::from(&meta).annotation(HISTORY_ANNOTATION);
@@ -734,7 +749,9 @@ mod tests {
         }
         let h = history(&meta);
         assert_eq!(h.len(), HISTORY_LIMIT);
-        assert_eq!(h.first().unwrap(), &entry(2));
+        // The first change stays: its `from` is what the object held before the controller.
+        assert_eq!(h.first().unwrap(), &entry(0));
+        assert_eq!(h[1], entry(3));
         assert_eq!(h.last().unwrap(), &entry(6));
     }
 
@@ -805,7 +822,7 @@ mod tests {
     }
 
     #[test]
-    fn hot_loop_counts_only_same_target_within_window() {
+    fn hot_loop_counts_every_patch_within_window_whatever_its_target() {
         let t0: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
         let mut meta = ObjectMeta {
             annotations: Some(BTreeMap::from([("other".into(), "x".into())])),
@@ -819,18 +836,39 @@ mod tests {
             );
         }
         let at = |m: i64| t0 + SignedDuration::from_mins(m);
-        assert_eq!(recent_patches(&meta, None, "t", at(30), HOUR), 3);
-        assert_eq!(recent_patches(&meta, None, "other-target", at(30), HOUR), 0);
+        assert_eq!(recent_patches(&meta, None, at(30), HOUR), 3);
         // The first patch leaves the window after an hour.
-        assert_eq!(recent_patches(&meta, None, "t", at(65), HOUR), 2);
-        // A different target starts a fresh count.
+        assert_eq!(recent_patches(&meta, None, at(65), HOUR), 2);
+        // A patch to other values counts with the rest.
         meta = apply(
             &meta,
             record_ops(&meta, &entry(2).borrowed(), "u", at(31), HOUR),
         );
-        assert_eq!(recent_patches(&meta, None, "t", at(32), HOUR), 0);
-        assert_eq!(recent_patches(&meta, None, "u", at(32), HOUR), 1);
+        assert_eq!(recent_patches(&meta, None, at(32), HOUR), 4);
+        assert_eq!(hot_loop_memory(&meta).unwrap().target, "u");
         assert_eq!(meta.annotations.unwrap()["other"], "x");
+    }
+
+    /// A golden ConfigMap flipping between two images every 100 ms: each patch's target is
+    /// the other one, and the count still reaches the threshold (it stayed at one, issue 38).
+    #[test]
+    fn a_target_flipping_back_and_forth_is_counted() {
+        let t0: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let mut meta = ObjectMeta::default();
+        let mut remembered = None;
+        for i in 0..6 {
+            let now = t0 + SignedDuration::from_millis(100 * i);
+            let target = if i % 2 == 0 { "a" } else { "b" };
+            meta = apply(
+                &meta,
+                record_ops(&meta, &entry(1).borrowed(), target, now, HOUR),
+            );
+            remembered = Some(remember_patch(remembered, target, now, HOUR));
+        }
+        let now = t0 + SignedDuration::from_secs(1);
+        assert_eq!(recent_patches(&meta, None, now, HOUR), 6);
+        let erased = ObjectMeta::default();
+        assert_eq!(recent_patches(&erased, remembered.as_ref(), now, HOUR), 6);
     }
 
     #[test]
@@ -843,22 +881,19 @@ mod tests {
         }
         // The object as another writer put it back: no annotation of ours left.
         let erased = ObjectMeta::default();
-        assert_eq!(recent_patches(&erased, None, "t", at(30), HOUR), 0);
+        assert_eq!(recent_patches(&erased, None, at(30), HOUR), 0);
         assert_eq!(
-            recent_patches(&erased, remembered.as_ref(), "t", at(30), HOUR),
+            recent_patches(&erased, remembered.as_ref(), at(30), HOUR),
             3
         );
-        // The memory forgets like the annotation does: by window and by target.
+        // The memory forgets like the annotation does: by window.
         assert_eq!(
-            recent_patches(&erased, remembered.as_ref(), "t", at(65), HOUR),
+            recent_patches(&erased, remembered.as_ref(), at(65), HOUR),
             2
         );
-        assert_eq!(
-            recent_patches(&erased, remembered.as_ref(), "u", at(30), HOUR),
-            0
-        );
-        let other = remember_patch(remembered, "u", at(31), HOUR);
-        assert_eq!(other.patches, vec![at(31)]);
+        let other = remember_patch(remembered, "u", at(71), HOUR);
+        assert_eq!(other.patches, vec![at(20), at(71)]);
+        assert_eq!(other.target, "u");
     }
 
     #[test]
@@ -874,10 +909,10 @@ mod tests {
         let meta = ObjectMeta::default();
         // Two minutes ahead (another replica's clock): counts, as if made now.
         let skewed = memory(&[-10, 2]);
-        assert_eq!(recent_patches(&meta, Some(&skewed), "t", now, HOUR), 2);
+        assert_eq!(recent_patches(&meta, Some(&skewed), now, HOUR), 2);
         // A year ahead (a hand edit): never counts, so it cannot stop updates forever.
         let edited = memory(&[525_600, 525_600, 525_600]);
-        assert_eq!(recent_patches(&meta, Some(&edited), "t", now, HOUR), 0);
+        assert_eq!(recent_patches(&meta, Some(&edited), now, HOUR), 0);
         // Writing the memory again drops it.
         let rewritten = remember_patch(Some(edited), "t", now, HOUR);
         assert_eq!(rewritten.patches, vec![now]);

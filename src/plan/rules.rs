@@ -114,6 +114,19 @@ impl Planner<'_> {
         ready: &Ready,
         text: PatchText,
     ) -> Decision {
+        let mut decided = self.decide_unguarded(subject, ready, text);
+        // Every write is guarded by the resourceVersion the decision read: the `test`s of the
+        // values a patch replaces cannot say that what chose them is unchanged, e.g. that no
+        // opt-out annotation was added meanwhile (JSON Patch cannot test that a key is still
+        // absent: kube-apiserver 1.34 refuses a `test` of a missing key with `null`). A
+        // concurrent edit anywhere then costs one conflict and a new decision.
+        if !decided.patch.is_empty() {
+            guard_resource_version(subject.meta, &mut decided.patch);
+        }
+        decided
+    }
+
+    fn decide_unguarded(&self, subject: &Subject<'_>, ready: &Ready, text: PatchText) -> Decision {
         if let Some(decided) = self.screen(subject, ready) {
             return decided;
         }
@@ -129,7 +142,6 @@ impl Planner<'_> {
         };
         let release = stream.release(arch, rule.stream_key());
         let mut patch = Patch::default();
-        let mut needs_resource_version = false;
         if matches!(outcome, ImageOutcome::Update { .. }) {
             // The whole patch in one buffer, with room for a usual update: the guards go first.
             patch = match text {
@@ -137,7 +149,7 @@ impl Planner<'_> {
                 PatchText::Counted => Patch::counted(),
             };
             let inputs = rule.decision_inputs(&provider_spec);
-            needs_resource_version = input_guards(subject, inputs, &mut patch);
+            input_guards(subject, inputs, &mut patch);
         }
         let image = match image_change(subject, outcome, release, patch) {
             Ok(image) => image,
@@ -150,9 +162,6 @@ impl Planner<'_> {
         if decided.action == Action::UpToDate && !decided.patch.is_empty() {
             decided.message = change_message(&decided, stream, release);
             self.update(subject, ready, stream, &mut decided);
-        }
-        if decided.action == Action::Update && needs_resource_version {
-            guard_resource_version(subject.meta, &mut decided.patch);
         }
         decided.message = with_warning(
             std::mem::take(&mut decided.message),
@@ -600,14 +609,15 @@ impl Planner<'_> {
         let (now, window) = (self.options.now, self.options.hot_loop_window);
         let remembered =
             (subject.meta.uid()).and_then(|uid| self.options.remembered_patches.get(uid));
-        let recent = (subject.records).recent_patches(remembered, &target_key, now, window);
+        let recent = (subject.records).recent_patches(remembered, now, window);
         if recent >= self.options.hot_loop_threshold {
             decided.action = Action::Error;
             decided.reason = Reason::HotLoop;
             decided.message = format!(
-                "patched to the same values {recent} times within {} but something keeps \
-                 reverting them ({}); stopped to avoid fighting. Find the other writer, then opt \
-                 this {} out and back in (annotation {OPT_OUT_ANNOTATION}) to retry",
+                "patched {recent} times within {} but something keeps reverting its values or \
+                 changing the golden images ({}); stopped to avoid fighting. Find the other \
+                 writer, then opt this {} out and back in (annotation {OPT_OUT_ANNOTATION}) to \
+                 retry",
                 friendly_duration(window),
                 decided.message,
                 subject.kind,
@@ -642,6 +652,9 @@ impl Planner<'_> {
             decided.user_data_secret.change(),
         );
         (subject.records).record_ops(&mut decided.patch, &entry, &target_key, now, window);
+        if let Some(copy) = &decided.infrastructure_template {
+            infrastructure::record_copy(&mut decided.patch, subject.meta, &copy.to);
+        }
         decided.recorded = Some(Box::new(recorded));
         decided.action = Action::Update;
     }
@@ -709,7 +722,9 @@ fn image_change(
                 // A new template, and the MachineSet repointed from the one it was judged on.
                 Some(Ok(view)) => {
                     let changes: Vec<_> = each().map(|(pointer, _, to)| (pointer, to)).collect();
-                    let copy = infrastructure::copy(view, &changes, release);
+                    let recorded = subject.annotation(infrastructure::COPIES_ANNOTATION);
+                    let recorded = infrastructure::recorded_copies(recorded);
+                    let copy = infrastructure::copy(view, &changes, release, &recorded);
                     let path = Pointer::from_static(infrastructure::REFERENCE_NAME_POINTER);
                     ops.guarded_replace(Path::At(path), &copy.from, &copy.to);
                     Some(copy)
@@ -746,32 +761,26 @@ fn image_change(
 /// about a kilobyte, which then grows only for a long history.
 const PATCH_ROOM: usize = 1536;
 
-/// Adds to `patch` a `test` for each input that chose an image: the platform's, and the
-/// architecture annotation of a MachineSet. Returns whether an input was absent, which only the
-/// object's resourceVersion can guard (JSON Patch cannot test that a field is still absent).
-fn input_guards(subject: &Subject<'_>, platform: Vec<Input>, patch: &mut Patch) -> bool {
+/// Adds to `patch` a `test` for each input that chose an image and is present: the
+/// platform's, and the architecture annotation of a MachineSet. They say, in the patch `plan`
+/// prints, what the decision rests on; the resourceVersion guards the rest (absent fields).
+fn input_guards(subject: &Subject<'_>, platform: Vec<Input>, patch: &mut Patch) {
     // A Cluster API MachineSet's inputs are in its template (which the patch names) and in the
     // Infrastructure: its resourceVersion guards the rest.
     if subject.kind.is_cluster_api() {
-        return true;
+        return;
     }
     let base = subject.kind.provider_spec_path();
-    let mut absent = false;
     for input in &platform {
-        match (Path::under(base, &input.pointer), &input.value) {
-            (Some(path), Some(value)) => patch.test(path, value),
-            (_, None) => absent = true,
-            (None, Some(_)) => {}
+        if let (Some(path), Some(value)) = (Path::under(base, &input.pointer), &input.value) {
+            patch.test(path, value);
         }
     }
-    if subject.kind == MachineKind::MachineSet {
-        let path = Path::Annotation(AUTOSCALER_LABELS_ANNOTATION);
-        match subject.annotation(AUTOSCALER_LABELS_ANNOTATION) {
-            Some(value) => patch.test(path, value),
-            None => absent = true,
-        }
+    if subject.kind == MachineKind::MachineSet
+        && let Some(value) = subject.annotation(AUTOSCALER_LABELS_ANNOTATION)
+    {
+        patch.test(Path::Annotation(AUTOSCALER_LABELS_ANNOTATION), value);
     }
-    absent
 }
 
 /// Adds a `test` of the resourceVersion the decision saw, unless the patch has one already.

@@ -260,3 +260,122 @@ async fn a_revert_to_a_template_that_no_longer_exists_is_refused() {
     assert!(stderr.contains("worker-a, no longer exists"), "{stderr}");
     assert_eq!(template_of(&capi_machine_set(&env).await), moved);
 }
+
+/// The Cluster API MachineSet `name` of the test's Cluster API namespace.
+async fn capi_machine_set_named(env: &TestEnv, name: &str) -> Value {
+    object(env, CAPI_MACHINE_SET, name)
+        .await
+        .unwrap_or_else(|| panic!("the Cluster API MachineSet {name} exists"))
+}
+
+/// `object` as someone's `oc get -o yaml` clone of it under `name` would create it: labels and
+/// annotations (ours included) kept, identity dropped, and another instance type.
+fn clone_of(object: &Value, name: &str) -> Value {
+    let mut clone = object.clone();
+    let metadata = clone["metadata"].as_object_mut().unwrap();
+    for identity in [
+        "uid",
+        "resourceVersion",
+        "creationTimestamp",
+        "managedFields",
+        "generation",
+    ] {
+        metadata.remove(identity);
+    }
+    metadata.insert("name".into(), json!(name));
+    clone["spec"]["template"]["spec"]["instanceType"] = json!("p4d.24xlarge");
+    clone
+}
+
+/// Templates carry our label and `copied-from` annotation whoever copied them: an
+/// administrator's clone of one of our copies, with another instance type, is never deleted as
+/// an unused copy of ours, and a template someone created under the very name of the copy the
+/// controller would create is never reused (issue 38: a MachineSet on m6i.xlarge was moved to a
+/// p4d.24xlarge template, and the administrator's templates were deleted).
+#[tokio::test]
+async fn templates_that_merely_look_like_our_copies_are_neither_reused_nor_deleted() {
+    let env = TestEnv::new("capi-clones").await;
+    env.aws_cluster("4.21.0", &stream_421(), None).await;
+    env.remember_images(&[AMI_420_US_EAST_1]).await;
+    let capi = cluster_api_namespace(&env).await;
+    env.apply(cluster_api::aws_machine_template(
+        &capi,
+        "worker-b",
+        AMI_420_US_EAST_1,
+    ))
+    .await;
+    for name in ["worker-a", "worker-b"] {
+        env.apply(cluster_api::machine_set(&capi, name, name)).await;
+    }
+    let out = cli(
+        &env,
+        &[
+            "plan",
+            "--live",
+            "-o",
+            "json",
+            &format!("--machine-api-namespace={}", env.ns),
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let plan: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let planned_copy = |name: &str| {
+        (plan["clusterApiMachineSets"].as_array().unwrap().iter())
+            .find(|e| e["name"] == name)
+            .and_then(|e| e["infrastructureTemplate"]["to"].as_str())
+            .unwrap_or_else(|| panic!("no copy planned for {name}: {plan:#}"))
+            .to_string()
+    };
+    let (copy_a, copy_b) = (planned_copy("worker-a"), planned_copy("worker-b"));
+    // Someone's template under the name worker-b's copy will have: its image, our label, and
+    // another instance type.
+    let planned_b = (plan["clusterApiMachineSets"].as_array().unwrap().iter())
+        .find(|e| e["name"] == "worker-b")
+        .map(|e| e["infrastructureTemplate"]["object"].clone())
+        .unwrap();
+    env.create(clone_of(&planned_b, &copy_b)).await;
+
+    let controller = env.controller(&["--cluster-api-template-grace=1s"]);
+    controller.wait_ready().await;
+    let moved = || async {
+        let ms = capi_machine_set_named(&env, "worker-a").await;
+        (template_of(&ms) == copy_a).then_some(())
+    };
+    waits::converge(&[&controller], CONVERGE, moved, async || {
+        format!("worker-a never moved to {copy_a}")
+    })
+    .await;
+    // An administrator's clone of our copy, unused.
+    let ours = object(&env, TEMPLATE, &copy_a).await.expect("our copy");
+    env.create(clone_of(&ours, "spare-clone")).await;
+
+    let refused = r#"boot_image_controller_machine_resources{action="Error",kind="ClusterAPIMachineSet",reason="PatchFailed"}"#;
+    waits::wait_for_metric(&controller, refused, CONVERGE, |v| v == 1.0).await;
+    // Passes past the grace: each would delete an unused copy of ours.
+    for round in 0..3 {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let mut cm = golden_config_map(&env.ns, "4.21.0", &stream_421());
+        cm["metadata"]["annotations"] = json!({"test/nudge": round.to_string()});
+        env.apply(cm).await;
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let worker_b = capi_machine_set_named(&env, "worker-b").await;
+    assert_eq!(
+        template_of(&worker_b),
+        "worker-b",
+        "moved to someone's template"
+    );
+    let theirs = object(&env, TEMPLATE, &copy_b).await.expect("not deleted");
+    assert_eq!(
+        theirs.pointer("/spec/template/spec/instanceType"),
+        Some(&json!("p4d.24xlarge"))
+    );
+    assert!(
+        object(&env, TEMPLATE, "spare-clone").await.is_some(),
+        "the administrator's clone was deleted"
+    );
+    assert_eq!(
+        template_of(&capi_machine_set_named(&env, "worker-a").await),
+        copy_a
+    );
+}

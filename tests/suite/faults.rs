@@ -573,6 +573,30 @@ async fn conflicting_writers_lose_nothing() {
             break;
         }
     }
+    // Every patch also tests the resourceVersion, which alone refuses a patch sent after any
+    // other write. What the patch tests of the image must refuse it too (the guard of a patch
+    // `plan` prints and someone applies later, or of an object read without a resourceVersion):
+    // our refused patches, without their resourceVersion test, still cannot overwrite the
+    // other writer's image.
+    if let Some(log) = support::audit_log() {
+        let refused = refused_controller_patches(&log, &env.ns, &custom);
+        assert!(
+            !refused.is_empty(),
+            "no patch of ours to a custom MachineSet was refused: the race was never provoked"
+        );
+        for (name, ops) in refused {
+            let without_version: Vec<Value> = (ops.as_array().unwrap().iter())
+                .filter(|op| op["path"] != "/metadata/resourceVersion")
+                .cloned()
+                .collect();
+            let result = dry_run_json_patch(&env, &name, json!(without_version)).await;
+            assert!(
+                matches!(&result, Err(kube::Error::Api(e)) if e.code == 422),
+                "our patch of {name} without its resourceVersion test would overwrite the other \
+                 writer's image ({result:?}): {without_version:?}"
+            );
+        }
+    }
     // The custom images are never overwritten afterwards: the controller now plans them as
     // custom, and nothing writes them again.
     wait_planned(&controller, "Skip", "CustomImage", custom.len()).await;
@@ -583,6 +607,102 @@ async fn conflicting_writers_lose_nothing() {
         env.machine_set_versions().await,
         "MachineSets written after convergence"
     );
+    assert_alive(&mut controller);
+}
+
+/// The bodies of the controller's MachineSet patches in `namespace` that the API server refused,
+/// for the objects `names`, from its audit log.
+fn refused_controller_patches(
+    log: &Path,
+    namespace: &str,
+    names: &[String],
+) -> Vec<(String, Value)> {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    (text.lines())
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| {
+            let target = &e["objectRef"];
+            e["verb"] == "patch"
+                && e["stage"] == "ResponseComplete"
+                && e["responseStatus"]["code"] != 200
+                && target["resource"] == "machinesets"
+                && target["namespace"] == namespace
+                && (e["userAgent"].as_str()).is_some_and(|a| a.contains("boot-image-controller"))
+                && names.iter().any(|n| target["name"] == n.as_str())
+        })
+        .map(|e| {
+            let name = e["objectRef"]["name"].as_str().unwrap().to_string();
+            (name, e["requestObject"].clone())
+        })
+        .collect()
+}
+
+/// A JSON Patch of a MachineSet, validated and applied by the API server but not stored.
+async fn dry_run_json_patch(env: &TestEnv, name: &str, ops: Value) -> Result<(), kube::Error> {
+    let patch: json_patch::Patch = serde_json::from_value(ops).unwrap();
+    let params = kube::api::PatchParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    (dynamic_machine_sets(env).patch(name, &params, &kube::api::Patch::Json::<()>(patch)))
+        .await
+        .map(|_| ())
+}
+
+/// An opt-out added while the controller's patch is on its way (planned before it, sent after
+/// it): the patch must fail, though the MachineSets declare their architecture and every value
+/// the patch replaces is unchanged (issue 38: the patch tested only those, and the opted-out
+/// MachineSet got the new image). Only the resourceVersion says the opt-out is new: JSON Patch
+/// cannot test that an annotation is still absent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_opt_out_added_while_a_patch_is_in_flight_wins() {
+    let env = TestEnv::new("optout-race").await;
+    env.aws_cluster("4.21.0", &stream_421(), None).await;
+    env.remember_images(&AMIS_420).await;
+    // What the controller sends reaches the API server 500 ms late (see
+    // `conflicting_writers_lose_nothing`).
+    let faults = Faults {
+        latency: (Duration::from_millis(5), Duration::from_millis(5)),
+        request_delay: Duration::from_millis(500),
+        ..Faults::default()
+    };
+    let proxy = Proxy::in_front_of(&support::kubeconfig(), faults).await;
+    let mut controller =
+        ControllerProcess::spawn("faults-optout", &env.controller_flags_through(&proxy));
+    controller.wait_ready().await;
+    quiet(&proxy, Duration::from_secs(2)).await;
+    let mark = proxy.stats().client_chunks;
+    let names: Vec<String> = (0..4).map(|i| format!("declared-{i}")).collect();
+    futures::future::join_all(names.iter().map(|name| {
+        let ms = machine_set(&env.ns, name)
+            .user_data(MANAGED_SECRET)
+            .arch("amd64")
+            .build();
+        env.apply(ms)
+    }))
+    .await;
+    let sending = eventually(Duration::from_secs(30), || async {
+        (proxy.stats().client_chunks > mark).then_some(())
+    })
+    .await;
+    assert!(
+        sending.is_some(),
+        "the controller never wrote; {}",
+        controller.log_tail(30)
+    );
+    let opt_out = boot_image_controller::names::OPT_OUT_ANNOTATION;
+    let disabled = boot_image_controller::names::OPT_OUT_VALUE;
+    futures::future::join_all(
+        (names.iter()).map(|name| env.annotate_machine_set(name, opt_out, Some(disabled))),
+    )
+    .await;
+    wait_planned(&controller, "Skip", "OptedOut", names.len()).await;
+    let machine_sets = env.machine_sets().await;
+    for name in &names {
+        let ms = &machine_sets[name];
+        assert_eq!(ami_of(ms), OLD_AMI, "{name} was patched after it opted out");
+        assert_eq!(changes_to(ms, NEW_AMI), 0, "{name}");
+    }
     assert_alive(&mut controller);
 }
 

@@ -20,6 +20,7 @@ mod controller;
 mod ec2;
 mod faults;
 mod holds;
+mod hostile_objects;
 mod hot_loop_whole_object_writer;
 mod kube_api;
 mod leader_election_bounds;

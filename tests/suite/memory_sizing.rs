@@ -170,3 +170,55 @@ async fn the_memory_limit_leaves_headroom_over_200_machine_sets() {
         "memory limit {limit} leaves less than 2x headroom over the measured peak {peak}"
     );
 }
+
+/// 100 MachineSets of about 1 MB each (the API server stores objects up to about 1.5 MiB): the
+/// first list must not hold them all at once, or the start-up peak passes the Deployment's
+/// memory limit and the pod is killed before it ever plans (issue 38: 212 MB against 128 Mi).
+/// Prints the peak; asserts only the limit, which is a correctness bound.
+#[tokio::test]
+async fn starting_on_100_machine_sets_of_a_megabyte_stays_within_the_memory_limit() {
+    use support::fixtures::*;
+    let Some(kubectl) = kubectl_or_skip() else {
+        return;
+    };
+    let env = support::TestEnv::new("memory-big").await;
+    env.aws_cluster("4.21.0", &stream_421(), None).await;
+    let machine_sets = 100;
+    // A field no rule reads, as a provider may define one (user data inline, tags).
+    let blob = "x".repeat(1 << 20);
+    for chunk in (0..machine_sets).collect::<Vec<_>>().chunks(10) {
+        futures::future::join_all(chunk.iter().map(|i| {
+            let ms = machine_set(&env.ns, &format!("worker-{i:03}"))
+                .current()
+                .spec_field(&["blob"], Value::String(blob.clone()))
+                .build();
+            env.create(ms)
+        }))
+        .await;
+    }
+    let controller = env.controller(&[]);
+    controller.wait_ready().await;
+    let up_to_date = "boot_image_controller_machine_resources{action=\"UpToDate\",kind=\"MachineSet\",reason=\"UpToDate\"}";
+    let planned = support::eventually(Duration::from_secs(120), || async {
+        (controller.metric(up_to_date).await? >= machine_sets as f64).then_some(())
+    })
+    .await;
+    assert!(
+        planned.is_some(),
+        "the {machine_sets} MachineSets were never planned\n{}",
+        controller.log_tail(20)
+    );
+    let peak = controller.peak_rss_kib().expect("VmHWM") * 1024;
+    eprintln!(
+        "MEASURED: start-up on {machine_sets} MachineSets of 1 MiB: peak RSS (VmHWM) {:.1} MiB",
+        peak as f64 / f64::from(1 << 20)
+    );
+    let rendered = Rendered::manifests(&kubectl);
+    let resources = &rendered.get("Deployment", "boot-image-controller")["spec"]["template"]["spec"]
+        ["containers"][0]["resources"];
+    let limit = quantity_bytes(&str_of(&resources["limits"]["memory"]));
+    assert!(
+        peak <= limit,
+        "peak RSS {peak} above the Deployment's memory limit {limit}"
+    );
+}
