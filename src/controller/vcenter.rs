@@ -166,13 +166,17 @@ impl State {
         let mut jobs = Vec::new();
         for request in wanted {
             let (server, key) = (&request.key.server, &request.key);
+            // A release read stays known while its vCenter cannot be asked again.
+            if let Some((version, _)) = self.versions.get(&request.current) {
+                (facts.versions).insert(request.current.clone(), version.clone());
+            }
             if let Some((why, retry_at)) = self.unavailable.get(server) {
                 facts.unavailable.insert(server.clone(), why.clone());
                 if *retry_at > now {
                     continue;
                 }
             }
-            if !self.current_needs_import(request, now, &mut facts, &mut jobs) {
+            if !self.current_needs_import(request, now, &mut jobs) {
                 continue;
             }
             let (fact, due) = match self.templates.get(key) {
@@ -210,14 +214,12 @@ impl State {
     }
 
     /// Whether the release of the template `request`'s MachineSet clones now is known and not
-    /// the golden one, so that the golden template is wanted; reports what is known of it and
-    /// reads it (again, hourly) when due. A MachineSet already on the golden template needs no
-    /// look-up.
+    /// the golden one, so that the golden template is wanted; reads it (again, hourly) when
+    /// due. A MachineSet already on the golden template needs no look-up.
     fn current_needs_import(
         &mut self,
         request: &TemplateRequest,
         now: Instant,
-        facts: &mut VcenterFacts,
         jobs: &mut Vec<Job>,
     ) -> bool {
         let current = &request.current;
@@ -232,7 +234,6 @@ impl State {
         let Some((version, _)) = known else {
             return false;
         };
-        facts.versions.insert(current.clone(), version.clone());
         !matches!(version, TemplateVersion::Release(r) if *r == request.ova.release)
     }
 
@@ -579,6 +580,12 @@ mod tests {
         // Read again hourly, the release known meanwhile still deciding.
         let (_, jobs) = state.answer(&wanted, now + READY_MAX_AGE);
         assert!(matches!(jobs.as_slice(), [Job::Version(_)]), "{jobs:?}");
+        // Known, it stays known while vCenter cannot be asked: the MachineSet stays current.
+        let why = ("connection refused".to_string(), now + FIRST_RETRY);
+        state.unavailable.insert("vc".into(), why);
+        let (facts, jobs) = state.answer(&wanted, now);
+        assert!(jobs.is_empty(), "{jobs:?}");
+        assert_eq!(facts.version(&fresh.current), Some(&current));
     }
 
     fn wanted(names: &[&str]) -> BTreeSet<TemplateRequest> {
