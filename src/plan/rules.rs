@@ -293,6 +293,16 @@ impl Planner<'_> {
         Ok(Some(view).filter(|v| v.is_object()))
     }
 
+    /// Whether the platform rule would judge `object`'s image: the gates let planning go ahead
+    /// and rules 1 to 4 leave it in (selected, not opted out nor owned). Nothing is asked of a
+    /// cloud about any other object: an object nobody selected must not make the controller
+    /// call out.
+    pub fn judges_image<M: MachineObject>(&self, object: &M) -> bool {
+        self.state
+            .as_ref()
+            .is_ok_and(|ready| self.screen(&Subject::of(object), ready).is_none())
+    }
+
     /// The vSphere template `object` should clone, when the planner would let the vSphere rule
     /// judge it (selected, not opted out nor owned, no gate holding writes): what the controller
     /// imports into vCenter before the rule can move the MachineSet to it.
