@@ -513,13 +513,18 @@ fn parse_json(path: &Path, text: &str) -> Result<Vec<Value>, ManifestError> {
 }
 
 fn parse_yaml(path: &Path, text: &str) -> Result<Vec<Value>, ManifestError> {
-    // Must-gather files can be large; the default budget is sized for configuration files.
-    // Aliases keep their default limits, which is what guards against expansion bombs.
+    // Must-gather files can be large; the default budget is sized for configuration files
+    // (serde-saphyr 2.1's `Budget::default`: 64 MiB of scalar text in all, 256 MiB read from a
+    // reader), so the text may be as large as any input we read. Aliases keep their default
+    // limits, which is what guards against expansion bombs.
+    let input = usize::try_from(MAX_INPUT_BYTES).unwrap_or(usize::MAX);
     let options = serde_saphyr::options! {
         budget: serde_saphyr::budget! {
             max_events: 50_000_000,
             max_nodes: 20_000_000,
             max_documents: 1_000_000,
+            max_total_scalar_bytes: input,
+            max_reader_input_bytes: Some(input),
         },
     };
     serde_saphyr::from_multiple_with_options(text, options).map_err(|e| ManifestError::Yaml {
@@ -750,6 +755,23 @@ data:
         let err = load(&[&missing]).unwrap_err();
         assert!(matches!(err, ManifestError::NotFound { .. }));
         assert!(err.to_string().contains("nope"), "{err}");
+    }
+
+    #[test]
+    fn yaml_beyond_the_parsers_default_budget_is_read_up_to_the_input_limit() {
+        // One scalar of twice what the parser's own default allows (64 MiB of scalars). At the
+        // full 512 MiB this passes too, in 75 s of a debug build: too slow to run every time.
+        let size = 128 * 1024 * 1024;
+        let mut text = String::with_capacity(size + 1024);
+        text.push_str(MACHINE_SET);
+        text.push_str(
+            "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: big\n  namespace: x\n",
+        );
+        text.push_str("data:\n  big: ");
+        text.extend(std::iter::repeat_n('a', size - text.len()));
+        text.push('\n');
+        let snapshot = from_str("big.yaml", &text).expect("a file within the input limit");
+        assert_eq!(snapshot.machine_sets.len(), 1);
     }
 
     #[test]
