@@ -344,7 +344,9 @@ start_apiserver() {
   # received it, in $state_dir/audit.log; a test compares it with what
   # `plan` says `run` sends. Writes of the golden ConfigMap are logged without
   # their body: the benchmark times the first patch from them by the server's
-  # own clock. Nothing else is logged.
+  # own clock. TokenReviews are logged with their body: a test counts the
+  # reviews the controller sends for a token it was shown (this cluster's
+  # tokens are test tokens). Nothing else is logged.
   cat >"$state_dir/audit-policy.yaml" <<'POLICY'
 apiVersion: audit.k8s.io/v1
 kind: Policy
@@ -364,6 +366,11 @@ rules:
   - group: ""
     resources: ["configmaps"]
     resourceNames: ["coreos-bootimages"]
+- level: Request
+  verbs: ["create"]
+  resources:
+  - group: authentication.k8s.io
+    resources: ["tokenreviews"]
 - level: None
 POLICY
   spawn kube-apiserver "$BIN_DIR/kube-apiserver" \

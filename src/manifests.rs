@@ -72,11 +72,17 @@ pub enum ManifestError {
 
 /// Reads every manifest under `paths` (files, or folders walked recursively) into a snapshot.
 pub fn load<P: AsRef<Path>>(paths: &[P]) -> Result<Snapshot, ManifestError> {
-    let mut files = Vec::new();
-    let mut visited = HashSet::new();
+    let mut walk = Walk::default();
     for path in paths {
-        collect_files(path.as_ref(), &mut files, &mut visited)?;
+        let path = path.as_ref();
+        // A path named on the command line is followed wherever it leads; inside it, links
+        // are followed only within it.
+        walk.root = path.canonicalize().ok();
+        collect_files(path, &mut walk)?;
     }
+    let Walk {
+        files, passed_over, ..
+    } = walk;
     let mut objects = Objects::default();
     for file in &files {
         let text =
@@ -86,7 +92,52 @@ pub fn load<P: AsRef<Path>>(paths: &[P]) -> Result<Snapshot, ManifestError> {
             })?;
         objects.add_text(file, &text)?;
     }
-    objects.into_snapshot()
+    let mut snapshot = objects.into_snapshot()?;
+    snapshot.warnings.extend(passed_over);
+    Ok(snapshot)
+}
+
+/// What a walk of the command line's paths found.
+#[derive(Default)]
+struct Walk {
+    /// The path being walked, resolved: links inside it must stay inside it.
+    root: Option<PathBuf>,
+    files: Vec<PathBuf>,
+    /// Folders already walked (symlinked folders in must-gathers can form cycles).
+    visited: HashSet<PathBuf>,
+    /// Links not followed, and why.
+    passed_over: Vec<String>,
+}
+
+/// Whether the link `entry` may be followed: it resolves, and to a place inside the walked
+/// path. A must-gather or a checkout may hold a link to `/proc/self` or `/`, or one to itself;
+/// neither may take the walk onto the host nor fail the whole plan.
+fn link_followed(entry: &Path, is_manifest: bool, walk: &mut Walk) -> bool {
+    let target = match entry.canonicalize() {
+        Ok(target) => target,
+        // Dangling or looping: worth a word only where a manifest was expected.
+        Err(e) => {
+            if is_manifest {
+                (walk.passed_over).push(format!(
+                    "{}: a link that cannot be followed ({e}); passed over",
+                    entry.display()
+                ));
+            }
+            return false;
+        }
+    };
+    let inside = walk
+        .root
+        .as_ref()
+        .is_some_and(|root| target.starts_with(root));
+    if !inside && (is_manifest || target.is_dir()) {
+        walk.passed_over.push(format!(
+            "{}: a link to {}, outside the folder walked; not followed",
+            entry.display(),
+            target.display()
+        ));
+    }
+    inside
 }
 
 /// Parses manifests held in memory; `source` names them in messages.
@@ -109,21 +160,16 @@ pub fn from_values(
     objects.into_snapshot()
 }
 
-fn collect_files(
-    path: &Path,
-    files: &mut Vec<PathBuf>,
-    visited: &mut HashSet<PathBuf>,
-) -> Result<(), ManifestError> {
+fn collect_files(path: &Path, walk: &mut Walk) -> Result<(), ManifestError> {
     let metadata = std::fs::metadata(path).map_err(|source| io_error(path, source))?;
     if !metadata.is_dir() {
-        files.push(path.to_path_buf());
+        walk.files.push(path.to_path_buf());
         return Ok(());
     }
-    // Symlinked folders in must-gathers can form cycles.
     let canonical = path
         .canonicalize()
         .map_err(|source| io_error(path, source))?;
-    if !visited.insert(canonical) {
+    if !walk.visited.insert(canonical) {
         return Ok(());
     }
     let mut entries = std::fs::read_dir(path)
@@ -147,10 +193,14 @@ fn collect_files(
             .extension()
             .and_then(|e| e.to_str())
             .is_some_and(|e| MANIFEST_EXTENSIONS.contains(&e.to_ascii_lowercase().as_str()));
+        let is_link = std::fs::symlink_metadata(&entry).is_ok_and(|m| m.file_type().is_symlink());
+        if is_link && !link_followed(&entry, is_manifest, walk) {
+            continue;
+        }
         match std::fs::metadata(&entry) {
-            Ok(m) if m.is_dir() => collect_files(&entry, files, visited)?,
+            Ok(m) if m.is_dir() => collect_files(&entry, walk)?,
             // Only regular files: a FIFO or device with a manifest's name is never opened.
-            Ok(m) if is_manifest && m.is_file() => files.push(entry),
+            Ok(m) if is_manifest && m.is_file() => walk.files.push(entry),
             Ok(_) => {}
             Err(source) if is_manifest => return Err(io_error(&entry, source)),
             // A dangling link to something that would not have been read anyway.
@@ -476,13 +526,18 @@ fn parse_json(path: &Path, text: &str) -> Result<Vec<Value>, ManifestError> {
 }
 
 fn parse_yaml(path: &Path, text: &str) -> Result<Vec<Value>, ManifestError> {
-    // Must-gather files can be large; the default budget is sized for configuration files.
-    // Aliases keep their default limits, which is what guards against expansion bombs.
+    // Must-gather files can be large; the default budget is sized for configuration files
+    // (serde-saphyr 2.1's `Budget::default`: 64 MiB of scalar text in all, 256 MiB read from a
+    // reader), so the text may be as large as any input we read. Aliases keep their default
+    // limits, which is what guards against expansion bombs.
+    let input = usize::try_from(MAX_INPUT_BYTES).unwrap_or(usize::MAX);
     let options = serde_saphyr::options! {
         budget: serde_saphyr::budget! {
             max_events: 50_000_000,
             max_nodes: 20_000_000,
             max_documents: 1_000_000,
+            max_total_scalar_bytes: input,
+            max_reader_input_bytes: Some(input),
         },
     };
     serde_saphyr::from_multiple_with_options(text, options).map_err(|e| ManifestError::Yaml {
@@ -713,6 +768,60 @@ data:
         let err = load(&[&missing]).unwrap_err();
         assert!(matches!(err, ManifestError::NotFound { .. }));
         assert!(err.to_string().contains("nope"), "{err}");
+    }
+
+    #[test]
+    fn yaml_beyond_the_parsers_default_budget_is_read_up_to_the_input_limit() {
+        // One scalar of twice what the parser's own default allows (64 MiB of scalars). At the
+        // full 512 MiB this passes too, in 75 s of a debug build: too slow to run every time.
+        let size = 128 * 1024 * 1024;
+        let mut text = String::with_capacity(size + 1024);
+        text.push_str(MACHINE_SET);
+        text.push_str(
+            "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: big\n  namespace: x\n",
+        );
+        text.push_str("data:\n  big: ");
+        text.extend(std::iter::repeat_n('a', size - text.len()));
+        text.push('\n');
+        let snapshot = from_str("big.yaml", &text).expect("a file within the input limit");
+        assert_eq!(snapshot.machine_sets.len(), 1);
+    }
+
+    #[test]
+    fn links_are_followed_only_within_the_folder_and_a_broken_one_is_passed_over() {
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(
+            outside.path().join("other.yaml"),
+            MACHINE_SET.replace("worker", "other"),
+        )
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        std::fs::write(dir.path().join("sub/ms.yaml"), MACHINE_SET).unwrap();
+        let link = |target: &Path, name: &str| {
+            std::os::unix::fs::symlink(target, dir.path().join(name)).unwrap();
+        };
+        link(Path::new("/proc/self"), "host");
+        link(outside.path(), "elsewhere");
+        link(&outside.path().join("other.yaml"), "other.yaml");
+        link(&dir.path().join("loop.yaml"), "loop.yaml");
+        // Inside the folder: followed (its folder is walked once, the file read once).
+        link(&dir.path().join("sub"), "same-sub");
+        let snapshot = load(&[dir.path()]).unwrap();
+        let names: Vec<&str> = (snapshot.machine_sets.iter())
+            .filter_map(|m| m.as_ref().ok()?.metadata.name.as_deref())
+            .collect();
+        assert_eq!(names, ["demo-worker-a"], "{:?}", snapshot.warnings);
+        let warned = snapshot.warnings.join("\n");
+        for name in ["host", "elsewhere", "other.yaml", "loop.yaml"] {
+            assert!(
+                warned.contains(&format!("/{name}: a link")),
+                "{name}: {warned}"
+            );
+        }
+        // Named on the command line, a link is followed wherever it leads.
+        let named = load(&[dir.path().join("other.yaml")]).unwrap();
+        assert_eq!(named.machine_sets.len(), 1);
     }
 
     #[test]

@@ -268,7 +268,7 @@ impl Metrics {
         self.golden_stream.reset();
         if let Some((stream, release)) = golden {
             self.golden_stream
-                .with_label_values(&[stream, release])
+                .with_label_values(&[info_label(stream), info_label(release)])
                 .set(1);
         }
     }
@@ -346,6 +346,18 @@ impl Default for Metrics {
     }
 }
 
+/// Longest golden stream name or release a label carries.
+const MAX_INFO_LABEL: usize = 64;
+
+/// A golden stream name or release as a label value: whoever may edit the golden ConfigMap
+/// chooses them, and every scrape carries them. A value longer than [`MAX_INFO_LABEL`], or with
+/// other characters than a stream name or a semantic version uses, is shown as `invalid`.
+fn info_label(value: &str) -> &str {
+    let fits = value.len() <= MAX_INFO_LABEL
+        && (value.bytes()).all(|b| b.is_ascii_alphanumeric() || b"._+-".contains(&b));
+    if fits { value } else { "invalid" }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -399,6 +411,26 @@ mod tests {
                 "{text}"
             );
         }
+    }
+
+    #[test]
+    fn golden_stream_labels_are_bounded_in_length_and_characters() {
+        let m = Metrics::new();
+        let huge = "4.21.0-".to_string() + &"x".repeat(900 * 1024);
+        m.observe_plan(&[], None, Some(("rhcos-4.21", &huge)));
+        let text = m.render();
+        assert!(text.len() < 64 * 1024, "a scrape of {} bytes", text.len());
+        assert!(text.contains(
+            r#"boot_image_controller_golden_stream_info{release="invalid",stream="rhcos-4.21"} 1"#
+        ));
+        m.observe_plan(
+            &[],
+            None,
+            Some(("rhcos\"4.21\n", "4.22.0-0.nightly-2026-01-01-123456")),
+        );
+        assert!(m.render().contains(
+            r#"boot_image_controller_golden_stream_info{release="4.22.0-0.nightly-2026-01-01-123456",stream="invalid"} 1"#
+        ));
     }
 
     #[test]

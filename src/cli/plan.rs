@@ -152,7 +152,6 @@ pub fn run(args: &PlanArgs) -> Result<u8, Failure> {
         let known = KnownImages::read(file).map_err(Failure::input)?;
         snapshot.cluster.known_images.merge(&known);
     }
-    snapshot.cluster.ec2 = ec2_facts(args, &snapshot)?;
     if snapshot.machine_sets.is_empty()
         && snapshot.control_plane_machine_sets.is_empty()
         && snapshot.cluster_api.is_empty()
@@ -168,6 +167,7 @@ pub fn run(args: &PlanArgs) -> Result<u8, Failure> {
         now: args.now.unwrap_or_else(jiff::Timestamp::now),
         ..Options::default()
     };
+    snapshot.cluster.ec2 = ec2_facts(args, &snapshot, &options)?;
     let plan = plan::plan_all(
         &snapshot.cluster,
         &snapshot.machine_sets,
@@ -197,7 +197,11 @@ pub fn run(args: &PlanArgs) -> Result<u8, Failure> {
 }
 
 /// What EC2 says, from `--ec2-facts` or asked with `--ec2-lookup`; nothing otherwise.
-fn ec2_facts(args: &PlanArgs, snapshot: &manifests::Snapshot) -> Result<Ec2Facts, Failure> {
+fn ec2_facts(
+    args: &PlanArgs,
+    snapshot: &manifests::Snapshot,
+    options: &Options,
+) -> Result<Ec2Facts, Failure> {
     if let Some(path) = &args.ec2_facts {
         let text = crate::bounded_read::read_regular_file(path, MAX_INPUT_BYTES)
             .with_context(|| format!("cannot read {}", path.display()))
@@ -224,7 +228,9 @@ fn ec2_facts(args: &PlanArgs, snapshot: &manifests::Snapshot) -> Result<Ec2Facts
         session_token: var("AWS_SESSION_TOKEN"),
     };
     let capi = &snapshot.cluster_api;
+    let planner = plan::Planner::new(&snapshot.cluster, options);
     let wanted = crate::ec2::amis_to_ask(
+        &planner,
         &snapshot.cluster,
         (snapshot.machine_sets.iter()).filter_map(|m| m.as_ref().ok()),
         (snapshot.control_plane_machine_sets.iter()).filter_map(|m| m.as_ref().ok()),

@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use super::background::{self, SECRET_TIMEOUT};
-use super::lenient::Lenient;
+use super::lenient::{Kept, Lenient};
 use super::observe::Observation;
 use super::watches::Trigger;
 use crate::api::{Infrastructure, Secret};
@@ -29,6 +29,7 @@ use crate::ec2::query::Ec2Error;
 use crate::ec2::sigv4::Credentials;
 use crate::ec2::{AmiFacts, AmiOrigin, Consulted, Ec2Facts};
 use crate::metrics::Metrics;
+use crate::plan::{Options, Planner};
 use crate::platform::Platform;
 
 /// The Secret of `--machine-api-namespace` holding the machine API's AWS credentials.
@@ -50,6 +51,10 @@ const MAX_RETRY: Duration = Duration::from_secs(600);
 const CREDENTIALS_RECHECK: Duration = Duration::from_secs(60);
 /// Answers kept at most; beyond, those no MachineSet names any more are dropped.
 const MAX_CACHED: usize = 20_000;
+/// Regions asked at once, one look-up each: MachineSets may name many regions (a region name
+/// of AWS's form is enough), and each look-up is a task holding a connection. The others wait
+/// for a later pass; every finished look-up triggers one.
+const MAX_REGIONS_IN_FLIGHT: usize = 4;
 
 /// The controller's EC2 look-ups (none when `--ec2-lookups=false`).
 #[derive(Clone)]
@@ -184,7 +189,8 @@ impl State {
                     continue;
                 }
             }
-            if !waiting_for_credentials && self.in_flight.insert(region.to_string()) {
+            let room = self.in_flight.len() < MAX_REGIONS_IN_FLIGHT;
+            if !waiting_for_credentials && room && self.in_flight.insert(region.to_string()) {
                 jobs.push(job);
             }
         }
@@ -193,6 +199,17 @@ impl State {
                 .retain(|key, _| wanted.contains(&(key.0.clone(), key.1.clone())));
         }
         (facts, jobs, unavailable)
+    }
+
+    /// Books the next call to `region`'s EC2: how long to wait for it. Calls long enough ago to
+    /// hold nobody back are forgotten, so the map holds only regions called within the interval.
+    fn book_call(&mut self, region: &str, now: Instant) -> Duration {
+        self.last_call
+            .retain(|_, last| *last + MIN_CALL_INTERVAL > now);
+        let next =
+            (self.last_call.get(region)).map_or(now, |last| (*last + MIN_CALL_INTERVAL).max(now));
+        self.last_call.insert(region.to_string(), next);
+        next - now
     }
 
     /// Adds what is known of `ids` in `region` to `facts`; the job to ask for the rest.
@@ -364,14 +381,7 @@ impl Shared {
 
     /// Waits until the region may be called again.
     async fn pace(&self, region: &str) {
-        let now = Instant::now();
-        let wait = {
-            let mut state = self.lock();
-            let next = (state.last_call.get(region))
-                .map_or(now, |last| (*last + MIN_CALL_INTERVAL).max(now));
-            state.last_call.insert(region.to_string(), next);
-            next - now
-        };
+        let wait = self.lock().book_call(region, Instant::now());
         tokio::time::sleep(wait).await;
     }
 
@@ -434,24 +444,28 @@ fn credentials_from(secret: &Secret) -> Result<Credentials, String> {
     }
 }
 
-/// The (region, AMI) of every AWS machine resource whose AMI the lists do not already know.
-pub(super) fn wanted(observed: &Observation) -> BTreeSet<(String, String)> {
+/// The (region, AMI) of every AWS machine resource the planner would judge whose AMI the lists
+/// do not already know.
+pub(super) fn wanted(observed: &Observation, options: &Options) -> BTreeSet<(String, String)> {
     if !on_aws(observed.snapshot.infrastructure.as_ref()) {
         return BTreeSet::new();
     }
+    let planner = Planner::new(&observed.snapshot, options);
+    // The kept views: the planner reads the labels and annotations the watch moved out of the
+    // metadata (an opted-out MachineSet is asked nothing).
     crate::ec2::amis_to_ask(
+        &planner,
         &observed.snapshot,
-        readable(&observed.machine_sets),
-        readable(&observed.control_plane_machine_sets),
-        readable(&observed.cluster_api_machine_sets),
-        readable(&observed.cluster_api_machine_deployments),
+        &kept(&observed.machine_sets),
+        &kept(&observed.control_plane_machine_sets),
+        &kept(&observed.cluster_api_machine_sets),
+        &kept(&observed.cluster_api_machine_deployments),
     )
 }
 
-/// The readable objects of a store, for what they keep besides their labels and annotations
-/// (the provider spec, the infrastructure reference).
-fn readable<K>(objects: &[Arc<Lenient<K>>]) -> impl Iterator<Item = &K> {
-    objects.iter().filter_map(|o| Some(o.kept().ok()?.object()))
+/// The readable objects of a store, as the planner reads them.
+fn kept<K>(objects: &[Arc<Lenient<K>>]) -> Vec<Kept<'_, K>> {
+    objects.iter().filter_map(|o| o.kept().ok()).collect()
 }
 
 /// Whether the Infrastructure says AWS: EC2 is asked nothing elsewhere.
@@ -593,6 +607,43 @@ mod tests {
         assert!(jobs.is_empty());
         let (_, jobs, _) = state.answer(&asked, Instant::now() + CREDENTIALS_RECHECK);
         assert_eq!(jobs.len(), 1);
+    }
+
+    #[test]
+    fn look_ups_in_flight_are_bounded_whatever_the_number_of_regions() {
+        let mut state = State::default();
+        let now = Instant::now();
+        let regions: Vec<String> = (1..=50).map(|n| format!("us-east-{n}")).collect();
+        let asked: BTreeSet<(String, String)> = (regions.iter())
+            .map(|r| (r.clone(), RHCOS_AMI.to_string()))
+            .collect();
+        let (_, jobs, _) = state.answer(&asked, now);
+        assert_eq!(jobs.len(), MAX_REGIONS_IN_FLIGHT);
+        let (_, jobs, _) = state.answer(&asked, now);
+        assert!(
+            jobs.is_empty(),
+            "more look-ups while the first are under way"
+        );
+        // One finishes: one more starts.
+        let done = state.in_flight.iter().next().cloned().unwrap();
+        state.in_flight.remove(&done);
+        let (_, jobs, _) = state.answer(&asked, now);
+        assert_eq!(jobs.len(), 1);
+    }
+
+    #[test]
+    fn calls_are_paced_per_region_and_old_ones_forgotten() {
+        let mut state = State::default();
+        let now = Instant::now();
+        assert_eq!(state.book_call("us-east-1", now), Duration::ZERO);
+        assert_eq!(state.book_call("us-east-1", now), MIN_CALL_INTERVAL);
+        assert_eq!(state.book_call("us-west-2", now), Duration::ZERO);
+        for n in 1..=100 {
+            state.book_call(&format!("eu-west-{n}"), now);
+        }
+        let later = now + MIN_CALL_INTERVAL * 3;
+        assert_eq!(state.book_call("us-east-1", later), Duration::ZERO);
+        assert_eq!(state.last_call.len(), 1, "{:?}", state.last_call.keys());
     }
 
     #[test]

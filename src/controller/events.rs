@@ -146,13 +146,39 @@ fn truncated(note: &str) -> String {
     note.chars().take(NOTE_LIMIT).collect()
 }
 
+/// The longest object name the API server accepts, which an Event's name must fit in too.
+const MAX_NAME: usize = 253;
+
+/// `<object>.<time in hex nanoseconds>`, as client-go's recorder names Events. A name near the
+/// limit (a MachineSet's may take all 253 characters) is cut and a hash of the whole name
+/// added: without it the API server refused every Event of names over about 236 characters,
+/// and two long names sharing a beginning must not share Events.
+fn event_name(object: &str, at: Timestamp) -> String {
+    let time = format!("{:x}", at.as_nanosecond());
+    if object.len() + 1 + time.len() <= MAX_NAME {
+        return format!("{object}.{time}");
+    }
+    let digest = ring::digest::digest(&ring::digest::SHA256, object.as_bytes());
+    let hash: String = (digest.as_ref()[..8].iter())
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let room = MAX_NAME - time.len() - hash.len() - 2;
+    let mut end = room.min(object.len());
+    while !object.is_char_boundary(end) {
+        end -= 1;
+    }
+    // Each part of a DNS subdomain starts and ends with a letter or digit.
+    let cut = object[..end].trim_end_matches(['.', '-']);
+    format!("{cut}-{hash}.{time}")
+}
+
 impl Queued {
     /// The Event to create, and the namespace it goes to.
     fn event(self, instance: &str) -> Event {
         let namespace = self.namespace.clone().unwrap_or_else(|| "default".into());
         Event {
             metadata: ObjectMeta {
-                name: Some(format!("{}.{:x}", self.name, self.at.as_nanosecond())),
+                name: Some(event_name(&self.name, self.at)),
                 namespace: Some(namespace),
                 ..ObjectMeta::default()
             },
@@ -242,6 +268,28 @@ impl Budget {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn event_names_fit_the_api_whatever_the_object_name() {
+        let at = Timestamp::from_second(1_800_000_000).unwrap();
+        assert_eq!(
+            event_name("worker-a", at),
+            format!("worker-a.{:x}", at.as_nanosecond())
+        );
+        let long = format!("{}.{}", "a".repeat(200), "b".repeat(52));
+        let other = format!("{}.{}", "a".repeat(200), "c".repeat(52));
+        let (named, other_named) = (event_name(&long, at), event_name(&other, at));
+        assert!(named.len() <= MAX_NAME, "{} characters", named.len());
+        assert_ne!(
+            named, other_named,
+            "long names sharing a beginning share Events"
+        );
+        assert!(named.starts_with(&"a".repeat(200)), "{named}");
+        // Cut before a dot: no empty or dash-ended part.
+        let dotted = format!("{}.{}", "a".repeat(218), "b".repeat(34));
+        let named = event_name(&dotted, at);
+        assert!(!named.contains(".-") && !named.contains("-."), "{named}");
+    }
 
     #[test]
     fn a_fleet_of_events_is_spread_out_after_the_burst() {

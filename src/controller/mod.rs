@@ -557,10 +557,6 @@ impl Controller {
             &known,
         )
         .await;
-        if let Some(lookups) = &self.ec2 {
-            let wanted = ec2::wanted(&observed);
-            observed.snapshot.ec2 = lookups.facts(&wanted);
-        }
         let options = Options {
             control_plane_arch: self.args.control_plane_arch,
             now: Timestamp::now(),
@@ -571,6 +567,10 @@ impl Controller {
             report_only: self.args.report_only,
             update_machine_deployments: self.args.update_machine_deployments,
         };
+        if let Some(lookups) = &self.ec2 {
+            let wanted = ec2::wanted(&observed, &options);
+            observed.snapshot.ec2 = lookups.facts(&wanted);
+        }
         // Only the leader imports: a follower's passes plan, and would import alongside it.
         if let Some(imports) = self.vcenter.as_ref().filter(|_| *self.leader.borrow()) {
             let wanted = vcenter::wanted(&observed, &options);

@@ -73,13 +73,15 @@ impl Ec2Client {
         })
     }
 
-    /// Where `region`'s requests go.
-    pub fn endpoint(&self, region: &str) -> String {
-        match &self.endpoint {
+    /// Where `region`'s requests go; none for a name that is not an AWS region, which is never
+    /// put in a host (nor sent to `--ec2-endpoint`, which then could not be told from AWS).
+    pub fn endpoint(&self, region: &str) -> Result<String, Ec2Error> {
+        let aws = super::region::ec2_endpoint(region)
+            .ok_or_else(|| Ec2Error::Malformed(format!("{region:?} is not an AWS region name")))?;
+        Ok(match &self.endpoint {
             Some(uri) => uri.to_string(),
-            None if region.starts_with("cn-") => format!("https://ec2.{region}.amazonaws.com.cn/"),
-            None => format!("https://ec2.{region}.amazonaws.com/"),
-        }
+            None => aws,
+        })
     }
 
     /// The given AMIs of `region` that EC2 shows; an AMI it does not show is absent.
@@ -165,7 +167,7 @@ impl Ec2Client {
         credentials: &Credentials,
         params: &[(String, String)],
     ) -> Result<String, Ec2Error> {
-        let endpoint = self.endpoint(region);
+        let endpoint = self.endpoint(region)?;
         let uri: Uri = endpoint
             .parse()
             .map_err(|_| Ec2Error::Malformed(format!("invalid EC2 endpoint {endpoint}")))?;

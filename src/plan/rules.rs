@@ -306,6 +306,16 @@ impl Planner<'_> {
         Ok(Some(view).filter(|v| v.is_object()))
     }
 
+    /// Whether the platform rule would judge `object`'s image: the gates let planning go ahead
+    /// and rules 1 to 4 leave it in (selected, not opted out nor owned). Nothing is asked of a
+    /// cloud about any other object: an object nobody selected must not make the controller
+    /// call out.
+    pub fn judges_image<M: MachineObject>(&self, object: &M) -> bool {
+        self.state
+            .as_ref()
+            .is_ok_and(|ready| self.screen(&Subject::of(object), ready).is_none())
+    }
+
     /// The vSphere template `object` should clone, when the planner would let the vSphere rule
     /// judge it (selected, not opted out nor owned, no gate holding writes): what the controller
     /// imports into vCenter before the rule can move the MachineSet to it.
@@ -419,13 +429,19 @@ impl Planner<'_> {
         if let Some(stream) = ready.golden.os_stream(label) {
             return Ok(stream);
         }
-        let carried: String = (ready.golden.other_streams.keys())
-            .map(|k| format!(", {k:?}"))
+        // A ConfigMap may carry thousands of keys, and this message is repeated for every
+        // MachineSet of the stream: name a few, count the rest.
+        let others = &ready.golden.other_streams;
+        let mut carried: String = (others.keys().take(OS_STREAMS_NAMED))
+            .map(|k| format!(", {:?}", clipped(k)))
             .collect();
+        if others.len() > OS_STREAMS_NAMED {
+            carried += &format!(" and {} more", others.len() - OS_STREAMS_NAMED);
+        }
         let message = format!(
             "uses OS stream {:?}, which the golden ConfigMap does not carry (it has the default \
              {DEFAULT_OS_STREAM:?}{carried}); its boot image is left as is",
-            label.unwrap_or_default()
+            clipped(label.unwrap_or_default())
         );
         let skipped = subject.decision(Action::Skip, Reason::OSStreamNotPublished, message);
         Err(Box::new(skipped))
@@ -664,6 +680,17 @@ impl Planner<'_> {
 /// controller) by Cluster API's MachineSet reconciler (sigs.k8s.io/cluster-api,
 /// core/reconcilers/machineset/machineset_controller.go, `shouldAdopt`): it never reverts a
 /// MachineSet's template, unlike a MachineDeployment owner, which does.
+/// OS streams an `OSStreamNotPublished` message names at most.
+const OS_STREAMS_NAMED: usize = 5;
+
+/// A stream name as a message quotes it: at most a label value's 63 characters, since longer
+/// ones name no stream a MachineSet can choose.
+fn clipped(name: &str) -> &str {
+    name.char_indices()
+        .nth(63)
+        .map_or(name, |(end, _)| &name[..end])
+}
+
 fn is_cluster(owner: &crate::api::OwnerReference) -> bool {
     owner.kind == "Cluster" && owner.api_version.starts_with("cluster.x-k8s.io/")
 }

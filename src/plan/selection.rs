@@ -1,5 +1,6 @@
 //! Which machine resources the MachineConfiguration opts in (`spec.managedBootImages`).
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::core::{Expression, Selector};
 
 use crate::api::MachineConfiguration;
@@ -71,6 +72,12 @@ impl Selection {
                         "selection mode Partial needs partial.machineResourceSelector".into(),
                     );
                 };
+                if let Err(why) = rejected_by_kubernetes(&selector) {
+                    return Selection::Invalid(format!(
+                        "partial.machineResourceSelector of {} is invalid: {why}",
+                        kind.plural()
+                    ));
+                }
                 match Selector::try_from(selector) {
                     Ok(selector) => Selection::Partial(selector.into_iter().collect()),
                     Err(e) => Selection::Invalid(format!(
@@ -107,6 +114,97 @@ impl Selection {
             Selection::Invalid(_) => "invalid",
         }
     }
+}
+
+/// Why Kubernetes refuses `selector`, if it does. The Machine Config Operator turns the selector
+/// into a `labels.Selector` with `metav1.LabelSelectorAsSelector`
+/// (`getMachineResourceSelectorFromMachineManagers`, pkg/controller/bootimage/helpers.go) and
+/// enqueues nothing when that fails; its checks are `labels.NewRequirement`'s
+/// (k8s.io/apimachinery, pkg/labels/selector.go): a qualified-name key, `In` and `NotIn` with at
+/// least one value, `Exists` and `DoesNotExist` with none, and label-value syntax for every
+/// value. kube-core's `Selector` checks only the operator: `NotIn []` would select everything.
+fn rejected_by_kubernetes(selector: &LabelSelector) -> Result<(), String> {
+    let labels = (selector.match_labels.iter().flatten()).map(|(k, v)| (k, "In", Some(vec![v])));
+    let expressions = (selector.match_expressions.iter().flatten()).map(|e| {
+        (
+            &e.key,
+            e.operator.as_str(),
+            e.values.as_ref().map(|v| v.iter().collect()),
+        )
+    });
+    for (key, operator, values) in labels.chain(expressions) {
+        let values: Vec<&String> = values.unwrap_or_default();
+        if let Err(why) = label_key(key) {
+            return Err(format!("key {:?}: {why}", clipped(key)));
+        }
+        match (operator, values.is_empty()) {
+            ("In" | "NotIn", true) => {
+                return Err(format!("{operator} on {key:?} needs at least one value"));
+            }
+            ("Exists" | "DoesNotExist", false) => {
+                return Err(format!("{operator} on {key:?} takes no values"));
+            }
+            _ => {}
+        }
+        if let Some(value) = values.iter().find(|v| !is_label_value(v)) {
+            return Err(format!(
+                "value {:?} of {key:?} is not a label value (at most 63 characters: letters, \
+                 digits, '-', '_' and '.', starting and ending with a letter or digit)",
+                clipped(value)
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A label key: an optional DNS subdomain prefix and `/`, then a name
+/// (k8s.io/apimachinery, pkg/util/validation `IsQualifiedName`).
+fn label_key(key: &str) -> Result<(), &'static str> {
+    let (prefix, name) = match key.rsplit_once('/') {
+        Some((prefix, name)) => (Some(prefix), name),
+        None => (None, key),
+    };
+    if let Some(prefix) = prefix
+        && !is_dns_subdomain(prefix)
+    {
+        return Err("its prefix must be a DNS subdomain (lower case, at most 253 characters)");
+    }
+    if name.is_empty() || !is_label_value(name) {
+        return Err(
+            "its name must be 1 to 63 letters, digits, '-', '_' or '.', starting and \
+                    ending with a letter or digit",
+        );
+    }
+    Ok(())
+}
+
+/// A label value: empty, or up to 63 alphanumerics, `-`, `_` and `.` between alphanumerics.
+fn is_label_value(value: &str) -> bool {
+    let bytes = value.as_bytes();
+    let edge = |b: Option<&u8>| b.is_none_or(u8::is_ascii_alphanumeric);
+    value.len() <= 63
+        && edge(bytes.first())
+        && edge(bytes.last())
+        && (bytes.iter()).all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(b))
+}
+
+/// A DNS-1123 subdomain: dot-separated lower-case labels, at most 253 characters.
+fn is_dns_subdomain(name: &str) -> bool {
+    let label_ok = |label: &str| {
+        let bytes = label.as_bytes();
+        let edge = |b: Option<&u8>| b.is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+        edge(bytes.first())
+            && edge(bytes.last())
+            && (bytes.iter()).all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+    };
+    name.len() <= 253 && name.split('.').all(label_ok)
+}
+
+/// At most 64 characters of `text`, to quote it in a message.
+fn clipped(text: &str) -> &str {
+    text.char_indices()
+        .nth(64)
+        .map_or(text, |(end, _)| &text[..end])
 }
 
 /// Whether `labels` meet one requirement of a label selector, as Kubernetes matches them:
@@ -307,6 +405,72 @@ mod tests {
         let no_selector = managers(json!({"mode": "Partial"}));
         let sel = Selection::for_kind(&no_selector, MachineKind::MachineSet, &Platform::Aws);
         assert!(matches!(sel, Selection::Invalid(_)));
+    }
+
+    #[test]
+    fn selectors_kubernetes_rejects_are_invalid_as_the_mco_reports_them() {
+        for (expression, said) in [
+            (
+                json!({"key": "tier", "operator": "NotIn", "values": []}),
+                "NotIn",
+            ),
+            (json!({"key": "tier", "operator": "NotIn"}), "NotIn"),
+            (json!({"key": "tier", "operator": "In", "values": []}), "In"),
+            (
+                json!({"key": "tier", "operator": "Exists", "values": ["x"]}),
+                "no values",
+            ),
+            (
+                json!({"key": "tier", "operator": "DoesNotExist", "values": ["x"]}),
+                "no values",
+            ),
+            (json!({"key": "bad key", "operator": "Exists"}), "bad key"),
+            (json!({"key": "", "operator": "Exists"}), "key"),
+            (
+                json!({"key": "Example.com/tier", "operator": "Exists"}),
+                "prefix",
+            ),
+            (json!({"key": "tier-", "operator": "Exists"}), "tier-"),
+            (
+                json!({"key": "tier", "operator": "In", "values": ["a b"]}),
+                "a b",
+            ),
+            (
+                json!({"key": "tier", "operator": "In", "values": ["x".repeat(64)]}),
+                "value",
+            ),
+        ] {
+            let cfg = managers(
+                json!({"mode": "Partial", "partial": {"machineResourceSelector": {
+                    "matchExpressions": [expression.clone()]
+                }}}),
+            );
+            let sel = Selection::for_kind(&cfg, MachineKind::MachineSet, &Platform::Aws);
+            let Selection::Invalid(message) = &sel else {
+                panic!("{expression} was taken as {sel:?}");
+            };
+            assert!(message.contains(said), "{expression}: {message}");
+            assert!(selects(&sel, &labels(&[])).is_err(), "{expression}");
+        }
+        let bad_label = managers(
+            json!({"mode": "Partial", "partial": {"machineResourceSelector": {
+                "matchLabels": {"tier": "no spaces allowed"}
+            }}}),
+        );
+        let sel = Selection::for_kind(&bad_label, MachineKind::MachineSet, &Platform::Aws);
+        assert!(matches!(sel, Selection::Invalid(_)), "{sel:?}");
+        // What Kubernetes accepts stays valid: prefixed keys, empty values, dots and dashes.
+        let fine = managers(
+            json!({"mode": "Partial", "partial": {"machineResourceSelector": {
+                "matchLabels": {"machine.openshift.io/cluster-api-machine-role": "worker", "empty": ""},
+                "matchExpressions": [
+                    {"key": "k8s.io/a_b.c", "operator": "In", "values": ["v1.2-x", ""]},
+                    {"key": "x", "operator": "DoesNotExist", "values": []}
+                ]
+            }}}),
+        );
+        let sel = Selection::for_kind(&fine, MachineKind::MachineSet, &Platform::Aws);
+        assert!(matches!(sel, Selection::Partial(_)), "{sel:?}");
     }
 
     #[test]

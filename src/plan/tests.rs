@@ -747,6 +747,33 @@ fn a_machine_set_of_an_os_stream_the_golden_config_map_lacks_is_skipped_naming_i
 }
 
 #[test]
+fn a_missing_os_stream_names_a_few_of_20000_carried_and_counts_the_rest() {
+    let minimal = json!({"stream": "rhel-x", "architectures": {"x86_64": {"artifacts": {}}}});
+    let carried: serde_json::Map<String, Value> = (0..20_000)
+        .map(|i| (format!("stream-{i:05}"), minimal.clone()))
+        .collect();
+    let cluster = updatable().other_os_streams(Value::Object(carried));
+    let machine_sets: Vec<_> = (0..300)
+        .map(|i| {
+            machine_set(&format!("worker-{i}"))
+                .label(OS_STREAM_LABEL, "rhel-11")
+                .served()
+        })
+        .collect();
+    let plan = plan_machine_sets(&cluster, &machine_sets);
+    let entry = &plan.machine_sets[0];
+    assert_decided(entry, Action::Skip, Reason::OSStreamNotPublished);
+    assert_mentions(&entry.message, "\"stream-00004\" and 19995 more");
+    assert!(entry.message.len() < 400, "{} bytes", entry.message.len());
+    let printed = serde_json::to_string(&plan).unwrap();
+    assert!(
+        printed.len() < 300 * 1024,
+        "the plan of 300 MachineSets is {} bytes",
+        printed.len()
+    );
+}
+
+#[test]
 fn a_machine_set_of_another_os_stream_is_updated_from_that_stream() {
     // A dual-stream release: the default rhel-9 stream, and rhel-10 under `streams`.
     const AMI_RHEL_10: &str = streams::AMI_RHEL_10_US_EAST_1;

@@ -91,6 +91,19 @@ impl PlatformRule for Aws {
                 Some(current.clone()),
             );
         };
+        if !crate::ec2::region::is_region(region) {
+            // Never looked up in the stream nor at EC2: the name would become part of the host
+            // a signed request goes to (see `ec2::region`).
+            let shown: String = region.chars().take(64).collect();
+            return invalid(
+                format!(
+                    "providerSpec placement.region {shown:?} is not an AWS region name (such as \
+                     us-east-1); nothing is looked up or changed until it names the MachineSet's \
+                     region"
+                ),
+                Some(current.clone()),
+            );
+        }
         if !ctx.stream.has_arch(ctx.arch) {
             return not_in_stream(
                 ctx,
@@ -407,6 +420,22 @@ mod tests {
         }
         let outcome = Aws.evaluate(&json!({}), &cluster().ctx(Arch::Amd64));
         assert_eq!(reason(&outcome), Some(Reason::InvalidProviderSpec));
+    }
+
+    #[test]
+    fn a_region_that_is_no_aws_region_name_is_invalid() {
+        for region in ["x@127.0.0.1:8443/", "us-east-1.example.com", "r"] {
+            let outcome = Aws.evaluate(
+                &by_id(AMI_4_20_US_EAST_1, region),
+                &cluster().ctx(Arch::Amd64),
+            );
+            assert_eq!(
+                reason(&outcome),
+                Some(Reason::InvalidProviderSpec),
+                "{outcome:?}"
+            );
+            assert!(message(&outcome).contains("not an AWS region name"));
+        }
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //!
 //! Probes stay plain HTTP: the kubelet neither verifies certificates nor sends tokens.
 
+pub mod connections;
 pub mod secure;
 
 use std::convert::Infallible;
@@ -21,11 +22,11 @@ use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::metrics::Metrics;
+use connections::Connections;
 use secure::{ReloadingCertificate, Reviewer, Verdict};
 
 #[derive(clap::Args, Clone, Debug)]
@@ -176,8 +177,13 @@ pub fn parse_bind_address(addr: &str) -> Result<Option<SocketAddr>, std::net::Ad
 /// requests it never finishes sending (slowloris).
 #[derive(Clone, Copy, Debug)]
 pub struct ConnectionLimits {
-    /// Connections served at once per listener; more are closed as soon as they are accepted.
+    /// Connections served at once per listener. A new connection is always served: when there is
+    /// no room, the oldest connection of the peer holding the most is closed (see
+    /// [`connections`]), so nobody can fill a listener and keep the others out.
     pub max_connections: usize,
+    /// Connections served at once per peer (an IPv4 address or an IPv6 /64); a peer's next one
+    /// closes its own oldest.
+    pub max_connections_per_peer: usize,
     /// A request's headers must arrive within this, from its first byte.
     pub header_read_timeout: Duration,
     /// The TLS handshake must complete within this.
@@ -192,6 +198,8 @@ impl Default for ConnectionLimits {
     fn default() -> Self {
         ConnectionLimits {
             max_connections: 64,
+            // Prometheus keeps one connection per target, the kubelet opens one per probe.
+            max_connections_per_peer: 8,
             header_read_timeout: Duration::from_secs(5),
             handshake_timeout: Duration::from_secs(5),
             // hyper's floor (it refuses less); a scrape or probe request is a few hundred bytes.
@@ -245,65 +253,79 @@ pub async fn serve(
         ));
     }
     let listener = bind(addr)?;
-    let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let connections = Arc::new(Connections::default());
     info!(address = %listener.local_addr()?, metrics = endpoints.metrics, probes = endpoints.probes, tls = security.is_some(), "serving HTTP");
     Ok(tokio::spawn(async move {
         loop {
-            let (stream, _) = tokio::select! {
+            let (stream, peer) = tokio::select! {
                 _ = shutdown.cancelled() => return,
                 accepted = listener.accept() => match accepted {
                     Ok(conn) => conn,
                     Err(e) => { debug!(error = %e, "accept failed"); continue; }
                 },
             };
-            let Ok(slot) = slots.clone().try_acquire_owned() else {
-                debug!(
-                    limit = limits.max_connections,
-                    "connection limit reached: closing a new connection"
-                );
-                continue;
-            };
+            let slot = connections.admit(
+                peer.ip(),
+                limits.max_connections,
+                limits.max_connections_per_peer,
+            );
             let metrics = metrics.clone();
             let health = health.clone();
             let security = security.clone();
             tokio::spawn(async move {
-                let _slot = slot;
-                let reviewer = security.as_ref().map(|s| s.reviewer.clone());
-                let service = service_fn(move |req| {
-                    respond(
-                        req,
-                        endpoints,
-                        metrics.clone(),
-                        health.clone(),
-                        reviewer.clone(),
-                    )
-                });
-                let served = match security {
-                    Some(security) => {
-                        let handshake = tokio::time::timeout(
-                            limits.handshake_timeout,
-                            security.acceptor.accept(stream),
-                        );
-                        match handshake.await {
-                            Ok(Ok(tls)) => serve_connection(tls, service, limits).await,
-                            Ok(Err(e)) => {
-                                debug!(error = %e, "TLS handshake failed");
-                                return;
-                            }
-                            Err(_) => {
-                                debug!("TLS handshake timed out");
-                                return;
-                            }
-                        }
+                let evicted = slot.evicted.clone();
+                tokio::select! {
+                    _ = serve_peer(stream, endpoints, metrics, health, security, limits) => {}
+                    _ = evicted.cancelled() => {
+                        debug!(%peer, "closing a connection to make room for a newer one");
                     }
-                    None => serve_connection(stream, service, limits).await,
-                };
-                if let Err(e) = served {
-                    debug!(error = %e, "connection ended with an error");
                 }
+                drop(slot);
             });
         }
     }))
+}
+
+/// Serves one accepted connection until it ends.
+async fn serve_peer(
+    stream: tokio::net::TcpStream,
+    endpoints: Endpoints,
+    metrics: Metrics,
+    health: Arc<Health>,
+    security: Option<Security>,
+    limits: ConnectionLimits,
+) {
+    let reviewer = security.as_ref().map(|s| s.reviewer.clone());
+    let service = service_fn(move |req| {
+        respond(
+            req,
+            endpoints,
+            metrics.clone(),
+            health.clone(),
+            reviewer.clone(),
+        )
+    });
+    let served = match security {
+        Some(security) => {
+            let handshake =
+                tokio::time::timeout(limits.handshake_timeout, security.acceptor.accept(stream));
+            match handshake.await {
+                Ok(Ok(tls)) => serve_connection(tls, service, limits).await,
+                Ok(Err(e)) => {
+                    debug!(error = %e, "TLS handshake failed");
+                    return;
+                }
+                Err(_) => {
+                    debug!("TLS handshake timed out");
+                    return;
+                }
+            }
+        }
+        None => serve_connection(stream, service, limits).await,
+    };
+    if let Err(e) = served {
+        debug!(error = %e, "connection ended with an error");
+    }
 }
 
 /// Serves HTTP/1 on one connection within `limits`.
@@ -373,6 +395,17 @@ async fn respond(
                     Ok(Verdict::Forbidden(user)) => {
                         debug!(user, "refused a metrics client without get on /metrics");
                         text(StatusCode::FORBIDDEN, "Forbidden\n")
+                    }
+                    Err(secure::ReviewError::TooMany) => {
+                        debug!("refused a metrics client: the review budget is spent");
+                        return Ok(Response::builder()
+                            .status(StatusCode::TOO_MANY_REQUESTS)
+                            .header("content-type", "text/plain")
+                            .header("retry-after", "1")
+                            .body(Full::new(Bytes::from_static(
+                                b"too many credential checks: retry in a second\n",
+                            )))
+                            .expect("static response parts are valid"));
                     }
                     Err(e) => {
                         warn!(error = %e, "cannot review a metrics client's token");
@@ -527,6 +560,45 @@ mod tests {
         }
     }
 
+    /// A connection to `addr` from the loopback address `source`: another peer on one host.
+    async fn connect_from(source: &str, addr: SocketAddr) -> TcpStream {
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket
+            .bind(format!("{source}:0").parse().expect("source address"))
+            .expect("bind the source address");
+        socket.connect(addr).await.expect("connect")
+    }
+
+    /// The status line of `GET path` from `source`, empty when the server closed without one.
+    async fn get_from(source: &str, addr: SocketAddr, path: &str) -> String {
+        let mut stream = connect_from(source, addr).await;
+        let request = format!("GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n");
+        let _ = stream.write_all(request.as_bytes()).await;
+        let mut response = Vec::new();
+        let _ =
+            tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut response)).await;
+        let response = String::from_utf8_lossy(&response);
+        response.lines().next().unwrap_or_default().to_string()
+    }
+
+    /// `count` connections from `source` that never send a byte.
+    async fn idle_connections(source: &str, addr: SocketAddr, count: usize) -> Vec<TcpStream> {
+        let mut idle = Vec::new();
+        for _ in 0..count {
+            idle.push(connect_from(source, addr).await);
+        }
+        idle
+    }
+
+    /// How long the server took to close `stream`, `None` if not within `bound`.
+    async fn time_to_close(stream: &mut TcpStream, bound: Duration) -> Option<Duration> {
+        let start = std::time::Instant::now();
+        closed_by_server(stream, bound)
+            .await
+            .then(|| start.elapsed())
+    }
+
+    // Well under hyper's own default (30 s), so it holds only if our setting is applied.
     #[tokio::test]
     async fn a_client_that_never_finishes_its_headers_is_disconnected() {
         let limits = ConnectionLimits {
@@ -539,10 +611,79 @@ mod tests {
             .await
             .expect("send");
         assert!(
-            closed_by_server(&mut slow, Duration::from_secs(30)).await,
-            "a half-sent request kept its connection"
+            closed_by_server(&mut slow, Duration::from_secs(3)).await,
+            "a half-sent request kept its connection past 3 s with a 300 ms header timeout"
         );
         assert!(get(addr, "/healthz").await.contains(" 200 "));
+        shutdown.cancel();
+    }
+
+    // The bound the README documents is the default the binary runs with.
+    #[tokio::test]
+    async fn request_headers_must_arrive_within_the_documented_5_seconds() {
+        let (addr, shutdown) = probe_server("127.0.0.1", ConnectionLimits::default()).await;
+        let mut slow = TcpStream::connect(addr).await.expect("connect");
+        slow.write_all(b"GET /healthz HTTP/1.1\r\nHost: test\r\n")
+            .await
+            .expect("send");
+        let took = time_to_close(&mut slow, Duration::from_secs(9)).await;
+        assert!(
+            took.is_some_and(|t| t >= Duration::from_secs(4)),
+            "half-sent headers closed after {took:?}, documented: 5 s"
+        );
+        shutdown.cancel();
+    }
+
+    /// A TLS acceptor that never gets as far as needing a certificate, and a reviewer for an API
+    /// server nobody asks: enough for a client that never says hello.
+    fn tls_without_certificate() -> Security {
+        #[derive(Debug)]
+        struct NoCertificate;
+        impl rustls::server::ResolvesServerCert for NoCertificate {
+            fn resolve(
+                &self,
+                _: rustls::server::ClientHello<'_>,
+            ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+                None
+            }
+        }
+        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("protocol versions")
+        .with_no_client_auth()
+        .with_cert_resolver(Arc::new(NoCertificate));
+        let nowhere = kube::Config::new("http://127.0.0.1:9".parse().expect("url"));
+        Security {
+            acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(config)),
+            reviewer: Reviewer::new(kube::Client::try_from(nowhere).expect("client")),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_tls_handshake_must_finish_within_the_documented_5_seconds() {
+        let free = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+        let addr = free.local_addr().expect("local address");
+        drop(free);
+        let shutdown = CancellationToken::new();
+        serve(
+            addr,
+            Endpoints::METRICS,
+            Metrics::new(),
+            Arc::new(Health::default()),
+            shutdown.clone(),
+            Some(tls_without_certificate()),
+            ConnectionLimits::default(),
+        )
+        .await
+        .expect("serve");
+        let mut silent = TcpStream::connect(addr).await.expect("connect");
+        let took = time_to_close(&mut silent, Duration::from_secs(9)).await;
+        assert!(
+            took.is_some_and(|t| t >= Duration::from_secs(4)),
+            "a client that never said hello was closed after {took:?}, documented: 5 s"
+        );
         shutdown.cancel();
     }
 
@@ -566,16 +707,18 @@ mod tests {
         shutdown.cancel();
     }
 
+    // The header timeout is far away here: only the connection limit can close anything.
     #[tokio::test]
-    async fn connections_beyond_the_limit_are_closed_and_slots_come_back() {
+    async fn a_full_listener_closes_its_oldest_connection_for_a_new_one() {
         let limits = ConnectionLimits {
             max_connections: 2,
+            header_read_timeout: Duration::from_secs(60),
             ..ConnectionLimits::default()
         };
         let (addr, shutdown) = probe_server("127.0.0.1", limits).await;
         let mut held = Vec::new();
-        for _ in 0..2 {
-            let mut stream = TcpStream::connect(addr).await.expect("connect");
+        for source in ["127.0.0.1", "127.0.0.2"] {
+            let mut stream = connect_from(source, addr).await;
             // A started request: the server has accepted and is serving this connection.
             stream
                 .write_all(b"GET /healthz HTTP/1.1\r\n")
@@ -583,22 +726,77 @@ mod tests {
                 .expect("send");
             held.push(stream);
         }
-        let mut third = TcpStream::connect(addr).await.expect("connect");
         assert!(
-            closed_by_server(&mut third, Duration::from_secs(30)).await,
-            "a connection beyond the limit was kept"
+            get_from("127.0.0.3", addr, "/healthz")
+                .await
+                .contains(" 200 "),
+            "a new client was kept out of a full listener"
         );
-        drop(held);
-        // The slots are released once the server sees the closes: new clients are served again.
-        let mut status = String::new();
-        for _ in 0..100 {
-            status = get(addr, "/healthz").await;
-            if status.contains(" 200 ") {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(
+            closed_by_server(&mut held[0], Duration::from_secs(5)).await,
+            "a third connection was served beside two with a limit of 2"
+        );
+        assert!(
+            !closed_by_server(&mut held[1], Duration::from_millis(300)).await,
+            "the newer held connection was closed instead of the oldest"
+        );
+        shutdown.cancel();
+    }
+
+    #[tokio::test]
+    async fn one_peer_with_80_idle_connections_does_not_keep_another_from_metrics() {
+        let free = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+        let addr = free.local_addr().expect("local address");
+        drop(free);
+        let shutdown = CancellationToken::new();
+        serve(
+            addr,
+            Endpoints::METRICS,
+            Metrics::new(),
+            Arc::new(Health::default()),
+            shutdown.clone(),
+            None,
+            ConnectionLimits::default(),
+        )
+        .await
+        .expect("serve");
+        let mut idle = idle_connections("127.0.0.1", addr, 80).await;
+        for _ in 0..5 {
+            let status = get_from("127.0.0.2", addr, "/metrics").await;
+            assert!(
+                status.contains(" 200 "),
+                "/metrics for another peer: {status:?}"
+            );
         }
-        assert!(status.contains(" 200 "), "{status}");
+        // The flooding peer keeps its share, its newest connections, and no more.
+        let share = ConnectionLimits::default().max_connections_per_peer;
+        let (closed, kept) = idle.split_at_mut(80 - share);
+        for stream in closed.iter_mut() {
+            assert!(
+                closed_by_server(stream, Duration::from_secs(2)).await,
+                "one peer held more than {share} connections"
+            );
+        }
+        for stream in kept.iter_mut() {
+            assert!(!closed_by_server(stream, Duration::from_millis(10)).await);
+        }
+        shutdown.cancel();
+    }
+
+    #[tokio::test]
+    async fn idle_connections_do_not_stop_the_probes() {
+        let (addr, shutdown) = probe_server("127.0.0.1", ConnectionLimits::default()).await;
+        let _idle = idle_connections("127.0.0.1", addr, 80).await;
+        // The kubelet probes from the node's address; a pod on the host network shares it.
+        for source in ["127.0.0.2", "127.0.0.1"] {
+            for _ in 0..5 {
+                let status = get_from(source, addr, "/healthz").await;
+                assert!(
+                    status.contains(" 200 "),
+                    "/healthz from {source}: {status:?}"
+                );
+            }
+        }
         shutdown.cancel();
     }
 

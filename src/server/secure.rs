@@ -15,8 +15,8 @@
 //! restart.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec, UserInfo};
 use k8s_openapi::api::authorization::v1::{
@@ -161,7 +161,7 @@ pub fn acceptor(certificate: Arc<ReloadingCertificate>) -> tokio_rustls::TlsAcce
 }
 
 /// What the API server said about a request's credentials.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Verdict {
     Allowed,
     /// No bearer token, or one the API server does not accept (401).
@@ -170,15 +170,108 @@ pub enum Verdict {
     Forbidden(String),
 }
 
-/// Asks the API server who a token belongs to and whether they may make a request.
+/// How long a verdict is given again without asking: the same as kube-apiserver's own delegated
+/// authentication and controller-runtime's secure metrics filter (`TokenAccessReviewCacheTTL`,
+/// 10 s, in `k8s.io/apiserver/pkg/server/options/authentication.go`), for accepted and rejected
+/// tokens alike, so a client repeating a garbage token costs one review per 10 s.
+pub const VERDICT_TTL: Duration = Duration::from_secs(10);
+/// Verdicts kept at once; beyond it (only a flood of distinct tokens gets there) a verdict is
+/// given without being kept.
+pub const MAX_VERDICTS: usize = 4096;
+/// Reviews sent to the API server: at most this many at once, refilled at
+/// [`REVIEWS_PER_SECOND`]. A request that would need more is answered 429. Each review is a
+/// TokenReview and, for an accepted token, a SubjectAccessReview.
+pub const REVIEW_BURST: f64 = 20.0;
+pub const REVIEWS_PER_SECOND: f64 = 5.0;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReviewError {
+    #[error(transparent)]
+    Api(#[from] kube::Error),
+    #[error("too many credential checks at once: retry in a second")]
+    TooMany,
+}
+
+/// A verdict being given or given recently, shared by every request with the same token, verb and
+/// path: those arriving while the API server is asked wait for its answer instead of asking too.
+type SharedVerdict = Arc<tokio::sync::OnceCell<Verdict>>;
+
+/// Recent verdicts by a SHA-256 digest of the token and the request (the token itself is never
+/// kept), and what is left of the review budget.
+#[derive(Debug)]
+struct Verdicts {
+    recent: std::collections::HashMap<[u8; 32], (Instant, SharedVerdict)>,
+    budget: f64,
+    refilled: Instant,
+}
+
+impl Verdicts {
+    fn new() -> Self {
+        Verdicts {
+            recent: Default::default(),
+            budget: REVIEW_BURST,
+            refilled: Instant::now(),
+        }
+    }
+
+    /// The shared verdict for `key`, a new one when none is recent.
+    fn entry(&mut self, key: [u8; 32], now: Instant) -> SharedVerdict {
+        if let Some((at, verdict)) = self.recent.get(&key)
+            && now.duration_since(*at) < VERDICT_TTL
+        {
+            return verdict.clone();
+        }
+        let verdict = SharedVerdict::default();
+        if self.recent.len() >= MAX_VERDICTS {
+            self.recent
+                .retain(|_, (at, _)| now.duration_since(*at) < VERDICT_TTL);
+        }
+        if self.recent.len() < MAX_VERDICTS {
+            self.recent.insert(key, (now, verdict.clone()));
+        }
+        verdict
+    }
+
+    /// Takes one review from the budget, if any is left.
+    fn spend(&mut self, now: Instant) -> bool {
+        let elapsed = now.duration_since(self.refilled).as_secs_f64();
+        self.budget = (self.budget + elapsed * REVIEWS_PER_SECOND).min(REVIEW_BURST);
+        self.refilled = now;
+        if self.budget < 1.0 {
+            return false;
+        }
+        self.budget -= 1.0;
+        true
+    }
+}
+
+fn verdict_key(token: &str, verb: &str, path: &str) -> [u8; 32] {
+    let mut digest = ring::digest::Context::new(&ring::digest::SHA256);
+    for part in [token, verb, path] {
+        digest.update(&(part.len() as u64).to_be_bytes());
+        digest.update(part.as_bytes());
+    }
+    digest
+        .finish()
+        .as_ref()
+        .try_into()
+        .expect("SHA-256 digests are 32 bytes")
+}
+
+/// Asks the API server who a token belongs to and whether they may make a request, remembering
+/// the answer briefly and within a budget of reviews.
 #[derive(Clone)]
 pub struct Reviewer {
     client: Client,
+    verdicts: Arc<Mutex<Verdicts>>,
 }
 
 impl Reviewer {
     pub fn new(client: Client) -> Self {
-        Reviewer { client }
+        Reviewer {
+            client,
+            verdicts: Arc::new(Mutex::new(Verdicts::new())),
+        }
     }
 
     /// `authorization` is the request's `Authorization` header, if any.
@@ -187,7 +280,7 @@ impl Reviewer {
         authorization: Option<&str>,
         verb: &str,
         path: &str,
-    ) -> Result<Verdict, kube::Error> {
+    ) -> Result<Verdict, ReviewError> {
         let Some(token) = authorization
             .and_then(|h| h.strip_prefix("Bearer "))
             .map(str::trim)
@@ -195,6 +288,34 @@ impl Reviewer {
         else {
             return Ok(Verdict::Unauthenticated);
         };
+        let shared = self
+            .lock()
+            .entry(verdict_key(token, verb, path), Instant::now());
+        // A failed review leaves the cell empty: the next request asks again.
+        let verdict = shared
+            .get_or_try_init(|| async {
+                if !self.lock().spend(Instant::now()) {
+                    return Err(ReviewError::TooMany);
+                }
+                self.review_now(token, verb, path).await
+            })
+            .await?;
+        Ok(verdict.clone())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Verdicts> {
+        self.verdicts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Asks the API server, without looking at recent verdicts.
+    async fn review_now(
+        &self,
+        token: &str,
+        verb: &str,
+        path: &str,
+    ) -> Result<Verdict, ReviewError> {
         let Some(user) = self.authenticate(token).await? else {
             return Ok(Verdict::Unauthenticated);
         };
@@ -251,5 +372,50 @@ impl Reviewer {
         Api::<K>::all(self.client.clone())
             .create(&PostParams::default(), review)
             .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_verdict_is_shared_for_its_lifetime_then_asked_again() {
+        let mut verdicts = Verdicts::new();
+        let start = Instant::now();
+        let key = verdict_key("garbage", "GET", "/metrics");
+        let first = verdicts.entry(key, start);
+        let again = verdicts.entry(key, start + VERDICT_TTL - Duration::from_millis(1));
+        assert!(Arc::ptr_eq(&first, &again));
+        let other = verdicts.entry(verdict_key("garbage", "HEAD", "/metrics"), start);
+        assert!(
+            !Arc::ptr_eq(&first, &other),
+            "another request, another verdict"
+        );
+        let later = verdicts.entry(key, start + VERDICT_TTL);
+        assert!(!Arc::ptr_eq(&first, &later), "kept past its lifetime");
+    }
+
+    #[test]
+    fn distinct_tokens_beyond_the_limit_are_answered_but_not_kept() {
+        let mut verdicts = Verdicts::new();
+        let now = Instant::now();
+        for i in 0..MAX_VERDICTS + 10 {
+            verdicts.entry(verdict_key(&format!("t{i}"), "GET", "/metrics"), now);
+        }
+        assert_eq!(verdicts.recent.len(), MAX_VERDICTS);
+        // Once they expire, room is made again.
+        verdicts.entry(verdict_key("new", "GET", "/metrics"), now + VERDICT_TTL);
+        assert_eq!(verdicts.recent.len(), 1);
+    }
+
+    #[test]
+    fn the_review_budget_refills_at_its_rate() {
+        let mut verdicts = Verdicts::new();
+        let now = verdicts.refilled;
+        let spent = (0..100).filter(|_| verdicts.spend(now)).count();
+        assert_eq!(spent as f64, REVIEW_BURST);
+        assert!(verdicts.spend(now + Duration::from_secs_f64(1.0 / REVIEWS_PER_SECOND)));
+        assert!(!verdicts.spend(now + Duration::from_secs_f64(1.0 / REVIEWS_PER_SECOND)));
     }
 }

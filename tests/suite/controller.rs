@@ -1367,3 +1367,25 @@ async fn sigterm_exits_cleanly_and_releases_the_lease() {
         "{taken}"
     );
 }
+
+#[tokio::test]
+async fn a_machine_set_with_a_name_of_253_characters_gets_its_events() {
+    let env = TestEnv::new("long-name-events").await;
+    env.aws_cluster("4.21.0", &stream_421(), None).await;
+    env.remember_images(&AMIS_420).await;
+    // The longest name the API server takes; Event names add a timestamp to it.
+    let name = format!("{}.{}", "worker".repeat(40), "a".repeat(12));
+    assert_eq!(name.len(), 253);
+    env.apply(machine_set(&env.ns, &name).build()).await;
+    let controller = env.controller(&[]);
+    let event = eventually(CONVERGE, || async {
+        (env.events_for(&name).await.into_iter()).find(|e| e["reason"] == "BootImageUpdated")
+    })
+    .await;
+    assert!(
+        event.is_some(),
+        "no BootImageUpdated Event for the long-named MachineSet; it has {}\n{}",
+        ami_of(&env.machine_set(&name).await),
+        controller.log_tail(30)
+    );
+}

@@ -4,7 +4,11 @@
 
 use crate::support;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use serde_json::{Value, json};
 use support::fixtures::*;
@@ -424,4 +428,135 @@ fn plan_asks_ec2_and_plans_the_same_again_from_the_saved_facts() {
     // Without EC2 the marketplace AMI is not recognised: a custom image, left alone.
     let without = plan(&manifests, &["--now", "2026-03-02T10:00:00Z"]);
     assert_eq!(entry(&without, "marketplace")["reason"], "CustomImage");
+}
+
+/// A listener that records the body of every HTTP request it receives and answers 500: where a
+/// request that must not be sent would arrive.
+struct Recorder {
+    port: u16,
+    connections: Arc<AtomicUsize>,
+    bodies: Arc<Mutex<Vec<String>>>,
+}
+
+impl Recorder {
+    async fn start() -> Recorder {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let connections = Arc::new(AtomicUsize::new(0));
+        let bodies = Arc::new(Mutex::new(Vec::new()));
+        let (seen, kept) = (connections.clone(), bodies.clone());
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                seen.fetch_add(1, Ordering::SeqCst);
+                let kept = kept.clone();
+                tokio::spawn(async move {
+                    let mut received = Vec::new();
+                    let mut buf = [0u8; 4096];
+                    let read = async {
+                        while let Ok(n @ 1..) = stream.read(&mut buf).await {
+                            received.extend_from_slice(&buf[..n]);
+                            let text = String::from_utf8_lossy(&received);
+                            if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                                let length = (head.lines())
+                                    .filter_map(|l| l.split_once(':'))
+                                    .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+                                    .and_then(|(_, v)| v.trim().parse::<usize>().ok())
+                                    .unwrap_or(0);
+                                if body.len() >= length {
+                                    return;
+                                }
+                            }
+                        }
+                    };
+                    let _ = tokio::time::timeout(Duration::from_secs(10), read).await;
+                    kept.lock()
+                        .unwrap()
+                        .push(String::from_utf8_lossy(&received).into_owned());
+                    let _ = stream
+                        .write_all(b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                        .await;
+                });
+            }
+        });
+        Recorder {
+            port,
+            connections,
+            bodies,
+        }
+    }
+
+    fn bodies(&self) -> Vec<String> {
+        self.bodies.lock().unwrap().clone()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_region_that_is_no_aws_region_sends_nothing_and_says_why() {
+    let listener = Recorder::start().await;
+    let hostile = format!("x@127.0.0.1:{}/", listener.port);
+    let env = cluster("ec2-hostile-region", &[]).await;
+    let machine_set = machine_set(&env.ns, "hostile")
+        .ami(RHCOS_UNLISTED)
+        .region(&hostile)
+        .build();
+    env.apply(machine_set).await;
+    // No --ec2-endpoint: the host is what the region makes of it.
+    let controller = env.controller(&[]);
+    controller.wait_ready().await;
+    let invalid = r#"boot_image_controller_machine_resources{action="Error",kind="MachineSet",reason="InvalidProviderSpec"}"#;
+    wait_for_metric(&controller, invalid, |v| v == 1.0).await;
+    let degraded = env.condition("BootImageUpdateDegraded").await.unwrap();
+    let message = degraded["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("hostile") && message.contains("not an AWS region name"),
+        "{message}"
+    );
+    // Look-ups start on the pass that finds the AMI unknown: that pass is long over.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        listener.connections.load(Ordering::SeqCst),
+        0,
+        "the region's host was contacted: {:?}\n{}",
+        listener.bodies(),
+        controller.log_tail(40)
+    );
+    assert_eq!(ami_of(&env.machine_set("hostile").await), RHCOS_UNLISTED);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn only_amis_of_objects_that_would_be_updated_are_looked_up() {
+    let ec2 = Recorder::start().await;
+    let env = cluster("ec2-selected-only", &[("selected", RHCOS_UNLISTED)]).await;
+    let opted_out = machine_set(&env.ns, "opted-out")
+        .ami(CUSTOM)
+        .opted_out()
+        .build();
+    env.apply(opted_out).await;
+    let owned = machine_set(&env.ns, "owned")
+        .ami(MARKET_OLD)
+        .owned_by("SomeOperator", "owner")
+        .build();
+    env.apply(owned).await;
+    let controller = controller(&env, &format!("http://127.0.0.1:{}/", ec2.port));
+    controller.wait_ready().await;
+    let asked = eventually(CONVERGE, || async {
+        let bodies = ec2.bodies();
+        bodies
+            .iter()
+            .any(|b| b.contains(RHCOS_UNLISTED))
+            .then_some(bodies)
+    })
+    .await;
+    let bodies = asked.unwrap_or_else(|| {
+        panic!(
+            "the selected MachineSet's AMI was never asked about\n{}",
+            controller.log_tail(40)
+        )
+    });
+    for body in bodies {
+        assert!(
+            !body.contains(CUSTOM) && !body.contains(MARKET_OLD),
+            "asked about an object that is never updated: {body}"
+        );
+    }
 }

@@ -207,3 +207,121 @@ async fn a_missing_certificate_stops_the_start() {
     let log = refused_start(&env, &flags, &tmp.path().join("controller.log")).await;
     assert!(log.contains("tls.crt"), "does not name the file: {log}");
 }
+
+/// The HTTP status of one `curl` per token, each with `Authorization: Bearer <token>`, from
+/// `clients` loopback addresses (127.0.0.2 and on) sending one request at a time each.
+fn curl_each(url: &str, ca: &Path, tokens: &[String], clients: usize) -> Vec<u16> {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("requests.curlrc");
+    // Options hold per request in a config file: each one after `next` starts afresh.
+    let ca = ca.display();
+    let requests: Vec<String> = tokens
+        .iter()
+        .enumerate()
+        .map(|(i, token)| {
+            let client = 2 + i % clients;
+            format!(
+                "url = \"{url}\"\ncacert = \"{ca}\"\nmax-time = 20\ninterface = \"127.0.0.{client}\"\n\
+                 header = \"Authorization: Bearer {token}\"\noutput = \"/dev/null\"\n\
+                 write-out = \"%{{http_code}}\\n\"\n"
+            )
+        })
+        .collect();
+    std::fs::write(&config, requests.join("next\n")).unwrap();
+    let out = Command::new("curl")
+        .args(["-sS", "--parallel", "--parallel-max"])
+        .arg(clients.to_string())
+        .arg("-K")
+        .arg(&config)
+        .output()
+        .expect("curl runs");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| l.trim().parse().unwrap_or(0))
+        .collect()
+}
+
+/// The TokenReviews the API server answered for tokens starting with `prefix`.
+fn token_reviews(log: &Path, prefix: &str) -> usize {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| {
+            e["objectRef"]["resource"] == "tokenreviews" && e["stage"] == "ResponseComplete"
+        })
+        .filter(|e| {
+            (e["requestObject"]["spec"]["token"].as_str()).is_some_and(|t| t.starts_with(prefix))
+        })
+        .count()
+}
+
+#[tokio::test]
+async fn garbage_tokens_cost_few_token_reviews() {
+    // The control plane first: the audit log is its own.
+    let env = TestEnv::new("metrics-token-flood").await;
+    let Some(log) = support::audit_log() else {
+        return;
+    };
+    let policy = std::fs::read_to_string(log.with_file_name("audit-policy.yaml")).unwrap();
+    if !policy.contains("tokenreviews") {
+        boot_image_controller::testkit::skips::skip(
+            "the local control plane's audit policy predates TokenReviews: restart it \
+             (hack/local-cluster.sh down)",
+        );
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let certs = tmp.path().join("metrics-tls");
+    write_certificate(&certs, "flood");
+    let ca = certs.join("tls.crt");
+    let (metrics_port, probe_port) = (support::free_port(), support::free_port());
+    let controller_log = tmp.path().join("controller.log");
+    let _controller = start(
+        &env,
+        &[
+            "--metrics-secure".into(),
+            format!("--metrics-cert-dir={}", certs.display()),
+            format!("--metrics-bind-address=127.0.0.1:{metrics_port}"),
+            format!("--health-probe-bind-address=127.0.0.1:{probe_port}"),
+        ],
+        &controller_log,
+    );
+    let url = format!("https://127.0.0.1:{metrics_port}/metrics");
+    let serving = support::eventually(WAIT, || async {
+        (curl(&url, &ca, Some(&format!("warm-up-{}", env.ns))).0 == 401).then_some(())
+    })
+    .await;
+    let logs = || std::fs::read_to_string(&controller_log).unwrap_or_default();
+    assert!(serving.is_some(), "never answered 401\n{}", logs());
+
+    // Sixteen clients repeating one garbage token: one review, shared by all of them.
+    let garbage = format!("garbage-{}", env.ns);
+    let same = vec![garbage.clone(); 320];
+    let codes = curl_each(&url, &ca, &same, 16);
+    assert_eq!(codes.len(), same.len(), "{codes:?}");
+    assert!(codes.iter().all(|c| *c == 401), "{codes:?}");
+    let reviews = token_reviews(&log, &garbage);
+    assert!(
+        (1..=2).contains(&reviews),
+        "{reviews} TokenReviews for 320 requests with one token"
+    );
+
+    // A new garbage token each time: reviews are limited to their budget, the rest refused.
+    let prefix = format!("fresh-{}-", env.ns);
+    let fresh: Vec<String> = (0..200).map(|i| format!("{prefix}{i}")).collect();
+    let started = std::time::Instant::now();
+    let codes = curl_each(&url, &ca, &fresh, 16);
+    let elapsed = started.elapsed().as_secs_f64();
+    assert!(codes.iter().all(|c| *c == 401 || *c == 429), "{codes:?}");
+    let reviews = token_reviews(&log, &prefix);
+    // REVIEW_BURST and REVIEWS_PER_SECOND of src/server/secure.rs.
+    let budget = 20.0 + 5.0 * elapsed;
+    assert!(
+        reviews as f64 <= budget + 1.0,
+        "{reviews} TokenReviews in {elapsed:.1} s for 200 tokens; the budget is {budget:.0}"
+    );
+    assert!(
+        codes.contains(&429),
+        "no request was turned away: {codes:?}"
+    );
+}

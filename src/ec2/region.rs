@@ -1,0 +1,107 @@
+//! AWS region names, and the EC2 host each one is served from.
+//!
+//! A MachineSet's `placement.region` is written by whoever may edit MachineSets; it becomes part
+//! of the host that receives a signed request carrying the machine API's access key id. Only a
+//! name of AWS's own form is ever put in a host, so every request goes to an AWS domain.
+//!
+//! The partitions, their region forms (`regionRegex`) and DNS suffixes are those of the AWS
+//! SDKs' endpoint data (`packages/util-endpoints/src/lib/aws/partitions.json` in
+//! aws/aws-sdk-js-v3; botocore and the Go SDK ship the same file).
+
+/// (region prefixes, DNS suffix) per partition: a region is `<prefix>-<word>-<number>`.
+const PARTITIONS: &[(&[&str], &str)] = &[
+    (
+        &["us", "eu", "ap", "sa", "ca", "me", "af", "il", "mx"],
+        "amazonaws.com",
+    ),
+    (&["cn"], "amazonaws.com.cn"),
+    (&["us-gov"], "amazonaws.com"),
+    (&["us-iso"], "c2s.ic.gov"),
+    (&["us-isob"], "sc2s.sgov.gov"),
+    (&["eu-isoe"], "cloud.adc-e.uk"),
+    (&["us-isof"], "csp.hci.ic.gov"),
+    (&["eusc-de"], "amazonaws.eu"),
+];
+
+/// The DNS suffix of `region`'s partition, `None` when it is not an AWS region name.
+pub fn dns_suffix(region: &str) -> Option<&'static str> {
+    PARTITIONS.iter().find_map(|(prefixes, suffix)| {
+        let named = prefixes.iter().any(|prefix| {
+            let rest = region
+                .strip_prefix(prefix)
+                .and_then(|r| r.strip_prefix('-'));
+            rest.and_then(|r| r.split_once('-'))
+                .is_some_and(|(word, number)| is_word(word) && is_number(number))
+        });
+        named.then_some(*suffix)
+    })
+}
+
+/// Whether `region` has the form of an AWS region name.
+pub fn is_region(region: &str) -> bool {
+    dns_suffix(region).is_some()
+}
+
+/// EC2's endpoint in `region`, `None` when it is not an AWS region name.
+pub fn ec2_endpoint(region: &str) -> Option<String> {
+    dns_suffix(region).map(|suffix| format!("https://ec2.{region}.{suffix}/"))
+}
+
+/// The middle of a region name (`east`, `southeast`, `central`); the SDKs' `\w+`, narrowed to
+/// what AWS uses, since it ends up in a host name.
+fn is_word(s: &str) -> bool {
+    (1..=20).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_lowercase())
+}
+
+fn is_number(s: &str) -> bool {
+    (1..=3).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_digit())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_partitions_regions_have_their_endpoint() {
+        for (region, host) in [
+            ("us-east-1", "ec2.us-east-1.amazonaws.com"),
+            ("ap-southeast-7", "ec2.ap-southeast-7.amazonaws.com"),
+            ("mx-central-1", "ec2.mx-central-1.amazonaws.com"),
+            ("cn-northwest-1", "ec2.cn-northwest-1.amazonaws.com.cn"),
+            ("us-gov-west-1", "ec2.us-gov-west-1.amazonaws.com"),
+            ("us-iso-east-1", "ec2.us-iso-east-1.c2s.ic.gov"),
+            ("us-isob-east-1", "ec2.us-isob-east-1.sc2s.sgov.gov"),
+            ("eu-isoe-west-1", "ec2.eu-isoe-west-1.cloud.adc-e.uk"),
+            ("us-isof-south-1", "ec2.us-isof-south-1.csp.hci.ic.gov"),
+            ("eusc-de-east-1", "ec2.eusc-de-east-1.amazonaws.eu"),
+        ] {
+            assert_eq!(
+                ec2_endpoint(region),
+                Some(format!("https://{host}/")),
+                "{region}"
+            );
+        }
+    }
+
+    #[test]
+    fn anything_else_is_no_region() {
+        for region in [
+            "x@127.0.0.1:8443/",
+            "x@localhost:8443/",
+            "us-east-1.evil.example/",
+            "us-east-1#",
+            "us-east-1/",
+            "US-EAST-1",
+            "us-east",
+            "us-east1",
+            "us-east-1a",
+            "zz-east-1",
+            "us-east-x-1",
+            "us--1",
+            "",
+            "r",
+        ] {
+            assert_eq!(ec2_endpoint(region), None, "{region:?}");
+        }
+    }
+}
