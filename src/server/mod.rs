@@ -483,23 +483,11 @@ mod tests {
 
     #[tokio::test]
     async fn healthz_reports_a_stalled_loop() {
-        let free = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
-        let addr = free.local_addr().expect("local address");
-        drop(free);
         // No progress allowed at all: stalled from the first instant, whatever the timing.
         let health = Arc::new(Health::new(Duration::ZERO));
-        let shutdown = CancellationToken::new();
-        serve(
-            addr,
-            Endpoints::PROBES,
-            Metrics::new(),
-            health.clone(),
-            shutdown.clone(),
-            None,
-            ConnectionLimits::default(),
-        )
-        .await
-        .expect("serve");
+        let limits = ConnectionLimits::default();
+        let (addr, shutdown) =
+            server_on("127.0.0.1", Endpoints::PROBES, health.clone(), None, limits).await;
         health.record_progress();
         assert!(get(addr, "/healthz").await.contains(" 503 "));
         shutdown.cancel();
@@ -517,18 +505,31 @@ mod tests {
 
     /// A probe listener on a free port of `ip`, with `limits`, until the token is cancelled.
     async fn probe_server(ip: &str, limits: ConnectionLimits) -> (SocketAddr, CancellationToken) {
+        let health = Arc::new(Health::default());
+        server_on(ip, Endpoints::PROBES, health, None, limits).await
+    }
+
+    /// A listener serving `endpoints` on a free port of `ip`, until the token is cancelled.
+    async fn server_on(
+        ip: &str,
+        endpoints: Endpoints,
+        health: Arc<Health>,
+        tls: Option<Security>,
+        limits: ConnectionLimits,
+    ) -> (SocketAddr, CancellationToken) {
         let free = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
         let port = free.local_addr().expect("local address").port();
         drop(free);
         let addr: SocketAddr = format!("{ip}:{port}").parse().expect("address");
         let shutdown = CancellationToken::new();
+        let metrics = Metrics::new();
         serve(
             addr,
-            Endpoints::PROBES,
-            Metrics::new(),
-            Arc::new(Health::default()),
+            endpoints,
+            metrics,
+            health,
             shutdown.clone(),
-            None,
+            tls,
             limits,
         )
         .await
@@ -663,21 +664,11 @@ mod tests {
 
     #[tokio::test]
     async fn a_tls_handshake_must_finish_within_the_documented_5_seconds() {
-        let free = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
-        let addr = free.local_addr().expect("local address");
-        drop(free);
-        let shutdown = CancellationToken::new();
-        serve(
-            addr,
-            Endpoints::METRICS,
-            Metrics::new(),
-            Arc::new(Health::default()),
-            shutdown.clone(),
-            Some(tls_without_certificate()),
-            ConnectionLimits::default(),
-        )
-        .await
-        .expect("serve");
+        let tls = Some(tls_without_certificate());
+        let health = Arc::new(Health::default());
+        let limits = ConnectionLimits::default();
+        let (addr, shutdown) =
+            server_on("127.0.0.1", Endpoints::METRICS, health, tls, limits).await;
         let mut silent = TcpStream::connect(addr).await.expect("connect");
         let took = time_to_close(&mut silent, Duration::from_secs(9)).await;
         assert!(
@@ -745,21 +736,10 @@ mod tests {
 
     #[tokio::test]
     async fn one_peer_with_80_idle_connections_does_not_keep_another_from_metrics() {
-        let free = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
-        let addr = free.local_addr().expect("local address");
-        drop(free);
-        let shutdown = CancellationToken::new();
-        serve(
-            addr,
-            Endpoints::METRICS,
-            Metrics::new(),
-            Arc::new(Health::default()),
-            shutdown.clone(),
-            None,
-            ConnectionLimits::default(),
-        )
-        .await
-        .expect("serve");
+        let health = Arc::new(Health::default());
+        let limits = ConnectionLimits::default();
+        let (addr, shutdown) =
+            server_on("127.0.0.1", Endpoints::METRICS, health, None, limits).await;
         let mut idle = idle_connections("127.0.0.1", addr, 80).await;
         for _ in 0..5 {
             let status = get_from("127.0.0.2", addr, "/metrics").await;
