@@ -1,13 +1,16 @@
 # syntax=docker/dockerfile:1
 #
-# The boot-image-controller image: `docker build -t boot-image-controller .` (or podman/buildah).
-# Build stage on Debian bookworm; the runtime is distroless/cc on the same Debian release, so the
-# glibc the binary was linked against is the one it runs with. No shell, no package manager.
+# The boot-image-controller image, for builds where a registry is reachable:
+# `podman build -t boot-image-controller .` (or docker/buildah bud). Build stage on Debian
+# bookworm; the runtime is distroless/cc on the same Debian release, so the glibc the binary was
+# linked against is the one it runs with. No shell, no package manager.
+# hack/build-image.sh builds the same image without any registry (from scratch, with buildah)
+# and is the build the tests run; see docs/install.md, "The image".
 
-# Base images, overridable so that a release build pins them by digest (README, "Build the
-# image"): --build-arg RUNTIME_IMAGE=gcr.io/distroless/cc-debian12:nonroot@sha256:<digest>.
-# They are not pinned here: the machines this was written on reach no container registry, and
-# a digest nobody looked up would be worse than none.
+# Base images, overridable so that a release build pins them by digest (docs/install.md, "With
+# the Dockerfile"): --build-arg RUNTIME_IMAGE=gcr.io/distroless/cc-debian12:nonroot@sha256:<digest>.
+# They are not pinned here: the project's CI reaches no container registry, and a digest nobody
+# looked up would be worse than none.
 ARG BUILD_IMAGE=docker.io/library/rust:1-bookworm
 ARG RUNTIME_IMAGE=gcr.io/distroless/cc-debian12:nonroot
 
@@ -34,7 +37,9 @@ LABEL org.opencontainers.image.title="boot-image-controller" \
 COPY --from=build /out/boot-image-controller /usr/local/bin/boot-image-controller
 # The nonroot user of distroless, numeric so that runAsNonRoot can verify it without an
 # /etc/passwd lookup. On OpenShift the restricted SCC replaces it with a UID from the namespace's
-# range, which works as well: the controller writes no files.
+# range, which works as well: the only files the controller writes are vSphere OVA downloads, in
+# the directory --vsphere-download-dir names (the Deployment mounts an emptyDir there, writable
+# by any UID of the pod), and the root filesystem stays read-only.
 USER 65532:65532
 # 8080: /metrics (HTTPS with --metrics-secure), 8081: /healthz and /readyz (plain HTTP).
 EXPOSE 8080 8081

@@ -3,7 +3,12 @@
 # controller bringing its MachineSets' boot images up to date, then an upgrade from 4.20.0 to
 # 4.21.0 rolled out. One command; it finishes by itself and leaves nothing running.
 #
-# Usage: hack/demo.sh
+# Usage: hack/demo.sh [--transcript FILE]
+#
+# --transcript FILE: also write the demo's output (without colours) into FILE, between the lines
+#   `<!-- transcript: begin ... -->` and `<!-- transcript: end -->`, replacing what was there:
+#   `hack/demo.sh --transcript docs/demo.md` regenerates the transcript in the docs. FILE is only
+#   written when the demo succeeds.
 #
 # What it does, in order:
 #   1. builds the controller (debug profile: the same artifacts `cargo test` and hack/test.sh
@@ -16,7 +21,8 @@
 #   4. shows what `boot-image-controller plan` would change;
 #   5. runs the controller and shows the result: MachineSets, conditions, Events;
 #   6. upgrades the simulated cluster to 4.21.0 and shows the rollout;
-#   7. shows a few metrics; 8. shows what `plan` says of a vSphere cluster (manifests only);
+#   7. shows a few metrics;
+#   8. shows what `plan` says of a vSphere cluster (manifests only);
 #   9. stops the controller (SIGTERM) and tears everything down.
 #
 # Environment:
@@ -27,12 +33,33 @@
 #                       hack/local-cluster.sh), otherwise the project's own CRDs
 set -euo pipefail
 
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+# --transcript: run the demo itself (output uncoloured, as it is not a terminal), then splice its
+# output into the file between the markers.
+if [[ "${1:-}" == --transcript ]]; then
+  file="${2:?usage: hack/demo.sh [--transcript FILE]}"
+  grep -q '^<!-- transcript: begin' "$file" && grep -q '^<!-- transcript: end' "$file" ||
+    { echo "demo: $file has no '<!-- transcript: begin' and '<!-- transcript: end' lines" >&2; exit 2; }
+  output="$(mktemp "${TMPDIR:-/tmp}/boot-image-controller-demo-transcript.XXXXXX")"
+  trap 'rm -f "$output" "$output.new"' EXIT
+  NO_COLOR=1 "$repo/hack/demo.sh" | tee "$output"
+  awk -v transcript="$output" '
+    /^<!-- transcript: begin/ { print; print "```text"; while ((getline line < transcript) > 0) print line; print "```"; skip = 1; next }
+    /^<!-- transcript: end/ { skip = 0 }
+    !skip { print }
+  ' "$file" >"$output.new"
+  cat "$output.new" >"$file"
+  echo "demo: transcript written to $file" >&2
+  exit 0
+fi
+(($# == 0)) || { echo "usage: hack/demo.sh [--transcript FILE]" >&2; exit 2; }
+
 if [[ -z "${EPOCHREALTIME:-}" ]]; then
   echo "demo: needs bash >= 5 (for EPOCHREALTIME); this is bash $BASH_VERSION" >&2
   exit 1
 fi
 
-repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 
 export BIC_CLUSTER_DIR="$repo/.local-cluster-demo"
@@ -474,9 +501,9 @@ metrics | grep -E '^(boot_image_controller_(golden_stream_info|machine_resources
 section "8/9 vSphere: what it would import"
 say "On vSphere the boot image is a template in vCenter, and the stream publishes an OVA. From" \
   "manifests alone, \`plan\` says which template each MachineSet would move to, what it would" \
-  "import and where (the running controller imports it, then moves the MachineSet; see the" \
-  "README's \"vSphere\" and tests/suite/vsphere.rs, which run it against vcsim). Here: a vSphere" \
-  "cluster with two failure domains, tests/testdata/vsphere-cluster/, with the AWS cluster's" \
+  "import and where (the running controller imports it, then moves the MachineSet; see" \
+  "docs/platforms/vsphere.md and tests/suite/vsphere.rs, which run it against vcsim). Here: a" \
+  "vSphere cluster with two failure domains, tests/testdata/vsphere-cluster/, with the AWS cluster's" \
   "release, configuration, Nodes and stub secrets."
 vsphere=(-f tests/testdata/vsphere-cluster)
 for file in clusterversion machineconfiguration nodes secrets; do

@@ -11,7 +11,7 @@ fn main() -> std::process::ExitCode {
 /// glibc gives each thread that allocates its own arena (up to 8 per core), and each keeps the
 /// memory freed into it. The runtime's workers take turns decoding lists and watch events, so
 /// every arena grows to the largest burst it saw: at 1,000 MachineSets the peak resident size was
-/// 60 MiB with the default and 41 MiB with one arena (README, Performance). The controller
+/// 60 MiB with the default and 41 MiB with one arena (docs/performance.md, "Memory"). The controller
 /// allocates from a couple of threads at most, so one arena costs it no measurable contention.
 fn one_allocator_arena() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]

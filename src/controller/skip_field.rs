@@ -3,7 +3,7 @@
 //! `managedFields` are often the largest part of an object's JSON, and the controller reads them
 //! on one object only (the MachineConfiguration's, `plan::manager`). Setting them to `None` after
 //! parsing still builds them first: at 1,000 MachineSets, the managed-field trees of one list page
-//! were 9 of the 21 MiB at the controller's heap peak (heaptrack, README Performance). Skipping
+//! were 9 of the 21 MiB at the controller's heap peak (heaptrack; docs/performance.md, "Memory"). Skipping
 //! their text instead builds nothing, and is faster too.
 //!
 //! [`without`] wraps a deserializer. Along the given path of object keys, it hides the last key

@@ -1,8 +1,8 @@
 //! AWS Signature Version 4 for the one kind of request we send: an EC2 Query API POST.
 //!
 //! Written here rather than taken from the AWS SDK for Rust: the SDK's EC2 crate alone costs
-//! minutes of compilation on the 2-core machines the project is built on (README,
-//! "Supply chain"), for one read-only call. The algorithm is AWS's published one (canonical
+//! minutes of compilation on the 2-core machines the project is built on
+//! (docs/decisions/own-ec2-client.md), for one read-only call. The algorithm is AWS's published one (canonical
 //! request, string to sign, derived key); the tests check it against AWS's own example.
 
 use ring::{digest, hmac};

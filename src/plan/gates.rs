@@ -213,7 +213,7 @@ fn stand_down(
             message: format!(
                 "another boot image manager is active on MachineConfiguration {} ({}){likely}; \
                  this controller only plans and reports, and takes over by itself once that \
-                 manager's boot-image status is gone (see README, Where it runs)",
+                 manager's boot-image status is gone (see docs/operations.md, Switching over and back)",
                 mc.metadata.name.as_deref().unwrap_or("cluster"),
                 who.join("; ")
             ),

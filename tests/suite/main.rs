@@ -17,6 +17,7 @@ mod cluster_api;
 mod cluster_selection;
 mod control_plane;
 mod controller;
+mod docs;
 mod ec2;
 mod faults;
 mod holds;

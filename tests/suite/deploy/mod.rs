@@ -198,7 +198,7 @@ impl Rendered {
     }
 
     /// The manifests with the `cluster-api` component added to their `components:`, as the
-    /// README tells administrators of clusters with Cluster API to do.
+    /// docs tell administrators of clusters with Cluster API to do (docs/platforms/cluster-api.md).
     pub fn manifests_with_cluster_api(kubectl: &Path) -> Rendered {
         let tmp = tempfile::tempdir().expect("temp dir");
         let copy = tmp.path().join("manifests");

@@ -1,0 +1,438 @@
+//! The docs stay true: every flag of every command is on docs/configuration.md and nothing
+//! else is; every relative link of README.md and docs/ reaches a file and heading that exist;
+//! the demo's transcript has the demo's steps; the README stays short; and the install
+//! overlay the docs show renders with the image it names and absolute runbook links.
+//!
+//! Pure file reads, no cluster (the overlay needs `kubectl kustomize`, else it skips).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use boot_image_controller::cli::Cli;
+use clap::CommandFactory;
+
+use crate::deploy::{Rendered, kubectl_or_skip, read, repo, str_of};
+
+// ---------------------------------------------------------------------------------------------
+// Flags
+
+/// (flag, environment variable) of every visible flag of each visible command, as `--help`
+/// prints them.
+fn flags_of_the_binary() -> BTreeMap<String, BTreeMap<String, Option<String>>> {
+    let mut commands = BTreeMap::new();
+    for sub in Cli::command().get_subcommands() {
+        if sub.is_hide_set() || sub.get_name() == "help" {
+            continue;
+        }
+        let flags: BTreeMap<String, Option<String>> = sub
+            .get_arguments()
+            .filter(|a| !a.is_hide_set() && !matches!(a.get_id().as_str(), "help" | "version"))
+            .filter_map(|a| {
+                let long = a.get_long()?;
+                let env = a.get_env().map(|e| e.to_string_lossy().into_owned());
+                Some((format!("--{long}"), env))
+            })
+            .collect();
+        commands.insert(sub.get_name().to_string(), flags);
+    }
+    commands
+}
+
+/// (flag, environment variable) of every row of the flag tables of docs/configuration.md, by
+/// the command whose `## <command>` section holds the table.
+fn flags_of_the_docs() -> BTreeMap<String, BTreeMap<String, Option<String>>> {
+    let page = read("docs/configuration.md");
+    let mut commands: BTreeMap<String, BTreeMap<String, Option<String>>> = BTreeMap::new();
+    let mut command = None;
+    for line in page.lines() {
+        if let Some(heading) = line.strip_prefix("## ") {
+            command = Some(heading.trim().to_string());
+            continue;
+        }
+        let (Some(command), Some(row)) = (&command, line.strip_prefix("| `--")) else {
+            continue;
+        };
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let flag = format!(
+            "--{}",
+            cells[0]
+                .split(|c: char| c == '`' || c.is_whitespace())
+                .next()
+                .unwrap_or_default()
+        );
+        let env = cells
+            .get(1)
+            .map(|c| c.trim_matches('`'))
+            .filter(|c| !c.is_empty())
+            .map(str::to_string);
+        let previous = commands
+            .entry(command.clone())
+            .or_default()
+            .insert(flag.clone(), env);
+        assert!(
+            previous.is_none(),
+            "docs/configuration.md lists {flag} twice under {command}"
+        );
+    }
+    commands
+}
+
+#[test]
+fn configuration_lists_every_flag_of_every_command_and_no_other() {
+    let binary = flags_of_the_binary();
+    let docs = flags_of_the_docs();
+    let mut wrong = Vec::new();
+    for (command, flags) in &binary {
+        let documented = docs.get(command).cloned().unwrap_or_default();
+        for (flag, env) in flags {
+            match documented.get(flag) {
+                None => wrong.push(format!("{command} {flag}: missing from the docs")),
+                Some(documented_env) if documented_env != env => wrong.push(format!(
+                    "{command} {flag}: environment variable {env:?} in --help, {documented_env:?} in the docs"
+                )),
+                Some(_) => {}
+            }
+        }
+    }
+    for (command, flags) in &docs {
+        let known = binary.get(command);
+        for flag in flags.keys() {
+            if !known.is_some_and(|k| k.contains_key(flag)) {
+                wrong.push(format!("{command} {flag}: documented, but not in --help"));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "docs/configuration.md and --help disagree:\n{}",
+        wrong.join("\n")
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Links
+
+/// README.md and every Markdown file under docs/.
+fn pages() -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).expect("read docs/") {
+            let path = entry.expect("dir entry").path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "md") {
+                out.push(path);
+            }
+        }
+    }
+    let mut pages = vec![repo().join("README.md"), repo().join("manifests/README.md")];
+    walk(&repo().join("docs"), &mut pages);
+    pages.sort();
+    pages
+}
+
+/// The text outside fenced code blocks and inline code, where Markdown links live.
+fn prose(page: &str) -> String {
+    let mut out = String::new();
+    let mut fenced = false;
+    for line in page.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        if !fenced {
+            // Drop inline code spans: `[x](y)` inside them is not a link.
+            out.extend(line.split('`').step_by(2));
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// The targets of the inline links `[text](target)` of a page.
+fn links(page: &str) -> Vec<String> {
+    let text = prose(page);
+    let mut out = Vec::new();
+    let mut rest = text.as_str();
+    while let Some(i) = rest.find("](") {
+        rest = &rest[i + 2..];
+        if let Some(end) = rest.find(')') {
+            out.push(rest[..end].to_string());
+            rest = &rest[end..];
+        }
+    }
+    out
+}
+
+/// The anchors GitHub gives a page's headings: lower case, punctuation dropped, spaces as
+/// hyphens, a repeated heading numbered `-1`, `-2`, ...
+fn anchors(page: &str) -> BTreeSet<String> {
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    let mut out = BTreeSet::new();
+    let mut fenced = false;
+    for line in page.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+        }
+        if fenced || !line.starts_with('#') {
+            continue;
+        }
+        let heading = line.trim_start_matches('#').trim();
+        let slug: String = heading
+            .chars()
+            .filter_map(|c| match c {
+                ' ' => Some('-'),
+                c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c.to_ascii_lowercase()),
+                _ => None,
+            })
+            .collect();
+        let n = seen.entry(slug.clone()).or_default();
+        out.insert(if *n == 0 {
+            slug.clone()
+        } else {
+            format!("{slug}-{n}")
+        });
+        *n += 1;
+    }
+    out
+}
+
+#[test]
+fn every_relative_link_of_the_docs_reaches_a_file_and_heading_that_exist() {
+    let mut broken = Vec::new();
+    for page in pages() {
+        let text = std::fs::read_to_string(&page).expect("read page");
+        let name = page
+            .strip_prefix(repo())
+            .unwrap_or(&page)
+            .display()
+            .to_string();
+        for link in links(&text) {
+            if link.contains("://") || link.starts_with("mailto:") {
+                continue;
+            }
+            let (path, anchor) = link.split_once('#').unwrap_or((&link, ""));
+            let target = if path.is_empty() {
+                page.clone()
+            } else {
+                page.parent().expect("a folder").join(path)
+            };
+            if !target.exists() {
+                broken.push(format!("{name}: {link}: no such file"));
+                continue;
+            }
+            if !anchor.is_empty() {
+                let target_text = std::fs::read_to_string(&target).unwrap_or_default();
+                if !anchors(&target_text).contains(anchor) {
+                    broken.push(format!("{name}: {link}: no such heading"));
+                }
+            }
+        }
+    }
+    assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+}
+
+#[test]
+fn the_link_check_sees_a_missing_file_and_a_missing_heading() {
+    let page = "# Title\n## Two words: `code`\n[a](#two-words-code) [b](#nowhere) `[c](#in-code)`\n\
+                ```\n[d](#in-a-block)\n```\n";
+    assert_eq!(links(page), ["#two-words-code", "#nowhere"]);
+    let anchors = anchors(page);
+    assert!(anchors.contains("two-words-code") && anchors.contains("title"));
+    assert!(!anchors.contains("nowhere"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The README
+
+#[test]
+fn the_readme_is_read_in_ten_minutes() {
+    let readme = read("README.md");
+    let lines = readme.lines().count();
+    assert!(lines <= 300, "README.md has {lines} lines; at most 300");
+    assert!(
+        readme.len() <= 25 * 1024,
+        "README.md has {} bytes; at most 25 KiB",
+        readme.len()
+    );
+    for diary in ["this machine", "today"] {
+        assert!(
+            !readme.to_lowercase().contains(diary),
+            "README.md says {diary:?}: say what was measured where (docs/performance.md)"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The demo's transcript
+
+/// The steps of hack/demo.sh: its `section "N/M title"` lines, in order.
+fn demo_steps() -> Vec<String> {
+    read("hack/demo.sh")
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("section \""))
+        .map(|l| l.trim_end_matches('"').to_string())
+        .collect()
+}
+
+#[test]
+fn the_demo_transcript_is_the_demos_own_output() {
+    let steps = demo_steps();
+    assert!(steps.len() >= 5, "hack/demo.sh has steps: {steps:?}");
+    let page = read("docs/demo.md");
+    let begin = page
+        .find("<!-- transcript: begin")
+        .expect("docs/demo.md has a transcript");
+    let end = page[begin..]
+        .find("<!-- transcript: end")
+        .map(|e| begin + e)
+        .expect("the transcript ends");
+    let transcript = &page[begin..end];
+    let shown: Vec<String> = transcript
+        .lines()
+        .filter_map(|l| l.strip_prefix("== "))
+        .map(|l| {
+            l.rsplit_once("  (")
+                .map_or(l, |(title, _)| title)
+                .to_string()
+        })
+        .collect();
+    assert_eq!(
+        shown, steps,
+        "the transcript of docs/demo.md is not the demo's: run `hack/demo.sh --transcript docs/demo.md`"
+    );
+    assert!(
+        transcript.contains("Demo finished in"),
+        "the transcript is of a demo that finished"
+    );
+    let count = steps.len();
+    assert!(
+        page.contains(&format!("in {} steps", number_word(count))),
+        "docs/demo.md says how many steps the demo has ({count})"
+    );
+}
+
+fn number_word(n: usize) -> String {
+    let words = [
+        "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+        "eleven", "twelve",
+    ];
+    words
+        .get(n)
+        .map_or_else(|| n.to_string(), |w| w.to_string())
+}
+
+// ---------------------------------------------------------------------------------------------
+// The install overlay of docs/install.md
+
+/// The `runbook_url` of every alert of a render.
+fn runbook_urls(rendered: &Rendered) -> Vec<(String, String)> {
+    let rule = rendered.get("PrometheusRule", "boot-image-controller");
+    rule["spec"]["groups"]
+        .as_array()
+        .expect("groups")
+        .iter()
+        .flat_map(|g| g["rules"].as_array().cloned().unwrap_or_default())
+        .filter(|r| r["alert"].is_string())
+        .map(|r| {
+            (
+                str_of(&r["alert"]),
+                str_of(&r["annotations"]["runbook_url"]),
+            )
+        })
+        .collect()
+}
+
+/// The base URL set in manifests/monitoring/runbook-links.yaml.
+fn docs_base_url() -> String {
+    let links: serde_json::Value =
+        serde_saphyr::from_str(&read("manifests/monitoring/runbook-links.yaml")).expect("YAML");
+    str_of(&links["data"]["docsBaseURL"])
+}
+
+#[test]
+fn every_alert_of_the_manifests_links_its_runbook_by_an_absolute_url() {
+    let Some(kubectl) = kubectl_or_skip() else {
+        return;
+    };
+    let base = docs_base_url();
+    assert!(base.starts_with("https://"), "{base}");
+    let urls = runbook_urls(&Rendered::manifests(&kubectl));
+    assert!(!urls.is_empty());
+    for (alert, url) in urls {
+        assert_eq!(url, format!("{base}/docs/runbooks/{alert}.md"), "{alert}");
+    }
+}
+
+/// The overlay of docs/install.md: the image it names, its own runbook base URL, and the Role
+/// patch for a custom role's stub secret.
+#[test]
+fn the_install_overlay_names_the_image_and_can_move_the_runbook_links() {
+    let Some(kubectl) = kubectl_or_skip() else {
+        return;
+    };
+    // kustomize refuses an absolute path to a base, so the overlay sits beside the checkout's
+    // target/ and reaches the manifests by a relative one, as an administrator's would.
+    let scratch = repo().join("target");
+    std::fs::create_dir_all(&scratch).expect("target/");
+    let dir = tempfile::tempdir_in(&scratch).expect("overlay folder");
+    let overlay = dir.path();
+    std::fs::write(
+        overlay.join("kustomization.yaml"),
+        "resources:\n\
+         \x20 - ../../manifests\n\
+         \x20 - runbook-links.yaml\n\
+         images:\n\
+         \x20 - {name: boot-image-controller, newName: quay.io/you/boot-image-controller, newTag: v0.1.0}\n\
+         replacements:\n\
+         \x20 - source: {kind: ConfigMap, name: my-runbook-links, fieldPath: data.docsBaseURL}\n\
+         \x20   targets:\n\
+         \x20     - select: {kind: PrometheusRule, name: boot-image-controller}\n\
+         \x20       fieldPaths: [spec.groups.*.rules.*.annotations.runbook_url]\n\
+         \x20       options: {delimiter: /docs/runbooks/, index: 0}\n\
+         patches:\n\
+         \x20 - target: {kind: Role, name: boot-image-controller-machine-api}\n\
+         \x20   patch: |\n\
+         \x20     - op: test\n\
+         \x20       path: /rules/1/resourceNames/0\n\
+         \x20       value: worker-user-data-managed\n\
+         \x20     - op: add\n\
+         \x20       path: /rules/1/resourceNames/-\n\
+         \x20       value: infra-user-data-managed\n",
+    )
+    .expect("write the overlay");
+    let mirror = "https://git.example.com/mirrors/boot-image-controller/-/blob/v0.1.0";
+    std::fs::write(
+        overlay.join("runbook-links.yaml"),
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: my-runbook-links\n  \
+             annotations:\n    config.kubernetes.io/local-config: \"true\"\n\
+             data:\n  docsBaseURL: {mirror}\n"
+        ),
+    )
+    .expect("write runbook-links.yaml");
+
+    let rendered = Rendered::build(&kubectl, overlay);
+    let deployment = rendered.get("Deployment", "boot-image-controller");
+    assert_eq!(
+        deployment["spec"]["template"]["spec"]["containers"][0]["image"],
+        "quay.io/you/boot-image-controller:v0.1.0"
+    );
+    for (alert, url) in runbook_urls(&rendered) {
+        assert_eq!(url, format!("{mirror}/docs/runbooks/{alert}.md"), "{alert}");
+    }
+    assert!(
+        rendered.of_kind("ConfigMap").all(|c| {
+            c["metadata"]["name"] != "my-runbook-links"
+                && c["metadata"]["name"] != "boot-image-controller-runbook-links"
+        }),
+        "the runbook-links ConfigMaps are kustomize inputs, never applied"
+    );
+    let role = rendered.get("Role", "boot-image-controller-machine-api");
+    let stubs = &role["rules"][1]["resourceNames"];
+    assert!(
+        stubs
+            .as_array()
+            .is_some_and(|names| names.iter().any(|n| n == "infra-user-data-managed")),
+        "{stubs}"
+    );
+}
