@@ -394,10 +394,16 @@ fn the_install_overlay_names_the_image_and_can_move_the_runbook_links() {
          \x20   patch: |\n\
          \x20     - op: test\n\
          \x20       path: /rules/1/resourceNames/0\n\
-         \x20       value: worker-user-data-managed\n\
+         \x20       value: worker-user-data\n\
          \x20     - op: add\n\
          \x20       path: /rules/1/resourceNames/-\n\
-         \x20       value: infra-user-data-managed\n",
+         \x20       value: infra-user-data\n\
+         \x20     - op: test\n\
+         \x20       path: /rules/2/verbs/0\n\
+         \x20       value: patch\n\
+         \x20     - op: add\n\
+         \x20       path: /rules/2/resourceNames/-\n\
+         \x20       value: infra-user-data\n",
     )
     .expect("write the overlay");
     let mirror = "https://git.example.com/mirrors/boot-image-controller/-/blob/v0.1.0";
@@ -428,11 +434,13 @@ fn the_install_overlay_names_the_image_and_can_move_the_runbook_links() {
         "the runbook-links ConfigMaps are kustomize inputs, never applied"
     );
     let role = rendered.get("Role", "boot-image-controller-machine-api");
-    let stubs = &role["rules"][1]["resourceNames"];
-    assert!(
-        stubs
-            .as_array()
-            .is_some_and(|names| names.iter().any(|n| n == "infra-user-data-managed")),
-        "{stubs}"
-    );
+    for rule in [1, 2] {
+        let stubs = &role["rules"][rule]["resourceNames"];
+        assert!(
+            stubs
+                .as_array()
+                .is_some_and(|names| names.iter().any(|n| n == "infra-user-data")),
+            "rule {rule}: {stubs}"
+        );
+    }
 }
