@@ -155,7 +155,8 @@ pub struct RunArgs {
     /// old name of this flag.)
     #[arg(long, env = "BIC_HOLD_LIMIT", alias = "hold-degrade-after", default_value = "1h", value_parser = parse_duration)]
     pub hold_limit: Duration,
-    /// Patches to the same value within the window after which the guard stops us.
+    /// Patches of one object within the window, whatever their values, after which the guard
+    /// stops us: something keeps reverting it, or the golden images keep changing.
     #[arg(long, env = "BIC_HOT_LOOP_THRESHOLD", default_value_t = 3)]
     pub hot_loop_threshold: usize,
     /// MachineSet patches in flight at once.

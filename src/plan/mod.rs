@@ -74,7 +74,7 @@ pub struct Options {
     pub control_plane_arch: Option<Arch>,
     /// The clock: recorded in the history and hot-loop annotations the patches write.
     pub now: Timestamp,
-    /// Patches to the same value within the window after which we stop (someone reverts us).
+    /// Patches of one object within the window, whatever their values, after which we stop.
     pub hot_loop_threshold: usize,
     pub hot_loop_window: SignedDuration,
     /// The controller's own memory of its recent patches, by object UID. The hot-loop guard
