@@ -95,7 +95,8 @@ pub const STOOD_DOWN: &str = "BootImageControllerStoodDown";
 /// the manager in charge, and its operator turns `BootImageUpdateDegraded=True` into a Degraded
 /// `machine-config` ClusterOperator (pkg/operator/sync.go, `syncMachineConfiguration`), so a
 /// stale one of ours must not linger there. Applying without them also removes those we wrote
-/// earlier, unless the other manager has since taken them over.
+/// earlier; those the other manager has since taken over go into the apply as they are
+/// (`shared_conditions_taken_over`, in the status writer).
 pub fn desired(input: &StatusInput<'_>) -> Vec<Desired> {
     if let Some(b) = input.blocked.filter(|b| b.reason.stands_down()) {
         return vec![paused(input.paused), stood_down(Some(b))];

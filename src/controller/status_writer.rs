@@ -13,6 +13,7 @@ use super::status::HeldFor;
 use super::{Controller, MAX_BACKOFF, MIN_BACKOFF, STATUS_MIN_INTERVAL, status};
 use crate::api::{Condition, MachineConfiguration};
 use crate::arch::Arch;
+use crate::plan::manager::{self, SHARED_CONDITION_TYPES};
 use crate::plan::{Blocked, Decision, ObjectKey};
 use crate::platform::Platform;
 use crate::reason::{Category, Reason};
@@ -96,7 +97,7 @@ impl Controller {
             .as_ref()
             .is_some_and(|f| !f.already_in(&schema, Some(&current_fields)));
         let merged = status::merge(&current, &desired, mc.metadata.generation, Timestamp::now());
-        let conditions = match merged {
+        let mut conditions = match merged {
             Some(conditions) => conditions,
             // Conditions unchanged: applied again as they are, since an apply drops what it omits.
             None if fields_changed => (desired.iter())
@@ -107,6 +108,9 @@ impl Controller {
                 return None;
             }
         };
+        if standing_down {
+            conditions.extend(shared_conditions_taken_over(&mc));
+        }
         if !*self.leader.borrow() {
             return None;
         }
@@ -285,6 +289,34 @@ impl Controller {
             .is_some_and(|t| t.elapsed() < STATUS_MIN_INTERVAL);
         recent && !flips
     }
+}
+
+/// The shared conditions another manager has taken over from an apply of ours, as the object
+/// has them. While we stand down they go into our applies unchanged: an apply that omits an
+/// entry it once wrote deletes the entry, the other manager's values with it, since an update
+/// (the MCO writes with `UpdateStatus`) owns only the fields it changed, never the entry itself.
+/// We would then see no other manager, take over, and flap on its every sync. Entries still
+/// wholly ours are left out, and so removed (a stale `BootImageUpdateDegraded` of ours must not
+/// linger), and entries we never applied stay the other manager's alone.
+fn shared_conditions_taken_over(mc: &MachineConfiguration) -> Vec<Condition> {
+    let ours = crate::api_client::FIELD_MANAGER;
+    let others = manager::other_managers(mc, ours);
+    let applied_by_us = (mc.metadata.managed_fields.iter().flatten())
+        .filter(|e| e.manager.as_deref() == Some(ours) && e.operation.as_deref() == Some("Apply"))
+        .filter_map(|e| e.fields_v1.as_ref())
+        .filter_map(|f| f.0.pointer("/f:status/f:conditions")?.as_object().cloned())
+        .flat_map(|entries| entries.into_iter().map(|(key, _)| key))
+        .collect::<Vec<String>>();
+    let keep = |type_: &str| {
+        let owned = format!("condition {type_}");
+        let key = format!("k:{}", serde_json::json!({ "type": type_ }));
+        others.iter().any(|m| m.owns.contains(&owned)) && applied_by_us.contains(&key)
+    };
+    let conditions = mc.status.as_ref().and_then(|s| s.conditions.as_ref());
+    (conditions.into_iter().flatten())
+        .filter(|c| SHARED_CONDITION_TYPES.contains(&c.type_.as_str()) && keep(&c.type_))
+        .cloned()
+        .collect()
 }
 
 /// How long a status write waits after `failures` in a row: the backoff of a failing resource.
