@@ -397,7 +397,8 @@ ClusterVersion/version        4.20.0 Completed (installed at 4.16.0, updated thr
 MachineConfiguration/cluster  no managedBootImages: the AWS default, every MachineSet is managed
 ConfigMap coreos-bootimages   the golden images of 4.20.0: stream rhcos-4.20, 9.6.20250826-1
                               (namespace $mco_ns)
-Secret worker-user-data       the installer's stub (Ignition 2.2.0), never refreshed
+Secret worker-user-data       the installer's stub (Ignition 2.2.0), never refreshed: upgraded in
+                              place to 3.2.0 when a MachineSet using it moves to a new image
 Secret worker-user-data-managed
                               the Machine Config Operator's stub (Ignition 3.2.0), kept current
 MachineSets in $mapi_ns:
@@ -414,7 +415,7 @@ say "\`plan\` runs the controller's decision on manifest files, without touching
 dump "$state/before"
 shown "boot-image-controller plan -f $(rel "$state/before") --known-images-file $known_images_file"
 plan "$state/before" | indent
-expect_summary "$state/before" "3 Update, 1 UpToDate, 3 Skip, 0 Error (7 MachineSets)"
+expect_summary "$state/before" "2 Update, 2 UpToDate, 3 Skip, 0 Error (7 MachineSets)"
 
 section "5/9 The controller"
 metrics_port="$(free_port)"
