@@ -469,21 +469,26 @@ async fn flaky_network_converges_without_busy_looping() {
 // ---------------------------------------------------------------------------------------------
 // 4. another writer between our read and our write
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn conflicting_writers_lose_nothing() {
-    let env = TestEnv::new("conflict").await;
-    env.aws_cluster("4.21.0", &stream_421(), None).await;
-    env.remember_images(&AMIS_420).await;
-    // Everything the controller sends reaches the API server 500 ms late, while watch events
-    // reach it at once: its store is current when it plans, and its patch is in flight for half
-    // a second. The proxy sees the first bytes of that patch leave; the other writer, talking to
-    // the API server directly, then acts inside the window, between our read and our write.
+/// A proxy through which everything the controller sends reaches the API server 500 ms late,
+/// while watch events reach it at once: its store is current when it plans, and its patch is
+/// in flight for half a second.
+async fn requests_half_a_second_late() -> Proxy {
     let faults = Faults {
         latency: (Duration::from_millis(5), Duration::from_millis(5)),
         request_delay: Duration::from_millis(500),
         ..Faults::default()
     };
-    let proxy = Proxy::in_front_of(&support::kubeconfig(), faults).await;
+    Proxy::in_front_of(&support::kubeconfig(), faults).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conflicting_writers_lose_nothing() {
+    let env = TestEnv::new("conflict").await;
+    env.aws_cluster("4.21.0", &stream_421(), None).await;
+    env.remember_images(&AMIS_420).await;
+    // The proxy sees the first bytes of our patch leave; the other writer, talking to the API
+    // server directly, then acts inside the window, between our read and our write.
+    let proxy = requests_half_a_second_late().await;
     let mut controller = ControllerProcess::spawn(
         "faults-conflict",
         &[
@@ -659,14 +664,7 @@ async fn an_opt_out_added_while_a_patch_is_in_flight_wins() {
     let env = TestEnv::new("optout-race").await;
     env.aws_cluster("4.21.0", &stream_421(), None).await;
     env.remember_images(&AMIS_420).await;
-    // What the controller sends reaches the API server 500 ms late (see
-    // `conflicting_writers_lose_nothing`).
-    let faults = Faults {
-        latency: (Duration::from_millis(5), Duration::from_millis(5)),
-        request_delay: Duration::from_millis(500),
-        ..Faults::default()
-    };
-    let proxy = Proxy::in_front_of(&support::kubeconfig(), faults).await;
+    let proxy = requests_half_a_second_late().await;
     let mut controller =
         ControllerProcess::spawn("faults-optout", &env.controller_flags_through(&proxy));
     controller.wait_ready().await;

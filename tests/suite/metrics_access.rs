@@ -64,6 +64,31 @@ fn start(env: &TestEnv, extra: &[String], log: &Path) -> Running {
     Running(child)
 }
 
+/// Where a controller started by [`start_secure`] listens.
+struct Secure {
+    url: String,
+    metrics_port: u16,
+    probe_port: u16,
+}
+
+/// The controller serving `/metrics` over TLS with the certificate in `certs`, on free ports.
+fn start_secure(env: &TestEnv, certs: &Path, log: &Path) -> (Running, Secure) {
+    let (metrics_port, probe_port) = (support::free_port(), support::free_port());
+    let flags = [
+        "--metrics-secure".into(),
+        format!("--metrics-cert-dir={}", certs.display()),
+        format!("--metrics-bind-address=127.0.0.1:{metrics_port}"),
+        format!("--health-probe-bind-address=127.0.0.1:{probe_port}"),
+    ];
+    let url = format!("https://127.0.0.1:{metrics_port}/metrics");
+    let secure = Secure {
+        url,
+        metrics_port,
+        probe_port,
+    };
+    (start(env, &flags, log), secure)
+}
+
 #[tokio::test]
 async fn metrics_are_served_over_tls_only_to_clients_allowed_to_get_them() {
     let env = TestEnv::new("metrics-access").await;
@@ -78,19 +103,13 @@ async fn metrics_are_served_over_tls_only_to_clients_allowed_to_get_them() {
     let scraper = token_of(&env, "scraper").await;
     let stranger = token_of(&env, "stranger").await;
 
-    let (metrics_port, probe_port) = (support::free_port(), support::free_port());
     let log = tmp.path().join("controller.log");
-    let _controller = start(
-        &env,
-        &[
-            "--metrics-secure".into(),
-            format!("--metrics-cert-dir={}", certs.display()),
-            format!("--metrics-bind-address=127.0.0.1:{metrics_port}"),
-            format!("--health-probe-bind-address=127.0.0.1:{probe_port}"),
-        ],
-        &log,
-    );
-    let url = format!("https://127.0.0.1:{metrics_port}/metrics");
+    let (_controller, secure) = start_secure(&env, &certs, &log);
+    let Secure {
+        url,
+        metrics_port,
+        probe_port,
+    } = secure;
     let logs = || std::fs::read_to_string(&log).unwrap_or_default();
 
     let answered = support::eventually(WAIT, || async {
@@ -274,19 +293,8 @@ async fn garbage_tokens_cost_few_token_reviews() {
     let certs = tmp.path().join("metrics-tls");
     write_certificate(&certs, "flood");
     let ca = certs.join("tls.crt");
-    let (metrics_port, probe_port) = (support::free_port(), support::free_port());
     let controller_log = tmp.path().join("controller.log");
-    let _controller = start(
-        &env,
-        &[
-            "--metrics-secure".into(),
-            format!("--metrics-cert-dir={}", certs.display()),
-            format!("--metrics-bind-address=127.0.0.1:{metrics_port}"),
-            format!("--health-probe-bind-address=127.0.0.1:{probe_port}"),
-        ],
-        &controller_log,
-    );
-    let url = format!("https://127.0.0.1:{metrics_port}/metrics");
+    let (_controller, Secure { url, .. }) = start_secure(&env, &certs, &controller_log);
     let serving = support::eventually(WAIT, || async {
         (curl(&url, &ca, Some(&format!("warm-up-{}", env.ns))).0 == 401).then_some(())
     })
