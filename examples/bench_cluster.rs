@@ -850,7 +850,7 @@ impl PlainClient {
                         decision.message
                     );
                 }
-                let patch = serde_json::from_slice(&decision.patch.body())?;
+                let patch = decision.patch.clone();
                 Ok((decision.name.clone(), patch))
             })
             .collect()

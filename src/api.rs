@@ -3,21 +3,17 @@
 //! Only the fields we decide on are typed; everything else is preserved as JSON so that a view
 //! round-trips the real objects. The provider spec stays an opaque `serde_json::Value`: its shape
 //! differs per platform and it must survive our writes byte for byte, so we never write it whole
-//! (writes are JSON Patches, see `plan::patch`). A watch store keeps it as compact text
-//! (`compact_json`), read back through `ProviderSpec::read` and `ProviderSpec::at`.
+//! (writes are JSON Patches, see `plan::patch`).
 //!
 //! The `CustomResource` derives also produce the CRDs printed by `boot-image-controller crds`.
 //! Those are for local clusters only (tests and the demo); real clusters ship the upstream ones.
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-
-use crate::compact_json::CompactJson;
 
 pub use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 pub use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
@@ -103,87 +99,12 @@ view! {
     }
 }
 
-#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ProviderSpec {
     /// Platform-specific machine configuration; the API server does not validate it either.
-    /// Read it with [`ProviderSpec::read`] or [`ProviderSpec::at`]: in a watch store it is
-    /// kept as compact text instead.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
     pub value: Option<Value>,
-    /// `value` as compact text, when [`ProviderSpec::keep_compactly`] moved it there.
-    #[serde(skip)]
-    kept: Option<CompactJson>,
-}
-
-impl ProviderSpec {
-    pub fn new(value: Value) -> Self {
-        ProviderSpec {
-            value: Some(value),
-            kept: None,
-        }
-    }
-
-    /// The value, read back from its text when kept compactly; `Ok(None)` when there is none.
-    /// Reading the text back fails only where any JSON does (at serde_json's nesting limit),
-    /// and the value the text was written from was read under that same limit.
-    pub fn read(&self) -> Result<Option<Cow<'_, Value>>, serde_json::Error> {
-        match (&self.value, &self.kept) {
-            (Some(value), _) => Ok(Some(Cow::Borrowed(value))),
-            (None, Some(kept)) => kept.value().map(|value| Some(Cow::Owned(value))),
-            (None, None) => Ok(None),
-        }
-    }
-
-    /// The value at the JSON Pointer `pointer` in the provider spec; read from the text alone
-    /// when kept compactly, without decoding the rest.
-    pub fn at(&self, pointer: &str) -> Option<Cow<'_, Value>> {
-        match (&self.value, &self.kept) {
-            (Some(value), _) => crate::json_pointer::get(value, pointer).map(Cow::Borrowed),
-            (None, Some(kept)) => kept.pointer(pointer).map(Cow::Owned),
-            (None, None) => None,
-        }
-    }
-
-    /// The compact text the value is kept as, when it is kept that way (by the watch store).
-    pub fn kept_text(&self) -> Option<&CompactJson> {
-        match (&self.value, &self.kept) {
-            (None, Some(kept)) => Some(kept),
-            _ => None,
-        }
-    }
-
-    /// Keeps the value as compact text: a tenth of its decoded size (see
-    /// [`crate::compact_json`]), at the cost of decoding it again each time it is read whole.
-    pub fn keep_compactly(&mut self) {
-        if let Some(value) = self.value.take() {
-            self.kept = Some(CompactJson::new(&value));
-        }
-    }
-}
-
-impl Serialize for ProviderSpec {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let mut map = serializer.serialize_map(None)?;
-        match (&self.value, &self.kept) {
-            (Some(value), _) => map.serialize_entry("value", value)?,
-            (None, Some(kept)) => map.serialize_entry("value", kept)?,
-            (None, None) => {}
-        }
-        map.end()
-    }
-}
-
-/// Equal when the values are, however each is kept.
-impl PartialEq for ProviderSpec {
-    fn eq(&self, other: &Self) -> bool {
-        match (self.read(), other.read()) {
-            (Ok(one), Ok(other)) => one == other,
-            _ => false,
-        }
-    }
 }
 
 view! {
@@ -460,33 +381,4 @@ pub fn local_crds()
         Infrastructure::crd(),
         ClusterVersion::crd(),
     ]
-}
-
-#[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-
-    /// A provider spec kept as text is the same provider spec to every reader: read whole, read
-    /// at a pointer, compared, and written out.
-    #[test]
-    fn a_provider_spec_kept_as_text_reads_and_writes_as_the_value() {
-        let value = json!({"ami": {"id": "ami-1"}, "size": 1.5, "tags": [{"name": "a"}]});
-        let decoded = ProviderSpec::new(value.clone());
-        let mut kept = decoded.clone();
-        kept.keep_compactly();
-        assert_eq!(kept.value, None);
-        assert_eq!(kept.read().unwrap().as_deref(), Some(&value));
-        for pointer in ["/ami/id", "/tags/0/name", "/size", "/absent", ""] {
-            assert_eq!(kept.at(pointer), decoded.at(pointer), "{pointer}");
-        }
-        assert_eq!(kept, decoded);
-        assert_eq!(
-            serde_json::to_value(&kept).unwrap(),
-            json!({ "value": value })
-        );
-        assert_ne!(kept, ProviderSpec::new(json!({"ami": {"id": "ami-2"}})));
-        assert_eq!(ProviderSpec::default().read().unwrap(), None);
-    }
 }

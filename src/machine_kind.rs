@@ -14,7 +14,6 @@ use crate::api::{
     ClusterApiMachineDeployment, ClusterApiMachineSet, ControlPlaneMachineSet, InfrastructureRef,
     MachineSet, MachineTemplate, ObjectMeta, ProviderSpec,
 };
-use crate::meta_view::MetaView;
 use crate::names::{
     AUTOSCALER_LABELS_ANNOTATION, HISTORY_ANNOTATION, HOT_LOOP_ANNOTATION,
     LEGACY_OPT_OUT_ANNOTATION, OPT_OUT_ANNOTATION, OS_ID_LABEL, OS_STREAM_LABEL,
@@ -205,15 +204,9 @@ impl fmt::Display for MachineKind {
 pub trait MachineObject {
     const KIND: MachineKind;
     fn meta(&self) -> &ObjectMeta;
-    /// The metadata as the planner reads it: the labels and annotations wherever this form of
-    /// the object keeps them (see [`crate::meta_view`]).
-    fn meta_view(&self) -> MetaView<'_> {
-        self.meta().into()
-    }
     /// The machine template holding the provider spec; `None` when the object has none.
     fn machine_template(&self) -> Option<&MachineTemplate>;
-    /// The provider spec of its machine template, as written (any JSON value), however a store
-    /// keeps it.
+    /// The provider spec of its machine template, as written (any JSON value).
     fn provider_spec(&self) -> Option<&ProviderSpec> {
         Some(&self.machine_template()?.spec.provider_spec)
     }
@@ -232,8 +225,7 @@ pub trait MachineObject {
     }
     /// Which API acts on the object, when another one may (`status.authoritativeAPI` of a
     /// Machine API MachineSet, and `spec.authoritativeAPI` while a handover is pending).
-    /// `meta` is [`MachineObject::meta_view`].
-    fn authority(&self, _meta: MetaView<'_>) -> Authority {
+    fn authority(&self) -> Authority {
         Authority::ThisApi
     }
     /// Drops every field the planner does not read. The watch keeps objects this way: a
@@ -270,7 +262,7 @@ impl MachineObject for MachineSet {
     /// an empty status straight to the spec's value, and otherwise moves it through `Migrating`
     /// to the spec's (openshift/cluster-capi-operator,
     /// pkg/controllers/machinesetmigration/machineset_migration_controller.go).
-    fn authority(&self, _meta: MetaView<'_>) -> Authority {
+    fn authority(&self) -> Authority {
         let status = (self.status.as_ref()).and_then(|s| s.authoritative_api.as_deref());
         let spec = self.spec.authoritative_api.as_deref();
         match (status, spec) {
@@ -346,8 +338,8 @@ macro_rules! cluster_api_object {
             fn template_labels(&self) -> Option<&BTreeMap<String, String>> {
                 self.spec.template.metadata.as_ref()?.labels.as_ref()
             }
-            fn authority(&self, meta: MetaView<'_>) -> Authority {
-                cluster_api_authority(meta)
+            fn authority(&self) -> Authority {
+                cluster_api_authority(&self.metadata)
             }
             fn keep_only_what_the_planner_reads(&mut self) {
                 keep_only_the_metadata_the_planner_reads(&mut self.metadata);
@@ -400,8 +392,9 @@ fn keep_only_the_metadata_the_planner_reads(metadata: &mut ObjectMeta) {
 }
 
 /// A paused Cluster API object is a mirror of the Machine API one, which is authoritative.
-fn cluster_api_authority(meta: MetaView<'_>) -> Authority {
-    let paused = meta.annotation(CLUSTER_API_PAUSED_ANNOTATION).is_some();
+fn cluster_api_authority(meta: &ObjectMeta) -> Authority {
+    let paused =
+        (meta.annotations.as_ref()).is_some_and(|a| a.contains_key(CLUSTER_API_PAUSED_ANNOTATION));
     if paused {
         return Authority::Elsewhere(format!(
             "paused ({CLUSTER_API_PAUSED_ANNOTATION}): the Machine API object it mirrors is \
@@ -416,8 +409,7 @@ impl MachineTemplate {
     /// the provider spec, the fields a platform rule or the stub-secret rule reads; nothing else.
     /// A label map costs a whole B-tree node (about half a kilobyte) however few its labels:
     /// the template's usual four (the machine role, type, set and cluster) were a quarter of a
-    /// stored MachineSet, and none of them is read. The provider spec left is kept as compact
-    /// text: decoded, it was most of what a stored MachineSet cost.
+    /// stored MachineSet, and none of them is read.
     fn keep_only_what_the_planner_reads(&mut self) {
         self.extra = Default::default();
         if let Some(metadata) = &mut self.metadata {
@@ -435,7 +427,6 @@ impl MachineTemplate {
             spec.retain(|field, _| field == stub::FIELD || platform::read_by_a_rule(field));
             platform::keep_only_what_the_rules_read(spec);
         }
-        provider_spec.keep_compactly();
     }
 }
 

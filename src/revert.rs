@@ -26,7 +26,7 @@ use crate::api::ObjectMeta;
 use crate::machine_kind::MachineKind;
 use crate::names::{HISTORY_ANNOTATION, HOT_LOOP_ANNOTATION, OPT_OUT_ANNOTATION, OPT_OUT_VALUE};
 use crate::plan::Patch;
-use crate::plan::patch::{Path, remove_annotation, set_annotations};
+use crate::plan::patch::{Guarded, remove_annotation, set_annotations};
 use crate::plan::record::HistoryEntry;
 use crate::plan::stub;
 use crate::platform::{display_image as display, image_locations};
@@ -157,7 +157,7 @@ pub fn revert(kind: MachineKind, object: &Value, steps: usize) -> Result<Revert,
     let mut patch = Patch::default();
     for change in &changes {
         let path = Pointer::parse(&change.path).expect("restored paths are built as pointers");
-        patch.guarded_replace(Path::At(path), &change.from, &change.to);
+        patch.guarded_replace(path.to_buf(), change.from.clone(), change.to.clone());
     }
     bookkeeping(&mut patch, &meta, remaining);
 
@@ -268,7 +268,7 @@ fn template_restores(
 /// The object as it would be once `planned` is applied: what the controller would then see.
 pub fn applied(object: &Value, planned: &Revert) -> Result<Value, String> {
     let mut after = object.clone();
-    json_patch::patch(&mut after, &planned.patch.ops()).map_err(|e| e.to_string())?;
+    json_patch::patch(&mut after, &planned.patch).map_err(|e| e.to_string())?;
     Ok(after)
 }
 
@@ -450,7 +450,7 @@ mod tests {
         };
         let decision = decide(cluster, &options, kind, object);
         assert_eq!(decision.action, Action::Update, "{decision:?}");
-        apply(object, &decision.patch.ops())
+        apply(object, &decision.patch.0)
     }
 
     fn decide(
@@ -491,7 +491,7 @@ mod tests {
         let updated = controller_update(cluster, kind, original, "2026-03-02T10:00:00Z");
         assert_ne!(spec_of(kind, &updated), spec_of(kind, original));
         let revert = revert(kind, &updated, 1).expect("revert plans");
-        let reverted = apply(&updated, &revert.patch.ops());
+        let reverted = apply(&updated, &revert.patch.0);
         assert_eq!(
             spec_of(kind, &reverted).to_string(),
             spec_of(kind, original).to_string()
@@ -609,7 +609,7 @@ mod tests {
     // Steps and history
 
     fn entry(time: &str, image: Option<(&str, &str)>, secret: Option<(&str, &str)>) -> Value {
-        serde_json::to_value(HistoryEntry::<String> {
+        serde_json::to_value(HistoryEntry {
             infrastructure_template: None,
             time: time.into(),
             release: Some("4.21.0".into()),
@@ -697,7 +697,7 @@ mod tests {
         for i in 0..7 {
             let current = object.pointer(ami).unwrap().clone();
             let next = json!(if i % 2 == 0 { "ami-a" } else { "ami-b" });
-            let entry = HistoryEntry::<String> {
+            let entry = HistoryEntry {
                 time: format!("2026-03-01T00:00:0{i}Z"),
                 release: Some("4.21.0".into()),
                 stream: "rhcos-4.21".into(),
@@ -710,8 +710,9 @@ mod tests {
             };
             let meta: ObjectMeta = serde_json::from_value(object["metadata"].clone()).unwrap();
             let window = jiff::SignedDuration::from_hours(1);
-            let patch = record_ops(&meta, &entry.borrowed(), "t", now, window);
-            json_patch::patch(&mut object, &patch.ops()).unwrap();
+            let mut patch = Patch::default();
+            record_ops(&mut patch, &meta, &entry, "t", now, window);
+            json_patch::patch(&mut object, &patch.0).unwrap();
             *object.pointer_mut(ami).unwrap() = next;
         }
         let planned = revert(MachineKind::MachineSet, &object, HISTORY_LIMIT).unwrap();
@@ -762,7 +763,7 @@ mod tests {
         assert_eq!(revert.changes[0].to, json!("ami-420"));
         assert_eq!(revert.reverted.len(), 1);
         assert_eq!(revert.remaining.len(), 2);
-        let after = apply(&ms, &revert.patch.ops());
+        let after = apply(&ms, &revert.patch.0);
         let history: Vec<HistoryEntry> =
             serde_json::from_str(&annotation(&after, HISTORY_ANNOTATION).unwrap()).unwrap();
         assert_eq!(history, revert.remaining);
@@ -790,7 +791,7 @@ mod tests {
         assert_eq!(two.changes[0].to, json!("ami-419"));
 
         let three = revert_of(&ms, 3);
-        let after = apply(&ms, &three.patch.ops());
+        let after = apply(&ms, &three.patch.0);
         let spec = spec_of(MachineKind::MachineSet, &after);
         assert_eq!(spec["ami"]["id"], "ami-419");
         assert_eq!(spec["userDataSecret"]["name"], "worker-user-data");
@@ -895,12 +896,12 @@ mod tests {
         changed["spec"]["template"]["spec"]["providerSpec"]["value"]["ami"]["id"] =
             json!("ami-someone-else");
         let mut doc = changed.clone();
-        assert!(json_patch::patch(&mut doc, &revert.patch.ops()).is_err());
+        assert!(json_patch::patch(&mut doc, &revert.patch.0).is_err());
         // The history annotation is guarded as well: a concurrent controller write conflicts.
         let mut recorded = ms.clone();
         recorded["metadata"]["annotations"][HISTORY_ANNOTATION] = json!("[]");
         let mut doc = recorded.clone();
-        assert!(json_patch::patch(&mut doc, &revert.patch.ops()).is_err());
+        assert!(json_patch::patch(&mut doc, &revert.patch.0).is_err());
     }
 
     #[test]

@@ -277,7 +277,7 @@ impl GoldenStream {
         self.arch(arch)?
             .artifacts
             .get(platform)
-            .and_then(|artifact| crate::json_pointer::field(artifact, "release"))?
+            .and_then(|artifact| artifact.get("release"))?
             .as_str()
     }
 

@@ -571,7 +571,7 @@ pub fn scenario(data: &Data, platform: &str, count: usize) -> Option<Scenario> {
                     entry.message
                 );
                 // The planned patch is complete: history and hot-loop memory included.
-                json_patch::patch(&mut value, &entry.patch.ops()).expect("our patch applies");
+                json_patch::patch(&mut value, &entry.patch.0).expect("our patch applies");
             }
             value
         })

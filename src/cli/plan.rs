@@ -229,9 +229,8 @@ fn ec2_facts(
     };
     let capi = &snapshot.cluster_api;
     let planner = plan::Planner::new(&snapshot.cluster, options);
-    let wanted = crate::ec2::amis_to_ask(
+    let wanted = plan::amis_to_ask(
         &planner,
-        &snapshot.cluster,
         (snapshot.machine_sets.iter()).filter_map(|m| m.as_ref().ok()),
         (snapshot.control_plane_machine_sets.iter()).filter_map(|m| m.as_ref().ok()),
         (capi.machine_sets.iter()).filter_map(|m| m.as_ref().ok()),
@@ -339,7 +338,7 @@ fn patches(plan: &Plan) -> Result<String, Failure> {
                 copy.kind, copy.to, copy.from
             ));
         }
-        for op in &entry.patch.ops() {
+        for op in &entry.patch.0 {
             let op = serde_json::to_string(op).context("cannot serialize a patch")?;
             out.push_str(&format!("    {op}\n"));
         }

@@ -172,7 +172,7 @@ async fn revert_object(args: &RevertArgs) -> Result<(), Failure> {
             )
         })?;
 
-    let patch = Patch::Json::<()>(json_patch::Patch(planned.patch.ops()));
+    let patch = Patch::Json::<()>(planned.patch.clone());
     let params = PatchParams {
         dry_run: args.dry_run,
         // Its own manager: managedFields tell a person's revert from the controller's writes.
@@ -345,7 +345,7 @@ async fn send_stub_patch(
     ops: &crate::plan::Patch,
     params: &PatchParams,
 ) -> Result<(), kube::Error> {
-    let patch = Patch::Json::<()>(json_patch::Patch(ops.ops()));
+    let patch = Patch::Json::<()>(ops.clone());
     api_client::bounded(secrets.patch(&restore.name, params, &patch))
         .await
         .map(|_| ())

@@ -179,7 +179,7 @@ fn write_row(out: &mut String, row: &[String; 5], widths: &[usize; 5]) {
 fn boot_image(e: &Decision) -> String {
     let current = display(e.boot_image.current_value());
     match &e.boot_image.target {
-        Some(target) => format!("{current} -> {}", display(Some(target.value()))),
+        Some(target) => format!("{current} -> {}", display(Some(target))),
         None => current,
     }
 }
@@ -279,7 +279,6 @@ mod tests {
 
     use super::*;
     use crate::plan::{Blocked, Values};
-    use crate::platform::SharedImage;
     use crate::reason::Reason;
 
     fn entry(name: &str, action: Action, reason: Reason, message: &str) -> Decision {
@@ -292,7 +291,7 @@ mod tests {
             message.into(),
         );
         decision.boot_image = Values {
-            current: Some(SharedImage::of(json!("ami-09d23adad19cdb25c"))),
+            current: Some(json!("ami-09d23adad19cdb25c")),
             target: None,
         };
         decision.user_data_secret = Values {
@@ -321,7 +320,7 @@ mod tests {
             Reason::CustomImage,
             "custom image\r\nopenshift-machine-api/fake  Update  BootImageOutdated",
         );
-        hostile.boot_image.current = Some(SharedImage::of(json!("ami-1\u{1b}[2J\u{202e}")));
+        hostile.boot_image.current = Some(json!("ami-1\u{1b}[2J\u{202e}"));
         let plan = Plan {
             machine_sets: vec![hostile],
             ..Plan::default()
@@ -345,7 +344,7 @@ mod tests {
     #[test]
     fn rows_are_aligned_and_show_changes_as_arrows() {
         let mut update = entry("a", Action::Update, Reason::BootImageOutdated, "repeats");
-        update.boot_image.target = Some(SharedImage::of(json!("ami-01095d1967818437c")));
+        update.boot_image.target = Some(json!("ami-01095d1967818437c"));
         update.user_data_secret.target = Some("worker-user-data-managed".into());
         let plan = Plan {
             machine_sets: vec![

@@ -2,25 +2,21 @@
 //! went. What a decision decided (action, reason, values) is never edited here: its operations
 //! go to the API server and the outcome travels beside the rest.
 
-use std::collections::{BTreeMap, VecDeque};
-use std::sync::Arc;
-use std::task::Poll;
+use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
 
 use futures::StreamExt;
-use futures::future::BoxFuture;
-use futures::stream::FuturesUnordered;
 use kube::Client;
-use kube::Resource as _;
 use kube::api::{Api, DynamicObject, PostParams};
 use tokio::sync::watch;
+use tokio::time::Instant;
 
-use super::decide::Writing;
 use crate::api::Secret;
 use crate::api_client;
 use crate::machine_kind::MachineKind;
 use crate::plan::infrastructure::{self, RecordedCopy, TemplateCopy};
 use crate::plan::stub::StubUpgrade;
-use crate::plan::{Decision, Patch, Planner};
+use crate::plan::{Decision, Patch};
 
 /// How sending a decision's patch went.
 #[derive(Clone, Debug, PartialEq)]
@@ -42,6 +38,7 @@ pub(super) enum Outcome {
 }
 
 /// A decision and what became of it.
+#[derive(Debug)]
 pub(super) struct Applied {
     pub decision: Arc<Decision>,
     pub outcome: Outcome,
@@ -52,9 +49,8 @@ pub(super) struct Applied {
 pub(super) struct Patcher {
     /// Where the objects of each kind are patched. Patches ask to be answered with the patched
     /// object's metadata only (`PartialObjectMetadata`): the patch applies to the whole object
-    /// as usual, but encoding a whole MachineSet per answer costs the API server CPU. The
-    /// answer is not decoded either (see [`Patcher::send`]).
-    requests: BTreeMap<MachineKind, kube::core::Request>,
+    /// as usual, but encoding a whole MachineSet per answer costs the API server CPU.
+    apis: BTreeMap<MachineKind, Api<DynamicObject>>,
     client: Client,
     templates: Api<DynamicObject>,
     /// True from a wave's first patch until its pass has reported it: the status write that
@@ -103,7 +99,7 @@ impl Patcher {
     }
 
     pub fn new(client: &Client, machine_api: &str, cluster_api: &str) -> Self {
-        let requests = MachineKind::ALL
+        let apis = MachineKind::ALL
             .into_iter()
             .map(|kind| {
                 let namespace = if kind.is_cluster_api() {
@@ -111,13 +107,13 @@ impl Patcher {
                 } else {
                     machine_api
                 };
-                let url = DynamicObject::url_path(&kind.api_resource(), Some(namespace));
-                (kind, kube::core::Request::new(url))
+                let api = Api::namespaced_with(client.clone(), namespace, &kind.api_resource());
+                (kind, api)
             })
             .collect();
         let templates = crate::plan::infrastructure::api_resource();
         Patcher {
-            requests,
+            apis,
             client: client.clone(),
             templates: Api::namespaced_with(client.clone(), cluster_api, &templates),
             patching: watch::Sender::new(false),
@@ -137,8 +133,7 @@ impl Patcher {
     }
 
     /// Sends one decision's operations to its object, after creating the template they point
-    /// at, if any. Everything it sends is its own: the decision it came from may grow and move
-    /// in its vector while this is in flight.
+    /// at, if any.
     async fn send(&self, outgoing: Outgoing) -> Outcome {
         let mut created = None;
         if let Some(copy) = &outgoing.template {
@@ -152,30 +147,14 @@ impl Patcher {
         {
             return outcome;
         }
-        // Built and named as kube's `Api::patch` builds a metadata API's patch (kube-client
-        // 5.0.0, src/api/core_methods.rs: `patch_metadata`, then the name for its tracing), with
-        // the patch's own text as the body: kube-core's `Request::patch_metadata` (5.0.0,
-        // src/request.rs) sets the URL, content type and `Accept` from the kind of patch, and
-        // its body is the serialized operations, which the planner wrote already.
-        let json_patch = kube::api::Patch::Json::<()>(json_patch::Patch(Vec::new()));
-        let params = api_client::patch_params();
-        let request =
-            self.requests[&outgoing.kind].patch_metadata(&outgoing.name, &params, &json_patch);
-        let mut request = match request {
-            Ok(request) => request,
-            Err(e) => return Outcome::Failed(format!("cannot build the patch: {e}")),
-        };
-        *request.body_mut() = match &created {
+        let patch = match &created {
             // The patch records the copy's UID, known only now.
-            Some(uid) => infrastructure::fill_created_uid(&outgoing.patch.body(), uid),
-            None => outgoing.patch.body(),
+            Some(uid) => infrastructure::fill_created_uid(&outgoing.patch, uid),
+            None => outgoing.patch,
         };
-        request.extensions_mut().insert("patch");
-        // Only success or failure is read: an error's status is decoded as before, and an
-        // answer's metadata is not. Decoding it (its managedFields into trees of values, its
-        // history annotation) was about 8% of the controller's CPU during a rollout (`perf`), and
-        // nothing read it.
-        let sent = self.client.request_text(request);
+        let patch = kube::api::Patch::Json::<()>(patch);
+        let params = api_client::patch_params();
+        let sent = self.apis[&outgoing.kind].patch_metadata(&outgoing.name, &params, &patch);
         match api_client::bounded(sent).await {
             Ok(_) => Outcome::Patched,
             Err(kube::Error::Api(status)) => classify(&status),
@@ -205,7 +184,7 @@ impl Patcher {
             return Ok(());
         }
         let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &upgrade.namespace);
-        let patch = kube::api::Patch::Json::<()>(json_patch::Patch(upgrade.patch.ops()));
+        let patch = kube::api::Patch::Json::<()>(upgrade.patch.clone());
         let params = api_client::patch_params();
         match api_client::bounded(secrets.patch(&upgrade.name, &params, &patch)).await {
             Ok(_) => {
@@ -297,175 +276,63 @@ fn classify(status: &kube::core::Status) -> Outcome {
     }
 }
 
-/// The patches of one pass: at most `concurrency` in flight, each started as soon as its
-/// decision is made and a slot is free, so that a rollout's first patch leaves while the rest
-/// of the fleet is still being decided (at 1,000 MachineSets, deciding them all took 10-25 ms
-/// before the first patch could go).
-///
-/// `may_write` is asked before each patch, so that a pause or a lost lease stops the rest of a
-/// long rollout at once. The decisions stay in the pass's vector, without their operations,
-/// which are built again from each object when its patch is sent: at 10,000 MachineSets,
-/// moving the decisions into a vector of results held a second copy of them at the wave's peak,
-/// and holding their operations until sent held 20 MB more.
-pub(super) struct Wave<'p> {
-    patcher: &'p Patcher,
+impl Outgoing {
+    fn take(decision: &mut Decision) -> Self {
+        Outgoing {
+            kind: decision.kind,
+            name: decision.name.clone(),
+            patch: std::mem::take(&mut decision.patch),
+            template: decision.infrastructure_template.take(),
+            stub_upgrade: decision.stub_upgrade.take(),
+        }
+    }
+}
+
+/// Sends the patches of `decisions`, at most `concurrency` at a time, and says how each
+/// decision's patch went, in their order; when the first patch started, if one did. A patch
+/// whose retry is not due yet (`deferred`) waits; `may_write` is asked before each patch, so
+/// that a pause or a lost lease stops the rest of a long rollout at once. The operations leave
+/// the decisions as they are sent.
+pub(super) async fn act(
+    patcher: &Patcher,
+    decisions: &mut [Decision],
     concurrency: usize,
-    /// What became of each decision so far, by index.
-    outcomes: Vec<Outcome>,
-    /// Decisions with operations, by index, in the order they were decided, and their objects.
-    queued: VecDeque<Writing>,
-    in_flight: FuturesUnordered<BoxFuture<'p, (usize, Outcome)>>,
-    /// Whether each decision wrote or writes something (its operations leave it when sent).
-    writes: Vec<bool>,
-    /// When the first patch started.
-    first_sent: Option<tokio::time::Instant>,
-    /// The templates the pass's patches point at: they count as referenced for the rest of the
-    /// pass, though a started patch takes its template out of its decision.
-    templates: Vec<String>,
-}
-
-impl<'p> Wave<'p> {
-    pub fn new(patcher: &'p Patcher, concurrency: usize) -> Self {
-        Wave {
-            patcher,
-            concurrency: concurrency.max(1),
-            outcomes: Vec::new(),
-            queued: VecDeque::new(),
-            in_flight: FuturesUnordered::new(),
-            writes: Vec::new(),
-            first_sent: None,
-            templates: Vec::new(),
+    may_write: &dyn Fn() -> bool,
+    deferred: &dyn Fn(&Decision) -> bool,
+) -> (Vec<Outcome>, Option<Instant>) {
+    let mut outcomes = vec![Outcome::NothingToSend; decisions.len()];
+    let mut sends = Vec::new();
+    for (i, decision) in decisions.iter_mut().enumerate() {
+        if decision.patch.0.is_empty() {
+            continue;
+        }
+        if deferred(decision) {
+            outcomes[i] = Outcome::Deferred;
+        }
+        let outgoing = Outgoing::take(decision);
+        if outcomes[i] != Outcome::Deferred {
+            sends.push((i, outgoing));
         }
     }
-
-    /// Takes in the decisions made since the last call (those past the ones it knows), and
-    /// queues those `writing` names. Their operations leave them: each patch is built again
-    /// from its object when it is sent (see [`super::decide::Redecide`]).
-    pub fn queue(&mut self, decisions: &mut [Arc<Decision>], writing: Vec<Writing>) {
-        let known = self.outcomes.len();
-        for decision in decisions.iter().skip(known) {
-            if let Some(copy) = &decision.infrastructure_template {
-                self.templates.push(copy.to.clone());
-            }
-            self.writes.push(!decision.patch.is_empty());
-            self.outcomes.push(Outcome::NothingToSend);
-        }
-        for (i, object) in writing {
-            // A decision with operations is new to this pass (the previous results keep none),
-            // so this takes no copy.
-            let decision = Arc::make_mut(&mut decisions[i]);
-            decision.patch = Patch::default();
-            decision.infrastructure_template = None;
-            decision.stub_upgrade = None;
-            self.queued.push_back((i, object));
-        }
-    }
-
-    /// Whether `decisions[i]` writes something, sent or not.
-    pub fn writes(&self, i: usize) -> bool {
-        self.writes.get(i).copied().unwrap_or(false)
-    }
-
-    /// When the first patch started, if one has.
-    pub fn first_sent(&self) -> Option<tokio::time::Instant> {
-        self.first_sent
-    }
-
-    /// The templates the decisions so far point MachineSets at.
-    pub fn templates(&self) -> impl Iterator<Item = &str> {
-        self.templates.iter().map(String::as_str)
-    }
-
-    /// Starts queued patches into the free slots and records the outcomes that have arrived,
-    /// without waiting for any.
-    pub async fn progress(
-        &mut self,
-        decisions: &[Arc<Decision>],
-        planner: &Planner<'_>,
-        may_write: &dyn Fn() -> bool,
-        deferred: &dyn Fn(&Decision) -> bool,
-    ) {
-        loop {
-            self.start(decisions, planner, may_write, deferred);
-            // The first poll of a new patch is what hands its request to the client.
-            match futures::poll!(self.in_flight.next()) {
-                Poll::Ready(Some((i, outcome))) => self.outcomes[i] = outcome,
-                Poll::Ready(None) | Poll::Pending => return,
-            }
-        }
-    }
-
-    /// Sends the rest and says how each decision's patch went, in the order of `decisions`.
-    pub async fn finish(
-        mut self,
-        decisions: &[Arc<Decision>],
-        planner: &Planner<'_>,
-        may_write: &dyn Fn() -> bool,
-        deferred: &dyn Fn(&Decision) -> bool,
-    ) -> Vec<Outcome> {
-        loop {
-            self.start(decisions, planner, may_write, deferred);
-            match self.in_flight.next().await {
-                Some((i, outcome)) => self.outcomes[i] = outcome,
-                None if self.queued.is_empty() => break,
-                None => {}
-            }
-        }
-        self.outcomes
-    }
-
-    fn start(
-        &mut self,
-        decisions: &[Arc<Decision>],
-        planner: &Planner<'_>,
-        may_write: &dyn Fn() -> bool,
-        deferred: &dyn Fn(&Decision) -> bool,
-    ) {
-        while self.in_flight.len() < self.concurrency
-            && let Some((i, object)) = self.queued.pop_front()
-        {
-            let decided = &decisions[i];
-            if deferred(decided) {
-                self.outcomes[i] = Outcome::Deferred;
-                continue;
-            }
+    let first_sent = OnceLock::new();
+    let sending = futures::stream::iter(sends).map(|(i, outgoing)| {
+        let first_sent = &first_sent;
+        async move {
             if !may_write() {
-                self.outcomes[i] = Outcome::Withheld;
-                continue;
+                return (i, Outcome::Withheld);
             }
-            let Some(outgoing) = outgoing(decided, object.decide_to_send(planner)) else {
-                self.outcomes[i] = Outcome::Failed(
-                    "deciding the object again to build its patch gave another decision".into(),
-                );
-                continue;
-            };
-            self.first_sent
-                .get_or_insert_with(tokio::time::Instant::now);
+            first_sent.get_or_init(Instant::now);
             // Other writers (the Event sender) wait while a wave of patches is in flight.
-            self.patcher
-                .patching
-                .send_if_modified(|patching| !std::mem::replace(patching, true));
-            let patcher = self.patcher;
-            self.in_flight
-                .push(Box::pin(async move { (i, patcher.send(outgoing).await) }));
+            (patcher.patching).send_if_modified(|patching| !std::mem::replace(patching, true));
+            (i, patcher.send(outgoing).await)
         }
+    });
+    let mut sent = sending.buffer_unordered(concurrency.max(1));
+    while let Some((i, outcome)) = sent.next().await {
+        outcomes[i] = outcome;
     }
-}
-
-/// The patch of `decided`, from `again`: the same object decided again by the same planner.
-/// None if that gave another decision, which the planner, a function of the object and the
-/// pass's snapshot, never does; the object is then left as it is.
-fn outgoing(decided: &Decision, mut again: Decision) -> Option<Outgoing> {
-    let patch = std::mem::take(&mut again.patch);
-    let template = again.infrastructure_template.take();
-    let stub_upgrade = again.stub_upgrade.take();
-    (again == *decided && !patch.is_empty()).then(|| Outgoing {
-        kind: decided.kind,
-        name: decided.name.clone(),
-        patch,
-        template,
-        stub_upgrade,
-    })
+    drop(sent);
+    (outcomes, first_sent.into_inner())
 }
 
 #[cfg(test)]
@@ -498,38 +365,5 @@ mod tests {
         let forbidden =
             status(r#"{"status":"Failure","message":"forbidden","reason":"Forbidden","code":403}"#);
         assert!(matches!(classify(&forbidden), Outcome::Failed(m) if m.contains("403")));
-    }
-
-    /// A patch built again is sent only for the decision the pass reported: never for another
-    /// one, and never empty.
-    #[test]
-    fn a_patch_built_again_is_sent_only_for_the_decision_reported() {
-        use crate::plan::Action;
-        use crate::plan::patch::Path;
-        use crate::reason::Reason;
-        let update = |message: &str| {
-            let mut d = Decision::new(
-                MachineKind::MachineSet,
-                "ns",
-                "worker-a",
-                Action::Update,
-                Reason::BootImageOutdated,
-                message.into(),
-            );
-            let path = jsonptr::Pointer::from_static("/spec/x");
-            d.patch.guarded_replace(Path::At(path), "old", "new");
-            d
-        };
-        let mut reported = update("from old to new");
-        reported.patch = Patch::default();
-        let sent = outgoing(&reported, update("from old to new")).expect("the same decision");
-        assert_eq!(
-            (sent.name.as_str(), sent.patch),
-            ("worker-a", update("").patch)
-        );
-        assert!(outgoing(&reported, update("from old to newer")).is_none());
-        let mut nothing_to_send = update("from old to new");
-        nothing_to_send.patch = Patch::default();
-        assert!(outgoing(&reported, nothing_to_send).is_none());
     }
 }

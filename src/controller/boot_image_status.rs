@@ -317,7 +317,7 @@ fn automatic_record(input: &FieldsInput<'_>, install: &str) -> Value {
     }
     let releases = (tallied.iter())
         .filter(|(c, _)| *c == Tally::Reconciled)
-        .filter_map(|(_, d)| d.boot_image.current.as_deref()?.rhcos_release());
+        .filter_map(|(_, d)| d.rhcos_release.current.as_deref());
     let mut oldest: Option<&str> = None;
     for release in releases {
         // A release the CRD cannot hold would have the whole status refused: claim no more
@@ -503,7 +503,6 @@ mod tests {
     use super::*;
     use crate::api::{MachineConfigurationStatus, ManagedBootImages, UpdateHistory};
     use crate::plan::Values;
-    use crate::platform::SharedImage;
 
     fn mc(spec: Value, status: Option<Value>) -> MachineConfiguration {
         let mut mc: MachineConfiguration = serde_json::from_value(json!({
@@ -526,8 +525,8 @@ mod tests {
             String::new(),
         );
         d.boot_image = Values {
-            current: Some(SharedImage::of(json!("ami-old"))),
-            target: outdated.then(|| SharedImage::of(json!("ami-new"))),
+            current: Some(json!("ami-old")),
+            target: outdated.then(|| json!("ami-new")),
         };
         d
     }
@@ -648,10 +647,8 @@ mod tests {
     /// `decision` on an image whose RHCOS release is known, as a marketplace AMI's is.
     fn on_release(name: &str, release: &str) -> Decision {
         let mut d = decision(name, Action::UpToDate, Reason::UpToDate, false);
-        d.boot_image.current = Some(SharedImage::with_release(
-            json!(format!("ami-{name}")),
-            Some(release.into()),
-        ));
+        d.boot_image.current = Some(json!(format!("ami-{name}")));
+        d.rhcos_release.current = Some(release.into());
         d
     }
 

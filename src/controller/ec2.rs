@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use super::background::{self, SECRET_TIMEOUT};
-use super::lenient::{Kept, Lenient};
+use super::lenient::Lenient;
 use super::observe::Observation;
 use super::watches::Trigger;
 use crate::api::{Infrastructure, Secret};
@@ -451,21 +451,18 @@ pub(super) fn wanted(observed: &Observation, options: &Options) -> BTreeSet<(Str
         return BTreeSet::new();
     }
     let planner = Planner::new(&observed.snapshot, options);
-    // The kept views: the planner reads the labels and annotations the watch moved out of the
-    // metadata (an opted-out MachineSet is asked nothing).
-    crate::ec2::amis_to_ask(
+    crate::plan::amis_to_ask(
         &planner,
-        &observed.snapshot,
-        &kept(&observed.machine_sets),
-        &kept(&observed.control_plane_machine_sets),
-        &kept(&observed.cluster_api_machine_sets),
-        &kept(&observed.cluster_api_machine_deployments),
+        readable(&observed.machine_sets),
+        readable(&observed.control_plane_machine_sets),
+        readable(&observed.cluster_api_machine_sets),
+        readable(&observed.cluster_api_machine_deployments),
     )
 }
 
-/// The readable objects of a store, as the planner reads them.
-fn kept<K>(objects: &[Arc<Lenient<K>>]) -> Vec<Kept<'_, K>> {
-    objects.iter().filter_map(|o| o.kept().ok()).collect()
+/// The readable objects of a store.
+fn readable<K>(objects: &[Arc<Lenient<K>>]) -> impl Iterator<Item = &K> {
+    objects.iter().filter_map(|o| o.kept().ok())
 }
 
 /// Whether the Infrastructure says AWS: EC2 is asked nothing elsewhere.

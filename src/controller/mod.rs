@@ -19,7 +19,6 @@ mod known;
 mod observe;
 mod report;
 mod secrets;
-mod skip_field;
 pub mod status;
 mod status_schema;
 mod status_writer;
@@ -64,10 +63,6 @@ const CONFLICT_RETRY: Duration = Duration::from_millis(500);
 const STATUS_MIN_INTERVAL: Duration = Duration::from_secs(1);
 /// How often the known-images file is checked for changes.
 const FILE_POLL: Duration = Duration::from_secs(10);
-/// How many objects a pass decides before it starts their patches and decides on: small
-/// enough that the first patch waits well under a millisecond for its turn, large enough that
-/// a pass with nothing to send pauses rarely (156 times at 10,000 MachineSets).
-const DECIDED_BETWEEN_SENDS: usize = 64;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -577,51 +572,34 @@ impl Controller {
             observed.snapshot.vcenter = imports.facts(&wanted, &vcenter::in_use(&observed));
         }
         let observed_at = Instant::now();
-        // The planner reads the snapshot, not the objects: taken out, it outlives them (see
-        // below), so that each patch is built when it is sent.
-        let snapshot = std::mem::take(&mut observed.snapshot);
-        let planner = Planner::new(&snapshot, &options);
+        let planner = Planner::new(&observed.snapshot, &options);
+        let (mut decisions, facts) = decide::decide(&observed, &scope, &planner);
+        let decided_at = Instant::now();
         // A patch the API server refused waits for its retry even when a pass covers everything.
         let now = Instant::now();
-        let patcher = Arc::clone(&self.patcher);
-        let ours = patcher.recorded_copies(templates::recorded(
+        let ours = self.patcher.recorded_copies(templates::recorded(
             &observed.cluster_api_machine_sets,
             &observed.cluster_api_machine_deployments,
         ));
-        let mut wave = act::Wave::new(&patcher, self.args.max_concurrent_patches);
-        let mut deciding = decide::Deciding::new(&observed, &scope, &self.memory.results);
-        let mut decisions = Vec::with_capacity(deciding.expected());
-        let may_write = || self.may_write();
-        let deferred = |d: &Decision| self.deferred(d, now);
-        // Decided a few at a time, each few's patches started before the next are decided:
-        // the first patch of a rollout waits for its own decision, not for the whole fleet's.
-        loop {
-            let more = deciding.decide_some(&planner, DECIDED_BETWEEN_SENDS, &mut decisions);
-            wave.queue(&mut decisions, deciding.writing());
-            (wave.progress(&decisions, &planner, &may_write, &deferred)).await;
-            if !more {
-                break;
-            }
-            // Lets the client's tasks write the requests just started (on a busy runtime they
-            // wait behind this task otherwise).
-            tokio::task::yield_now().await;
-        }
-        let facts = deciding.facts(&planner);
-        let decided_at = Instant::now();
+        let moved_to = decisions
+            .iter()
+            .filter_map(|d| d.infrastructure_template.as_ref());
         let collectable = self.templates.candidates(
-            &snapshot.infrastructure_templates,
+            &observed.snapshot.infrastructure_templates,
             &observed.cluster_api_machine_sets,
             &observed.cluster_api_machine_deployments,
-            wave.templates(),
+            moved_to.map(|copy| copy.to.as_str()),
             &ours,
             options.now,
         );
-        // The observation holds a copy of every watched object; release it before the patches.
-        // The wave keeps the objects whose patches wait, each until its patch is built.
+        drop(planner);
         drop(observed);
-        let mut announced = self.announce_rollout(&facts, &decisions, |i| wave.writes(i), now);
+        let mut announced = self.announce_rollout(&facts, &decisions, now);
+        let patcher = Arc::clone(&self.patcher);
         let may_write = || self.may_write();
         let deferred = |d: &Decision| self.deferred(d, now);
+        let concurrency = self.args.max_concurrent_patches;
+        let acting = act::act(&patcher, &mut decisions, concurrency, &may_write, &deferred);
         // The announcement travels beside the patches rather than before them: the first patch
         // waits for nothing, and Progressing=True is still written before the False that
         // `report` writes once every patch has returned.
@@ -631,11 +609,8 @@ impl Controller {
                 None => None,
             }
         };
-        let first_patch_at = wave.first_sent();
-        let wave = wave.finish(&decisions, &planner, &may_write, &deferred);
-        let (outcomes, announcing) = tokio::join!(wave, announcing);
+        let ((outcomes, first_patch_at), announcing) = tokio::join!(acting, announcing);
         let acted_at = Instant::now();
-        drop(planner);
         self.memory.remembered_patches = options.remembered_patches;
         if let (Some(write), Some(result)) = (announced, announcing) {
             self.status_sent(write, result);
@@ -649,8 +624,10 @@ impl Controller {
             .filter(|o| **o != act::Outcome::NothingToSend)
             .count();
         let planned = decisions.len();
-        let applied = (decisions.into_iter().zip(outcomes))
-            .map(|(decision, outcome)| act::Applied { decision, outcome });
+        let applied = (decisions.into_iter().zip(outcomes)).map(|(decision, outcome)| {
+            let decision = Arc::new(decision);
+            act::Applied { decision, outcome }
+        });
         self.report(facts, applied).await;
         // The Events of the wave waited for its patches and for the status that reports them.
         self.patcher.wave_reported();
@@ -686,18 +663,16 @@ impl Controller {
     fn announce_rollout(
         &mut self,
         facts: &decide::PassFacts,
-        decisions: &[Arc<Decision>],
-        writes: impl Fn(usize) -> bool,
+        decisions: &[Decision],
         now: Instant,
     ) -> Option<status_writer::StatusWrite> {
         if facts.blocked.is_some() || !self.may_write() {
             return None;
         }
-        // Borrowed, not copied: at 10,000 MachineSets the wave is when memory peaks.
-        let rolling: BTreeMap<ObjectKey, &Decision> = (decisions.iter().enumerate())
-            .filter(|(i, d)| d.action == Action::Update && writes(*i))
-            .filter(|(_, d)| !self.deferred(d, now))
-            .map(|(_, d)| (d.key(), &**d))
+        let rolling: BTreeMap<ObjectKey, &Decision> = (decisions.iter())
+            .filter(|d| d.action == Action::Update && !d.patch.0.is_empty())
+            .filter(|d| !self.deferred(d, now))
+            .map(|d| (d.key(), d))
             .collect();
         if rolling.is_empty() {
             return None;
@@ -710,7 +685,7 @@ impl Controller {
     /// [`Options::remembered_patches`]), forgetting what left the window.
     fn remember_patches(
         &mut self,
-        decisions: &[Arc<Decision>],
+        decisions: &[Decision],
         outcomes: &[act::Outcome],
         now: Timestamp,
         window: SignedDuration,

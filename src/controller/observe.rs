@@ -1,6 +1,5 @@
 //! Step 1 of a pass: the stores become one snapshot, the planner's input.
 
-use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -23,16 +22,6 @@ pub(super) struct Observation {
     pub control_plane_machine_sets: Vec<Arc<Lenient<ControlPlaneMachineSet>>>,
     pub cluster_api_machine_sets: Vec<Arc<Lenient<ClusterApiMachineSet>>>,
     pub cluster_api_machine_deployments: Vec<Arc<Lenient<ClusterApiMachineDeployment>>>,
-}
-
-impl Observation {
-    /// How many machine resources of every kind it holds.
-    pub fn len(&self) -> usize {
-        self.machine_sets.len()
-            + self.control_plane_machine_sets.len()
-            + self.cluster_api_machine_sets.len()
-            + self.cluster_api_machine_deployments.len()
-    }
 }
 
 /// Reads the stores, and first starts watching every stub secret a selected machine resource
@@ -118,11 +107,10 @@ fn secrets_to_verify<'a, M: MachineObject>(
     objects
         .iter()
         .filter_map(|o| o.kept().ok())
-        .filter(move |o| selection.selects(o.meta_view().labels()) == Ok(true))
-        .map(|o| o.object())
+        .filter(move |o| selection.selects(o.meta().labels.as_ref()) == Ok(true))
         .filter_map(|o| {
             let in_provider_spec = || stub::kept_name(o.provider_spec()?);
-            (o.data_secret_name().map(Cow::Borrowed)).or_else(in_provider_spec)
+            (o.data_secret_name()).or_else(in_provider_spec)
         })
-        .map(Cow::into_owned)
+        .map(str::to_string)
 }

@@ -328,7 +328,7 @@ fn last_changes(decisions: &[&Decision]) -> String {
     // Compared borrowed: a copy of both times at every comparison was most of a report after
     // a rollout, when every updated object names its change.
     fn time(e: &Decision) -> Option<&str> {
-        e.last_change.as_ref().map(|c| c.time())
+        e.last_change.as_ref().map(|c| c.time.as_str())
     }
     recent.sort_by(|a, b| time(b).cmp(&time(a)));
     let mut text = String::new();
@@ -336,8 +336,7 @@ fn last_changes(decisions: &[&Decision]) -> String {
         let change = e.last_change.as_ref().expect("filtered");
         text.push_str(if i == 0 { "Last changes: " } else { "; " });
         // Whole seconds read better; the full time stays in the history annotation.
-        let time = change
-            .time()
+        let time = (change.time)
             .split('.')
             .next()
             .unwrap_or_default()

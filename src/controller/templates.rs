@@ -100,13 +100,9 @@ pub(super) fn recorded<A: MachineObject, B: MachineObject>(
 ) -> Vec<RecordedCopy> {
     fn of<M: MachineObject>(objects: &[Arc<Lenient<M>>]) -> impl Iterator<Item = RecordedCopy> {
         objects.iter().flat_map(|object| {
-            let kept = object.kept().ok();
-            let text = kept.as_ref().and_then(|k| {
-                k.meta_view()
-                    .annotation(infrastructure::COPIES_ANNOTATION)
-                    .map(str::to_string)
-            });
-            infrastructure::recorded_copies(text.as_deref())
+            let annotations = (object.kept().ok()).and_then(|k| k.meta().annotations.as_ref());
+            let text = annotations.and_then(|a| a.get(infrastructure::COPIES_ANNOTATION));
+            infrastructure::recorded_copies(text.map(String::as_str))
         })
     }
     of(machine_sets).chain(of(machine_deployments)).collect()
@@ -116,7 +112,7 @@ pub(super) fn recorded<A: MachineObject, B: MachineObject>(
 fn references<M: MachineObject>(objects: &[Arc<Lenient<M>>]) -> Option<Vec<&str>> {
     let mut names = Vec::new();
     for object in objects {
-        let object = object.kept().ok()?.object();
+        let object = object.kept().ok()?;
         if let Some(reference) = object.infrastructure_ref()
             && reference.kind == AWS_MACHINE_TEMPLATE
         {

@@ -431,13 +431,12 @@ pub(super) fn wanted(observed: &Observation, options: &Options) -> BTreeSet<Temp
         return BTreeSet::new();
     }
     let planner = Planner::new(&observed.snapshot, options);
-    // The kept view: the planner reads the labels and annotations the watch moved out of the
-    // metadata (an opted-out MachineSet asks for no template).
+    // An opted-out MachineSet asks for no template.
     observed
         .machine_sets
         .iter()
         .filter_map(|o| o.kept().ok())
-        .filter_map(|ms| planner.template_request(&ms))
+        .filter_map(|ms| planner.template_request(ms))
         .collect()
 }
 
@@ -446,15 +445,15 @@ pub(super) fn in_use(observed: &Observation) -> BTreeSet<String> {
     let machine_sets = observed
         .machine_sets
         .iter()
-        .filter_map(|o| template_of(&o.kept().ok()?));
+        .filter_map(|o| template_of(o.kept().ok()?));
     let control_planes =
-        (observed.control_plane_machine_sets.iter()).filter_map(|o| template_of(&o.kept().ok()?));
+        (observed.control_plane_machine_sets.iter()).filter_map(|o| template_of(o.kept().ok()?));
     machine_sets.chain(control_planes).collect()
 }
 
 fn template_of<M: MachineObject>(object: &M) -> Option<String> {
-    let template = object.provider_spec()?.at("/template")?;
-    let template = template.as_str()?;
+    let spec = object.provider_spec()?.value.as_ref()?;
+    let template = spec.pointer("/template")?.as_str()?;
     Some(template.rsplit('/').next().unwrap_or(template).to_string())
 }
 

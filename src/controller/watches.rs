@@ -21,7 +21,7 @@ use tracing::{info, warn};
 
 use super::config::RunArgs;
 use super::known;
-use super::lenient::{KeptWhole, Lenient};
+use super::lenient::Lenient;
 use super::watch_backoff::WatchHealth;
 use k8s_openapi::api::core::v1::Node;
 
@@ -459,7 +459,7 @@ pub(super) fn drop_managed_fields<K: Resource>(object: &mut K) {
 /// The MachineConfiguration's `managedFields` say whether another boot image manager is active
 /// (`plan::manager`); a singleton's are small. Every other object's are dropped.
 fn drop_managed_fields_unless_read<K: Resource<DynamicType = ()>>(object: &mut K) {
-    if !super::lenient::reads_managed_fields::<K>() {
+    if K::kind(&()) != "MachineConfiguration" {
         drop_managed_fields(object);
     }
 }
@@ -491,12 +491,12 @@ where
 }
 
 /// The typed object of a lenient singleton; a malformed one counts as absent, loudly.
-fn parsed<K: Clone + KeptWhole>(object: Option<Arc<Lenient<K>>>) -> Option<K> {
+fn parsed<K: Clone>(object: Option<Arc<Lenient<K>>>) -> Option<K> {
     let object = object?;
     match object.object() {
         Ok(k) => Some(k.clone()),
         Err(unreadable) => {
-            let (name, error) = (&unreadable.metadata.name, &unreadable.error);
+            let (name, error) = (&unreadable.metadata.name, &unreadable.malformed.error);
             warn!(?name, %error, "ignoring an object that cannot be read");
             None
         }

@@ -1,18 +1,17 @@
 //! What the planner decided about one machine resource, and the plan made of those decisions.
 
-use std::borrow::Borrow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use json_patch::Patch;
 use serde::Serialize;
 use serde_json::Value;
 
 use super::infrastructure::TemplateCopy;
-use super::patch::Patch;
 use super::record::{self, HistoryEntry};
 use super::stub::StubUpgrade;
 use crate::machine_kind::MachineKind;
-use crate::platform::SharedImage;
+use crate::platform::display_image;
 use crate::reason::Reason;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -71,31 +70,25 @@ impl<T> Default for Values<T> {
     }
 }
 
-impl Values<Arc<SharedImage>> {
-    /// The current image's value.
+impl Values<Value> {
     pub fn current_value(&self) -> Option<&Value> {
-        self.current.as_deref().map(SharedImage::value)
+        self.current.as_ref()
     }
 
-    /// The target image's value.
     pub fn target_value(&self) -> Option<&Value> {
-        self.target.as_deref().map(SharedImage::value)
+        self.target.as_ref()
     }
 }
 
 impl<T: Clone> Values<T> {
-    /// The change as the history records it, borrowed (a shared image as the value it is);
-    /// `None` when the value does not change.
-    pub(super) fn change<U: ?Sized>(&self) -> Option<record::Change<&U>>
-    where
-        T: Borrow<U>,
-    {
+    /// The change as the history records it; `None` when the value does not change.
+    pub(super) fn change(&self) -> Option<record::Change<T>> {
         let (Some(from), Some(to)) = (&self.current, &self.target) else {
             return None;
         };
         Some(record::Change {
-            from: from.borrow(),
-            to: to.borrow(),
+            from: from.clone(),
+            to: to.clone(),
         })
     }
 
@@ -122,13 +115,15 @@ pub struct Decision {
     pub action: Action,
     pub reason: Reason,
     pub message: String,
-    /// Shared with the decisions of other objects with the same provider spec.
-    pub boot_image: Values<Arc<SharedImage>>,
+    pub boot_image: Values<Value>,
+    /// The RHCOS release each boot image boots, where the image itself says so (a marketplace
+    /// AMI): the skew status records it.
+    #[serde(skip)]
+    pub rhcos_release: Values<String>,
     pub user_data_secret: Values<String>,
     /// Every RFC 6902 operation the controller sends for this object, bookkeeping included: a
     /// `test` then a `replace` for each changed value, then the history and hot-loop
-    /// annotations. Empty when nothing is written; only counted in a controller pass's
-    /// decision (`Planner::decide_counted`), which is decided again when it is sent.
+    /// annotations. Empty when nothing is written.
     pub patch: Patch,
     /// For a Cluster API MachineSet: the infrastructure template created before `patch` is
     /// sent, which `patch` points the MachineSet at.
@@ -140,12 +135,9 @@ pub struct Decision {
     pub stub_upgrade: Option<Arc<StubUpgrade>>,
     /// The newest change this controller recorded on the object, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub last_change: Option<record::LastChange>,
+    pub last_change: Option<HistoryEntry>,
     /// Of an Update: the change its patch records in the history annotation, which becomes
-    /// the object's newest change once the patch is applied (see [`Decision::applied`]). Its
-    /// boot image and stub secret changes are left out until then: they are `boot_image` and
-    /// `user_data_secret`, and copying images at every update was about 6% of the planner's
-    /// work on Azure.
+    /// the object's newest change once the patch is applied (see [`Decision::applied`]).
     #[serde(skip)]
     pub recorded: Option<Box<HistoryEntry>>,
     /// Something the decision worked around and an administrator should know of.
@@ -178,6 +170,7 @@ impl Decision {
             reason,
             message,
             boot_image: Values::default(),
+            rhcos_release: Values::default(),
             user_data_secret: Values::default(),
             patch: Patch::default(),
             infrastructure_template: None,
@@ -188,9 +181,8 @@ impl Decision {
         }
     }
 
-    /// Drops what the decision would write: its operations, released rather than cleared (the
-    /// decision is kept until the next pass), the template it would create and the stub secret
-    /// it would upgrade.
+    /// Drops what the decision would write: its operations, the template it would create and the
+    /// stub secret it would upgrade.
     pub(super) fn withdraw_writes(&mut self) {
         self.patch = Patch::default();
         self.infrastructure_template = None;
@@ -207,28 +199,22 @@ impl Decision {
         self
     }
 
-    /// Makes this decision [`Decision::applied`] where it is (the controller keeps its
-    /// decisions boxed, and moving one out and back would allocate it again).
+    /// Makes this decision [`Decision::applied`] where it is.
     pub fn apply(&mut self) {
         if self.action != Action::Update {
             return;
         }
         self.action = Action::UpToDate;
         self.reason = Reason::UpToDate;
-        // The change is recorded from the values before they are applied, as the patch's
-        // history entry was written.
         if let Some(recorded) = self.recorded.take() {
-            let entry = recorded.with_changes::<SharedImage>(
-                self.boot_image.change(),
-                self.user_data_secret.change(),
-            );
-            self.last_change = Some(record::LastChange::written(&entry));
+            self.last_change = Some(*recorded);
         }
         self.boot_image.apply();
+        self.rhcos_release.apply();
         self.user_data_secret.apply();
         self.withdraw_writes();
         self.message = with_warning(
-            current_message(self.boot_image.current.as_deref()),
+            current_message(self.boot_image.current.as_ref()),
             self.warning.as_ref(),
         );
     }
@@ -243,15 +229,15 @@ impl Decision {
     /// Identity of the values this decision writes, for the hot-loop guard.
     pub fn target_key(&self) -> String {
         record::target_key(
-            self.boot_image.target.as_deref(),
+            self.boot_image.target.as_ref(),
             self.user_data_secret.target.as_deref(),
         )
     }
 }
 
 /// The message of a decision that leaves a current boot image as it is.
-pub(super) fn current_message(image: Option<&SharedImage>) -> String {
-    format!("boot image is current ({})", SharedImage::shown(image))
+pub(super) fn current_message(image: Option<&Value>) -> String {
+    format!("boot image is current ({})", display_image(image))
 }
 
 /// A warning travels in the message too, where people read decisions.

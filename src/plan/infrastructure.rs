@@ -25,10 +25,12 @@ use std::collections::BTreeMap;
 
 use std::sync::Arc;
 
+use json_patch::{AddOperation, Patch, PatchOperation, ReplaceOperation};
 use kube::api::DynamicObject;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
+use super::patch::{Guarded, annotation};
 use crate::api::{
     InfrastructureRef, MachineSpec, MachineTemplate, ObjectMeta, ProviderSpec, TemplateMetadata,
 };
@@ -83,7 +85,7 @@ pub fn region(infrastructure: Option<&crate::api::Infrastructure>) -> Option<&st
 }
 
 /// What the AWS rule reads of the templates `objects` reference, for the EC2 look-ups
-/// ([`crate::ec2::amis_to_ask`]).
+/// ([`crate::plan::amis_to_ask`]).
 pub fn provider_spec_views<'a, M: crate::machine_kind::MachineObject + 'a>(
     objects: impl IntoIterator<Item = &'a M> + 'a,
     templates: &'a Templates,
@@ -154,7 +156,7 @@ pub fn view<'a>(
             ),
         ));
     };
-    let machine = crate::json_pointer::get(&source.data, MACHINE_SPEC_POINTER);
+    let machine = &source.data.pointer(MACHINE_SPEC_POINTER);
     let mut spec = Map::new();
     if let Some(ami) = machine.and_then(|m| m.get("ami")) {
         spec.insert("ami".into(), ami.clone());
@@ -171,7 +173,9 @@ pub fn view<'a>(
             ..Default::default()
         }),
         spec: MachineSpec {
-            provider_spec: ProviderSpec::new(Value::Object(spec)),
+            provider_spec: ProviderSpec {
+                value: Some(Value::Object(spec)),
+            },
             ..Default::default()
         },
         ..Default::default()
@@ -264,14 +268,9 @@ pub fn recorded_copies(annotation: Option<&str>) -> Vec<RecordedCopy> {
 /// written as [`CREATED_UID_PLACEHOLDER`] (see [`fill_created_uid`]). After the history's
 /// operations: the annotations exist by then, and an absent record is guarded by the
 /// resourceVersion every patch tests.
-pub fn record_copy(
-    patch: &mut super::patch::Patch,
-    meta: crate::meta_view::MetaView<'_>,
-    copy: &str,
-) {
-    use super::patch::Path;
-    let old = meta.annotation(COPIES_ANNOTATION);
-    let mut copies = recorded_copies(old);
+pub fn record_copy(patch: &mut Patch, meta: &ObjectMeta, copy: &str) {
+    let old = (meta.annotations.as_ref()).and_then(|a| a.get(COPIES_ANNOTATION));
+    let mut copies = recorded_copies(old.map(String::as_str));
     copies.retain(|c| c.name != copy);
     copies.push(RecordedCopy {
         name: copy.to_string(),
@@ -280,29 +279,35 @@ pub fn record_copy(
     let dropped = copies.len().saturating_sub(COPIES_KEPT);
     copies.drain(..dropped);
     let new = serde_json::to_string(&copies).unwrap_or_default();
-    let path = Path::Annotation(COPIES_ANNOTATION);
+    let path = annotation(COPIES_ANNOTATION);
     match old {
-        Some(old) => patch.guarded_replace(path, old, new.as_str()),
-        None => patch.add(path, new.as_str()),
+        Some(old) => patch.guarded_replace(path, old.as_str(), new),
+        None => patch.add(path, new),
     }
 }
 
-/// The body of a patch with the UID of the copy it records: the last placeholder, the one
-/// [`record_copy`] writes last (an earlier one would be in an old value someone wrote).
-pub fn fill_created_uid(body: &[u8], uid: &str) -> Vec<u8> {
-    let placeholder = CREATED_UID_PLACEHOLDER.as_bytes();
-    let at = body
-        .windows(placeholder.len())
-        .rposition(|w| w == placeholder);
-    let Some(at) = at else {
-        return body.to_vec();
-    };
-    let mut filled = Vec::with_capacity(body.len() + uid.len());
-    filled.extend_from_slice(&body[..at]);
+/// The patch with the UID of the copy it records in place of the placeholder that
+/// [`record_copy`] wrote: in the last operation that writes the record.
+pub fn fill_created_uid(patch: &Patch, uid: &str) -> Patch {
+    let mut filled = patch.clone();
     // A UID from the API server is plain text; anything else is not written into the patch.
     let safe = uid.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
-    filled.extend_from_slice(if safe { uid.as_bytes() } else { b"" });
-    filled.extend_from_slice(&body[at + placeholder.len()..]);
+    let uid = if safe { uid } else { "" };
+    let record = annotation(COPIES_ANNOTATION);
+    let written = filled.0.iter_mut().rev().find_map(|op| match op {
+        PatchOperation::Add(AddOperation { path, value })
+        | PatchOperation::Replace(ReplaceOperation { path, value })
+            if *path == record =>
+        {
+            Some(value)
+        }
+        _ => None,
+    });
+    if let Some(Value::String(text)) = written
+        && let Some(at) = text.rfind(CREATED_UID_PLACEHOLDER)
+    {
+        text.replace_range(at..at + CREATED_UID_PLACEHOLDER.len(), uid);
+    }
     filled
 }
 
@@ -698,17 +703,18 @@ mod tests {
     }
 
     #[test]
-    fn the_uid_of_the_created_copy_fills_the_last_placeholder_only() {
-        let body = format!(
-            "[{{\"value\":\"{CREATED_UID_PLACEHOLDER}\"}},{{\"value\":\"{CREATED_UID_PLACEHOLDER}\"}}]"
-        );
-        let filled = String::from_utf8(fill_created_uid(body.as_bytes(), "1f2e-3d")).unwrap();
-        assert_eq!(
-            filled,
-            format!("[{{\"value\":\"{CREATED_UID_PLACEHOLDER}\"}},{{\"value\":\"1f2e-3d\"}}]")
-        );
-        let odd = String::from_utf8(fill_created_uid(body.as_bytes(), "a\"b")).unwrap();
-        assert!(!odd.contains("a\"b"), "{odd}");
+    fn the_uid_of_the_created_copy_fills_the_record_written_last_only() {
+        let meta = ObjectMeta::default();
+        let mut patch = Patch::default();
+        record_copy(&mut patch, &meta, "copy-1");
+        // An earlier operation holding the placeholder (an old value someone wrote) is kept.
+        (patch.0).insert(0, patch.0[0].clone());
+        let filled = serde_json::to_value(fill_created_uid(&patch, "1f2e-3d")).unwrap();
+        let record = |i: usize| filled[i]["value"].as_str().unwrap().to_string();
+        assert!(record(0).contains(CREATED_UID_PLACEHOLDER), "{}", record(0));
+        assert_eq!(record(1), r#"[{"name":"copy-1","uid":"1f2e-3d"}]"#);
+        let odd = serde_json::to_string(&fill_created_uid(&patch, "a\"b")).unwrap();
+        assert!(!odd.contains("a\\\"b"), "{odd}");
     }
 
     #[test]

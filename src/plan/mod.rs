@@ -6,8 +6,8 @@
 //! The cluster-wide gates come first ([`gates`]); then each object goes through the rules of
 //! DESIGN.md section 2 in order ([`rules`]), and the first rule that applies decides.
 
+mod amis;
 mod decision;
-mod decoded;
 mod gates;
 pub mod infrastructure;
 pub mod manager;
@@ -33,10 +33,11 @@ use crate::machine_kind::{MachineKind, MachineObject};
 use crate::platform::ImageOutcome;
 use crate::reason::Reason;
 use crate::stream::GoldenConfig;
+pub use amis::amis_to_ask;
 pub use decision::{Action, Blocked, Decision, ObjectKey, Plan, Values, Warning};
 use gates::Ready;
 pub use gates::{pause_key, paused};
-pub use patch::Patch;
+pub use json_patch::Patch;
 
 /// The cluster-wide inputs of a plan, as observed at one moment.
 #[derive(Clone, Debug, Default)]
@@ -173,46 +174,36 @@ pub fn plan_all(
     plan
 }
 
-/// Whether a decision's patch is written or only counted ([`Patch::counted`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum PatchText {
-    Written,
-    Counted,
-}
-
 /// The planner with the global gates evaluated once; decides one object at a time, so the
 /// controller can re-plan a single MachineSet when only it changed.
 pub struct Planner<'a> {
-    snapshot: &'a ClusterSnapshot,
+    pub(crate) snapshot: &'a ClusterSnapshot,
     options: &'a Options,
     state: Result<Ready, Blocked>,
-    /// Each stub secret of the snapshot checked once: many MachineSets share one, and reading
-    /// its Ignition config costs more than the rest of a decision.
-    /// By namespace, then name, so that a look-up borrows the names instead of copying them.
-    /// foldhash: looked up for most decisions, and built from the snapshot for one pass.
-    stub_checks: foldhash::HashMap<String, foldhash::HashMap<String, stub::StubCheck>>,
-    /// `options.now` as the history records it, formatted once rather than per update.
+    /// Each stub secret of the snapshot checked once, by namespace and name: MachineSets that
+    /// share a stub share its upgrade, which is sent once.
+    stub_checks: BTreeMap<(String, String), stub::StubCheck>,
+    /// `options.now` as the history records it.
     now_text: String,
-    /// The provider specs of stored objects, each distinct text decoded once.
-    decoded: decoded::DecodedSpecs,
 }
 
 impl<'a> Planner<'a> {
     pub fn new(snapshot: &'a ClusterSnapshot, options: &'a Options) -> Self {
         let now_text = options.now.to_string();
-        let mut stub_checks: foldhash::HashMap<String, foldhash::HashMap<_, _>> =
-            Default::default();
-        for ((namespace, name), secret) in &snapshot.secrets {
-            let checked = stub::check(namespace, name, Some(secret), &now_text);
-            (stub_checks.entry(namespace.clone()).or_default()).insert(name.clone(), checked);
-        }
+        let stub_checks = (snapshot.secrets.iter())
+            .map(|(key, secret)| {
+                (
+                    key.clone(),
+                    stub::check(&key.0, &key.1, Some(secret), &now_text),
+                )
+            })
+            .collect();
         Planner {
             snapshot,
             options,
             state: Ready::evaluate(snapshot, options.control_plane_arch, options.report_only),
             stub_checks,
             now_text,
-            decoded: decoded::DecodedSpecs::default(),
         }
     }
 
@@ -242,21 +233,6 @@ impl<'a> Planner<'a> {
 
     /// The decision for one object, or for an object that could not be read as its kind.
     pub fn decide<M: MachineObject>(&self, object: Result<&M, &Malformed>) -> Decision {
-        self.decide_as(object, PatchText::Written)
-    }
-
-    /// [`Planner::decide`], with the patch of an update counted and not written
-    /// ([`Patch::counted`]): what a controller pass needs, which decides an object again to
-    /// write its patch when it sends it. Equal to `decide`'s decision in all else.
-    pub fn decide_counted<M: MachineObject>(&self, object: Result<&M, &Malformed>) -> Decision {
-        self.decide_as(object, PatchText::Counted)
-    }
-
-    fn decide_as<M: MachineObject>(
-        &self,
-        object: Result<&M, &Malformed>,
-        text: PatchText,
-    ) -> Decision {
         let object = match object {
             Ok(object) => object,
             Err(bad) => {
@@ -279,10 +255,10 @@ impl<'a> Planner<'a> {
         };
         let mut decision = match &self.state {
             Err(blocked) => subject.decision(Action::Skip, blocked.reason, blocked.message.clone()),
-            Ok(ready) => self.decide_readable(&subject, ready, text),
+            Ok(ready) => self.decide_readable(&subject, ready),
         };
-        decision.uid = subject.meta.uid().cloned();
-        decision.last_change = subject.records.into_last();
+        decision.uid = subject.meta.uid.clone();
+        decision.last_change = record::last_change(subject.meta);
         decision
     }
 

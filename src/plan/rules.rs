@@ -2,56 +2,49 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::sync::Arc;
 
+use json_patch::Patch;
 use jsonptr::Pointer;
 use serde_json::Value;
 
 use super::decision::{Action, Decision, Values, Warning, current_message, with_warning};
-use super::decoded::SpecView;
 use super::gates::Ready;
 use super::infrastructure::{self, TemplateCopy, TemplateView, Unjudgeable};
-use super::patch::{Patch, Path, remove_annotation};
+use super::patch::{Guarded, annotation, remove_annotation, under, under_known};
 use super::record::{self, HistoryEntry};
 use super::stub::{StubCheck, StubState};
-use super::{PatchText, Planner, friendly_duration, stub};
-use crate::api::{MachineTemplate, ProviderSpec};
+use super::{Planner, friendly_duration, stub};
+use crate::api::{MachineTemplate, ObjectMeta, ProviderSpec};
 use crate::arch::Arch;
 use crate::machine_kind::{Authority, MachineKind, MachineObject};
-use crate::meta_view::MetaView;
 use crate::names::{
     AUTOSCALER_LABELS_ANNOTATION, HOT_LOOP_ANNOTATION, LEGACY_OPT_OUT_ANNOTATION,
     OPT_OUT_ANNOTATION, OPT_OUT_VALUE, OS_ID_LABEL, OS_STREAM_LABEL,
 };
 use crate::platform::vsphere::{self, TemplateRequest};
-use crate::platform::{
-    Changes, ImageOutcome, Input, Platform, PlatformRule, RuleContext, SharedImage,
-};
+use crate::platform::{ImageOutcome, Input, Platform, PlatformRule, RuleContext, display_image};
 use crate::reason::Reason;
 use crate::stream::{DEFAULT_OS_STREAM, GoldenStream};
 
 /// The parts of a machine resource the rules look at.
 pub(super) struct Subject<'a> {
     kind: MachineKind,
-    pub meta: MetaView<'a>,
+    pub meta: &'a ObjectMeta,
     template: Option<&'a MachineTemplate>,
     authority: Authority,
     /// Of a Cluster API MachineSet: its infrastructure template, or why it cannot be judged.
     infrastructure: Option<&'a Result<TemplateView<'a>, Unjudgeable>>,
-    /// Our earlier patches as the object records them, read when first needed.
-    pub records: record::Records<'a>,
 }
 
 impl<'a> Subject<'a> {
     pub fn of<M: MachineObject>(object: &'a M) -> Self {
-        let meta = object.meta_view();
+        let meta = object.meta();
         Subject {
             kind: M::KIND,
             meta,
             template: object.machine_template(),
-            authority: object.authority(meta),
+            authority: object.authority(),
             infrastructure: None,
-            records: record::Records::of(meta),
         }
     }
 
@@ -68,16 +61,20 @@ impl<'a> Subject<'a> {
     }
 
     fn namespace(&self) -> &'a str {
-        self.meta.namespace()
+        self.meta.namespace.as_deref().unwrap_or_default()
     }
 
     pub fn decision(&self, action: Action, reason: Reason, message: String) -> Decision {
-        let name = self.meta.name();
+        let name = self.meta.name.as_deref().unwrap_or_default();
         Decision::new(self.kind, self.namespace(), name, action, reason, message)
     }
 
     fn annotation(&self, key: &str) -> Option<&'a str> {
-        self.meta.annotation(key)
+        self.meta.annotations.as_ref()?.get(key).map(String::as_str)
+    }
+
+    fn label(&self, key: &str) -> Option<&'a str> {
+        self.meta.labels.as_ref()?.get(key).map(String::as_str)
     }
 
     fn template_labels(&self) -> Option<&'a BTreeMap<String, String>> {
@@ -91,16 +88,15 @@ impl<'a> Subject<'a> {
 
 /// A platform rule's verdict on one boot image, and what it was judged against.
 pub(super) struct Evaluated<'a> {
-    pub outcome: ImageOutcome<Arc<SharedImage>>,
+    pub outcome: ImageOutcome,
     rule: &'static dyn PlatformRule,
-    stream: &'a GoldenStream,
-    arch: Arch,
-    provider_spec: SpecView<'a>,
+    ctx: RuleContext<'a>,
+    provider_spec: &'a Value,
 }
 
 /// The boot image part of a decision: the compared values and the operations that change them.
 struct ImageChange {
-    values: Values<Arc<SharedImage>>,
+    values: Values<Value>,
     /// The patch so far: `test`s of the inputs that chose the image, then the image's changes.
     ops: Patch,
     /// The template a Cluster API MachineSet moves to, created before the patch is sent.
@@ -108,13 +104,8 @@ struct ImageChange {
 }
 
 impl Planner<'_> {
-    pub(super) fn decide_readable(
-        &self,
-        subject: &Subject<'_>,
-        ready: &Ready,
-        text: PatchText,
-    ) -> Decision {
-        let mut decided = self.decide_unguarded(subject, ready, text);
+    pub(super) fn decide_readable(&self, subject: &Subject<'_>, ready: &Ready) -> Decision {
+        let mut decided = self.decide_unguarded(subject, ready);
         // Every write is guarded by the resourceVersion the decision read: the `test`s of the
         // values a patch replaces cannot say that what chose them is unchanged, e.g. that no
         // opt-out annotation was added meanwhile (JSON Patch cannot test that a key is still
@@ -126,39 +117,46 @@ impl Planner<'_> {
         decided
     }
 
-    fn decide_unguarded(&self, subject: &Subject<'_>, ready: &Ready, text: PatchText) -> Decision {
+    fn decide_unguarded(&self, subject: &Subject<'_>, ready: &Ready) -> Decision {
         if let Some(decided) = self.screen(subject, ready) {
             return decided;
         }
         let Evaluated {
             outcome,
             rule,
-            stream,
-            arch,
+            ctx,
             provider_spec,
         } = match self.evaluate_image(subject, ready) {
             Ok(evaluated) => evaluated,
             Err(decided) => return *decided,
         };
+        let (stream, arch) = (ctx.stream, ctx.arch);
         let release = stream.release(arch, rule.stream_key());
         let mut patch = Patch::default();
         if matches!(outcome, ImageOutcome::Update { .. }) {
-            // The whole patch in one buffer, with room for a usual update: the guards go first.
-            patch = match text {
-                PatchText::Written => Patch::with_capacity(PATCH_ROOM),
-                PatchText::Counted => Patch::counted(),
-            };
-            let inputs = rule.decision_inputs(&provider_spec);
-            input_guards(subject, inputs, &mut patch);
+            // The guards go first.
+            input_guards(subject, rule.decision_inputs(provider_spec), &mut patch);
         }
+        // The RHCOS release each image boots, where the image itself says it.
+        let release_of = |image: Option<&Value>| {
+            image.and_then(|image| rule.rhcos_release(provider_spec, image, &ctx))
+        };
+        let rhcos_release = Values {
+            current: release_of(outcome.current()),
+            target: release_of(outcome.target()),
+        };
         let image = match image_change(subject, outcome, release, patch) {
             Ok(image) => image,
-            Err(decided) => return *decided,
+            Err(mut decided) => {
+                decided.rhcos_release = rhcos_release;
+                return *decided;
+            }
         };
         if let Some(mismatch) = self.arch_mismatch(subject, ready, arch, &image) {
             return mismatch;
         }
-        let mut decided = self.stub_secret(subject, &provider_spec, image);
+        let mut decided = self.stub_secret(subject, provider_spec, image);
+        decided.rhcos_release = rhcos_release;
         if decided.action == Action::UpToDate && !decided.patch.is_empty() {
             decided.message = change_message(&decided, stream, release);
             self.update(subject, ready, stream, &mut decided);
@@ -179,21 +177,10 @@ impl Planner<'_> {
         ready: &'s Ready,
     ) -> Result<Evaluated<'s>, Box<Decision>> {
         let (rule, ctx, provider_spec) = self.rule_input(subject, ready)?;
-        let evaluate = |spec: &Value| {
-            let release = |image: &Value| rule.rhcos_release(spec, image, &ctx);
-            rule.evaluate(spec, &ctx).shared_with(release)
-        };
-        let outcome = match &provider_spec {
-            SpecView::Decoded(decoded) => decoded.verdict(ctx.arch, ctx.stream, evaluate),
-            SpecView::Borrowed(spec) => (self.decoded)
-                .verdicts_on_fields(spec, rule.provider_spec_fields())
-                .get_or_judge(ctx.arch, ctx.stream, || evaluate(spec)),
-        };
         Ok(Evaluated {
-            outcome,
+            outcome: rule.evaluate(provider_spec, &ctx),
             rule,
-            stream: ctx.stream,
-            arch: ctx.arch,
+            ctx,
             provider_spec,
         })
     }
@@ -204,7 +191,7 @@ impl Planner<'_> {
         &'s self,
         subject: &Subject<'s>,
         ready: &'s Ready,
-    ) -> Result<(&'static dyn PlatformRule, RuleContext<'s>, SpecView<'s>), Box<Decision>> {
+    ) -> Result<(&'static dyn PlatformRule, RuleContext<'s>, &'s Value), Box<Decision>> {
         // Before the architecture and providerSpec checks: on a platform we never write to, their
         // errors would only raise a false Degraded (e.g. every MachineSet of a multi-arch
         // bare-metal cluster without the autoscaler annotation).
@@ -230,26 +217,8 @@ impl Planner<'_> {
                 ),
             )));
         }
-        if let Some(infrastructure) = subject.infrastructure {
-            if ready.platform != Platform::Aws {
-                return Err(Box::new(subject.decision(
-                    Action::Skip,
-                    Reason::PlatformNotSupported,
-                    format!(
-                        "Cluster API MachineSets are updated on AWS only, not on {}",
-                        ready.platform.name()
-                    ),
-                )));
-            }
-            if let Err(refused) = infrastructure {
-                let action = if refused.error {
-                    Action::Error
-                } else {
-                    Action::Skip
-                };
-                let message = refused.message.clone();
-                return Err(Box::new(subject.decision(action, refused.reason, message)));
-            }
+        if let Some(refused) = cluster_api_refusal(subject, ready) {
+            return Err(Box::new(refused));
         }
         let stream = self.os_stream(subject, ready)?;
         let arch = self
@@ -257,22 +226,15 @@ impl Planner<'_> {
             .map_err(|(action, reason, message)| {
                 Box::new(subject.decision(action, reason, message))
             })?;
-        let provider_spec = match self.provider_spec(subject) {
-            Ok(Some(provider_spec)) => provider_spec,
-            Ok(None) => {
-                return Err(Box::new(subject.decision(
-                    Action::Error,
-                    Reason::InvalidProviderSpec,
-                    "the machine template has no providerSpec.value object".into(),
-                )));
-            }
-            Err(error) => {
-                return Err(Box::new(subject.decision(
-                    Action::Error,
-                    Reason::InvalidProviderSpec,
-                    format!("the providerSpec.value kept by the watch could not be read: {error}"),
-                )));
-            }
+        let provider_spec = (subject.provider_spec())
+            .and_then(|spec| spec.value.as_ref())
+            .filter(|value| value.is_object());
+        let Some(provider_spec) = provider_spec else {
+            return Err(Box::new(subject.decision(
+                Action::Error,
+                Reason::InvalidProviderSpec,
+                "the machine template has no providerSpec.value object".into(),
+            )));
         };
         let infrastructure = self.snapshot.infrastructure.as_ref();
         let ctx = RuleContext {
@@ -287,23 +249,6 @@ impl Planner<'_> {
             vcenter: &self.snapshot.vcenter,
         };
         Ok((rule, ctx, provider_spec))
-    }
-
-    /// The provider spec of `subject` when it is a JSON object; when the watch store keeps it as
-    /// text, decoded once for every object of the pass that keeps the same text.
-    fn provider_spec<'s>(
-        &'s self,
-        subject: &Subject<'s>,
-    ) -> Result<Option<SpecView<'s>>, serde_json::Error> {
-        let Some(spec) = subject.provider_spec() else {
-            return Ok(None);
-        };
-        let view = match (&spec.value, spec.kept_text()) {
-            (Some(value), _) => SpecView::Borrowed(value),
-            (None, Some(kept)) => SpecView::Decoded(self.decoded.value(kept)?),
-            (None, None) => return Ok(None),
-        };
-        Ok(Some(view).filter(|v| v.is_object()))
     }
 
     /// Whether the platform rule would judge `object`'s image: the gates let planning go ahead
@@ -329,43 +274,16 @@ impl Planner<'_> {
             return None;
         }
         let (_, ctx, provider_spec) = self.rule_input(&subject, ready).ok()?;
-        vsphere::template_request(&provider_spec, &ctx).ok()
+        vsphere::template_request(provider_spec, &ctx).ok()
     }
 
     /// Rules 1 to 4: the objects we leave alone whatever their images.
     fn screen(&self, subject: &Subject<'_>, ready: &Ready) -> Option<Decision> {
-        let legacy = subject.annotation(LEGACY_OPT_OUT_ANNOTATION) == Some(OPT_OUT_VALUE);
-        if subject.annotation(OPT_OUT_ANNOTATION) == Some(OPT_OUT_VALUE) || legacy {
-            let key = if legacy {
-                LEGACY_OPT_OUT_ANNOTATION
-            } else {
-                OPT_OUT_ANNOTATION
-            };
-            let mut decided = subject.decision(
-                Action::Skip,
-                Reason::OptedOut,
-                format!("opted out by annotation {key}={OPT_OUT_VALUE}"),
-            );
-            if legacy {
-                decided.message = format!(
-                    "{}; that key is deprecated and will be ignored in the next release: \
-                     annotate {OPT_OUT_ANNOTATION}={OPT_OUT_VALUE} instead",
-                    decided.message
-                );
-                decided.warning = Some(Warning {
-                    reason: Reason::DeprecatedAnnotation,
-                    message: decided.message.clone(),
-                });
-            }
-            // Opting out and back in is the documented way to reset the hot-loop guard. Like
-            // every write, the reset waits while a gate holds writes.
-            if ready.hold.is_none() {
-                remove_annotation(&mut decided.patch, subject.meta, HOT_LOOP_ANNOTATION);
-            }
+        if let Some(decided) = opted_out(subject, ready) {
             return Some(decided);
         }
         let selection = ready.selection(subject.kind);
-        match selection.selects(subject.meta.labels()) {
+        match selection.selects(subject.meta.labels.as_ref()) {
             Err(message) => {
                 let message = message.to_string();
                 return Some(subject.decision(Action::Error, Reason::InvalidSelector, message));
@@ -402,8 +320,9 @@ impl Planner<'_> {
         // leaves a providerSpec that drifted from its pool as it is unless the pool is annotated
         // `hive.openshift.io/override-machinepool-platform` (`syncMachineSets`). So they are
         // updated, as upstream updates them.
-        if let Some(owner) = (subject.meta.owner_references().iter())
-            .find(|owner| !subject.kind.is_cluster_api() || !is_cluster(owner))
+        let owners = subject.meta.owner_references.as_deref().unwrap_or_default();
+        if let Some(owner) =
+            (owners.iter()).find(|owner| !subject.kind.is_cluster_api() || !is_cluster(owner))
         {
             let message = format!(
                 "owned by {} {}; its owner would revert our changes",
@@ -422,7 +341,7 @@ impl Planner<'_> {
         subject: &Subject<'_>,
         ready: &'r Ready,
     ) -> Result<&'r GoldenStream, Box<Decision>> {
-        let label = (subject.meta.label(OS_STREAM_LABEL)).or_else(|| {
+        let label = (subject.label(OS_STREAM_LABEL)).or_else(|| {
             let template = subject.template_labels()?;
             template.get(OS_STREAM_LABEL).map(String::as_str)
         });
@@ -509,10 +428,10 @@ impl Planner<'_> {
         image: &ImageChange,
     ) -> Option<Decision> {
         image.values.target.as_ref()?;
-        let current = SharedImage::shown(image.values.current.as_deref());
+        let current = display_image(image.values.current.as_ref());
         let listed = ready
             .golden
-            .arch_of(current)
+            .arch_of(&current)
             .filter(|listed| *listed != arch)?;
         let message = format!(
             "the current image {current} is a {listed} image of the golden streams, but this \
@@ -592,11 +511,11 @@ impl Planner<'_> {
         {
             // The stub was checked (and maybe upgraded) by the name read: another name set
             // meanwhile would go unchecked with the new image.
-            let path = Path::under_known(subject.kind.provider_spec_path(), stub::NAME_POINTER);
-            decided.patch.test(path, name);
+            let path = under_known(subject.kind.provider_spec_path(), stub::NAME_POINTER);
+            decided.patch.test(path, name.to_string());
         }
         if decided.patch.is_empty() {
-            decided.message = current_message(decided.boot_image.current.as_deref());
+            decided.message = current_message(decided.boot_image.current.as_ref());
         }
         decided
     }
@@ -605,7 +524,7 @@ impl Planner<'_> {
     /// does not hold is missing.
     fn stub_check(&self, subject: &Subject<'_>, name: &str) -> StubCheck {
         let namespace = subject.namespace();
-        match (self.stub_checks.get(namespace)).and_then(|names| names.get(name)) {
+        match (self.stub_checks).get(&(namespace.to_string(), name.to_string())) {
             Some(checked) => checked.clone(),
             None => stub::check(namespace, name, None, &self.now_text),
         }
@@ -624,8 +543,8 @@ impl Planner<'_> {
         let target_key = decided.target_key();
         let (now, window) = (self.options.now, self.options.hot_loop_window);
         let remembered =
-            (subject.meta.uid()).and_then(|uid| self.options.remembered_patches.get(uid));
-        let recent = (subject.records).recent_patches(remembered, now, window);
+            (subject.meta.uid.as_ref()).and_then(|uid| self.options.remembered_patches.get(uid));
+        let recent = record::recent_patches(subject.meta, remembered, now, window);
         if recent >= self.options.hot_loop_threshold {
             decided.action = Action::Error;
             decided.reason = Reason::HotLoop;
@@ -648,14 +567,12 @@ impl Planner<'_> {
             decided.withdraw_writes();
             return;
         }
-        // What the change records besides its images, which are the decision's own values:
-        // the patch's entry borrows both, and the images join the record when it is applied.
         let recorded = HistoryEntry {
             time: self.now_text.clone(),
             release: ready.golden.release_version.clone(),
             stream: stream.stream.clone(),
-            boot_image: None,
-            user_data_secret: None,
+            boot_image: decided.boot_image.change(),
+            user_data_secret: decided.user_data_secret.change(),
             infrastructure_template: (decided.infrastructure_template.as_ref()).map(|t| {
                 record::Change {
                     from: t.from.clone(),
@@ -663,11 +580,8 @@ impl Planner<'_> {
                 }
             }),
         };
-        let entry = recorded.with_changes::<SharedImage>(
-            decided.boot_image.change(),
-            decided.user_data_secret.change(),
-        );
-        (subject.records).record_ops(&mut decided.patch, &entry, &target_key, now, window);
+        let patch = &mut decided.patch;
+        record::record_ops(patch, subject.meta, &recorded, &target_key, now, window);
         if let Some(copy) = &decided.infrastructure_template {
             infrastructure::record_copy(&mut decided.patch, subject.meta, &copy.to);
         }
@@ -691,6 +605,63 @@ fn clipped(name: &str) -> &str {
         .map_or(name, |(end, _)| &name[..end])
 }
 
+/// Why a Cluster API MachineSet's template is not judged: off AWS, or a template that cannot be.
+fn cluster_api_refusal(subject: &Subject<'_>, ready: &Ready) -> Option<Decision> {
+    let infrastructure = subject.infrastructure?;
+    if ready.platform != Platform::Aws {
+        return Some(subject.decision(
+            Action::Skip,
+            Reason::PlatformNotSupported,
+            format!(
+                "Cluster API MachineSets are updated on AWS only, not on {}",
+                ready.platform.name()
+            ),
+        ));
+    }
+    let refused = infrastructure.as_ref().err()?;
+    let action = if refused.error {
+        Action::Error
+    } else {
+        Action::Skip
+    };
+    Some(subject.decision(action, refused.reason, refused.message.clone()))
+}
+
+/// Rule 1: an object opted out by annotation.
+fn opted_out(subject: &Subject<'_>, ready: &Ready) -> Option<Decision> {
+    let legacy = subject.annotation(LEGACY_OPT_OUT_ANNOTATION) == Some(OPT_OUT_VALUE);
+    if subject.annotation(OPT_OUT_ANNOTATION) != Some(OPT_OUT_VALUE) && !legacy {
+        return None;
+    }
+    let key = if legacy {
+        LEGACY_OPT_OUT_ANNOTATION
+    } else {
+        OPT_OUT_ANNOTATION
+    };
+    let mut decided = subject.decision(
+        Action::Skip,
+        Reason::OptedOut,
+        format!("opted out by annotation {key}={OPT_OUT_VALUE}"),
+    );
+    if legacy {
+        decided.message = format!(
+            "{}; that key is deprecated and will be ignored in the next release: \
+             annotate {OPT_OUT_ANNOTATION}={OPT_OUT_VALUE} instead",
+            decided.message
+        );
+        decided.warning = Some(Warning {
+            reason: Reason::DeprecatedAnnotation,
+            message: decided.message.clone(),
+        });
+    }
+    // Opting out and back in is the documented way to reset the hot-loop guard. Like every
+    // write, the reset waits while a gate holds writes.
+    if ready.hold.is_none() {
+        remove_annotation(&mut decided.patch, subject.meta, HOT_LOOP_ANNOTATION);
+    }
+    Some(decided)
+}
+
 fn is_cluster(owner: &crate::api::OwnerReference) -> bool {
     owner.kind == "Cluster" && owner.api_version.starts_with("cluster.x-k8s.io/")
 }
@@ -711,7 +682,7 @@ fn screen_windows(subject: &Subject<'_>) -> Option<Decision> {
 /// added to `ops`, or the final decision when it skips or fails.
 fn image_change(
     subject: &Subject<'_>,
-    outcome: ImageOutcome<Arc<SharedImage>>,
+    outcome: ImageOutcome,
     release: Option<&str>,
     mut ops: Patch,
 ) -> Result<ImageChange, Box<Decision>> {
@@ -744,7 +715,7 @@ fn image_change(
             target,
             changes,
         } => {
-            let each = || changes.iter(current.value(), target.value());
+            let each = || changes.iter(&current, &target);
             let template = match subject.infrastructure {
                 // A new template, and the MachineSet repointed from the one it was judged on.
                 Some(Ok(view)) => {
@@ -753,19 +724,13 @@ fn image_change(
                     let recorded = infrastructure::recorded_copies(recorded);
                     let copy = infrastructure::copy(view, &changes, release, &recorded);
                     let path = Pointer::from_static(infrastructure::REFERENCE_NAME_POINTER);
-                    ops.guarded_replace(Path::At(path), &copy.from, &copy.to);
+                    ops.guarded_replace(path.to_buf(), copy.from.as_str(), copy.to.as_str());
                     Some(copy)
                 }
                 _ => {
                     let base = subject.kind.provider_spec_path();
-                    if let Changes::Whole(pointer) = &changes {
-                        // Written as the text the image shares with the other decisions.
-                        let path = Path::under_known(base, pointer);
-                        ops.guarded_replace(path, &*current, &*target);
-                    } else {
-                        for (pointer, from, to) in each() {
-                            ops.guarded_replace(Path::under_known(base, pointer), from, to);
-                        }
+                    for (pointer, from, to) in each() {
+                        ops.guarded_replace(under_known(base, pointer), from.clone(), to.clone());
                     }
                     None
                 }
@@ -783,11 +748,6 @@ fn image_change(
     }
 }
 
-/// Bytes a patch that changes an image starts with: room for the usual update (the guards, the
-/// image's and the stub secret's `test` and `replace`, the history and the hot-loop memory),
-/// about a kilobyte, which then grows only for a long history.
-const PATCH_ROOM: usize = 1536;
-
 /// Adds to `patch` a `test` for each input that chose an image and is present: the
 /// platform's, and the architecture annotation of a MachineSet. They say, in the patch `plan`
 /// prints, what the decision rests on; the resourceVersion guards the rest (absent fields).
@@ -799,34 +759,32 @@ fn input_guards(subject: &Subject<'_>, platform: Vec<Input>, patch: &mut Patch) 
     }
     let base = subject.kind.provider_spec_path();
     for input in &platform {
-        if let (Some(path), Some(value)) = (Path::under(base, &input.pointer), &input.value) {
-            patch.test(path, value);
+        if let (Some(path), Some(value)) = (under(base, &input.pointer), &input.value) {
+            patch.test(path, value.clone());
         }
     }
     if subject.kind == MachineKind::MachineSet
         && let Some(value) = subject.annotation(AUTOSCALER_LABELS_ANNOTATION)
     {
-        patch.test(Path::Annotation(AUTOSCALER_LABELS_ANNOTATION), value);
+        patch.test(annotation(AUTOSCALER_LABELS_ANNOTATION), value.to_string());
     }
 }
 
 /// Adds a `test` of the resourceVersion the decision saw, unless the patch has one already.
-fn guard_resource_version(meta: MetaView<'_>, patch: &mut Patch) {
-    if let Some(rv) = meta.resource_version() {
+fn guard_resource_version(meta: &ObjectMeta, patch: &mut Patch) {
+    if let Some(rv) = &meta.resource_version {
         patch.guard_resource_version(rv);
     }
 }
 
 fn change_message(decided: &Decision, stream: &GoldenStream, release: Option<&str>) -> String {
-    // Room for the usual message (two image names, a stream and a release) from the start: grown
-    // from empty, it was copied four times on its way there.
-    let mut message = String::with_capacity(160);
+    let mut message = String::new();
     if let Some(target) = &decided.boot_image.target {
         let _ = write!(
             message,
             "boot image {} -> {} ({}",
-            SharedImage::shown(decided.boot_image.current.as_deref()),
-            SharedImage::shown(Some(target)),
+            display_image(decided.boot_image.current.as_ref()),
+            display_image(Some(target)),
             stream.stream
         );
         if let Some(release) = release {

@@ -18,7 +18,9 @@ use k8s_openapi::ByteString;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::patch::{Patch, Path, set_annotations};
+use json_patch::Patch;
+
+use super::patch::{Guarded, set_annotations};
 use super::pointer_config;
 use crate::api::{ProviderSpec, Secret};
 use crate::names::{STUB_IGNITION_UPGRADED_AT_ANNOTATION, STUB_IGNITION_UPGRADED_TO_ANNOTATION};
@@ -42,7 +44,7 @@ const MAX_CONVERTED: usize = 64 * 1024;
 /// The provider spec's `userDataSecret.name`, whatever its type: the stub secret it names when
 /// it is a string.
 pub fn name_field(provider_spec: &Value) -> Option<&Value> {
-    crate::json_pointer::get(provider_spec, NAME_POINTER)
+    provider_spec.pointer(NAME_POINTER)
 }
 
 /// The stub secret a provider spec names, if it names one.
@@ -50,13 +52,9 @@ pub fn current_name(provider_spec: &Value) -> Option<&str> {
     name_field(provider_spec)?.as_str()
 }
 
-/// [`current_name`] of a provider spec as a store keeps it, read without decoding the rest.
-pub fn kept_name(provider_spec: &ProviderSpec) -> Option<Cow<'_, str>> {
-    match provider_spec.at(NAME_POINTER)? {
-        Cow::Borrowed(name) => name.as_str().map(Cow::Borrowed),
-        Cow::Owned(Value::String(name)) => Some(Cow::Owned(name)),
-        Cow::Owned(_) => None,
-    }
+/// [`current_name`] of a provider spec, if it has a value.
+pub fn kept_name(provider_spec: &ProviderSpec) -> Option<&str> {
+    current_name(provider_spec.value.as_ref()?)
 }
 
 /// What a stub secret needs before a new boot image can use it.
@@ -138,7 +136,7 @@ pub fn check(namespace: &str, name: &str, secret: Option<&Secret>, now: &str) ->
     let Ok(config) = serde_json::from_slice::<Value>(&bytes) else {
         return unconvertible(&"has a userData that is not JSON");
     };
-    let version = crate::json_pointer::get(&config, "/ignition/version").and_then(Value::as_str);
+    let version = &config.pointer("/ignition/version").and_then(Value::as_str);
     match version {
         Some(v) if is_ignition_3(v) => return Ok(StubState::Spec3),
         None => return unconvertible(&"has no ignition.version"),
@@ -175,8 +173,8 @@ fn upgrade_patch(secret: &Secret, old: &[u8], new: &[u8], now: &str) -> Patch {
     };
     let (old, new) = (base64(old), base64(new));
     let mut patch = Patch::default();
-    patch.guarded_replace(Path::At(USER_DATA), &old, &new);
-    patch.add(Path::At(PREVIOUS_USER_DATA), &old);
+    patch.guarded_replace(USER_DATA.to_buf(), old.clone(), new);
+    patch.add(PREVIOUS_USER_DATA.to_buf(), old);
     let annotations = [
         (
             STUB_IGNITION_UPGRADED_TO_ANNOTATION,
@@ -269,7 +267,7 @@ mod tests {
             ("2.2.0", "3.2.0")
         );
         let mut object = serde_json::to_value(secret(old)).unwrap();
-        json_patch::patch(&mut object, &upgrade.patch.ops()).unwrap();
+        json_patch::patch(&mut object, &upgrade.patch.0).unwrap();
         let upgraded: Secret = serde_json::from_value(object).unwrap();
         let data = upgraded.data.unwrap();
         let config: Value = serde_json::from_slice(&data[USER_DATA_KEY].0).unwrap();

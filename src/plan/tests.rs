@@ -12,14 +12,13 @@ use json_patch::PatchOperation;
 use serde_json::{Value, json};
 
 use super::record::{self, Change, HistoryEntry};
-use super::{Action, Blocked, ClusterSnapshot, Decision, Malformed, Options, Plan, plan};
+use super::{Action, Blocked, ClusterSnapshot, Decision, Malformed, Options, Patch, Plan, plan};
 use crate::api::{ControlPlaneMachineSet, MachineSet};
 use crate::arch::Arch;
 use crate::names::{
     AUTOSCALER_LABELS_ANNOTATION, LEGACY_OPT_OUT_ANNOTATION, LEGACY_PAUSE_ANNOTATION,
     OPT_OUT_ANNOTATION, OS_ID_LABEL, OS_STREAM_LABEL, PAUSE_ANNOTATION,
 };
-use crate::platform::SharedImage;
 use crate::reason::Reason;
 use crate::testkit::ec2::marketplace_ami;
 use crate::testkit::objects::{
@@ -1229,7 +1228,7 @@ fn gcp_updates_boot_disks_and_never_data_disks() {
     );
     let ms = data_first.served();
     let entry = decide(&gcp_cluster(), ms.clone());
-    let patched = apply(ms.as_ref().unwrap(), &entry.patch.ops());
+    let patched = apply(ms.as_ref().unwrap(), &entry.patch.0);
     let disks = &patched
         .spec
         .template
@@ -1270,14 +1269,12 @@ fn a_marketplace_ami_carries_the_rhcos_release_it_boots() {
     }
     ec2.add_search("us-east-1", OCP_X86);
     let cluster = updatable().with(|c| c.ec2 = ec2);
-    let release = |image: Option<&std::sync::Arc<SharedImage>>| {
-        image.and_then(|i| i.rhcos_release()).map(str::to_string)
-    };
+    let release = |release: Option<&String>| release.cloned();
 
     let on_marketplace = machine_set("worker-a").ami("ami-0market96old0000");
     let entry = decide(&cluster, on_marketplace.served());
     assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
-    let values = &entry.boot_image;
+    let values = &entry.rhcos_release;
     assert_eq!(
         release(values.current.as_ref()).as_deref(),
         Some("9.6.20250801-0")
@@ -1288,7 +1285,7 @@ fn a_marketplace_ami_carries_the_rhcos_release_it_boots() {
     );
     let applied = entry.applied();
     assert_eq!(
-        release(applied.boot_image.current.as_ref()).as_deref(),
+        release(applied.rhcos_release.current.as_ref()).as_deref(),
         Some("9.6.20251015-0")
     );
 
@@ -1297,7 +1294,7 @@ fn a_marketplace_ami_carries_the_rhcos_release_it_boots() {
         &cluster,
         machine_set("worker-a").ami(AMI_US_EAST_1).served(),
     );
-    assert_eq!(release(entry.boot_image.current.as_ref()), None);
+    assert_eq!(release(entry.rhcos_release.current.as_ref()), None);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1493,15 +1490,23 @@ fn reverted_at(
         let at = minutes_ago(*minutes);
         let entry = HistoryEntry {
             infrastructure_template: None,
-            time: &at.to_string(),
-            release: Some(&RELEASE.to_string()),
-            stream: &"rhcos-4.21".to_string(),
-            boot_image: first.boot_image.change::<SharedImage>(),
+            time: at.to_string(),
+            release: Some(RELEASE.to_string()),
+            stream: "rhcos-4.21".to_string(),
+            boot_image: first.boot_image.change(),
             user_data_secret: first.user_data_secret.change(),
         };
         let window = options().hot_loop_window;
-        let ops = record::record_ops(&ms.metadata, &entry, &first.target_key(), at, window);
-        ms = apply(&ms, &ops.ops());
+        let mut ops = Patch::default();
+        record::record_ops(
+            &mut ops,
+            &ms.metadata,
+            &entry,
+            &first.target_key(),
+            at,
+            window,
+        );
+        ms = apply(&ms, &ops.0);
     }
     Ok(ms)
 }
@@ -1514,7 +1519,7 @@ fn repeated_reverts_within_the_window_stop_the_updates() {
     assert_mentions(&entry.message, "3 times within 1h");
     assert_eq!(entry.boot_image.target_value(), Some(&json!(AMI_US_EAST_1)));
     let last = entry.last_change.expect("our patches are in the history");
-    assert_eq!(last.time(), minutes_ago(10).to_string());
+    assert_eq!(last.time, minutes_ago(10).to_string());
 }
 
 #[test]
@@ -1531,7 +1536,7 @@ fn reverts_older_than_the_window_do_not_count() {
 fn patches_to_another_target_count_too() {
     let ms = reverted_at(&[30, 20, 10], |entry| {
         let mut older = entry.clone();
-        older.boot_image.target = Some(SharedImage::of(json!("ami-0e1b2c3d4e5f6a7b8")));
+        older.boot_image.target = Some(json!("ami-0e1b2c3d4e5f6a7b8"));
         older
     });
     let entry = decide(&updatable(), ms);
@@ -1590,7 +1595,7 @@ fn the_inputs_that_chose_an_image_are_tested_by_its_patch() {
         let mut doc = serde_json::to_value(annotated.as_ref().unwrap()).unwrap();
         *doc.pointer_mut(pointer).unwrap() = json!(value);
         assert!(
-            json_patch::patch(&mut doc, &entry.patch.ops()).is_err(),
+            json_patch::patch(&mut doc, &entry.patch.0).is_err(),
             "{pointer}"
         );
     }
@@ -1611,7 +1616,7 @@ fn gcp_boot_flags_and_the_azure_security_profile_are_tested_by_the_patch() {
         |entry: &Decision, ms: &Result<MachineSet, Malformed>, pointer: &str, value: Value| {
             let mut doc = serde_json::to_value(ms.as_ref().unwrap()).unwrap();
             *doc.pointer_mut(pointer).unwrap() = value;
-            json_patch::patch(&mut doc, &entry.patch.ops()).is_err()
+            json_patch::patch(&mut doc, &entry.patch.0).is_err()
         };
     // GCP: the boot flags chose which disk's image to replace.
     let ms = gcp_machine_set("worker-b").served();
@@ -1744,7 +1749,7 @@ fn an_applied_update_reports_what_planning_the_patched_object_decides() {
         let cluster = updatable().stub_secret(NAMESPACE, "custom-user-data", "3.2.0");
         let update = decide(&cluster, ms.clone());
         assert_decided(&update, Action::Update, update.reason);
-        let patched = apply(&ms.unwrap(), &update.patch.ops());
+        let patched = apply(&ms.unwrap(), &update.patch.0);
         let mut replanned = decide(&cluster, Ok(patched));
         // The uid and resourceVersion the echo carries are the API server's to set.
         replanned.uid = update.uid.clone();
@@ -1757,7 +1762,7 @@ fn an_applied_update_leaves_the_machine_set_up_to_date_and_the_rest_untouched() 
     let ms = machine_set("worker-a").served();
     let entry = decide(&updatable(), ms.clone());
     let before = ms.unwrap();
-    let after = apply(&before, &entry.patch.ops());
+    let after = apply(&before, &entry.patch.0);
     let again = decide(&updatable(), Ok(after.clone()));
     assert_decided(&again, Action::UpToDate, Reason::UpToDate);
 
@@ -1796,7 +1801,7 @@ fn a_stored_object_is_planned_as_the_whole_one_whatever_its_other_annotations() 
     let planned = decide(&updatable(), Ok(whole));
     assert_decided(&planned, Action::Update, Reason::BootImageOutdated);
     assert_eq!(decide(&updatable(), Ok(stored)), planned);
-    let paths: Vec<String> = (planned.patch.ops().iter())
+    let paths: Vec<String> = (planned.patch.0.iter())
         .map(|op| serde_json::to_value(op).unwrap()["path"].to_string())
         .collect();
     assert!(
@@ -1813,7 +1818,7 @@ fn a_concurrent_edit_of_a_replaced_value_fails_the_patch() {
     doc.pointer_mut(&format!("{MACHINE_SET_SPEC}/userDataSecret/name"))
         .map(|name| *name = json!("worker-user-data-custom"))
         .unwrap();
-    assert!(json_patch::patch(&mut doc, &entry.patch.ops()).is_err());
+    assert!(json_patch::patch(&mut doc, &entry.patch.0).is_err());
 }
 
 #[test]
@@ -1839,7 +1844,7 @@ fn the_history_entry_records_what_changed_and_why() {
 
 /// The history entry an applied update leaves on the object.
 fn recorded_history(entry: &Decision, ms: Result<MachineSet, Malformed>) -> HistoryEntry {
-    let after = apply(&ms.unwrap(), &entry.patch.ops());
+    let after = apply(&ms.unwrap(), &entry.patch.0);
     let mut history = record::history(&after.metadata);
     assert_eq!(history.len(), 1, "{history:?}");
     history.pop().unwrap()
@@ -1869,7 +1874,7 @@ fn the_last_change_comes_from_the_history_annotation() {
     let history = serde_json::to_string(&[&older, &newer]).unwrap();
     let ms = machine_set("worker-a").annotate(record::HISTORY_ANNOTATION, &history);
     let entry = decide(&updatable(), ms.served());
-    assert_eq!(entry.last_change, Some(newer.into_last_change()));
+    assert_eq!(entry.last_change, Some(newer));
     // It is reported whatever the decision.
     let skipped = machine_set("worker-a")
         .annotate(record::HISTORY_ANNOTATION, &history)
@@ -1906,7 +1911,7 @@ fn a_control_plane_machine_set_never_changes_its_stub_secret_name() {
     let entry = decide_control_plane(&cluster, cp.clone());
     assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
     let replaces_name = |entry: &Decision| {
-        (entry.patch.ops().iter())
+        (entry.patch.0.iter())
             .map(|op| serde_json::to_value(op).unwrap())
             .any(|op| op["op"] != "test" && op["path"].as_str().unwrap().contains("userDataSecret"))
     };
@@ -1960,7 +1965,7 @@ fn selected_control_plane_machine_sets_are_patched_at_their_own_provider_spec() 
     assert_eq!(entry.user_data_secret.target, None);
     // The patch applies to the object as served.
     let mut doc = serde_json::to_value(cp.unwrap()).unwrap();
-    json_patch::patch(&mut doc, &entry.patch.ops()).unwrap();
+    json_patch::patch(&mut doc, &entry.patch.0).unwrap();
     let again = decide_control_plane(&cluster, Ok(serde_json::from_value(doc).unwrap()));
     assert_decided(&again, Action::UpToDate, Reason::UpToDate);
     // Naming only control planes leaves MachineSets at their platform default (All on AWS).

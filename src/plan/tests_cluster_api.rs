@@ -81,8 +81,7 @@ fn an_outdated_template_is_copied_with_the_golden_ami_and_the_machine_set_repoin
     let mut seen = worker_a();
     seen["metadata"]["resourceVersion"] = json!("1");
     let decided = decide(&cluster(), seen);
-    json_patch::patch(&mut after, &decided.patch.ops())
-        .expect("the patch applies to what was seen");
+    json_patch::patch(&mut after, &decided.patch.0).expect("the patch applies to what was seen");
     assert_eq!(template_of(&after), copy.to);
     assert_eq!(
         after.pointer("/spec/template/spec/bootstrap/dataSecretName"),
@@ -97,7 +96,7 @@ fn an_outdated_template_is_copied_with_the_golden_ami_and_the_machine_set_repoin
     let mut moved = worker_a();
     moved["metadata"]["resourceVersion"] = json!("1");
     moved["spec"]["template"]["spec"]["infrastructureRef"]["name"] = json!("theirs");
-    assert!(json_patch::patch(&mut moved, &decided.patch.ops()).is_err());
+    assert!(json_patch::patch(&mut moved, &decided.patch.0).is_err());
 }
 
 #[test]
@@ -243,7 +242,7 @@ fn reverting_points_the_machine_set_back_at_its_former_template() {
     let mut object = worker_a();
     object["metadata"]["resourceVersion"] = json!("1");
     let decided = decide(&cluster(), object.clone());
-    json_patch::patch(&mut object, &decided.patch.ops()).unwrap();
+    json_patch::patch(&mut object, &decided.patch.0).unwrap();
     let planned = crate::revert::revert(
         crate::machine_kind::MachineKind::ClusterApiMachineSet,
         &object,

@@ -10,7 +10,6 @@ use super::{
     ImageOutcome, Input, PlatformRule, RuleContext, compare_single, invalid, not_in_stream,
 };
 use crate::ec2::facts::{self, AmiFacts, AmiOrigin, Answer, NoCandidate};
-use crate::json_pointer::field;
 use crate::reason::Reason;
 
 pub(super) struct Aws;
@@ -26,9 +25,7 @@ impl PlatformRule for Aws {
 
     fn image_locations(&self, spec: &Value, _written: &Value) -> Option<Vec<(String, Value)>> {
         spec.get("ami")?;
-        let current = crate::json_pointer::get(spec, AMI_ID)
-            .cloned()
-            .unwrap_or(Value::Null);
+        let current = spec.pointer(AMI_ID).cloned().unwrap_or(Value::Null);
         Some(vec![(AMI_ID.into(), current)])
     }
 
@@ -57,7 +54,7 @@ impl PlatformRule for Aws {
     /// `ExtractVersionFromDescription`, pkg/controller/bootimage/marketplace/marketplace.go);
     /// Red Hat's own AMIs are the golden release's, as the MCO takes them.
     fn rhcos_release(&self, spec: &Value, image: &Value, ctx: &RuleContext<'_>) -> Option<String> {
-        let region = crate::json_pointer::get(spec, REGION)?.as_str()?;
+        let region = spec.pointer(REGION)?.as_str()?;
         let Answer::Known(facts) = ctx.ec2.answer(region, image.as_str()?) else {
             return None;
         };
@@ -68,9 +65,9 @@ impl PlatformRule for Aws {
     }
 
     fn evaluate(&self, spec: &Value, ctx: &RuleContext<'_>) -> ImageOutcome {
-        let ami = field(spec, "ami");
-        let Some(current) = ami.and_then(|a| field(a, "id")).filter(|v| v.is_string()) else {
-            if ami.is_some_and(|a| field(a, "arn").is_some() || field(a, "filters").is_some()) {
+        let ami = spec.get("ami");
+        let Some(current) = ami.and_then(|a| a.get("id")).filter(|v| v.is_string()) else {
+            if ami.is_some_and(|a| a.get("arn").is_some() || a.get("filters").is_some()) {
                 return ImageOutcome::Skip {
                     reason: Reason::ImageNotById,
                     message: "the AMI is chosen by ARN or filters, not by id, so it cannot be \
@@ -84,7 +81,7 @@ impl PlatformRule for Aws {
                 None,
             );
         };
-        let Some(region) = crate::json_pointer::get(spec, REGION).and_then(Value::as_str) else {
+        let Some(region) = spec.pointer(REGION).and_then(Value::as_str) else {
             return invalid(
                 "providerSpec has no string placement.region; set it to the AWS region of the \
                  MachineSet",

@@ -12,7 +12,6 @@ use serde_json::{Map, Value};
 
 use super::{Changes, ImageOutcome, Input, PlatformRule, RuleContext, invalid, not_in_stream};
 use crate::arch::Arch;
-use crate::json_pointer::{field, map_field};
 use crate::reason::Reason;
 use crate::stream::AzureMarketplaceImage;
 
@@ -43,8 +42,8 @@ impl PlatformRule for Azure {
     /// The resourceID of an upload, else the marketplace URN `publisher:offer:sku:version`.
     fn display(&self, image: &Value) -> Option<String> {
         let o = image.as_object()?;
-        let field = |k: &str| map_field(o, k).and_then(Value::as_str).unwrap_or_default();
-        if map_field(o, "publisher").is_none() && map_field(o, "resourceID").is_none() {
+        let field = |k: &str| o.get(k).and_then(Value::as_str).unwrap_or_default();
+        if o.get("publisher").is_none() && o.get("resourceID").is_none() {
             return None;
         }
         Some(if field("resourceID").is_empty() {
@@ -66,7 +65,7 @@ impl PlatformRule for Azure {
     }
 
     fn evaluate(&self, spec: &Value, ctx: &RuleContext<'_>) -> ImageOutcome {
-        let image = field(spec, "image");
+        let image = spec.get("image");
         if let Some(skip) = unsupported_machine(spec, ctx) {
             return skip;
         }
@@ -142,7 +141,7 @@ struct ImageFields<'a> {
 
 impl<'a> ImageFields<'a> {
     fn read(image: &'a Map<String, Value>) -> Result<Self, String> {
-        let field = |key: &str| match map_field(image, key) {
+        let field = |key: &str| match image.get(key) {
             None | Some(Value::Null) => Ok(""),
             Some(Value::String(s)) => Ok(s.as_str()),
             Some(other) => Err(format!(
@@ -299,9 +298,9 @@ fn installer_upload_generation(
 /// Machines whose boot image we cannot manage whatever it is.
 fn unsupported_machine(spec: &Value, ctx: &RuleContext<'_>) -> Option<ImageOutcome> {
     let image = spec.get("image");
-    if let Some(security_type) =
-        crate::json_pointer::get(spec, "/securityProfile/settings/securityType")
-            .filter(|t| !t.is_null() && t.as_str() != Some(""))
+    if let Some(security_type) = spec
+        .pointer("/securityProfile/settings/securityType")
+        .filter(|t| !t.is_null() && t.as_str() != Some(""))
     {
         return Some(ImageOutcome::Skip {
             reason: Reason::SecurityTypeUnsupported,
@@ -385,12 +384,13 @@ fn managed_fields<'g>(
 /// its value, and a resourceID, if any, is empty. Asked first, so that an image already current
 /// (most of a settled fleet) is not copied to find out.
 fn is_current(current: &Map<String, Value>, golden: &AzureMarketplaceImage, variant: &str) -> bool {
-    let holds =
-        |key, value: &str| matches!(map_field(current, key), Some(Value::String(s)) if s == value);
+    let holds = |key, value: &str| matches!(current.get(key), Some(Value::String(s)) if s == value);
     managed_fields(golden, variant)
         .into_iter()
         .all(|(key, value)| holds(key, value))
-        && map_field(current, "resourceID").is_none_or(|id| id.as_str() == Some(""))
+        && current
+            .get("resourceID")
+            .is_none_or(|id| id.as_str() == Some(""))
 }
 
 /// The current image object pointed at `golden`, keeping any keys we do not manage.

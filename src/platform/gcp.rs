@@ -5,7 +5,6 @@ use serde_json::{Map, Value};
 use super::{
     Changes, FieldChange, ImageOutcome, Input, PlatformRule, RuleContext, invalid, not_in_stream,
 };
-use crate::json_pointer::field;
 use crate::reason::Reason;
 
 /// Images published by the CoreOS team live in this project; anything else was chosen by an
@@ -17,13 +16,13 @@ pub(super) struct Gcp;
 /// The boot disks of a provider spec with their images (`null` when absent); `None` without a
 /// disks list.
 fn boot_disks(spec: &Value) -> Option<Vec<(usize, &Value)>> {
-    let disks = field(spec, "disks")?.as_array()?;
+    let disks = spec.get("disks")?.as_array()?;
     Some(
         disks
             .iter()
             .enumerate()
-            .filter(|(_, d)| field(d, "boot").and_then(Value::as_bool) == Some(true))
-            .map(|(i, d)| (i, field(d, "image").unwrap_or(&Value::Null)))
+            .filter(|(_, d)| d.get("boot").and_then(Value::as_bool) == Some(true))
+            .map(|(i, d)| (i, d.get("image").unwrap_or(&Value::Null)))
             .collect(),
     )
 }
@@ -83,7 +82,7 @@ impl PlatformRule for Gcp {
 
     /// Which disks are boot disks decides which images change: every disk's boot flag.
     fn decision_inputs(&self, spec: &Value) -> Vec<Input> {
-        let disks = field(spec, "disks").and_then(Value::as_array);
+        let disks = spec.get("disks").and_then(Value::as_array);
         let count = disks.map_or(0, Vec::len);
         (0..count)
             .map(|i| Input::at(spec, disk_pointer(i, "boot")))

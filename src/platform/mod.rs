@@ -11,15 +11,10 @@ mod azure;
 mod gcp;
 pub mod vsphere;
 
-use std::borrow::Cow;
-use std::fmt;
-use std::sync::{Arc, OnceLock};
-
-use serde::Serialize;
 use serde_json::{Map, Value};
+use std::borrow::Cow;
 
 use crate::arch::Arch;
-use crate::json_text::{JsonValue, KeptJson, Sink};
 use crate::known_images::KnownImages;
 use crate::reason::Reason;
 use crate::stream::GoldenStream;
@@ -180,158 +175,47 @@ impl Changes {
     }
 }
 
-/// What a platform rule decided about one provider spec. A rule returns its images as values
-/// (`V = Value`); the planner shares them ([`ImageOutcome::shared`]) between the decisions of
-/// every object with the same provider spec.
+/// What a platform rule decided about one provider spec.
 #[derive(Clone, Debug, PartialEq)]
-pub enum ImageOutcome<V = Value> {
+pub enum ImageOutcome {
     UpToDate {
-        current: V,
+        current: Value,
     },
     Update {
-        current: V,
-        target: V,
+        current: Value,
+        target: Value,
         changes: Changes,
     },
     Skip {
         reason: Reason,
         message: String,
-        current: Option<V>,
+        current: Option<Value>,
     },
     Error {
         reason: Reason,
         message: String,
-        current: Option<V>,
+        current: Option<Value>,
     },
 }
 
-/// An image as the decisions of one plan share it: its value, and its JSON text, written the
-/// first time a patch needs it. An update writes its images four times (the patch's `test` and
-/// `replace`, the history entry's `from` and `to`, escaped inside the annotation's string); an
-/// Azure image is an object of six strings, and the decisions of one provider spec share one
-/// image.
-pub struct SharedImage {
-    json: KeptJson,
-    /// [`display_image`] of the value, which every decision's message names.
-    shown: OnceLock<Box<str>>,
-    /// [`PlatformRule::rhcos_release`] of the image, where the image itself says it.
-    rhcos_release: Option<Box<str>>,
-}
-
-impl SharedImage {
-    pub fn new(value: Value) -> Self {
-        SharedImage {
-            json: KeptJson::new(value),
-            shown: OnceLock::new(),
-            rhcos_release: None,
-        }
-    }
-
-    /// `value`, ready to share, booting RHCOS `release` where that is known.
-    pub fn with_release(value: Value, release: Option<String>) -> Arc<Self> {
-        Arc::new(SharedImage {
-            rhcos_release: release.map(String::into_boxed_str),
-            ..SharedImage::new(value)
-        })
-    }
-
-    /// The RHCOS release the image boots, when the image itself says it (a marketplace AMI);
-    /// for every other image only the golden release it was published with tells.
-    pub fn rhcos_release(&self) -> Option<&str> {
-        self.rhcos_release.as_deref()
-    }
-
-    /// The image as a person reads it ([`display_image`]); `-` for none.
-    pub fn shown(image: Option<&SharedImage>) -> &str {
-        match image {
-            Some(image) => image
-                .shown
-                .get_or_init(|| shown_image(Some(image.value())).into()),
-            None => "-",
-        }
-    }
-
-    /// `value`, ready to share.
-    pub fn of(value: Value) -> Arc<Self> {
-        Arc::new(SharedImage::new(value))
-    }
-
-    pub fn value(&self) -> &Value {
-        self.json.value()
-    }
-}
-
-impl JsonValue for SharedImage {
-    fn write_json(&self, out: &mut impl Sink) {
-        self.json.write_json(out);
-    }
-}
-
-/// Equal when the values are: the text is only the value written.
-impl PartialEq for SharedImage {
-    fn eq(&self, other: &Self) -> bool {
-        self.value() == other.value()
-    }
-}
-
-impl fmt::Debug for SharedImage {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.value().fmt(f)
-    }
-}
-
-impl Serialize for SharedImage {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        self.value().serialize(serializer)
-    }
-}
-
 impl ImageOutcome {
-    /// The same verdict with its images shared: cloning it copies no image.
-    pub fn shared(self) -> ImageOutcome<Arc<SharedImage>> {
-        self.shared_with(|_| None)
+    /// The image the provider spec holds, when the rule could read one.
+    pub fn current(&self) -> Option<&Value> {
+        match self {
+            ImageOutcome::UpToDate { current } | ImageOutcome::Update { current, .. } => {
+                Some(current)
+            }
+            ImageOutcome::Skip { current, .. } | ImageOutcome::Error { current, .. } => {
+                current.as_ref()
+            }
+        }
     }
 
-    /// [`ImageOutcome::shared`], each image with the RHCOS release `release` finds for it.
-    pub fn shared_with(
-        self,
-        release: impl Fn(&Value) -> Option<String>,
-    ) -> ImageOutcome<Arc<SharedImage>> {
-        let share = |image: Value| {
-            let release = release(&image);
-            SharedImage::with_release(image, release)
-        };
+    /// The image an update moves to.
+    pub fn target(&self) -> Option<&Value> {
         match self {
-            ImageOutcome::UpToDate { current } => ImageOutcome::UpToDate {
-                current: share(current),
-            },
-            ImageOutcome::Update {
-                current,
-                target,
-                changes,
-            } => ImageOutcome::Update {
-                current: share(current),
-                target: share(target),
-                changes,
-            },
-            ImageOutcome::Skip {
-                reason,
-                message,
-                current,
-            } => ImageOutcome::Skip {
-                reason,
-                message,
-                current: current.map(share),
-            },
-            ImageOutcome::Error {
-                reason,
-                message,
-                current,
-            } => ImageOutcome::Error {
-                reason,
-                message,
-                current: current.map(share),
-            },
+            ImageOutcome::Update { target, .. } => Some(target),
+            _ => None,
         }
     }
 }
@@ -392,8 +276,7 @@ pub trait PlatformRule: Sync {
     fn provider_spec_fields(&self) -> &'static [&'static str];
 
     /// Drops what the rule does not read inside its own [`provider_spec_fields`] (by default,
-    /// nothing), under the same test. The watch keeps the provider spec as text and decodes it
-    /// for every decision, so each value it need not keep is also one it need not decode.
+    /// nothing), under the same test.
     ///
     /// [`provider_spec_fields`]: PlatformRule::provider_spec_fields
     fn keep_only_what_it_reads(&self, _spec: &mut Map<String, Value>) {}
@@ -419,7 +302,7 @@ pub struct Input {
 impl Input {
     pub fn at(provider_spec: &Value, pointer: impl Into<Pointer>) -> Self {
         let pointer = pointer.into();
-        let value = crate::json_pointer::get(provider_spec, &pointer).cloned();
+        let value = provider_spec.pointer(&pointer).cloned();
         Input { pointer, value }
     }
 }

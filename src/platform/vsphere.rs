@@ -48,11 +48,7 @@ pub struct FailureDomain {
 
 impl FailureDomain {
     fn from_json(fd: &Value) -> Self {
-        let text = |pointer: &str| {
-            crate::json_pointer::get(fd, pointer)
-                .and_then(Value::as_str)
-                .unwrap_or("")
-        };
+        let text = |pointer: &str| fd.pointer(pointer).and_then(Value::as_str).unwrap_or("");
         FailureDomain {
             name: text("/name").into(),
             server: text("/server").into(),
@@ -83,7 +79,7 @@ impl FailureDomain {
 /// server are ignored (the API requires both).
 pub fn failure_domains(platform_spec: Option<&Value>) -> Vec<FailureDomain> {
     platform_spec
-        .and_then(|p| crate::json_pointer::get(p, "/vsphere/failureDomains"))
+        .and_then(|p| p.pointer("/vsphere/failureDomains"))
         .and_then(Value::as_array)
         .into_iter()
         .flatten()

@@ -17,7 +17,7 @@ use crate::names::{
     STUB_IGNITION_UPGRADED_TO_ANNOTATION,
 };
 use crate::plan::Patch;
-use crate::plan::patch::{Path, RESOURCE_VERSION, remove_annotation};
+use crate::plan::patch::{Guarded, RESOURCE_VERSION, annotation, remove_annotation};
 use crate::plan::stub::USER_DATA_KEY;
 
 const USER_DATA: &Pointer = Pointer::from_static("/data/userData");
@@ -53,11 +53,11 @@ pub fn restore(secret: &Secret) -> Option<StubRestore> {
     let meta = &secret.metadata;
     let mut patch = Patch::default();
     if let Some(rv) = &meta.resource_version {
-        patch.test(Path::At(RESOURCE_VERSION), rv.as_str());
+        patch.test(RESOURCE_VERSION.to_buf(), rv.as_str());
     }
-    patch.guarded_replace(Path::At(USER_DATA), &current, &previous);
-    patch.test(Path::At(PREVIOUS_USER_DATA), &previous);
-    patch.remove(Path::At(PREVIOUS_USER_DATA));
+    patch.guarded_replace(USER_DATA.to_buf(), current.clone(), previous.clone());
+    patch.test(PREVIOUS_USER_DATA.to_buf(), previous.clone());
+    patch.remove(PREVIOUS_USER_DATA.to_buf());
     for key in [
         STUB_IGNITION_UPGRADED_TO_ANNOTATION,
         STUB_IGNITION_UPGRADED_AT_ANNOTATION,
@@ -65,14 +65,14 @@ pub fn restore(secret: &Secret) -> Option<StubRestore> {
         remove_annotation(&mut patch, meta, key);
     }
     let mut undo = Patch::default();
-    undo.guarded_replace(Path::At(USER_DATA), &previous, &current);
-    undo.add(Path::At(PREVIOUS_USER_DATA), &previous);
+    undo.guarded_replace(USER_DATA.to_buf(), previous.clone(), current.clone());
+    undo.add(PREVIOUS_USER_DATA.to_buf(), previous.clone());
     for key in [
         STUB_IGNITION_UPGRADED_TO_ANNOTATION,
         STUB_IGNITION_UPGRADED_AT_ANNOTATION,
     ] {
         if let Some(value) = meta.annotations.as_ref().and_then(|a| a.get(key)) {
-            undo.add(Path::Annotation(key), value.as_str());
+            undo.add(annotation(key), value.as_str());
         }
     }
     let upgraded_to = meta
@@ -133,7 +133,7 @@ mod tests {
             panic!("a spec-2 stub is upgraded");
         };
         let mut after = before.clone();
-        json_patch::patch(&mut after, &upgrade.patch.ops()).unwrap();
+        json_patch::patch(&mut after, &upgrade.patch.0).unwrap();
         after["metadata"]["resourceVersion"] = json!("6");
         (before, after)
     }
@@ -145,12 +145,12 @@ mod tests {
         let restore = restore(&secret).expect("an upgraded stub can be restored");
         assert_eq!(restore.upgraded_to.as_deref(), Some("3.2.0"));
         let mut restored = after.clone();
-        json_patch::patch(&mut restored, &restore.patch.ops()).unwrap();
+        json_patch::patch(&mut restored, &restore.patch.0).unwrap();
         restored["metadata"]["resourceVersion"] = json!("5");
         assert_eq!(restored, before);
         // And the undo gives the upgraded secret back.
         let mut undone = restored.clone();
-        json_patch::patch(&mut undone, &restore.undo.ops()).unwrap();
+        json_patch::patch(&mut undone, &restore.undo.0).unwrap();
         undone["metadata"]["resourceVersion"] = json!("6");
         assert_eq!(undone, after);
     }

@@ -380,8 +380,8 @@ fn plan_stored(cluster: &ClusterSnapshot, docs: &[Value], options: &Options) -> 
         .iter()
         .filter(is_cp)
         .map(stored::<ControlPlaneMachineSet>);
-    let decisions = (machine_sets.map(|ms| planner.decide(ms.kept().as_ref())))
-        .chain(control_planes.map(|cp| planner.decide(cp.kept().as_ref())))
+    let decisions = (machine_sets.map(|ms| planner.decide(ms.kept())))
+        .chain(control_planes.map(|cp| planner.decide(cp.kept())))
         .collect();
     Plan::new(planner.blocked().cloned(), decisions)
 }
@@ -514,7 +514,7 @@ proptest! {
         let plan = run(&case, &docs);
         for (entry, _, doc) in updates(&plan, &docs) {
             let mut patched = doc.clone();
-            json_patch::patch(&mut patched, &entry.patch.ops())
+            json_patch::patch(&mut patched, &entry.patch.0)
                 .map_err(|e| TestCaseError::fail(format!("{}: {e}", entry.name)))?;
             let again = run(&case, std::slice::from_ref(&patched));
             let entry_again = again
@@ -540,7 +540,7 @@ proptest! {
         let plan = run(&case, &docs);
         for (entry, base, doc) in updates(&plan, &docs) {
             let (bookkeeping, ops): (Vec<_>, Vec<_>) =
-                entry.patch.ops().iter().cloned().partition(is_bookkeeping);
+                entry.patch.0.iter().cloned().partition(is_bookkeeping);
             prop_assert!(!bookkeeping.is_empty(), "an update records itself");
             // Guards test the inputs that chose the change, and hold what the object holds.
             let replaced: Vec<String> = ops
@@ -575,7 +575,7 @@ proptest! {
                 changed.push(path);
             }
             let mut patched = doc.clone();
-            json_patch::patch(&mut patched, &entry.patch.ops()).unwrap();
+            json_patch::patch(&mut patched, &entry.patch.0).unwrap();
             let had_annotations = doc.pointer("/metadata/annotations").is_some();
             let mut patched = without_bookkeeping(patched, had_annotations);
             let mut original = without_bookkeeping(doc.clone(), had_annotations);
@@ -674,7 +674,7 @@ proptest! {
                 (Action::Update, _) => prop_assert!(!entry.patch.is_empty(), "{:?}", entry),
                 // Opting out resets the hot-loop guard: the only write for a skipped object.
                 (_, Reason::OptedOut) => {
-                    prop_assert!(entry.patch.ops().iter().all(is_bookkeeping), "{:?}", entry)
+                    prop_assert!(entry.patch.0.iter().all(is_bookkeeping), "{:?}", entry)
                 }
                 _ => prop_assert!(entry.patch.is_empty(), "{:?}", entry),
             }
