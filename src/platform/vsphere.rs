@@ -132,13 +132,12 @@ pub fn is_cluster_template(template: &str, infra: &str) -> bool {
         .is_some_and(|rest| rest.is_empty() || rest.starts_with('-'))
 }
 
-/// The template a vSphere provider spec should clone, or the outcome that stops there (not
-/// ours, no failure domain, nothing published). The controller asks it which templates to
-/// import; [`VSphere::evaluate`] which to patch to.
-pub fn template_request(
-    spec: &Value,
-    ctx: &RuleContext<'_>,
-) -> Result<TemplateRequest, Box<ImageOutcome>> {
+/// The template a provider spec clones and the cluster's infrastructure name, when the template
+/// is one of this cluster's RHCOS templates; else the outcome that leaves it as it is.
+fn cluster_template<'s>(
+    spec: &'s Value,
+    ctx: &RuleContext<'s>,
+) -> Result<(&'s str, &'s str), Box<ImageOutcome>> {
     let Some(current) = spec.get("template").and_then(Value::as_str) else {
         return Err(Box::new(invalid(
             "providerSpec has no template name; fix the MachineSet",
@@ -166,6 +165,18 @@ pub fn template_request(
             current: current_value,
         }));
     }
+    Ok((current, infra))
+}
+
+/// The template a vSphere provider spec should clone, or the outcome that stops there (not
+/// ours, no failure domain, nothing published). The controller asks it which templates to
+/// import; [`VSphere::evaluate`] which to patch to.
+pub fn template_request(
+    spec: &Value,
+    ctx: &RuleContext<'_>,
+) -> Result<TemplateRequest, Box<ImageOutcome>> {
+    let (current, infra) = cluster_template(spec, ctx)?;
+    let current_value = Some(Value::from(current));
     let domains = failure_domains(ctx.platform_spec);
     if domains.is_empty() {
         // The MCO skips such clusters too (`reconcileVSphereProviderSpec`, platform_helpers.go
@@ -243,6 +254,61 @@ fn compact(workspace: &Value) -> String {
         .join(" ")
 }
 
+/// The outcome once the golden template is wanted: move to it when it is ready, else what its
+/// import is doing (`why` says why it is wanted).
+fn by_import(
+    request: &TemplateRequest,
+    current: Value,
+    target: Value,
+    place: &str,
+    why: &str,
+    ctx: &RuleContext<'_>,
+) -> ImageOutcome {
+    let pending = |reason, message: String| ImageOutcome::Skip {
+        reason,
+        message,
+        current: Some(current.clone()),
+    };
+    match ctx.vcenter.template(&request.key) {
+        Some(TemplateState::Ready) => ImageOutcome::Update {
+            current,
+            target,
+            changes: Changes::Whole("/template".into()),
+        },
+        Some(TemplateState::Importing { percent }) => pending(
+            Reason::TemplateImporting,
+            format!(
+                "importing {} as template {} into {place}: {percent}% uploaded; the \
+                 MachineSet moves to it once it is a template",
+                request.ova.location, request.key.name
+            ),
+        ),
+        Some(TemplateState::Failed { message }) => ImageOutcome::Error {
+            reason: Reason::TemplateImportFailed,
+            message: format!(
+                "importing {} as template {} into {place} failed: {message}; retried with \
+                 backoff, the template is left as is meanwhile",
+                request.ova.location, request.key.name
+            ),
+            current: Some(current),
+        },
+        None => pending(
+            Reason::TemplateImportPending,
+            format!(
+                "{} {} (sha256 {}) as template {} into {place}, then move to it ({why})",
+                if ctx.vcenter.consulted {
+                    "will import"
+                } else {
+                    "would import, unless vCenter already has it,"
+                },
+                request.ova.location,
+                request.ova.sha256,
+                request.key.name
+            ),
+        ),
+    }
+}
+
 impl PlatformRule for VSphere {
     fn stream_key(&self) -> &'static str {
         crate::stream::VMWARE_KEY
@@ -310,44 +376,7 @@ impl PlatformRule for VSphere {
             }
             None => format!("if template {name} is not RHCOS {release} already"),
         };
-        match ctx.vcenter.template(&request.key) {
-            Some(TemplateState::Ready) => ImageOutcome::Update {
-                current,
-                target,
-                changes: Changes::Whole("/template".into()),
-            },
-            Some(TemplateState::Importing { percent }) => pending(
-                Reason::TemplateImporting,
-                format!(
-                    "importing {} as template {} into {place}: {percent}% uploaded; the \
-                     MachineSet moves to it once it is a template",
-                    request.ova.location, request.key.name
-                ),
-            ),
-            Some(TemplateState::Failed { message }) => ImageOutcome::Error {
-                reason: Reason::TemplateImportFailed,
-                message: format!(
-                    "importing {} as template {} into {place} failed: {message}; retried with \
-                     backoff, the template is left as is meanwhile",
-                    request.ova.location, request.key.name
-                ),
-                current: Some(current),
-            },
-            None => pending(
-                Reason::TemplateImportPending,
-                format!(
-                    "{} {} (sha256 {}) as template {} into {place}, then move to it ({why})",
-                    if ctx.vcenter.consulted {
-                        "will import"
-                    } else {
-                        "would import, unless vCenter already has it,"
-                    },
-                    request.ova.location,
-                    request.ova.sha256,
-                    request.key.name
-                ),
-            ),
-        }
+        by_import(&request, current, target, &place, &why, ctx)
     }
 
     /// The one `template` field, when the provider spec is a vSphere one (it has a workspace).
