@@ -51,7 +51,7 @@ impl Controller {
     ) -> Option<StatusWrite> {
         let name = &self.args.machine_configuration_name.clone();
         let mc = self.stores.machine_configuration(name)?;
-        let decisions: Vec<&Decision> = (self.memory.results.iter())
+        let decisions: Vec<&Decision> = (self.memory.decisions())
             .filter(|(key, _)| !pending.contains_key(*key))
             .map(|(_, decision)| &**decision)
             .chain(pending.values().copied())
