@@ -73,28 +73,10 @@ struct Queued {
     regarding: ObjectReference,
 }
 
-fn reference(
-    api_version: &str,
-    kind: &str,
-    name: String,
-    namespace: Option<String>,
-    uid: Option<String>,
-) -> ObjectReference {
-    ObjectReference {
-        api_version: Some(api_version.to_string()),
-        kind: Some(kind.to_string()),
-        name: Some(name),
-        namespace,
-        uid,
-        ..ObjectReference::default()
-    }
-}
-
 impl EventPublisher {
     /// Starts the sending task, which sends at most `concurrency` Events at a time, none while
     /// `patching` says a wave of patches is in flight or not yet reported, and ends once the
-    /// publisher is dropped
-    /// and the queue is empty.
+    /// publisher is dropped and the queue is empty.
     pub fn start(
         client: Client,
         instance: String,
@@ -121,13 +103,14 @@ impl EventPublisher {
             at: Timestamp::now(),
             notice: *notice,
             note: truncated(&decision.message),
-            regarding: reference(
-                decision.kind.api_version(),
-                decision.kind.kind(),
-                decision.name.clone(),
-                Some(decision.namespace.clone()),
-                decision.uid.clone(),
-            ),
+            regarding: ObjectReference {
+                api_version: Some(decision.kind.api_version().into()),
+                kind: Some(decision.kind.kind().into()),
+                name: Some(decision.name.clone()),
+                namespace: Some(decision.namespace.clone()),
+                uid: decision.uid.clone(),
+                ..ObjectReference::default()
+            },
         };
         if !self.queue(queued) {
             warn!(name = %decision.name, reason = notice.reason, "Event queue full: dropped an Event");
@@ -141,13 +124,13 @@ impl EventPublisher {
             at: Timestamp::now(),
             notice: *notice,
             note: truncated(note),
-            regarding: reference(
-                "operator.openshift.io/v1",
-                "MachineConfiguration",
-                mc.name.clone().unwrap_or_default(),
-                None,
-                mc.uid.clone(),
-            ),
+            regarding: ObjectReference {
+                api_version: Some("operator.openshift.io/v1".into()),
+                kind: Some("MachineConfiguration".into()),
+                name: mc.name.clone(),
+                uid: mc.uid.clone(),
+                ..ObjectReference::default()
+            },
         });
     }
 
