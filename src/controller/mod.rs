@@ -10,14 +10,14 @@ mod lease;
 pub mod lenient;
 
 mod act;
-mod background;
 mod boot_image_status;
 mod decide;
 mod ec2;
 mod events;
-mod known;
 mod observe;
+mod remembered_images;
 mod report;
+mod retry;
 mod secrets;
 mod skip_field;
 pub mod status;

@@ -8,10 +8,10 @@ use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use super::act::{Applied, Outcome};
-use super::background::doubling;
 use super::decide::PassFacts;
 use super::events::Notice;
-use super::{CONFLICT_RETRY, Controller, MAX_BACKOFF, MIN_BACKOFF, known};
+use super::retry::doubling;
+use super::{CONFLICT_RETRY, Controller, MAX_BACKOFF, MIN_BACKOFF, remembered_images};
 use crate::machine_kind::MachineKind;
 use crate::names::{LEGACY_PAUSE_ANNOTATION, PAUSE_ANNOTATION};
 use crate::plan::{self, Action, Blocked, Decision};
@@ -91,7 +91,8 @@ impl Controller {
             let remembered = self.stores.remembered_images();
             if refs.iter().any(|r| !remembered.contains(r)) {
                 let existing = self.stores.known_images_config_map();
-                known::remember(&self.known_images_api, existing, refs, &self.metrics).await;
+                remembered_images::remember(&self.known_images_api, existing, refs, &self.metrics)
+                    .await;
             }
         }
         if all_done {

@@ -7,8 +7,8 @@ use jiff::{SignedDuration, Timestamp};
 use tokio::time::Instant;
 use tracing::warn;
 
-use super::background::doubling;
 use super::boot_image_status::{self, Fields as BootImageFields};
+use super::retry::doubling;
 use super::status::HeldFor;
 use super::{Controller, MAX_BACKOFF, MIN_BACKOFF, STATUS_MIN_INTERVAL, status};
 use crate::api::{Condition, MachineConfiguration};

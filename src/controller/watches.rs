@@ -20,8 +20,8 @@ use tokio::sync::mpsc::UnboundedSender;
 use tracing::{info, warn};
 
 use super::config::RunArgs;
-use super::known;
 use super::lenient::{KeptWhole, Lenient};
+use super::remembered_images;
 use super::watch_backoff::retried;
 use k8s_openapi::api::core::v1::Node;
 
@@ -53,7 +53,7 @@ pub struct Stores {
     cluster_version: Option<Store<Lenient<ClusterVersion>>>,
     known_images: Store<ConfigMap>,
     /// The images of the known-images ConfigMap, read once per resourceVersion: every pass
-    /// consults up to [`known::LIMIT`] of them.
+    /// consults up to [`remembered_images::LIMIT`] of them.
     remembered: Mutex<Option<(String, KnownImages)>>,
     /// Where the cluster serves Cluster API MachineSets and AWS machine templates.
     cluster_api: Option<ClusterApiStores>,
@@ -585,7 +585,11 @@ impl Stores {
         let Some(cm) = self.known_images_config_map() else {
             return KnownImages::default();
         };
-        let read = || KnownImages::shared(Arc::new(known::images(&cm).into_iter().collect()));
+        let read = || {
+            KnownImages::shared(Arc::new(
+                remembered_images::images(&cm).into_iter().collect(),
+            ))
+        };
         let Some(version) = cm.metadata.resource_version.clone() else {
             return read();
         };
