@@ -18,9 +18,9 @@ use kube::Api;
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
-use super::background::{self, SECRET_TIMEOUT};
 use super::lenient::Lenient;
 use super::observe::Observation;
+use super::retry::{self, SECRET_TIMEOUT};
 use super::watches::Trigger;
 use crate::api::{Infrastructure, Secret};
 use crate::ec2::client::Ec2Client;
@@ -260,7 +260,7 @@ impl State {
 
 impl Shared {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        background::lock(&self.state)
+        retry::lock(&self.state)
     }
 
     async fn run(&self, job: Job) {
@@ -289,7 +289,7 @@ impl Shared {
                 }
                 Err(e) => {
                     let attempts = state.failures.get(&region).map_or(0, |f| f.attempts) + 1;
-                    let delay = background::doubling(FIRST_RETRY, MAX_RETRY, attempts);
+                    let delay = retry::doubling(FIRST_RETRY, MAX_RETRY, attempts);
                     if attempts == 1 {
                         warn!(region, error = %e, "EC2 cannot be asked about AMIs; only the golden streams and known images are recognised there until it answers");
                     }
@@ -309,7 +309,7 @@ impl Shared {
         // The Secret is not watched and EC2 sends no events: a pass once the retry is due asks
         // again (only while some AMI still needs asking, since only then is there a job).
         if let Some(delay) = again_after {
-            background::wake_after(&self.wake, delay);
+            retry::wake_after(&self.wake, delay);
         }
     }
 

@@ -7,6 +7,15 @@
 //! a rollout or its closing status write for the API server,
 //! and it spends a fleet-wide budget: a rollout of thousands still gets one Event per
 //! MachineSet, spread out instead of sent at once.
+//!
+//! Not kube-runtime's `events::Recorder` (kube-runtime 5, `events.rs`, `Recorder::publish` and
+//! `generate_event`), for three things it cannot do: it names an Event `<object>.<time>` uncut,
+//! which the API server refuses for object names over about 236 characters (a MachineSet's may
+//! have 253); it folds an Event with the reason of one sent about the same object in the last
+//! six minutes into a series that keeps the first note, so a second update or a new error
+//! message would not be told; and it sends each Event at once, with no bound on requests in
+//! flight and no wait for the wave of patches. Its naming (`<object>.<time in hex
+//! nanoseconds>`) and the `default` namespace for cluster-scoped objects are kept.
 
 use std::time::Duration;
 
@@ -60,20 +69,14 @@ struct Queued {
     at: Timestamp,
     notice: Notice,
     note: String,
-    /// The API version and kind of the object, its name, namespace (none: cluster-scoped) and
-    /// uid.
-    api_version: &'static str,
-    kind: &'static str,
-    name: String,
-    namespace: Option<String>,
-    uid: Option<String>,
+    /// The object; no namespace: cluster-scoped.
+    regarding: ObjectReference,
 }
 
 impl EventPublisher {
     /// Starts the sending task, which sends at most `concurrency` Events at a time, none while
     /// `patching` says a wave of patches is in flight or not yet reported, and ends once the
-    /// publisher is dropped
-    /// and the queue is empty.
+    /// publisher is dropped and the queue is empty.
     pub fn start(
         client: Client,
         instance: String,
@@ -94,19 +97,20 @@ impl EventPublisher {
         EventPublisher { queue, metrics }
     }
 
-    /// Queues an Event about `decision`'s object. Each gets its own Event: kube-runtime's
-    /// recorder folds events with the same reason into a series and would keep only the first
-    /// note.
+    /// Queues an Event about `decision`'s object, an Event of its own (not part of a series).
     pub fn publish(&self, decision: &Decision, notice: &Notice) {
         let queued = Queued {
             at: Timestamp::now(),
             notice: *notice,
             note: truncated(&decision.message),
-            api_version: decision.kind.api_version(),
-            kind: decision.kind.kind(),
-            name: decision.name.clone(),
-            namespace: Some(decision.namespace.clone()),
-            uid: decision.uid.clone(),
+            regarding: ObjectReference {
+                api_version: Some(decision.kind.api_version().into()),
+                kind: Some(decision.kind.kind().into()),
+                name: Some(decision.name.clone()),
+                namespace: Some(decision.namespace.clone()),
+                uid: decision.uid.clone(),
+                ..ObjectReference::default()
+            },
         };
         if !self.queue(queued) {
             warn!(name = %decision.name, reason = notice.reason, "Event queue full: dropped an Event");
@@ -120,11 +124,13 @@ impl EventPublisher {
             at: Timestamp::now(),
             notice: *notice,
             note: truncated(note),
-            api_version: "operator.openshift.io/v1",
-            kind: "MachineConfiguration",
-            name: mc.name.clone().unwrap_or_default(),
-            namespace: None,
-            uid: mc.uid.clone(),
+            regarding: ObjectReference {
+                api_version: Some("operator.openshift.io/v1".into()),
+                kind: Some("MachineConfiguration".into()),
+                name: mc.name.clone(),
+                uid: mc.uid.clone(),
+                ..ObjectReference::default()
+            },
         });
     }
 
@@ -175,10 +181,11 @@ fn event_name(object: &str, at: Timestamp) -> String {
 impl Queued {
     /// The Event to create, and the namespace it goes to.
     fn event(self, instance: &str) -> Event {
-        let namespace = self.namespace.clone().unwrap_or_else(|| "default".into());
+        let namespace = (self.regarding.namespace.clone()).unwrap_or_else(|| "default".into());
+        let name = self.regarding.name.as_deref().unwrap_or_default();
         Event {
             metadata: ObjectMeta {
-                name: Some(event_name(&self.name, self.at)),
+                name: Some(event_name(name, self.at)),
                 namespace: Some(namespace),
                 ..ObjectMeta::default()
             },
@@ -187,14 +194,7 @@ impl Queued {
             reason: Some(self.notice.reason.to_string()),
             action: Some(self.notice.action.to_string()),
             note: Some(self.note),
-            regarding: Some(ObjectReference {
-                api_version: Some(self.api_version.to_string()),
-                kind: Some(self.kind.to_string()),
-                name: Some(self.name),
-                namespace: self.namespace,
-                uid: self.uid,
-                ..Default::default()
-            }),
+            regarding: Some(self.regarding),
             reporting_controller: Some(REPORTING_CONTROLLER.to_string()),
             reporting_instance: Some(instance.to_string()),
             ..Event::default()

@@ -17,6 +17,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use super::sleep_until;
 use crate::api_client;
 
 /// OpenShift's defaults for operators: openshift/library-go `LeaderElectionDefaulting` in
@@ -267,13 +268,6 @@ async fn release_on_shutdown(api: &Api<Lease>, config: &LeaseConfig) {
         Err(_) => {
             warn!("releasing the leader lease timed out; the standby waits for it to expire")
         }
-    }
-}
-
-async fn sleep_until(deadline: Option<Instant>) {
-    match deadline {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
     }
 }
 

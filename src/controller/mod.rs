@@ -10,14 +10,14 @@ mod lease;
 pub mod lenient;
 
 mod act;
-mod background;
 mod boot_image_status;
 mod decide;
 mod ec2;
 mod events;
-mod known;
 mod observe;
+mod remembered_images;
 mod report;
+mod retry;
 mod secrets;
 pub mod status;
 mod status_schema;
@@ -402,21 +402,26 @@ struct Controller {
     schema: status_schema::ServedSchema,
 }
 
+/// What the controller remembers of one machine resource from one pass to the next.
+#[derive(Default)]
+struct ObjectState {
+    /// Its latest reported decision. Shared: a pass's decisions move in without a copy, and a
+    /// pass that decides what the last one did keeps the last one's decision
+    /// (`decide::Deciding`).
+    decision: Option<Arc<Decision>>,
+    /// When to plan it again (an error's backoff, a conflict's quick retry), and the failed
+    /// attempts before.
+    retry: Option<(u32, Instant)>,
+    /// Its patches that conflicted in a row.
+    conflicts: u32,
+    /// When its patch, which the API server refused, may be sent again.
+    patch_retry: Option<Instant>,
+}
+
 /// What the controller remembers from one pass to the next.
 #[derive(Default)]
 struct Memory {
-    /// The latest reported decision for every machine resource. Shared: a pass's decisions
-    /// move in without a copy, the map's nodes hold pointers rather than 376-byte decisions
-    /// (at 10,000 MachineSets, 6 MB of nodes beside the pass's own vector at the peak of a
-    /// wave), and a pass that decides what the last one did keeps the last one's decision
-    /// instead of a second copy (`decide::Deciding`).
-    results: BTreeMap<ObjectKey, Arc<Decision>>,
-    /// Resources to retry: attempts so far and when.
-    backoff: HashMap<ObjectKey, (u32, Instant)>,
-    /// Patches that conflicted, by object, in a row.
-    conflicts: HashMap<ObjectKey, u32>,
-    /// When an object whose patch failed may be patched again.
-    patch_retry: HashMap<ObjectKey, Instant>,
+    objects: BTreeMap<ObjectKey, ObjectState>,
     last_status_write: Option<Instant>,
     /// Status writes that failed in a row: the next waits for a doubling backoff.
     status_failures: u32,
@@ -437,6 +442,21 @@ struct Memory {
     /// The hot-loop guard's memory of our own patches by object UID, for objects whose
     /// annotations a whole-object writer erases.
     remembered_patches: HashMap<String, record::HotLoopMemory>,
+}
+
+impl Memory {
+    fn object(&mut self, key: &ObjectKey) -> &mut ObjectState {
+        self.objects.entry(key.clone()).or_default()
+    }
+
+    /// The latest reported decision of every machine resource.
+    fn decisions(&self) -> impl Iterator<Item = (&ObjectKey, &Arc<Decision>)> {
+        (self.objects.iter()).filter_map(|(key, o)| Some((key, o.decision.as_ref()?)))
+    }
+
+    fn decision(&self, key: &ObjectKey) -> Option<&Decision> {
+        self.objects.get(key)?.decision.as_deref()
+    }
 }
 
 impl Controller {
@@ -498,7 +518,9 @@ impl Controller {
 
     /// The next retry or held-back status write, whichever is due first.
     fn next_wake(&self) -> Option<Instant> {
-        let next_retry = self.memory.backoff.values().map(|(_, due)| *due).min();
+        let next_retry = (self.memory.objects.values())
+            .filter_map(|o| Some(o.retry?.1))
+            .min();
         let status_flush = self
             .memory
             .status_dirty
@@ -516,7 +538,7 @@ impl Controller {
 
     async fn wake(&mut self, scope: &mut Scope) {
         let now = Instant::now();
-        let due = self.memory.backoff.iter().filter(|(_, (_, at))| *at <= now);
+        let due = (self.memory.objects.iter()).filter(|(_, o)| o.retry.is_some_and(|r| r.1 <= now));
         scope.keys.extend(due.map(|(key, _)| key.clone()));
         if self.templates.due.is_some_and(|at| at <= now) {
             self.templates.due = None;
@@ -654,7 +676,12 @@ impl Controller {
 
     /// Whether the patch of `d` waits for the retry of an earlier one the API server refused.
     fn deferred(&self, d: &Decision, now: Instant) -> bool {
-        (self.memory.patch_retry.get(&d.key())).is_some_and(|due| *due > now)
+        let retry = self
+            .memory
+            .objects
+            .get(&d.key())
+            .and_then(|o| o.patch_retry);
+        retry.is_some_and(|due| due > now)
     }
 
     /// Once a wave's updates are all decided: the status write that says they are under way

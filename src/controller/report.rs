@@ -8,10 +8,10 @@ use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use super::act::{Applied, Outcome};
-use super::background::doubling;
 use super::decide::PassFacts;
 use super::events::Notice;
-use super::{CONFLICT_RETRY, Controller, MAX_BACKOFF, MIN_BACKOFF, known};
+use super::retry::doubling;
+use super::{CONFLICT_RETRY, Controller, MAX_BACKOFF, MIN_BACKOFF, remembered_images};
 use crate::machine_kind::MachineKind;
 use crate::names::{LEGACY_PAUSE_ANNOTATION, PAUSE_ANNOTATION};
 use crate::plan::{self, Action, Blocked, Decision};
@@ -24,16 +24,10 @@ impl Controller {
         applied: impl IntoIterator<Item = Applied>,
     ) {
         if let Some(live) = &decided.live {
-            self.memory.results.retain(|k, _| live.contains(k));
-            self.memory.backoff.retain(|k, _| live.contains(k));
-            self.memory.conflicts.retain(|k, _| live.contains(k));
-            self.memory.patch_retry.retain(|k, _| live.contains(k));
+            self.memory.objects.retain(|k, _| live.contains(k));
         }
         for key in &decided.gone {
-            self.memory.results.remove(key);
-            self.memory.backoff.remove(key);
-            self.memory.conflicts.remove(key);
-            self.memory.patch_retry.remove(key);
+            self.memory.objects.remove(key);
         }
         let mut all_done = true;
         for applied in applied {
@@ -43,15 +37,16 @@ impl Controller {
                 all_done = false;
                 continue;
             }
+            let object = self.memory.object(&key);
             if applied.outcome == Outcome::Conflict {
-                *self.memory.conflicts.entry(key.clone()).or_default() += 1;
+                object.conflicts += 1;
             } else if applied.outcome != Outcome::Withheld {
-                self.memory.conflicts.remove(&key);
+                object.conflicts = 0;
             }
+            let in_a_row = object.conflicts;
             all_done &= self.count_outcome(&applied);
             let updated =
                 applied.decision.action == Action::Update && applied.outcome == Outcome::Patched;
-            let in_a_row = self.memory.conflicts.get(&key).copied().unwrap_or(0);
             let mut reported = reported(applied, in_a_row);
             if updated {
                 // Queued for the Event task, which sends after the wave: Events never delay a
@@ -65,20 +60,16 @@ impl Controller {
                 self.events.publish(&reported, &error_notice(reason));
             }
             self.schedule_retry(&reported);
-            if reported.reason == Reason::PatchFailed {
-                let due = self.memory.backoff.get(&key).map(|(_, due)| *due);
-                self.memory
-                    .patch_retry
-                    .extend(due.map(|due| (key.clone(), due)));
-            } else {
-                self.memory.patch_retry.remove(&key);
-            }
+            let object = self.memory.object(&key);
+            object.patch_retry = (reported.reason == Reason::PatchFailed)
+                .then(|| Some(object.retry?.1))
+                .flatten();
             // Patched: reported as planning the patched object will decide, so status says
             // the rollout is done without waiting for the watch to echo every patch.
             if updated {
                 Arc::make_mut(&mut reported).apply();
             }
-            self.memory.results.insert(reported.key(), reported);
+            self.memory.object(&key).decision = Some(reported);
         }
         self.warn_of_legacy_pause();
         self.adopt_gates(decided.blocked, decided.selections);
@@ -87,7 +78,7 @@ impl Controller {
             (g.stream.stream.as_str(), release)
         });
         self.metrics.observe_plan(
-            self.memory.results.values().map(|d| &**d),
+            self.memory.decisions().map(|(_, d)| &**d),
             self.memory.last_blocked.as_ref(),
             golden,
         );
@@ -100,7 +91,8 @@ impl Controller {
             let remembered = self.stores.remembered_images();
             if refs.iter().any(|r| !remembered.contains(r)) {
                 let existing = self.stores.known_images_config_map();
-                known::remember(&self.known_images_api, existing, refs, &self.metrics).await;
+                remembered_images::remember(&self.known_images_api, existing, refs, &self.metrics)
+                    .await;
             }
         }
         if all_done {
@@ -133,19 +125,17 @@ impl Controller {
                 } else {
                     info!(kind, name = %d.name, "opted out: cleared the hot-loop guard");
                 }
-                self.memory.backoff.remove(&d.key());
+                self.memory.object(&d.key()).retry = None;
                 true
             }
             Outcome::Conflict => {
                 count("conflict");
-                let in_a_row = self.memory.conflicts.get(&d.key()).copied().unwrap_or(0);
+                let in_a_row = self.memory.object(&d.key()).conflicts;
                 debug!(kind, name = %d.name, in_a_row, "object changed under us; re-planning");
                 // The store is usually one watch event behind: retry soon, then back off, and
                 // past CONFLICT_LIMIT in a row report the object (see `reported`).
                 let delay = CONFLICT_RETRY.saturating_mul(1 << in_a_row.min(CONFLICT_LIMIT));
-                self.memory
-                    .backoff
-                    .insert(d.key(), (0, Instant::now() + delay));
+                self.memory.object(&d.key()).retry = Some((0, Instant::now() + delay));
                 false
             }
             Outcome::Gone | Outcome::Withheld | Outcome::Deferred => false,
@@ -164,7 +154,7 @@ impl Controller {
         if reported.action != Action::Error {
             return false;
         }
-        let previous = self.memory.results.get(&reported.key());
+        let previous = self.memory.decision(&reported.key());
         let new_error =
             previous.is_none_or(|p| p.action != Action::Error || p.reason != reported.reason);
         if new_error {
@@ -178,7 +168,7 @@ impl Controller {
     /// The reason of a warning `reported` did not carry before; logged once, like errors.
     fn new_warning(&self, reported: &Decision) -> Option<Reason> {
         let warning = reported.warning.as_ref()?;
-        let previous = self.memory.results.get(&reported.key());
+        let previous = self.memory.decision(&reported.key());
         let before = previous.and_then(|p| p.warning.as_ref()).map(|w| w.reason);
         if before == Some(warning.reason) {
             return None;
@@ -190,20 +180,16 @@ impl Controller {
 
     /// Errors are retried with exponential backoff; settled objects need no retry.
     fn schedule_retry(&mut self, reported: &Decision) {
-        let key = reported.key();
+        let retry = &mut self.memory.object(&reported.key()).retry;
         match reported.action {
             Action::Error => {
-                let attempts = self.memory.backoff.get(&key).map_or(0, |(n, _)| n + 1);
+                let attempts = retry.map_or(0, |(n, _)| n + 1);
                 let delay = doubling(MIN_BACKOFF, MAX_BACKOFF, attempts + 1);
-                self.memory
-                    .backoff
-                    .insert(key, (attempts, Instant::now() + delay));
+                *retry = Some((attempts, Instant::now() + delay));
             }
             // An update's retry, if any, was scheduled from its outcome.
             Action::Update => {}
-            Action::Skip | Action::UpToDate => {
-                self.memory.backoff.remove(&key);
-            }
+            Action::Skip | Action::UpToDate => *retry = None,
         }
     }
 

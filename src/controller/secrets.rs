@@ -15,7 +15,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
-use super::watch_backoff::WatchHealth;
+use super::watch_backoff::retried;
 use super::watches::{Trigger, drop_managed_fields, re_plan_all_on_change};
 use crate::api::Secret;
 
@@ -87,13 +87,12 @@ impl SecretWatches {
     fn start(&self, name: &str) -> SecretWatch {
         let (store, writer) = reflector::store();
         let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
-        let health = WatchHealth::new(format!("Secret {name}"));
         let stream = watcher(self.api.clone(), config)
-            .backoff(health.backoff.clone())
             .modify(drop_managed_fields)
             .reflect(writer);
+        let stream = retried(format!("Secret {name}"), stream);
         // The first list is awaited by `ensure`; later changes re-plan all.
-        let task = tokio::spawn(re_plan_all_on_change(stream, health, self.tx.clone(), true));
+        let task = tokio::spawn(re_plan_all_on_change(stream, self.tx.clone(), true));
         SecretWatch { store, task }
     }
 

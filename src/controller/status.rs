@@ -70,6 +70,23 @@ pub struct Desired {
     pub message: String,
 }
 
+impl Desired {
+    fn new(
+        type_: &'static str,
+        status: Option<bool>,
+        reason: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        let (reason, message) = (reason.into(), message.into());
+        Desired {
+            type_,
+            status,
+            reason,
+            message,
+        }
+    }
+}
+
 /// What the conditions are computed from.
 pub struct StatusInput<'a> {
     pub blocked: Option<&'a Blocked>,
@@ -115,79 +132,55 @@ pub fn desired(input: &StatusInput<'_>) -> Vec<Desired> {
 fn held_too_long(input: &StatusInput<'_>) -> Desired {
     let lasting = input.held.filter(HeldFor::exceeded);
     match (input.blocked, lasting) {
-        (Some(b), Some(held)) if b.reason.reported_when_lasting() => Desired {
-            type_: HELD_TOO_LONG,
-            status: Some(true),
-            reason: b.reason.to_string(),
-            message: format!(
+        (Some(b), Some(held)) if b.reason.reported_when_lasting() => {
+            let message = format!(
                 "boot image updates have been held for {} (longer than {}): {}",
                 friendly_duration(held.duration),
                 friendly_duration(held.limit),
                 b.message
-            ),
-        },
-        _ => Desired {
-            type_: HELD_TOO_LONG,
-            status: Some(false),
-            reason: "WithinLimit".into(),
-            message: "no gate has held boot image updates longer than its limit".into(),
-        },
+            );
+            Desired::new(HELD_TOO_LONG, Some(true), b.reason.to_string(), message)
+        }
+        _ => Desired::new(
+            HELD_TOO_LONG,
+            Some(false),
+            "WithinLimit",
+            "no gate has held boot image updates longer than its limit",
+        ),
     }
 }
 
 fn stood_down(blocked: Option<&Blocked>) -> Desired {
     match blocked {
-        Some(b) => Desired {
-            type_: STOOD_DOWN,
-            status: Some(true),
-            reason: b.reason.to_string(),
-            message: b.message.clone(),
-        },
-        None => Desired {
-            type_: STOOD_DOWN,
-            status: Some(false),
-            reason: "ManagingBootImages".into(),
-            message: "no other boot image manager is active; this controller updates boot images"
-                .into(),
-        },
+        Some(b) => Desired::new(STOOD_DOWN, Some(true), b.reason.to_string(), &b.message),
+        None => Desired::new(
+            STOOD_DOWN,
+            Some(false),
+            "ManagingBootImages",
+            "no other boot image manager is active; this controller updates boot images",
+        ),
     }
 }
 
 fn progressing(input: &StatusInput<'_>) -> Desired {
     let summary = summary(input);
     if let Some(b) = input.blocked {
-        return Desired {
-            type_: PROGRESSING,
-            status: Some(false),
-            reason: b.reason.to_string(),
-            message: format!("{}. {summary}", b.message),
-        };
+        let message = format!("{}. {summary}", b.message);
+        return Desired::new(PROGRESSING, Some(false), b.reason.to_string(), message);
     }
     // Done means nothing selected is still on its way: `oc wait` for False must mean that.
     let updating =
         (input.decisions.iter()).any(|d| d.action == Action::Update || d.reason.on_its_way());
-    Desired {
-        type_: PROGRESSING,
-        status: Some(updating),
-        reason: if updating {
-            "BootImagesUpdating"
-        } else {
-            "BootImagesCurrent"
-        }
-        .into(),
-        message: summary,
-    }
+    let reason = match updating {
+        true => "BootImagesUpdating",
+        false => "BootImagesCurrent",
+    };
+    Desired::new(PROGRESSING, Some(updating), reason, summary)
 }
 
 fn degraded(input: &StatusInput<'_>) -> Desired {
-    let degraded = |reason: String, message: String| Desired {
-        type_: DEGRADED,
-        status: Some(true),
-        reason,
-        message,
-    };
     if let Some(b) = input.blocked.filter(|b| b.reason.degrades()) {
-        return degraded(b.reason.to_string(), b.message.clone());
+        return Desired::new(DEGRADED, Some(true), b.reason.to_string(), &b.message);
     }
     let errors: Vec<&&Decision> = input
         .decisions
@@ -195,12 +188,7 @@ fn degraded(input: &StatusInput<'_>) -> Desired {
         .filter(|e| e.action == Action::Error)
         .collect();
     let Some(first) = errors.first().map(|e| e.reason) else {
-        return Desired {
-            type_: DEGRADED,
-            status: Some(false),
-            reason: "AsExpected".into(),
-            message: "no errors".into(),
-        };
+        return Desired::new(DEGRADED, Some(false), "AsExpected", "no errors");
     };
     let reason = if errors.iter().all(|e| e.reason == first) {
         first.to_string()
@@ -216,7 +204,7 @@ fn degraded(input: &StatusInput<'_>) -> Desired {
         errors.len(),
         first_few(named, NAMED_ERRORS, "; ")
     );
-    degraded(reason, message)
+    Desired::new(DEGRADED, Some(true), reason, message)
 }
 
 /// The first `limit` items joined by `separator`, then how many more there are: a message stays
@@ -235,20 +223,19 @@ pub(super) fn first_few(
 }
 
 fn paused(paused: bool) -> Desired {
-    if paused {
-        Desired {
-            type_: PAUSED,
-            status: Some(true),
-            reason: Reason::Paused.to_string(),
-            message: "boot image updates are paused; no MachineSet is being written".into(),
-        }
-    } else {
-        Desired {
-            type_: PAUSED,
-            status: Some(false),
-            reason: "NotPaused".into(),
-            message: "boot image updates are not paused".into(),
-        }
+    match paused {
+        true => Desired::new(
+            PAUSED,
+            Some(true),
+            Reason::Paused.to_string(),
+            "boot image updates are paused; no MachineSet is being written",
+        ),
+        false => Desired::new(
+            PAUSED,
+            Some(false),
+            "NotPaused",
+            "boot image updates are not paused",
+        ),
     }
 }
 

@@ -7,8 +7,8 @@ use jiff::{SignedDuration, Timestamp};
 use tokio::time::Instant;
 use tracing::warn;
 
-use super::background::doubling;
 use super::boot_image_status::{self, Fields as BootImageFields};
+use super::retry::doubling;
 use super::status::HeldFor;
 use super::{Controller, MAX_BACKOFF, MIN_BACKOFF, STATUS_MIN_INTERVAL, status};
 use crate::api::{Condition, MachineConfiguration};
@@ -51,7 +51,7 @@ impl Controller {
     ) -> Option<StatusWrite> {
         let name = &self.args.machine_configuration_name.clone();
         let mc = self.stores.machine_configuration(name)?;
-        let decisions: Vec<&Decision> = (self.memory.results.iter())
+        let decisions: Vec<&Decision> = (self.memory.decisions())
             .filter(|(key, _)| !pending.contains_key(*key))
             .map(|(_, decision)| &**decision)
             .chain(pending.values().copied())

@@ -15,8 +15,8 @@ use kube::Api;
 use tokio::sync::{Semaphore, mpsc};
 use tracing::{info, warn};
 
-use super::background::{self, SECRET_TIMEOUT};
 use super::observe::Observation;
+use super::retry::{self, SECRET_TIMEOUT};
 use super::watches::Trigger;
 use crate::api::Secret;
 use crate::machine_kind::MachineObject;
@@ -241,7 +241,7 @@ impl State {
         let attempts = self.attempts.entry(key.clone()).or_default();
         *attempts += 1;
         let attempts = *attempts;
-        let delay = background::doubling(FIRST_RETRY, MAX_RETRY, attempts);
+        let delay = retry::doubling(FIRST_RETRY, MAX_RETRY, attempts);
         self.templates.insert(
             key.clone(),
             Known::Failed {
@@ -255,7 +255,7 @@ impl State {
 
 impl Shared {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        background::lock(&self.state)
+        retry::lock(&self.state)
     }
 
     async fn run(&self, request: TemplateRequest, in_use: BTreeSet<String>) {
@@ -313,7 +313,7 @@ impl Shared {
         self.metrics.vsphere_import_progress.set(0);
         let _ = self.wake.send(Trigger::All);
         if let Some(delay) = retry {
-            background::wake_after(&self.wake, delay);
+            retry::wake_after(&self.wake, delay);
         }
     }
 
@@ -341,7 +341,7 @@ impl Shared {
                     drop(state);
                     self.count("unavailable");
                     let _ = self.wake.send(Trigger::All);
-                    background::wake_after(&self.wake, FIRST_RETRY);
+                    retry::wake_after(&self.wake, FIRST_RETRY);
                     return;
                 }
                 // Not knowing is not a reason to stay behind: the golden template is imported.

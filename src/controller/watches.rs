@@ -20,9 +20,9 @@ use tokio::sync::mpsc::UnboundedSender;
 use tracing::{info, warn};
 
 use super::config::RunArgs;
-use super::known;
 use super::lenient::Lenient;
-use super::watch_backoff::WatchHealth;
+use super::remembered_images;
+use super::watch_backoff::retried;
 use k8s_openapi::api::core::v1::Node;
 
 use crate::api::{
@@ -53,7 +53,7 @@ pub struct Stores {
     cluster_version: Option<Store<Lenient<ClusterVersion>>>,
     known_images: Store<ConfigMap>,
     /// The images of the known-images ConfigMap, read once per resourceVersion: every pass
-    /// consults up to [`known::LIMIT`] of them.
+    /// consults up to [`remembered_images::LIMIT`] of them.
     remembered: Mutex<Option<(String, KnownImages)>>,
     /// Where the cluster serves Cluster API MachineSets and AWS machine templates.
     cluster_api: Option<ClusterApiStores>,
@@ -230,39 +230,31 @@ async fn cluster_api(
 fn spawn_templates(api: Api<DynamicObject>, tx: &UnboundedSender<Trigger>) -> Store<DynamicObject> {
     let writer = reflector::store::Writer::new(plan::infrastructure::api_resource());
     let store = writer.as_reader();
-    let health = WatchHealth::new(plan::infrastructure::AWS_MACHINE_TEMPLATE);
     let stream = watcher(api, paged())
-        .backoff(health.backoff.clone())
         .modify(drop_managed_fields)
         .reflect(writer);
-    tokio::spawn(re_plan_all_on_change(stream, health, tx.clone(), false));
+    let stream = retried(plan::infrastructure::AWS_MACHINE_TEMPLATE, stream);
+    tokio::spawn(re_plan_all_on_change(stream, tx.clone(), false));
     store
 }
 
-/// Drives a watch any change of which re-plans everything, telling `health` of progress and
-/// failures. With `quiet_first_list`, the end of the first list triggers nothing: the caller
-/// awaits it itself.
+/// Drives a watch any change of which re-plans everything. With `quiet_first_list`, the end of
+/// the first list triggers nothing: the caller awaits it itself.
 pub(super) async fn re_plan_all_on_change<K>(
     stream: impl futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
-    mut health: WatchHealth,
     tx: UnboundedSender<Trigger>,
     mut quiet_first_list: bool,
 ) {
     futures::pin_mut!(stream);
     while let Some(event) = stream.next().await {
         match event {
-            Ok(watcher::Event::InitDone) if quiet_first_list => {
-                health.progressed();
-                quiet_first_list = false;
-            }
-            Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone) => {
-                health.progressed();
+            Ok(watcher::Event::InitDone) if quiet_first_list => quiet_first_list = false,
+            Ok(_) => {
                 if tx.send(Trigger::All).is_err() {
                     return;
                 }
             }
-            Ok(_) => {}
-            Err(e) => health.failed(&e),
+            Err(_) => {}
         }
     }
 }
@@ -298,30 +290,19 @@ where
         + 'static,
 {
     let (store, writer) = reflector::store();
-    let mut health = WatchHealth::new(kind.label());
-    let stream = watcher(api, config)
-        .backoff(health.backoff.clone())
-        .reflect(writer);
+    let stream = retried(kind.label(), watcher(api, config).reflect(writer));
     tokio::spawn(async move {
         futures::pin_mut!(stream);
         while let Some(event) = stream.next().await {
             let trigger = match event {
                 Ok(watcher::Event::Apply(o) | watcher::Event::Delete(o)) => {
-                    health.progressed();
                     Trigger::One(ObjectKey {
                         kind,
                         name: o.meta().name.clone().unwrap_or_default(),
                     })
                 }
-                Ok(watcher::Event::InitDone) => {
-                    health.progressed();
-                    Trigger::All
-                }
-                Ok(_) => continue,
-                Err(e) => {
-                    health.failed(&e);
-                    continue;
-                }
+                Ok(watcher::Event::InitDone) => Trigger::All,
+                Ok(_) | Err(_) => continue,
             };
             if tx.send(trigger).is_err() {
                 return;
@@ -348,22 +329,15 @@ where
     let (store, writer) = reflector::store();
     // By name: also what lets RBAC restrict the controller to this one object.
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
-    let mut health = WatchHealth::new(format!("{} {name}", K::kind(&())));
     let stream = watcher(api, config)
-        .backoff(health.backoff.clone())
         .modify(drop_managed_fields_unless_read)
         .reflect(writer);
+    let stream = retried(format!("{} {name}", K::kind(&())), stream);
     let tx = tx.clone();
     tokio::spawn(async move {
         futures::pin_mut!(stream);
         let mut last: Option<String> = None;
         while let Some(event) = stream.next().await {
-            if matches!(
-                event,
-                Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone)
-            ) {
-                health.progressed();
-            }
             let relevant = match event {
                 Ok(watcher::Event::Apply(object)) => {
                     let current = fingerprint(&object);
@@ -376,11 +350,7 @@ where
                     true
                 }
                 Ok(watcher::Event::InitDone) => true,
-                Ok(_) => false,
-                Err(e) => {
-                    health.failed(&e);
-                    false
-                }
+                Ok(_) | Err(_) => false,
             };
             if relevant && tx.send(Trigger::All).is_err() {
                 return;
@@ -400,26 +370,18 @@ fn spawn_nodes(
 ) -> Store<PartialObjectMeta<Node>> {
     let (store, writer) = reflector::store();
     let config = watcher::Config::default().labels(label);
-    let mut health = WatchHealth::new(format!("Nodes {label}"));
     let stream = watcher(api, config)
-        .backoff(health.backoff.clone())
         .modify(drop_managed_fields_unless_read)
         .reflect(writer);
+    let stream = retried(format!("Nodes {label}"), stream);
     let tx = tx.clone();
     let reader = store.clone();
     tokio::spawn(async move {
         futures::pin_mut!(stream);
         let mut last = None;
         while let Some(event) = stream.next().await {
-            match &event {
-                Err(e) => {
-                    health.failed(e);
-                    continue;
-                }
-                Ok(
-                    watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone,
-                ) => health.progressed(),
-                Ok(_) => {}
+            if event.is_err() {
+                continue;
             }
             let current = node_archs(&reader.state());
             if last.as_ref() != Some(&current) {
@@ -623,7 +585,11 @@ impl Stores {
         let Some(cm) = self.known_images_config_map() else {
             return KnownImages::default();
         };
-        let read = || KnownImages::shared(Arc::new(known::images(&cm).into_iter().collect()));
+        let read = || {
+            KnownImages::shared(Arc::new(
+                remembered_images::images(&cm).into_iter().collect(),
+            ))
+        };
         let Some(version) = cm.metadata.resource_version.clone() else {
             return read();
         };

@@ -123,7 +123,7 @@ pub fn golden_config_map_without_release(ns: &str, stream: &str) -> Value {
     cm
 }
 
-/// The controller's own memory of CoreOS images (see `src/controller/known.rs`), one per line.
+/// The controller's own memory of CoreOS images (see `src/controller/remembered_images.rs`), one per line.
 pub fn known_images(ns: &str, images: &[&str]) -> Value {
     let mut text: String = images.iter().map(|i| format!("{i}\n")).collect();
     if text.is_empty() {

@@ -1,5 +1,5 @@
-//! Watches with the API server unreachable: retries back off (1 s doubling to 5 min, reset only
-//! by real progress) and each failure spell is logged once, where watches used to log a warning
+//! Watches with the API server unreachable: retries back off (kube-runtime's default backoff,
+//! 0.8 s doubling to 30 s, reset only by real progress) and each failure spell is logged once, where watches used to log a warning
 //! per retry, and those whose lists failed retried about once a second for as long as it lasted
 //! (measured with the code before this change: 914 attempts, none more than 1.6 s apart, and
 //! 914 warnings in two minutes; after it, 37 attempts and 9 warnings until a wait of 8 s).
@@ -103,8 +103,8 @@ async fn an_unreachable_api_server_is_retried_with_backoff_and_logged_once() {
     proxy.block();
     let started = tokio::time::Instant::now();
     // kube-runtime logs each wait it takes between attempts. A backoff that only progress
-    // resets waits 1, 2, 4, 8, 16 s (less up to half, jitter), so by the fifth failure in a row
-    // one wait is 8 s or more. (Watches that had listed grew their waits before too; the ones
+    // resets waits 0.8, 1.6, 3.2, 6.4, 12.8 s (more up to double, jitter), so by the fifth
+    // failure in a row one wait is 8 s or more. (Watches that had listed grew their waits before too; the ones
     // whose lists fail did not: see the next test.)
     let grown = eventually(Duration::from_secs(120), || async {
         let waits = backoff_waits(since(&controller.logs(), logged_before));

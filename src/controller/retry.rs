@@ -1,6 +1,7 @@
-//! What the controller's background look-ups (EC2, vCenter) share: their state behind a lock
-//! that survives a panic, a doubling retry backoff, and the pass they trigger once a retry is
-//! due (neither EC2 nor vCenter sends events).
+//! Retrying what failed: the doubling delay (of errors, status writes and look-ups) and the
+//! pass a look-up triggers once its retry is due (neither EC2 nor vCenter sends events); and
+//! what the look-ups that retry in the background (EC2, vCenter) share: their state behind a
+//! lock that survives a panic, and the bound on reading their credentials.
 
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
