@@ -11,6 +11,7 @@ mod bounded_read;
 pub mod cli;
 pub mod controller;
 mod ec2;
+pub mod golden_stream;
 mod http_client;
 pub mod known_images;
 mod kubeconfig;
@@ -23,7 +24,6 @@ pub mod platform;
 pub mod reason;
 mod revert;
 mod server;
-pub mod stream;
 #[cfg(any(test, feature = "testkit"))]
 pub mod testkit;
 pub mod vcenter;

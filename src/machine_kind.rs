@@ -134,7 +134,7 @@ impl MachineKind {
 
     /// JSON Pointer to `providerSpec.value` inside an object of this kind. A Cluster API
     /// MachineSet has none: the planner judges a view of its infrastructure template in that
-    /// shape (see [`crate::plan::infrastructure`]), which it never patches in place.
+    /// shape (see [`crate::plan::cluster_api_templates`]), which it never patches in place.
     pub fn provider_spec_pointer(self) -> &'static str {
         self.provider_spec_path().as_str()
     }

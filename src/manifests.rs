@@ -429,7 +429,7 @@ impl Objects {
                     .machine_deployments
                     .push(typed_or_malformed(&key, found)),
                 Kind::AwsMachineTemplate => {
-                    let kind = crate::plan::infrastructure::AWS_MACHINE_TEMPLATE.to_string();
+                    let kind = crate::plan::cluster_api_templates::AWS_MACHINE_TEMPLATE.to_string();
                     cluster
                         .infrastructure_templates
                         .insert((kind, key.name.clone()), Arc::new(typed(&key, found)?));

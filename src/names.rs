@@ -38,7 +38,7 @@ pub const PAUSE_ANNOTATION: &str = "boot-image-controller.io/boot-image-updates-
 pub const LEGACY_OPT_OUT_ANNOTATION: &str = "machineconfiguration.openshift.io/boot-image-updates";
 pub const LEGACY_PAUSE_ANNOTATION: &str =
     "machineconfiguration.openshift.io/boot-image-updates-paused";
-/// The last changes we made to an object, for `revert` (see `plan::record`).
+/// The last changes we made to an object, for `revert` (see `plan::history`).
 pub const HISTORY_ANNOTATION: &str = "boot-image-controller.io/history";
 /// Set on a stub secret whose Ignition config was upgraded in place to spec 3: the version it
 /// was upgraded to, and when. The Machine Config Operator's own keys

@@ -26,8 +26,8 @@ use crate::api::ObjectMeta;
 use crate::machine_kind::MachineKind;
 use crate::names::{HISTORY_ANNOTATION, HOT_LOOP_ANNOTATION, OPT_OUT_ANNOTATION, OPT_OUT_VALUE};
 use crate::plan::Patch;
+use crate::plan::history::HistoryEntry;
 use crate::plan::patch::{Guarded, remove_annotation, set_annotations};
-use crate::plan::record::HistoryEntry;
 use crate::plan::stub;
 use crate::platform::{display_image as display, image_locations};
 
@@ -252,7 +252,7 @@ fn template_restores(
     let (Some(newest), Some(oldest)) = (newest, oldest) else {
         return Ok(Vec::new());
     };
-    let pointer = crate::plan::infrastructure::REFERENCE_NAME_POINTER;
+    let pointer = crate::plan::cluster_api_templates::REFERENCE_NAME_POINTER;
     let current = object.pointer(pointer).cloned().unwrap_or(Value::Null);
     let restored = restore(
         described,
@@ -369,7 +369,7 @@ mod tests {
 
     use super::*;
     use crate::api::{ControlPlaneMachineSet, MachineSet};
-    use crate::plan::record::Change;
+    use crate::plan::history::Change;
     use crate::plan::{Action, ClusterSnapshot, Options, Planner};
     use crate::testkit::snapshot::{ClusterChanges, cluster_snapshot};
     use crate::testkit::streams::{
@@ -690,7 +690,7 @@ mod tests {
     /// back the image from before the controller (issue 38: it held only the flips).
     #[test]
     fn a_bounded_history_still_reaches_the_image_from_before_the_controller() {
-        use crate::plan::record::{HISTORY_LIMIT, record_ops};
+        use crate::plan::history::{HISTORY_LIMIT, record_ops};
         let now: Timestamp = "2026-03-01T00:00:00Z".parse().unwrap();
         let ami = "/spec/template/spec/providerSpec/value/ami/id";
         let mut object = machine_set(aws_spec("ami-original", "worker-user-data"));

@@ -16,10 +16,10 @@ use boot_image_controller::api::{
     ClusterVersion, ConfigMap, Infrastructure, MachineConfiguration, MachineSet, Secret,
 };
 use boot_image_controller::arch::Arch;
+use boot_image_controller::golden_stream::GoldenStream;
 use boot_image_controller::known_images::KnownImages;
 use boot_image_controller::names;
 use boot_image_controller::plan::{self, ClusterSnapshot, Malformed, Options, Planner};
-use boot_image_controller::stream::GoldenStream;
 use boot_image_controller::testkit::objects::{self, golden_config_map};
 use boot_image_controller::testkit::streams::CUSTOM_AMI;
 use jiff::Timestamp;

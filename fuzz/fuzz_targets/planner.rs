@@ -17,7 +17,7 @@ use boot_image_controller::arch::Arch;
 use boot_image_controller::known_images::KnownImages;
 use boot_image_controller::names;
 use boot_image_controller::plan::{
-    self, Action, ClusterSnapshot as Cluster, Malformed, Options, Planner, record,
+    self, Action, ClusterSnapshot as Cluster, Malformed, Options, Planner, history,
 };
 use boot_image_controller_fuzz as g;
 use jiff::{SignedDuration, Timestamp};
@@ -203,11 +203,11 @@ fn metadata(u: &mut Unstructured<'_>, name: &str, namespace: &str) -> arbitrary:
                     "bootImage": {"from": g::pick(u, g::AMIS)?, "to": g::pick(u, g::AMIS)?}}])
             .to_string()
         };
-        annotations.insert(record::HISTORY_ANNOTATION.into(), json!(history));
+        annotations.insert(history::HISTORY_ANNOTATION.into(), json!(history));
     }
     if u.ratio(1, 4)? {
         // Often the very target the planner will compute, so the guard really counts.
-        let target = record::target_key(
+        let target = history::target_key(
             Some(&json!(g::pick(u, g::AMIS)?)),
             Some(g::pick(u, g::SECRET_NAMES)?),
         );
@@ -225,7 +225,7 @@ fn metadata(u: &mut Unstructured<'_>, name: &str, namespace: &str) -> arbitrary:
         } else {
             json!(json!({"target": target, "patches": patches}).to_string())
         };
-        annotations.insert(record::HOT_LOOP_ANNOTATION.into(), memory);
+        annotations.insert(history::HOT_LOOP_ANNOTATION.into(), memory);
     }
     let mut labels = Map::new();
     if u.arbitrary()? {

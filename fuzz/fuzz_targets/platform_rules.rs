@@ -7,7 +7,7 @@ use arbitrary::{Arbitrary, Unstructured};
 use boot_image_controller::arch::Arch;
 use boot_image_controller::known_images::KnownImages;
 use boot_image_controller::platform::{ImageOutcome, Platform, RuleContext};
-use boot_image_controller::stream::GoldenStream;
+use boot_image_controller::golden_stream::GoldenStream;
 use boot_image_controller_fuzz as g;
 use libfuzzer_sys::fuzz_target;
 

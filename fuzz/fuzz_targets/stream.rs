@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use boot_image_controller::api::ConfigMap;
 use boot_image_controller::arch::Arch;
-use boot_image_controller::stream::{GoldenConfig, GoldenStream};
+use boot_image_controller::golden_stream::{GoldenConfig, GoldenStream};
 use libfuzzer_sys::fuzz_target;
 
 fn config_map(entries: &[(&str, &str)]) -> ConfigMap {

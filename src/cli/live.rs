@@ -268,7 +268,12 @@ async fn read_cluster_api(
         let listed = list(client, &kind.api_resource(), ns).await?;
         machine_resources.extend(unreadable.note(kind, listed));
     }
-    let templates = list(client, &crate::plan::infrastructure::api_resource(), ns).await?;
+    let templates = list(
+        client,
+        &crate::plan::cluster_api_templates::api_resource(),
+        ns,
+    )
+    .await?;
     unreadable.templates.extend(templates.unreadable);
     let secrets = ApiResource::erase::<Secret>(&());
     let wanted: BTreeSet<&str> = (machine_resources.iter())

@@ -15,7 +15,7 @@ use crate::api::{ControlPlaneMachineSet, MachineSet, Secret};
 use crate::api_client;
 use crate::machine_kind::MachineKind;
 use crate::names::{self, OPT_OUT_ANNOTATION, OPT_OUT_VALUE};
-use crate::plan::record::HistoryEntry;
+use crate::plan::history::HistoryEntry;
 use crate::plan::{ClusterSnapshot, Options, Planner, Recognition};
 use crate::platform::display_image as display;
 use crate::revert::stub_secret::{self, StubRestore};
@@ -386,7 +386,7 @@ async fn missing_template(
     let templates: Api<DynamicObject> = Api::namespaced_with(
         client.clone(),
         namespace,
-        &crate::plan::infrastructure::api_resource(),
+        &crate::plan::cluster_api_templates::api_resource(),
     );
     match api_client::bounded(templates.get_opt(name)).await {
         Ok(Some(_)) => None,
@@ -621,7 +621,7 @@ mod tests {
 
     use super::*;
     use crate::cli::{Cli, Command};
-    use crate::plan::record::Change;
+    use crate::plan::history::Change;
     use crate::revert::{Field, Restore};
 
     fn parse(args: &[&str]) -> Result<RevertArgs, clap::Error> {

@@ -3,10 +3,10 @@
 
 use std::fmt::Write as _;
 
+use crate::golden_stream::GoldenConfig;
 use crate::machine_kind::MachineKind;
 use crate::plan::{Action, ClusterSnapshot, Decision, Plan};
 use crate::platform::display_image as display;
-use crate::stream::GoldenConfig;
 
 /// Messages are wrapped to the table's width, within these bounds, so they read as part of it.
 const MESSAGE_WIDTH: std::ops::RangeInclusive<usize> = 80..=120;

@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use crate::api::Secret;
 use crate::api_client;
 use crate::machine_kind::MachineKind;
-use crate::plan::infrastructure::{self, RecordedCopy, TemplateCopy};
+use crate::plan::cluster_api_templates::{self, RecordedCopy, TemplateCopy};
 use crate::plan::stub::StubUpgrade;
 use crate::plan::{Decision, Patch};
 
@@ -61,7 +61,7 @@ pub(super) struct Patcher {
     /// is sent, so that the others wait for it rather than race it.
     stub_upgrades: tokio::sync::Mutex<BTreeMap<(String, String), Patch>>,
     /// The templates this controller created and the copies the machine resources record, by
-    /// name and UID: what proves a template ours ([`crate::plan::infrastructure`]).
+    /// name and UID: what proves a template ours ([`crate::plan::cluster_api_templates`]).
     copies: std::sync::Mutex<OurCopies>,
 }
 
@@ -111,7 +111,7 @@ impl Patcher {
                 (kind, api)
             })
             .collect();
-        let templates = crate::plan::infrastructure::api_resource();
+        let templates = crate::plan::cluster_api_templates::api_resource();
         Patcher {
             apis,
             client: client.clone(),
@@ -149,7 +149,7 @@ impl Patcher {
         }
         let patch = match &created {
             // The patch records the copy's UID, known only now.
-            Some(uid) => infrastructure::fill_created_uid(&outgoing.patch, uid),
+            Some(uid) => cluster_api_templates::fill_created_uid(&outgoing.patch, uid),
             None => outgoing.patch,
         };
         let patch = kube::api::Patch::Json::<()>(patch);
@@ -246,7 +246,7 @@ impl Patcher {
             Err(e) => return Err(Outcome::Failed(format!("cannot read {}: {e}", copy.to))),
         };
         let ours = self.copies.lock().unwrap_or_else(|e| e.into_inner()).all();
-        if infrastructure::is_the_copy(&existing, copy, &ours)
+        if cluster_api_templates::is_the_copy(&existing, copy, &ours)
             && let Some(uid) = existing.metadata.uid
         {
             return Ok(uid);

@@ -7,9 +7,9 @@ use kube::Resource;
 
 use super::lenient::Lenient;
 use super::observe::Observation;
+use crate::golden_stream::GoldenConfig;
 use crate::machine_kind::{MachineKind, MachineObject};
 use crate::plan::{Blocked, Decision, ObjectKey, Planner};
-use crate::stream::GoldenConfig;
 
 /// What a pass covers: everything, or the objects whose watch events arrived.
 #[derive(Default)]

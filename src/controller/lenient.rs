@@ -298,7 +298,7 @@ mod tests {
         assert_eq!(stored.kept().expect_err("unreadable").name, "bad");
     }
 
-    /// `plan::manager` reads who else writes the MachineConfiguration from its managedFields.
+    /// `plan::other_managers` reads who else writes the MachineConfiguration from its managedFields.
     #[test]
     fn a_machine_configuration_keeps_its_managed_fields() {
         let managed = serde_json::json!([{"manager": "machine-config-operator",

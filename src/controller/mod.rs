@@ -48,7 +48,7 @@ use crate::api_client::{self, ClientError};
 use crate::known_images::KnownImages;
 use crate::machine_kind::MachineKind;
 use crate::metrics::Metrics;
-use crate::plan::{Action, Blocked, Decision, ObjectKey, Options, Planner, record};
+use crate::plan::{Action, Blocked, Decision, ObjectKey, Options, Planner, history};
 use crate::server::{self, Health};
 pub use config::RunArgs;
 use decide::Scope;
@@ -441,7 +441,7 @@ struct Memory {
     hold_since: Option<Timestamp>,
     /// The hot-loop guard's memory of our own patches by object UID, for objects whose
     /// annotations a whole-object writer erases.
-    remembered_patches: HashMap<String, record::HotLoopMemory>,
+    remembered_patches: HashMap<String, history::HotLoopMemory>,
 }
 
 impl Memory {
@@ -726,7 +726,7 @@ impl Controller {
                 continue;
             };
             let remembered =
-                record::remember_patch(memory.remove(uid), &d.target_key(), now, window);
+                history::remember_patch(memory.remove(uid), &d.target_key(), now, window);
             memory.insert(uid.clone(), remembered);
         }
         memory.retain(|_, m| m.patches.iter().any(|t| now.duration_since(*t) < window));

@@ -13,11 +13,11 @@ use super::status::HeldFor;
 use super::{Controller, MAX_BACKOFF, MIN_BACKOFF, STATUS_MIN_INTERVAL, status};
 use crate::api::{Condition, MachineConfiguration};
 use crate::arch::Arch;
-use crate::plan::manager::{self, SHARED_CONDITION_TYPES};
+use crate::golden_stream::GoldenConfig;
+use crate::plan::other_managers::{self, SHARED_CONDITION_TYPES};
 use crate::plan::{Blocked, Decision, ObjectKey};
 use crate::platform::Platform;
 use crate::reason::{Category, Reason};
-use crate::stream::GoldenConfig;
 
 /// A status write decided on: sent by [`Controller::send_status`] (alone, or beside a wave of
 /// patches), then recorded by [`Controller::status_sent`].
@@ -300,7 +300,7 @@ impl Controller {
 /// linger), and entries we never applied stay the other manager's alone.
 fn shared_conditions_taken_over(mc: &MachineConfiguration) -> Vec<Condition> {
     let ours = crate::api_client::FIELD_MANAGER;
-    let others = manager::other_managers(mc, ours);
+    let others = other_managers::other_managers(mc, ours);
     let applied_by_us = (mc.metadata.managed_fields.iter().flatten())
         .filter(|e| e.manager.as_deref() == Some(ours) && e.operation.as_deref() == Some("Apply"))
         .filter_map(|e| e.fields_v1.as_ref())

@@ -1,6 +1,6 @@
 //! Deletes the infrastructure templates this controller created once nothing uses them: the
 //! ones Cluster API MachineSets moved away from, or were reverted away from. What is unused is
-//! decided purely ([`infrastructure::unused_copies`]) from the watched MachineSets and
+//! decided purely ([`cluster_api_templates::unused_copies`]) from the watched MachineSets and
 //! MachineDeployments; deletes carry uid and resourceVersion preconditions, so a template
 //! changed since it was seen is left alone.
 
@@ -13,7 +13,7 @@ use tracing::{info, warn};
 use super::lenient::Lenient;
 use crate::api_client;
 use crate::machine_kind::MachineObject;
-use crate::plan::infrastructure::{
+use crate::plan::cluster_api_templates::{
     self, AWS_MACHINE_TEMPLATE, Collectable, RecordedCopy, Templates, Unused,
 };
 
@@ -30,7 +30,7 @@ impl TemplateCollector {
             templates: Api::namespaced_with(
                 client.clone(),
                 namespace,
-                &infrastructure::api_resource(),
+                &cluster_api_templates::api_resource(),
             ),
             grace: jiff::SignedDuration::try_from(grace).unwrap_or(jiff::SignedDuration::ZERO),
             due: None,
@@ -59,7 +59,7 @@ impl TemplateCollector {
         };
         let references = sets.into_iter().chain(deployments).chain(planned);
         let collectable =
-            infrastructure::unused_copies(templates, references, ours, now, self.grace);
+            cluster_api_templates::unused_copies(templates, references, ours, now, self.grace);
         self.due = collectable.next.map(|at| {
             let wait = at.duration_since(now).unsigned_abs();
             tokio::time::Instant::now() + wait
@@ -93,7 +93,7 @@ impl TemplateCollector {
 }
 
 /// The copies the readable objects of `machine_sets` and `machine_deployments` record as ours
-/// ([`infrastructure::COPIES_ANNOTATION`]).
+/// ([`cluster_api_templates::COPIES_ANNOTATION`]).
 pub(super) fn recorded<A: MachineObject, B: MachineObject>(
     machine_sets: &[Arc<Lenient<A>>],
     machine_deployments: &[Arc<Lenient<B>>],
@@ -101,8 +101,8 @@ pub(super) fn recorded<A: MachineObject, B: MachineObject>(
     fn of<M: MachineObject>(objects: &[Arc<Lenient<M>>]) -> impl Iterator<Item = RecordedCopy> {
         objects.iter().flat_map(|object| {
             let annotations = (object.kept().ok()).and_then(|k| k.meta().annotations.as_ref());
-            let text = annotations.and_then(|a| a.get(infrastructure::COPIES_ANNOTATION));
-            infrastructure::recorded_copies(text.map(String::as_str))
+            let text = annotations.and_then(|a| a.get(cluster_api_templates::COPIES_ANNOTATION));
+            cluster_api_templates::recorded_copies(text.map(String::as_str))
         })
     }
     of(machine_sets).chain(of(machine_deployments)).collect()
@@ -126,7 +126,7 @@ fn references<M: MachineObject>(objects: &[Arc<Lenient<M>>]) -> Option<Vec<&str>
 mod tests {
     use super::*;
     use crate::api::{ClusterApiMachineDeployment, ClusterApiMachineSet};
-    use crate::plan::infrastructure::{CREATED_BY_LABEL, CREATED_BY_VALUE, TemplateCopy};
+    use crate::plan::cluster_api_templates::{CREATED_BY_LABEL, CREATED_BY_VALUE, TemplateCopy};
     use crate::plan::{Action, Decision};
     use crate::reason::Reason;
     use crate::testkit::cluster_api::aws_machine_template;

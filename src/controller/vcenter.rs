@@ -460,9 +460,9 @@ fn template_of<M: MachineObject>(object: &M) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::golden_stream::VmwareOva;
     use crate::names::MACHINE_API_NAMESPACE;
     use crate::platform::vsphere::FailureDomain;
-    use crate::stream::VmwareOva;
     use crate::testkit::snapshot::{ClusterChanges, cluster_snapshot};
     use crate::testkit::{objects, provider_specs, streams};
     use serde_json::{Value, json};

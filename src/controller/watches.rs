@@ -33,7 +33,7 @@ use crate::api_client;
 use crate::known_images::KnownImages;
 use crate::machine_kind::{MachineKind, MachineObject};
 use crate::names::{ARCH_LABEL, CONTROL_PLANE_NODE_LABELS};
-use crate::plan::{self, ObjectKey, manager};
+use crate::plan::{self, ObjectKey, other_managers};
 
 /// What should be planned again.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -168,7 +168,7 @@ async fn cluster_api(
     let templates: Api<DynamicObject> = Api::namespaced_with(
         client.clone(),
         namespace,
-        &plan::infrastructure::api_resource(),
+        &plan::cluster_api_templates::api_resource(),
     );
     let machine_deployments =
         Api::<Lenient<ClusterApiMachineDeployment>>::namespaced(client.clone(), namespace);
@@ -228,12 +228,12 @@ async fn cluster_api(
 /// Watches the AWS machine templates of the Cluster API namespace; any change re-plans
 /// everything (they are few, and change when MachineSets move).
 fn spawn_templates(api: Api<DynamicObject>, tx: &UnboundedSender<Trigger>) -> Store<DynamicObject> {
-    let writer = reflector::store::Writer::new(plan::infrastructure::api_resource());
+    let writer = reflector::store::Writer::new(plan::cluster_api_templates::api_resource());
     let store = writer.as_reader();
     let stream = watcher(api, paged())
         .modify(drop_managed_fields)
         .reflect(writer);
-    let stream = retried(plan::infrastructure::AWS_MACHINE_TEMPLATE, stream);
+    let stream = retried(plan::cluster_api_templates::AWS_MACHINE_TEMPLATE, stream);
     tokio::spawn(re_plan_all_on_change(stream, tx.clone(), false));
     store
 }
@@ -419,7 +419,7 @@ pub(super) fn drop_managed_fields<K: Resource>(object: &mut K) {
 }
 
 /// The MachineConfiguration's `managedFields` say whether another boot image manager is active
-/// (`plan::manager`); a singleton's are small. Every other object's are dropped.
+/// (`plan::other_managers`); a singleton's are small. Every other object's are dropped.
 fn drop_managed_fields_unless_read<K: Resource<DynamicType = ()>>(object: &mut K) {
     if K::kind(&()) != "MachineConfiguration" {
         drop_managed_fields(object);
@@ -438,7 +438,7 @@ fn resource_version<K: Resource>(object: &K) -> String {
 /// down, or take over, at once rather than at the next resync.
 fn configuration_fingerprint(mc: &Lenient<MachineConfiguration>) -> String {
     let managers = match mc.object() {
-        Ok(parsed) => manager::other_managers(parsed, api_client::FIELD_MANAGER),
+        Ok(parsed) => other_managers::other_managers(parsed, api_client::FIELD_MANAGER),
         Err(_) => Vec::new(),
     };
     let meta = mc.meta();
@@ -503,7 +503,7 @@ impl Stores {
     }
 
     /// The AWS machine templates of the Cluster API namespace, as the planner reads them.
-    pub fn infrastructure_templates(&self) -> plan::infrastructure::Templates {
+    pub fn infrastructure_templates(&self) -> plan::cluster_api_templates::Templates {
         let Some(cluster_api) = &self.cluster_api else {
             return Default::default();
         };
@@ -513,7 +513,7 @@ impl Stores {
             .into_iter()
             .filter_map(|t| {
                 let name = t.metadata.name.clone()?;
-                let kind = plan::infrastructure::AWS_MACHINE_TEMPLATE.to_string();
+                let kind = plan::cluster_api_templates::AWS_MACHINE_TEMPLATE.to_string();
                 Some(((kind, name), t))
             })
             .collect()

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use super::{Planner, infrastructure};
+use super::{Planner, cluster_api_templates};
 use crate::api::ProviderSpec;
 use crate::known_images::KnownImages;
 use crate::machine_kind::MachineObject;
@@ -27,7 +27,7 @@ where
 {
     let cluster = planner.snapshot;
     let known = &cluster.known_images;
-    let region = infrastructure::region(cluster.infrastructure.as_ref());
+    let region = cluster_api_templates::region(cluster.infrastructure.as_ref());
     let templates = &cluster.infrastructure_templates;
     let openshift = (machine_sets.into_iter())
         .filter(|o| planner.judges_image(*o))
@@ -44,8 +44,8 @@ where
     let capi_deployments: Vec<&D> = (cluster_api_machine_deployments.into_iter())
         .filter(|o| planner.judges_image(*o))
         .collect();
-    let cluster_api = infrastructure::provider_spec_views(capi_sets, templates, region)
-        .chain(infrastructure::provider_spec_views(
+    let cluster_api = cluster_api_templates::provider_spec_views(capi_sets, templates, region)
+        .chain(cluster_api_templates::provider_spec_views(
             capi_deployments,
             templates,
             region,

@@ -7,8 +7,8 @@ use json_patch::Patch;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::infrastructure::TemplateCopy;
-use super::record::{self, HistoryEntry};
+use super::cluster_api_templates::TemplateCopy;
+use super::history::{self, HistoryEntry};
 use super::stub::StubUpgrade;
 use crate::machine_kind::MachineKind;
 use crate::platform::display_image;
@@ -82,11 +82,11 @@ impl Values<Value> {
 
 impl<T: Clone> Values<T> {
     /// The change as the history records it; `None` when the value does not change.
-    pub(super) fn change(&self) -> Option<record::Change<T>> {
+    pub(super) fn change(&self) -> Option<history::Change<T>> {
         let (Some(from), Some(to)) = (&self.current, &self.target) else {
             return None;
         };
-        Some(record::Change {
+        Some(history::Change {
             from: from.clone(),
             to: to.clone(),
         })
@@ -228,7 +228,7 @@ impl Decision {
 
     /// Identity of the values this decision writes, for the hot-loop guard.
     pub fn target_key(&self) -> String {
-        record::target_key(
+        history::target_key(
             self.boot_image.target.as_ref(),
             self.user_data_secret.target.as_deref(),
         )

@@ -6,17 +6,17 @@ use std::sync::Arc;
 
 use super::ClusterSnapshot;
 use super::decision::Blocked;
-use super::manager;
+use super::other_managers;
 use super::selection::Selection;
 use crate::api::{ClusterVersionStatus, MachineConfiguration, ObjectMeta};
 use crate::api_client::FIELD_MANAGER;
 use crate::arch::Arch;
+use crate::golden_stream::GoldenConfig;
 use crate::known_images::KnownImages;
 use crate::machine_kind::MachineKind;
 use crate::names::{LEGACY_PAUSE_ANNOTATION, PAUSE_ANNOTATION};
 use crate::platform::Platform;
 use crate::reason::Reason;
-use crate::stream::GoldenConfig;
 
 /// Everything the gates established, when they let planning go ahead.
 pub(super) struct Ready {
@@ -194,9 +194,12 @@ fn stand_down(
     platform: &Platform,
     report_only: bool,
 ) -> Option<Blocked> {
-    let others = manager::other_managers(mc, FIELD_MANAGER);
+    let others = other_managers::other_managers(mc, FIELD_MANAGER);
     if !others.is_empty() {
-        let who: Vec<String> = others.iter().map(manager::OtherManager::describe).collect();
+        let who: Vec<String> = others
+            .iter()
+            .map(other_managers::OtherManager::describe)
+            .collect();
         // Where the MCO runs its own boot image controller (CheckBootImagePlatform,
         // pkg/controller/common/featuregates.go), that is almost certainly who it is.
         let likely = if platform.managed_by_default() {

@@ -7,13 +7,13 @@
 //! DESIGN.md section 2 in order ([`rules`]), and the first rule that applies decides.
 
 mod amis;
+pub mod cluster_api_templates;
 mod decision;
 mod gates;
-pub mod infrastructure;
-pub mod manager;
+pub mod history;
+pub mod other_managers;
 pub(crate) mod patch;
 pub mod pointer_config;
-pub mod record;
 mod rules;
 pub mod selection;
 pub mod stub;
@@ -28,11 +28,11 @@ use crate::api::{
     ControlPlaneMachineSet, Infrastructure, MachineConfiguration, MachineSet, Secret,
 };
 use crate::arch::Arch;
+use crate::golden_stream::GoldenConfig;
 use crate::known_images::KnownImages;
 use crate::machine_kind::{MachineKind, MachineObject};
 use crate::platform::ImageOutcome;
 use crate::reason::Reason;
-use crate::stream::GoldenConfig;
 pub use amis::amis_to_ask;
 pub use decision::{Action, Blocked, Decision, ObjectKey, Plan, Values, Warning};
 use gates::Ready;
@@ -66,7 +66,7 @@ pub struct ClusterSnapshot {
     pub vcenter: crate::vcenter::VcenterFacts,
     /// The infrastructure machine templates of the Cluster API namespace, which Cluster API
     /// MachineSets reference.
-    pub infrastructure_templates: infrastructure::Templates,
+    pub infrastructure_templates: cluster_api_templates::Templates,
 }
 
 #[derive(Clone, Debug)]
@@ -81,7 +81,7 @@ pub struct Options {
     /// The controller's own memory of its recent patches, by object UID. The hot-loop guard
     /// reads the annotation first; this is its fallback for a writer that replaces whole
     /// objects (a PUT, a GitOps sync) and so erases that annotation with every revert.
-    pub remembered_patches: HashMap<String, record::HotLoopMemory>,
+    pub remembered_patches: HashMap<String, history::HotLoopMemory>,
     /// Plan and report, never write (`--report-only`), as when another manager is active.
     pub report_only: bool,
     /// Update Cluster API MachineDeployments too (`--update-machine-deployments`), knowing that
@@ -258,7 +258,7 @@ impl<'a> Planner<'a> {
             Ok(ready) => self.decide_readable(&subject, ready),
         };
         decision.uid = subject.meta.uid.clone();
-        decision.last_change = record::last_change(subject.meta);
+        decision.last_change = history::last_change(subject.meta);
         decision
     }
 
@@ -266,9 +266,9 @@ impl<'a> Planner<'a> {
     fn template_view<'s, M: MachineObject>(
         &'s self,
         object: &'s M,
-    ) -> Result<infrastructure::TemplateView<'s>, infrastructure::Unjudgeable> {
-        let region = infrastructure::region(self.snapshot.infrastructure.as_ref());
-        infrastructure::view(
+    ) -> Result<cluster_api_templates::TemplateView<'s>, cluster_api_templates::Unjudgeable> {
+        let region = cluster_api_templates::region(self.snapshot.infrastructure.as_ref());
+        cluster_api_templates::view(
             object.infrastructure_ref(),
             &self.snapshot.infrastructure_templates,
             region,

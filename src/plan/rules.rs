@@ -7,15 +7,16 @@ use json_patch::Patch;
 use jsonptr::Pointer;
 use serde_json::Value;
 
+use super::cluster_api_templates::{self, TemplateCopy, TemplateView, Unjudgeable};
 use super::decision::{Action, Decision, Values, Warning, current_message, with_warning};
 use super::gates::Ready;
-use super::infrastructure::{self, TemplateCopy, TemplateView, Unjudgeable};
+use super::history::{self, HistoryEntry};
 use super::patch::{Guarded, annotation, remove_annotation, under, under_known};
-use super::record::{self, HistoryEntry};
 use super::stub::{StubCheck, StubState};
 use super::{Planner, friendly_duration, stub};
 use crate::api::{MachineTemplate, ObjectMeta, ProviderSpec};
 use crate::arch::Arch;
+use crate::golden_stream::{DEFAULT_OS_STREAM, GoldenStream};
 use crate::machine_kind::{Authority, MachineKind, MachineObject};
 use crate::names::{
     AUTOSCALER_LABELS_ANNOTATION, HOT_LOOP_ANNOTATION, LEGACY_OPT_OUT_ANNOTATION,
@@ -24,7 +25,6 @@ use crate::names::{
 use crate::platform::vsphere::{self, TemplateRequest};
 use crate::platform::{ImageOutcome, Input, Platform, PlatformRule, RuleContext, display_image};
 use crate::reason::Reason;
-use crate::stream::{DEFAULT_OS_STREAM, GoldenStream};
 
 /// The parts of a machine resource the rules look at.
 pub(super) struct Subject<'a> {
@@ -544,7 +544,7 @@ impl Planner<'_> {
         let (now, window) = (self.options.now, self.options.hot_loop_window);
         let remembered =
             (subject.meta.uid.as_ref()).and_then(|uid| self.options.remembered_patches.get(uid));
-        let recent = record::recent_patches(subject.meta, remembered, now, window);
+        let recent = history::recent_patches(subject.meta, remembered, now, window);
         if recent >= self.options.hot_loop_threshold {
             decided.action = Action::Error;
             decided.reason = Reason::HotLoop;
@@ -574,16 +574,16 @@ impl Planner<'_> {
             boot_image: decided.boot_image.change(),
             user_data_secret: decided.user_data_secret.change(),
             infrastructure_template: (decided.infrastructure_template.as_ref()).map(|t| {
-                record::Change {
+                history::Change {
                     from: t.from.clone(),
                     to: t.to.clone(),
                 }
             }),
         };
         let patch = &mut decided.patch;
-        record::record_ops(patch, subject.meta, &recorded, &target_key, now, window);
+        history::record_ops(patch, subject.meta, &recorded, &target_key, now, window);
         if let Some(copy) = &decided.infrastructure_template {
-            infrastructure::record_copy(&mut decided.patch, subject.meta, &copy.to);
+            cluster_api_templates::record_copy(&mut decided.patch, subject.meta, &copy.to);
         }
         decided.recorded = Some(Box::new(recorded));
         decided.action = Action::Update;
@@ -720,10 +720,10 @@ fn image_change(
                 // A new template, and the MachineSet repointed from the one it was judged on.
                 Some(Ok(view)) => {
                     let changes: Vec<_> = each().map(|(pointer, _, to)| (pointer, to)).collect();
-                    let recorded = subject.annotation(infrastructure::COPIES_ANNOTATION);
-                    let recorded = infrastructure::recorded_copies(recorded);
-                    let copy = infrastructure::copy(view, &changes, release, &recorded);
-                    let path = Pointer::from_static(infrastructure::REFERENCE_NAME_POINTER);
+                    let recorded = subject.annotation(cluster_api_templates::COPIES_ANNOTATION);
+                    let recorded = cluster_api_templates::recorded_copies(recorded);
+                    let copy = cluster_api_templates::copy(view, &changes, release, &recorded);
+                    let path = Pointer::from_static(cluster_api_templates::REFERENCE_NAME_POINTER);
                     ops.guarded_replace(path.to_buf(), copy.from.as_str(), copy.to.as_str());
                     Some(copy)
                 }

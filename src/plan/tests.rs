@@ -11,7 +11,7 @@ use jiff::{SignedDuration, Timestamp};
 use json_patch::PatchOperation;
 use serde_json::{Value, json};
 
-use super::record::{self, Change, HistoryEntry};
+use super::history::{self, Change, HistoryEntry};
 use super::{Action, Blocked, ClusterSnapshot, Decision, Malformed, Options, Patch, Plan, plan};
 use crate::api::{ControlPlaneMachineSet, MachineSet};
 use crate::arch::Arch;
@@ -1498,7 +1498,7 @@ fn reverted_at(
         };
         let window = options().hot_loop_window;
         let mut ops = Patch::default();
-        record::record_ops(
+        history::record_ops(
             &mut ops,
             &ms.metadata,
             &entry,
@@ -1744,8 +1744,8 @@ fn an_applied_update_reports_what_planning_the_patched_object_decides() {
             infrastructure_template: None,
         }];
         let history = serde_json::to_string(&history).unwrap();
-        let ms =
-            change(machine_set("worker-a").annotate(record::HISTORY_ANNOTATION, &history)).served();
+        let ms = change(machine_set("worker-a").annotate(history::HISTORY_ANNOTATION, &history))
+            .served();
         let cluster = updatable().stub_secret(NAMESPACE, "custom-user-data", "3.2.0");
         let update = decide(&cluster, ms.clone());
         assert_decided(&update, Action::Update, update.reason);
@@ -1772,7 +1772,7 @@ fn an_applied_update_leaves_the_machine_set_up_to_date_and_the_rest_untouched() 
     // Besides the change, only our own bookkeeping annotations are added.
     let mut after = serde_json::to_value(&after).unwrap();
     let annotations = after["metadata"]["annotations"].as_object_mut().unwrap();
-    for key in [record::HISTORY_ANNOTATION, record::HOT_LOOP_ANNOTATION] {
+    for key in [history::HISTORY_ANNOTATION, history::HOT_LOOP_ANNOTATION] {
         assert!(annotations.remove(key).is_some(), "{key} missing");
     }
     assert!(annotations.is_empty(), "{annotations:?}");
@@ -1845,7 +1845,7 @@ fn the_history_entry_records_what_changed_and_why() {
 /// The history entry an applied update leaves on the object.
 fn recorded_history(entry: &Decision, ms: Result<MachineSet, Malformed>) -> HistoryEntry {
     let after = apply(&ms.unwrap(), &entry.patch.0);
-    let mut history = record::history(&after.metadata);
+    let mut history = history::history(&after.metadata);
     assert_eq!(history.len(), 1, "{history:?}");
     history.pop().unwrap()
 }
@@ -1872,16 +1872,16 @@ fn the_last_change_comes_from_the_history_annotation() {
         ..older.clone()
     };
     let history = serde_json::to_string(&[&older, &newer]).unwrap();
-    let ms = machine_set("worker-a").annotate(record::HISTORY_ANNOTATION, &history);
+    let ms = machine_set("worker-a").annotate(history::HISTORY_ANNOTATION, &history);
     let entry = decide(&updatable(), ms.served());
     assert_eq!(entry.last_change, Some(newer));
     // It is reported whatever the decision.
     let skipped = machine_set("worker-a")
-        .annotate(record::HISTORY_ANNOTATION, &history)
+        .annotate(history::HISTORY_ANNOTATION, &history)
         .annotate(OPT_OUT_ANNOTATION, "disabled");
     assert!(decide(&updatable(), skipped.served()).last_change.is_some());
     // An unreadable history is no history, never an error.
-    let garbled = machine_set("worker-a").annotate(record::HISTORY_ANNOTATION, "[{");
+    let garbled = machine_set("worker-a").annotate(history::HISTORY_ANNOTATION, "[{");
     let entry = decide(&updatable(), garbled.served());
     assert_eq!((entry.action, entry.last_change), (Action::Update, None));
 }

@@ -12,8 +12,8 @@ use serde_json::{Map, Value};
 
 use super::{Changes, ImageOutcome, Input, PlatformRule, RuleContext, invalid, not_in_stream};
 use crate::arch::Arch;
+use crate::golden_stream::AzureMarketplaceImage;
 use crate::reason::Reason;
-use crate::stream::AzureMarketplaceImage;
 
 /// The variant installer uploads migrate to: the only one that carries no purchase plan, so
 /// moving to it cannot start charging anyone.
@@ -455,9 +455,9 @@ mod tests {
         is_current, target_image,
     };
     use crate::arch::Arch;
+    use crate::golden_stream::AzureMarketplaceImage;
     use crate::platform::{Changes, ImageOutcome, PlatformRule};
     use crate::reason::Reason;
-    use crate::stream::AzureMarketplaceImage;
     use crate::testkit::provider_specs::{
         azure as spec, azure_marketplace as marketplace, azure_upload as upload,
     };

@@ -15,9 +15,9 @@ use serde_json::{Map, Value};
 use std::borrow::Cow;
 
 use crate::arch::Arch;
+use crate::golden_stream::GoldenStream;
 use crate::known_images::KnownImages;
 use crate::reason::Reason;
-use crate::stream::GoldenStream;
 
 /// The cloud a cluster runs on, from `Infrastructure.status.platformStatus.type`.
 #[derive(Clone, Debug, PartialEq, Eq)]

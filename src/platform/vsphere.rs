@@ -10,8 +10,8 @@ use ring::digest;
 use serde_json::Value;
 
 use super::{Changes, ImageOutcome, Input, PlatformRule, RuleContext, invalid, not_in_stream};
+use crate::golden_stream::VmwareOva;
 use crate::reason::Reason;
-use crate::stream::VmwareOva;
 use crate::vcenter::{TemplateKey, TemplateState, TemplateVersion};
 
 pub(super) struct VSphere;
@@ -311,7 +311,7 @@ fn by_import(
 
 impl PlatformRule for VSphere {
     fn stream_key(&self) -> &'static str {
-        crate::stream::VMWARE_KEY
+        crate::golden_stream::VMWARE_KEY
     }
 
     fn evaluate(&self, spec: &Value, ctx: &RuleContext<'_>) -> ImageOutcome {

@@ -4,10 +4,10 @@
 use serde_json::{Value, json};
 
 use crate::arch::Arch;
+use crate::golden_stream::GoldenStream;
 use crate::known_images::KnownImages;
 use crate::platform::{Changes, ImageOutcome, RuleContext};
 use crate::reason::Reason;
-use crate::stream::GoldenStream;
 
 /// What the planner hands a rule about the cluster.
 pub struct Cluster {

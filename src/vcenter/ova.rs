@@ -14,8 +14,8 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use tokio::io::AsyncWriteExt;
 
 use super::VcenterError;
+use crate::golden_stream::VmwareOva;
 use crate::http_client::error_chain;
-use crate::stream::VmwareOva;
 
 /// RHCOS OVAs are about 1.3 GiB; anything much larger is not one.
 pub const MAX_OVA_BYTES: u64 = 8 << 30;

@@ -8,10 +8,10 @@
 use std::path::{Path, PathBuf};
 
 use boot_image_controller::arch::Arch;
+use boot_image_controller::golden_stream::GoldenStream;
 use boot_image_controller::known_images::KnownImages;
 use boot_image_controller::platform::{Changes, ImageOutcome, Platform, RuleContext};
 use boot_image_controller::reason::Reason;
-use boot_image_controller::stream::GoldenStream;
 use boot_image_controller::testkit::streams::{AMI_421_US_EAST_1, AMI_421_US_EAST_2};
 use serde_json::{Value, json};
 
@@ -498,7 +498,7 @@ fn azure_needs_the_marketplace_overlay_in_the_stream() {
 #[test]
 fn a_dual_stream_config_map_updates_each_machine_set_from_its_own_os_stream() {
     use boot_image_controller::api::ConfigMap;
-    use boot_image_controller::stream::GoldenConfig;
+    use boot_image_controller::golden_stream::GoldenConfig;
 
     let Some(fixtures) = fixtures() else { return };
     let rhel_9 = read(&fixtures.join("streams").join(STREAM_RHEL_9));

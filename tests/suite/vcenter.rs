@@ -7,8 +7,8 @@ use crate::support;
 
 use std::time::Duration;
 
+use boot_image_controller::golden_stream::VmwareOva;
 use boot_image_controller::platform::vsphere::{FailureDomain, TemplateRequest};
-use boot_image_controller::stream::VmwareOva;
 use boot_image_controller::vcenter::client::{Limits, VcenterClient, inventory_path, sdk_url};
 use boot_image_controller::vcenter::credentials::Credentials;
 use boot_image_controller::vcenter::import::{

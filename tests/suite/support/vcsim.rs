@@ -166,7 +166,7 @@ pub async fn install_template(client: &VcenterClient, name: &str, ova: &[u8]) {
             ..FailureDomain::default()
         },
         folder: FOLDER.into(),
-        ova: boot_image_controller::stream::VmwareOva {
+        ova: boot_image_controller::golden_stream::VmwareOva {
             release: String::new(),
             location: server.url.clone(),
             sha256: sha256(ova),
