@@ -99,6 +99,7 @@ buildah config \
   --user 65532:65532 \
   --workingdir / \
   --env PATH=/usr/local/bin:/usr/bin:/bin \
+  --env MALLOC_ARENA_MAX=1 \
   --entrypoint '["/usr/local/bin/boot-image-controller"]' \
   --cmd run \
   --port 8080 --port 8081 \

@@ -662,6 +662,8 @@ impl ControllerProcess {
         let child = Command::new(controller_binary())
             .args(&args)
             .env_remove("KUBECONFIG")
+            // As manifests/deployment.yaml and the image run it.
+            .env("MALLOC_ARENA_MAX", "1")
             .stdout(file.try_clone().unwrap())
             .stderr(file)
             .spawn()
