@@ -696,16 +696,20 @@ impl Controller {
         if facts.blocked.is_some() || !self.may_write() {
             return None;
         }
-        let rolling: BTreeMap<ObjectKey, &Decision> = (decisions.iter())
-            .filter(|d| d.action == Action::Update && !d.patch.0.is_empty())
-            .filter(|d| !self.deferred(d, now))
-            .map(|d| (d.key(), d))
-            .collect();
-        if rolling.is_empty() {
+        let rolling = |d: &&Decision| {
+            d.action == Action::Update && !d.patch.0.is_empty() && !self.deferred(d, now)
+        };
+        if !decisions.iter().any(|d| rolling(&d)) {
             return None;
         }
+        // The pass's other decisions are final whatever the patches do: its errors are reported
+        // from this first write on, not a second later.
+        let pending: BTreeMap<ObjectKey, &Decision> = (decisions.iter())
+            .filter(|d| d.action != Action::Update || rolling(d))
+            .map(|d| (d.key(), d))
+            .collect();
         self.adopt_gates(None, facts.selections.clone());
-        self.status_to_write_with(&rolling)
+        self.status_to_write_with(&pending)
     }
 
     /// Keeps the hot-loop guard's own memory of this pass's updates (see

@@ -851,11 +851,19 @@ async fn malformed_machine_sets_are_errors_with_a_reason_and_watches_keep_runnin
             "unexpected reason for a malformed providerSpec: {line}"
         );
     }
-    let degraded = env
-        .condition("BootImageUpdateDegraded")
-        .await
-        .expect("Degraded");
-    assert_eq!(degraded["status"], "True", "{degraded}");
+    // The status follows the metrics: a change within a second of the last write waits for it.
+    let degraded = eventually(CONVERGE, || async {
+        let degraded = env.condition("BootImageUpdateDegraded").await?;
+        (degraded["status"] == "True").then_some(degraded)
+    })
+    .await;
+    let degraded = match degraded {
+        Some(degraded) => degraded,
+        None => panic!(
+            "never Degraded: {:?}",
+            env.condition("BootImageUpdateDegraded").await
+        ),
+    };
     let message = degraded["message"].as_str().unwrap_or_default();
     assert!(
         message.contains("too-deep"),
