@@ -149,28 +149,20 @@ async fn revert_object(args: &RevertArgs) -> Result<(), Failure> {
     };
     let value = serde_json::to_value(&object).context("cannot read the object as JSON")?;
     let planned = revert::revert(kind, &value, args.steps as usize).map_err(refusal)?;
-    if let Some(why) = missing_template(&client, args.namespace(), &planned).await {
-        return Err(Failure::runtime(
+    let refused = |why: String| {
+        Failure::runtime(
             REFUSED_CODE,
             anyhow!("{described}: {why}; nothing was written"),
-        ));
+        )
+    };
+    if let Some(why) = missing_template(&client, args.namespace(), &planned).await {
+        return Err(refused(why));
     }
     let provenance = provenance(args, kind, &value, &planned).await;
     if let Some(why) = provenance.refusal(args.allow_unrecognised_image) {
-        return Err(Failure::runtime(
-            REFUSED_CODE,
-            anyhow!("{described}: {why}; nothing was written"),
-        ));
+        return Err(refused(why));
     }
-
-    let stub = stub_to_restore(&client, args, kind, &value, &planned)
-        .await
-        .map_err(|why| {
-            Failure::runtime(
-                REFUSED_CODE,
-                anyhow!("{described}: {why}; nothing was written"),
-            )
-        })?;
+    let stub = (stub_to_restore(&client, args, kind, &value, &planned).await).map_err(refused)?;
 
     let patch = Patch::Json::<()>(planned.patch.clone());
     let params = PatchParams {
@@ -211,38 +203,10 @@ async fn revert_object(args: &RevertArgs) -> Result<(), Failure> {
     if let (Err(_), StubToRestore::Restore(restore), false) = (&sent, &stub, args.dry_run) {
         // The stub went back first: it must not stay spec 2 under a MachineSet on a new image.
         if let Err(e) = send_stub_patch(&secrets, restore, &restore.undo, &params).await {
-            return Err(Failure::runtime(
-                RUNTIME_CODE,
-                anyhow!(
-                    "{described} could not be reverted, and its stub secret {}, already put \
-                     back to its earlier content, could not be upgraded again ({e}): restore its \
-                     userData from the key {} by hand, or re-run the revert",
-                    restore.name,
-                    names::PREVIOUS_USER_DATA_KEY
-                ),
-            ));
+            return Err(stub_not_upgraded_again(&described, &restore.name, e));
         }
     }
-    match sent {
-        Ok(_) => {}
-        // 422: a `test` op failed; someone wrote between our read and our patch.
-        Err(kube::Error::Api(e)) if e.code == 422 || e.code == 409 => {
-            return Err(Failure::runtime(
-                REFUSED_CODE,
-                anyhow!(
-                    "{described} changed while reverting ({}); nothing was written, run the \
-                     revert again to re-check",
-                    e.message
-                ),
-            ));
-        }
-        Err(e) => {
-            return Err(Failure::runtime(
-                RUNTIME_CODE,
-                anyhow!(e).context(format!("cannot patch {described}")),
-            ));
-        }
-    }
+    sent.map_err(|e| patch_failure(&described, e))?;
     out.push('\n');
     out.push_str(&if args.dry_run {
         "Dry run: the API server accepted the patch; nothing was written.\n".to_string()
@@ -250,6 +214,39 @@ async fn revert_object(args: &RevertArgs) -> Result<(), Failure> {
         opt_back_in(kind, args.namespace(), name)
     });
     write_stdout(&out)
+}
+
+/// The revert's patch was refused after its stub secret went back, and upgrading the stub
+/// again failed too: what the administrator must do by hand.
+fn stub_not_upgraded_again(described: &str, stub: &str, e: impl std::fmt::Display) -> Failure {
+    Failure::runtime(
+        RUNTIME_CODE,
+        anyhow!(
+            "{described} could not be reverted, and its stub secret {stub}, already put back to \
+             its earlier content, could not be upgraded again ({e}): restore its userData from \
+             the key {} by hand, or re-run the revert",
+            names::PREVIOUS_USER_DATA_KEY
+        ),
+    )
+}
+
+/// Why the revert's patch was not applied.
+fn patch_failure(described: &str, error: kube::Error) -> Failure {
+    match error {
+        // 422: a `test` op failed; someone wrote between our read and our patch.
+        kube::Error::Api(e) if e.code == 422 || e.code == 409 => Failure::runtime(
+            REFUSED_CODE,
+            anyhow!(
+                "{described} changed while reverting ({}); nothing was written, run the revert \
+                 again to re-check",
+                e.message
+            ),
+        ),
+        e => Failure::runtime(
+            RUNTIME_CODE,
+            anyhow!(e).context(format!("cannot patch {described}")),
+        ),
+    }
 }
 
 /// What becomes of the stub secret of a reverted object.

@@ -555,44 +555,7 @@ impl Controller {
     /// One pass of the pipeline over `scope`.
     async fn pass(&mut self, scope: Scope) {
         let started = Instant::now();
-        if let Some(file) = self.known_file.as_mut().filter(|f| f.modified.is_none()) {
-            file.reload();
-        }
-        let mut known = if self.args.published_images {
-            KnownImages::published()
-        } else {
-            KnownImages::default()
-        };
-        if let Some(file) = &self.known_file {
-            known.merge(&file.images);
-        }
-        let mut observed = observe::observe(
-            &self.stores,
-            &mut self.secrets,
-            &mut self.cluster_api_secrets,
-            &self.args.machine_configuration_name,
-            &known,
-        )
-        .await;
-        let options = Options {
-            control_plane_arch: self.args.control_plane_arch,
-            now: Timestamp::now(),
-            hot_loop_threshold: self.args.hot_loop_threshold,
-            hot_loop_window: SignedDuration::try_from(self.args.hot_loop_window)
-                .unwrap_or(SignedDuration::from_hours(1)),
-            remembered_patches: std::mem::take(&mut self.memory.remembered_patches),
-            report_only: self.args.report_only,
-            update_machine_deployments: self.args.update_machine_deployments,
-        };
-        if let Some(lookups) = &self.ec2 {
-            let wanted = ec2::wanted(&observed, &options);
-            observed.snapshot.ec2 = lookups.facts(&wanted);
-        }
-        // Only the leader imports: a follower's passes plan, and would import alongside it.
-        if let Some(imports) = self.vcenter.as_ref().filter(|_| *self.leader.borrow()) {
-            let wanted = vcenter::wanted(&observed, &options);
-            observed.snapshot.vcenter = imports.facts(&wanted, &vcenter::in_use(&observed));
-        }
+        let (observed, options) = self.observe().await;
         let observed_at = Instant::now();
         let planner = Planner::new(&observed.snapshot, &options);
         let (mut decisions, facts) = decide::decide(&observed, &scope, &planner);
@@ -666,6 +629,50 @@ impl Controller {
             report_ms = ms(acted_at, Instant::now()),
             "pass finished"
         );
+    }
+
+    /// Step 1: the stores as one snapshot, with the known images and what EC2 and vCenter said
+    /// of the objects, and the options the pass decides with.
+    async fn observe(&mut self) -> (observe::Observation, Options) {
+        if let Some(file) = self.known_file.as_mut().filter(|f| f.modified.is_none()) {
+            file.reload();
+        }
+        let mut known = if self.args.published_images {
+            KnownImages::published()
+        } else {
+            KnownImages::default()
+        };
+        if let Some(file) = &self.known_file {
+            known.merge(&file.images);
+        }
+        let mut observed = observe::observe(
+            &self.stores,
+            &mut self.secrets,
+            &mut self.cluster_api_secrets,
+            &self.args.machine_configuration_name,
+            &known,
+        )
+        .await;
+        let options = Options {
+            control_plane_arch: self.args.control_plane_arch,
+            now: Timestamp::now(),
+            hot_loop_threshold: self.args.hot_loop_threshold,
+            hot_loop_window: SignedDuration::try_from(self.args.hot_loop_window)
+                .unwrap_or(SignedDuration::from_hours(1)),
+            remembered_patches: std::mem::take(&mut self.memory.remembered_patches),
+            report_only: self.args.report_only,
+            update_machine_deployments: self.args.update_machine_deployments,
+        };
+        if let Some(lookups) = &self.ec2 {
+            let wanted = ec2::wanted(&observed, &options);
+            observed.snapshot.ec2 = lookups.facts(&wanted);
+        }
+        // Only the leader imports: a follower's passes plan, and would import alongside it.
+        if let Some(imports) = self.vcenter.as_ref().filter(|_| *self.leader.borrow()) {
+            let wanted = vcenter::wanted(&observed, &options);
+            observed.snapshot.vcenter = imports.facts(&wanted, &vcenter::in_use(&observed));
+        }
+        (observed, options)
     }
 
     fn may_write(&self) -> bool {

@@ -65,42 +65,10 @@ impl PlatformRule for Aws {
     }
 
     fn evaluate(&self, spec: &Value, ctx: &RuleContext<'_>) -> ImageOutcome {
-        let ami = spec.get("ami");
-        let Some(current) = ami.and_then(|a| a.get("id")).filter(|v| v.is_string()) else {
-            if ami.is_some_and(|a| a.get("arn").is_some() || a.get("filters").is_some()) {
-                return ImageOutcome::Skip {
-                    reason: Reason::ImageNotById,
-                    message: "the AMI is chosen by ARN or filters, not by id, so it cannot be \
-                              compared with the golden stream; set ami.id to have it managed"
-                        .into(),
-                    current: ami.cloned(),
-                };
-            }
-            return invalid(
-                "providerSpec has no string ami.id; set ami.id to an AMI id",
-                None,
-            );
+        let (current, region) = match ami_and_region(spec) {
+            Ok(read) => read,
+            Err(outcome) => return *outcome,
         };
-        let Some(region) = spec.pointer(REGION).and_then(Value::as_str) else {
-            return invalid(
-                "providerSpec has no string placement.region; set it to the AWS region of the \
-                 MachineSet",
-                Some(current.clone()),
-            );
-        };
-        if !crate::ec2::region::is_region(region) {
-            // Never looked up in the stream nor at EC2: the name would become part of the host
-            // a signed request goes to (see `ec2::region`).
-            let shown: String = region.chars().take(64).collect();
-            return invalid(
-                format!(
-                    "providerSpec placement.region {shown:?} is not an AWS region name (such as \
-                     us-east-1); nothing is looked up or changed until it names the MachineSet's \
-                     region"
-                ),
-                Some(current.clone()),
-            );
-        }
         if !ctx.stream.has_arch(ctx.arch) {
             return not_in_stream(
                 ctx,
@@ -151,6 +119,47 @@ impl PlatformRule for Aws {
             Some(answer) => unlisted(id, region, current, target, answer),
         }
     }
+}
+
+/// The AMI id and the region of an AWS provider spec, or why they cannot be judged.
+fn ami_and_region(spec: &Value) -> Result<(&Value, &str), Box<ImageOutcome>> {
+    let ami = spec.get("ami");
+    let Some(current) = ami.and_then(|a| a.get("id")).filter(|v| v.is_string()) else {
+        if ami.is_some_and(|a| a.get("arn").is_some() || a.get("filters").is_some()) {
+            return Err(Box::new(ImageOutcome::Skip {
+                reason: Reason::ImageNotById,
+                message: "the AMI is chosen by ARN or filters, not by id, so it cannot be \
+                          compared with the golden stream; set ami.id to have it managed"
+                    .into(),
+                current: ami.cloned(),
+            }));
+        }
+        return Err(Box::new(invalid(
+            "providerSpec has no string ami.id; set ami.id to an AMI id",
+            None,
+        )));
+    };
+    let Some(region) = spec.pointer(REGION).and_then(Value::as_str) else {
+        return Err(Box::new(invalid(
+            "providerSpec has no string placement.region; set it to the AWS region of the \
+             MachineSet",
+            Some(current.clone()),
+        )));
+    };
+    if !crate::ec2::region::is_region(region) {
+        // Never looked up in the stream nor at EC2: the name would become part of the host
+        // a signed request goes to (see `ec2::region`).
+        let shown: String = region.chars().take(64).collect();
+        return Err(Box::new(invalid(
+            format!(
+                "providerSpec placement.region {shown:?} is not an AWS region name (such as \
+                 us-east-1); nothing is looked up or changed until it names the MachineSet's \
+                 region"
+            ),
+            Some(current.clone()),
+        )));
+    }
+    Ok((current, region))
 }
 
 /// An AMI neither the golden streams nor the known images list: what EC2 said about it decides.
