@@ -1,8 +1,6 @@
-//! The controller against a real kube-apiserver, beside a plain client that sends the same JSON
-//! Patches: `hack/bench.sh` runs it on its private control plane (`KUBECONFIG`) and makes the
-//! table from its JSON; alone, it prints the JSON. It never asserts timings. It sets up clusters
-//! and starts the controller with the end-to-end tests' harness (`tests/suite/support`).
-//!
+//! The controller against a real kube-apiserver (`KUBECONFIG`), beside a plain client that
+//! sends the same JSON Patches; prints its figures as JSON, for `hack/bench.sh` to make the table.
+//! Clusters and the controller come from the end-to-end tests' harness (`tests/suite/support`).
 //! One run:
 //! 1. a simulated OpenShift-on-AWS cluster at the old release, with `--count` MachineSets copied
 //!    from a real one, on the old AMIs; with `--baseline`, the same fleet again in a namespace of
@@ -24,7 +22,6 @@ mod data;
 mod harness;
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -39,8 +36,8 @@ use clap::Parser;
 use futures::{StreamExt, TryStreamExt, stream};
 use harness::{ControllerProcess, TestEnv};
 use k8s_openapi::api::core::v1::{Event, Namespace};
-use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams};
-use kube::{Resource, ResourceExt, runtime::watcher};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, ObjectList, Patch, PatchParams};
+use kube::{Client, Resource, ResourceExt, runtime::watcher};
 use serde_json::{Value, json};
 
 const STUB: &str = "worker-user-data";
@@ -71,9 +68,6 @@ struct Args {
     switch: bool,
     #[arg(long, default_value_t = 1)]
     rounds: usize,
-    /// Where to write the figures (else stdout).
-    #[arg(long)]
-    json: Option<PathBuf>,
 }
 
 #[tokio::main]
@@ -85,11 +79,7 @@ async fn main() -> Result<()> {
     let mut report = result.with_context(|| format!("the controller's log: {log}"))?;
     report["source"] = json!(bench.data.source.describe());
     report["controller_log"] = json!(log);
-    let text = serde_json::to_string_pretty(&report)?;
-    match &bench.args.json {
-        Some(path) => std::fs::write(path, text).with_context(|| path.display().to_string())?,
-        None => println!("{text}"),
-    }
+    println!("{}", serde_json::to_string_pretty(&report)?);
     Ok(())
 }
 
@@ -97,6 +87,8 @@ async fn main() -> Result<()> {
 struct Bench {
     args: Args,
     data: data::Data,
+    /// The (release, golden stream) of the old release, which the clusters start at, and the new.
+    releases: [(String, String); 2],
     /// The controller's fleet, with its cluster.
     ours: Fleet,
     /// The plain client's fleet, in a cluster of its own that no controller watches.
@@ -115,14 +107,13 @@ impl Bench {
     async fn set_up(args: Args) -> Result<Bench> {
         let data = data::Data::load();
         let env = TestEnv::new(&format!("bench-{}", args.count)).await;
-        eprintln!(
-            "bench_cluster: {}; data: {}",
-            env.ns,
-            data.source.describe()
-        );
-        let old_stream = data.old_stream.to_string();
-        env.aws_cluster_without_secrets(&data.old_release, &old_stream, None)
-            .await;
+        eprintln!("bench_cluster: {}; {}", env.ns, data.source.describe());
+        let releases = [
+            (data.old_release.clone(), data.old_stream.to_string()),
+            (data.new_release.clone(), data.new_stream.to_string()),
+        ];
+        let (release, stream) = &releases[0];
+        env.aws_cluster_without_secrets(release, stream, None).await;
         let ours = Fleet::create(&data, env, args.count).await;
         let plain = match args.baseline {
             true => Some(Fleet::create(&data, TestEnv::new("bench-plain").await, args.count).await),
@@ -146,13 +137,8 @@ impl Bench {
         let started = Instant::now();
         let mut page = ListParams::default().limit(500);
         let machine_sets = dynamic::<MachineSet>(client, Some(&ours.env.ns));
-        while let Some(token) = machine_sets
-            .list(&page)
-            .await?
-            .metadata
-            .continue_
-            .filter(|t| !t.is_empty())
-        {
+        let next = |list: ObjectList<_>| list.metadata.continue_.filter(|t| !t.is_empty());
+        while let Some(token) = next(machine_sets.list(&page).await?) {
             page = page.continue_token(&token);
         }
         let list_seconds = secs(started.elapsed());
@@ -168,6 +154,7 @@ impl Bench {
         let bench = Bench {
             args,
             data,
+            releases,
             ours,
             plain,
             progressing,
@@ -180,18 +167,9 @@ impl Bench {
     }
 
     async fn run(&self) -> Result<Value> {
-        let ready = async || {
-            self.controller
-                .http_get("/readyz")
-                .await
-                .filter(|(s, _)| *s == 200)
-        };
-        poll(
-            Duration::from_secs(120 + self.args.count as u64 / 20),
-            "/readyz",
-            ready,
-        )
-        .await?;
+        let ready = async || (self.controller.http_get("/readyz").await?.0 == 200).then_some(());
+        let timeout = Duration::from_secs(120 + self.args.count as u64 / 20);
+        poll(timeout, "/readyz", ready).await?;
         let ready_seconds = secs(self.started.elapsed());
         eprintln!("bench_cluster: controller ready after {ready_seconds:.2}s");
         let initial = self.converge(false, self.started).await?;
@@ -241,42 +219,27 @@ impl Bench {
         Ok(figures)
     }
 
-    /// The golden release and stream: the new ones, or the old.
-    fn release(&self, new: bool) -> (&str, String) {
-        match new {
-            true => (&self.data.new_release, self.data.new_stream.to_string()),
-            false => (&self.data.old_release, self.data.old_stream.to_string()),
-        }
-    }
-
     /// The controller's turn: the ClusterVersion moves to the release, and once the controller
     /// has seen it (and sent the Events of its last rollout), the golden ConfigMap.
     async fn controller_turn(&self, new: bool) -> Result<Value> {
-        let (env, (release, stream)) = (&self.ours.env, self.release(new));
-        let asked = Instant::now();
-        env.apply(objects::cluster_version(
-            &env.singleton,
-            release,
-            "Completed",
-        ))
-        .await;
+        let (env, (release, stream)) = (&self.ours.env, &self.releases[usize::from(new)]);
+        let (version, asked) = (
+            objects::cluster_version(&env.singleton, release, "Completed"),
+            Instant::now(),
+        );
+        env.apply(version).await;
         let mismatch = async || {
             let changes = self.progressing.changes_since(asked);
             changes
                 .iter()
-                .any(|(_, v)| v.ends_with("/ReleaseMismatch"))
-                .then_some(())
+                .find(|(_, v)| v.ends_with("/ReleaseMismatch"))
+                .map(|_| ())
         };
-        poll(
-            Duration::from_secs(60),
-            "Progressing=ReleaseMismatch",
-            mismatch,
-        )
-        .await?;
+        poll(Duration::from_secs(60), "ReleaseMismatch", mismatch).await?;
         self.events_sent().await?;
         let (writes_before, cpu_before) = (self.metrics().await, self.cpu());
         let (since, since_wall) = (Instant::now(), jiff::Timestamp::now());
-        env.apply(objects::golden_config_map(&env.ns, release, &stream))
+        env.apply(objects::golden_config_map(&env.ns, release, stream))
             .await;
         let update = secs(since.elapsed());
         let (seconds, first_patch) = self.converge(new, since).await?;
@@ -286,11 +249,8 @@ impl Bench {
             let keep = |s: &str| (label(s, "target") == "Event") == events;
             sum(&writes_after, WRITES, keep) - sum(&writes_before, WRITES, keep)
         };
-        let golden_seen = self
-            .golden
-            .changes_since(since)
-            .first()
-            .map(|(at, _)| secs(*at - since));
+        let golden = self.golden.changes_since(since);
+        let golden_seen = golden.first().map(|(at, _)| secs(*at - since));
         Ok(json!({
             "to": if new { "new" } else { "old" },
             "convergence_seconds": seconds,
@@ -338,9 +298,10 @@ impl Bench {
         let cpu_before = self.cpu();
         // Under the controller's field manager, so the API server keeps the same managedFields
         // on both fleets, which it decodes, updates and stores with every patch.
+        let params = &PatchParams::default();
         let params = &PatchParams {
             field_manager: Some(FIELD_MANAGER.into()),
-            ..Default::default()
+            ..params.clone()
         };
         let started = Instant::now();
         let send =
@@ -353,8 +314,7 @@ impl Bench {
             .context("a patch of the plain client")?;
         let answered = started.elapsed();
         let seen = async || plain.at(new, started);
-        let (first, last) =
-            poll(Duration::from_secs(120), "the plain client's rollout", seen).await?;
+        let (first, last) = poll(Duration::from_secs(120), "the plain rollout", seen).await?;
         let (seconds, first) = (secs(answered.max(last - started)), secs(first - started));
         Ok(Some((seconds, first, cpu_since(&cpu_before, self.cpu()))))
     }
@@ -363,17 +323,17 @@ impl Bench {
     /// to the new (or old) release. The cluster is the test kit's, with the images the controller
     /// remembers from the releases it saw: the controller's own reads stay its own.
     async fn plan_patches(&self, env: &TestEnv, new: bool) -> Result<Vec<(String, Patch<()>)>> {
-        let (release, stream) = self.release(new);
+        let (release, stream) = &self.releases[usize::from(new)];
         let regions = &self.ours.regions;
         let amis = regions.iter().flat_map(|(_, old, new)| [old.as_str(), new]);
-        let cluster = cluster_snapshot("AWS", release, &stream)
+        let cluster = cluster_snapshot("AWS", release, stream)
             .stub_secret(&env.ns, STUB, "3.2.0")
             .knowing(&amis.collect::<Vec<_>>())
             .build();
-        let hot_loop_threshold = hot_loop_threshold(&self.args);
+        let options = Options::default();
         let options = Options {
-            hot_loop_threshold,
-            ..Options::default()
+            hot_loop_threshold: hot_loop_threshold(&self.args),
+            ..options
         };
         let planner = Planner::new(&cluster, &options);
         if let Some(blocked) = planner.blocked() {
@@ -402,13 +362,13 @@ impl Bench {
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
         let client = &self.ours.env.client;
-        let (writes_before, requests_before) =
-            (self.metrics().await, apiserver_metrics(client).await?);
+        let writes_before = self.metrics().await;
+        let requests_before = apiserver_metrics(client).await?;
         let window = self.args.resync_period * self.args.steady_periods;
         eprintln!("bench_cluster: steady state for {window:#}");
         tokio::time::sleep(window.unsigned_abs() + Duration::from_millis(500)).await;
-        let (writes_after, requests_after) =
-            (self.metrics().await, apiserver_metrics(client).await?);
+        let requests_after = apiserver_metrics(client).await?;
+        let writes_after = self.metrics().await;
         let ours = |s: &str| {
             CONTROLLER_RESOURCES
                 .split(' ')
@@ -430,11 +390,8 @@ impl Bench {
     /// Waits until the controller has sent the Events it queued: it sends 20 a second, so those
     /// of a rollout would load whatever is measured next.
     async fn events_sent(&self) -> Result<()> {
-        let events = async || {
-            sum(&self.metrics().await, WRITES, |s| {
-                label(s, "target") == "Event"
-            })
-        };
+        let event = |s: &str| label(s, "target") == "Event";
+        let events = async || sum(&self.metrics().await, WRITES, event);
         let mut last = events().await;
         let unchanged = async || {
             tokio::time::sleep(Duration::from_secs(1)).await;
@@ -450,11 +407,7 @@ impl Bench {
     fn cpu(&self) -> Cpu {
         let pid_of = |name: &str| {
             let file = harness::audit_log()?.with_file_name(format!("{name}.pid"));
-            std::fs::read_to_string(file)
-                .ok()?
-                .trim()
-                .parse::<u32>()
-                .ok()
+            std::fs::read_to_string(file).ok()?.trim().parse().ok()
         };
         let processes = [
             ("controller", Some(self.controller.pid())),
@@ -462,10 +415,8 @@ impl Bench {
             ("apiserver", pid_of("kube-apiserver")),
             ("etcd", pid_of("etcd")),
         ];
-        let cpu = processes
-            .into_iter()
-            .map(|(name, pid)| Some((name, cpu_seconds(pid?)?)));
-        cpu.flatten().collect()
+        let cpu = processes.map(|(name, pid)| Some((name, cpu_seconds(pid?)?)));
+        cpu.into_iter().flatten().collect()
     }
 
     /// Stops the controller and the watches, and deletes what the run made (a namespace stays
@@ -473,15 +424,17 @@ impl Bench {
     async fn clean_up(&self) {
         for fleet in std::iter::once(&self.ours).chain(&self.plain) {
             fleet.amis.task.abort();
-            let (client, ns, all) = (&fleet.env.client, &fleet.env.ns, &ListParams::default());
-            let _ = dynamic::<MachineSet>(client, Some(ns))
-                .delete_collection(&Default::default(), all)
-                .await;
-            let _ = Api::<Event>::namespaced(client.clone(), ns)
-                .delete_collection(&Default::default(), all)
-                .await;
-            let _ = Api::<Namespace>::all(client.clone())
-                .delete(ns, &Default::default())
+            let (client, ns) = (&fleet.env.client, Some(fleet.env.ns.as_str()));
+            for api in [
+                dynamic::<MachineSet>(client, ns),
+                dynamic::<Event>(client, ns),
+            ] {
+                let _ = api
+                    .delete_collection(&Default::default(), &Default::default())
+                    .await;
+            }
+            let _ = dynamic::<Namespace>(client, None)
+                .delete(&fleet.env.ns, &Default::default())
                 .await;
         }
         self.progressing.task.abort();
@@ -509,10 +462,10 @@ fn cpu_since(before: &Cpu, after: Cpu) -> Cpu {
 /// `/proc/PID/stat` counts 10 ms ticks, too coarse for a rollout of 20). A thread that exits
 /// takes its time with it; the long-lived processes measured here keep theirs.
 fn cpu_seconds(pid: u32) -> Option<f64> {
-    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
-    let stats = tasks
-        .flatten()
-        .map(|t| std::fs::read_to_string(t.path().join("schedstat")));
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .ok()?
+        .flatten();
+    let stats = tasks.map(|t| std::fs::read_to_string(t.path().join("schedstat")));
     let nanos = stats
         .flatten()
         .map(|s| s.split(' ').next()?.parse::<u64>().ok());
@@ -527,11 +480,11 @@ fn secs(d: Duration) -> f64 {
 async fn poll<T>(
     timeout: Duration,
     what: &str,
-    mut check: impl AsyncFnMut() -> Option<T>,
+    mut f: impl AsyncFnMut() -> Option<T>,
 ) -> Result<T> {
     let deadline = Instant::now() + timeout;
     loop {
-        if let Some(value) = check().await {
+        if let Some(value) = f().await {
             return Ok(value);
         }
         if Instant::now() > deadline {
@@ -575,14 +528,11 @@ impl Fleet {
             .buffer_unordered(16)
             .collect::<Vec<_>>()
             .await;
-        let amis = Watch::start(
-            dynamic::<MachineSet>(&env.client, Some(&env.ns)),
-            None,
-            |o| {
-                let ami = o.pointer("/spec/template/spec/providerSpec/value/ami/id");
-                ami.and_then(Value::as_str).unwrap_or_default().into()
-            },
-        );
+        let api = dynamic::<MachineSet>(&env.client, Some(&env.ns));
+        let amis = Watch::start(api, None, |o| {
+            let ami = o.pointer("/spec/template/spec/providerSpec/value/ami/id");
+            ami.and_then(Value::as_str).unwrap_or_default().into()
+        });
         Fleet {
             env,
             amis,
@@ -612,10 +562,7 @@ impl Fleet {
 }
 
 /// The API of kind `K` as dynamic objects, in `ns` or cluster-wide.
-fn dynamic<K: Resource<DynamicType = ()>>(
-    client: &kube::Client,
-    ns: Option<&str>,
-) -> Api<DynamicObject> {
+fn dynamic<K: Resource<DynamicType = ()>>(client: &Client, ns: Option<&str>) -> Api<DynamicObject> {
     let resource = ApiResource::erase::<K>(&());
     match ns {
         Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
@@ -696,7 +643,7 @@ fn first_patch_by_server_clock(ns: &str, after: jiff::Timestamp) -> Option<f64> 
 }
 
 /// The API server's own metrics.
-async fn apiserver_metrics(client: &kube::Client) -> Result<BTreeMap<String, f64>> {
+async fn apiserver_metrics(client: &Client) -> Result<BTreeMap<String, f64>> {
     let request = hyper::Request::get("/metrics").body(Vec::new())?;
     Ok(samples(&client.request_text(request).await?))
 }

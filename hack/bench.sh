@@ -252,7 +252,7 @@ if ((cluster_needed)); then
     local name="$1"
     shift
     log "cluster run $name: bench_cluster $*"
-    if ! "${bench_cluster[@]}" "$@" --json "$results/$name.json.tmp" >&2; then
+    if ! "${bench_cluster[@]}" "$@" >"$results/$name.json.tmp"; then
       log "cluster run $name failed"
       failed=1
       rm -f "$results/$name.json.tmp"
