@@ -515,15 +515,20 @@ pub fn scenario(data: &Data, platform: &str, count: usize) -> Option<Scenario> {
             &data.new_release,
             &golden_stream.to_string(),
         ))),
-        secrets: ["worker-user-data-managed", "worker-user-data-ignv3-managed"]
-            .into_iter()
-            .map(|name| {
-                (
-                    (MACHINE_API_NAMESPACE.to_string(), name.to_string()),
-                    typed::<Secret>(stub_secret(MACHINE_API_NAMESPACE, name, "3.2.0")),
-                )
-            })
-            .collect(),
+        // The stubs the MachineSets name, which keep their names (spec 3: images may move).
+        secrets: [
+            "worker-user-data",
+            "worker-user-data-managed",
+            "worker-user-data-ignv3-managed",
+        ]
+        .into_iter()
+        .map(|name| {
+            (
+                (MACHINE_API_NAMESPACE.to_string(), name.to_string()),
+                typed::<Secret>(stub_secret(MACHINE_API_NAMESPACE, name, "3.2.0")),
+            )
+        })
+        .collect(),
         known_images: known,
         control_plane_nodes: (0..3)
             .map(|i| (format!("master-{i}"), Some("amd64".to_string())))
