@@ -195,7 +195,7 @@ impl Bench {
 
     /// Round `round`: each side's turn, to the new stream in odd rounds and back in even ones.
     async fn round(&self, round: usize) -> Result<Value> {
-        let (new, plain_first) = (round % 2 == 0, round % 2 == 0);
+        let (new, plain_first) = (round.is_multiple_of(2), round.is_multiple_of(2));
         let mut plain = None;
         if plain_first {
             plain = self.plain_turn(new).await?;
