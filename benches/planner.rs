@@ -5,10 +5,8 @@
 //! history annotations, custom images, opted out, owned, not selected, arm64, region not
 //! published, Windows, missing managed stub secret, ...), then times on one thread:
 //! - `plan`: `plan::plan(&Cluster, &machine_sets, &[], &Options)`, the whole decision;
-//! - `pass`: what a controller pass does per MachineSet before any I/O: the planner's gates once,
-//!   then for every MachineSet `Planner::decide_counted` on `Lenient::kept()`, which borrows the
-//!   watched object instead of cloning it, and counts each update's patch without writing it
-//!   (the controller writes it when it sends it, deciding the object again as `plan` does);
+//! - `pass`: what a controller pass decides: the planner's gates once (`Planner::new`), then
+//!   `Planner::decide` for every MachineSet, without gathering the decisions into a `Plan`;
 //! - `fixed`: `plan` of zero MachineSets (gates, golden stream parsing, known-images set);
 //! - `status`: the conditions a pass reports once the plan's updates are applied, when every
 //!   updated MachineSet names its newest change (`controller::status::desired`).
@@ -150,13 +148,13 @@ fn plan_case(scenario: &Scenario) {
     ));
 }
 
-/// One controller-style pass over the scenario's watched MachineSets. Never inlined, as above.
+/// One controller-style pass over the scenario's MachineSets. Never inlined, as above.
 #[inline(never)]
 fn pass_case(scenario: &Scenario) {
     PASS_CALLS.fetch_add(1, Ordering::Relaxed);
     let planner = Planner::new(black_box(&scenario.cluster), &scenario.options);
-    for ms in black_box(&scenario.lenient) {
-        black_box(planner.decide(ms.kept()));
+    for ms in black_box(&scenario.machine_sets) {
+        black_box(planner.decide(ms.as_ref()));
     }
 }
 
@@ -272,7 +270,6 @@ fn main() {
     if let Some(path) = &args.json {
         let report = json!({
             "source": data.source.describe(),
-            "fixtures": data.source.short(),
             "results": Value::Array(rows),
         });
         std::fs::write(path, serde_json::to_string_pretty(&report).unwrap())

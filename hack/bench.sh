@@ -34,23 +34,25 @@
 #                (cargo bench --bench planner); with valgrind, also its instructions per
 #                MachineSet at 1,000, counted by callgrind (repeatable where time is not), with
 #                and without the history 4 earlier upgrades leave on every MachineSet
-#   convergence  100, 500, 1,000 [20, 50] outdated MachineSets: seconds from the golden
+#   convergence  20, 100, 1,000 [20, 100] outdated MachineSets: seconds from the golden
 #                ConfigMap update to all patched and BootImageUpdateProgressing=False, next to a
 #                plain client sending the same JSON Patches with the same concurrency (8): the
 #                planner's patches for a fleet of its own, in the same state; the first patch
 #                timed from the update call, from the benchmark's watch seeing the ConfigMap
-#                change, and by the API server's clock (its audit log)
+#                change, and by the API server's clock (its audit log); writes before
+#                Progressing=False (the critical path); CPU of each process per rollout
 #   steady       writes and API requests during 5 resync periods (5s [1s]) of a converged
-#                cluster of 1,000 (and 10,000) [50] MachineSets; the JSON keys are at 1,000 [50]
-#   memory       peak RSS (VmHWM) of the controller and time from start to /readyz 200, at
-#                1,000 and 10,000 [50, 200] MachineSets, beside the time a plain client takes
-#                to list the same MachineSets (500 a page, as the controller's watch lists)
+#                cluster of 1,000 (and 10,000) [100] MachineSets; the JSON keys are at 1,000 [100]
+#   memory       peak RSS (VmHWM) of the controller over its start and one rollout of all, and
+#                time from start to /readyz 200, at 100, 1,000 and 10,000 [100, 1,000]
+#                MachineSets, beside the time a plain client takes to list the same MachineSets
+#                (500 a page, as the controller's watch lists)
 #   takeover     leader election with short lease timings: how long a standby takes to lead
 #                after the leader is killed (lease 15 s, retry 2 s), and how long a leader whose
 #                Lease calls hang keeps running (renew deadline 4 s); the figures the tests
 #                tests/suite/faults.rs and leader_election_bounds.rs print, never assert
-# The cluster measurements run examples/bench_cluster.rs against a private kube-apiserver +
-# etcd (BIC_CLUSTER_DIR=<repo>/.local-cluster-bench, started here and torn down on exit), so no
+# The cluster measurements run benches/cluster.rs against a private kube-apiserver + etcd
+# (BIC_CLUSTER_DIR=<repo>/.local-cluster-bench, started here and torn down on exit), so no
 # other cluster is touched. Figures are printed, never asserted: wall-clock numbers depend on the
 # machine and its load, which the table's header records.
 set -euo pipefail
@@ -88,11 +90,11 @@ case "$only" in "" | planner | convergence | steady | memory | takeover) ;; *) d
 
 if ((quick)); then
   planner_sizes=100,1000 planner_time=0.2
-  convergence_sizes=20,50 steady_sizes=50 resync=1s memory_sizes=50,200
+  convergence_sizes=20,100 steady_sizes=100 resync=1s memory_sizes=100,1000
   mode_flag=" --quick"
 else
   planner_sizes=100,1000,10000 planner_time=2
-  convergence_sizes=100,500,1000 steady_sizes=1000,10000 resync=5s memory_sizes=1000,10000
+  convergence_sizes=20,100,1000 steady_sizes=1000,10000 resync=5s memory_sizes=100,1000,10000
   mode_flag=""
 fi
 steady_periods=5 concurrency=8
@@ -141,8 +143,13 @@ started=$(date +%s)
 
 # ---------------------------------------------------------------------------------------------
 log "building (release)"
-cargo build --release --locked --bin boot-image-controller --example bench_cluster >&2
+cargo build --release --locked --bin boot-image-controller >&2
 wants planner && cargo bench --locked --bench planner --no-run >&2 2>&1
+# bench_executable <name>: the path of the benchmark binary cargo built.
+bench_executable() {
+  cargo bench --locked --bench "$1" --no-run --message-format=json 2>/dev/null |
+    jq -r --arg name "$1" 'select(.executable != null and .target.name == $name) | .executable' | tail -n 1
+}
 wants takeover && cargo test --locked --test suite --no-run >&2 2>&1
 
 # instructions_in <callgrind output> <function>: the instructions a function ran, its callees
@@ -169,8 +176,7 @@ planner_instructions() {
       "apt-get install valgrind"
     return
   fi
-  bin="$(cargo bench --locked --bench planner --no-run --message-format=json 2>/dev/null |
-    jq -r 'select(.executable != null and .target.name == "planner") | .executable' | tail -n 1)"
+  bin="$(bench_executable planner)"
   local counted=() history label
   for platform in AWS GCP Azure; do
     # Only the platforms the benchmark had data for (GCP and Azure need ../shared/fixtures).
@@ -227,6 +233,7 @@ for what in convergence steady memory takeover; do wants "$what" && cluster_need
 if ((cluster_needed)); then
   export BIC_CLUSTER_DIR="$repo/.local-cluster-bench"
   export BIC_BINARY="$repo/target/release/boot-image-controller"
+  export BIC_CONTROLLER_BINARY="$BIC_BINARY" # the controller the tests' harness starts
   if ((keep_cluster)); then
     log "keeping the private control plane in $BIC_CLUSTER_DIR (hack/local-cluster.sh down with that BIC_CLUSTER_DIR stops it)"
   else
@@ -236,7 +243,8 @@ if ((cluster_needed)); then
   KUBECONFIG="$(hack/local-cluster.sh up | tail -n 1)"
   export KUBECONFIG
   bin_dir="$(sed -n 's/^BIN_DIR=//p' "$BIC_CLUSTER_DIR/cluster.env")"
-  bench_cluster=("$repo/target/release/examples/bench_cluster" --concurrency "$concurrency"
+  cargo bench --locked --bench cluster --no-run >&2 2>&1
+  bench_cluster=("$(bench_executable cluster)" --concurrency "$concurrency"
     --resync-period "$resync")
 
   # run_cluster <name> <args...>: one bench_cluster run, its JSON in $results/<name>.json.
@@ -244,7 +252,7 @@ if ((cluster_needed)); then
     local name="$1"
     shift
     log "cluster run $name: bench_cluster $*"
-    if ! "${bench_cluster[@]}" "$@" --json "$results/$name.json.tmp" >&2; then
+    if ! "${bench_cluster[@]}" "$@" >"$results/$name.json.tmp"; then
       log "cluster run $name failed"
       failed=1
       rm -f "$results/$name.json.tmp"
@@ -283,11 +291,11 @@ if ((cluster_needed)); then
           def m(f): map(f // empty) | if length > 0 then median else "nan" end;
           def ms(f): f * 1000 | round | tostring;
           map(.rounds[])
-          | [m(.convergence_seconds), m(.baseline_seconds), m(.ratio), m(.first_patch_seconds), m(.first_patch_after_golden_seen_seconds), m(.first_patch_server_seconds), m(.baseline_first_patch_seconds), m(.config_map_update_seconds), m(first_patch_floor), m(.last_patch_seconds), m(.progressing_true_seconds), m(.critical_path_writes), m(.rollout_events), m(.ratio_after_update_answered), m(.cpu_seconds.controller), m(.cpu_seconds.apiserver), m(.cpu_seconds.bench), m(.baseline_cpu_seconds.apiserver), m(.baseline_cpu_seconds.bench), length, (map(.ratio * 10 | round | tostring | sub("(?<d>.)$"; ".\(.d)") | sub("^\\."; "0.") + "x") | join(", ")), (map("\(ms(.first_patch_seconds)) (\(.first_patch_server_seconds // null | if . == null then "-" else ms(.) end))") | join(", "))] | map(tostring) | join("\t")' \
+          | [m(.convergence_seconds), m(.baseline_seconds), m(.ratio), m(.first_patch_seconds), m(.first_patch_after_golden_seen_seconds), m(.first_patch_server_seconds), m(.baseline_first_patch_seconds), m(.config_map_update_seconds), m(first_patch_floor), m(.critical_path_writes), m(.rollout_events), m(.ratio_after_update_answered), m(.cpu_seconds.controller), m(.cpu_seconds.apiserver), m(.cpu_seconds.bench), m(.baseline_cpu_seconds.apiserver), m(.baseline_cpu_seconds.bench), length, (map(.ratio * 10 | round | tostring | sub("(?<d>.)$"; ".\(.d)") | sub("^\\."; "0.") + "x") | join(", ")), (map("\(ms(.first_patch_seconds)) (\(.first_patch_server_seconds // null | if . == null then "-" else ms(.) end))") | join(", "))] | map(tostring) | join("\t")' \
           "${runs[@]}" | {
-          IFS=$'\t' read -r c b r first after_seen server baseline_first update floor last progressing critical events r_answered cpu_c cpu_a cpu_b cpu_pa cpu_pb count ratios firsts
+          IFS=$'\t' read -r c b r first after_seen server baseline_first update floor critical events r_answered cpu_c cpu_a cpu_b cpu_pa cpu_pb count ratios firsts
           row "2. convergence" "$(thousands "$n")" \
-            "$(printf 'median of %s rollouts: %.2f s; plain client %.2f s; ratio %.2fx (first patch %.3f s after the ConfigMap update call began, against a floor of %.3f s: the call took %.3f s, and the plain client'"'"'s first patch was seen %.3f s after it sent it; %.3f s after the benchmark'"'"'s watch saw the ConfigMap change; by the API server'"'"'s clock, received %.3f s after the ConfigMap update was; last %.2f s; Progressing=True reported at %.2f s; %.0f writes on the critical path, %.0f Events sent before convergence was seen); ratio %.2fx from the update'"'"'s answer; CPU per rollout: controller %.3f s, API server %.3f s, benchmark %.3f s; plain client'"'"'s: API server %.3f s, benchmark (the plain client) %.3f s' "$count" "$c" "$b" "$r" "$first" "$floor" "$update" "$baseline_first" "$after_seen" "$server" "$last" "$progressing" "$critical" "$events" "$r_answered" "$cpu_c" "$cpu_a" "$cpu_b" "$cpu_pa" "$cpu_pb"); each rollout: ratio $ratios; first patch in ms, from the update call (by the server's clock) $firsts" \
+            "$(printf 'median of %s rollouts: %.2f s; plain client %.2f s; ratio %.2fx (first patch %.3f s after the ConfigMap update call began, against a floor of %.3f s: the call took %.3f s, and the plain client'"'"'s first patch was seen %.3f s after it sent it; %.3f s after the benchmark'"'"'s watch saw the ConfigMap change; by the API server'"'"'s clock, received %.3f s after the ConfigMap update was; %.0f writes on the critical path, %.0f Events sent before convergence was seen); ratio %.2fx from the update'"'"'s answer; CPU per rollout: controller %.3f s, API server %.3f s, benchmark %.3f s; plain client'"'"'s: API server %.3f s, benchmark (the plain client) %.3f s' "$count" "$c" "$b" "$r" "$first" "$floor" "$update" "$baseline_first" "$after_seen" "$server" "$critical" "$events" "$r_answered" "$cpu_c" "$cpu_a" "$cpu_b" "$cpu_pa" "$cpu_pb"); each rollout: ratio $ratios; first patch in ms, from the update call (by the server's clock) $firsts" \
             "$(cmd_for convergence "$n")$repeat_flag"
         }
       else
@@ -298,12 +306,14 @@ if ((cluster_needed)); then
   if wants memory; then
     for n in ${memory_sizes//,/ }; do
       want_steady_in "$n" "memory-$n"
-      if run_cluster "memory-$n" --count "$n" "${steady_extra[@]}"; then
-        jq -r '"\(.rss_hwm_bytes) \(.rss_ready_bytes) \(.ready_seconds) \(.list_seconds // "nan") \(.initial_convergence_seconds)"' "$results/memory-$n.json" | {
-          read -r hwm ready_rss ready list initial
+      # One rollout of every MachineSet after the start, so the peak covers the controller's
+      # busiest moment too.
+      if run_cluster "memory-$n" --count "$n" --switch "${steady_extra[@]}"; then
+        jq -r '"\(.rss_hwm_bytes) \(.ready_seconds) \(.list_seconds // "nan") \(.initial_convergence_seconds) \(.rounds[0].convergence_seconds)"' "$results/memory-$n.json" | {
+          read -r hwm ready list initial rollout
           row "4. memory, startup" "$(thousands "$n")" \
-            "$(printf 'peak RSS %.1f MiB (%.1f MiB when ready); ready (/readyz 200) %.2f s after start, where a plain client lists the MachineSets in %.2f s; all %s stub secrets switched %.1f s after start' \
-              "$(jq -n "$hwm / 1048576")" "$(jq -n "$ready_rss / 1048576")" "$ready" "$list" "$(thousands "$n")" "$initial")" \
+            "$(printf 'peak RSS %.1f MiB over the start and one rollout of all %s (%.2f s); ready (/readyz 200) %.2f s after start, where a plain client lists the MachineSets in %.2f s; BootImagesCurrent reported %.2f s after start' \
+              "$(jq -n "$hwm / 1048576")" "$(thousands "$n")" "$rollout" "$ready" "$list" "$initial")" \
             "$(cmd_for memory "$n")"
         }
       else
@@ -319,12 +329,11 @@ if ((cluster_needed)); then
       fi
       name="${steady_run[$n]}"
       if [[ -f "$results/$name.json" ]]; then
-        jq -r '.steady | "\(.writes) \(.requests) \(.requests_all_resources) \(.resource_versions_changed) \(.full_passes) \(.seconds) \(.controller_cpu_seconds)"' \
-          "$results/$name.json" | {
-          read -r w q all rv passes secs cpu
+        jq -r '.steady | "\(.writes) \(.requests) \(.seconds)"' "$results/$name.json" | {
+          read -r w q secs
           row "3. steady state" "$(thousands "$n")" \
-            "$(printf '%s writes (%s resourceVersions changed); %s API requests on the controller'"'"'s resources (%s on all resources); %s resync passes in %s x %s = %.0f s, %.2f s controller CPU' \
-              "$w" "$rv" "$q" "$all" "$passes" "$steady_periods" "$resync" "$secs" "$cpu")" \
+            "$(printf '%.0f writes; %.0f API requests on the controller'"'"'s resources; in %s resync periods of %s = %.0f s' \
+              "$w" "$q" "$steady_periods" "$resync" "$secs")" \
             "$(cmd_for steady "$n")"
         }
       else
@@ -366,7 +375,7 @@ fixtures="$(jq -rs 'map(.source // empty) | first // "n/a"' "$results"/*.json 2>
   echo "|---|---|---|---|"
   sort -s -t'|' -k2.2,2.2n "$rows"
   echo
-  echo "Details (per-run JSON, controller logs): $results, $repo/target/bench/"
+  echo "Details: the per-run JSON in $results, the controllers' logs in $repo/target/test-logs"
 }
 
 if [[ -n "$json_out" ]]; then
@@ -382,8 +391,10 @@ if [[ -n "$json_out" ]]; then
     | ($runs | map(select(.results)) | first // {results: []}) as $planner
     | ($runs | map(select(.instructions)) | first // {instructions: []}) as $instructions
     | ($runs | map(select((.results | not) and (.instructions | not)))) as $cluster
-    # Every rollout of every convergence run, with the size of its run.
-    | ($cluster | map(.count as $count | (.rounds // [])[] | . + {count: $count})) as $rounds
+    # Every rollout of every convergence run, with the size of its run (memory runs roll out
+    # once too, without a plain client).
+    | ($cluster | map(select(.run // "" | startswith("convergence"))
+        | .count as $count | (.rounds // [])[] | . + {count: $count})) as $rounds
     | ($planner.results | map(.count) | max) as $largest
     | ($cluster | map(select(.run // "" | startswith("memory")))) as $memory_runs
     | (if ($memory_runs | length) > 0 then $memory_runs else $cluster end) as $memory

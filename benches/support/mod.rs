@@ -51,13 +51,6 @@ impl Source {
             ),
         }
     }
-
-    pub fn short(&self) -> &'static str {
-        match self {
-            Source::Shared(_) => "shared",
-            Source::Own(_) => "own",
-        }
-    }
 }
 
 /// Everything the benchmarks build clusters from.
@@ -387,8 +380,6 @@ pub struct Scenario {
     pub platform: &'static str,
     pub cluster: ClusterSnapshot,
     pub machine_sets: Vec<Result<MachineSet, Malformed>>,
-    /// The same MachineSets as the controller's watch holds them.
-    pub lenient: Vec<boot_image_controller::controller::lenient::Lenient<MachineSet>>,
     pub options: Options,
     /// What the golden ConfigMap and known images are.
     pub description: String,
@@ -444,9 +435,6 @@ impl Scenario {
                 .entry(names::HISTORY_ANNOTATION.to_string())
                 .or_insert_with(|| text.clone());
         }
-        self.lenient = (self.machine_sets.iter().flatten())
-            .map(|ms| typed(serde_json::to_value(ms).expect("a MachineSet serializes")))
-            .collect();
         self
     }
 }
@@ -527,15 +515,20 @@ pub fn scenario(data: &Data, platform: &str, count: usize) -> Option<Scenario> {
             &data.new_release,
             &golden_stream.to_string(),
         ))),
-        secrets: ["worker-user-data-managed", "worker-user-data-ignv3-managed"]
-            .into_iter()
-            .map(|name| {
-                (
-                    (MACHINE_API_NAMESPACE.to_string(), name.to_string()),
-                    typed::<Secret>(stub_secret(MACHINE_API_NAMESPACE, name, "3.2.0")),
-                )
-            })
-            .collect(),
+        // The stubs the MachineSets name, which keep their names (spec 3: images may move).
+        secrets: [
+            "worker-user-data",
+            "worker-user-data-managed",
+            "worker-user-data-ignv3-managed",
+        ]
+        .into_iter()
+        .map(|name| {
+            (
+                (MACHINE_API_NAMESPACE.to_string(), name.to_string()),
+                typed::<Secret>(stub_secret(MACHINE_API_NAMESPACE, name, "3.2.0")),
+            )
+        })
+        .collect(),
         known_images: known,
         control_plane_nodes: (0..3)
             .map(|i| (format!("master-{i}"), Some("amd64".to_string())))
@@ -577,8 +570,7 @@ pub fn scenario(data: &Data, platform: &str, count: usize) -> Option<Scenario> {
         })
         .collect();
     drop(planner);
-    let machine_sets = values.iter().map(|v| Ok(typed(v.clone()))).collect();
-    let lenient = values.into_iter().map(typed).collect();
+    let machine_sets = values.into_iter().map(|v| Ok(typed(v))).collect();
     Some(Scenario {
         platform: match platform {
             "AWS" => "AWS",
@@ -587,7 +579,6 @@ pub fn scenario(data: &Data, platform: &str, count: usize) -> Option<Scenario> {
         },
         cluster,
         machine_sets,
-        lenient,
         options,
         description,
     })
