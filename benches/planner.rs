@@ -116,13 +116,13 @@ fn mix(p: &plan::Plan) -> (String, BTreeMap<String, usize>) {
     assert!(p.blocked.is_none(), "scenario blocked: {:?}", p.blocked);
     let mut by_action: BTreeMap<plan::Action, usize> = BTreeMap::new();
     let mut by_reason: BTreeMap<String, usize> = BTreeMap::new();
-    for e in &p.machine_sets {
+    for e in &p.decisions {
         *by_action.entry(e.action).or_default() += 1;
         *by_reason
             .entry(format!("{}/{}", e.action.as_str(), e.reason))
             .or_default() += 1;
     }
-    let total = p.machine_sets.len().max(1);
+    let total = p.decisions.len().max(1);
     let text = by_action
         .iter()
         .map(|(a, n)| format!("{} {}%", a.as_str(), n * 100 / total))
@@ -218,7 +218,7 @@ fn main() {
             let (mix_text, reasons) = mix(&planned);
             // What the controller reports after a rollout: the decisions with their updates
             // applied, each updated MachineSet with the change it recorded.
-            let reported: Vec<Decision> = (planned.machine_sets.into_iter())
+            let reported: Vec<Decision> = (planned.decisions.into_iter())
                 .map(Decision::applied)
                 .collect();
             let calls = || {

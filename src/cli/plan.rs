@@ -188,7 +188,7 @@ pub fn run(args: &PlanArgs) -> Result<u8, Failure> {
         }
     };
     write_stdout(&output)?;
-    let pending = plan.decisions().any(|e| e.action == Action::Update);
+    let pending = plan.decisions.iter().any(|e| e.action == Action::Update);
     Ok(if args.detailed_exitcode && pending {
         CHANGES_PENDING_CODE
     } else {
@@ -326,7 +326,11 @@ fn assume_selection(cluster: &mut ClusterSnapshot, mode: AssumedSelection) {
 /// operations in the order the API server applies them.
 fn patches(plan: &Plan) -> Result<String, Failure> {
     let mut out = String::from("\nPatches (RFC 6902 JSON Patch, as `run` sends them):\n");
-    let entries: Vec<_> = plan.decisions().filter(|e| !e.patch.is_empty()).collect();
+    let entries: Vec<_> = plan
+        .decisions
+        .iter()
+        .filter(|e| !e.patch.is_empty())
+        .collect();
     if entries.is_empty() {
         out.push_str("  none\n");
     }

@@ -257,7 +257,11 @@ fn summary(plan: &Plan) -> String {
     let counts: Vec<String> = Action::ALL
         .iter()
         .map(|action| {
-            let n = plan.decisions().filter(|e| e.action == *action).count();
+            let n = plan
+                .decisions
+                .iter()
+                .filter(|e| e.action == *action)
+                .count();
             format!("{n} {}", action.as_str())
         })
         .collect();
@@ -322,7 +326,7 @@ mod tests {
         );
         hostile.boot_image.current = Some(json!("ami-1\u{1b}[2J\u{202e}"));
         let plan = Plan {
-            machine_sets: vec![hostile],
+            decisions: vec![hostile],
             ..Plan::default()
         };
         let text = render(&plan, &facts());
@@ -347,7 +351,7 @@ mod tests {
         update.boot_image.target = Some(json!("ami-01095d1967818437c"));
         update.user_data_secret.target = Some("worker-user-data-managed".into());
         let plan = Plan {
-            machine_sets: vec![
+            decisions: vec![
                 update,
                 entry("longer-name", Action::UpToDate, Reason::UpToDate, "current"),
             ],
@@ -389,7 +393,7 @@ mod tests {
         };
         let plan = Plan {
             blocked: Some(blocked.clone()),
-            machine_sets: vec![
+            decisions: vec![
                 entry("custom", Action::Skip, Reason::CustomImage, &long),
                 entry("held", Action::Skip, blocked.reason, &blocked.message),
             ],
@@ -411,8 +415,9 @@ mod tests {
         let text = render(&plan, &facts());
         assert!(text.contains("MachineSets:\n  none found in the manifests\n"));
         assert!(!text.contains("ControlPlaneMachineSets:"));
-        plan.control_plane_machine_sets =
-            vec![entry("cluster", Action::UpToDate, Reason::UpToDate, "")];
+        let mut control_plane = entry("cluster", Action::UpToDate, Reason::UpToDate, "");
+        control_plane.kind = MachineKind::ControlPlaneMachineSet;
+        plan.decisions = vec![control_plane];
         let text = render(&plan, &facts());
         assert!(text.contains("\nControlPlaneMachineSets:\nNAMESPACE/NAME"));
         assert!(text.contains("(0 MachineSets, 1 ControlPlaneMachineSets)"));

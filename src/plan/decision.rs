@@ -248,98 +248,74 @@ pub(super) fn with_warning(message: String, warning: Option<&Warning>) -> String
     }
 }
 
-/// The whole decision, as `plan -o json` prints it.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
+/// The whole decision, as `plan -o json` prints it: every decision listed under its kind.
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Plan {
     pub blocked: Option<Blocked>,
     /// The effective `managedBootImages` selection mode of each kind (by its resource name),
     /// once the gates let planning go ahead.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub selection: BTreeMap<String, String>,
-    pub machine_sets: Vec<Decision>,
-    pub control_plane_machine_sets: Vec<Decision>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub cluster_api_machine_sets: Vec<Decision>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub cluster_api_machine_deployments: Vec<Decision>,
-}
-
-/// Sorts decisions by namespace, then name, keeping the order of equal names. A decision is a
-/// few hundred bytes: the order is worked out on indices, and then each decision is swapped into
-/// place once, where sorting the decisions themselves moved each of them at every merge (a
-/// tenth of `plan` at 1,000 MachineSets, in callgrind). Lists already in order, as the API
-/// server lists objects, are left as they are.
-fn sort_by_name(list: &mut [Decision]) {
-    fn name(d: &Decision) -> (&str, &str) {
-        (&d.namespace, &d.name)
-    }
-    if list.is_sorted_by_key(name) {
-        return;
-    }
-    let mut order: Vec<usize> = (0..list.len()).collect();
-    order.sort_by_key(|&i| name(&list[i]));
-    // Position i takes the decision that was at order[i]. If that one was swapped away by an
-    // earlier step (order[i] < i), it went to where the decision that replaced it came from.
-    for i in 0..order.len() {
-        let mut from = order[i];
-        while from < i {
-            from = order[from];
-        }
-        order[i] = from;
-        list.swap(i, from);
-    }
+    /// Every decision, kind by kind in the order of [`MachineKind::ALL`], each kind by
+    /// namespace, then name.
+    pub decisions: Vec<Decision>,
 }
 
 impl Plan {
-    /// A plan of `decisions` in any order, each listed under its kind, sorted by namespace then
-    /// name.
-    pub fn new(blocked: Option<Blocked>, decisions: Vec<Decision>) -> Self {
-        let mut plan = Plan {
+    /// A plan of `decisions` in any order.
+    pub fn new(blocked: Option<Blocked>, mut decisions: Vec<Decision>) -> Self {
+        // Stable: equal names keep their order.
+        decisions
+            .sort_by(|a, b| (a.kind, &a.namespace, &a.name).cmp(&(b.kind, &b.namespace, &b.name)));
+        Plan {
             blocked,
-            ..Plan::default()
-        };
-        // Most decisions are MachineSets': they stay where they are, and only the others are
-        // moved out into their kinds' lists.
-        plan.machine_sets = decisions;
-        let others: Vec<Decision> = (plan.machine_sets)
-            .extract_if(.., |d| d.kind != MachineKind::MachineSet)
-            .collect();
-        for decision in others {
-            plan.of_mut(decision.kind).push(decision);
+            selection: BTreeMap::new(),
+            decisions,
         }
-        for kind in MachineKind::ALL {
-            sort_by_name(plan.of_mut(kind));
-        }
-        plan
     }
 
     /// The decisions of one kind.
     pub fn of(&self, kind: MachineKind) -> &[Decision] {
-        match kind {
-            MachineKind::MachineSet => &self.machine_sets,
-            MachineKind::ControlPlaneMachineSet => &self.control_plane_machine_sets,
-            MachineKind::ClusterApiMachineSet => &self.cluster_api_machine_sets,
-            MachineKind::ClusterApiMachineDeployment => &self.cluster_api_machine_deployments,
-        }
+        let start = self.decisions.partition_point(|d| d.kind < kind);
+        let end = self.decisions.partition_point(|d| d.kind <= kind);
+        &self.decisions[start..end]
     }
+}
 
-    /// The list of one kind, to add to.
-    fn of_mut(&mut self, kind: MachineKind) -> &mut Vec<Decision> {
-        match kind {
-            MachineKind::MachineSet => &mut self.machine_sets,
-            MachineKind::ControlPlaneMachineSet => &mut self.control_plane_machine_sets,
-            MachineKind::ClusterApiMachineSet => &mut self.cluster_api_machine_sets,
-            MachineKind::ClusterApiMachineDeployment => &mut self.cluster_api_machine_deployments,
+/// The JSON `plan -o json` has always printed: a list per kind, the Cluster API ones only when
+/// they hold something.
+impl Serialize for Plan {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("blocked", &self.blocked)?;
+        if !self.selection.is_empty() {
+            map.serialize_entry("selection", &self.selection)?;
         }
-    }
-
-    pub fn decisions(&self) -> impl Iterator<Item = &Decision> {
-        self.machine_sets
-            .iter()
-            .chain(&self.control_plane_machine_sets)
-            .chain(&self.cluster_api_machine_sets)
-            .chain(&self.cluster_api_machine_deployments)
+        let lists = [
+            (MachineKind::MachineSet, "machineSets", true),
+            (
+                MachineKind::ControlPlaneMachineSet,
+                "controlPlaneMachineSets",
+                true,
+            ),
+            (
+                MachineKind::ClusterApiMachineSet,
+                "clusterApiMachineSets",
+                false,
+            ),
+            (
+                MachineKind::ClusterApiMachineDeployment,
+                "clusterApiMachineDeployments",
+                false,
+            ),
+        ];
+        for (kind, key, always) in lists {
+            let decisions = self.of(kind);
+            if always || !decisions.is_empty() {
+                map.serialize_entry(key, decisions)?;
+            }
+        }
+        map.end()
     }
 }
 

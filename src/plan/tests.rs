@@ -15,6 +15,7 @@ use super::history::{self, Change, HistoryEntry};
 use super::{Action, Blocked, ClusterSnapshot, Decision, Malformed, Options, Patch, Plan, plan};
 use crate::api::{ControlPlaneMachineSet, MachineSet};
 use crate::arch::Arch;
+use crate::machine_kind::MachineKind;
 use crate::names::{
     AUTOSCALER_LABELS_ANNOTATION, LEGACY_OPT_OUT_ANNOTATION, LEGACY_PAUSE_ANNOTATION,
     OPT_OUT_ANNOTATION, OS_ID_LABEL, OS_STREAM_LABEL, PAUSE_ANNOTATION,
@@ -128,8 +129,8 @@ fn plan_machine_sets(
 /// The entry of a single MachineSet.
 fn decide(cluster: &ClusterSnapshot, ms: Result<MachineSet, Malformed>) -> Decision {
     let mut plan = plan_machine_sets(cluster, &[ms]);
-    assert_eq!(plan.machine_sets.len(), 1);
-    plan.machine_sets.remove(0)
+    assert_eq!(plan.of(MachineKind::MachineSet).len(), 1);
+    plan.decisions.remove(0)
 }
 
 fn decide_control_plane(
@@ -137,8 +138,8 @@ fn decide_control_plane(
     cp: Result<ControlPlaneMachineSet, Malformed>,
 ) -> Decision {
     let mut plan = plan(cluster, &[], &[cp], &options());
-    assert_eq!(plan.control_plane_machine_sets.len(), 1);
-    plan.control_plane_machine_sets.remove(0)
+    assert_eq!(plan.of(MachineKind::ControlPlaneMachineSet).len(), 1);
+    plan.decisions.remove(0)
 }
 
 #[track_caller]
@@ -283,9 +284,9 @@ fn assert_hard_gate(cluster: &ClusterSnapshot, reason: Reason) {
     );
     assert!(!plan.blocked.as_ref().unwrap().message.is_empty());
     for entry in plan
-        .machine_sets
+        .of(MachineKind::MachineSet)
         .iter()
-        .chain(&plan.control_plane_machine_sets)
+        .chain(plan.of(MachineKind::ControlPlaneMachineSet))
     {
         assert_decided(entry, Action::Skip, reason);
         assert_eq!(entry.message, plan.blocked.as_ref().unwrap().message);
@@ -312,7 +313,7 @@ fn assert_hold(cluster: &ClusterSnapshot, reason: Reason) {
         Some(reason),
         "{plan:#?}"
     );
-    let [outdated, current, custom] = &plan.machine_sets[..] else {
+    let [outdated, current, custom] = plan.of(MachineKind::MachineSet) else {
         panic!("three entries expected: {plan:#?}");
     };
     assert_decided(outdated, Action::Skip, reason);
@@ -327,7 +328,11 @@ fn assert_hold(cluster: &ClusterSnapshot, reason: Reason) {
     );
     assert_decided(current, Action::UpToDate, Reason::UpToDate);
     assert_decided(custom, Action::Skip, Reason::CustomImage);
-    assert!(plan.machine_sets.iter().all(|e| e.action != Action::Update));
+    assert!(
+        plan.of(MachineKind::MachineSet)
+            .iter()
+            .all(|e| e.action != Action::Update)
+    );
 }
 
 #[test]
@@ -426,7 +431,7 @@ fn releases_are_compared_as_semver() {
         let plan = plan_machine_sets(&cluster, &[machine_set("worker-a").served()]);
         assert_eq!(plan.blocked, None, "{cm:?} vs {history:?}");
         assert_decided(
-            &plan.machine_sets[0],
+            &plan.of(MachineKind::MachineSet)[0],
             Action::Update,
             Reason::BootImageOutdated,
         );
@@ -505,8 +510,11 @@ fn report_only_holds_every_write_and_never_forces_one() {
         ..options()
     };
     let plan = plan(&updatable(), &[machine_set("a").served()], &[], &options);
-    assert_eq!(plan.blocked.map(|b| b.reason), Some(Reason::ReportOnly));
-    assert!(plan.machine_sets[0].patch.is_empty());
+    assert_eq!(
+        plan.blocked.as_ref().map(|b| b.reason),
+        Some(Reason::ReportOnly)
+    );
+    assert!(plan.of(MachineKind::MachineSet)[0].patch.is_empty());
     // With another manager active, the flag does not change the answer.
     let plan = plan_with(&managed_by_the_mco(updatable()), &options);
     assert_eq!(plan.map(|b| b.reason), Some(Reason::AnotherManagerActive));
@@ -652,7 +660,7 @@ fn partial_selection_matches_the_machine_set_labels() {
                 .served(),
         ],
     );
-    let [selected, no_label, gpu, template_only] = &plan.machine_sets[..] else {
+    let [selected, no_label, gpu, template_only] = plan.of(MachineKind::MachineSet) else {
         panic!("{plan:#?}");
     };
     assert_decided(selected, Action::Update, Reason::BootImageOutdated);
@@ -683,12 +691,12 @@ fn an_invalid_selector_is_an_error_for_its_resource_kind_only() {
         &options(),
     );
     assert_eq!(plan.blocked, None);
-    for entry in &plan.machine_sets {
+    for entry in plan.of(MachineKind::MachineSet) {
         assert_decided(entry, Action::Error, Reason::InvalidSelector);
         assert_mentions(&entry.message, "machineResourceSelector");
     }
     assert_decided(
-        &plan.control_plane_machine_sets[0],
+        &plan.of(MachineKind::ControlPlaneMachineSet)[0],
         Action::Update,
         Reason::BootImageOutdated,
     );
@@ -760,7 +768,7 @@ fn a_missing_os_stream_names_a_few_of_20000_carried_and_counts_the_rest() {
         })
         .collect();
     let plan = plan_machine_sets(&cluster, &machine_sets);
-    let entry = &plan.machine_sets[0];
+    let entry = &plan.of(MachineKind::MachineSet)[0];
     assert_decided(entry, Action::Skip, Reason::OSStreamNotPublished);
     assert_mentions(&entry.message, "\"stream-00004\" and 19995 more");
     assert!(entry.message.len() < 400, "{} bytes", entry.message.len());
@@ -855,7 +863,7 @@ fn without_the_annotation_the_control_plane_nodes_architecture_applies() {
     let arm64 = updatable().control_plane_arch("arm64");
     let ms = machine_set("worker-a").ami(AMI_PREVIOUS_ARM64).served();
     let worker = plan(&arm64, std::slice::from_ref(&ms), &[], &options())
-        .machine_sets
+        .decisions
         .remove(0);
     assert_decided(&worker, Action::Update, Reason::BootImageOutdated);
     assert_eq!(
@@ -868,7 +876,7 @@ fn without_the_annotation_the_control_plane_nodes_architecture_applies() {
         ..options()
     };
     let worker = plan(&updatable(), &[ms], &[], &override_arm64)
-        .machine_sets
+        .decisions
         .remove(0);
     assert_decided(&worker, Action::Update, Reason::BootImageOutdated);
     assert_eq!(
@@ -883,7 +891,8 @@ fn without_the_annotation_the_control_plane_nodes_architecture_applies() {
             json!({"mode": "All"})
         )]));
     let cp = control_plane_machine_set().ami(AMI_PREVIOUS_ARM64).served();
-    let entry = &plan(&cluster, &[], &[cp], &override_arm64).control_plane_machine_sets[0];
+    let planned = plan(&cluster, &[], &[cp], &override_arm64);
+    let entry = &planned.of(MachineKind::ControlPlaneMachineSet)[0];
     assert_decided(entry, Action::Update, Reason::BootImageOutdated);
     assert_eq!(
         entry.boot_image.target_value(),
@@ -1688,17 +1697,27 @@ fn objects_planned_together_are_each_decided_as_alone() {
     ];
     for (cluster, machine_sets) in clusters {
         let together = plan_machine_sets(&cluster, machine_sets);
-        assert_eq!(together.machine_sets.len(), machine_sets.len());
+        assert_eq!(
+            together.of(MachineKind::MachineSet).len(),
+            machine_sets.len()
+        );
         for ms in machine_sets {
             let alone = decide(&cluster, ms.clone());
-            let decided = together.machine_sets.iter().find(|d| d.name == alone.name);
+            let decided = together
+                .of(MachineKind::MachineSet)
+                .iter()
+                .find(|d| d.name == alone.name);
             assert_eq!(decided, Some(&alone));
         }
     }
     // Each judged on its own fields: what a shared verdict would have got wrong.
     let aws = plan_machine_sets(&updatable(), &aws);
     let target = |name: &str| {
-        let decided = aws.machine_sets.iter().find(|d| d.name == name).unwrap();
+        let decided = aws
+            .of(MachineKind::MachineSet)
+            .iter()
+            .find(|d| d.name == name)
+            .unwrap();
         decided.boot_image.target_value().cloned()
     };
     assert_eq!(target("east-1a"), Some(json!(AMI_US_EAST_1)));
@@ -1706,7 +1725,13 @@ fn objects_planned_together_are_each_decided_as_alone() {
     assert_eq!(target("east-2"), Some(json!(AMI_US_EAST_2)));
     assert_eq!(target("east-1-arm"), Some(json!(AMI_ARM64_US_EAST_1)));
     let azure = plan_machine_sets(&updatable().on_platform("Azure"), &azure);
-    let decided = |name: &str| azure.machine_sets.iter().find(|d| d.name == name).unwrap();
+    let decided = |name: &str| {
+        azure
+            .of(MachineKind::MachineSet)
+            .iter()
+            .find(|d| d.name == name)
+            .unwrap()
+    };
     let (plain, trusted) = (decided("plain"), decided("trusted"));
     let (no_image, null_image) = (decided("no-image"), decided("null-image"));
     assert_eq!(plain.action, Action::Update, "{}", plain.message);
@@ -2013,7 +2038,7 @@ fn entries_are_sorted_by_namespace_then_name() {
         ],
     );
     let order: Vec<(&str, &str)> = plan
-        .machine_sets
+        .of(MachineKind::MachineSet)
         .iter()
         .map(|e| (e.namespace.as_str(), e.name.as_str()))
         .collect();

@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 
 use super::{Action, ClusterApiObjects, ClusterSnapshot, Decision, Options, plan_all};
 use crate::api::{ClusterApiMachineSet, MachineSet};
+use crate::machine_kind::MachineKind;
 use crate::names::{CLUSTER_API_NAMESPACE, MACHINE_API_NAMESPACE};
 use crate::reason::Reason;
 use crate::testkit::cluster_api::{self, template_of};
@@ -46,10 +47,7 @@ fn decide(cluster: &ClusterSnapshot, object: Value) -> Decision {
         ..Default::default()
     };
     let plan = plan_all(cluster, &[], &[], &objects, &options());
-    plan.cluster_api_machine_sets
-        .into_iter()
-        .next()
-        .expect("one decision")
+    plan.decisions.into_iter().next().expect("one decision")
 }
 
 fn worker_a() -> Value {
@@ -211,7 +209,7 @@ fn a_machine_api_machine_set_whose_authority_is_elsewhere_is_skipped() {
         ms["status"] = status.clone();
         let ms: MachineSet = typed(ms);
         let plan = plan_all(&cluster, &[Ok(ms)], &[], &Default::default(), &options());
-        let decided = &plan.machine_sets[0];
+        let decided = &plan.of(MachineKind::MachineSet)[0];
         assert_eq!(
             (decided.action, decided.reason),
             (Action::Skip, Reason::AuthoritativeElsewhere),
@@ -234,7 +232,10 @@ fn a_machine_api_machine_set_whose_authority_is_elsewhere_is_skipped() {
         &Default::default(),
         &options(),
     );
-    assert_ne!(plan.machine_sets[0].reason, Reason::AuthoritativeElsewhere);
+    assert_ne!(
+        plan.of(MachineKind::MachineSet)[0].reason,
+        Reason::AuthoritativeElsewhere
+    );
 }
 
 #[test]
@@ -268,7 +269,7 @@ fn a_machine_deployment_is_updated_only_when_the_administrator_opted_in() {
         ..Default::default()
     };
     let plan = plan_all(&cluster(), &[], &[], &objects, &options());
-    let decided = &plan.cluster_api_machine_deployments[0];
+    let decided = &plan.of(MachineKind::ClusterApiMachineDeployment)[0];
     assert_eq!(
         (decided.action, decided.reason),
         (Action::Skip, Reason::MachineDeploymentNotOptedIn)
@@ -285,7 +286,7 @@ fn a_machine_deployment_is_updated_only_when_the_administrator_opted_in() {
         ..options()
     };
     let plan = plan_all(&cluster(), &[], &[], &objects, &opted_in);
-    let decided = &plan.cluster_api_machine_deployments[0];
+    let decided = &plan.of(MachineKind::ClusterApiMachineDeployment)[0];
     assert_eq!(decided.action, Action::Update, "{decided:?}");
     assert_eq!(
         decided.infrastructure_template.as_ref().unwrap().from,

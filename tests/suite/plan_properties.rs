@@ -16,7 +16,7 @@ use boot_image_controller::api::{
 };
 use boot_image_controller::arch::Arch;
 use boot_image_controller::controller::lenient::Lenient;
-use boot_image_controller::machine_kind::MachineObject;
+use boot_image_controller::machine_kind::{MachineKind, MachineObject};
 use boot_image_controller::names;
 use boot_image_controller::plan::{
     Action, ClusterSnapshot, Decision, Malformed, Options, Plan, Planner, plan,
@@ -415,11 +415,11 @@ fn updates<'a>(plan: &'a Plan, docs: &'a [Value]) -> Vec<(&'a Decision, &'static
             .expect("every entry comes from an input object")
     };
     let machine_sets = plan
-        .machine_sets
+        .of(MachineKind::MachineSet)
         .iter()
         .map(|e| (e, MACHINE_SET_SPEC, find(e, "MachineSet")));
     let control_planes = plan
-        .control_plane_machine_sets
+        .of(MachineKind::ControlPlaneMachineSet)
         .iter()
         .map(|e| (e, CONTROL_PLANE_SPEC, find(e, "ControlPlaneMachineSet")));
     machine_sets
@@ -517,12 +517,7 @@ proptest! {
             json_patch::patch(&mut patched, &entry.patch.0)
                 .map_err(|e| TestCaseError::fail(format!("{}: {e}", entry.name)))?;
             let again = run(&case, std::slice::from_ref(&patched));
-            let entry_again = again
-                .machine_sets
-                .iter()
-                .chain(&again.control_plane_machine_sets)
-                .next()
-                .unwrap();
+            let entry_again = again.decisions.first().unwrap();
             prop_assert_eq!(
                 (entry_again.action, entry_again.reason),
                 (Action::UpToDate, Reason::UpToDate),
@@ -604,15 +599,15 @@ proptest! {
             }
         }
         prop_assert_eq!(&first, &run(&case, &shuffled));
-        for entries in [&first.machine_sets, &first.control_plane_machine_sets] {
+        for entries in [first.of(MachineKind::MachineSet), first.of(MachineKind::ControlPlaneMachineSet)] {
             let sorted = entries
                 .windows(2)
                 .all(|w| (&w[0].namespace, &w[0].name) < (&w[1].namespace, &w[1].name));
             prop_assert!(sorted, "not sorted by namespace then name");
         }
         let inputs = inputs(&docs);
-        prop_assert_eq!(first.machine_sets.len(), inputs.0.len());
-        prop_assert_eq!(first.control_plane_machine_sets.len(), inputs.1.len());
+        prop_assert_eq!(first.of(MachineKind::MachineSet).len(), inputs.0.len());
+        prop_assert_eq!(first.of(MachineKind::ControlPlaneMachineSet).len(), inputs.1.len());
     }
 
     /// (3b) The watch keeps only what the planner reads of each object; planning those slimmed
@@ -629,8 +624,8 @@ proptest! {
         // And as the watch decodes them, labels and annotations kept apart, compactly.
         let stored = plan_stored(&case.cluster(), &docs, &case.options());
         prop_assert_eq!(&whole.blocked, &stored.blocked);
-        prop_assert_eq!(&whole.machine_sets, &stored.machine_sets);
-        prop_assert_eq!(&whole.control_plane_machine_sets, &stored.control_plane_machine_sets);
+        prop_assert_eq!(whole.of(MachineKind::MachineSet), stored.of(MachineKind::MachineSet));
+        prop_assert_eq!(whole.of(MachineKind::ControlPlaneMachineSet), stored.of(MachineKind::ControlPlaneMachineSet));
     }
 
     /// (4) Nothing panics, whatever the provider spec, and gates hold back every write.
@@ -664,7 +659,7 @@ proptest! {
             docs.push(doc);
         }
         let plan = run(&case, &docs);
-        let entries = plan.machine_sets.iter().chain(&plan.control_plane_machine_sets);
+        let entries = plan.of(MachineKind::MachineSet).iter().chain(plan.of(MachineKind::ControlPlaneMachineSet));
         if plan.blocked.is_some() {
             prop_assert!(entries.clone().all(|e| e.action != Action::Update && e.patch.is_empty()));
         }
@@ -706,9 +701,9 @@ fn generators_reach_every_kind_of_decision() {
         let (case, resources) = strategy.new_tree(&mut runner).unwrap().current();
         let plan = run(&case, &docs(&resources));
         for entry in plan
-            .machine_sets
+            .of(MachineKind::MachineSet)
             .iter()
-            .chain(&plan.control_plane_machine_sets)
+            .chain(plan.of(MachineKind::ControlPlaneMachineSet))
         {
             seen.insert((case.platform, entry.action, entry.reason));
         }
