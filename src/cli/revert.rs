@@ -174,23 +174,11 @@ async fn revert_object(args: &RevertArgs) -> Result<(), Failure> {
     let mut out = report(&described, &planned, args.dry_run);
     out.push_str(&provenance.describe());
     let secrets: Api<Secret> = Api::namespaced(client.clone(), args.namespace());
-    match &stub {
-        StubToRestore::Nothing => {}
-        StubToRestore::Kept(note) => {
-            let _ = writeln!(out, "{note}");
-        }
-        StubToRestore::Restore(restore) => {
-            let _ = writeln!(
-                out,
-                "Stub secret {}: Ignition {} -> the content it had before the controller \
-                 upgraded it",
-                restore.name,
-                restore.upgraded_to.as_deref().unwrap_or("3")
-            );
-            send_stub_patch(&secrets, restore, &restore.patch, &params)
-                .await
-                .map_err(|e| stub_failure(&described, &restore.name, e))?;
-        }
+    out.push_str(&stub.describe());
+    if let StubToRestore::Restore(restore) = &stub {
+        send_stub_patch(&secrets, restore, &restore.patch, &params)
+            .await
+            .map_err(|e| stub_failure(&described, &restore.name, e))?;
     }
     if args.dry_run {
         let _ = writeln!(
@@ -255,6 +243,22 @@ enum StubToRestore {
     /// Left upgraded, as `--keep-stub-secret` asked: the note says so.
     Kept(String),
     Restore(Box<StubRestore>),
+}
+
+impl StubToRestore {
+    /// What the revert says of the stub secret, a line or nothing.
+    fn describe(&self) -> String {
+        match self {
+            StubToRestore::Nothing => String::new(),
+            StubToRestore::Kept(note) => format!("{note}\n"),
+            StubToRestore::Restore(restore) => format!(
+                "Stub secret {}: Ignition {} -> the content it had before the controller \
+                 upgraded it\n",
+                restore.name,
+                restore.upgraded_to.as_deref().unwrap_or("3")
+            ),
+        }
+    }
 }
 
 /// The stub secret to put back with the revert: when the boot image goes back and the

@@ -181,17 +181,10 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> Result<(), RunEr
     let stores = watches::start(&client, &args, &own_namespace, trigger_tx.clone()).await;
     let (leader_rx, leadership) = campaign(&client, &args, &own_namespace, &shutdown);
 
-    let synced = tokio::select! {
-        _ = shutdown.cancelled() => false,
-        _ = stores.wait_until_ready() => true,
-    };
-    if !synced {
+    if !caches_synced(&stores, &shutdown, &health, &metrics).await {
         // Stopped before the caches synced: still give back a lease we may already hold.
         return finish(leadership).await;
     }
-    health.set_synced();
-    metrics.ready.set(1);
-    info!("caches synced; controller ready");
 
     let patcher = act::Patcher::new(
         &client,
@@ -244,6 +237,24 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> Result<(), RunEr
     health.set_stopping();
     metrics.ready.set(0);
     finish(leadership).await
+}
+
+/// Waits until every watch has listed its objects, then says the controller is ready; false
+/// when it is stopped first.
+async fn caches_synced(
+    stores: &watches::Stores,
+    shutdown: &CancellationToken,
+    health: &Health,
+    metrics: &Metrics,
+) -> bool {
+    tokio::select! {
+        _ = shutdown.cancelled() => return false,
+        _ = stores.wait_until_ready() => {}
+    }
+    health.set_synced();
+    metrics.ready.set(1);
+    info!("caches synced; controller ready");
+    true
 }
 
 /// Metrics and probes on their own addresses, as kubebuilder controllers do; one listener

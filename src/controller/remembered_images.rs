@@ -6,7 +6,6 @@
 
 use std::collections::{BTreeSet, HashSet};
 
-use json_patch::{AddOperation, PatchOperation, ReplaceOperation, TestOperation};
 use jsonptr::PointerBuf;
 use kube::api::{Api, ObjectMeta, Patch};
 use tracing::{info, warn};
@@ -14,6 +13,7 @@ use tracing::{info, warn};
 use crate::api::ConfigMap;
 use crate::api_client;
 use crate::metrics::Metrics;
+use crate::plan::patch::Guarded;
 
 pub use crate::names::KNOWN_IMAGES_CONFIGMAP_NAME as CONFIG_MAP_NAME;
 pub const IMAGES_KEY: &str = "images";
@@ -74,48 +74,23 @@ pub async fn remember(
     };
     let result = match &current {
         None => {
-            let cm = ConfigMap {
-                metadata: ObjectMeta {
-                    name: Some(CONFIG_MAP_NAME.into()),
-                    labels: Some(
-                        [(
-                            "app.kubernetes.io/managed-by".to_string(),
-                            "boot-image-controller".to_string(),
-                        )]
-                        .into(),
-                    ),
-                    ..ObjectMeta::default()
-                },
-                data: Some([(IMAGES_KEY.to_string(), text)].into()),
-                ..ConfigMap::default()
-            };
+            let cm = new_config_map(text);
             api_client::bounded(api.create(&api_client::post_params(), &cm))
                 .await
                 .map(|_| ())
         }
         Some(cm) => {
             let path = PointerBuf::from_tokens(["data", IMAGES_KEY]);
-            let ops = match (cm.data.is_some(), existing) {
-                (_, Some(old)) => vec![
-                    PatchOperation::Test(TestOperation {
-                        path: path.clone(),
-                        value: old.clone().into(),
-                    }),
-                    PatchOperation::Replace(ReplaceOperation {
-                        path,
-                        value: text.into(),
-                    }),
-                ],
-                (true, None) => vec![PatchOperation::Add(AddOperation {
-                    path,
-                    value: text.into(),
-                })],
-                (false, None) => vec![PatchOperation::Add(AddOperation {
-                    path: PointerBuf::from_tokens(["data"]),
-                    value: serde_json::json!({ IMAGES_KEY: text }),
-                })],
-            };
-            let patch = Patch::Json::<()>(json_patch::Patch(ops));
+            let mut ops = json_patch::Patch::default();
+            match (cm.data.is_some(), existing) {
+                (_, Some(old)) => ops.guarded_replace(path, old.as_str(), text),
+                (true, None) => ops.add(path, text),
+                (false, None) => ops.add(
+                    PointerBuf::from_tokens(["data"]),
+                    serde_json::json!({ IMAGES_KEY: text }),
+                ),
+            }
+            let patch = Patch::Json::<()>(ops);
             let params = api_client::patch_params();
             api_client::bounded(api.patch(CONFIG_MAP_NAME, &params, &patch))
                 .await
@@ -139,6 +114,24 @@ pub async fn remember(
                 .inc();
             warn!(error = %e, configmap = CONFIG_MAP_NAME, "could not remember known images (bookkeeping only)");
         }
+    }
+}
+
+/// The ConfigMap of remembered images, holding `text`.
+fn new_config_map(text: String) -> ConfigMap {
+    let managed_by = ("app.kubernetes.io/managed-by", "boot-image-controller");
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(CONFIG_MAP_NAME.into()),
+            labels: Some(
+                [managed_by]
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .into(),
+            ),
+            ..ObjectMeta::default()
+        },
+        data: Some([(IMAGES_KEY.to_string(), text)].into()),
+        ..ConfigMap::default()
     }
 }
 

@@ -12,6 +12,7 @@ use super::decide::PassFacts;
 use super::events::Notice;
 use super::retry::doubling;
 use super::{CONFLICT_RETRY, Controller, MAX_BACKOFF, MIN_BACKOFF, remembered_images};
+use crate::golden_stream::GoldenConfig;
 use crate::machine_kind::MachineKind;
 use crate::names::{LEGACY_PAUSE_ANNOTATION, PAUSE_ANNOTATION};
 use crate::plan::{self, Action, Blocked, Decision};
@@ -86,17 +87,22 @@ impl Controller {
         // After the status: remembering the golden images is bookkeeping for later releases,
         // and must not delay the report of this one's rollout.
         if let Some(golden) = &decided.golden {
-            let refs = golden.image_references();
-            // Usually all are remembered already; the check reads the ConfigMap parsed once.
-            let remembered = self.stores.remembered_images();
-            if refs.iter().any(|r| !remembered.contains(r)) {
-                let existing = self.stores.known_images_config_map();
-                remembered_images::remember(&self.known_images_api, existing, refs, &self.metrics)
-                    .await;
-            }
+            self.remember_images(golden).await;
         }
         if all_done {
             self.metrics.last_sync.set(Timestamp::now().as_second());
+        }
+    }
+
+    /// Remembers the golden images that are not yet (see [`remembered_images`]).
+    async fn remember_images(&self, golden: &GoldenConfig) {
+        let refs = golden.image_references();
+        // Usually all are remembered already; the check reads the ConfigMap parsed once.
+        let remembered = self.stores.remembered_images();
+        if refs.iter().any(|r| !remembered.contains(r)) {
+            let existing = self.stores.known_images_config_map();
+            remembered_images::remember(&self.known_images_api, existing, refs, &self.metrics)
+                .await;
         }
     }
 

@@ -76,23 +76,7 @@ impl Controller {
             .flatten();
         let schema = self.schema.current();
         desired.extend(fields.as_ref().and_then(|f| f.manual_met.clone()));
-        let mut current = mc
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.clone())
-            .unwrap_or_default();
-        let mut current_fields: serde_json::Map<String, serde_json::Value> = (mc.status.as_ref())
-            .map(|s| s.extra.clone().into_iter().collect())
-            .unwrap_or_default();
-        // Until the watch delivers our own write, compare with what we wrote, not the stale copy.
-        if let Some((basis, written)) = &self.memory.status_basis
-            && mc.metadata.resource_version.as_ref() == Some(basis)
-        {
-            current = written.clone();
-            if let Some(written) = &self.memory.fields_written {
-                current_fields.extend(written.clone());
-            }
-        }
+        let (current, current_fields) = self.current_status(&mc);
         let fields_changed = fields
             .as_ref()
             .is_some_and(|f| !f.already_in(&schema, Some(&current_fields)));
@@ -131,6 +115,30 @@ impl Controller {
                 .map(|f| f.status_entries(&schema))
                 .filter(|entries| !entries.is_empty()),
         })
+    }
+
+    /// The conditions and boot-image fields `mc` has, as far as we know: until the watch
+    /// delivers our own write, what we wrote rather than the stale copy.
+    fn current_status(
+        &self,
+        mc: &MachineConfiguration,
+    ) -> (Vec<Condition>, serde_json::Map<String, serde_json::Value>) {
+        let status = mc.status.as_ref();
+        let mut current = status
+            .and_then(|s| s.conditions.clone())
+            .unwrap_or_default();
+        let mut fields: serde_json::Map<String, serde_json::Value> = status
+            .map(|s| s.extra.clone().into_iter().collect())
+            .unwrap_or_default();
+        if let Some((basis, written)) = &self.memory.status_basis
+            && mc.metadata.resource_version.as_ref() == Some(basis)
+        {
+            current = written.clone();
+            if let Some(written) = &self.memory.fields_written {
+                fields.extend(written.clone());
+            }
+        }
+        (current, fields)
     }
 
     /// Sends a status write; borrows nothing mutably, so a pass can send it beside its patches.
