@@ -115,23 +115,15 @@ struct Item {
 
 /// An unreadable object's metadata, whatever the depth of the rest of it, without managedFields.
 pub(crate) fn metadata(object: &str) -> Result<ObjectMeta, serde_json::Error> {
-    let Identity {
-        name,
-        namespace,
-        uid,
-        resource_version,
-        labels,
-        annotations,
-        owner_references,
-    } = serde_json::from_str::<Item>(object)?.metadata;
+    let id = serde_json::from_str::<Item>(object)?.metadata;
     Ok(ObjectMeta {
-        name,
-        namespace,
-        uid,
-        resource_version,
-        labels,
-        annotations,
-        owner_references,
+        name: id.name,
+        namespace: id.namespace,
+        uid: id.uid,
+        resource_version: id.resource_version,
+        labels: id.labels,
+        annotations: id.annotations,
+        owner_references: id.owner_references,
         ..ObjectMeta::default()
     })
 }
