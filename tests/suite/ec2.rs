@@ -505,11 +505,18 @@ async fn a_region_that_is_no_aws_region_sends_nothing_and_says_why() {
     controller.wait_ready().await;
     let invalid = r#"boot_image_controller_machine_resources{action="Error",kind="MachineSet",reason="InvalidProviderSpec"}"#;
     wait_for_metric(&controller, invalid, |v| v == 1.0).await;
-    let degraded = env.condition("BootImageUpdateDegraded").await.unwrap();
-    let message = degraded["message"].as_str().unwrap_or_default();
+    // The status is written after the metrics: wait for it as a user would.
+    let says_why =
+        |message: &str| message.contains("hostile") && message.contains("not an AWS region name");
+    let degraded = eventually(Duration::from_secs(30), || async {
+        let degraded = env.condition("BootImageUpdateDegraded").await?;
+        says_why(degraded["message"].as_str()?).then_some(degraded)
+    })
+    .await;
     assert!(
-        message.contains("hostile") && message.contains("not an AWS region name"),
-        "{message}"
+        degraded.is_some(),
+        "{:?}",
+        env.condition("BootImageUpdateDegraded").await
     );
     // Look-ups start on the pass that finds the AMI unknown: that pass is long over.
     tokio::time::sleep(Duration::from_secs(2)).await;
