@@ -306,11 +306,11 @@ pub(super) async fn act(
         if decision.patch.0.is_empty() {
             continue;
         }
+        // Taken out either way: a decision is reported without its operations.
+        let outgoing = Outgoing::take(decision);
         if deferred(decision) {
             outcomes[i] = Outcome::Deferred;
-        }
-        let outgoing = Outgoing::take(decision);
-        if outcomes[i] != Outcome::Deferred {
+        } else {
             sends.push((i, outgoing));
         }
     }
