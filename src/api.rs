@@ -93,9 +93,36 @@ view! {
 }
 
 view! {
+    /// The spec of a Machine, and of the Machines a MachineSet's template stamps out.
+    #[derive(CustomResource)]
+    #[kube(group = "machine.openshift.io", version = "v1beta1", kind = "Machine", plural = "machines", namespaced, status = "MachineStatus")]
     pub struct MachineSpec {
         #[serde(default)]
         pub provider_spec: ProviderSpec,
+    }
+}
+
+view! {
+    /// What the Machine API says of one Machine: what `plan::boot_evidence` judges a new boot
+    /// image by.
+    pub struct MachineStatus {
+        optional {
+            /// `Provisioning`, `Provisioned` (the instance exists), `Running` (its Node
+            /// joined), `Deleting` or `Failed`.
+            pub phase: String,
+            pub node_ref: NodeRef,
+            /// Set with `Failed`: a `MachineStatusError` constant of openshift/api.
+            pub error_reason: String,
+            pub error_message: String,
+        }
+    }
+}
+
+view! {
+    pub struct NodeRef {
+        optional {
+            pub name: String,
+        }
     }
 }
 
@@ -376,6 +403,7 @@ pub fn local_crds()
     use kube::CustomResourceExt;
     vec![
         MachineSet::crd(),
+        Machine::crd(),
         ControlPlaneMachineSet::crd(),
         MachineConfiguration::crd(),
         Infrastructure::crd(),

@@ -15,8 +15,9 @@ use crate::api::{
     MachineSet, MachineTemplate, ObjectMeta, ProviderSpec,
 };
 use crate::names::{
-    AUTOSCALER_LABELS_ANNOTATION, HISTORY_ANNOTATION, HOT_LOOP_ANNOTATION,
-    LEGACY_OPT_OUT_ANNOTATION, OPT_OUT_ANNOTATION, OS_ID_LABEL, OS_STREAM_LABEL,
+    AUTOSCALER_LABELS_ANNOTATION, BOOT_FAILURE_HOLD_ANNOTATION, HISTORY_ANNOTATION,
+    HOT_LOOP_ANNOTATION, LEGACY_OPT_OUT_ANNOTATION, OPT_OUT_ANNOTATION, OS_ID_LABEL,
+    OS_STREAM_LABEL,
 };
 use crate::plan::stub;
 use crate::platform::{self, Platform};
@@ -367,8 +368,9 @@ cluster_api_object!(
 /// of what the store keeps (`examples/store_footprint.rs`). A rule that reads another
 /// annotation must add it here; the property test `the_watch_keeps_everything_the_planner_reads`
 /// plans every generated object both whole and as stored.
-const ANNOTATIONS_THE_PLANNER_READS: [&str; 6] = [
+const ANNOTATIONS_THE_PLANNER_READS: [&str; 7] = [
     OPT_OUT_ANNOTATION,
+    BOOT_FAILURE_HOLD_ANNOTATION,
     LEGACY_OPT_OUT_ANNOTATION,
     AUTOSCALER_LABELS_ANNOTATION,
     HISTORY_ANNOTATION,
@@ -421,9 +423,16 @@ impl MachineTemplate {
                 metadata.labels = None;
             }
         }
-        self.spec.extra = Default::default();
-        let provider_spec = &mut self.spec.provider_spec;
-        if let Some(Value::Object(spec)) = &mut provider_spec.value {
+        self.spec.keep_only_what_the_rules_read();
+    }
+}
+
+impl crate::api::MachineSpec {
+    /// Of the provider spec, the fields a platform rule or the stub rule reads; Machines are
+    /// trimmed the same way, since the same rules find their boot image.
+    pub fn keep_only_what_the_rules_read(&mut self) {
+        self.extra = Default::default();
+        if let Some(Value::Object(spec)) = &mut self.provider_spec.value {
             spec.retain(|field, _| field == stub::FIELD || platform::read_by_a_rule(field));
             platform::keep_only_what_the_rules_read(spec);
         }

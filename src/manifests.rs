@@ -238,6 +238,7 @@ enum Kind {
     KnownImagesConfigMap,
     Secret,
     Node,
+    Machine,
 }
 
 impl Kind {
@@ -278,6 +279,7 @@ impl Kind {
             }
             ("v1", "Secret") => Kind::Secret,
             ("v1", "Node") => Kind::Node,
+            ("machine.openshift.io/v1beta1", "Machine") => Kind::Machine,
             _ => return None,
         })
     }
@@ -294,6 +296,7 @@ impl Kind {
             Kind::GoldenConfigMap | Kind::KnownImagesConfigMap => "ConfigMap",
             Kind::Secret => "Secret",
             Kind::Node => "Node",
+            Kind::Machine => "Machine",
         }
     }
 }
@@ -456,12 +459,25 @@ impl Objects {
                     let secret: Secret = typed(&key, found)?;
                     cluster.secrets.insert((key.namespace, key.name), secret);
                 }
+                Kind::Machine => {
+                    let machine: crate::api::Machine = typed(&key, found)?;
+                    cluster.boots.machines.push(Arc::new(machine));
+                }
                 Kind::Node => {
                     let meta: ObjectMeta = found
                         .object
                         .get("metadata")
                         .and_then(|m| serde_json::from_value(m.clone()).ok())
                         .unwrap_or_default();
+                    let conditions = found
+                        .object
+                        .pointer("/status/conditions")
+                        .and_then(Value::as_array);
+                    let ready = (conditions.into_iter().flatten()).any(|c| {
+                        c.get("type") == Some(&Value::from("Ready"))
+                            && c.get("status") == Some(&Value::from("True"))
+                    });
+                    cluster.boots.nodes.insert(key.name.clone(), ready);
                     let labels = meta.labels.unwrap_or_default();
                     if CONTROL_PLANE_NODE_LABELS
                         .iter()

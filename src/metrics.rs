@@ -9,6 +9,7 @@ use prometheus::{
 };
 
 use crate::machine_kind::MachineKind;
+use crate::plan::boot_evidence::BootState;
 use crate::plan::{Action, Blocked, Decision};
 use crate::reason::{Category, Reason};
 
@@ -75,6 +76,9 @@ metric_families! {
     VSPHERE_IMPORT_PROGRESS = "boot_image_controller_vsphere_template_import_progress",
         "Percent done of the vSphere template import under way (imports run one at a time; 0 \
          when none)";
+    BOOT_EVIDENCE = "boot_image_controller_boot_evidence_machinesets",
+        "MachineSets on a boot image this controller moved them to, by what their Machines showed \
+         of it since (Unproven, Proven, Failed)";
     /// Same name and meaning as the Machine Config Operator's gauge, so existing alerts and
     /// dashboards keep working after the switch.
     MCC_UPDATE_ERROR = "mcc_bootimage_update_error",
@@ -142,6 +146,8 @@ pub struct Metrics {
     pub ec2_unavailable_regions: IntGauge,
     pub vsphere_imports: IntCounterVec,
     pub vsphere_import_progress: IntGauge,
+    /// Moved MachineSets by the state of their new image (`plan::boot_evidence`).
+    pub boot_evidence: IntGaugeVec,
 }
 
 impl Metrics {
@@ -186,6 +192,7 @@ impl Metrics {
             vsphere_import_progress: r.register(
                 IntGauge::new(VSPHERE_IMPORT_PROGRESS.name, VSPHERE_IMPORT_PROGRESS.help).unwrap(),
             ),
+            boot_evidence: r.family(IntGaugeVec::new, BOOT_EVIDENCE, &["state"]),
             registry: registry.clone(),
         };
         // Process metrics (CPU, memory, file descriptors, start time) under the usual
@@ -217,6 +224,11 @@ impl Metrics {
         for reason in Reason::of(Category::Hold) {
             self.blocked.with_label_values(&[reason.as_str()]).set(0);
         }
+        for state in BootState::ALL {
+            self.boot_evidence
+                .with_label_values(&[state.as_str()])
+                .set(0);
+        }
         for scope in ["all", "some"] {
             self.reconcile_duration.with_label_values(&[scope]);
         }
@@ -245,6 +257,7 @@ impl Metrics {
     ) {
         self.machine_resources.reset();
         self.mcc_update_error.reset();
+        let mut boots = [0; BootState::ALL.len()];
         // Beside another manager the errors are its to report (the MCO exports this gauge
         // itself); ours would raise a second alert for MachineSets we do not update.
         let standing_down = blocked.is_some_and(|b| b.reason.stands_down());
@@ -257,6 +270,12 @@ impl Metrics {
                     .with_label_values(&[d.name.as_str()])
                     .set(1.0);
             }
+            if let Some(evidence) = &d.boot_evidence {
+                boots[evidence.state as usize] += 1;
+            }
+        }
+        for (state, count) in BootState::ALL.into_iter().zip(boots) {
+            (self.boot_evidence.with_label_values(&[state.as_str()])).set(count);
         }
         for reason in Reason::of(Category::Hold) {
             let active = blocked.is_some_and(|b| b.reason == reason);

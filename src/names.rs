@@ -52,6 +52,13 @@ pub const STUB_IGNITION_UPGRADED_AT_ANNOTATION: &str =
 /// replaced, for `revert`. In the data rather than an annotation: must-gather and
 /// `oc adm inspect` blank a secret's data, not its annotations.
 pub const PREVIOUS_USER_DATA_KEY: &str = "boot-image-controller.io-previous-userData";
+/// On a MachineSet whose new boot image failed to boot and was put back: the image it is held
+/// off, and the failure (see `plan::boot_follow`). Removing it lets the image be tried again.
+pub const BOOT_FAILURE_HOLD_ANNOTATION: &str = "boot-image-controller.io/boot-failure-hold";
+/// On the MachineConfiguration: `"true"` or `"false"` overrides `--revert-failed-boot-images`
+/// without a restart.
+pub const REVERT_FAILED_BOOT_IMAGES_ANNOTATION: &str =
+    "boot-image-controller.io/revert-failed-boot-images";
 /// When we patched an object to its current target, for the hot-loop guard.
 pub const HOT_LOOP_ANNOTATION: &str = "boot-image-controller.io/hot-loop";
 /// The cluster autoscaler's scale-from-zero labels; the only place a MachineSet names its arch.

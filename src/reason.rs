@@ -61,6 +61,9 @@ reasons! {
     /// The boot image is older than the golden one (and a spec-2 stub secret, if any, is
     /// upgraded in place first).
     BootImageOutdated: Update,
+    /// The golden image failed to boot on a Machine of this MachineSet: the image it replaced is
+    /// put back (`--revert-failed-boot-images`), and the MachineSet held off the failed one.
+    BootImageReverted: Update,
     UpToDate: UpToDate,
 
     /// The MachineSet carries the opt-out annotation.
@@ -135,6 +138,10 @@ reasons! {
     /// vSphere: the MachineSet's workspace is in none of the Infrastructure's failure domains,
     /// so there is nowhere to import its template; left as it is (the MCO skips it too).
     FailureDomainNotFound: Skip,
+
+    /// The golden image failed to boot here and was reverted: the MachineSet stays on its
+    /// previous image until the golden image changes or the hold annotation is removed.
+    BootImageHeld: Skip,
 
     /// A warning beside a decision: the object uses an annotation key of an earlier release.
     DeprecatedAnnotation: Skip,

@@ -169,6 +169,20 @@ pub fn revert(kind: MachineKind, object: &Value, steps: usize) -> Result<Revert,
     })
 }
 
+/// The values that undo the one change `entry` recorded on `object` (as the controller's
+/// automatic revert of a failed boot image puts them back), each guarded as [`revert`] guards
+/// them; values the change left as they were are not listed.
+pub fn undo_change(
+    kind: MachineKind,
+    object: &Value,
+    entry: &HistoryEntry,
+    described: &str,
+) -> Result<Vec<Restore>, RevertError> {
+    let mut changes = restores(kind, object, std::slice::from_ref(entry), described)?;
+    changes.retain(|c| c.from != c.to);
+    Ok(changes)
+}
+
 /// The values to put back: for each field the undone entries recorded, the `from` of the oldest
 /// of them, guarded by the `to` of the newest (what the object must hold now).
 fn restores(
@@ -622,6 +636,7 @@ mod tests {
                 from: from.into(),
                 to: to.into(),
             }),
+            ..Default::default()
         })
         .unwrap()
     }
@@ -707,6 +722,7 @@ mod tests {
                 }),
                 user_data_secret: None,
                 infrastructure_template: None,
+                ..Default::default()
             };
             let meta: ObjectMeta = serde_json::from_value(object["metadata"].clone()).unwrap();
             let window = jiff::SignedDuration::from_hours(1);

@@ -498,6 +498,7 @@ pub fn scenario(data: &Data, platform: &str, count: usize) -> Option<Scenario> {
     };
     let cluster = ClusterSnapshot {
         infrastructure_templates: Default::default(),
+        boots: Default::default(),
         machine_configuration: Some(typed::<MachineConfiguration>(machine_configuration(
             "cluster",
             Some((MANAGED_LABEL, "true")),

@@ -249,7 +249,8 @@ async fn read_inputs(
     items.extend(machine_resources);
     let cluster_api = &objects.cluster_api_namespace;
     items.extend(read_cluster_api(client, cluster_api, unreadable).await?);
-    items.extend(read_control_plane_nodes(client).await?);
+    items.extend(read_nodes(client).await?);
+    items.extend(read_machines(client, ns).await?);
     Ok(items)
 }
 
@@ -383,15 +384,26 @@ async fn read_stub_secrets(
     Ok(items)
 }
 
-/// Control-plane Nodes by label, as the controller watches them: their architecture is that
-/// of MachineSets that do not declare theirs.
-async fn read_control_plane_nodes(client: &Client) -> Result<Vec<Value>, kube::Error> {
+/// Every Node: the control plane's architecture is that of MachineSets that do not declare
+/// theirs, and a Ready Node proves the boot image of the Machine it belongs to.
+async fn read_nodes(client: &Client) -> Result<Vec<Value>, kube::Error> {
     let node_resource = ApiResource::erase::<Node>(&());
     let nodes: Api<DynamicObject> = Api::all_with(client.clone(), &node_resource);
-    let mut items = Vec::new();
-    for label in names::CONTROL_PLANE_NODE_LABELS {
-        let listed = nodes.list(&ListParams::default().labels(label)).await?;
-        items.extend(listed.items.into_iter().map(|o| typed(&node_resource, o)));
+    let listed = nodes.list(&ListParams::default()).await?;
+    Ok(listed
+        .items
+        .into_iter()
+        .map(|o| typed(&node_resource, o))
+        .collect())
+}
+
+/// The Machines of the machine-API namespace, whose boots show whether new images work; none
+/// where the cluster does not serve them.
+async fn read_machines(client: &Client, ns: &str) -> Result<Vec<Value>, kube::Error> {
+    let resource = ApiResource::erase::<crate::api::Machine>(&());
+    match list(client, &resource, ns).await {
+        Ok(listed) => Ok(listed.readable),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(Vec::new()),
+        Err(e) => Err(e),
     }
-    Ok(items)
 }

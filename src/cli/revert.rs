@@ -662,6 +662,7 @@ mod tests {
                 to: json!("ami-new"),
             }),
             user_data_secret: None,
+            ..Default::default()
         };
         let planned = Revert {
             reverted: vec![entry("2026-03-02T10:00:00Z")],

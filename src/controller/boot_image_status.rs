@@ -248,6 +248,10 @@ fn tally_skip(reason: Reason) -> Tally {
         // enforcement Manual. An opted-out MachineSet keeps whatever image it has, which is
         // exactly what `reconcileSkipped` stands for.
         Reason::OptedOut => Tally::Skipped,
+        // Ours: held on its previous image after the golden one failed to boot here. Upstream
+        // never reverts; the MachineSet is on an image an administrator must look at, as with
+        // `reconcileSkipped`.
+        Reason::BootImageHeld => Tally::Skipped,
         // Ours: EC2 not asked yet or unreachable, a vSphere template on its way. Upstream asks
         // EC2 and imports templates within its sync: a failure there is an error, and until
         // they answer nothing is known.
@@ -282,6 +286,7 @@ fn tally_skip(reason: Reason) -> Tally {
         | Reason::ReportOnly => Tally::Unsettled,
         // Not reasons of a skip; were one to be, leaving the record is the cautious reading.
         Reason::BootImageOutdated
+        | Reason::BootImageReverted
         | Reason::UpToDate
         | Reason::MalformedObject
         | Reason::InfrastructureTemplateMissing

@@ -104,6 +104,16 @@ pub struct RunArgs {
     /// unless this is set.
     #[arg(long, env = "BIC_UPDATE_MACHINE_DEPLOYMENTS")]
     pub update_machine_deployments: bool,
+    /// When a MachineSet's new boot image fails to boot on a Machine it created since the move,
+    /// put back the image it replaced and hold the MachineSet off the failed one. The
+    /// annotation boot-image-controller.io/revert-failed-boot-images ("true" or "false") on the
+    /// MachineConfiguration overrides this without a restart.
+    #[arg(long, env = "BIC_REVERT_FAILED_BOOT_IMAGES")]
+    pub revert_failed_boot_images: bool,
+    /// A Machine on a new boot image whose instance exists but whose Node has not joined this
+    /// long after the Machine was created counts as a failure of the image (e.g. `20m`).
+    #[arg(long, env = "BIC_NODE_JOIN_TIMEOUT", default_value = "20m", value_parser = parse_period)]
+    pub node_join_timeout: Duration,
     /// Extra known CoreOS image references, one per line; re-read when it changes.
     #[arg(long, env = "BIC_KNOWN_IMAGES_FILE")]
     pub known_images_file: Option<PathBuf>,

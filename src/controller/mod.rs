@@ -11,6 +11,7 @@ pub mod lenient;
 
 mod act;
 mod boot_image_status;
+mod boot_watches;
 mod decide;
 mod ec2;
 mod events;
@@ -673,6 +674,9 @@ impl Controller {
             remembered_patches: std::mem::take(&mut self.memory.remembered_patches),
             report_only: self.args.report_only,
             update_machine_deployments: self.args.update_machine_deployments,
+            node_join_limit: SignedDuration::try_from(self.args.node_join_timeout)
+                .unwrap_or(SignedDuration::from_mins(20)),
+            revert_failed_boot_images: self.args.revert_failed_boot_images,
         };
         if let Some(lookups) = &self.ec2 {
             let wanted = ec2::wanted(&observed, &options);

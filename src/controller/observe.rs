@@ -89,6 +89,7 @@ pub(super) async fn observe(
         // they would import.
         vcenter: Default::default(),
         infrastructure_templates: stores.infrastructure_templates(),
+        boots: stores.boots(),
     };
     Observation {
         snapshot,

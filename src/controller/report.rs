@@ -15,6 +15,7 @@ use super::{CONFLICT_RETRY, Controller, MAX_BACKOFF, MIN_BACKOFF, remembered_ima
 use crate::golden_stream::GoldenConfig;
 use crate::machine_kind::MachineKind;
 use crate::names::{LEGACY_PAUSE_ANNOTATION, PAUSE_ANNOTATION};
+use crate::plan::boot_evidence::BootState;
 use crate::plan::{self, Action, Blocked, Decision};
 use crate::reason::Reason;
 
@@ -52,7 +53,13 @@ impl Controller {
             if updated {
                 // Queued for the Event task, which sends after the wave: Events never delay a
                 // rollout or its status.
-                self.events.publish(&reported, &UPDATED);
+                let notice = match reported.reason {
+                    Reason::BootImageReverted => &REVERTED,
+                    _ => &UPDATED,
+                };
+                self.events.publish(&reported, notice);
+            } else if self.newly_failed_to_boot(&reported) {
+                self.events.publish(&reported, &FAILED_TO_BOOT);
             } else if self.entered_error(&reported) {
                 self.events
                     .publish(&reported, &error_notice(reported.reason));
@@ -156,6 +163,20 @@ impl Controller {
 
     /// Whether `reported` is an error it was not in before; such errors are logged and counted
     /// once, not on every retry.
+    /// Whether `reported` is the first decision to say that its new image failed to boot; the
+    /// failure is logged then, once.
+    fn newly_failed_to_boot(&self, reported: &Decision) -> bool {
+        let failed =
+            |d: &Decision| (d.boot_evidence.as_ref()).is_some_and(|e| e.state == BootState::Failed);
+        let previous = self.memory.decision(&reported.key());
+        let newly = failed(reported) && !previous.is_some_and(failed);
+        if newly {
+            let kind = reported.kind.label();
+            warn!(kind, name = %reported.name, message = %reported.message, "new boot image failed to boot");
+        }
+        newly
+    }
+
     fn entered_error(&self, reported: &Decision) -> bool {
         if reported.action != Action::Error {
             return false;
@@ -195,7 +216,15 @@ impl Controller {
             }
             // An update's retry, if any, was scheduled from its outcome.
             Action::Update => {}
-            Action::Skip | Action::UpToDate => *retry = None,
+            // A Machine waiting for its Node fails the image once the join limit passes:
+            // looked at again then, whatever else happens meanwhile.
+            Action::Skip | Action::UpToDate => {
+                let look_again = (reported.boot_evidence.as_ref()).and_then(|e| e.look_again_at);
+                *retry = look_again.map(|at| {
+                    let wait = at.duration_since(Timestamp::now()).unsigned_abs();
+                    (0, Instant::now() + wait + BOOT_LOOK_AGAIN_MARGIN)
+                });
+            }
         }
     }
 
@@ -255,6 +284,22 @@ const DEPRECATED: Notice = Notice {
     type_: "Warning",
     reason: "DeprecatedAnnotation",
     action: "PlanBootImage",
+};
+
+/// Past a Machine's join limit before it is looked at again, so that the limit has passed by
+/// the clock the planner reads.
+const BOOT_LOOK_AGAIN_MARGIN: std::time::Duration = std::time::Duration::from_secs(1);
+
+const REVERTED: Notice = Notice {
+    type_: "Warning",
+    reason: "BootImageReverted",
+    action: "RevertBootImage",
+};
+
+const FAILED_TO_BOOT: Notice = Notice {
+    type_: "Warning",
+    reason: "BootImageFailedToBoot",
+    action: "FollowBootImage",
 };
 
 const UPDATED: Notice = Notice {

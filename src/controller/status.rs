@@ -15,6 +15,7 @@ use serde_json::json;
 use crate::api::{Condition, MachineConfiguration, Time};
 use crate::api_client;
 use crate::machine_kind::MachineKind;
+use crate::plan::boot_evidence::{BootEvidence, BootState};
 use crate::plan::{Action, Blocked, Decision, friendly_duration};
 use crate::reason::Reason;
 
@@ -123,6 +124,7 @@ pub fn desired(input: &StatusInput<'_>) -> Vec<Desired> {
         degraded(input),
         paused(input.paused),
         held_too_long(input),
+        boot_failures(input),
         stood_down(None),
     ]
 }
@@ -148,6 +150,59 @@ fn held_too_long(input: &StatusInput<'_>) -> Desired {
             "no gate has held boot image updates longer than its limit",
         ),
     }
+}
+
+/// Ours alone: whether a golden image failed to boot on a Machine of a MachineSet we moved
+/// (`plan::boot_evidence`). Never `BootImageUpdateDegraded`: the MCO's operator would turn that
+/// into a Degraded ClusterOperator, and the image that failed may well have been reverted.
+pub const BOOT_FAILED: &str = "BootImageFailedToBoot";
+
+fn boot_failures(input: &StatusInput<'_>) -> Desired {
+    let followed: Vec<(&Decision, &BootEvidence)> = (input.decisions.iter())
+        .filter_map(|d| Some((*d, d.boot_evidence.as_ref()?)))
+        .collect();
+    let count = |state| followed.iter().filter(|(_, e)| e.state == state).count();
+    let failed: Vec<String> = (followed.iter())
+        .filter(|(_, e)| e.state == BootState::Failed)
+        .map(|(d, e)| {
+            let reverted = match d.reason {
+                Reason::BootImageReverted | Reason::BootImageHeld => "; reverted and held",
+                _ => "",
+            };
+            let what = bounded(&e.describe(), QUOTED_MESSAGE_LIMIT);
+            format!("{} {} ({what}{reverted})", d.kind, d.name)
+        })
+        .collect();
+    if failed.is_empty() {
+        let message = format!(
+            "no new boot image failed to boot: {} moved MachineSet(s) proven by a Machine, {} \
+             waiting for one",
+            count(BootState::Proven),
+            count(BootState::Unproven)
+        );
+        return Desired::new(BOOT_FAILED, Some(false), "NoBootFailure", message);
+    }
+    let mut message = format!(
+        "new boot images failed to boot on {} MachineSet(s): ",
+        failed.len()
+    );
+    message.push_str(
+        &failed
+            .iter()
+            .take(NAMED_ERRORS)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("; "),
+    );
+    if failed.len() > NAMED_ERRORS {
+        let _ = write!(message, "; and {} more", failed.len() - NAMED_ERRORS);
+    }
+    Desired::new(
+        BOOT_FAILED,
+        Some(true),
+        "BootImageFailed",
+        bounded(&message, MESSAGE_LIMIT),
+    )
 }
 
 fn stood_down(blocked: Option<&Blocked>) -> Desired {

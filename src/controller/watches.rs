@@ -19,6 +19,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::mpsc::UnboundedSender;
 use tracing::{info, warn};
 
+use super::boot_watches::BootStores;
 use super::config::RunArgs;
 use super::lenient::Lenient;
 use super::remembered_images;
@@ -57,6 +58,8 @@ pub struct Stores {
     remembered: Mutex<Option<(String, KnownImages)>>,
     /// Where the cluster serves Cluster API MachineSets and AWS machine templates.
     cluster_api: Option<ClusterApiStores>,
+    /// Machines and Nodes, for the evidence that new boot images boot.
+    boots: BootStores,
 }
 
 struct ClusterApiStores {
@@ -75,7 +78,7 @@ struct ClusterApiStores {
 const LIST_PAGE_SIZE: u32 = 10;
 
 /// How the machine resources and templates are watched: a small first page.
-fn paged() -> watcher::Config {
+pub(super) fn paged() -> watcher::Config {
     watcher::Config::default().page_size(LIST_PAGE_SIZE)
 }
 
@@ -154,6 +157,7 @@ pub async fn start(
             spawn_singleton(api, name, &tx, resource_version)
         },
         remembered: Mutex::default(),
+        boots: BootStores::start(client, ns, &tx),
     }
 }
 
@@ -481,6 +485,7 @@ impl Stores {
         let _ = self.golden.wait_until_ready().await;
         let _ = self.infrastructure.wait_until_ready().await;
         let _ = self.known_images.wait_until_ready().await;
+        self.boots.wait_until_ready().await;
         if let Some(cluster_api) = &self.cluster_api {
             let _ = cluster_api.machine_sets.wait_until_ready().await;
             let _ = cluster_api.machine_deployments.wait_until_ready().await;
@@ -527,6 +532,10 @@ impl Stores {
             .flat_map(Store::state)
             .collect();
         node_archs(&nodes)
+    }
+
+    pub fn boots(&self) -> crate::plan::boot_evidence::Boots {
+        self.boots.boots()
     }
 
     pub fn machine_sets(&self) -> Vec<Arc<Lenient<MachineSet>>> {

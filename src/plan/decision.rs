@@ -7,6 +7,7 @@ use json_patch::Patch;
 use serde::Serialize;
 use serde_json::Value;
 
+use super::boot_evidence::BootEvidence;
 use super::cluster_api_templates::TemplateCopy;
 use super::history::{self, HistoryEntry};
 use super::stub::StubUpgrade;
@@ -143,6 +144,10 @@ pub struct Decision {
     /// Something the decision worked around and an administrator should know of.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub warning: Option<Warning>,
+    /// Of a MachineSet moved to a new image: whether its Machines showed that the image boots
+    /// (see `plan::boot_evidence`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub boot_evidence: Option<BootEvidence>,
 }
 
 /// A reason and message reported as a Warning beside the decision.
@@ -178,6 +183,7 @@ impl Decision {
             last_change: None,
             recorded: None,
             warning: None,
+            boot_evidence: None,
         }
     }
 
@@ -204,6 +210,7 @@ impl Decision {
         if self.action != Action::Update {
             return;
         }
+        let reverted = self.reason == Reason::BootImageReverted;
         self.action = Action::UpToDate;
         self.reason = Reason::UpToDate;
         if let Some(recorded) = self.recorded.take() {
@@ -217,6 +224,12 @@ impl Decision {
             current_message(self.boot_image.current.as_ref()),
             self.warning.as_ref(),
         );
+        if reverted {
+            // As the next plan sees it: held off the image that failed.
+            self.action = Action::Skip;
+            self.reason = Reason::BootImageHeld;
+            self.message = format!("{}; held off the image that failed to boot", self.message);
+        }
     }
 
     pub fn key(&self) -> ObjectKey {

@@ -13,6 +13,7 @@ use json_patch::Patch;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::boot_evidence::BootEvidence;
 use super::patch::{Guarded, annotation, set_annotations};
 use crate::api::ObjectMeta;
 pub use crate::names::{HISTORY_ANNOTATION, HOT_LOOP_ANNOTATION};
@@ -22,7 +23,7 @@ use crate::platform::display_image;
 pub const HISTORY_LIMIT: usize = 5;
 
 /// One recorded change of a machine resource.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct HistoryEntry {
     /// RFC 3339 time of the patch.
@@ -40,6 +41,13 @@ pub struct HistoryEntry {
     /// The infrastructure template a Cluster API MachineSet was moved between.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub infrastructure_template: Option<Change<String>>,
+    /// Of a move to a new boot image: whether Machines showed that it boots, once they did
+    /// (see `plan::boot_evidence`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_evidence: Option<BootEvidence>,
+    /// Of a change that put back the image a move replaced: the failure it answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reverted_after: Option<BootEvidence>,
 }
 
 impl HistoryEntry {
@@ -218,6 +226,31 @@ pub fn record_ops(
     }
 }
 
+/// Adds to `patch` the operations that settle the newest entry's `bootEvidence` and, for a
+/// revert, append `revert` after it, in one guarded replace of the annotation as it was read.
+pub fn record_boot_ops(
+    patch: &mut Patch,
+    meta: &ObjectMeta,
+    evidence: &BootEvidence,
+    revert: Option<&HistoryEntry>,
+) {
+    let Some(old) = annotation_of(meta, HISTORY_ANNOTATION) else {
+        return;
+    };
+    let mut entries = history_entries(meta);
+    let Some(Value::Object(newest)) = entries.last_mut() else {
+        return;
+    };
+    let settled = serde_json::to_value(evidence).unwrap_or_default();
+    newest.insert("bootEvidence".into(), settled);
+    if let Some(revert) = revert {
+        entries = kept_entries(entries);
+        entries.push(serde_json::to_value(revert).unwrap_or_default());
+    }
+    let history = Value::Array(entries).to_string();
+    patch.guarded_replace(annotation(HISTORY_ANNOTATION), old, history);
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
@@ -239,6 +272,7 @@ mod tests {
                 to: "ami-new".into(),
             }),
             user_data_secret: None,
+            ..Default::default()
         }
     }
 

@@ -7,6 +7,8 @@
 //! DESIGN.md section 2 in order ([`rules`]), and the first rule that applies decides.
 
 mod amis;
+pub mod boot_evidence;
+mod boot_follow;
 pub mod cluster_api_templates;
 mod decision;
 mod gates;
@@ -67,6 +69,8 @@ pub struct ClusterSnapshot {
     /// The infrastructure machine templates of the Cluster API namespace, which Cluster API
     /// MachineSets reference.
     pub infrastructure_templates: cluster_api_templates::Templates,
+    /// The Machines and Nodes that show whether moved MachineSets' new images boot.
+    pub boots: boot_evidence::Boots,
 }
 
 #[derive(Clone, Debug)]
@@ -87,6 +91,12 @@ pub struct Options {
     /// Update Cluster API MachineDeployments too (`--update-machine-deployments`), knowing that
     /// a new template rolls every one of their machines.
     pub update_machine_deployments: bool,
+    /// A Machine whose instance exists but whose Node has not joined this long after it was
+    /// created fails its image (`--node-join-timeout`).
+    pub node_join_limit: SignedDuration,
+    /// Put back the image a move replaced when the new one fails to boot
+    /// (`--revert-failed-boot-images`; the MachineConfiguration's annotation overrides it).
+    pub revert_failed_boot_images: bool,
 }
 
 impl Default for Options {
@@ -99,6 +109,8 @@ impl Default for Options {
             remembered_patches: HashMap::new(),
             report_only: false,
             update_machine_deployments: false,
+            node_join_limit: SignedDuration::from_mins(20),
+            revert_failed_boot_images: false,
         }
     }
 }
@@ -255,7 +267,11 @@ impl<'a> Planner<'a> {
         };
         let mut decision = match &self.state {
             Err(blocked) => subject.decision(Action::Skip, blocked.reason, blocked.message.clone()),
-            Ok(ready) => self.decide_readable(&subject, ready),
+            Ok(ready) => {
+                let mut decided = self.decide_readable(&subject, ready);
+                self.follow_boot(&subject, ready, &mut decided);
+                decided
+            }
         };
         decision.uid = subject.meta.uid.clone();
         decision.last_change = history::last_change(subject.meta);

@@ -19,8 +19,8 @@ use crate::arch::Arch;
 use crate::golden_stream::{DEFAULT_OS_STREAM, GoldenStream};
 use crate::machine_kind::{Authority, MachineKind, MachineObject};
 use crate::names::{
-    AUTOSCALER_LABELS_ANNOTATION, HOT_LOOP_ANNOTATION, LEGACY_OPT_OUT_ANNOTATION,
-    OPT_OUT_ANNOTATION, OPT_OUT_VALUE, OS_ID_LABEL, OS_STREAM_LABEL,
+    AUTOSCALER_LABELS_ANNOTATION, BOOT_FAILURE_HOLD_ANNOTATION, HOT_LOOP_ANNOTATION,
+    LEGACY_OPT_OUT_ANNOTATION, OPT_OUT_ANNOTATION, OPT_OUT_VALUE, OS_ID_LABEL, OS_STREAM_LABEL,
 };
 use crate::platform::vsphere::{self, TemplateRequest};
 use crate::platform::{ImageOutcome, Input, Platform, PlatformRule, RuleContext, display_image};
@@ -28,9 +28,9 @@ use crate::reason::Reason;
 
 /// The parts of a machine resource the rules look at.
 pub(super) struct Subject<'a> {
-    kind: MachineKind,
+    pub kind: MachineKind,
     pub meta: &'a ObjectMeta,
-    template: Option<&'a MachineTemplate>,
+    pub template: Option<&'a MachineTemplate>,
     authority: Authority,
     /// Of a Cluster API MachineSet: its infrastructure template, or why it cannot be judged.
     infrastructure: Option<&'a Result<TemplateView<'a>, Unjudgeable>>,
@@ -60,7 +60,7 @@ impl<'a> Subject<'a> {
         }
     }
 
-    fn namespace(&self) -> &'a str {
+    pub fn namespace(&self) -> &'a str {
         self.meta.namespace.as_deref().unwrap_or_default()
     }
 
@@ -69,7 +69,7 @@ impl<'a> Subject<'a> {
         Decision::new(self.kind, self.namespace(), name, action, reason, message)
     }
 
-    fn annotation(&self, key: &str) -> Option<&'a str> {
+    pub fn annotation(&self, key: &str) -> Option<&'a str> {
         self.meta.annotations.as_ref()?.get(key).map(String::as_str)
     }
 
@@ -81,7 +81,7 @@ impl<'a> Subject<'a> {
         self.template?.metadata.as_ref()?.labels.as_ref()
     }
 
-    fn provider_spec(&self) -> Option<&'a ProviderSpec> {
+    pub fn provider_spec(&self) -> Option<&'a ProviderSpec> {
         Some(&self.template?.spec.provider_spec)
     }
 }
@@ -540,6 +540,10 @@ impl Planner<'_> {
         decided: &mut Decision,
     ) {
         decided.reason = Reason::BootImageOutdated;
+        if self.held_after_boot_failure(subject, decided) {
+            decided.withdraw_writes();
+            return;
+        }
         let target_key = decided.target_key();
         let (now, window) = (self.options.now, self.options.hot_loop_window);
         let remembered =
@@ -579,9 +583,12 @@ impl Planner<'_> {
                     to: t.to.clone(),
                 }
             }),
+            ..Default::default()
         };
         let patch = &mut decided.patch;
         history::record_ops(patch, subject.meta, &recorded, &target_key, now, window);
+        // A hold on an earlier golden image ends with the move to a newer one.
+        remove_annotation(patch, subject.meta, BOOT_FAILURE_HOLD_ANNOTATION);
         if let Some(copy) = &decided.infrastructure_template {
             cluster_api_templates::record_copy(&mut decided.patch, subject.meta, &copy.to);
         }

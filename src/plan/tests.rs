@@ -1504,6 +1504,7 @@ fn reverted_at(
             stream: "rhcos-4.21".to_string(),
             boot_image: first.boot_image.change(),
             user_data_secret: first.user_data_secret.change(),
+            ..Default::default()
         };
         let window = options().hot_loop_window;
         let mut ops = Patch::default();
@@ -1767,6 +1768,7 @@ fn an_applied_update_reports_what_planning_the_patched_object_decides() {
             }),
             user_data_secret: None,
             infrastructure_template: None,
+            ..Default::default()
         }];
         let history = serde_json::to_string(&history).unwrap();
         let ms = change(machine_set("worker-a").annotate(history::HISTORY_ANNOTATION, &history))
@@ -1863,6 +1865,7 @@ fn the_history_entry_records_what_changed_and_why() {
                 to: json!(AMI_US_EAST_1),
             }),
             user_data_secret: None,
+            ..Default::default()
         }
     );
 }
@@ -1890,6 +1893,7 @@ fn the_last_change_comes_from_the_history_annotation() {
             to: json!(AMI_PREVIOUS),
         }),
         user_data_secret: None,
+        ..Default::default()
     };
     let newer = HistoryEntry {
         time: "2026-01-11T00:00:00Z".into(),

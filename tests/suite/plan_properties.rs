@@ -185,6 +185,7 @@ impl ClusterCase {
         }
         ClusterSnapshot {
             infrastructure_templates: Default::default(),
+            boots: Default::default(),
             machine_configuration: Some(from_json::<MachineConfiguration>(mc)),
             infrastructure: Some(from_json::<Infrastructure>(json!({
                 "apiVersion": "config.openshift.io/v1", "kind": "Infrastructure",

@@ -1,0 +1,151 @@
+//! The watches behind `plan::boot_evidence`: the Machines of the machine-API namespace and the
+//! readiness of every Node, each kept trimmed to what the evidence reads.
+//!
+//! A Machine's event re-plans the MachineSet that created it; a Node's re-plans everything, and
+//! only when some Node's readiness changed (kubelets update their Node every few seconds).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, NodeStatus};
+use kube::api::Api;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use tokio::sync::mpsc::UnboundedSender;
+
+use super::watch_backoff::retried;
+use super::watches::{Trigger, paged};
+use crate::api::{Machine, ObjectMeta};
+use crate::machine_kind::MachineKind;
+use crate::plan::ObjectKey;
+use crate::plan::boot_evidence::Boots;
+
+pub(super) struct BootStores {
+    machines: Store<Machine>,
+    nodes: Store<Node>,
+}
+
+impl BootStores {
+    pub fn start(client: &kube::Client, namespace: &str, tx: &UnboundedSender<Trigger>) -> Self {
+        BootStores {
+            machines: spawn_machines(Api::namespaced(client.clone(), namespace), tx.clone()),
+            nodes: spawn_nodes(Api::all(client.clone()), tx.clone()),
+        }
+    }
+
+    pub async fn wait_until_ready(&self) {
+        let _ = self.machines.wait_until_ready().await;
+        let _ = self.nodes.wait_until_ready().await;
+    }
+
+    pub fn boots(&self) -> Boots {
+        Boots {
+            machines: self.machines.state(),
+            nodes: readiness(&self.nodes.state()),
+        }
+    }
+}
+
+fn spawn_machines(api: Api<Machine>, tx: UnboundedSender<Trigger>) -> Store<Machine> {
+    let (store, writer) = reflector::store();
+    let stream = watcher(api, paged())
+        .modify(keep_only_what_the_evidence_reads)
+        .reflect(writer);
+    let stream = retried("Machines", stream);
+    tokio::spawn(async move {
+        futures::pin_mut!(stream);
+        while let Some(event) = stream.next().await {
+            let triggers: Vec<Trigger> = match event {
+                Ok(watcher::Event::Apply(m) | watcher::Event::Delete(m)) => {
+                    owners(&m.metadata).map(Trigger::One).collect()
+                }
+                Ok(watcher::Event::InitDone) => vec![Trigger::All],
+                Ok(_) | Err(_) => continue,
+            };
+            for trigger in triggers {
+                if tx.send(trigger).is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    store
+}
+
+/// The MachineSets a Machine names as its owner.
+fn owners(meta: &ObjectMeta) -> impl Iterator<Item = ObjectKey> + '_ {
+    let owners = meta.owner_references.as_deref().unwrap_or_default();
+    (owners.iter())
+        .filter(|o| o.kind == MachineKind::MachineSet.kind())
+        .map(|o| ObjectKey {
+            kind: MachineKind::MachineSet,
+            name: o.name.clone(),
+        })
+}
+
+/// Owner, creation time, provider spec (as far as a platform rule reads it) and the status
+/// the evidence reads: a Machine's status carries the provider's whole instance status.
+fn keep_only_what_the_evidence_reads(machine: &mut Machine) {
+    let meta = &mut machine.metadata;
+    (meta.managed_fields, meta.annotations, meta.labels) = (None, None, None);
+    machine.spec.keep_only_what_the_rules_read();
+    if let Some(status) = &mut machine.status {
+        status.extra = Default::default();
+        if let Some(node) = &mut status.node_ref {
+            node.extra = Default::default();
+        }
+    }
+}
+
+fn spawn_nodes(api: Api<Node>, tx: UnboundedSender<Trigger>) -> Store<Node> {
+    let (store, writer) = reflector::store();
+    let stream = watcher(api, paged())
+        .modify(keep_only_readiness)
+        .reflect(writer);
+    let stream = retried("Nodes", stream);
+    let reader = store.clone();
+    tokio::spawn(async move {
+        futures::pin_mut!(stream);
+        let mut last = None;
+        while let Some(event) = stream.next().await {
+            if event.is_err() {
+                continue;
+            }
+            let current = readiness(&reader.state());
+            if last.as_ref() != Some(&current) {
+                last = Some(current);
+                if tx.send(Trigger::All).is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    store
+}
+
+/// A Node's name and Ready condition; its images, addresses and capacity go.
+fn keep_only_readiness(node: &mut Node) {
+    let meta = &mut node.metadata;
+    (meta.managed_fields, meta.annotations, meta.labels) = (None, None, None);
+    node.spec = None;
+    let conditions = (node.status.take())
+        .and_then(|s| s.conditions)
+        .map(|c| c.into_iter().filter(|c| c.type_ == "Ready").collect());
+    node.status = Some(NodeStatus {
+        conditions,
+        ..Default::default()
+    });
+}
+
+fn readiness(nodes: &[Arc<Node>]) -> BTreeMap<String, bool> {
+    nodes
+        .iter()
+        .map(|n| {
+            let conditions = (n.status.as_ref()).and_then(|s| s.conditions.as_deref());
+            let ready = (conditions.unwrap_or_default().iter())
+                .any(|c| c.type_ == "Ready" && c.status == "True");
+            (n.metadata.name.clone().unwrap_or_default(), ready)
+        })
+        .collect()
+}

@@ -1,0 +1,271 @@
+//! Whether a moved MachineSet's new boot image boots, judged from the Machines it created since.
+//!
+//! Nothing else checks this: when a golden image does not boot in a region, on a VM size or with
+//! a custom stub, the next scale-up fails and nobody connects the failure with the change. A
+//! Machine the MachineSet created after the move, with the new image, is evidence:
+//! - it **proves** the image once its Node is Ready;
+//! - it **fails** the image when the Machine API gives up on it (`Failed`) for a reason that
+//!   points at the image (see [`image_failure`]), or when its instance exists but no Node joins
+//!   within the limit (`--node-join-timeout`): the usual sign of an Ignition failure;
+//! - anything else (quota, capacity, instance type, credentials, a Machine still provisioning)
+//!   is not counted either way.
+//!
+//! One proving Machine settles the image for good, whatever other Machines do later: a boot that
+//! worked once shows the image boots, and one that failed may have been that machine's. The
+//! settled result is written into the move's history entry, so that it survives restarts and
+//! the deletion of the Machines it came from.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use jiff::{SignedDuration, Timestamp};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::history::HistoryEntry;
+use crate::api::{Machine, ObjectMeta};
+use crate::platform::image_locations;
+
+/// What the cluster shows of Machines and Nodes, for [`judge`].
+#[derive(Clone, Debug, Default)]
+pub struct Boots {
+    /// The Machines of the machine-API namespace, trimmed to what [`judge`] reads.
+    pub machines: Vec<Arc<Machine>>,
+    /// Every Node by name, and whether it is Ready.
+    pub nodes: BTreeMap<String, bool>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum BootState {
+    /// No Machine has shown either way yet.
+    Unproven,
+    Proven,
+    Failed,
+}
+
+impl BootState {
+    pub const ALL: [BootState; 3] = [BootState::Unproven, BootState::Proven, BootState::Failed];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BootState::Unproven => "Unproven",
+            BootState::Proven => "Proven",
+            BootState::Failed => "Failed",
+        }
+    }
+
+    /// Proven and failed are final: no later Machine changes them.
+    pub fn settled(self) -> bool {
+        self != BootState::Unproven
+    }
+}
+
+/// What the Machines showed of a moved MachineSet's new image.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BootEvidence {
+    pub state: BootState,
+    /// The Machine that settled it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<String>,
+    /// When the controller saw it settle (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<String>,
+    /// Of a failure: what went wrong, as the Machine API said it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Of an unproven image: when a Machine that waits for its Node passes the join limit, and
+    /// so when to look again.
+    #[serde(skip)]
+    pub look_again_at: Option<Timestamp>,
+}
+
+impl BootEvidence {
+    fn unproven(look_again_at: Option<Timestamp>) -> Self {
+        BootEvidence {
+            state: BootState::Unproven,
+            machine: None,
+            time: None,
+            reason: None,
+            look_again_at,
+        }
+    }
+
+    /// For people: `proven by Machine m at t`, `failed on Machine m: why`, `unproven`.
+    pub fn describe(&self) -> String {
+        let machine = self.machine.as_deref().unwrap_or("?");
+        match self.state {
+            BootState::Unproven => "no Machine created since has booted it yet".into(),
+            BootState::Proven => format!(
+                "proven: Machine {machine} booted it and its Node is Ready ({})",
+                self.time.as_deref().unwrap_or("?")
+            ),
+            BootState::Failed => format!(
+                "failed on Machine {machine}: {}",
+                self.reason.as_deref().unwrap_or("?")
+            ),
+        }
+    }
+}
+
+/// What one Machine shows.
+enum Verdict {
+    Proves,
+    Fails(String),
+    /// Still on its way, or failed for a reason that is not the image's; with the time at which
+    /// it would fail the join limit, if it waits for its Node.
+    Open(Option<Timestamp>),
+}
+
+/// The evidence so far for the move `moved` of the MachineSet `owner` (whose history's newest
+/// entry it is): from the Machines `owner` created at or after the move that boot its new image.
+pub fn judge(
+    owner: &ObjectMeta,
+    moved: &HistoryEntry,
+    boots: &Boots,
+    now: Timestamp,
+    join_limit: SignedDuration,
+) -> BootEvidence {
+    let (Some(change), Ok(moved_at)) = (&moved.boot_image, moved.time.parse::<Timestamp>()) else {
+        return BootEvidence::unproven(None);
+    };
+    // creationTimestamp has whole seconds: a Machine created in the second of the move counts,
+    // and one created just before it is told apart by its image.
+    let since = Timestamp::from_second(moved_at.as_second()).unwrap_or(moved_at);
+    let mut evidence: Vec<(&Machine, Verdict)> = (boots.machines.iter())
+        .map(Arc::as_ref)
+        .filter(|m| created_by(m, owner))
+        .filter(|m| (m.metadata.creation_timestamp.as_ref()).is_some_and(|t| t.0 >= since))
+        .filter(|m| boots_image(m, &change.to))
+        .map(|m| (m, verdict(m, &boots.nodes, now, join_limit)))
+        .collect();
+    // Oldest first, so that the Machine named is the same from one pass to the next.
+    evidence.sort_by_key(|(m, _)| {
+        (
+            m.metadata.creation_timestamp.clone(),
+            m.metadata.name.clone(),
+        )
+    });
+    let name = |m: &Machine| m.metadata.name.clone().unwrap_or_default();
+    let time = Some(now.to_string());
+    if let Some((m, _)) = evidence.iter().find(|(_, v)| matches!(v, Verdict::Proves)) {
+        let (machine, reason) = (Some(name(m)), None);
+        let state = BootState::Proven;
+        return BootEvidence {
+            state,
+            machine,
+            time,
+            reason,
+            look_again_at: None,
+        };
+    }
+    if let Some((m, Verdict::Fails(why))) = evidence
+        .iter()
+        .find(|(_, v)| matches!(v, Verdict::Fails(_)))
+    {
+        let (machine, reason) = (Some(name(m)), Some(why.clone()));
+        let state = BootState::Failed;
+        return BootEvidence {
+            state,
+            machine,
+            time,
+            reason,
+            look_again_at: None,
+        };
+    }
+    let next = (evidence.iter())
+        .filter_map(|(_, v)| match v {
+            Verdict::Open(at) => *at,
+            _ => None,
+        })
+        .min();
+    BootEvidence::unproven(next)
+}
+
+/// Whether the MachineSet `owner` created `machine`: the MachineSet controller sets itself as
+/// the Machine's controller owner (openshift/machine-api-operator,
+/// pkg/controller/machineset/controller.go, `createMachine`:
+/// `OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(machineSet, ...)}`).
+fn created_by(machine: &Machine, owner: &ObjectMeta) -> bool {
+    let owners = machine
+        .metadata
+        .owner_references
+        .as_deref()
+        .unwrap_or_default();
+    owners.iter().any(|o| {
+        o.kind == "MachineSet"
+            && Some(&o.name) == owner.name.as_ref()
+            && owner.uid.as_ref().is_none_or(|uid| *uid == o.uid)
+    })
+}
+
+/// Whether `machine` boots `image`: its provider spec holds it where its platform keeps it.
+pub fn boots_image(machine: &Machine, image: &Value) -> bool {
+    let spec = machine.spec.provider_spec.value.as_ref();
+    spec.and_then(|spec| image_locations(spec, image))
+        .is_some_and(|places| places.iter().any(|(_, held)| held == image))
+}
+
+fn verdict(
+    machine: &Machine,
+    nodes: &BTreeMap<String, bool>,
+    now: Timestamp,
+    join_limit: SignedDuration,
+) -> Verdict {
+    let status = machine.status.clone().unwrap_or_default();
+    let node = status.node_ref.and_then(|n| n.name);
+    if node.as_ref().and_then(|n| nodes.get(n)) == Some(&true) {
+        return Verdict::Proves;
+    }
+    match status.phase.as_deref() {
+        Some("Failed") => {
+            let (reason, message) = (
+                status.error_reason.as_deref().unwrap_or_default(),
+                status.error_message.as_deref().unwrap_or_default(),
+            );
+            match image_failure(reason, message) {
+                Some(cause) => Verdict::Fails(format!("{cause} ({reason}: {message})")),
+                None => Verdict::Open(None),
+            }
+        }
+        // The instance exists (the Machine API sets `Provisioned` once the cloud reports it,
+        // and `Running` once the node link controller set the nodeRef): a Node that never
+        // joins means the instance never got as far as the kubelet.
+        Some("Provisioned") if node.is_none() => {
+            let Some(created) = machine.metadata.creation_timestamp.as_ref() else {
+                return Verdict::Open(None);
+            };
+            let deadline = created.0 + join_limit;
+            if now >= deadline {
+                Verdict::Fails(format!(
+                    "its instance was created but no Node joined within {}: the usual sign of \
+                     an Ignition failure",
+                    super::friendly_duration(join_limit)
+                ))
+            } else {
+                Verdict::Open(Some(deadline))
+            }
+        }
+        _ => Verdict::Open(None),
+    }
+}
+
+/// Why a `Failed` Machine's error points at its boot image, or `None` when it does not (quota,
+/// capacity, instance type, credentials, networking: those say nothing of the image).
+pub fn image_failure(reason: &str, message: &str) -> Option<&'static str> {
+    IMAGE_FAILURES
+        .iter()
+        .find(|f| f.reason.is_none_or(|r| r == reason) && message.contains(f.pattern))
+        .map(|f| f.meaning)
+}
+
+/// An error of a Machine API provider that names the boot image.
+struct ImageFailure {
+    /// The `errorReason` it comes with, when that is certain.
+    reason: Option<&'static str>,
+    /// A piece of the `errorMessage` only that error has.
+    pattern: &'static str,
+    meaning: &'static str,
+}
+
+const IMAGE_FAILURES: &[ImageFailure] = &[];
