@@ -49,7 +49,7 @@ pki="$state_dir/pki"
 # Upstream CRDs read in place. The MachineSet CRD is the TechPreview variant: a superset of the
 # default one with spec/status.authoritativeAPI (MachineAPIMigration), which the controller
 # reads.
-upstream_crds=(machineset-techpreview controlplanemachineset machineconfiguration infrastructure clusterversion)
+upstream_crds=(machineset-techpreview machine controlplanemachineset machineconfiguration infrastructure clusterversion)
 namespaces=(openshift-machine-api openshift-machine-config-operator openshift-cluster-api)
 
 log() { echo "local-cluster: $*" >&2; }

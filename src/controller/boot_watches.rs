@@ -9,10 +9,11 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, NodeStatus};
-use kube::api::Api;
+use kube::api::{Api, ListParams};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::mpsc::UnboundedSender;
+use tracing::{info, warn};
 
 use super::watch_backoff::retried;
 use super::watches::{Trigger, paged};
@@ -22,26 +23,51 @@ use crate::plan::ObjectKey;
 use crate::plan::boot_evidence::Boots;
 
 pub(super) struct BootStores {
-    machines: Store<Machine>,
+    /// `None` where Machines cannot be listed: then no image is proven or failed.
+    machines: Option<Store<Machine>>,
     nodes: Store<Node>,
 }
 
 impl BootStores {
-    pub fn start(client: &kube::Client, namespace: &str, tx: &UnboundedSender<Trigger>) -> Self {
+    pub async fn start(
+        client: &kube::Client,
+        namespace: &str,
+        tx: &UnboundedSender<Trigger>,
+    ) -> Self {
+        let api: Api<Machine> = Api::namespaced(client.clone(), namespace);
+        let machines = match api.list_metadata(&ListParams::default().limit(1)).await {
+            Err(kube::Error::Api(e)) if e.code == 404 => {
+                info!("Machines are not served; new boot images are not followed");
+                None
+            }
+            // RBAC of an earlier release of this controller, which did not read Machines.
+            Err(kube::Error::Api(e)) if e.code == 403 => {
+                warn!(
+                    namespace,
+                    "not allowed to list Machines; new boot images are not followed (apply this release's RBAC)"
+                );
+                None
+            }
+            _ => Some(spawn_machines(api, tx.clone())),
+        };
         BootStores {
-            machines: spawn_machines(Api::namespaced(client.clone(), namespace), tx.clone()),
+            machines,
             nodes: spawn_nodes(Api::all(client.clone()), tx.clone()),
         }
     }
 
     pub async fn wait_until_ready(&self) {
-        let _ = self.machines.wait_until_ready().await;
+        if let Some(machines) = &self.machines {
+            let _ = machines.wait_until_ready().await;
+        }
         let _ = self.nodes.wait_until_ready().await;
     }
 
     pub fn boots(&self) -> Boots {
         Boots {
-            machines: self.machines.state(),
+            machines: (self.machines.as_ref())
+                .map(Store::state)
+                .unwrap_or_default(),
             nodes: readiness(&self.nodes.state()),
         }
     }

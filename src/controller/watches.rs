@@ -157,7 +157,7 @@ pub async fn start(
             spawn_singleton(api, name, &tx, resource_version)
         },
         remembered: Mutex::default(),
-        boots: BootStores::start(client, ns, &tx),
+        boots: BootStores::start(client, ns, &tx).await,
     }
 }
 

@@ -252,20 +252,115 @@ fn verdict(
 
 /// Why a `Failed` Machine's error points at its boot image, or `None` when it does not (quota,
 /// capacity, instance type, credentials, networking: those say nothing of the image).
+///
+/// Only a `Failed` Machine carries `errorReason` and `errorMessage`: the Machine API's machine
+/// controller clears both on every other status write, and fails a Machine when its provider's
+/// create returns an `InvalidConfiguration` error (openshift/machine-api-operator,
+/// pkg/controller/machine/controller.go, `updateStatus` and `isInvalidMachineConfigurationError`).
+/// Every rule below therefore asks for that reason, and for pieces of message the providers
+/// write only for a missing or unusable image. A permission or throttling error that happens to
+/// name an image is not the image's fault.
 pub fn image_failure(reason: &str, message: &str) -> Option<&'static str> {
+    if reason != "InvalidConfiguration" || NOT_THE_IMAGE.iter().any(|p| message.contains(p)) {
+        return None;
+    }
     IMAGE_FAILURES
         .iter()
-        .find(|f| f.reason.is_none_or(|r| r == reason) && message.contains(f.pattern))
+        .find(|f| f.all.iter().all(|piece| message.contains(piece)))
         .map(|f| f.meaning)
 }
 
-/// An error of a Machine API provider that names the boot image.
+/// Errors of access, not of the image, whatever else their message says.
+const NOT_THE_IMAGE: &[&str] = &[
+    "UnauthorizedOperation",
+    "AuthFailure",
+    "not authorized",
+    "AuthorizationFailed",
+    "permission",
+    "forbidden",
+    "RequestLimitExceeded",
+    "credentials",
+    "failure sending request",
+];
+
+/// An error of a Machine API provider that names the boot image: every piece in `all` is in
+/// its message.
 struct ImageFailure {
-    /// The `errorReason` it comes with, when that is certain.
-    reason: Option<&'static str>,
-    /// A piece of the `errorMessage` only that error has.
-    pattern: &'static str,
+    all: &'static [&'static str],
     meaning: &'static str,
 }
 
-const IMAGE_FAILURES: &[ImageFailure] = &[];
+const IMAGE_FAILURES: &[ImageFailure] = &[
+    // AWS (openshift/machine-api-provider-aws, pkg/actuators/machine/instances.go): the AMI is
+    // described before launch whenever block devices are set, as the installer always sets
+    // them (`getBlockDeviceMappings`: "error describing AMI: InvalidAMIID.NotFound: ...").
+    ImageFailure {
+        all: &["InvalidAMIID."],
+        meaning: "EC2 does not know the AMI",
+    },
+    ImageFailure {
+        all: &["no image for given AMI not found"],
+        meaning: "EC2 does not know the AMI",
+    },
+    ImageFailure {
+        all: &["error getting AMI: "],
+        meaning: "the AMI cannot be found",
+    },
+    // A launch refused with a 4xx keeps only EC2's sentence, not its code (`launchInstance`).
+    ImageFailure {
+        all: &["error launching instance: ", "The image id '"],
+        meaning: "EC2 refused the AMI",
+    },
+    ImageFailure {
+        all: &["error launching instance: ", "Invalid id: \"ami-"],
+        meaning: "EC2 refused the AMI",
+    },
+    // GCP (openshift/machine-api-provider-gcp, pkg/cloud/gcp/actuators/machine/reconciler.go,
+    // `create`): an insert refused with a 4xx fails the Machine with Google's error. With the
+    // installer's defaults the image is fetched before the insert and a 404 there is retried,
+    // so the Machine stays Provisioning and is not counted (docs/how-it-decides.md).
+    ImageFailure {
+        all: &["googleapi: Error 4", "/global/images/", "was not found"],
+        meaning: "GCP does not know the image",
+    },
+    ImageFailure {
+        all: &["initializeParams.sourceImage"],
+        meaning: "GCP refused the image",
+    },
+    ImageFailure {
+        all: &["boot disk must specify an image"],
+        meaning: "the boot disk names no image",
+    },
+    // Azure (openshift/machine-api-provider-azure, pkg/cloud/azure/actuators/machine/
+    // actuator.go, `Create`): a 4xx other than 401 fails the Machine with the whole response,
+    // whose "ERROR CODE:" line names Azure's code.
+    ImageFailure {
+        all: &["ERROR CODE: ImageNotFound"],
+        meaning: "Azure does not know the image",
+    },
+    ImageFailure {
+        all: &["ERROR CODE: PlatformImageNotFound"],
+        meaning: "the marketplace image is not available",
+    },
+    ImageFailure {
+        all: &["ERROR CODE: GalleryImageNotFound"],
+        meaning: "the gallery image is not available",
+    },
+    ImageFailure {
+        all: &[
+            "ERROR CODE: InvalidParameter",
+            "\"target\": \"imageReference\"",
+        ],
+        meaning: "Azure refused the image reference",
+    },
+    // vSphere (openshift/machine-api-operator, pkg/controller/vsphere/reconciler.go, `clone`
+    // and `handleVSphereError`): the template is the boot image.
+    ImageFailure {
+        all: &["template not found, specify valid value"],
+        meaning: "vCenter has no such template",
+    },
+    ImageFailure {
+        all: &["Hardware lower than", "machine template"],
+        meaning: "the template's virtual hardware is too old",
+    },
+];

@@ -76,6 +76,11 @@ impl Planner<'_> {
         if subject.kind != MachineKind::MachineSet || decided.reason == Reason::BootImageHeld {
             return;
         }
+        // Held, and planned as something else (opted out, say): the failure is still reported.
+        if let Some(Ok(hold)) = hold_of(subject) {
+            decided.boot_evidence = Some(hold.failure);
+            return;
+        }
         let Some(moved) = history::last_change(subject.meta) else {
             return;
         };

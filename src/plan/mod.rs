@@ -333,4 +333,6 @@ pub enum Recognition {
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_boot;
+#[cfg(test)]
 mod tests_cluster_api;

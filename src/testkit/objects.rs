@@ -179,6 +179,16 @@ pub struct MachineResourceBuilder<K> {
     kind: PhantomData<K>,
 }
 
+impl<K> Clone for MachineResourceBuilder<K> {
+    fn clone(&self) -> Self {
+        MachineResourceBuilder {
+            value: self.value.clone(),
+            template: self.template,
+            kind: PhantomData,
+        }
+    }
+}
+
 pub type MachineSetBuilder = MachineResourceBuilder<MachineSet>;
 pub type ControlPlaneMachineSetBuilder = MachineResourceBuilder<ControlPlaneMachineSet>;
 

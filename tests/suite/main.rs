@@ -13,6 +13,7 @@ mod support;
 mod alert_runbooks;
 mod alerts_and_dashboards_use_exported_metrics;
 mod audit;
+mod boot_evidence;
 mod cluster_api;
 mod cluster_selection;
 mod control_plane;

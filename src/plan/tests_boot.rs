@@ -1,0 +1,520 @@
+//! The planner following a moved MachineSet's Machines: proven, failed, not counted, reverted
+//! and held (`plan::boot_evidence`, `plan::boot_follow`).
+
+use std::sync::Arc;
+
+use jiff::{SignedDuration, Timestamp};
+use serde_json::{Value, json};
+
+use super::boot_evidence::{BootEvidence, BootState};
+use super::history::{Change, HistoryEntry};
+use super::{Action, ClusterSnapshot, Decision, Options, plan};
+use crate::api::{Machine, MachineSet};
+use crate::names::{
+    BOOT_FAILURE_HOLD_ANNOTATION, HISTORY_ANNOTATION, MACHINE_API_NAMESPACE,
+    REVERT_FAILED_BOOT_IMAGES_ANNOTATION,
+};
+use crate::reason::Reason;
+use crate::testkit::objects;
+use crate::testkit::provider_specs;
+use crate::testkit::snapshot::{ClusterChanges, cluster_snapshot};
+use crate::testkit::streams::{AMI_420_US_EAST_1, AMI_421_US_EAST_1, stream_421_all_platforms};
+
+const NS: &str = MACHINE_API_NAMESPACE;
+/// When `worker-a` was moved from the 4.20 AMI to the golden 4.21 one.
+const MOVED_AT: &str = "2026-03-02T10:00:00Z";
+
+fn at(minutes_after_the_move: i64) -> Timestamp {
+    MOVED_AT.parse::<Timestamp>().unwrap() + SignedDuration::from_mins(minutes_after_the_move)
+}
+
+fn cluster() -> ClusterSnapshot {
+    cluster_snapshot("AWS", "4.21.0", &stream_421_all_platforms().to_string())
+        .upgraded("4.20.5", "4.21.0", "Completed")
+        .stub_secret(NS, "worker-user-data", "3.2.0")
+        // The 4.20 AMIs, remembered as CoreOS AMIs when that stream was golden.
+        .knowing(&objects::AMIS_420)
+        .build()
+}
+
+fn move_entry() -> HistoryEntry {
+    HistoryEntry {
+        time: MOVED_AT.into(),
+        release: Some("4.21.0".into()),
+        stream: "rhcos-4.21".into(),
+        boot_image: Some(Change {
+            from: json!(AMI_420_US_EAST_1),
+            to: json!(AMI_421_US_EAST_1),
+        }),
+        ..Default::default()
+    }
+}
+
+/// `worker-a` on the golden AMI, with `history` recorded.
+fn moved(history: &[HistoryEntry]) -> objects::MachineSetBuilder {
+    let history = serde_json::to_string(history).unwrap();
+    objects::machine_set(NS, "worker-a")
+        .ami(AMI_421_US_EAST_1)
+        .annotate(HISTORY_ANNOTATION, &history)
+}
+
+/// A Machine `worker-a` created `minutes` after the move, on `ami`, with `status`.
+fn machine(name: &str, minutes: i64, ami: &str, status: Value) -> Arc<Machine> {
+    let created = at(minutes);
+    let value = json!({
+        "apiVersion": "machine.openshift.io/v1beta1", "kind": "Machine",
+        "metadata": {
+            "name": name, "namespace": NS, "creationTimestamp": created.to_string(),
+            "ownerReferences": [{"apiVersion": "machine.openshift.io/v1beta1", "kind": "MachineSet",
+                                 "name": "worker-a", "uid": "", "controller": true}]
+        },
+        "spec": {"providerSpec": {"value": provider_specs::aws(ami, "us-east-1", "worker-user-data", "worker")}},
+        "status": status,
+    });
+    Arc::new(serde_json::from_value(value).unwrap())
+}
+
+fn running_on(node: &str) -> Value {
+    json!({"phase": "Running", "nodeRef": {"kind": "Node", "name": node}})
+}
+
+fn failed(reason: &str, message: &str) -> Value {
+    json!({"phase": "Failed", "errorReason": reason, "errorMessage": message})
+}
+
+/// What the AWS provider says of an AMI EC2 does not know: it describes the AMI before the
+/// launch.
+const AMI_NOT_FOUND: &str = "error getting blockDeviceMappings: error describing AMI: \
+                             InvalidAMIID.NotFound: The image id '[ami-0123]' does not exist\n\t\
+                             status code: 400, request id: 5f8e";
+const QUOTA: &str = "error launching instance: You have requested more vCPU capacity than your \
+                     current vCPU limit of 32 allows for the instance bucket that the specified \
+                     instance type belongs to";
+
+fn decide_at(
+    cluster: &ClusterSnapshot,
+    ms: objects::MachineSetBuilder,
+    now: Timestamp,
+) -> Decision {
+    decide_with(
+        cluster,
+        ms,
+        Options {
+            now,
+            ..Options::default()
+        },
+    )
+}
+
+fn decide_with(
+    cluster: &ClusterSnapshot,
+    ms: objects::MachineSetBuilder,
+    options: Options,
+) -> Decision {
+    let ms: MachineSet = ms.served().unwrap();
+    let mut plan = plan(cluster, &[Ok(ms)], &[], &options);
+    plan.decisions.remove(0)
+}
+
+fn evidence(d: &Decision) -> BootState {
+    d.boot_evidence
+        .as_ref()
+        .expect("the move is followed")
+        .state
+}
+
+/// The MachineSet after the decision's patch, as the API server would store it.
+fn patched(ms: objects::MachineSetBuilder, d: &Decision) -> objects::MachineSetBuilder {
+    let mut value = ms.build();
+    value["metadata"]["resourceVersion"] = json!("73519");
+    json_patch::patch(&mut value, &d.patch)
+        .expect("the patch applies to the object it was made for");
+    objects::machine_set(NS, "worker-a").edit(|v| *v = value)
+}
+
+fn history_of(ms: objects::MachineSetBuilder) -> Vec<Value> {
+    objects::history_of(&ms.build())
+}
+
+#[test]
+fn a_moved_machine_set_without_machines_yet_is_unproven_and_nothing_is_written() {
+    let d = decide_at(&cluster(), moved(&[move_entry()]), at(30));
+    assert_eq!((d.action, d.reason), (Action::UpToDate, Reason::UpToDate));
+    assert_eq!(evidence(&d), BootState::Unproven);
+    assert!(d.patch.0.is_empty(), "{:?}", d.patch);
+}
+
+#[test]
+fn a_machine_whose_node_is_ready_proves_the_image_once_and_for_all() {
+    let mut cluster = cluster();
+    cluster.boots.machines = vec![machine(
+        "worker-a-x1",
+        2,
+        AMI_421_US_EAST_1,
+        running_on("ip-10-0-1-5"),
+    )];
+    cluster.boots.nodes.insert("ip-10-0-1-5".into(), true);
+    let d = decide_at(&cluster, moved(&[move_entry()]), at(9));
+    let proven = d.boot_evidence.clone().unwrap();
+    assert_eq!(
+        (proven.state, proven.machine.as_deref()),
+        (BootState::Proven, Some("worker-a-x1"))
+    );
+    assert_eq!(d.action, Action::UpToDate);
+    // Settled in the move's own history entry, and nothing else changed.
+    let after = patched(moved(&[move_entry()]), &d);
+    let history = history_of(after.clone());
+    assert_eq!(history.len(), 1);
+    assert_eq!(history[0]["bootEvidence"]["state"], "Proven");
+    assert_eq!(history[0]["bootEvidence"]["machine"], "worker-a-x1");
+    assert_eq!(objects::ami_of(&after.clone().build()), AMI_421_US_EAST_1);
+    // Settled: later Machines (even failing ones) change nothing, and nothing more is written.
+    cluster.boots.machines.push(machine(
+        "worker-a-x2",
+        40,
+        AMI_421_US_EAST_1,
+        failed("InvalidConfiguration", AMI_NOT_FOUND),
+    ));
+    cluster.boots.nodes.clear();
+    let again = decide_at(&cluster, after, at(60));
+    assert_eq!(evidence(&again), BootState::Proven);
+    assert!(again.patch.0.is_empty());
+}
+
+#[test]
+fn a_node_that_is_not_ready_proves_nothing() {
+    let mut cluster = cluster();
+    cluster.boots.machines = vec![machine(
+        "worker-a-x1",
+        2,
+        AMI_421_US_EAST_1,
+        running_on("ip-10-0-1-5"),
+    )];
+    cluster.boots.nodes.insert("ip-10-0-1-5".into(), false);
+    let d = decide_at(&cluster, moved(&[move_entry()]), at(30));
+    assert_eq!(evidence(&d), BootState::Unproven);
+}
+
+#[test]
+fn machines_from_before_the_move_or_on_another_image_are_not_evidence() {
+    let mut cluster = cluster();
+    let image_error = failed("InvalidConfiguration", AMI_NOT_FOUND);
+    cluster.boots.machines = vec![
+        // Created a minute before the move, on the old image.
+        machine("worker-a-old", -1, AMI_420_US_EAST_1, image_error.clone()),
+        // After the move, but on the old image (made from a template read before it).
+        machine("worker-a-stale", 1, AMI_420_US_EAST_1, image_error),
+    ];
+    let d = decide_at(&cluster, moved(&[move_entry()]), at(30));
+    assert_eq!(evidence(&d), BootState::Unproven);
+    assert!(d.patch.0.is_empty());
+}
+
+#[test]
+fn a_quota_failure_is_not_counted_against_the_image() {
+    let mut cluster = cluster();
+    cluster.boots.machines = vec![machine(
+        "worker-a-x1",
+        1,
+        AMI_421_US_EAST_1,
+        failed("InvalidConfiguration", QUOTA),
+    )];
+    let d = decide_at(&cluster, moved(&[move_entry()]), at(30));
+    assert_eq!(evidence(&d), BootState::Unproven);
+    assert!(d.patch.0.is_empty());
+}
+
+#[test]
+fn an_image_error_fails_the_image_and_without_the_opt_in_it_is_reported_not_reverted() {
+    let mut cluster = cluster();
+    cluster.boots.machines = vec![machine(
+        "worker-a-x1",
+        1,
+        AMI_421_US_EAST_1,
+        failed("InvalidConfiguration", AMI_NOT_FOUND),
+    )];
+    let d = decide_at(&cluster, moved(&[move_entry()]), at(5));
+    let failure = d.boot_evidence.clone().unwrap();
+    assert_eq!(
+        (failure.state, failure.machine.as_deref()),
+        (BootState::Failed, Some("worker-a-x1"))
+    );
+    assert!(
+        failure
+            .reason
+            .as_deref()
+            .unwrap()
+            .contains("InvalidAMIID.NotFound"),
+        "{failure:?}"
+    );
+    assert_eq!(d.action, Action::UpToDate);
+    assert!(
+        d.message.contains("not reverted: automatic revert is off"),
+        "{}",
+        d.message
+    );
+    let after = patched(moved(&[move_entry()]), &d);
+    assert_eq!(
+        objects::ami_of(&after.clone().build()),
+        AMI_421_US_EAST_1,
+        "the image stays"
+    );
+    assert_eq!(history_of(after)[0]["bootEvidence"]["state"], "Failed");
+}
+
+#[test]
+fn a_node_that_never_joins_fails_the_image_at_the_limit() {
+    let mut cluster = cluster();
+    let provisioned = json!({"phase": "Provisioned"});
+    cluster.boots.machines = vec![machine("worker-a-x1", 1, AMI_421_US_EAST_1, provisioned)];
+    let waiting = decide_at(&cluster, moved(&[move_entry()]), at(15));
+    let unproven = waiting.boot_evidence.clone().unwrap();
+    assert_eq!(unproven.state, BootState::Unproven);
+    assert_eq!(
+        unproven.look_again_at,
+        Some(at(21)),
+        "looked at again at the limit"
+    );
+    let d = decide_at(&cluster, moved(&[move_entry()]), at(21));
+    let failure = d.boot_evidence.unwrap();
+    assert_eq!(failure.state, BootState::Failed);
+    assert!(
+        failure
+            .reason
+            .unwrap()
+            .contains("no Node joined within 20m")
+    );
+}
+
+fn reverting() -> Options {
+    Options {
+        now: at(5),
+        revert_failed_boot_images: true,
+        ..Options::default()
+    }
+}
+
+fn failing_cluster() -> ClusterSnapshot {
+    let mut cluster = cluster();
+    cluster.boots.machines = vec![machine(
+        "worker-a-x1",
+        1,
+        AMI_421_US_EAST_1,
+        failed("InvalidConfiguration", AMI_NOT_FOUND),
+    )];
+    cluster
+}
+
+#[test]
+fn with_the_opt_in_a_failed_image_is_reverted_and_the_machine_set_held_off_it() {
+    let cluster = failing_cluster();
+    let d = decide_with(&cluster, moved(&[move_entry()]), reverting());
+    assert_eq!(
+        (d.action, d.reason),
+        (Action::Update, Reason::BootImageReverted)
+    );
+    let after = patched(moved(&[move_entry()]), &d);
+    let object = after.clone().build();
+    assert_eq!(
+        objects::ami_of(&object),
+        AMI_420_US_EAST_1,
+        "the previous image is back"
+    );
+    let history = history_of(after.clone());
+    assert_eq!(history.len(), 2);
+    assert_eq!(history[0]["bootEvidence"]["state"], "Failed");
+    assert_eq!(history[1]["bootImage"]["to"], json!(AMI_420_US_EAST_1));
+    assert_eq!(history[1]["revertedAfter"]["machine"], "worker-a-x1");
+    let hold = &object["metadata"]["annotations"][BOOT_FAILURE_HOLD_ANNOTATION];
+    let hold: Value = serde_json::from_str(hold.as_str().unwrap()).unwrap();
+    assert_eq!(hold["image"], json!(AMI_421_US_EAST_1));
+    // Planned again (as the watch brings it back): held, nothing written, still failed.
+    let held = decide_with(&cluster, after, reverting());
+    assert_eq!(
+        (held.action, held.reason),
+        (Action::Skip, Reason::BootImageHeld)
+    );
+    assert!(held.patch.0.is_empty());
+    assert_eq!(evidence(&held), BootState::Failed);
+    assert!(
+        held.message.contains(BOOT_FAILURE_HOLD_ANNOTATION),
+        "{}",
+        held.message
+    );
+}
+
+#[test]
+fn the_machine_configuration_annotation_overrides_the_flag_both_ways() {
+    for (annotated, flag, reverts) in [("true", false, true), ("false", true, false)] {
+        let mut cluster = failing_cluster();
+        let mc = cluster.machine_configuration.as_mut().unwrap();
+        (mc.metadata.annotations.get_or_insert_default()).insert(
+            REVERT_FAILED_BOOT_IMAGES_ANNOTATION.into(),
+            annotated.into(),
+        );
+        let options = Options {
+            revert_failed_boot_images: flag,
+            ..reverting()
+        };
+        let d = decide_with(&cluster, moved(&[move_entry()]), options);
+        assert_eq!(
+            d.reason == Reason::BootImageReverted,
+            reverts,
+            "{annotated}: {}",
+            d.message
+        );
+    }
+}
+
+#[test]
+fn a_new_golden_image_ends_the_hold() {
+    // Held off an image that is no longer the golden one.
+    let hold = json!({"image": "ami-0f00000000000000f", "failure": {"state": "Failed"}});
+    let ms = objects::machine_set(NS, "worker-a")
+        .ami(AMI_420_US_EAST_1)
+        .annotate(BOOT_FAILURE_HOLD_ANNOTATION, &hold.to_string());
+    let d = decide_at(&cluster(), ms.clone(), at(5));
+    assert_eq!(
+        (d.action, d.reason),
+        (Action::Update, Reason::BootImageOutdated),
+        "{}",
+        d.message
+    );
+    let after = patched(ms, &d).build();
+    assert_eq!(objects::ami_of(&after), AMI_421_US_EAST_1);
+    assert!(
+        after["metadata"]["annotations"]
+            .get(BOOT_FAILURE_HOLD_ANNOTATION)
+            .is_none()
+    );
+}
+
+#[test]
+fn a_hold_on_the_golden_image_keeps_the_machine_set_where_it_is() {
+    let failure = BootEvidence {
+        state: BootState::Failed,
+        machine: Some("worker-a-x1".into()),
+        time: Some(MOVED_AT.into()),
+        reason: Some("no Node joined".into()),
+        look_again_at: None,
+    };
+    let hold = json!({"image": AMI_421_US_EAST_1, "failure": failure});
+    let ms = objects::machine_set(NS, "worker-a")
+        .ami(AMI_420_US_EAST_1)
+        .annotate(BOOT_FAILURE_HOLD_ANNOTATION, &hold.to_string());
+    let d = decide_at(&cluster(), ms, at(5));
+    assert_eq!((d.action, d.reason), (Action::Skip, Reason::BootImageHeld));
+    assert!(d.patch.0.is_empty());
+    assert_eq!(d.boot_evidence, Some(failure));
+}
+
+#[test]
+fn an_image_reverted_once_is_not_reverted_again() {
+    // Moved, failed, reverted; the hold was removed by an administrator; moved again.
+    let reverted = HistoryEntry {
+        time: "2026-03-01T10:00:00Z".into(),
+        boot_image: Some(Change {
+            from: json!(AMI_421_US_EAST_1),
+            to: json!(AMI_420_US_EAST_1),
+        }),
+        reverted_after: Some(BootEvidence {
+            state: BootState::Failed,
+            machine: Some("worker-a-old".into()),
+            time: None,
+            reason: None,
+            look_again_at: None,
+        }),
+        ..move_entry()
+    };
+    let history = [move_entry(), reverted, move_entry()];
+    let cluster = failing_cluster();
+    let d = decide_with(&cluster, moved(&history), reverting());
+    assert_eq!(d.action, Action::UpToDate);
+    assert_eq!(evidence(&d), BootState::Failed);
+    assert!(
+        d.message.contains("reverted from this image once already"),
+        "{}",
+        d.message
+    );
+    let after = patched(moved(&history), &d);
+    assert_eq!(objects::ami_of(&after.build()), AMI_421_US_EAST_1);
+}
+
+#[test]
+fn no_evidence_is_written_while_a_cluster_wide_hold_holds_writes() {
+    let cluster = failing_cluster();
+    let options = Options {
+        report_only: true,
+        ..reverting()
+    };
+    let d = decide_with(&cluster, moved(&[move_entry()]), options);
+    assert_eq!(evidence(&d), BootState::Failed, "still reported");
+    assert!(d.patch.0.is_empty());
+}
+
+/// Messages as the Machine API providers write them (see `boot_evidence::IMAGE_FAILURES` for
+/// where), the cloud's own words inside.
+#[test]
+fn image_errors_are_told_from_quota_capacity_and_credentials() {
+    use super::boot_evidence::image_failure;
+    let image = [
+        AMI_NOT_FOUND,
+        "error launching instance: The image id '[ami-0123]' does not exist",
+        "error launching instance: googleapi: Error 404: The resource \
+         'projects/rhcos-cloud/global/images/rhcos-9-6-x' was not found, notFound",
+        "error launching instance: googleapi: Error 400: Invalid value for field \
+         'resource.disks[0].initializeParams.sourceImage': 'x'. The referenced image resource \
+         cannot be found., invalid",
+        "failed to reconcile machine \"w\": failed to create vm w: failed to create VM: cannot \
+         create vm: PUT https://management.azure.com/x\nRESPONSE 404: 404 Not Found\nERROR CODE: \
+         PlatformImageNotFound\n",
+        "template not found, specify valid value",
+    ];
+    for message in image {
+        assert!(
+            image_failure("InvalidConfiguration", message).is_some(),
+            "{message}"
+        );
+    }
+    let not_image = [
+        ("InvalidConfiguration", QUOTA),
+        (
+            "InvalidConfiguration",
+            "error launching instance: Your requested instance type \
+          (m6i.xlarge) is not supported in your requested Availability Zone (us-east-1e)",
+        ),
+        (
+            "InvalidConfiguration",
+            "error launching instance: You are not authorized to perform \
+          this operation. Not authorized for images: [ami-0123]",
+        ),
+        (
+            "InvalidConfiguration",
+            "error launching instance: googleapi: Error 403: Quota 'CPUS' \
+          exceeded. Limit: 24.0 in region us-central1., quotaExceeded",
+        ),
+        (
+            "InvalidConfiguration",
+            "failed to reconcile machine \"w\": ... ERROR CODE: \
+          SkuNotAvailable\n",
+        ),
+        (
+            "InvalidConfiguration",
+            "failed to reconcile machine \"w\": ... ERROR CODE: \
+          OperationNotAllowed\n Operation could not be completed as it results in exceeding \
+          approved standardDSv3Family Cores quota",
+        ),
+        // Azure's asynchronous failures carry no cause.
+        (
+            "CreateError",
+            "vm has unexpected 'Failed' provisioning state",
+        ),
+        // The instance disappeared after it was created.
+        ("", "can't find created instance"),
+        // Same words as an image error, but not a Failed Machine's reason.
+        ("CreateError", AMI_NOT_FOUND),
+    ];
+    for (reason, message) in not_image {
+        assert_eq!(image_failure(reason, message), None, "{reason}: {message}");
+    }
+}

@@ -1,0 +1,395 @@
+//! Following the Machines a moved MachineSet creates, against a real kube-apiserver with the
+//! test acting as the Machine API provider: it creates Machines from the MachineSet's template,
+//! sets their status as the provider would, and creates their Nodes.
+
+use crate::support;
+
+use std::time::Duration;
+
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use serde_json::{Value, json};
+use support::fixtures::*;
+use support::{TestEnv, eventually, run_binary};
+
+const CONVERGE: Duration = Duration::from_secs(60);
+const HISTORY: &str = "boot-image-controller.io/history";
+const HOLD: &str = "boot-image-controller.io/boot-failure-hold";
+const REVERT_ANNOTATION: &str = "boot-image-controller.io/revert-failed-boot-images";
+/// What the AWS provider says of a Machine whose AMI EC2 does not know
+/// (openshift/machine-api-provider-aws, pkg/actuators/machine/instances.go).
+const AMI_NOT_FOUND: &str = "error getting blockDeviceMappings: error describing AMI: \
+                             InvalidAMIID.NotFound: The image id '[ami-0123]' does not exist";
+/// ... and of one over the account's vCPU quota: EC2's sentence, without its code.
+const QUOTA: &str = "error launching instance: You have requested more vCPU capacity than your \
+                     current vCPU limit of 32 allows for the instance bucket that the specified \
+                     instance type belongs to";
+
+/// An AWS cluster on 4.21 that came from 4.20, with `worker-a` on 4.20's AMI and a spec-3 stub:
+/// the controller moves it without touching the stub.
+async fn upgraded_cluster(env: &TestEnv) {
+    env.aws_cluster_without_secrets("4.21.0", &stream_421(), None)
+        .await;
+    env.apply(stub_secret(&env.ns, "worker-user-data", "3.2.0"))
+        .await;
+    env.remember_images(&AMIS_420).await;
+    env.apply(machine_set(&env.ns, "worker-a").build()).await;
+}
+
+async fn wait_moved(env: &TestEnv) -> Value {
+    eventually(CONVERGE, || async {
+        let ms = env.machine_set("worker-a").await;
+        (ami_of(&ms) == AMI_421_US_EAST_1).then_some(ms)
+    })
+    .await
+    .expect("worker-a is moved to the golden AMI")
+}
+
+fn machines(env: &TestEnv) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk("machine.openshift.io", "v1beta1", "Machine");
+    let resource = ApiResource::from_gvk_with_plural(&gvk, "machines");
+    Api::namespaced_with(env.client.clone(), &env.ns, &resource)
+}
+
+/// What the MachineSet controller creates for one replica: a Machine from the template, owned
+/// by the MachineSet.
+async fn create_machine(env: &TestEnv, name: &str) {
+    let ms = env.machine_set("worker-a").await;
+    let template = &ms["spec"]["template"];
+    env.create(json!({
+        "apiVersion": "machine.openshift.io/v1beta1", "kind": "Machine",
+        "metadata": {
+            "name": name, "namespace": env.ns,
+            "labels": template["metadata"]["labels"],
+            "ownerReferences": [{
+                "apiVersion": "machine.openshift.io/v1beta1", "kind": "MachineSet",
+                "name": "worker-a", "uid": ms["metadata"]["uid"],
+                "controller": true, "blockOwnerDeletion": true
+            }]
+        },
+        "spec": template["spec"],
+    }))
+    .await;
+}
+
+/// The provider's status update.
+async fn set_status(env: &TestEnv, machine: &str, status: Value) {
+    let patch = Patch::Merge(json!({"status": status}));
+    machines(env)
+        .patch_status(machine, &PatchParams::default(), &patch)
+        .await
+        .expect("status patched");
+}
+
+/// A Machine whose instance runs and whose Node joined and is Ready.
+async fn boot(env: &TestEnv, machine: &str) {
+    let node = format!("{}-{machine}", env.ns);
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(env.client.clone());
+    let created = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}});
+    nodes
+        .create(
+            &Default::default(),
+            &serde_json::from_value(created).unwrap(),
+        )
+        .await
+        .expect("node created");
+    let ready = json!({"status": {"conditions": [{
+        "type": "Ready", "status": "True", "reason": "KubeletReady",
+        "message": "kubelet is posting ready status",
+        "lastHeartbeatTime": "2026-01-01T00:00:00Z", "lastTransitionTime": "2026-01-01T00:00:00Z"
+    }]}});
+    nodes
+        .patch_status(&node, &PatchParams::default(), &Patch::Merge(ready))
+        .await
+        .expect("node ready");
+    let status = json!({"phase": "Running", "nodeRef": {"kind": "Node", "name": node}});
+    set_status(env, machine, status).await;
+}
+
+async fn fail(env: &TestEnv, machine: &str, message: &str) {
+    let status =
+        json!({"phase": "Failed", "errorReason": "InvalidConfiguration", "errorMessage": message});
+    set_status(env, machine, status).await;
+}
+
+/// The newest history entry's settled evidence, once there is one.
+async fn wait_settled(env: &TestEnv, index: usize) -> Value {
+    eventually(CONVERGE, || async {
+        let ms = env.machine_set("worker-a").await;
+        let history = history_of(&ms);
+        let evidence = history.get(index)?.get("bootEvidence")?.clone();
+        Some(evidence)
+    })
+    .await
+    .unwrap_or_else(|| panic!("no evidence settled in entry {index}"))
+}
+
+fn live_plan(env: &TestEnv) -> Value {
+    let mut args = vec![
+        "plan".to_string(),
+        "-o".into(),
+        "json".into(),
+        format!("--kubeconfig={}", support::kubeconfig().display()),
+        format!("--machine-api-namespace={}", env.ns),
+    ];
+    args.extend(env.cluster_object_flags());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = run_binary(&args);
+    assert!(
+        out.status.success(),
+        "plan failed: {}",
+        support::stderr_of(&out)
+    );
+    serde_json::from_slice(&out.stdout).expect("plan prints JSON")
+}
+
+fn worker_a(plan: &Value) -> &Value {
+    (plan["machineSets"].as_array().unwrap().iter())
+        .find(|e| e["name"] == "worker-a")
+        .unwrap_or_else(|| panic!("worker-a is planned: {plan:#}"))
+}
+
+async fn metric_is(controller: &support::ControllerProcess, series: &str, value: f64) -> bool {
+    eventually(CONVERGE, || async {
+        (controller.metric(series).await == Some(value)).then_some(())
+    })
+    .await
+    .is_some()
+}
+
+#[tokio::test]
+async fn a_machine_whose_node_joins_proves_the_new_image() {
+    let env = TestEnv::new("boot-proven").await;
+    upgraded_cluster(&env).await;
+    let mut controller = env.controller(&[]);
+    controller.wait_ready().await;
+    wait_moved(&env).await;
+    let unproven = "boot_image_controller_boot_evidence_machinesets{state=\"Unproven\"}";
+    assert!(
+        metric_is(&controller, unproven, 1.0).await,
+        "{}",
+        controller.log_tail(30)
+    );
+
+    create_machine(&env, "worker-a-x1").await;
+    set_status(&env, "worker-a-x1", json!({"phase": "Provisioned"})).await;
+    boot(&env, "worker-a-x1").await;
+
+    let evidence = wait_settled(&env, 0).await;
+    assert_eq!(evidence["state"], "Proven", "{evidence}");
+    assert_eq!(evidence["machine"], "worker-a-x1");
+    let proven = "boot_image_controller_boot_evidence_machinesets{state=\"Proven\"}";
+    assert!(metric_is(&controller, proven, 1.0).await);
+    let condition = eventually(CONVERGE, || async {
+        let c = env.condition("BootImageFailedToBoot").await?;
+        (c["message"]
+            .as_str()?
+            .contains("1 moved MachineSet(s) proven"))
+        .then_some(c)
+    })
+    .await
+    .expect("the condition counts the proven MachineSet");
+    assert_eq!(condition["status"], "False");
+    let plan = live_plan(&env);
+    assert_eq!(
+        worker_a(&plan)["bootEvidence"]["state"],
+        "Proven",
+        "{plan:#}"
+    );
+    controller.terminate();
+}
+
+#[tokio::test]
+async fn an_image_error_fails_the_image_while_quota_and_machines_from_before_the_move_do_not() {
+    let env = TestEnv::new("boot-failed").await;
+    upgraded_cluster(&env).await;
+    // Before the move, someone made a Machine on the golden AMI by hand, and it failed.
+    env.json_patch(
+        ("machine.openshift.io/v1beta1", "MachineSet"),
+        "worker-a",
+        json!([{"op": "replace", "path": "/spec/template/spec/providerSpec/value/ami/id", "value": AMI_421_US_EAST_1}]),
+    )
+    .await
+    .unwrap();
+    create_machine(&env, "worker-a-early").await;
+    fail(&env, "worker-a-early", AMI_NOT_FOUND).await;
+    env.json_patch(
+        ("machine.openshift.io/v1beta1", "MachineSet"),
+        "worker-a",
+        json!([{"op": "replace", "path": "/spec/template/spec/providerSpec/value/ami/id", "value": AMI_420_US_EAST_1}]),
+    )
+    .await
+    .unwrap();
+    // creationTimestamp has whole seconds: the move comes in a later one.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+
+    let mut controller = env.controller(&[]);
+    controller.wait_ready().await;
+    wait_moved(&env).await;
+    create_machine(&env, "worker-a-quota").await;
+    fail(&env, "worker-a-quota", QUOTA).await;
+    create_machine(&env, "worker-a-x1").await;
+    fail(&env, "worker-a-x1", AMI_NOT_FOUND).await;
+
+    let evidence = wait_settled(&env, 0).await;
+    assert_eq!(evidence["state"], "Failed", "{evidence}");
+    assert_eq!(
+        evidence["machine"], "worker-a-x1",
+        "neither the quota failure nor the early one"
+    );
+    assert!(
+        evidence["reason"]
+            .as_str()
+            .unwrap()
+            .contains("InvalidAMIID.NotFound")
+    );
+    // Without the opt-in, reported and left: the same pass would have put the image back.
+    let ms = env.machine_set("worker-a").await;
+    assert_eq!(ami_of(&ms), AMI_421_US_EAST_1);
+    assert_eq!(annotation_of(&ms, HOLD), None);
+    let failed = "boot_image_controller_boot_evidence_machinesets{state=\"Failed\"}";
+    assert!(metric_is(&controller, failed, 1.0).await);
+    let condition = eventually(CONVERGE, || async {
+        let c = env.condition("BootImageFailedToBoot").await?;
+        (c["status"] == "True").then_some(c)
+    })
+    .await
+    .expect("the condition reports the failure");
+    assert_eq!(condition["reason"], "BootImageFailed");
+    assert!(
+        condition["message"]
+            .as_str()
+            .unwrap()
+            .contains("worker-a-x1"),
+        "{condition}"
+    );
+    let warned = eventually(CONVERGE, || async {
+        let events = env.events_for("worker-a").await;
+        events
+            .into_iter()
+            .find(|e| e["reason"] == "BootImageFailedToBoot")
+    })
+    .await
+    .expect("a Warning Event on the MachineSet");
+    assert_eq!(warned["type"], "Warning");
+    assert!(
+        warned["note"].as_str().unwrap().contains("not reverted"),
+        "{warned}"
+    );
+    let plan = live_plan(&env);
+    assert_eq!(worker_a(&plan)["bootEvidence"]["state"], "Failed");
+    controller.terminate();
+}
+
+#[tokio::test]
+async fn a_node_that_never_joins_fails_the_image_at_the_limit() {
+    let env = TestEnv::new("boot-no-node").await;
+    upgraded_cluster(&env).await;
+    let mut controller = env.controller(&["--node-join-timeout=5s"]);
+    controller.wait_ready().await;
+    wait_moved(&env).await;
+    create_machine(&env, "worker-a-x1").await;
+    set_status(&env, "worker-a-x1", json!({"phase": "Provisioned"})).await;
+    let evidence = wait_settled(&env, 0).await;
+    assert_eq!(evidence["state"], "Failed", "{evidence}");
+    assert!(
+        evidence["reason"]
+            .as_str()
+            .unwrap()
+            .contains("no Node joined within 5s"),
+        "{evidence}"
+    );
+    controller.terminate();
+}
+
+#[tokio::test]
+async fn with_the_opt_in_a_failed_image_is_put_back_held_and_tried_again_once_the_hold_is_cleared()
+{
+    let env = TestEnv::new("boot-revert").await;
+    upgraded_cluster(&env).await;
+    let mut controller = env.controller(&["--revert-failed-boot-images"]);
+    controller.wait_ready().await;
+    wait_moved(&env).await;
+    create_machine(&env, "worker-a-x1").await;
+    fail(&env, "worker-a-x1", AMI_NOT_FOUND).await;
+
+    let reverted = eventually(CONVERGE, || async {
+        let ms = env.machine_set("worker-a").await;
+        (ami_of(&ms) == AMI_420_US_EAST_1).then_some(ms)
+    })
+    .await
+    .expect("the previous AMI is put back");
+    let history = history_of(&reverted);
+    assert_eq!(history[0]["bootEvidence"]["state"], "Failed");
+    assert_eq!(
+        history[1]["bootImage"],
+        json!({"from": AMI_421_US_EAST_1, "to": AMI_420_US_EAST_1})
+    );
+    assert_eq!(history[1]["revertedAfter"]["machine"], "worker-a-x1");
+    let hold: Value = serde_json::from_str(annotation_of(&reverted, HOLD).expect("held")).unwrap();
+    assert_eq!(hold["image"], AMI_421_US_EAST_1);
+    let event = eventually(CONVERGE, || async {
+        let events = env.events_for("worker-a").await;
+        events
+            .into_iter()
+            .find(|e| e["reason"] == "BootImageReverted")
+    })
+    .await
+    .expect("a Warning Event says it was reverted");
+    assert_eq!(event["type"], "Warning");
+
+    // Held: the golden image is not tried again, however often the controller looks.
+    let plan = live_plan(&env);
+    assert_eq!(worker_a(&plan)["reason"], "BootImageHeld", "{plan:#}");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let still = env.machine_set("worker-a").await;
+    assert_eq!(ami_of(&still), AMI_420_US_EAST_1);
+    assert_eq!(
+        support::resource_version(&still),
+        support::resource_version(&reverted),
+        "nothing written"
+    );
+
+    // The administrator clears the hold (README): the image is tried again. The Machine that
+    // failed predates this move and no longer counts.
+    env.annotate_machine_set("worker-a", HOLD, None).await;
+    let moved_again = wait_moved(&env).await;
+    assert_eq!(history_of(&moved_again).len(), 3);
+    controller.terminate();
+}
+
+#[tokio::test]
+async fn a_failure_recorded_before_a_restart_is_reverted_after_it_by_the_annotation() {
+    let env = TestEnv::new("boot-restart").await;
+    upgraded_cluster(&env).await;
+    let mut first = env.controller(&[]);
+    first.wait_ready().await;
+    wait_moved(&env).await;
+    create_machine(&env, "worker-a-x1").await;
+    fail(&env, "worker-a-x1", AMI_NOT_FOUND).await;
+    assert_eq!(wait_settled(&env, 0).await["state"], "Failed");
+    first.terminate();
+
+    // The failed Machine is gone (a MachineHealthCheck deleted it); the evidence is not.
+    machines(&env)
+        .delete("worker-a-x1", &Default::default())
+        .await
+        .unwrap();
+    env.annotate_machine_configuration(REVERT_ANNOTATION, Some("true"))
+        .await;
+    let mut second = env.controller(&[]);
+    second.wait_ready().await;
+    let reverted = eventually(CONVERGE, || async {
+        let ms = env.machine_set("worker-a").await;
+        (ami_of(&ms) == AMI_420_US_EAST_1).then_some(ms)
+    })
+    .await
+    .unwrap_or_else(|| panic!("reverted after the restart: {}", second.log_tail(30)));
+    assert!(annotation_of(&reverted, HOLD).is_some());
+    assert_eq!(
+        history_of(&reverted).len(),
+        2,
+        "{:?}",
+        annotation_of(&reverted, HISTORY)
+    );
+    second.terminate();
+}
