@@ -81,7 +81,7 @@ pub struct BootEvidence {
 }
 
 impl BootEvidence {
-    fn unproven(look_again_at: Option<Timestamp>) -> Self {
+    pub fn unproven(look_again_at: Option<Timestamp>) -> Self {
         BootEvidence {
             state: BootState::Unproven,
             machine: None,

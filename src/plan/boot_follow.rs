@@ -59,13 +59,7 @@ impl Planner<'_> {
         };
         decided.action = Action::Skip;
         decided.reason = Reason::BootImageHeld;
-        decided.message = format!(
-            "held on {} after the golden image {} failed to boot here ({why}); it moves \
-             when the golden image changes, or when the annotation \
-             {BOOT_FAILURE_HOLD_ANNOTATION} is removed",
-            display_image(decided.boot_image.current.as_ref()),
-            display_image(target),
-        );
+        decided.message = held_message(&decided.boot_image, Some(&why));
         decided.boot_evidence = failure;
         true
     }
@@ -234,6 +228,17 @@ impl Planner<'_> {
         };
         Ok((entry, restores))
     }
+}
+
+/// The message of a MachineSet held on `image.current` off `image.target`, which failed.
+pub(super) fn held_message(image: &Values<Value>, why: Option<&str>) -> String {
+    format!(
+        "held on {} after the golden image {} failed to boot here ({}); it moves when the \
+         golden image changes, or when the annotation {BOOT_FAILURE_HOLD_ANNOTATION} is removed",
+        display_image(image.current.as_ref()),
+        display_image(image.target.as_ref()),
+        why.unwrap_or("no reason recorded"),
+    )
 }
 
 /// Turns `decided` into the revert of `change`: the values put back, the hold, the history.

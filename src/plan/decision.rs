@@ -210,7 +210,17 @@ impl Decision {
         if self.action != Action::Update {
             return;
         }
-        let reverted = self.reason == Reason::BootImageReverted;
+        let reverted = (self.reason == Reason::BootImageReverted)
+            .then(|| self.boot_image.current.clone())
+            .flatten();
+        // A MachineSet just moved to a new image has no Machine on it yet: unproven, as the next
+        // plan says, so that the status it reports is not written twice.
+        let moved = self.kind == MachineKind::MachineSet
+            && reverted.is_none()
+            && (self.recorded.as_ref()).is_some_and(|r| r.boot_image.is_some());
+        if moved {
+            self.boot_evidence = Some(BootEvidence::unproven(None));
+        }
         self.action = Action::UpToDate;
         self.reason = Reason::UpToDate;
         if let Some(recorded) = self.recorded.take() {
@@ -224,11 +234,13 @@ impl Decision {
             current_message(self.boot_image.current.as_ref()),
             self.warning.as_ref(),
         );
-        if reverted {
-            // As the next plan sees it: held off the image that failed.
+        if let Some(failed) = reverted {
+            // As the next plan sees it: held off the image that failed, which it would move to.
             self.action = Action::Skip;
             self.reason = Reason::BootImageHeld;
-            self.message = format!("{}; held off the image that failed to boot", self.message);
+            self.boot_image.target = Some(failed);
+            let why = (self.boot_evidence.as_ref()).map(BootEvidence::describe);
+            self.message = super::boot_follow::held_message(&self.boot_image, why.as_deref());
         }
     }
 

@@ -329,11 +329,14 @@ fn with_the_opt_in_a_failed_image_is_reverted_and_the_machine_set_held_off_it() 
     let hold: Value = serde_json::from_str(hold.as_str().unwrap()).unwrap();
     assert_eq!(hold["image"], json!(AMI_421_US_EAST_1));
     // Planned again (as the watch brings it back): held, nothing written, still failed.
-    let held = decide_with(&cluster, after, reverting());
+    let mut held = decide_with(&cluster, after, reverting());
     assert_eq!(
         (held.action, held.reason),
         (Action::Skip, Reason::BootImageHeld)
     );
+    // What the controller reports as soon as the patch is in is what the next plan decides.
+    held.uid = d.uid.clone();
+    assert_eq!(d.clone().applied(), held);
     assert!(held.patch.0.is_empty());
     assert_eq!(evidence(&held), BootState::Failed);
     assert!(

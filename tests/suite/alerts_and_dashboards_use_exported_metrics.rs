@@ -36,6 +36,7 @@ const EXPORTED_METRICS: &[&str] = &[
     "boot_image_controller_ec2_unavailable_regions",
     "boot_image_controller_vsphere_template_imports_total",
     "boot_image_controller_vsphere_template_import_progress",
+    "boot_image_controller_boot_evidence_machinesets",
 ];
 
 const DASHBOARD: &str = "dashboards/boot-image-controller.json";
@@ -129,6 +130,7 @@ fn the_expected_metrics_are_the_ones_the_controller_defines() {
         names::EC2_UNAVAILABLE_REGIONS,
         names::VSPHERE_IMPORTS,
         names::VSPHERE_IMPORT_PROGRESS,
+        names::BOOT_EVIDENCE,
     ]);
     let expected: BTreeSet<&str> = EXPORTED_METRICS.iter().copied().collect();
     assert_eq!(expected, defined);
@@ -153,6 +155,7 @@ fn alerts_and_dashboard_use_only_exported_metrics() {
         names::BLOCKED,
         names::MACHINE_RESOURCES,
         names::LEADER,
+        names::BOOT_EVIDENCE,
     ] {
         assert!(rules.contains(name), "no alert uses {name}");
     }
