@@ -16,7 +16,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use tracing::{info, warn};
 
 use super::watch_backoff::retried;
-use super::watches::{Trigger, paged};
+use super::watches::{Trigger, paged, re_plan_all_when};
 use crate::api::{Machine, ObjectMeta};
 use crate::machine_kind::MachineKind;
 use crate::plan::ObjectKey;
@@ -130,23 +130,7 @@ fn spawn_nodes(api: Api<Node>, tx: UnboundedSender<Trigger>) -> Store<Node> {
         .modify(keep_only_readiness)
         .reflect(writer);
     let stream = retried("Nodes", stream);
-    let reader = store.clone();
-    tokio::spawn(async move {
-        futures::pin_mut!(stream);
-        let mut last = None;
-        while let Some(event) = stream.next().await {
-            if event.is_err() {
-                continue;
-            }
-            let current = readiness(&reader.state());
-            if last.as_ref() != Some(&current) {
-                last = Some(current);
-                if tx.send(Trigger::All).is_err() {
-                    return;
-                }
-            }
-        }
-    });
+    tokio::spawn(re_plan_all_when(stream, store.clone(), readiness, tx));
     store
 }
 

@@ -180,9 +180,11 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> Result<(), RunEr
     let own_namespace = args.own_namespace();
     let (trigger_tx, trigger_rx) = mpsc::unbounded_channel();
     let stores = watches::start(&client, &args, &own_namespace, trigger_tx.clone()).await;
+    let boots =
+        boot_watches::BootStores::start(&client, &args.machine_api_namespace, &trigger_tx).await;
     let (leader_rx, leadership) = campaign(&client, &args, &own_namespace, &shutdown);
 
-    if !caches_synced(&stores, &shutdown, &health, &metrics).await {
+    if !caches_synced(&stores, &boots, &shutdown, &health, &metrics).await {
         // Stopped before the caches synced: still give back a lease we may already hold.
         return finish(leadership).await;
     }
@@ -226,6 +228,7 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> Result<(), RunEr
         ),
         ec2,
         stores,
+        boots,
         metrics: metrics.clone(),
         leader: leader_rx,
         shutdown,
@@ -244,13 +247,14 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> Result<(), RunEr
 /// when it is stopped first.
 async fn caches_synced(
     stores: &watches::Stores,
+    boots: &boot_watches::BootStores,
     shutdown: &CancellationToken,
     health: &Health,
     metrics: &Metrics,
 ) -> bool {
     tokio::select! {
         _ = shutdown.cancelled() => return false,
-        _ = stores.wait_until_ready() => {}
+        _ = async { tokio::join!(stores.wait_until_ready(), boots.wait_until_ready()) } => {}
     }
     health.set_synced();
     metrics.ready.set(1);
@@ -388,6 +392,8 @@ impl KnownImagesFile {
 struct Controller {
     args: RunArgs,
     stores: Stores,
+    /// Machines and Nodes, for the evidence that new boot images boot.
+    boots: boot_watches::BootStores,
     secrets: secrets::SecretWatches,
     /// The bootstrap secrets of Cluster API MachineSets, in their own namespace.
     cluster_api_secrets: secrets::SecretWatches,
@@ -659,6 +665,7 @@ impl Controller {
         }
         let mut observed = observe::observe(
             &self.stores,
+            &self.boots,
             &mut self.secrets,
             &mut self.cluster_api_secrets,
             &self.args.machine_configuration_name,

@@ -3,6 +3,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use super::boot_watches::BootStores;
 use super::lenient::Lenient;
 use super::secrets::SecretWatches;
 use super::watches::Stores;
@@ -28,6 +29,7 @@ pub(super) struct Observation {
 /// names, so that the snapshot holds the secrets the planner checks.
 pub(super) async fn observe(
     stores: &Stores,
+    boots: &BootStores,
     secrets: &mut SecretWatches,
     cluster_api_secrets: &mut SecretWatches,
     machine_configuration_name: &str,
@@ -89,7 +91,7 @@ pub(super) async fn observe(
         // they would import.
         vcenter: Default::default(),
         infrastructure_templates: stores.infrastructure_templates(),
-        boots: stores.boots(),
+        boots: boots.boots(),
     };
     Observation {
         snapshot,

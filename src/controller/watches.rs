@@ -19,7 +19,6 @@ use serde::de::DeserializeOwned;
 use tokio::sync::mpsc::UnboundedSender;
 use tracing::{info, warn};
 
-use super::boot_watches::BootStores;
 use super::config::RunArgs;
 use super::lenient::Lenient;
 use super::remembered_images;
@@ -58,8 +57,6 @@ pub struct Stores {
     remembered: Mutex<Option<(String, KnownImages)>>,
     /// Where the cluster serves Cluster API MachineSets and AWS machine templates.
     cluster_api: Option<ClusterApiStores>,
-    /// Machines and Nodes, for the evidence that new boot images boot.
-    boots: BootStores,
 }
 
 struct ClusterApiStores {
@@ -157,7 +154,6 @@ pub async fn start(
             spawn_singleton(api, name, &tx, resource_version)
         },
         remembered: Mutex::default(),
-        boots: BootStores::start(client, ns, &tx).await,
     }
 }
 
@@ -378,25 +374,40 @@ fn spawn_nodes(
         .modify(drop_managed_fields_unless_read)
         .reflect(writer);
     let stream = retried(format!("Nodes {label}"), stream);
-    let tx = tx.clone();
-    let reader = store.clone();
-    tokio::spawn(async move {
-        futures::pin_mut!(stream);
-        let mut last = None;
-        while let Some(event) = stream.next().await {
-            if event.is_err() {
-                continue;
-            }
-            let current = node_archs(&reader.state());
-            if last.as_ref() != Some(&current) {
-                last = Some(current);
-                if tx.send(Trigger::All).is_err() {
-                    return;
-                }
+    tokio::spawn(re_plan_all_when(
+        stream,
+        store.clone(),
+        node_archs,
+        tx.clone(),
+    ));
+    store
+}
+
+/// Sends [`Trigger::All`] each time `summary` of the store `reader` changes, whatever else its
+/// objects' events change (a Node's status changes every few seconds).
+pub(super) async fn re_plan_all_when<K, S: PartialEq>(
+    stream: impl futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
+    reader: Store<K>,
+    summary: fn(&[Arc<K>]) -> S,
+    tx: UnboundedSender<Trigger>,
+) where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: std::hash::Hash + Eq + Clone,
+{
+    futures::pin_mut!(stream);
+    let mut last = None;
+    while let Some(event) = stream.next().await {
+        if event.is_err() {
+            continue;
+        }
+        let current = summary(&reader.state());
+        if last.as_ref() != Some(&current) {
+            last = Some(current);
+            if tx.send(Trigger::All).is_err() {
+                return;
             }
         }
-    });
-    store
+    }
 }
 
 /// Node name -> its `kubernetes.io/arch` label.
@@ -485,7 +496,6 @@ impl Stores {
         let _ = self.golden.wait_until_ready().await;
         let _ = self.infrastructure.wait_until_ready().await;
         let _ = self.known_images.wait_until_ready().await;
-        self.boots.wait_until_ready().await;
         if let Some(cluster_api) = &self.cluster_api {
             let _ = cluster_api.machine_sets.wait_until_ready().await;
             let _ = cluster_api.machine_deployments.wait_until_ready().await;
@@ -532,10 +542,6 @@ impl Stores {
             .flat_map(Store::state)
             .collect();
         node_archs(&nodes)
-    }
-
-    pub fn boots(&self) -> crate::plan::boot_evidence::Boots {
-        self.boots.boots()
     }
 
     pub fn machine_sets(&self) -> Vec<Arc<Lenient<MachineSet>>> {

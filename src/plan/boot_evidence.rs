@@ -22,7 +22,6 @@ use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::history::HistoryEntry;
 use crate::api::{Machine, ObjectMeta};
 use crate::platform::image_locations;
 
@@ -117,16 +116,18 @@ enum Verdict {
     Open(Option<Timestamp>),
 }
 
-/// The evidence so far for the move `moved` of the MachineSet `owner` (whose history's newest
-/// entry it is): from the Machines `owner` created at or after the move that boot its new image.
+/// The evidence so far for the move of the MachineSet `owner` to `image` at `moved_at` (its
+/// history's newest entry, RFC 3339): from the Machines `owner` created at or after the move
+/// that boot that image.
 pub fn judge(
     owner: &ObjectMeta,
-    moved: &HistoryEntry,
+    moved_at: &str,
+    image: &Value,
     boots: &Boots,
     now: Timestamp,
     join_limit: SignedDuration,
 ) -> BootEvidence {
-    let (Some(change), Ok(moved_at)) = (&moved.boot_image, moved.time.parse::<Timestamp>()) else {
+    let Ok(moved_at) = moved_at.parse::<Timestamp>() else {
         return BootEvidence::unproven(None);
     };
     // creationTimestamp has whole seconds: a Machine created in the second of the move counts,
@@ -136,7 +137,7 @@ pub fn judge(
         .map(Arc::as_ref)
         .filter(|m| created_by(m, owner))
         .filter(|m| (m.metadata.creation_timestamp.as_ref()).is_some_and(|t| t.0 >= since))
-        .filter(|m| boots_image(m, &change.to))
+        .filter(|m| boots_image(m, image))
         .map(|m| (m, verdict(m, &boots.nodes, now, join_limit)))
         .collect();
     // Oldest first, so that the Machine named is the same from one pass to the next.
@@ -146,32 +147,21 @@ pub fn judge(
             m.metadata.name.clone(),
         )
     });
-    let name = |m: &Machine| m.metadata.name.clone().unwrap_or_default();
-    let time = Some(now.to_string());
-    if let Some((m, _)) = evidence.iter().find(|(_, v)| matches!(v, Verdict::Proves)) {
-        let (machine, reason) = (Some(name(m)), None);
-        let state = BootState::Proven;
-        return BootEvidence {
-            state,
-            machine,
-            time,
-            reason,
-            look_again_at: None,
-        };
+    let settled = |state, m: &Machine, reason: Option<&String>| BootEvidence {
+        state,
+        machine: m.metadata.name.clone(),
+        time: Some(now.to_string()),
+        reason: reason.cloned(),
+        look_again_at: None,
+    };
+    let proves = |(_, v): &&(_, Verdict)| matches!(v, Verdict::Proves);
+    if let Some((m, _)) = evidence.iter().find(proves) {
+        return settled(BootState::Proven, m, None);
     }
-    if let Some((m, Verdict::Fails(why))) = evidence
-        .iter()
-        .find(|(_, v)| matches!(v, Verdict::Fails(_)))
-    {
-        let (machine, reason) = (Some(name(m)), Some(why.clone()));
-        let state = BootState::Failed;
-        return BootEvidence {
-            state,
-            machine,
-            time,
-            reason,
-            look_again_at: None,
-        };
+    for (m, verdict) in &evidence {
+        if let Verdict::Fails(why) = verdict {
+            return settled(BootState::Failed, m, Some(why));
+        }
     }
     let next = (evidence.iter())
         .filter_map(|(_, v)| match v {

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::boot_evidence::{self, BootEvidence, BootState};
-use super::decision::{Action, Decision, Values};
+use super::decision::{Action, Decision, Values, held_message};
 use super::gates::Ready;
 use super::history::{self, Change, HistoryEntry};
 use super::patch::{Guarded, set_annotations};
@@ -91,7 +91,8 @@ impl Planner<'_> {
         let recorded = moved.boot_evidence.clone().filter(|e| e.state.settled());
         let evidence = recorded.clone().unwrap_or_else(|| {
             let (now, limit) = (self.options.now, self.options.node_join_limit);
-            boot_evidence::judge(subject.meta, &moved, &self.snapshot.boots, now, limit)
+            let boots = &self.snapshot.boots;
+            boot_evidence::judge(subject.meta, &moved.time, &change.to, boots, now, limit)
         });
         decided.boot_evidence = Some(evidence.clone());
         if evidence.state != BootState::Failed {
@@ -228,17 +229,6 @@ impl Planner<'_> {
         };
         Ok((entry, restores))
     }
-}
-
-/// The message of a MachineSet held on `image.current` off `image.target`, which failed.
-pub(super) fn held_message(image: &Values<Value>, why: Option<&str>) -> String {
-    format!(
-        "held on {} after the golden image {} failed to boot here ({}); it moves when the \
-         golden image changes, or when the annotation {BOOT_FAILURE_HOLD_ANNOTATION} is removed",
-        display_image(image.current.as_ref()),
-        display_image(image.target.as_ref()),
-        why.unwrap_or("no reason recorded"),
-    )
 }
 
 /// Turns `decided` into the revert of `change`: the values put back, the hold, the history.

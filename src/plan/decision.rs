@@ -12,6 +12,7 @@ use super::cluster_api_templates::TemplateCopy;
 use super::history::{self, HistoryEntry};
 use super::stub::StubUpgrade;
 use crate::machine_kind::MachineKind;
+use crate::names::BOOT_FAILURE_HOLD_ANNOTATION;
 use crate::platform::display_image;
 use crate::reason::Reason;
 
@@ -240,7 +241,7 @@ impl Decision {
             self.reason = Reason::BootImageHeld;
             self.boot_image.target = Some(failed);
             let why = (self.boot_evidence.as_ref()).map(BootEvidence::describe);
-            self.message = super::boot_follow::held_message(&self.boot_image, why.as_deref());
+            self.message = held_message(&self.boot_image, why.as_deref());
         }
     }
 
@@ -258,6 +259,17 @@ impl Decision {
             self.user_data_secret.target.as_deref(),
         )
     }
+}
+
+/// The message of a MachineSet held on `image.current` off `image.target`, which failed.
+pub(super) fn held_message(image: &Values<Value>, why: Option<&str>) -> String {
+    format!(
+        "held on {} after the golden image {} failed to boot here ({}); it moves when the \
+         golden image changes, or when the annotation {BOOT_FAILURE_HOLD_ANNOTATION} is removed",
+        display_image(image.current.as_ref()),
+        display_image(image.target.as_ref()),
+        why.unwrap_or("no reason recorded"),
+    )
 }
 
 /// The message of a decision that leaves a current boot image as it is.

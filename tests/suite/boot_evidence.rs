@@ -36,12 +36,17 @@ async fn upgraded_cluster(env: &TestEnv) {
 }
 
 async fn wait_moved(env: &TestEnv) -> Value {
+    wait_on(env, AMI_421_US_EAST_1).await
+}
+
+/// `worker-a` once it boots `ami`.
+async fn wait_on(env: &TestEnv, ami: &str) -> Value {
     eventually(CONVERGE, || async {
         let ms = env.machine_set("worker-a").await;
-        (ami_of(&ms) == AMI_421_US_EAST_1).then_some(ms)
+        (ami_of(&ms) == ami).then_some(ms)
     })
     .await
-    .expect("worker-a is moved to the golden AMI")
+    .unwrap_or_else(|| panic!("worker-a never boots {ami}"))
 }
 
 fn machines(env: &TestEnv) -> Api<DynamicObject> {
@@ -312,12 +317,7 @@ async fn with_the_opt_in_a_failed_image_is_put_back_held_and_tried_again_once_th
     create_machine(&env, "worker-a-x1").await;
     fail(&env, "worker-a-x1", AMI_NOT_FOUND).await;
 
-    let reverted = eventually(CONVERGE, || async {
-        let ms = env.machine_set("worker-a").await;
-        (ami_of(&ms) == AMI_420_US_EAST_1).then_some(ms)
-    })
-    .await
-    .expect("the previous AMI is put back");
+    let reverted = wait_on(&env, AMI_420_US_EAST_1).await;
     let history = history_of(&reverted);
     assert_eq!(history[0]["bootEvidence"]["state"], "Failed");
     assert_eq!(
@@ -378,12 +378,7 @@ async fn a_failure_recorded_before_a_restart_is_reverted_after_it_by_the_annotat
         .await;
     let mut second = env.controller(&[]);
     second.wait_ready().await;
-    let reverted = eventually(CONVERGE, || async {
-        let ms = env.machine_set("worker-a").await;
-        (ami_of(&ms) == AMI_420_US_EAST_1).then_some(ms)
-    })
-    .await
-    .unwrap_or_else(|| panic!("reverted after the restart: {}", second.log_tail(30)));
+    let reverted = wait_on(&env, AMI_420_US_EAST_1).await;
     assert!(annotation_of(&reverted, HOLD).is_some());
     assert_eq!(
         history_of(&reverted).len(),
