@@ -463,33 +463,33 @@ impl Objects {
                     let machine: crate::api::Machine = typed(&key, found)?;
                     cluster.boots.machines.push(Arc::new(machine));
                 }
-                Kind::Node => {
-                    let meta: ObjectMeta = found
-                        .object
-                        .get("metadata")
-                        .and_then(|m| serde_json::from_value(m.clone()).ok())
-                        .unwrap_or_default();
-                    let conditions = found
-                        .object
-                        .pointer("/status/conditions")
-                        .and_then(Value::as_array);
-                    let ready = (conditions.into_iter().flatten()).any(|c| {
-                        c.get("type") == Some(&Value::from("Ready"))
-                            && c.get("status") == Some(&Value::from("True"))
-                    });
-                    cluster.boots.nodes.insert(key.name.clone(), ready);
-                    let labels = meta.labels.unwrap_or_default();
-                    if CONTROL_PLANE_NODE_LABELS
-                        .iter()
-                        .any(|l| labels.contains_key(*l))
-                    {
-                        let arch = labels.get(ARCH_LABEL).cloned();
-                        cluster.control_plane_nodes.insert(key.name, arch);
-                    }
-                }
+                Kind::Node => note_node(cluster, key.name, &found.object),
             }
         }
         Ok(snapshot)
+    }
+}
+
+/// A Node: its readiness (evidence that a Machine booted) and, on the control plane, its
+/// architecture.
+fn note_node(cluster: &mut ClusterSnapshot, name: String, node: &Value) {
+    let meta: ObjectMeta = node
+        .get("metadata")
+        .and_then(|m| serde_json::from_value(m.clone()).ok())
+        .unwrap_or_default();
+    let conditions = node.pointer("/status/conditions").and_then(Value::as_array);
+    let ready = (conditions.into_iter().flatten()).any(|c| {
+        c.get("type") == Some(&Value::from("Ready"))
+            && c.get("status") == Some(&Value::from("True"))
+    });
+    cluster.boots.nodes.insert(name.clone(), ready);
+    let labels = meta.labels.unwrap_or_default();
+    if CONTROL_PLANE_NODE_LABELS
+        .iter()
+        .any(|l| labels.contains_key(*l))
+    {
+        let arch = labels.get(ARCH_LABEL).cloned();
+        cluster.control_plane_nodes.insert(name, arch);
     }
 }
 
