@@ -46,6 +46,7 @@ impl Controller {
                 object.conflicts = 0;
             }
             let in_a_row = object.conflicts;
+            let conflicted = applied.outcome == Outcome::Conflict;
             all_done &= self.count_outcome(&applied);
             let updated =
                 applied.decision.action == Action::Update && applied.outcome == Outcome::Patched;
@@ -67,7 +68,10 @@ impl Controller {
             if let Some(reason) = self.new_warning(&reported) {
                 self.events.publish(&reported, &error_notice(reason));
             }
-            self.schedule_retry(&reported);
+            // A conflict's quick retry stands, unless it has become an error with a backoff.
+            if !conflicted || reported.action == Action::Error {
+                self.schedule_retry(&reported);
+            }
             let object = self.memory.object(&key);
             object.patch_retry = (reported.reason == Reason::PatchFailed)
                 .then(|| Some(object.retry?.1))
@@ -136,7 +140,9 @@ impl Controller {
                 if update {
                     info!(kind, name = %d.name, change = %d.message, "updated boot image");
                 } else {
-                    info!(kind, name = %d.name, "opted out: cleared the hot-loop guard");
+                    // Bookkeeping only: an opt-out's cleared hot-loop guard, or settled boot
+                    // evidence.
+                    info!(kind, name = %d.name, reason = %d.reason, message = %d.message, "updated its annotations");
                 }
                 self.memory.object(&d.key()).retry = None;
                 true
