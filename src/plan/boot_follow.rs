@@ -95,9 +95,14 @@ impl Planner<'_> {
             boot_evidence::judge(subject.meta, &moved.time, &change.to, boots, now, limit)
         });
         decided.boot_evidence = Some(evidence.clone());
+        // Only an object the planner leaves as it is gets these writes: anything else (an
+        // opt-out, a newer golden image, an error, a cluster-wide hold) decided otherwise.
+        let may_write =
+            decided.action == Action::UpToDate && decided.patch.is_empty() && ready.hold.is_none();
+        let newly_settled = recorded.is_none() && evidence.state.settled();
         if evidence.state != BootState::Failed {
-            if recorded.is_none() && evidence.state.settled() {
-                self.settle(subject, ready, decided, &evidence, None);
+            if newly_settled && may_write {
+                settle(subject, decided, &evidence, None);
             }
             return;
         }
@@ -105,46 +110,24 @@ impl Planner<'_> {
             None => self.revert_move(subject, &moved, &evidence),
             Some(why) => Err(why),
         };
-        match revert {
-            Ok((entry, restores)) => {
-                if self.settle(subject, ready, decided, &evidence, Some(&entry)) {
-                    let (entry, restores) = (entry, restores);
-                    reverting(decided, subject, change, entry, restores, &evidence);
-                }
+        let why = match revert {
+            Ok((entry, restores)) if may_write => {
+                reverting(decided, subject, change, &entry, restores, &evidence);
+                settle(subject, decided, &evidence, Some(&entry));
+                decided.recorded = Some(Box::new(entry));
+                return;
             }
-            Err(why) => {
-                decided.message = format!(
-                    "{}; the new image failed to boot: {}; not reverted: {why}",
-                    decided.message,
-                    evidence.describe()
-                );
-                if recorded.is_none() {
-                    self.settle(subject, ready, decided, &evidence, None);
-                }
-            }
+            Ok(_) => format!("nothing may be written to it now ({})", decided.reason),
+            Err(why) => why,
+        };
+        decided.message = format!(
+            "{}; the new image failed to boot: {}; not reverted: {why}",
+            decided.message,
+            evidence.describe()
+        );
+        if newly_settled && may_write {
+            settle(subject, decided, &evidence, None);
         }
-    }
-
-    /// Writes the settled `evidence` (and the `revert` entry) into the history, when the
-    /// decision may write; true if it will.
-    fn settle(
-        &self,
-        subject: &Subject<'_>,
-        ready: &Ready,
-        decided: &mut Decision,
-        evidence: &BootEvidence,
-        revert: Option<&HistoryEntry>,
-    ) -> bool {
-        // Only an object the planner leaves as it is gets this write: anything else (an opt-out,
-        // a newer golden image, an error, a cluster-wide hold) decided otherwise.
-        if decided.action != Action::UpToDate || !decided.patch.is_empty() || ready.hold.is_some() {
-            return false;
-        }
-        history::record_boot_ops(&mut decided.patch, subject.meta, evidence, revert);
-        if let Some(rv) = &subject.meta.resource_version {
-            decided.patch.guard_resource_version(rv);
-        }
-        true
     }
 
     /// Why a failed move is not reverted, if it is not.
@@ -231,38 +214,44 @@ impl Planner<'_> {
     }
 }
 
-/// Turns `decided` into the revert of `change`: the values put back, the hold, the history.
+/// Adds the write of the settled `evidence` (and the `revert` entry) into the history, guarded
+/// by the resourceVersion read.
+fn settle(
+    subject: &Subject<'_>,
+    decided: &mut Decision,
+    evidence: &BootEvidence,
+    revert: Option<&HistoryEntry>,
+) {
+    history::record_boot_ops(&mut decided.patch, subject.meta, evidence, revert);
+    if let Some(rv) = &subject.meta.resource_version {
+        decided.patch.guard_resource_version(rv);
+    }
+}
+
+/// Turns `decided` into the revert of `change`: the values put back and the hold (the history
+/// is [`settle`]d after them).
 fn reverting(
     decided: &mut Decision,
     subject: &Subject<'_>,
     change: &Change<Value>,
-    entry: HistoryEntry,
+    entry: &HistoryEntry,
     restores: Vec<revert::Restore>,
     evidence: &BootEvidence,
 ) {
-    let mut ops = json_patch::Patch::default();
     for restore in restores {
-        if let Ok(path) = jsonptr::PointerBuf::parse(&restore.path) {
-            ops.guarded_replace(path, restore.from, restore.to);
-        }
+        let path = jsonptr::PointerBuf::parse(&restore.path)
+            .expect("restored paths are built as pointers");
+        decided
+            .patch
+            .guarded_replace(path, restore.from, restore.to);
     }
     let hold = BootHold {
         image: change.to.clone(),
         failure: evidence.clone(),
     };
     let hold = serde_json::to_string(&hold).unwrap_or_default();
-    set_annotations(
-        &mut ops,
-        subject.meta,
-        [(BOOT_FAILURE_HOLD_ANNOTATION, hold)],
-    );
-    // The resourceVersion test stays first; the history write follows the values it records.
-    let mut patch = std::mem::take(&mut decided.patch);
-    let split = patch.0.iter().position(|op| matches!(op, json_patch::PatchOperation::Test(t) if t.path == *super::patch::RESOURCE_VERSION)).map_or(0, |i| i + 1);
-    let history_ops = patch.0.split_off(split);
-    patch.0.extend(ops.0);
-    patch.0.extend(history_ops);
-    decided.patch = patch;
+    let hold = [(BOOT_FAILURE_HOLD_ANNOTATION, hold)];
+    set_annotations(&mut decided.patch, subject.meta, hold);
     decided.action = Action::Update;
     decided.reason = Reason::BootImageReverted;
     decided.boot_image = Values {
@@ -282,5 +271,4 @@ fn reverting(
         display_image(Some(&change.from)),
         evidence.describe(),
     );
-    decided.recorded = Some(Box::new(entry));
 }
