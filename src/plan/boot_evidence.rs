@@ -137,7 +137,7 @@ pub fn judge(
         .map(Arc::as_ref)
         .filter(|m| created_by(m, owner))
         .filter(|m| (m.metadata.creation_timestamp.as_ref()).is_some_and(|t| t.0 >= since))
-        .filter(|m| boots_image(m, image))
+        .filter(|m| holds_image(m.spec.provider_spec.value.as_ref(), image))
         .map(|m| (m, verdict(m, &boots.nodes, now, join_limit)))
         .collect();
     // Oldest first, so that the Machine named is the same from one pass to the next.
@@ -183,16 +183,17 @@ fn created_by(machine: &Machine, owner: &ObjectMeta) -> bool {
         .as_deref()
         .unwrap_or_default();
     owners.iter().any(|o| {
-        o.kind == "MachineSet"
+        o.kind == crate::machine_kind::MachineKind::MachineSet.kind()
             && Some(&o.name) == owner.name.as_ref()
             && owner.uid.as_ref().is_none_or(|uid| *uid == o.uid)
     })
 }
 
-/// Whether `machine` boots `image`: its provider spec holds it where its platform keeps it.
-pub fn boots_image(machine: &Machine, image: &Value) -> bool {
-    let spec = machine.spec.provider_spec.value.as_ref();
-    spec.and_then(|spec| image_locations(spec, image))
+/// Whether a provider spec (a MachineSet's or a Machine's) holds `image` where its platform
+/// keeps it.
+pub fn holds_image(provider_spec: Option<&Value>, image: &Value) -> bool {
+    provider_spec
+        .and_then(|spec| image_locations(spec, image))
         .is_some_and(|places| places.iter().any(|(_, held)| held == image))
 }
 
@@ -202,9 +203,11 @@ fn verdict(
     now: Timestamp,
     join_limit: SignedDuration,
 ) -> Verdict {
-    let status = machine.status.clone().unwrap_or_default();
-    let node = status.node_ref.and_then(|n| n.name);
-    if node.as_ref().and_then(|n| nodes.get(n)) == Some(&true) {
+    let Some(status) = &machine.status else {
+        return Verdict::Open(None);
+    };
+    let node = (status.node_ref.as_ref()).and_then(|n| n.name.as_ref());
+    if node.and_then(|n| nodes.get(n)) == Some(&true) {
         return Verdict::Proves;
     }
     match status.phase.as_deref() {

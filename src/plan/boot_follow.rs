@@ -75,17 +75,15 @@ impl Planner<'_> {
             decided.boot_evidence = Some(hold.failure);
             return;
         }
-        let Some(moved) = history::last_change(subject.meta) else {
+        // Read from the history annotation with the rest of the decision.
+        let Some(moved) = decided.last_change.clone() else {
             return;
         };
         let (Some(change), None) = (&moved.boot_image, &moved.reverted_after) else {
             return;
         };
         let provider_spec = subject.provider_spec().and_then(|p| p.value.as_ref());
-        let on_new_image = provider_spec
-            .and_then(|spec| crate::platform::image_locations(spec, &change.to))
-            .is_some_and(|places| places.iter().any(|(_, held)| *held == change.to));
-        if !on_new_image {
+        if !boot_evidence::holds_image(provider_spec, &change.to) {
             return;
         }
         let recorded = moved.boot_evidence.clone().filter(|e| e.state.settled());

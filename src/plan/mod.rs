@@ -267,14 +267,13 @@ impl<'a> Planner<'a> {
         };
         let mut decision = match &self.state {
             Err(blocked) => subject.decision(Action::Skip, blocked.reason, blocked.message.clone()),
-            Ok(ready) => {
-                let mut decided = self.decide_readable(&subject, ready);
-                self.follow_boot(&subject, ready, &mut decided);
-                decided
-            }
+            Ok(ready) => self.decide_readable(&subject, ready),
         };
         decision.uid = subject.meta.uid.clone();
         decision.last_change = history::last_change(subject.meta);
+        if let Ok(ready) = &self.state {
+            self.follow_boot(&subject, ready, &mut decision);
+        }
         decision
     }
 

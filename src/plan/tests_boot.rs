@@ -226,13 +226,7 @@ fn a_quota_failure_is_not_counted_against_the_image() {
 
 #[test]
 fn an_image_error_fails_the_image_and_without_the_opt_in_it_is_reported_not_reverted() {
-    let mut cluster = cluster();
-    cluster.boots.machines = vec![machine(
-        "worker-a-x1",
-        1,
-        AMI_421_US_EAST_1,
-        failed("InvalidConfiguration", AMI_NOT_FOUND),
-    )];
+    let cluster = failing_cluster();
     let d = decide_at(&cluster, moved(&[move_entry()]), at(5));
     let failure = d.boot_evidence.clone().unwrap();
     assert_eq!(
