@@ -162,16 +162,8 @@ fn boot_failures(input: &StatusInput<'_>) -> Desired {
         .filter_map(|d| Some((*d, d.boot_evidence.as_ref()?)))
         .collect();
     let count = |state| followed.iter().filter(|(_, e)| e.state == state).count();
-    let failed: Vec<String> = (followed.iter())
+    let failed: Vec<&(&Decision, &BootEvidence)> = (followed.iter())
         .filter(|(_, e)| e.state == BootState::Failed)
-        .map(|(d, e)| {
-            let reverted = match d.reason {
-                Reason::BootImageReverted | Reason::BootImageHeld => "; reverted and held",
-                _ => "",
-            };
-            let what = bounded(&e.describe(), QUOTED_MESSAGE_LIMIT);
-            format!("{} {} ({what}{reverted})", d.kind, d.name)
-        })
         .collect();
     if failed.is_empty() {
         let message = format!(
@@ -182,27 +174,21 @@ fn boot_failures(input: &StatusInput<'_>) -> Desired {
         );
         return Desired::new(BOOT_FAILED, Some(false), "NoBootFailure", message);
     }
-    let mut message = format!(
-        "new boot images failed to boot on {} MachineSet(s): ",
-        failed.len()
+    let named = failed.iter().map(|(d, e)| {
+        let reverted = match d.reason {
+            Reason::BootImageReverted | Reason::BootImageHeld => "; reverted and held",
+            _ => "",
+        };
+        let what = bounded(&e.describe(), QUOTED_MESSAGE_LIMIT);
+        format!("{} {} ({what}{reverted})", d.kind, d.name)
+    });
+    let message = format!(
+        "new boot images failed to boot on {} MachineSet(s): {}",
+        failed.len(),
+        first_few(named, NAMED_ERRORS, "; ")
     );
-    message.push_str(
-        &failed
-            .iter()
-            .take(NAMED_ERRORS)
-            .cloned()
-            .collect::<Vec<_>>()
-            .join("; "),
-    );
-    if failed.len() > NAMED_ERRORS {
-        let _ = write!(message, "; and {} more", failed.len() - NAMED_ERRORS);
-    }
-    Desired::new(
-        BOOT_FAILED,
-        Some(true),
-        "BootImageFailed",
-        bounded(&message, MESSAGE_LIMIT),
-    )
+    let message = bounded(&message, MESSAGE_LIMIT);
+    Desired::new(BOOT_FAILED, Some(true), "BootImageFailed", message)
 }
 
 fn stood_down(blocked: Option<&Blocked>) -> Desired {
