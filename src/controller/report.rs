@@ -167,15 +167,15 @@ impl Controller {
         }
     }
 
-    /// Whether `reported` is an error it was not in before; such errors are logged and counted
-    /// once, not on every retry.
-    /// Whether `reported` is the first decision to say that its new image failed to boot; the
-    /// failure is logged then, once.
+    /// Whether `reported` is the first decision to say that its new image failed to boot, and
+    /// the history does not record it yet; the failure is logged and announced then, once, and
+    /// not again by a controller that restarts.
     fn newly_failed_to_boot(&self, reported: &Decision) -> bool {
         let failed =
             |d: &Decision| (d.boot_evidence.as_ref()).is_some_and(|e| e.state == BootState::Failed);
         let previous = self.memory.decision(&reported.key());
-        let newly = failed(reported) && !previous.is_some_and(failed);
+        let newly =
+            failed(reported) && !previous.is_some_and(failed) && !reported.boot_failure_on_record();
         if newly {
             let kind = reported.kind.label();
             warn!(kind, name = %reported.name, message = %reported.message, "new boot image failed to boot");
@@ -183,6 +183,8 @@ impl Controller {
         newly
     }
 
+    /// Whether `reported` is an error it was not in before; such errors are logged and counted
+    /// once, not on every retry.
     fn entered_error(&self, reported: &Decision) -> bool {
         if reported.action != Action::Error {
             return false;

@@ -7,7 +7,7 @@ use json_patch::Patch;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::boot_evidence::BootEvidence;
+use super::boot_evidence::{BootEvidence, BootState};
 use super::cluster_api_templates::TemplateCopy;
 use super::history::{self, HistoryEntry};
 use super::stub::StubUpgrade;
@@ -243,6 +243,15 @@ impl Decision {
             let why = (self.boot_evidence.as_ref()).map(BootEvidence::describe);
             self.message = held_message(&self.boot_image, why.as_deref());
         }
+    }
+
+    /// Whether the history this decision read already records its boot failure (settled, or
+    /// reverted after it): news to nobody, so a restarted controller does not announce it again.
+    pub fn boot_failure_on_record(&self) -> bool {
+        self.last_change.as_ref().is_some_and(|c| {
+            c.reverted_after.is_some()
+                || (c.boot_evidence.as_ref()).is_some_and(|e| e.state == BootState::Failed)
+        })
     }
 
     pub fn key(&self) -> ObjectKey {

@@ -247,13 +247,22 @@ fn an_image_error_fails_the_image_and_without_the_opt_in_it_is_reported_not_reve
         "{}",
         d.message
     );
+    assert!(!d.boot_failure_on_record(), "news: announced");
     let after = patched(moved(&[move_entry()]), &d);
     assert_eq!(
         objects::ami_of(&after.clone().build()),
         AMI_421_US_EAST_1,
         "the image stays"
     );
-    assert_eq!(history_of(after)[0]["bootEvidence"]["state"], "Failed");
+    assert_eq!(
+        history_of(after.clone())[0]["bootEvidence"]["state"],
+        "Failed"
+    );
+    // Planned again, as after a restart: still failed, and on record, so not announced again.
+    let again = decide_at(&cluster, after, at(6));
+    assert_eq!(evidence(&again), BootState::Failed);
+    assert!(again.boot_failure_on_record());
+    assert!(again.patch.0.is_empty(), "settled once");
 }
 
 #[test]
@@ -333,6 +342,7 @@ fn with_the_opt_in_a_failed_image_is_reverted_and_the_machine_set_held_off_it() 
     assert_eq!(d.clone().applied(), held);
     assert!(held.patch.0.is_empty());
     assert_eq!(evidence(&held), BootState::Failed);
+    assert!(!d.boot_failure_on_record() && held.boot_failure_on_record());
     assert!(
         held.message.contains(BOOT_FAILURE_HOLD_ANNOTATION),
         "{}",

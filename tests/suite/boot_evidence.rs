@@ -153,6 +153,24 @@ fn worker_a(plan: &Value) -> &Value {
         .unwrap_or_else(|| panic!("worker-a is planned: {plan:#}"))
 }
 
+/// The `BootImageFailedToBoot` Events on worker-a, once there are `count` (or after a minute).
+async fn wait_failure_warnings(env: &TestEnv, count: usize) -> usize {
+    let warnings = || async {
+        let events = env.events_for("worker-a").await;
+        (events.iter())
+            .filter(|e| e["reason"] == "BootImageFailedToBoot")
+            .count()
+    };
+    let reached = eventually(CONVERGE, || async {
+        (warnings().await == count).then_some(())
+    })
+    .await;
+    match reached {
+        Some(()) => count,
+        None => warnings().await,
+    }
+}
+
 async fn metric_is(controller: &support::ControllerProcess, series: &str, value: f64) -> bool {
     eventually(CONVERGE, || async {
         (controller.metric(series).await == Some(value)).then_some(())
@@ -358,7 +376,8 @@ async fn with_the_opt_in_a_failed_image_is_put_back_held_and_tried_again_once_th
 }
 
 #[tokio::test]
-async fn a_failure_recorded_before_a_restart_is_reverted_after_it_by_the_annotation() {
+async fn a_failure_recorded_before_a_restart_is_not_announced_again_and_is_reverted_by_the_annotation()
+ {
     let env = TestEnv::new("boot-restart").await;
     upgraded_cluster(&env).await;
     let mut first = env.controller(&[]);
@@ -367,7 +386,17 @@ async fn a_failure_recorded_before_a_restart_is_reverted_after_it_by_the_annotat
     create_machine(&env, "worker-a-x1").await;
     fail(&env, "worker-a-x1", AMI_NOT_FOUND).await;
     assert_eq!(wait_settled(&env, 0).await["state"], "Failed");
+    assert_eq!(wait_failure_warnings(&env, 1).await, 1);
     first.terminate();
+
+    // Restarted without the opt-in: the failure on record is reported, not announced again.
+    let mut again = env.controller(&[]);
+    again.wait_ready().await;
+    let failed = "boot_image_controller_boot_evidence_machinesets{state=\"Failed\"}";
+    assert!(metric_is(&again, failed, 1.0).await);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(wait_failure_warnings(&env, 1).await, 1, "announced once");
+    again.terminate();
 
     // The failed Machine is gone (a MachineHealthCheck deleted it); the evidence is not.
     machines(&env)
