@@ -1,14 +1,11 @@
-//! The watches behind `plan::boot_evidence`: the Machines of the machine-API namespace and the
-//! readiness of every Node, each kept trimmed to what the evidence reads.
+//! The watch behind `plan::boot_evidence`: the Machines of the machine-API namespace, kept
+//! trimmed to what the evidence reads (the Nodes they join are in [`super::nodes`]).
 //!
-//! A Machine's event re-plans the MachineSet that created it; a Node's re-plans everything, and
-//! only when some Node's readiness changed (kubelets update their Node every few seconds).
+//! A Machine's event re-plans the MachineSet that created it.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Node, NodeStatus};
 use kube::api::{Api, ListParams};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -16,16 +13,14 @@ use tokio::sync::mpsc::UnboundedSender;
 use tracing::{info, warn};
 
 use super::watch_backoff::retried;
-use super::watches::{Trigger, paged, re_plan_all_when};
+use super::watches::{Trigger, paged};
 use crate::api::{Machine, ObjectMeta};
 use crate::machine_kind::MachineKind;
 use crate::plan::ObjectKey;
-use crate::plan::boot_evidence::Boots;
 
 pub(super) struct BootStores {
     /// `None` where Machines cannot be listed: then no image is proven or failed.
     machines: Option<Store<Machine>>,
-    nodes: Store<Node>,
 }
 
 impl BootStores {
@@ -50,26 +45,19 @@ impl BootStores {
             }
             _ => Some(spawn_machines(api, tx.clone())),
         };
-        BootStores {
-            machines,
-            nodes: spawn_nodes(Api::all(client.clone()), tx.clone()),
-        }
+        BootStores { machines }
     }
 
     pub async fn wait_until_ready(&self) {
         if let Some(machines) = &self.machines {
             let _ = machines.wait_until_ready().await;
         }
-        let _ = self.nodes.wait_until_ready().await;
     }
 
-    pub fn boots(&self) -> Boots {
-        Boots {
-            machines: (self.machines.as_ref())
-                .map(Store::state)
-                .unwrap_or_default(),
-            nodes: readiness(&self.nodes.state()),
-        }
+    pub fn machines(&self) -> Vec<Arc<Machine>> {
+        (self.machines.as_ref())
+            .map(Store::state)
+            .unwrap_or_default()
     }
 }
 
@@ -122,40 +110,4 @@ fn keep_only_what_the_evidence_reads(machine: &mut Machine) {
             node.extra = Default::default();
         }
     }
-}
-
-fn spawn_nodes(api: Api<Node>, tx: UnboundedSender<Trigger>) -> Store<Node> {
-    let (store, writer) = reflector::store();
-    let stream = watcher(api, paged())
-        .modify(keep_only_readiness)
-        .reflect(writer);
-    let stream = retried("Nodes", stream);
-    tokio::spawn(re_plan_all_when(stream, store.clone(), readiness, tx));
-    store
-}
-
-/// A Node's name and Ready condition; its images, addresses and capacity go.
-fn keep_only_readiness(node: &mut Node) {
-    let meta = &mut node.metadata;
-    (meta.managed_fields, meta.annotations, meta.labels) = (None, None, None);
-    node.spec = None;
-    let conditions = (node.status.take())
-        .and_then(|s| s.conditions)
-        .map(|c| c.into_iter().filter(|c| c.type_ == "Ready").collect());
-    node.status = Some(NodeStatus {
-        conditions,
-        ..Default::default()
-    });
-}
-
-fn readiness(nodes: &[Arc<Node>]) -> BTreeMap<String, bool> {
-    nodes
-        .iter()
-        .map(|n| {
-            let conditions = (n.status.as_ref()).and_then(|s| s.conditions.as_deref());
-            let ready = (conditions.unwrap_or_default().iter())
-                .any(|c| c.type_ == "Ready" && c.status == "True");
-            (n.metadata.name.clone().unwrap_or_default(), ready)
-        })
-        .collect()
 }

@@ -8,6 +8,7 @@
 pub mod config;
 mod lease;
 pub mod lenient;
+mod nodes;
 
 mod act;
 mod boot_image_status;

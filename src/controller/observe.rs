@@ -12,6 +12,7 @@ use crate::api::{
 };
 use crate::known_images::KnownImages;
 use crate::machine_kind::{MachineKind, MachineObject};
+use crate::plan::boot_evidence::Boots;
 use crate::plan::selection::Selection;
 use crate::plan::{ClusterSnapshot, stub};
 use crate::platform::Platform;
@@ -84,14 +85,17 @@ pub(super) async fn observe(
         golden: stores.golden(),
         secrets: all_secrets,
         known_images,
-        control_plane_nodes: stores.control_plane_nodes(),
+        control_plane_nodes: stores.nodes().control_plane(),
         // Filled in by the pass from the EC2 lookups (`controller/ec2.rs`).
         ec2: Default::default(),
         // vCenter's answers are not gathered by the controller yet: vSphere decisions say what
         // they would import.
         vcenter: Default::default(),
         infrastructure_templates: stores.infrastructure_templates(),
-        boots: boots.boots(),
+        boots: Boots {
+            machines: boots.machines(),
+            nodes: stores.nodes().readiness(),
+        },
     };
     Observation {
         snapshot,

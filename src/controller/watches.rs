@@ -5,13 +5,11 @@
 //! controller to those names. A watch error is logged and retried with backoff; it never ends the
 //! watch, and `Lenient` keeps one malformed object from failing a whole list.
 
-use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject, ListParams};
-use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource};
@@ -21,9 +19,9 @@ use tracing::{info, warn};
 
 use super::config::RunArgs;
 use super::lenient::Lenient;
+use super::nodes::Nodes;
 use super::remembered_images;
 use super::watch_backoff::retried;
-use k8s_openapi::api::core::v1::Node;
 
 use crate::api::{
     ClusterApiMachineDeployment, ClusterApiMachineSet, ClusterVersion, ConfigMap,
@@ -32,7 +30,6 @@ use crate::api::{
 use crate::api_client;
 use crate::known_images::KnownImages;
 use crate::machine_kind::{MachineKind, MachineObject};
-use crate::names::{ARCH_LABEL, CONTROL_PLANE_NODE_LABELS};
 use crate::plan::{self, ObjectKey, other_managers};
 
 /// What should be planned again.
@@ -43,8 +40,7 @@ pub enum Trigger {
 }
 
 pub struct Stores {
-    /// Metadata of the control-plane Nodes, one store per label of [`CONTROL_PLANE_NODE_LABELS`].
-    control_plane_nodes: Vec<Store<PartialObjectMeta<Node>>>,
+    nodes: Nodes,
     machine_sets: Store<Lenient<MachineSet>>,
     control_plane: Option<Store<Lenient<ControlPlaneMachineSet>>>,
     configurations: Store<Lenient<MachineConfiguration>>,
@@ -124,13 +120,9 @@ pub async fn start(
             false => None,
         };
     let cluster_api = cluster_api(client, &args.cluster_api_namespace, &tx).await;
-    let control_plane_nodes = CONTROL_PLANE_NODE_LABELS
-        .iter()
-        .map(|label| spawn_nodes(Api::all(client.clone()), label, &tx))
-        .collect();
     Stores {
         cluster_api,
-        control_plane_nodes,
+        nodes: Nodes::start(client, tx.clone()),
         machine_sets,
         control_plane,
         cluster_version,
@@ -360,29 +352,6 @@ where
     store
 }
 
-/// Watches the metadata of the Nodes carrying `label`; a change of which control-plane Nodes
-/// exist or of their architecture re-plans everything (heartbeats and other label changes
-/// do not).
-fn spawn_nodes(
-    api: Api<PartialObjectMeta<Node>>,
-    label: &str,
-    tx: &UnboundedSender<Trigger>,
-) -> Store<PartialObjectMeta<Node>> {
-    let (store, writer) = reflector::store();
-    let config = watcher::Config::default().labels(label);
-    let stream = watcher(api, config)
-        .modify(drop_managed_fields_unless_read)
-        .reflect(writer);
-    let stream = retried(format!("Nodes {label}"), stream);
-    tokio::spawn(re_plan_all_when(
-        stream,
-        store.clone(),
-        node_archs,
-        tx.clone(),
-    ));
-    store
-}
-
 /// Sends [`Trigger::All`] each time `summary` of the store `reader` changes, whatever else its
 /// objects' events change (a Node's status changes every few seconds).
 pub(super) async fn re_plan_all_when<K, S: PartialEq>(
@@ -408,23 +377,6 @@ pub(super) async fn re_plan_all_when<K, S: PartialEq>(
             }
         }
     }
-}
-
-/// Node name -> its `kubernetes.io/arch` label.
-fn node_archs(nodes: &[Arc<PartialObjectMeta<Node>>]) -> BTreeMap<String, Option<String>> {
-    nodes
-        .iter()
-        .map(|n| {
-            let name = n.metadata.name.clone().unwrap_or_default();
-            let arch = n
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(ARCH_LABEL))
-                .cloned();
-            (name, arch)
-        })
-        .collect()
 }
 
 /// `managedFields` are often the largest part of an object and we never read them; dropping
@@ -482,9 +434,7 @@ fn parsed<K: Clone>(object: Option<Arc<Lenient<K>>>) -> Option<K> {
 
 impl Stores {
     pub async fn wait_until_ready(&self) {
-        for nodes in &self.control_plane_nodes {
-            let _ = nodes.wait_until_ready().await;
-        }
+        self.nodes.wait_until_ready().await;
         let _ = self.machine_sets.wait_until_ready().await;
         if let Some(s) = &self.control_plane {
             let _ = s.wait_until_ready().await;
@@ -534,14 +484,8 @@ impl Stores {
             .collect()
     }
 
-    /// Every control-plane Node and its architecture label.
-    pub fn control_plane_nodes(&self) -> BTreeMap<String, Option<String>> {
-        let nodes: Vec<_> = self
-            .control_plane_nodes
-            .iter()
-            .flat_map(Store::state)
-            .collect();
-        node_archs(&nodes)
+    pub fn nodes(&self) -> &Nodes {
+        &self.nodes
     }
 
     pub fn machine_sets(&self) -> Vec<Arc<Lenient<MachineSet>>> {
