@@ -1,5 +1,6 @@
-//! The watch behind `plan::boot_evidence`: the Machines of the machine-API namespace, kept
-//! trimmed to what the evidence reads (the Nodes they join are in [`super::nodes`]).
+//! The watches behind `plan::boot_evidence`: the Machines of the machine-API namespace, kept
+//! trimmed to what the evidence reads, and every Node ([`super::nodes`], whose one store also
+//! tells the control plane's architecture).
 //!
 //! A Machine's event re-plans the MachineSet that created it.
 
@@ -12,6 +13,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::mpsc::UnboundedSender;
 use tracing::{info, warn};
 
+use super::nodes::Nodes;
 use super::watch_backoff::retried;
 use super::watches::{Trigger, paged};
 use crate::api::{Machine, ObjectMeta};
@@ -21,6 +23,7 @@ use crate::plan::ObjectKey;
 pub(super) struct BootStores {
     /// `None` where Machines cannot be listed: then no image is proven or failed.
     machines: Option<Store<Machine>>,
+    nodes: Nodes,
 }
 
 impl BootStores {
@@ -45,13 +48,21 @@ impl BootStores {
             }
             _ => Some(spawn_machines(api, tx.clone())),
         };
-        BootStores { machines }
+        BootStores {
+            machines,
+            nodes: Nodes::start(client, tx.clone()),
+        }
     }
 
     pub async fn wait_until_ready(&self) {
         if let Some(machines) = &self.machines {
             let _ = machines.wait_until_ready().await;
         }
+        self.nodes.wait_until_ready().await;
+    }
+
+    pub fn nodes(&self) -> &Nodes {
+        &self.nodes
     }
 
     pub fn machines(&self) -> Vec<Arc<Machine>> {

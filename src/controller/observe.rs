@@ -85,7 +85,7 @@ pub(super) async fn observe(
         golden: stores.golden(),
         secrets: all_secrets,
         known_images,
-        control_plane_nodes: stores.nodes().control_plane(),
+        control_plane_nodes: boots.nodes().control_plane(),
         // Filled in by the pass from the EC2 lookups (`controller/ec2.rs`).
         ec2: Default::default(),
         // vCenter's answers are not gathered by the controller yet: vSphere decisions say what
@@ -94,7 +94,7 @@ pub(super) async fn observe(
         infrastructure_templates: stores.infrastructure_templates(),
         boots: Boots {
             machines: boots.machines(),
-            nodes: stores.nodes().readiness(),
+            nodes: boots.nodes().readiness(),
         },
     };
     Observation {

@@ -19,7 +19,6 @@ use tracing::{info, warn};
 
 use super::config::RunArgs;
 use super::lenient::Lenient;
-use super::nodes::Nodes;
 use super::remembered_images;
 use super::watch_backoff::retried;
 
@@ -40,7 +39,6 @@ pub enum Trigger {
 }
 
 pub struct Stores {
-    nodes: Nodes,
     machine_sets: Store<Lenient<MachineSet>>,
     control_plane: Option<Store<Lenient<ControlPlaneMachineSet>>>,
     configurations: Store<Lenient<MachineConfiguration>>,
@@ -122,7 +120,6 @@ pub async fn start(
     let cluster_api = cluster_api(client, &args.cluster_api_namespace, &tx).await;
     Stores {
         cluster_api,
-        nodes: Nodes::start(client, tx.clone()),
         machine_sets,
         control_plane,
         cluster_version,
@@ -434,7 +431,6 @@ fn parsed<K: Clone>(object: Option<Arc<Lenient<K>>>) -> Option<K> {
 
 impl Stores {
     pub async fn wait_until_ready(&self) {
-        self.nodes.wait_until_ready().await;
         let _ = self.machine_sets.wait_until_ready().await;
         if let Some(s) = &self.control_plane {
             let _ = s.wait_until_ready().await;
@@ -482,10 +478,6 @@ impl Stores {
                 Some(((kind, name), t))
             })
             .collect()
-    }
-
-    pub fn nodes(&self) -> &Nodes {
-        &self.nodes
     }
 
     pub fn machine_sets(&self) -> Vec<Arc<Lenient<MachineSet>>> {
