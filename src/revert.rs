@@ -151,14 +151,9 @@ pub fn revert(kind: MachineKind, object: &Value, steps: usize) -> Result<Revert,
     }
     let (remaining, undone) = history.split_at(history.len() - steps);
 
-    let mut changes = restores(kind, object, undone, &described)?;
-    changes.retain(|c| c.from != c.to);
-
+    let changes = undo(kind, object, undone, &described)?;
     let mut patch = Patch::default();
-    for change in &changes {
-        let path = Pointer::parse(&change.path).expect("restored paths are built as pointers");
-        patch.guarded_replace(path.to_buf(), change.from.clone(), change.to.clone());
-    }
+    put_back(&mut patch, &changes);
     bookkeeping(&mut patch, &meta, remaining);
 
     Ok(Revert {
@@ -169,18 +164,27 @@ pub fn revert(kind: MachineKind, object: &Value, steps: usize) -> Result<Revert,
     })
 }
 
-/// The values that undo the one change `entry` recorded on `object` (as the controller's
-/// automatic revert of a failed boot image puts them back), each guarded as [`revert`] guards
-/// them; values the change left as they were are not listed.
-pub fn undo_change(
+/// The values that undo the changes `undone` recorded on `object`, for [`revert`] and for the
+/// controller's automatic revert of a failed boot image alike; values the changes left as they
+/// were are not listed.
+pub fn undo(
     kind: MachineKind,
     object: &Value,
-    entry: &HistoryEntry,
+    undone: &[HistoryEntry],
     described: &str,
 ) -> Result<Vec<Restore>, RevertError> {
-    let mut changes = restores(kind, object, std::slice::from_ref(entry), described)?;
+    let mut changes = restores(kind, object, undone, described)?;
     changes.retain(|c| c.from != c.to);
     Ok(changes)
+}
+
+/// Adds to `patch` the replaces that put back `changes`, each tested against what the object
+/// must hold now.
+pub fn put_back(patch: &mut Patch, changes: &[Restore]) {
+    for change in changes {
+        let path = Pointer::parse(&change.path).expect("restored paths are built as pointers");
+        patch.guarded_replace(path.to_buf(), change.from.clone(), change.to.clone());
+    }
 }
 
 /// The values to put back: for each field the undone entries recorded, the `from` of the oldest

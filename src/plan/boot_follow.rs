@@ -110,7 +110,7 @@ impl Planner<'_> {
         };
         let why = match revert {
             Ok((entry, restores)) if may_write => {
-                reverting(decided, subject, change, &entry, restores, &evidence);
+                reverting(decided, subject, change, &entry, &restores, &evidence);
                 settle(subject, decided, &evidence, Some(&entry));
                 decided.recorded = Some(Box::new(entry));
                 return;
@@ -191,8 +191,13 @@ impl Planner<'_> {
             "MachineSet {}",
             subject.meta.name.as_deref().unwrap_or_default()
         );
-        let restores = revert::undo_change(subject.kind, &object, moved, &described)
-            .map_err(|e| e.to_string())?;
+        let restores = revert::undo(
+            subject.kind,
+            &object,
+            std::slice::from_ref(moved),
+            &described,
+        )
+        .map_err(|e| e.to_string())?;
         fn back<T: Clone>(c: &Change<T>) -> Change<T> {
             Change {
                 from: c.to.clone(),
@@ -233,16 +238,10 @@ fn reverting(
     subject: &Subject<'_>,
     change: &Change<Value>,
     entry: &HistoryEntry,
-    restores: Vec<revert::Restore>,
+    restores: &[revert::Restore],
     evidence: &BootEvidence,
 ) {
-    for restore in restores {
-        let path = jsonptr::PointerBuf::parse(&restore.path)
-            .expect("restored paths are built as pointers");
-        decided
-            .patch
-            .guarded_replace(path, restore.from, restore.to);
-    }
+    revert::put_back(&mut decided.patch, restores);
     let hold = BootHold {
         image: change.to.clone(),
         failure: evidence.clone(),
