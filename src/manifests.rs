@@ -14,17 +14,18 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use k8s_openapi::api::core::v1::Node;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-use crate::api::{ConfigMap, ControlPlaneMachineSet, MachineSet, ObjectMeta, Secret};
+use crate::api::{ConfigMap, ControlPlaneMachineSet, MachineSet, Secret};
 use crate::bounded_read::{MAX_INPUT_BYTES, read_regular_file};
 use crate::known_images::KnownImages;
 use crate::names::{
-    ARCH_LABEL, CLUSTER_VERSION_NAME, CONTROL_PLANE_NODE_LABELS, GOLDEN_CONFIGMAP_NAME,
-    GOLDEN_CONFIGMAP_NAMESPACE, INFRASTRUCTURE_NAME, KNOWN_IMAGES_CONFIGMAP_NAME,
-    MACHINE_CONFIGURATION_NAME,
+    CLUSTER_VERSION_NAME, GOLDEN_CONFIGMAP_NAME, GOLDEN_CONFIGMAP_NAMESPACE, INFRASTRUCTURE_NAME,
+    KNOWN_IMAGES_CONFIGMAP_NAME, MACHINE_CONFIGURATION_NAME,
 };
+use crate::plan::nodes::{control_plane_arch, is_ready};
 use crate::plan::{ClusterApiObjects, ClusterSnapshot, Malformed};
 
 /// File name endings read when walking a folder. A file named explicitly is read whatever its
@@ -463,7 +464,10 @@ impl Objects {
                     let machine: crate::api::Machine = typed(&key, found)?;
                     cluster.boots.machines.push(Arc::new(machine));
                 }
-                Kind::Node => note_node(cluster, key.name, &found.object),
+                Kind::Node => {
+                    let node: Node = typed(&key, found)?;
+                    note_node(cluster, key.name, &node);
+                }
             }
         }
         Ok(snapshot)
@@ -472,23 +476,9 @@ impl Objects {
 
 /// A Node: its readiness (evidence that a Machine booted) and, on the control plane, its
 /// architecture.
-fn note_node(cluster: &mut ClusterSnapshot, name: String, node: &Value) {
-    let meta: ObjectMeta = node
-        .get("metadata")
-        .and_then(|m| serde_json::from_value(m.clone()).ok())
-        .unwrap_or_default();
-    let conditions = node.pointer("/status/conditions").and_then(Value::as_array);
-    let ready = (conditions.into_iter().flatten()).any(|c| {
-        c.get("type") == Some(&Value::from("Ready"))
-            && c.get("status") == Some(&Value::from("True"))
-    });
-    cluster.boots.nodes.insert(name.clone(), ready);
-    let labels = meta.labels.unwrap_or_default();
-    if CONTROL_PLANE_NODE_LABELS
-        .iter()
-        .any(|l| labels.contains_key(*l))
-    {
-        let arch = labels.get(ARCH_LABEL).cloned();
+fn note_node(cluster: &mut ClusterSnapshot, name: String, node: &Node) {
+    cluster.boots.nodes.insert(name.clone(), is_ready(node));
+    if let Some(arch) = control_plane_arch(node) {
         cluster.control_plane_nodes.insert(name, arch);
     }
 }

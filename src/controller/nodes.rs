@@ -17,6 +17,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use super::watch_backoff::retried;
 use super::watches::{Trigger, paged, re_plan_all_when};
 use crate::names::{ARCH_LABEL, CONTROL_PLANE_NODE_LABELS};
+use crate::plan::nodes::{control_plane_arch, is_ready};
 
 pub(super) struct Nodes(Store<Node>);
 
@@ -72,26 +73,13 @@ fn what_is_read(nodes: &[Arc<Node>]) -> WhatIsRead {
 
 fn control_plane(nodes: &[Arc<Node>]) -> BTreeMap<String, Option<String>> {
     (nodes.iter())
-        .filter_map(|n| {
-            let labels = n.metadata.labels.as_ref()?;
-            let control_plane = CONTROL_PLANE_NODE_LABELS
-                .iter()
-                .any(|l| labels.contains_key(*l));
-            let name = n.metadata.name.clone()?;
-            control_plane.then(|| (name, labels.get(ARCH_LABEL).cloned()))
-        })
+        .filter_map(|n| Some((n.metadata.name.clone()?, control_plane_arch(n)?)))
         .collect()
 }
 
 fn readiness(nodes: &[Arc<Node>]) -> BTreeMap<String, bool> {
-    nodes
-        .iter()
-        .map(|n| {
-            let conditions = (n.status.as_ref()).and_then(|s| s.conditions.as_deref());
-            let ready = (conditions.unwrap_or_default().iter())
-                .any(|c| c.type_ == "Ready" && c.status == "True");
-            (n.metadata.name.clone().unwrap_or_default(), ready)
-        })
+    (nodes.iter())
+        .map(|n| (n.metadata.name.clone().unwrap_or_default(), is_ready(n)))
         .collect()
 }
 

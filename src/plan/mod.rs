@@ -13,6 +13,7 @@ pub mod cluster_api_templates;
 mod decision;
 mod gates;
 pub mod history;
+pub mod nodes;
 pub mod other_managers;
 pub(crate) mod patch;
 pub mod pointer_config;
