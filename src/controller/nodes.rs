@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, NodeStatus};
 use kube::api::Api;
 use kube::runtime::reflector::{self, Store};
@@ -15,7 +16,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::watch_backoff::retried;
-use super::watches::{Trigger, paged, re_plan_all_when};
+use super::watches::{Trigger, paged};
 use crate::names::{ARCH_LABEL, CONTROL_PLANE_NODE_LABELS};
 use crate::plan::nodes::{control_plane_arch, is_ready};
 
@@ -28,7 +29,23 @@ impl Nodes {
             .modify(keep_only_what_is_read)
             .reflect(writer);
         let stream = retried("Nodes", stream);
-        tokio::spawn(re_plan_all_when(stream, store.clone(), what_is_read, tx));
+        let reader = store.clone();
+        tokio::spawn(async move {
+            futures::pin_mut!(stream);
+            let mut last = None;
+            while let Some(event) = stream.next().await {
+                if event.is_err() {
+                    continue;
+                }
+                let current = what_is_read(&reader.state());
+                if last.as_ref() != Some(&current) {
+                    last = Some(current);
+                    if tx.send(Trigger::All).is_err() {
+                        return;
+                    }
+                }
+            }
+        });
         Nodes(store)
     }
 

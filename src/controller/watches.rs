@@ -349,33 +349,6 @@ where
     store
 }
 
-/// Sends [`Trigger::All`] each time `summary` of the store `reader` changes, whatever else its
-/// objects' events change (a Node's status changes every few seconds).
-pub(super) async fn re_plan_all_when<K, S: PartialEq>(
-    stream: impl futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
-    reader: Store<K>,
-    summary: fn(&[Arc<K>]) -> S,
-    tx: UnboundedSender<Trigger>,
-) where
-    K: kube::Resource + Clone + 'static,
-    K::DynamicType: std::hash::Hash + Eq + Clone,
-{
-    futures::pin_mut!(stream);
-    let mut last = None;
-    while let Some(event) = stream.next().await {
-        if event.is_err() {
-            continue;
-        }
-        let current = summary(&reader.state());
-        if last.as_ref() != Some(&current) {
-            last = Some(current);
-            if tx.send(Trigger::All).is_err() {
-                return;
-            }
-        }
-    }
-}
-
 /// `managedFields` are often the largest part of an object and we never read them; dropping
 /// them before they reach a store is most of the memory a cache of MachineSets costs.
 pub(super) fn drop_managed_fields<K: Resource>(object: &mut K) {
