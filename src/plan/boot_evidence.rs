@@ -141,11 +141,9 @@ pub fn judge(
         .map(|m| (m, verdict(m, &boots.nodes, now, join_limit)))
         .collect();
     // Oldest first, so that the Machine named is the same from one pass to the next.
-    evidence.sort_by_key(|(m, _)| {
-        (
-            m.metadata.creation_timestamp.clone(),
-            m.metadata.name.clone(),
-        )
+    evidence.sort_by(|(a, _), (b, _)| {
+        let (a, b) = (&a.metadata, &b.metadata);
+        (a.creation_timestamp.as_ref(), &a.name).cmp(&(b.creation_timestamp.as_ref(), &b.name))
     });
     let settled = |state, m: &Machine, reason: Option<&String>| BootEvidence {
         state,
