@@ -405,8 +405,58 @@ pub fn local_crds()
         MachineSet::crd(),
         Machine::crd(),
         ControlPlaneMachineSet::crd(),
-        MachineConfiguration::crd(),
+        machine_configuration_crd(),
         Infrastructure::crd(),
         ClusterVersion::crd(),
     ]
+}
+
+/// `MachineConfiguration`'s CRD with the boot-image status fields the newest release declares
+/// (openshift/api 4.22, the Default feature set): the controller writes only what the served
+/// schema declares (`controller::status_schema`), so without them a local cluster would test
+/// a release older than every other fixture. They are added here rather than typed in
+/// `MachineConfigurationStatus`, which reads the MCO's values from `extra` and must never fail
+/// to decode one.
+fn machine_configuration_crd()
+-> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
+    use kube::CustomResourceExt;
+    let mut crd = MachineConfiguration::crd();
+    let mode = |values: &[&str]| serde_json::json!({"type": "string", "enum": values});
+    let versions = serde_json::json!({"type": "object", "properties": {
+        "ocpVersion": {"type": "string"}, "rhcosVersion": {"type": "string"}}});
+    let declared = serde_json::json!({
+        "managedBootImagesStatus": {"type": "object", "properties": {"machineManagers": {
+            "type": "array",
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["resource", "apiGroup"],
+            "items": {"type": "object", "required": ["resource", "apiGroup", "selection"],
+                "properties": {
+                    "resource": mode(&["machinesets", "controlplanemachinesets"]),
+                    "apiGroup": mode(&["machine.openshift.io"]),
+                    "selection": {"type": "object",
+                        "x-kubernetes-preserve-unknown-fields": true,
+                        "properties": {"mode": mode(&["All", "Partial", "None"])}}}}}}},
+        "bootImageSkewEnforcementStatus": {"type": "object", "required": ["mode"], "properties": {
+            "mode": mode(&["Automatic", "Manual", "None"]),
+            "automatic": versions,
+            "manual": {"type": "object", "properties": {
+                "mode": mode(&["OCPVersion", "RHCOSVersion"]),
+                "ocpVersion": {"type": "string"}, "rhcosVersion": {"type": "string"}}}}},
+    });
+    for version in &mut crd.spec.versions {
+        let schema = version.schema.as_mut().and_then(|s| s.open_api_v3_schema.as_mut());
+        let Some(status) = schema
+            .and_then(|s| s.properties.as_mut())
+            .and_then(|p| p.get_mut("status"))
+        else {
+            continue;
+        };
+        let properties = status.properties.get_or_insert_with(Default::default);
+        for (field, schema) in declared.as_object().into_iter().flatten() {
+            let schema = serde_json::from_value(schema.clone())
+                .expect("the declared status schemas are valid JSONSchemaProps");
+            properties.insert(field.clone(), schema);
+        }
+    }
+    crd
 }

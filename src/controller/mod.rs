@@ -22,7 +22,7 @@ mod report;
 mod retry;
 mod secrets;
 pub mod status;
-mod status_schema;
+pub(crate) mod status_schema;
 mod status_writer;
 mod templates;
 mod vcenter;
