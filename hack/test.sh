@@ -75,7 +75,7 @@ cargo test --locked "$@"
 log "soak: kube-apiserver killed three times during a large rollout"
 cargo test --locked --test suite -- --ignored --exact faults::soak_apiserver_killed_repeatedly_during_a_large_rollout
 
-# The README's second command: the demo runs end to end (its own control plane, the debug binary
+# The README's other command, the demo, runs end to end (its own control plane, the debug binary
 # built above); its checks fail it when what it shows is not what happened.
 log "demo (hack/demo.sh, docs/demo.md)"
 demo_log="$(mktemp "${TMPDIR:-/tmp}/bic-demo.XXXXXX")"

@@ -444,7 +444,10 @@ fn machine_configuration_crd()
                 "ocpVersion": {"type": "string"}, "rhcosVersion": {"type": "string"}}}}},
     });
     for version in &mut crd.spec.versions {
-        let schema = version.schema.as_mut().and_then(|s| s.open_api_v3_schema.as_mut());
+        let schema = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut());
         let Some(status) = schema
             .and_then(|s| s.properties.as_mut())
             .and_then(|p| p.get_mut("status"))

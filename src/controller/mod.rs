@@ -51,6 +51,7 @@ use crate::known_images::KnownImages;
 use crate::machine_kind::MachineKind;
 use crate::metrics::Metrics;
 use crate::plan::{Action, Blocked, Decision, ObjectKey, Options, Planner, history};
+use crate::reason::Reason;
 use crate::server::{self, Health};
 pub use config::RunArgs;
 use decide::Scope;
@@ -753,6 +754,12 @@ impl Controller {
     ) {
         let memory = &mut self.memory.remembered_patches;
         for (d, outcome) in decisions.iter().zip(outcomes) {
+            // Opting out resets the guard (docs/runbooks/BootImageHotLoop.md): this memory as
+            // well as the annotation, which a whole-object writer has already erased.
+            if let (Some(uid), Reason::OptedOut) = (&d.uid, d.reason) {
+                memory.remove(uid);
+                continue;
+            }
             let (Some(uid), true) = (
                 &d.uid,
                 d.action == Action::Update && *outcome == act::Outcome::Patched,

@@ -7,6 +7,7 @@ use crate::support;
 use std::time::Duration;
 
 use boot_image_controller::machine_kind::MachineKind;
+use boot_image_controller::names::OPT_OUT_ANNOTATION as OPT_OUT;
 use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::Value;
 use support::fixtures::*;
@@ -85,4 +86,15 @@ async fn a_writer_that_replaces_whole_objects_is_fought_only_up_to_the_threshold
         &["keeps reverting"],
     )
     .await;
+
+    // The other writer has stopped. The runbook's reset: opt out, wait until the controller has
+    // cleared its guard (Degraded no longer names the MachineSet), opt back in. The guard's
+    // memory of its own patches must go with the opt-out too: the annotation alone, already
+    // erased by the writer, would not reset it.
+    env.annotate_machine_set("fought", OPT_OUT, Some("disabled"))
+        .await;
+    let c = [&controller];
+    waits::wait_for_condition(&env, &c, "BootImageUpdateDegraded", "False", None).await;
+    env.annotate_machine_set("fought", OPT_OUT, None).await;
+    waits::wait_for_ami(&env, &c, "fought", AMI_421_US_EAST_1).await;
 }
