@@ -444,3 +444,29 @@ fn the_install_overlay_names_the_image_and_can_move_the_runbook_links() {
         );
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Uninstall
+
+/// Every key of ours the controller may leave on other objects (`src/names.rs`, and the
+/// Cluster API record of template copies) is named on the uninstall page, which says how to
+/// remove it.
+#[test]
+fn uninstall_names_every_key_the_controller_leaves_behind() {
+    let page = read("docs/uninstall.md");
+    let mut missing = Vec::new();
+    for file in ["src/names.rs", "src/plan/cluster_api_templates.rs"] {
+        let text = read(file);
+        let production = text.split("#[cfg(test)]").next().unwrap_or_default();
+        let keys = production
+            .match_indices("\"boot-image-controller.io")
+            .filter_map(|(at, _)| production[at + 1..].split('"').next());
+        for key in keys {
+            // The copies themselves carry `copied-from`; deleting a copy removes it.
+            if key != "boot-image-controller.io/copied-from" && !page.contains(key) {
+                missing.push(format!("{key} ({file})"));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "docs/uninstall.md does not name: {missing:?}");
+}
