@@ -39,7 +39,7 @@ const RUNTIME_CODE: u8 = 1;
 ))]
 pub struct RevertArgs {
     /// Namespace of the object [default: openshift-machine-api, or openshift-cluster-api for
-    /// --cluster-api-machineset].
+    /// --cluster-api-machineset and --cluster-api-machinedeployment].
     #[arg(long, short = 'n')]
     pub namespace: Option<String>,
 

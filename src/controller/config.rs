@@ -52,7 +52,8 @@ pub struct RunArgs {
     /// (shorter than the renew deadline).
     #[arg(long, env = "BIC_LEADER_ELECT_RETRY_PERIOD", default_value = "26s", value_parser = parse_period)]
     pub leader_elect_retry_period: Duration,
-    /// The controller's own namespace (Lease, known-images ConfigMap).
+    /// The controller's own namespace (Lease, known-images ConfigMap) [default: the service
+    /// account's namespace, else openshift-machine-config-operator].
     #[arg(long, env = "POD_NAMESPACE")]
     pub namespace: Option<String>,
     /// Identity in the Lease; the pod name in a cluster.
@@ -163,7 +164,7 @@ pub struct RunArgs {
     /// sync while that is True, and the upgrade the hold waits for would never finish. Pauses
     /// are never reported: they are an administrator's choice. (`--hold-degrade-after` is the
     /// old name of this flag.)
-    #[arg(long, env = "BIC_HOLD_LIMIT", alias = "hold-degrade-after", default_value = "1h", value_parser = parse_duration)]
+    #[arg(long, env = "BIC_HOLD_LIMIT", alias = "hold-degrade-after", default_value = "1h", value_parser = parse_period)]
     pub hold_limit: Duration,
     /// Patches of one object within the window, whatever their values, after which the guard
     /// stops us: something keeps reverting it, or the golden images keep changing.
@@ -296,15 +297,17 @@ mod tests {
     }
 
     #[test]
-    fn the_run_command_refuses_a_zero_resync_period() {
+    fn the_run_command_refuses_a_zero_resync_period_or_hold_limit() {
         use clap::Parser as _;
-        let parsed = crate::cli::Cli::try_parse_from([
-            "boot-image-controller",
-            "run",
-            "--resync-period",
-            "0s",
-        ]);
-        let err = parsed.expect_err("a zero period is refused");
-        assert!(err.to_string().contains("longer than zero"), "{err}");
+        // A zero hold limit would report every hold, however short, as held too long.
+        for flag in ["--resync-period", "--hold-limit"] {
+            let parsed =
+                crate::cli::Cli::try_parse_from(["boot-image-controller", "run", flag, "0s"]);
+            let err = parsed.expect_err("a zero period is refused");
+            assert!(
+                err.to_string().contains("longer than zero"),
+                "{flag}: {err}"
+            );
+        }
     }
 }

@@ -468,5 +468,8 @@ fn uninstall_names_every_key_the_controller_leaves_behind() {
             }
         }
     }
-    assert!(missing.is_empty(), "docs/uninstall.md does not name: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "docs/uninstall.md does not name: {missing:?}"
+    );
 }
