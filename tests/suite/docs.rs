@@ -473,3 +473,62 @@ fn uninstall_names_every_key_the_controller_leaves_behind() {
         "docs/uninstall.md does not name: {missing:?}"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Conditions
+
+/// The condition types the controller writes, read from `src/controller/status.rs`: every
+/// `pub const NAME: &str = "..."` there whose value starts with `BootImage`.
+fn condition_types_of_the_code() -> BTreeSet<String> {
+    let text = read("src/controller/status.rs");
+    let production = text.split("#[cfg(test)]").next().unwrap_or_default();
+    production
+        .lines()
+        .filter(|l| l.starts_with("pub const ") && l.contains(": &str = \"BootImage"))
+        .filter_map(|l| l.split('"').nth(1))
+        .map(str::to_string)
+        .collect()
+}
+
+/// The README's sample of the conditions and the observability page's sample status show
+/// every condition a managing controller writes, and the page explains each (the Manual skew
+/// condition, `boot_image_status.rs`, is explained there and in no sample).
+#[test]
+fn the_condition_samples_show_every_condition_the_controller_writes() {
+    let types = condition_types_of_the_code();
+    assert!(types.len() >= 6, "{types:?}");
+    let readme = read("README.md");
+    let observability = read("docs/observability.md");
+    let sample = |page: &str, marker: &str| -> BTreeSet<String> {
+        let at = page.find(marker).unwrap_or_else(|| panic!("no {marker}"));
+        let block = page[at..].split("```").next().unwrap_or_default();
+        types
+            .iter()
+            .filter(|t| block.contains(t.as_str()))
+            .cloned()
+            .collect()
+    };
+    assert_eq!(
+        sample(&readme, "{range .status.conditions[*]}"),
+        types,
+        "README"
+    );
+    assert_eq!(
+        sample(
+            &observability,
+            "$ oc get machineconfiguration cluster -o yaml"
+        ),
+        types,
+        "docs/observability.md"
+    );
+    for t in &types {
+        assert!(
+            observability
+                .split("## Events")
+                .next()
+                .unwrap()
+                .contains(t.as_str()),
+            "docs/observability.md's Conditions section does not explain {t}"
+        );
+    }
+}
