@@ -24,8 +24,6 @@ use crate::reason::{Category, Reason};
 /// at least as new as the version the administrator declared.
 pub const MANUAL_SKEW_MET: &str = "BootImageManualSkewVersionMet";
 
-const MACHINE_API: &str = "machine.openshift.io";
-
 /// What the fields are computed from.
 pub struct FieldsInput<'a> {
     pub mc: &'a MachineConfiguration,
@@ -97,7 +95,12 @@ pub fn compute(input: &FieldsInput<'_>) -> Fields {
         .and_then(|m| m.get("machineManagers")?.as_array().cloned())
         .unwrap_or_default()
         .iter()
-        .any(|m| m["resource"] == "machinesets" && m["selection"]["mode"] == "All");
+        .any(|m| {
+            let machine_sets = MachineKind::MachineSet;
+            m["resource"] == machine_sets.plural()
+                && m["apiGroup"] == machine_sets.api_group()
+                && m["selection"]["mode"] == "All"
+        });
     let spec = input.mc.spec.extra.get("bootImageSkewEnforcement");
     let declared = spec.filter(|s| s.as_object().is_some_and(|o| !o.is_empty()));
     let install = install_version(input.cluster_version);
@@ -142,16 +145,20 @@ fn effective_managers(mc: &MachineConfiguration, platform: &Platform) -> Option<
     if managers.is_some_and(Vec::is_empty) {
         return Some(json!({"machineManagers": []}));
     }
+    // Entries are keyed by resource and apiGroup (the CRD's list-map keys; upstream matches
+    // both in `getMachineResourceSelectorFromMachineManagers`, pkg/controller/bootimage/
+    // helpers.go, and `MergeMachineManager`, pkg/apihelpers/apihelpers.go, main): a Cluster
+    // API `machinesets` entry (MCO PR 6469) says nothing of Machine API MachineSets.
     let entry = |kind: MachineKind, default: &str| {
         let named = managers
             .into_iter()
             .flatten()
-            .find(|m| m.resource == kind.plural());
+            .find(|m| m.resource == kind.plural() && m.api_group == kind.api_group());
         let selection = match named {
             Some(m) => serde_json::to_value(&m.selection).unwrap_or_else(|_| json!({})),
             None => json!({"mode": default}),
         };
-        json!({"resource": kind.plural(), "apiGroup": MACHINE_API, "selection": selection})
+        json!({"resource": kind.plural(), "apiGroup": kind.api_group(), "selection": selection})
     };
     let mut list = vec![entry(MachineKind::MachineSet, "All")];
     if platform.control_plane_boot_images_supported() {
@@ -509,6 +516,8 @@ mod tests {
     use crate::api::{MachineConfigurationStatus, ManagedBootImages, UpdateHistory};
     use crate::plan::Values;
 
+    const MACHINE_API: &str = "machine.openshift.io";
+
     fn mc(spec: Value, status: Option<Value>) -> MachineConfiguration {
         let mut mc: MachineConfiguration = serde_json::from_value(json!({
             "apiVersion": "operator.openshift.io/v1", "kind": "MachineConfiguration",
@@ -595,6 +604,38 @@ mod tests {
             "b"
         );
         // The MCO enforces skew automatically only when every MachineSet is managed.
+        assert_eq!(f.skew_enforcement["mode"], "Manual");
+    }
+
+    #[test]
+    fn a_cluster_api_entry_says_nothing_of_machine_api_machine_sets() {
+        let cluster_api = |mode: &str| {
+            json!({"resource": "machinesets", "apiGroup": "cluster.x-k8s.io",
+                "selection": {"mode": mode}})
+        };
+        // Machine API MachineSets not named: their platform default (All), with Automatic skew.
+        let only_cluster_api = mc(
+            json!({"managedBootImages": {"machineManagers": [cluster_api("None")]}}),
+            None,
+        );
+        let f = fields(&only_cluster_api, &[]);
+        let published = &f.managed_boot_images.unwrap()["machineManagers"];
+        assert_eq!(
+            published[0],
+            json!({"resource": "machinesets", "apiGroup": MACHINE_API, "selection": {"mode": "All"}})
+        );
+        assert_eq!(f.skew_enforcement["mode"], "Automatic");
+        // Named after a Cluster API entry: the Machine API one decides.
+        let both = mc(
+            json!({"managedBootImages": {"machineManagers": [cluster_api("All"),
+                {"resource": "machinesets", "apiGroup": MACHINE_API, "selection": {"mode": "None"}}]}}),
+            None,
+        );
+        let f = fields(&both, &[]);
+        assert_eq!(
+            f.managed_boot_images.unwrap()["machineManagers"][0]["selection"]["mode"],
+            "None"
+        );
         assert_eq!(f.skew_enforcement["mode"], "Manual");
     }
 
