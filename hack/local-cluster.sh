@@ -346,7 +346,9 @@ start_apiserver() {
   # their body: the benchmark times the first patch from them by the server's
   # own clock. TokenReviews are logged with their body: a test counts the
   # reviews the controller sends for a token it was shown (this cluster's
-  # tokens are test tokens). Nothing else is logged.
+  # tokens are test tokens). Status patches of MachineConfigurations are
+  # logged without their body: a test counts the refused ones. Nothing else
+  # is logged.
   cat >"$state_dir/audit-policy.yaml" <<'POLICY'
 apiVersion: audit.k8s.io/v1
 kind: Policy
@@ -371,6 +373,11 @@ rules:
   resources:
   - group: authentication.k8s.io
     resources: ["tokenreviews"]
+- level: Metadata
+  verbs: ["patch"]
+  resources:
+  - group: operator.openshift.io
+    resources: ["machineconfigurations/status"]
 - level: None
 POLICY
   spawn kube-apiserver "$BIN_DIR/kube-apiserver" \

@@ -295,9 +295,11 @@ fn load(paths: &[PathBuf]) -> Result<manifests::Snapshot, Failure> {
     manifests::from_str("<stdin>", &text).map_err(Failure::input)
 }
 
-/// Replaces (or adds) the `machinesets` entry of `spec.managedBootImages`, creating the
-/// MachineConfiguration when the manifests have none. ControlPlaneMachineSet entries stay.
+/// Replaces (or adds) the Machine API `machinesets` entry of `spec.managedBootImages`, creating
+/// the MachineConfiguration when the manifests have none. Other entries stay, a Cluster API
+/// `machinesets` one too: entries are keyed by resource and apiGroup.
 fn assume_selection(cluster: &mut ClusterSnapshot, mode: AssumedSelection) {
+    let machine_sets = crate::machine_kind::MachineKind::MachineSet;
     let configuration = cluster.machine_configuration.get_or_insert_with(|| {
         MachineConfiguration::new(MACHINE_CONFIGURATION_NAME, Default::default())
     });
@@ -307,10 +309,13 @@ fn assume_selection(cluster: &mut ClusterSnapshot, mode: AssumedSelection) {
         .get_or_insert_with(Default::default)
         .machine_managers
         .get_or_insert_with(Vec::new);
-    managers.retain(|m| m.resource != "machinesets");
+    let replaced = |m: &MachineManager| {
+        m.resource == machine_sets.plural() && m.api_group == machine_sets.api_group()
+    };
+    managers.retain(|m| !replaced(m));
     managers.push(MachineManager {
-        resource: "machinesets".into(),
-        api_group: "machine.openshift.io".into(),
+        resource: machine_sets.plural().into(),
+        api_group: machine_sets.api_group().into(),
         selection: MachineManagerSelector {
             mode: match mode {
                 AssumedSelection::All => "All",
@@ -354,4 +359,41 @@ fn json(plan: &Plan) -> Result<String, Failure> {
     let mut text = serde_json::to_string_pretty(plan).context("cannot serialize the plan")?;
     text.push('\n');
     Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_assumed_selection_replaces_the_machine_api_entry_only() {
+        let mut cluster = ClusterSnapshot::default();
+        let mc: MachineConfiguration = serde_json::from_value(serde_json::json!({
+            "apiVersion": "operator.openshift.io/v1", "kind": "MachineConfiguration",
+            "metadata": {"name": MACHINE_CONFIGURATION_NAME},
+            "spec": {"managedBootImages": {"machineManagers": [
+                {"resource": "machinesets", "apiGroup": "cluster.x-k8s.io", "selection": {"mode": "All"}},
+                {"resource": "machinesets", "apiGroup": "machine.openshift.io", "selection": {"mode": "All"}},
+            ]}},
+        }))
+        .expect("a MachineConfiguration");
+        cluster.machine_configuration = Some(mc);
+        assume_selection(&mut cluster, AssumedSelection::None);
+        let assumed = cluster
+            .machine_configuration
+            .expect("a MachineConfiguration");
+        let managers = (assumed.spec.managed_boot_images)
+            .and_then(|m| m.machine_managers)
+            .unwrap_or_default();
+        let modes: Vec<(&str, &str)> = (managers.iter())
+            .map(|m| (m.api_group.as_str(), m.selection.mode.as_str()))
+            .collect();
+        assert_eq!(
+            modes,
+            [
+                ("cluster.x-k8s.io", "All"),
+                ("machine.openshift.io", "None")
+            ]
+        );
+    }
 }

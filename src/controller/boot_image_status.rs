@@ -24,8 +24,6 @@ use crate::reason::{Category, Reason};
 /// at least as new as the version the administrator declared.
 pub const MANUAL_SKEW_MET: &str = "BootImageManualSkewVersionMet";
 
-const MACHINE_API: &str = "machine.openshift.io";
-
 /// What the fields are computed from.
 pub struct FieldsInput<'a> {
     pub mc: &'a MachineConfiguration,
@@ -97,7 +95,12 @@ pub fn compute(input: &FieldsInput<'_>) -> Fields {
         .and_then(|m| m.get("machineManagers")?.as_array().cloned())
         .unwrap_or_default()
         .iter()
-        .any(|m| m["resource"] == "machinesets" && m["selection"]["mode"] == "All");
+        .any(|m| {
+            let machine_sets = MachineKind::MachineSet;
+            m["resource"] == machine_sets.plural()
+                && m["apiGroup"] == machine_sets.api_group()
+                && m["selection"]["mode"] == "All"
+        });
     let spec = input.mc.spec.extra.get("bootImageSkewEnforcement");
     let declared = spec.filter(|s| s.as_object().is_some_and(|o| !o.is_empty()));
     let install = install_version(input.cluster_version);
@@ -142,16 +145,20 @@ fn effective_managers(mc: &MachineConfiguration, platform: &Platform) -> Option<
     if managers.is_some_and(Vec::is_empty) {
         return Some(json!({"machineManagers": []}));
     }
+    // Entries are keyed by resource and apiGroup (the CRD's list-map keys; upstream matches
+    // both in `getMachineResourceSelectorFromMachineManagers`, pkg/controller/bootimage/
+    // helpers.go, and `MergeMachineManager`, pkg/apihelpers/apihelpers.go, main): a Cluster
+    // API `machinesets` entry (MCO PR 6469) says nothing of Machine API MachineSets.
     let entry = |kind: MachineKind, default: &str| {
         let named = managers
             .into_iter()
             .flatten()
-            .find(|m| m.resource == kind.plural());
+            .find(|m| m.resource == kind.plural() && m.api_group == kind.api_group());
         let selection = match named {
             Some(m) => serde_json::to_value(&m.selection).unwrap_or_else(|_| json!({})),
             None => json!({"mode": default}),
         };
-        json!({"resource": kind.plural(), "apiGroup": MACHINE_API, "selection": selection})
+        json!({"resource": kind.plural(), "apiGroup": kind.api_group(), "selection": selection})
     };
     let mut list = vec![entry(MachineKind::MachineSet, "All")];
     if platform.control_plane_boot_images_supported() {
@@ -160,18 +167,47 @@ fn effective_managers(mc: &MachineConfiguration, platform: &Platform) -> Option<
     Some(json!({"machineManagers": list}))
 }
 
-/// `x.y.z` of a release string, the only form the API accepts (the MCO parses the same way).
+/// `x.y.z` of a release string, the only form the API accepts, read as the MCO reads it:
+/// `k8sversion.ParseGeneric` (k8s.io/apimachinery pkg/util/version/version.go, `parse` with
+/// `semver` false; used by `GetOCPInstallVersion`, pkg/apihelpers/apihelpers.go, and
+/// `updateClusterBootImage`, pkg/controller/bootimage/boot_image_controller.go, main): an
+/// optional `v`, at least two dotted numbers (a missing patch is 0), anything after them ignored.
 fn ocp_version(release: &str) -> Option<String> {
-    let v = semver::Version::parse(release.trim_start_matches('v')).ok()?;
-    Some(format!("{}.{}.{}", v.major, v.minor, v.patch))
+    let text = release.trim_start();
+    let mut rest = text.strip_prefix('v').unwrap_or(text);
+    let mut components: Vec<&str> = Vec::new();
+    loop {
+        let digits = rest.len() - rest.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+        if digits == 0 {
+            break;
+        }
+        components.push(&rest[..digits]);
+        rest = &rest[digits..];
+        // A dot continues the numbers only when a digit follows it.
+        match rest.strip_prefix('.') {
+            Some(after) if after.starts_with(|c: char| c.is_ascii_digit()) => rest = after,
+            _ => break,
+        }
+    }
+    if components.len() < 2 || (components[0].len() > 1 && components[0].starts_with('0')) {
+        return None;
+    }
+    let parsed: Vec<u64> = (components.iter())
+        .map(|c| c.parse().ok())
+        .collect::<Option<_>>()?;
+    let patch = parsed.get(2).copied().unwrap_or(0);
+    Some(format!("{}.{}.{patch}", parsed[0], parsed[1]))
 }
 
-/// The release the cluster was installed with: the oldest completed update, or `0.0.0` (the
-/// MCO's conservative fallback, `GetOCPInstallVersion`).
+/// The release the cluster was installed with, as the MCO derives it (`GetOCPInstallVersion`,
+/// pkg/apihelpers/apihelpers.go, main): the oldest completed update, else the oldest entry of
+/// all (an install that never completed still names its release), `0.0.0` only without a
+/// history or with a version that does not parse.
 fn install_version(cv: Option<&ClusterVersionStatus>) -> String {
-    cv.into_iter()
-        .flat_map(|s| s.history.iter().rev())
-        .find(|h| h.state == "Completed")
+    let history = cv.map(|s| s.history.as_slice()).unwrap_or_default();
+    let completed = history.iter().rev().find(|h| h.state == "Completed");
+    completed
+        .or(history.last())
         .and_then(|h| ocp_version(&h.version))
         .unwrap_or_else(|| "0.0.0".into())
 }
@@ -216,12 +252,11 @@ fn tally_skip(reason: Reason) -> Tally {
         Reason::NotSelected => Tally::NotCounted,
         // Returned as not skipped, with no error: a non-default OS stream label, a Windows
         // MachineSet (`syncMAPIMachineSet`), one whose Machine API is not authoritative ("out of
-        // scope for the MAPI path", its doc comment), Azure's securityType and ppc64le/s390x
+        // scope for the MAPI path", its doc comment), Azure's ppc64le/s390x
         // (`reconcileAzureProviderSpec`), a platform without a rule (`checkMachineSet`).
         Reason::OSStreamNotPublished
         | Reason::WindowsMachine
         | Reason::AuthoritativeElsewhere
-        | Reason::SecurityTypeUnsupported
         | Reason::ArchitectureNotSupported
         | Reason::PlatformNotSupported => Tally::NotCounted,
         // Ours: no failure domains or infrastructure name to place templates by; upstream's
@@ -232,9 +267,13 @@ fn tally_skip(reason: Reason) -> Tally {
         // stream lacks, a marketplace product without a fitting AMI
         // (`reconcileAWSProviderSpec`); a GCP image outside rhcos-cloud
         // (`reconcileGCPProviderSpec`); a stream without Azure marketplace images
-        // (`reconcileAzureProviderSpec`); a vSphere workspace in no failure domain (MCO PR 6477,
-        // after 7ff337a4f).
+        // (`reconcileAzureProviderSpec`); an Azure securityType (confidential VMs, trusted
+        // launch) since MCO PR 6404 ("bootimage: fix Confidential Cluster skip", bf5c1c18c,
+        // `reconcileAzureProviderSpec`: such a MachineSet stays on its image, so the record must
+        // not claim it); a vSphere workspace in no failure domain (MCO PR 6477, after
+        // 7ff337a4f).
         Reason::Owned
+        | Reason::SecurityTypeUnsupported
         | Reason::ArchitectureNotDeclared
         | Reason::ImageNotById
         | Reason::CustomImage
@@ -509,6 +548,8 @@ mod tests {
     use crate::api::{MachineConfigurationStatus, ManagedBootImages, UpdateHistory};
     use crate::plan::Values;
 
+    const MACHINE_API: &str = "machine.openshift.io";
+
     fn mc(spec: Value, status: Option<Value>) -> MachineConfiguration {
         let mut mc: MachineConfiguration = serde_json::from_value(json!({
             "apiVersion": "operator.openshift.io/v1", "kind": "MachineConfiguration",
@@ -595,6 +636,38 @@ mod tests {
             "b"
         );
         // The MCO enforces skew automatically only when every MachineSet is managed.
+        assert_eq!(f.skew_enforcement["mode"], "Manual");
+    }
+
+    #[test]
+    fn a_cluster_api_entry_says_nothing_of_machine_api_machine_sets() {
+        let cluster_api = |mode: &str| {
+            json!({"resource": "machinesets", "apiGroup": "cluster.x-k8s.io",
+                "selection": {"mode": mode}})
+        };
+        // Machine API MachineSets not named: their platform default (All), with Automatic skew.
+        let only_cluster_api = mc(
+            json!({"managedBootImages": {"machineManagers": [cluster_api("None")]}}),
+            None,
+        );
+        let f = fields(&only_cluster_api, &[]);
+        let published = &f.managed_boot_images.unwrap()["machineManagers"];
+        assert_eq!(
+            published[0],
+            json!({"resource": "machinesets", "apiGroup": MACHINE_API, "selection": {"mode": "All"}})
+        );
+        assert_eq!(f.skew_enforcement["mode"], "Automatic");
+        // Named after a Cluster API entry: the Machine API one decides.
+        let both = mc(
+            json!({"managedBootImages": {"machineManagers": [cluster_api("All"),
+                {"resource": "machinesets", "apiGroup": MACHINE_API, "selection": {"mode": "None"}}]}}),
+            None,
+        );
+        let f = fields(&both, &[]);
+        assert_eq!(
+            f.managed_boot_images.unwrap()["machineManagers"][0]["selection"]["mode"],
+            "None"
+        );
         assert_eq!(f.skew_enforcement["mode"], "Manual");
     }
 
@@ -756,6 +829,57 @@ mod tests {
             automatic(&mc(json!({}), None), &decisions),
             json!({"ocpVersion": "4.18.2"})
         );
+    }
+
+    #[test]
+    fn an_azure_security_type_resets_the_record_as_upstream_now_does() {
+        let mc = recorded(json!({"ocpVersion": "4.20.1"}));
+        let current = decision("a", Action::UpToDate, Reason::UpToDate, false);
+        let confidential = decision("b", Action::Skip, Reason::SecurityTypeUnsupported, false);
+        assert_eq!(
+            automatic(&mc, &[current, confidential]),
+            json!({"ocpVersion": "4.18.2"})
+        );
+    }
+
+    #[test]
+    fn the_install_release_is_derived_as_upstream_derives_it() {
+        let entry = |state: &str, version: &str| UpdateHistory {
+            state: state.into(),
+            version: version.into(),
+            ..Default::default()
+        };
+        let history = |entries: Vec<UpdateHistory>| ClusterVersionStatus {
+            history: entries,
+            ..Default::default()
+        };
+        // The oldest completed update.
+        let upgraded = history(vec![
+            entry("Partial", "4.21.3"),
+            entry("Completed", "4.20.1"),
+            entry("Completed", "4.19.0"),
+        ]);
+        assert_eq!(install_version(Some(&upgraded)), "4.19.0");
+        // An install that never completed: its release all the same, not 0.0.0.
+        let never = history(vec![entry("Partial", "4.21.3"), entry("Partial", "4.21.0")]);
+        assert_eq!(install_version(Some(&never)), "4.21.0");
+        // ParseGeneric's forms: a `v`, two numbers, anything after the numbers.
+        for (version, read) in [
+            ("v4.21.3", "4.21.3"),
+            ("4.21", "4.21.0"),
+            ("4.22.0-0.nightly-2026-03-01-123456", "4.22.0"),
+            ("4.21.3.1", "4.21.3"),
+            ("4.21..3", "4.21.0"),
+        ] {
+            let one = history(vec![entry("Completed", version)]);
+            assert_eq!(install_version(Some(&one)), read, "{version}");
+        }
+        for unreadable in ["", "4", "04.21.3", "four.21", "4.99999999999999999999"] {
+            let one = history(vec![entry("Completed", unreadable)]);
+            assert_eq!(install_version(Some(&one)), "0.0.0", "{unreadable:?}");
+        }
+        assert_eq!(install_version(Some(&history(vec![]))), "0.0.0");
+        assert_eq!(install_version(None), "0.0.0");
     }
 
     #[test]

@@ -451,6 +451,8 @@ struct Memory {
     status_basis: Option<(String, Vec<Condition>)>,
     /// The boot-image status fields our last write carried (with `status_basis`).
     fields_written: Option<serde_json::Map<String, serde_json::Value>>,
+    /// The API server's last refusals of those fields, while they back off.
+    fields_refused: Option<status_writer::FieldsRefusal>,
     /// Whether the deprecated pause key has had its Warning Event (once per time it is set).
     legacy_pause_warned: bool,
     /// The gate that held writes in the last pass: logged when it changes, reported in status.

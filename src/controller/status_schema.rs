@@ -24,7 +24,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use tokio::sync::{Notify, mpsc, watch};
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use super::watches::Trigger;
 
@@ -35,6 +35,12 @@ const GROUP_VERSION_PATH: &str = "apis/operator.openshift.io/v1";
 const SCHEMA_NAME: &str = "io.openshift.operator.v1.MachineConfiguration";
 /// How often the index is read again when nothing asked for it sooner.
 const POLL: Duration = Duration::from_secs(300);
+/// The most of one OpenAPI document (or the index) read. The group-version's document holds
+/// every kind of `operator.openshift.io/v1`: 131 kB for the MachineConfiguration CRD alone (105
+/// kB of YAML), so about 2 to 3 MB on OpenShift (28 CRDs, about 1 MB of YAML, in openshift/api's
+/// Default feature set), against the pod's 128 Mi. Beyond it the document is not read and the
+/// status goes on with what the last read said (conditions alone until the first).
+pub const MAX_DOCUMENT_BYTES: usize = 16 * 1024 * 1024;
 
 /// What the served schema lets us write into `status` besides the conditions.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -131,6 +137,12 @@ pub enum SchemaError {
     Fetch(#[from] kube::Error),
     #[error("cannot build the request for {0}")]
     Request(String),
+    #[error("{path} is larger than {} MiB; not read", MAX_DOCUMENT_BYTES / (1024 * 1024))]
+    TooLarge { path: String },
+    #[error("{path} answered HTTP {code}")]
+    Status { path: String, code: u16 },
+    #[error("cannot read {path}: {message}")]
+    Read { path: String, message: String },
 }
 
 /// The served schema as last read, and a way to ask for it to be read again at once (after
@@ -182,9 +194,11 @@ impl ServedSchema {
                         warn!(error = %e, "cannot read the served MachineConfiguration schema; status fields other than conditions wait for it")
                     }
                 }
+                // Asked after a refused write: the index says whether the schema changed (its
+                // URL is a hash of the content); the same document read again would say the same.
                 tokio::select! {
                     _ = shutdown.cancelled() => return,
-                    _ = asked.notified() => read_from = None,
+                    _ = asked.notified() => {}
                     _ = tokio::time::sleep(POLL) => {}
                 }
             }
@@ -218,15 +232,60 @@ async fn read_if_changed(
     if known == Some(url.as_str()) {
         return Ok(None);
     }
-    let schema = StatusSchema::from_openapi(&get(client, &url).await?)?;
+    let document = get(client, &url).await?;
+    debug!(%url, bytes = document.len(), "read the served schema's OpenAPI document");
+    let schema = StatusSchema::from_openapi(&document)?;
     Ok(Some((url, schema)))
 }
 
+/// The body at `path`, at most [`MAX_DOCUMENT_BYTES`] of it, answered within the bound of a call.
 async fn get(client: &Client, path: &str) -> Result<String, SchemaError> {
     let request = hyper::Request::get(path)
-        .body(Vec::new())
+        .body(kube::client::Body::from(Vec::new()))
         .map_err(|_| SchemaError::Request(path.to_string()))?;
-    Ok(crate::api_client::bounded(client.request_text(request)).await?)
+    let read = async {
+        let response = client.send(request).await?;
+        let code = response.status();
+        let text = read_limited(response.into_body(), path).await?;
+        if !code.is_success() {
+            let path = path.to_string();
+            return Err(SchemaError::Status {
+                path,
+                code: code.as_u16(),
+            });
+        }
+        Ok(text)
+    };
+    let secs = crate::api_client::CALL_TIMEOUT.as_secs();
+    (tokio::time::timeout(crate::api_client::CALL_TIMEOUT, read).await).unwrap_or_else(|_| {
+        let late = kube::Error::Service(format!("no answer within {secs}s").into());
+        Err(SchemaError::Fetch(late))
+    })
+}
+
+/// `body` as text, refused once it passes [`MAX_DOCUMENT_BYTES`] (nothing more is read).
+async fn read_limited<B>(body: B, path: &str) -> Result<String, SchemaError>
+where
+    B: hyper::body::Body,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    use http_body_util::BodyExt as _;
+    let limited = http_body_util::Limited::new(body, MAX_DOCUMENT_BYTES);
+    let path = path.to_string();
+    let bytes = match limited.collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+            return Err(SchemaError::TooLarge { path });
+        }
+        Err(e) => {
+            let message = e.to_string();
+            return Err(SchemaError::Read { path, message });
+        }
+    };
+    String::from_utf8(Vec::from(bytes)).map_err(|e| SchemaError::Read {
+        path,
+        message: e.to_string(),
+    })
 }
 
 #[cfg(test)]
@@ -236,6 +295,25 @@ mod tests {
 
     fn kind_schema(status: Value) -> Value {
         json!({"properties": {"status": {"properties": status}}})
+    }
+
+    /// A body sent in chunks of 1 MiB, `chunks` of them.
+    fn chunked(chunks: usize) -> impl hyper::body::Body<Error = std::convert::Infallible> {
+        let chunk = bytes::Bytes::from(vec![b' '; 1024 * 1024]);
+        let frames = (0..chunks).map(move |_| Ok(hyper::body::Frame::data(chunk.clone())));
+        http_body_util::StreamBody::new(futures::stream::iter(frames))
+    }
+
+    #[tokio::test]
+    async fn a_document_is_read_up_to_its_bound_and_no_further() {
+        let within = read_limited(chunked(MAX_DOCUMENT_BYTES / (1024 * 1024)), "/openapi/v3").await;
+        assert_eq!(within.expect("at the bound").len(), MAX_DOCUMENT_BYTES);
+        // An endless body: refused once past the bound, without waiting for its end.
+        let endless = read_limited(chunked(usize::MAX), "/openapi/v3").await;
+        assert!(
+            matches!(endless, Err(SchemaError::TooLarge { .. })),
+            "{endless:?}"
+        );
     }
 
     #[test]

@@ -10,6 +10,7 @@ use tracing::warn;
 use super::boot_image_status::{self, Fields as BootImageFields};
 use super::retry::doubling;
 use super::status::HeldFor;
+use super::status_schema::StatusSchema;
 use super::{Controller, MAX_BACKOFF, MIN_BACKOFF, STATUS_MIN_INTERVAL, status};
 use crate::api::{Condition, MachineConfiguration};
 use crate::arch::Arch;
@@ -26,6 +27,27 @@ pub(super) struct StatusWrite {
     basis: Option<String>,
     conditions: Vec<Condition>,
     fields: Option<serde_json::Map<String, serde_json::Value>>,
+    /// The conditions differ from what the object has (else they only carry the fields).
+    conditions_changed: bool,
+    /// The API server refused the fields: what [`Controller::status_sent`] remembers.
+    fields_refused: bool,
+    /// The served schema the fields were written against.
+    schema: StatusSchema,
+}
+
+/// The API server refused our boot-image fields `times` in a row, the last at `at`, against
+/// `schema`. Until its backoff ends, or the served schema changes, the conditions go alone:
+/// every pass would otherwise cost a refused write and a conditions-only write.
+pub(super) struct FieldsRefusal {
+    times: u32,
+    at: Instant,
+    schema: StatusSchema,
+}
+
+impl FieldsRefusal {
+    fn holds(&self, schema: &StatusSchema, now: Instant) -> bool {
+        *schema == self.schema && now < self.at + status_retry_delay(self.times)
+    }
 }
 
 impl Controller {
@@ -76,11 +98,16 @@ impl Controller {
             .flatten();
         let schema = self.schema.current();
         desired.extend(fields.as_ref().and_then(|f| f.manual_met.clone()));
+        // Fields the API server refused wait for their backoff; the conditions never do.
+        let refused =
+            (self.memory.fields_refused.as_ref()).is_some_and(|r| r.holds(&schema, Instant::now()));
+        let fields = fields.filter(|_| !refused);
         let (current, current_fields) = self.current_status(&mc);
         let fields_changed = fields
             .as_ref()
             .is_some_and(|f| !f.already_in(&schema, Some(&current_fields)));
         let merged = status::merge(&current, &desired, mc.metadata.generation, Timestamp::now());
+        let conditions_changed = merged.is_some();
         let mut conditions = match merged {
             Some(conditions) => conditions,
             // Conditions unchanged: applied again as they are, since an apply drops what it omits.
@@ -114,6 +141,9 @@ impl Controller {
             fields: (fields.as_ref())
                 .map(|f| f.status_entries(&schema))
                 .filter(|entries| !entries.is_empty()),
+            conditions_changed,
+            fields_refused: false,
+            schema,
         })
     }
 
@@ -144,17 +174,24 @@ impl Controller {
     /// Sends a status write; borrows nothing mutably, so a pass can send it beside its patches.
     ///
     /// Should the API server refuse the boot-image fields as invalid (a schema that changed
-    /// since we read it), the conditions go again alone at once: they must never wait for an
-    /// optional field, and the schema is read again for the next write.
+    /// since we read it, an admission policy), changed conditions go again alone at once: they
+    /// must never wait for an optional field. The refusal is remembered (the fields back off)
+    /// and the schema's index is read again, to see whether the schema changed.
     pub(super) async fn send_status(&self, write: &mut StatusWrite) -> Result<(), kube::Error> {
         let name = &self.args.machine_configuration_name;
         let api = &self.configurations;
         let result = status::write(api, name, &write.conditions, write.fields.as_ref()).await;
         match result {
             Err(kube::Error::Api(refused)) if refused.code == 422 && write.fields.is_some() => {
-                warn!(error = %refused, "the API server refused the boot-image status fields; writing the conditions alone and reading its schema again");
+                warn!(error = %refused, "the API server refused the boot-image status fields; writing the conditions alone, if they changed, and the fields again after a backoff (1 s doubling to 5 min)");
+                let target = ["MachineConfiguration/status"];
+                self.metrics.write_failures.with_label_values(&target).inc();
                 self.schema.refresh();
                 write.fields = None;
+                write.fields_refused = true;
+                if !write.conditions_changed {
+                    return Ok(());
+                }
                 status::write(api, name, &write.conditions, None).await
             }
             result => result,
@@ -167,7 +204,23 @@ impl Controller {
             basis,
             conditions,
             fields,
+            conditions_changed,
+            fields_refused,
+            schema,
         } = write;
+        if fields_refused {
+            let times = (self.memory.fields_refused.as_ref())
+                .filter(|r| r.schema == schema)
+                .map_or(1, |r| r.times.saturating_add(1));
+            let at = Instant::now();
+            self.memory.fields_refused = Some(FieldsRefusal { times, at, schema });
+            // Nothing else was sent: the conditions had not changed.
+            if !conditions_changed {
+                return;
+            }
+        } else if fields.is_some() && result.is_ok() {
+            self.memory.fields_refused = None;
+        }
         match result {
             Ok(()) => {
                 self.memory.fields_written = fields;

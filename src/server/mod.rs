@@ -275,7 +275,7 @@ pub async fn serve(
             tokio::spawn(async move {
                 let evicted = slot.evicted.clone();
                 tokio::select! {
-                    _ = serve_peer(stream, endpoints, metrics, health, security, limits) => {}
+                    _ = serve_peer(stream, peer.ip(), endpoints, metrics, health, security, limits) => {}
                     _ = evicted.cancelled() => {
                         debug!(%peer, "closing a connection to make room for a newer one");
                     }
@@ -289,6 +289,7 @@ pub async fn serve(
 /// Serves one accepted connection until it ends.
 async fn serve_peer(
     stream: tokio::net::TcpStream,
+    peer: std::net::IpAddr,
     endpoints: Endpoints,
     metrics: Metrics,
     health: Arc<Health>,
@@ -299,6 +300,7 @@ async fn serve_peer(
     let service = service_fn(move |req| {
         respond(
             req,
+            peer,
             endpoints,
             metrics.clone(),
             health.clone(),
@@ -363,6 +365,7 @@ fn text(status: StatusCode, body: &str) -> (StatusCode, String, &'static str) {
 
 async fn respond(
     req: Request<Incoming>,
+    peer: std::net::IpAddr,
     endpoints: Endpoints,
     metrics: Metrics,
     health: Arc<Health>,
@@ -381,7 +384,7 @@ async fn respond(
                     .get(hyper::header::AUTHORIZATION)
                     .and_then(|v| v.to_str().ok());
                 match reviewer
-                    .review(authorization, req.method().as_str(), "/metrics")
+                    .review(peer, authorization, req.method().as_str(), "/metrics")
                     .await
                 {
                     Ok(Verdict::Allowed) => (

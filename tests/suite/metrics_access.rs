@@ -227,11 +227,11 @@ async fn a_missing_certificate_stops_the_start() {
     assert!(log.contains("tls.crt"), "does not name the file: {log}");
 }
 
-/// The HTTP status of one `curl` per token, each with `Authorization: Bearer <token>`, from
-/// `clients` loopback addresses (127.0.0.2 and on) sending one request at a time each.
-fn curl_each(url: &str, ca: &Path, tokens: &[String], clients: usize) -> Vec<u16> {
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("requests.curlrc");
+/// A `curl` command sending one request per token, each with `Authorization: Bearer <token>`,
+/// from `clients` loopback addresses (127.0.0.2 and on) in turn, `clients` at a time, printing
+/// each HTTP status on a line. The config file goes into `dir`.
+fn curl_command(dir: &Path, url: &str, ca: &Path, tokens: &[String], clients: usize) -> Command {
+    let config = dir.join("requests.curlrc");
     // Options hold per request in a config file: each one after `next` starts afresh.
     let ca = ca.display();
     let requests: Vec<String> = tokens
@@ -247,17 +247,28 @@ fn curl_each(url: &str, ca: &Path, tokens: &[String], clients: usize) -> Vec<u16
         })
         .collect();
     std::fs::write(&config, requests.join("next\n")).unwrap();
-    let out = Command::new("curl")
+    let mut command = Command::new("curl");
+    command
         .args(["-sS", "--parallel", "--parallel-max"])
         .arg(clients.to_string())
         .arg("-K")
-        .arg(&config)
-        .output()
-        .expect("curl runs");
-    String::from_utf8_lossy(&out.stdout)
+        .arg(&config);
+    command
+}
+
+/// The HTTP statuses `curl` printed, one a line.
+fn statuses(out: &[u8]) -> Vec<u16> {
+    String::from_utf8_lossy(out)
         .lines()
         .map(|l| l.trim().parse().unwrap_or(0))
         .collect()
+}
+
+/// The HTTP status of one request per token, as [`curl_command`] sends them.
+fn curl_each(url: &str, ca: &Path, tokens: &[String], clients: usize) -> Vec<u16> {
+    let dir = tempfile::tempdir().unwrap();
+    let mut command = curl_command(dir.path(), url, ca, tokens, clients);
+    statuses(&command.output().expect("curl runs").stdout)
 }
 
 /// The TokenReviews the API server answered for tokens starting with `prefix`.
@@ -331,5 +342,136 @@ async fn garbage_tokens_cost_few_token_reviews() {
     assert!(
         codes.contains(&429),
         "no request was turned away: {codes:?}"
+    );
+}
+
+/// The HTTP status of `url` for `token`, asked from the loopback address `source`.
+fn curl_from(source: &str, url: &str, ca: &Path, token: &str) -> u16 {
+    let out = Command::new("curl")
+        .args([
+            "-sS",
+            "--max-time",
+            "20",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+        ])
+        .args(["--interface", source, "--cacert"])
+        .arg(ca)
+        .args(["-H", &format!("Authorization: Bearer {token}")])
+        .arg(url)
+        .output()
+        .expect("curl runs");
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .unwrap_or(0)
+}
+
+/// Garbage tokens sent without pause: one `curl` after another, each with 5,000 new tokens
+/// from 127.0.0.2 to 127.0.0.9, the scraper's own address among them.
+struct Flood {
+    dir: tempfile::TempDir,
+    url: String,
+    ca: std::path::PathBuf,
+    rounds: usize,
+    running: Option<Running>,
+    /// The statuses of the finished rounds.
+    answered: Vec<u16>,
+}
+
+impl Flood {
+    fn start(url: &str, ca: &Path) -> Flood {
+        let mut flood = Flood {
+            dir: tempfile::tempdir().unwrap(),
+            url: url.to_string(),
+            ca: ca.to_path_buf(),
+            rounds: 0,
+            running: None,
+            answered: Vec::new(),
+        };
+        flood.keep_going();
+        flood
+    }
+
+    /// Starts the next round once the last has ended.
+    fn keep_going(&mut self) {
+        if let Some(running) = &mut self.running {
+            if running.0.try_wait().expect("wait").is_none() {
+                return;
+            }
+            let output = self.dir.path().join(format!("round-{}.out", self.rounds));
+            self.answered
+                .extend(statuses(&std::fs::read(output).unwrap_or_default()));
+        }
+        self.rounds += 1;
+        let tokens: Vec<String> = (0..5000)
+            .map(|i| format!("flood-{}-{i}", self.rounds))
+            .collect();
+        let output = self.dir.path().join(format!("round-{}.out", self.rounds));
+        let mut command = curl_command(self.dir.path(), &self.url, &self.ca, &tokens, 8);
+        let child = command
+            .stdout(std::fs::File::create(output).unwrap())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("curl runs");
+        self.running = Some(Running(child));
+    }
+
+    /// Every status answered so far, the round under way stopped.
+    fn stop(mut self) -> Vec<u16> {
+        drop(self.running.take());
+        let output = self.dir.path().join(format!("round-{}.out", self.rounds));
+        self.answered
+            .extend(statuses(&std::fs::read(output).unwrap_or_default()));
+        self.answered
+    }
+}
+
+#[tokio::test]
+async fn a_flood_of_garbage_tokens_does_not_blind_the_scraper() {
+    let env = TestEnv::new("metrics-scraper-flood").await;
+    let tmp = tempfile::tempdir().unwrap();
+    let certs = tmp.path().join("metrics-tls");
+    write_certificate(&certs, "scraper-flood");
+    let ca = certs.join("tls.crt");
+    allow_metrics(&env, "scraper").await;
+    let scraper = token_of(&env, "scraper").await;
+    let log = tmp.path().join("controller.log");
+    let (_controller, Secure { url, .. }) = start_secure(&env, &certs, &log);
+    let logs = || {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(30)..].join("\n")
+    };
+    let scrape = || curl_from("127.0.0.2", &url, &ca, &scraper);
+    let served = support::eventually(WAIT, || async { (scrape() == 200).then_some(()) }).await;
+    assert!(
+        served.is_some(),
+        "the scraper never got /metrics\n{}",
+        logs()
+    );
+
+    // Scrapes for three verdict lifetimes (VERDICT_TTL of src/server/secure.rs is 10 s) while
+    // other peers and the scraper's own address send garbage tokens without pause.
+    let mut flood = Flood::start(&url, &ca);
+    let started = std::time::Instant::now();
+    let mut scrapes = Vec::new();
+    while started.elapsed() < Duration::from_secs(30) {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        flood.keep_going();
+        scrapes.push(scrape());
+    }
+    let flooded = flood.stop();
+    assert!(
+        flooded.contains(&429),
+        "the flood was never turned away ({} answers)",
+        flooded.len()
+    );
+    assert!(
+        scrapes.iter().all(|code| *code == 200),
+        "scrapes under the flood: {scrapes:?}\n{}",
+        logs()
     );
 }

@@ -3,7 +3,7 @@
 
 use crate::support;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
@@ -143,10 +143,12 @@ async fn a_status_the_api_server_refuses_is_retried_with_backoff_then_written() 
     let failures =
         r#"boot_image_controller_write_failures_total{target="MachineConfiguration/status"}"#;
     let third = eventually(CONVERGE, || async {
-        (controller.metric(failures).await? >= 3.0).then_some(())
+        (status_failure_times(&controller.logs()).len() >= 3).then_some(())
     })
     .await;
     assert!(third.is_some(), "{}", controller.log_tail(30));
+    let counted = controller.metric(failures).await.unwrap_or_default();
+    assert!(counted >= 3.0, "{counted} failed status writes counted");
     // Each retry waits twice as long as the one before (1 s, then 2 s), however many passes
     // run meanwhile.
     let times = status_failure_times(&controller.logs());
@@ -164,6 +166,153 @@ async fn a_status_the_api_server_refuses_is_retried_with_backoff_then_written() 
         .await;
     let written = eventually(CONVERGE, || async {
         env.condition("BootImageUpdateProgressing").await
+    })
+    .await;
+    assert!(written.is_some(), "{}", controller.log_tail(30));
+}
+
+/// This controller's requests the API server answered, as its audit log has them (metadata
+/// only: see hack/local-cluster.sh), oldest first.
+fn controller_requests(log: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| {
+            e["stage"] == "ResponseComplete"
+                && (e["userAgent"].as_str())
+                    .is_some_and(|a| a.starts_with("boot-image-controller/"))
+        })
+        .collect()
+}
+
+/// When the API server answered each status patch of `name` with `code`.
+fn status_patches(events: &[Value], name: &str, code: u16) -> Vec<jiff::Timestamp> {
+    (events.iter())
+        .filter(|e| {
+            e["verb"] == "patch"
+                && e["objectRef"]["resource"] == "machineconfigurations"
+                && e["objectRef"]["subresource"] == "status"
+                && e["objectRef"]["name"] == name
+                && e["responseStatus"]["code"] == code
+        })
+        .filter_map(|e| e["stageTimestamp"].as_str()?.parse().ok())
+        .collect()
+}
+
+#[tokio::test]
+async fn boot_image_fields_the_api_server_refuses_back_off_and_the_schema_is_not_read_again() {
+    let env = TestEnv::new("fields-refused").await;
+    let Some(log) = audit_log() else { return };
+    let policy = std::fs::read_to_string(log.with_file_name("audit-policy.yaml")).unwrap();
+    if !policy.contains("machineconfigurations/status") {
+        boot_image_controller::testkit::skips::skip(
+            "the local control plane's audit policy predates status writes: restart it \
+             (hack/local-cluster.sh down)",
+        );
+        return;
+    }
+    env.aws_cluster("4.21.0", &stream_421(), None).await;
+    // An admission policy that refuses the boot-image fields, and only them, as a policy of
+    // the cluster's (or a schema this controller misread) might.
+    const ADMISSION: &str = "admissionregistration.k8s.io/v1";
+    let policy = format!("refuse-fields-{}", env.singleton);
+    let allow = format!(
+        "object.metadata.name != '{}' || !has(object.status) || \
+         !has(object.status.managedBootImagesStatus)",
+        env.singleton
+    );
+    env.apply(json!({
+        "apiVersion": ADMISSION,
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": policy},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{
+                "apiGroups": ["operator.openshift.io"], "apiVersions": ["*"],
+                "operations": ["UPDATE"], "resources": ["machineconfigurations/status"],
+            }]},
+            "validations": [{"expression": allow, "message": "boot-image fields refused by the test"}],
+        },
+    }))
+    .await;
+    env.apply(json!({
+        "apiVersion": ADMISSION,
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": policy},
+        "spec": {"policyName": policy, "validationActions": ["Deny"]},
+    }))
+    .await;
+    // The policy takes effect a moment after it is created: wait until it refuses a dry run
+    // that adds the field.
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("operator.openshift.io", "v1", "MachineConfiguration"),
+        "machineconfigurations",
+    );
+    let configurations: Api<DynamicObject> = Api::all_with(env.client.clone(), &resource);
+    let adding = json!({"status": {"managedBootImagesStatus": {"machineManagers": [
+        {"resource": "machinesets", "apiGroup": "machine.openshift.io", "selection": {"mode": "All"}},
+    ]}}});
+    let refused = eventually(CONVERGE, || async {
+        let patch = Patch::Merge(&adding);
+        let params = PatchParams::default().dry_run();
+        let sent = configurations.patch_status(&env.singleton, &params, &patch);
+        let error = sent.await.err()?;
+        error
+            .to_string()
+            .contains("refused by the test")
+            .then_some(())
+    })
+    .await;
+    assert!(refused.is_some(), "the admission policy never took effect");
+
+    // A pass every 200 ms: without a memory of the refusal, each would send the fields again.
+    let controller = env.controller(&["--resync-period=200ms"]);
+    let four = eventually(CONVERGE, || async {
+        let events = controller_requests(&log);
+        (status_patches(&events, &env.singleton, 422).len() >= 4).then_some(events)
+    })
+    .await;
+    let events = four.unwrap_or_else(|| panic!("{}", controller.log_tail(30)));
+    let refusals = status_patches(&events, &env.singleton, 422);
+    // Each refused write waits twice as long as the one before: 1 s, 2 s, 4 s.
+    for (i, pair) in refusals.windows(2).take(3).enumerate() {
+        let gap = pair[1].duration_since(pair[0]);
+        let backoff = jiff::SignedDuration::from_millis(900 << i);
+        assert!(
+            gap >= backoff,
+            "refusal {} after {gap:#}: {refusals:?}",
+            i + 2
+        );
+    }
+    // The conditions went alone once; after that they had not changed, and were not sent again.
+    let accepted = status_patches(&events, &env.singleton, 200);
+    assert!(!accepted.is_empty(), "the conditions were never written");
+    let again: Vec<_> = (accepted.iter()).filter(|t| **t > refusals[1]).collect();
+    assert!(
+        again.is_empty(),
+        "unchanged conditions sent again: {again:?}"
+    );
+    // The schema's document was read once: a refusal reads the small index, which says the
+    // schema has not changed.
+    let logs = support::strip_ansi(&controller.logs());
+    let documents = (logs.lines())
+        .filter(|l| l.contains("read the served schema's OpenAPI document"))
+        .count();
+    assert_eq!(
+        documents,
+        1,
+        "OpenAPI document reads\n{}",
+        controller.log_tail(30)
+    );
+
+    // Once the API server accepts them again, the fields are written.
+    env.delete(ADMISSION, "ValidatingAdmissionPolicyBinding", &policy)
+        .await;
+    env.delete(ADMISSION, "ValidatingAdmissionPolicy", &policy)
+        .await;
+    let written = eventually(Duration::from_secs(120), || async {
+        let mc = env.machine_configuration().await;
+        mc["status"].get("managedBootImagesStatus").cloned()
     })
     .await;
     assert!(written.is_some(), "{}", controller.log_tail(30));
