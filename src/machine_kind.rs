@@ -367,8 +367,9 @@ cluster_api_object!(
 /// `last-applied-configuration` alone is a copy of the whole object, larger than all the rest
 /// of what the store keeps (`examples/store_footprint.rs`). A rule that reads another
 /// annotation must add it here; the property test `the_watch_keeps_everything_the_planner_reads`
-/// plans every generated object both whole and as stored.
-const ANNOTATIONS_THE_PLANNER_READS: [&str; 7] = [
+/// plans every generated object both whole and as stored. The record of our template copies
+/// is read too: without it, a restarted controller could prove none of its copies (issue 46).
+const ANNOTATIONS_THE_PLANNER_READS: [&str; 8] = [
     OPT_OUT_ANNOTATION,
     BOOT_FAILURE_HOLD_ANNOTATION,
     LEGACY_OPT_OUT_ANNOTATION,
@@ -376,6 +377,7 @@ const ANNOTATIONS_THE_PLANNER_READS: [&str; 7] = [
     HISTORY_ANNOTATION,
     HOT_LOOP_ANNOTATION,
     CLUSTER_API_PAUSED_ANNOTATION,
+    crate::plan::cluster_api_templates::COPIES_ANNOTATION,
 ];
 
 /// Metadata without managedFields, and without the annotations the planner never reads. The

@@ -99,11 +99,8 @@ pub(super) fn recorded<A: MachineObject, B: MachineObject>(
     machine_deployments: &[Arc<Lenient<B>>],
 ) -> Vec<RecordedCopy> {
     fn of<M: MachineObject>(objects: &[Arc<Lenient<M>>]) -> impl Iterator<Item = RecordedCopy> {
-        objects.iter().flat_map(|object| {
-            let annotations = (object.kept().ok()).and_then(|k| k.meta().annotations.as_ref());
-            let text = annotations.and_then(|a| a.get(cluster_api_templates::COPIES_ANNOTATION));
-            cluster_api_templates::recorded_copies(text.map(String::as_str))
-        })
+        (objects.iter().filter_map(|object| object.kept().ok()))
+            .flat_map(|kept| cluster_api_templates::recorded_copies(kept.meta()))
     }
     of(machine_sets).chain(of(machine_deployments)).collect()
 }
@@ -126,7 +123,7 @@ fn references<M: MachineObject>(objects: &[Arc<Lenient<M>>]) -> Option<Vec<&str>
 mod tests {
     use super::*;
     use crate::api::{ClusterApiMachineDeployment, ClusterApiMachineSet};
-    use crate::plan::cluster_api_templates::{CREATED_BY_LABEL, CREATED_BY_VALUE, TemplateCopy};
+    use crate::plan::cluster_api_templates::TemplateCopy;
     use crate::plan::{Action, Decision};
     use crate::reason::Reason;
     use crate::testkit::cluster_api::aws_machine_template;
@@ -146,9 +143,25 @@ mod tests {
     #[tokio::test]
     async fn a_copy_this_pass_moves_a_machine_set_to_is_not_collected() {
         // A copy made long ago whose patch never went through: unreferenced, past its grace.
-        let name = "worker-a-4-21";
-        let mut copy = aws_machine_template("openshift-cluster-api", name, "ami-new");
-        copy["metadata"]["labels"] = serde_json::json!({CREATED_BY_LABEL: CREATED_BY_VALUE});
+        let source = aws_machine_template("openshift-cluster-api", "worker-a", "ami-old");
+        let key = |name: &str| (AWS_MACHINE_TEMPLATE.to_string(), name.to_string());
+        let source: Templates = [(
+            key("worker-a"),
+            Arc::new(serde_json::from_value(source).unwrap()),
+        )]
+        .into();
+        let reference = crate::api::InfrastructureRef {
+            api_group: Some(cluster_api_templates::INFRASTRUCTURE_GROUP.into()),
+            kind: AWS_MACHINE_TEMPLATE.into(),
+            name: "worker-a".into(),
+            ..Default::default()
+        };
+        let view =
+            cluster_api_templates::view(Some(&reference), &source, None, None, None).unwrap();
+        let new_ami = serde_json::json!("ami-new");
+        let made = cluster_api_templates::copy(&view, &[("/ami/id", &new_ami)], Some("4.21"), &[]);
+        let name = made.to.as_str();
+        let mut copy = made.object.clone();
         copy["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z".into();
         copy["metadata"]["uid"] = "u-1".into();
         let ours = [RecordedCopy {
@@ -156,8 +169,7 @@ mod tests {
             uid: "u-1".into(),
         }];
         let object: DynamicObject = serde_json::from_value(copy).unwrap();
-        let key = ("openshift-cluster-api".to_string(), name.to_string());
-        let templates: Templates = [(key, Arc::new(object))].into();
+        let templates: Templates = [(key(name), Arc::new(object))].into();
         let now = "2026-02-01T00:00:00Z".parse().unwrap();
         let sets: Vec<Arc<Lenient<ClusterApiMachineSet>>> = vec![];
         let deployments: Vec<Arc<Lenient<ClusterApiMachineDeployment>>> = vec![];

@@ -17,6 +17,11 @@
 //! an existing template under that name is reused only when it is provably ours and its spec is
 //! the copy's. Only provably ours and unused copies are ever deleted.
 //!
+//! The record is an annotation anyone who may patch a MachineSet or MachineDeployment can write
+//! too (and so is the history beside it), so it counts only for a template whose name ends in
+//! the digest of its own spec ([`is_ours`]): an administrator's template is not named that way,
+//! and its name and spec are not the forger's to choose.
+//!
 //! The AWS rule judges a view of the template shaped like a Machine API provider spec, so that
 //! one rule serves both APIs: the template's `ami`, the cluster's region (templates do not name
 //! it; the Infrastructure does) and the bootstrap secret as `userDataSecret`.
@@ -209,11 +214,9 @@ pub fn copy(
     recorded: &[RecordedCopy],
 ) -> TemplateCopy {
     let source = view.source;
-    let ours = (source.metadata.uid.as_deref())
-        .is_some_and(|uid| recorded.iter().any(|r| r.is(view.source_name, uid)));
     let original = (source.metadata.annotations.as_ref())
         .and_then(|a| a.get(COPIED_FROM_ANNOTATION))
-        .filter(|_| ours)
+        .filter(|_| is_ours(source, recorded))
         .map_or(view.source_name, String::as_str);
     let mut spec = source
         .data
@@ -225,11 +228,7 @@ pub fn copy(
             *slot = (*to).clone();
         }
     }
-    let name = copy_name(
-        original,
-        release,
-        &serde_json::to_string(&spec).unwrap_or_default(),
-    );
+    let name = copy_name(original, release, &spec_digest(&spec));
     let types = source.types.as_ref();
     let object = json!({
         "apiVersion": types.map(|t| t.api_version.as_str()),
@@ -252,16 +251,26 @@ pub struct RecordedCopy {
     pub uid: String,
 }
 
-impl RecordedCopy {
-    fn is(&self, name: &str, uid: &str) -> bool {
-        self.name == name && self.uid == uid
-    }
+/// The copies `meta` records as ours; none when the annotation is absent or unreadable (an
+/// unreadable record proves nothing).
+pub fn recorded_copies(meta: &ObjectMeta) -> Vec<RecordedCopy> {
+    let text = (meta.annotations.as_ref()).and_then(|a| a.get(COPIES_ANNOTATION));
+    (text.and_then(|text| serde_json::from_str(text).ok())).unwrap_or_default()
 }
 
-/// The copies an object records as ours; none when the annotation is absent or unreadable (an
-/// unreadable record proves nothing).
-pub fn recorded_copies(annotation: Option<&str>) -> Vec<RecordedCopy> {
-    (annotation.and_then(|text| serde_json::from_str(text).ok())).unwrap_or_default()
+/// Whether `template` is one of our copies: its name and UID among `ours`, and its name ending
+/// in the digest of its own spec, as the name of every copy does ([`copy_name`]). Not whether
+/// the object recording it shows a move to it in its history: that annotation is as easily
+/// written as the record, and a revert drops the entries it undoes, whose copies must still go.
+pub fn is_ours(template: &DynamicObject, ours: &[RecordedCopy]) -> bool {
+    let meta = &template.metadata;
+    let (Some(name), Some(uid)) = (meta.name.as_deref(), meta.uid.as_deref()) else {
+        return false;
+    };
+    let recorded = ours.iter().any(|r| r.name == name && r.uid == uid);
+    // A copy's spec is never absent: `copy` writes `{}` for a source without one.
+    let spec = template.data.get("spec").unwrap_or(&Value::Null);
+    recorded && name.ends_with(&format!("-{}", spec_digest(spec)))
 }
 
 /// Adds to `patch` the record of `copy` as the newest of the copies `meta` records, its UID
@@ -270,7 +279,7 @@ pub fn recorded_copies(annotation: Option<&str>) -> Vec<RecordedCopy> {
 /// resourceVersion every patch tests.
 pub fn record_copy(patch: &mut Patch, meta: &ObjectMeta, copy: &str) {
     let old = (meta.annotations.as_ref()).and_then(|a| a.get(COPIES_ANNOTATION));
-    let mut copies = recorded_copies(old.map(String::as_str));
+    let mut copies = recorded_copies(meta);
     copies.retain(|c| c.name != copy);
     copies.push(RecordedCopy {
         name: copy.to_string(),
@@ -311,16 +320,10 @@ pub fn fill_created_uid(patch: &Patch, uid: &str) -> Patch {
     filled
 }
 
-/// Whether `existing`, found under the name of `copy`, is the copy itself: provably ours (its
-/// UID among `ours`) and with the copy's whole spec, not merely its image.
+/// Whether `existing`, found under the name of `copy`, is the copy itself: provably ours
+/// ([`is_ours`]) and with the copy's whole spec, not merely its image.
 pub fn is_the_copy(existing: &DynamicObject, copy: &TemplateCopy, ours: &[RecordedCopy]) -> bool {
-    let (Some(name), Some(uid)) = (
-        existing.metadata.name.as_deref(),
-        existing.metadata.uid.as_deref(),
-    ) else {
-        return false;
-    };
-    ours.iter().any(|r| r.is(name, uid)) && existing.data.get("spec") == copy.object.get("spec")
+    is_ours(existing, ours) && existing.data.get("spec") == copy.object.get("spec")
 }
 
 /// The copied metadata: the identity and bookkeeping of the source dropped, its labels,
@@ -343,14 +346,18 @@ fn copied_metadata(source: &ObjectMeta, name: &str, original: &str) -> Value {
     serde_json::to_value(copied).unwrap_or_else(|_| json!({"name": name}))
 }
 
+/// The first [`DIGEST_HEX`] hex digits of the SHA-256 of `spec` as JSON text.
+fn spec_digest(spec: &Value) -> String {
+    let text = serde_json::to_string(spec).unwrap_or_default();
+    let digest = ring::digest::digest(&ring::digest::SHA256, text.as_bytes());
+    (digest.as_ref()[..DIGEST_HEX / 2].iter())
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// `<original>-<release>-<digest of the spec>`, within the 253 characters of a DNS subdomain
 /// name: the original is cut, never the digest.
-fn copy_name(original: &str, release: Option<&str>, spec: &str) -> String {
-    let digest = ring::digest::digest(&ring::digest::SHA256, spec.as_bytes());
-    let digest: String = digest.as_ref()[..DIGEST_HEX / 2]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+fn copy_name(original: &str, release: Option<&str>, digest: &str) -> String {
     let release: String = release
         .unwrap_or("rhcos")
         .to_ascii_lowercase()
@@ -391,7 +398,7 @@ pub struct Collectable {
     pub next: Option<jiff::Timestamp>,
 }
 
-/// The templates this controller provably created (their name and UID among `ours`) that no
+/// The templates this controller provably created ([`is_ours`]) that no
 /// MachineSet or MachineDeployment of `references` names and that are older than `grace` (a new
 /// template is unused until the patch that moves its MachineSet lands). Templates anyone else
 /// created are never returned, whatever labels they carry.
@@ -406,10 +413,10 @@ pub fn unused_copies<'a>(
     let mut collectable = Collectable::default();
     for template in templates.values() {
         let meta = &template.metadata;
-        let (Some(name), Some(uid)) = (meta.name.as_deref(), meta.uid.as_deref()) else {
+        let Some(name) = meta.name.as_deref() else {
             continue;
         };
-        if !ours.iter().any(|r| r.is(name, uid)) || referenced.contains(name) {
+        if !is_ours(template, ours) || referenced.contains(name) {
             continue;
         }
         // Without a creation time the grace cannot be told: kept.
@@ -717,29 +724,47 @@ mod tests {
         assert!(!odd.contains("a\\\"b"), "{odd}");
     }
 
+    /// A copy of worker-a on `ami`, as served once created at `at` with uid `u-1`.
+    fn served_copy(ami: &str, at: &str) -> Value {
+        let all = templates(&[template("worker-a", "ami-old")]);
+        let made = copy(
+            &aws_view(&all, "worker-a"),
+            &ami_change(&json!(ami)),
+            Some("9.6.1"),
+            &[],
+        );
+        let mut served = created(&made, "u-1");
+        served["metadata"]["creationTimestamp"] = json!(at);
+        served["metadata"]["resourceVersion"] = json!("7");
+        served
+    }
+
+    fn name_of(template: &Value) -> &str {
+        template["metadata"]["name"].as_str().unwrap()
+    }
+
     #[test]
     fn only_our_copies_unused_for_longer_than_the_grace_are_collected() {
-        let ours = |name: &str, created: &str| {
-            let mut t = template(name, "ami-x");
-            t["metadata"]["labels"][CREATED_BY_LABEL] = json!(CREATED_BY_VALUE);
-            t["metadata"]["creationTimestamp"] = json!(created);
-            t
-        };
+        let old_unused = served_copy("ami-1", "2026-01-01T00:00:00Z");
+        let old_used = served_copy("ami-2", "2026-01-01T00:00:00Z");
+        let new_unused = served_copy("ami-3", "2026-01-01T00:59:00Z");
+        // Our label and annotation, copied by someone: not recorded as ours.
+        let mut clone = old_unused.clone();
+        clone["metadata"]["name"] = json!("spare-clone");
         let all = templates(&[
-            ours("old-unused", "2026-01-01T00:00:00Z"),
-            ours("old-used", "2026-01-01T00:00:00Z"),
-            ours("new-unused", "2026-01-01T00:59:00Z"),
-            // Our label and annotation, copied by someone: not recorded as ours.
-            ours("spare-clone", "2026-01-01T00:00:00Z"),
+            old_unused.clone(),
+            old_used.clone(),
+            new_unused.clone(),
+            clone,
             template("someone-elses", "ami-y"),
         ]);
         let now: jiff::Timestamp = "2026-01-01T01:00:00Z".parse().unwrap();
         let grace = jiff::SignedDuration::from_mins(10);
-        let proven = ["old-unused", "old-used", "new-unused"].map(|n| recorded(n, "u-1"));
-        let collectable = unused_copies(&all, ["old-used"], &proven, now, grace);
+        let proven = [&old_unused, &old_used, &new_unused].map(|t| recorded(name_of(t), "u-1"));
+        let collectable = unused_copies(&all, [name_of(&old_used)], &proven, now, grace);
         let unused = &collectable.unused;
         let names: Vec<&str> = unused.iter().map(|u| u.name.as_str()).collect();
-        assert_eq!(names, ["old-unused"]);
+        assert_eq!(names, [name_of(&old_unused)]);
         // The young one is collected once its grace is over.
         assert_eq!(
             collectable.next,
@@ -747,6 +772,29 @@ mod tests {
         );
         assert_eq!(unused[0].uid.as_deref(), Some("u-1"));
         assert_eq!(unused[0].resource_version.as_deref(), Some("7"));
+    }
+
+    /// Record and history are annotations anyone who may patch a MachineSet or
+    /// MachineDeployment can write: an administrator's template they name, with its UID, is
+    /// still not ours, since its name is not the digest of its spec; it is neither collected nor
+    /// taken as the source of a copy of ours.
+    #[test]
+    fn a_forged_record_never_makes_an_administrators_template_ours() {
+        let mut theirs = template("gpu-workers", "ami-old");
+        theirs["metadata"]["annotations"][COPIED_FROM_ANNOTATION] = json!("worker-a");
+        let all = templates(&[theirs]);
+        let forged = [recorded("gpu-workers", "u-1")];
+        let now: jiff::Timestamp = "2026-02-01T00:00:00Z".parse().unwrap();
+        let grace = jiff::SignedDuration::from_mins(10);
+        let collectable = unused_copies(&all, [], &forged, now, grace);
+        assert_eq!(collectable, Collectable::default());
+        let of_theirs = copy(
+            &aws_view(&all, "gpu-workers"),
+            &ami_change(&json!("ami-new")),
+            Some("9.6.1"),
+            &forged,
+        );
+        assert!(of_theirs.to.starts_with("gpu-workers-"), "{}", of_theirs.to);
     }
 
     #[test]
@@ -769,7 +817,7 @@ mod tests {
     #[test]
     fn names_stay_within_the_limit_of_a_dns_subdomain() {
         let long = "w".repeat(300);
-        let name = copy_name(&long, Some("9.6.20251023-0"), "ami");
+        let name = copy_name(&long, Some("9.6.20251023-0"), &spec_digest(&json!({})));
         assert!(name.len() <= 253, "{}", name.len());
         assert!(name.ends_with(char::is_alphanumeric));
     }

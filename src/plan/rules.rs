@@ -727,8 +727,7 @@ fn image_change(
                 // A new template, and the MachineSet repointed from the one it was judged on.
                 Some(Ok(view)) => {
                     let changes: Vec<_> = each().map(|(pointer, _, to)| (pointer, to)).collect();
-                    let recorded = subject.annotation(cluster_api_templates::COPIES_ANNOTATION);
-                    let recorded = cluster_api_templates::recorded_copies(recorded);
+                    let recorded = cluster_api_templates::recorded_copies(subject.meta);
                     let copy = cluster_api_templates::copy(view, &changes, release, &recorded);
                     let path = Pointer::from_static(cluster_api_templates::REFERENCE_NAME_POINTER);
                     ops.guarded_replace(path.to_buf(), copy.from.as_str(), copy.to.as_str());

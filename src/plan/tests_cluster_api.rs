@@ -293,3 +293,52 @@ fn a_machine_deployment_is_updated_only_when_the_administrator_opted_in() {
         "worker-a"
     );
 }
+
+/// Two moves with the MachineSet read in between as the controller's watch keeps it, as a
+/// restarted controller (which remembers no copy it made) sees it: the copy of our copy is
+/// named after the original template, and the record keeps the first copy, still to be
+/// collected, beside the new one (issue 46: the watch dropped the record, so the second copy was
+/// named after the first, which was never collected, and the record was written over).
+#[test]
+fn after_a_restart_a_copy_of_our_copy_is_named_after_the_original_and_the_record_kept() {
+    use super::cluster_api_templates::{COPIES_ANNOTATION, fill_created_uid};
+    use crate::machine_kind::MachineObject;
+    let mut object = worker_a();
+    object["metadata"]["resourceVersion"] = json!("1");
+    let first = decide(&cluster(), object.clone());
+    let copy = first
+        .infrastructure_template
+        .as_ref()
+        .expect("a first copy");
+    json_patch::patch(&mut object, &fill_created_uid(&first.patch, "u-1").0).unwrap();
+    let mut created = copy.object.clone();
+    created["metadata"]["uid"] = json!("u-1");
+    // The golden image changes again (here to 4.20's, which the 4.21 copy does not hold).
+    let later = cluster_snapshot("AWS", "4.20.0", &crate::testkit::streams::stream_420())
+        .stub_secret(CLUSTER_API_NAMESPACE, "worker-user-data", "3.4.0")
+        .knowing(&crate::testkit::streams::RHCOS_421.amis)
+        .template(created)
+        .build();
+    let mut stored: ClusterApiMachineSet = typed(object.clone());
+    stored.keep_only_what_the_planner_reads();
+    let second = decide(&later, serde_json::to_value(&stored).unwrap());
+    let second_copy = second
+        .infrastructure_template
+        .as_ref()
+        .expect("a second copy");
+    assert_eq!(second_copy.from, copy.to);
+    let release = crate::testkit::streams::RHCOS_420.release;
+    assert!(
+        second_copy.to.starts_with(&format!("worker-a-{release}-")),
+        "{} is named after {}",
+        second_copy.to,
+        copy.to
+    );
+    json_patch::patch(&mut object, &fill_created_uid(&second.patch, "u-2").0).unwrap();
+    let record: Value =
+        serde_json::from_str(objects::annotation_of(&object, COPIES_ANNOTATION).unwrap()).unwrap();
+    assert_eq!(
+        record,
+        json!([{"name": copy.to, "uid": "u-1"}, {"name": second_copy.to, "uid": "u-2"}])
+    );
+}

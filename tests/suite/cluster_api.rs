@@ -211,14 +211,25 @@ async fn wait_for_template(
     controller: &ControllerProcess,
     ok: impl Fn(&str) -> bool,
 ) -> String {
+    wait_for_template_of(env, controller, "worker-a", ok).await
+}
+
+/// Waits until the template name of the Cluster API MachineSet `machine_set` satisfies `ok`;
+/// returns it.
+async fn wait_for_template_of(
+    env: &TestEnv,
+    controller: &ControllerProcess,
+    machine_set: &str,
+    ok: impl Fn(&str) -> bool,
+) -> String {
     let check = || async {
-        let ms = object(env, CAPI_MACHINE_SET, "worker-a").await?;
+        let ms = object(env, CAPI_MACHINE_SET, machine_set).await?;
         let name = template_of(&ms).to_string();
         ok(&name).then_some(name)
     };
     waits::converge(&[controller], CONVERGE, check, async || {
-        let ms = object(env, CAPI_MACHINE_SET, "worker-a").await;
-        format!("the Cluster API MachineSet never moved; now {ms:?}")
+        let ms = object(env, CAPI_MACHINE_SET, machine_set).await;
+        format!("the Cluster API MachineSet {machine_set} never moved; now {ms:?}")
     })
     .await
 }
@@ -377,5 +388,144 @@ async fn templates_that_merely_look_like_our_copies_are_neither_reused_nor_delet
     assert_eq!(
         template_of(&capi_machine_set_named(&env, "worker-a").await),
         copy_a
+    );
+}
+
+/// A later RHCOS build for 4.21 (a z-stream's golden ConfigMap), so the copy of the first move
+/// moves again.
+const RHCOS_421_LATER: CompactStream = CompactStream {
+    name: "rhcos-4.21",
+    release: "9.6.20251212-0",
+    amis: [
+        "ami-0421b000000000001",
+        "ami-0421b000000000002",
+        "ami-0421b000000000003",
+    ],
+};
+
+/// The copies `object` records as ours, as `(name, uid)`.
+fn record_of(object: &Value) -> Vec<(String, String)> {
+    let key = boot_image_controller::plan::cluster_api_templates::COPIES_ANNOTATION;
+    let text = annotation_of(object, key).unwrap_or("[]");
+    let record: Vec<Value> = serde_json::from_str(text).expect("a JSON record");
+    (record.iter())
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap().into(),
+                c["uid"].as_str().unwrap().into(),
+            )
+        })
+        .collect()
+}
+
+fn uid_of(object: &Value) -> String {
+    object["metadata"]["uid"].as_str().expect("a uid").into()
+}
+
+/// Two golden images with a restart of the controller in between (issue 46). The restarted
+/// controller remembers no copy it made: it proves its copies by the record on the MachineSet
+/// alone, which its watch used to drop. Now a MachineSet that needs the copy made before the
+/// restart reuses it (it was stuck at `PatchFailed`), the second move is named after the
+/// original template (not `<first copy>-<release>-...`), the first copy is deleted once unused,
+/// and the record holds both copies, not only the newest.
+#[tokio::test]
+async fn after_a_restart_the_controller_still_proves_and_collects_its_copies() {
+    let env = migrated_cluster("capi-restart").await;
+    let mut controller = env.controller(&["--cluster-api-template-grace=1s"]);
+    controller.wait_ready().await;
+    let first = wait_for_template(&env, &controller, |t| t != "worker-a").await;
+    let first_uid = uid_of(
+        &object(&env, TEMPLATE, &first)
+            .await
+            .expect("the first copy"),
+    );
+    controller.terminate();
+
+    let controller = env.controller(&["--cluster-api-template-grace=1s"]);
+    controller.wait_ready().await;
+    // A new MachineSet on the original template needs the very copy made before the restart.
+    let capi = env.cluster_api_ns();
+    env.apply(cluster_api::machine_set(&capi, "worker-b", "worker-a"))
+        .await;
+    let reused = wait_for_template_of(&env, &controller, "worker-b", |t| t != "worker-a").await;
+    assert_eq!(reused, first);
+
+    env.remember_images(&[AMI_420_US_EAST_1, AMI_421_US_EAST_1])
+        .await;
+    env.upgrade("4.21.1", &RHCOS_421_LATER.to_json()).await;
+    let second = wait_for_template(&env, &controller, |t| t != first).await;
+    assert!(
+        second.starts_with(&format!("worker-a-{}-", RHCOS_421_LATER.release)),
+        "{second} is not named after the original template worker-a"
+    );
+    assert_eq!(
+        wait_for_template_of(&env, &controller, "worker-b", |t| t != first).await,
+        second
+    );
+    let copy = object(&env, TEMPLATE, &second)
+        .await
+        .expect("the second copy");
+    assert_eq!(
+        copy.pointer("/spec/template/spec/ami/id"),
+        Some(&json!(RHCOS_421_LATER.amis[0]))
+    );
+    let gone = || async { object(&env, TEMPLATE, &first).await.is_none().then_some(()) };
+    waits::converge(&[&controller], CONVERGE, gone, async || {
+        format!("the unused first copy {first} was never deleted")
+    })
+    .await;
+    assert_eq!(
+        record_of(&capi_machine_set(&env).await),
+        [(first, first_uid), (second, uid_of(&copy))]
+    );
+    assert!(object(&env, TEMPLATE, "worker-a").await.is_some());
+}
+
+/// Anyone who may patch a MachineDeployment can write our record of copies and our history on
+/// it. Naming an administrator's unused template there, with its UID and a move to it, never
+/// gets it deleted, while the controller does delete its own unused copy meanwhile.
+#[tokio::test]
+async fn a_forged_record_never_gets_an_administrators_template_deleted() {
+    let env = migrated_cluster("capi-forged").await;
+    let capi = env.cluster_api_ns();
+    let spare = env
+        .apply(cluster_api::aws_machine_template(
+            &capi,
+            "spare",
+            AMI_420_US_EAST_1,
+        ))
+        .await;
+    let spare_uid = spare.metadata.uid.clone().expect("a uid");
+    let mut forged = cluster_api::machine_deployment(&capi, "workers", "worker-a");
+    let history = json!([{"time": "2026-01-01T00:00:00Z", "stream": "rhcos-4.21",
+                          "infrastructureTemplate": {"from": "worker-a", "to": "spare"}}]);
+    forged["metadata"]["annotations"] = json!({
+        boot_image_controller::plan::cluster_api_templates::COPIES_ANNOTATION:
+            json!([{"name": "spare", "uid": spare_uid}]).to_string(),
+        boot_image_controller::names::HISTORY_ANNOTATION: history.to_string(),
+    });
+    env.apply(forged).await;
+
+    let controller = env.controller(&["--cluster-api-template-grace=1s"]);
+    controller.wait_ready().await;
+    let moved = wait_for_template(&env, &controller, |t| t != "worker-a").await;
+    // Reverted, the copy is unused: the controller collects it, and nothing else.
+    let out = cli(
+        &env,
+        &[
+            "revert",
+            "--cluster-api-machineset=worker-a",
+            &format!("--namespace={capi}"),
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let gone = || async { object(&env, TEMPLATE, &moved).await.is_none().then_some(()) };
+    waits::converge(&[&controller], CONVERGE, gone, async || {
+        format!("the unused copy {moved} was never deleted")
+    })
+    .await;
+    assert!(
+        object(&env, TEMPLATE, "spare").await.is_some(),
+        "the administrator's template was deleted on a forged record"
     );
 }
