@@ -70,7 +70,9 @@ reasons! {
     OptedOut: Skip,
     /// The MachineConfiguration does not select this MachineSet.
     NotSelected: Skip,
-    /// Another controller (Hive, Cluster API, ...) owns the MachineSet and would revert us.
+    /// Another controller (a Cluster API MachineDeployment, ...) owns the object through an
+    /// owner reference and would revert us. Hive's MachineSets carry none and are updated, as
+    /// upstream does (DESIGN.md section 2, rule 3).
     Owned: Skip,
     /// Another API acts on this object: a Machine API MachineSet whose authoritative API is
     /// Cluster API (or is being handed over), or a paused Cluster API MachineSet mirroring a
