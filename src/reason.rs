@@ -119,6 +119,11 @@ reasons! {
     /// rewrite it (the cluster CAPI operator copies it from the Machine API's stub), so the
     /// image is not moved.
     StubSecretIncompatible: Skip,
+    /// The stub secret is Ignition spec 2 and another object that names it does not move now
+    /// (opted out, a custom image, an error, ...): upgrading it in place would leave that
+    /// object's image, which may read spec 2 only, with a stub it cannot boot from, so neither
+    /// the stub nor this image moves.
+    StubSecretShared: Skip,
     /// The stream publishes no Azure marketplace images at all (OKD, for one).
     MarketplaceImagesNotPublished: Skip,
     /// Azure: the stream publishes no image of the Hyper-V generation the MachineSet boots

@@ -9,6 +9,7 @@ use super::lenient::Lenient;
 use super::observe::Observation;
 use crate::golden_stream::GoldenConfig;
 use crate::machine_kind::{MachineKind, MachineObject};
+use crate::plan::stub::{StubUsers, add_users, hold_shared_upgrades};
 use crate::plan::{Blocked, Decision, ObjectKey, Planner};
 
 /// What a pass covers: everything, or the objects whose watch events arrived.
@@ -54,6 +55,45 @@ pub(super) fn decide(
     scope: &Scope,
     planner: &Planner<'_>,
 ) -> (Vec<Decision>, PassFacts) {
+    let (mut decisions, mut live) = decide_scope(observed, scope, planner);
+    // A stub upgrade waits on every object that names the stub (`stub::hold_shared_upgrades`):
+    // a pass that covers only some of them decides them all. Only clusters installed before 4.6
+    // have spec-2 stubs, and only until they are upgraded.
+    let everything = Scope::everything();
+    let scope = if !scope.all && decisions.iter().any(|d| d.stub_upgrade.is_some()) {
+        (decisions, live) = decide_scope(observed, &everything, planner);
+        &everything
+    } else {
+        scope
+    };
+    let mut users = StubUsers::new();
+    add_users(
+        &mut users,
+        observed.machine_sets.iter().filter_map(|o| o.kept().ok()),
+    );
+    let control_plane = observed.control_plane_machine_sets.iter();
+    add_users(&mut users, control_plane.filter_map(|o| o.kept().ok()));
+    hold_shared_upgrades(&mut decisions, &users);
+    let gone = (scope.keys.iter())
+        .filter(|key| !live.contains(*key))
+        .cloned()
+        .collect();
+    let facts = PassFacts {
+        gone,
+        live: scope.all.then_some(live),
+        blocked: planner.blocked().cloned(),
+        golden: planner.golden().cloned(),
+        selections: planner.selections(),
+    };
+    (decisions, facts)
+}
+
+/// The decisions on the objects `scope` covers, and every object that exists.
+fn decide_scope(
+    observed: &Observation,
+    scope: &Scope,
+    planner: &Planner<'_>,
+) -> (Vec<Decision>, BTreeSet<ObjectKey>) {
     let mut decisions = Vec::new();
     let mut live = BTreeSet::new();
     decide_kind(
@@ -84,18 +124,7 @@ pub(super) fn decide(
         &mut decisions,
         &mut live,
     );
-    let gone = (scope.keys.iter())
-        .filter(|key| !live.contains(*key))
-        .cloned()
-        .collect();
-    let facts = PassFacts {
-        gone,
-        live: scope.all.then_some(live),
-        blocked: planner.blocked().cloned(),
-        golden: planner.golden().cloned(),
-        selections: planner.selections(),
-    };
-    (decisions, facts)
+    (decisions, live)
 }
 
 fn decide_kind<M>(

@@ -136,12 +136,16 @@ fn keys_secret(ns: &str, id: &str, secret: &str) -> Value {
 }
 
 /// A cluster at 4.21 whose MachineSets are on `amis` (name, AMI), with the credentials Secret.
+/// They name the spec-3 managed stub: the fixture's spec-2 one would keep every MachineSet in
+/// place while another waits for EC2 or keeps a custom image (`StubSecretShared`).
 async fn cluster(test: &str, amis: &[(&str, &str)]) -> TestEnv {
     let env = TestEnv::new(test).await;
     env.aws_cluster("4.21.0", &stream_421(), None).await;
     env.apply(credentials_secret(&env.ns)).await;
     for (name, id) in amis {
-        env.apply(machine_set(&env.ns, name).ami(id).build()).await;
+        let machine_set = machine_set(&env.ns, name).ami(id);
+        env.apply(machine_set.user_data("worker-user-data-managed").build())
+            .await;
     }
     env
 }
