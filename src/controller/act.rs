@@ -175,14 +175,6 @@ fn stub_key(upgrade: &StubUpgrade) -> StubKey {
     (upgrade.namespace.clone(), upgrade.name.clone())
 }
 
-/// Why the objects that move with a stub upgrade are not sent.
-enum Stop {
-    /// The same outcome for each.
-    All(Outcome),
-    /// The dry run of these (positions in the sends) was refused; the others were not sent.
-    Refused(BTreeMap<usize, Outcome>),
-}
-
 /// The outcome of an object whose patch was accepted in a dry run, but another object that moves
 /// with the same stub upgrade had its refused.
 fn not_sent(upgrade: &StubUpgrade) -> String {
@@ -205,9 +197,9 @@ struct Outgoing {
 
 impl Patcher {
     /// Sends the stub secret upgrades `sends` carry, each before the patches of the objects that
-    /// move with it and only once the API server accepts every one of those patches in a dry
-    /// run: a stub upgraded for a patch then refused would leave that object's image, which may
-    /// read spec 2 only, with a spec-3 stub (DESIGN.md section 4). Returns the sends that may go
+    /// move with it and only once the API server refuses none of those patches in a dry run: a
+    /// stub upgraded for a patch then refused would leave that object's image, which may read
+    /// spec 2 only, with a spec-3 stub (DESIGN.md section 4). Returns the sends that may go
     /// on, without their upgrades; the outcome of every other is set in `outcomes`. An upgrade
     /// waits, with every object that carries it, while one of them waits for its retry
     /// (`deferred`): that one keeps its image meanwhile. Upstream upgrades the stub inside
@@ -232,23 +224,17 @@ impl Patcher {
             let Some(upgrade) = sends[members[0]].1.stub_upgrade.clone() else {
                 continue;
             };
-            let stop = if deferred.contains(&stub) {
-                Err(Stop::All(Outcome::Deferred))
+            let each = |outcome: Outcome| members.iter().map(move |&at| (at, outcome.clone()));
+            if deferred.contains(&stub) {
+                stopped.extend(each(Outcome::Deferred));
             } else if !may_write() {
-                Err(Stop::All(Outcome::Withheld))
+                stopped.extend(each(Outcome::Withheld));
             } else {
                 (self.patching).send_if_modified(|patching| !std::mem::replace(patching, true));
-                self.upgrade_stub_for(&upgrade, &members, &sends).await
-            };
+                stopped.extend(self.upgrade_stub_for(&upgrade, &members, &sends).await);
+            }
             for at in members {
                 sends[at].1.stub_upgrade = None;
-                let outcome = match &stop {
-                    Ok(()) => continue,
-                    Err(Stop::All(outcome)) => outcome.clone(),
-                    Err(Stop::Refused(refusals)) => (refusals.get(&at).cloned())
-                        .unwrap_or_else(|| Outcome::Failed(not_sent(&upgrade))),
-                };
-                stopped.insert(at, outcome);
             }
         }
         let mut going = Vec::new();
@@ -262,29 +248,47 @@ impl Patcher {
     }
 
     /// Dry-runs the patch of each of `members` (positions in `sends`), then upgrades the stub
-    /// when every one is accepted.
+    /// when none is refused and one at least is accepted. Returns the outcome of each member
+    /// that is not to be sent: all of them when the stub is not upgraded, else those whose dry
+    /// run found the object changed or gone (re-planned from fresh state, as after any
+    /// conflict: a writer that keeps changing one object must not hold the others back).
     async fn upgrade_stub_for(
         &self,
         upgrade: &StubUpgrade,
         members: &[usize],
         sends: &[(usize, Outgoing)],
-    ) -> Result<(), Stop> {
+    ) -> BTreeMap<usize, Outcome> {
         if self.stub_upgrades.lock().await.get(&stub_key(upgrade)) == Some(&upgrade.patch) {
-            return Ok(());
+            return BTreeMap::new();
         }
-        let mut refusals = BTreeMap::new();
+        let mut unsent = BTreeMap::new();
+        let mut refused = false;
         for &at in members {
             let outgoing = &sends[at].1;
             let (kind, name) = (outgoing.kind, &outgoing.name);
-            let tried = self.patch(kind, name, outgoing.patch.clone(), true).await;
-            if tried != Outcome::Patched {
-                refusals.insert(at, tried);
+            match self.patch(kind, name, outgoing.patch.clone(), true).await {
+                Outcome::Patched => {}
+                outcome @ (Outcome::Conflict | Outcome::Gone) => {
+                    unsent.insert(at, outcome);
+                }
+                outcome => {
+                    refused = true;
+                    unsent.insert(at, outcome);
+                }
             }
         }
-        if !refusals.is_empty() {
-            return Err(Stop::Refused(refusals));
+        let every = |outcome: Outcome| members.iter().map(move |&at| (at, outcome.clone()));
+        if refused {
+            let not_sent = Outcome::Failed(not_sent(upgrade));
+            return every(not_sent).chain(unsent).collect();
         }
-        self.upgrade_stub(upgrade).await.map_err(Stop::All)
+        if unsent.len() == members.len() {
+            return unsent;
+        }
+        match self.upgrade_stub(upgrade).await {
+            Ok(()) => unsent,
+            Err(outcome) => every(outcome).collect(),
+        }
     }
 
     /// Upgrades a spec-2 stub secret in place with its guarded patch, unless this very upgrade

@@ -160,8 +160,9 @@ async fn revert_keeps_a_shared_stub_unless_told() {
 }
 
 /// A MachineSet patch the API server refuses (annotations over its 256 KiB limit) leaves the
-/// stub as it was: the upgrade goes only once a dry run of the patch is accepted, else the
-/// MachineSet would stay on its old image, which may read spec 2 only, with a spec-3 stub.
+/// stub as it was: the upgrade goes only once no dry run of the patches moving with it is
+/// refused, else the MachineSet would stay on its old image, which may read spec 2 only, with a
+/// spec-3 stub. The other MachineSet on that stub waits with it, and says why.
 #[tokio::test]
 async fn a_refused_machine_set_patch_leaves_the_spec2_stub_as_it_is() {
     let env = TestEnv::new("stub-refused").await;
@@ -171,6 +172,7 @@ async fn a_refused_machine_set_patch_leaves_the_spec2_stub_as_it_is() {
     let filler = "x".repeat(262_050);
     let crowded = machine_set(&env.ns, "crowded").annotate("example.com/filler", &filler);
     env.apply(crowded.build()).await;
+    env.apply(machine_set(&env.ns, "worker-b").build()).await;
     let before = stub(&env).await;
 
     let controller = env.controller(&[]);
@@ -184,10 +186,15 @@ async fn a_refused_machine_set_patch_leaves_the_spec2_stub_as_it_is() {
     let degraded = eventually(CONVERGE, || async {
         let degraded = env.condition("BootImageUpdateDegraded").await?;
         let message = degraded["message"].as_str()?.to_string();
-        message.contains("Too long").then_some(message)
+        let both = message.contains("Too long") && message.contains("not sent");
+        both.then_some(message)
     })
     .await;
     assert!(degraded.is_some(), "{}", controller.log_tail(30));
+    assert_eq!(
+        ami_of(&env.machine_set("worker-b").await),
+        AMI_420_US_EAST_1
+    );
 
     let after = stub(&env).await;
     assert_eq!(
