@@ -258,4 +258,42 @@ mod tests {
             );
         }
     }
+
+    /// A stub upgrade waits on every object that names the stub: a pass covering one of them
+    /// decides them all, and holds the upgrade while one keeps its image.
+    #[test]
+    fn a_pass_with_a_stub_upgrade_decides_every_object_naming_the_stub() {
+        let mut observed = observation();
+        let ns = MACHINE_API_NAMESPACE;
+        let spec2 = cluster_snapshot("AWS", "4.21.0", "{}")
+            .stub_secret(ns, "worker-user-data", "2.2.0")
+            .build();
+        let key = (ns.to_string(), "worker-user-data".to_string());
+        let secret = spec2.secrets[&key].clone();
+        observed.snapshot.secrets.insert(key, secret);
+        let one = Scope {
+            all: false,
+            keys: [ObjectKey {
+                kind: MachineKind::MachineSet,
+                name: "worker-1".into(),
+            }]
+            .into(),
+        };
+        let (decisions, _, live) = decide_all(&observed, &one, &Options::default());
+        assert_eq!(decisions.len(), 8, "widened to every object");
+        assert!(live.is_some());
+        let moving: Vec<_> = (decisions.iter())
+            .filter(|d| d.stub_upgrade.is_some())
+            .map(|d| d.name.as_str())
+            .collect();
+        assert_eq!(moving, ["worker-1", "worker-2", "worker-5"]);
+
+        // An opted-out one on the same stub holds them all.
+        let pinned = objects::machine_set(ns, "pinned").opted_out().build();
+        observed.machine_sets.push(stored(pinned));
+        let (decisions, _, _) = decide_all(&observed, &one, &Options::default());
+        let held = |d: &&Decision| d.reason == crate::reason::Reason::StubSecretShared;
+        assert_eq!(decisions.iter().filter(held).count(), 3);
+        assert!(decisions.iter().all(|d| d.stub_upgrade.is_none()));
+    }
 }
