@@ -70,7 +70,9 @@ reasons! {
     OptedOut: Skip,
     /// The MachineConfiguration does not select this MachineSet.
     NotSelected: Skip,
-    /// Another controller (Hive, Cluster API, ...) owns the MachineSet and would revert us.
+    /// Another controller (a Cluster API MachineDeployment, ...) owns the object through an
+    /// owner reference and would revert us. Hive's MachineSets carry none and are updated, as
+    /// upstream does (DESIGN.md section 2, rule 3).
     Owned: Skip,
     /// Another API acts on this object: a Machine API MachineSet whose authoritative API is
     /// Cluster API (or is being handed over), or a paused Cluster API MachineSet mirroring a
@@ -117,6 +119,11 @@ reasons! {
     /// rewrite it (the cluster CAPI operator copies it from the Machine API's stub), so the
     /// image is not moved.
     StubSecretIncompatible: Skip,
+    /// The stub secret is Ignition spec 2 and another object that names it does not move now
+    /// (opted out, a custom image, an error, ...): upgrading it in place would leave that
+    /// object's image, which may read spec 2 only, with a stub it cannot boot from, so neither
+    /// the stub nor this image moves.
+    StubSecretShared: Skip,
     /// The stream publishes no Azure marketplace images at all (OKD, for one).
     MarketplaceImagesNotPublished: Skip,
     /// Azure: the stream publishes no image of the Hyper-V generation the MachineSet boots

@@ -2,12 +2,12 @@
 //! went. What a decision decided (action, reason, values) is never edited here: its operations
 //! go to the API server and the outcome travels beside the rest.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, OnceLock};
 
 use futures::StreamExt;
 use kube::Client;
-use kube::api::{Api, DynamicObject, PostParams};
+use kube::api::{Api, DynamicObject, PatchParams, PostParams};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -142,25 +142,48 @@ impl Patcher {
                 Err(outcome) => return outcome,
             }
         }
-        if let Some(upgrade) = &outgoing.stub_upgrade
-            && let Err(outcome) = self.upgrade_stub(upgrade).await
-        {
-            return outcome;
-        }
         let patch = match &created {
             // The patch records the copy's UID, known only now.
             Some(uid) => cluster_api_templates::fill_created_uid(&outgoing.patch, uid),
             None => outgoing.patch,
         };
+        self.patch(outgoing.kind, &outgoing.name, patch, false)
+            .await
+    }
+
+    /// Sends one object's patch; with `dry_run`, the API server checks it (the `test`s,
+    /// validation, admission) and stores nothing (`dryRun=All`).
+    async fn patch(&self, kind: MachineKind, name: &str, patch: Patch, dry_run: bool) -> Outcome {
         let patch = kube::api::Patch::Json::<()>(patch);
-        let params = api_client::patch_params();
-        let sent = self.apis[&outgoing.kind].patch_metadata(&outgoing.name, &params, &patch);
+        let params = PatchParams {
+            dry_run,
+            ..api_client::patch_params()
+        };
+        let sent = self.apis[&kind].patch_metadata(name, &params, &patch);
         match api_client::bounded(sent).await {
             Ok(_) => Outcome::Patched,
             Err(kube::Error::Api(status)) => classify(&status),
             Err(e) => Outcome::Failed(e.to_string()),
         }
     }
+}
+
+/// A stub secret, by namespace and name.
+type StubKey = (String, String);
+
+fn stub_key(upgrade: &StubUpgrade) -> StubKey {
+    (upgrade.namespace.clone(), upgrade.name.clone())
+}
+
+/// The outcome of an object whose patch was accepted in a dry run, but another object that moves
+/// with the same stub upgrade had its refused.
+fn not_sent(upgrade: &StubUpgrade) -> String {
+    format!(
+        "not sent: the patch of another object that names stub secret {}/{} (Ignition {}) is \
+         refused (see its reason), and the stub is upgraded only once every object that moves \
+         with it is accepted",
+        upgrade.namespace, upgrade.name, upgrade.from_version
+    )
 }
 
 /// What one patch sends, taken out of its decision when it starts.
@@ -173,12 +196,107 @@ struct Outgoing {
 }
 
 impl Patcher {
+    /// Sends the stub secret upgrades `sends` carry, each before the patches of the objects that
+    /// move with it and only once the API server refuses none of those patches in a dry run: a
+    /// stub upgraded for a patch then refused would leave that object's image, which may read
+    /// spec 2 only, with a spec-3 stub (DESIGN.md section 4). Returns the sends that may go
+    /// on, without their upgrades; the outcome of every other is set in `outcomes`. An upgrade
+    /// waits, with every object that carries it, while one of them waits for its retry
+    /// (`deferred`): that one keeps its image meanwhile. Upstream upgrades the stub inside
+    /// `checkMachineSet` and patches the MachineSet after it, whatever becomes of that patch
+    /// (`syncMAPIMachineSet`, pkg/controller/bootimage/ms_helpers.go, openshift/
+    /// machine-config-operator main at 7ff337a4f).
+    async fn upgrade_stubs(
+        &self,
+        mut sends: Vec<(usize, Outgoing)>,
+        deferred: &BTreeSet<StubKey>,
+        may_write: &dyn Fn() -> bool,
+        outcomes: &mut [Outcome],
+    ) -> Vec<(usize, Outgoing)> {
+        let mut groups: BTreeMap<StubKey, Vec<usize>> = BTreeMap::new();
+        for (at, (_, outgoing)) in sends.iter().enumerate() {
+            if let Some(upgrade) = &outgoing.stub_upgrade {
+                groups.entry(stub_key(upgrade)).or_default().push(at);
+            }
+        }
+        let mut stopped = BTreeMap::new();
+        for (stub, members) in groups {
+            let Some(upgrade) = sends[members[0]].1.stub_upgrade.clone() else {
+                continue;
+            };
+            let each = |outcome: Outcome| members.iter().map(move |&at| (at, outcome.clone()));
+            if deferred.contains(&stub) {
+                stopped.extend(each(Outcome::Deferred));
+            } else if !may_write() {
+                stopped.extend(each(Outcome::Withheld));
+            } else {
+                (self.patching).send_if_modified(|patching| !std::mem::replace(patching, true));
+                stopped.extend(self.upgrade_stub_for(&upgrade, &members, &sends).await);
+            }
+            for at in members {
+                sends[at].1.stub_upgrade = None;
+            }
+        }
+        let mut going = Vec::new();
+        for (at, (i, outgoing)) in sends.into_iter().enumerate() {
+            match stopped.remove(&at) {
+                Some(outcome) => outcomes[i] = outcome,
+                None => going.push((i, outgoing)),
+            }
+        }
+        going
+    }
+
+    /// Dry-runs the patch of each of `members` (positions in `sends`), then upgrades the stub
+    /// when none is refused and one at least is accepted. Returns the outcome of each member
+    /// that is not to be sent: all of them when the stub is not upgraded, else those whose dry
+    /// run found the object changed or gone (re-planned from fresh state, as after any
+    /// conflict: a writer that keeps changing one object must not hold the others back).
+    async fn upgrade_stub_for(
+        &self,
+        upgrade: &StubUpgrade,
+        members: &[usize],
+        sends: &[(usize, Outgoing)],
+    ) -> BTreeMap<usize, Outcome> {
+        if self.stub_upgrades.lock().await.get(&stub_key(upgrade)) == Some(&upgrade.patch) {
+            return BTreeMap::new();
+        }
+        let mut unsent = BTreeMap::new();
+        let mut refused = false;
+        for &at in members {
+            let outgoing = &sends[at].1;
+            let (kind, name) = (outgoing.kind, &outgoing.name);
+            match self.patch(kind, name, outgoing.patch.clone(), true).await {
+                Outcome::Patched => {}
+                outcome @ (Outcome::Conflict | Outcome::Gone) => {
+                    unsent.insert(at, outcome);
+                }
+                outcome => {
+                    refused = true;
+                    unsent.insert(at, outcome);
+                }
+            }
+        }
+        let every = |outcome: Outcome| members.iter().map(move |&at| (at, outcome.clone()));
+        if refused {
+            let not_sent = Outcome::Failed(not_sent(upgrade));
+            return every(not_sent).chain(unsent).collect();
+        }
+        if unsent.len() == members.len() {
+            return unsent;
+        }
+        match self.upgrade_stub(upgrade).await {
+            Ok(()) => unsent,
+            Err(outcome) => every(outcome).collect(),
+        }
+    }
+
     /// Upgrades a spec-2 stub secret in place with its guarded patch, unless this very upgrade
     /// was sent already for another object naming the same stub. A failed `test` (the secret
     /// changed since the pass read it) is a conflict: the object is planned again from the
     /// secret as it is now.
     async fn upgrade_stub(&self, upgrade: &StubUpgrade) -> Result<(), Outcome> {
-        let key = (upgrade.namespace.clone(), upgrade.name.clone());
+        let key = stub_key(upgrade);
         let mut sent = self.stub_upgrades.lock().await;
         if sent.get(&key) == Some(&upgrade.patch) {
             return Ok(());
@@ -302,6 +420,7 @@ pub(super) async fn act(
 ) -> (Vec<Outcome>, Option<Instant>) {
     let mut outcomes = vec![Outcome::NothingToSend; decisions.len()];
     let mut sends = Vec::new();
+    let mut deferred_stubs = BTreeSet::new();
     for (i, decision) in decisions.iter_mut().enumerate() {
         if decision.patch.0.is_empty() {
             continue;
@@ -310,11 +429,19 @@ pub(super) async fn act(
         let outgoing = Outgoing::take(decision);
         if deferred(decision) {
             outcomes[i] = Outcome::Deferred;
+            deferred_stubs.extend(outgoing.stub_upgrade.as_deref().map(stub_key));
         } else {
             sends.push((i, outgoing));
         }
     }
+    let upgrading = sends.iter().any(|(_, o)| o.stub_upgrade.is_some());
     let first_sent = OnceLock::new();
+    if upgrading {
+        first_sent.get_or_init(Instant::now);
+    }
+    let sends = (patcher)
+        .upgrade_stubs(sends, &deferred_stubs, may_write, &mut outcomes)
+        .await;
     let sending = futures::stream::iter(sends).map(|(i, outgoing)| {
         let first_sent = &first_sent;
         async move {

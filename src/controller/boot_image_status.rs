@@ -305,7 +305,8 @@ fn tally_skip(reason: Reason) -> Tally {
         Reason::StubSecretMissing
         | Reason::StubSecretUnconvertible
         | Reason::StubSecretUnverified
-        | Reason::StubSecretIncompatible => Tally::Unsettled,
+        | Reason::StubSecretIncompatible
+        | Reason::StubSecretShared => Tally::Unsettled,
         // Ours, Cluster API only (never on a Machine API MachineSet) or a warning beside a
         // decision rather than one: nothing to count.
         Reason::MachineDeploymentNotOptedIn

@@ -9,6 +9,7 @@ use super::lenient::Lenient;
 use super::observe::Observation;
 use crate::golden_stream::GoldenConfig;
 use crate::machine_kind::{MachineKind, MachineObject};
+use crate::plan::stub::{StubUsers, add_users, hold_shared_upgrades};
 use crate::plan::{Blocked, Decision, ObjectKey, Planner};
 
 /// What a pass covers: everything, or the objects whose watch events arrived.
@@ -54,6 +55,45 @@ pub(super) fn decide(
     scope: &Scope,
     planner: &Planner<'_>,
 ) -> (Vec<Decision>, PassFacts) {
+    let (mut decisions, mut live) = decide_scope(observed, scope, planner);
+    // A stub upgrade waits on every object that names the stub (`stub::hold_shared_upgrades`):
+    // a pass that covers only some of them decides them all. Only clusters installed before 4.6
+    // have spec-2 stubs, and only until they are upgraded.
+    let everything = Scope::everything();
+    let scope = if !scope.all && decisions.iter().any(|d| d.stub_upgrade.is_some()) {
+        (decisions, live) = decide_scope(observed, &everything, planner);
+        &everything
+    } else {
+        scope
+    };
+    let mut users = StubUsers::new();
+    add_users(
+        &mut users,
+        observed.machine_sets.iter().filter_map(|o| o.kept().ok()),
+    );
+    let control_plane = observed.control_plane_machine_sets.iter();
+    add_users(&mut users, control_plane.filter_map(|o| o.kept().ok()));
+    hold_shared_upgrades(&mut decisions, &users);
+    let gone = (scope.keys.iter())
+        .filter(|key| !live.contains(*key))
+        .cloned()
+        .collect();
+    let facts = PassFacts {
+        gone,
+        live: scope.all.then_some(live),
+        blocked: planner.blocked().cloned(),
+        golden: planner.golden().cloned(),
+        selections: planner.selections(),
+    };
+    (decisions, facts)
+}
+
+/// The decisions on the objects `scope` covers, and every object that exists.
+fn decide_scope(
+    observed: &Observation,
+    scope: &Scope,
+    planner: &Planner<'_>,
+) -> (Vec<Decision>, BTreeSet<ObjectKey>) {
     let mut decisions = Vec::new();
     let mut live = BTreeSet::new();
     decide_kind(
@@ -84,18 +124,7 @@ pub(super) fn decide(
         &mut decisions,
         &mut live,
     );
-    let gone = (scope.keys.iter())
-        .filter(|key| !live.contains(*key))
-        .cloned()
-        .collect();
-    let facts = PassFacts {
-        gone,
-        live: scope.all.then_some(live),
-        blocked: planner.blocked().cloned(),
-        golden: planner.golden().cloned(),
-        selections: planner.selections(),
-    };
-    (decisions, facts)
+    (decisions, live)
 }
 
 fn decide_kind<M>(
@@ -228,5 +257,43 @@ mod tests {
                     .collect::<Vec<_>>()
             );
         }
+    }
+
+    /// A stub upgrade waits on every object that names the stub: a pass covering one of them
+    /// decides them all, and holds the upgrade while one keeps its image.
+    #[test]
+    fn a_pass_with_a_stub_upgrade_decides_every_object_naming_the_stub() {
+        let mut observed = observation();
+        let ns = MACHINE_API_NAMESPACE;
+        let spec2 = cluster_snapshot("AWS", "4.21.0", "{}")
+            .stub_secret(ns, "worker-user-data", "2.2.0")
+            .build();
+        let key = (ns.to_string(), "worker-user-data".to_string());
+        let secret = spec2.secrets[&key].clone();
+        observed.snapshot.secrets.insert(key, secret);
+        let one = Scope {
+            all: false,
+            keys: [ObjectKey {
+                kind: MachineKind::MachineSet,
+                name: "worker-1".into(),
+            }]
+            .into(),
+        };
+        let (decisions, _, live) = decide_all(&observed, &one, &Options::default());
+        assert_eq!(decisions.len(), 8, "widened to every object");
+        assert!(live.is_some());
+        let moving: Vec<_> = (decisions.iter())
+            .filter(|d| d.stub_upgrade.is_some())
+            .map(|d| d.name.as_str())
+            .collect();
+        assert_eq!(moving, ["worker-1", "worker-2", "worker-5"]);
+
+        // An opted-out one on the same stub holds them all.
+        let pinned = objects::machine_set(ns, "pinned").opted_out().build();
+        observed.machine_sets.push(stored(pinned));
+        let (decisions, _, _) = decide_all(&observed, &one, &Options::default());
+        let held = |d: &&Decision| d.reason == crate::reason::Reason::StubSecretShared;
+        assert_eq!(decisions.iter().filter(held).count(), 3);
+        assert!(decisions.iter().all(|d| d.stub_upgrade.is_none()));
     }
 }

@@ -350,6 +350,12 @@ const IMAGE_FAILURES: &[ImageFailure] = &[
         all: &["template not found, specify valid value"],
         meaning: "vCenter has no such template",
     },
+    // A template name vCenter finds more than once cannot be cloned either (the same `clone`:
+    // `handleVSphereError` turns govmomi's `MultipleFoundError` into this message).
+    ImageFailure {
+        all: &["multiple templates found, specify one in config"],
+        meaning: "vCenter has more than one template of that name",
+    },
     ImageFailure {
         all: &["Hardware lower than", "machine template"],
         meaning: "the template's virtual hardware is too old",

@@ -178,7 +178,16 @@ pub fn plan_all(
         )
         .chain((cluster_api.machine_sets.iter()).map(|ms| planner.decide(ms.as_ref())))
         .chain((cluster_api.machine_deployments.iter()).map(|md| planner.decide(md.as_ref())));
-    let mut plan = Plan::new(planner.blocked().cloned(), decisions.collect());
+    let mut decisions: Vec<Decision> = decisions.collect();
+    let mut users = stub::StubUsers::new();
+    stub::add_users(
+        &mut users,
+        machine_sets.iter().filter_map(|o| o.as_ref().ok()),
+    );
+    let control_plane = control_plane_machine_sets.iter();
+    stub::add_users(&mut users, control_plane.filter_map(|o| o.as_ref().ok()));
+    stub::hold_shared_upgrades(&mut decisions, &users);
+    let mut plan = Plan::new(planner.blocked().cloned(), decisions);
     plan.selection = planner
         .selections()
         .into_iter()

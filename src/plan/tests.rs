@@ -1401,6 +1401,55 @@ fn a_spec2_installer_stub_is_upgraded_in_place_and_keeps_its_name() {
     assert_eq!(current.stub_upgrade, None);
 }
 
+fn worker_a(plan: &Plan) -> &Decision {
+    let named = |d: &&Decision| d.name == "worker-a";
+    plan.decisions
+        .iter()
+        .find(named)
+        .expect("worker-a is planned")
+}
+
+/// A spec-2 stub that a MachineSet keeping its image also names is not upgraded: that
+/// MachineSet's image may read spec 2 only. Neither the stub nor the other MachineSet's image
+/// moves, and the reason names the one that stays (DESIGN.md section 4).
+#[test]
+fn a_spec2_stub_that_a_machine_set_keeping_its_image_names_is_not_upgraded() {
+    let cluster = updatable().stub_secret(NAMESPACE, STUB, "2.2.0");
+    let moving = || machine_set("worker-a").served();
+    for staying in [
+        machine_set("pinned").opted_out().served(),
+        machine_set("custom").ami(AMI_CUSTOM).served(),
+    ] {
+        let name = staying.as_ref().unwrap().metadata.name.clone().unwrap();
+        let plan = plan_machine_sets(&cluster, &[moving(), staying]);
+        let entry = worker_a(&plan);
+        assert_decided(entry, Action::Skip, Reason::StubSecretShared);
+        assert_eq!(entry.stub_upgrade, None);
+        assert_mentions(&entry.message, &format!("MachineSet {name}"));
+        assert_mentions(
+            &entry.message,
+            "stub secret openshift-machine-api/worker-user-data",
+        );
+    }
+    // Another MachineSet that moves with it, or one on the golden image already (which reads
+    // spec 3), does not hold it.
+    let with = |other: MachineSetBuilder| {
+        let plan = plan_machine_sets(&cluster, &[moving(), other.served()]);
+        worker_a(&plan).clone()
+    };
+    for other in [
+        machine_set("worker-b"),
+        machine_set("current").ami(AMI_US_EAST_1),
+    ] {
+        let entry = with(other);
+        assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
+        assert!(entry.stub_upgrade.is_some());
+    }
+    // A MachineSet on another stub does not either.
+    let entry = with(machine_set("pinned").opted_out().user_data(MANAGED_STUB));
+    assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
+}
+
 /// The documented disk-partitioning case: an administrator points a MachineSet at a stub of
 /// their own, a spec-3 config with a disk layout. It stays, and the image moves.
 #[test]

@@ -476,6 +476,7 @@ fn image_errors_are_told_from_quota_capacity_and_credentials() {
          create vm: PUT https://management.azure.com/x\nRESPONSE 404: 404 Not Found\nERROR CODE: \
          PlatformImageNotFound\n",
         "template not found, specify valid value",
+        "multiple templates found, specify one in config",
     ];
     for message in image {
         assert!(

@@ -6,9 +6,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{
-    ImageOutcome, Input, PlatformRule, RuleContext, compare_single, invalid, not_in_stream,
-};
+use super::{ImageOutcome, Input, PlatformRule, RuleContext, compare_single, invalid};
 use crate::ec2::facts::{self, AmiFacts, AmiOrigin, Answer, NoCandidate};
 use crate::reason::Reason;
 
@@ -69,20 +67,23 @@ impl PlatformRule for Aws {
             Ok(read) => read,
             Err(outcome) => return *outcome,
         };
-        if !ctx.stream.has_arch(ctx.arch) {
-            return not_in_stream(
-                ctx,
-                "AMIs",
-                "check the architecture in the MachineSet's capacity annotation",
-                Some(current.clone()),
-            );
-        }
         let id = current.as_str().unwrap_or_default();
         let golden = ctx.stream.aws_image(ctx.arch, region);
         // The stream and the known images first: they need no EC2, and they stay right when EC2
         // cannot be reached. EC2 only widens what is recognised, never narrows it.
         let listed = golden.is_some_and(|g| g.image == id) || ctx.known_images.contains(id);
-        let answer = (!listed).then(|| ctx.ec2.answer(region, id));
+        // A name not of AWS's form is never put in a host a signed request goes to (see
+        // `ec2::region`), nor asked about: the stream and the known images alone judge it.
+        let recognised = crate::ec2::region::is_region(region);
+        let shown = shown_region(region);
+        let not_asked = format!("{shown} is not an AWS region name this controller recognises");
+        let answer = (!listed).then(|| {
+            if recognised {
+                ctx.ec2.answer(region, id)
+            } else {
+                Answer::NotConsulted(Some(not_asked.as_str()))
+            }
+        });
         if let Some(Answer::Known(facts)) = &answer {
             if let Some(arch) = facts.arch().filter(|a| *a != ctx.arch) {
                 return ImageOutcome::Error {
@@ -101,14 +102,28 @@ impl PlatformRule for Aws {
                 return marketplace(ctx, region, current, facts, &product);
             }
         }
+        // A skip, as upstream: `GetAwsRegionImage` fails alike for an architecture the stream
+        // lacks and for a region it lacks, and `reconcileAWSProviderSpec` skips the MachineSet
+        // on either (openshift/machine-config-operator, pkg/controller/bootimage/
+        // platform_helpers.go; release-4.20 and main at 7ff337a4f).
         let Some(golden) = golden else {
+            let missing = if ctx.stream.has_arch(ctx.arch) {
+                format!("no {} AMI for region {shown}", ctx.arch)
+            } else {
+                format!("no {} images at all", ctx.arch)
+            };
+            let unrecognised = if recognised {
+                String::new()
+            } else {
+                format!(" ({not_asked}; nothing is sent to it)")
+            };
             return ImageOutcome::Skip {
                 reason: Reason::RegionNotInStream,
                 message: format!(
-                    "the golden stream {} publishes no {} AMI for region {region}; the boot image \
-                     is left as is (copy a published AMI into the region and set it by hand if \
-                     needed)",
-                    ctx.stream.stream, ctx.arch
+                    "the golden stream {} publishes {missing}{unrecognised}; the boot image is \
+                     left as is (check placement.region and the architecture in the capacity \
+                     annotation; else copy a published AMI into the region and set it by hand)",
+                    ctx.stream.stream
                 ),
                 current: Some(current.clone()),
             };
@@ -146,20 +161,16 @@ fn ami_and_region(spec: &Value) -> Result<(&Value, &str), Box<ImageOutcome>> {
             Some(current.clone()),
         )));
     };
-    if !crate::ec2::region::is_region(region) {
-        // Never looked up in the stream nor at EC2: the name would become part of the host
-        // a signed request goes to (see `ec2::region`).
-        let shown: String = region.chars().take(64).collect();
-        return Err(Box::new(invalid(
-            format!(
-                "providerSpec placement.region {shown:?} is not an AWS region name (such as \
-                 us-east-1); nothing is looked up or changed until it names the MachineSet's \
-                 region"
-            ),
-            Some(current.clone()),
-        )));
-    }
     Ok((current, region))
+}
+
+/// A region as messages show it: a recognised name as it is, any other bounded and quoted,
+/// since anyone who may edit MachineSets writes it.
+fn shown_region(region: &str) -> String {
+    if crate::ec2::region::is_region(region) {
+        return region.to_string();
+    }
+    format!("{:?}", region.chars().take(64).collect::<String>())
 }
 
 /// An AMI neither the golden streams nor the known images list: what EC2 said about it decides.
@@ -387,13 +398,17 @@ mod tests {
     }
 
     #[test]
-    fn an_arch_missing_from_the_stream_is_an_error() {
+    fn an_arch_missing_from_the_stream_is_skipped_as_upstream_skips_it() {
         let outcome = Aws.evaluate(
             &by_id(AMI_4_20_US_EAST_1, "us-east-1"),
             &cluster().ctx(Arch::S390x),
         );
-        assert!(matches!(outcome, ImageOutcome::Error { .. }), "{outcome:?}");
-        assert_eq!(reason(&outcome), Some(Reason::ArchitectureNotInStream));
+        assert!(matches!(outcome, ImageOutcome::Skip { .. }), "{outcome:?}");
+        assert_eq!(reason(&outcome), Some(Reason::RegionNotInStream));
+        assert!(
+            message(&outcome).contains("no s390x images at all"),
+            "{outcome:?}"
+        );
     }
 
     #[test]
@@ -429,19 +444,51 @@ mod tests {
     }
 
     #[test]
-    fn a_region_that_is_no_aws_region_name_is_invalid() {
-        for region in ["x@127.0.0.1:8443/", "us-east-1.example.com", "r"] {
+    fn a_region_this_controller_does_not_recognise_is_skipped_and_never_asked_about() {
+        // EC2 would be asked about an unlisted AMI in a recognised region: never in these.
+        let ec2 = crate::ec2::Ec2Facts::consulted();
+        for region in [
+            "mars-east-1",
+            "x@127.0.0.1:8443/",
+            "us-east-1.example.com",
+            "r",
+        ] {
             let outcome = Aws.evaluate(
                 &by_id(AMI_4_20_US_EAST_1, region),
-                &cluster().ctx(Arch::Amd64),
+                &cluster().with_ec2(ec2.clone()).ctx(Arch::Amd64),
+            );
+            assert!(matches!(outcome, ImageOutcome::Skip { .. }), "{outcome:?}");
+            assert_eq!(reason(&outcome), Some(Reason::RegionNotInStream));
+            assert!(message(&outcome).contains(&format!("{region:?} is not an AWS region name")));
+            let outcome = Aws.evaluate(
+                &by_id(CUSTOM_AMI, region),
+                &cluster().with_ec2(ec2.clone()).ctx(Arch::Amd64),
             );
             assert_eq!(
                 reason(&outcome),
-                Some(Reason::InvalidProviderSpec),
+                Some(Reason::RegionNotInStream),
                 "{outcome:?}"
             );
-            assert!(message(&outcome).contains("not an AWS region name"));
         }
+        // A region AWS opened after this controller's partition table: the stream still moves
+        // its AMIs, and an AMI only EC2 could tell is left alone without asking.
+        let mut stream = stream_421_all_platforms();
+        let regions = &mut stream["architectures"]["x86_64"]["images"]["aws"]["regions"];
+        regions["zz-north-1"] = regions["us-east-1"].clone();
+        let cluster = Cluster::new(stream)
+            .knowing(&[AMI_4_20_US_EAST_1])
+            .with_ec2(ec2);
+        let outcome = Aws.evaluate(
+            &by_id(AMI_4_20_US_EAST_1, "zz-north-1"),
+            &cluster.ctx(Arch::Amd64),
+        );
+        assert_eq!(target(&outcome), AMI_4_21_US_EAST_1);
+        let outcome = Aws.evaluate(&by_id(CUSTOM_AMI, "zz-north-1"), &cluster.ctx(Arch::Amd64));
+        assert_eq!(reason(&outcome), Some(Reason::CustomImage), "{outcome:?}");
+        assert!(
+            message(&outcome).contains("EC2 not consulted: \"zz-north-1\" is not an AWS region"),
+            "{outcome:?}"
+        );
     }
 
     #[test]

@@ -344,8 +344,10 @@ async fn selection_none_after_all_stops_every_write() {
 }
 
 /// Scenario 2: a MachineSet `name` the controller must leave alone (`skipped` makes it so),
-/// beside an outdated `worker`. Once the status counts it as skipped for `reason`, it is
-/// unchanged (same resourceVersion, stub secret, no history, no Event) and the metric counts it.
+/// beside an outdated `worker`, on a stub secret of its own (a spec-2 stub that an object keeping
+/// its image names is never upgraded: `StubSecretShared`). Once the status counts it as skipped
+/// for `reason`, it is unchanged (same resourceVersion, stub secret, no history, no Event) and
+/// the metric counts it.
 async fn assert_left_alone(
     name: &str,
     skipped: fn(MachineSetBuilder) -> MachineSetBuilder,
@@ -355,7 +357,8 @@ async fn assert_left_alone(
     env.aws_cluster("4.21.0", &stream_421(), None).await;
     env.remember_images(&AMIS_420).await;
     env.apply(machine_set(&env.ns, "worker").build()).await;
-    env.apply(skipped(machine_set(&env.ns, name)).build()).await;
+    let own_stub = machine_set(&env.ns, name).user_data("worker-user-data-managed");
+    env.apply(skipped(own_stub).build()).await;
     let initial = env.machine_set_versions().await;
 
     let ctl = env.controller(&[]);
@@ -381,7 +384,7 @@ async fn assert_left_alone(
     let now = env.machine_set_versions().await;
     assert_eq!(versions_of(&now, &[name]), versions_of(&initial, &[name]));
     let ms = env.machine_set(name).await;
-    assert_eq!(secret_of(&ms), "worker-user-data", "{name}");
+    assert_eq!(secret_of(&ms), "worker-user-data-managed", "{name}");
     assert!(history_of(&ms).is_empty(), "{name} has no history");
     assert!(
         env.events_for(name).await.is_empty(),
@@ -1237,9 +1240,12 @@ async fn resynced_converged_cluster(name: &str) -> Converged {
         .await;
     env.apply(machine_set(&env.ns, "steady-current").current().build())
         .await;
+    // The two that keep their images have a stub of their own: a spec-2 stub that an object
+    // keeping its image names is never upgraded (`StubSecretShared`).
     env.apply(
         machine_set(&env.ns, "steady-custom")
             .ami(CUSTOM_AMI)
+            .user_data("worker-user-data-managed")
             .build(),
     )
     .await;
@@ -1248,6 +1254,7 @@ async fn resynced_converged_cluster(name: &str) -> Converged {
     env.apply(
         machine_set(&env.ns, "steady-broken")
             .arch("sparc64")
+            .user_data("worker-user-data-managed")
             .build(),
     )
     .await;

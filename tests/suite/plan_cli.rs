@@ -209,11 +209,11 @@ fn without_control_plane_nodes_an_unannotated_machine_set_gets_no_guessed_archit
         ("Error", "ArchitectureUndetermined")
     );
     assert_eq!(unannotated["patch"], json!([]));
+    // The annotated one is judged on its own architecture; it stays too, since the unannotated
+    // one keeps its image and names the same spec-2 stub (`StubSecretShared`).
     let annotated = machine_set(&plan, "demo-abc12-worker-arm64-us-east-1a");
-    assert_eq!(
-        action_and_reason(annotated),
-        ("Update", "BootImageOutdated")
-    );
+    assert_eq!(annotated["bootImage"]["target"], AMI_421_ARM_US_EAST_1);
+    assert_eq!(action_and_reason(annotated), ("Skip", "StubSecretShared"));
 }
 
 #[test]

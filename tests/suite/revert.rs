@@ -143,11 +143,18 @@ async fn revert_restores_the_original_and_the_controller_leaves_it_until_opted_b
     assert_eq!(entry(&plan, "worker-a").get("lastChange"), None);
 
     // Restarted, the controller updates another MachineSet and leaves the reverted one alone.
+    // That one has a stub of its own: the reverted MachineSet keeps its image and names the
+    // stub put back at spec 2, which is then never upgraded (`StubSecretShared`).
     let reverted_version = resource_version(&reverted);
-    env.apply(machine_set(&env.ns, "worker-b").build()).await;
+    let worker_b = machine_set(&env.ns, "worker-b").user_data("worker-user-data-managed");
+    env.apply(worker_b.build()).await;
     let mut controller = env.controller(&[]);
     controller.wait_ready().await;
-    wait_updated(&env, "worker-b").await;
+    let moved = eventually(CONVERGE, || async {
+        (ami_of(&env.machine_set("worker-b").await) == AMI_421_US_EAST_1).then_some(())
+    })
+    .await;
+    assert!(moved.is_some(), "{}", controller.log_tail(30));
     eventually(CONVERGE, || async {
         let message = env.condition("BootImageUpdateProgressing").await?["message"]
             .as_str()?

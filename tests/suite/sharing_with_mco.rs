@@ -355,6 +355,7 @@ async fn the_previous_annotation_keys_are_honoured_with_a_deprecation_event() {
     env.remember_images(&[AMI_420_US_EAST_1]).await;
     env.apply(
         machine_set(&env.ns, "pinned")
+            .user_data("worker-user-data-managed")
             .annotate(LEGACY_OPT_OUT, "disabled")
             .build(),
     )
