@@ -50,8 +50,24 @@ impl OtherManager {
     }
 }
 
-/// Every field manager other than `ours` that owns boot-image status fields, in name order.
+/// Every field manager other than `ours` that manages boot images, told from the boot-image
+/// status fields it owns, in name order.
 pub fn other_managers(mc: &MachineConfiguration, ours: &str) -> Vec<OtherManager> {
+    owners_other_than(mc, ours)
+}
+
+/// The boot-image status fields (`managedBootImagesStatus`, `bootImageSkewEnforcementStatus`)
+/// some manager other than `ours` owns, whether it manages boot images or not: a server-side
+/// apply of ours must never take them (forced) nor drop them.
+pub fn status_fields_owned_by_others(mc: &MachineConfiguration, ours: &str) -> BTreeSet<String> {
+    let owned = owners_other_than(mc, ours).into_iter().flat_map(|o| o.owns);
+    owned
+        .filter_map(|field| field.strip_prefix("status.").map(str::to_string))
+        .collect()
+}
+
+/// Every field manager other than `ours` that owns boot-image status fields, in name order.
+fn owners_other_than(mc: &MachineConfiguration, ours: &str) -> Vec<OtherManager> {
     let mut found: Vec<OtherManager> = Vec::new();
     for entry in mc.metadata.managed_fields.iter().flatten() {
         let Some(manager) = entry.manager.as_deref().filter(|m| *m != ours) else {
