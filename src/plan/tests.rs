@@ -470,6 +470,27 @@ fn mid_upgrade_inputs_are_not_judged_before_the_upgrade_completes() {
 }
 
 #[test]
+fn an_mco_that_enrolls_nothing_leaves_the_boot_images_to_us() {
+    // Azure or vSphere on 4.21 without an opinion: the MCO's operator publishes
+    // `machinesets: None` and its controller reports that it reconciled nothing.
+    let idle = managed_by_the_mco(updatable()).with(|c| {
+        let mc = c.machine_configuration.as_mut().unwrap();
+        mc.status = Some(
+            serde_json::from_value(json!({"managedBootImagesStatus": {"machineManagers": [
+                machine_manager("machinesets", json!({"mode": "None"}))]}}))
+            .unwrap(),
+        );
+    });
+    assert_updates_worker_a(&idle);
+    // Once the administrator opts in, the MCO is about to manage them: we stand down at once.
+    let opted_in = idle.machine_managers(json!([machine_manager(
+        "machinesets",
+        json!({"mode": "All"})
+    )]));
+    assert_hold(&opted_in, Reason::AnotherManagerActive);
+}
+
+#[test]
 fn mid_upgrade_updates_wait_for_the_upgrade_to_complete() {
     // The golden ConfigMap already describes 4.21.0 while nodes still run 4.20.
     let cluster = updatable().upgraded(INSTALLED, RELEASE, "Partial");
