@@ -44,8 +44,9 @@ impl Ready {
     /// reported, so nothing this controller judges of its inputs is reported while another
     /// manager owns the shared conditions, nor while an upgrade is under way (the MCO waits for
     /// a stable cluster before anything else: `syncAll` and `isClusterStable`,
-    /// pkg/controller/bootimage/boot_image_controller.go, release-4.21). Planning goes ahead
-    /// whenever the platform and the golden ConfigMap can be read, whatever holds the writes.
+    /// openshift/machine-config-operator, pkg/controller/bootimage/boot_image_controller.go,
+    /// branch release-4.21). Planning goes ahead whenever the platform and the golden
+    /// ConfigMap can be read, whatever holds the writes.
     pub fn evaluate(
         snapshot: &ClusterSnapshot,
         arch_override: Option<Arch>,

@@ -59,9 +59,9 @@ impl OtherManager {
 }
 
 /// Whether the MCO's boot image controller enrolls nothing, so that what the MCO writes is not
-/// a manager at work. Its operator publishes the effective selection wherever its feature gate
-/// covers the platform (`syncMachineConfiguration` and `syncManagedBootImagesStatus`,
-/// pkg/operator/sync.go, release-4.21): where its updates are opt-in and the administrator has
+/// a manager at work (openshift/machine-config-operator, branch release-4.21). Its operator
+/// publishes the effective selection wherever its feature gate covers the platform
+/// (`syncMachineConfiguration` and `syncManagedBootImagesStatus`, pkg/operator/sync.go): where its updates are opt-in and the administrator has
 /// no opinion, that is `machinesets: None` (Azure and vSphere on 4.21: `enabledByDefault` of
 /// `CheckBootImagePlatform`, pkg/controller/common/featuregates.go), and `{}` where it publishes
 /// nothing (the field has no `omitempty`: openshift/api operator/v1/types_machineconfiguration.go).
