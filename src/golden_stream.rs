@@ -1,8 +1,11 @@
 //! CoreOS stream metadata: the golden boot images a release ships.
 //!
 //! Parsing is lenient about everything we do not read (other platforms, formats, checksums) and
-//! strict about what we do: a stream whose AWS regions are not objects is rejected as a whole,
-//! since guessing would risk writing a wrong image.
+//! strict about what we do: an architecture whose AWS regions are not objects is rejected as a
+//! whole, since guessing would risk writing a wrong image. Rejected per architecture and per OS
+//! stream, not for the whole ConfigMap: a malformed entry for an architecture or stream nobody
+//! runs must not stop the others (the MCO reads only the entries of the machine resources it
+//! enrolls: `syncMAPIMachineSet`, pkg/controller/bootimage/ms_helpers.go, release-4.21).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -56,6 +59,9 @@ pub struct GoldenStream {
     /// MachineSet, and built from the golden stream, not from what MachineSets hold).
     #[serde(skip)]
     references: foldhash::HashMap<String, Arch>,
+    /// Architectures (stream keys) whose entry is malformed, and why: never read.
+    #[serde(skip)]
+    invalid: BTreeMap<String, String>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
@@ -243,16 +249,42 @@ fn vmware_ova(artifact: &Value) -> Option<VmwareOva> {
 
 impl GoldenStream {
     pub fn parse(json: &str) -> Result<Self, StreamError> {
-        let stream: GoldenStream = serde_json::from_str(json)?;
-        if stream.architectures.is_empty() {
+        /// The document with each architecture still unread, so each is judged on its own.
+        #[derive(Deserialize)]
+        struct Document {
+            #[serde(default)]
+            stream: String,
+            #[serde(default)]
+            architectures: BTreeMap<String, Value>,
+        }
+        let document: Document = serde_json::from_str(json)?;
+        if document.architectures.is_empty() {
             return Err(StreamError::NoArchitectures);
         }
-        for (arch, images) in &stream.architectures {
-            images.validate(arch)?;
+        let mut stream = GoldenStream {
+            stream: document.stream,
+            ..GoldenStream::default()
+        };
+        for (arch, entry) in document.architectures {
+            let parsed = serde_json::from_value::<StreamArch>(entry)
+                .map_err(StreamError::from)
+                .and_then(|images| images.validate(&arch).map(|()| images));
+            match parsed {
+                Ok(images) => {
+                    stream.architectures.insert(arch, images);
+                }
+                Err(e) => {
+                    stream.invalid.insert(arch, e.to_string());
+                }
+            }
         }
-        let mut stream = stream;
         stream.index_references();
         Ok(stream)
+    }
+
+    /// Why this architecture's entry cannot be used, when it is malformed.
+    pub fn invalid_entry(&self, arch: Arch) -> Option<&str> {
+        self.invalid.get(arch.stream_key()).map(String::as_str)
     }
 
     fn index_references(&mut self) {
@@ -338,6 +370,13 @@ impl GoldenStream {
     }
 }
 
+/// The release a golden ConfigMap belongs to (`releaseVersion`), read without its streams: the
+/// release gate comes before the streams are parsed.
+pub fn release_version(cm: &ConfigMap) -> Option<String> {
+    let value = cm.data.as_ref()?.get(RELEASE_VERSION_KEY)?.trim();
+    (!value.is_empty()).then(|| value.to_string())
+}
+
 impl AzureMarketplaceImage {
     /// `publisher:offer:sku:version`, the form `az vm image` commands use.
     pub fn urn(&self) -> String {
@@ -349,12 +388,15 @@ impl AzureMarketplaceImage {
 }
 
 /// What the golden ConfigMap says: the default stream, any extra streams, and the release.
-#[derive(Clone, Debug, PartialEq)]
+/// Empty (the default) where nothing is enrolled and the ConfigMap is not read.
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct GoldenConfig {
     pub stream: GoldenStream,
     /// Other OS streams of the same release by OS stream name (`streams` key, e.g. `rhel-10`);
     /// MachineSets labelled with one of them are updated from it, and their images are known.
     pub other_streams: BTreeMap<String, GoldenStream>,
+    /// Other OS streams whose entry is malformed, and why: never read.
+    pub invalid_streams: BTreeMap<String, String>,
     pub release_version: Option<String>,
     /// Image references of every stream, gathered once: each plan counts them as known.
     references: Arc<BTreeSet<String>>,
@@ -388,26 +430,27 @@ impl GoldenConfig {
         let data = cm.data.as_ref();
         let get = |key: &str| data.and_then(|d| d.get(key));
         let stream = GoldenStream::parse(get(STREAM_KEY).ok_or(StreamError::MissingStreamKey)?)?;
-        let other_streams = match get(STREAMS_KEY) {
-            None => BTreeMap::new(),
-            Some(json) => {
-                let by_name: BTreeMap<String, Value> = serde_json::from_str(json)?;
-                by_name
-                    .into_iter()
-                    .map(|(name, v)| {
-                        // Values may be embedded objects or JSON strings; accept both.
-                        let text = match v {
-                            Value::String(s) => s,
-                            other => other.to_string(),
-                        };
-                        GoldenStream::parse(&text).map(|stream| (name, stream))
-                    })
-                    .collect::<Result<_, _>>()?
+        let mut other_streams = BTreeMap::new();
+        let mut invalid_streams = BTreeMap::new();
+        if let Some(json) = get(STREAMS_KEY) {
+            let by_name: BTreeMap<String, Value> = serde_json::from_str(json)?;
+            for (name, v) in by_name {
+                // Values may be embedded objects or JSON strings; accept both.
+                let text = match v {
+                    Value::String(s) => s,
+                    other => other.to_string(),
+                };
+                match GoldenStream::parse(&text) {
+                    Ok(stream) => {
+                        other_streams.insert(name, stream);
+                    }
+                    Err(e) => {
+                        invalid_streams.insert(name, e.to_string());
+                    }
+                }
             }
-        };
-        let release_version = get(RELEASE_VERSION_KEY)
-            .map(|v| v.trim().to_string())
-            .filter(|v| !v.is_empty());
+        }
+        let release_version = release_version(cm);
         let mut references = stream.image_references();
         for other in other_streams.values() {
             references.extend(other.image_references());
@@ -415,6 +458,7 @@ impl GoldenConfig {
         Ok(GoldenConfig {
             stream,
             other_streams,
+            invalid_streams,
             release_version,
             references: Arc::new(references),
         })
@@ -487,12 +531,12 @@ mod tests {
             GoldenStream::parse(r#"{"stream":"x","architectures":{}}"#),
             Err(StreamError::NoArchitectures)
         ));
+        // An architecture of the wrong shape is rejected, and only it.
         let wrong_shape =
             r#"{"architectures":{"x86_64":{"images":{"aws":{"regions":{"us-east-1":"ami-1"}}}}}}"#;
-        assert!(matches!(
-            GoldenStream::parse(wrong_shape),
-            Err(StreamError::Invalid(_))
-        ));
+        let parsed = GoldenStream::parse(wrong_shape).unwrap();
+        assert!(!parsed.has_arch(Arch::Amd64));
+        assert!(parsed.invalid_entry(Arch::Amd64).is_some());
     }
 
     #[test]
@@ -505,13 +549,21 @@ mod tests {
     }
 
     #[test]
-    fn a_malformed_target_makes_the_whole_stream_invalid() {
+    fn a_malformed_target_sets_its_architecture_aside() {
         let with = |images: &str| {
             format!(r#"{{"stream": "s", "architectures": {{"x86_64": {{"images": {images}}}}}}}"#)
         };
         let good =
             with(r#"{"aws": {"regions": {"us-east-1": {"image": "ami-01095d1967818437c"}}}}"#);
         assert!(GoldenStream::parse(&good).is_ok());
+        // Rejected with its architecture, and only that: the others stay usable.
+        let beside = |images: &str| {
+            format!(
+                r#"{{"stream": "s", "architectures": {{"x86_64": {{"images": {images}}},
+                "aarch64": {{"images": {{"aws": {{"regions": {{"us-east-1":
+                {{"image": "ami-08e3890b24e081680"}}}}}}}}}}}}}}"#
+            )
+        };
         for bad in [
             r#"{"aws": {"regions": {"us-east-1": {"image": ""}}}}"#,
             r#"{"aws": {"regions": {"us-east-1": {"image": "ami-xyz"}}}}"#,
@@ -519,19 +571,41 @@ mod tests {
             r#"{"gcp": {"project": "rhcos-cloud", "name": ""}}"#,
             r#"{"gcp": {"project": "../other", "name": "rhcos"}}"#,
         ] {
-            let err = GoldenStream::parse(&with(bad)).expect_err(bad);
-            assert!(
-                matches!(err, StreamError::InvalidImage { .. }),
-                "{bad}: {err}"
-            );
+            let parsed = GoldenStream::parse(&beside(bad)).unwrap();
+            let why = parsed.invalid_entry(Arch::Amd64).expect(bad);
+            assert!(why.contains("x86_64"), "{bad}: {why}");
+            assert!(parsed.aws_image(Arch::Amd64, "us-east-1").is_none());
+            assert!(parsed.aws_image(Arch::Arm64, "us-east-1").is_some());
+            assert_eq!(parsed.invalid_entry(Arch::Arm64), None);
+            assert!(!parsed.image_references().iter().any(|r| r.is_empty()));
         }
         let market = r#"{"stream": "s", "architectures": {"x86_64": {"rhel-coreos-extensions":
             {"marketplace": {"azure": {"ocp": {"hyperVGen2":
             {"publisher": "redhat", "offer": "", "sku": "x", "version": "1"}}}}}}}}"#;
-        assert!(matches!(
-            GoldenStream::parse(market),
-            Err(StreamError::InvalidImage { .. })
-        ));
+        let parsed = GoldenStream::parse(market).unwrap();
+        assert!(parsed.azure_marketplace(Arch::Amd64).is_none());
+        assert!(parsed.invalid_entry(Arch::Amd64).is_some());
+    }
+
+    #[test]
+    fn a_malformed_os_stream_is_set_aside_and_the_others_kept() {
+        let data = [
+            ("stream", compact()),
+            ("releaseVersion", "4.21.0".to_string()),
+            (
+                "streams",
+                serde_json::json!({"rhel-10": "{not json", "centos-10": compact()}).to_string(),
+            ),
+        ];
+        let cm = ConfigMap {
+            data: Some(data.map(|(k, v)| (k.to_string(), v)).into()),
+            ..ConfigMap::default()
+        };
+        let golden = GoldenConfig::from_config_map(&cm).unwrap();
+        assert!(golden.os_stream(Some("centos-10")).is_some());
+        assert!(golden.os_stream(Some("rhel-10")).is_none());
+        assert!(golden.invalid_streams.contains_key("rhel-10"));
+        assert_eq!(release_version(&cm).as_deref(), Some("4.21.0"));
     }
 
     #[test]
@@ -560,11 +634,9 @@ mod tests {
             format!(r#"{{"location": "", "sha256": "{digest}"}}"#),
             r#"{"location": "https://x/y.ova"}"#.to_string(),
         ] {
-            let err = GoldenStream::parse(&with(&bad)).expect_err(&bad);
-            assert!(
-                matches!(err, StreamError::InvalidImage { .. }),
-                "{bad}: {err}"
-            );
+            let parsed = GoldenStream::parse(&with(&bad)).unwrap();
+            assert!(parsed.vmware_ova(Arch::Amd64).is_none(), "{bad}");
+            assert!(parsed.invalid_entry(Arch::Amd64).is_some(), "{bad}");
         }
     }
 }

@@ -165,6 +165,9 @@ reasons! {
     /// wrong, and patching would put machines on an image they cannot boot.
     ArchitectureMismatch: Error,
     ImageNotInStream: Error,
+    /// The golden ConfigMap's entry for the OS stream or architecture this object boots is
+    /// malformed: nothing is written to it; objects of other streams and architectures move on.
+    StreamEntryInvalid: Error,
     /// Someone keeps reverting our patch; we stop instead of fighting.
     HotLoop: Error,
     /// vSphere: importing the template of the golden release failed (download, digest, upload).

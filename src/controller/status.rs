@@ -418,24 +418,32 @@ pub fn merge(
     changed.then_some(merged)
 }
 
-/// Applies our conditions to the MachineConfiguration's status subresource.
+/// Applies our conditions to the MachineConfiguration's status subresource; forced only when
+/// `force` (we manage boot images), and only onto the resourceVersion `precondition` names when
+/// it names one (see the status writer).
 pub async fn write(
     api: &Api<MachineConfiguration>,
     name: &str,
     conditions: &[Condition],
     fields: Option<&serde_json::Map<String, serde_json::Value>>,
+    (force, precondition): (bool, Option<&str>),
 ) -> Result<(), kube::Error> {
     let mut status = fields.cloned().unwrap_or_default();
     status.insert("conditions".into(), json!(conditions));
-    let body = json!({
+    let mut body = json!({
         "apiVersion": "operator.openshift.io/v1",
         "kind": "MachineConfiguration",
         "metadata": {"name": name},
         "status": status,
     });
-    // Forcing takes over only the fields listed here, i.e. our three condition types, should a
-    // previous controller have written them.
-    let params = PatchParams::apply(api_client::FIELD_MANAGER).force();
+    if let Some(resource_version) = precondition {
+        body["metadata"]["resourceVersion"] = json!(resource_version);
+    }
+    // Forcing takes over only the fields listed here, should a previous controller or an MCO
+    // that enrolls nothing have written them. Unforced, a field another manager changed since
+    // we read it is a conflict, never overwritten.
+    let mut params = PatchParams::apply(api_client::FIELD_MANAGER);
+    params.force = force;
     api_client::bounded(api.patch_status(name, &params, &Patch::Apply(body)))
         .await
         .map(|_| ())

@@ -1,7 +1,7 @@
 //! Writing the conditions: only when they differ from what the object (or our last write, until
 //! the watch catches up) already says, and message-only changes at most once a second.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use jiff::{SignedDuration, Timestamp};
 use tokio::time::Instant;
@@ -13,6 +13,7 @@ use super::status::HeldFor;
 use super::status_schema::StatusSchema;
 use super::{Controller, MAX_BACKOFF, MIN_BACKOFF, STATUS_MIN_INTERVAL, status};
 use crate::api::{Condition, MachineConfiguration};
+use crate::api_client::FIELD_MANAGER;
 use crate::arch::Arch;
 use crate::golden_stream::GoldenConfig;
 use crate::plan::other_managers::{self, SHARED_CONDITION_TYPES};
@@ -33,6 +34,14 @@ pub(super) struct StatusWrite {
     fields_refused: bool,
     /// The served schema the fields were written against.
     schema: StatusSchema,
+    /// Whether the apply may take fields over: only while we manage boot images. Standing down,
+    /// what another manager owns is never forced (DESIGN.md section 2): a value of its that
+    /// changed since we read it makes our write a conflict, retried on a fresh copy.
+    force: bool,
+    /// The resourceVersion the apply requires, when it is forced and carries values another
+    /// manager owns ([`fields_shared_with_others`]): should it have changed them since we read
+    /// them, the write is a conflict rather than their old values forced back.
+    precondition: Option<String>,
 }
 
 /// The API server refused our boot-image fields `times` in a row, the last at `at`, against
@@ -103,9 +112,20 @@ impl Controller {
             (self.memory.fields_refused.as_ref()).is_some_and(|r| r.holds(&schema, Instant::now()));
         let fields = fields.filter(|_| !refused);
         let (current, current_fields) = self.current_status(&mc);
-        let fields_changed = fields
-            .as_ref()
-            .is_some_and(|f| !f.already_in(&schema, Some(&current_fields)));
+        // Never a field another manager owns, even an MCO that enrolls nothing: forced, our
+        // apply would take it over, and the MCO's controller enrolls what
+        // `managedBootImagesStatus` says (`syncMAPIMachineSets`, pkg/controller/bootimage/
+        // ms_helpers.go, release-4.21): our selection there would make it a second manager.
+        let owned_elsewhere = other_managers::status_fields_owned_by_others(&mc, FIELD_MANAGER);
+        let shared = fields_shared_with_others(&mc, &owned_elsewhere);
+        let mut entries = (fields.as_ref())
+            .map(|f| f.status_entries(&schema))
+            .unwrap_or_default();
+        entries.retain(|key, _| !owned_elsewhere.contains(key));
+        entries.extend(shared.clone());
+        let entries = Some(entries).filter(|entries| !entries.is_empty());
+        let fields_changed = (entries.as_ref())
+            .is_some_and(|entries| !boot_image_status::already_in(entries, &current_fields));
         let merged = status::merge(&current, &desired, mc.metadata.generation, Timestamp::now());
         let conditions_changed = merged.is_some();
         let mut conditions = match merged {
@@ -138,12 +158,14 @@ impl Controller {
         Some(StatusWrite {
             basis: mc.metadata.resource_version.clone(),
             conditions,
-            fields: (fields.as_ref())
-                .map(|f| f.status_entries(&schema))
-                .filter(|entries| !entries.is_empty()),
+            fields: entries,
             conditions_changed,
             fields_refused: false,
             schema,
+            force: !standing_down,
+            precondition: (!standing_down && !shared.is_empty())
+                .then(|| mc.metadata.resource_version.clone())
+                .flatten(),
         })
     }
 
@@ -180,7 +202,9 @@ impl Controller {
     pub(super) async fn send_status(&self, write: &mut StatusWrite) -> Result<(), kube::Error> {
         let name = &self.args.machine_configuration_name;
         let api = &self.configurations;
-        let result = status::write(api, name, &write.conditions, write.fields.as_ref()).await;
+        let guard = (write.force, write.precondition.as_deref());
+        let result =
+            status::write(api, name, &write.conditions, write.fields.as_ref(), guard).await;
         match result {
             Err(kube::Error::Api(refused)) if refused.code == 422 && write.fields.is_some() => {
                 warn!(error = %refused, "the API server refused the boot-image status fields; writing the conditions alone, if they changed, and the fields again after a backoff (1 s doubling to 5 min)");
@@ -192,7 +216,7 @@ impl Controller {
                 if !write.conditions_changed {
                     return Ok(());
                 }
-                status::write(api, name, &write.conditions, None).await
+                status::write(api, name, &write.conditions, None, guard).await
             }
             result => result,
         }
@@ -207,6 +231,7 @@ impl Controller {
             conditions_changed,
             fields_refused,
             schema,
+            ..
         } = write;
         if fields_refused {
             let times = (self.memory.fields_refused.as_ref())
@@ -360,13 +385,10 @@ impl Controller {
 /// wholly ours are left out, and so removed (a stale `BootImageUpdateDegraded` of ours must not
 /// linger), and entries we never applied stay the other manager's alone.
 fn shared_conditions_taken_over(mc: &MachineConfiguration) -> Vec<Condition> {
-    let ours = crate::api_client::FIELD_MANAGER;
-    let others = other_managers::other_managers(mc, ours);
-    let applied_by_us = (mc.metadata.managed_fields.iter().flatten())
-        .filter(|e| e.manager.as_deref() == Some(ours) && e.operation.as_deref() == Some("Apply"))
-        .filter_map(|e| e.fields_v1.as_ref())
-        .filter_map(|f| f.0.pointer("/f:status/f:conditions")?.as_object().cloned())
-        .flat_map(|entries| entries.into_iter().map(|(key, _)| key))
+    let others = other_managers::other_managers(mc, FIELD_MANAGER);
+    let applied_by_us = applied_status(mc)
+        .filter_map(|status| status.get("f:conditions")?.as_object())
+        .flat_map(|entries| entries.keys().cloned())
         .collect::<Vec<String>>();
     let keep = |type_: &str| {
         let owned = format!("condition {type_}");
@@ -377,6 +399,32 @@ fn shared_conditions_taken_over(mc: &MachineConfiguration) -> Vec<Condition> {
     (conditions.into_iter().flatten())
         .filter(|c| SHARED_CONDITION_TYPES.contains(&c.type_.as_str()) && keep(&c.type_))
         .cloned()
+        .collect()
+}
+
+/// The `f:status` trees of our server-side applies, as `managedFields` records them.
+fn applied_status(mc: &MachineConfiguration) -> impl Iterator<Item = &serde_json::Value> {
+    (mc.metadata.managed_fields.iter().flatten())
+        .filter(|e| {
+            e.manager.as_deref() == Some(FIELD_MANAGER) && e.operation.as_deref() == Some("Apply")
+        })
+        .filter_map(|e| e.fields_v1.as_ref()?.0.get("f:status"))
+}
+
+/// The boot-image status fields another manager changed after we applied them (on 4.21, the
+/// MCO's operator publishing `machinesets: None` over the selection we published on 4.20), with
+/// the values the object holds. They go into our applies as they are: an apply that omits a
+/// field it once wrote drops our part of it, and the API server then refuses what remains (an
+/// entry of `machineManagers` left without its keys); the same values change nothing and take
+/// nothing over. Fields we never applied stay the other manager's alone.
+fn fields_shared_with_others(
+    mc: &MachineConfiguration,
+    owned_elsewhere: &BTreeSet<String>,
+) -> serde_json::Map<String, serde_json::Value> {
+    let held = mc.status.as_ref().map(|s| &s.extra);
+    (owned_elsewhere.iter())
+        .filter(|key| applied_status(mc).any(|status| status.get(format!("f:{key}")).is_some()))
+        .filter_map(|key| Some((key.clone(), held?.get(key)?.clone())))
         .collect()
 }
 

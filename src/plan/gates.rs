@@ -11,7 +11,7 @@ use super::selection::Selection;
 use crate::api::{ClusterVersionStatus, MachineConfiguration, ObjectMeta};
 use crate::api_client::FIELD_MANAGER;
 use crate::arch::Arch;
-use crate::golden_stream::GoldenConfig;
+use crate::golden_stream::{self, GoldenConfig};
 use crate::known_images::KnownImages;
 use crate::machine_kind::MachineKind;
 use crate::names::{LEGACY_PAUSE_ANNOTATION, PAUSE_ANNOTATION};
@@ -38,70 +38,66 @@ impl Ready {
         &self.selections[&kind]
     }
 
-    /// The gates, in order; the first failing one blocks everything.
+    /// The gates, in the order of DESIGN.md section 2: MachineConfiguration readable, no other
+    /// active boot-image manager, cluster stable and release matching, platform known, golden
+    /// ConfigMap present and parseable, updates not paused. The first that fails is the one
+    /// reported, so nothing this controller judges of its inputs is reported while another
+    /// manager owns the shared conditions, nor while an upgrade is under way (the MCO waits for
+    /// a stable cluster before anything else: `syncAll` and `isClusterStable`,
+    /// openshift/machine-config-operator, pkg/controller/bootimage/boot_image_controller.go,
+    /// branch release-4.21). Planning goes ahead whenever the platform and the golden
+    /// ConfigMap can be read, whatever holds the writes.
     pub fn evaluate(
         snapshot: &ClusterSnapshot,
         arch_override: Option<Arch>,
         report_only: bool,
     ) -> Result<Ready, Blocked> {
-        let block = |reason, message: &str| Blocked {
-            reason,
-            message: message.to_string(),
-        };
         let mc = snapshot.machine_configuration.as_ref().ok_or_else(|| {
-            block(
+            blocked(
                 Reason::MachineConfigurationMissing,
                 "MachineConfiguration cluster does not exist; it says which MachineSets to update",
             )
         })?;
         let platform = platform(snapshot).ok_or_else(|| {
-            block(
+            blocked(
                 Reason::InfrastructureMissing,
                 "Infrastructure cluster is missing or has no status.platformStatus.type; the \
                  platform decides which images apply",
             )
-        })?;
-        let cm = snapshot.golden.as_ref().ok_or_else(|| {
-            block(
-                Reason::GoldenConfigMapMissing,
-                "the golden ConfigMap coreos-bootimages does not exist; the Machine Config \
-                 Operator publishes it",
-            )
-        })?;
-        let golden = GoldenConfig::shared(cm).map_err(|e| Blocked {
-            reason: Reason::GoldenStreamInvalid,
-            message: format!("the golden ConfigMap cannot be used: {e}"),
-        })?;
-        let mut known_images = snapshot.known_images.clone();
-        known_images.merge(&golden.known_images());
+        });
         let cv_status = snapshot
             .cluster_version
             .as_ref()
             .and_then(|cv| cv.status.as_ref());
-        // Standing down comes first: while another manager is active, no other hold matters,
-        // and reporting it first keeps the reason stable while the others come and go.
-        let hold = stand_down(mc, &platform, report_only)
-            .or_else(|| match cv_status {
-                None if snapshot.cluster_version_served => Some(Blocked {
-                    reason: Reason::ClusterVersionUnknown,
-                    message: "ClusterVersion version is missing, unreadable or has no status, so \
-                          neither the running release nor a running upgrade is known; writes \
-                          wait until it can be read"
-                        .into(),
-                }),
-                None => None,
-                Some(status) => release_hold(status, golden.release_version.as_deref()),
+        let selections: BTreeMap<MachineKind, Selection> = (platform.as_ref().ok())
+            .map(|platform| {
+                (MachineKind::ALL.into_iter())
+                    .map(|kind| (kind, Selection::for_kind(mc, kind, platform)))
+                    .collect()
             })
+            .unwrap_or_default();
+        let golden = golden(snapshot, &selections);
+        let first_failing = stand_down(mc, platform.as_ref().ok(), report_only)
+            .or_else(|| stability_hold(snapshot, cv_status))
+            .or_else(|| {
+                let cm = snapshot.golden.as_ref()?;
+                release_hold(cv_status?, golden_stream::release_version(cm).as_deref())
+            })
+            .or_else(|| platform.as_ref().err().cloned())
+            .or_else(|| golden.as_ref().err().cloned())
             .or_else(|| pause_hold(mc));
+        let (platform, golden) = match (platform, golden) {
+            (Ok(platform), Ok(golden)) => (platform, golden),
+            (Err(failed), _) | (_, Err(failed)) => return Err(first_failing.unwrap_or(failed)),
+        };
+        let mut known_images = snapshot.known_images.clone();
+        known_images.merge(&golden.known_images());
         let multi_arch = cv_status
             .and_then(|s| s.desired.as_ref())
             .and_then(|d| d.architecture.as_deref())
             == Some("Multi");
         Ok(Ready {
-            selections: MachineKind::ALL
-                .into_iter()
-                .map(|kind| (kind, Selection::for_kind(mc, kind, &platform)))
-                .collect(),
+            selections,
             platform,
             golden,
             known_images,
@@ -109,8 +105,59 @@ impl Ready {
             control_plane_arch: arch_override
                 .map(Ok)
                 .unwrap_or_else(|| control_plane_arch(&snapshot.control_plane_nodes)),
-            hold,
+            hold: first_failing,
         })
+    }
+}
+
+fn blocked(reason: Reason, message: &str) -> Blocked {
+    Blocked {
+        reason,
+        message: message.to_string(),
+    }
+}
+
+/// The golden ConfigMap, read only when some kind of machine resource is enrolled, as the MCO
+/// reads it only for a machine resource it enrolls (`syncMAPIMachineSet`,
+/// pkg/controller/bootimage/ms_helpers.go, release-4.21): with nothing enrolled, a missing or
+/// malformed ConfigMap is nobody's concern and an empty one stands in. Its entries are judged
+/// one stream and architecture at a time, by the objects that use them ([`GoldenConfig`]).
+fn golden(
+    snapshot: &ClusterSnapshot,
+    selections: &BTreeMap<MachineKind, Selection>,
+) -> Result<Arc<GoldenConfig>, Blocked> {
+    let enrolled = selections.values().any(|s| *s != Selection::None);
+    let read = match snapshot.golden.as_ref() {
+        None => Err(blocked(
+            Reason::GoldenConfigMapMissing,
+            "the golden ConfigMap coreos-bootimages does not exist; the Machine Config \
+             Operator publishes it",
+        )),
+        Some(cm) => GoldenConfig::shared(cm).map_err(|e| Blocked {
+            reason: Reason::GoldenStreamInvalid,
+            message: format!("the golden ConfigMap cannot be used: {e}"),
+        }),
+    };
+    match read {
+        Err(_) if !enrolled => Ok(Arc::default()),
+        read => read,
+    }
+}
+
+/// Whether the cluster is stable, as far as ClusterVersion tells; the release is matched
+/// separately ([`release_hold`]) once the golden ConfigMap's release is known.
+fn stability_hold(
+    snapshot: &ClusterSnapshot,
+    cv_status: Option<&ClusterVersionStatus>,
+) -> Option<Blocked> {
+    match cv_status {
+        None if snapshot.cluster_version_served => Some(blocked(
+            Reason::ClusterVersionUnknown,
+            "ClusterVersion version is missing, unreadable or has no status, so neither the \
+             running release nor a running upgrade is known; writes wait until it can be read",
+        )),
+        None => None,
+        Some(status) => upgrade_hold(status),
     }
 }
 
@@ -191,7 +238,7 @@ fn pause_hold(mc: &MachineConfiguration) -> Option<Blocked> {
 /// other way round: no flag makes us write beside another manager.
 fn stand_down(
     mc: &MachineConfiguration,
-    platform: &Platform,
+    platform: Option<&Platform>,
     report_only: bool,
 ) -> Option<Blocked> {
     let others = other_managers::other_managers(mc, FIELD_MANAGER);
@@ -202,14 +249,13 @@ fn stand_down(
             .collect();
         // Where the MCO runs its own boot image controller (CheckBootImagePlatform,
         // pkg/controller/common/featuregates.go), that is almost certainly who it is.
-        let likely = if platform.managed_by_default() {
-            format!(
+        let likely = match platform.filter(|p| p.managed_by_default()) {
+            Some(platform) => format!(
                 "; on {} the Machine Config Operator runs its own boot image controller on \
                  recent releases",
                 platform.name()
-            )
-        } else {
-            String::new()
+            ),
+            None => String::new(),
         };
         return Some(Blocked {
             reason: Reason::AnotherManagerActive,
@@ -230,7 +276,7 @@ fn stand_down(
 
 /// Mid-upgrade the golden ConfigMap may already describe the next release while machines still
 /// run the old one; writing then could roll MachineSets forward too early.
-fn release_hold(status: &ClusterVersionStatus, cm_release: Option<&str>) -> Option<Blocked> {
+fn upgrade_hold(status: &ClusterVersionStatus) -> Option<Blocked> {
     let hold = |reason, message| Some(Blocked { reason, message });
     let Some(current) = status.history.first() else {
         return hold(
@@ -247,6 +293,13 @@ fn release_hold(status: &ClusterVersionStatus, cm_release: Option<&str>) -> Opti
             ),
         );
     }
+    None
+}
+
+/// Whether the golden ConfigMap belongs to the release the (stable) cluster runs.
+fn release_hold(status: &ClusterVersionStatus, cm_release: Option<&str>) -> Option<Blocked> {
+    let hold = |reason, message| Some(Blocked { reason, message });
+    let current = status.history.first()?;
     let Some(cm_release) = cm_release else {
         return hold(
             Reason::ReleaseVersionMissing,

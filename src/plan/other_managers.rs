@@ -13,6 +13,8 @@
 //! of them, so our own writes never make the MCO look active; once it writes boot-image status
 //! of its own, it does. Any manager other than ours counts: a second copy of this controller
 //! under another name, or a person editing those fields, would fight us just the same.
+//!
+//! Except the MCO when it enrolls nothing: see [`mco_enrolls_nothing`].
 
 use std::collections::BTreeSet;
 
@@ -30,6 +32,12 @@ pub const SHARED_CONDITION_TYPES: [&str; 2] =
 /// over. It never reports these conditions itself (it only reads them, pkg/operator/status.go):
 /// its ownership of them is an accident of that write, not a manager at work.
 const WHOLE_STATUS_WRITERS: [&str; 1] = ["machine-config-operator"];
+
+/// The names the MCO's clients give the API server: the user agents of its operator's and its
+/// controller's binaries (`rest.AddUserAgent`, internal/clients/builder.go; the controller
+/// builds the boot image controller's client with `OperatorClientOrDie`,
+/// cmd/machine-config-controller/start.go, release-4.21).
+const MCO_MANAGERS: [&str; 2] = ["machine-config-operator", "machine-config-controller"];
 
 /// Another field manager that owns boot-image status on the MachineConfiguration.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -50,8 +58,55 @@ impl OtherManager {
     }
 }
 
-/// Every field manager other than `ours` that owns boot-image status fields, in name order.
+/// Whether the MCO's boot image controller enrolls nothing, so that what the MCO writes is not
+/// a manager at work (openshift/machine-config-operator, branch release-4.21). Its operator
+/// publishes the effective selection wherever its feature gate covers the platform
+/// (`syncMachineConfiguration` and `syncManagedBootImagesStatus`, pkg/operator/sync.go): where its updates are opt-in and the administrator has
+/// no opinion, that is `machinesets: None` (Azure and vSphere on 4.21: `enabledByDefault` of
+/// `CheckBootImagePlatform`, pkg/controller/common/featuregates.go), and `{}` where it publishes
+/// nothing (the field has no `omitempty`: openshift/api operator/v1/types_machineconfiguration.go).
+/// Its controller then lists no machine resource (`getMachineResourceSelectorFromMachineManagers`,
+/// pkg/controller/bootimage/helpers.go, returns `labels.Nothing()`) yet writes the shared
+/// conditions on each sync ("Reconciled 0 of 0 ...": `syncMAPIMachineSets`, ms_helpers.go, and
+/// `updateConditions`, boot_image_controller.go). The spec counts too: an administrator's opt-in
+/// reaches the MCO's status only at its operator's next sync, and we stop at once, not after
+/// the MCO started. Without a published status (releases before 4.19) we cannot tell: the MCO's
+/// fields count as a manager, as they always did.
+pub fn mco_enrolls_nothing(mc: &MachineConfiguration) -> bool {
+    let status = mc.status.as_ref();
+    let Some(published) = status.and_then(|s| s.extra.get("managedBootImagesStatus")) else {
+        return false;
+    };
+    let published = published.get("machineManagers").and_then(Value::as_array);
+    let published_none = (published.into_iter().flatten())
+        .all(|m| m.pointer("/selection/mode").and_then(Value::as_str) == Some("None"));
+    let spec = (mc.spec.managed_boot_images.as_ref()).and_then(|m| m.machine_managers.as_ref());
+    let spec_none = (spec.into_iter().flatten()).all(|m| m.selection.mode == "None");
+    published_none && spec_none
+}
+
+/// Every field manager other than `ours` that manages boot images, told from the boot-image
+/// status fields it owns, in name order.
 pub fn other_managers(mc: &MachineConfiguration, ours: &str) -> Vec<OtherManager> {
+    let idle_mco = mco_enrolls_nothing(mc);
+    owners_other_than(mc, ours)
+        .into_iter()
+        .filter(|owner| !(idle_mco && MCO_MANAGERS.contains(&owner.manager.as_str())))
+        .collect()
+}
+
+/// The boot-image status fields (`managedBootImagesStatus`, `bootImageSkewEnforcementStatus`)
+/// some manager other than `ours` owns, whether it manages boot images or not: a server-side
+/// apply of ours must never take them (forced) nor drop them.
+pub fn status_fields_owned_by_others(mc: &MachineConfiguration, ours: &str) -> BTreeSet<String> {
+    let owned = owners_other_than(mc, ours).into_iter().flat_map(|o| o.owns);
+    owned
+        .filter_map(|field| field.strip_prefix("status.").map(str::to_string))
+        .collect()
+}
+
+/// Every field manager other than `ours` that owns boot-image status fields, in name order.
+fn owners_other_than(mc: &MachineConfiguration, ours: &str) -> Vec<OtherManager> {
     let mut found: Vec<OtherManager> = Vec::new();
     for entry in mc.metadata.managed_fields.iter().flatten() {
         let Some(manager) = entry.manager.as_deref().filter(|m| *m != ours) else {
@@ -225,6 +280,68 @@ mod tests {
             ManagedFieldsEntry::default(),
         ]);
         assert_eq!(other_managers(&mc, "boot-image-controller"), vec![]);
+    }
+
+    /// The MCO on an Azure or vSphere cluster of 4.21 whose administrator has no opinion: its
+    /// operator publishes `machinesets: None` and its controller reports that it reconciled
+    /// nothing, both with `UpdateStatus`.
+    fn idle_mco(spec: Value, published_mode: &str) -> MachineConfiguration {
+        let mut mc: MachineConfiguration = serde_json::from_value(json!({
+            "apiVersion": "operator.openshift.io/v1", "kind": "MachineConfiguration",
+            "metadata": {"name": "cluster"},
+            "spec": spec,
+            "status": {"managedBootImagesStatus": {"machineManagers": [{"resource": "machinesets",
+                "apiGroup": "machine.openshift.io", "selection": {"mode": published_mode}}]}},
+        }))
+        .unwrap();
+        mc.metadata.managed_fields = configuration(vec![
+            entry(
+                "machine-config-operator",
+                "Update",
+                json!({"f:status": {"f:managedBootImagesStatus": {"f:machineManagers": {}}}}),
+            ),
+            entry(
+                "machine-config-controller",
+                "Update",
+                json!({"f:status": {"f:conditions": condition_fields("BootImageUpdateProgressing")}}),
+            ),
+        ])
+        .metadata
+        .managed_fields;
+        mc
+    }
+
+    #[test]
+    fn an_mco_that_enrolls_nothing_is_not_another_manager() {
+        let ours = "boot-image-controller";
+        let mc = idle_mco(json!({"managementState": "Managed"}), "None");
+        assert!(mco_enrolls_nothing(&mc));
+        assert_eq!(other_managers(&mc, ours), vec![]);
+        // Its fields stay its own: we neither take nor drop them.
+        assert_eq!(
+            status_fields_owned_by_others(&mc, ours),
+            BTreeSet::from(["managedBootImagesStatus".to_string()])
+        );
+        // It manages once it enrolls something, or once the administrator asks it to.
+        let publishing_all = idle_mco(json!({}), "All");
+        let opted_in = idle_mco(
+            json!({"managedBootImages": {"machineManagers": [{"resource": "machinesets",
+                "apiGroup": "machine.openshift.io", "selection": {"mode": "All"}}]}}),
+            "None",
+        );
+        for mc in [publishing_all, opted_in] {
+            assert!(!mco_enrolls_nothing(&mc));
+            let found = other_managers(&mc, ours);
+            let names: Vec<&str> = found.iter().map(|f| f.manager.as_str()).collect();
+            assert_eq!(
+                names,
+                ["machine-config-controller", "machine-config-operator"]
+            );
+        }
+        // Without a published status it cannot be told: its fields count, as before.
+        let mut unpublished = idle_mco(json!({}), "None");
+        unpublished.status = None;
+        assert_eq!(other_managers(&unpublished, ours).len(), 2);
     }
 
     #[test]

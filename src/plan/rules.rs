@@ -226,6 +226,15 @@ impl Planner<'_> {
             .map_err(|(action, reason, message)| {
                 Box::new(subject.decision(action, reason, message))
             })?;
+        // Only the entries that objects use are judged (DESIGN.md section 2).
+        if let Some(why) = stream.invalid_entry(arch) {
+            let message = format!(
+                "the golden stream's {arch} entry is malformed ({why}); its boot image is left \
+                 as is until the Machine Config Operator publishes it again"
+            );
+            let failed = subject.decision(Action::Error, Reason::StreamEntryInvalid, message);
+            return Err(Box::new(failed));
+        }
         let provider_spec = (subject.provider_spec())
             .and_then(|spec| spec.value.as_ref())
             .filter(|value| value.is_object());
@@ -347,6 +356,15 @@ impl Planner<'_> {
         });
         if let Some(stream) = ready.golden.os_stream(label) {
             return Ok(stream);
+        }
+        if let Some(why) = label.and_then(|l| ready.golden.invalid_streams.get(l)) {
+            let message = format!(
+                "the golden ConfigMap's OS stream {:?} is malformed ({why}); its boot image is \
+                 left as is until the Machine Config Operator publishes it again",
+                clipped(label.unwrap_or_default())
+            );
+            let failed = subject.decision(Action::Error, Reason::StreamEntryInvalid, message);
+            return Err(Box::new(failed));
         }
         // A ConfigMap may carry thousands of keys, and this message is repeated for every
         // MachineSet of the stream: name a few, count the rest.

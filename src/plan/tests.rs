@@ -360,9 +360,8 @@ fn without_the_golden_configmap_nothing_is_planned() {
 #[test]
 fn a_malformed_golden_stream_blocks_everything() {
     let truncated = &golden_stream()[..golden_stream().len() / 2];
-    let wrong_shape = r#"{"stream": "rhcos-4.21", "architectures": {"x86_64": {"images": {"aws": {"regions": {"us-east-1": "ami-01095d1967818437c"}}}}}}"#;
     let no_arches = r#"{"stream": "rhcos-4.21", "architectures": {}}"#;
-    for stream in [truncated, wrong_shape, no_arches, "", "null"] {
+    for stream in [truncated, no_arches, "", "null"] {
         let cluster = updatable().golden(stream, Some(RELEASE));
         assert_hard_gate(&cluster, Reason::GoldenStreamInvalid);
     }
@@ -371,6 +370,124 @@ fn a_malformed_golden_stream_blocks_everything() {
         data.remove("stream");
     });
     assert_hard_gate(&no_stream_key, Reason::GoldenStreamInvalid);
+}
+
+/// The kit's 4.21 stream with its aarch64 us-east-1 AMI replaced by `image`.
+fn stream_with_arm64_image(image: &str) -> String {
+    let mut stream = stream_421_all_platforms();
+    stream["architectures"]["aarch64"]["images"]["aws"]["regions"]["us-east-1"]["image"] =
+        json!(image);
+    stream.to_string()
+}
+
+#[test]
+fn a_malformed_entry_stops_only_the_objects_that_use_it() {
+    // An architecture nobody runs, or only some MachineSets run: the others move on.
+    let cluster = updatable().golden(&stream_with_arm64_image("ami-xyz"), Some(RELEASE));
+    let plan = plan_machine_sets(
+        &cluster,
+        &[
+            machine_set("worker-a").served(),
+            machine_set("worker-arm")
+                .ami(AMI_PREVIOUS_ARM64)
+                .arch("arm64")
+                .served(),
+        ],
+    );
+    assert_eq!(plan.blocked, None, "{plan:#?}");
+    let [x86, arm] = plan.of(MachineKind::MachineSet) else {
+        panic!("two entries expected: {plan:#?}");
+    };
+    assert_decided(x86, Action::Update, Reason::BootImageOutdated);
+    assert_decided(arm, Action::Error, Reason::StreamEntryInvalid);
+    assert_mentions(&arm.message, "aarch64");
+    assert_mentions(&arm.message, "ami-xyz");
+    assert!(arm.patch.is_empty());
+    // The same for an OS stream under `streams`.
+    let cluster = updatable().other_os_streams(json!({"rhel-10": "{not json"}));
+    let rhel10 = decide(
+        &cluster,
+        machine_set("rhel10")
+            .label(OS_STREAM_LABEL, "rhel-10")
+            .served(),
+    );
+    assert_decided(&rhel10, Action::Error, Reason::StreamEntryInvalid);
+    assert_mentions(&rhel10.message, "\"rhel-10\"");
+    assert_updates_worker_a(&cluster);
+}
+
+#[test]
+fn with_nothing_enrolled_the_golden_configmap_is_not_read() {
+    // As the MCO reads it only for a machine resource it enrolls (`syncMAPIMachineSet`).
+    let none =
+        json!({"machineManagers": [machine_manager("machinesets", json!({"mode": "None"}))]});
+    for opted_out in [json!({"machineManagers": []}), none] {
+        let cluster = updatable().machine_managers(opted_out["machineManagers"].clone());
+        for golden in [
+            cluster.clone().with(|c| c.golden = None),
+            cluster.clone().golden("{not json", Some(RELEASE)),
+        ] {
+            let plan = plan_machine_sets(&golden, &[machine_set("worker-a").served()]);
+            assert_eq!(plan.blocked, None, "{plan:#?}");
+            assert_decided(
+                &plan.of(MachineKind::MachineSet)[0],
+                Action::Skip,
+                Reason::NotSelected,
+            );
+        }
+    }
+}
+
+#[test]
+fn while_another_manager_is_active_nothing_we_judge_is_reported() {
+    let mco = managed_by_the_mco(updatable());
+    assert_gate_when_on(&mco, |c| c.golden = None);
+    assert_gate_when_on(&mco, |c| c.infrastructure = None);
+    let malformed = managed_by_the_mco(updatable().golden("{not json", Some(RELEASE)));
+    assert_hard_gate(&malformed, Reason::AnotherManagerActive);
+}
+
+#[track_caller]
+fn assert_gate_when_on(cluster: &ClusterSnapshot, change: impl FnOnce(&mut ClusterSnapshot)) {
+    assert_hard_gate(&cluster.clone().with(change), Reason::AnotherManagerActive);
+}
+
+#[test]
+fn mid_upgrade_inputs_are_not_judged_before_the_upgrade_completes() {
+    // The MCO waits for a stable cluster before anything else (`isClusterStable`).
+    let upgrading = updatable().upgraded(INSTALLED, RELEASE, "Partial");
+    assert_hard_gate(
+        &upgrading.clone().golden("{not json", Some(RELEASE)),
+        Reason::ClusterUpgrading,
+    );
+    assert_hard_gate(
+        &upgrading.with(|c| c.golden = None),
+        Reason::ClusterUpgrading,
+    );
+    // The next release's ConfigMap, already published and malformed: wait for this release's.
+    let next = updatable().golden("{not json", Some("4.22.0"));
+    assert_hard_gate(&next, Reason::ReleaseMismatch);
+}
+
+#[test]
+fn an_mco_that_enrolls_nothing_leaves_the_boot_images_to_us() {
+    // Azure or vSphere on 4.21 without an opinion: the MCO's operator publishes
+    // `machinesets: None` and its controller reports that it reconciled nothing.
+    let idle = managed_by_the_mco(updatable()).with(|c| {
+        let mc = c.machine_configuration.as_mut().unwrap();
+        mc.status = Some(
+            serde_json::from_value(json!({"managedBootImagesStatus": {"machineManagers": [
+                machine_manager("machinesets", json!({"mode": "None"}))]}}))
+            .unwrap(),
+        );
+    });
+    assert_updates_worker_a(&idle);
+    // Once the administrator opts in, the MCO is about to manage them: we stand down at once.
+    let opted_in = idle.machine_managers(json!([machine_manager(
+        "machinesets",
+        json!({"mode": "All"})
+    )]));
+    assert_hold(&opted_in, Reason::AnotherManagerActive);
 }
 
 #[test]

@@ -174,3 +174,61 @@ async fn a_cluster_version_without_status_holds_writes_until_it_can_be_read() {
     .await;
     assert!(updated.is_some(), "{}", controller.log_tail(40));
 }
+
+/// Mid-upgrade nothing of the golden ConfigMap is judged: the MCO waits for a stable cluster
+/// first (`isClusterStable`, pkg/controller/bootimage/boot_image_controller.go, release-4.21),
+/// and a Degraded here would stop the upgrade it waits for.
+#[tokio::test]
+async fn mid_upgrade_a_malformed_golden_configmap_is_waited_for_not_degraded() {
+    let env = TestEnv::new("hold-bad-golden").await;
+    let log = env.record_conditions().await;
+    env.aws_cluster("4.21.0", "{not a stream", None).await;
+    env.apply(upgraded_cluster_version(
+        &env.singleton,
+        "4.20.0",
+        "4.21.0",
+        "Partial",
+    ))
+    .await;
+    env.apply(machine_set(&env.ns, "worker-a").build()).await;
+    let controller = env.controller(&["--resync-period=1s"]);
+    controller.wait_ready().await;
+    let waiting = eventually(CONVERGE, || async {
+        let c = env.condition("BootImageUpdateProgressing").await?;
+        (c["reason"] == "ClusterUpgrading").then_some(())
+    })
+    .await;
+    assert!(waiting.is_some(), "{}", controller.log_tail(40));
+    let passes = r#"boot_image_controller_reconcile_duration_seconds_count{scope="all"}"#;
+    let after = controller.metric(passes).await.unwrap_or_default() + 3.0;
+    let resynced = eventually(CONVERGE, || async {
+        (controller.metric(passes).await.unwrap_or_default() >= after).then_some(())
+    })
+    .await;
+    assert!(resynced.is_some(), "{}", controller.metrics().await);
+    never_degraded(&log);
+}
+
+/// Only the stream entries that selected MachineSets use are judged: a malformed AMI for an
+/// architecture no MachineSet runs stops nothing.
+#[tokio::test]
+async fn a_malformed_entry_for_an_architecture_nobody_runs_stops_nothing() {
+    let env = TestEnv::new("hold-bad-entry").await;
+    let log = env.record_conditions().await;
+    let mut stream: Value = serde_json::from_str(&stream_421()).unwrap();
+    stream["architectures"]["aarch64"]["images"]["aws"]["regions"]["us-east-1"]["image"] =
+        "ami-xyz".into();
+    env.aws_cluster("4.21.0", &stream.to_string(), None).await;
+    env.remember_images(&[AMI_420_US_EAST_1]).await;
+    env.apply(machine_set(&env.ns, "worker-a").build()).await;
+    let controller = env.controller(&["--resync-period=1s"]);
+    controller.wait_ready().await;
+    let done = eventually(CONVERGE, || async {
+        let moved = ami_of(&env.machine_set("worker-a").await) == AMI_421_US_EAST_1;
+        let c = env.condition("BootImageUpdateProgressing").await?;
+        (moved && c["reason"] == "BootImagesCurrent").then_some(())
+    })
+    .await;
+    assert!(done.is_some(), "{}", controller.log_tail(40));
+    never_degraded(&log);
+}

@@ -12,6 +12,7 @@ use crate::support;
 
 use std::time::Duration;
 
+use boot_image_controller::testkit::provider_specs::{azure, azure_marketplace};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use serde_json::json;
 use support::fixtures::*;
@@ -47,30 +48,53 @@ async fn condition_is(env: &TestEnv, type_: &str, status: &str, reason: Option<&
         .is_some_and(|c| c["status"] == status && reason.is_none_or(|r| c["reason"] == r))
 }
 
-/// A condition write as another boot image manager (the MCO's controller) sends it: a PUT of
-/// the whole status (`UpdateStatus`) under its own field manager, which then owns the fields
-/// it changed.
-async fn report_as_another_manager(env: &TestEnv) {
+/// A status write as the MCO's operator and controller send it: a GET, then a PUT of the whole
+/// status (`UpdateStatus`) under the manager their client names, retried on a conflict
+/// (`retry.RetryOnConflict` in `syncMachineConfiguration`, pkg/operator/sync.go, and in
+/// `updateMachineConfigurationStatus`, pkg/controller/bootimage/boot_image_controller.go,
+/// release-4.21). The manager then owns the fields whose values it changed.
+async fn put_status_as(env: &TestEnv, manager: &str, edit: impl Fn(&mut serde_json::Value)) {
     let gvk = GroupVersionKind::gvk("operator.openshift.io", "v1", "MachineConfiguration");
     let resource = ApiResource::from_gvk_with_plural(&gvk, "machineconfigurations");
     let api: Api<DynamicObject> = Api::all_with(env.client.clone(), &resource);
     let params = PostParams {
-        field_manager: Some("machine-config-controller".into()),
+        field_manager: Some(manager.into()),
         ..PostParams::default()
     };
-    let mut mc = api
-        .get(&env.singleton)
-        .await
-        .expect("the MachineConfiguration");
-    let conditions = mc.data["status"]["conditions"]
-        .as_array_mut()
-        .expect("conditions of ours");
-    conditions.retain(|c| c["type"] != "BootImageUpdateDegraded");
-    conditions.push(json!({"type": "BootImageUpdateDegraded", "status": "False",
-        "reason": "MCOReports", "message": "written by the MCO",
-        "lastTransitionTime": "2026-11-01T00:00:00Z"}));
-    // A conflict (our own status write in between) is retried by the caller.
-    let _ = api.replace_status(&env.singleton, &params, &mc).await;
+    for _ in 0..20 {
+        let mut mc = api
+            .get(&env.singleton)
+            .await
+            .expect("the MachineConfiguration");
+        edit(&mut mc.data["status"]);
+        match api.replace_status(&env.singleton, &params, &mc).await {
+            Ok(_) => return,
+            Err(kube::Error::Api(e)) if e.code == 409 => continue,
+            Err(e) => panic!("status write as {manager}: {e}"),
+        }
+    }
+    panic!("status write as {manager}: conflicts all along");
+}
+
+/// Puts the condition of `type_` into `status` as the MCO's controller writes it.
+fn set_condition(status: &mut serde_json::Value, type_: &str, reason: &str, message: &str) {
+    let conditions = status["conditions"].as_array_mut().expect("conditions");
+    conditions.retain(|c| c["type"] != type_);
+    conditions.push(json!({"type": type_, "status": "False", "reason": reason,
+        "message": message, "lastTransitionTime": "2026-11-01T00:00:00Z"}));
+}
+
+/// A condition write as another boot image manager (the MCO's controller) sends it.
+async fn report_as_another_manager(env: &TestEnv) {
+    put_status_as(env, "machine-config-controller", |status| {
+        set_condition(
+            status,
+            "BootImageUpdateDegraded",
+            "MCOReports",
+            "written by the MCO",
+        )
+    })
+    .await;
 }
 
 async fn on_release(release: &str) {
@@ -209,4 +233,174 @@ releases! {
     conditions_rollout_pause_and_stand_down_on_4_20: "4.20",
     conditions_rollout_pause_and_stand_down_on_4_21: "4.21",
     conditions_rollout_pause_and_stand_down_on_4_22: "4.22",
+}
+
+/// The effective selection as the MCO's operator publishes it: MachineSets only (the 4.21
+/// Default feature set has no `ManagedBootImagesCPMS`: openshift/api features/features.go).
+fn published_selection(mode: &str) -> serde_json::Value {
+    json!({"machineManagers": [machine_manager("machinesets", json!({"mode": mode}))]})
+}
+
+/// The 4.20 -> 4.21 handover on Azure (and vSphere, alike): on 4.21 the MCO's boot image
+/// controller runs there (`ManagedBootImagesAzure` is in the Default feature set), but its updates
+/// are opt-in (`enabledByDefault` false in `CheckBootImagePlatform`,
+/// pkg/controller/common/featuregates.go), so with no opinion in the spec its operator publishes
+/// `machinesets: None` (`syncManagedBootImagesStatus`, pkg/operator/sync.go) and its controller
+/// reports that it reconciled nothing. Nobody would update the boot images: we do, without ever
+/// writing the selection it publishes, and we stand down the moment an administrator opts in.
+#[tokio::test]
+async fn on_4_21_an_mco_that_enrolls_nothing_leaves_azure_boot_images_to_us() {
+    let Some(shared) = boot_image_controller::testkit::skips::shared_dir() else {
+        return;
+    };
+    let crd =
+        shared.join("fixtures/crds/releases/4.21/machineconfigurations.operator.openshift.io.yaml");
+    let crd = crd.to_str().expect("a UTF-8 path");
+    let name = "release-4-21-azure";
+    let cluster = PrivateCluster::up_with(name, &[("BIC_MACHINECONFIGURATION_CRD", crd)]).await;
+    let env = cluster.env("azure-handover").await;
+    let log = env.record_conditions().await;
+    // Upgrading to 4.21: the golden ConfigMap is already the new release's.
+    env.aws_cluster("4.21.0", &stream_421_all_platforms().to_string(), None)
+        .await;
+    env.apply(infrastructure(&env.singleton, "Azure")).await;
+    env.apply(upgraded_cluster_version(
+        &env.singleton,
+        "4.20.5",
+        "4.21.0",
+        "Partial",
+    ))
+    .await;
+    let old_image = azure_marketplace("azureopenshift", "aro4", "419-v2", "419.6.20250523");
+    env.apply(
+        machine_set(&env.ns, "worker-a")
+            .provider_spec(azure(old_image.clone()))
+            .build(),
+    )
+    .await;
+    let mut flags = env.controller_flags_with(&cluster.kubeconfig);
+    flags.push("--resync-period=2s".into());
+    let controller = ControllerProcess::spawn(name, &flags);
+    controller.wait_ready().await;
+    // As on 4.20, where we managed Azure's boot images alone: our selection is published.
+    let ours = eventually(CONVERGE, || async {
+        let status = env.machine_configuration().await["status"].clone();
+        (status["managedBootImagesStatus"] == published_selection("All")).then_some(())
+    })
+    .await;
+    assert!(ours.is_some(), "{}", controller.log_tail(30));
+
+    // The 4.21 MCO starts: its operator publishes None over our selection, its controller
+    // reports that it reconciled nothing, each as its source writes them.
+    put_status_as(&env, "machine-config-operator", |status| {
+        status["managedBootImagesStatus"] = published_selection("None");
+        status["nodeDisruptionPolicyStatus"] =
+            json!({"clusterPolicies": {"sshkey": {"actions": [{"type": "None"}]}}});
+        status["observedGeneration"] = json!(1);
+    })
+    .await;
+    put_status_as(&env, "machine-config-controller", |status| {
+        let counts = "Reconciled 0 of 0 MAPI MachineSets | Reconciled 0 of 0 \
+                      ControlPlaneMachineSets | Reconciled 0 of 0 CAPI MachineSets | Reconciled 0 \
+                      of 0 CAPI MachineDeployments";
+        set_condition(
+            status,
+            "BootImageUpdateProgressing",
+            "ClusterVersionStable",
+            counts,
+        );
+        let degraded = "0 Degraded MAPI MachineSets | 0 Degraded ControlPlaneMachineSets | 0 \
+                        Degraded CAPI MachineSets | 0 CAPI MachineDeployments";
+        set_condition(
+            status,
+            "BootImageUpdateDegraded",
+            "ClusterVersionStable",
+            degraded,
+        );
+    })
+    .await;
+    env.apply(cluster_version(&env.singleton, "4.21.0", "Completed"))
+        .await;
+
+    // The upgrade done, the boot images move, by us.
+    let moved = eventually(CONVERGE, || async {
+        let ms = env.machine_set("worker-a").await;
+        let image = &ms["spec"]["template"]["spec"]["providerSpec"]["value"]["image"];
+        (*image != old_image).then(|| image.clone())
+    })
+    .await
+    .unwrap_or_else(|| panic!("never updated:\n{}", controller.log_tail(40)));
+    assert_eq!(moved["publisher"], "azureopenshift", "{moved}");
+    let managing = eventually(CONVERGE, || async {
+        condition_is(
+            &env,
+            "BootImageControllerStoodDown",
+            "False",
+            Some("ManagingBootImages"),
+        )
+        .await
+        .then_some(())
+    })
+    .await;
+    assert!(managing.is_some(), "{}", controller.log_tail(30));
+    assert!(
+        log.history("BootImageControllerStoodDown")
+            .iter()
+            .all(|c| c.status != "True")
+    );
+    // The MCO's selection stays as it published it: ours there would enrol every MachineSet in
+    // its controller too.
+    let status = env.machine_configuration().await["status"].clone();
+    assert_eq!(
+        status["managedBootImagesStatus"],
+        published_selection("None"),
+        "{status}"
+    );
+
+    // An administrator opts in: the MCO is about to manage, so we stop before it starts.
+    env.select(Some(selection("All", None))).await;
+    let stood_down = eventually(CONVERGE, || async {
+        condition_is(
+            &env,
+            "BootImageControllerStoodDown",
+            "True",
+            Some("AnotherManagerActive"),
+        )
+        .await
+        .then_some(())
+    })
+    .await;
+    assert!(stood_down.is_some(), "{}", controller.log_tail(30));
+    put_status_as(&env, "machine-config-operator", |status| {
+        status["managedBootImagesStatus"] = published_selection("All");
+    })
+    .await;
+    let writes = r#"boot_image_controller_writes_total{target="MachineSet"}"#;
+    let before = controller.metric(writes).await;
+    env.apply(
+        machine_set(&env.ns, "worker-b")
+            .provider_spec(azure(old_image.clone()))
+            .build(),
+    )
+    .await;
+    let passes = r#"boot_image_controller_reconcile_duration_seconds_count{scope="all"}"#;
+    let after = controller.metric(passes).await.unwrap_or_default() + 3.0;
+    let resynced = eventually(CONVERGE, || async {
+        (controller.metric(passes).await.unwrap_or_default() >= after).then_some(())
+    })
+    .await;
+    assert!(resynced.is_some(), "{}", controller.metrics().await);
+    assert_eq!(controller.metric(writes).await, before);
+    let untouched = env.machine_set("worker-b").await;
+    assert_eq!(
+        untouched["spec"]["template"]["spec"]["providerSpec"]["value"]["image"],
+        old_image
+    );
+    assert!(
+        !controller
+            .logs()
+            .contains("could not write MachineConfiguration status"),
+        "a status write failed:\n{}",
+        controller.log_tail(30)
+    );
 }

@@ -245,6 +245,65 @@ async fn beside_another_boot_image_manager_nothing_is_written_until_it_is_gone()
     .await;
 }
 
+/// Standing down comes before judging our own inputs: a golden ConfigMap this controller
+/// rejects says nothing about the MCO's, and `BootImageUpdateDegraded=True` would stop the MCO's
+/// operator's sync (`syncMachineConfiguration`, pkg/operator/sync.go: `syncAll` breaks before the
+/// pools), an upgrade deadlock.
+#[tokio::test]
+async fn beside_another_manager_a_golden_configmap_we_reject_is_not_reported() {
+    let env = TestEnv::new("mco-bad-golden").await;
+    let log = env.record_conditions().await;
+    env.aws_cluster("4.21.0", "{not a stream", None).await;
+    env.apply(machine_set(&env.ns, "worker-a").build()).await;
+    write_status_as(
+        &env,
+        MCO_OPERATOR,
+        json!({"managedBootImagesStatus": {"machineManagers": [{"resource": "machinesets",
+            "apiGroup": "machine.openshift.io", "selection": {"mode": "All"}}]}}),
+    )
+    .await;
+    write_status_as(
+        &env,
+        MCO_CONTROLLER,
+        json!({"conditions": [{"type": "BootImageUpdateDegraded", "status": "False",
+            "reason": "MCOReports", "message": "written by the MCO",
+            "lastTransitionTime": "2026-11-01T00:00:00Z"}]}),
+    )
+    .await;
+
+    let ctl = env.controller(&["--resync-period", "1s"]);
+    ctl.wait_ready().await;
+    wait_for_condition(&env, &ctl, STOOD_DOWN, "True", "AnotherManagerActive").await;
+    wait_for_passes(&ctl, 3.0).await;
+    let degraded = env.condition("BootImageUpdateDegraded").await.unwrap();
+    assert_eq!(
+        (degraded["status"].as_str(), degraded["reason"].as_str()),
+        (Some("False"), Some("MCOReports")),
+        "{degraded}"
+    );
+    assert!(
+        (log.history("BootImageUpdateDegraded").iter()).all(|c| c.reason == "MCOReports"),
+        "{:?}",
+        log.transitions("BootImageUpdateDegraded")
+    );
+    for (manager, fields) in managed_fields(&env).await {
+        if manager == "boot-image-controller" {
+            let text = fields.to_string();
+            assert!(
+                !text.contains("BootImageUpdateDegraded"),
+                "we own it: {text}"
+            );
+        }
+    }
+    let blocked = r#"boot_image_controller_blocked{reason="GoldenStreamInvalid"}"#;
+    assert_ne!(
+        ctl.metric(blocked).await,
+        Some(1.0),
+        "{}",
+        ctl.metrics().await
+    );
+}
+
 #[tokio::test]
 async fn skew_enforcement_status_follows_the_rollout_in_automatic_and_manual_modes() {
     let env = TestEnv::new("mco-skew").await;
