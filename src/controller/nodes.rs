@@ -15,19 +15,18 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::mpsc::UnboundedSender;
 
+use super::lenient::Lenient;
 use super::watch_backoff::retried;
 use super::watches::{Trigger, paged};
 use crate::names::{ARCH_LABEL, CONTROL_PLANE_NODE_LABELS};
 use crate::plan::nodes::{control_plane_arch, is_ready};
 
-pub(super) struct Nodes(Store<Node>);
+pub(super) struct Nodes(Store<Lenient<Node>>);
 
 impl Nodes {
     pub fn start(client: &kube::Client, tx: UnboundedSender<Trigger>) -> Self {
         let (store, writer) = reflector::store();
-        let stream = watcher(Api::all(client.clone()), paged())
-            .modify(keep_only_what_is_read)
-            .reflect(writer);
+        let stream = watcher(Api::all(client.clone()), paged()).reflect(writer);
         let stream = retried("Nodes", stream);
         let reader = store.clone();
         tokio::spawn(async move {
@@ -66,7 +65,7 @@ impl Nodes {
 
 /// A Node's name, the labels that say control plane and architecture, and its Ready condition;
 /// its images, addresses and capacity go.
-fn keep_only_what_is_read(node: &mut Node) {
+pub(super) fn keep_only_what_is_read(node: &mut Node) {
     let meta = &mut node.metadata;
     (meta.managed_fields, meta.annotations) = (None, None);
     if let Some(labels) = &mut meta.labels {
@@ -84,18 +83,23 @@ fn keep_only_what_is_read(node: &mut Node) {
 
 type WhatIsRead = (BTreeMap<String, Option<String>>, BTreeMap<String, bool>);
 
-fn what_is_read(nodes: &[Arc<Node>]) -> WhatIsRead {
+fn what_is_read(nodes: &[Arc<Lenient<Node>>]) -> WhatIsRead {
     (control_plane(nodes), readiness(nodes))
 }
 
-fn control_plane(nodes: &[Arc<Node>]) -> BTreeMap<String, Option<String>> {
-    (nodes.iter())
+/// The readable Nodes: an unreadable one is evidence of nothing.
+fn readable(nodes: &[Arc<Lenient<Node>>]) -> impl Iterator<Item = &Node> {
+    nodes.iter().filter_map(|n| n.kept().ok())
+}
+
+fn control_plane(nodes: &[Arc<Lenient<Node>>]) -> BTreeMap<String, Option<String>> {
+    readable(nodes)
         .filter_map(|n| Some((n.metadata.name.clone()?, control_plane_arch(n)?)))
         .collect()
 }
 
-fn readiness(nodes: &[Arc<Node>]) -> BTreeMap<String, bool> {
-    (nodes.iter())
+fn readiness(nodes: &[Arc<Lenient<Node>>]) -> BTreeMap<String, bool> {
+    readable(nodes)
         .map(|n| (n.metadata.name.clone().unwrap_or_default(), is_ready(n)))
         .collect()
 }
@@ -104,6 +108,11 @@ fn readiness(nodes: &[Arc<Node>]) -> BTreeMap<String, bool> {
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::NodeCondition;
+
+    /// As the watch stores it.
+    fn stored(node: Node) -> Arc<Lenient<Node>> {
+        Arc::new(serde_json::from_value(serde_json::to_value(node).unwrap()).unwrap())
+    }
 
     fn node(name: &str, labels: &[(&str, &str)], ready: &str) -> Node {
         let mut node = Node::default();
@@ -160,7 +169,7 @@ mod tests {
             (None, 1)
         );
 
-        let (control_plane, ready) = what_is_read(&[Arc::new(master), Arc::new(worker)]);
+        let (control_plane, ready) = what_is_read(&[stored(master), stored(worker)]);
         assert_eq!(
             control_plane,
             [("master-0".to_string(), Some("arm64".to_string()))].into()
@@ -177,7 +186,7 @@ mod tests {
 
     #[test]
     fn the_newer_control_plane_label_alone_is_enough() {
-        let nodes = [Arc::new(node(
+        let nodes = [stored(node(
             "cp-0",
             &[(CONTROL_PLANE_NODE_LABELS[1], "")],
             "True",
