@@ -248,16 +248,16 @@ async fn a_deep_object_of_any_watched_kind_is_reported_alone_and_the_controller_
     );
 
     let controller = env.controller(&[]);
-    controller.wait_ready().await;
-    let moved = eventually(Duration::from_secs(60), || async {
-        (ami_of(&env.machine_set("worker-old").await) == AMI_421_US_EAST_1).then_some(())
-    })
-    .await;
+    let outcome = deep_objects_outcome(&env, &controller, &capi).await;
+    // The Node is cluster-wide: gone whatever the outcome, before any assertion.
+    let _ = nodes.delete(&node, &Default::default()).await;
+    let (ready, moved, out) = outcome;
     assert!(
-        moved.is_some(),
-        "worker-old never moved: {}",
+        ready,
+        "controller never became ready: {}",
         controller.log_tail(40)
     );
+    assert!(moved, "worker-old never moved: {}", controller.log_tail(40));
     let logs = support::strip_ansi(&controller.logs());
     let warnings: Vec<&str> = (logs.lines())
         .filter(|l| l.contains("WARN") && l.contains("cannot be read"))
@@ -279,17 +279,6 @@ async fn a_deep_object_of_any_watched_kind_is_reported_alone_and_the_controller_
             .any(|l| l.contains("WARN") && l.contains("f:n")),
         "no warning quotes a page of objects"
     );
-
-    let mut args = vec![
-        "plan".to_string(),
-        "-o".into(),
-        "json".into(),
-        format!("--machine-api-namespace={}", env.ns),
-        format!("--cluster-api-namespace={capi}"),
-    ];
-    args.extend(cluster_flags(&env));
-    let out = run(args);
-    let _ = nodes.delete(&node, &Default::default()).await;
     let stderr = stderr_of(&out);
     assert!(out.status.success(), "plan --live failed whole: {stderr}");
     assert!(
@@ -297,4 +286,32 @@ async fn a_deep_object_of_any_watched_kind_is_reported_alone_and_the_controller_
         "the Machine is left out, with a warning: {stderr}"
     );
     assert!(!stderr.contains(&node), "the Node is read: {stderr}");
+}
+
+/// Whether the controller became ready, whether it then moved worker-old, and `plan --live`.
+async fn deep_objects_outcome(
+    env: &TestEnv,
+    controller: &support::ControllerProcess,
+    capi: &str,
+) -> (bool, bool, std::process::Output) {
+    let ready = eventually(Duration::from_secs(60), || async {
+        matches!(controller.http_get("/readyz").await, Some((200, _))).then_some(())
+    })
+    .await
+    .is_some();
+    let moved = ready
+        && eventually(Duration::from_secs(60), || async {
+            (ami_of(&env.machine_set("worker-old").await) == AMI_421_US_EAST_1).then_some(())
+        })
+        .await
+        .is_some();
+    let mut args = vec![
+        "plan".to_string(),
+        "-o".into(),
+        "json".into(),
+        format!("--machine-api-namespace={}", env.ns),
+        format!("--cluster-api-namespace={capi}"),
+    ];
+    args.extend(cluster_flags(env));
+    (ready, moved, run(args))
 }
