@@ -2,11 +2,13 @@
 //! trimmed to what the evidence reads, and every Node ([`super::nodes`], whose one store also
 //! tells the control plane's architecture).
 //!
-//! A Machine's event re-plans the MachineSet that created it.
+//! A Machine's event re-plans the MachineSet that created it, and so does a readiness change of
+//! the Node it runs on.
 //!
 //! Neither watch holds readiness: the controller is ready once its own inputs are listed, and
 //! its first pass waits for these lists at most [`FIRST_LIST_WAIT`].
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -60,10 +62,11 @@ impl BootStores {
             }
             _ => Some(spawn_machines(api, tx.clone())),
         };
-        BootStores {
-            machines,
-            nodes: Nodes::start(client, tx.clone()),
-        }
+        let running_on = machines.clone();
+        let nodes = Nodes::start(client, tx.clone(), move |nodes| {
+            machine_sets_running_on(running_on.as_ref(), nodes)
+        });
+        BootStores { machines, nodes }
     }
 
     /// Waits for the first lists of the Machines and Nodes, at most [`FIRST_LIST_WAIT`].
@@ -95,6 +98,25 @@ impl BootStores {
             .filter_map(|m| m.shared().cloned())
             .collect()
     }
+}
+
+/// The MachineSets that created the Machines running on `nodes`.
+fn machine_sets_running_on(
+    machines: Option<&Store<Lenient<Machine>>>,
+    nodes: &BTreeSet<String>,
+) -> BTreeSet<ObjectKey> {
+    let machines = machines.map(Store::state).unwrap_or_default();
+    (machines.iter())
+        .filter_map(|m| m.kept().ok())
+        .filter(|m| {
+            let node = m
+                .status
+                .as_ref()
+                .and_then(|s| s.node_ref.as_ref()?.name.as_ref());
+            node.is_some_and(|n| nodes.contains(n))
+        })
+        .flat_map(|m| owners(&m.metadata))
+        .collect()
 }
 
 fn spawn_machines(
