@@ -14,7 +14,10 @@
 //!    plain client's turn: the patches the planner writes for its fleet, as many in flight, timed
 //!    until this benchmark's watch has seen every change. Each turn records its CPU;
 //! 4. with `--steady-periods P`, writes and API requests are counted during P resync periods;
-//! 5. the controller's peak resident memory (VmHWM) is read, and everything deleted.
+//! 5. with `--nodes N` (created before the controller starts, each with a Machine of the fleet
+//!    running on it) and `--node-flips F`, F Nodes go NotReady, 20 a second, as kubelets report:
+//!    the controller's CPU per flip, beyond what it uses idle over as long;
+//! 6. the controller's peak resident memory (VmHWM) is read, and everything deleted.
 
 #[path = "support/mod.rs"]
 mod data;
@@ -26,7 +29,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use boot_image_controller::api::{ConfigMap, MachineConfiguration, MachineSet};
+use boot_image_controller::api::{ConfigMap, Machine, MachineConfiguration, MachineSet};
 use boot_image_controller::arch::Arch;
 use boot_image_controller::names::{FIELD_MANAGER, GOLDEN_CONFIGMAP_NAME};
 use boot_image_controller::plan::{Action, Options, Planner};
@@ -35,7 +38,7 @@ use boot_image_controller::testkit::snapshot::{ClusterChanges, cluster_snapshot}
 use clap::Parser;
 use futures::{StreamExt, TryStreamExt, stream};
 use harness::{ControllerProcess, TestEnv};
-use k8s_openapi::api::core::v1::{Event, Namespace};
+use k8s_openapi::api::core::v1::{Event, Namespace, Node};
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, ObjectList, Patch, PatchParams};
 use kube::{Client, Resource, ResourceExt, runtime::watcher};
 use serde_json::{Value, json};
@@ -68,6 +71,12 @@ struct Args {
     switch: bool,
     #[arg(long, default_value_t = 1)]
     rounds: usize,
+    /// Nodes, each running a Machine owned by the fleet's MachineSet `i % count`.
+    #[arg(long, default_value_t = 0)]
+    nodes: usize,
+    /// Readiness flips of Nodes once the fleet has converged (at most `--nodes`).
+    #[arg(long, default_value_t = 0)]
+    node_flips: usize,
 }
 
 #[tokio::main]
@@ -101,6 +110,8 @@ struct Bench {
     started: Instant,
     /// Seconds a plain client takes to list the controller's fleet.
     list_seconds: f64,
+    /// The Nodes of `--nodes`, by name.
+    nodes: Vec<String>,
 }
 
 impl Bench {
@@ -142,6 +153,7 @@ impl Bench {
             page = page.continue_token(&token);
         }
         let list_seconds = secs(started.elapsed());
+        let nodes = nodes_with_machines(&ours, args.nodes).await?;
         let mut flags = ours.env.controller_flags();
         flags.retain(|flag| !flag.starts_with("--log-level")); // the tests' debug logs cost time
         flags.extend([
@@ -162,6 +174,7 @@ impl Bench {
             controller,
             started,
             list_seconds,
+            nodes,
         };
         Ok(bench)
     }
@@ -181,7 +194,13 @@ impl Bench {
             0 => Value::Null,
             _ => self.steady().await?,
         };
+        let node_churn = match self.args.node_flips.min(self.nodes.len()) {
+            0 => Value::Null,
+            flips => self.node_churn(flips).await?,
+        };
         Ok(json!({
+            "nodes": self.nodes.len(),
+            "node_churn": node_churn,
             "count": self.args.count,
             "concurrency": self.args.concurrency,
             "list_seconds": self.list_seconds,
@@ -383,6 +402,42 @@ impl Bench {
         }))
     }
 
+    /// `flips` Nodes go NotReady, one every 50 ms: the controller's CPU during the flips and 3 s
+    /// after (its passes coalesce Node changes over a second), less what it uses idle over as
+    /// long, per flip.
+    async fn node_churn(&self, flips: usize) -> Result<Value> {
+        self.events_sent().await?;
+        let interval = Duration::from_millis(50);
+        let settle = Duration::from_secs(3);
+        let idle_before = self.cpu();
+        tokio::time::sleep(interval * flips as u32 + settle).await;
+        let idle = cpu_since(&idle_before, self.cpu());
+        let api: Api<Node> = Api::all(self.ours.env.client.clone());
+        let before = self.cpu();
+        let mut tick = tokio::time::interval(interval);
+        for name in &self.nodes[..flips] {
+            tick.tick().await;
+            let patch = Patch::Merge(node_status(false));
+            api.patch_status(name, &PatchParams::default(), &patch)
+                .await?;
+        }
+        tokio::time::sleep(settle).await;
+        let used = cpu_since(&before, self.cpu());
+        let controller = |cpu: &Cpu| cpu.get("controller").copied().unwrap_or_default();
+        let per_flip = (controller(&used) - controller(&idle)) / flips as f64;
+        eprintln!(
+            "bench_cluster: {:.3} ms of controller CPU per Node readiness flip",
+            per_flip * 1e3
+        );
+        Ok(json!({
+            "flips": flips,
+            "interval_ms": interval.as_millis(),
+            "cpu_seconds": used,
+            "idle_cpu_seconds": idle,
+            "controller_ms_per_flip": per_flip * 1e3,
+        }))
+    }
+
     async fn metrics(&self) -> BTreeMap<String, f64> {
         samples(&self.controller.metrics().await)
     }
@@ -439,7 +494,108 @@ impl Bench {
         }
         self.progressing.task.abort();
         self.golden.task.abort();
+        let client = &self.ours.env.client;
+        let machines = dynamic::<Machine>(client, Some(&self.ours.env.ns));
+        let _ = (machines.delete_collection(&Default::default(), &Default::default())).await;
+        let nodes =
+            ListParams::default().labels(&format!("{BENCH_NODE_LABEL}={}", self.ours.env.ns));
+        let _ = (dynamic::<Node>(client, None))
+            .delete_collection(&Default::default(), &nodes)
+            .await;
     }
+}
+
+/// On the Nodes a run creates, with its namespace: what its clean-up deletes.
+const BENCH_NODE_LABEL: &str = "boot-image-controller.io/bench";
+
+/// A kubelet's Node status: Ready or not, with the conditions, addresses, capacity, version
+/// information and images a kubelet reports (most of which the controller drops as it reads).
+fn node_status(ready: bool) -> Value {
+    let condition = |type_: &str, status: &str, reason: &str| {
+        json!({"type": type_, "status": status, "reason": reason, "message": reason,
+               "lastHeartbeatTime": "2026-01-01T00:00:00Z",
+               "lastTransitionTime": "2026-01-01T00:00:00Z"})
+    };
+    let images: Vec<Value> = (0..30)
+        .map(|i| {
+            json!({"names": [format!("quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:{i:064x}")],
+                   "sizeBytes": 500_000_000 + i})
+        })
+        .collect();
+    json!({"status": {
+        "conditions": [
+            condition("MemoryPressure", "False", "KubeletHasSufficientMemory"),
+            condition("DiskPressure", "False", "KubeletHasNoDiskPressure"),
+            condition("PIDPressure", "False", "KubeletHasSufficientPID"),
+            condition("Ready", if ready { "True" } else { "False" },
+                      if ready { "KubeletReady" } else { "KubeletNotReady" }),
+        ],
+        "addresses": [{"type": "InternalIP", "address": "10.0.1.2"},
+                      {"type": "Hostname", "address": "ip-10-0-1-2.ec2.internal"}],
+        "capacity": {"cpu": "4", "memory": "16000000Ki", "pods": "250"},
+        "allocatable": {"cpu": "3500m", "memory": "15000000Ki", "pods": "250"},
+        "nodeInfo": {"machineID": "ec2", "systemUUID": "ec2", "bootID": "b", "kernelVersion": "5.14.0",
+                     "osImage": "Red Hat Enterprise Linux CoreOS", "containerRuntimeVersion": "cri-o://1.33",
+                     "kubeletVersion": "v1.33.5", "kubeProxyVersion": "", "operatingSystem": "linux",
+                     "architecture": "amd64"},
+        "images": images,
+    }})
+}
+
+/// `count` Ready worker Nodes, each with a Running Machine on it, Machine `i` made by the fleet's
+/// MachineSet `i % fleet.count` from its template; their names.
+async fn nodes_with_machines(fleet: &Fleet, count: usize) -> Result<Vec<String>> {
+    if count == 0 {
+        return Ok(Vec::new());
+    }
+    let (client, ns) = (&fleet.env.client, fleet.env.ns.as_str());
+    let machine_sets: Vec<Value> = (0..fleet.count.min(count))
+        .map(|i| async move { fleet.env.machine_set(&Fleet::name(i)).await })
+        .collect::<stream::FuturesOrdered<_>>()
+        .collect()
+        .await;
+    let (nodes, machines) = (
+        dynamic::<Node>(client, None),
+        dynamic::<Machine>(client, Some(ns)),
+    );
+    let params = &PatchParams::default();
+    let one = |i: usize| {
+        let (nodes, machines, ms) = (&nodes, &machines, &machine_sets[i % machine_sets.len()]);
+        async move {
+            let name = format!("{ns}-node-{i:05}");
+            let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name,
+                "labels": {BENCH_NODE_LABEL: ns, "kubernetes.io/arch": "amd64",
+                           "node-role.kubernetes.io/worker": ""}}});
+            nodes
+                .create(&Default::default(), &serde_json::from_value(node)?)
+                .await?;
+            nodes
+                .patch_status(&name, params, &Patch::Merge(node_status(true)))
+                .await?;
+            let machine = json!({"apiVersion": "machine.openshift.io/v1beta1", "kind": "Machine",
+                "metadata": {"name": format!("bench-machine-{i:05}"), "namespace": ns,
+                    "ownerReferences": [{"apiVersion": "machine.openshift.io/v1beta1",
+                        "kind": "MachineSet", "name": ms["metadata"]["name"],
+                        "uid": ms["metadata"]["uid"], "controller": true}]},
+                "spec": ms["spec"]["template"]["spec"]});
+            let machine: DynamicObject = serde_json::from_value(machine)?;
+            let created = machines.create(&Default::default(), &machine).await?;
+            let status =
+                json!({"status": {"phase": "Running", "nodeRef": {"kind": "Node", "name": name}}});
+            machines
+                .patch_status(&created.name_any(), params, &Patch::Merge(status))
+                .await?;
+            anyhow::Ok(name)
+        }
+    };
+    let started = Instant::now();
+    let names = stream::iter(0..count).map(one).buffer_unordered(16);
+    let names: Vec<String> = names.try_collect().await?;
+    eprintln!(
+        "bench_cluster: {count} Nodes and Machines in {:.1}s",
+        secs(started.elapsed())
+    );
+    Ok(names)
 }
 
 /// Every round patches each MachineSet back to an image it had within the hot-loop window: the

@@ -13,9 +13,9 @@
 #                   baseline_first_patch_seconds, first_patch_floor_seconds,
 #                   config_map_update_seconds,
 #                   critical_path_writes, rollout_events, steady_state_writes,
-#                   steady_state_requests, rss_bytes, ready_seconds, list_seconds_by_count
-#                   (+ details)
-#   --only WHAT     one measurement: planner | convergence | steady | memory | takeover
+#                   steady_state_requests, rss_bytes, ready_seconds, list_seconds_by_count,
+#                   node_flip_ms_by_count (+ details)
+#   --only WHAT     one measurement: planner | convergence | steady | memory | nodes | takeover
 #   --sizes N,...   MachineSet counts for --only (default: that measurement's usual sizes)
 #   --repeat N      convergence runs per size (default 3), each with its own controller
 #   --rounds N      rollouts of each side per convergence run (default 4), taken in turn: the
@@ -47,6 +47,10 @@
 #                time from start to /readyz 200, at 100, 1,000 and 10,000 [100, 1,000]
 #                MachineSets, beside the time a plain client takes to list the same MachineSets
 #                (500 a page, as the controller's watch lists)
+#   nodes        5,000 [1,000] Nodes, each running a Machine of 100 MachineSets: time to /readyz
+#                200 and to BootImagesCurrent, peak RSS, and the controller's CPU per Node
+#                readiness flip (200 flips, 20 a second, its idle CPU over as long subtracted;
+#                resync period 10 min, so that no periodic pass falls in either window)
 #   takeover     leader election with short lease timings: how long a standby takes to lead
 #                after the leader is killed (lease 15 s, retry 2 s), and how long a leader whose
 #                Lease calls hang keeps running (renew deadline 4 s); the figures the tests
@@ -82,7 +86,7 @@ while (($#)); do
   esac
   shift
 done
-case "$only" in "" | planner | convergence | steady | memory | takeover) ;; *) die "--only: planner, convergence, steady, memory or takeover" ;; esac
+case "$only" in "" | planner | convergence | steady | memory | nodes | takeover) ;; *) die "--only: planner, convergence, steady, memory, nodes or takeover" ;; esac
 [[ -z "$sizes_arg" || -n "$only" ]] || die "--sizes needs --only"
 [[ "$repeat" =~ ^[1-9][0-9]*$ ]] || die "--repeat: a count of at least 1"
 [[ "$rounds" =~ ^[1-9][0-9]*$ ]] || die "--rounds: a count of at least 1"
@@ -90,11 +94,12 @@ case "$only" in "" | planner | convergence | steady | memory | takeover) ;; *) d
 
 if ((quick)); then
   planner_sizes=100,1000 planner_time=0.2
-  convergence_sizes=20,100 steady_sizes=100 resync=1s memory_sizes=100,1000
+  convergence_sizes=20,100 steady_sizes=100 resync=1s memory_sizes=100,1000 node_sizes=1000
   mode_flag=" --quick"
 else
   planner_sizes=100,1000,10000 planner_time=2
   convergence_sizes=20,100,1000 steady_sizes=1000,10000 resync=5s memory_sizes=100,1000,10000
+  node_sizes=5000
   mode_flag=""
 fi
 steady_periods=5 concurrency=8
@@ -104,6 +109,7 @@ if [[ -n "$sizes_arg" ]]; then
     convergence) convergence_sizes="$sizes_arg" ;;
     steady) steady_sizes="$sizes_arg" ;;
     memory) memory_sizes="$sizes_arg" ;;
+    nodes) node_sizes="$sizes_arg" ;;
   esac
 fi
 wants() { [[ -z "$only" || "$only" == "$1" ]]; }
@@ -229,7 +235,7 @@ fi
 
 # ---------------------------------------------------------------------------------------------
 cluster_needed=0
-for what in convergence steady memory takeover; do wants "$what" && cluster_needed=1; done
+for what in convergence steady memory nodes takeover; do wants "$what" && cluster_needed=1; done
 if ((cluster_needed)); then
   export BIC_CLUSTER_DIR="$repo/.local-cluster-bench"
   export BIC_BINARY="$repo/target/release/boot-image-controller"
@@ -341,6 +347,25 @@ if ((cluster_needed)); then
       fi
     done
   fi
+  if wants nodes; then
+    # Without periodic passes in the windows measured (the resync period is the run's own).
+    every_run=("${bench_cluster[@]}")
+    bench_cluster=("${bench_cluster[0]}" --concurrency "$concurrency" --resync-period 10m)
+    for n in ${node_sizes//,/ }; do
+      if run_cluster "nodes-$n" --count 100 --nodes "$n" --node-flips 200; then
+        jq -r '"\(.node_churn.controller_ms_per_flip) \(.ready_seconds) \(.initial_convergence_seconds) \(.rss_hwm_bytes)"' "$results/nodes-$n.json" | {
+          read -r per_flip ready initial hwm
+          row "6. node churn" "$(thousands "$n") Nodes" \
+            "$(printf 'controller CPU per Node readiness flip %.3f ms (200 flips, 20 a second, idle CPU subtracted); ready (/readyz 200) %.2f s after start, BootImagesCurrent %.2f s; peak RSS %.1f MiB (100 MachineSets, a Machine per Node)' \
+              "$per_flip" "$ready" "$initial" "$(jq -n "$hwm / 1048576")")" \
+            "$(cmd_for nodes "$n")"
+        }
+      else
+        row "6. node churn" "$(thousands "$n") Nodes" "FAILED (see target/bench/)" "$(cmd_for nodes "$n")"
+      fi
+    done
+    bench_cluster=("${every_run[@]}")
+  fi
   if wants takeover; then
     log "takeover: a killed leader, and a leader whose Lease calls hang"
     takeover_log="$results/takeover.log"
@@ -439,6 +464,7 @@ if [[ -n "$json_out" ]]; then
       ready_seconds: ($memory | max_by(.count) | .ready_seconds),
       ready_seconds_by_count: by_count_in($memory; .ready_seconds),
       list_seconds_by_count: by_count_in($memory; .list_seconds),
+      node_flip_ms_by_count: ($cluster | map(select(.run // "" | startswith("nodes")) | {key: (.nodes | tostring), value: .node_churn.controller_ms_per_flip}) | from_entries),
       runs: $cluster
     }' >"$json_out"
   log "wrote $json_out"

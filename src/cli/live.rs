@@ -3,7 +3,8 @@
 //! It reads what the controller reads, with GETs and LISTs only: the three singletons, the
 //! golden ConfigMap, the MachineSets and ControlPlaneMachineSets of the machine-API namespace,
 //! the stub secrets they name (by name, as the controller's RBAC allows),
-//! the known-images ConfigMap, and the control-plane Nodes (for their architecture). The objects go through the same loader as manifest files, so
+//! the known-images ConfigMap, every Node and the Machines (for the boot evidence, and the
+//! control plane's architecture). The objects go through the same loader as manifest files, so
 //! a live plan and a plan of `oc get -o yaml` output of the same objects agree. Secret contents
 //! are checked by the planner and printed only in the in-place upgrade of a spec-2 stub, whose
 //! patch holds the pointer config it replaces and the one it writes (a URL and a CA bundle).
@@ -13,10 +14,13 @@ use std::collections::BTreeSet;
 use clap::Args;
 use k8s_openapi::api::core::v1::Node;
 use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams};
-use serde::Deserialize;
+use kube::api::{ApiResource, DynamicObject, GetParams, ListParams};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
+
+use crate::controller::lenient;
 
 use crate::api::{ClusterVersion, ConfigMap, Infrastructure, MachineConfiguration, Secret};
 use crate::kubeconfig::ClusterArgs;
@@ -81,22 +85,40 @@ impl LiveArgs {
     }
 }
 
-/// One object as JSON with its apiVersion and kind (list items come without them), or `None`
-/// when it does not exist or may not be read: the planner reports a missing input itself.
-async fn get(
+/// One object of kind `K` as JSON with its apiVersion and kind, read as the controller's watch
+/// of it reads it ([`lenient::read`]), or `None` when it does not exist or may not be read (the
+/// planner reports a missing input itself), or cannot be read (noted in `unreadable` too).
+async fn get<K>(
     client: &Client,
-    ar: &ApiResource,
     namespace: Option<&str>,
     name: &str,
-) -> Result<Option<Value>, kube::Error> {
-    let api: Api<DynamicObject> = match namespace {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, ar),
-        None => Api::all_with(client.clone(), ar),
+    unreadable: &mut Unreadable,
+) -> Result<Option<Value>, kube::Error>
+where
+    K: kube::Resource<DynamicType = ()> + lenient::Keep + DeserializeOwned + Serialize,
+{
+    let request = kube::core::Request::new(K::url_path(&(), namespace))
+        .get(name, &GetParams::default())
+        .map_err(kube::Error::BuildRequest)?;
+    let text = match client.request_text(request).await {
+        Ok(text) => text,
+        Err(kube::Error::Api(e)) if e.code == 403 || e.code == 404 => return Ok(None),
+        Err(e) => return Err(e),
     };
-    match api.get_opt(name).await {
-        Ok(found) => Ok(found.map(|o| typed(ar, o))),
-        Err(kube::Error::Api(e)) if e.code == 403 || e.code == 404 => Ok(None),
-        Err(e) => Err(e),
+    let kind = K::kind(&());
+    match lenient::read::<K>(&text).map_err(kube::Error::SerdeError)? {
+        Ok(object) => {
+            let mut value = serde_json::to_value(object).map_err(kube::Error::SerdeError)?;
+            value["apiVersion"] = json!(K::api_version(&()));
+            value["kind"] = json!(kind);
+            Ok(Some(value))
+        }
+        Err(cannot) => {
+            let malformed = cannot.malformed;
+            let error = format!("{kind} cannot be read: {}", malformed.error);
+            unreadable.left_out.push(Malformed { error, ..malformed });
+            Ok(None)
+        }
     }
 }
 
@@ -109,17 +131,22 @@ struct Listed {
 }
 
 /// A list response, its items kept as text: serde_json's recursion limit (128) counts from the
-/// root of what it parses, and skipping a value is not depth-limited, so each item is parsed on
-/// its own and one nested too deep (a providerSpec nested 140 deep is stored by the API server)
-/// fails only itself, not the list.
+/// root of what it parses, and skipping a value is not depth-limited, so each item is read on
+/// its own, as the controller's watches read them ([`lenient::read`]), and one nested too deep
+/// (a providerSpec nested 140 deep is stored by the API server) fails only itself, not the list.
 #[derive(Deserialize)]
 struct RawList<'a> {
     #[serde(borrow, default)]
     items: Vec<&'a RawValue>,
 }
 
-async fn list(client: &Client, ar: &ApiResource, namespace: &str) -> Result<Listed, kube::Error> {
-    let url = <DynamicObject as kube::Resource>::url_path(ar, Some(namespace));
+/// The objects of `ar` in `namespace` (`None`: a cluster-scoped kind).
+async fn list(
+    client: &Client,
+    ar: &ApiResource,
+    namespace: Option<&str>,
+) -> Result<Listed, kube::Error> {
+    let url = <DynamicObject as kube::Resource>::url_path(ar, namespace);
     let request = kube::core::Request::new(url)
         .list(&ListParams::default())
         .map_err(kube::Error::BuildRequest)?;
@@ -132,18 +159,13 @@ async fn list(client: &Client, ar: &ApiResource, namespace: &str) -> Result<List
     let listed: RawList = serde_json::from_str(&text).map_err(kube::Error::SerdeError)?;
     let mut out = Listed::default();
     for item in listed.items {
-        match serde_json::from_str::<Value>(item.get()) {
-            Ok(mut value) => {
-                value["apiVersion"] = json!(ar.api_version);
-                value["kind"] = json!(ar.kind);
-                out.readable.push(value);
-            }
-            Err(error) => {
-                let meta = crate::controller::lenient::metadata(item.get()).unwrap_or_default();
+        match lenient::read::<DynamicObject>(item.get()).map_err(kube::Error::SerdeError)? {
+            Ok(object) => out.readable.push(typed(ar, object)),
+            Err(unreadable) => {
+                let malformed = unreadable.malformed;
                 out.unreadable.push(Malformed {
-                    namespace: meta.namespace.unwrap_or_default(),
-                    name: meta.name.unwrap_or_default(),
-                    error: format!("{} cannot be read: {error}", ar.kind),
+                    error: format!("{} cannot be read: {}", ar.kind, malformed.error),
+                    ..malformed
                 });
             }
         }
@@ -190,13 +212,14 @@ pub async fn snapshot(
     Ok(snapshot)
 }
 
-/// The machine resources and templates that could not be read, by kind: the machine resources
-/// are planned as malformed, as the controller plans them; a template is left out with a
-/// warning (the MachineSets naming it are told it cannot be read).
+/// The objects that could not be read, by kind: the machine resources are planned as
+/// malformed, as the controller plans them; any other object (a template, a Node, a Machine) is
+/// left out with a warning, as the controller leaves it out (the MachineSets naming a template
+/// are told it cannot be read).
 #[derive(Default)]
 struct Unreadable {
     machine_resources: Vec<(MachineKind, Malformed)>,
-    templates: Vec<Malformed>,
+    left_out: Vec<Malformed>,
 }
 
 impl Unreadable {
@@ -204,6 +227,12 @@ impl Unreadable {
     fn note(&mut self, kind: MachineKind, listed: Listed) -> Vec<Value> {
         let unreadable = listed.unreadable.into_iter().map(|m| (kind, m));
         self.machine_resources.extend(unreadable);
+        listed.readable
+    }
+
+    /// The readable objects of `listed`; the others left out.
+    fn leave_out(&mut self, listed: Listed) -> Vec<Value> {
+        self.left_out.extend(listed.unreadable);
         listed.readable
     }
 
@@ -222,11 +251,13 @@ impl Unreadable {
                 }
             }
         }
-        for template in self.templates {
-            snapshot.warnings.push(format!(
-                "{}/{}: {}; left out of the plan",
-                template.namespace, template.name, template.error
-            ));
+        for object in self.left_out {
+            let name = match object.namespace.as_str() {
+                "" => object.name,
+                namespace => format!("{namespace}/{}", object.name),
+            };
+            let error = object.error;
+            (snapshot.warnings).push(format!("{name}: {error}; left out of the plan"));
         }
     }
 }
@@ -238,19 +269,20 @@ async fn read_inputs(
     objects: &ClusterObjects,
     unreadable: &mut Unreadable,
 ) -> Result<Vec<Value>, kube::Error> {
-    let mut items = read_singletons(client, objects).await?;
-    items.extend(read_config_maps(client, objects).await?);
+    let mut items = read_singletons(client, objects, unreadable).await?;
+    items.extend(read_config_maps(client, objects, unreadable).await?);
     let mut machine_resources = Vec::new();
     for kind in [MachineKind::MachineSet, MachineKind::ControlPlaneMachineSet] {
-        let listed = list(client, &kind.api_resource(), ns).await?;
+        let listed = list(client, &kind.api_resource(), Some(ns)).await?;
         machine_resources.extend(unreadable.note(kind, listed));
     }
-    items.extend(read_stub_secrets(client, ns, machine_resources.iter()).await?);
+    items.extend(read_stub_secrets(client, ns, machine_resources.iter(), unreadable).await?);
     items.extend(machine_resources);
     let cluster_api = &objects.cluster_api_namespace;
     items.extend(read_cluster_api(client, cluster_api, unreadable).await?);
-    items.extend(read_nodes(client).await?);
-    items.extend(read_machines(client, ns).await?);
+    let nodes = list(client, &ApiResource::erase::<Node>(&()), None).await?;
+    items.extend(unreadable.leave_out(nodes));
+    items.extend(read_machines(client, ns, unreadable).await?);
     Ok(items)
 }
 
@@ -266,17 +298,11 @@ async fn read_cluster_api(
         MachineKind::ClusterApiMachineSet,
         MachineKind::ClusterApiMachineDeployment,
     ] {
-        let listed = list(client, &kind.api_resource(), ns).await?;
+        let listed = list(client, &kind.api_resource(), Some(ns)).await?;
         machine_resources.extend(unreadable.note(kind, listed));
     }
-    let templates = list(
-        client,
-        &crate::plan::cluster_api_templates::api_resource(),
-        ns,
-    )
-    .await?;
-    unreadable.templates.extend(templates.unreadable);
-    let secrets = ApiResource::erase::<Secret>(&());
+    let templates = crate::plan::cluster_api_templates::api_resource();
+    let templates = unreadable.leave_out(list(client, &templates, Some(ns)).await?);
     let wanted: BTreeSet<&str> = (machine_resources.iter())
         .filter_map(|o| {
             o.pointer("/spec/template/spec/bootstrap/dataSecretName")?
@@ -285,12 +311,12 @@ async fn read_cluster_api(
         .collect();
     let mut items = Vec::new();
     for name in wanted {
-        if let Some(secret) = get(client, &secrets, Some(ns), name).await? {
+        if let Some(secret) = get::<Secret>(client, Some(ns), name, unreadable).await? {
             items.push(secret);
         }
     }
     items.extend(machine_resources);
-    items.extend(templates.readable);
+    items.extend(templates);
     Ok(items)
 }
 
@@ -298,39 +324,40 @@ async fn read_cluster_api(
 async fn read_singletons(
     client: &Client,
     objects: &ClusterObjects,
+    unreadable: &mut Unreadable,
 ) -> Result<Vec<Value>, kube::Error> {
-    let singletons = [
+    let found = [
         (
-            ApiResource::erase::<MachineConfiguration>(&()),
-            &objects.machine_configuration_name,
+            get::<MachineConfiguration>(
+                client,
+                None,
+                &objects.machine_configuration_name,
+                unreadable,
+            )
+            .await?,
             names::MACHINE_CONFIGURATION_NAME,
         ),
         (
-            ApiResource::erase::<Infrastructure>(&()),
-            &objects.infrastructure_name,
+            get::<Infrastructure>(client, None, &objects.infrastructure_name, unreadable).await?,
             names::INFRASTRUCTURE_NAME,
         ),
         (
-            ApiResource::erase::<ClusterVersion>(&()),
-            &objects.cluster_version_name,
+            get::<ClusterVersion>(client, None, &objects.cluster_version_name, unreadable).await?,
             names::CLUSTER_VERSION_NAME,
         ),
     ];
-    let mut items = Vec::new();
-    for (ar, name, canonical) in &singletons {
-        if let Some(found) = get(client, ar, None, name).await? {
-            items.push(rename(found, None, canonical));
-        }
-    }
-    Ok(items)
+    let renamed = found.into_iter();
+    Ok(renamed
+        .filter_map(|(found, canonical)| Some(rename(found?, None, canonical)))
+        .collect())
 }
 
 /// The golden ConfigMap (presented in its canonical namespace) and our known images.
 async fn read_config_maps(
     client: &Client,
     objects: &ClusterObjects,
+    unreadable: &mut Unreadable,
 ) -> Result<Vec<Value>, kube::Error> {
-    let config_maps = ApiResource::erase::<ConfigMap>(&());
     let wanted = [
         (
             &objects.golden_configmap_namespace,
@@ -345,7 +372,7 @@ async fn read_config_maps(
     ];
     let mut items = Vec::new();
     for (namespace, name, canonical_namespace) in wanted {
-        if let Some(found) = get(client, &config_maps, Some(namespace), name).await? {
+        if let Some(found) = get::<ConfigMap>(client, Some(namespace), name, unreadable).await? {
             items.push(match canonical_namespace {
                 Some(canonical) => rename(found, Some(canonical), name),
                 None => found,
@@ -360,6 +387,7 @@ async fn read_stub_secrets(
     client: &Client,
     ns: &str,
     machine_objects: impl Iterator<Item = &Value>,
+    unreadable: &mut Unreadable,
 ) -> Result<Vec<Value>, kube::Error> {
     let wanted: BTreeSet<String> =
         machine_objects
@@ -374,35 +402,25 @@ async fn read_stub_secrets(
             .filter_map(Value::as_str)
             .map(str::to_string)
             .collect();
-    let secrets = ApiResource::erase::<Secret>(&());
     let mut items = Vec::new();
     for name in &wanted {
-        if let Some(secret) = get(client, &secrets, Some(ns), name).await? {
+        if let Some(secret) = get::<Secret>(client, Some(ns), name, unreadable).await? {
             items.push(secret);
         }
     }
     Ok(items)
 }
 
-/// Every Node: the control plane's architecture is that of MachineSets that do not declare
-/// theirs, and a Ready Node proves the boot image of the Machine it belongs to.
-async fn read_nodes(client: &Client) -> Result<Vec<Value>, kube::Error> {
-    let node_resource = ApiResource::erase::<Node>(&());
-    let nodes: Api<DynamicObject> = Api::all_with(client.clone(), &node_resource);
-    let listed = nodes.list(&ListParams::default()).await?;
-    Ok(listed
-        .items
-        .into_iter()
-        .map(|o| typed(&node_resource, o))
-        .collect())
-}
-
 /// The Machines of the machine-API namespace, whose boots show whether new images work; none
 /// where the cluster does not serve them.
-async fn read_machines(client: &Client, ns: &str) -> Result<Vec<Value>, kube::Error> {
+async fn read_machines(
+    client: &Client,
+    ns: &str,
+    unreadable: &mut Unreadable,
+) -> Result<Vec<Value>, kube::Error> {
     let resource = ApiResource::erase::<crate::api::Machine>(&());
-    match list(client, &resource, ns).await {
-        Ok(listed) => Ok(listed.readable),
+    match list(client, &resource, Some(ns)).await {
+        Ok(listed) => Ok(unreadable.leave_out(listed)),
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(Vec::new()),
         Err(e) => Err(e),
     }

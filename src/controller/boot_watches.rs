@@ -2,27 +2,41 @@
 //! trimmed to what the evidence reads, and every Node ([`super::nodes`], whose one store also
 //! tells the control plane's architecture).
 //!
-//! A Machine's event re-plans the MachineSet that created it.
+//! A Machine's event re-plans the MachineSet that created it, and so does a readiness change of
+//! the Node it runs on.
+//!
+//! Neither watch holds readiness: the controller is ready once its own inputs are listed, and
+//! its first pass waits for these lists at most [`FIRST_LIST_WAIT`].
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::StreamExt;
+use kube::Resource;
 use kube::api::{Api, ListParams};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::mpsc::UnboundedSender;
 use tracing::{info, warn};
 
+use super::lenient::Lenient;
 use super::nodes::Nodes;
 use super::watch_backoff::retried;
-use super::watches::{Trigger, paged};
+use super::watches::{Trigger, paged, probe};
 use crate::api::{Machine, ObjectMeta};
 use crate::machine_kind::MachineKind;
 use crate::plan::ObjectKey;
 
+/// How long the first pass waits for the Machines and Nodes to be listed: until then it would
+/// see no control-plane Node (the architecture of MachineSets that do not declare theirs). A
+/// watch that cannot list (its errors are logged) delays the first pass by this much, and never
+/// the controller's readiness.
+const FIRST_LIST_WAIT: Duration = Duration::from_secs(30);
+
 pub(super) struct BootStores {
     /// `None` where Machines cannot be listed: then no image is proven or failed.
-    machines: Option<Store<Machine>>,
+    machines: Option<Store<Lenient<Machine>>>,
     nodes: Nodes,
 }
 
@@ -32,8 +46,8 @@ impl BootStores {
         namespace: &str,
         tx: &UnboundedSender<Trigger>,
     ) -> Self {
-        let api: Api<Machine> = Api::namespaced(client.clone(), namespace);
-        let machines = match api.list_metadata(&ListParams::default().limit(1)).await {
+        let api: Api<Lenient<Machine>> = Api::namespaced(client.clone(), namespace);
+        let machines = match probe(client, &api, &ListParams::default()).await {
             Err(kube::Error::Api(e)) if e.code == 404 => {
                 info!("Machines are not served; new boot images are not followed");
                 None
@@ -48,42 +62,75 @@ impl BootStores {
             }
             _ => Some(spawn_machines(api, tx.clone())),
         };
-        BootStores {
-            machines,
-            nodes: Nodes::start(client, tx.clone()),
-        }
+        let running_on = machines.clone();
+        let nodes = Nodes::start(client, tx.clone(), move |nodes| {
+            machine_sets_running_on(running_on.as_ref(), nodes)
+        });
+        BootStores { machines, nodes }
     }
 
-    pub async fn wait_until_ready(&self) {
-        if let Some(machines) = &self.machines {
-            let _ = machines.wait_until_ready().await;
+    /// Waits for the first lists of the Machines and Nodes, at most [`FIRST_LIST_WAIT`].
+    pub async fn wait_until_listed(&self) {
+        let machines = async {
+            if let Some(machines) = &self.machines {
+                let _ = machines.wait_until_ready().await;
+            }
+        };
+        let listed = futures::future::join(machines, self.nodes.wait_until_ready());
+        if tokio::time::timeout(FIRST_LIST_WAIT, listed).await.is_err() {
+            warn!(
+                "Machines or Nodes are not listed yet (see their watch errors); planning without \
+                 them until they are"
+            );
         }
-        self.nodes.wait_until_ready().await;
     }
 
     pub fn nodes(&self) -> &Nodes {
         &self.nodes
     }
 
+    /// The readable Machines; an unreadable one is evidence of nothing.
     pub fn machines(&self) -> Vec<Arc<Machine>> {
-        (self.machines.as_ref())
-            .map(Store::state)
-            .unwrap_or_default()
+        let Some(machines) = &self.machines else {
+            return Vec::new();
+        };
+        (machines.state().iter())
+            .filter_map(|m| m.shared().cloned())
+            .collect()
     }
 }
 
-fn spawn_machines(api: Api<Machine>, tx: UnboundedSender<Trigger>) -> Store<Machine> {
+/// The MachineSets that created the Machines running on `nodes`.
+fn machine_sets_running_on(
+    machines: Option<&Store<Lenient<Machine>>>,
+    nodes: &BTreeSet<String>,
+) -> BTreeSet<ObjectKey> {
+    let machines = machines.map(Store::state).unwrap_or_default();
+    (machines.iter())
+        .filter_map(|m| m.kept().ok())
+        .filter(|m| {
+            let node = m
+                .status
+                .as_ref()
+                .and_then(|s| s.node_ref.as_ref()?.name.as_ref());
+            node.is_some_and(|n| nodes.contains(n))
+        })
+        .flat_map(|m| owners(&m.metadata))
+        .collect()
+}
+
+fn spawn_machines(
+    api: Api<Lenient<Machine>>,
+    tx: UnboundedSender<Trigger>,
+) -> Store<Lenient<Machine>> {
     let (store, writer) = reflector::store();
-    let stream = watcher(api, paged())
-        .modify(keep_only_what_the_evidence_reads)
-        .reflect(writer);
-    let stream = retried("Machines", stream);
+    let stream = retried("Machines", watcher(api, paged()).reflect(writer));
     tokio::spawn(async move {
         futures::pin_mut!(stream);
         while let Some(event) = stream.next().await {
             let triggers: Vec<Trigger> = match event {
                 Ok(watcher::Event::Apply(m) | watcher::Event::Delete(m)) => {
-                    owners(&m.metadata).map(Trigger::One).collect()
+                    owners(m.meta()).map(Trigger::One).collect()
                 }
                 Ok(watcher::Event::InitDone) => vec![Trigger::All],
                 Ok(_) | Err(_) => continue,
@@ -111,7 +158,7 @@ fn owners(meta: &ObjectMeta) -> impl Iterator<Item = ObjectKey> + '_ {
 
 /// Owner, creation time, provider spec (as far as a platform rule reads it) and the status
 /// the evidence reads: a Machine's status carries the provider's whole instance status.
-fn keep_only_what_the_evidence_reads(machine: &mut Machine) {
+pub(super) fn keep_only_what_the_evidence_reads(machine: &mut Machine) {
     let meta = &mut machine.metadata;
     (meta.managed_fields, meta.annotations, meta.labels) = (None, None, None);
     machine.spec.keep_only_what_the_rules_read();

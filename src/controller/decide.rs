@@ -134,7 +134,7 @@ fn decide_kind<M>(
     decisions: &mut Vec<Decision>,
     live: &mut BTreeSet<ObjectKey>,
 ) where
-    M: MachineObject + Resource<DynamicType = ()>,
+    M: MachineObject + Resource<DynamicType = ()> + Clone,
 {
     for object in objects {
         let key = ObjectKey {

@@ -1,32 +1,46 @@
-//! A watchable wrapper that never fails to deserialize.
+//! A watchable wrapper that never fails to deserialize, for every kind the controller watches.
 //!
-//! kube-runtime decodes a whole list response at once: one MachineSet whose spec does not fit our
-//! typed view would fail the list and wedge the watch for every other MachineSet. `Lenient<K>`
-//! keeps the typed object, or the identity (always well-formed from the API server) and the
-//! reason it could not be read, so the planner reports that one object and plans the rest.
+//! kube-runtime decodes a whole list response at once: one object that does not fit our typed
+//! view would fail the list and wedge the watch for every other object of its kind (and, until
+//! the watch lists, the controller's readiness). `Lenient<K>` keeps the typed object, or the
+//! identity (always well-formed from the API server) and the reason it could not be read, so the
+//! planner reports that one object and plans the rest, and the watch reports it alone
+//! ([`super::watch_backoff::retried`]).
 //!
 //! kube's own `DeserializeGuard` does this too, but buffers each item as a value under the
 //! recursion limit of the whole list (kube-core 5, `error_boundary.rs`): the API server stores
 //! objects nested far deeper than serde_json's limit (128), and one of them failed the list.
 //! Each item is therefore captured as raw text (skipping JSON is not depth-limited) and parsed
-//! on its own.
+//! on its own ([`read`], which `plan --live` uses too).
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
+use k8s_openapi::api::core::v1::Node;
 use kube::Resource;
+use kube::api::DynamicObject;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
 use crate::api::{
-    ClusterVersion, Infrastructure, MachineConfiguration, ObjectMeta, OwnerReference,
+    ClusterVersion, ConfigMap, Infrastructure, Machine, MachineConfiguration, ObjectMeta,
+    OwnerReference, Secret,
 };
 use crate::machine_kind::MachineObject;
 use crate::plan::Malformed;
 
-#[derive(Clone, Debug)]
-pub struct Lenient<K>(Result<K, Box<Unreadable>>);
+/// The typed object is shared: a store's readers (the boot evidence's Machines, the templates)
+/// take it without a copy.
+#[derive(Debug)]
+pub struct Lenient<K>(Result<Arc<K>, Box<Unreadable>>);
+
+impl<K> Clone for Lenient<K> {
+    fn clone(&self) -> Self {
+        Lenient(self.0.clone())
+    }
+}
 
 /// An object that does not fit its typed view.
 #[derive(Clone, Debug)]
@@ -39,57 +53,134 @@ pub struct Unreadable {
 impl<K> Lenient<K> {
     /// The object, or the planner's description of why it is unreadable.
     pub fn kept(&self) -> Result<&K, &Malformed> {
-        self.0.as_ref().map_err(|unreadable| &unreadable.malformed)
+        self.object().map_err(|unreadable| &unreadable.malformed)
     }
 
     /// The typed object, or what is known of an unreadable one.
     pub fn object(&self) -> Result<&K, &Unreadable> {
-        self.0.as_ref().map_err(|unreadable| &**unreadable)
+        self.0.as_deref().map_err(|unreadable| &**unreadable)
+    }
+
+    /// The typed object as the store holds it; `None` when it is unreadable.
+    pub fn shared(&self) -> Option<&Arc<K>> {
+        self.0.as_ref().ok()
     }
 }
 
 /// What a store keeps of an object of this kind, decided as each object is read: a list page is
 /// decoded whole, so trimming later would first hold the page's objects at full size.
-pub trait Keep {
-    fn keep_only_what_the_planner_reads(&mut self) {}
+pub trait Keep: Resource {
+    /// Whether the planner reads this kind's managedFields; every other kind's are dropped, and
+    /// an object is read without them when it cannot be read with them (see [`read`]).
+    const READS_MANAGED_FIELDS: bool = false;
+
+    fn keep_only_what_the_planner_reads(&mut self) {
+        self.meta_mut().managed_fields = None;
+    }
 }
 
-impl<K: MachineObject> Keep for K {
+impl<K: MachineObject + Resource> Keep for K {
     fn keep_only_what_the_planner_reads(&mut self) {
         MachineObject::keep_only_what_the_planner_reads(self);
     }
 }
 
-/// The singletons are kept whole.
-impl Keep for MachineConfiguration {}
+/// `plan::other_managers` reads who else writes the MachineConfiguration from its managedFields;
+/// a singleton is kept whole.
+impl Keep for MachineConfiguration {
+    const READS_MANAGED_FIELDS: bool = true;
+    fn keep_only_what_the_planner_reads(&mut self) {}
+}
+
 impl Keep for Infrastructure {}
 impl Keep for ClusterVersion {}
+impl Keep for ConfigMap {}
+impl Keep for Secret {}
+/// The infrastructure templates of Cluster API MachineSets.
+impl Keep for DynamicObject {}
 
-impl<'de, K> Deserialize<'de> for Lenient<K>
-where
-    K: DeserializeOwned + Resource<DynamicType = ()> + Keep,
-{
+/// Trimmed where they are watched ([`super::boot_watches`], [`super::nodes`]).
+impl Keep for Machine {
+    fn keep_only_what_the_planner_reads(&mut self) {
+        super::boot_watches::keep_only_what_the_evidence_reads(self);
+    }
+}
+
+impl Keep for Node {
+    fn keep_only_what_the_planner_reads(&mut self) {
+        super::nodes::keep_only_what_is_read(self);
+    }
+}
+
+impl<'de, K: DeserializeOwned + Keep> Deserialize<'de> for Lenient<K> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let raw = Box::<RawValue>::deserialize(deserializer)?;
-        match serde_json::from_str::<K>(raw.get()) {
-            Ok(mut object) => {
-                object.keep_only_what_the_planner_reads();
-                Ok(Lenient(Ok(object)))
-            }
-            Err(error) => {
-                let metadata = metadata(raw.get()).map_err(serde::de::Error::custom)?;
-                let malformed = Malformed {
-                    namespace: metadata.namespace.clone().unwrap_or_default(),
-                    name: metadata.name.clone().unwrap_or_default(),
-                    error: error.to_string(),
-                };
-                Ok(Lenient(Err(Box::new(Unreadable {
-                    metadata,
-                    malformed,
-                }))))
-            }
+        let read = read(raw.get()).map_err(serde::de::Error::custom)?;
+        Ok(Lenient(read.map(Arc::new).map_err(Box::new)))
+    }
+}
+
+/// Reads one object (an item of a list or of a watch event): typed and trimmed, or, when it does
+/// not fit its typed view, what is known of it and why. Fails only when the text is not an
+/// object with well-formed metadata, which the API server never sends.
+///
+/// A client may nest an object's managedFields deeper than serde_json's limit (kube-apiserver
+/// 1.34 accepts and stores a 140-deep `fieldsV1`): an object that cannot be read whole is read
+/// again without them, as every kind but the MachineConfiguration drops them anyway.
+pub fn read<K: DeserializeOwned + Keep>(
+    text: &str,
+) -> Result<Result<K, Unreadable>, serde_json::Error> {
+    let typed = serde_json::from_str::<K>(text).or_else(|error| match K::READS_MANAGED_FIELDS {
+        true => Err(error),
+        false => serde_json::from_str::<K>(&without_managed_fields(text)?),
+    });
+    match typed {
+        Ok(mut object) => {
+            object.keep_only_what_the_planner_reads();
+            Ok(Ok(object))
+        }
+        Err(error) => {
+            let metadata = metadata(text)?;
+            let malformed = Malformed {
+                namespace: metadata.namespace.clone().unwrap_or_default(),
+                name: metadata.name.clone().unwrap_or_default(),
+                error: bounded(error.to_string()),
+            };
+            Ok(Err(Unreadable {
+                metadata,
+                malformed,
+            }))
         }
     }
+}
+
+/// `object` without `metadata.managedFields`, every other field as written. Fields are taken
+/// as raw text, which has no depth limit.
+fn without_managed_fields(object: &str) -> Result<String, serde_json::Error> {
+    let mut fields: BTreeMap<String, &RawValue> = serde_json::from_str(object)?;
+    let Some(metadata) = fields.get("metadata").copied() else {
+        return Ok(object.to_string());
+    };
+    let mut metadata: BTreeMap<String, &RawValue> = serde_json::from_str(metadata.get())?;
+    metadata.remove("managedFields");
+    let metadata = serde_json::value::to_raw_value(&metadata)?;
+    fields.insert("metadata".to_string(), &metadata);
+    serde_json::to_string(&fields)
+}
+
+/// An error quotes the value it could not read (a string of any length): what is logged and
+/// reported of it is bounded.
+fn bounded(mut error: String) -> String {
+    const LIMIT: usize = 500;
+    if error.len() > LIMIT {
+        let mut end = LIMIT;
+        while !error.is_char_boundary(end) {
+            end -= 1;
+        }
+        error.truncate(end);
+        error.push_str("...");
+    }
+    error
 }
 
 /// What is read of an unreadable object: its metadata's identity and the maps rules read. Every
@@ -114,7 +205,7 @@ struct Item {
 }
 
 /// An unreadable object's metadata, whatever the depth of the rest of it, without managedFields.
-pub(crate) fn metadata(object: &str) -> Result<ObjectMeta, serde_json::Error> {
+fn metadata(object: &str) -> Result<ObjectMeta, serde_json::Error> {
     let id = serde_json::from_str::<Item>(object)?.metadata;
     Ok(ObjectMeta {
         name: id.name,
@@ -128,23 +219,20 @@ pub(crate) fn metadata(object: &str) -> Result<ObjectMeta, serde_json::Error> {
     })
 }
 
-impl<K> Resource for Lenient<K>
-where
-    K: Resource<DynamicType = ()>,
-{
-    type DynamicType = ();
+impl<K: Resource + Clone> Resource for Lenient<K> {
+    type DynamicType = K::DynamicType;
     type Scope = K::Scope;
 
-    fn kind(dt: &()) -> Cow<'_, str> {
+    fn kind(dt: &Self::DynamicType) -> Cow<'_, str> {
         K::kind(dt)
     }
-    fn group(dt: &()) -> Cow<'_, str> {
+    fn group(dt: &Self::DynamicType) -> Cow<'_, str> {
         K::group(dt)
     }
-    fn version(dt: &()) -> Cow<'_, str> {
+    fn version(dt: &Self::DynamicType) -> Cow<'_, str> {
         K::version(dt)
     }
-    fn plural(dt: &()) -> Cow<'_, str> {
+    fn plural(dt: &Self::DynamicType) -> Cow<'_, str> {
         K::plural(dt)
     }
     fn meta(&self) -> &ObjectMeta {
@@ -155,7 +243,7 @@ where
     }
     fn meta_mut(&mut self) -> &mut ObjectMeta {
         match &mut self.0 {
-            Ok(object) => object.meta_mut(),
+            Ok(object) => Arc::make_mut(object).meta_mut(),
             Err(unreadable) => &mut unreadable.metadata,
         }
     }
@@ -307,5 +395,104 @@ mod tests {
             Some("machine-config-operator")
         );
         assert!(stored.kept().is_ok());
+    }
+
+    /// A list page of one kind as the API server sends it, `items` given as JSON text.
+    fn page<K: DeserializeOwned + Keep>(items: &[serde_json::Value]) -> Vec<Lenient<K>> {
+        let list = serde_json::json!({"items": items}).to_string();
+        let list: kube::core::ObjectList<Lenient<K>> =
+            serde_json::from_str(&list).expect("the page decodes");
+        list.items
+    }
+
+    fn nested(depth: usize, leaf: serde_json::Value, key: &str) -> serde_json::Value {
+        (0..depth).fold(leaf, |inner, _| serde_json::json!({ key: inner }))
+    }
+
+    /// managedFields nested 140 deep, which any client may write (kube-apiserver 1.34 stores them).
+    fn deep_managed_fields() -> serde_json::Value {
+        serde_json::json!([{"manager": "m", "operation": "Update", "fieldsType": "FieldsV1",
+                            "fieldsV1": nested(140, serde_json::json!({}), "f:n")}])
+    }
+
+    /// Regression (issue 46): a Node, ConfigMap, Secret or template whose managedFields a client
+    /// nested 140 deep failed its whole page, and its watch never listed. Those fields are
+    /// dropped anyway: the object is read without them.
+    #[test]
+    fn objects_deep_only_in_their_managed_fields_are_read_without_them() {
+        let node = |name: &str, managed: serde_json::Value| {
+            serde_json::json!({"metadata": {"name": name, "managedFields": managed},
+                "status": {"conditions": [{"type": "Ready", "status": "True"}]}})
+        };
+        let nodes: Vec<Lenient<Node>> = page(&[
+            node("deep", deep_managed_fields()),
+            node("plain", serde_json::json!([])),
+        ]);
+        let deep = nodes[0].kept().expect("read without its managedFields");
+        assert!(crate::plan::nodes::is_ready(deep));
+        assert_eq!(deep.metadata.managed_fields, None);
+        assert!(nodes[1].kept().is_ok());
+
+        let config_map = serde_json::json!({"metadata": {"name": "golden", "namespace": "ns",
+            "managedFields": deep_managed_fields()}, "data": {"stream": "{}"}});
+        let read: Vec<Lenient<ConfigMap>> = page(std::slice::from_ref(&config_map));
+        assert_eq!(
+            read[0].kept().unwrap().data.as_ref().unwrap()["stream"],
+            "{}"
+        );
+        let secret = serde_json::json!({"metadata": {"name": "worker-user-data", "namespace": "ns",
+            "managedFields": deep_managed_fields()}, "data": {"userData": "e30="}});
+        let secret: Vec<Lenient<Secret>> = page(&[secret]);
+        assert!(secret[0].kept().is_ok());
+        let template: Vec<Lenient<DynamicObject>> = page(&[config_map]);
+        assert!(template[0].kept().is_ok());
+    }
+
+    /// ...but the MachineConfiguration's managedFields say who else manages boot images: one
+    /// that cannot be read with them is not read at all.
+    #[test]
+    fn a_machine_configuration_is_never_read_without_its_managed_fields() {
+        let mc = serde_json::json!({"metadata": {"name": "cluster",
+            "managedFields": deep_managed_fields()}, "spec": {}});
+        let read: Vec<Lenient<MachineConfiguration>> = page(&[mc]);
+        let unreadable = read[0].kept().expect_err("unreadable");
+        assert!(
+            unreadable.error.contains("recursion limit"),
+            "{}",
+            unreadable.error
+        );
+    }
+
+    /// Regression (issue 46): a Machine whose providerSpec nests 140 deep failed the page of
+    /// Machines; now it alone is unreadable, with its identity.
+    #[test]
+    fn a_deep_machine_is_unreadable_alone() {
+        let machine = |name: &str, value: serde_json::Value| {
+            serde_json::json!({"metadata": {"name": name, "namespace": "ns"},
+                "spec": {"providerSpec": {"value": value}}})
+        };
+        let deep = machine("deep", nested(140, serde_json::json!("leaf"), "n"));
+        let machines: Vec<Lenient<Machine>> =
+            page(&[deep, machine("plain", serde_json::json!({}))]);
+        let unreadable = machines[0].object().expect_err("unreadable");
+        assert_eq!(unreadable.malformed.name, "deep");
+        assert!(unreadable.malformed.error.contains("recursion limit"));
+        assert_eq!(
+            machines[1].shared().unwrap().metadata.name.as_deref(),
+            Some("plain")
+        );
+    }
+
+    #[test]
+    fn a_long_error_is_bounded() {
+        let long = "x".repeat(10_000);
+        let object = serde_json::json!({"metadata": {"name": "bad"}, "spec": {"replicas": long}});
+        let read: Lenient<MachineSet> = serde_json::from_value(object).unwrap();
+        let error = &read.kept().expect_err("unreadable").error;
+        assert!(
+            error.len() < 600 && error.contains("xxx"),
+            "{}",
+            error.len()
+        );
     }
 }

@@ -245,8 +245,9 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> Result<(), RunEr
     finish(leadership).await
 }
 
-/// Waits until every watch has listed its objects, then says the controller is ready; false
-/// when it is stopped first.
+/// Waits until every watch of the planner's own inputs has listed its objects, then says the
+/// controller is ready, and waits (a bounded time) for the Machines and Nodes, whose evidence
+/// never holds readiness; false when it is stopped first.
 async fn caches_synced(
     stores: &watches::Stores,
     boots: &boot_watches::BootStores,
@@ -256,12 +257,15 @@ async fn caches_synced(
 ) -> bool {
     tokio::select! {
         _ = shutdown.cancelled() => return false,
-        _ = async { tokio::join!(stores.wait_until_ready(), boots.wait_until_ready()) } => {}
+        _ = stores.wait_until_ready() => {}
     }
     health.set_synced();
     metrics.ready.set(1);
     info!("caches synced; controller ready");
-    true
+    tokio::select! {
+        _ = shutdown.cancelled() => false,
+        _ = boots.wait_until_listed() => true,
+    }
 }
 
 /// Metrics and probes on their own addresses, as kubebuilder controllers do; one listener

@@ -3,70 +3,135 @@
 //! theirs), and whether each is Ready (a Ready Node proves the boot image of the Machine it
 //! runs on, `plan::boot_evidence`). `plan --live` reads the same from one list of Nodes.
 //!
-//! Kubelets write their Node every few seconds; only a change of what is read re-plans.
+//! Kubelets write their Node every few seconds, and on a large cluster many Nodes a second: an
+//! event costs what it changes (the one Node's entry is compared and updated; the whole is
+//! rebuilt only when the Nodes are listed again), a readiness change re-plans only the
+//! MachineSets whose Machines run on that Node, and the changes of [`COALESCED`] are sent
+//! together.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, NodeStatus};
+use kube::Resource;
 use kube::api::Api;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::mpsc::UnboundedSender;
+use tokio::time::Instant;
 
+use super::lenient::Lenient;
 use super::watch_backoff::retried;
 use super::watches::{Trigger, paged};
 use crate::names::{ARCH_LABEL, CONTROL_PLANE_NODE_LABELS};
+use crate::plan::ObjectKey;
 use crate::plan::nodes::{control_plane_arch, is_ready};
 
-pub(super) struct Nodes(Store<Node>);
+/// Node changes are sent to the planner at most this often. What they feed is slow anyway: a
+/// boot is proven within minutes, and the join limit is 20 minutes by default.
+const COALESCED: Duration = Duration::from_secs(1);
+
+pub(super) struct Nodes {
+    store: Store<Lenient<Node>>,
+    /// What is read of the Nodes, kept up to date by the watch, one event at a time.
+    read: Arc<Mutex<WhatIsRead>>,
+}
 
 impl Nodes {
-    pub fn start(client: &kube::Client, tx: UnboundedSender<Trigger>) -> Self {
+    /// `running_on` names the MachineSets whose Machines run on some Nodes: those a readiness
+    /// change of these Nodes re-plans.
+    pub fn start(
+        client: &kube::Client,
+        tx: UnboundedSender<Trigger>,
+        running_on: impl Fn(&BTreeSet<String>) -> BTreeSet<ObjectKey> + Send + 'static,
+    ) -> Self {
         let (store, writer) = reflector::store();
-        let stream = watcher(Api::all(client.clone()), paged())
-            .modify(keep_only_what_is_read)
-            .reflect(writer);
-        let stream = retried("Nodes", stream);
-        let reader = store.clone();
+        let stream = retried(
+            "Nodes",
+            watcher(Api::all(client.clone()), paged()).reflect(writer),
+        );
+        let read = Arc::new(Mutex::new(WhatIsRead::default()));
+        let (reader, shared) = (store.clone(), read.clone());
         tokio::spawn(async move {
             futures::pin_mut!(stream);
-            let mut last = None;
-            while let Some(event) = stream.next().await {
-                if event.is_err() {
-                    continue;
-                }
-                let current = what_is_read(&reader.state());
-                if last.as_ref() != Some(&current) {
-                    last = Some(current);
-                    if tx.send(Trigger::All).is_err() {
-                        return;
+            let mut pending = Pending::default();
+            let mut listed = false;
+            loop {
+                let event = tokio::select! {
+                    event = stream.next() => event,
+                    _ = sleep_until(pending.due) => {
+                        if !pending.send(&tx, &running_on) {
+                            return;
+                        }
+                        continue;
                     }
+                };
+                let Some(event) = event else { return };
+                let mut read = shared.lock().unwrap_or_else(PoisonError::into_inner);
+                match event {
+                    // A (re)list: the whole is read again, and everything re-planned if it
+                    // changed; at once, the first time (the first pass waits for it).
+                    Ok(watcher::Event::InitDone) => {
+                        let fresh = WhatIsRead::of(&reader.state());
+                        if !listed || *read != fresh {
+                            *read = fresh;
+                            pending.all = true;
+                            if !listed {
+                                listed = true;
+                                pending.due = Some(Instant::now());
+                            }
+                        }
+                    }
+                    Ok(watcher::Event::Apply(node)) => {
+                        let name = node.meta().name.clone().unwrap_or_default();
+                        let change = read.record(name, node.kept().ok());
+                        pending.add(change);
+                    }
+                    Ok(watcher::Event::Delete(node)) => {
+                        let name = node.meta().name.clone().unwrap_or_default();
+                        pending.add(read.record(name, None));
+                    }
+                    Ok(_) | Err(_) => {}
                 }
+                pending.due = pending
+                    .due
+                    .or_else(|| pending.any().then(|| Instant::now() + COALESCED));
             }
         });
-        Nodes(store)
+        Nodes { store, read }
     }
 
     pub async fn wait_until_ready(&self) {
-        let _ = self.0.wait_until_ready().await;
+        let _ = self.store.wait_until_ready().await;
+    }
+
+    fn read(&self) -> std::sync::MutexGuard<'_, WhatIsRead> {
+        self.read.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Every control-plane Node and its architecture label.
     pub fn control_plane(&self) -> BTreeMap<String, Option<String>> {
-        control_plane(&self.0.state())
+        self.read().control_plane.clone()
     }
 
     /// Every Node by name, and whether it is Ready.
     pub fn readiness(&self) -> BTreeMap<String, bool> {
-        readiness(&self.0.state())
+        self.read().ready.clone()
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
 
 /// A Node's name, the labels that say control plane and architecture, and its Ready condition;
 /// its images, addresses and capacity go.
-fn keep_only_what_is_read(node: &mut Node) {
+pub(super) fn keep_only_what_is_read(node: &mut Node) {
     let meta = &mut node.metadata;
     (meta.managed_fields, meta.annotations) = (None, None);
     if let Some(labels) = &mut meta.labels {
@@ -82,22 +147,89 @@ fn keep_only_what_is_read(node: &mut Node) {
     });
 }
 
-type WhatIsRead = (BTreeMap<String, Option<String>>, BTreeMap<String, bool>);
-
-fn what_is_read(nodes: &[Arc<Node>]) -> WhatIsRead {
-    (control_plane(nodes), readiness(nodes))
+/// What the planner reads of the Nodes.
+#[derive(Debug, Default, PartialEq)]
+struct WhatIsRead {
+    control_plane: BTreeMap<String, Option<String>>,
+    ready: BTreeMap<String, bool>,
 }
 
-fn control_plane(nodes: &[Arc<Node>]) -> BTreeMap<String, Option<String>> {
-    (nodes.iter())
-        .filter_map(|n| Some((n.metadata.name.clone()?, control_plane_arch(n)?)))
-        .collect()
+/// What one Node's event changed of [`WhatIsRead`].
+#[derive(Debug, Default, PartialEq)]
+struct Change {
+    control_plane: bool,
+    /// The Node, when its readiness changed.
+    readiness: Option<String>,
 }
 
-fn readiness(nodes: &[Arc<Node>]) -> BTreeMap<String, bool> {
-    (nodes.iter())
-        .map(|n| (n.metadata.name.clone().unwrap_or_default(), is_ready(n)))
-        .collect()
+impl WhatIsRead {
+    fn of(nodes: &[Arc<Lenient<Node>>]) -> Self {
+        let mut read = WhatIsRead::default();
+        for node in nodes {
+            let name = node.meta().name.clone().unwrap_or_default();
+            read.record(name, node.kept().ok());
+        }
+        read
+    }
+
+    /// Records the Node `name` as it is now (`None`: deleted, or unreadable, which is evidence of
+    /// nothing), and says what changed.
+    fn record(&mut self, name: String, node: Option<&Node>) -> Change {
+        let arch = node.and_then(control_plane_arch);
+        let control_plane = match &arch {
+            Some(arch) => self.control_plane.get(&name) != Some(arch),
+            None => self.control_plane.contains_key(&name),
+        };
+        if control_plane {
+            match arch {
+                Some(arch) => self.control_plane.insert(name.clone(), arch),
+                None => self.control_plane.remove(&name),
+            };
+        }
+        let ready = node.map(is_ready);
+        let was = match ready {
+            Some(ready) => self.ready.insert(name.clone(), ready),
+            None => self.ready.remove(&name),
+        };
+        Change {
+            control_plane,
+            readiness: (was != ready).then_some(name),
+        }
+    }
+}
+
+/// The changes not sent yet, and when they are due.
+#[derive(Default)]
+struct Pending {
+    all: bool,
+    nodes: BTreeSet<String>,
+    due: Option<Instant>,
+}
+
+impl Pending {
+    fn add(&mut self, change: Change) {
+        self.all |= change.control_plane;
+        self.nodes.extend(change.readiness);
+    }
+
+    fn any(&self) -> bool {
+        self.all || !self.nodes.is_empty()
+    }
+
+    /// Sends what is pending: everything when the control plane changed, else the MachineSets
+    /// whose Machines run on the Nodes whose readiness changed. False once nobody listens.
+    fn send(
+        &mut self,
+        tx: &UnboundedSender<Trigger>,
+        running_on: &impl Fn(&BTreeSet<String>) -> BTreeSet<ObjectKey>,
+    ) -> bool {
+        let nodes = std::mem::take(&mut self.nodes);
+        self.due = None;
+        if std::mem::take(&mut self.all) {
+            return tx.send(Trigger::All).is_ok();
+        }
+        (running_on(&nodes).into_iter()).all(|key| tx.send(Trigger::One(key)).is_ok())
+    }
 }
 
 #[cfg(test)]
@@ -160,13 +292,15 @@ mod tests {
             (None, 1)
         );
 
-        let (control_plane, ready) = what_is_read(&[Arc::new(master), Arc::new(worker)]);
+        let mut read = WhatIsRead::default();
+        read.record("master-0".into(), Some(&master));
+        read.record("worker-0".into(), Some(&worker));
         assert_eq!(
-            control_plane,
+            read.control_plane,
             [("master-0".to_string(), Some("arm64".to_string()))].into()
         );
         assert_eq!(
-            ready,
+            read.ready,
             [
                 ("master-0".to_string(), true),
                 ("worker-0".to_string(), false)
@@ -177,11 +311,60 @@ mod tests {
 
     #[test]
     fn the_newer_control_plane_label_alone_is_enough() {
-        let nodes = [Arc::new(node(
-            "cp-0",
-            &[(CONTROL_PLANE_NODE_LABELS[1], "")],
-            "True",
-        ))];
-        assert_eq!(control_plane(&nodes), [("cp-0".to_string(), None)].into());
+        let mut read = WhatIsRead::default();
+        let cp = node("cp-0", &[(CONTROL_PLANE_NODE_LABELS[1], "")], "True");
+        read.record("cp-0".into(), Some(&cp));
+        assert_eq!(read.control_plane, [("cp-0".to_string(), None)].into());
+    }
+
+    /// A kubelet's status update changes nothing read; a readiness flip names its Node alone; a
+    /// control-plane Node's architecture and its deletion change the control plane.
+    #[test]
+    fn each_node_event_says_what_it_changed() {
+        let mut read = WhatIsRead::default();
+        let worker = |ready| node("worker-0", &[(ARCH_LABEL, "amd64")], ready);
+        let nothing = Change::default();
+        let flipped = Change {
+            control_plane: false,
+            readiness: Some("worker-0".into()),
+        };
+        assert_eq!(
+            read.record("worker-0".into(), Some(&worker("False"))),
+            flipped
+        );
+        assert_eq!(
+            read.record("worker-0".into(), Some(&worker("False"))),
+            nothing
+        );
+        assert_eq!(
+            read.record("worker-0".into(), Some(&worker("True"))),
+            flipped
+        );
+        assert_eq!(read.record("worker-0".into(), None), flipped, "deleted");
+        assert!(read.ready.is_empty());
+
+        let master = |arch| {
+            node(
+                "master-0",
+                &[(CONTROL_PLANE_NODE_LABELS[0], ""), (ARCH_LABEL, arch)],
+                "True",
+            )
+        };
+        let first = read.record("master-0".into(), Some(&master("amd64")));
+        assert!(
+            first.control_plane && first.readiness.is_some(),
+            "{first:?}"
+        );
+        assert_eq!(
+            read.record("master-0".into(), Some(&master("amd64"))),
+            nothing
+        );
+        let relabelled = read.record("master-0".into(), Some(&master("arm64")));
+        assert_eq!(
+            (relabelled.control_plane, relabelled.readiness),
+            (true, None)
+        );
+        assert!(read.record("master-0".into(), None).control_plane);
+        assert_eq!(read, WhatIsRead::default());
     }
 }

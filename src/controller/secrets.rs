@@ -15,15 +15,16 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
+use super::lenient::Lenient;
 use super::watch_backoff::retried;
-use super::watches::{Trigger, drop_managed_fields, re_plan_all_on_change};
+use super::watches::{Trigger, re_plan_all_on_change};
 use crate::api::Secret;
 
 /// How long a pass waits for a new secret watch to list before treating the secret as absent.
 const FIRST_LIST_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub struct SecretWatches {
-    api: Api<Secret>,
+    api: Api<Lenient<Secret>>,
     namespace: String,
     tx: UnboundedSender<Trigger>,
     watches: BTreeMap<String, SecretWatch>,
@@ -31,7 +32,7 @@ pub struct SecretWatches {
 
 /// One secret's store and the task that fills it.
 struct SecretWatch {
-    store: Store<Secret>,
+    store: Store<Lenient<Secret>>,
     task: JoinHandle<()>,
 }
 
@@ -87,22 +88,22 @@ impl SecretWatches {
     fn start(&self, name: &str) -> SecretWatch {
         let (store, writer) = reflector::store();
         let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
-        let stream = watcher(self.api.clone(), config)
-            .modify(drop_managed_fields)
-            .reflect(writer);
+        let stream = watcher(self.api.clone(), config).reflect(writer);
         let stream = retried(format!("Secret {name}"), stream);
         // The first list is awaited by `ensure`; later changes re-plan all.
         let task = tokio::spawn(re_plan_all_on_change(stream, self.tx.clone(), true));
         SecretWatch { store, task }
     }
 
-    /// The secrets seen so far, keyed as the planner expects.
+    /// The secrets seen so far, keyed as the planner expects; an unreadable one is absent (the
+    /// planner says the secret does not exist or cannot be read).
     pub fn snapshot(&self) -> BTreeMap<(String, String), Secret> {
         self.watches
             .iter()
             .filter_map(|(name, watch)| {
                 let secret = watch.store.state().into_iter().next()?;
-                Some(((self.namespace.clone(), name.clone()), (*secret).clone()))
+                let secret = secret.kept().ok()?.clone();
+                Some(((self.namespace.clone(), name.clone()), secret))
             })
             .collect()
     }

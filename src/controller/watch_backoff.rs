@@ -7,21 +7,41 @@
 //! `utils/stream_backoff.rs` `StreamBackoff::poll_next`, `watcher.rs` `step_trampolined`). So the
 //! backoff goes after the reflector, which has used `Init` and the listed objects, and sees
 //! only progress (a whole list, an object event) and errors.
+//!
+//! Every watch decodes its objects one by one ([`Lenient`]): an object that cannot be read is
+//! reported here, alone, each time it is read, and the watch goes on without it.
 
 use futures::{Stream, StreamExt, future};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{Error, Event};
 use tracing::{debug, info, warn};
 
+use super::lenient::Lenient;
+
 /// `watch` (a reflector's stream) with kube-runtime's default backoff after each error, each
 /// failure spell logged once: a warning when it starts, an info when the watch makes progress.
 /// Yields errors and progress only (`InitDone`, `Apply`, `Delete`).
-pub fn retried<K: Send>(
+pub fn retried<K: Send + Sync>(
     name: impl Into<String>,
-    watch: impl Stream<Item = Result<Event<K>, Error>> + Send,
-) -> impl Stream<Item = Result<Event<K>, Error>> + Send {
+    watch: impl Stream<Item = Result<Event<Lenient<K>>, Error>> + Send,
+) -> impl Stream<Item = Result<Event<Lenient<K>>, Error>> + Send {
     let (name, mut failing) = (name.into(), false);
+    let unreadable_in = name.clone();
     watch
+        .inspect(move |event| {
+            if let Ok(Event::Apply(object) | Event::InitApply(object)) = event
+                && let Err(unreadable) = object.object()
+            {
+                let meta = &unreadable.metadata;
+                warn!(
+                    watch = unreadable_in,
+                    namespace = meta.namespace.as_deref().unwrap_or_default(),
+                    name = meta.name.as_deref().unwrap_or_default(),
+                    error = unreadable.malformed.error,
+                    "an object cannot be read; it alone is left out"
+                );
+            }
+        })
         .filter(|event| {
             let progress = !matches!(event, Ok(Event::Init | Event::InitApply(_)));
             future::ready(progress)
@@ -51,9 +71,12 @@ mod tests {
     /// backoff: by the fifth failure in a row the wait is 12.8 s or more.
     #[tokio::test(start_paused = true)]
     async fn failed_lists_back_off_though_each_attempt_starts_with_init() {
-        let attempts = futures::stream::iter(
-            (0..6).flat_map(|_| [Ok(Event::<()>::Init), Err(Error::NoResourceVersion)]),
-        );
+        let attempts = futures::stream::iter((0..6).flat_map(|_| {
+            [
+                Ok(Event::<Lenient<()>>::Init),
+                Err(Error::NoResourceVersion),
+            ]
+        }));
         let started = Instant::now();
         let failures: Vec<Duration> = retried("test", attempts)
             .map(|event| {
@@ -71,7 +94,8 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn progress_resets_the_backoff() {
         let failure = || Err(Error::NoResourceVersion);
-        let mut events: Vec<Result<Event<()>, Error>> = (0..5).map(|_| failure()).collect();
+        let mut events: Vec<Result<Event<Lenient<()>>, Error>> =
+            (0..5).map(|_| failure()).collect();
         events.extend([Ok(Event::InitDone), failure(), failure()]);
         let started = Instant::now();
         let at: Vec<Duration> = retried("test", futures::stream::iter(events))

@@ -3,7 +3,8 @@
 //! MachineSet events re-plan that MachineSet; every other kind re-plans everything. Singletons are
 //! watched by name (a `metadata.name` field selector), which is also what lets RBAC restrict the
 //! controller to those names. A watch error is logged and retried with backoff; it never ends the
-//! watch, and `Lenient` keeps one malformed object from failing a whole list.
+//! watch, and `Lenient` keeps one malformed object from failing a whole list (every kind is
+//! decoded item by item, and trimmed as it is read: [`Keep`]).
 
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -18,7 +19,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use tracing::{info, warn};
 
 use super::config::RunArgs;
-use super::lenient::Lenient;
+use super::lenient::{Keep, Lenient};
 use super::remembered_images;
 use super::watch_backoff::retried;
 
@@ -42,10 +43,10 @@ pub struct Stores {
     machine_sets: Store<Lenient<MachineSet>>,
     control_plane: Option<Store<Lenient<ControlPlaneMachineSet>>>,
     configurations: Store<Lenient<MachineConfiguration>>,
-    golden: Store<ConfigMap>,
+    golden: Store<Lenient<ConfigMap>>,
     infrastructure: Store<Lenient<Infrastructure>>,
     cluster_version: Option<Store<Lenient<ClusterVersion>>>,
-    known_images: Store<ConfigMap>,
+    known_images: Store<Lenient<ConfigMap>>,
     /// The images of the known-images ConfigMap, read once per resourceVersion: every pass
     /// consults up to [`remembered_images::LIMIT`] of them.
     remembered: Mutex<Option<(String, KnownImages)>>,
@@ -56,7 +57,7 @@ pub struct Stores {
 struct ClusterApiStores {
     machine_sets: Store<Lenient<ClusterApiMachineSet>>,
     machine_deployments: Store<Lenient<ClusterApiMachineDeployment>>,
-    templates: Store<DynamicObject>,
+    templates: Store<Lenient<DynamicObject>>,
 }
 
 /// Objects per page of a first list (and of every relist) of machine resources and templates.
@@ -90,6 +91,7 @@ pub async fn start(
     // Clusters without these CRDs (ControlPlaneMachineSets on some platforms, ClusterVersion
     // outside OpenShift) work without them.
     let control_plane = match installed::<Lenient<ControlPlaneMachineSet>>(
+        client,
         Api::namespaced(client.clone(), ns),
         ListParams::default(),
     )
@@ -106,17 +108,21 @@ pub async fn start(
     // Asked by name: RBAC grants this controller the ClusterVersion `version` only.
     let by_version_name =
         ListParams::default().fields(&format!("metadata.name={}", args.cluster_version_name));
-    let cluster_version =
-        match installed::<Lenient<ClusterVersion>>(Api::all(client.clone()), by_version_name).await
-        {
-            true => Some(spawn_singleton(
-                Api::all(client.clone()),
-                &args.cluster_version_name,
-                &tx,
-                resource_version,
-            )),
-            false => None,
-        };
+    let cluster_version = match installed::<Lenient<ClusterVersion>>(
+        client,
+        Api::all(client.clone()),
+        by_version_name,
+    )
+    .await
+    {
+        true => Some(spawn_singleton(
+            Api::all(client.clone()),
+            &args.cluster_version_name,
+            &tx,
+            resource_version,
+        )),
+        false => None,
+    };
     let cluster_api = cluster_api(client, &args.cluster_api_namespace, &tx).await;
     Stores {
         cluster_api,
@@ -154,26 +160,26 @@ async fn cluster_api(
     tx: &UnboundedSender<Trigger>,
 ) -> Option<ClusterApiStores> {
     let machine_sets = Api::<Lenient<ClusterApiMachineSet>>::namespaced(client.clone(), namespace);
-    let templates: Api<DynamicObject> = Api::namespaced_with(
+    let templates: Api<Lenient<DynamicObject>> = Api::namespaced_with(
         client.clone(),
         namespace,
         &plan::cluster_api_templates::api_resource(),
     );
     let machine_deployments =
         Api::<Lenient<ClusterApiMachineDeployment>>::namespaced(client.clone(), namespace);
-    let probe = ListParams::default().limit(1);
+    let all = ListParams::default();
     let answers = [
         (
             "MachineSet.cluster.x-k8s.io",
-            machine_sets.list_metadata(&probe).await.err(),
+            probe(client, &machine_sets, &all).await.err(),
         ),
         (
             "MachineDeployment.cluster.x-k8s.io",
-            machine_deployments.list_metadata(&probe).await.err(),
+            probe(client, &machine_deployments, &all).await.err(),
         ),
         (
             "AWSMachineTemplate",
-            templates.list_metadata(&probe).await.err(),
+            probe(client, &templates, &all).await.err(),
         ),
     ];
     for (kind, error) in answers {
@@ -216,12 +222,13 @@ async fn cluster_api(
 
 /// Watches the AWS machine templates of the Cluster API namespace; any change re-plans
 /// everything (they are few, and change when MachineSets move).
-fn spawn_templates(api: Api<DynamicObject>, tx: &UnboundedSender<Trigger>) -> Store<DynamicObject> {
+fn spawn_templates(
+    api: Api<Lenient<DynamicObject>>,
+    tx: &UnboundedSender<Trigger>,
+) -> Store<Lenient<DynamicObject>> {
     let writer = reflector::store::Writer::new(plan::cluster_api_templates::api_resource());
     let store = writer.as_reader();
-    let stream = watcher(api, paged())
-        .modify(drop_managed_fields)
-        .reflect(writer);
+    let stream = watcher(api, paged()).reflect(writer);
     let stream = retried(plan::cluster_api_templates::AWS_MACHINE_TEMPLATE, stream);
     tokio::spawn(re_plan_all_on_change(stream, tx.clone(), false));
     store
@@ -248,11 +255,25 @@ pub(super) async fn re_plan_all_on_change<K>(
     }
 }
 
-async fn installed<K>(api: Api<K>, params: ListParams) -> bool
+/// Asks for one object of `api` (matching `params`), and reads only whether the API server
+/// answered: the object may be one nobody can decode (see [`Lenient`]), which failed the probe
+/// and logged the whole answer.
+pub(super) async fn probe<K: Resource>(
+    client: &Client,
+    api: &Api<K>,
+    params: &ListParams,
+) -> Result<(), kube::Error> {
+    let request = kube::core::Request::new(api.resource_url())
+        .list_metadata(&params.clone().limit(1))
+        .map_err(kube::Error::BuildRequest)?;
+    client.request_text(request).await.map(drop)
+}
+
+async fn installed<K>(client: &Client, api: Api<K>, params: ListParams) -> bool
 where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
+    K: Resource<DynamicType = ()>,
 {
-    match api.list_metadata(&params.limit(1)).await {
+    match probe(client, &api, &params).await {
         Err(kube::Error::Api(e)) if e.code == 404 => {
             info!(kind = %K::kind(&()), "CRD not installed; not watching it");
             false
@@ -307,20 +328,18 @@ where
 /// must not trigger a full pass each (its fingerprint ignores status), while any change to the
 /// golden ConfigMap does.
 fn spawn_singleton<K>(
-    api: Api<K>,
+    api: Api<Lenient<K>>,
     name: &str,
     tx: &UnboundedSender<Trigger>,
-    fingerprint: fn(&K) -> String,
-) -> Store<K>
+    fingerprint: fn(&Lenient<K>) -> String,
+) -> Store<Lenient<K>>
 where
-    K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+    K: Keep<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
 {
     let (store, writer) = reflector::store();
     // By name: also what lets RBAC restrict the controller to this one object.
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
-    let stream = watcher(api, config)
-        .modify(drop_managed_fields_unless_read)
-        .reflect(writer);
+    let stream = watcher(api, config).reflect(writer);
     let stream = retried(format!("{} {name}", K::kind(&())), stream);
     let tx = tx.clone();
     tokio::spawn(async move {
@@ -347,20 +366,6 @@ where
         }
     });
     store
-}
-
-/// `managedFields` are often the largest part of an object and we never read them; dropping
-/// them before they reach a store is most of the memory a cache of MachineSets costs.
-pub(super) fn drop_managed_fields<K: Resource>(object: &mut K) {
-    object.meta_mut().managed_fields = None;
-}
-
-/// The MachineConfiguration's `managedFields` say whether another boot image manager is active
-/// (`plan::other_managers`); a singleton's are small. Every other object's are dropped.
-fn drop_managed_fields_unless_read<K: Resource<DynamicType = ()>>(object: &mut K) {
-    if K::kind(&()) != "MachineConfiguration" {
-        drop_managed_fields(object);
-    }
 }
 
 /// Any change at all.
@@ -436,7 +441,8 @@ impl Stores {
             .unwrap_or_default()
     }
 
-    /// The AWS machine templates of the Cluster API namespace, as the planner reads them.
+    /// The AWS machine templates of the Cluster API namespace, as the planner reads them; an
+    /// unreadable one is absent (the MachineSets naming it are told it cannot be read).
     pub fn infrastructure_templates(&self) -> plan::cluster_api_templates::Templates {
         let Some(cluster_api) = &self.cluster_api else {
             return Default::default();
@@ -446,6 +452,7 @@ impl Stores {
             .state()
             .into_iter()
             .filter_map(|t| {
+                let t = t.shared()?.clone();
                 let name = t.metadata.name.clone()?;
                 let kind = plan::cluster_api_templates::AWS_MACHINE_TEMPLATE.to_string();
                 Some(((kind, name), t))
@@ -484,7 +491,7 @@ impl Stores {
     }
 
     pub fn golden(&self) -> Option<ConfigMap> {
-        first(&self.golden).map(|c| (*c).clone())
+        parsed(first(&self.golden))
     }
 
     pub fn infrastructure(&self) -> Option<Infrastructure> {
@@ -501,7 +508,7 @@ impl Stores {
     }
 
     pub fn known_images_config_map(&self) -> Option<Arc<ConfigMap>> {
-        first(&self.known_images)
+        first(&self.known_images)?.shared().cloned()
     }
 
     /// Images of earlier golden streams, remembered in our ConfigMap.

@@ -417,3 +417,45 @@ async fn a_failure_recorded_before_a_restart_is_not_announced_again_and_is_rever
     );
     second.terminate();
 }
+
+/// A Node that turns Ready after its Machine names it proves the image: its readiness change
+/// re-plans the MachineSet whose Machine runs on it (issue 46: a Node's event re-plans what it
+/// changes, no more; the resync is 10 minutes away).
+#[tokio::test]
+async fn a_node_that_turns_ready_after_its_machine_names_it_proves_the_new_image() {
+    let env = TestEnv::new("boot-late-ready").await;
+    upgraded_cluster(&env).await;
+    let mut controller = env.controller(&[]);
+    controller.wait_ready().await;
+    wait_moved(&env).await;
+    create_machine(&env, "worker-a-x1").await;
+    let node = format!("{}-worker-a-x1", env.ns);
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(env.client.clone());
+    let created = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}});
+    nodes
+        .create(
+            &Default::default(),
+            &serde_json::from_value(created).unwrap(),
+        )
+        .await
+        .expect("node created");
+    let status = json!({"phase": "Running", "nodeRef": {"kind": "Node", "name": node}});
+    set_status(&env, "worker-a-x1", status).await;
+    // The Machine's own event has been planned: unproven, its Node not Ready yet.
+    let unproven = "boot_image_controller_boot_evidence_machinesets{state=\"Unproven\"}";
+    assert!(metric_is(&controller, unproven, 1.0).await);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let ready = json!({"status": {"conditions": [{
+        "type": "Ready", "status": "True", "reason": "KubeletReady", "message": "ready",
+        "lastHeartbeatTime": "2026-01-01T00:00:00Z", "lastTransitionTime": "2026-01-01T00:00:00Z"
+    }]}});
+    nodes
+        .patch_status(&node, &PatchParams::default(), &Patch::Merge(ready))
+        .await
+        .expect("node ready");
+    let evidence = wait_settled(&env, 0).await;
+    let _ = nodes.delete(&node, &Default::default()).await;
+    assert_eq!(evidence["state"], "Proven", "{evidence}");
+    assert_eq!(evidence["machine"], "worker-a-x1");
+    controller.terminate();
+}
