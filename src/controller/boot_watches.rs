@@ -19,6 +19,8 @@ use super::watches::{Trigger, paged};
 use crate::api::{Machine, ObjectMeta};
 use crate::machine_kind::MachineKind;
 use crate::plan::ObjectKey;
+use crate::plan::boot_evidence::ERROR_MESSAGE_KEPT;
+use crate::quoted::bounded;
 
 pub(super) struct BootStores {
     /// `None` where Machines cannot be listed: then no image is proven or failed.
@@ -110,13 +112,17 @@ fn owners(meta: &ObjectMeta) -> impl Iterator<Item = ObjectKey> + '_ {
 }
 
 /// Owner, creation time, provider spec (as far as a platform rule reads it) and the status
-/// the evidence reads: a Machine's status carries the provider's whole instance status.
+/// the evidence reads: a Machine's status carries the provider's whole instance status, and
+/// its `errorMessage` is bounded (anyone who can write a Machine's status chooses it).
 fn keep_only_what_the_evidence_reads(machine: &mut Machine) {
     let meta = &mut machine.metadata;
     (meta.managed_fields, meta.annotations, meta.labels) = (None, None, None);
     machine.spec.keep_only_what_the_rules_read();
     if let Some(status) = &mut machine.status {
         status.extra = Default::default();
+        if let Some(message) = &mut status.error_message {
+            *message = bounded(message, ERROR_MESSAGE_KEPT);
+        }
         if let Some(node) = &mut status.node_ref {
             node.extra = Default::default();
         }

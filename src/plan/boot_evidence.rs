@@ -24,6 +24,7 @@ use serde_json::Value;
 
 use crate::api::{Machine, ObjectMeta};
 use crate::platform::image_locations;
+use crate::quoted::{bounded, printable};
 
 /// What the cluster shows of Machines and Nodes, for [`judge`].
 #[derive(Clone, Debug, Default)]
@@ -215,7 +216,11 @@ fn verdict(
                 status.error_message.as_deref().unwrap_or_default(),
             );
             match image_failure(reason, message) {
-                Some(cause) => Verdict::Fails(format!("{cause} ({reason}: {message})")),
+                Some(cause) => Verdict::Fails(format!(
+                    "{cause} ({}: {})",
+                    quoted(reason),
+                    quoted(message)
+                )),
                 None => Verdict::Open(None),
             }
         }
@@ -239,6 +244,21 @@ fn verdict(
         }
         _ => Verdict::Open(None),
     }
+}
+
+/// How much of a Machine's `errorMessage` is kept as it is read: enough for every provider's
+/// words that [`image_failure`] looks for, which come first.
+pub const ERROR_MESSAGE_KEPT: usize = 4_096;
+
+/// How much of it a verdict quotes (as a condition quotes an object's message): the verdict is
+/// kept in memory, in the history and in the hold annotation, and a message of 140 kB made the
+/// revert patch too large for the API server.
+const ERROR_MESSAGE_QUOTED: usize = 1_000;
+
+/// A Machine's words as a verdict keeps them: escaped (they reach the text log, Events and
+/// annotations) and bounded.
+fn quoted(text: &str) -> String {
+    bounded(&printable(text), ERROR_MESSAGE_QUOTED)
 }
 
 /// Why a `Failed` Machine's error points at its boot image, or `None` when it does not (quota,

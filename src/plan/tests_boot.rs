@@ -525,3 +525,30 @@ fn image_errors_are_told_from_quota_capacity_and_credentials() {
         assert_eq!(image_failure(reason, message), None, "{reason}: {message}");
     }
 }
+
+/// Issue 46: a 140 kB `errorMessage` made the revert patch too large, and a crafted one wrote
+/// fake lines and escape bytes into the text log.
+#[test]
+fn a_machine_error_message_is_kept_bounded_and_escaped() {
+    let crafted = format!(
+        "{AMI_NOT_FOUND}\n2026-03-02T10:00:00Z  INFO boot_image_controller: all is well\u{1b}[2J{}",
+        "x".repeat(140_000)
+    );
+    let mut cluster = cluster();
+    cluster.boots.machines = vec![machine(
+        "worker-a-x1",
+        1,
+        AMI_421_US_EAST_1,
+        failed("InvalidConfiguration", &crafted),
+    )];
+    let d = decide_with(&cluster, moved(&[move_entry()]), reverting());
+    assert_eq!(d.reason, Reason::BootImageReverted);
+    let reason = d.boot_evidence.clone().unwrap().reason.unwrap();
+    assert!(reason.len() < 1_200, "{} bytes", reason.len());
+    assert!(reason.contains("\\u{a}2026-03-02T10:00:00Z  INFO"), "{reason}");
+    for text in [&reason, &d.message] {
+        assert!(!text.chars().any(char::is_control), "{text:?}");
+    }
+    let patch = serde_json::to_string(&d.patch).unwrap();
+    assert!(patch.len() < 8_000, "a patch of {} bytes", patch.len());
+}
