@@ -111,12 +111,14 @@ fn owners(meta: &ObjectMeta) -> impl Iterator<Item = ObjectKey> + '_ {
         })
 }
 
-/// Owner, creation time, provider spec (as far as a platform rule reads it) and the status
-/// the evidence reads: a Machine's status carries the provider's whole instance status, and
-/// its `errorMessage` is bounded (anyone who can write a Machine's status chooses it).
+/// Owner, labels (which MachineSet selects it), creation time, provider spec (as far as a
+/// platform rule reads it, and the leaves of the whole, to compare with its MachineSet's
+/// template) and the status the evidence reads: a Machine's status carries the provider's
+/// whole instance status, and its `errorMessage` is bounded (anyone who can write a Machine's
+/// status chooses it).
 fn keep_only_what_the_evidence_reads(machine: &mut Machine) {
     let meta = &mut machine.metadata;
-    (meta.managed_fields, meta.annotations, meta.labels) = (None, None, None);
+    (meta.managed_fields, meta.annotations) = (None, None);
     machine.spec.keep_only_what_the_rules_read();
     if let Some(status) = &mut machine.status {
         status.extra = Default::default();

@@ -22,7 +22,10 @@ use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::api::{Machine, ObjectMeta};
+use kube::core::{Selector, SelectorExt};
+
+use crate::api::{LabelSelector, Leaves, Machine, ObjectMeta, ProviderSpec};
+use crate::machine_kind::MachineKind;
 use crate::platform::image_locations;
 use crate::quoted::{bounded, printable};
 
@@ -117,11 +120,19 @@ enum Verdict {
     Open(Option<Timestamp>),
 }
 
+/// A moved MachineSet, as far as telling the Machines it made from others goes.
+pub struct Owner<'a> {
+    pub meta: &'a ObjectMeta,
+    pub selector: Option<&'a LabelSelector>,
+    /// Its template's provider spec.
+    pub template: Option<&'a ProviderSpec>,
+}
+
 /// The evidence so far for the move of the MachineSet `owner` to `image` at `moved_at` (its
 /// history's newest entry, RFC 3339): from the Machines `owner` created at or after the move
 /// that boot that image.
 pub fn judge(
-    owner: &ObjectMeta,
+    owner: &Owner<'_>,
     moved_at: &str,
     image: &Value,
     boots: &Boots,
@@ -134,9 +145,19 @@ pub fn judge(
     // creationTimestamp has whole seconds: a Machine created in the second of the move counts,
     // and one created just before it is told apart by its image.
     let since = Timestamp::from_second(moved_at.as_second()).unwrap_or(moved_at);
+    // The MachineSet controller makes no Machine for a MachineSet with an empty selector
+    // (openshift/machine-api-operator, pkg/controller/machineset/controller.go,
+    // `validateMachineset`): nothing counts for one here either.
+    let selector = (owner.selector.cloned())
+        .and_then(|s| Selector::try_from(s).ok())
+        .filter(|s| !s.selects_all());
+    let (Some(selector), Some(template)) = (selector, owner.template.map(ProviderSpec::leaves))
+    else {
+        return BootEvidence::unproven(None);
+    };
     let mut evidence: Vec<(&Machine, Verdict)> = (boots.machines.iter())
         .map(Arc::as_ref)
-        .filter(|m| created_by(m, owner))
+        .filter(|m| created_by(m, owner.meta, &selector, &template))
         .filter(|m| (m.metadata.creation_timestamp.as_ref()).is_some_and(|t| t.0 >= since))
         .filter(|m| holds_image(m.spec.provider_spec.value.as_ref(), image))
         .map(|m| (m, verdict(m, &boots.nodes, now, join_limit)))
@@ -171,21 +192,32 @@ pub fn judge(
     BootEvidence::unproven(next)
 }
 
-/// Whether the MachineSet `owner` created `machine`: the MachineSet controller sets itself as
-/// the Machine's controller owner (openshift/machine-api-operator,
-/// pkg/controller/machineset/controller.go, `createMachine`:
-/// `OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(machineSet, ...)}`).
-fn created_by(machine: &Machine, owner: &ObjectMeta) -> bool {
-    let owners = machine
-        .metadata
-        .owner_references
-        .as_deref()
-        .unwrap_or_default();
-    owners.iter().any(|o| {
-        o.kind == crate::machine_kind::MachineKind::MachineSet.kind()
+/// Whether the MachineSet `owner` made `machine`, as its controller does
+/// (openshift/machine-api-operator, pkg/controller/machineset/controller.go, `createMachine`):
+/// - the Machine names it as its controller (`metav1.NewControllerRef(machineSet, ...)`, which
+///   sets `controller: true`); a reference without it is anyone's to write, on any Machine;
+/// - the MachineSet's selector matches the Machine's labels (copied from the template; the
+///   controller adopts only Machines it selects, `shouldExcludeMachine`);
+/// - every value the template's provider spec sets is the Machine's (`Spec:
+///   machineSet.Spec.Template.Spec`). The Machine may hold more: the Machine API's defaulting
+///   webhook fills in what is left empty (pkg/webhooks/machine_webhook.go, `defaultAWS` and
+///   its siblings), as it did to the template.
+///
+/// Anyone who may create Machines can write the first two; a Machine that passes all three
+/// asked the cloud for what the MachineSet would have asked, so its failure is the image's.
+fn created_by(machine: &Machine, owner: &ObjectMeta, selector: &Selector, template: &Leaves) -> bool {
+    let meta = &machine.metadata;
+    let owners = meta.owner_references.as_deref().unwrap_or_default();
+    let controlled = owners.iter().any(|o| {
+        o.controller == Some(true)
+            && o.kind == MachineKind::MachineSet.kind()
+            && o.api_version == MachineKind::MachineSet.api_version()
             && Some(&o.name) == owner.name.as_ref()
             && owner.uid.as_ref().is_none_or(|uid| *uid == o.uid)
-    })
+    });
+    controlled
+        && meta.labels.as_ref().is_some_and(|l| selector.matches(l))
+        && template.within(&machine.spec.provider_spec.leaves())
 }
 
 /// Whether a provider spec (a MachineSet's or a Machine's) holds `image` where its platform

@@ -60,17 +60,31 @@ fn moved(history: &[HistoryEntry]) -> objects::MachineSetBuilder {
 
 /// A Machine `worker-a` created `minutes` after the move, on `ami`, with `status`.
 fn machine(name: &str, minutes: i64, ami: &str, status: Value) -> Arc<Machine> {
+    machine_edited(name, minutes, ami, status, |_| {})
+}
+
+/// [`machine`], then edited.
+fn machine_edited(
+    name: &str,
+    minutes: i64,
+    ami: &str,
+    status: Value,
+    edit: impl FnOnce(&mut Value),
+) -> Arc<Machine> {
     let created = at(minutes);
-    let value = json!({
+    let labels = &moved(&[]).build()["spec"]["template"]["metadata"]["labels"];
+    let mut value = json!({
         "apiVersion": "machine.openshift.io/v1beta1", "kind": "Machine",
         "metadata": {
             "name": name, "namespace": NS, "creationTimestamp": created.to_string(),
+            "labels": labels,
             "ownerReferences": [{"apiVersion": "machine.openshift.io/v1beta1", "kind": "MachineSet",
                                  "name": "worker-a", "uid": "", "controller": true}]
         },
         "spec": {"providerSpec": {"value": provider_specs::aws(ami, "us-east-1", "worker-user-data", "worker")}},
         "status": status,
     });
+    edit(&mut value);
     Arc::new(serde_json::from_value(value).unwrap())
 }
 
@@ -526,6 +540,50 @@ fn image_errors_are_told_from_quota_capacity_and_credentials() {
     }
 }
 
+/// Issue 46: a user who may only create Machines had a good image reverted and held, by
+/// writing the AWS provider's words into Machines that name the MachineSet as an owner.
+#[test]
+fn only_machines_the_machine_set_controller_made_are_evidence() {
+    let image_error = || failed("InvalidConfiguration", AMI_NOT_FOUND);
+    let forged = [
+        machine_edited("not-controlled", 1, AMI_421_US_EAST_1, image_error(), |m| {
+            m["metadata"]["ownerReferences"][0]["controller"] = json!(false)
+        }),
+        machine_edited("outside-the-selector", 1, AMI_421_US_EAST_1, image_error(), |m| {
+            m["metadata"]["labels"] = json!({"machine.openshift.io/cluster-api-machineset": "other"})
+        }),
+        machine_edited("another-region", 1, AMI_421_US_EAST_1, image_error(), |m| {
+            m["spec"]["providerSpec"]["value"]["placement"]["region"] = json!("eu-west-1")
+        }),
+        machine_edited("another-subnet", 1, AMI_421_US_EAST_1, image_error(), |m| {
+            m["spec"]["providerSpec"]["value"]["subnet"] = json!({"id": "subnet-0bad"})
+        }),
+        machine_edited("a-cluster-api-owner", 1, AMI_421_US_EAST_1, image_error(), |m| {
+            m["metadata"]["ownerReferences"][0]["apiVersion"] = json!("cluster.x-k8s.io/v1beta2")
+        }),
+    ];
+    for machine in forged {
+        let mut cluster = cluster();
+        let name = machine.metadata.name.clone().unwrap();
+        cluster.boots.machines = vec![machine];
+        let d = decide_with(&cluster, moved(&[move_entry()]), reverting());
+        assert_eq!(evidence(&d), BootState::Unproven, "{name}: {}", d.message);
+        assert!(d.patch.0.is_empty(), "{name}");
+    }
+    // What the Machine API's defaulting webhook fills in where the template leaves it empty
+    // does not make a Machine a stranger.
+    let mut cluster = cluster();
+    cluster.boots.machines = vec![machine_edited(
+        "worker-a-x1",
+        1,
+        AMI_421_US_EAST_1,
+        image_error(),
+        |m| m["spec"]["providerSpec"]["value"]["tenancy"] = json!("default"),
+    )];
+    let d = decide_with(&cluster, moved(&[move_entry()]), reverting());
+    assert_eq!(d.reason, Reason::BootImageReverted, "{}", d.message);
+}
+
 /// Issue 46: a 140 kB `errorMessage` made the revert patch too large, and a crafted one wrote
 /// fake lines and escape bytes into the text log.
 #[test]
@@ -551,4 +609,35 @@ fn a_machine_error_message_is_kept_bounded_and_escaped() {
     }
     let patch = serde_json::to_string(&d.patch).unwrap();
     assert!(patch.len() < 8_000, "a patch of {} bytes", patch.len());
+}
+
+/// The watches keep a MachineSet's template and its Machines trimmed to the fields the rules
+/// read: what the rest of the provider spec held is still compared.
+#[test]
+fn trimmed_as_the_watches_keep_them_machines_are_still_told_apart() {
+    let trimmed = |edit: fn(&mut Value)| {
+        let mut machine = Arc::unwrap_or_clone(machine_edited(
+            "worker-a-x1",
+            1,
+            AMI_421_US_EAST_1,
+            failed("InvalidConfiguration", AMI_NOT_FOUND),
+            edit,
+        ));
+        machine.spec.keep_only_what_the_rules_read();
+        Arc::new(machine)
+    };
+    let mut stored: MachineSet = moved(&[move_entry()]).served().unwrap();
+    crate::machine_kind::MachineObject::keep_only_what_the_planner_reads(&mut stored);
+    for (machine, reverted) in [
+        (trimmed(|_| {}), true),
+        (
+            trimmed(|m| m["spec"]["providerSpec"]["value"]["subnet"] = json!({"id": "subnet-0bad"})),
+            false,
+        ),
+    ] {
+        let mut cluster = cluster();
+        cluster.boots.machines = vec![machine];
+        let d = plan(&cluster, &[Ok(stored.clone())], &[], &reverting()).decisions[0].clone();
+        assert_eq!(d.reason == Reason::BootImageReverted, reverted, "{}", d.message);
+    }
 }

@@ -58,9 +58,14 @@ fn machines(env: &TestEnv) -> Api<DynamicObject> {
 /// What the MachineSet controller creates for one replica: a Machine from the template, owned
 /// by the MachineSet.
 async fn create_machine(env: &TestEnv, name: &str) {
+    create_machine_edited(env, name, |_| {}).await
+}
+
+/// [`create_machine`], edited before it is created.
+async fn create_machine_edited(env: &TestEnv, name: &str, edit: impl FnOnce(&mut Value)) {
     let ms = env.machine_set("worker-a").await;
     let template = &ms["spec"]["template"];
-    env.create(json!({
+    let mut machine = json!({
         "apiVersion": "machine.openshift.io/v1beta1", "kind": "Machine",
         "metadata": {
             "name": name, "namespace": env.ns,
@@ -72,8 +77,9 @@ async fn create_machine(env: &TestEnv, name: &str) {
             }]
         },
         "spec": template["spec"],
-    }))
-    .await;
+    });
+    edit(&mut machine);
+    env.create(machine).await;
 }
 
 /// The provider's status update.
@@ -312,14 +318,28 @@ async fn a_node_that_never_joins_fails_the_image_at_the_limit() {
     wait_moved(&env).await;
     create_machine(&env, "worker-a-x1").await;
     set_status(&env, "worker-a-x1", json!({"phase": "Provisioned"})).await;
+    boot(&env, "worker-a-x1").await;
+
     let evidence = wait_settled(&env, 0).await;
-    assert_eq!(evidence["state"], "Failed", "{evidence}");
-    assert!(
-        evidence["reason"]
-            .as_str()
-            .unwrap()
-            .contains("no Node joined within 5s"),
-        "{evidence}"
+    assert_eq!(evidence["state"], "Proven", "{evidence}");
+    assert_eq!(evidence["machine"], "worker-a-x1");
+    let proven = "boot_image_controller_boot_evidence_machinesets{state=\"Proven\"}";
+    assert!(metric_is(&controller, proven, 1.0).await);
+    let condition = eventually(CONVERGE, || async {
+        let c = env.condition("BootImageFailedToBoot").await?;
+        (c["message"]
+            .as_str()?
+            .contains("1 moved MachineSet(s) proven"))
+        .then_some(c)
+    })
+    .await
+    .expect("the condition counts the proven MachineSet");
+    assert_eq!(condition["status"], "False");
+    let plan = live_plan(&env);
+    assert_eq!(
+        worker_a(&plan)["bootEvidence"]["state"],
+        "Proven",
+        "{plan:#}"
     );
     controller.terminate();
 }
@@ -416,4 +436,43 @@ async fn a_failure_recorded_before_a_restart_is_not_announced_again_and_is_rever
         annotation_of(&reverted, HISTORY)
     );
     second.terminate();
+}
+
+/// Issue 46: a user who may only create Machines had a good image reverted and held within
+/// 15 s, by naming the MachineSet as an owner and writing the AWS provider's words.
+#[tokio::test]
+async fn machines_the_machine_set_controller_did_not_make_are_not_evidence() {
+    let env = TestEnv::new("boot-forged").await;
+    upgraded_cluster(&env).await;
+    let mut controller = env.controller(&["--revert-failed-boot-images"]);
+    controller.wait_ready().await;
+    wait_moved(&env).await;
+    // Named to sort before the genuine Machine: of failures, the oldest is named.
+    create_machine_edited(&env, "a-forged-owner", |m| {
+        m["metadata"]["ownerReferences"][0]["controller"] = json!(false)
+    })
+    .await;
+    create_machine_edited(&env, "a-forged-labels", |m| {
+        m["metadata"]["labels"] = json!({"machine.openshift.io/cluster-api-machineset": "other"})
+    })
+    .await;
+    create_machine_edited(&env, "a-forged-region", |m| {
+        m["spec"]["providerSpec"]["value"]["placement"]["region"] = json!("eu-west-1")
+    })
+    .await;
+    for forged in ["a-forged-owner", "a-forged-labels", "a-forged-region"] {
+        fail(&env, forged, AMI_NOT_FOUND).await;
+    }
+    let plan = live_plan(&env);
+    assert_eq!(worker_a(&plan)["bootEvidence"]["state"], "Unproven", "{plan:#}");
+
+    create_machine(&env, "worker-a-x1").await;
+    fail(&env, "worker-a-x1", AMI_NOT_FOUND).await;
+    let reverted = wait_on(&env, AMI_420_US_EAST_1).await;
+    let history = history_of(&reverted);
+    assert_eq!(
+        history[0]["bootEvidence"]["machine"], "worker-a-x1",
+        "only the Machine the MachineSet made counts: {history:?}"
+    );
+    controller.terminate();
 }
