@@ -99,6 +99,11 @@ view! {
     #[derive(CustomResource)]
     #[kube(group = "machine.openshift.io", version = "v1beta1", kind = "Machine", plural = "machines", namespaced, status = "MachineStatus")]
     pub struct MachineSpec {
+        optional {
+            /// Of a Machine: its instance's ID at the cloud, set once the instance exists.
+            #[serde(rename = "providerID")]
+            pub provider_id: String,
+        }
         #[serde(default)]
         pub provider_spec: ProviderSpec,
     }

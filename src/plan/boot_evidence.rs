@@ -24,6 +24,7 @@ use serde_json::Value;
 
 use kube::core::{Selector, SelectorExt};
 
+use super::history::CLOCK_SKEW;
 use crate::api::{LabelSelector, Leaves, Machine, ObjectMeta, ProviderSpec};
 use crate::machine_kind::MachineKind;
 use crate::platform::image_locations;
@@ -259,23 +260,47 @@ fn verdict(
         // The instance exists (the Machine API sets `Provisioned` once the cloud reports it,
         // and `Running` once the node link controller set the nodeRef): a Node that never
         // joins means the instance never got as far as the kubelet.
-        Some("Provisioned") if node.is_none() => {
+        _ if node.is_none() && instance_exists(machine) => {
             let Some(created) = machine.metadata.creation_timestamp.as_ref() else {
                 return Verdict::Open(None);
             };
             let deadline = created.0 + join_limit;
-            if now >= deadline {
+            let no_node = || {
                 Verdict::Fails(format!(
                     "its instance was created but no Node joined within {}: the usual sign of \
                      an Ignition failure",
                     super::friendly_duration(join_limit)
                 ))
+            };
+            // Both times of a deleted Machine are the API server's.
+            if let Some(deleted) = &machine.metadata.deletion_timestamp {
+                return if deleted.0 >= deadline {
+                    no_node()
+                } else {
+                    Verdict::Open(None)
+                };
+            }
+            // `now` is the controller's clock and the creation time the API server's: a
+            // controller clock ahead by minutes failed a good image before its Node could
+            // join. The limit allows for the skew the hot-loop guard allows
+            // (`history::CLOCK_SKEW`): a verdict may come that much late, never early.
+            if now - CLOCK_SKEW >= deadline {
+                no_node()
             } else {
-                Verdict::Open(Some(deadline))
+                Verdict::Open(Some(deadline + CLOCK_SKEW))
             }
         }
         _ => Verdict::Open(None),
     }
+}
+
+/// Whether a Machine's instance was created: the machine controller counts a Machine with a
+/// `providerID` as provisioned (openshift/machine-api-operator,
+/// pkg/controller/machine/controller.go, `machineIsProvisioned`), which stays while it is
+/// `Deleting`.
+fn instance_exists(machine: &Machine) -> bool {
+    let phase = machine.status.as_ref().and_then(|s| s.phase.as_deref());
+    phase == Some("Provisioned") || machine.spec.provider_id.is_some()
 }
 
 /// How much of a Machine's `errorMessage` is kept as it is read: enough for every provider's

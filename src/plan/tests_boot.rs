@@ -289,10 +289,10 @@ fn a_node_that_never_joins_fails_the_image_at_the_limit() {
     assert_eq!(unproven.state, BootState::Unproven);
     assert_eq!(
         unproven.look_again_at,
-        Some(at(21)),
-        "looked at again at the limit"
+        Some(at(26)),
+        "looked at again at the limit, allowing for a controller clock 5 minutes ahead"
     );
-    let d = decide_at(&cluster, moved(&[move_entry()]), at(21));
+    let d = decide_at(&cluster, moved(&[move_entry()]), at(26));
     let failure = d.boot_evidence.unwrap();
     assert_eq!(failure.state, BootState::Failed);
     assert!(
@@ -640,4 +640,54 @@ fn trimmed_as_the_watches_keep_them_machines_are_still_told_apart() {
         let d = plan(&cluster, &[Ok(stored.clone())], &[], &reverting()).decisions[0].clone();
         assert_eq!(d.reason == Reason::BootImageReverted, reverted, "{}", d.message);
     }
+}
+
+/// Issue 46: the move is dated by the controller's clock and a Machine's creation by the API
+/// server's; a controller clock ahead by minutes failed a good image before its Node joined.
+#[test]
+fn a_controller_clock_ahead_by_minutes_does_not_fail_a_good_image() {
+    let mut cluster = cluster();
+    let provisioned = json!({"phase": "Provisioned"});
+    cluster.boots.machines = vec![machine("worker-a-x1", 1, AMI_421_US_EAST_1, provisioned)];
+    // 21 minutes after the Machine's creation by a controller clock 4 minutes ahead: 17 by the
+    // API server's.
+    let d = decide_at(&cluster, moved(&[move_entry()]), at(22));
+    assert_eq!(evidence(&d), BootState::Unproven);
+    assert!(d.patch.0.is_empty());
+    // The Node joins at 19 minutes.
+    cluster.boots.machines = vec![machine(
+        "worker-a-x1",
+        1,
+        AMI_421_US_EAST_1,
+        running_on("ip-10-0-1-5"),
+    )];
+    cluster.boots.nodes.insert("ip-10-0-1-5".into(), true);
+    let d = decide_at(&cluster, moved(&[move_entry()]), at(24));
+    assert_eq!(evidence(&d), BootState::Proven);
+}
+
+/// A deleted Machine (as a MachineHealthCheck deletes one whose Node does not come) is judged
+/// by its creation and deletion times, both the API server's: no allowance for skew needed.
+#[test]
+fn a_machine_deleted_without_a_node_past_the_limit_is_judged_by_the_api_servers_times() {
+    let deleted = |minutes: i64| {
+        machine_edited(
+            "worker-a-x1",
+            1,
+            AMI_421_US_EAST_1,
+            json!({"phase": "Deleting"}),
+            |m| {
+                m["spec"]["providerID"] = json!("aws:///us-east-1a/i-0123");
+                m["metadata"]["deletionTimestamp"] = json!(at(minutes).to_string());
+                m["metadata"]["finalizers"] = json!(["machine.machine.openshift.io"]);
+            },
+        )
+    };
+    let mut cluster = cluster();
+    cluster.boots.machines = vec![deleted(11)];
+    let d = decide_at(&cluster, moved(&[move_entry()]), at(22));
+    assert_eq!(evidence(&d), BootState::Unproven, "deleted before the limit");
+    cluster.boots.machines = vec![deleted(21)];
+    let d = decide_at(&cluster, moved(&[move_entry()]), at(22));
+    assert_eq!(evidence(&d), BootState::Failed, "{}", d.message);
 }
