@@ -11,8 +11,8 @@ use kube::core::ApiResource;
 use serde_json::Value;
 
 use crate::api::{
-    ClusterApiMachineDeployment, LabelSelector, Leaves, ClusterApiMachineSet, ControlPlaneMachineSet, InfrastructureRef,
-    MachineSet, MachineTemplate, ObjectMeta, ProviderSpec,
+    ClusterApiMachineDeployment, ClusterApiMachineSet, ControlPlaneMachineSet, InfrastructureRef,
+    LabelSelector, Leaves, MachineSet, MachineTemplate, ObjectMeta, ProviderSpec,
 };
 use crate::names::{
     AUTOSCALER_LABELS_ANNOTATION, BOOT_FAILURE_HOLD_ANNOTATION, HISTORY_ANNOTATION,

@@ -75,7 +75,8 @@ pub struct BootEvidence {
     /// When the controller saw it settle (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time: Option<String>,
-    /// Of a failure: what went wrong, as the Machine API said it.
+    /// Of a failure: what went wrong, as the Machine API said it; of an unproven image, why a
+    /// Machine that did not come up is no verdict yet.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// Of an unproven image: when a Machine that waits for its Node passes the join limit, and
@@ -99,7 +100,10 @@ impl BootEvidence {
     pub fn describe(&self) -> String {
         let machine = self.machine.as_deref().unwrap_or("?");
         match self.state {
-            BootState::Unproven => "no Machine created since has booted it yet".into(),
+            BootState::Unproven => match &self.reason {
+                None => "no Machine created since has booted it yet".into(),
+                Some(why) => format!("no Machine created since has booted it yet; {why}"),
+            },
             BootState::Proven => format!(
                 "proven: Machine {machine} booted it and its Node is Ready ({})",
                 self.time.as_deref().unwrap_or("?")
@@ -115,7 +119,10 @@ impl BootEvidence {
 /// What one Machine shows.
 enum Verdict {
     Proves,
+    /// An image error the provider names: final on one Machine.
     Fails(String),
+    /// The instance exists but no Node joined within the limit: see [`judge`].
+    NoNode,
     /// Still on its way, or failed for a reason that is not the image's; with the time at which
     /// it would fail the join limit, if it waits for its Node.
     Open(Option<Timestamp>),
@@ -190,7 +197,60 @@ pub fn judge(
             _ => None,
         })
         .min();
-    BootEvidence::unproven(next)
+    // A Node that never joins is not the image's fault on one Machine: a stalled CSR approver,
+    // an unreachable machine-config server or a slow first pull keep a kubelet out as surely.
+    // It settles only on more than one Machine, and while no Machine of the image anywhere in
+    // the cluster has a Ready Node.
+    let no_node: Vec<&Machine> = (evidence.iter())
+        .filter_map(|(m, v)| matches!(v, Verdict::NoNode).then_some(*m))
+        .collect();
+    let Some(first) = no_node.first() else {
+        return BootEvidence::unproven(next);
+    };
+    let within = super::friendly_duration(join_limit);
+    let names = named(&no_node);
+    let proven_elsewhere = (boots.machines.iter()).find(|m| {
+        holds_image(m.spec.provider_spec.value.as_ref(), image)
+            && matches!(verdict(m, &boots.nodes, now, join_limit), Verdict::Proves)
+    });
+    let why = match proven_elsewhere {
+        None if no_node.len() > 1 => {
+            let why = format!(
+                "no Node joined within {within} on {} Machines ({names}), and no Machine of this \
+                 image has a Ready Node anywhere in the cluster: the usual sign of an Ignition \
+                 failure",
+                no_node.len()
+            );
+            return settled(BootState::Failed, first, Some(&why));
+        }
+        None => format!(
+            "no Node joined within {within} on Machine {names}, which alone is no verdict (a \
+             stalled CSR approver, an unreachable machine-config server or a slow first pull \
+             look the same): the image fails when a second Machine does the same"
+        ),
+        Some(proven) => format!(
+            "no Node joined within {within} on {names}, but Machine {} of this image has a Ready \
+             Node: not the image's fault",
+            proven.metadata.name.as_deref().unwrap_or_default()
+        ),
+    };
+    BootEvidence {
+        reason: Some(why),
+        ..BootEvidence::unproven(next)
+    }
+}
+
+/// A few Machines' names, and how many more.
+fn named(machines: &[&Machine]) -> String {
+    const NAMED: usize = 3;
+    let mut names: Vec<&str> = (machines.iter().take(NAMED))
+        .map(|m| m.metadata.name.as_deref().unwrap_or_default())
+        .collect();
+    let more = format!("{} more", machines.len().saturating_sub(NAMED));
+    if machines.len() > NAMED {
+        names.push(&more);
+    }
+    names.join(", ")
 }
 
 /// Whether the MachineSet `owner` made `machine`, as its controller does
@@ -206,7 +266,12 @@ pub fn judge(
 ///
 /// Anyone who may create Machines can write the first two; a Machine that passes all three
 /// asked the cloud for what the MachineSet would have asked, so its failure is the image's.
-fn created_by(machine: &Machine, owner: &ObjectMeta, selector: &Selector, template: &Leaves) -> bool {
+fn created_by(
+    machine: &Machine,
+    owner: &ObjectMeta,
+    selector: &Selector,
+    template: &Leaves,
+) -> bool {
     let meta = &machine.metadata;
     let owners = meta.owner_references.as_deref().unwrap_or_default();
     let controlled = owners.iter().any(|o| {
@@ -249,11 +314,9 @@ fn verdict(
                 status.error_message.as_deref().unwrap_or_default(),
             );
             match image_failure(reason, message) {
-                Some(cause) => Verdict::Fails(format!(
-                    "{cause} ({}: {})",
-                    quoted(reason),
-                    quoted(message)
-                )),
+                Some(cause) => {
+                    Verdict::Fails(format!("{cause} ({}: {})", quoted(reason), quoted(message)))
+                }
                 None => Verdict::Open(None),
             }
         }
@@ -265,17 +328,10 @@ fn verdict(
                 return Verdict::Open(None);
             };
             let deadline = created.0 + join_limit;
-            let no_node = || {
-                Verdict::Fails(format!(
-                    "its instance was created but no Node joined within {}: the usual sign of \
-                     an Ignition failure",
-                    super::friendly_duration(join_limit)
-                ))
-            };
             // Both times of a deleted Machine are the API server's.
             if let Some(deleted) = &machine.metadata.deletion_timestamp {
                 return if deleted.0 >= deadline {
-                    no_node()
+                    Verdict::NoNode
                 } else {
                     Verdict::Open(None)
                 };
@@ -285,7 +341,7 @@ fn verdict(
             // join. The limit allows for the skew the hot-loop guard allows
             // (`history::CLOCK_SKEW`): a verdict may come that much late, never early.
             if now - CLOCK_SKEW >= deadline {
-                no_node()
+                Verdict::NoNode
             } else {
                 Verdict::Open(Some(deadline + CLOCK_SKEW))
             }

@@ -292,15 +292,72 @@ fn a_node_that_never_joins_fails_the_image_at_the_limit() {
         Some(at(26)),
         "looked at again at the limit, allowing for a controller clock 5 minutes ahead"
     );
-    let d = decide_at(&cluster, moved(&[move_entry()]), at(26));
+    let provisioned = json!({"phase": "Provisioned"});
+    cluster
+        .boots
+        .machines
+        .push(machine("worker-a-x2", 2, AMI_421_US_EAST_1, provisioned));
+    let d = decide_at(&cluster, moved(&[move_entry()]), at(27));
     let failure = d.boot_evidence.unwrap();
     assert_eq!(failure.state, BootState::Failed);
     assert!(
         failure
             .reason
             .unwrap()
-            .contains("no Node joined within 20m")
+            .contains("no Node joined within 20m on 2 Machines (worker-a-x1, worker-a-x2)")
     );
+}
+
+/// Issue 46: a stalled CSR approver, an unreachable machine-config server or a slow first pull
+/// keeps a kubelet out as surely as a bad image; one Machine settled it.
+#[test]
+fn one_machine_whose_node_never_joins_is_no_verdict() {
+    let stuck = |name: &str| machine(name, 1, AMI_421_US_EAST_1, json!({"phase": "Provisioned"}));
+    let mut cluster = cluster();
+    cluster.boots.machines = vec![stuck("worker-a-x1")];
+    let d = decide_with(
+        &cluster,
+        moved(&[move_entry()]),
+        Options {
+            now: at(30),
+            ..reverting()
+        },
+    );
+    let unproven = d.boot_evidence.clone().unwrap();
+    assert_eq!(unproven.state, BootState::Unproven);
+    assert!(d.patch.0.is_empty());
+    assert!(
+        unproven.describe().contains("alone is no verdict"),
+        "says why: {}",
+        unproven.describe()
+    );
+    // A second one corroborates, unless a Machine of the image is Ready elsewhere in the
+    // cluster (here one of another MachineSet).
+    cluster.boots.machines.push(stuck("worker-a-x2"));
+    let elsewhere = machine_edited("infra-x1", -600, AMI_421_US_EAST_1, running_on("n1"), |m| {
+        m["metadata"]["ownerReferences"][0]["name"] = json!("infra")
+    });
+    cluster.boots.nodes.insert("n1".into(), true);
+    let mut with_elsewhere = cluster.clone();
+    with_elsewhere.boots.machines.push(elsewhere);
+    let d = decide_with(
+        &with_elsewhere,
+        moved(&[move_entry()]),
+        Options {
+            now: at(30),
+            ..reverting()
+        },
+    );
+    assert_eq!(evidence(&d), BootState::Unproven, "{}", d.message);
+    let d = decide_with(
+        &cluster,
+        moved(&[move_entry()]),
+        Options {
+            now: at(30),
+            ..reverting()
+        },
+    );
+    assert_eq!(d.reason, Reason::BootImageReverted, "{}", d.message);
 }
 
 fn reverting() -> Options {
@@ -549,18 +606,32 @@ fn only_machines_the_machine_set_controller_made_are_evidence() {
         machine_edited("not-controlled", 1, AMI_421_US_EAST_1, image_error(), |m| {
             m["metadata"]["ownerReferences"][0]["controller"] = json!(false)
         }),
-        machine_edited("outside-the-selector", 1, AMI_421_US_EAST_1, image_error(), |m| {
-            m["metadata"]["labels"] = json!({"machine.openshift.io/cluster-api-machineset": "other"})
-        }),
+        machine_edited(
+            "outside-the-selector",
+            1,
+            AMI_421_US_EAST_1,
+            image_error(),
+            |m| {
+                m["metadata"]["labels"] =
+                    json!({"machine.openshift.io/cluster-api-machineset": "other"})
+            },
+        ),
         machine_edited("another-region", 1, AMI_421_US_EAST_1, image_error(), |m| {
             m["spec"]["providerSpec"]["value"]["placement"]["region"] = json!("eu-west-1")
         }),
         machine_edited("another-subnet", 1, AMI_421_US_EAST_1, image_error(), |m| {
             m["spec"]["providerSpec"]["value"]["subnet"] = json!({"id": "subnet-0bad"})
         }),
-        machine_edited("a-cluster-api-owner", 1, AMI_421_US_EAST_1, image_error(), |m| {
-            m["metadata"]["ownerReferences"][0]["apiVersion"] = json!("cluster.x-k8s.io/v1beta2")
-        }),
+        machine_edited(
+            "a-cluster-api-owner",
+            1,
+            AMI_421_US_EAST_1,
+            image_error(),
+            |m| {
+                m["metadata"]["ownerReferences"][0]["apiVersion"] =
+                    json!("cluster.x-k8s.io/v1beta2")
+            },
+        ),
     ];
     for machine in forged {
         let mut cluster = cluster();
@@ -603,7 +674,10 @@ fn a_machine_error_message_is_kept_bounded_and_escaped() {
     assert_eq!(d.reason, Reason::BootImageReverted);
     let reason = d.boot_evidence.clone().unwrap().reason.unwrap();
     assert!(reason.len() < 1_200, "{} bytes", reason.len());
-    assert!(reason.contains("\\u{a}2026-03-02T10:00:00Z  INFO"), "{reason}");
+    assert!(
+        reason.contains("\\u{a}2026-03-02T10:00:00Z  INFO"),
+        "{reason}"
+    );
     for text in [&reason, &d.message] {
         assert!(!text.chars().any(char::is_control), "{text:?}");
     }
@@ -631,14 +705,21 @@ fn trimmed_as_the_watches_keep_them_machines_are_still_told_apart() {
     for (machine, reverted) in [
         (trimmed(|_| {}), true),
         (
-            trimmed(|m| m["spec"]["providerSpec"]["value"]["subnet"] = json!({"id": "subnet-0bad"})),
+            trimmed(|m| {
+                m["spec"]["providerSpec"]["value"]["subnet"] = json!({"id": "subnet-0bad"})
+            }),
             false,
         ),
     ] {
         let mut cluster = cluster();
         cluster.boots.machines = vec![machine];
         let d = plan(&cluster, &[Ok(stored.clone())], &[], &reverting()).decisions[0].clone();
-        assert_eq!(d.reason == Reason::BootImageReverted, reverted, "{}", d.message);
+        assert_eq!(
+            d.reason == Reason::BootImageReverted,
+            reverted,
+            "{}",
+            d.message
+        );
     }
 }
 
@@ -686,8 +767,13 @@ fn a_machine_deleted_without_a_node_past_the_limit_is_judged_by_the_api_servers_
     let mut cluster = cluster();
     cluster.boots.machines = vec![deleted(11)];
     let d = decide_at(&cluster, moved(&[move_entry()]), at(22));
-    assert_eq!(evidence(&d), BootState::Unproven, "deleted before the limit");
-    cluster.boots.machines = vec![deleted(21)];
+    assert_eq!(
+        evidence(&d),
+        BootState::Unproven,
+        "deleted before the limit"
+    );
+    cluster.boots.machines = vec![deleted(21), deleted(21)];
+    Arc::make_mut(&mut cluster.boots.machines[1]).metadata.name = Some("worker-a-x2".into());
     let d = decide_at(&cluster, moved(&[move_entry()]), at(22));
     assert_eq!(evidence(&d), BootState::Failed, "{}", d.message);
 }

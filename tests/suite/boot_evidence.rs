@@ -316,22 +316,26 @@ async fn a_node_that_never_joins_fails_the_image_at_the_limit() {
     let mut controller = env.controller(&["--node-join-timeout=5s"]);
     controller.wait_ready().await;
     wait_moved(&env).await;
+    // Two Machines: one alone is no verdict (issue 46).
     create_stuck_machine(&env, "worker-a-x1").await;
-    // Past the limit (as a MachineHealthCheck would), the Machine is deleted: its creation and
-    // deletion times are both the API server's, so no allowance for clock skew holds the
+    create_stuck_machine(&env, "worker-a-x2").await;
+    // Past the limit (as a MachineHealthCheck would), the Machines are deleted: their creation
+    // and deletion times are both the API server's, so no allowance for clock skew holds the
     // verdict back.
     tokio::time::sleep(Duration::from_secs(6)).await;
     delete_machine(&env, "worker-a-x1").await;
+    delete_machine(&env, "worker-a-x2").await;
     let evidence = wait_settled(&env, 0).await;
     assert_eq!(evidence["state"], "Failed", "{evidence}");
     assert!(
         evidence["reason"]
             .as_str()
             .unwrap()
-            .contains("no Node joined within 5s"),
+            .contains("no Node joined within 5s on 2 Machines"),
         "{evidence}"
     );
     release_machine(&env, "worker-a-x1").await;
+    release_machine(&env, "worker-a-x2").await;
     controller.terminate();
 }
 
@@ -484,7 +488,11 @@ async fn machines_the_machine_set_controller_did_not_make_are_not_evidence() {
         fail(&env, forged, AMI_NOT_FOUND).await;
     }
     let plan = live_plan(&env);
-    assert_eq!(worker_a(&plan)["bootEvidence"]["state"], "Unproven", "{plan:#}");
+    assert_eq!(
+        worker_a(&plan)["bootEvidence"]["state"],
+        "Unproven",
+        "{plan:#}"
+    );
 
     create_machine(&env, "worker-a-x1").await;
     fail(&env, "worker-a-x1", AMI_NOT_FOUND).await;
