@@ -126,6 +126,29 @@ view! {
 }
 
 view! {
+    /// What deletes Machines whose Node does not come (openshift/machine-api-operator,
+    /// pkg/controller/machinehealthcheck/machinehealthcheck_controller.go): read by
+    /// `plan::boot_evidence` for the join limit that applies to a Machine.
+    #[derive(CustomResource)]
+    #[kube(group = "machine.openshift.io", version = "v1beta1", kind = "MachineHealthCheck", plural = "machinehealthchecks", namespaced, status = "OpaqueStatus")]
+    pub struct MachineHealthCheckSpec {
+        optional {
+            pub selector: LabelSelector,
+            /// A Go duration (`10m`, `1h0m0s`); absent means 10 minutes, `0` never.
+            pub node_startup_timeout: String,
+            /// Set: remediation is external and no Machine is deleted.
+            pub remediation_template: RemediationTemplate,
+        }
+    }
+}
+
+view! {
+    /// A reference to an external remediation template; only its presence is read.
+    pub struct RemediationTemplate {
+    }
+}
+
+view! {
     pub struct NodeRef {
         optional {
             pub name: String,
@@ -485,6 +508,7 @@ pub fn local_crds()
     vec![
         MachineSet::crd(),
         Machine::crd(),
+        MachineHealthCheck::crd(),
         ControlPlaneMachineSet::crd(),
         MachineConfiguration::crd(),
         Infrastructure::crd(),

@@ -4,7 +4,8 @@
 //!
 //! A Machine's event re-plans the MachineSet that created it.
 
-use std::sync::Arc;
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
 use kube::api::{Api, ListParams};
@@ -16,7 +17,7 @@ use tracing::{info, warn};
 use super::nodes::Nodes;
 use super::watch_backoff::retried;
 use super::watches::{Trigger, paged};
-use crate::api::{Machine, ObjectMeta};
+use crate::api::{Machine, MachineHealthCheck, ObjectMeta};
 use crate::machine_kind::MachineKind;
 use crate::plan::ObjectKey;
 use crate::plan::boot_evidence::ERROR_MESSAGE_KEPT;
@@ -25,7 +26,39 @@ use crate::quoted::bounded;
 pub(super) struct BootStores {
     /// `None` where Machines cannot be listed: then no image is proven or failed.
     machines: Option<Store<Machine>>,
+    /// Machines deleted without a Node, as they last were, newest last: a MachineHealthCheck
+    /// deletes each Machine whose Node does not come, and the MachineSet makes the next one,
+    /// so a join failure is corroborated only by Machines already gone. Lost on restart.
+    removed: Arc<Mutex<VecDeque<Arc<Machine>>>>,
+    /// `None` where MachineHealthChecks cannot be listed: then only `--node-join-timeout`
+    /// applies.
+    health_checks: Option<Store<MachineHealthCheck>>,
     nodes: Nodes,
+}
+
+/// How many deleted Machines [`BootStores`] remembers.
+const REMOVED_KEPT: usize = 64;
+
+/// Whether `api` can be listed; says why not, once, when it cannot.
+async fn served<K>(api: &Api<K>, what: &str, namespace: &str, without: &str) -> bool
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.list_metadata(&ListParams::default().limit(1)).await {
+        Err(kube::Error::Api(e)) if e.code == 404 => {
+            info!("{what} are not served; {without}");
+            false
+        }
+        // RBAC of an earlier release of this controller, which did not read them.
+        Err(kube::Error::Api(e)) if e.code == 403 => {
+            warn!(
+                namespace,
+                "not allowed to list {what}; {without} (apply this release's RBAC)"
+            );
+            false
+        }
+        _ => true,
+    }
 }
 
 impl BootStores {
@@ -35,23 +68,20 @@ impl BootStores {
         tx: &UnboundedSender<Trigger>,
     ) -> Self {
         let api: Api<Machine> = Api::namespaced(client.clone(), namespace);
-        let machines = match api.list_metadata(&ListParams::default().limit(1)).await {
-            Err(kube::Error::Api(e)) if e.code == 404 => {
-                info!("Machines are not served; new boot images are not followed");
-                None
-            }
-            // RBAC of an earlier release of this controller, which did not read Machines.
-            Err(kube::Error::Api(e)) if e.code == 403 => {
-                warn!(
-                    namespace,
-                    "not allowed to list Machines; new boot images are not followed (apply this release's RBAC)"
-                );
-                None
-            }
-            _ => Some(spawn_machines(api, tx.clone())),
-        };
+        let removed = Arc::default();
+        let without = "new boot images are not followed";
+        let machines = served(&api, "Machines", namespace, without)
+            .await
+            .then(|| spawn_machines(api, tx.clone(), Arc::clone(&removed)));
+        let api: Api<MachineHealthCheck> = Api::namespaced(client.clone(), namespace);
+        let without = "only --node-join-timeout limits how long a new Machine's Node may take";
+        let health_checks = served(&api, "MachineHealthChecks", namespace, without)
+            .await
+            .then(|| spawn_health_checks(api, tx.clone()));
         BootStores {
             machines,
+            removed,
+            health_checks,
             nodes: Nodes::start(client, tx.clone()),
         }
     }
@@ -60,6 +90,9 @@ impl BootStores {
         if let Some(machines) = &self.machines {
             let _ = machines.wait_until_ready().await;
         }
+        if let Some(checks) = &self.health_checks {
+            let _ = checks.wait_until_ready().await;
+        }
         self.nodes.wait_until_ready().await;
     }
 
@@ -67,14 +100,58 @@ impl BootStores {
         &self.nodes
     }
 
+    /// The Machines there are, and those deleted without a Node that it remembers.
     pub fn machines(&self) -> Vec<Arc<Machine>> {
-        (self.machines.as_ref())
+        let mut machines: Vec<Arc<Machine>> = (self.machines.as_ref())
+            .map(Store::state)
+            .unwrap_or_default();
+        let removed = self.removed.lock().unwrap_or_else(|e| e.into_inner());
+        machines.extend(removed.iter().cloned());
+        machines
+    }
+
+    pub fn health_checks(&self) -> Vec<Arc<MachineHealthCheck>> {
+        (self.health_checks.as_ref())
             .map(Store::state)
             .unwrap_or_default()
     }
 }
 
-fn spawn_machines(api: Api<Machine>, tx: UnboundedSender<Trigger>) -> Store<Machine> {
+/// Every MachineHealthCheck (a handful per cluster); any change re-plans everything.
+fn spawn_health_checks(
+    api: Api<MachineHealthCheck>,
+    tx: UnboundedSender<Trigger>,
+) -> Store<MachineHealthCheck> {
+    let (store, writer) = reflector::store();
+    let stream = watcher(api, paged())
+        .modify(|c: &mut MachineHealthCheck| {
+            (c.metadata.managed_fields, c.status) = (None, None);
+            c.spec.extra = Default::default();
+        })
+        .reflect(writer);
+    let stream = retried("MachineHealthChecks", stream);
+    tokio::spawn(async move {
+        futures::pin_mut!(stream);
+        while let Some(event) = stream.next().await {
+            if matches!(
+                event,
+                Ok(watcher::Event::InitApply(_) | watcher::Event::Init)
+            ) {
+                continue;
+            }
+            if event.is_ok() && tx.send(Trigger::All).is_err() {
+                return;
+            }
+        }
+    });
+    store
+}
+
+fn spawn_machines(
+    api: Api<Machine>,
+    tx: UnboundedSender<Trigger>,
+    removed: Arc<Mutex<VecDeque<Arc<Machine>>>>,
+) -> Store<Machine> {
     let (store, writer) = reflector::store();
     let stream = watcher(api, paged())
         .modify(keep_only_what_the_evidence_reads)
@@ -84,9 +161,18 @@ fn spawn_machines(api: Api<Machine>, tx: UnboundedSender<Trigger>) -> Store<Mach
         futures::pin_mut!(stream);
         while let Some(event) = stream.next().await {
             let triggers: Vec<Trigger> = match event {
-                Ok(watcher::Event::Apply(m) | watcher::Event::Delete(m)) => {
+                Ok(watcher::Event::Delete(m)) => {
+                    let status = m.status.as_ref();
+                    if status.is_some_and(|s| s.node_ref.is_none()) {
+                        let mut removed = removed.lock().unwrap_or_else(|e| e.into_inner());
+                        if removed.len() == REMOVED_KEPT {
+                            removed.pop_front();
+                        }
+                        removed.push_back(Arc::new(m.clone()));
+                    }
                     owners(&m.metadata).map(Trigger::One).collect()
                 }
+                Ok(watcher::Event::Apply(m)) => owners(&m.metadata).map(Trigger::One).collect(),
                 Ok(watcher::Event::InitDone) => vec![Trigger::All],
                 Ok(_) | Err(_) => continue,
             };

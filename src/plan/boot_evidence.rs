@@ -25,8 +25,8 @@ use serde_json::Value;
 use kube::core::{Selector, SelectorExt};
 
 use super::history::CLOCK_SKEW;
-use crate::api::{LabelSelector, Leaves, Machine, ObjectMeta, ProviderSpec};
-use crate::machine_kind::MachineKind;
+use crate::api::{LabelSelector, Leaves, Machine, MachineHealthCheck, ObjectMeta, ProviderSpec};
+use crate::machine_kind::{CLUSTER_API_PAUSED_ANNOTATION, MachineKind};
 use crate::platform::image_locations;
 use crate::quoted::{bounded, printable};
 
@@ -37,6 +37,8 @@ pub struct Boots {
     pub machines: Vec<Arc<Machine>>,
     /// Every Node by name, and whether it is Ready.
     pub nodes: BTreeMap<String, bool>,
+    /// The MachineHealthChecks of the machine-API namespace.
+    pub health_checks: Vec<Arc<MachineHealthCheck>>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -168,7 +170,10 @@ pub fn judge(
         .filter(|m| created_by(m, owner.meta, &selector, &template))
         .filter(|m| (m.metadata.creation_timestamp.as_ref()).is_some_and(|t| t.0 >= since))
         .filter(|m| holds_image(m.spec.provider_spec.value.as_ref(), image))
-        .map(|m| (m, verdict(m, &boots.nodes, now, join_limit)))
+        .map(|m| {
+            let limit = join_limit_of(m, &boots.health_checks, join_limit);
+            (m, verdict(m, &boots.nodes, now, limit.within))
+        })
         .collect();
     // Oldest first, so that the Machine named is the same from one pass to the next.
     evidence.sort_by(|(a, _), (b, _)| {
@@ -207,7 +212,7 @@ pub fn judge(
     let Some(first) = no_node.first() else {
         return BootEvidence::unproven(next);
     };
-    let within = super::friendly_duration(join_limit);
+    let within = join_limit_of(first, &boots.health_checks, join_limit).describe();
     let names = named(&no_node);
     let proven_elsewhere = (boots.machines.iter()).find(|m| {
         holds_image(m.spec.provider_spec.value.as_ref(), image)
@@ -348,6 +353,78 @@ fn verdict(
         }
         _ => Verdict::Open(None),
     }
+}
+
+/// The join limit that applies to a Machine, and the MachineHealthCheck it comes from.
+struct JoinLimit<'a> {
+    within: SignedDuration,
+    health_check: Option<&'a str>,
+}
+
+impl JoinLimit<'_> {
+    fn describe(&self) -> String {
+        let within = super::friendly_duration(self.within);
+        match self.health_check {
+            None => within,
+            Some(name) => format!(
+                "{within} (the nodeStartupTimeout of MachineHealthCheck {name}, which deletes \
+                 such Machines)"
+            ),
+        }
+    }
+}
+
+/// `--node-join-timeout`, or the `nodeStartupTimeout` of a MachineHealthCheck that selects the
+/// Machine when that is shorter: such a check deletes a Machine that has no Node after it
+/// (default 10 minutes, `0` never), counted from the Machine's `status.lastUpdated`, which is
+/// no earlier than its creation; with external remediation (`remediationTemplate`) or paused,
+/// it deletes nothing (openshift/machine-api-operator,
+/// pkg/controller/machinehealthcheck/machinehealthcheck_controller.go, `Reconcile`,
+/// `needsRemediation`, `internalRemediation`). A Machine it deletes after that long without a
+/// Node is one whose Node never joined.
+fn join_limit_of<'a>(
+    machine: &Machine,
+    checks: &'a [Arc<MachineHealthCheck>],
+    limit: SignedDuration,
+) -> JoinLimit<'a> {
+    let labels = machine.metadata.labels.clone().unwrap_or_default();
+    let shorter = (checks.iter())
+        .filter(|c| c.metadata.namespace == machine.metadata.namespace)
+        .filter(|c| c.spec.remediation_template.is_none())
+        .filter(|c| {
+            let annotations = c.metadata.annotations.as_ref();
+            !annotations.is_some_and(|a| a.contains_key(CLUSTER_API_PAUSED_ANNOTATION))
+        })
+        .filter(|c| {
+            let selector = c.spec.selector.clone().unwrap_or_default();
+            Selector::try_from(selector).is_ok_and(|s| s.matches(&labels))
+        })
+        .filter_map(|c| Some((node_startup_timeout(c)?, c.metadata.name.as_deref()?)))
+        .filter(|(within, _)| *within < limit)
+        .min();
+    match shorter {
+        Some((within, name)) => JoinLimit {
+            within,
+            health_check: Some(name),
+        },
+        None => JoinLimit {
+            within: limit,
+            health_check: None,
+        },
+    }
+}
+
+/// A MachineHealthCheck's `nodeStartupTimeout`; `None` when it never deletes a Machine for
+/// want of a Node, or the duration cannot be read.
+fn node_startup_timeout(check: &MachineHealthCheck) -> Option<SignedDuration> {
+    let Some(text) = check.spec.node_startup_timeout.as_deref() else {
+        return Some(SignedDuration::from_mins(10));
+    };
+    let within = match text.trim() {
+        "0" => SignedDuration::ZERO,
+        text => text.parse::<SignedDuration>().ok()?,
+    };
+    within.is_positive().then_some(within)
 }
 
 /// Whether a Machine's instance was created: the machine controller counts a Machine with a

@@ -777,3 +777,87 @@ fn a_machine_deleted_without_a_node_past_the_limit_is_judged_by_the_api_servers_
     let d = decide_at(&cluster, moved(&[move_entry()]), at(22));
     assert_eq!(evidence(&d), BootState::Failed, "{}", d.message);
 }
+
+/// Issue 46: a MachineHealthCheck without `nodeStartupTimeout` deletes a Machine with no Node
+/// after 10 minutes, before the 20-minute join limit, so the verdict was never reached.
+#[test]
+fn a_machine_a_health_check_deletes_for_not_starting_is_evidence() {
+    let deleted_at_11 = |name: &str| {
+        machine_edited(
+            name,
+            1,
+            AMI_421_US_EAST_1,
+            json!({"phase": "Deleting"}),
+            |m| {
+                m["spec"]["providerID"] = json!(format!("aws:///us-east-1a/i-{name}"));
+                m["metadata"]["deletionTimestamp"] = json!(at(11).to_string());
+            },
+        )
+    };
+    let check = |spec: Value, annotations: Value| {
+        let value = json!({
+            "apiVersion": "machine.openshift.io/v1beta1", "kind": "MachineHealthCheck",
+            "metadata": {"name": "workers", "namespace": NS, "annotations": annotations},
+            "spec": spec,
+        });
+        Arc::new(serde_json::from_value::<crate::api::MachineHealthCheck>(value).unwrap())
+    };
+    let workers =
+        json!({"matchLabels": {"machine.openshift.io/cluster-api-machine-role": "worker"}});
+    let mut cluster = cluster();
+    cluster.boots.machines = vec![deleted_at_11("worker-a-x1"), deleted_at_11("worker-a-x2")];
+    let judged = |cluster: &ClusterSnapshot| {
+        decide_at(cluster, moved(&[move_entry()]), at(12))
+            .boot_evidence
+            .unwrap()
+    };
+    assert_eq!(
+        judged(&cluster).state,
+        BootState::Unproven,
+        "without a check: before 20m"
+    );
+    for (spec, annotations, state) in [
+        (json!({"selector": workers}), json!({}), BootState::Failed),
+        (
+            json!({"selector": workers, "nodeStartupTimeout": "10m0s"}),
+            json!({}),
+            BootState::Failed,
+        ),
+        (
+            json!({"selector": workers, "nodeStartupTimeout": "0"}),
+            json!({}),
+            BootState::Unproven,
+        ),
+        (
+            json!({"selector": workers, "nodeStartupTimeout": "15m"}),
+            json!({}),
+            BootState::Unproven,
+        ),
+        (
+            json!({"selector": workers, "remediationTemplate": {"kind": "Metal3RemediationTemplate", "name": "x"}}),
+            json!({}),
+            BootState::Unproven,
+        ),
+        (
+            json!({"selector": workers}),
+            json!({"cluster.x-k8s.io/paused": ""}),
+            BootState::Unproven,
+        ),
+        (
+            json!({"selector": {"matchLabels": {"role": "infra"}}}),
+            json!({}),
+            BootState::Unproven,
+        ),
+    ] {
+        cluster.boots.health_checks = vec![check(spec.clone(), annotations)];
+        let evidence = judged(&cluster);
+        assert_eq!(evidence.state, state, "{spec}: {}", evidence.describe());
+        if state == BootState::Failed {
+            let reason = evidence.reason.unwrap();
+            assert!(
+                reason.contains("within 10m (the nodeStartupTimeout of MachineHealthCheck workers"),
+                "{reason}"
+            );
+        }
+    }
+}

@@ -504,3 +504,70 @@ async fn machines_the_machine_set_controller_did_not_make_are_not_evidence() {
     );
     controller.terminate();
 }
+
+/// The MachineHealthCheck CRD: the upstream data has none, so the project's own
+/// (`boot-image-controller crds`), applied where the cluster does not serve the kind yet.
+async fn ensure_health_check_crd(env: &TestEnv) {
+    use boot_image_controller::api::MachineHealthCheck;
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::CustomResourceExt;
+    let crds: Api<CustomResourceDefinition> = Api::all(env.client.clone());
+    let crd = MachineHealthCheck::crd();
+    let name = crd.metadata.name.clone().unwrap();
+    if crds.get_opt(&name).await.expect("CRDs readable").is_none() {
+        let params = PatchParams::apply("boot-evidence-test");
+        crds.patch(&name, &params, &Patch::Apply(&crd))
+            .await
+            .expect("MachineHealthCheck CRD applied");
+    }
+    let gvk = GroupVersionKind::gvk("machine.openshift.io", "v1beta1", "MachineHealthCheck");
+    let resource = ApiResource::from_gvk_with_plural(&gvk, "machinehealthchecks");
+    let checks: Api<DynamicObject> = Api::namespaced_with(env.client.clone(), &env.ns, &resource);
+    eventually(CONVERGE, || async {
+        checks.list(&Default::default()).await.ok()
+    })
+    .await
+    .expect("MachineHealthChecks served");
+}
+
+/// Issue 46: a MachineHealthCheck without `nodeStartupTimeout` deletes a Machine whose Node has
+/// not come after 10 minutes, before the 20-minute join limit: the verdict was never reached.
+/// The check deletes each such Machine and the MachineSet makes the next: the one deleted
+/// before still counts once it is gone.
+#[tokio::test]
+async fn machines_a_health_check_deletes_for_not_starting_fail_the_image_at_its_timeout() {
+    let env = TestEnv::new("boot-mhc").await;
+    ensure_health_check_crd(&env).await;
+    upgraded_cluster(&env).await;
+    env.create(json!({
+        "apiVersion": "machine.openshift.io/v1beta1", "kind": "MachineHealthCheck",
+        "metadata": {"name": "workers", "namespace": env.ns},
+        "spec": {
+            "selector": {"matchLabels": {"machine.openshift.io/cluster-api-machineset": "worker-a"}},
+            "nodeStartupTimeout": "5s"
+        }
+    }))
+    .await;
+    // The default join limit, 20 minutes.
+    let mut controller = env.controller(&[]);
+    controller.wait_ready().await;
+    wait_moved(&env).await;
+    create_stuck_machine(&env, "worker-a-x1").await;
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    delete_machine(&env, "worker-a-x1").await;
+    release_machine(&env, "worker-a-x1").await;
+    create_stuck_machine(&env, "worker-a-x2").await;
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    delete_machine(&env, "worker-a-x2").await;
+
+    let evidence = wait_settled(&env, 0).await;
+    assert_eq!(evidence["state"], "Failed", "{evidence}");
+    let reason = evidence["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("within 5s (the nodeStartupTimeout of MachineHealthCheck workers")
+            && reason.contains("on 2 Machines"),
+        "{reason}"
+    );
+    release_machine(&env, "worker-a-x2").await;
+    controller.terminate();
+}
