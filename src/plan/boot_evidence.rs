@@ -2,11 +2,14 @@
 //!
 //! Nothing else checks this: when a golden image does not boot in a region, on a VM size or with
 //! a custom stub, the next scale-up fails and nobody connects the failure with the change. A
-//! Machine the MachineSet created after the move, with the new image, is evidence:
+//! Machine the MachineSet created after the move, with the new image, is evidence (and only
+//! one its controller made, see [`created_by`]):
 //! - it **proves** the image once its Node is Ready;
 //! - it **fails** the image when the Machine API gives up on it (`Failed`) for a reason that
 //!   points at the image (see [`image_failure`]), or when its instance exists but no Node joins
-//!   within the limit (`--node-join-timeout`): the usual sign of an Ignition failure;
+//!   within the limit (`--node-join-timeout`, or a MachineHealthCheck's shorter
+//!   `nodeStartupTimeout`): the usual sign of an Ignition failure, but on one Machine no
+//!   verdict, since a stalled CSR approver looks the same (see [`judge`]);
 //! - anything else (quota, capacity, instance type, credentials, a Machine still provisioning)
 //!   is not counted either way.
 //!
