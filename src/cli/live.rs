@@ -251,6 +251,7 @@ async fn read_inputs(
     items.extend(read_cluster_api(client, cluster_api, unreadable).await?);
     items.extend(read_nodes(client).await?);
     items.extend(read_machines(client, ns).await?);
+    items.extend(read_health_checks(client, ns).await?);
     Ok(items)
 }
 
@@ -400,7 +401,21 @@ async fn read_nodes(client: &Client) -> Result<Vec<Value>, kube::Error> {
 /// The Machines of the machine-API namespace, whose boots show whether new images work; none
 /// where the cluster does not serve them.
 async fn read_machines(client: &Client, ns: &str) -> Result<Vec<Value>, kube::Error> {
-    let resource = ApiResource::erase::<crate::api::Machine>(&());
+    read_served(client, ApiResource::erase::<crate::api::Machine>(&()), ns).await
+}
+
+/// The MachineHealthChecks of the machine-API namespace, which set the join limit of the
+/// Machines they select; none where the cluster does not serve them.
+async fn read_health_checks(client: &Client, ns: &str) -> Result<Vec<Value>, kube::Error> {
+    let resource = ApiResource::erase::<crate::api::MachineHealthCheck>(&());
+    read_served(client, resource, ns).await
+}
+
+async fn read_served(
+    client: &Client,
+    resource: ApiResource,
+    ns: &str,
+) -> Result<Vec<Value>, kube::Error> {
     match list(client, &resource, ns).await {
         Ok(listed) => Ok(listed.readable),
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(Vec::new()),
