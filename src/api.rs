@@ -67,6 +67,8 @@ view! {
             #[serde(rename = "authoritativeAPI")]
             #[schemars(extend("enum" = ["MachineAPI", "ClusterAPI"]))]
             pub authoritative_api: String,
+            /// Which Machines are this MachineSet's; the template's labels match it.
+            pub selector: LabelSelector,
         }
         #[serde(default)]
         pub template: MachineTemplate,
@@ -97,6 +99,11 @@ view! {
     #[derive(CustomResource)]
     #[kube(group = "machine.openshift.io", version = "v1beta1", kind = "Machine", plural = "machines", namespaced, status = "MachineStatus")]
     pub struct MachineSpec {
+        optional {
+            /// Of a Machine: its instance's ID at the cloud, set once the instance exists.
+            #[serde(rename = "providerID")]
+            pub provider_id: String,
+        }
         #[serde(default)]
         pub provider_spec: ProviderSpec,
     }
@@ -119,6 +126,29 @@ view! {
 }
 
 view! {
+    /// What deletes Machines whose Node does not come (openshift/machine-api-operator,
+    /// pkg/controller/machinehealthcheck/machinehealthcheck_controller.go): read by
+    /// `plan::boot_evidence` for the join limit that applies to a Machine.
+    #[derive(CustomResource)]
+    #[kube(group = "machine.openshift.io", version = "v1beta1", kind = "MachineHealthCheck", plural = "machinehealthchecks", namespaced, status = "OpaqueStatus")]
+    pub struct MachineHealthCheckSpec {
+        optional {
+            pub selector: LabelSelector,
+            /// A Go duration (`10m`, `1h0m0s`); absent means 10 minutes, `0` never.
+            pub node_startup_timeout: String,
+            /// Set: remediation is external and no Machine is deleted.
+            pub remediation_template: RemediationTemplate,
+        }
+    }
+}
+
+view! {
+    /// A reference to an external remediation template; only its presence is read.
+    pub struct RemediationTemplate {
+    }
+}
+
+view! {
     pub struct NodeRef {
         optional {
             pub name: String,
@@ -132,6 +162,80 @@ pub struct ProviderSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
     pub value: Option<Value>,
+    /// What a trimmed `value` remembers of the whole one, recorded as the watch trims it
+    /// (`MachineSpec::keep_only_what_the_rules_read`); never serialised.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub leaves: Option<Leaves>,
+}
+
+/// The leaves of a provider spec that say something (not `null`, `false`, `0`, `""`, `[]` or
+/// `{}`), each as a hash of its JSON Pointer and one of its value, sorted: enough to tell
+/// whether every value a MachineSet's template sets is in a Machine
+/// (`plan::boot_evidence`) after both were trimmed. At most [`Leaves::LIMIT`] are kept.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Leaves(Vec<(u64, u64)>);
+
+impl Leaves {
+    /// Of a Machine's provider spec (anyone who can create Machines writes one): a few
+    /// kilobytes at most. Real provider specs have tens of leaves.
+    pub const LIMIT: usize = 256;
+
+    pub fn of(value: &Value) -> Self {
+        fn walk(value: &Value, pointer: &mut String, out: &mut Vec<(u64, u64)>) {
+            let len = pointer.len();
+            match value {
+                Value::Object(fields) => {
+                    for (key, value) in fields {
+                        pointer.push('/');
+                        pointer.push_str(&key.replace('~', "~0").replace('/', "~1"));
+                        walk(value, pointer, out);
+                        pointer.truncate(len);
+                    }
+                }
+                Value::Array(items) => {
+                    for (index, value) in items.iter().enumerate() {
+                        pointer.push('/');
+                        pointer.push_str(&index.to_string());
+                        walk(value, pointer, out);
+                        pointer.truncate(len);
+                    }
+                }
+                Value::Null | Value::Bool(false) => {}
+                Value::String(text) if text.is_empty() => {}
+                Value::Number(n) if n.as_f64() == Some(0.0) => {}
+                leaf if out.len() < Leaves::LIMIT => {
+                    out.push((hash(pointer.as_str()), hash(leaf.to_string())))
+                }
+                _ => {}
+            }
+        }
+        fn hash(h: impl std::hash::Hash) -> u64 {
+            use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+            BuildHasherDefault::<DefaultHasher>::default().hash_one(h)
+        }
+        let mut out = Vec::new();
+        walk(value, &mut String::new(), &mut out);
+        out.sort_unstable();
+        out.dedup();
+        Leaves(out)
+    }
+
+    /// Whether every leaf of `self` is one of `other`'s.
+    pub fn within(&self, other: &Leaves) -> bool {
+        (self.0.iter()).all(|leaf| other.0.binary_search(leaf).is_ok())
+    }
+}
+
+impl ProviderSpec {
+    /// Its leaves, as recorded before it was trimmed, or read from the whole value.
+    pub fn leaves(&self) -> std::borrow::Cow<'_, Leaves> {
+        match (&self.leaves, &self.value) {
+            (Some(leaves), _) => std::borrow::Cow::Borrowed(leaves),
+            (None, Some(value)) => std::borrow::Cow::Owned(Leaves::of(value)),
+            (None, None) => std::borrow::Cow::Owned(Leaves::default()),
+        }
+    }
 }
 
 view! {
@@ -404,6 +508,7 @@ pub fn local_crds()
     vec![
         MachineSet::crd(),
         Machine::crd(),
+        MachineHealthCheck::crd(),
         ControlPlaneMachineSet::crd(),
         machine_configuration_crd(),
         Infrastructure::crd(),

@@ -21,6 +21,7 @@ pub mod metrics;
 pub mod names;
 pub mod plan;
 pub mod platform;
+mod quoted;
 pub mod reason;
 mod revert;
 mod server;

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::api::{
     ClusterApiMachineDeployment, ClusterApiMachineSet, ControlPlaneMachineSet, InfrastructureRef,
-    MachineSet, MachineTemplate, ObjectMeta, ProviderSpec,
+    LabelSelector, Leaves, MachineSet, MachineTemplate, ObjectMeta, ProviderSpec,
 };
 use crate::names::{
     AUTOSCALER_LABELS_ANNOTATION, BOOT_FAILURE_HOLD_ANNOTATION, HISTORY_ANNOTATION,
@@ -224,6 +224,10 @@ pub trait MachineObject {
     fn template_labels(&self) -> Option<&BTreeMap<String, String>> {
         None
     }
+    /// Which Machines are the object's (a Machine API MachineSet's `spec.selector`).
+    fn selector(&self) -> Option<&LabelSelector> {
+        None
+    }
     /// Which API acts on the object, when another one may (`status.authoritativeAPI` of a
     /// Machine API MachineSet, and `spec.authoritativeAPI` while a handover is pending).
     fn authority(&self) -> Authority {
@@ -257,6 +261,9 @@ impl MachineObject for MachineSet {
     }
     fn machine_template(&self) -> Option<&MachineTemplate> {
         Some(&self.spec.template)
+    }
+    fn selector(&self) -> Option<&LabelSelector> {
+        self.spec.selector.as_ref()
     }
     /// The status says which API acts now; a spec asking for Cluster API while the status is
     /// empty or still Machine API is a handover about to start. The migration controller sets
@@ -430,10 +437,14 @@ impl MachineTemplate {
 }
 
 impl crate::api::MachineSpec {
-    /// Of the provider spec, the fields a platform rule or the stub rule reads; Machines are
-    /// trimmed the same way, since the same rules find their boot image.
+    /// Of the provider spec, the fields a platform rule or the stub rule reads, and the
+    /// [`Leaves`] of the whole (which Machines a MachineSet made, `plan::boot_evidence`);
+    /// Machines are trimmed the same way, since the same rules find their boot image.
     pub fn keep_only_what_the_rules_read(&mut self) {
         self.extra = Default::default();
+        if self.provider_spec.leaves.is_none() {
+            self.provider_spec.leaves = self.provider_spec.value.as_ref().map(Leaves::of);
+        }
         if let Some(Value::Object(spec)) = &mut self.provider_spec.value {
             spec.retain(|field, _| field == stub::FIELD || platform::read_by_a_rule(field));
             platform::keep_only_what_the_rules_read(spec);

@@ -240,6 +240,7 @@ enum Kind {
     Secret,
     Node,
     Machine,
+    MachineHealthCheck,
 }
 
 impl Kind {
@@ -281,6 +282,7 @@ impl Kind {
             ("v1", "Secret") => Kind::Secret,
             ("v1", "Node") => Kind::Node,
             ("machine.openshift.io/v1beta1", "Machine") => Kind::Machine,
+            ("machine.openshift.io/v1beta1", "MachineHealthCheck") => Kind::MachineHealthCheck,
             _ => return None,
         })
     }
@@ -298,6 +300,7 @@ impl Kind {
             Kind::Secret => "Secret",
             Kind::Node => "Node",
             Kind::Machine => "Machine",
+            Kind::MachineHealthCheck => "MachineHealthCheck",
         }
     }
 }
@@ -463,6 +466,10 @@ impl Objects {
                 Kind::Machine => {
                     let machine: crate::api::Machine = typed(&key, found)?;
                     cluster.boots.machines.push(Arc::new(machine));
+                }
+                Kind::MachineHealthCheck => {
+                    let check: crate::api::MachineHealthCheck = typed(&key, found)?;
+                    cluster.boots.health_checks.push(Arc::new(check));
                 }
                 Kind::Node => {
                     let node: Node = typed(&key, found)?;
@@ -663,6 +670,22 @@ just a scalar
         assert!(snapshot.cluster_api.is_empty());
         assert!(snapshot.cluster.infrastructure.is_none());
         assert!(snapshot.cluster.golden.is_none());
+    }
+
+    /// `plan` judges a new image's Machines with the join limit the controller uses: a
+    /// MachineHealthCheck's shorter `nodeStartupTimeout` (plan::boot_evidence).
+    #[test]
+    fn machine_health_checks_are_read_for_the_boot_evidence() {
+        let text = r#"
+apiVersion: machine.openshift.io/v1beta1
+kind: MachineHealthCheck
+metadata: {name: workers, namespace: openshift-machine-api}
+spec: {nodeStartupTimeout: 5m, selector: {matchLabels: {role: worker}}}
+"#;
+        let snapshot = load_one(text);
+        let checks = &snapshot.cluster.boots.health_checks;
+        assert_eq!(checks.len(), 1);
+        assert_eq!(checks[0].spec.node_startup_timeout.as_deref(), Some("5m"));
     }
 
     #[test]

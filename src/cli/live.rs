@@ -283,6 +283,7 @@ async fn read_inputs(
     let nodes = list(client, &ApiResource::erase::<Node>(&()), None).await?;
     items.extend(unreadable.leave_out(nodes));
     items.extend(read_machines(client, ns, unreadable).await?);
+    items.extend(read_health_checks(client, ns, unreadable).await?);
     Ok(items)
 }
 
@@ -419,6 +420,26 @@ async fn read_machines(
     unreadable: &mut Unreadable,
 ) -> Result<Vec<Value>, kube::Error> {
     let resource = ApiResource::erase::<crate::api::Machine>(&());
+    read_served(client, resource, ns, unreadable).await
+}
+
+/// The MachineHealthChecks of the machine-API namespace, which set the join limit of the
+/// Machines they select; none where the cluster does not serve them.
+async fn read_health_checks(
+    client: &Client,
+    ns: &str,
+    unreadable: &mut Unreadable,
+) -> Result<Vec<Value>, kube::Error> {
+    let resource = ApiResource::erase::<crate::api::MachineHealthCheck>(&());
+    read_served(client, resource, ns, unreadable).await
+}
+
+async fn read_served(
+    client: &Client,
+    resource: ApiResource,
+    ns: &str,
+    unreadable: &mut Unreadable,
+) -> Result<Vec<Value>, kube::Error> {
     match list(client, &resource, Some(ns)).await {
         Ok(listed) => Ok(unreadable.leave_out(listed)),
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(Vec::new()),

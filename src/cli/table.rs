@@ -7,6 +7,7 @@ use crate::golden_stream::GoldenConfig;
 use crate::machine_kind::MachineKind;
 use crate::plan::{Action, ClusterSnapshot, Decision, Plan};
 use crate::platform::display_image as display;
+use crate::quoted::printable;
 
 /// Messages are wrapped to the table's width, within these bounds, so they read as part of it.
 const MESSAGE_WIDTH: std::ops::RangeInclusive<usize> = 80..=120;
@@ -211,27 +212,6 @@ fn message<'a>(e: &'a Decision, plan: &Plan) -> Option<&'a str> {
         .as_ref()
         .is_some_and(|b| b.reason == e.reason && b.message == e.message);
     (!repeats_blocked).then_some(e.message.as_str())
-}
-
-/// `text` safe to print on a terminal: control characters (escape sequences, carriage returns,
-/// newlines that would forge rows) and bidirectional overrides (which reorder what a reader sees)
-/// are shown as `\u{..}` escapes. Names and images come from the cluster, where anyone with
-/// write access to a MachineSet chooses them.
-fn printable(text: &str) -> std::borrow::Cow<'_, str> {
-    let unsafe_char =
-        |c: char| c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
-    if !text.chars().any(unsafe_char) {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    let mut escaped = String::with_capacity(text.len() + 8);
-    for c in text.chars() {
-        if unsafe_char(c) {
-            let _ = write!(escaped, "\\u{{{:x}}}", u32::from(c));
-        } else {
-            escaped.push(c);
-        }
-    }
-    std::borrow::Cow::Owned(escaped)
 }
 
 /// Greedy word wrap; a word longer than the width (a resource ID) keeps a line of its own.

@@ -1,6 +1,7 @@
 //! The watches behind `plan::boot_evidence`: the Machines of the machine-API namespace, kept
-//! trimmed to what the evidence reads, and every Node ([`super::nodes`], whose one store also
-//! tells the control plane's architecture).
+//! trimmed to what the evidence reads, the MachineHealthChecks that set how long a new
+//! Machine's Node may take, and every Node ([`super::nodes`], whose one store also tells the
+//! control plane's architecture).
 //!
 //! A Machine's event re-plans the MachineSet that created it, and so does a readiness change of
 //! the Node it runs on.
@@ -8,8 +9,8 @@
 //! Neither watch holds readiness: the controller is ready once its own inputs are listed, and
 //! its first pass waits for these lists at most [`FIRST_LIST_WAIT`].
 
-use std::collections::BTreeSet;
-use std::sync::Arc;
+use std::collections::{BTreeSet, VecDeque};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -24,9 +25,11 @@ use super::lenient::Lenient;
 use super::nodes::Nodes;
 use super::watch_backoff::retried;
 use super::watches::{Trigger, paged, probe};
-use crate::api::{Machine, ObjectMeta};
+use crate::api::{Machine, MachineHealthCheck, ObjectMeta};
 use crate::machine_kind::MachineKind;
 use crate::plan::ObjectKey;
+use crate::plan::boot_evidence::ERROR_MESSAGE_KEPT;
+use crate::quoted::bounded;
 
 /// How long the first pass waits for the Machines and Nodes to be listed: until then it would
 /// see no control-plane Node (the architecture of MachineSets that do not declare theirs). A
@@ -37,7 +40,42 @@ const FIRST_LIST_WAIT: Duration = Duration::from_secs(30);
 pub(super) struct BootStores {
     /// `None` where Machines cannot be listed: then no image is proven or failed.
     machines: Option<Store<Lenient<Machine>>>,
+    /// Machines deleted without a Node, as they last were, newest last: a MachineHealthCheck
+    /// deletes each Machine whose Node does not come, and the MachineSet makes the next one,
+    /// so a join failure is corroborated only by Machines already gone. Lost on restart.
+    removed: Arc<Mutex<VecDeque<Arc<Machine>>>>,
+    /// `None` where MachineHealthChecks cannot be listed: then only `--node-join-timeout`
+    /// applies.
+    health_checks: Option<Store<Lenient<MachineHealthCheck>>>,
     nodes: Nodes,
+}
+
+/// How many deleted Machines [`BootStores`] remembers.
+const REMOVED_KEPT: usize = 64;
+
+/// Whether `api` can be listed; says why not, once, when it cannot.
+async fn served<K: Resource>(
+    client: &kube::Client,
+    api: &Api<K>,
+    what: &str,
+    namespace: &str,
+    without: &str,
+) -> bool {
+    match probe(client, api, &ListParams::default()).await {
+        Err(kube::Error::Api(e)) if e.code == 404 => {
+            info!("{what} are not served; {without}");
+            false
+        }
+        // RBAC of an earlier release of this controller, which did not read them.
+        Err(kube::Error::Api(e)) if e.code == 403 => {
+            warn!(
+                namespace,
+                "not allowed to list {what}; {without} (apply this release's RBAC)"
+            );
+            false
+        }
+        _ => true,
+    }
 }
 
 impl BootStores {
@@ -47,40 +85,48 @@ impl BootStores {
         tx: &UnboundedSender<Trigger>,
     ) -> Self {
         let api: Api<Lenient<Machine>> = Api::namespaced(client.clone(), namespace);
-        let machines = match probe(client, &api, &ListParams::default()).await {
-            Err(kube::Error::Api(e)) if e.code == 404 => {
-                info!("Machines are not served; new boot images are not followed");
-                None
-            }
-            // RBAC of an earlier release of this controller, which did not read Machines.
-            Err(kube::Error::Api(e)) if e.code == 403 => {
-                warn!(
-                    namespace,
-                    "not allowed to list Machines; new boot images are not followed (apply this release's RBAC)"
-                );
-                None
-            }
-            _ => Some(spawn_machines(api, tx.clone())),
-        };
+        let removed = Arc::default();
+        let without = "new boot images are not followed";
+        let machines = served(client, &api, "Machines", namespace, without)
+            .await
+            .then(|| spawn_machines(api, tx.clone(), Arc::clone(&removed)));
+        let api: Api<Lenient<MachineHealthCheck>> = Api::namespaced(client.clone(), namespace);
+        let without = "only --node-join-timeout limits how long a new Machine's Node may take";
+        let health_checks = served(client, &api, "MachineHealthChecks", namespace, without)
+            .await
+            .then(|| spawn_health_checks(api, tx.clone()));
         let running_on = machines.clone();
         let nodes = Nodes::start(client, tx.clone(), move |nodes| {
             machine_sets_running_on(running_on.as_ref(), nodes)
         });
-        BootStores { machines, nodes }
+        BootStores {
+            machines,
+            removed,
+            health_checks,
+            nodes,
+        }
     }
 
-    /// Waits for the first lists of the Machines and Nodes, at most [`FIRST_LIST_WAIT`].
+    /// Waits for the first lists of the Machines, MachineHealthChecks and Nodes, at most
+    /// [`FIRST_LIST_WAIT`].
     pub async fn wait_until_listed(&self) {
-        let machines = async {
-            if let Some(machines) = &self.machines {
-                let _ = machines.wait_until_ready().await;
+        async fn listed<K: Resource + Clone>(store: Option<&Store<K>>)
+        where
+            K::DynamicType: Eq + std::hash::Hash + Clone,
+        {
+            if let Some(store) = store {
+                let _ = store.wait_until_ready().await;
             }
-        };
-        let listed = futures::future::join(machines, self.nodes.wait_until_ready());
-        if tokio::time::timeout(FIRST_LIST_WAIT, listed).await.is_err() {
+        }
+        let all = futures::future::join3(
+            listed(self.machines.as_ref()),
+            listed(self.health_checks.as_ref()),
+            self.nodes.wait_until_ready(),
+        );
+        if tokio::time::timeout(FIRST_LIST_WAIT, all).await.is_err() {
             warn!(
-                "Machines or Nodes are not listed yet (see their watch errors); planning without \
-                 them until they are"
+                "Machines, MachineHealthChecks or Nodes are not listed yet (see their watch \
+                 errors); planning without them until they are"
             );
         }
     }
@@ -89,15 +135,30 @@ impl BootStores {
         &self.nodes
     }
 
-    /// The readable Machines; an unreadable one is evidence of nothing.
+    /// The readable Machines there are, and those deleted without a Node that it remembers;
+    /// an unreadable one is evidence of nothing.
     pub fn machines(&self) -> Vec<Arc<Machine>> {
-        let Some(machines) = &self.machines else {
-            return Vec::new();
-        };
-        (machines.state().iter())
-            .filter_map(|m| m.shared().cloned())
-            .collect()
+        let mut machines = readable(self.machines.as_ref());
+        let removed = self.removed.lock().unwrap_or_else(|e| e.into_inner());
+        machines.extend(removed.iter().cloned());
+        machines
     }
+
+    pub fn health_checks(&self) -> Vec<Arc<MachineHealthCheck>> {
+        readable(self.health_checks.as_ref())
+    }
+}
+
+fn readable<K: Resource + Clone>(store: Option<&Store<Lenient<K>>>) -> Vec<Arc<K>>
+where
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    let Some(store) = store else {
+        return Vec::new();
+    };
+    (store.state().iter())
+        .filter_map(|o| o.shared().cloned())
+        .collect()
 }
 
 /// The MachineSets that created the Machines running on `nodes`.
@@ -119,9 +180,34 @@ fn machine_sets_running_on(
         .collect()
 }
 
+/// Every MachineHealthCheck (a handful per cluster); any change re-plans everything.
+fn spawn_health_checks(
+    api: Api<Lenient<MachineHealthCheck>>,
+    tx: UnboundedSender<Trigger>,
+) -> Store<Lenient<MachineHealthCheck>> {
+    let (store, writer) = reflector::store();
+    let stream = retried("MachineHealthChecks", watcher(api, paged()).reflect(writer));
+    tokio::spawn(async move {
+        futures::pin_mut!(stream);
+        while let Some(event) = stream.next().await {
+            if matches!(
+                event,
+                Ok(watcher::Event::InitApply(_) | watcher::Event::Init)
+            ) {
+                continue;
+            }
+            if event.is_ok() && tx.send(Trigger::All).is_err() {
+                return;
+            }
+        }
+    });
+    store
+}
+
 fn spawn_machines(
     api: Api<Lenient<Machine>>,
     tx: UnboundedSender<Trigger>,
+    removed: Arc<Mutex<VecDeque<Arc<Machine>>>>,
 ) -> Store<Lenient<Machine>> {
     let (store, writer) = reflector::store();
     let stream = retried("Machines", watcher(api, paged()).reflect(writer));
@@ -129,9 +215,21 @@ fn spawn_machines(
         futures::pin_mut!(stream);
         while let Some(event) = stream.next().await {
             let triggers: Vec<Trigger> = match event {
-                Ok(watcher::Event::Apply(m) | watcher::Event::Delete(m)) => {
+                Ok(watcher::Event::Delete(m)) => {
+                    let machine = m.shared();
+                    let status = machine.and_then(|m| m.status.as_ref());
+                    if let Some(machine) = machine
+                        && status.is_some_and(|s| s.node_ref.is_none())
+                    {
+                        let mut removed = removed.lock().unwrap_or_else(|e| e.into_inner());
+                        if removed.len() == REMOVED_KEPT {
+                            removed.pop_front();
+                        }
+                        removed.push_back(Arc::clone(machine));
+                    }
                     owners(m.meta()).map(Trigger::One).collect()
                 }
+                Ok(watcher::Event::Apply(m)) => owners(m.meta()).map(Trigger::One).collect(),
                 Ok(watcher::Event::InitDone) => vec![Trigger::All],
                 Ok(_) | Err(_) => continue,
             };
@@ -156,14 +254,20 @@ fn owners(meta: &ObjectMeta) -> impl Iterator<Item = ObjectKey> + '_ {
         })
 }
 
-/// Owner, creation time, provider spec (as far as a platform rule reads it) and the status
-/// the evidence reads: a Machine's status carries the provider's whole instance status.
+/// Owner, labels (which MachineSet selects it), creation time, provider spec (as far as a
+/// platform rule reads it, and the leaves of the whole, to compare with its MachineSet's
+/// template) and the status the evidence reads: a Machine's status carries the provider's
+/// whole instance status, and its `errorMessage` is bounded (anyone who can write a Machine's
+/// status chooses it).
 pub(super) fn keep_only_what_the_evidence_reads(machine: &mut Machine) {
     let meta = &mut machine.metadata;
-    (meta.managed_fields, meta.annotations, meta.labels) = (None, None, None);
+    (meta.managed_fields, meta.annotations) = (None, None);
     machine.spec.keep_only_what_the_rules_read();
     if let Some(status) = &mut machine.status {
         status.extra = Default::default();
+        if let Some(message) = &mut status.error_message {
+            *message = bounded(message, ERROR_MESSAGE_KEPT);
+        }
         if let Some(node) = &mut status.node_ref {
             node.extra = Default::default();
         }

@@ -25,8 +25,8 @@ use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
 use crate::api::{
-    ClusterVersion, ConfigMap, Infrastructure, Machine, MachineConfiguration, ObjectMeta,
-    OwnerReference, Secret,
+    ClusterVersion, ConfigMap, Infrastructure, Machine, MachineConfiguration, MachineHealthCheck,
+    ObjectMeta, OwnerReference, Secret,
 };
 use crate::machine_kind::MachineObject;
 use crate::plan::Malformed;
@@ -103,6 +103,14 @@ impl Keep for DynamicObject {}
 impl Keep for Machine {
     fn keep_only_what_the_planner_reads(&mut self) {
         super::boot_watches::keep_only_what_the_evidence_reads(self);
+    }
+}
+
+/// Its selector and `nodeStartupTimeout` (what the evidence reads), no status.
+impl Keep for MachineHealthCheck {
+    fn keep_only_what_the_planner_reads(&mut self) {
+        (self.metadata.managed_fields, self.status) = (None, None);
+        self.spec.extra = Default::default();
     }
 }
 

@@ -95,6 +95,7 @@ pub(super) async fn observe(
         boots: Boots {
             machines: boots.machines(),
             nodes: boots.nodes().readiness(),
+            health_checks: boots.health_checks(),
         },
     };
     Observation {

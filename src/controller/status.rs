@@ -17,6 +17,7 @@ use crate::api_client;
 use crate::machine_kind::MachineKind;
 use crate::plan::boot_evidence::{BootEvidence, BootState};
 use crate::plan::{Action, Blocked, Decision, friendly_duration};
+use crate::quoted::bounded;
 use crate::reason::Reason;
 
 pub const PROGRESSING: &str = "BootImageUpdateProgressing";
@@ -29,19 +30,6 @@ pub const HELD_TOO_LONG: &str = "BootImageUpdateHeldTooLong";
 const MESSAGE_LIMIT: usize = 32_768;
 /// How much of one object's message a condition quotes.
 const QUOTED_MESSAGE_LIMIT: usize = 1_000;
-
-/// `text` cut to at most `limit` bytes on a character boundary, saying how much was left out.
-fn bounded(text: &str, limit: usize) -> String {
-    if text.len() <= limit {
-        return text.to_string();
-    }
-    let note = format!(" … ({} more bytes)", text.len() - limit);
-    let mut end = limit.saturating_sub(note.len());
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}{note}", &text[..end])
-}
 
 /// How many erroring resources a message names before it summarises the rest.
 const NAMED_ERRORS: usize = 10;

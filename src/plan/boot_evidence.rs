@@ -2,11 +2,14 @@
 //!
 //! Nothing else checks this: when a golden image does not boot in a region, on a VM size or with
 //! a custom stub, the next scale-up fails and nobody connects the failure with the change. A
-//! Machine the MachineSet created after the move, with the new image, is evidence:
+//! Machine the MachineSet created after the move, with the new image, is evidence (and only
+//! one its controller made, see [`created_by`]):
 //! - it **proves** the image once its Node is Ready;
 //! - it **fails** the image when the Machine API gives up on it (`Failed`) for a reason that
 //!   points at the image (see [`image_failure`]), or when its instance exists but no Node joins
-//!   within the limit (`--node-join-timeout`): the usual sign of an Ignition failure;
+//!   within the limit (`--node-join-timeout`, or a MachineHealthCheck's shorter
+//!   `nodeStartupTimeout`): the usual sign of an Ignition failure, but on one Machine no
+//!   verdict, since a stalled CSR approver looks the same (see [`judge`]);
 //! - anything else (quota, capacity, instance type, credentials, a Machine still provisioning)
 //!   is not counted either way.
 //!
@@ -22,8 +25,13 @@ use jiff::{SignedDuration, Timestamp};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::api::{Machine, ObjectMeta};
+use kube::core::{Selector, SelectorExt};
+
+use super::history::CLOCK_SKEW;
+use crate::api::{LabelSelector, Leaves, Machine, MachineHealthCheck, ObjectMeta, ProviderSpec};
+use crate::machine_kind::{CLUSTER_API_PAUSED_ANNOTATION, MachineKind};
 use crate::platform::image_locations;
+use crate::quoted::{bounded, printable};
 
 /// What the cluster shows of Machines and Nodes, for [`judge`].
 #[derive(Clone, Debug, Default)]
@@ -32,6 +40,8 @@ pub struct Boots {
     pub machines: Vec<Arc<Machine>>,
     /// Every Node by name, and whether it is Ready.
     pub nodes: BTreeMap<String, bool>,
+    /// The MachineHealthChecks of the machine-API namespace.
+    pub health_checks: Vec<Arc<MachineHealthCheck>>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -70,7 +80,8 @@ pub struct BootEvidence {
     /// When the controller saw it settle (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time: Option<String>,
-    /// Of a failure: what went wrong, as the Machine API said it.
+    /// Of a failure: what went wrong, as the Machine API said it; of an unproven image, why a
+    /// Machine that did not come up is no verdict yet.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// Of an unproven image: when a Machine that waits for its Node passes the join limit, and
@@ -94,7 +105,10 @@ impl BootEvidence {
     pub fn describe(&self) -> String {
         let machine = self.machine.as_deref().unwrap_or("?");
         match self.state {
-            BootState::Unproven => "no Machine created since has booted it yet".into(),
+            BootState::Unproven => match &self.reason {
+                None => "no Machine created since has booted it yet".into(),
+                Some(why) => format!("no Machine created since has booted it yet; {why}"),
+            },
             BootState::Proven => format!(
                 "proven: Machine {machine} booted it and its Node is Ready ({})",
                 self.time.as_deref().unwrap_or("?")
@@ -110,17 +124,28 @@ impl BootEvidence {
 /// What one Machine shows.
 enum Verdict {
     Proves,
+    /// An image error the provider names: final on one Machine.
     Fails(String),
+    /// The instance exists but no Node joined within the limit: see [`judge`].
+    NoNode,
     /// Still on its way, or failed for a reason that is not the image's; with the time at which
     /// it would fail the join limit, if it waits for its Node.
     Open(Option<Timestamp>),
+}
+
+/// A moved MachineSet, as far as telling the Machines it made from others goes.
+pub struct Owner<'a> {
+    pub meta: &'a ObjectMeta,
+    pub selector: Option<&'a LabelSelector>,
+    /// Its template's provider spec.
+    pub template: Option<&'a ProviderSpec>,
 }
 
 /// The evidence so far for the move of the MachineSet `owner` to `image` at `moved_at` (its
 /// history's newest entry, RFC 3339): from the Machines `owner` created at or after the move
 /// that boot that image.
 pub fn judge(
-    owner: &ObjectMeta,
+    owner: &Owner<'_>,
     moved_at: &str,
     image: &Value,
     boots: &Boots,
@@ -133,12 +158,25 @@ pub fn judge(
     // creationTimestamp has whole seconds: a Machine created in the second of the move counts,
     // and one created just before it is told apart by its image.
     let since = Timestamp::from_second(moved_at.as_second()).unwrap_or(moved_at);
+    // The MachineSet controller makes no Machine for a MachineSet with an empty selector
+    // (openshift/machine-api-operator, pkg/controller/machineset/controller.go,
+    // `validateMachineset`): nothing counts for one here either.
+    let selector = (owner.selector.cloned())
+        .and_then(|s| Selector::try_from(s).ok())
+        .filter(|s| !s.selects_all());
+    let (Some(selector), Some(template)) = (selector, owner.template.map(ProviderSpec::leaves))
+    else {
+        return BootEvidence::unproven(None);
+    };
     let mut evidence: Vec<(&Machine, Verdict)> = (boots.machines.iter())
         .map(Arc::as_ref)
-        .filter(|m| created_by(m, owner))
+        .filter(|m| created_by(m, owner.meta, &selector, &template))
         .filter(|m| (m.metadata.creation_timestamp.as_ref()).is_some_and(|t| t.0 >= since))
         .filter(|m| holds_image(m.spec.provider_spec.value.as_ref(), image))
-        .map(|m| (m, verdict(m, &boots.nodes, now, join_limit)))
+        .map(|m| {
+            let limit = join_limit_of(m, &boots.health_checks, join_limit);
+            (m, verdict(m, &boots.nodes, now, limit.within))
+        })
         .collect();
     // Oldest first, so that the Machine named is the same from one pass to the next.
     evidence.sort_by(|(a, _), (b, _)| {
@@ -167,24 +205,93 @@ pub fn judge(
             _ => None,
         })
         .min();
-    BootEvidence::unproven(next)
+    // A Node that never joins is not the image's fault on one Machine: a stalled CSR approver,
+    // an unreachable machine-config server or a slow first pull keep a kubelet out as surely.
+    // It settles only on more than one Machine, and while no Machine of the image anywhere in
+    // the cluster has a Ready Node.
+    let no_node: Vec<&Machine> = (evidence.iter())
+        .filter_map(|(m, v)| matches!(v, Verdict::NoNode).then_some(*m))
+        .collect();
+    let Some(first) = no_node.first() else {
+        return BootEvidence::unproven(next);
+    };
+    let within = join_limit_of(first, &boots.health_checks, join_limit).describe();
+    let names = named(&no_node);
+    let proven_elsewhere = (boots.machines.iter()).find(|m| {
+        holds_image(m.spec.provider_spec.value.as_ref(), image)
+            && matches!(verdict(m, &boots.nodes, now, join_limit), Verdict::Proves)
+    });
+    let why = match proven_elsewhere {
+        None if no_node.len() > 1 => {
+            let why = format!(
+                "no Node joined within {within} on {} Machines ({names}), and no Machine of this \
+                 image has a Ready Node anywhere in the cluster: the usual sign of an Ignition \
+                 failure",
+                no_node.len()
+            );
+            return settled(BootState::Failed, first, Some(&why));
+        }
+        None => format!(
+            "no Node joined within {within} on Machine {names}, which alone is no verdict (a \
+             stalled CSR approver, an unreachable machine-config server or a slow first pull \
+             look the same): the image fails when a second Machine does the same"
+        ),
+        Some(proven) => format!(
+            "no Node joined within {within} on {names}, but Machine {} of this image has a Ready \
+             Node: not the image's fault",
+            proven.metadata.name.as_deref().unwrap_or_default()
+        ),
+    };
+    BootEvidence {
+        reason: Some(why),
+        ..BootEvidence::unproven(next)
+    }
 }
 
-/// Whether the MachineSet `owner` created `machine`: the MachineSet controller sets itself as
-/// the Machine's controller owner (openshift/machine-api-operator,
-/// pkg/controller/machineset/controller.go, `createMachine`:
-/// `OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(machineSet, ...)}`).
-fn created_by(machine: &Machine, owner: &ObjectMeta) -> bool {
-    let owners = machine
-        .metadata
-        .owner_references
-        .as_deref()
-        .unwrap_or_default();
-    owners.iter().any(|o| {
-        o.kind == crate::machine_kind::MachineKind::MachineSet.kind()
+/// A few Machines' names, and how many more.
+fn named(machines: &[&Machine]) -> String {
+    const NAMED: usize = 3;
+    let mut names: Vec<&str> = (machines.iter().take(NAMED))
+        .map(|m| m.metadata.name.as_deref().unwrap_or_default())
+        .collect();
+    let more = format!("{} more", machines.len().saturating_sub(NAMED));
+    if machines.len() > NAMED {
+        names.push(&more);
+    }
+    names.join(", ")
+}
+
+/// Whether the MachineSet `owner` made `machine`, as its controller does
+/// (openshift/machine-api-operator, pkg/controller/machineset/controller.go, `createMachine`):
+/// - the Machine names it as its controller (`metav1.NewControllerRef(machineSet, ...)`, which
+///   sets `controller: true`); a reference without it is anyone's to write, on any Machine;
+/// - the MachineSet's selector matches the Machine's labels (copied from the template; the
+///   controller adopts only Machines it selects, `shouldExcludeMachine`);
+/// - every value the template's provider spec sets is the Machine's (`Spec:
+///   machineSet.Spec.Template.Spec`). The Machine may hold more: the Machine API's defaulting
+///   webhook fills in what is left empty (pkg/webhooks/machine_webhook.go, `defaultAWS` and
+///   its siblings), as it did to the template.
+///
+/// Anyone who may create Machines can write the first two; a Machine that passes all three
+/// asked the cloud for what the MachineSet would have asked, so its failure is the image's.
+fn created_by(
+    machine: &Machine,
+    owner: &ObjectMeta,
+    selector: &Selector,
+    template: &Leaves,
+) -> bool {
+    let meta = &machine.metadata;
+    let owners = meta.owner_references.as_deref().unwrap_or_default();
+    let controlled = owners.iter().any(|o| {
+        o.controller == Some(true)
+            && o.kind == MachineKind::MachineSet.kind()
+            && o.api_version == MachineKind::MachineSet.api_version()
             && Some(&o.name) == owner.name.as_ref()
             && owner.uid.as_ref().is_none_or(|uid| *uid == o.uid)
-    })
+    });
+    controlled
+        && meta.labels.as_ref().is_some_and(|l| selector.matches(l))
+        && template.within(&machine.spec.provider_spec.leaves())
 }
 
 /// Whether a provider spec (a MachineSet's or a Machine's) holds `image` where its platform
@@ -215,30 +322,136 @@ fn verdict(
                 status.error_message.as_deref().unwrap_or_default(),
             );
             match image_failure(reason, message) {
-                Some(cause) => Verdict::Fails(format!("{cause} ({reason}: {message})")),
+                Some(cause) => {
+                    Verdict::Fails(format!("{cause} ({}: {})", quoted(reason), quoted(message)))
+                }
                 None => Verdict::Open(None),
             }
         }
         // The instance exists (the Machine API sets `Provisioned` once the cloud reports it,
         // and `Running` once the node link controller set the nodeRef): a Node that never
         // joins means the instance never got as far as the kubelet.
-        Some("Provisioned") if node.is_none() => {
+        _ if node.is_none() && instance_exists(machine) => {
             let Some(created) = machine.metadata.creation_timestamp.as_ref() else {
                 return Verdict::Open(None);
             };
             let deadline = created.0 + join_limit;
-            if now >= deadline {
-                Verdict::Fails(format!(
-                    "its instance was created but no Node joined within {}: the usual sign of \
-                     an Ignition failure",
-                    super::friendly_duration(join_limit)
-                ))
+            // Both times of a deleted Machine are the API server's.
+            if let Some(deleted) = &machine.metadata.deletion_timestamp {
+                return if deleted.0 >= deadline {
+                    Verdict::NoNode
+                } else {
+                    Verdict::Open(None)
+                };
+            }
+            // `now` is the controller's clock and the creation time the API server's: a
+            // controller clock ahead by minutes failed a good image before its Node could
+            // join. The limit allows for the skew the hot-loop guard allows
+            // (`history::CLOCK_SKEW`): a verdict may come that much late, never early.
+            if now - CLOCK_SKEW >= deadline {
+                Verdict::NoNode
             } else {
-                Verdict::Open(Some(deadline))
+                Verdict::Open(Some(deadline + CLOCK_SKEW))
             }
         }
         _ => Verdict::Open(None),
     }
+}
+
+/// The join limit that applies to a Machine, and the MachineHealthCheck it comes from.
+struct JoinLimit<'a> {
+    within: SignedDuration,
+    health_check: Option<&'a str>,
+}
+
+impl JoinLimit<'_> {
+    fn describe(&self) -> String {
+        let within = super::friendly_duration(self.within);
+        match self.health_check {
+            None => within,
+            Some(name) => format!(
+                "{within} (the nodeStartupTimeout of MachineHealthCheck {name}, which deletes \
+                 such Machines)"
+            ),
+        }
+    }
+}
+
+/// `--node-join-timeout`, or the `nodeStartupTimeout` of a MachineHealthCheck that selects the
+/// Machine when that is shorter: such a check deletes a Machine that has no Node after it
+/// (default 10 minutes, `0` never), counted from the Machine's `status.lastUpdated`, which is
+/// no earlier than its creation; with external remediation (`remediationTemplate`) or paused,
+/// it deletes nothing (openshift/machine-api-operator,
+/// pkg/controller/machinehealthcheck/machinehealthcheck_controller.go, `Reconcile`,
+/// `needsRemediation`, `internalRemediation`). A Machine it deletes after that long without a
+/// Node is one whose Node never joined.
+fn join_limit_of<'a>(
+    machine: &Machine,
+    checks: &'a [Arc<MachineHealthCheck>],
+    limit: SignedDuration,
+) -> JoinLimit<'a> {
+    let labels = machine.metadata.labels.clone().unwrap_or_default();
+    let shorter = (checks.iter())
+        .filter(|c| c.metadata.namespace == machine.metadata.namespace)
+        .filter(|c| c.spec.remediation_template.is_none())
+        .filter(|c| {
+            let annotations = c.metadata.annotations.as_ref();
+            !annotations.is_some_and(|a| a.contains_key(CLUSTER_API_PAUSED_ANNOTATION))
+        })
+        .filter(|c| {
+            let selector = c.spec.selector.clone().unwrap_or_default();
+            Selector::try_from(selector).is_ok_and(|s| s.matches(&labels))
+        })
+        .filter_map(|c| Some((node_startup_timeout(c)?, c.metadata.name.as_deref()?)))
+        .filter(|(within, _)| *within < limit)
+        .min();
+    match shorter {
+        Some((within, name)) => JoinLimit {
+            within,
+            health_check: Some(name),
+        },
+        None => JoinLimit {
+            within: limit,
+            health_check: None,
+        },
+    }
+}
+
+/// A MachineHealthCheck's `nodeStartupTimeout`; `None` when it never deletes a Machine for
+/// want of a Node, or the duration cannot be read.
+fn node_startup_timeout(check: &MachineHealthCheck) -> Option<SignedDuration> {
+    let Some(text) = check.spec.node_startup_timeout.as_deref() else {
+        return Some(SignedDuration::from_mins(10));
+    };
+    let within = match text.trim() {
+        "0" => SignedDuration::ZERO,
+        text => text.parse::<SignedDuration>().ok()?,
+    };
+    within.is_positive().then_some(within)
+}
+
+/// Whether a Machine's instance was created: the machine controller counts a Machine with a
+/// `providerID` as provisioned (openshift/machine-api-operator,
+/// pkg/controller/machine/controller.go, `machineIsProvisioned`), which stays while it is
+/// `Deleting`.
+fn instance_exists(machine: &Machine) -> bool {
+    let phase = machine.status.as_ref().and_then(|s| s.phase.as_deref());
+    phase == Some("Provisioned") || machine.spec.provider_id.is_some()
+}
+
+/// How much of a Machine's `errorMessage` is kept as it is read: enough for every provider's
+/// words that [`image_failure`] looks for, which come first.
+pub const ERROR_MESSAGE_KEPT: usize = 4_096;
+
+/// How much of it a verdict quotes (as a condition quotes an object's message): the verdict is
+/// kept in memory, in the history and in the hold annotation, and a message of 140 kB made the
+/// revert patch too large for the API server.
+const ERROR_MESSAGE_QUOTED: usize = 1_000;
+
+/// A Machine's words as a verdict keeps them: escaped (they reach the text log, Events and
+/// annotations) and bounded.
+fn quoted(text: &str) -> String {
+    bounded(&printable(text), ERROR_MESSAGE_QUOTED)
 }
 
 /// Why a `Failed` Machine's error points at its boot image, or `None` when it does not (quota,

@@ -90,7 +90,12 @@ impl Planner<'_> {
         let evidence = recorded.clone().unwrap_or_else(|| {
             let (now, limit) = (self.options.now, self.options.node_join_limit);
             let boots = &self.snapshot.boots;
-            boot_evidence::judge(subject.meta, &moved.time, &change.to, boots, now, limit)
+            let owner = boot_evidence::Owner {
+                meta: subject.meta,
+                selector: subject.selector,
+                template: subject.provider_spec(),
+            };
+            boot_evidence::judge(&owner, &moved.time, &change.to, boots, now, limit)
         });
         decided.boot_evidence = Some(evidence.clone());
         // Only an object the planner leaves as it is gets these writes: anything else (an

@@ -180,6 +180,7 @@ pub fn view<'a>(
         spec: MachineSpec {
             provider_spec: ProviderSpec {
                 value: Some(Value::Object(spec)),
+                leaves: None,
             },
             ..Default::default()
         },

@@ -138,7 +138,7 @@ pub fn target_key(boot_image: Option<&Value>, user_data_secret: Option<&str>) ->
 /// A hot-loop entry may be dated this far after `now` (clocks of replicas differ a little) and
 /// still count, as if made now. One dated later was not written by a working clock (or was
 /// edited by hand) and is ignored: it would otherwise count for as long as it is in the future.
-const CLOCK_SKEW: SignedDuration = SignedDuration::from_mins(5);
+pub(super) const CLOCK_SKEW: SignedDuration = SignedDuration::from_mins(5);
 
 /// How many times we already patched this object, to any values, within `window` before
 /// `now`: the larger of what the object's annotation and the controller's own memory

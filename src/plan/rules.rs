@@ -14,7 +14,7 @@ use super::history::{self, HistoryEntry};
 use super::patch::{Guarded, annotation, remove_annotation, under, under_known};
 use super::stub::{StubCheck, StubState};
 use super::{Planner, friendly_duration, stub};
-use crate::api::{MachineTemplate, ObjectMeta, ProviderSpec};
+use crate::api::{LabelSelector, MachineTemplate, ObjectMeta, ProviderSpec};
 use crate::arch::Arch;
 use crate::golden_stream::{DEFAULT_OS_STREAM, GoldenStream};
 use crate::machine_kind::{Authority, MachineKind, MachineObject};
@@ -31,6 +31,7 @@ pub(super) struct Subject<'a> {
     pub kind: MachineKind,
     pub meta: &'a ObjectMeta,
     pub template: Option<&'a MachineTemplate>,
+    pub selector: Option<&'a LabelSelector>,
     authority: Authority,
     /// Of a Cluster API MachineSet: its infrastructure template, or why it cannot be judged.
     infrastructure: Option<&'a Result<TemplateView<'a>, Unjudgeable>>,
@@ -43,6 +44,7 @@ impl<'a> Subject<'a> {
             kind: M::KIND,
             meta,
             template: object.machine_template(),
+            selector: object.selector(),
             authority: object.authority(),
             infrastructure: None,
         }

@@ -60,17 +60,31 @@ fn moved(history: &[HistoryEntry]) -> objects::MachineSetBuilder {
 
 /// A Machine `worker-a` created `minutes` after the move, on `ami`, with `status`.
 fn machine(name: &str, minutes: i64, ami: &str, status: Value) -> Arc<Machine> {
+    machine_edited(name, minutes, ami, status, |_| {})
+}
+
+/// [`machine`], then edited.
+fn machine_edited(
+    name: &str,
+    minutes: i64,
+    ami: &str,
+    status: Value,
+    edit: impl FnOnce(&mut Value),
+) -> Arc<Machine> {
     let created = at(minutes);
-    let value = json!({
+    let labels = &moved(&[]).build()["spec"]["template"]["metadata"]["labels"];
+    let mut value = json!({
         "apiVersion": "machine.openshift.io/v1beta1", "kind": "Machine",
         "metadata": {
             "name": name, "namespace": NS, "creationTimestamp": created.to_string(),
+            "labels": labels,
             "ownerReferences": [{"apiVersion": "machine.openshift.io/v1beta1", "kind": "MachineSet",
                                  "name": "worker-a", "uid": "", "controller": true}]
         },
         "spec": {"providerSpec": {"value": provider_specs::aws(ami, "us-east-1", "worker-user-data", "worker")}},
         "status": status,
     });
+    edit(&mut value);
     Arc::new(serde_json::from_value(value).unwrap())
 }
 
@@ -275,18 +289,75 @@ fn a_node_that_never_joins_fails_the_image_at_the_limit() {
     assert_eq!(unproven.state, BootState::Unproven);
     assert_eq!(
         unproven.look_again_at,
-        Some(at(21)),
-        "looked at again at the limit"
+        Some(at(26)),
+        "looked at again at the limit, allowing for a controller clock 5 minutes ahead"
     );
-    let d = decide_at(&cluster, moved(&[move_entry()]), at(21));
+    let provisioned = json!({"phase": "Provisioned"});
+    cluster
+        .boots
+        .machines
+        .push(machine("worker-a-x2", 2, AMI_421_US_EAST_1, provisioned));
+    let d = decide_at(&cluster, moved(&[move_entry()]), at(27));
     let failure = d.boot_evidence.unwrap();
     assert_eq!(failure.state, BootState::Failed);
     assert!(
         failure
             .reason
             .unwrap()
-            .contains("no Node joined within 20m")
+            .contains("no Node joined within 20m on 2 Machines (worker-a-x1, worker-a-x2)")
     );
+}
+
+/// Issue 46: a stalled CSR approver, an unreachable machine-config server or a slow first pull
+/// keeps a kubelet out as surely as a bad image; one Machine settled it.
+#[test]
+fn one_machine_whose_node_never_joins_is_no_verdict() {
+    let stuck = |name: &str| machine(name, 1, AMI_421_US_EAST_1, json!({"phase": "Provisioned"}));
+    let mut cluster = cluster();
+    cluster.boots.machines = vec![stuck("worker-a-x1")];
+    let d = decide_with(
+        &cluster,
+        moved(&[move_entry()]),
+        Options {
+            now: at(30),
+            ..reverting()
+        },
+    );
+    let unproven = d.boot_evidence.clone().unwrap();
+    assert_eq!(unproven.state, BootState::Unproven);
+    assert!(d.patch.0.is_empty());
+    assert!(
+        unproven.describe().contains("alone is no verdict"),
+        "says why: {}",
+        unproven.describe()
+    );
+    // A second one corroborates, unless a Machine of the image is Ready elsewhere in the
+    // cluster (here one of another MachineSet).
+    cluster.boots.machines.push(stuck("worker-a-x2"));
+    let elsewhere = machine_edited("infra-x1", -600, AMI_421_US_EAST_1, running_on("n1"), |m| {
+        m["metadata"]["ownerReferences"][0]["name"] = json!("infra")
+    });
+    cluster.boots.nodes.insert("n1".into(), true);
+    let mut with_elsewhere = cluster.clone();
+    with_elsewhere.boots.machines.push(elsewhere);
+    let d = decide_with(
+        &with_elsewhere,
+        moved(&[move_entry()]),
+        Options {
+            now: at(30),
+            ..reverting()
+        },
+    );
+    assert_eq!(evidence(&d), BootState::Unproven, "{}", d.message);
+    let d = decide_with(
+        &cluster,
+        moved(&[move_entry()]),
+        Options {
+            now: at(30),
+            ..reverting()
+        },
+    );
+    assert_eq!(d.reason, Reason::BootImageReverted, "{}", d.message);
 }
 
 fn reverting() -> Options {
@@ -524,5 +595,270 @@ fn image_errors_are_told_from_quota_capacity_and_credentials() {
     ];
     for (reason, message) in not_image {
         assert_eq!(image_failure(reason, message), None, "{reason}: {message}");
+    }
+}
+
+/// Issue 46: a user who may only create Machines had a good image reverted and held, by
+/// writing the AWS provider's words into Machines that name the MachineSet as an owner.
+#[test]
+fn only_machines_the_machine_set_controller_made_are_evidence() {
+    let image_error = || failed("InvalidConfiguration", AMI_NOT_FOUND);
+    let forged = [
+        machine_edited("not-controlled", 1, AMI_421_US_EAST_1, image_error(), |m| {
+            m["metadata"]["ownerReferences"][0]["controller"] = json!(false)
+        }),
+        machine_edited(
+            "outside-the-selector",
+            1,
+            AMI_421_US_EAST_1,
+            image_error(),
+            |m| {
+                m["metadata"]["labels"] =
+                    json!({"machine.openshift.io/cluster-api-machineset": "other"})
+            },
+        ),
+        machine_edited("another-region", 1, AMI_421_US_EAST_1, image_error(), |m| {
+            m["spec"]["providerSpec"]["value"]["placement"]["region"] = json!("eu-west-1")
+        }),
+        machine_edited("another-subnet", 1, AMI_421_US_EAST_1, image_error(), |m| {
+            m["spec"]["providerSpec"]["value"]["subnet"] = json!({"id": "subnet-0bad"})
+        }),
+        machine_edited(
+            "a-cluster-api-owner",
+            1,
+            AMI_421_US_EAST_1,
+            image_error(),
+            |m| {
+                m["metadata"]["ownerReferences"][0]["apiVersion"] =
+                    json!("cluster.x-k8s.io/v1beta2")
+            },
+        ),
+    ];
+    for machine in forged {
+        let mut cluster = cluster();
+        let name = machine.metadata.name.clone().unwrap();
+        cluster.boots.machines = vec![machine];
+        let d = decide_with(&cluster, moved(&[move_entry()]), reverting());
+        assert_eq!(evidence(&d), BootState::Unproven, "{name}: {}", d.message);
+        assert!(d.patch.0.is_empty(), "{name}");
+    }
+    // What the Machine API's defaulting webhook fills in where the template leaves it empty
+    // does not make a Machine a stranger.
+    let mut cluster = cluster();
+    cluster.boots.machines = vec![machine_edited(
+        "worker-a-x1",
+        1,
+        AMI_421_US_EAST_1,
+        image_error(),
+        |m| m["spec"]["providerSpec"]["value"]["tenancy"] = json!("default"),
+    )];
+    let d = decide_with(&cluster, moved(&[move_entry()]), reverting());
+    assert_eq!(d.reason, Reason::BootImageReverted, "{}", d.message);
+}
+
+/// Issue 46: a 140 kB `errorMessage` made the revert patch too large, and a crafted one wrote
+/// fake lines and escape bytes into the text log.
+#[test]
+fn a_machine_error_message_is_kept_bounded_and_escaped() {
+    let crafted = format!(
+        "{AMI_NOT_FOUND}\n2026-03-02T10:00:00Z  INFO boot_image_controller: all is well\u{1b}[2J{}",
+        "x".repeat(140_000)
+    );
+    let mut cluster = cluster();
+    cluster.boots.machines = vec![machine(
+        "worker-a-x1",
+        1,
+        AMI_421_US_EAST_1,
+        failed("InvalidConfiguration", &crafted),
+    )];
+    let d = decide_with(&cluster, moved(&[move_entry()]), reverting());
+    assert_eq!(d.reason, Reason::BootImageReverted);
+    let reason = d.boot_evidence.clone().unwrap().reason.unwrap();
+    assert!(reason.len() < 1_200, "{} bytes", reason.len());
+    assert!(
+        reason.contains("\\u{a}2026-03-02T10:00:00Z  INFO"),
+        "{reason}"
+    );
+    for text in [&reason, &d.message] {
+        assert!(!text.chars().any(char::is_control), "{text:?}");
+    }
+    let patch = serde_json::to_string(&d.patch).unwrap();
+    assert!(patch.len() < 8_000, "a patch of {} bytes", patch.len());
+}
+
+/// The watches keep a MachineSet's template and its Machines trimmed to the fields the rules
+/// read: what the rest of the provider spec held is still compared.
+#[test]
+fn trimmed_as_the_watches_keep_them_machines_are_still_told_apart() {
+    let trimmed = |edit: fn(&mut Value)| {
+        let mut machine = Arc::unwrap_or_clone(machine_edited(
+            "worker-a-x1",
+            1,
+            AMI_421_US_EAST_1,
+            failed("InvalidConfiguration", AMI_NOT_FOUND),
+            edit,
+        ));
+        machine.spec.keep_only_what_the_rules_read();
+        Arc::new(machine)
+    };
+    let mut stored: MachineSet = moved(&[move_entry()]).served().unwrap();
+    crate::machine_kind::MachineObject::keep_only_what_the_planner_reads(&mut stored);
+    for (machine, reverted) in [
+        (trimmed(|_| {}), true),
+        (
+            trimmed(|m| {
+                m["spec"]["providerSpec"]["value"]["subnet"] = json!({"id": "subnet-0bad"})
+            }),
+            false,
+        ),
+    ] {
+        let mut cluster = cluster();
+        cluster.boots.machines = vec![machine];
+        let d = plan(&cluster, &[Ok(stored.clone())], &[], &reverting()).decisions[0].clone();
+        assert_eq!(
+            d.reason == Reason::BootImageReverted,
+            reverted,
+            "{}",
+            d.message
+        );
+    }
+}
+
+/// Issue 46: the move is dated by the controller's clock and a Machine's creation by the API
+/// server's; a controller clock ahead by minutes failed a good image before its Node joined.
+#[test]
+fn a_controller_clock_ahead_by_minutes_does_not_fail_a_good_image() {
+    let mut cluster = cluster();
+    let provisioned = json!({"phase": "Provisioned"});
+    cluster.boots.machines = vec![machine("worker-a-x1", 1, AMI_421_US_EAST_1, provisioned)];
+    // 21 minutes after the Machine's creation by a controller clock 4 minutes ahead: 17 by the
+    // API server's.
+    let d = decide_at(&cluster, moved(&[move_entry()]), at(22));
+    assert_eq!(evidence(&d), BootState::Unproven);
+    assert!(d.patch.0.is_empty());
+    // The Node joins at 19 minutes.
+    cluster.boots.machines = vec![machine(
+        "worker-a-x1",
+        1,
+        AMI_421_US_EAST_1,
+        running_on("ip-10-0-1-5"),
+    )];
+    cluster.boots.nodes.insert("ip-10-0-1-5".into(), true);
+    let d = decide_at(&cluster, moved(&[move_entry()]), at(24));
+    assert_eq!(evidence(&d), BootState::Proven);
+}
+
+/// A deleted Machine (as a MachineHealthCheck deletes one whose Node does not come) is judged
+/// by its creation and deletion times, both the API server's: no allowance for skew needed.
+#[test]
+fn a_machine_deleted_without_a_node_past_the_limit_is_judged_by_the_api_servers_times() {
+    let deleted = |minutes: i64| {
+        machine_edited(
+            "worker-a-x1",
+            1,
+            AMI_421_US_EAST_1,
+            json!({"phase": "Deleting"}),
+            |m| {
+                m["spec"]["providerID"] = json!("aws:///us-east-1a/i-0123");
+                m["metadata"]["deletionTimestamp"] = json!(at(minutes).to_string());
+                m["metadata"]["finalizers"] = json!(["machine.machine.openshift.io"]);
+            },
+        )
+    };
+    let mut cluster = cluster();
+    cluster.boots.machines = vec![deleted(11)];
+    let d = decide_at(&cluster, moved(&[move_entry()]), at(22));
+    assert_eq!(
+        evidence(&d),
+        BootState::Unproven,
+        "deleted before the limit"
+    );
+    cluster.boots.machines = vec![deleted(21), deleted(21)];
+    Arc::make_mut(&mut cluster.boots.machines[1]).metadata.name = Some("worker-a-x2".into());
+    let d = decide_at(&cluster, moved(&[move_entry()]), at(22));
+    assert_eq!(evidence(&d), BootState::Failed, "{}", d.message);
+}
+
+/// Issue 46: a MachineHealthCheck without `nodeStartupTimeout` deletes a Machine with no Node
+/// after 10 minutes, before the 20-minute join limit, so the verdict was never reached.
+#[test]
+fn a_machine_a_health_check_deletes_for_not_starting_is_evidence() {
+    let deleted_at_11 = |name: &str| {
+        machine_edited(
+            name,
+            1,
+            AMI_421_US_EAST_1,
+            json!({"phase": "Deleting"}),
+            |m| {
+                m["spec"]["providerID"] = json!(format!("aws:///us-east-1a/i-{name}"));
+                m["metadata"]["deletionTimestamp"] = json!(at(11).to_string());
+            },
+        )
+    };
+    let check = |spec: Value, annotations: Value| {
+        let value = json!({
+            "apiVersion": "machine.openshift.io/v1beta1", "kind": "MachineHealthCheck",
+            "metadata": {"name": "workers", "namespace": NS, "annotations": annotations},
+            "spec": spec,
+        });
+        Arc::new(serde_json::from_value::<crate::api::MachineHealthCheck>(value).unwrap())
+    };
+    let workers =
+        json!({"matchLabels": {"machine.openshift.io/cluster-api-machine-role": "worker"}});
+    let mut cluster = cluster();
+    cluster.boots.machines = vec![deleted_at_11("worker-a-x1"), deleted_at_11("worker-a-x2")];
+    let judged = |cluster: &ClusterSnapshot| {
+        decide_at(cluster, moved(&[move_entry()]), at(12))
+            .boot_evidence
+            .unwrap()
+    };
+    assert_eq!(
+        judged(&cluster).state,
+        BootState::Unproven,
+        "without a check: before 20m"
+    );
+    for (spec, annotations, state) in [
+        (json!({"selector": workers}), json!({}), BootState::Failed),
+        (
+            json!({"selector": workers, "nodeStartupTimeout": "10m0s"}),
+            json!({}),
+            BootState::Failed,
+        ),
+        (
+            json!({"selector": workers, "nodeStartupTimeout": "0"}),
+            json!({}),
+            BootState::Unproven,
+        ),
+        (
+            json!({"selector": workers, "nodeStartupTimeout": "15m"}),
+            json!({}),
+            BootState::Unproven,
+        ),
+        (
+            json!({"selector": workers, "remediationTemplate": {"kind": "Metal3RemediationTemplate", "name": "x"}}),
+            json!({}),
+            BootState::Unproven,
+        ),
+        (
+            json!({"selector": workers}),
+            json!({"cluster.x-k8s.io/paused": ""}),
+            BootState::Unproven,
+        ),
+        (
+            json!({"selector": {"matchLabels": {"role": "infra"}}}),
+            json!({}),
+            BootState::Unproven,
+        ),
+    ] {
+        cluster.boots.health_checks = vec![check(spec.clone(), annotations)];
+        let evidence = judged(&cluster);
+        assert_eq!(evidence.state, state, "{spec}: {}", evidence.describe());
+        if state == BootState::Failed {
+            let reason = evidence.reason.unwrap();
+            assert!(
+                reason.contains("within 10m (the nodeStartupTimeout of MachineHealthCheck workers"),
+                "{reason}"
+            );
+        }
     }
 }

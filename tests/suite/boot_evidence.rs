@@ -58,9 +58,14 @@ fn machines(env: &TestEnv) -> Api<DynamicObject> {
 /// What the MachineSet controller creates for one replica: a Machine from the template, owned
 /// by the MachineSet.
 async fn create_machine(env: &TestEnv, name: &str) {
+    create_machine_edited(env, name, |_| {}).await
+}
+
+/// [`create_machine`], edited before it is created.
+async fn create_machine_edited(env: &TestEnv, name: &str, edit: impl FnOnce(&mut Value)) {
     let ms = env.machine_set("worker-a").await;
     let template = &ms["spec"]["template"];
-    env.create(json!({
+    let mut machine = json!({
         "apiVersion": "machine.openshift.io/v1beta1", "kind": "Machine",
         "metadata": {
             "name": name, "namespace": env.ns,
@@ -72,8 +77,9 @@ async fn create_machine(env: &TestEnv, name: &str) {
             }]
         },
         "spec": template["spec"],
-    }))
-    .await;
+    });
+    edit(&mut machine);
+    env.create(machine).await;
 }
 
 /// The provider's status update.
@@ -310,18 +316,56 @@ async fn a_node_that_never_joins_fails_the_image_at_the_limit() {
     let mut controller = env.controller(&["--node-join-timeout=5s"]);
     controller.wait_ready().await;
     wait_moved(&env).await;
-    create_machine(&env, "worker-a-x1").await;
-    set_status(&env, "worker-a-x1", json!({"phase": "Provisioned"})).await;
+    // Two Machines: one alone is no verdict (issue 46).
+    create_stuck_machine(&env, "worker-a-x1").await;
+    create_stuck_machine(&env, "worker-a-x2").await;
+    // Past the limit (as a MachineHealthCheck would), the Machines are deleted: their creation
+    // and deletion times are both the API server's, so no allowance for clock skew holds the
+    // verdict back.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    delete_machine(&env, "worker-a-x1").await;
+    delete_machine(&env, "worker-a-x2").await;
     let evidence = wait_settled(&env, 0).await;
     assert_eq!(evidence["state"], "Failed", "{evidence}");
     assert!(
         evidence["reason"]
             .as_str()
             .unwrap()
-            .contains("no Node joined within 5s"),
+            .contains("no Node joined within 5s on 2 Machines"),
         "{evidence}"
     );
+    release_machine(&env, "worker-a-x1").await;
+    release_machine(&env, "worker-a-x2").await;
     controller.terminate();
+}
+
+/// A Machine whose instance exists and whose Node never comes, with the finalizer the machine
+/// controller sets (so that its deletion is seen before it is gone).
+async fn create_stuck_machine(env: &TestEnv, name: &str) {
+    create_machine_edited(env, name, |m| {
+        m["metadata"]["finalizers"] = json!(["machine.machine.openshift.io"]);
+        m["spec"]["providerID"] = json!(format!("aws:///us-east-1a/i-{name}"));
+    })
+    .await;
+    set_status(env, name, json!({"phase": "Provisioned"})).await;
+}
+
+/// Deletes a Machine as a MachineHealthCheck would; its finalizer keeps it until
+/// [`release_machine`].
+async fn delete_machine(env: &TestEnv, name: &str) {
+    machines(env)
+        .delete(name, &Default::default())
+        .await
+        .expect("deletion started");
+}
+
+/// The machine controller's last step: the finalizer goes, and the Machine with it.
+async fn release_machine(env: &TestEnv, name: &str) {
+    let patch = Patch::Merge(json!({"metadata": {"finalizers": null}}));
+    machines(env)
+        .patch(name, &PatchParams::default(), &patch)
+        .await
+        .expect("finalizer removed");
 }
 
 #[tokio::test]
@@ -457,5 +501,115 @@ async fn a_node_that_turns_ready_after_its_machine_names_it_proves_the_new_image
     let _ = nodes.delete(&node, &Default::default()).await;
     assert_eq!(evidence["state"], "Proven", "{evidence}");
     assert_eq!(evidence["machine"], "worker-a-x1");
+    controller.terminate();
+}
+
+/// Issue 46: a user who may only create Machines had a good image reverted and held within
+/// 15 s, by naming the MachineSet as an owner and writing the AWS provider's words.
+#[tokio::test]
+async fn machines_the_machine_set_controller_did_not_make_are_not_evidence() {
+    let env = TestEnv::new("boot-forged").await;
+    upgraded_cluster(&env).await;
+    let mut controller = env.controller(&["--revert-failed-boot-images"]);
+    controller.wait_ready().await;
+    wait_moved(&env).await;
+    // Named to sort before the genuine Machine: of failures, the oldest is named.
+    create_machine_edited(&env, "a-forged-owner", |m| {
+        m["metadata"]["ownerReferences"][0]["controller"] = json!(false)
+    })
+    .await;
+    create_machine_edited(&env, "a-forged-labels", |m| {
+        m["metadata"]["labels"] = json!({"machine.openshift.io/cluster-api-machineset": "other"})
+    })
+    .await;
+    create_machine_edited(&env, "a-forged-region", |m| {
+        m["spec"]["providerSpec"]["value"]["placement"]["region"] = json!("eu-west-1")
+    })
+    .await;
+    for forged in ["a-forged-owner", "a-forged-labels", "a-forged-region"] {
+        fail(&env, forged, AMI_NOT_FOUND).await;
+    }
+    let plan = live_plan(&env);
+    assert_eq!(
+        worker_a(&plan)["bootEvidence"]["state"],
+        "Unproven",
+        "{plan:#}"
+    );
+
+    create_machine(&env, "worker-a-x1").await;
+    fail(&env, "worker-a-x1", AMI_NOT_FOUND).await;
+    let reverted = wait_on(&env, AMI_420_US_EAST_1).await;
+    let history = history_of(&reverted);
+    assert_eq!(
+        history[0]["bootEvidence"]["machine"], "worker-a-x1",
+        "only the Machine the MachineSet made counts: {history:?}"
+    );
+    controller.terminate();
+}
+
+/// The MachineHealthCheck CRD: the upstream data has none, so the project's own
+/// (`boot-image-controller crds`), applied where the cluster does not serve the kind yet.
+async fn ensure_health_check_crd(env: &TestEnv) {
+    use boot_image_controller::api::MachineHealthCheck;
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::CustomResourceExt;
+    let crds: Api<CustomResourceDefinition> = Api::all(env.client.clone());
+    let crd = MachineHealthCheck::crd();
+    let name = crd.metadata.name.clone().unwrap();
+    if crds.get_opt(&name).await.expect("CRDs readable").is_none() {
+        let params = PatchParams::apply("boot-evidence-test");
+        crds.patch(&name, &params, &Patch::Apply(&crd))
+            .await
+            .expect("MachineHealthCheck CRD applied");
+    }
+    let gvk = GroupVersionKind::gvk("machine.openshift.io", "v1beta1", "MachineHealthCheck");
+    let resource = ApiResource::from_gvk_with_plural(&gvk, "machinehealthchecks");
+    let checks: Api<DynamicObject> = Api::namespaced_with(env.client.clone(), &env.ns, &resource);
+    eventually(CONVERGE, || async {
+        checks.list(&Default::default()).await.ok()
+    })
+    .await
+    .expect("MachineHealthChecks served");
+}
+
+/// Issue 46: a MachineHealthCheck without `nodeStartupTimeout` deletes a Machine whose Node has
+/// not come after 10 minutes, before the 20-minute join limit: the verdict was never reached.
+/// The check deletes each such Machine and the MachineSet makes the next: the one deleted
+/// before still counts once it is gone.
+#[tokio::test]
+async fn machines_a_health_check_deletes_for_not_starting_fail_the_image_at_its_timeout() {
+    let env = TestEnv::new("boot-mhc").await;
+    ensure_health_check_crd(&env).await;
+    upgraded_cluster(&env).await;
+    env.create(json!({
+        "apiVersion": "machine.openshift.io/v1beta1", "kind": "MachineHealthCheck",
+        "metadata": {"name": "workers", "namespace": env.ns},
+        "spec": {
+            "selector": {"matchLabels": {"machine.openshift.io/cluster-api-machineset": "worker-a"}},
+            "nodeStartupTimeout": "5s"
+        }
+    }))
+    .await;
+    // The default join limit, 20 minutes.
+    let mut controller = env.controller(&[]);
+    controller.wait_ready().await;
+    wait_moved(&env).await;
+    create_stuck_machine(&env, "worker-a-x1").await;
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    delete_machine(&env, "worker-a-x1").await;
+    release_machine(&env, "worker-a-x1").await;
+    create_stuck_machine(&env, "worker-a-x2").await;
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    delete_machine(&env, "worker-a-x2").await;
+
+    let evidence = wait_settled(&env, 0).await;
+    assert_eq!(evidence["state"], "Failed", "{evidence}");
+    let reason = evidence["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("within 5s (the nodeStartupTimeout of MachineHealthCheck workers")
+            && reason.contains("on 2 Machines"),
+        "{reason}"
+    );
+    release_machine(&env, "worker-a-x2").await;
     controller.terminate();
 }

@@ -369,7 +369,7 @@ fn a_missing_known_images_file_exits_2_naming_it() {
 }
 
 #[test]
-fn crds_prints_the_six_crds_as_a_yaml_stream() {
+fn crds_prints_the_seven_crds_as_a_yaml_stream() {
     let output = run(&["crds"]);
     assert!(output.status.success(), "{}", stderr(&output));
     let documents: Vec<Value> = serde_saphyr::from_multiple(&stdout(&output)).unwrap();
@@ -391,6 +391,7 @@ fn crds_prints_the_six_crds_as_a_yaml_stream() {
             "controlplanemachinesets.machine.openshift.io",
             "infrastructures.config.openshift.io",
             "machineconfigurations.operator.openshift.io",
+            "machinehealthchecks.machine.openshift.io",
             "machines.machine.openshift.io",
             "machinesets.machine.openshift.io",
         ]

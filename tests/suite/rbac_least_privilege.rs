@@ -50,6 +50,9 @@ fn the_service_account_may_do_what_the_controller_needs_and_nothing_else() {
         denied("update",  "machinesets.machine.openshift.io", machine_api),
         denied("delete",  "machinesets.machine.openshift.io", machine_api),
         denied("create",  "machinesets.machine.openshift.io", machine_api),
+        allowed("watch",  "machinehealthchecks.machine.openshift.io", machine_api),
+        denied("patch",   "machinehealthchecks.machine.openshift.io", machine_api),
+        denied("list",    "machinehealthchecks.machine.openshift.io", Some("default")),
         // Secrets: the managed stubs by name, and the machine API's AWS and vCenter credentials (read, never
         // watched or listed) for EC2 look-ups; nothing else anywhere.
         allowed("get",    "secrets/worker-user-data-managed", machine_api),
