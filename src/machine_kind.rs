@@ -17,9 +17,8 @@ use crate::api::{
 use crate::names::{
     AUTOSCALER_LABELS_ANNOTATION, BOOT_FAILURE_HOLD_ANNOTATION, HISTORY_ANNOTATION,
     HOT_LOOP_ANNOTATION, LEGACY_OPT_OUT_ANNOTATION, OPT_OUT_ANNOTATION, OS_ID_LABEL,
-    OS_STREAM_LABEL,
+    OS_STREAM_LABEL, STUB_SECRET_FIELD,
 };
-use crate::plan::stub;
 use crate::platform::{self, Platform};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -384,7 +383,7 @@ const ANNOTATIONS_THE_PLANNER_READS: [&str; 8] = [
     HISTORY_ANNOTATION,
     HOT_LOOP_ANNOTATION,
     CLUSTER_API_PAUSED_ANNOTATION,
-    crate::plan::cluster_api_templates::COPIES_ANNOTATION,
+    crate::names::COPIES_ANNOTATION,
 ];
 
 /// Metadata without managedFields, and without the annotations the planner never reads. The
@@ -446,7 +445,7 @@ impl crate::api::MachineSpec {
             self.provider_spec.leaves = self.provider_spec.value.as_ref().map(Leaves::of);
         }
         if let Some(Value::Object(spec)) = &mut self.provider_spec.value {
-            spec.retain(|field, _| field == stub::FIELD || platform::read_by_a_rule(field));
+            spec.retain(|field, _| field == STUB_SECRET_FIELD || platform::read_by_a_rule(field));
             platform::keep_only_what_the_rules_read(spec);
         }
     }

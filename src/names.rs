@@ -74,3 +74,9 @@ pub const CONTROL_PLANE_NODE_LABELS: [&str; 2] = [
 ];
 /// A Node's architecture, in the Kubernetes spelling (`amd64`, `arm64`, ...).
 pub const ARCH_LABEL: &str = "kubernetes.io/arch";
+/// On a Cluster API MachineSet (or MachineDeployment) we moved to copies of its infrastructure
+/// template: the copies, by name and UID, as a JSON array of `{"name", "uid"}`, newest last.
+/// What proves a template is ours (see `plan::cluster_api_templates`).
+pub const COPIES_ANNOTATION: &str = "boot-image-controller.io/infrastructure-template-copies";
+/// The provider-spec field that names the stub secret (`userDataSecret.name`).
+pub const STUB_SECRET_FIELD: &str = "userDataSecret";

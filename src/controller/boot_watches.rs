@@ -21,7 +21,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::mpsc::UnboundedSender;
 use tracing::{info, warn};
 
-use super::lenient::Lenient;
+use super::lenient::{Keep, Lenient};
 use super::nodes::Nodes;
 use super::watch_backoff::retried;
 use super::watches::{Trigger, paged, probe};
@@ -259,7 +259,13 @@ fn owners(meta: &ObjectMeta) -> impl Iterator<Item = ObjectKey> + '_ {
 /// template) and the status the evidence reads: a Machine's status carries the provider's
 /// whole instance status, and its `errorMessage` is bounded (anyone who can write a Machine's
 /// status chooses it).
-pub(super) fn keep_only_what_the_evidence_reads(machine: &mut Machine) {
+impl Keep for Machine {
+    fn keep_only_what_the_planner_reads(&mut self) {
+        keep_only_what_the_evidence_reads(self);
+    }
+}
+
+fn keep_only_what_the_evidence_reads(machine: &mut Machine) {
     let meta = &mut machine.metadata;
     (meta.managed_fields, meta.annotations) = (None, None);
     machine.spec.keep_only_what_the_rules_read();
@@ -271,5 +277,13 @@ pub(super) fn keep_only_what_the_evidence_reads(machine: &mut Machine) {
         if let Some(node) = &mut status.node_ref {
             node.extra = Default::default();
         }
+    }
+}
+
+/// Its selector and `nodeStartupTimeout` (what the evidence reads), no status.
+impl Keep for MachineHealthCheck {
+    fn keep_only_what_the_planner_reads(&mut self) {
+        (self.metadata.managed_fields, self.status) = (None, None);
+        self.spec.extra = Default::default();
     }
 }

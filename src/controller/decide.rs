@@ -9,7 +9,7 @@ use super::lenient::Lenient;
 use super::observe::Observation;
 use crate::golden_stream::GoldenConfig;
 use crate::machine_kind::{MachineKind, MachineObject};
-use crate::plan::stub::{StubUsers, add_users, hold_shared_upgrades};
+use crate::plan::shared_stubs::{StubUsers, add_users, hold_shared_upgrades};
 use crate::plan::{Blocked, Decision, ObjectKey, Planner};
 
 /// What a pass covers: everything, or the objects whose watch events arrived.
@@ -56,7 +56,7 @@ pub(super) fn decide(
     planner: &Planner<'_>,
 ) -> (Vec<Decision>, PassFacts) {
     let (mut decisions, mut live) = decide_scope(observed, scope, planner);
-    // A stub upgrade waits on every object that names the stub (`stub::hold_shared_upgrades`):
+    // A stub upgrade waits on every object that names the stub (`shared_stubs::hold_shared_upgrades`):
     // a pass that covers only some of them decides them all. Only clusters installed before 4.6
     // have spec-2 stubs, and only until they are upgraded.
     let everything = Scope::everything();

@@ -17,7 +17,6 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Node;
 use kube::Resource;
 use kube::api::DynamicObject;
 use serde::de::DeserializeOwned;
@@ -25,8 +24,8 @@ use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
 use crate::api::{
-    ClusterVersion, ConfigMap, Infrastructure, Machine, MachineConfiguration, MachineHealthCheck,
-    ObjectMeta, OwnerReference, Secret,
+    ClusterVersion, ConfigMap, Infrastructure, MachineConfiguration, ObjectMeta, OwnerReference,
+    Secret,
 };
 use crate::machine_kind::MachineObject;
 use crate::plan::Malformed;
@@ -99,26 +98,8 @@ impl Keep for Secret {}
 /// The infrastructure templates of Cluster API MachineSets.
 impl Keep for DynamicObject {}
 
-/// Trimmed where they are watched ([`super::boot_watches`], [`super::nodes`]).
-impl Keep for Machine {
-    fn keep_only_what_the_planner_reads(&mut self) {
-        super::boot_watches::keep_only_what_the_evidence_reads(self);
-    }
-}
-
-/// Its selector and `nodeStartupTimeout` (what the evidence reads), no status.
-impl Keep for MachineHealthCheck {
-    fn keep_only_what_the_planner_reads(&mut self) {
-        (self.metadata.managed_fields, self.status) = (None, None);
-        self.spec.extra = Default::default();
-    }
-}
-
-impl Keep for Node {
-    fn keep_only_what_the_planner_reads(&mut self) {
-        super::nodes::keep_only_what_is_read(self);
-    }
-}
+// Machines, MachineHealthChecks and Nodes are trimmed where they are watched
+// (`super::boot_watches`, `super::nodes`).
 
 impl<'de, K: DeserializeOwned + Keep> Deserialize<'de> for Lenient<K> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -260,7 +241,8 @@ impl<K: Resource + Clone> Resource for Lenient<K> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::MachineSet;
+    use crate::api::{Machine, MachineSet};
+    use k8s_openapi::api::core::v1::Node;
 
     #[test]
     fn a_malformed_object_keeps_its_identity() {

@@ -22,7 +22,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::time::Instant;
 
-use super::lenient::Lenient;
+use super::lenient::{Keep, Lenient};
 use super::watch_backoff::retried;
 use super::watches::{Trigger, paged};
 use crate::names::{ARCH_LABEL, CONTROL_PLANE_NODE_LABELS};
@@ -131,7 +131,13 @@ async fn sleep_until(deadline: Option<Instant>) {
 
 /// A Node's name, the labels that say control plane and architecture, and its Ready condition;
 /// its images, addresses and capacity go.
-pub(super) fn keep_only_what_is_read(node: &mut Node) {
+impl Keep for Node {
+    fn keep_only_what_the_planner_reads(&mut self) {
+        keep_only_what_is_read(self);
+    }
+}
+
+fn keep_only_what_is_read(node: &mut Node) {
     let meta = &mut node.metadata;
     (meta.managed_fields, meta.annotations) = (None, None);
     if let Some(labels) = &mut meta.labels {

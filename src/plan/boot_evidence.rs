@@ -27,7 +27,7 @@ use serde_json::Value;
 
 use kube::core::{Selector, SelectorExt};
 
-use super::history::CLOCK_SKEW;
+use super::CLOCK_SKEW;
 use crate::api::{LabelSelector, Leaves, Machine, MachineHealthCheck, ObjectMeta, ProviderSpec};
 use crate::machine_kind::{CLUSTER_API_PAUSED_ANNOTATION, MachineKind};
 use crate::platform::image_locations;
@@ -347,7 +347,7 @@ fn verdict(
             // `now` is the controller's clock and the creation time the API server's: a
             // controller clock ahead by minutes failed a good image before its Node could
             // join. The limit allows for the skew the hot-loop guard allows
-            // (`history::CLOCK_SKEW`): a verdict may come that much late, never early.
+            // ([`CLOCK_SKEW`]): a verdict may come that much late, never early.
             if now - CLOCK_SKEW >= deadline {
                 Verdict::NoNode
             } else {

@@ -57,9 +57,7 @@ pub const CREATED_BY_VALUE: &str = "boot-image-controller";
 /// copy (one provably ours) is named after the original rather than growing a suffix per
 /// release.
 pub const COPIED_FROM_ANNOTATION: &str = "boot-image-controller.io/copied-from";
-/// On a MachineSet (or MachineDeployment) we moved to copies: the copies, by name and UID, as a
-/// JSON array of `{"name", "uid"}`, newest last. What proves a template is ours.
-pub const COPIES_ANNOTATION: &str = "boot-image-controller.io/infrastructure-template-copies";
+pub use crate::names::COPIES_ANNOTATION;
 /// Copies a MachineSet records; older records are dropped (the copy then is never deleted: a
 /// leak, never a loss).
 pub const COPIES_KEPT: usize = 10;

@@ -13,6 +13,7 @@ use json_patch::Patch;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::CLOCK_SKEW;
 use super::boot_evidence::BootEvidence;
 use super::patch::{Guarded, annotation, set_annotations};
 use crate::api::ObjectMeta;
@@ -135,11 +136,6 @@ pub fn target_key(boot_image: Option<&Value>, user_data_secret: Option<&str>) ->
     .to_string()
 }
 
-/// A hot-loop entry may be dated this far after `now` (clocks of replicas differ a little) and
-/// still count, as if made now. One dated later was not written by a working clock (or was
-/// edited by hand) and is ignored: it would otherwise count for as long as it is in the future.
-pub(super) const CLOCK_SKEW: SignedDuration = SignedDuration::from_mins(5);
-
 /// How many times we already patched this object, to any values, within `window` before
 /// `now`: the larger of what the object's annotation and the controller's own memory
 /// (`remembered`, lost on restart, kept when a whole-object writer erases the annotation) say.
@@ -162,7 +158,10 @@ pub fn recent_patches(
     annotated.max(remembered.map_or(0, count))
 }
 
-/// `time` as the guard counts it: clamped to `now` within [`CLOCK_SKEW`], `None` beyond.
+/// `time` as the guard counts it: an entry dated up to [`CLOCK_SKEW`] after `now` (clocks of
+/// replicas differ a little) counts as made now. One dated later was not written by a working
+/// clock (or was edited by hand) and is ignored: it would otherwise count for as long as it is
+/// in the future.
 fn clamped(time: Timestamp, now: Timestamp) -> Option<Timestamp> {
     let ahead = time.duration_since(now);
     if ahead <= SignedDuration::ZERO {

@@ -19,6 +19,7 @@ pub(crate) mod patch;
 pub mod pointer_config;
 mod rules;
 pub mod selection;
+pub mod shared_stubs;
 pub mod stub;
 
 use std::collections::{BTreeMap, HashMap};
@@ -116,6 +117,11 @@ impl Default for Options {
     }
 }
 
+/// How far the clocks of the controller's replicas and of the API server may differ: times
+/// written by one and read against another's `now` are allowed this much (the hot-loop guard's
+/// entries, a Machine's creation against the join limit).
+pub const CLOCK_SKEW: SignedDuration = SignedDuration::from_mins(5);
+
 /// A duration as people write it, to the second: `1h 5m 23s`.
 pub fn friendly_duration(d: SignedDuration) -> String {
     format!("{:#}", SignedDuration::from_secs(d.as_secs()))
@@ -179,14 +185,14 @@ pub fn plan_all(
         .chain((cluster_api.machine_sets.iter()).map(|ms| planner.decide(ms.as_ref())))
         .chain((cluster_api.machine_deployments.iter()).map(|md| planner.decide(md.as_ref())));
     let mut decisions: Vec<Decision> = decisions.collect();
-    let mut users = stub::StubUsers::new();
-    stub::add_users(
+    let mut users = shared_stubs::StubUsers::new();
+    shared_stubs::add_users(
         &mut users,
         machine_sets.iter().filter_map(|o| o.as_ref().ok()),
     );
     let control_plane = control_plane_machine_sets.iter();
-    stub::add_users(&mut users, control_plane.filter_map(|o| o.as_ref().ok()));
-    stub::hold_shared_upgrades(&mut decisions, &users);
+    shared_stubs::add_users(&mut users, control_plane.filter_map(|o| o.as_ref().ok()));
+    shared_stubs::hold_shared_upgrades(&mut decisions, &users);
     let mut plan = Plan::new(planner.blocked().cloned(), decisions);
     plan.selection = planner
         .selections()

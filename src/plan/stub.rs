@@ -11,7 +11,6 @@
 //! read or converted, we leave its image as it is with a reason that says what to do.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use jsonptr::Pointer;
@@ -21,19 +20,16 @@ use serde_json::Value;
 
 use json_patch::Patch;
 
-use super::decision::{Action, Decision, ObjectKey};
 use super::patch::{Guarded, set_annotations};
 use super::pointer_config;
 use crate::api::{ProviderSpec, Secret};
-use crate::machine_kind::MachineObject;
 use crate::names::{STUB_IGNITION_UPGRADED_AT_ANNOTATION, STUB_IGNITION_UPGRADED_TO_ANNOTATION};
 use crate::reason::Reason;
 
 /// The key of the stub secret that holds the Ignition config (the MCO's `UserDataKey`).
 pub const USER_DATA_KEY: &str = "userData";
 
-/// The provider-spec field that names the stub secret, and the name's JSON Pointer in it.
-pub const FIELD: &str = "userDataSecret";
+/// The name's JSON Pointer in a provider spec (its field: `names::STUB_SECRET_FIELD`).
 pub const NAME_POINTER: &str = "/userDataSecret/name";
 
 const USER_DATA: &Pointer = Pointer::from_static("/data/userData");
@@ -71,90 +67,6 @@ pub enum StubState {
 
 /// Whether a stub secret can boot a new image, or the reason and message why not.
 pub type StubCheck = Result<StubState, (Reason, String)>;
-
-/// The objects that name each stub secret, by the secret's namespace and name.
-pub type StubUsers = BTreeMap<(String, String), Vec<ObjectKey>>;
-
-/// Adds to `users` the stub secret each of `objects` names.
-pub fn add_users<'a, M: MachineObject + 'a>(
-    users: &mut StubUsers,
-    objects: impl IntoIterator<Item = &'a M>,
-) {
-    for object in objects {
-        let meta = object.meta();
-        let Some(name) = object.provider_spec().and_then(kept_name) else {
-            continue;
-        };
-        let namespace = meta.namespace.clone().unwrap_or_default();
-        let key = ObjectKey {
-            kind: M::KIND,
-            name: meta.name.clone().unwrap_or_default(),
-        };
-        users.entry((namespace, name.into())).or_default().push(key);
-    }
-}
-
-/// Objects a [`Reason::StubSecretShared`] message names at most.
-const USERS_NAMED: usize = 5;
-
-/// Rule 7 across objects: a spec-2 stub is upgraded in place only when no object that names it
-/// keeps an image that may read spec 2 only (DESIGN.md section 4). Every object that names it
-/// must move with it in this plan, or be on the golden image already (which reads spec 3, as
-/// every release since 4.6 does); any other (opted out, a custom image, an error, a hold) keeps
-/// its image, and its next machines would meet a stub they cannot read. Then the decisions that
-/// would upgrade the stub move nothing, with a reason that names those objects. Upstream
-/// upgrades the stub whenever one MachineSet moves (`upgradeStubIgnitionIfRequired`,
-/// pkg/controller/bootimage/helpers.go, called from each `reconcile*ProviderSpec` of
-/// platform_helpers.go, openshift/machine-config-operator main at 7ff337a4f), whoever else
-/// names it. `decisions` must hold a decision for every object in `users` of such a stub; an
-/// object without one counts as staying.
-pub fn hold_shared_upgrades(decisions: &mut [Decision], users: &StubUsers) {
-    let upgraded: BTreeSet<(String, String)> = (decisions.iter())
-        .filter_map(|d| d.stub_upgrade.as_deref())
-        .map(|u| (u.namespace.clone(), u.name.clone()))
-        .collect();
-    for stub in upgraded {
-        let upgrades = |d: &Decision| {
-            (d.stub_upgrade.as_deref())
-                .is_some_and(|u| (&u.namespace, &u.name) == (&stub.0, &stub.1))
-        };
-        let keeps_old_image = |key: &ObjectKey| {
-            let decided = decisions.iter().find(|d| d.key() == *key);
-            !decided.is_some_and(|d| {
-                (d.action == Action::Update && upgrades(d)) || d.action == Action::UpToDate
-            })
-        };
-        let staying: Vec<&ObjectKey> = (users.get(&stub).into_iter().flatten())
-            .filter(|key| keeps_old_image(key))
-            .collect();
-        if staying.is_empty() {
-            continue;
-        }
-        let mut named: String = (staying.iter().take(USERS_NAMED))
-            .map(|key| format!("{} {}", key.kind, key.name))
-            .collect::<Vec<_>>()
-            .join(", ");
-        if staying.len() > USERS_NAMED {
-            named += &format!(" and {} more", staying.len() - USERS_NAMED);
-        }
-        for decided in decisions.iter_mut().filter(|d| upgrades(d)) {
-            let from =
-                (decided.stub_upgrade.as_deref()).map_or(String::new(), |u| u.from_version.clone());
-            decided.message = format!(
-                "stub secret {}/{} is Ignition spec {from} and new boot images read spec 3 only, \
-                 but {named} also name it and keep their boot images, which may read spec 2 \
-                 only: upgrading it in place would keep their new machines from booting, so \
-                 neither the stub nor this boot image is changed. Point them at a stub secret \
-                 of their own (a copy of {}), or let them move too, and the update goes ahead",
-                stub.0, stub.1, stub.1
-            );
-            decided.action = Action::Skip;
-            decided.reason = Reason::StubSecretShared;
-            decided.recorded = None;
-            decided.withdraw_writes();
-        }
-    }
-}
 
 /// The in-place upgrade of a spec-2 stub secret: one guarded JSON Patch of the Secret, sent
 /// before the patch of the machine resource that moves to the new image.
