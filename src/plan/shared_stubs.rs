@@ -55,13 +55,15 @@ pub fn hold_shared_upgrades(decisions: &mut [Decision], users: &StubUsers) {
             (d.stub_upgrade.as_deref())
                 .is_some_and(|u| (&u.namespace, &u.name) == (&stub.0, &stub.1))
         };
+        // An object names a stub of its own namespace: its decision is the one of that name there.
         let keeps_old_image = |key: &ObjectKey| {
-            let decided = decisions.iter().find(|d| d.key() == *key);
+            let decided = (decisions.iter()).find(|d| d.namespace == stub.0 && d.key() == *key);
             !decided.is_some_and(|d| {
                 (d.action == Action::Update && upgrades(d)) || d.action == Action::UpToDate
             })
         };
-        let staying: Vec<&ObjectKey> = (users.get(&stub).into_iter().flatten())
+        // In name order, whatever the order objects were listed in: the plan is the same.
+        let staying: BTreeSet<&ObjectKey> = (users.get(&stub).into_iter().flatten())
             .filter(|key| keeps_old_image(key))
             .collect();
         if staying.is_empty() {

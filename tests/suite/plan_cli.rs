@@ -413,6 +413,11 @@ fn build01_variant(original: &Value, suffix: &str, edit: impl FnOnce(&mut Value)
     ms
 }
 
+fn own_stub(ms: &mut Value) {
+    ms["spec"]["template"]["spec"]["providerSpec"]["value"]["userDataSecret"]["name"] =
+        json!("worker-user-data-managed");
+}
+
 fn set_ami(ms: &mut Value, ami: &str) {
     let id = ms
         .pointer_mut(&format!("{PROVIDER_SPEC}/ami/id"))
@@ -455,11 +460,15 @@ fn acceptance_real_stream_and_build01_machine_sets() {
         Some(&json!(BUILD01_AMI))
     );
     let moved = build01_variant(&original, "", |ms| set_ami(ms, AMI_420_US_EAST_1));
-    let untouched = build01_variant(&original, "-original", |_| {});
+    // The variants that may keep their images name a stub of their own (Ignition spec 3):
+    // beside the spec-2 `worker-user-data` they would hold its upgrade, and so the moves
+    // (`StubSecretShared`), as on a real cluster.
+    let untouched = build01_variant(&original, "-original", own_stub);
     // Another controller's MachineSet (an in-house operator's, by its owner reference), and one
     // of a Hive MachinePool, which Hive marks with labels only (openshift/hive
     // pkg/controller/machinepool, `generateMachineSets`).
     let owned = build01_variant(&moved, "-owned", |ms| {
+        own_stub(ms);
         ms["metadata"]["ownerReferences"] = json!([{
             "apiVersion": "pools.example.com/v1",
             "kind": "WorkerPool",
@@ -473,8 +482,12 @@ fn acceptance_real_stream_and_build01_machine_sets() {
         labels.insert("hive.openshift.io/machine-pool".into(), json!("worker"));
         labels.insert("hive.openshift.io/managed".into(), json!("true"));
     });
-    let custom = build01_variant(&moved, "-custom", |ms| set_ami(ms, CUSTOM_AMI));
+    let custom = build01_variant(&moved, "-custom", |ms| {
+        own_stub(ms);
+        set_ami(ms, CUSTOM_AMI);
+    });
     let opted_out = build01_variant(&moved, "-opted-out", |ms| {
+        own_stub(ms);
         ms["metadata"]["annotations"] =
             json!({"boot-image-controller.io/boot-image-updates": "disabled"});
     });

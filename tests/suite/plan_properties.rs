@@ -18,6 +18,7 @@ use boot_image_controller::arch::Arch;
 use boot_image_controller::controller::lenient::Lenient;
 use boot_image_controller::machine_kind::{MachineKind, MachineObject};
 use boot_image_controller::names;
+use boot_image_controller::plan::shared_stubs;
 use boot_image_controller::plan::{
     Action, ClusterSnapshot, Decision, Malformed, Options, Plan, Planner, plan,
 };
@@ -376,14 +377,26 @@ fn plan_stored(cluster: &ClusterSnapshot, docs: &[Value], options: &Options) -> 
     }
     let planner = Planner::new(cluster, options);
     let is_cp = |doc: &&Value| doc["kind"] == "ControlPlaneMachineSet";
-    let machine_sets = (docs.iter().filter(|d| !is_cp(d))).map(stored::<MachineSet>);
-    let control_planes = docs
-        .iter()
-        .filter(is_cp)
-        .map(stored::<ControlPlaneMachineSet>);
-    let decisions = (machine_sets.map(|ms| planner.decide(ms.kept())))
-        .chain(control_planes.map(|cp| planner.decide(cp.kept())))
+    let machine_sets: Vec<Lenient<MachineSet>> = (docs.iter().filter(|d| !is_cp(d)))
+        .map(stored::<MachineSet>)
         .collect();
+    let control_planes: Vec<Lenient<ControlPlaneMachineSet>> = (docs.iter().filter(is_cp))
+        .map(stored::<ControlPlaneMachineSet>)
+        .collect();
+    let mut decisions: Vec<_> = (machine_sets.iter().map(|ms| planner.decide(ms.kept())))
+        .chain(control_planes.iter().map(|cp| planner.decide(cp.kept())))
+        .collect();
+    // As the controller's pass does (`controller::decide`): the stub rule across objects.
+    let mut users = shared_stubs::StubUsers::new();
+    shared_stubs::add_users(
+        &mut users,
+        machine_sets.iter().filter_map(|o| o.kept().ok()),
+    );
+    shared_stubs::add_users(
+        &mut users,
+        control_planes.iter().filter_map(|o| o.kept().ok()),
+    );
+    shared_stubs::hold_shared_upgrades(&mut decisions, &users);
     Plan::new(planner.blocked().cloned(), decisions)
 }
 
