@@ -98,8 +98,12 @@ async fn cluster(test: &str, url: &str, sha256: &str) -> TestEnv {
     .await;
     env.apply(vsphere_machine_set(&env.ns, "worker", INSTALLER_TEMPLATE))
         .await;
-    env.apply(vsphere_machine_set(&env.ns, "custom", CUSTOM_TEMPLATE))
-        .await;
+    // The custom one keeps its template: on the spec-2 stub the worker moves with, it would
+    // hold the stub's upgrade and so the worker's move (`StubSecretShared`).
+    let mut custom = vsphere_machine_set(&env.ns, "custom", CUSTOM_TEMPLATE);
+    custom["spec"]["template"]["spec"]["providerSpec"]["value"]["userDataSecret"]["name"] =
+        json!("worker-user-data-managed");
+    env.apply(custom).await;
     env
 }
 
