@@ -31,6 +31,9 @@ fn patch_times(log: &PathBuf, namespace: &str, name: &str) -> Vec<jiff::Timestam
         .collect()
 }
 
+/// The API group of admission policies.
+const ADMISSION: &str = "admissionregistration.k8s.io/v1";
+
 #[tokio::test]
 async fn a_patch_the_api_server_rejects_as_invalid_is_reported_and_backed_off() {
     let Some(log) = audit_log() else { return };
@@ -95,30 +98,9 @@ async fn a_status_the_api_server_refuses_is_retried_with_backoff_then_written() 
     env.aws_cluster("4.21.0", &stream_421(), None).await;
     // An admission policy that refuses every status write to this test's MachineConfiguration,
     // as a webhook or an overloaded API server might.
-    const ADMISSION: &str = "admissionregistration.k8s.io/v1";
     let policy = format!("refuse-status-{}", env.singleton);
     let refuse = format!("object.metadata.name != '{}'", env.singleton);
-    env.apply(json!({
-        "apiVersion": ADMISSION,
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": policy},
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {"resourceRules": [{
-                "apiGroups": ["operator.openshift.io"], "apiVersions": ["*"],
-                "operations": ["UPDATE"], "resources": ["machineconfigurations/status"],
-            }]},
-            "validations": [{"expression": refuse, "message": "status writes refused by the test"}],
-        },
-    }))
-    .await;
-    env.apply(json!({
-        "apiVersion": ADMISSION,
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": policy},
-        "spec": {"policyName": policy, "validationActions": ["Deny"]},
-    }))
-    .await;
+    refuse_status_writes(&env, &policy, &refuse, "status writes refused by the test").await;
     // The policy takes effect a moment after it is created: wait until it refuses a status
     // patch that changes nothing.
     let resource = ApiResource::from_gvk_with_plural(
@@ -214,33 +196,18 @@ async fn boot_image_fields_the_api_server_refuses_back_off_and_the_schema_is_not
     env.aws_cluster("4.21.0", &stream_421(), None).await;
     // An admission policy that refuses the boot-image fields, and only them, as a policy of
     // the cluster's (or a schema this controller misread) might.
-    const ADMISSION: &str = "admissionregistration.k8s.io/v1";
     let policy = format!("refuse-fields-{}", env.singleton);
     let allow = format!(
         "object.metadata.name != '{}' || !has(object.status) || \
          !has(object.status.managedBootImagesStatus)",
         env.singleton
     );
-    env.apply(json!({
-        "apiVersion": ADMISSION,
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": policy},
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {"resourceRules": [{
-                "apiGroups": ["operator.openshift.io"], "apiVersions": ["*"],
-                "operations": ["UPDATE"], "resources": ["machineconfigurations/status"],
-            }]},
-            "validations": [{"expression": allow, "message": "boot-image fields refused by the test"}],
-        },
-    }))
-    .await;
-    env.apply(json!({
-        "apiVersion": ADMISSION,
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": policy},
-        "spec": {"policyName": policy, "validationActions": ["Deny"]},
-    }))
+    refuse_status_writes(
+        &env,
+        &policy,
+        &allow,
+        "boot-image fields refused by the test",
+    )
     .await;
     // The policy takes effect a moment after it is created: wait until it refuses a dry run
     // that adds the field.
@@ -316,4 +283,30 @@ async fn boot_image_fields_the_api_server_refuses_back_off_and_the_schema_is_not
     })
     .await;
     assert!(written.is_some(), "{}", controller.log_tail(30));
+}
+
+/// An admission policy `policy`, bound, that refuses every write to a MachineConfiguration's
+/// status for which `allow` (CEL) is false, with `message`.
+async fn refuse_status_writes(env: &TestEnv, policy: &str, allow: &str, message: &str) {
+    env.apply(json!({
+        "apiVersion": ADMISSION,
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": policy},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{
+                "apiGroups": ["operator.openshift.io"], "apiVersions": ["*"],
+                "operations": ["UPDATE"], "resources": ["machineconfigurations/status"],
+            }]},
+            "validations": [{"expression": allow, "message": message}],
+        },
+    }))
+    .await;
+    env.apply(json!({
+        "apiVersion": ADMISSION,
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": policy},
+        "spec": {"policyName": policy, "validationActions": ["Deny"]},
+    }))
+    .await;
 }
