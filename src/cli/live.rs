@@ -282,8 +282,14 @@ async fn read_inputs(
     items.extend(read_cluster_api(client, cluster_api, unreadable).await?);
     let nodes = list(client, &ApiResource::erase::<Node>(&()), None).await?;
     items.extend(unreadable.leave_out(nodes));
-    items.extend(read_machines(client, ns, unreadable).await?);
-    items.extend(read_health_checks(client, ns, unreadable).await?);
+    // The Machines, whose boots show whether new images work, and the MachineHealthChecks,
+    // which set the join limit of the Machines they select.
+    for resource in [
+        ApiResource::erase::<crate::api::Machine>(&()),
+        ApiResource::erase::<crate::api::MachineHealthCheck>(&()),
+    ] {
+        items.extend(read_served(client, &resource, ns, unreadable).await?);
+    }
     Ok(items)
 }
 
@@ -412,35 +418,15 @@ async fn read_stub_secrets(
     Ok(items)
 }
 
-/// The Machines of the machine-API namespace, whose boots show whether new images work; none
-/// where the cluster does not serve them.
-async fn read_machines(
-    client: &Client,
-    ns: &str,
-    unreadable: &mut Unreadable,
-) -> Result<Vec<Value>, kube::Error> {
-    let resource = ApiResource::erase::<crate::api::Machine>(&());
-    read_served(client, resource, ns, unreadable).await
-}
-
-/// The MachineHealthChecks of the machine-API namespace, which set the join limit of the
-/// Machines they select; none where the cluster does not serve them.
-async fn read_health_checks(
-    client: &Client,
-    ns: &str,
-    unreadable: &mut Unreadable,
-) -> Result<Vec<Value>, kube::Error> {
-    let resource = ApiResource::erase::<crate::api::MachineHealthCheck>(&());
-    read_served(client, resource, ns, unreadable).await
-}
-
+/// The objects of `resource` in the machine-API namespace; none where the cluster does not
+/// serve them.
 async fn read_served(
     client: &Client,
-    resource: ApiResource,
+    resource: &ApiResource,
     ns: &str,
     unreadable: &mut Unreadable,
 ) -> Result<Vec<Value>, kube::Error> {
-    match list(client, &resource, Some(ns)).await {
+    match list(client, resource, Some(ns)).await {
         Ok(listed) => Ok(unreadable.leave_out(listed)),
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(Vec::new()),
         Err(e) => Err(e),
