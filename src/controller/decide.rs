@@ -9,7 +9,7 @@ use super::lenient::Lenient;
 use super::observe::Observation;
 use crate::golden_stream::GoldenConfig;
 use crate::machine_kind::{MachineKind, MachineObject};
-use crate::plan::shared_stubs::{StubUsers, add_users, hold_shared_upgrades};
+use crate::plan::shared_stubs::{hold_shared_upgrades, users_of};
 use crate::plan::{Blocked, Decision, ObjectKey, Planner};
 
 /// What a pass covers: everything, or the objects whose watch events arrived.
@@ -66,13 +66,13 @@ pub(super) fn decide(
     } else {
         scope
     };
-    let mut users = StubUsers::new();
-    add_users(
-        &mut users,
+    let users = users_of(
         observed.machine_sets.iter().filter_map(|o| o.kept().ok()),
+        observed
+            .control_plane_machine_sets
+            .iter()
+            .filter_map(|o| o.kept().ok()),
     );
-    let control_plane = observed.control_plane_machine_sets.iter();
-    add_users(&mut users, control_plane.filter_map(|o| o.kept().ok()));
     hold_shared_upgrades(&mut decisions, &users);
     let gone = (scope.keys.iter())
         .filter(|key| !live.contains(*key))

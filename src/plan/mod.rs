@@ -185,13 +185,12 @@ pub fn plan_all(
         .chain((cluster_api.machine_sets.iter()).map(|ms| planner.decide(ms.as_ref())))
         .chain((cluster_api.machine_deployments.iter()).map(|md| planner.decide(md.as_ref())));
     let mut decisions: Vec<Decision> = decisions.collect();
-    let mut users = shared_stubs::StubUsers::new();
-    shared_stubs::add_users(
-        &mut users,
+    let users = shared_stubs::users_of(
         machine_sets.iter().filter_map(|o| o.as_ref().ok()),
+        control_plane_machine_sets
+            .iter()
+            .filter_map(|o| o.as_ref().ok()),
     );
-    let control_plane = control_plane_machine_sets.iter();
-    shared_stubs::add_users(&mut users, control_plane.filter_map(|o| o.as_ref().ok()));
     shared_stubs::hold_shared_upgrades(&mut decisions, &users);
     let mut plan = Plan::new(planner.blocked().cloned(), decisions);
     plan.selection = planner

@@ -6,14 +6,27 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::decision::{Action, Decision, ObjectKey};
 use super::stub::kept_name;
+use crate::api::{ControlPlaneMachineSet, MachineSet};
 use crate::machine_kind::MachineObject;
 use crate::reason::Reason;
 
 /// The objects that name each stub secret, by the secret's namespace and name.
 pub type StubUsers = BTreeMap<(String, String), Vec<ObjectKey>>;
 
+/// The objects that name each stub secret, of the MachineSets and ControlPlaneMachineSets of a
+/// plan (the planner's and the controller's pass alike).
+pub fn users_of<'a>(
+    machine_sets: impl IntoIterator<Item = &'a MachineSet>,
+    control_planes: impl IntoIterator<Item = &'a ControlPlaneMachineSet>,
+) -> StubUsers {
+    let mut users = StubUsers::new();
+    add_users(&mut users, machine_sets);
+    add_users(&mut users, control_planes);
+    users
+}
+
 /// Adds to `users` the stub secret each of `objects` names.
-pub fn add_users<'a, M: MachineObject + 'a>(
+fn add_users<'a, M: MachineObject + 'a>(
     users: &mut StubUsers,
     objects: impl IntoIterator<Item = &'a M>,
 ) {

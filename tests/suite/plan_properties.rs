@@ -387,13 +387,8 @@ fn plan_stored(cluster: &ClusterSnapshot, docs: &[Value], options: &Options) -> 
         .chain(control_planes.iter().map(|cp| planner.decide(cp.kept())))
         .collect();
     // As the controller's pass does (`controller::decide`): the stub rule across objects.
-    let mut users = shared_stubs::StubUsers::new();
-    shared_stubs::add_users(
-        &mut users,
+    let users = shared_stubs::users_of(
         machine_sets.iter().filter_map(|o| o.kept().ok()),
-    );
-    shared_stubs::add_users(
-        &mut users,
         control_planes.iter().filter_map(|o| o.kept().ok()),
     );
     shared_stubs::hold_shared_upgrades(&mut decisions, &users);
