@@ -177,13 +177,14 @@ impl MachineKind {
         self.selected_as() != MachineKind::ControlPlaneMachineSet
     }
 
-    /// Whether objects of this kind are selected when `managedBootImages` does not name the
-    /// kind: MachineSets follow the platform default; control-plane updates are opt-in only,
-    /// since replacing every control-plane machine is too disruptive to do by default.
-    pub fn selected_by_default(self, platform: &Platform) -> bool {
+    /// Whether objects of this kind are selected when nobody declared a selection for the
+    /// kind: MachineSets where the Machine Config Operator of `release` opts them in itself;
+    /// control-plane updates are opt-in on every release (`syncManagedBootImagesStatus`,
+    /// pkg/operator/sync.go, release-4.21: "Default to None unless overridden").
+    pub fn selected_by_default(self, platform: &Platform, release: Option<(u64, u64)>) -> bool {
         match self.selected_as() {
             MachineKind::ControlPlaneMachineSet => false,
-            _ => platform.managed_by_default(),
+            _ => platform.mco_opts_in_by_default(release),
         }
     }
 }

@@ -29,6 +29,11 @@ pub const CLUSTER_VERSION_NAME: &str = "version";
 /// Per-MachineSet opt-out; checked before anything else.
 pub const OPT_OUT_ANNOTATION: &str = "boot-image-controller.io/boot-image-updates";
 pub const OPT_OUT_VALUE: &str = "disabled";
+/// On the MachineConfiguration: which machine resources this controller updates, as JSON of
+/// the shape of `spec.managedBootImages` (`{"machineManagers": [...]}`). Read before the spec,
+/// which 4.16 prunes and which on AWS and GCP from 4.17 hands the MachineSets to the Machine
+/// Config Operator instead (see `plan::selection`).
+pub const OPT_IN_ANNOTATION: &str = "boot-image-controller.io/managed-boot-images";
 /// On the MachineConfiguration: stop all writes (acknowledged by `BootImageUpdatePaused`).
 pub const PAUSE_ANNOTATION: &str = "boot-image-controller.io/boot-image-updates-paused";
 /// The opt-out and pause keys of earlier releases. They sat in the Machine Config Operator's

@@ -70,6 +70,9 @@ reasons! {
     OptedOut: Skip,
     /// The MachineConfiguration does not select this MachineSet.
     NotSelected: Skip,
+    /// Nobody opted this kind in, and the Machine Config Operator of this release does not
+    /// update it by default either: nothing is written until the administrator opts in.
+    NotOptedIn: Skip,
     /// Another controller (a Cluster API MachineDeployment, ...) owns the object through an
     /// owner reference and would revert us. Hive's MachineSets carry none and are updated, as
     /// upstream does (DESIGN.md section 2, rule 3).

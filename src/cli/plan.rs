@@ -10,7 +10,7 @@ use clap::builder::{PossibleValuesParser, TypedValueParser as _};
 use clap::{Args, ValueEnum};
 
 use super::{Failure, table, write_stdout};
-use crate::api::{MachineConfiguration, MachineManager, MachineManagerSelector};
+use crate::api::{MachineConfiguration, MachineManager, MachineManagerSelector, ManagedBootImages};
 use crate::arch::Arch;
 use crate::bounded_read::MAX_INPUT_BYTES;
 use crate::ec2::Ec2Facts;
@@ -18,7 +18,7 @@ use crate::ec2::client::{Ec2Client, Limits};
 use crate::ec2::sigv4::Credentials;
 use crate::known_images::KnownImages;
 use crate::manifests;
-use crate::names::MACHINE_CONFIGURATION_NAME;
+use crate::names::{MACHINE_CONFIGURATION_NAME, OPT_IN_ANNOTATION};
 use crate::plan::{self, Action, ClusterSnapshot, Options, Plan};
 
 #[derive(Debug, Args)]
@@ -42,8 +42,8 @@ pub struct PlanArgs {
     #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Table)]
     pub output: OutputFormat,
 
-    /// What if `spec.managedBootImages` selected MachineSets this way, whatever the
-    /// MachineConfiguration says (or without one): `All` shows what opting in would change.
+    /// What if the administrator opted MachineSets in this way, whatever the MachineConfiguration
+    /// says (or without one): `All` shows what opting every MachineSet in would change.
     #[arg(long, value_enum, value_name = "MODE")]
     pub assume_selection: Option<AssumedSelection>,
 
@@ -295,20 +295,26 @@ fn load(paths: &[PathBuf]) -> Result<manifests::Snapshot, Failure> {
     manifests::from_str("<stdin>", &text).map_err(Failure::input)
 }
 
-/// Replaces (or adds) the Machine API `machinesets` entry of `spec.managedBootImages`, creating
-/// the MachineConfiguration when the manifests have none. Other entries stay, a Cluster API
-/// `machinesets` one too: entries are keyed by resource and apiGroup.
+/// Replaces (or adds) the Machine API `machinesets` entry of what the administrator declared,
+/// as our opt-in annotation (which the planner reads first), creating the MachineConfiguration
+/// when the manifests have none. Other entries stay, a Cluster API `machinesets` one too:
+/// entries are keyed by resource and apiGroup.
 fn assume_selection(cluster: &mut ClusterSnapshot, mode: AssumedSelection) {
     let machine_sets = crate::machine_kind::MachineKind::MachineSet;
     let configuration = cluster.machine_configuration.get_or_insert_with(|| {
         MachineConfiguration::new(MACHINE_CONFIGURATION_NAME, Default::default())
     });
-    let managers = configuration
-        .spec
-        .managed_boot_images
-        .get_or_insert_with(Default::default)
-        .machine_managers
-        .get_or_insert_with(Vec::new);
+    let annotations = configuration
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default);
+    let declared = match annotations.get(OPT_IN_ANNOTATION) {
+        Some(text) => serde_json::from_str::<ManagedBootImages>(text).ok(),
+        None => configuration.spec.managed_boot_images.clone(),
+    };
+    let mut managers = declared
+        .and_then(|d| d.machine_managers)
+        .unwrap_or_default();
     let replaced = |m: &MachineManager| {
         m.resource == machine_sets.plural() && m.api_group == machine_sets.api_group()
     };
@@ -325,6 +331,11 @@ fn assume_selection(cluster: &mut ClusterSnapshot, mode: AssumedSelection) {
             partial: None,
         },
     });
+    let declared = ManagedBootImages {
+        machine_managers: Some(managers),
+    };
+    let text = serde_json::to_string(&declared).unwrap_or_default();
+    annotations.insert(OPT_IN_ANNOTATION.into(), text);
 }
 
 /// The patches of a plan as `-o wide` lists them: one line per operation, each object's
@@ -382,9 +393,10 @@ mod tests {
         let assumed = cluster
             .machine_configuration
             .expect("a MachineConfiguration");
-        let managers = (assumed.spec.managed_boot_images)
-            .and_then(|m| m.machine_managers)
-            .unwrap_or_default();
+        // Declared as our annotation, which the planner reads before the spec.
+        let annotation = &assumed.metadata.annotations.as_ref().unwrap()[OPT_IN_ANNOTATION];
+        let declared: ManagedBootImages = serde_json::from_str(annotation).unwrap();
+        let managers = declared.machine_managers.unwrap_or_default();
         let modes: Vec<(&str, &str)> = (managers.iter())
             .map(|m| (m.api_group.as_str(), m.selection.mode.as_str()))
             .collect();

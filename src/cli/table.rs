@@ -103,7 +103,7 @@ pub fn render(plan: &Plan, facts: &ClusterFacts) -> String {
             .iter()
             .map(|(resource, mode)| format!("{resource} {mode}"))
             .collect();
-        let _ = writeln!(out, "Selected by managedBootImages: {}", modes.join(", "));
+        let _ = writeln!(out, "Selection: {}", modes.join(", "));
     }
     for kind in MachineKind::ALL {
         let (title, entries) = (kind.plural_title(), plan.of(kind));

@@ -16,6 +16,7 @@ use super::status_schema::StatusSchema;
 use crate::api::{ClusterVersionStatus, MachineConfiguration};
 use crate::ec2::facts::rhel_version;
 use crate::machine_kind::MachineKind;
+use crate::plan::selection::{Declared, release_of};
 use crate::plan::{Action, Decision};
 use crate::platform::Platform;
 use crate::reason::{Category, Reason};
@@ -86,7 +87,7 @@ pub fn already_in(
 }
 
 pub fn compute(input: &FieldsInput<'_>) -> Fields {
-    let managed = effective_managers(input.mc, input.platform);
+    let managed = effective_managers(input);
     let machine_sets_all = managed
         .as_ref()
         .and_then(|m| m.get("machineManagers")?.as_array().cloned())
@@ -126,40 +127,38 @@ pub fn compute(input: &FieldsInput<'_>) -> Fields {
     }
 }
 
-/// The effective selection, resolved per resource as the MCO's operator does: an empty list
-/// opts out of everything and is published as it is; otherwise MachineSets take the admin's
-/// entry or the platform default, and ControlPlaneMachineSets (where the platform supports them)
-/// the admin's entry or None. `None` where the MCO publishes nothing (unsupported platforms).
-fn effective_managers(mc: &MachineConfiguration, platform: &Platform) -> Option<Value> {
-    if !platform.managed_by_default() {
+/// The effective selection, resolved per resource as the MCO's operator does
+/// (`syncManagedBootImagesStatus`, pkg/operator/sync.go), from what the administrator declared
+/// (see `plan::selection::Declared`): an empty list opts out of everything and is published as
+/// it is; otherwise MachineSets take the declared entry or the release's default, and
+/// ControlPlaneMachineSets (where the platform supports them) the declared entry or None.
+/// `None` where the MCO publishes nothing (unsupported platforms), and while the declaration
+/// cannot be read.
+fn effective_managers(input: &FieldsInput<'_>) -> Option<Value> {
+    if !input.platform.managed_by_default() {
         return None;
     }
-    let managers = mc
-        .spec
-        .managed_boot_images
-        .as_ref()
-        .and_then(|m| m.machine_managers.as_ref());
-    if managers.is_some_and(Vec::is_empty) {
+    let declared = Declared::read(input.mc);
+    if declared.opts_out_of_everything() {
         return Some(json!({"machineManagers": []}));
     }
+    let release = input.cluster_version.and_then(release_of);
     // Entries are keyed by resource and apiGroup (the CRD's list-map keys; upstream matches
     // both in `getMachineResourceSelectorFromMachineManagers`, pkg/controller/bootimage/
     // helpers.go, and `MergeMachineManager`, pkg/apihelpers/apihelpers.go, main): a Cluster
     // API `machinesets` entry (MCO PR 6469) says nothing of Machine API MachineSets.
-    let entry = |kind: MachineKind, default: &str| {
-        let named = managers
-            .into_iter()
-            .flatten()
-            .find(|m| m.resource == kind.plural() && m.api_group == kind.api_group());
-        let selection = match named {
+    let entry = |kind: MachineKind| -> Option<Value> {
+        let selection = match declared.entry(kind).ok()? {
             Some(m) => serde_json::to_value(&m.selection).unwrap_or_else(|_| json!({})),
-            None => json!({"mode": default}),
+            None if kind.selected_by_default(input.platform, release) => json!({"mode": "All"}),
+            None => json!({"mode": "None"}),
         };
-        json!({"resource": kind.plural(), "apiGroup": kind.api_group(), "selection": selection})
+        let (resource, group) = (kind.plural(), kind.api_group());
+        Some(json!({"resource": resource, "apiGroup": group, "selection": selection}))
     };
-    let mut list = vec![entry(MachineKind::MachineSet, "All")];
-    if platform.control_plane_boot_images_supported() {
-        list.push(entry(MachineKind::ControlPlaneMachineSet, "None"));
+    let mut list = vec![entry(MachineKind::MachineSet)?];
+    if input.platform.control_plane_boot_images_supported() {
+        list.push(entry(MachineKind::ControlPlaneMachineSet)?);
     }
     Some(json!({"machineManagers": list}))
 }
@@ -245,8 +244,9 @@ fn tally(d: &Decision) -> Tally {
 /// counterpart are marked "ours" and classed by what their MachineSet's image is.
 fn tally_skip(reason: Reason) -> Tally {
     match reason {
-        // Not in the lister's list at all: the selector leaves them out.
-        Reason::NotSelected => Tally::NotCounted,
+        // Not in the lister's list at all: the selector leaves them out, as the MCO's default
+        // leaves out what nobody opted in.
+        Reason::NotSelected | Reason::NotOptedIn => Tally::NotCounted,
         // Returned as not skipped, with no error: a non-default OS stream label, a Windows
         // MachineSet (`syncMAPIMachineSet`), one whose Machine API is not authoritative ("out of
         // scope for the MAPI path", its doc comment), Azure's ppc64le/s390x

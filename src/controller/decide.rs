@@ -9,6 +9,7 @@ use super::lenient::Lenient;
 use super::observe::Observation;
 use crate::golden_stream::GoldenConfig;
 use crate::machine_kind::{MachineKind, MachineObject};
+use crate::plan::selection::Selected;
 use crate::plan::shared_stubs::{hold_shared_upgrades, users_of};
 use crate::plan::{Blocked, Decision, ObjectKey, Planner};
 
@@ -45,7 +46,7 @@ pub(super) struct PassFacts {
     pub blocked: Option<Blocked>,
     pub golden: Option<Arc<GoldenConfig>>,
     /// The effective selection mode of each kind.
-    pub selections: Vec<(MachineKind, &'static str)>,
+    pub selections: Vec<(MachineKind, Selected)>,
 }
 
 /// Decides every object the pass covers, kind by kind, each kind in the order its store lists

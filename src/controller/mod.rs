@@ -50,6 +50,7 @@ use crate::api_client::{self, ClientError};
 use crate::known_images::KnownImages;
 use crate::machine_kind::MachineKind;
 use crate::metrics::Metrics;
+use crate::plan::selection::Selected;
 use crate::plan::{Action, Blocked, Decision, ObjectKey, Options, Planner, history};
 use crate::reason::Reason;
 use crate::server::{self, Health};
@@ -462,7 +463,7 @@ struct Memory {
     /// The gate that held writes in the last pass: logged when it changes, reported in status.
     last_blocked: Option<Blocked>,
     /// The effective selection of each kind in the last pass, reported in status.
-    last_selections: Vec<(MachineKind, &'static str)>,
+    last_selections: Vec<(MachineKind, Selected)>,
     /// Since when a hold that degrades when lasting has held writes.
     hold_since: Option<Timestamp>,
     /// The hot-loop guard's memory of our own patches by object UID, for objects whose

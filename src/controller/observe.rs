@@ -13,7 +13,7 @@ use crate::api::{
 use crate::known_images::KnownImages;
 use crate::machine_kind::{MachineKind, MachineObject};
 use crate::plan::boot_evidence::Boots;
-use crate::plan::selection::Selection;
+use crate::plan::selection::{Declared, Selection, release_of};
 use crate::plan::{ClusterSnapshot, stub};
 use crate::platform::Platform;
 
@@ -47,8 +47,14 @@ pub(super) async fn observe(
         .map(Platform::from_status);
     // Only objects the planner may update need their stub secret checked: watching the others'
     // would cost a watch each (and RBAC for secrets nothing uses).
-    let selected = |kind: MachineKind| match (&machine_configuration, &platform) {
-        (Some(mc), Some(platform)) => Selection::for_kind(mc, kind, platform),
+    let declared = machine_configuration.as_ref().map(Declared::read);
+    let release = (stores.cluster_version().as_ref())
+        .and_then(|cv| cv.status.as_ref())
+        .and_then(release_of);
+    let selected = |kind: MachineKind| match (&declared, &platform) {
+        (Some(declared), Some(platform)) => {
+            Selection::for_kind(declared, kind, platform, release).0
+        }
         _ => Selection::None,
     };
     let wanted: BTreeSet<String> =

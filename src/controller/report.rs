@@ -16,6 +16,7 @@ use crate::golden_stream::GoldenConfig;
 use crate::machine_kind::MachineKind;
 use crate::names::{LEGACY_PAUSE_ANNOTATION, PAUSE_ANNOTATION};
 use crate::plan::boot_evidence::BootState;
+use crate::plan::selection::Selected;
 use crate::plan::{self, Action, Blocked, Decision};
 use crate::reason::Reason;
 
@@ -265,7 +266,7 @@ impl Controller {
     pub(super) fn adopt_gates(
         &mut self,
         blocked: Option<Blocked>,
-        selections: Vec<(MachineKind, &'static str)>,
+        selections: Vec<(MachineKind, Selected)>,
     ) {
         self.log_gate_change(blocked.as_ref());
         self.track_hold(blocked.as_ref());

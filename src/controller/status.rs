@@ -16,6 +16,7 @@ use crate::api::{Condition, MachineConfiguration, Time};
 use crate::api_client;
 use crate::machine_kind::MachineKind;
 use crate::plan::boot_evidence::{BootEvidence, BootState};
+use crate::plan::selection::{OPT_IN_COMMAND, Selected};
 use crate::plan::{Action, Blocked, Decision, friendly_duration};
 use crate::quoted::bounded;
 use crate::reason::Reason;
@@ -82,7 +83,7 @@ pub struct StatusInput<'a> {
     /// The latest decision for every machine resource, of every kind.
     pub decisions: &'a [&'a Decision],
     /// The effective selection mode of each kind, as of the last plan.
-    pub selections: &'a [(MachineKind, &'static str)],
+    pub selections: &'a [(MachineKind, Selected)],
     /// How long `blocked` has held, and after how long a hold counts as a failure.
     pub held: Option<HeldFor>,
     /// The pause annotation is set. Not derived from `blocked`: the planner reports only the
@@ -200,11 +201,28 @@ fn progressing(input: &StatusInput<'_>) -> Desired {
     // Done means nothing selected is still on its way: `oc wait` for False must mean that.
     let updating =
         (input.decisions.iter()).any(|d| d.action == Action::Update || d.reason.on_its_way());
-    let reason = match updating {
-        true => "BootImagesUpdating",
-        false => "BootImagesCurrent",
+    let not_opted_in = (input.decisions.iter()).any(|d| d.reason == Reason::NotOptedIn);
+    let nothing_selected = (input.decisions.iter()).all(|d| {
+        matches!(
+            d.reason,
+            Reason::NotSelected | Reason::NotOptedIn | Reason::OptedOut
+        )
+    });
+    let reason = match (updating, not_opted_in && nothing_selected) {
+        (true, _) => "BootImagesUpdating",
+        (false, true) => Reason::NotOptedIn.as_str(),
+        (false, false) => "BootImagesCurrent",
     };
-    Desired::new(PROGRESSING, Some(updating), reason, summary)
+    let mut message = summary;
+    if not_opted_in {
+        // The one line that says how to opt in, where an administrator looks first.
+        let _ = write!(
+            message,
+            " Not opted in: nothing is written to what nobody opted in, as the Machine Config \
+             Operator of this release does; opt in with {OPT_IN_COMMAND}"
+        );
+    }
+    Desired::new(PROGRESSING, Some(updating), reason, message)
 }
 
 fn degraded(input: &StatusInput<'_>) -> Desired {
@@ -282,7 +300,7 @@ fn summary(input: &StatusInput<'_>) -> String {
             continue;
         }
         let mode = input.selections.iter().find(|(k, _)| *k == kind);
-        text.push_str(&kind_summary(kind, mode.map(|(_, m)| *m), &entries));
+        text.push_str(&kind_summary(kind, mode.map(|(_, m)| m), &entries));
     }
     text.push_str(&imports_under_way(input.decisions));
     text.push_str(&last_changes(input.decisions));
@@ -304,10 +322,17 @@ fn imports_under_way(decisions: &[&Decision]) -> String {
         .collect()
 }
 
-/// `MachineSets (selection All): 3 total, 2 selected, ... (CustomImage: 1), 0 errored. `
-fn kind_summary(kind: MachineKind, mode: Option<&str>, entries: &[&Decision]) -> String {
+/// `MachineSets (selection All from annotation): 3 total, 2 selected, ... (CustomImage: 1), 0
+/// errored. `
+fn kind_summary(kind: MachineKind, mode: Option<&Selected>, entries: &[&Decision]) -> String {
     let count = |f: &dyn Fn(&Decision) -> bool| entries.iter().filter(|e| f(e)).count();
-    let selected = count(&|e| !matches!(e.reason, Reason::NotSelected | Reason::OptedOut));
+    let left_out = |e: &Decision| {
+        matches!(
+            e.reason,
+            Reason::NotSelected | Reason::NotOptedIn | Reason::OptedOut
+        )
+    };
+    let selected = count(&|e| !left_out(e));
     let mut text = kind.plural_title().to_string();
     if let Some(mode) = mode {
         let _ = write!(text, " (selection {mode})");
@@ -608,15 +633,19 @@ mod tests {
     fn no_write_when_unchanged_and_transition_time_moves_only_on_flip() {
         let a = entry("a", Action::UpToDate, Reason::UpToDate);
         let decided = [&a];
+        let all_from_annotation = Selected {
+            mode: "All",
+            origin: crate::plan::selection::Origin::Annotation,
+        };
         let input = StatusInput {
-            selections: &[(MachineKind::MachineSet, "All")],
+            selections: &[(MachineKind::MachineSet, all_from_annotation)],
             ..deciding(&decided)
         };
         let t0 = Timestamp::UNIX_EPOCH;
         let first = merge(&[], &desired(&input), Some(1), t0).unwrap();
         let message = &get(&first, PROGRESSING).message;
         assert!(
-            message.starts_with("MachineSets (selection All): 1 total"),
+            message.starts_with("MachineSets (selection All from annotation): 1 total"),
             "{message}"
         );
         let t1: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();

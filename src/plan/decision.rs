@@ -10,6 +10,7 @@ use serde_json::Value;
 use super::boot_evidence::{BootEvidence, BootState};
 use super::cluster_api_templates::TemplateCopy;
 use super::history::{self, HistoryEntry};
+use super::selection::Selected;
 use super::stub::StubUpgrade;
 use crate::machine_kind::MachineKind;
 use crate::names::BOOT_FAILURE_HOLD_ANNOTATION;
@@ -298,9 +299,9 @@ pub(super) fn with_warning(message: String, warning: Option<&Warning>) -> String
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Plan {
     pub blocked: Option<Blocked>,
-    /// The effective `managedBootImages` selection mode of each kind (by its resource name),
+    /// The effective selection of each kind (by its resource name) and where it came from,
     /// once the gates let planning go ahead.
-    pub selection: BTreeMap<String, String>,
+    pub selection: BTreeMap<String, Selected>,
     /// Every decision, kind by kind in the order of [`MachineKind::ALL`], each kind by
     /// namespace, then name.
     pub decisions: Vec<Decision>,
@@ -335,7 +336,14 @@ impl Serialize for Plan {
         let mut map = serializer.serialize_map(None)?;
         map.serialize_entry("blocked", &self.blocked)?;
         if !self.selection.is_empty() {
-            map.serialize_entry("selection", &self.selection)?;
+            let modes: BTreeMap<&str, &str> = (self.selection.iter())
+                .map(|(k, s)| (k.as_str(), s.mode))
+                .collect();
+            let origins: BTreeMap<&str, &str> = (self.selection.iter())
+                .map(|(k, s)| (k.as_str(), s.origin.as_str()))
+                .collect();
+            map.serialize_entry("selection", &modes)?;
+            map.serialize_entry("selectionFrom", &origins)?;
         }
         let lists = [
             (MachineKind::MachineSet, "machineSets", true),

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::ClusterSnapshot;
 use super::decision::Blocked;
 use super::other_managers;
-use super::selection::Selection;
+use super::selection::{Declared, Origin, Selection, release_of};
 use crate::api::{ClusterVersionStatus, MachineConfiguration, ObjectMeta};
 use crate::api_client::FIELD_MANAGER;
 use crate::arch::Arch;
@@ -24,8 +24,10 @@ pub(super) struct Ready {
     pub golden: Arc<GoldenConfig>,
     /// The snapshot's known images plus the golden stream's own.
     pub known_images: KnownImages,
-    /// Which objects of each kind `managedBootImages` selects.
-    selections: BTreeMap<MachineKind, Selection>,
+    /// Which objects of each kind are selected, and where that came from.
+    selections: BTreeMap<MachineKind, (Selection, Origin)>,
+    /// The running release's major and minor version, as ClusterVersion says.
+    pub release: Option<(u64, u64)>,
     pub multi_arch: bool,
     /// The control plane's architecture, or why it cannot be told.
     pub control_plane_arch: Result<Arch, String>,
@@ -35,7 +37,11 @@ pub(super) struct Ready {
 
 impl Ready {
     pub fn selection(&self, kind: MachineKind) -> &Selection {
-        &self.selections[&kind]
+        &self.selections[&kind].0
+    }
+
+    pub fn origin(&self, kind: MachineKind) -> Origin {
+        self.selections[&kind].1
     }
 
     /// The gates, in the order of DESIGN.md section 2: MachineConfiguration readable, no other
@@ -69,10 +75,15 @@ impl Ready {
             .cluster_version
             .as_ref()
             .and_then(|cv| cv.status.as_ref());
-        let selections: BTreeMap<MachineKind, Selection> = (platform.as_ref().ok())
+        let release = cv_status.and_then(release_of);
+        let declared = Declared::read(mc);
+        let selections: BTreeMap<MachineKind, (Selection, Origin)> = (platform.as_ref().ok())
             .map(|platform| {
                 (MachineKind::ALL.into_iter())
-                    .map(|kind| (kind, Selection::for_kind(mc, kind, platform)))
+                    .map(|kind| {
+                        let selection = Selection::for_kind(&declared, kind, platform, release);
+                        (kind, selection)
+                    })
                     .collect()
             })
             .unwrap_or_default();
@@ -98,6 +109,7 @@ impl Ready {
             == Some("Multi");
         Ok(Ready {
             selections,
+            release,
             platform,
             golden,
             known_images,
@@ -124,9 +136,9 @@ fn blocked(reason: Reason, message: &str) -> Blocked {
 /// one stream and architecture at a time, by the objects that use them ([`GoldenConfig`]).
 fn golden(
     snapshot: &ClusterSnapshot,
-    selections: &BTreeMap<MachineKind, Selection>,
+    selections: &BTreeMap<MachineKind, (Selection, Origin)>,
 ) -> Result<Arc<GoldenConfig>, Blocked> {
-    let enrolled = selections.values().any(|s| *s != Selection::None);
+    let enrolled = selections.values().any(|(s, _)| *s != Selection::None);
     let read = match snapshot.golden.as_ref() {
         None => Err(blocked(
             Reason::GoldenConfigMapMissing,

@@ -42,6 +42,7 @@ pub use decision::{Action, Blocked, Decision, ObjectKey, Plan, Values, Warning};
 use gates::Ready;
 pub use gates::{pause_key, paused};
 pub use json_patch::Patch;
+use selection::Selected;
 
 /// The cluster-wide inputs of a plan, as observed at one moment.
 #[derive(Clone, Debug, Default)]
@@ -196,7 +197,7 @@ pub fn plan_all(
     plan.selection = planner
         .selections()
         .into_iter()
-        .map(|(kind, mode)| (kind.plural().to_string(), mode.to_string()))
+        .map(|(kind, selected)| (kind.plural().to_string(), selected))
         .collect();
     plan
 }
@@ -243,13 +244,22 @@ impl<'a> Planner<'a> {
     }
 
     /// The effective selection mode of each kind, once the gates let planning go ahead.
-    pub fn selections(&self) -> Vec<(MachineKind, &'static str)> {
+    pub fn selections(&self) -> Vec<(MachineKind, Selected)> {
         let Ok(ready) = &self.state else {
             return Vec::new();
         };
         MachineKind::ALL
             .into_iter()
-            .map(|kind| (kind, ready.selection(kind).describe()))
+            .map(|kind| {
+                let mode = ready.selection(kind).describe();
+                (
+                    kind,
+                    Selected {
+                        mode,
+                        origin: ready.origin(kind),
+                    },
+                )
+            })
             .collect()
     }
 

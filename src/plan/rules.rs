@@ -12,6 +12,7 @@ use super::decision::{Action, Decision, Values, Warning, current_message, with_w
 use super::gates::Ready;
 use super::history::{self, HistoryEntry};
 use super::patch::{Guarded, annotation, remove_annotation, under, under_known};
+use super::selection::{OPT_IN_COMMAND, Origin};
 use super::stub::{StubCheck, StubState};
 use super::{Planner, friendly_duration, stub};
 use crate::api::{LabelSelector, MachineTemplate, ObjectMeta, ProviderSpec};
@@ -20,7 +21,8 @@ use crate::golden_stream::{DEFAULT_OS_STREAM, GoldenStream};
 use crate::machine_kind::{Authority, MachineKind, MachineObject};
 use crate::names::{
     AUTOSCALER_LABELS_ANNOTATION, BOOT_FAILURE_HOLD_ANNOTATION, HOT_LOOP_ANNOTATION,
-    LEGACY_OPT_OUT_ANNOTATION, OPT_OUT_ANNOTATION, OPT_OUT_VALUE, OS_ID_LABEL, OS_STREAM_LABEL,
+    LEGACY_OPT_OUT_ANNOTATION, OPT_IN_ANNOTATION, OPT_OUT_ANNOTATION, OPT_OUT_VALUE, OS_ID_LABEL,
+    OS_STREAM_LABEL,
 };
 use crate::platform::vsphere::{self, TemplateRequest};
 use crate::platform::{ImageOutcome, Input, Platform, PlatformRule, RuleContext, display_image};
@@ -86,6 +88,22 @@ impl<'a> Subject<'a> {
     pub fn provider_spec(&self) -> Option<&'a ProviderSpec> {
         Some(&self.template?.spec.provider_spec)
     }
+}
+
+/// Why an object nobody opted in is left alone, and how to opt it in.
+fn not_opted_in_message(kind: MachineKind, ready: &Ready) -> String {
+    let kinds = kind.selected_as().plural();
+    let release = match ready.release {
+        Some((major, minor)) => format!("{major}.{minor}"),
+        None => "an unknown release".into(),
+    };
+    format!(
+        "not opted in: on {release} the Machine Config Operator updates no {kinds} on {} unless \
+         asked to, and neither does this controller; opt in with the annotation \
+         {OPT_IN_ANNOTATION} on MachineConfiguration cluster naming {kinds} (the shape of \
+         spec.managedBootImages), e.g. for every MachineSet: {OPT_IN_COMMAND}",
+        ready.platform.name(),
+    )
 }
 
 /// A platform rule's verdict on one boot image, and what it was judged against.
@@ -299,9 +317,18 @@ impl Planner<'_> {
                 let message = message.to_string();
                 return Some(subject.decision(Action::Error, Reason::InvalidSelector, message));
             }
+            // Where opting in would change nothing (no platform rule), it is not offered.
+            Ok(false)
+                if ready.origin(subject.kind) == Origin::Default
+                    && ready.platform.rule().is_some() =>
+            {
+                let message = not_opted_in_message(subject.kind, ready);
+                return Some(subject.decision(Action::Skip, Reason::NotOptedIn, message));
+            }
             Ok(false) => {
                 let message = format!(
-                    "not selected by MachineConfiguration managedBootImages ({} mode {})",
+                    "not selected by {} ({} mode {})",
+                    ready.origin(subject.kind).describe(),
                     subject.kind.plural(),
                     selection.describe()
                 );

@@ -1,12 +1,15 @@
-//! Which machine resources the MachineConfiguration opts in (`spec.managedBootImages`).
+//! Which machine resources the administrator opted in: our annotation on the
+//! MachineConfiguration, else `spec.managedBootImages`, else the Machine Config Operator's own
+//! default for the release and platform.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::core::{Expression, Selector};
 
-use crate::api::MachineConfiguration;
+use crate::api::{ClusterVersionStatus, MachineConfiguration, MachineManager, ManagedBootImages};
 use crate::machine_kind::MachineKind;
+use crate::names::OPT_IN_ANNOTATION;
 use crate::platform::Platform;
 
 /// The opt-in rule for one resource kind.
@@ -20,41 +23,154 @@ pub enum Selection {
     Invalid(String),
 }
 
-impl Selection {
-    /// Interprets `managedBootImages` for one resource kind, each kind on its own, as the
-    /// Machine Config Operator's operator does when it publishes the effective configuration
-    /// (`syncManagedBootImagesStatus`, pkg/operator/sync.go):
-    /// - `managedBootImages` or its `machineManagers` absent, or a list that does not name this
-    ///   kind: the kind's default (MachineSets: All on the platforms with managed boot images;
-    ///   ControlPlaneMachineSets: None);
-    /// - an empty `machineManagers` list: an explicit opt-out of everything (the predecessor
-    ///   confused it with an absent list).
-    pub fn for_kind(mc: &MachineConfiguration, kind: MachineKind, platform: &Platform) -> Self {
-        let kind = kind.selected_as();
-        let managers = mc
-            .spec
-            .managed_boot_images
-            .as_ref()
-            .and_then(|m| m.machine_managers.as_ref());
-        let default = || {
-            if kind.selected_by_default(platform) {
-                Selection::All
-            } else {
-                Selection::None
-            }
-        };
-        let Some(managers) = managers else {
-            return default();
-        };
-        if managers.is_empty() {
-            return Selection::None;
+/// Where a kind's selection came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// [`OPT_IN_ANNOTATION`] on the MachineConfiguration.
+    Annotation,
+    /// `spec.managedBootImages`.
+    Spec,
+    /// Nobody declared one for the kind: the Machine Config Operator's default.
+    Default,
+}
+
+impl Origin {
+    pub fn describe(self) -> &'static str {
+        match self {
+            Origin::Annotation => "the annotation boot-image-controller.io/managed-boot-images",
+            Origin::Spec => "spec.managedBootImages",
+            Origin::Default => "the release's default",
         }
-        let Some(manager) = managers
-            .iter()
-            .find(|m| m.resource == kind.plural() && m.api_group == kind.api_group())
-        else {
-            return default();
+    }
+
+    /// The word `plan -o json` prints under `selectionFrom`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Origin::Annotation => "annotation",
+            Origin::Spec => "spec",
+            Origin::Default => "default",
+        }
+    }
+}
+
+/// A kind's effective selection as plans and status report it: the mode, and where it came
+/// from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Selected {
+    pub mode: &'static str,
+    pub origin: Origin,
+}
+
+impl std::fmt::Display for Selected {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.origin {
+            Origin::Default => write!(f, "{} by default", self.mode),
+            origin => write!(f, "{} from {}", self.mode, origin.as_str()),
+        }
+    }
+}
+
+/// The command that opts every MachineSet in, as messages and the README show it.
+pub const OPT_IN_COMMAND: &str = "oc annotate machineconfiguration cluster \
+    boot-image-controller.io/managed-boot-images='{\"machineManagers\":[{\"resource\":\"machinesets\",\
+\"apiGroup\":\"machine.openshift.io\",\"selection\":{\"mode\":\"All\"}}]}'";
+
+/// The machine managers the administrator declared, and where. Our annotation comes first: the
+/// spec cannot carry the choice on 4.16 (its API server prunes `managedBootImages`), and on AWS
+/// and GCP from 4.17 setting it turns the Machine Config Operator's own boot image controller
+/// on (`CheckBootImagePlatform`, pkg/controller/common/featuregates.go), which this controller
+/// then leaves the MachineSets to. The annotation survives upgrades, so an opt-in made on 4.20
+/// still holds on 4.21, where the MCO enrolls Azure and vSphere only on request.
+pub struct Declared {
+    pub origin: Origin,
+    /// `None` when nothing is declared; `Err` when the annotation is not such JSON.
+    managers: Result<Option<Vec<MachineManager>>, String>,
+}
+
+impl Declared {
+    pub fn read(mc: &MachineConfiguration) -> Self {
+        let annotation = (mc.metadata.annotations.as_ref()).and_then(|a| a.get(OPT_IN_ANNOTATION));
+        if let Some(text) = annotation {
+            let managers = serde_json::from_str::<ManagedBootImages>(text)
+                .map(|declared| declared.machine_managers.or(Some(Vec::new())))
+                .map_err(|e| {
+                    format!(
+                        "the annotation {OPT_IN_ANNOTATION} is not JSON of the shape of \
+                         spec.managedBootImages ({{\"machineManagers\": [...]}}): {e}"
+                    )
+                });
+            return Declared {
+                origin: Origin::Annotation,
+                managers,
+            };
+        }
+        let spec = (mc.spec.managed_boot_images.as_ref()).and_then(|m| m.machine_managers.clone());
+        Declared {
+            origin: if spec.is_some() {
+                Origin::Spec
+            } else {
+                Origin::Default
+            },
+            managers: Ok(spec),
+        }
+    }
+
+    /// The declared entry of `kind` (its resource and apiGroup), or why there is none to read:
+    /// `Ok(None)` when the declaration does not name the kind.
+    pub fn entry(&self, kind: MachineKind) -> Result<Option<&MachineManager>, &str> {
+        let managers = self.managers.as_ref().map_err(String::as_str)?;
+        Ok((managers.iter().flatten())
+            .find(|m| m.resource == kind.plural() && m.api_group == kind.api_group()))
+    }
+
+    /// Whether the declaration is an empty list: an explicit opt-out of everything (the
+    /// predecessor confused it with an absent list).
+    pub fn opts_out_of_everything(&self) -> bool {
+        matches!(&self.managers, Ok(Some(list)) if list.is_empty())
+    }
+}
+
+/// The major and minor version of the release the cluster runs or is going to: the desired
+/// release, else the newest history entry.
+pub fn release_of(status: &ClusterVersionStatus) -> Option<(u64, u64)> {
+    let version = (status.desired.as_ref())
+        .and_then(|d| d.version.as_deref())
+        .or_else(|| status.history.first().map(|h| h.version.as_str()))?;
+    let mut numbers = version.trim_start_matches('v').split('.');
+    let mut next = || numbers.next()?.parse::<u64>().ok();
+    Some((next()?, next()?))
+}
+
+impl Selection {
+    /// Interprets the declaration for one resource kind, each kind on its own, as the Machine
+    /// Config Operator's operator does when it publishes the effective configuration
+    /// (`syncManagedBootImagesStatus`, pkg/operator/sync.go): a kind the declaration does not
+    /// name takes the default of `release` (see [`MachineKind::selected_by_default`]); an empty
+    /// list opts out of everything. Returns where the selection came from.
+    pub fn for_kind(
+        declared: &Declared,
+        kind: MachineKind,
+        platform: &Platform,
+        release: Option<(u64, u64)>,
+    ) -> (Self, Origin) {
+        let kind = kind.selected_as();
+        let default = || match kind.selected_by_default(platform, release) {
+            true => (Selection::All, Origin::Default),
+            false => (Selection::None, Origin::Default),
         };
+        if declared.opts_out_of_everything() {
+            return (Selection::None, declared.origin);
+        }
+        let manager = match declared.entry(kind) {
+            Err(why) => return (Selection::Invalid(why.to_string()), declared.origin),
+            Ok(None) => return default(),
+            Ok(Some(manager)) => manager,
+        };
+        (Selection::of_entry(manager, kind), declared.origin)
+    }
+
+    /// The selection one declared entry makes for `kind`.
+    fn of_entry(manager: &MachineManager, kind: MachineKind) -> Self {
         match manager.selection.mode.as_str() {
             "All" => Selection::All,
             "None" => Selection::None,
@@ -264,9 +380,14 @@ mod tests {
     /// `cfg` selects each `(kind, platform)` as expected.
     fn assert_selects(cfg: &MachineConfiguration, cases: &[(MachineKind, Platform, Selection)]) {
         for (kind, platform, expected) in cases {
-            let got = Selection::for_kind(cfg, *kind, platform);
+            let got = for_kind(cfg, *kind, platform);
             assert_eq!(&got, expected, "{kind:?} on {platform:?}");
         }
+    }
+
+    /// The selection of `kind` at 4.22, where the MCO opts MachineSets in on all four platforms.
+    fn for_kind(cfg: &MachineConfiguration, kind: MachineKind, platform: &Platform) -> Selection {
+        Selection::for_kind(&Declared::read(cfg), kind, platform, Some((4, 22))).0
     }
 
     const MS: MachineKind = MachineKind::MachineSet;
@@ -352,7 +473,7 @@ mod tests {
                 ]
             }}}),
         );
-        let sel = Selection::for_kind(&partial, MachineKind::MachineSet, &Platform::Aws);
+        let sel = for_kind(&partial, MachineKind::MachineSet, &Platform::Aws);
         let base = [("boot", "yes"), ("zone", "a"), ("team", "x")];
         assert_eq!(selects(&sel, &labels(&base)), Ok(true));
         assert_eq!(
@@ -379,7 +500,7 @@ mod tests {
                 "matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["gpu"]}]
             }}}),
         );
-        let sel = Selection::for_kind(&not, MachineKind::MachineSet, &Platform::Aws);
+        let sel = for_kind(&not, MachineKind::MachineSet, &Platform::Aws);
         assert_eq!(sel.selects(None), Ok(true));
         assert_eq!(selects(&sel, &labels(&[("tier", "gpu")])), Ok(false));
         assert_eq!(selects(&sel, &labels(&[("tier", "cpu")])), Ok(true));
@@ -392,17 +513,17 @@ mod tests {
                 "matchExpressions": [{"key": "zone", "operator": "Near", "values": ["a"]}]
             }}}),
         );
-        let sel = Selection::for_kind(&bad_op, MachineKind::MachineSet, &Platform::Aws);
+        let sel = for_kind(&bad_op, MachineKind::MachineSet, &Platform::Aws);
         assert!(
             matches!(sel, Selection::Invalid(ref m) if m.contains("invalid")),
             "{sel:?}"
         );
         assert!(selects(&sel, &labels(&[])).is_err());
         let bad_mode = managers(json!({"mode": "Some"}));
-        let sel = Selection::for_kind(&bad_mode, MachineKind::MachineSet, &Platform::Aws);
+        let sel = for_kind(&bad_mode, MachineKind::MachineSet, &Platform::Aws);
         assert!(matches!(sel, Selection::Invalid(ref m) if m.contains("Some")));
         let no_selector = managers(json!({"mode": "Partial"}));
-        let sel = Selection::for_kind(&no_selector, MachineKind::MachineSet, &Platform::Aws);
+        let sel = for_kind(&no_selector, MachineKind::MachineSet, &Platform::Aws);
         assert!(matches!(sel, Selection::Invalid(_)));
     }
 
@@ -444,7 +565,7 @@ mod tests {
                     "matchExpressions": [expression.clone()]
                 }}}),
             );
-            let sel = Selection::for_kind(&cfg, MachineKind::MachineSet, &Platform::Aws);
+            let sel = for_kind(&cfg, MachineKind::MachineSet, &Platform::Aws);
             let Selection::Invalid(message) = &sel else {
                 panic!("{expression} was taken as {sel:?}");
             };
@@ -456,7 +577,7 @@ mod tests {
                 "matchLabels": {"tier": "no spaces allowed"}
             }}}),
         );
-        let sel = Selection::for_kind(&bad_label, MachineKind::MachineSet, &Platform::Aws);
+        let sel = for_kind(&bad_label, MachineKind::MachineSet, &Platform::Aws);
         assert!(matches!(sel, Selection::Invalid(_)), "{sel:?}");
         // What Kubernetes accepts stays valid: prefixed keys, empty values, dots and dashes.
         let fine = managers(
@@ -468,7 +589,7 @@ mod tests {
                 ]
             }}}),
         );
-        let sel = Selection::for_kind(&fine, MachineKind::MachineSet, &Platform::Aws);
+        let sel = for_kind(&fine, MachineKind::MachineSet, &Platform::Aws);
         assert!(matches!(sel, Selection::Partial(_)), "{sel:?}");
     }
 
@@ -478,10 +599,10 @@ mod tests {
             {"resource": "controlplanemachinesets", "apiGroup": "machine.openshift.io",
              "selection": {"mode": "Partial", "partial": {"machineResourceSelector": {}}}}
         ]}}));
-        let cp = Selection::for_kind(&cfg, MachineKind::ControlPlaneMachineSet, &Platform::Aws);
+        let cp = for_kind(&cfg, MachineKind::ControlPlaneMachineSet, &Platform::Aws);
         assert!(matches!(cp, Selection::Invalid(_)));
         // The MachineSets entry is absent, so they keep their default.
-        let ms = Selection::for_kind(&cfg, MachineKind::MachineSet, &Platform::Aws);
+        let ms = for_kind(&cfg, MachineKind::MachineSet, &Platform::Aws);
         assert_eq!(ms, Selection::All);
     }
 }

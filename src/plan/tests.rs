@@ -18,8 +18,9 @@ use crate::arch::Arch;
 use crate::machine_kind::MachineKind;
 use crate::names::{
     AUTOSCALER_LABELS_ANNOTATION, LEGACY_OPT_OUT_ANNOTATION, LEGACY_PAUSE_ANNOTATION,
-    OPT_OUT_ANNOTATION, OS_ID_LABEL, OS_STREAM_LABEL, PAUSE_ANNOTATION,
+    OPT_IN_ANNOTATION, OPT_OUT_ANNOTATION, OS_ID_LABEL, OS_STREAM_LABEL, PAUSE_ANNOTATION,
 };
+use crate::plan::selection::OPT_IN_COMMAND;
 use crate::reason::Reason;
 use crate::testkit::ec2::marketplace_ami;
 use crate::testkit::objects::{
@@ -1187,7 +1188,7 @@ fn a_machine_set_that_cannot_be_read_is_an_error() {
 #[test]
 fn unsupported_platforms_are_skipped() {
     // Platform None is not managed by default; selected explicitly, it is still not supported.
-    let none = updatable().on_platform("None");
+    let none = updatable().on_platform("None").not_opted_in();
     assert_decided(
         &decide(&none, machine_set("worker-a").served()),
         Action::Skip,
@@ -2086,9 +2087,82 @@ fn the_last_change_comes_from_the_history_annotation() {
 
 #[test]
 fn control_plane_machine_sets_are_not_updated_by_default() {
+    // MachineSets are opted in; control planes are opt-in on every release.
     let entry = decide_control_plane(&updatable(), control_plane_machine_set().served());
-    assert_decided(&entry, Action::Skip, Reason::NotSelected);
-    assert_mentions(&entry.message, "controlplanemachinesets");
+    assert_decided(&entry, Action::Skip, Reason::NotOptedIn);
+    assert_mentions(&entry.message, "naming controlplanemachinesets");
+}
+
+/// Nothing is written where nobody opted in and the MCO of the release would not update either:
+/// 4.16 to 4.18 everywhere, Azure and vSphere before 4.22. Where the MCO itself opts in (AWS and
+/// GCP from 4.19), so does the default here. The decision says how to opt in.
+#[test]
+fn without_an_opt_in_the_release_and_platform_decide_as_the_mco_would() {
+    for (platform, release, updated) in [
+        ("AWS", "4.16.30", false),
+        ("AWS", "4.18.9", false),
+        ("AWS", "4.19.0", true),
+        ("GCP", "4.20.4", true),
+        ("Azure", "4.20.4", false),
+        ("VSphere", "4.21.2", false),
+        ("Azure", "4.22.0", true),
+    ] {
+        let cluster = updatable().on_platform(platform).not_opted_in();
+        let cluster = cluster.with(|c| {
+            let status = c.cluster_version.as_mut().unwrap().status.as_mut().unwrap();
+            status.desired.as_mut().unwrap().version = Some(release.into());
+        });
+        let plan = plan_machine_sets(&cluster, &[machine_set("worker-a").served()]);
+        let entry = &plan.of(MachineKind::MachineSet)[0];
+        let what = format!("{platform} {release}: {}", entry.message);
+        assert_eq!(entry.reason != Reason::NotOptedIn, updated, "{what}");
+        assert_eq!(
+            plan.selection["machinesets"].to_string(),
+            match updated {
+                true => "All by default",
+                false => "None by default",
+            },
+            "{what}"
+        );
+        if !updated {
+            assert_eq!(entry.action, Action::Skip, "{what}");
+            assert!(entry.patch.is_empty(), "{what}");
+            assert_mentions(&entry.message, OPT_IN_COMMAND);
+        }
+    }
+}
+
+/// Our annotation opts in wherever the spec cannot (4.16 prunes it; on AWS and GCP it would hand
+/// the MachineSets to the MCO), by label selector too, and it comes before the spec.
+#[test]
+fn the_opt_in_annotation_selects_by_label_and_comes_before_the_spec() {
+    let partial = json!({"machineManagers": [machine_manager("machinesets",
+        json!({"mode": "Partial", "partial": {"machineResourceSelector": {
+            "matchLabels": {"tier": "general"}}}}))]});
+    let cluster = updatable()
+        .machine_managers(json!([machine_manager(
+            "machinesets",
+            json!({"mode": "None"})
+        )]))
+        .annotate_machine_configuration(OPT_IN_ANNOTATION, &partial.to_string());
+    let general = machine_set("general").label("tier", "general").served();
+    let gpu = machine_set("gpu").label("tier", "gpu").served();
+    let plan = plan_machine_sets(&cluster, &[general, gpu]);
+    let [general, gpu] = plan.of(MachineKind::MachineSet) else {
+        panic!("{plan:?}")
+    };
+    assert_decided(general, Action::Update, Reason::BootImageOutdated);
+    assert_decided(gpu, Action::Skip, Reason::NotSelected);
+    assert_mentions(&gpu.message, "boot-image-controller.io/managed-boot-images");
+    assert_eq!(
+        plan.selection["machinesets"].to_string(),
+        "Partial from annotation"
+    );
+    // An annotation that is not such JSON is the configuration error it is, never a default.
+    let broken = cluster.annotate_machine_configuration(OPT_IN_ANNOTATION, "{mode: All}");
+    let entry = decide(&broken, machine_set("worker-a").served());
+    assert_decided(&entry, Action::Error, Reason::InvalidSelector);
+    assert_mentions(&entry.message, "not JSON");
 }
 
 /// The control-plane machine set operator replaces every control-plane Machine whose providerSpec

@@ -72,15 +72,36 @@ impl Platform {
         }
     }
 
-    /// Whether MachineSets are selected when `managedBootImages` does not name them (the
-    /// platform's default, as the Machine Config Operator defines it: `CheckBootImagePlatform`,
-    /// pkg/controller/common/featuregates.go, default-on for AWS, GCP, vSphere and Azure except
-    /// Azure Stack Hub).
+    /// Whether the Machine Config Operator has boot image management here on some release
+    /// (`CheckBootImagePlatform`, pkg/controller/common/featuregates.go: AWS, GCP, vSphere and
+    /// Azure except Azure Stack Hub), and so publishes an effective selection.
     pub fn managed_by_default(&self) -> bool {
         matches!(
             self,
             Platform::Aws | Platform::Gcp | Platform::Azure | Platform::VSphere
         )
+    }
+
+    /// Whether the Machine Config Operator of `release` (major, minor) opts MachineSets in when
+    /// nobody declared a selection, read at its source per release:
+    /// - before 4.19 it enrolls only what `spec.managedBootImages` names (4.16 to 4.18 have no
+    ///   default at all);
+    /// - 4.19 and 4.20: AWS and GCP (`isDefaultOnBootImageUpdatePlatform`, pkg/operator/sync.go);
+    /// - 4.21: AWS and GCP; vSphere and Azure opt-in (`enabledByDefault` of
+    ///   `CheckBootImagePlatform`, pkg/controller/common/featuregates.go);
+    /// - 4.22: AWS, GCP, vSphere and Azure (same function, release-4.22).
+    ///
+    /// An unknown release (no ClusterVersion) is treated as opt-in: nothing is written that the
+    /// administrator did not ask for.
+    pub fn mco_opts_in_by_default(&self, release: Option<(u64, u64)>) -> bool {
+        let Some(release) = release else {
+            return false;
+        };
+        match self {
+            Platform::Aws | Platform::Gcp => release >= (4, 19),
+            Platform::Azure | Platform::VSphere => release >= (4, 22),
+            Platform::AzureStackHub | Platform::Other(_) => false,
+        }
     }
 
     /// Whether the Machine Config Operator updates ControlPlaneMachineSets here at all

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use super::provider_specs::{self, INFRASTRUCTURE_NAME};
 use super::streams::*;
 use crate::api::{ControlPlaneMachineSet, MachineSet};
+use crate::names::OPT_IN_ANNOTATION;
 use crate::plan::Malformed;
 
 pub fn infrastructure(name: &str, platform: &str) -> Value {
@@ -80,14 +81,26 @@ pub fn upgraded_cluster_version(name: &str, installed: &str, release: &str, stat
     cv
 }
 
+/// The MachineConfiguration `name` with `managed_boot_images` as its `spec.managedBootImages`;
+/// without one, the administrator opted every MachineSet in with our annotation, as the README
+/// tells them to (see [`machine_configuration_not_opted_in`] for the release's default).
 pub fn machine_configuration(name: &str, managed_boot_images: Option<Value>) -> Value {
-    let mut spec = json!({"managementState": "Managed"});
-    if let Some(m) = managed_boot_images {
-        spec["managedBootImages"] = m;
+    let mut mc = machine_configuration_not_opted_in(name);
+    match managed_boot_images {
+        Some(m) => mc["spec"]["managedBootImages"] = m,
+        None => {
+            let all = selection("All", None).to_string();
+            mc["metadata"]["annotations"] = json!({OPT_IN_ANNOTATION: all});
+        }
     }
+    mc
+}
+
+/// The MachineConfiguration `name` as installed: nobody declared a selection.
+pub fn machine_configuration_not_opted_in(name: &str) -> Value {
     json!({
         "apiVersion": "operator.openshift.io/v1", "kind": "MachineConfiguration",
-        "metadata": {"name": name}, "spec": spec,
+        "metadata": {"name": name}, "spec": {"managementState": "Managed"},
     })
 }
 

@@ -7,7 +7,9 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::{objects, provider_specs};
-use crate::names::{GOLDEN_CONFIGMAP_NAMESPACE, INFRASTRUCTURE_NAME, MACHINE_CONFIGURATION_NAME};
+use crate::names::{
+    GOLDEN_CONFIGMAP_NAMESPACE, INFRASTRUCTURE_NAME, MACHINE_CONFIGURATION_NAME, OPT_IN_ANNOTATION,
+};
 use crate::plan::ClusterSnapshot;
 use crate::vcenter::{TemplateKey, TemplateState};
 
@@ -124,14 +126,30 @@ pub trait ClusterChanges: Sized {
         self.with(|c| (c.known_images).extend(images.iter().map(|image| image.to_string())))
     }
 
-    /// The MachineConfiguration's `managedBootImages.machineManagers`.
+    /// The MachineConfiguration's `managedBootImages.machineManagers`, declared in the spec
+    /// alone (our opt-in annotation, which the planner reads first, removed).
     fn machine_managers(self, managers: Value) -> Self {
-        self.with(|c| {
+        self.not_opted_in().with(|c| {
             let mc = c
                 .machine_configuration
                 .as_mut()
                 .expect("a MachineConfiguration");
             mc.spec.managed_boot_images = Some(typed(json!({ "machineManagers": managers })));
+        })
+    }
+
+    /// The MachineConfiguration as installed: nobody declared a selection, so the release's
+    /// default applies.
+    fn not_opted_in(self) -> Self {
+        self.with(|c| {
+            let mc = c
+                .machine_configuration
+                .as_mut()
+                .expect("a MachineConfiguration");
+            if let Some(annotations) = mc.metadata.annotations.as_mut() {
+                annotations.remove(OPT_IN_ANNOTATION);
+            }
+            mc.spec.managed_boot_images = None;
         })
     }
 

@@ -191,7 +191,7 @@ impl TestEnv {
     pub async fn narrow_selection(&self, managed_boot_images: Value) {
         let mut declared = self.machine_configuration().await;
         let published = !declared["status"]["bootImageSkewEnforcementStatus"].is_null();
-        let mut wanted = fixtures::machine_configuration(&self.singleton, None);
+        let mut wanted = fixtures::machine_configuration_not_opted_in(&self.singleton);
         if let Some(current) = declared["spec"].get_mut("managedBootImages") {
             wanted["spec"]["managedBootImages"] = current.take();
         }
