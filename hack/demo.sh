@@ -505,9 +505,10 @@ say "On vSphere the boot image is a template in vCenter, and the stream publishe
   "import and where (the running controller imports it, then moves the MachineSet; see" \
   "docs/platforms/vsphere.md and tests/suite/vsphere.rs, which run it against vcsim). Here: a" \
   "vSphere cluster with two failure domains, tests/testdata/vsphere-cluster/, with the AWS cluster's" \
-  "release, configuration, Nodes and stub secrets."
+  "release, Nodes and stub secrets; its MachineConfiguration opts every MachineSet in (on 4.21" \
+  "vSphere boot images are opt-in)."
 vsphere=(-f tests/testdata/vsphere-cluster)
-for file in clusterversion machineconfiguration nodes secrets; do
+for file in clusterversion nodes secrets; do
   vsphere+=(-f "tests/testdata/aws-cluster/$file.yaml")
 done
 shown "boot-image-controller plan ${vsphere[*]}"

@@ -83,7 +83,8 @@ async fn by_default_the_control_plane_is_left_alone() {
 
     let controller = env.controller(&[]);
     controller.wait_ready().await;
-    // The MachineSet moves (platform default All), and the status counts the kinds apart.
+    // The MachineSet moves (opted in), the control plane is not opted in, and the status counts
+    // the kinds apart, each with where its selection came from.
     eventually(CONVERGE, || async {
         (ami(&env.machine_set("worker-a").await) == AMI_421_US_EAST_1).then_some(())
     })
@@ -92,9 +93,9 @@ async fn by_default_the_control_plane_is_left_alone() {
     let message = progressing_message(
         &env,
         &[
-            "MachineSets (selection All): 1 total, 1 selected, 0 to update, 1 up to date",
-            "ControlPlaneMachineSets (selection None): 1 total, 0 selected, 0 to update, 0 up to date, 1 skipped \
-             (NotSelected: 1)",
+            "MachineSets (selection All from annotation): 1 total, 1 selected, 0 to update, 1 up to date",
+            "ControlPlaneMachineSets (selection None by default): 1 total, 0 selected, 0 to update, 0 up to date, \
+             1 skipped (NotOptedIn: 1)",
         ],
     )
     .await;
@@ -115,7 +116,7 @@ async fn by_default_the_control_plane_is_left_alone() {
         )
     };
     assert_eq!(
-        series("ControlPlaneMachineSet", "Skip", "NotSelected"),
+        series("ControlPlaneMachineSet", "Skip", "NotOptedIn"),
         Some(1.0),
         "{metrics}"
     );
@@ -129,7 +130,7 @@ async fn by_default_the_control_plane_is_left_alone() {
     let entry = &plan["controlPlaneMachineSets"][0];
     assert_eq!(
         (&entry["name"], &entry["action"], &entry["reason"]),
-        (&json!("cluster"), &json!("Skip"), &json!("NotSelected")),
+        (&json!("cluster"), &json!("Skip"), &json!("NotOptedIn")),
         "{plan:#}"
     );
 }
@@ -199,8 +200,8 @@ async fn mode_all_moves_the_control_plane_to_the_golden_image() {
     progressing_message(
         &env,
         &[
-            "MachineSets (selection All): 1 total, 1 selected, 0 to update, 1 up to date",
-            "ControlPlaneMachineSets (selection All): 1 total, 1 selected, 0 to update, 1 up to date",
+            "MachineSets (selection All from spec): 1 total, 1 selected, 0 to update, 1 up to date",
+            "ControlPlaneMachineSets (selection All from spec): 1 total, 1 selected, 0 to update, 1 up to date",
         ],
     )
     .await;

@@ -12,12 +12,14 @@ use crate::support;
 
 use std::time::Duration;
 
+use boot_image_controller::names::OPT_IN_ANNOTATION;
+use boot_image_controller::plan::selection::OPT_IN_COMMAND;
 use boot_image_controller::testkit::provider_specs::{azure, azure_marketplace};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use serde_json::json;
 use support::fixtures::*;
 use support::private_cluster::PrivateCluster;
-use support::{ControllerProcess, TestEnv, eventually};
+use support::{ControllerProcess, TestEnv, eventually, plan_json};
 
 const CONVERGE: Duration = Duration::from_secs(90);
 const PAUSE: &str = "boot-image-controller.io/boot-image-updates-paused";
@@ -241,7 +243,101 @@ fn published_selection(mode: &str) -> serde_json::Value {
     json!({"machineManagers": [machine_manager("machinesets", json!({"mode": mode}))]})
 }
 
-/// The 4.20 -> 4.21 handover on Azure (and vSphere, alike): on 4.21 the MCO's boot image
+/// Installed on a release where the MCO updates no boot image by default (4.16, whose API server
+/// prunes `spec.managedBootImages`), the controller writes no MachineSet until the administrator
+/// opts in, and says how in the conditions; the opt-in, by label selector, is our annotation.
+#[tokio::test]
+async fn on_4_16_nothing_is_written_until_an_opt_in_by_label() {
+    let Some(shared) = boot_image_controller::testkit::skips::shared_dir() else {
+        return;
+    };
+    let crd =
+        shared.join("fixtures/crds/releases/4.16/machineconfigurations.operator.openshift.io.yaml");
+    let crd = crd.to_str().expect("a UTF-8 path");
+    let name = "release-4-16-opt-in";
+    let cluster = PrivateCluster::up_with(name, &[("BIC_MACHINECONFIGURATION_CRD", crd)]).await;
+    let env = cluster.env("opt-in").await;
+    env.aws_cluster("4.16.30", &stream_421(), None).await;
+    // As installed: nobody opted in.
+    env.apply(machine_configuration_not_opted_in(&env.singleton))
+        .await;
+    // On stubs of their own: one that stays must not share a spec-2 stub with one that moves.
+    for (name, tier, stub) in [
+        ("general", "general", "worker-user-data"),
+        ("gpu", "gpu", "worker-user-data-managed"),
+    ] {
+        let ms = machine_set(&env.ns, name)
+            .label("tier", tier)
+            .user_data(stub);
+        env.apply(ms.build()).await;
+    }
+    let before = env.machine_set("general").await;
+    let mut flags = env.controller_flags_with(&cluster.kubeconfig);
+    flags.push("--resync-period=2s".into());
+    let controller = ControllerProcess::spawn(name, &flags);
+    controller.wait_ready().await;
+
+    // Nothing selected: planned and reported, not written, and the condition says how to opt in.
+    let reported = eventually(CONVERGE, || async {
+        let c = env.condition("BootImageUpdateProgressing").await?;
+        (c["reason"] == "NotOptedIn").then_some(c)
+    })
+    .await
+    .unwrap_or_else(|| panic!("no NotOptedIn condition:\n{}", controller.log_tail(30)));
+    let message = reported["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("MachineSets (selection None by default)")
+            && message.contains("(NotOptedIn: 2)")
+            && message.contains(OPT_IN_COMMAND),
+        "{message}"
+    );
+    let plan = plan_json(&env).await;
+    assert_eq!(plan["selectionFrom"]["machinesets"], "default", "{plan:#}");
+    let reasons: Vec<&serde_json::Value> = (plan["machineSets"].as_array().into_iter().flatten())
+        .map(|d| &d["reason"])
+        .collect();
+    assert_eq!(
+        reasons,
+        [&json!("NotOptedIn"), &json!("NotOptedIn")],
+        "{plan:#}"
+    );
+
+    // Opted in by label, in our annotation: only the labelled MachineSet moves.
+    let partial = json!({"machineManagers": [machine_manager("machinesets",
+        json!({"mode": "Partial", "partial": {"machineResourceSelector": {
+            "matchLabels": {"tier": "general"}}}}))]});
+    env.annotate_machine_configuration(OPT_IN_ANNOTATION, Some(&partial.to_string()))
+        .await;
+    let moved = eventually(CONVERGE, || async {
+        (ami_of(&env.machine_set("general").await) == AMI_421_US_EAST_1).then_some(())
+    })
+    .await;
+    assert!(moved.is_some(), "never moved:\n{}", controller.log_tail(30));
+    assert_ne!(ami_of(&before), AMI_421_US_EAST_1);
+    let selected = eventually(CONVERGE, || async {
+        let c = env.condition("BootImageUpdateProgressing").await?;
+        let message = c["message"].as_str()?.to_string();
+        message
+            .contains("MachineSets (selection Partial from annotation)")
+            .then_some(message)
+    })
+    .await;
+    assert!(selected.is_some(), "{}", controller.log_tail(30));
+    let gpu = env.machine_set("gpu").await;
+    assert_ne!(
+        ami_of(&gpu),
+        AMI_421_US_EAST_1,
+        "gpu is not selected: {gpu:#}"
+    );
+    assert!(
+        gpu["metadata"]["annotations"]
+            .get("boot-image-controller.io/history")
+            .is_none()
+    );
+}
+
+/// The 4.20 -> 4.21 handover on Azure (and vSphere, alike), opted in on 4.20 with our
+/// annotation (which the upgrade keeps): on 4.21 the MCO's boot image
 /// controller runs there (`ManagedBootImagesAzure` is in the Default feature set), but its updates
 /// are opt-in (`enabledByDefault` false in `CheckBootImagePlatform`,
 /// pkg/controller/common/featuregates.go), so with no opinion in the spec its operator publishes
