@@ -1,7 +1,8 @@
 //! The docs stay true: every flag of every command is on docs/configuration.md and nothing
 //! else is; every relative link of README.md and docs/ reaches a file and heading that exist;
-//! the demo's transcript has the demo's steps; the README stays short; and the install
-//! overlay the docs show renders with the image it names and absolute runbook links.
+//! the demo's transcript has the demo's steps; the README stays short; the install
+//! overlay the docs show renders with the image it names and absolute runbook links; and the
+//! install docs' RBAC table is the manifests' rules.
 //!
 //! Pure file reads, no cluster (the overlay needs `kubectl kustomize`, else it skips).
 
@@ -531,4 +532,168 @@ fn the_condition_samples_show_every_condition_the_controller_writes() {
             "docs/observability.md's Conditions section does not explain {t}"
         );
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// RBAC
+
+/// One rule of a Role or ClusterRole: (role, API groups, resources or non-resource URLs,
+/// resource names, verbs), the sets sorted.
+type Grant = (String, Vec<String>, Vec<String>, Vec<String>, Vec<String>);
+
+/// Every Role and ClusterRole under manifests/ (components included), by file.
+fn roles_of_the_manifests() -> Vec<(String, serde_json::Value)> {
+    let mut files = Vec::new();
+    let mut dirs = vec![repo().join("manifests")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).expect("manifests/") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "yaml") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    let mut roles = Vec::new();
+    for path in files {
+        let text = std::fs::read_to_string(&path).expect("read");
+        let documents: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let file = path
+            .strip_prefix(repo().join("manifests"))
+            .expect("under manifests/");
+        for doc in documents {
+            if doc["kind"] == "Role" || doc["kind"] == "ClusterRole" {
+                roles.push((file.display().to_string(), doc));
+            }
+        }
+    }
+    roles
+}
+
+fn sorted_strings(value: &serde_json::Value) -> Vec<String> {
+    let mut strings: Vec<String> = (value.as_array().into_iter().flatten())
+        .map(|v| v.as_str().unwrap_or_default().to_string())
+        .collect();
+    strings.sort();
+    strings
+}
+
+/// The grants of the manifests' Roles and ClusterRoles.
+fn grants_of_the_manifests() -> Vec<Grant> {
+    let mut grants = Vec::new();
+    for (_, role) in roles_of_the_manifests() {
+        let name = format!(
+            "{} {}",
+            str_of(&role["kind"]),
+            str_of(&role["metadata"]["name"])
+        );
+        for rule in role["rules"].as_array().expect("rules") {
+            let mut resources = sorted_strings(&rule["resources"]);
+            resources.extend(sorted_strings(&rule["nonResourceURLs"]));
+            grants.push((
+                name.clone(),
+                sorted_strings(&rule["apiGroups"]),
+                resources,
+                sorted_strings(&rule["resourceNames"]),
+                sorted_strings(&rule["verbs"]),
+            ));
+        }
+    }
+    grants.sort();
+    grants
+}
+
+/// The rows of the table under `## RBAC, rule by rule` of docs/install.md: in each cell, the
+/// words in backticks (`""`, the core group, is the empty string).
+fn grants_of_the_install_docs() -> Vec<Grant> {
+    let page = read("docs/install.md");
+    let section = page
+        .split("## RBAC, rule by rule")
+        .nth(1)
+        .expect("docs/install.md has a section RBAC, rule by rule");
+    let section = section.split("\n## ").next().unwrap_or_default();
+    let ticked = |cell: &str| -> Vec<String> {
+        let mut words: Vec<String> = (cell.split('`').skip(1).step_by(2))
+            .map(|w| {
+                if w == "\"\"" {
+                    String::new()
+                } else {
+                    w.to_string()
+                }
+            })
+            .collect();
+        words.sort();
+        words
+    };
+    let mut grants: Vec<Grant> = section
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| role ") && !l.starts_with("|---"))
+        .map(|l| {
+            let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+            let (kind, rest) = cells[1].split_once(' ').expect("kind then name");
+            let name = rest.split('`').nth(1).expect("a role name in backticks");
+            (
+                format!("{kind} {name}"),
+                ticked(cells[2]),
+                ticked(cells[3]),
+                ticked(cells[4]),
+                ticked(cells[5]),
+            )
+        })
+        .collect();
+    grants.sort();
+    grants
+}
+
+/// docs/install.md's table of RBAC rules is the manifests' rules, no more and no fewer: a rule
+/// added to a Role (the Machines, the MachineHealthChecks) shows up there.
+#[test]
+fn the_install_docs_list_every_rbac_rule_of_the_manifests_and_no_other() {
+    let manifests = grants_of_the_manifests();
+    assert!(manifests.len() >= 20, "{manifests:#?}");
+    let docs = grants_of_the_install_docs();
+    let undocumented: Vec<_> = manifests.iter().filter(|g| !docs.contains(g)).collect();
+    let not_granted: Vec<_> = docs.iter().filter(|g| !manifests.contains(g)).collect();
+    assert!(
+        undocumented.is_empty() && not_granted.is_empty(),
+        "docs/install.md#rbac-rule-by-rule differs from manifests/:\n\
+         granted, not in the table: {undocumented:#?}\nin the table, not granted: {not_granted:#?}"
+    );
+}
+
+/// manifests/README.md names, in the row of each RBAC file (or of its component's folder),
+/// every resource that file grants.
+#[test]
+fn the_manifests_readme_names_every_resource_each_rbac_file_grants() {
+    let readme = read("manifests/README.md");
+    let mut missing = Vec::new();
+    for (file, role) in roles_of_the_manifests() {
+        let (folder, base) = file.rsplit_once('/').unwrap_or(("", &file));
+        let row = readme
+            .lines()
+            .find(|l| {
+                l.starts_with(&format!("| `{file}`")) || l.starts_with(&format!("| `{folder}/`"))
+            })
+            .unwrap_or_else(|| panic!("manifests/README.md has no row for {file}"))
+            .to_lowercase();
+        for rule in role["rules"].as_array().expect("rules") {
+            let resources = sorted_strings(&rule["resources"]);
+            let urls = sorted_strings(&rule["nonResourceURLs"]);
+            for resource in resources.iter().chain(&urls) {
+                // `machineconfigurations/status` is "the status of MachineConfiguration".
+                let object = resource.split('/').next().unwrap_or_default();
+                let singular = object.strip_suffix('s').unwrap_or(object);
+                if !row.contains(singular) || (folder.is_empty() && !row.contains(base)) {
+                    missing.push(format!("{file}: {resource}"));
+                }
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "manifests/README.md does not name what these files grant: {missing:?}"
+    );
 }
