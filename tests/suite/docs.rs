@@ -364,6 +364,36 @@ fn every_alert_of_the_manifests_links_its_runbook_by_an_absolute_url() {
     }
 }
 
+/// The manifests' runbook base is a placeholder on a branch: every page that describes the
+/// runbook links says so, and install.md shows a base pinned to a tag.
+#[test]
+fn the_docs_say_the_manifests_runbook_base_is_a_placeholder() {
+    let base = docs_base_url();
+    if !base.ends_with("/blob/main") {
+        return; // a real, pinned base: nothing to warn of
+    }
+    let install = read("docs/install.md");
+    let section = install
+        .split("### Runbook links")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("docs/install.md has a section Runbook links");
+    assert!(
+        section.contains(&base) && section.contains("placeholder"),
+        "docs/install.md#runbook-links names {base} as a placeholder"
+    );
+    assert!(
+        section.contains("/blob/v0.1.0"),
+        "and shows a base pinned to a tag"
+    );
+    let observability = read("docs/observability.md");
+    assert!(
+        observability.contains("placeholder"),
+        "docs/observability.md says the runbook base is a placeholder"
+    );
+    assert!(read("manifests/monitoring/runbook-links.yaml").contains("PLACEHOLDER"));
+}
+
 /// The overlay of docs/install.md: the image it names, its own runbook base URL, and the Role
 /// patch for a custom role's stub secret.
 #[test]
