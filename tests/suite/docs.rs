@@ -458,12 +458,12 @@ fn demo_skeleton(output: &str) -> Vec<String> {
             )
         } else if t.starts_with("Summary:") {
             Some(t.to_string())
-        } else if t.starts_with("openshift-machine-api/") && words.len() >= 3 {
-            Some(words[..3].join(" "))
         } else if words.len() >= 3
-            && words[0].starts_with("BootImage")
-            && ["True", "False", "Unknown"].contains(&words[1])
+            && (t.starts_with("openshift-machine-api/")
+                || (words[0].starts_with("BootImage")
+                    && ["True", "False", "Unknown"].contains(&words[1])))
         {
+            // A plan row (object, action, reason) or a condition (type, status, reason).
             Some(words[..3].join(" "))
         } else {
             if t.starts_with("seen at +") && words.len() > 4 {
