@@ -103,6 +103,13 @@ die() {
 }
 # rel <path>: the path relative to the repository, for messages.
 rel() { printf '%s\n' "${1#"$repo"/}"; }
+# hide_paths: the checkout's path as <checkout> and the home folder as ~ in tool output, so that
+# the transcript (docs/demo.md) shows no path of the machine that wrote it.
+hide_paths() {
+  local home="${HOME:-}"
+  [[ "$home" == / ]] && home=""
+  sed -u -e "s|$repo|<checkout>|g" ${home:+-e "s|$home/|~/|g"}
+}
 # since <epoch-realtime>: seconds elapsed, one decimal.
 since() {
   local start="${1/[.,]/}" now="${EPOCHREALTIME/[.,]/}"
@@ -342,10 +349,14 @@ printf '%sboot-image-controller demo%s\n' "$bold" "$reset"
 say "A simulated OpenShift 4.20 cluster on AWS, on a throwaway local control plane. The controller" \
   "brings its MachineSets' boot images up to date, then the cluster is upgraded to 4.21 and the" \
   "controller rolls the new images out. Everything is torn down at the end."
+say "No Machine Config Operator is simulated: on a real 4.20 or 4.21 AWS cluster the MCO's own" \
+  "boot image controller manages these MachineSets and this controller stands down (README," \
+  "\"Will it act on my cluster?\"). Here nothing else manages them, so it acts, as it does on the" \
+  "releases and platforms where the MCO does not."
 
-for tool in cargo curl; do
-  command -v "$tool" >/dev/null || die "$tool is required"
-done
+command -v cargo >/dev/null || die "cargo is required (Rust, via rustup)"
+command -v curl >/dev/null ||
+  die "curl is required: the demo reads the controller's /readyz and /metrics with it (install it, e.g. dnf install curl or apt-get install curl)"
 
 section "1/9 Build"
 if [[ -d "$BIC_CLUSTER_DIR" ]]; then
@@ -358,10 +369,11 @@ if [[ -d "$BIC_CLUSTER_DIR" ]]; then
 fi
 say "The controller, debug profile (shared with the tests, so usually already built):"
 shown "cargo build --locked --bin boot-image-controller"
-cargo build --locked --bin boot-image-controller 2>&1 | sed 's/^ */     /'
+cargo build --locked --bin boot-image-controller 2>&1 | hide_paths | sed 's/^ */     /'
 say "The control plane (kube-apiserver, etcd), built from Go modules on the first run only," \
   "about 8 minutes on 2 cores:"
-hack/build-control-plane.sh 2>&1 >/dev/null | sed -u -e '/using cached/d' -e 's/^build-control-plane: /     /'
+hack/build-control-plane.sh 2>&1 >/dev/null | hide_paths |
+  sed -u -e '/using cached/d' -e 's/^build-control-plane: /     /'
 
 section "2/9 A private control plane"
 t="$EPOCHREALTIME"

@@ -102,6 +102,12 @@ if ! hack/demo.sh >"$demo_log" 2>&1; then
   log "the demo failed (whole output: $demo_log)"
   exit 1
 fi
+# docs/demo.md's transcript is what this run showed, times, ports and orders of arrival aside.
+if ! BIC_DEMO_OUTPUT="$demo_log" cargo test --locked --test suite -- --ignored --exact \
+  docs::the_demo_transcript_is_what_a_fresh_run_shows; then
+  log "docs/demo.md's transcript is stale: hack/demo.sh --transcript docs/demo.md (this run: $demo_log)"
+  exit 1
+fi
 rm -f "$demo_log"
 
 log "alert rules (promtool)"

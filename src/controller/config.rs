@@ -164,7 +164,14 @@ pub struct RunArgs {
     /// sync while that is True, and the upgrade the hold waits for would never finish. Pauses
     /// are never reported: they are an administrator's choice. (`--hold-degrade-after` is the
     /// old name of this flag.)
-    #[arg(long, env = "BIC_HOLD_LIMIT", alias = "hold-degrade-after", default_value = "1h", value_parser = parse_period)]
+    ///
+    /// 6 h by default: an ordinary minor upgrade holds writes (`ClusterUpgrading`) for its whole
+    /// `Partial` history entry, which lasts until every ClusterOperator is at the new version,
+    /// `machine-config` only once the control-plane pool has updated (openshift/
+    /// machine-config-operator, pkg/operator/sync.go, `syncRequiredMachineConfigPools`, up to 10
+    /// minutes per control-plane node): one to two hours, more on large clusters or two in a
+    /// row on an EUS-to-EUS path. An upgrade stuck longer is the platform's alerts' to report.
+    #[arg(long, env = "BIC_HOLD_LIMIT", alias = "hold-degrade-after", default_value = "6h", value_parser = parse_period)]
     pub hold_limit: Duration,
     /// Patches of one object within the window, whatever their values, after which the guard
     /// stops us: something keeps reverting it, or the golden images keep changing.
@@ -294,6 +301,28 @@ mod tests {
             parse_duration("8760h"),
             Ok(Duration::from_secs(8760 * 3600))
         );
+    }
+
+    /// An ordinary minor upgrade (about two hours of `Partial` history, twice on an EUS-to-EUS
+    /// path) is not a hold held too long with the defaults; a hold that never ends still is,
+    /// the same day.
+    #[test]
+    fn the_default_hold_limit_outlasts_an_ordinary_upgrade() {
+        use clap::Parser as _;
+        let cli = crate::cli::Cli::try_parse_from(["boot-image-controller", "run"]).expect("run");
+        let crate::cli::Command::Run(args) = cli.command else {
+            panic!("the run command")
+        };
+        let limit = jiff::SignedDuration::try_from(args.hold_limit).expect("a duration");
+        let held = |hours: i64| crate::controller::status::HeldFor {
+            duration: jiff::SignedDuration::from_hours(hours),
+            limit,
+        };
+        assert!(
+            !held(4).exceeded(),
+            "two 2-hour upgrades in a row: {limit:?}"
+        );
+        assert!(held(12).exceeded(), "a hold that never ends: {limit:?}");
     }
 
     #[test]

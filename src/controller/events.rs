@@ -1,4 +1,5 @@
-//! Kubernetes Events on the machine resources: one per patch and one per new error.
+//! Kubernetes Events on the machine resources: one per patch, one per new error and one per
+//! stub secret that newly holds back an update.
 //!
 //! Events are sent by a task of their own, with its own bound on requests in flight, so that
 //! they never hold up a rollout or the status that reports it: a pass queues them and goes on.

@@ -62,7 +62,7 @@ impl Controller {
                 self.events.publish(&reported, notice);
             } else if self.newly_failed_to_boot(&reported) {
                 self.events.publish(&reported, &FAILED_TO_BOOT);
-            } else if self.entered_error(&reported) {
+            } else if self.entered_error(&reported) || self.newly_held_by_its_stub(&reported) {
                 self.events
                     .publish(&reported, &error_notice(reported.reason));
             }
@@ -199,6 +199,27 @@ impl Controller {
             self.metrics.error_entered(reported.kind, reported.reason);
         }
         new_error
+    }
+
+    /// Whether `reported` newly skips because of its stub secret. Such a Skip holds back an
+    /// update that only an administrator can let through (create the secret, add its name to
+    /// the Role, rewrite it), so it is told in a Warning Event once, when the object enters it,
+    /// as errors are, not on every pass. It degrades nothing: the object keeps an image that
+    /// boots, and the Machine Config Operator fails its sync while Degraded is True (see
+    /// [`Reason::degrades`]).
+    fn newly_held_by_its_stub(&self, reported: &Decision) -> bool {
+        let by_stub = |d: &Decision| {
+            matches!(
+                d.reason,
+                Reason::StubSecretMissing
+                    | Reason::StubSecretUnconvertible
+                    | Reason::StubSecretUnverified
+                    | Reason::StubSecretIncompatible
+                    | Reason::StubSecretShared
+            )
+        };
+        let previous = self.memory.decision(&reported.key());
+        by_stub(reported) && previous.is_none_or(|p| p.reason != reported.reason)
     }
 
     /// The reason of a warning `reported` did not carry before; logged once, like errors.

@@ -392,7 +392,51 @@ fn the_dashboard_has_what_grafana_needs() {
         ("time since last sync", names::LAST_SYNC),
         ("golden stream release", names::GOLDEN_STREAM),
         ("leader", names::LEADER),
+        // What an SRE asks next: is it acting at all, is a hold past its limit, can it reach
+        // EC2, are vSphere imports going through.
+        ("stood down", names::STOOD_DOWN),
+        ("holds past the limit", names::HOLD_EXCEEDED),
+        ("EC2 availability", names::EC2_UNAVAILABLE_REGIONS),
+        ("EC2 requests", names::EC2_REQUESTS),
+        ("vSphere imports", names::VSPHERE_IMPORTS),
+        ("vSphere import progress", names::VSPHERE_IMPORT_PROGRESS),
     ] {
         assert!(text.contains(needle), "no panel for {what} ({needle})");
     }
+}
+
+/// "Ready replicas" is green only when every desired replica is ready: its value is the share
+/// of the Deployment's desired replicas that are ready, and green starts at all of them.
+#[test]
+fn ready_replicas_are_green_only_when_all_are_ready() {
+    let dashboard: Value = serde_json::from_str(&read(DASHBOARD)).expect("the dashboard is JSON");
+    let panel = dashboard["panels"]
+        .as_array()
+        .expect("panels")
+        .iter()
+        .find(|p| str_of(&p["title"]).starts_with("Ready replicas"))
+        .expect("a Ready replicas panel");
+    let expr = str_of(&panel["targets"][0]["expr"]);
+    assert!(
+        expr.contains(names::READY)
+            && expr.contains("/ (sum(kube_deployment_spec_replicas{")
+            && expr.contains("deployment=\"boot-image-controller\""),
+        "ready replicas over the Deployment's desired replicas: {expr}"
+    );
+    let defaults = &panel["fieldConfig"]["defaults"];
+    assert_eq!(defaults["unit"], "percentunit");
+    let steps = defaults["thresholds"]["steps"].as_array().expect("steps");
+    let green: Vec<&Value> = steps.iter().filter(|s| s["color"] == "green").collect();
+    assert_eq!(green.len(), 1, "{steps:?}");
+    assert_eq!(green[0]["value"], 1, "green from 100% only: {steps:?}");
+    assert!(
+        steps
+            .iter()
+            .all(|s| s["value"].as_f64().is_none_or(|v| v <= 1.0)),
+        "{steps:?}"
+    );
+    assert_eq!(
+        steps[0]["color"], "red",
+        "no replica ready is red: {steps:?}"
+    );
 }

@@ -692,12 +692,21 @@ async fn missing_secret_cluster(name: &str) -> (TestEnv, ControllerProcess, Valu
 }
 
 /// Scenario 5a: a missing stub secret keeps only the MachineSets naming it on their image, and
-/// says so; nothing is degraded (the managed twin of the stub is not used in its place).
+/// says so, in one Warning Event on the MachineSet (not one per pass); nothing is degraded (the
+/// managed twin of the stub is not used in its place).
 #[tokio::test]
 async fn a_missing_stub_secret_keeps_only_the_machine_sets_using_it() {
     let (env, ctl, worker_before) = missing_secret_cluster("secret").await;
     let c = [&ctl];
     wait_for_message(&env, &c, PROGRESSING, &["StubSecretMissing: 1"]).await;
+    let event = wait_for_event(&env, &c, "worker", "Warning", "StubSecretMissing").await;
+    assert!(
+        event["note"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("worker-user-data does not exist or cannot be read"),
+        "{event}"
+    );
     wait_for_condition(&env, &c, DEGRADED, "False", None).await;
     wait_for_metric(
         &ctl,
@@ -711,6 +720,10 @@ async fn a_missing_stub_secret_keeps_only_the_machine_sets_using_it() {
         resource_version(&worker_before),
         "a MachineSet without its stub is not written"
     );
+    // Passes went on (the infra update's echo, the status writes); the Event was sent once.
+    let stub_events = env.events_for("worker").await.into_iter();
+    let stub_events = stub_events.filter(|e| e["reason"] == "StubSecretMissing");
+    assert_eq!(stub_events.count(), 1, "one Event, not one per pass");
 }
 
 /// Scenario 5b: creating the missing stub recovers its MachineSets: the watch on it re-plans,

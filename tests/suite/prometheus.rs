@@ -2,7 +2,8 @@
 //! manifests/monitoring/prometheusrule.yaml (extracted by hack/promtool/extract-rules.sh, with
 //! every `for` shortened to 1s): a MachineSet whose boot image cannot be updated must show in
 //! Prometheus's HTTP API as `mcc_bootimage_update_error 1` and a firing BootImageUpdateError,
-//! and the alert must resolve once the cause is fixed.
+//! and the alert must resolve once the cause is fixed. Every query of the dashboard evaluates
+//! on the same scrape, and its top panels read as they should for a healthy controller.
 //!
 //! The server comes from Debian's `prometheus` package (`$PROMETHEUS`, else `prometheus` on
 //! PATH), installed by hack/ensure-prometheus.sh when missing and running as root. Without it
@@ -292,6 +293,42 @@ async fn prometheus_sees_the_error_metric_and_fires_the_alert_for_a_failing_mach
         prometheus.api("/api/v1/targets").await,
         controller.log_tail(30)
     );
+
+    // The dashboard as an SRE reads it, on the same scrape: every query evaluates, and the
+    // panels that say whether it acts at all read one ready replica of one (no
+    // kube-state-metrics here: the scraped replicas stand for the desired ones), not stood
+    // down, no hold past its limit, EC2 reachable.
+    let dashboard: Value = serde_json::from_str(
+        &std::fs::read_to_string(Path::new(REPO).join("dashboards/boot-image-controller.json"))
+            .expect("read the dashboard"),
+    )
+    .expect("the dashboard is JSON");
+    let mut panels = std::collections::BTreeMap::new();
+    for panel in dashboard["panels"].as_array().expect("panels") {
+        let title = panel["title"].as_str().unwrap_or_default().to_string();
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            let expr = (target["expr"].as_str().unwrap_or_default())
+                .replace("$namespace", &env.ns)
+                .replace("$__rate_interval", "1m");
+            let path = format!("/api/v1/query?query={}", percent_encode(&expr));
+            let answer = prometheus.api(&path).await;
+            assert!(answer.is_some(), "{title}: Prometheus refuses {expr}");
+            panels.insert(title.clone(), prometheus.query(&expr).await);
+        }
+    }
+    let value = |title: &str| -> Vec<String> {
+        let result = panels
+            .get(title)
+            .unwrap_or_else(|| panic!("no panel {title}"));
+        result
+            .iter()
+            .map(|r| r["value"][1].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    assert_eq!(value("Ready replicas (of desired)"), ["1"]);
+    assert_eq!(value("Stood down"), ["0"]);
+    assert_eq!(value("Held past --hold-limit"), Vec::<String>::new());
+    assert_eq!(value("EC2 unavailable regions"), ["0"]);
 
     // ... and the alert firing for that MachineSet, and no other alert (the controller is up,
     // leads, and the golden ConfigMap is fine).

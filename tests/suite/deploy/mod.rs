@@ -197,21 +197,28 @@ impl Rendered {
         Rendered::build(kubectl, &repo().join("manifests"))
     }
 
-    /// The manifests with the `cluster-api` component added to their `components:`, as the
-    /// docs tell administrators of clusters with Cluster API to do (docs/platforms/cluster-api.md).
+    /// The overlay docs/platforms/cluster-api.md shows administrators of clusters with Cluster
+    /// API: its YAML block, with the checkout's path as seen from the overlay.
     pub fn manifests_with_cluster_api(kubectl: &Path) -> Rendered {
-        let tmp = tempfile::tempdir().expect("temp dir");
-        let copy = tmp.path().join("manifests");
-        copy_dir(&repo().join("manifests"), &copy);
-        let file = copy.join("kustomization.yaml");
-        let kustomization = std::fs::read_to_string(&file).expect("read kustomization");
-        assert!(
-            kustomization.contains("\ncomponents:\n"),
-            "the kustomization lists components"
-        );
-        let with = kustomization.replace("\ncomponents:\n", "\ncomponents:\n  - cluster-api\n");
-        std::fs::write(&file, with).expect("write kustomization");
-        Rendered::build(kubectl, &copy)
+        let page = read("docs/platforms/cluster-api.md");
+        let block = page
+            .split("```yaml\n")
+            .skip(1)
+            .map(|b| b.split("```").next().unwrap_or_default())
+            .find(|b| b.contains("# my-overlay/kustomization.yaml"))
+            .expect("docs/platforms/cluster-api.md shows the overlay");
+        // Indented under its list item; kustomize refuses an absolute path to a base, so the
+        // overlay sits in the checkout's target/ and reaches manifests/ by a relative one.
+        let overlay: String = block
+            .lines()
+            .map(|l| format!("{}\n", l.strip_prefix("  ").unwrap_or(l)))
+            .collect::<String>()
+            .replace("../boot-image-controller/", "../../");
+        let scratch = repo().join("target");
+        std::fs::create_dir_all(&scratch).expect("target/");
+        let dir = tempfile::tempdir_in(&scratch).expect("overlay folder");
+        std::fs::write(dir.path().join("kustomization.yaml"), overlay).expect("write overlay");
+        Rendered::build(kubectl, dir.path())
     }
 
     pub fn of_kind<'a>(&'a self, kind: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
