@@ -71,7 +71,7 @@ metric_families! {
         "Regions where EC2 cannot be asked about AMIs now (stream and known images only)";
     VSPHERE_IMPORTS = "boot_image_controller_vsphere_template_imports_total",
         "vSphere template imports, by how they ended (imported, found, in_progress, failed, \
-         digest_mismatch, unavailable; unavailable also counts the look-ups of a template's \
+         digest_mismatch, ova_unreachable, unavailable; unavailable also counts the look-ups of a template's \
          release that found vCenter unreachable)";
     VSPHERE_IMPORT_PROGRESS = "boot_image_controller_vsphere_template_import_progress",
         "Percent done of the vSphere template import under way (imports run one at a time; 0 \
@@ -92,12 +92,13 @@ struct Family {
 }
 
 /// How a vSphere template import ends (`result` of the imports counter).
-pub const VSPHERE_IMPORT_RESULTS: [&str; 6] = [
+pub const VSPHERE_IMPORT_RESULTS: [&str; 7] = [
     "imported",
     "found",
     "in_progress",
     "failed",
     "digest_mismatch",
+    "ova_unreachable",
     "unavailable",
 ];
 

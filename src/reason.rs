@@ -175,6 +175,13 @@ reasons! {
     HotLoop: Error,
     /// vSphere: importing the template of the golden release failed (download, digest, upload).
     TemplateImportFailed: Error,
+    /// vSphere: the host of the OVA to import (the stream's, or the administrator's mirror)
+    /// could not be connected to: a disconnected cluster without a mirror. An error, so it
+    /// degrades, as the MCO's does: its `createNewVMTemplate` returns the failed
+    /// `cache.DownloadOva` ("failed to download ..."), and `syncMAPIMachineSets` sets
+    /// `BootImageUpdateDegraded` from every MachineSet's error (vsphere_helpers.go and
+    /// ms_helpers.go, pkg/controller/bootimage, release-4.20 to 4.22).
+    OvaUnreachable: Error,
     /// vSphere: vCenter could not be reached or refused the machine API's credentials.
     VCenterUnavailable: Error,
     PatchFailed: Error,

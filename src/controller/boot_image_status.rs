@@ -337,6 +337,7 @@ fn tally_skip(reason: Reason) -> Tally {
         | Reason::StreamEntryInvalid
         | Reason::HotLoop
         | Reason::TemplateImportFailed
+        | Reason::OvaUnreachable
         | Reason::VCenterUnavailable
         | Reason::PatchFailed => Tally::Unsettled,
     }

@@ -141,6 +141,16 @@ pub struct RunArgs {
     /// signed the vCenter's certificate (verification is never turned off).
     #[arg(long, env = "BIC_VCENTER_CA_FILE")]
     pub vcenter_ca_file: Option<PathBuf>,
+    /// Where the golden stream's OVA cannot be reached (a disconnected cluster): a folder URL
+    /// on a mirror serving the same OVAs under the stream's file names (each OVA's file name is
+    /// appended). The OVA must still have the stream's sha256.
+    #[arg(long, env = "BIC_VSPHERE_OVA_MIRROR", value_parser = crate::vcenter::ova::parse_mirror_url)]
+    pub vsphere_ova_mirror: Option<String>,
+    /// The exact URL one OVA is served at instead of the stream's, as STREAM_URL=MIRROR_URL
+    /// (comma-separated, or the flag repeated); it wins over --vsphere-ova-mirror for that OVA.
+    /// The OVA must still have the stream's sha256.
+    #[arg(long, env = "BIC_VSPHERE_OVA_URLS", value_delimiter = ',', value_parser = crate::vcenter::ova::parse_mirror_entry)]
+    pub vsphere_ova_url: Vec<(String, String)>,
     /// Where OVAs are downloaded before an import (about 1.3 GiB each, removed afterwards).
     #[arg(long, env = "BIC_VSPHERE_DOWNLOAD_DIR")]
     pub vsphere_download_dir: Option<PathBuf>,

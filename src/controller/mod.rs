@@ -151,6 +151,10 @@ fn template_imports(
             download_timeout: args.vsphere_import_timeout,
             import_timeout: args.vsphere_import_timeout,
             download_dir: (args.vsphere_download_dir.clone()).unwrap_or_else(std::env::temp_dir),
+            mirror: crate::vcenter::ova::OvaMirror {
+                base: args.vsphere_ova_mirror.clone(),
+                urls: args.vsphere_ova_url.iter().cloned().collect(),
+            },
             ..Default::default()
         },
         keep: args.vsphere_templates_kept,

@@ -24,6 +24,7 @@ use crate::metrics::Metrics;
 use crate::plan::{Options, Planner};
 use crate::platform::Platform;
 use crate::platform::vsphere::TemplateRequest;
+use crate::reason::Reason;
 use crate::vcenter::client::{Limits, VcenterClient, sdk_url};
 use crate::vcenter::credentials::{self, SECRET_NAME};
 use crate::vcenter::import::{Ensured, ImportLimits, ensure_template};
@@ -98,6 +99,7 @@ enum Known {
     /// Queued or under way; percent done.
     Importing(u8),
     Failed {
+        reason: Reason,
         message: String,
         retry_at: Instant,
     },
@@ -188,9 +190,12 @@ impl State {
                     (Some(TemplateState::Importing { percent: *percent }), false)
                 }
                 Some(Known::Failed {
-                    message, retry_at, ..
+                    reason,
+                    message,
+                    retry_at,
                 }) => (
                     Some(TemplateState::Failed {
+                        reason: *reason,
                         message: message.clone(),
                     }),
                     *retry_at <= now,
@@ -237,7 +242,7 @@ impl State {
         !matches!(version, TemplateVersion::Release(r) if *r == request.ova.release)
     }
 
-    fn failed(&mut self, key: &TemplateKey, message: String, now: Instant) -> Duration {
+    fn failed(&mut self, key: &TemplateKey, e: &VcenterError, now: Instant) -> Duration {
         let attempts = self.attempts.entry(key.clone()).or_default();
         *attempts += 1;
         let attempts = *attempts;
@@ -245,7 +250,11 @@ impl State {
         self.templates.insert(
             key.clone(),
             Known::Failed {
-                message,
+                reason: match e {
+                    VcenterError::OvaUnreachable { .. } => Reason::OvaUnreachable,
+                    _ => Reason::TemplateImportFailed,
+                },
+                message: e.to_string(),
                 retry_at: now + delay,
             },
         );
@@ -303,10 +312,11 @@ impl Shared {
                     warn!(template = %key.name, error = %e, "importing the golden template failed");
                     let result = match e {
                         VcenterError::DigestMismatch { .. } => "digest_mismatch",
+                        VcenterError::OvaUnreachable { .. } => "ova_unreachable",
                         _ => "failed",
                     };
                     self.count(result);
-                    Some(state.failed(&key, e.to_string(), now))
+                    Some(state.failed(&key, &e, now))
                 }
             }
         };
@@ -612,14 +622,16 @@ mod tests {
         let mut state = State::default();
         let now = Instant::now();
         let key = request("t1").key;
-        assert_eq!(
-            state.failed(&key, "sha256 mismatch".into(), now),
-            FIRST_RETRY
-        );
+        let mismatch = VcenterError::DigestMismatch {
+            url: "https://x/y.ova".into(),
+            expected: "0".repeat(64),
+            actual: "1".repeat(64),
+        };
+        assert_eq!(state.failed(&key, &mismatch, now), FIRST_RETRY);
         let (facts, jobs) = state.answer(&wanted(&["t1"]), now);
         assert!(jobs.is_empty());
         assert!(
-            matches!(facts.template(&key), Some(TemplateState::Failed { message }) if message.contains("sha256"))
+            matches!(facts.template(&key), Some(TemplateState::Failed { message, .. }) if message.contains("sha256"))
         );
         let (facts, jobs) = state.answer(&wanted(&["t1"]), now + FIRST_RETRY);
         assert_eq!(jobs.len(), 1);
@@ -629,7 +641,18 @@ mod tests {
             Some(TemplateState::Failed { .. })
         ));
         state.in_flight.clear();
-        assert_eq!(state.failed(&key, "again".into(), now), FIRST_RETRY * 2);
+        let unreachable = VcenterError::OvaUnreachable {
+            url: "https://x/y.ova".into(),
+            mirrored: false,
+            message: "connection refused".into(),
+        };
+        assert_eq!(state.failed(&key, &unreachable, now), FIRST_RETRY * 2);
+        let (facts, _) = state.answer(&wanted(&["t1"]), now);
+        assert!(matches!(
+            facts.template(&key),
+            Some(TemplateState::Failed { reason: Reason::OvaUnreachable, message })
+                if message.contains("--vsphere-ova-mirror")
+        ));
     }
 
     #[test]

@@ -283,8 +283,8 @@ fn by_import(
                 request.ova.location, request.key.name
             ),
         ),
-        Some(TemplateState::Failed { message }) => ImageOutcome::Error {
-            reason: Reason::TemplateImportFailed,
+        Some(TemplateState::Failed { reason, message }) => ImageOutcome::Error {
+            reason: *reason,
             message: format!(
                 "importing {} as template {} into {place} failed: {message}; retried with \
                  backoff, the template is left as is meanwhile",
@@ -556,11 +556,21 @@ mod tests {
         assert_eq!(reason(&importing), Some(Reason::TemplateImporting));
         assert!(message(&importing).contains("40%"));
         let failed = TemplateState::Failed {
+            reason: Reason::TemplateImportFailed,
             message: "sha256 mismatch".into(),
         };
         let failed = evaluate(&spec(&installer), facts(Some(failed)));
         assert_eq!(reason(&failed), Some(Reason::TemplateImportFailed));
         assert!(message(&failed).contains("sha256 mismatch"));
+        // The OVA's host out of reach is its own reason, an error as upstream's.
+        let unreachable = TemplateState::Failed {
+            reason: Reason::OvaUnreachable,
+            message: "the OVA https://x/y.ova cannot be reached".into(),
+        };
+        let unreachable = evaluate(&spec(&installer), facts(Some(unreachable)));
+        assert_eq!(reason(&unreachable), Some(Reason::OvaUnreachable));
+        assert!(message(&unreachable).contains("cannot be reached"));
+        assert!(Reason::OvaUnreachable.degrades());
         let mut down = facts(Some(TemplateState::Ready));
         down.unavailable
             .insert("vcenter.example.com".into(), "connection refused".into());

@@ -4,6 +4,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::reason::Reason;
+
 /// Where a template lives: one vCenter, one datacenter, one name (vCenter names VMs uniquely per
 /// datacenter folder tree as far as the finder is concerned, and ours are unique by design).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -20,9 +22,10 @@ pub enum TemplateState {
     Ready,
     /// Being imported by this replica; `percent` of the OVA uploaded.
     Importing { percent: u8 },
-    /// The last import failed (a wrong digest, a refused upload, a timeout); retried with
+    /// The last import failed (a wrong digest, a refused upload, a timeout:
+    /// `TemplateImportFailed`; the OVA's host out of reach: `OvaUnreachable`); retried with
     /// backoff, the message says why.
-    Failed { message: String },
+    Failed { reason: Reason, message: String },
 }
 
 /// What vCenter says of the RHCOS release of a template a MachineSet clones now.

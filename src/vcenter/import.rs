@@ -28,7 +28,7 @@ use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
 use super::VcenterError;
 use super::client::{FileItem, LeaseInfo, VcenterClient, inventory_path};
-use super::ova::{self, Entry, VerifiedOva};
+use super::ova::{self, Entry, OvaMirror, VerifiedOva};
 use super::soap::MoRef;
 use crate::http_client::error_chain;
 use crate::platform::vsphere::TemplateRequest;
@@ -45,6 +45,8 @@ pub struct ImportLimits {
     pub import_timeout: Duration,
     /// Where the OVA is downloaded (it is removed afterwards).
     pub download_dir: PathBuf,
+    /// Where the OVA is downloaded from, when not from the stream's location.
+    pub mirror: OvaMirror,
     /// Between two progress reports to vCenter's lease (which otherwise expires) and to us.
     pub progress_interval: Duration,
 }
@@ -55,6 +57,7 @@ impl Default for ImportLimits {
             download_timeout: Duration::from_secs(30 * 60),
             import_timeout: Duration::from_secs(60 * 60),
             download_dir: std::env::temp_dir(),
+            mirror: OvaMirror::default(),
             progress_interval: Duration::from_secs(5),
         }
     }
@@ -113,9 +116,14 @@ pub async fn ensure_template(
 
     let http = Client::builder(TokioExecutor::new()).build(client.connector(TRANSFER_CONNECT)?);
     progress(0);
+    let source = limits.mirror.source(&request.ova.location);
+    if source != request.ova.location {
+        tracing::info!(ova = %request.ova.location, mirror = %source, "downloading the OVA from the mirror");
+    }
     let ova = ova::download(
         &http,
         &request.ova,
+        &source,
         &limits.download_dir,
         limits.download_timeout,
     )

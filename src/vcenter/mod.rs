@@ -37,6 +37,15 @@ pub enum VcenterError {
     Credentials { server: String, why: String },
     #[error("downloading the OVA {url} failed: {message}")]
     Download { url: String, message: String },
+    /// The OVA's host could not be connected to (no name, no route, refused, no TLS): a
+    /// cluster without egress to it needs a mirror.
+    #[error("the OVA {url} cannot be reached: {message}; {}", ova_advice(*.mirrored))]
+    OvaUnreachable {
+        url: String,
+        /// Whether `url` is the administrator's mirror rather than the stream's location.
+        mirrored: bool,
+        message: String,
+    },
     #[error(
         "the OVA {url} has sha256 {actual}, not the {expected} the golden stream publishes; refused"
     )]
@@ -55,6 +64,15 @@ pub enum VcenterError {
     Import(String),
     #[error("local file: {0}")]
     Io(#[from] std::io::Error),
+}
+
+fn ova_advice(mirrored: bool) -> &'static str {
+    if mirrored {
+        "check that the mirror serves it and that the controller's pod can reach the mirror"
+    } else {
+        "without egress to it, serve the OVA from a mirror the controller can reach \
+         (--vsphere-ova-mirror or --vsphere-ova-url), or let the controller's pod reach this host"
+    }
 }
 
 impl VcenterError {

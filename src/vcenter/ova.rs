@@ -1,6 +1,8 @@
-//! An OVA: downloaded once to a local file, its SHA-256 checked against the golden stream's
-//! before anything reads it, then read as the tar archive it is (an OVF descriptor and disks).
+//! An OVA: downloaded once to a local file (from the stream's location or the administrator's
+//! mirror), its SHA-256 checked against the golden stream's before anything reads it, then read
+//! as the tar archive it is (an OVF descriptor and disks).
 
+use std::collections::BTreeMap;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -32,22 +34,68 @@ impl Drop for VerifiedOva {
     }
 }
 
-/// Downloads `ova` into `dir` and checks its SHA-256; a mismatch removes the file and is
-/// [`VcenterError::DigestMismatch`].
+/// Where OVAs are downloaded from instead of the golden stream's location, for clusters that
+/// cannot reach it (`--vsphere-ova-mirror`, `--vsphere-ova-url`). The installer's disconnected
+/// install names its mirrored OVA by URL (`platform.vsphere.clusterOSImage`, a web server of
+/// the administrator's holding the stream's file); the MCO has no mirror and always downloads
+/// the stream's location (`cache.DownloadOva` in `createNewVMTemplate`, vsphere_helpers.go on
+/// release-4.20 to 4.22). Whichever URL serves it, the OVA must have the stream's sha256.
+#[derive(Clone, Debug, Default)]
+pub struct OvaMirror {
+    /// A folder URL: the file name of the stream's location is appended (every release).
+    pub base: Option<String>,
+    /// Exact URLs, by the stream location each replaces; they win over `base`.
+    pub urls: BTreeMap<String, String>,
+}
+
+impl OvaMirror {
+    /// The URL to download the OVA the stream publishes at `location` from.
+    pub fn source(&self, location: &str) -> String {
+        if let Some(url) = self.urls.get(location) {
+            return url.clone();
+        }
+        let Some(base) = &self.base else {
+            return location.to_string();
+        };
+        let path = location.split(['?', '#']).next().unwrap_or(location);
+        let file = path.rsplit('/').next().unwrap_or(path);
+        format!("{}/{file}", base.trim_end_matches('/'))
+    }
+}
+
+/// An `http(s)://` URL with a host, as a mirror must be (`--vsphere-ova-mirror`).
+pub fn parse_mirror_url(text: &str) -> Result<String, String> {
+    let uri: Uri = text.parse().map_err(|e| format!("{text}: {e}"))?;
+    match (uri.scheme_str(), uri.host()) {
+        (Some("http" | "https"), Some(_)) => Ok(text.to_string()),
+        _ => Err(format!("{text} is not an http:// or https:// URL")),
+    }
+}
+
+/// `STREAM_URL=MIRROR_URL` (`--vsphere-ova-url`): the stream's location, as the golden
+/// ConfigMap and the controller's messages show it, and where the same OVA is served.
+pub fn parse_mirror_entry(text: &str) -> Result<(String, String), String> {
+    let (stream, mirror) = text
+        .split_once('=')
+        .ok_or_else(|| format!("{text}: expected STREAM_URL=MIRROR_URL"))?;
+    Ok((parse_mirror_url(stream)?, parse_mirror_url(mirror)?))
+}
+
+/// Downloads `ova` from `source` (its location or a mirror's URL) into `dir` and checks its
+/// SHA-256; a mismatch removes the file and is [`VcenterError::DigestMismatch`]. A host that
+/// cannot be connected to is [`VcenterError::OvaUnreachable`].
 pub async fn download(
     http: &Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
     ova: &VmwareOva,
+    source: &str,
     dir: &Path,
     timeout: Duration,
 ) -> Result<VerifiedOva, VcenterError> {
     let failed = |message: String| VcenterError::Download {
-        url: ova.location.clone(),
+        url: source.to_string(),
         message,
     };
-    let uri: Uri = ova
-        .location
-        .parse()
-        .map_err(|_| failed("not a URL".into()))?;
+    let uri: Uri = source.parse().map_err(|_| failed("not a URL".into()))?;
     // Named after the digest: two imports of one release share nothing but never collide with
     // another release's download.
     let path = dir.join(format!(
@@ -64,7 +112,15 @@ pub async fn download(
         let response = http
             .request(request)
             .await
-            .map_err(|e| failed(error_chain(&e)))?;
+            .map_err(|e| match e.is_connect() {
+                // No name, no route, refused, no TLS: the host is out of reach, not the file.
+                true => VcenterError::OvaUnreachable {
+                    url: source.to_string(),
+                    mirrored: source != ova.location,
+                    message: error_chain(&e),
+                },
+                false => failed(error_chain(&e)),
+            })?;
         if !response.status().is_success() {
             return Err(failed(format!("HTTP {}", response.status())));
         }
@@ -91,7 +147,7 @@ pub async fn download(
         .map_err(|_| failed(format!("not complete within {timeout:?}")))??;
     if actual != ova.sha256 {
         return Err(VcenterError::DigestMismatch {
-            url: ova.location.clone(),
+            url: source.to_string(),
             expected: ova.sha256.clone(),
             actual,
         });
@@ -189,4 +245,74 @@ pub fn networks(descriptor: &str) -> Vec<String> {
                 .map(|a| a.value().to_string())
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STREAM: &str = "https://rhcos.mirror.openshift.com/art/storage/prod/streams/rhel-9.6/builds/9.6.20251023-0/x86_64/rhcos-9.6.20251023-0-vmware.x86_64.ova";
+    const FILE: &str = "rhcos-9.6.20251023-0-vmware.x86_64.ova";
+
+    #[test]
+    fn without_a_mirror_the_stream_location_is_downloaded() {
+        assert_eq!(OvaMirror::default().source(STREAM), STREAM);
+    }
+
+    #[test]
+    fn a_base_url_gets_the_file_name_of_the_stream_location() {
+        for base in [
+            "http://mirror.example.com/rhcos",
+            "http://mirror.example.com/rhcos/",
+        ] {
+            let mirror = OvaMirror {
+                base: Some(base.into()),
+                ..OvaMirror::default()
+            };
+            let expected = format!("http://mirror.example.com/rhcos/{FILE}");
+            assert_eq!(mirror.source(STREAM), expected, "{base}");
+            // A query or fragment of the stream's URL is not part of the file name.
+            assert_eq!(mirror.source(&format!("{STREAM}?sha256=ab#x")), expected);
+        }
+    }
+
+    #[test]
+    fn an_exact_url_wins_for_its_stream_location_only() {
+        let exact = "https://files.example.com/ocp/4.21/rhcos-vmware.x86_64.ova";
+        let mirror = OvaMirror {
+            base: Some("http://mirror.example.com/rhcos".into()),
+            urls: [(STREAM.to_string(), exact.to_string())].into(),
+        };
+        assert_eq!(mirror.source(STREAM), exact);
+        let other = STREAM.replace("x86_64", "aarch64");
+        assert_eq!(
+            mirror.source(&other),
+            "http://mirror.example.com/rhcos/rhcos-9.6.20251023-0-vmware.aarch64.ova"
+        );
+        let only_exact = OvaMirror {
+            base: None,
+            ..mirror
+        };
+        assert_eq!(only_exact.source(&other), other);
+    }
+
+    #[test]
+    fn mirror_flags_take_http_urls_only() {
+        let entry = format!("{STREAM}=http://10.0.0.5:8080/rhcos.ova");
+        assert_eq!(
+            parse_mirror_entry(&entry),
+            Ok((STREAM.to_string(), "http://10.0.0.5:8080/rhcos.ova".into()))
+        );
+        for bad in [
+            STREAM,
+            "rhcos.ova=http://m/x.ova",
+            "https://a/x.ova=ftp://m/x.ova",
+        ] {
+            assert!(parse_mirror_entry(bad).is_err(), "{bad}");
+        }
+        for bad in ["mirror.example.com/rhcos", "file:///srv/rhcos", "https://"] {
+            assert!(parse_mirror_url(bad).is_err(), "{bad}");
+        }
+        assert!(parse_mirror_url("https://mirror.example.com/rhcos/").is_ok());
+    }
 }

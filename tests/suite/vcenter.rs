@@ -41,6 +41,7 @@ fn import_limits(dir: &tempfile::TempDir) -> ImportLimits {
         import_timeout: Duration::from_secs(60),
         download_dir: dir.path().to_path_buf(),
         progress_interval: Duration::from_millis(50),
+        ..ImportLimits::default()
     }
 }
 

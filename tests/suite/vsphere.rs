@@ -382,3 +382,91 @@ async fn two_replicas_import_the_template_once() {
     expected.sort();
     assert_eq!(vcsim::vm_names(&client).await, expected);
 }
+
+/// Where the stream says the OVA is and nothing listens, as the Internet is from a
+/// disconnected cluster.
+fn unreachable_ova_url() -> String {
+    let port = support::free_port();
+    format!("http://127.0.0.1:{port}/rhcos-9.6.20251023-0-vmware.x86_64.ova")
+}
+
+/// Disconnected: the stream's OVA host cannot be reached, and the administrator's mirror serves
+/// the same OVA under the stream's file name: the template is imported from the mirror.
+#[tokio::test(flavor = "multi_thread")]
+async fn with_the_ova_host_unreachable_the_template_is_imported_from_the_mirror() {
+    let Some(vcsim) = Vcsim::start() else { return };
+    let ova = vcsim::ova();
+    let mirror = FileServer::start(ova.clone()).await;
+    let env = cluster(
+        "vsphere-mirror",
+        &unreachable_ova_url(),
+        &vcsim::sha256(&ova),
+    )
+    .await;
+    let base = mirror
+        .url
+        .replace("/rhcos-vmware.x86_64.ova", "/rhcos/4.21/");
+    let flag = format!("--vsphere-ova-mirror={base}");
+    let downloads = tempfile::tempdir().unwrap();
+    let controller = controller_with(&env, &vcsim.sdk, &downloads, &[&flag]);
+    controller.wait_ready().await;
+
+    wait_for_golden(&env, &[&controller]).await;
+    assert_eq!(
+        mirror.paths(),
+        ["/rhcos/4.21/rhcos-9.6.20251023-0-vmware.x86_64.ova"]
+    );
+    let client = vcsim::login(&vcsim, Default::default()).await;
+    let vm = client.find(&format!("DC0/vm/{GOLDEN_TEMPLATE}")).await;
+    assert!(client.is_template(&vm.unwrap().unwrap()).await.unwrap());
+}
+
+/// The mirror is held to the stream's sha256 as the stream's host is: other bytes are refused
+/// and nothing is patched. (The OVA is named by its exact URL here, the other shape.)
+#[tokio::test(flavor = "multi_thread")]
+async fn a_mirror_serving_other_bytes_is_refused_and_nothing_is_patched() {
+    let Some(vcsim) = Vcsim::start() else { return };
+    let mirror = FileServer::start(b"an OVA of another release".to_vec()).await;
+    let stream = unreachable_ova_url();
+    let env = cluster(
+        "vsphere-mirror-digest",
+        &stream,
+        &vcsim::sha256(&vcsim::ova()),
+    )
+    .await;
+    let flag = format!("--vsphere-ova-url={stream}={}", mirror.url);
+    let downloads = tempfile::tempdir().unwrap();
+    let controller = controller_with(&env, &vcsim.sdk, &downloads, &[&flag]);
+    controller.wait_ready().await;
+
+    wait_for_error(&controller, "TemplateImportFailed", "digest_mismatch").await;
+    let c = [&controller];
+    waits::wait_for_message(
+        &env,
+        &c,
+        "BootImageUpdateDegraded",
+        &[&mirror.url, "sha256"],
+    )
+    .await;
+    assert_eq!(template_of(&env, "worker").await, INSTALLER_TEMPLATE);
+    assert_eq!(std::fs::read_dir(downloads.path()).unwrap().count(), 0);
+}
+
+/// Disconnected without a mirror: the OVA's host out of reach is its own reason, which says
+/// what to do, and degrades as the MCO's failed download does; nothing is patched.
+#[tokio::test(flavor = "multi_thread")]
+async fn without_a_mirror_an_unreachable_ova_host_is_its_own_reason() {
+    let Some(vcsim) = Vcsim::start() else { return };
+    let stream = unreachable_ova_url();
+    let env = cluster("vsphere-no-egress", &stream, &vcsim::sha256(&vcsim::ova())).await;
+    let downloads = tempfile::tempdir().unwrap();
+    let controller = controller(&env, &vcsim.sdk, &downloads);
+    controller.wait_ready().await;
+
+    wait_for_error(&controller, "OvaUnreachable", "ova_unreachable").await;
+    let c = [&controller];
+    let parts = ["OvaUnreachable", stream.as_str(), "--vsphere-ova-mirror"];
+    let degraded = waits::wait_for_message(&env, &c, "BootImageUpdateDegraded", &parts).await;
+    assert_eq!(degraded["status"], "True", "{degraded}");
+    assert_eq!(template_of(&env, "worker").await, INSTALLER_TEMPLATE);
+}

@@ -7,8 +7,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use boot_image_controller::vcenter::client::{Limits, VcenterClient, inventory_path, sdk_url};
 use boot_image_controller::vcenter::credentials::Credentials;
@@ -290,10 +289,11 @@ pub fn sha256(bytes: &[u8]) -> String {
         .collect()
 }
 
-/// An HTTP server on loopback answering every GET with one file, counting the downloads.
+/// An HTTP server on loopback answering every GET with one file, whatever its path, and
+/// keeping the paths asked.
 pub struct FileServer {
     pub url: String,
-    downloads: Arc<AtomicUsize>,
+    paths: Arc<Mutex<Vec<String>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -305,14 +305,14 @@ impl FileServer {
             listener.local_addr().unwrap()
         );
         let content = Bytes::from(content);
-        let downloads = Arc::new(AtomicUsize::new(0));
-        let counted = downloads.clone();
+        let paths = Arc::new(Mutex::new(Vec::new()));
+        let counted = paths.clone();
         let task = tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
                 let (content, counted) = (content.clone(), counted.clone());
                 tokio::spawn(async move {
-                    let service = hyper::service::service_fn(move |_: Request<Incoming>| {
-                        counted.fetch_add(1, Ordering::SeqCst);
+                    let service = hyper::service::service_fn(move |r: Request<Incoming>| {
+                        counted.lock().unwrap().push(r.uri().path().to_string());
                         let body = Full::new(content.clone());
                         async move { Ok::<_, hyper::Error>(Response::new(body)) }
                     });
@@ -322,15 +322,16 @@ impl FileServer {
                 });
             }
         });
-        FileServer {
-            url,
-            downloads,
-            task,
-        }
+        FileServer { url, paths, task }
     }
 
     pub fn downloads(&self) -> usize {
-        self.downloads.load(Ordering::SeqCst)
+        self.paths.lock().unwrap().len()
+    }
+
+    /// The paths of the downloads so far, in order.
+    pub fn paths(&self) -> Vec<String> {
+        self.paths.lock().unwrap().clone()
     }
 }
 
