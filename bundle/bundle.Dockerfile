@@ -8,7 +8,7 @@ LABEL operators.operatorframework.io.bundle.metadata.v1=metadata/
 LABEL operators.operatorframework.io.bundle.package.v1=boot-image-controller
 LABEL operators.operatorframework.io.bundle.channels.v1=candidate
 LABEL operators.operatorframework.io.bundle.channel.default.v1=candidate
-LABEL com.redhat.openshift.versions=v4.16
+LABEL com.redhat.openshift.versions=v4.16-v4.20
 
 COPY manifests /manifests/
 COPY metadata /metadata/

@@ -269,8 +269,11 @@ func render(repo, image string) (map[string][]byte, error) {
 		{"operators.operatorframework.io.bundle.package.v1", packageName},
 		{"operators.operatorframework.io.bundle.channels.v1", channel},
 		{"operators.operatorframework.io.bundle.channel.default.v1", channel},
-		// The oldest OpenShift it supports (4.16); a catalog for older releases leaves it out.
-		{"com.redhat.openshift.versions", "v4.16"},
+		// The releases it acts on (README, "Will it act on my cluster?"): OpenShift's catalogs
+		// offer it to new installs on 4.16-4.20 only. From 4.21 on the Machine Config Operator
+		// manages boot images everywhere and it would only stand down; an installed one stays
+		// through a cluster upgrade (nothing here blocks one, unlike olm.maxOpenShiftVersion).
+		{"com.redhat.openshift.versions", "v4.16-v4.20"},
 	}
 	annotationsYAML := object{}
 	for _, kv := range bundleAnnotations {
