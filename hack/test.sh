@@ -41,6 +41,9 @@ hack/ensure-moto.sh >/dev/null
 log "vcsim, the vCenter simulator (govmomi from the Go module proxy, built once)"
 hack/ensure-vcsim.sh >/dev/null
 
+log "olm-bundle, operator-framework's bundle validators (Go module proxy, built once)"
+hack/ensure-olm-bundle.sh >/dev/null
+
 log "building the project"
 cargo build --all-targets --locked
 

@@ -125,7 +125,11 @@ fn pages() -> Vec<PathBuf> {
             }
         }
     }
-    let mut pages = vec![repo().join("README.md"), repo().join("manifests/README.md")];
+    let mut pages = vec![
+        repo().join("README.md"),
+        repo().join("CHANGELOG.md"),
+        repo().join("manifests/README.md"),
+    ];
     walk(&repo().join("docs"), &mut pages);
     pages.sort();
     pages
@@ -261,6 +265,39 @@ fn the_readme_is_read_in_ten_minutes() {
             "README.md says {diary:?}: say what was measured where (docs/performance.md)"
         );
     }
+}
+
+/// The CHANGELOG has a section for the crate's version and names every old name this release
+/// still accepts: the legacy annotations (honoured for this release only) and each flag alias
+/// (a renamed flag), so that an upgrade note exists before the old name goes.
+#[test]
+fn the_changelog_names_this_release_and_every_old_name_it_still_accepts() {
+    use boot_image_controller::names::{LEGACY_OPT_OUT_ANNOTATION, LEGACY_PAUSE_ANNOTATION};
+    let changelog = read("CHANGELOG.md");
+    let version = env!("CARGO_PKG_VERSION");
+    assert!(
+        changelog.contains(&format!("\n## [{version}]")),
+        "CHANGELOG.md has no section for {version}, the version in Cargo.toml"
+    );
+    let mut old_names = vec![
+        LEGACY_OPT_OUT_ANNOTATION.to_string(),
+        LEGACY_PAUSE_ANNOTATION.to_string(),
+    ];
+    for command in Cli::command().get_subcommands() {
+        for arg in command.get_arguments() {
+            for alias in arg.get_all_aliases().into_iter().flatten() {
+                old_names.push(format!("--{alias}"));
+            }
+        }
+    }
+    let missing: Vec<&String> = old_names
+        .iter()
+        .filter(|name| !changelog.contains(&format!("`{name}`")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "CHANGELOG.md does not name {missing:?}, which this release still accepts"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

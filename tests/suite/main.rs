@@ -29,6 +29,7 @@ mod leader_election_bounds;
 mod manifests_apply_and_wire;
 mod memory_sizing;
 mod metrics_access;
+mod olm_bundle;
 mod patch_failures;
 mod plan_cli;
 mod plan_for_ci;
