@@ -617,7 +617,10 @@ fn requests_of(moto: &Moto, action: &str) -> Vec<Value> {
 /// The session tokens moto's STS issued, oldest first, with their access key ids.
 async fn issued_sessions(moto: &Moto) -> Vec<(String, String)> {
     let state = moto.state().await;
-    let roles = state["sts"]["AssumedRole"].as_array().cloned().unwrap_or_default();
+    let roles = state["sts"]["AssumedRole"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     (roles.iter())
         .map(|r| (str_of(&r["access_key_id"]), str_of(&r["session_token"])))
         .collect()
@@ -664,16 +667,31 @@ async fn web_identity_credentials_sign_describe_images_and_a_rotated_token_is_us
     let assumed = requests_of(&moto, "AssumeRoleWithWebIdentity");
     let first = assumed.first().expect("STS was asked");
     let body = str_of(&first["body"]);
-    assert!(body.split('&').any(|p| p == "WebIdentityToken=first-token"), "{body}");
-    assert!(body.contains("RoleArn=arn%3Aaws%3Aiam%3A%3A123456789012%3Arole%2Fboot-image-controller"), "{body}");
-    assert!(first["headers"].get("Authorization").is_none(), "the exchange is not signed");
+    assert!(
+        body.split('&').any(|p| p == "WebIdentityToken=first-token"),
+        "{body}"
+    );
+    assert!(
+        body.contains("RoleArn=arn%3Aaws%3Aiam%3A%3A123456789012%3Arole%2Fboot-image-controller"),
+        "{body}"
+    );
+    assert!(
+        first["headers"].get("Authorization").is_none(),
+        "the exchange is not signed"
+    );
     // DescribeImages was signed with credentials moto's STS issued, session token included
     // (moto's recorder keeps every header it received).
     let issued = issued_sessions(&moto).await;
     let described = requests_of(&moto, "DescribeImages");
     let signed = signed_with(described.first().expect("EC2 was asked"));
-    assert!(signed.0.starts_with("ASIA"), "not temporary credentials: {signed:?}");
-    assert!(issued.contains(&signed), "{signed:?} is no session STS issued: {issued:?}");
+    assert!(
+        signed.0.starts_with("ASIA"),
+        "not temporary credentials: {signed:?}"
+    );
+    assert!(
+        issued.contains(&signed),
+        "{signed:?} is no session STS issued: {issued:?}"
+    );
 
     // The kubelet rotates the token; once the credentials are due, the next look-up (a new
     // MachineSet on an unlisted AMI) exchanges the new token for new credentials.
@@ -683,14 +701,22 @@ async fn web_identity_credentials_sign_describe_images_and_a_rotated_token_is_us
     wait_for_metric(&controller, &resources("CustomImage"), |v| v == 1.0).await;
     let assumed = requests_of(&moto, "AssumeRoleWithWebIdentity");
     let last = str_of(&assumed.last().unwrap()["body"]);
-    assert!(last.split('&').any(|p| p == "WebIdentityToken=rotated-token"), "{last}");
+    assert!(
+        last.split('&')
+            .any(|p| p == "WebIdentityToken=rotated-token"),
+        "{last}"
+    );
     let issued = issued_sessions(&moto).await;
     let asked = requests_of(&moto, "DescribeImages");
     let custom = (asked.iter())
         .find(|r| str_of(&r["body"]).contains(CUSTOM))
         .expect("the custom AMI was asked about");
     assert_eq!(Some(&signed_with(custom)), issued.last(), "{issued:?}");
-    assert_ne!(signed_with(custom), signed, "the first credentials were used again");
+    assert_ne!(
+        signed_with(custom),
+        signed,
+        "the first credentials were used again"
+    );
 }
 
 /// STS refusing the token (here `ExpiredTokenException`, as for a token older than its life):
@@ -714,7 +740,10 @@ async fn a_refused_web_identity_leaves_only_unlisted_amis_waiting() {
     let env = cluster_with("ec2-sts-refused", secret).await;
     add_machine_sets(
         &env,
-        &[("listed", AMI_420_US_EAST_1), ("rhcos-unlisted", RHCOS_UNLISTED)],
+        &[
+            ("listed", AMI_420_US_EAST_1),
+            ("rhcos-unlisted", RHCOS_UNLISTED),
+        ],
     )
     .await;
     let controller = env.controller(&[
@@ -732,7 +761,10 @@ async fn a_refused_web_identity_leaves_only_unlisted_amis_waiting() {
     .await;
     wait_for_metric(&controller, &resources("Ec2Unavailable"), |v| v == 1.0).await;
     wait_for_message(&env, &controller, |m| m.contains("(Ec2Unavailable: 1)")).await;
-    assert_eq!(ami_of(&env.machine_set("rhcos-unlisted").await), RHCOS_UNLISTED);
+    assert_eq!(
+        ami_of(&env.machine_set("rhcos-unlisted").await),
+        RHCOS_UNLISTED
+    );
     let log = controller.log_tail(200);
     assert!(
         log.contains("STS refused AssumeRoleWithWebIdentity (ExpiredTokenException)"),

@@ -151,7 +151,10 @@ print(key["AccessKeyId"], key["SecretAccessKey"])
     pub async fn state(&self) -> Value {
         let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
         let uri = format!("{}moto-api/data.json", self.endpoint());
-        let answer = client.get(uri.parse().unwrap()).await.expect("moto answers");
+        let answer = client
+            .get(uri.parse().unwrap())
+            .await
+            .expect("moto answers");
         let body = answer.into_body().collect().await.unwrap().to_bytes();
         serde_json::from_slice(&body).expect("moto's state as JSON")
     }
