@@ -9,9 +9,10 @@
 //! `openshift-machine-api-aws`, whose policy already grants `ec2:DescribeImages`
 //! (install/0000_30_machine-api-operator_00_credentials-request.yaml, openshift/
 //! machine-api-operator 001a53c). With STS that Secret names the machine API's role, which
-//! trusts only the machine API's ServiceAccount, hence a CredentialsRequest of our own. An AMI's owner never changes, so an answer is kept
-//! for the life of the process; searches of marketplace products are repeated hourly, since
-//! new AMIs are published there.
+//! trusts only the machine API's ServiceAccount, hence a CredentialsRequest of our own.
+//!
+//! An AMI's owner never changes, so an answer is kept for the life of the process; searches of
+//! marketplace products are repeated hourly, since new AMIs are published there.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};

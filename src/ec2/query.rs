@@ -32,7 +32,7 @@ pub enum Ec2Error {
          ServiceAccount's tokens (ccoctl aws create-iam-roles)"
     )]
     StsRefused { code: String, message: String },
-    #[error("cannot reach EC2 at {endpoint}: {message}")]
+    #[error("cannot reach {endpoint}: {message}")]
     Unreachable { endpoint: String, message: String },
     #[error("EC2 did not answer within {0:?}")]
     TimedOut(std::time::Duration),
