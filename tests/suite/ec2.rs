@@ -700,6 +700,8 @@ async fn web_identity_credentials_sign_describe_images_and_a_rotated_token_is_us
     add_machine_sets(&env, &[("custom", CUSTOM)]).await;
     wait_for_metric(&controller, &resources("CustomImage"), |v| v == 1.0).await;
     let assumed = requests_of(&moto, "AssumeRoleWithWebIdentity");
+    // One exchange per session: the first served every call until it was due.
+    assert_eq!(assumed.len(), 2, "{assumed:?}");
     let last = str_of(&assumed.last().unwrap()["body"]);
     assert!(
         last.split('&')
