@@ -29,7 +29,7 @@ pub enum Ec2Error {
     /// role does not trust this ServiceAccount; `ExpiredTokenException`, `InvalidIdentityToken`).
     #[error(
         "STS refused AssumeRoleWithWebIdentity ({code}): {message}; the role must trust this \
-         ServiceAccount's tokens (ccoctl aws create-iam-roles)"
+         ServiceAccount's current tokens (docs/platforms/aws.md)"
     )]
     StsRefused { code: String, message: String },
     #[error("cannot reach {endpoint}: {message}")]
