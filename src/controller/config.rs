@@ -118,8 +118,8 @@ pub struct RunArgs {
     /// Extra known CoreOS image references, one per line; re-read when it changes.
     #[arg(long, env = "BIC_KNOWN_IMAGES_FILE")]
     pub known_images_file: Option<PathBuf>,
-    /// On AWS, ask EC2 (DescribeImages, with the machine API's credentials Secret
-    /// aws-cloud-credentials) who owns AMIs that neither the golden streams nor the known images
+    /// On AWS, ask EC2 (DescribeImages, with the credentials Secret of the controller's own
+    /// CredentialsRequest, else the machine API's aws-cloud-credentials) who owns AMIs that neither the golden streams nor the known images
     /// list: Red Hat's RHCOS AMIs are then updated, AWS Marketplace ones (ROSA's included) move
     /// to the newest AMI of their product, others stay custom.
     #[arg(long, env = "BIC_EC2_LOOKUPS", default_value_t = true, action = clap::ArgAction::Set)]
@@ -128,6 +128,16 @@ pub struct RunArgs {
     /// endpoint or proxy; a simulator in tests). `http://` is accepted.
     #[arg(long, env = "BIC_EC2_ENDPOINT")]
     pub ec2_endpoint: Option<String>,
+    /// The STS endpoint of every region, instead of `https://sts.<region>.amazonaws.com`, where
+    /// a ServiceAccount token is exchanged for temporary credentials when the credentials
+    /// Secret names a role (`role_arn`, `web_identity_token_file`). `http://` is accepted.
+    #[arg(long, env = "BIC_STS_ENDPOINT")]
+    pub sts_endpoint: Option<String>,
+    /// How long the temporary credentials STS gives are asked to last (`DurationSeconds`); they
+    /// are exchanged again at four fifths of that. AWS accepts 15m up to the role's maximum
+    /// session duration (1h unless raised); shorter ones are for simulators.
+    #[arg(long, env = "BIC_STS_SESSION_DURATION", default_value = "1h", value_parser = parse_period)]
+    pub sts_session_duration: Duration,
     /// On vSphere, import the golden release's OVA into vCenter as a template in each failure
     /// domain MachineSets use (with the machine API's Secret vsphere-cloud-credentials), then
     /// move those MachineSets to it. Off: vSphere decisions only say what would be imported.

@@ -1,14 +1,18 @@
 //! Asks EC2 who owns the AMIs of AWS MachineSets, in the background: a pass takes the answers
 //! already in, never waits for EC2, and the next pass is triggered when new answers arrive.
 //!
-//! Credentials are the machine API's: the Machine Config Operator reads the same Secret
-//! (`awsCredentialsSecretName` in pkg/controller/bootimage/aws_helpers.go, openshift/
-//! machine-config-operator 7ff337a), which the cloud credential operator fills from the
-//! machine-api-operator's CredentialsRequest `openshift-machine-api-aws`, whose policy already
-//! grants `ec2:DescribeImages` (install/0000_30_machine-api-operator_00_credentials-request.yaml,
-//! openshift/machine-api-operator 001a53c). An AMI's owner never changes, so an answer is kept
-//! for the life of the process; searches of marketplace products are repeated hourly, since
-//! new AMIs are published there.
+//! Credentials are the controller's own, the Secret the cloud credential operator (or `ccoctl`)
+//! writes for its CredentialsRequest (manifests/credentialsrequest.yaml), else the machine
+//! API's static keys: the Machine Config Operator reads the latter (`awsCredentialsSecretName`
+//! in pkg/controller/bootimage/aws_helpers.go, openshift/machine-config-operator 7ff337a),
+//! which the cloud credential operator fills from the machine-api-operator's CredentialsRequest
+//! `openshift-machine-api-aws`, whose policy already grants `ec2:DescribeImages`
+//! (install/0000_30_machine-api-operator_00_credentials-request.yaml, openshift/
+//! machine-api-operator 001a53c). With STS that Secret names the machine API's role, which
+//! trusts only the machine API's ServiceAccount, hence a CredentialsRequest of our own.
+//!
+//! An AMI's owner never changes, so an answer is kept for the life of the process; searches of
+//! marketplace products are repeated hourly, since new AMIs are published there.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -27,6 +31,7 @@ use crate::ec2::client::Ec2Client;
 use crate::ec2::facts::MARKETPLACE_OWNER;
 use crate::ec2::query::Ec2Error;
 use crate::ec2::sigv4::Credentials;
+use crate::ec2::sts::{self, SecretCredentials, Session, WebIdentity};
 use crate::ec2::{AmiFacts, AmiOrigin, Consulted, Ec2Facts};
 use crate::metrics::Metrics;
 use crate::plan::{Options, Planner};
@@ -34,8 +39,10 @@ use crate::platform::Platform;
 
 /// The Secret of `--machine-api-namespace` holding the machine API's AWS credentials.
 pub const CREDENTIALS_SECRET: &str = "aws-cloud-credentials";
-const ACCESS_KEY_ID: &str = "aws_access_key_id";
-const SECRET_ACCESS_KEY: &str = "aws_secret_access_key";
+/// The Secret of the controller's namespace its own CredentialsRequest names.
+pub const OWN_CREDENTIALS_SECRET: &str = "boot-image-controller-aws-credentials";
+/// A ServiceAccount token is a few KiB; a Secret may name any file.
+const MAX_TOKEN_BYTES: u64 = 64 << 10;
 
 /// Calls to EC2 in one region are at least this far apart (EC2 throttles per account, and the
 /// machine API shares the account's budget).
@@ -66,6 +73,11 @@ struct Shared {
     client: Ec2Client,
     secrets: Api<Secret>,
     namespace: String,
+    own_secrets: Api<Secret>,
+    own_namespace: String,
+    /// The temporary credentials of the web identity; one exchange at a time.
+    session: tokio::sync::Mutex<Option<Session>>,
+    session_duration: Duration,
     wake: mpsc::UnboundedSender<Trigger>,
     metrics: Metrics,
     state: Mutex<State>,
@@ -109,23 +121,33 @@ enum JobError {
     NoCredentials(String),
     #[error("cannot read the credentials Secret: {0}")]
     Secret(String),
+    #[error("cannot assume role {role} with the ServiceAccount token: {error}")]
+    AssumeRole { role: String, error: String },
     #[error(transparent)]
     Ec2(#[from] Ec2Error),
 }
 
 impl Ec2Lookups {
+    /// Look-ups with the Secrets of `namespaces` (the machine API's, the controller's own),
+    /// asking STS for credentials of `session_duration` where the Secret names a role.
     pub fn new(
         client: Ec2Client,
         client_kube: kube::Client,
-        namespace: &str,
+        namespaces: (&str, &str),
+        session_duration: Duration,
         wake: mpsc::UnboundedSender<Trigger>,
         metrics: Metrics,
     ) -> Self {
+        let (namespace, own_namespace) = namespaces;
         Ec2Lookups {
             shared: Arc::new(Shared {
                 client,
-                secrets: Api::namespaced(client_kube, namespace),
+                secrets: Api::namespaced(client_kube.clone(), namespace),
                 namespace: namespace.to_string(),
+                own_secrets: Api::namespaced(client_kube, own_namespace),
+                own_namespace: own_namespace.to_string(),
+                session: tokio::sync::Mutex::new(None),
+                session_duration,
                 wake,
                 metrics,
                 state: Mutex::new(State::default()),
@@ -136,7 +158,7 @@ impl Ec2Lookups {
     /// Reads the credentials Secret once before the first pass, so that a cluster without one
     /// is planned as such from the start rather than as waiting for EC2.
     pub async fn check_credentials(&self) {
-        if let Err(JobError::NoCredentials(why)) = self.shared.credentials().await {
+        if let Err(JobError::NoCredentials(why)) = self.shared.secret_credentials().await {
             info!(reason = %why, "no AWS credentials: AMIs are recognised by the golden streams and known images only");
             self.shared.lock().no_credentials = Some((why, Instant::now() + CREDENTIALS_RECHECK));
         }
@@ -314,18 +336,22 @@ impl Shared {
     }
 
     async fn ask(&self, job: Job) -> Result<(), JobError> {
-        let credentials = match self.credentials().await {
+        let region = job.region.as_str();
+        let credentials = match self.credentials(region).await {
             Ok(c) => c,
             Err(e) => {
+                // An exchange with STS was counted as such.
                 let result = match e {
-                    JobError::NoCredentials(_) => "no_credentials",
-                    _ => "secret_unreadable",
+                    JobError::NoCredentials(_) => Some("no_credentials"),
+                    JobError::Secret(_) => Some("secret_unreadable"),
+                    _ => None,
                 };
-                self.count("images", result);
+                if let Some(result) = result {
+                    self.count("images", result);
+                }
                 return Err(e);
             }
         };
-        let region = job.region.as_str();
         let mut products: BTreeSet<String> = job.products.into_iter().collect();
         if !job.ids.is_empty() {
             self.pace(region).await;
@@ -402,46 +428,95 @@ impl Shared {
             .inc();
     }
 
-    /// The machine API's static keys. Clusters with short-lived STS credentials
-    /// (`role_arn` and `web_identity_token_file`, which the MCO also accepts) are not supported
-    /// yet: they are reported as having no credentials, and only the lists are used there.
-    async fn credentials(&self) -> Result<Credentials, JobError> {
-        let secret = tokio::time::timeout(SECRET_TIMEOUT, self.secrets.get_opt(CREDENTIALS_SECRET))
-            .await
-            .map_err(|_| JobError::Secret(format!("no answer within {SECRET_TIMEOUT:?}")))?
-            .map_err(|e| JobError::Secret(e.to_string()))?;
-        let Some(secret) = secret else {
+    /// The credentials to ask `region`'s EC2 with: the keys of the Secret, or the temporary
+    /// credentials of its web identity, exchanged again at four fifths of their life.
+    async fn credentials(&self, region: &str) -> Result<Credentials, JobError> {
+        match self.secret_credentials().await? {
+            SecretCredentials::Keys(keys) => Ok(keys),
+            SecretCredentials::WebIdentity(identity) => self.assume(region, identity).await,
+        }
+    }
+
+    /// The controller's own Secret, else the machine API's static keys, or why there are none.
+    async fn secret_credentials(&self) -> Result<SecretCredentials, JobError> {
+        if let Some(own) = get_secret(&self.own_secrets, OWN_CREDENTIALS_SECRET).await? {
+            return sts::read_secret(&secret_data(&own)).map_err(|why| {
+                JobError::NoCredentials(format!("Secret {OWN_CREDENTIALS_SECRET} holds {why}"))
+            });
+        }
+        let Some(secret) = get_secret(&self.secrets, CREDENTIALS_SECRET).await? else {
             return Err(JobError::NoCredentials(format!(
-                "no Secret {CREDENTIALS_SECRET} in namespace {}",
-                self.namespace
+                "no Secret {OWN_CREDENTIALS_SECRET} in namespace {} nor {CREDENTIALS_SECRET} in \
+                 namespace {}",
+                self.own_namespace, self.namespace
             )));
         };
-        credentials_from(&secret).map_err(JobError::NoCredentials)
+        match sts::read_secret(&secret_data(&secret)) {
+            Ok(SecretCredentials::WebIdentity(_)) => Err(JobError::NoCredentials(format!(
+                "Secret {CREDENTIALS_SECRET} holds the machine API's STS role, which trusts only \
+                 its ServiceAccount; create this controller's own Secret \
+                 {OWN_CREDENTIALS_SECRET} with ccoctl (docs/platforms/aws.md)"
+            ))),
+            read => read.map_err(|why| {
+                JobError::NoCredentials(format!("Secret {CREDENTIALS_SECRET} holds {why}"))
+            }),
+        }
+    }
+
+    /// The session's credentials while they serve `identity`; else a new session from
+    /// `region`'s STS with the token as the kubelet last wrote it.
+    async fn assume(&self, region: &str, identity: WebIdentity) -> Result<Credentials, JobError> {
+        let mut session = self.session.lock().await;
+        if let Some(session) = session
+            .as_ref()
+            .filter(|s| s.serves(&identity, Instant::now()))
+        {
+            return Ok(session.credentials.clone());
+        }
+        let failed = |error: String| JobError::AssumeRole {
+            role: identity.role_arn.clone(),
+            error,
+        };
+        let path = std::path::PathBuf::from(&identity.token_file);
+        let token = tokio::task::spawn_blocking(move || {
+            crate::bounded_read::read_regular_file(&path, MAX_TOKEN_BYTES)
+        })
+        .await
+        .map_err(|e| failed(e.to_string()))?
+        .map_err(|e| {
+            failed(format!(
+                "cannot read {}: {e} (the Deployment mounts it: manifests/deployment.yaml)",
+                identity.token_file
+            ))
+        })?;
+        let duration = self.session_duration;
+        let (credentials, expiration) = self
+            .counted(
+                "assume_role",
+                (self.client).assume_role_with_web_identity(region, &identity, &token, duration),
+            )
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        info!(role = %identity.role_arn, %expiration, "assumed the role with the ServiceAccount token");
+        let now = (jiff::Timestamp::now(), Instant::now());
+        let new = Session::new(identity, credentials.clone(), expiration, now.0, now.1);
+        *session = Some(new);
+        Ok(credentials)
     }
 }
 
-/// The static keys of the credentials Secret, or why there are none.
-fn credentials_from(secret: &Secret) -> Result<Credentials, String> {
-    let data = secret.data.as_ref();
-    let value = |key: &str| {
-        data.and_then(|d| d.get(key))
-            .map(|v| String::from_utf8_lossy(&v.0).trim().to_string())
-            .filter(|v| !v.is_empty())
-    };
-    match (value(ACCESS_KEY_ID), value(SECRET_ACCESS_KEY)) {
-        (Some(access_key_id), Some(secret_access_key)) => Ok(Credentials {
-            access_key_id,
-            secret_access_key,
-            session_token: None,
-        }),
-        _ if value("role_arn").is_some() => Err(format!(
-            "Secret {CREDENTIALS_SECRET} holds STS web-identity credentials (role_arn), which \
-             this version does not use yet"
-        )),
-        _ => Err(format!(
-            "Secret {CREDENTIALS_SECRET} has no {ACCESS_KEY_ID} and {SECRET_ACCESS_KEY}"
-        )),
-    }
+async fn get_secret(api: &Api<Secret>, name: &str) -> Result<Option<Secret>, JobError> {
+    tokio::time::timeout(SECRET_TIMEOUT, api.get_opt(name))
+        .await
+        .map_err(|_| JobError::Secret(format!("no answer within {SECRET_TIMEOUT:?}")))?
+        .map_err(|e| JobError::Secret(format!("{name}: {e}")))
+}
+
+/// A Secret's data as text, key by key.
+fn secret_data(secret: &Secret) -> BTreeMap<String, String> {
+    (secret.data.iter().flatten())
+        .map(|(k, v)| (k.clone(), String::from_utf8_lossy(&v.0).into_owned()))
+        .collect()
 }
 
 /// The (region, AMI) of every AWS machine resource the planner would judge whose AMI the lists
@@ -473,23 +548,8 @@ pub(super) fn on_aws(infrastructure: Option<&Infrastructure>) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
-    use k8s_openapi::ByteString;
-
     use super::*;
     use crate::ec2::facts::Answer;
-
-    fn secret(data: &[(&str, &str)]) -> Secret {
-        Secret {
-            data: Some(
-                data.iter()
-                    .map(|(k, v)| (k.to_string(), ByteString(v.as_bytes().to_vec())))
-                    .collect::<BTreeMap<_, _>>(),
-            ),
-            ..Secret::default()
-        }
-    }
 
     const RHCOS_AMI: &str = "ami-0000000000000000a";
     const MARKET_AMI: &str = "ami-0000000000000000b";
@@ -641,25 +701,5 @@ mod tests {
         let later = now + MIN_CALL_INTERVAL * 3;
         assert_eq!(state.book_call("us-east-1", later), Duration::ZERO);
         assert_eq!(state.last_call.len(), 1, "{:?}", state.last_call.keys());
-    }
-
-    #[test]
-    fn static_keys_are_the_credentials() {
-        let keys = secret(&[(ACCESS_KEY_ID, "AKID"), (SECRET_ACCESS_KEY, "s3cr3t\n")]);
-        let credentials = credentials_from(&keys).unwrap();
-        assert_eq!(credentials.access_key_id, "AKID");
-        assert_eq!(credentials.secret_access_key, "s3cr3t");
-    }
-
-    #[test]
-    fn a_secret_without_static_keys_says_what_it_lacks() {
-        let sts = secret(&[("role_arn", "arn:aws:iam::1:role/x")]);
-        assert!(credentials_from(&sts).unwrap_err().contains("STS"));
-        let empty = secret(&[(ACCESS_KEY_ID, "AKID")]);
-        assert!(
-            credentials_from(&empty)
-                .unwrap_err()
-                .contains(SECRET_ACCESS_KEY)
-        );
     }
 }

@@ -117,11 +117,13 @@ async fn ec2_lookups(
         args.ec2_endpoint.as_deref(),
         crate::ec2::client::Limits::default(),
     )
+    .and_then(|c| c.with_sts_endpoint(args.sts_endpoint.as_deref()))
     .map_err(RunError::Ec2)?;
     let lookups = ec2::Ec2Lookups::new(
         ec2_client,
         client.clone(),
-        &args.machine_api_namespace,
+        (&args.machine_api_namespace, &args.own_namespace()),
+        args.sts_session_duration,
         wake.clone(),
         metrics.clone(),
     );

@@ -14,6 +14,7 @@ use hyper_util::rt::TokioExecutor;
 use super::facts::AmiFacts;
 use super::query::{self, Ec2Error};
 use super::sigv4::{self, Credentials};
+use super::sts::{self, WebIdentity};
 use crate::http_client::{error_chain, jittered};
 
 /// An answer larger than this is refused rather than buffered (a few hundred marketplace AMIs
@@ -45,43 +46,92 @@ impl Default for Limits {
     }
 }
 
-/// A DescribeImages client for any region.
+/// A DescribeImages client for any region, and the STS calls that get it temporary
+/// credentials: one HTTP client (one connector, so one proxy and one set of CA roots) for both.
 #[derive(Clone)]
 pub struct Ec2Client {
     http: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
     /// `--ec2-endpoint`: every region's requests go there (a simulator, a VPC endpoint).
     endpoint: Option<Uri>,
+    /// `--sts-endpoint`: the same for STS.
+    sts_endpoint: Option<Uri>,
     limits: Limits,
+}
+
+/// The AWS services called, by their SigV4 signing name.
+#[derive(Clone, Copy, Debug)]
+enum Service {
+    Ec2,
+    Sts,
+}
+
+impl Service {
+    fn name(self) -> &'static str {
+        match self {
+            Service::Ec2 => "ec2",
+            Service::Sts => "sts",
+        }
+    }
+}
+
+fn parse_endpoint(endpoint: Option<&str>) -> Result<Option<Uri>, Ec2Error> {
+    endpoint
+        .map(|e| {
+            e.parse::<Uri>()
+                .ok()
+                .filter(|u| u.host().is_some())
+                .ok_or_else(|| Ec2Error::Malformed(format!("invalid endpoint {e:?}")))
+        })
+        .transpose()
 }
 
 impl Ec2Client {
     pub fn new(endpoint: Option<&str>, limits: Limits) -> Result<Self, Ec2Error> {
-        let endpoint = endpoint
-            .map(|e| {
-                e.parse::<Uri>()
-                    .ok()
-                    .filter(|u| u.host().is_some())
-                    .ok_or_else(|| Ec2Error::Malformed(format!("invalid EC2 endpoint {e:?}")))
-            })
-            .transpose()?;
+        let endpoint = parse_endpoint(endpoint)?;
         let https = crate::http_client::connector(limits.connect_timeout, "EC2", &[])
             .map_err(|e| Ec2Error::Malformed(e.to_string()))?;
         Ok(Ec2Client {
             http: Client::builder(TokioExecutor::new()).build(https),
             endpoint,
+            sts_endpoint: None,
             limits,
         })
     }
 
+    /// Sends STS calls to `endpoint` rather than `https://sts.<region>.amazonaws.com`.
+    pub fn with_sts_endpoint(mut self, endpoint: Option<&str>) -> Result<Self, Ec2Error> {
+        self.sts_endpoint = parse_endpoint(endpoint)?;
+        Ok(self)
+    }
+
     /// Where `region`'s requests go; none for a name that is not an AWS region, which is never
     /// put in a host (nor sent to `--ec2-endpoint`, which then could not be told from AWS).
-    pub fn endpoint(&self, region: &str) -> Result<String, Ec2Error> {
-        let aws = super::region::ec2_endpoint(region)
+    fn endpoint(&self, service: Service, region: &str) -> Result<String, Ec2Error> {
+        let aws = super::region::endpoint(service.name(), region)
             .ok_or_else(|| Ec2Error::Malformed(format!("{region:?} is not an AWS region name")))?;
-        Ok(match &self.endpoint {
-            Some(uri) => uri.to_string(),
-            None => aws,
-        })
+        let given = match service {
+            Service::Ec2 => &self.endpoint,
+            Service::Sts => &self.sts_endpoint,
+        };
+        Ok(given.as_ref().map_or(aws, Uri::to_string))
+    }
+
+    /// Temporary credentials for `identity`'s role from `region`'s STS, with `token` (the
+    /// ServiceAccount token just read from its file), and when they expire. The call is not
+    /// signed: the token is the proof (AWS STS API reference, AssumeRoleWithWebIdentity).
+    pub async fn assume_role_with_web_identity(
+        &self,
+        region: &str,
+        identity: &WebIdentity,
+        token: &str,
+        duration: std::time::Duration,
+    ) -> Result<(Credentials, jiff::Timestamp), Ec2Error> {
+        let params = sts::assume_role_params(identity, token, duration);
+        let body = self
+            .call(Service::Sts, region, None, &params)
+            .await
+            .map_err(sts::refused)?;
+        sts::parse_assumed_role(&body)
     }
 
     /// The given AMIs of `region` that EC2 shows; an AMI it does not show is absent.
@@ -126,7 +176,7 @@ impl Ec2Client {
             if let Some(token) = token.take() {
                 page_params.push(("NextToken".into(), token));
             }
-            let body = self.call(region, credentials, &page_params).await?;
+            let body = (self.call(Service::Ec2, region, Some(credentials), &page_params)).await?;
             let page = query::parse_images(&body, region)?;
             images.extend(page.images);
             match page.next_token {
@@ -140,19 +190,20 @@ impl Ec2Client {
     /// One call, retried with backoff while EC2 throttles or fails transiently.
     async fn call(
         &self,
+        service: Service,
         region: &str,
-        credentials: &Credentials,
+        credentials: Option<&Credentials>,
         params: &[(String, String)],
     ) -> Result<String, Ec2Error> {
         let mut attempt = 0;
         loop {
-            match self.exchange(region, credentials, params).await {
+            match self.exchange(service, region, credentials, params).await {
                 Err(e) if e.is_transient() && attempt + 1 < self.limits.attempts => {
                     let backoff = self
                         .limits
                         .first_backoff
                         .saturating_mul(1 << attempt.min(10));
-                    tracing::debug!(region, error = %e, ?backoff, "EC2 call failed; retrying");
+                    tracing::debug!(region, ?service, error = %e, ?backoff, "call failed; retrying");
                     tokio::time::sleep(jittered(backoff)).await;
                     attempt += 1;
                 }
@@ -161,41 +212,46 @@ impl Ec2Client {
         }
     }
 
+    /// One POST of the Query API `params` to `service` in `region`, signed when `credentials`
+    /// are given.
     async fn exchange(
         &self,
+        service: Service,
         region: &str,
-        credentials: &Credentials,
+        credentials: Option<&Credentials>,
         params: &[(String, String)],
     ) -> Result<String, Ec2Error> {
-        let endpoint = self.endpoint(region)?;
+        let endpoint = self.endpoint(service, region)?;
         let uri: Uri = endpoint
             .parse()
-            .map_err(|_| Ec2Error::Malformed(format!("invalid EC2 endpoint {endpoint}")))?;
+            .map_err(|_| Ec2Error::Malformed(format!("invalid endpoint {endpoint}")))?;
         let host = uri.authority().map(|a| a.as_str()).unwrap_or_default();
         let body = sigv4::form(params);
         let content_type = "application/x-www-form-urlencoded; charset=utf-8";
         let amz_date = jiff::Timestamp::now()
             .strftime("%Y%m%dT%H%M%SZ")
             .to_string();
-        let signed = sigv4::sign(
-            &sigv4::Request {
-                method: "POST",
-                host,
-                path: uri.path(),
-                query: "",
-                headers: &[("content-type", content_type)],
-                payload: body.as_bytes(),
-            },
-            credentials,
-            region,
-            "ec2",
-            &amz_date,
-        );
+        let signed = credentials.map(|credentials| {
+            sigv4::sign(
+                &sigv4::Request {
+                    method: "POST",
+                    host,
+                    path: uri.path(),
+                    query: "",
+                    headers: &[("content-type", content_type)],
+                    payload: body.as_bytes(),
+                },
+                credentials,
+                region,
+                service.name(),
+                &amz_date,
+            )
+        });
         let mut request = Request::post(uri.clone())
             .header("host", host)
             .header("content-type", content_type)
             .header("user-agent", crate::api_client::user_agent());
-        for (name, value) in signed {
+        for (name, value) in signed.into_iter().flatten() {
             request = request.header(name, value);
         }
         let request = request

@@ -3,13 +3,15 @@
 //! Operator does since it stopped compiling in a list of AMIs.
 //!
 //! [`facts`] is the pure part the planner reads ([`Ec2Facts`], in the snapshot); [`query`] and
-//! [`sigv4`] build and read DescribeImages requests; [`client`] sends them.
+//! [`sigv4`] build and read DescribeImages requests; [`sts`] reads credentials Secrets and
+//! exchanges a ServiceAccount token for temporary credentials; [`client`] sends both.
 
 pub(crate) mod client;
 pub(crate) mod facts;
 pub(crate) mod query;
 pub mod region;
 pub(crate) mod sigv4;
+pub(crate) mod sts;
 
 pub use facts::{AmiFacts, AmiOrigin, Consulted, Ec2Facts};
 

@@ -25,7 +25,14 @@ pub enum Ec2Error {
         code: String,
         message: String,
     },
-    #[error("cannot reach EC2 at {endpoint}: {message}")]
+    /// STS would not exchange the ServiceAccount token for credentials (`AccessDenied`: the
+    /// role does not trust this ServiceAccount; `ExpiredTokenException`, `InvalidIdentityToken`).
+    #[error(
+        "STS refused AssumeRoleWithWebIdentity ({code}): {message}; the role must trust this \
+         ServiceAccount's current tokens (docs/platforms/aws.md)"
+    )]
+    StsRefused { code: String, message: String },
+    #[error("cannot reach {endpoint}: {message}")]
     Unreachable { endpoint: String, message: String },
     #[error("EC2 did not answer within {0:?}")]
     TimedOut(std::time::Duration),
@@ -41,7 +48,9 @@ impl Ec2Error {
                 true
             }
             Ec2Error::Failed { status, .. } => *status >= 500,
-            Ec2Error::Refused { .. } | Ec2Error::Malformed(_) => false,
+            Ec2Error::Refused { .. } | Ec2Error::StsRefused { .. } | Ec2Error::Malformed(_) => {
+                false
+            }
         }
     }
 
@@ -49,7 +58,7 @@ impl Ec2Error {
     pub fn kind(&self) -> &'static str {
         match self {
             Ec2Error::Throttled { .. } => "throttled",
-            Ec2Error::Refused { .. } => "refused",
+            Ec2Error::Refused { .. } | Ec2Error::StsRefused { .. } => "refused",
             Ec2Error::Failed { .. } => "failed",
             Ec2Error::Unreachable { .. } => "unreachable",
             Ec2Error::TimedOut(_) => "timeout",
@@ -171,7 +180,7 @@ fn child<'a, 'i>(node: roxmltree::Node<'a, 'i>, name: &str) -> Option<roxmltree:
     node.children().find(|n| n.has_tag_name_local(name))
 }
 
-fn child_text(node: roxmltree::Node<'_, '_>, name: &str) -> Option<String> {
+pub(super) fn child_text(node: roxmltree::Node<'_, '_>, name: &str) -> Option<String> {
     child(node, name).map(|n| n.text().unwrap_or_default().trim().to_string())
 }
 

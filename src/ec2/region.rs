@@ -1,4 +1,4 @@
-//! AWS region names, and the EC2 host each one is served from.
+//! AWS region names, and the EC2 and STS hosts each one is served from.
 //!
 //! A MachineSet's `placement.region` is written by whoever may edit MachineSets; it becomes part
 //! of the host that receives a signed request carrying the machine API's access key id. Only a
@@ -42,9 +42,10 @@ pub fn is_region(region: &str) -> bool {
     dns_suffix(region).is_some()
 }
 
-/// EC2's endpoint in `region`, `None` when it is not an AWS region name.
-pub fn ec2_endpoint(region: &str) -> Option<String> {
-    dns_suffix(region).map(|suffix| format!("https://ec2.{region}.{suffix}/"))
+/// `service`'s regional endpoint in `region` (`ec2`, `sts`: both are served at
+/// `<service>.<region>.<suffix>` in every partition), `None` when it is not an AWS region name.
+pub fn endpoint(service: &str, region: &str) -> Option<String> {
+    dns_suffix(region).map(|suffix| format!("https://{service}.{region}.{suffix}/"))
 }
 
 /// The middle of a region name (`east`, `southeast`, `central`); the SDKs' `\w+`, narrowed to
@@ -75,8 +76,10 @@ mod tests {
             ("us-isof-south-1", "ec2.us-isof-south-1.csp.hci.ic.gov"),
             ("eusc-de-east-1", "ec2.eusc-de-east-1.amazonaws.eu"),
         ] {
+            let sts = host.replacen("ec2.", "sts.", 1);
+            assert_eq!(endpoint("sts", region), Some(format!("https://{sts}/")));
             assert_eq!(
-                ec2_endpoint(region),
+                endpoint("ec2", region),
                 Some(format!("https://{host}/")),
                 "{region}"
             );
@@ -101,7 +104,8 @@ mod tests {
             "",
             "r",
         ] {
-            assert_eq!(ec2_endpoint(region), None, "{region:?}");
+            assert_eq!(endpoint("ec2", region), None, "{region:?}");
+            assert_eq!(endpoint("sts", region), None, "{region:?}");
         }
     }
 }

@@ -1,6 +1,7 @@
 //! EC2 look-ups against moto, the EC2 simulator, with the controller as a real process on a real
 //! kube-apiserver: AMIs told apart by owner (RHCOS, AWS Marketplace including ROSA, custom),
-//! credentials from the machine API's Secret, EC2 unreachable, and EC2 throttling.
+//! credentials from the machine API's Secret or STS web identity, EC2 unreachable, and EC2
+//! throttling.
 
 use crate::support;
 
@@ -139,16 +140,48 @@ fn keys_secret(ns: &str, id: &str, secret: &str) -> Value {
 /// They name the spec-3 managed stub: the fixture's spec-2 one would keep every MachineSet in
 /// place while another waits for EC2 or keeps a custom image (`StubSecretShared`).
 async fn cluster(test: &str, amis: &[(&str, &str)]) -> TestEnv {
+    let env = cluster_with(test, web_identity_secret("unused", "unused")).await;
+    env.apply(credentials_secret(&env.ns)).await;
+    add_machine_sets(&env, amis).await;
+    env
+}
+
+/// A cluster at 4.21 with `secret` (its namespace set to the test's) and no MachineSets.
+async fn cluster_with(test: &str, mut secret: Value) -> TestEnv {
     let env = TestEnv::new(test).await;
     env.aws_cluster("4.21.0", &stream_421(), None).await;
-    env.apply(credentials_secret(&env.ns)).await;
+    secret["metadata"]["namespace"] = json!(env.ns);
+    // The web identity Secret only where a test asks for one; `cluster` uses the machine API's.
+    if secret["metadata"]["name"] != "unused" {
+        env.apply(secret).await;
+    }
+    env
+}
+
+async fn add_machine_sets(env: &TestEnv, amis: &[(&str, &str)]) {
     for (name, id) in amis {
         let machine_set = machine_set(&env.ns, name).ami(id);
         env.apply(machine_set.user_data("worker-user-data-managed").build())
             .await;
     }
-    env
 }
+
+/// The controller's own credentials Secret as `ccoctl aws create-iam-roles` writes it
+/// (`secretManifestsTemplate`, pkg/cmd/provisioning/aws/create-iam-roles.go in
+/// openshift/cloud-credential-operator).
+fn web_identity_secret(name: &str, token_file: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": name},
+        "stringData": {"credentials": format!(
+            "[default]\nsts_regional_endpoints = regional\nrole_arn = {ROLE}\n\
+             web_identity_token_file = {token_file}"
+        )}
+    })
+}
+
+const ROLE: &str = "arn:aws:iam::123456789012:role/boot-image-controller";
+const OWN_SECRET: &str = "boot-image-controller-aws-credentials";
 
 fn controller(env: &TestEnv, endpoint: &str) -> ControllerProcess {
     env.controller(&[&format!("--ec2-endpoint={endpoint}")])
@@ -571,4 +604,174 @@ async fn only_amis_of_objects_that_would_be_updated_are_looked_up() {
             "asked about an object that is never updated: {body}"
         );
     }
+}
+
+/// The requests moto received for `action` (from its recorder).
+fn requests_of(moto: &Moto, action: &str) -> Vec<Value> {
+    let action = format!("Action={action}&");
+    (moto.requests().into_iter())
+        .filter(|r| r["body"].as_str().is_some_and(|b| b.contains(&action)))
+        .collect()
+}
+
+/// The session tokens moto's STS issued, oldest first, with their access key ids.
+async fn issued_sessions(moto: &Moto) -> Vec<(String, String)> {
+    let state = moto.state().await;
+    let roles = state["sts"]["AssumedRole"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    (roles.iter())
+        .map(|r| (str_of(&r["access_key_id"]), str_of(&r["session_token"])))
+        .collect()
+}
+
+fn str_of(v: &Value) -> String {
+    v.as_str().unwrap_or_default().to_string()
+}
+
+/// A DescribeImages request's access key id and session token.
+fn signed_with(request: &Value) -> (String, String) {
+    let authorization = str_of(&request["headers"]["Authorization"]);
+    let key = (authorization.split("Credential=").nth(1))
+        .and_then(|c| c.split('/').next())
+        .unwrap_or_default()
+        .to_string();
+    (key, str_of(&request["headers"]["X-Amz-Security-Token"]))
+}
+
+/// Manual mode with STS: the controller exchanges the projected ServiceAccount token (a file
+/// the test writes) for temporary credentials with STS's AssumeRoleWithWebIdentity, signs
+/// DescribeImages with them and their session token, and reads the token file again when it
+/// exchanges again, so a token the kubelet rotated is the one sent.
+#[tokio::test(flavor = "multi_thread")]
+async fn web_identity_credentials_sign_describe_images_and_a_rotated_token_is_used() {
+    let Some(moto) = Moto::start_recording(&simulated_ec2()) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "first-token\n").unwrap();
+    let secret = web_identity_secret(OWN_SECRET, token_file.to_str().unwrap());
+    let env = cluster_with("ec2-sts", secret).await;
+    add_machine_sets(&env, &[("rhcos-unlisted", RHCOS_UNLISTED)]).await;
+    // Credentials asked to last 4 s are exchanged again after 3.2 s.
+    let controller = env.controller(&[
+        &format!("--ec2-endpoint={}", moto.endpoint()),
+        &format!("--sts-endpoint={}", moto.endpoint()),
+        "--sts-session-duration=4s",
+    ]);
+    controller.wait_ready().await;
+    wait_for_ami(&env, &controller, "rhcos-unlisted", AMI_421_US_EAST_1).await;
+
+    let assumed = requests_of(&moto, "AssumeRoleWithWebIdentity");
+    let first = assumed.first().expect("STS was asked");
+    let body = str_of(&first["body"]);
+    assert!(
+        body.split('&').any(|p| p == "WebIdentityToken=first-token"),
+        "{body}"
+    );
+    assert!(
+        body.contains("RoleArn=arn%3Aaws%3Aiam%3A%3A123456789012%3Arole%2Fboot-image-controller"),
+        "{body}"
+    );
+    assert!(
+        first["headers"].get("Authorization").is_none(),
+        "the exchange is not signed"
+    );
+    // DescribeImages was signed with credentials moto's STS issued, session token included
+    // (moto's recorder keeps every header it received).
+    let issued = issued_sessions(&moto).await;
+    let described = requests_of(&moto, "DescribeImages");
+    let signed = signed_with(described.first().expect("EC2 was asked"));
+    assert!(
+        signed.0.starts_with("ASIA"),
+        "not temporary credentials: {signed:?}"
+    );
+    assert!(
+        issued.contains(&signed),
+        "{signed:?} is no session STS issued: {issued:?}"
+    );
+
+    // The kubelet rotates the token; once the credentials are due, the next look-up (a new
+    // MachineSet on an unlisted AMI) exchanges the new token for new credentials.
+    std::fs::write(&token_file, "rotated-token\n").unwrap();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    add_machine_sets(&env, &[("custom", CUSTOM)]).await;
+    wait_for_metric(&controller, &resources("CustomImage"), |v| v == 1.0).await;
+    let assumed = requests_of(&moto, "AssumeRoleWithWebIdentity");
+    // One exchange per session: the first served every call until it was due.
+    assert_eq!(assumed.len(), 2, "{assumed:?}");
+    let last = str_of(&assumed.last().unwrap()["body"]);
+    assert!(
+        last.split('&')
+            .any(|p| p == "WebIdentityToken=rotated-token"),
+        "{last}"
+    );
+    let issued = issued_sessions(&moto).await;
+    let asked = requests_of(&moto, "DescribeImages");
+    let custom = (asked.iter())
+        .find(|r| str_of(&r["body"]).contains(CUSTOM))
+        .expect("the custom AMI was asked about");
+    assert_eq!(Some(&signed_with(custom)), issued.last(), "{issued:?}");
+    assert_ne!(
+        signed_with(custom),
+        signed,
+        "the first credentials were used again"
+    );
+}
+
+/// STS refusing the token (here `ExpiredTokenException`, as for a token older than its life):
+/// the unlisted AMI is left alone with `Ec2Unavailable` and the refusal in the log, listed AMIs
+/// are still updated, and once STS accepts the token the look-up is made.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refused_web_identity_leaves_only_unlisted_amis_waiting() {
+    let Some(moto) = Moto::start(&simulated_ec2()) else {
+        return;
+    };
+    // STS's error answer (AWS STS API reference, "Common Errors" and AssumeRoleWithWebIdentity).
+    let expired = "<ErrorResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\"><Error>\
+        <Type>Sender</Type><Code>ExpiredTokenException</Code><Message>Token expired: current \
+        date/time 1764324000 must be before the expiration date/time 1764320400</Message>\
+        </Error><RequestId>refused</RequestId></ErrorResponse>";
+    let sts = ThrottlingProxy::refusing(moto.endpoint(), 1, 400, expired).await;
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "expired-token").unwrap();
+    let secret = web_identity_secret(OWN_SECRET, token_file.to_str().unwrap());
+    let env = cluster_with("ec2-sts-refused", secret).await;
+    add_machine_sets(
+        &env,
+        &[
+            ("listed", AMI_420_US_EAST_1),
+            ("rhcos-unlisted", RHCOS_UNLISTED),
+        ],
+    )
+    .await;
+    let controller = env.controller(&[
+        &format!("--ec2-endpoint={}", moto.endpoint()),
+        &format!("--sts-endpoint={}", sts.endpoint()),
+    ]);
+    controller.wait_ready().await;
+
+    wait_for_ami(&env, &controller, "listed", AMI_421_US_EAST_1).await;
+    wait_for_metric(
+        &controller,
+        r#"boot_image_controller_ec2_requests_total{call="assume_role",result="refused"}"#,
+        |v| v == 1.0,
+    )
+    .await;
+    wait_for_metric(&controller, &resources("Ec2Unavailable"), |v| v == 1.0).await;
+    wait_for_message(&env, &controller, |m| m.contains("(Ec2Unavailable: 1)")).await;
+    assert_eq!(
+        ami_of(&env.machine_set("rhcos-unlisted").await),
+        RHCOS_UNLISTED
+    );
+    let log = controller.log_tail(200);
+    assert!(
+        log.contains("STS refused AssumeRoleWithWebIdentity (ExpiredTokenException)"),
+        "{log}"
+    );
+    // The region is asked again after its backoff (15 s); STS now accepts the token.
+    wait_for_ami(&env, &controller, "rhcos-unlisted", AMI_421_US_EAST_1).await;
 }

@@ -70,6 +70,11 @@ fn the_service_account_may_do_what_the_controller_needs_and_nothing_else() {
         denied("list",    "secrets/aws-cloud-credentials", machine_api),
         denied("get",     "secrets/gcp-cloud-credentials", machine_api),
         denied("get",     "secrets/aws-cloud-credentials", Some("default")),
+        // The controller's own AWS credentials (its CredentialsRequest's Secret): read only.
+        allowed("get",    "secrets/boot-image-controller-aws-credentials", own),
+        denied("watch",   "secrets/boot-image-controller-aws-credentials", own),
+        denied("list",    "secrets", own),
+        denied("get",     "secrets/boot-image-controller-aws-credentials", machine_api),
         allowed("get",    "secrets/vsphere-cloud-credentials", machine_api),
         denied("watch",   "secrets/vsphere-cloud-credentials", machine_api),
         denied("list",    "secrets/vsphere-cloud-credentials", machine_api),

@@ -62,6 +62,8 @@ pub struct Moto {
     child: Child,
     pub port: u16,
     _amis: tempfile::NamedTempFile,
+    /// Where moto's recorder writes each request it receives, when started recording.
+    recording: Option<std::path::PathBuf>,
 }
 
 impl Moto {
@@ -106,6 +108,57 @@ print(key["AccessKeyId"], key["SecretAccessKey"])
         Some((moto, id, secret))
     }
 
+    /// Starts moto with `amis`, its recorder writing every request it receives (headers and
+    /// body: moto/moto_api/_internal/recorder/models.py), for [`Moto::requests`].
+    pub fn start_recording(amis: &[Value]) -> Option<Moto> {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let dir = Path::new(REPO).join("target/test-logs");
+        std::fs::create_dir_all(&dir).unwrap();
+        let n = N.fetch_add(1, Ordering::SeqCst);
+        let path = dir.join(format!("moto-requests-{}-{n}.jsonl", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let env = [
+            ("MOTO_ENABLE_RECORDING", "True"),
+            ("MOTO_RECORDER_FILEPATH", path.to_str().unwrap()),
+        ];
+        let mut moto = Moto::spawn(amis, &env)?;
+        moto.recording = Some(path);
+        Some(moto)
+    }
+
+    /// The requests moto received so far, as its recorder wrote them (`headers`, `method`,
+    /// `url`, and `body` decoded to text).
+    pub fn requests(&self) -> Vec<Value> {
+        let path = self.recording.as_ref().expect("started recording");
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        (text.lines())
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .map(|mut request| {
+                if request["body_encoded"] == true {
+                    use base64::Engine;
+                    let body = request["body"].as_str().unwrap_or_default();
+                    let bytes = base64::engine::general_purpose::STANDARD
+                        .decode(body)
+                        .unwrap_or_default();
+                    request["body"] = String::from_utf8_lossy(&bytes).into_owned().into();
+                }
+                request
+            })
+            .collect()
+    }
+
+    /// moto's state (`/moto-api/data.json`): what it issued, e.g. STS's assumed roles.
+    pub async fn state(&self) -> Value {
+        let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
+        let uri = format!("{}moto-api/data.json", self.endpoint());
+        let answer = client
+            .get(uri.parse().unwrap())
+            .await
+            .expect("moto answers");
+        let body = answer.into_body().collect().await.unwrap().to_bytes();
+        serde_json::from_slice(&body).expect("moto's state as JSON")
+    }
+
     fn spawn(amis: &[Value], env: &[(&str, &str)]) -> Option<Moto> {
         let Some(server) = moto_server() else {
             boot_image_controller::testkit::skips::skip(
@@ -131,6 +184,7 @@ print(key["AccessKeyId"], key["SecretAccessKey"])
             child,
             port,
             _amis: file,
+            recording: None,
         };
         // Ready once it accepts connections; moto imports its services first (seconds).
         let deadline = Instant::now() + Duration::from_secs(120);
@@ -156,16 +210,16 @@ impl Drop for Moto {
     }
 }
 
-/// What the throttling proxy answered, in order.
+/// What the throttling proxy answered, in order (`Throttled`: its own error answer).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Answered {
     Throttled,
     Forwarded,
 }
 
-/// An HTTP proxy to an EC2 endpoint that answers the first `throttled` requests with EC2's
+/// An HTTP proxy to an AWS endpoint that answers the first `throttled` requests with EC2's
 /// `RequestLimitExceeded` (HTTP 503), as EC2 does when an account exceeds its request rate,
-/// and forwards the rest.
+/// or with another error answer ([`ThrottlingProxy::refusing`]), and forwards the rest.
 pub struct ThrottlingProxy {
     pub port: u16,
     answers: Arc<Mutex<Vec<(Instant, Answered)>>>,
@@ -174,6 +228,21 @@ pub struct ThrottlingProxy {
 
 impl ThrottlingProxy {
     pub async fn start(upstream: String, throttled: usize) -> ThrottlingProxy {
+        let body = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\
+            <Response><Errors><Error><Code>RequestLimitExceeded</Code>\
+            <Message>Request limit exceeded.</Message></Error></Errors>\
+            <RequestID>throttled</RequestID></Response>";
+        ThrottlingProxy::refusing(upstream, throttled, 503, body).await
+    }
+
+    /// A proxy answering the first `refused` requests with `status` and `body`.
+    pub async fn refusing(
+        upstream: String,
+        refused: usize,
+        status: u16,
+        body: &'static str,
+    ) -> ThrottlingProxy {
+        let throttled = refused;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let answers = Arc::new(Mutex::new(Vec::new()));
@@ -197,13 +266,9 @@ impl ThrottlingProxy {
                                 log.lock()
                                     .unwrap()
                                     .push((Instant::now(), Answered::Throttled));
-                                let body = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\
-                                    <Response><Errors><Error><Code>RequestLimitExceeded</Code>\
-                                    <Message>Request limit exceeded.</Message></Error></Errors>\
-                                    <RequestID>throttled</RequestID></Response>";
                                 return Ok::<_, hyper::Error>(
                                     Response::builder()
-                                        .status(503)
+                                        .status(status)
                                         .body(Full::new(Bytes::from(body)))
                                         .unwrap(),
                                 );
