@@ -141,6 +141,16 @@ pub struct RunArgs {
     /// signed the vCenter's certificate (verification is never turned off).
     #[arg(long, env = "BIC_VCENTER_CA_FILE")]
     pub vcenter_ca_file: Option<PathBuf>,
+    /// The cluster's trusted CA bundle (the `ca-bundle.crt` the network operator injects into a
+    /// ConfigMap labelled `config.openshift.io/inject-trusted-cabundle`), trusted for every
+    /// outbound call (EC2, vCenter, the OVA download) besides the system's CA roots; read again
+    /// when it changes. A missing file adds nothing.
+    #[arg(
+        long,
+        env = "BIC_TRUSTED_CA_BUNDLE",
+        default_value = "/etc/pki/boot-image-controller/trusted-ca/ca-bundle.crt"
+    )]
+    pub trusted_ca_bundle: PathBuf,
     /// Where OVAs are downloaded before an import (about 1.3 GiB each, removed afterwards).
     #[arg(long, env = "BIC_VSPHERE_DOWNLOAD_DIR")]
     pub vsphere_download_dir: Option<PathBuf>,

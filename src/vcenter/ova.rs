@@ -8,14 +8,12 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::{Request, Uri};
-use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
 use tokio::io::AsyncWriteExt;
 
 use super::VcenterError;
 use crate::golden_stream::VmwareOva;
-use crate::http_client::error_chain;
+use crate::http_client::{Connector, error_chain};
 
 /// RHCOS OVAs are about 1.3 GiB; anything much larger is not one.
 pub const MAX_OVA_BYTES: u64 = 8 << 30;
@@ -35,7 +33,7 @@ impl Drop for VerifiedOva {
 /// Downloads `ova` into `dir` and checks its SHA-256; a mismatch removes the file and is
 /// [`VcenterError::DigestMismatch`].
 pub async fn download(
-    http: &Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    http: &Client<Connector, Full<Bytes>>,
     ova: &VmwareOva,
     dir: &Path,
     timeout: Duration,
