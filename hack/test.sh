@@ -41,6 +41,10 @@ hack/ensure-moto.sh >/dev/null
 log "vcsim, the vCenter simulator (govmomi from the Go module proxy, built once)"
 hack/ensure-vcsim.sh >/dev/null
 
+log "squid and mitmproxy, a forward and a TLS-inspecting proxy (Debian's package; PyPI, installed once)"
+hack/ensure-squid.sh >/dev/null
+hack/ensure-mitmproxy.sh >/dev/null
+
 log "building the project"
 cargo build --all-targets --locked
 
