@@ -271,7 +271,8 @@ fn the_deployment_service_and_monitor_are_wired_together() {
         .iter()
         .find_map(|a| a.strip_prefix("--trusted-ca-bundle="))
         .expect("--trusted-ca-bundle");
-    let mount = (container["volumeMounts"].as_array().expect("volumeMounts").iter())
+    let mounts = container["volumeMounts"].as_array().expect("volumeMounts");
+    let mount = (mounts.iter())
         .find(|m| bundle_arg.starts_with(&format!("{}/", str_of(&m["mountPath"]))))
         .expect("a volume mounted where --trusted-ca-bundle points");
     let volume = (pod["spec"]["volumes"].as_array().expect("volumes").iter())
@@ -357,7 +358,9 @@ fn the_deployment_service_and_monitor_are_wired_together() {
         })
         .map(|p| format!("{}/{}", p["port"], str_of(&p["protocol"])))
         .collect();
-    for port in ["443/TCP", "6443/TCP", "53/UDP", "5353/UDP", "3128/TCP", "80/TCP"] {
+    for port in [
+        "443/TCP", "6443/TCP", "53/UDP", "5353/UDP", "3128/TCP", "80/TCP",
+    ] {
         assert!(egress.contains(port), "{port} not in {egress:?}");
     }
 
