@@ -132,11 +132,16 @@ impl Proxies {
                 .find_map(|n| std::env::var(n).ok().filter(|v| !v.is_empty()))
                 .unwrap_or_default()
         };
-        Proxies::new(
+        let proxies = Proxies::new(
             &any(["HTTP_PROXY", "http_proxy"]),
             &any(["HTTPS_PROXY", "https_proxy"]),
             &any(["NO_PROXY", "no_proxy"]),
-        )
+        );
+        if proxies.http.is_some() || proxies.https.is_some() {
+            // Debug shows the proxies without their credentials.
+            tracing::info!(?proxies, "calls beyond the API server go through the proxy");
+        }
+        proxies
     }
 
     /// The proxy a call to `uri` goes through (Go's `proxyForURL`): chosen by the scheme, unless
