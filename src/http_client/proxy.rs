@@ -5,8 +5,10 @@
 //! operators as those three upper-case variables: OLM injects them into every operator Deployment
 //! (operator-framework/operator-lifecycle-manager, pkg/lib/proxy/envvar.go `ToEnvVar`, used by
 //! pkg/controller/operators/olm/overrides/initializer.go, master at 992bb09). Its `noProxy` is
-//! written for Go clients — the Machine Config Operator's included, whose `net/http` transports
-//! take the proxy from `http.ProxyFromEnvironment` — so it is read by the rules of Go's
+//! written for Go clients — the Machine Config Operator's included: its EC2 client's transport
+//! takes `http.ProxyFromEnvironment` (vendored aws-sdk-go-v2, aws/transport/http/client.go) and
+//! its vCenter client copies `http.DefaultTransport`'s (vendored govmomi, vim25/soap/client.go;
+//! both at 7ff337a) — so it is read by the rules of Go's
 //! golang.org/x/net/http/httpproxy (proxy.go, `FromEnvironment`, `config.init`, `useProxy`,
 //! master at 0ca694d), not curl's: entries are separated by commas; `*` alone turns the proxy off;
 //! an IP or CIDR matches addresses written as IPs; `example.com` matches it and its subdomains
