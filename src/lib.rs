@@ -12,7 +12,7 @@ pub mod cli;
 pub mod controller;
 mod ec2;
 pub mod golden_stream;
-mod http_client;
+pub mod http_client;
 pub mod known_images;
 mod kubeconfig;
 pub mod machine_kind;

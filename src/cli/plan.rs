@@ -236,8 +236,12 @@ fn ec2_facts(
         (capi.machine_sets.iter()).filter_map(|m| m.as_ref().ok()),
         (capi.machine_deployments.iter()).filter_map(|m| m.as_ref().ok()),
     );
-    let client =
-        Ec2Client::new(args.ec2_endpoint.as_deref(), Limits::default()).map_err(Failure::input)?;
+    // The proxy of the environment, as the controller reads it; the system's CA roots only.
+    let limits = Limits {
+        egress: crate::http_client::Egress::from_env(None),
+        ..Limits::default()
+    };
+    let client = Ec2Client::new(args.ec2_endpoint.as_deref(), limits).map_err(Failure::input)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -161,6 +161,16 @@ pub struct RunArgs {
     /// The OVA must still have the stream's sha256.
     #[arg(long, env = "BIC_VSPHERE_OVA_URLS", value_delimiter = ',', value_parser = crate::vcenter::ova::parse_mirror_entry)]
     pub vsphere_ova_url: Vec<(String, String)>,
+    /// The cluster's trusted CA bundle (the `ca-bundle.crt` the network operator injects into a
+    /// ConfigMap labelled `config.openshift.io/inject-trusted-cabundle`), trusted for every
+    /// outbound call (EC2, vCenter, the OVA download) besides the system's CA roots; read again
+    /// when it changes. A missing file adds nothing.
+    #[arg(
+        long,
+        env = "BIC_TRUSTED_CA_BUNDLE",
+        default_value = "/etc/pki/boot-image-controller/trusted-ca/ca-bundle.crt"
+    )]
+    pub trusted_ca_bundle: PathBuf,
     /// Where OVAs are downloaded before an import (about 1.3 GiB each, removed afterwards).
     #[arg(long, env = "BIC_VSPHERE_DOWNLOAD_DIR")]
     pub vsphere_download_dir: Option<PathBuf>,

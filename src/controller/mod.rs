@@ -102,6 +102,12 @@ enum Leadership {
     Elected(JoinHandle<Result<(), lease::LeaseLost>>),
 }
 
+/// The cluster's proxy (OLM puts it in our environment) and trusted CA bundle, for the calls to
+/// EC2, vCenter and the OVA's server (docs/egress.md).
+fn egress(args: &RunArgs) -> crate::http_client::Egress {
+    crate::http_client::Egress::from_env(Some(args.trusted_ca_bundle.clone()))
+}
+
 /// The EC2 look-ups, unless `--ec2-lookups=false`; on AWS, their credentials checked once.
 async fn ec2_lookups(
     args: &RunArgs,
@@ -113,12 +119,13 @@ async fn ec2_lookups(
     if !args.ec2_lookups {
         return Ok(None);
     }
-    let ec2_client = crate::ec2::client::Ec2Client::new(
-        args.ec2_endpoint.as_deref(),
-        crate::ec2::client::Limits::default(),
-    )
-    .and_then(|c| c.with_sts_endpoint(args.sts_endpoint.as_deref()))
-    .map_err(RunError::Ec2)?;
+    let limits = crate::ec2::client::Limits {
+        egress: egress(args),
+        ..Default::default()
+    };
+    let ec2_client = crate::ec2::client::Ec2Client::new(args.ec2_endpoint.as_deref(), limits)
+        .and_then(|c| c.with_sts_endpoint(args.sts_endpoint.as_deref()))
+        .map_err(RunError::Ec2)?;
     let lookups = ec2::Ec2Lookups::new(
         ec2_client,
         client.clone(),
@@ -147,6 +154,7 @@ fn template_imports(
         endpoint: args.vcenter_endpoint.clone(),
         client: crate::vcenter::client::Limits {
             ca_file: args.vcenter_ca_file.clone(),
+            egress: egress(args),
             ..Default::default()
         },
         import: crate::vcenter::import::ImportLimits {

@@ -6,16 +6,14 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::{Request, Uri};
-use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
 use super::facts::AmiFacts;
 use super::query::{self, Ec2Error};
 use super::sigv4::{self, Credentials};
 use super::sts::{self, WebIdentity};
-use crate::http_client::{error_chain, jittered};
+use crate::http_client::{Connector, Egress, error_chain, jittered};
 
 /// An answer larger than this is refused rather than buffered (a few hundred marketplace AMIs
 /// make well under 1 MiB).
@@ -33,6 +31,8 @@ pub struct Limits {
     pub attempts: u32,
     /// The first backoff after a throttled attempt; doubled, with jitter, for each further one.
     pub first_backoff: Duration,
+    /// The cluster's proxy and trusted CA bundle.
+    pub egress: Egress,
 }
 
 impl Default for Limits {
@@ -42,6 +42,7 @@ impl Default for Limits {
             call_timeout: Duration::from_secs(20),
             attempts: 4,
             first_backoff: Duration::from_millis(500),
+            egress: Egress::default(),
         }
     }
 }
@@ -50,7 +51,7 @@ impl Default for Limits {
 /// credentials: one HTTP client (one connector, so one proxy and one set of CA roots) for both.
 #[derive(Clone)]
 pub struct Ec2Client {
-    http: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    http: Client<Connector, Full<Bytes>>,
     /// `--ec2-endpoint`: every region's requests go there (a simulator, a VPC endpoint).
     endpoint: Option<Uri>,
     /// `--sts-endpoint`: the same for STS.
@@ -88,8 +89,9 @@ fn parse_endpoint(endpoint: Option<&str>) -> Result<Option<Uri>, Ec2Error> {
 impl Ec2Client {
     pub fn new(endpoint: Option<&str>, limits: Limits) -> Result<Self, Ec2Error> {
         let endpoint = parse_endpoint(endpoint)?;
-        let https = crate::http_client::connector(limits.connect_timeout, "EC2", &[])
-            .map_err(|e| Ec2Error::Malformed(e.to_string()))?;
+        let https =
+            crate::http_client::connector(limits.connect_timeout, "EC2", &[], &limits.egress)
+                .map_err(|e| Ec2Error::Malformed(e.to_string()))?;
         Ok(Ec2Client {
             http: Client::builder(TokioExecutor::new()).build(https),
             endpoint,

@@ -5,14 +5,13 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use hyper::Uri;
-use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::connect::HttpConnector;
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject as _;
 
 use super::VcenterError;
 use super::credentials::Credentials;
 use super::soap::{MoRef, Session, child, escape, text_of};
+use crate::http_client::{Connector, Egress};
 
 /// How long calls may take.
 #[derive(Clone, Debug)]
@@ -25,6 +24,8 @@ pub struct Limits {
     /// PEM certificates trusted besides the system's CA roots (`--vcenter-ca-file`): the
     /// private CA that signed the vCenter's certificate.
     pub ca_file: Option<PathBuf>,
+    /// The cluster's proxy and trusted CA bundle, for vCenter and the OVA download alike.
+    pub egress: Egress,
 }
 
 impl Default for Limits {
@@ -34,6 +35,7 @@ impl Default for Limits {
             call_timeout: Duration::from_secs(60),
             poll_interval: Duration::from_millis(500),
             ca_file: None,
+            egress: Egress::default(),
         }
     }
 }
@@ -124,7 +126,7 @@ impl VcenterClient {
         limits: Limits,
     ) -> Result<Self, VcenterError> {
         let extra_roots = limits.extra_roots()?;
-        let http = Session::build_http(limits.connect_timeout, &extra_roots)?;
+        let http = Session::build_http(limits.connect_timeout, &extra_roots, &limits.egress)?;
         let session = Session::new(sdk, http, limits.call_timeout);
         let instance = MoRef::new("ServiceInstance", "ServiceInstance");
         let answer = session
@@ -152,11 +154,8 @@ impl VcenterClient {
 
     /// A connector trusting what this client's session trusts (for the disk uploads, which go
     /// to vCenter's hosts, and the OVA download).
-    pub fn connector(
-        &self,
-        connect_timeout: Duration,
-    ) -> Result<HttpsConnector<HttpConnector>, VcenterError> {
-        super::soap::connector(connect_timeout, &self.extra_roots)
+    pub fn connector(&self, connect_timeout: Duration) -> Result<Connector, VcenterError> {
+        super::soap::connector(connect_timeout, &self.extra_roots, &self.limits.egress)
     }
 
     pub fn cookie(&self) -> Option<String> {

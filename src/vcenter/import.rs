@@ -340,10 +340,7 @@ fn authority(client: &VcenterClient) -> String {
 }
 
 async fn send_file(
-    http: &Client<
-        hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
-        UnsyncBoxBody<Bytes, std::io::Error>,
-    >,
+    http: &Client<crate::http_client::Connector, UnsyncBoxBody<Bytes, std::io::Error>>,
     cookie: Option<String>,
     url: &str,
     create: bool,

@@ -10,14 +10,12 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::{Request, Uri};
-use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
 use tokio::io::AsyncWriteExt;
 
 use super::VcenterError;
 use crate::golden_stream::VmwareOva;
-use crate::http_client::error_chain;
+use crate::http_client::{Connector, error_chain};
 
 /// RHCOS OVAs are about 1.3 GiB; anything much larger is not one.
 pub const MAX_OVA_BYTES: u64 = 8 << 30;
@@ -85,7 +83,7 @@ pub fn parse_mirror_entry(text: &str) -> Result<(String, String), String> {
 /// SHA-256; a mismatch removes the file and is [`VcenterError::DigestMismatch`]. A host that
 /// cannot be connected to is [`VcenterError::OvaUnreachable`].
 pub async fn download(
-    http: &Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    http: &Client<Connector, Full<Bytes>>,
     ova: &VmwareOva,
     source: &str,
     dir: &Path,

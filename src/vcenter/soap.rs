@@ -10,14 +10,12 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::{Request, Uri};
-use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use rustls::pki_types::CertificateDer;
 
 use super::VcenterError;
-use crate::http_client::error_chain;
+use crate::http_client::{Connector, Egress, error_chain};
 
 /// An answer larger than this is refused (property answers of a few objects are kilobytes).
 const MAX_BODY: usize = 8 << 20;
@@ -85,30 +83,27 @@ pub fn text_of<'a>(node: roxmltree::Node<'a, '_>, name: &str) -> Option<&'a str>
     child(node, name)?.text()
 }
 
-/// The connector of every vCenter client: HTTPS trusting the system's CA roots and
-/// `extra_roots`, or plain HTTP (a simulator).
+/// The connector of every vCenter client: HTTPS trusting the system's CA roots, the cluster's
+/// bundle and `extra_roots`, or plain HTTP (a simulator); through the cluster's proxy.
 pub fn connector(
     connect_timeout: Duration,
     extra_roots: &[CertificateDer<'static>],
-) -> Result<HttpsConnector<HttpConnector>, VcenterError> {
-    crate::http_client::connector(connect_timeout, "vCenter", extra_roots)
+    egress: &Egress,
+) -> Result<Connector, VcenterError> {
+    crate::http_client::connector(connect_timeout, "vCenter", extra_roots, egress)
         .map_err(|e| VcenterError::Unreachable(e.to_string()))
 }
 
 /// One logged-in connection to a vCenter's `/sdk`.
 pub struct Session {
-    http: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    http: Client<Connector, Full<Bytes>>,
     sdk: Uri,
     call_timeout: Duration,
     cookie: Mutex<Option<String>>,
 }
 
 impl Session {
-    pub fn new(
-        sdk: Uri,
-        http: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
-        call_timeout: Duration,
-    ) -> Self {
+    pub fn new(sdk: Uri, http: Client<Connector, Full<Bytes>>, call_timeout: Duration) -> Self {
         Session {
             http,
             sdk,
@@ -122,8 +117,10 @@ impl Session {
     pub fn build_http(
         connect_timeout: Duration,
         extra_roots: &[CertificateDer<'static>],
-    ) -> Result<Client<HttpsConnector<HttpConnector>, Full<Bytes>>, VcenterError> {
-        Ok(Client::builder(TokioExecutor::new()).build(connector(connect_timeout, extra_roots)?))
+        egress: &Egress,
+    ) -> Result<Client<Connector, Full<Bytes>>, VcenterError> {
+        let connector = connector(connect_timeout, extra_roots, egress)?;
+        Ok(Client::builder(TokioExecutor::new()).build(connector))
     }
 
     pub fn sdk(&self) -> &Uri {

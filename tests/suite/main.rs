@@ -20,6 +20,7 @@ mod control_plane;
 mod controller;
 mod docs;
 mod ec2;
+mod egress;
 mod faults;
 mod holds;
 mod hostile_objects;

@@ -278,6 +278,30 @@ fn the_deployment_service_and_monitor_are_wired_together() {
         "the ConfigMap has the key {key}"
     );
 
+    // The cluster's trusted CA bundle: the file --trusted-ca-bundle names is the key the network
+    // operator fills in a ConfigMap the manifests create with the label that asks for it.
+    let bundle_arg = args
+        .iter()
+        .find_map(|a| a.strip_prefix("--trusted-ca-bundle="))
+        .expect("--trusted-ca-bundle");
+    let mounts = container["volumeMounts"].as_array().expect("volumeMounts");
+    let mount = (mounts.iter())
+        .find(|m| bundle_arg.starts_with(&format!("{}/", str_of(&m["mountPath"]))))
+        .expect("a volume mounted where --trusted-ca-bundle points");
+    let volume = (pod["spec"]["volumes"].as_array().expect("volumes").iter())
+        .find(|v| v["name"] == mount["name"])
+        .expect("the mounted volume");
+    assert_eq!(volume["configMap"]["optional"], true, "{volume}");
+    assert_eq!(
+        volume["configMap"]["items"],
+        json!([{"key": "ca-bundle.crt", "path": bundle_arg.rsplit('/').next().unwrap()}])
+    );
+    let configmap = rendered.get("ConfigMap", &str_of(&volume["configMap"]["name"]));
+    assert_eq!(
+        configmap["metadata"]["labels"]["config.openshift.io/inject-trusted-cabundle"],
+        "true"
+    );
+
     // Service -> pods, ServiceMonitor -> Service and its port.
     let service = rendered.get("Service", "boot-image-controller");
     assert!(selects(
@@ -336,6 +360,22 @@ fn the_deployment_service_and_monitor_are_wired_together() {
         sources,
         BTreeSet::from(["openshift-monitoring", "openshift-user-workload-monitoring"])
     );
+
+    // Egress is limited to the ports of the destinations docs/egress.md lists.
+    assert_eq!(policy["spec"]["policyTypes"], json!(["Ingress", "Egress"]));
+    let egress: BTreeSet<String> = (policy["spec"]["egress"].as_array().expect("egress rules"))
+        .iter()
+        .flat_map(|rule| {
+            assert!(rule.get("to").is_none(), "ports to any address: {rule}");
+            rule["ports"].as_array().into_iter().flatten()
+        })
+        .map(|p| format!("{}/{}", p["port"], str_of(&p["protocol"])))
+        .collect();
+    for port in [
+        "443/TCP", "6443/TCP", "53/UDP", "5353/UDP", "3128/TCP", "80/TCP",
+    ] {
+        assert!(egress.contains(port), "{port} not in {egress:?}");
+    }
 
     // The alerts select the scrape job by the Service's name (the job label of a ServiceMonitor).
     let rules = read(PROMETHEUS_RULE);

@@ -8,6 +8,7 @@
 #![allow(dead_code)]
 
 pub mod fixtures;
+pub mod forward_proxy;
 pub mod moto;
 pub mod private_cluster;
 pub mod proxy;
