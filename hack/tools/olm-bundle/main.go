@@ -243,6 +243,9 @@ func render(repo, image string) (map[string][]byte, error) {
 	for file, name := range map[string]string{
 		"manifests/boot-image-controller_v1_service.yaml":                    "service.yaml",
 		"manifests/boot-image-controller_policy_v1_poddisruptionbudget.yaml": "poddisruptionbudget.yaml",
+		// OLM installs a ConfigMap of the bundle with its labels, so the network operator fills
+		// this one with the cluster's trusted CAs as it fills the manifests' own.
+		"manifests/boot-image-controller-trusted-ca-bundle_v1_configmap.yaml": "trusted-ca-bundle.yaml",
 	} {
 		objects, err := read(name)
 		if err != nil {
