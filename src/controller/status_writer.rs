@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use jiff::{SignedDuration, Timestamp};
 use tokio::time::Instant;
-use tracing::warn;
+use tracing::{info, warn};
 
 use super::boot_image_status::{self, Fields as BootImageFields};
 use super::retry::doubling;
@@ -259,7 +259,13 @@ impl Controller {
             Err(e) => {
                 self.memory.status_failures = self.memory.status_failures.saturating_add(1);
                 let retry_in = status_retry_delay(self.memory.status_failures);
-                warn!(error = %e, failures = self.memory.status_failures, retry_in = ?retry_in, "could not write MachineConfiguration status");
+                // A write guarded by the resourceVersion it read loses to a concurrent writer
+                // (the MCO's operator, an administrator) by design: not a failure to warn of.
+                if matches!(&e, kube::Error::Api(status) if status.code == 409) {
+                    info!(failures = self.memory.status_failures, retry_in = ?retry_in, "MachineConfiguration changed while its status was written; writing again from its new version");
+                } else {
+                    warn!(error = %e, failures = self.memory.status_failures, retry_in = ?retry_in, "could not write MachineConfiguration status");
+                }
                 let target = ["MachineConfiguration/status"];
                 self.metrics.write_failures.with_label_values(&target).inc();
                 self.memory.status_dirty = true;
