@@ -105,6 +105,30 @@ async fn a_live_plan_is_the_plan_of_the_same_objects_and_writes_nothing() {
     );
 }
 
+/// Behind a proxy, as `oc` is: the environment's `HTTPS_PROXY` is not used for an API server
+/// that `NO_PROXY` names or that is on loopback (kube-client alone would take it, `NO_PROXY` or
+/// not, and this one listens nowhere).
+#[tokio::test]
+async fn an_api_server_exempt_from_the_proxy_is_reached_directly() {
+    let env = TestEnv::new("plan-live-proxy").await;
+    env.aws_cluster("4.21.0", &stream_421(), None).await;
+    let kubeconfig = support::kubeconfig();
+    let mut args = vec![
+        "plan".to_string(),
+        format!("--kubeconfig={}", kubeconfig.display()),
+    ];
+    args.extend(env.cluster_object_flags());
+    let out = std::process::Command::new(support::BINARY)
+        .args(&args)
+        .env_remove("KUBECONFIG")
+        .env("HTTPS_PROXY", "http://user:secret@127.0.0.1:1")
+        .env("NO_PROXY", "example.com")
+        .output()
+        .expect("the binary runs");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert!(!stderr_of(&out).contains("secret"), "{}", stderr_of(&out));
+}
+
 #[test]
 fn an_unreachable_cluster_is_a_failure_naming_it() {
     let dir = tempfile::tempdir().unwrap();
