@@ -27,7 +27,6 @@ use crate::api::{
     ClusterApiMachineDeployment, ClusterApiMachineSet, ClusterVersion, ConfigMap,
     ControlPlaneMachineSet, Infrastructure, MachineConfiguration, MachineSet,
 };
-use crate::api_client;
 use crate::known_images::KnownImages;
 use crate::machine_kind::{MachineKind, MachineObject};
 use crate::plan::{self, ObjectKey, other_managers};
@@ -380,7 +379,7 @@ fn resource_version<K: Resource>(object: &K) -> String {
 /// down, or take over, at once rather than at the next resync.
 fn configuration_fingerprint(mc: &Lenient<MachineConfiguration>) -> String {
     let managers = match mc.object() {
-        Ok(parsed) => other_managers::other_managers(parsed, api_client::FIELD_MANAGER),
+        Ok(parsed) => other_managers::other_managers(parsed, crate::names::FIELD_MANAGER),
         Err(_) => Vec::new(),
     };
     let meta = mc.meta();

@@ -17,6 +17,7 @@ use super::stub::{StubCheck, StubState};
 use super::{Planner, friendly_duration, stub};
 use crate::api::{LabelSelector, MachineTemplate, ObjectMeta, ProviderSpec};
 use crate::arch::Arch;
+use crate::facts::vcenter::TemplateRequest;
 use crate::golden_stream::{DEFAULT_OS_STREAM, GoldenStream};
 use crate::machine_kind::{Authority, MachineKind, MachineObject};
 use crate::names::{
@@ -24,7 +25,7 @@ use crate::names::{
     LEGACY_OPT_OUT_ANNOTATION, OPT_IN_ANNOTATION, OPT_OUT_ANNOTATION, OPT_OUT_VALUE, OS_ID_LABEL,
     OS_STREAM_LABEL,
 };
-use crate::platform::vsphere::{self, TemplateRequest};
+use crate::platform::vsphere;
 use crate::platform::{ImageOutcome, Input, Platform, PlatformRule, RuleContext, display_image};
 use crate::reason::Reason;
 

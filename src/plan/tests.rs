@@ -1387,7 +1387,7 @@ fn gcp_updates_boot_disks_and_never_data_disks() {
 #[test]
 fn a_marketplace_ami_carries_the_rhcos_release_it_boots() {
     const OCP_X86: &str = "59ead7de-2540-4653-a8b0-fa7926d5c845";
-    let mut ec2 = crate::ec2::Ec2Facts::consulted();
+    let mut ec2 = crate::facts::ec2::Ec2Facts::consulted();
     for (id, release) in [
         ("ami-0market96old0000", "9.6.20250801-0"),
         ("ami-0market96new0000", "9.6.20251015-0"),
