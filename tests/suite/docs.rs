@@ -236,6 +236,50 @@ fn every_relative_link_of_the_docs_reaches_a_file_and_heading_that_exist() {
     assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
 }
 
+/// The source files a page names in code spans (`controller/act.rs`, `src/plan/mod.rs`), as
+/// written: paths under `src/` may leave `src/` out. Decision records and the changelog are
+/// left out: they name files as they were when written.
+fn source_files_named(page: &str) -> Vec<String> {
+    let mut named = Vec::new();
+    for span in page.split('`').skip(1).step_by(2) {
+        let is_path = !span.is_empty()
+            && (span.chars()).all(|c| c.is_ascii_alphanumeric() || "_./-".contains(c));
+        if is_path && span.ends_with(".rs") {
+            named.push(span.to_string());
+        }
+    }
+    named
+}
+
+#[test]
+fn every_source_file_the_docs_name_exists() {
+    let mut missing = Vec::new();
+    for page in pages() {
+        let name = page
+            .strip_prefix(repo())
+            .unwrap_or(&page)
+            .display()
+            .to_string();
+        if name.starts_with("docs/decisions/") || name == "CHANGELOG.md" {
+            continue;
+        }
+        let text = std::fs::read_to_string(&page).expect("read page");
+        for file in source_files_named(&text) {
+            let found = ["", "src", "tests/suite"]
+                .iter()
+                .any(|base| repo().join(base).join(&file).exists());
+            if !found {
+                missing.push(format!("{name}: {file}"));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "the docs name files that do not exist:\n{}",
+        missing.join("\n")
+    );
+}
+
 #[test]
 fn the_link_check_sees_a_missing_file_and_a_missing_heading() {
     let page = "# Title\n## Two words: `code`\n[a](#two-words-code) [b](#nowhere) `[c](#in-code)`\n\
