@@ -444,9 +444,8 @@ struct Controller {
 /// What the controller remembers of one machine resource from one pass to the next.
 #[derive(Default)]
 struct ObjectState {
-    /// Its latest reported decision. Shared: a pass's decisions move in without a copy, and a
-    /// pass that decides what the last one did keeps the last one's decision
-    /// (`decide::Deciding`).
+    /// Its latest reported decision (`report::reported`: its outcome, without the operations);
+    /// a pass's decisions move in without a copy.
     decision: Option<Arc<Decision>>,
     /// When to plan it again (an error's backoff, a conflict's quick retry), and the failed
     /// attempts before.

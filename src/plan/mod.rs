@@ -3,8 +3,8 @@
 //! and its decisions carry every operation the controller sends, so `plan -o json` is exactly
 //! what `run` would patch.
 //!
-//! The cluster-wide gates come first ([`gates`]); then each object goes through the rules of
-//! DESIGN.md section 2 in order ([`rules`]), and the first rule that applies decides.
+//! The cluster-wide gates come first ([`gates`]); then each object goes through the rules in
+//! order ([`rules`]; docs/how-it-decides.md, "Gates and rules"), and the first that applies decides.
 
 mod amis;
 pub mod boot_evidence;

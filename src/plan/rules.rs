@@ -1,4 +1,5 @@
-//! The per-object rules of DESIGN.md section 2, in order: the first that applies decides.
+//! The per-object rules, in order (docs/how-it-decides.md, "Gates and rules"): the first that
+//! applies decides.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -247,7 +248,7 @@ impl Planner<'_> {
             .map_err(|(action, reason, message)| {
                 Box::new(subject.decision(action, reason, message))
             })?;
-        // Only the entries that objects use are judged (DESIGN.md section 2).
+        // Only the entries that objects use are judged (docs/how-it-decides.md, "Gates and rules").
         if let Some(why) = stream.invalid_entry(arch) {
             let message = format!(
                 "the golden stream's {arch} entry is malformed ({why}); its boot image is left \

@@ -1,5 +1,5 @@
-//! The planner's specification: one scenario per gate, per rule of DESIGN.md section 2 and per
-//! reason a MachineSet can end up with.
+//! The planner's specification: one scenario per gate, per rule (docs/how-it-decides.md, "Gates
+//! and rules") and per reason a MachineSet can end up with.
 //!
 //! Objects come from the test kit (`crate::testkit`), in the shapes the API server serves them,
 //! so a scenario reads like the cluster it describes and starts from the objects the integration
