@@ -35,8 +35,9 @@ pub(super) struct StatusWrite {
     /// The served schema the fields were written against.
     schema: StatusSchema,
     /// Whether the apply may take fields over: only while we manage boot images. Standing down,
-    /// what another manager owns is never forced (DESIGN.md section 2): a value of its that
-    /// changed since we read it makes our write a conflict, retried on a fresh copy.
+    /// what another manager owns is never forced (docs/how-it-decides.md, "Beside the Machine
+    /// Config Operator"): a value of its that changed since we read it makes our write a conflict,
+    /// retried on a fresh copy.
     force: bool,
     /// The resourceVersion the apply requires, when it is forced and carries values another
     /// manager owns ([`fields_shared_with_others`]): should it have changed them since we read

@@ -1529,7 +1529,7 @@ fn worker_a(plan: &Plan) -> &Decision {
 
 /// A spec-2 stub that a MachineSet keeping its image also names is not upgraded: that
 /// MachineSet's image may read spec 2 only. Neither the stub nor the other MachineSet's image
-/// moves, and the reason names the one that stays (DESIGN.md section 4).
+/// moves, and the reason names the one that stays (docs/how-it-decides.md, "Stub secrets").
 #[test]
 fn a_spec2_stub_that_a_machine_set_keeping_its_image_names_is_not_upgraded() {
     let cluster = updatable().stub_secret(NAMESPACE, STUB, "2.2.0");
