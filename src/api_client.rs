@@ -9,7 +9,7 @@ use kube::api::{PatchParams, PostParams};
 
 use crate::kubeconfig::ClusterArgs;
 
-pub use crate::names::FIELD_MANAGER;
+use crate::names::FIELD_MANAGER;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {

@@ -406,10 +406,9 @@ pub struct GoldenConfig {
 type Parsed = (Option<BTreeMap<String, String>>, Arc<GoldenConfig>);
 
 impl GoldenConfig {
-    /// [`GoldenConfig::from_config_map`], parsed once per content and shared. The controller
-    /// reads the same ConfigMap in every pass and for every status write, and parsing its
-    /// streams takes about a millisecond, longer than planning a thousand MachineSets once the
-    /// stream is parsed. Keyed by the content itself (a comparison costs microseconds), not by
+    /// [`GoldenConfig::from_config_map`], parsed once per content and shared: the controller
+    /// reads the same ConfigMap in every pass and for every status write, and parsing costs
+    /// more than planning (docs/performance.md). Keyed by the content itself, not by
     /// resourceVersion, so snapshots built by hand or read from files can never be served a
     /// stale parse.
     pub fn shared(cm: &ConfigMap) -> Result<Arc<Self>, StreamError> {

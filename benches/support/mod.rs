@@ -1,5 +1,5 @@
 //! Benchmark data shared by the planner benchmark (`benches/planner.rs`) and the cluster
-//! benchmark (`examples/bench_cluster.rs`): golden streams, MachineSet templates and synthetic
+//! benchmark (`benches/cluster.rs`): golden streams, MachineSet templates and synthetic
 //! clusters of any size.
 //!
 //! Real upstream data is read in place from `../shared/fixtures` (or `$BIC_SHARED_DIR/fixtures`)

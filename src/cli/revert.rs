@@ -168,7 +168,7 @@ async fn revert_object(args: &RevertArgs) -> Result<(), Failure> {
     let params = PatchParams {
         dry_run: args.dry_run,
         // Its own manager: managedFields tell a person's revert from the controller's writes.
-        field_manager: Some(format!("{}-revert", api_client::FIELD_MANAGER)),
+        field_manager: Some(format!("{}-revert", crate::names::FIELD_MANAGER)),
         ..PatchParams::default()
     };
     let mut out = report(&described, &planned, args.dry_run);
@@ -446,7 +446,7 @@ impl Provenance {
         let foreign: Vec<&String> = self
             .writers
             .iter()
-            .filter(|w| !w.starts_with(api_client::FIELD_MANAGER))
+            .filter(|w| !w.starts_with(crate::names::FIELD_MANAGER))
             .collect();
         if !foreign.is_empty() {
             let _ = writeln!(

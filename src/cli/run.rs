@@ -56,12 +56,8 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
 const WORKER_THREADS_VARIABLE: &str = "TOKIO_WORKER_THREADS";
 
 /// Worker threads of the runtime as `TOKIO_WORKER_THREADS` sets them; `None` (tokio's default,
-/// a worker per core) when it is not set.
-///
-/// One worker was measured and not made the default: over sixteen alternating `bench_cluster`
-/// rollouts of 1,000 MachineSets each on a 2-core machine it used 17% less CPU (median 0.64 s
-/// against 0.77 s) but converged later (median 2.65 s against 2.48 s), and the rollout's time is
-/// what the controller is judged on. Eight workers cost the same as two there.
+/// a worker per core) when it is not set. Not one by default: it saves CPU but converges later
+/// (docs/performance.md, "Measurements behind the code").
 fn worker_threads(value: Option<&std::ffi::OsStr>) -> Result<Option<usize>, String> {
     let Some(value) = value else {
         return Ok(None);

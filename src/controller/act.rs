@@ -197,11 +197,11 @@ struct Outgoing {
 
 impl Patcher {
     /// Sends the stub secret upgrades `sends` carry, each before the patches of the objects that
-    /// move with it and only once the API server refuses none of those patches in a dry run: a
-    /// stub upgraded for a patch then refused would leave that object's image, which may read
-    /// spec 2 only, with a spec-3 stub (DESIGN.md section 4). Returns the sends that may go
-    /// on, without their upgrades; the outcome of every other is set in `outcomes`. An upgrade
-    /// waits, with every object that carries it, while one of them waits for its retry
+    /// move with it and only once the API server refuses none of those patches in a dry run: a stub
+    /// upgraded for a patch then refused would leave that object's image, which may read spec 2
+    /// only, with a spec-3 stub (docs/how-it-decides.md, "Stub secrets"). Returns the sends that
+    /// may go on, without their upgrades; the outcome of every other is set in `outcomes`. An
+    /// upgrade waits, with every object that carries it, while one of them waits for its retry
     /// (`deferred`): that one keeps its image meanwhile. Upstream upgrades the stub inside
     /// `checkMachineSet` and patches the MachineSet after it, whatever becomes of that patch
     /// (`syncMAPIMachineSet`, pkg/controller/bootimage/ms_helpers.go, openshift/

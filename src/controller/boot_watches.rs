@@ -1,6 +1,6 @@
 //! The watches behind `plan::boot_evidence`: the Machines of the machine-API namespace, kept
 //! trimmed to what the evidence reads, the MachineHealthChecks that set how long a new
-//! Machine's Node may take, and every Node ([`super::nodes`], whose one store also tells the
+//! Machine's Node may take, and every Node ([`super::node_watch`], whose one store also tells the
 //! control plane's architecture).
 //!
 //! A Machine's event re-plans the MachineSet that created it, and so does a readiness change of
@@ -22,7 +22,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use tracing::{info, warn};
 
 use super::lenient::{Keep, Lenient};
-use super::nodes::Nodes;
+use super::node_watch::Nodes;
 use super::watch_backoff::retried;
 use super::watches::{Trigger, paged, probe};
 use crate::api::{Machine, MachineHealthCheck, ObjectMeta};

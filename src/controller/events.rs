@@ -64,8 +64,8 @@ pub(super) struct EventPublisher {
 }
 
 /// An Event as it waits in the queue: what it says, built into an [`Event`] only when it is
-/// sent. A rollout's Events wait for minutes (the fleet's budget, 20 a second); as whole
-/// `Event`s, the 3,000 of a 3,000-MachineSet rollout held 3.6 MiB (heaptrack).
+/// sent. A rollout's Events wait for minutes (the fleet's budget, 20 a second), and whole
+/// `Event`s would hold megabytes meanwhile (docs/performance.md).
 struct Queued {
     at: Timestamp,
     notice: Notice,

@@ -99,7 +99,7 @@ impl Keep for Secret {}
 impl Keep for DynamicObject {}
 
 // Machines, MachineHealthChecks and Nodes are trimmed where they are watched
-// (`super::boot_watches`, `super::nodes`).
+// (`super::boot_watches`, `super::node_watch`).
 
 impl<'de, K: DeserializeOwned + Keep> Deserialize<'de> for Lenient<K> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {

@@ -8,13 +8,13 @@
 pub mod config;
 mod lease;
 pub mod lenient;
-mod nodes;
+mod node_watch;
 
 mod act;
+mod ami_lookups;
 mod boot_image_status;
 mod boot_watches;
 mod decide;
-mod ec2;
 mod events;
 mod observe;
 mod remembered_images;
@@ -24,8 +24,8 @@ mod secrets;
 pub mod status;
 pub(crate) mod status_schema;
 mod status_writer;
+mod template_imports;
 mod templates;
-mod vcenter;
 mod watch_backoff;
 mod watches;
 
@@ -115,7 +115,7 @@ async fn ec2_lookups(
     stores: &Stores,
     wake: &mpsc::UnboundedSender<Trigger>,
     metrics: &Metrics,
-) -> Result<Option<ec2::Ec2Lookups>, RunError> {
+) -> Result<Option<ami_lookups::Ec2Lookups>, RunError> {
     if !args.ec2_lookups {
         return Ok(None);
     }
@@ -126,7 +126,7 @@ async fn ec2_lookups(
     let ec2_client = crate::ec2::client::Ec2Client::new(args.ec2_endpoint.as_deref(), limits)
         .and_then(|c| c.with_sts_endpoint(args.sts_endpoint.as_deref()))
         .map_err(RunError::Ec2)?;
-    let lookups = ec2::Ec2Lookups::new(
+    let lookups = ami_lookups::Ec2Lookups::new(
         ec2_client,
         client.clone(),
         (&args.machine_api_namespace, &args.own_namespace()),
@@ -134,7 +134,7 @@ async fn ec2_lookups(
         wake.clone(),
         metrics.clone(),
     );
-    if ec2::on_aws(stores.infrastructure().as_ref()) {
+    if ami_lookups::on_aws(stores.infrastructure().as_ref()) {
         lookups.check_credentials().await;
     }
     Ok(Some(lookups))
@@ -146,11 +146,11 @@ fn template_imports(
     client: &kube::Client,
     wake: &mpsc::UnboundedSender<Trigger>,
     metrics: &Metrics,
-) -> Option<vcenter::TemplateImports> {
+) -> Option<template_imports::TemplateImports> {
     if !args.vsphere_template_imports {
         return None;
     }
-    let settings = vcenter::Settings {
+    let settings = template_imports::Settings {
         endpoint: args.vcenter_endpoint.clone(),
         client: crate::vcenter::client::Limits {
             ca_file: args.vcenter_ca_file.clone(),
@@ -169,7 +169,7 @@ fn template_imports(
         },
         keep: args.vsphere_templates_kept,
     };
-    Some(vcenter::TemplateImports::new(
+    Some(template_imports::TemplateImports::new(
         client.clone(),
         &args.machine_api_namespace,
         settings,
@@ -421,9 +421,9 @@ struct Controller {
     /// Deletes the infrastructure templates we created once nothing uses them.
     templates: templates::TemplateCollector,
     /// EC2 look-ups of AMI owners (`--ec2-lookups`).
-    ec2: Option<ec2::Ec2Lookups>,
+    ec2: Option<ami_lookups::Ec2Lookups>,
     /// vSphere template imports (`--vsphere-template-imports`).
-    vcenter: Option<vcenter::TemplateImports>,
+    vcenter: Option<template_imports::TemplateImports>,
     events: events::EventPublisher,
     /// Shared with the pass's wave of patches, which runs while the pass updates the rest.
     patcher: Arc<act::Patcher>,
@@ -444,9 +444,8 @@ struct Controller {
 /// What the controller remembers of one machine resource from one pass to the next.
 #[derive(Default)]
 struct ObjectState {
-    /// Its latest reported decision. Shared: a pass's decisions move in without a copy, and a
-    /// pass that decides what the last one did keeps the last one's decision
-    /// (`decide::Deciding`).
+    /// Its latest reported decision (`report::reported`: its outcome, without the operations);
+    /// a pass's decisions move in without a copy.
     decision: Option<Arc<Decision>>,
     /// When to plan it again (an error's backoff, a conflict's quick retry), and the failed
     /// attempts before.
@@ -709,13 +708,14 @@ impl Controller {
             revert_failed_boot_images: self.args.revert_failed_boot_images,
         };
         if let Some(lookups) = &self.ec2 {
-            let wanted = ec2::wanted(&observed, &options);
+            let wanted = ami_lookups::wanted(&observed, &options);
             observed.snapshot.ec2 = lookups.facts(&wanted);
         }
         // Only the leader imports: a follower's passes plan, and would import alongside it.
         if let Some(imports) = self.vcenter.as_ref().filter(|_| *self.leader.borrow()) {
-            let wanted = vcenter::wanted(&observed, &options);
-            observed.snapshot.vcenter = imports.facts(&wanted, &vcenter::in_use(&observed));
+            let wanted = template_imports::wanted(&observed, &options);
+            observed.snapshot.vcenter =
+                imports.facts(&wanted, &template_imports::in_use(&observed));
         }
         (observed, options)
     }

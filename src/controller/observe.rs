@@ -92,10 +92,11 @@ pub(super) async fn observe(
         secrets: all_secrets,
         known_images,
         control_plane_nodes: boots.nodes().control_plane(),
-        // Filled in by the pass from the EC2 lookups (`controller/ec2.rs`).
+        // Filled in by the pass from the EC2 lookups (`controller/ami_lookups.rs`).
         ec2: Default::default(),
-        // vCenter's answers are not gathered by the controller yet: vSphere decisions say what
-        // they would import.
+        // Filled in by the pass, on the leader, from the template imports
+        // (`controller/template_imports.rs`); a follower's vSphere decisions say what they would
+        // import.
         vcenter: Default::default(),
         infrastructure_templates: stores.infrastructure_templates(),
         boots: Boots {

@@ -455,7 +455,7 @@ pub async fn write(
     // Forcing takes over only the fields listed here, should a previous controller or an MCO
     // that enrolls nothing have written them. Unforced, a field another manager changed since
     // we read it is a conflict, never overwritten.
-    let mut params = PatchParams::apply(api_client::FIELD_MANAGER);
+    let mut params = PatchParams::apply(crate::names::FIELD_MANAGER);
     params.force = force;
     api_client::bounded(api.patch_status(name, &params, &Patch::Apply(body)))
         .await

@@ -13,9 +13,9 @@ use super::status::HeldFor;
 use super::status_schema::StatusSchema;
 use super::{Controller, MAX_BACKOFF, MIN_BACKOFF, STATUS_MIN_INTERVAL, status};
 use crate::api::{Condition, MachineConfiguration};
-use crate::api_client::FIELD_MANAGER;
 use crate::arch::Arch;
 use crate::golden_stream::GoldenConfig;
+use crate::names::FIELD_MANAGER;
 use crate::plan::other_managers::{self, SHARED_CONDITION_TYPES};
 use crate::plan::{Blocked, Decision, ObjectKey};
 use crate::platform::Platform;
@@ -35,8 +35,9 @@ pub(super) struct StatusWrite {
     /// The served schema the fields were written against.
     schema: StatusSchema,
     /// Whether the apply may take fields over: only while we manage boot images. Standing down,
-    /// what another manager owns is never forced (DESIGN.md section 2): a value of its that
-    /// changed since we read it makes our write a conflict, retried on a fresh copy.
+    /// what another manager owns is never forced (docs/how-it-decides.md, "Beside the Machine
+    /// Config Operator"): a value of its that changed since we read it makes our write a conflict,
+    /// retried on a fresh copy.
     force: bool,
     /// The resourceVersion the apply requires, when it is forced and carries values another
     /// manager owns ([`fields_shared_with_others`]): should it have changed them since we read

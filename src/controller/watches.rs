@@ -27,7 +27,6 @@ use crate::api::{
     ClusterApiMachineDeployment, ClusterApiMachineSet, ClusterVersion, ConfigMap,
     ControlPlaneMachineSet, Infrastructure, MachineConfiguration, MachineSet,
 };
-use crate::api_client;
 use crate::known_images::KnownImages;
 use crate::machine_kind::{MachineKind, MachineObject};
 use crate::plan::{self, ObjectKey, other_managers};
@@ -61,12 +60,9 @@ struct ClusterApiStores {
 }
 
 /// Objects per page of a first list (and of every relist) of machine resources and templates.
-/// A page is read whole before its objects are trimmed to what the rules read (see
-/// [`Lenient`]): each object costs about three times its size while its page is decoded. A page
-/// of kube's default 500 held every MachineSet at once: 100 MachineSets of 1 MiB peaked at
-/// 233 MiB at start-up against the Deployment's 128 Mi (issue 38); with pages of 10, 59 MiB
-/// (tests/suite/memory_sizing.rs). The API server stores objects up to about 1.5 MiB, so a page
-/// costs at most about 50 MiB whatever the objects; 10,000 MachineSets take 1,000 requests.
+/// A page is decoded whole, at about three times its objects' size, before they are trimmed
+/// (see [`Lenient`]): small pages bound start-up memory whatever the objects (figures in
+/// docs/performance.md).
 const LIST_PAGE_SIZE: u32 = 10;
 
 /// How the machine resources and templates are watched: a small first page.
@@ -380,7 +376,7 @@ fn resource_version<K: Resource>(object: &K) -> String {
 /// down, or take over, at once rather than at the next resync.
 fn configuration_fingerprint(mc: &Lenient<MachineConfiguration>) -> String {
     let managers = match mc.object() {
-        Ok(parsed) => other_managers::other_managers(parsed, api_client::FIELD_MANAGER),
+        Ok(parsed) => other_managers::other_managers(parsed, crate::names::FIELD_MANAGER),
         Err(_) => Vec::new(),
     };
     let meta = mc.meta();

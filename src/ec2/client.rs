@@ -9,10 +9,10 @@ use hyper::{Request, Uri};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 
-use super::facts::AmiFacts;
 use super::query::{self, Ec2Error};
 use super::sigv4::{self, Credentials};
 use super::sts::{self, WebIdentity};
+use crate::facts::ec2::AmiFacts;
 use crate::http_client::{Connector, Egress, error_chain, jittered};
 
 /// An answer larger than this is refused rather than buffered (a few hundred marketplace AMIs
@@ -109,7 +109,7 @@ impl Ec2Client {
     /// Where `region`'s requests go; none for a name that is not an AWS region, which is never
     /// put in a host (nor sent to `--ec2-endpoint`, which then could not be told from AWS).
     fn endpoint(&self, service: Service, region: &str) -> Result<String, Ec2Error> {
-        let aws = super::region::endpoint(service.name(), region)
+        let aws = crate::facts::region::endpoint(service.name(), region)
             .ok_or_else(|| Ec2Error::Malformed(format!("{region:?} is not an AWS region name")))?;
         let given = match service {
             Service::Ec2 => &self.endpoint,

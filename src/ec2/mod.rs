@@ -2,20 +2,22 @@
 //! AWS Marketplace and custom AMIs can be told apart by their owner, as the Machine Config
 //! Operator does since it stopped compiling in a list of AMIs.
 //!
-//! [`facts`] is the pure part the planner reads ([`Ec2Facts`], in the snapshot); [`query`] and
+//! What it answers is plain data the planner reads ([`Ec2Facts`], in `crate::facts`); [`query`] and
 //! [`sigv4`] build and read DescribeImages requests; [`sts`] reads credentials Secrets and
 //! exchanges a ServiceAccount token for temporary credentials; [`client`] sends both.
 
 pub(crate) mod client;
-pub(crate) mod facts;
 pub(crate) mod query;
-pub mod region;
 pub(crate) mod sigv4;
 pub(crate) mod sts;
 
-pub use facts::{AmiFacts, AmiOrigin, Consulted, Ec2Facts};
-
 use std::collections::BTreeSet;
+
+use crate::facts::ec2::{AmiOrigin, Ec2Facts};
+
+/// The facts moved to `crate::facts::ec2`; this path stays only for `controller/boot_image_status.rs`
+/// until it imports them from there.
+pub(crate) use crate::facts::ec2 as facts;
 
 /// Asks EC2 about `wanted` at once, region by region, and the marketplace products they belong
 /// to: for `plan`, which waits for the answers (the controller asks in the background).

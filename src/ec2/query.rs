@@ -1,7 +1,7 @@
 //! The EC2 Query API's DescribeImages: the parameters we send and the XML we read back.
 //! Pure, so the parsing is tested on EC2's documented response shapes without a network.
 
-use super::facts::AmiFacts;
+use crate::facts::ec2::AmiFacts;
 
 /// The EC2 API version the Query API is asked in (the current one since 2016).
 pub const API_VERSION: &str = "2016-11-15";

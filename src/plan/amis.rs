@@ -58,7 +58,7 @@ fn unknown_ami(spec: &ProviderSpec, known: &KnownImages) -> Option<(String, Stri
     let spec = spec.value.as_ref()?;
     let (id, region) = (spec.pointer("/ami/id")?, spec.pointer("/placement/region")?);
     let (id, region) = (id.as_str()?, region.as_str()?);
-    let plausible = id.starts_with("ami-") && crate::ec2::region::is_region(region);
+    let plausible = id.starts_with("ami-") && crate::facts::region::is_region(region);
     (plausible && !known.contains(id)).then(|| (region.to_string(), id.to_string()))
 }
 

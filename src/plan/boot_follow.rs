@@ -17,6 +17,7 @@ use super::gates::Ready;
 use super::history::{self, Change, HistoryEntry};
 use super::patch::{Guarded, set_annotations};
 use super::rules::Subject;
+use super::undo::{self, Restore};
 use super::{Planner, stub};
 use crate::machine_kind::MachineKind;
 use crate::names::{
@@ -25,7 +26,6 @@ use crate::names::{
 };
 use crate::platform::display_image;
 use crate::reason::Reason;
-use crate::revert;
 
 /// The hold annotation's value.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -187,7 +187,7 @@ impl Planner<'_> {
         subject: &Subject<'_>,
         moved: &HistoryEntry,
         evidence: &BootEvidence,
-    ) -> Result<(HistoryEntry, Vec<revert::Restore>), String> {
+    ) -> Result<(HistoryEntry, Vec<Restore>), String> {
         let object = json!({
             "metadata": subject.meta,
             "spec": { "template": subject.template },
@@ -196,7 +196,7 @@ impl Planner<'_> {
             "MachineSet {}",
             subject.meta.name.as_deref().unwrap_or_default()
         );
-        let restores = revert::undo(
+        let restores = undo::undo(
             subject.kind,
             &object,
             std::slice::from_ref(moved),
@@ -243,10 +243,10 @@ fn reverting(
     subject: &Subject<'_>,
     change: &Change<Value>,
     entry: &HistoryEntry,
-    restores: &[revert::Restore],
+    restores: &[Restore],
     evidence: &BootEvidence,
 ) {
-    revert::put_back(&mut decided.patch, restores);
+    undo::put_back(&mut decided.patch, restores);
     let hold = BootHold {
         image: change.to.clone(),
         failure: evidence.clone(),

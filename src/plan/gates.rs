@@ -9,11 +9,11 @@ use super::decision::Blocked;
 use super::other_managers;
 use super::selection::{Declared, Origin, Selection, release_of};
 use crate::api::{ClusterVersionStatus, MachineConfiguration, ObjectMeta};
-use crate::api_client::FIELD_MANAGER;
 use crate::arch::Arch;
 use crate::golden_stream::{self, GoldenConfig};
 use crate::known_images::KnownImages;
 use crate::machine_kind::MachineKind;
+use crate::names::FIELD_MANAGER;
 use crate::names::{LEGACY_PAUSE_ANNOTATION, PAUSE_ANNOTATION};
 use crate::platform::Platform;
 use crate::reason::Reason;
@@ -44,15 +44,15 @@ impl Ready {
         self.selections[&kind].1
     }
 
-    /// The gates, in the order of DESIGN.md section 2: MachineConfiguration readable, no other
-    /// active boot-image manager, cluster stable and release matching, platform known, golden
-    /// ConfigMap present and parseable, updates not paused. The first that fails is the one
-    /// reported, so nothing this controller judges of its inputs is reported while another
-    /// manager owns the shared conditions, nor while an upgrade is under way (the MCO waits for
-    /// a stable cluster before anything else: `syncAll` and `isClusterStable`,
-    /// openshift/machine-config-operator, pkg/controller/bootimage/boot_image_controller.go,
-    /// branch release-4.21). Planning goes ahead whenever the platform and the golden
-    /// ConfigMap can be read, whatever holds the writes.
+    /// The gates, in the order of docs/how-it-decides.md ("Gates and rules"): MachineConfiguration
+    /// readable, no other active boot-image manager, cluster stable and release matching, platform
+    /// known, golden ConfigMap present and parseable, updates not paused. The first that fails is
+    /// the one reported, so nothing this controller judges of its inputs is reported while another
+    /// manager owns the shared conditions, nor while an upgrade is under way (the MCO waits for a
+    /// stable cluster before anything else: `syncAll` and `isClusterStable`,
+    /// openshift/machine-config-operator, pkg/controller/bootimage/boot_image_controller.go, branch
+    /// release-4.21). Planning goes ahead whenever the platform and the golden ConfigMap can be
+    /// read, whatever holds the writes.
     pub fn evaluate(
         snapshot: &ClusterSnapshot,
         arch_override: Option<Arch>,

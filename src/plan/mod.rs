@@ -3,8 +3,8 @@
 //! and its decisions carry every operation the controller sends, so `plan -o json` is exactly
 //! what `run` would patch.
 //!
-//! The cluster-wide gates come first ([`gates`]); then each object goes through the rules of
-//! DESIGN.md section 2 in order ([`rules`]), and the first rule that applies decides.
+//! The cluster-wide gates come first ([`gates`]); then each object goes through the rules in
+//! order ([`rules`]; docs/how-it-decides.md, "Gates and rules"), and the first that applies decides.
 
 mod amis;
 pub mod boot_evidence;
@@ -21,6 +21,7 @@ mod rules;
 pub mod selection;
 pub mod shared_stubs;
 pub mod stub;
+pub mod undo;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -65,10 +66,10 @@ pub struct ClusterSnapshot {
     pub control_plane_nodes: BTreeMap<String, Option<String>>,
     /// What EC2 said about the AMIs of AWS MachineSets (their owner, product, architecture) and
     /// the marketplace AMIs that could replace them; empty when EC2 is not consulted.
-    pub ec2: crate::ec2::Ec2Facts,
+    pub ec2: crate::facts::ec2::Ec2Facts,
     /// What vCenter said about the templates of vSphere MachineSets; empty (and not
     /// `consulted`) when vCenter is not asked.
-    pub vcenter: crate::vcenter::VcenterFacts,
+    pub vcenter: crate::facts::vcenter::VcenterFacts,
     /// The infrastructure machine templates of the Cluster API namespace, which Cluster API
     /// MachineSets reference.
     pub infrastructure_templates: cluster_api_templates::Templates,

@@ -1,4 +1,5 @@
-//! The per-object rules of DESIGN.md section 2, in order: the first that applies decides.
+//! The per-object rules, in order (docs/how-it-decides.md, "Gates and rules"): the first that
+//! applies decides.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -17,6 +18,7 @@ use super::stub::{StubCheck, StubState};
 use super::{Planner, friendly_duration, stub};
 use crate::api::{LabelSelector, MachineTemplate, ObjectMeta, ProviderSpec};
 use crate::arch::Arch;
+use crate::facts::vcenter::TemplateRequest;
 use crate::golden_stream::{DEFAULT_OS_STREAM, GoldenStream};
 use crate::machine_kind::{Authority, MachineKind, MachineObject};
 use crate::names::{
@@ -24,7 +26,7 @@ use crate::names::{
     LEGACY_OPT_OUT_ANNOTATION, OPT_IN_ANNOTATION, OPT_OUT_ANNOTATION, OPT_OUT_VALUE, OS_ID_LABEL,
     OS_STREAM_LABEL,
 };
-use crate::platform::vsphere::{self, TemplateRequest};
+use crate::platform::vsphere;
 use crate::platform::{ImageOutcome, Input, Platform, PlatformRule, RuleContext, display_image};
 use crate::reason::Reason;
 
@@ -246,7 +248,7 @@ impl Planner<'_> {
             .map_err(|(action, reason, message)| {
                 Box::new(subject.decision(action, reason, message))
             })?;
-        // Only the entries that objects use are judged (DESIGN.md section 2).
+        // Only the entries that objects use are judged (docs/how-it-decides.md, "Gates and rules").
         if let Some(why) = stream.invalid_entry(arch) {
             let message = format!(
                 "the golden stream's {arch} entry is malformed ({why}); its boot image is left \

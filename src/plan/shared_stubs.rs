@@ -48,16 +48,16 @@ fn add_users<'a, M: MachineObject + 'a>(
 const USERS_NAMED: usize = 5;
 
 /// Rule 7 across objects: a spec-2 stub is upgraded in place only when no object that names it
-/// keeps an image that may read spec 2 only (DESIGN.md section 4). Every object that names it
-/// must move with it in this plan, or be on the golden image already (which reads spec 3, as
-/// every release since 4.6 does); any other (opted out, a custom image, an error, a hold) keeps
-/// its image, and its next machines would meet a stub they cannot read. Then the decisions that
-/// would upgrade the stub move nothing, with a reason that names those objects. Upstream
-/// upgrades the stub whenever one MachineSet moves (`upgradeStubIgnitionIfRequired`,
+/// keeps an image that may read spec 2 only (docs/how-it-decides.md, "Stub secrets"). Every object
+/// that names it must move with it in this plan, or be on the golden image already (which reads
+/// spec 3, as every release since 4.6 does); any other (opted out, a custom image, an error, a
+/// hold) keeps its image, and its next machines would meet a stub they cannot read. Then the
+/// decisions that would upgrade the stub move nothing, with a reason that names those objects.
+/// Upstream upgrades the stub whenever one MachineSet moves (`upgradeStubIgnitionIfRequired`,
 /// pkg/controller/bootimage/helpers.go, called from each `reconcile*ProviderSpec` of
-/// platform_helpers.go, openshift/machine-config-operator main at 7ff337a4f), whoever else
-/// names it. `decisions` must hold a decision for every object in `users` of such a stub; an
-/// object without one counts as staying.
+/// platform_helpers.go, openshift/machine-config-operator main at 7ff337a4f), whoever else names
+/// it. `decisions` must hold a decision for every object in `users` of such a stub; an object
+/// without one counts as staying.
 pub fn hold_shared_upgrades(decisions: &mut [Decision], users: &StubUsers) {
     let upgraded: BTreeSet<(String, String)> = (decisions.iter())
         .filter_map(|d| d.stub_upgrade.as_deref())

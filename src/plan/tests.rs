@@ -1,5 +1,5 @@
-//! The planner's specification: one scenario per gate, per rule of DESIGN.md section 2 and per
-//! reason a MachineSet can end up with.
+//! The planner's specification: one scenario per gate, per rule (docs/how-it-decides.md, "Gates
+//! and rules") and per reason a MachineSet can end up with.
 //!
 //! Objects come from the test kit (`crate::testkit`), in the shapes the API server serves them,
 //! so a scenario reads like the cluster it describes and starts from the objects the integration
@@ -1387,7 +1387,7 @@ fn gcp_updates_boot_disks_and_never_data_disks() {
 #[test]
 fn a_marketplace_ami_carries_the_rhcos_release_it_boots() {
     const OCP_X86: &str = "59ead7de-2540-4653-a8b0-fa7926d5c845";
-    let mut ec2 = crate::ec2::Ec2Facts::consulted();
+    let mut ec2 = crate::facts::ec2::Ec2Facts::consulted();
     for (id, release) in [
         ("ami-0market96old0000", "9.6.20250801-0"),
         ("ami-0market96new0000", "9.6.20251015-0"),
@@ -1529,7 +1529,7 @@ fn worker_a(plan: &Plan) -> &Decision {
 
 /// A spec-2 stub that a MachineSet keeping its image also names is not upgraded: that
 /// MachineSet's image may read spec 2 only. Neither the stub nor the other MachineSet's image
-/// moves, and the reason names the one that stays (DESIGN.md section 4).
+/// moves, and the reason names the one that stays (docs/how-it-decides.md, "Stub secrets").
 #[test]
 fn a_spec2_stub_that_a_machine_set_keeping_its_image_names_is_not_upgraded() {
     let cluster = updatable().stub_secret(NAMESPACE, STUB, "2.2.0");

@@ -1,13 +1,13 @@
 //! AWS: the AMI at `ami.id`, looked up by `placement.region`.
 //!
 //! An AMI the golden streams or the known images list is ours. Any other is judged by what EC2
-//! says of its owner ([`crate::ec2`]): Red Hat's RHCOS account moves to the golden AMI, an AWS
+//! says of its owner (the EC2 client, `src/ec2`, in [`crate::facts::ec2`]): Red Hat's RHCOS account moves to the golden AMI, an AWS
 //! Marketplace RHCOS product to the newest AMI of that product, anyone else's is custom.
 
 use serde_json::{Map, Value};
 
 use super::{ImageOutcome, Input, PlatformRule, RuleContext, compare_single, invalid};
-use crate::ec2::facts::{self, AmiFacts, AmiOrigin, Answer, NoCandidate};
+use crate::facts::ec2::{self as facts, AmiFacts, AmiOrigin, Answer, NoCandidate};
 use crate::reason::Reason;
 
 pub(super) struct Aws;
@@ -74,7 +74,7 @@ impl PlatformRule for Aws {
         let listed = golden.is_some_and(|g| g.image == id) || ctx.known_images.contains(id);
         // A name not of AWS's form is never put in a host a signed request goes to (see
         // `ec2::region`), nor asked about: the stream and the known images alone judge it.
-        let recognised = crate::ec2::region::is_region(region);
+        let recognised = crate::facts::region::is_region(region);
         let shown = shown_region(region);
         let not_asked = format!("{shown} is not an AWS region name this controller recognises");
         let answer = (!listed).then(|| {
@@ -167,7 +167,7 @@ fn ami_and_region(spec: &Value) -> Result<(&Value, &str), Box<ImageOutcome>> {
 /// A region as messages show it: a recognised name as it is, any other bounded and quoted,
 /// since anyone who may edit MachineSets writes it.
 fn shown_region(region: &str) -> String {
-    if crate::ec2::region::is_region(region) {
+    if crate::facts::region::is_region(region) {
         return region.to_string();
     }
     format!("{:?}", region.chars().take(64).collect::<String>())
@@ -446,7 +446,7 @@ mod tests {
     #[test]
     fn a_region_this_controller_does_not_recognise_is_skipped_and_never_asked_about() {
         // EC2 would be asked about an unlisted AMI in a recognised region: never in these.
-        let ec2 = crate::ec2::Ec2Facts::consulted();
+        let ec2 = crate::facts::ec2::Ec2Facts::consulted();
         for region in [
             "mars-east-1",
             "x@127.0.0.1:8443/",
@@ -509,8 +509,8 @@ mod tests {
     mod with_ec2 {
         use super::{AMI_4_21_US_EAST_1, by_id, cluster};
         use crate::arch::Arch;
-        use crate::ec2::facts::{RHCOS_OWNER, ROSA_PRODUCT};
-        use crate::ec2::{AmiFacts, Consulted, Ec2Facts};
+        use crate::facts::ec2::{AmiFacts, Consulted, Ec2Facts};
+        use crate::facts::ec2::{RHCOS_OWNER, ROSA_PRODUCT};
         use crate::platform::{ImageOutcome, PlatformRule};
         use crate::reason::Reason;
         use crate::testkit::ec2::{ami, marketplace_ami as market};

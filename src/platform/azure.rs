@@ -400,9 +400,8 @@ fn target_image(
     variant: &str,
 ) -> Map<String, Value> {
     let mut managed = managed_fields(golden, variant).map(|(key, value)| (key, value, false));
-    // Fields are set in place in a copy of the object: every look-up or insert by key would
-    // hash it (SipHash, for serde_json's ordered maps), and each string is rewritten in the
-    // copy's own allocation.
+    // Fields are set in place in a copy of the object, not looked up by key (each look-up
+    // hashes): docs/performance.md, "Measurements behind the code".
     let mut target = current.clone();
     for (key, slot) in target.iter_mut() {
         if let Some((_, value, seen)) = managed.iter_mut().find(|(k, _, _)| key == k) {

@@ -149,11 +149,11 @@ pub struct RuleContext<'a> {
     /// `Infrastructure.status.infrastructureName`; Azure installer uploads are named after it.
     pub infrastructure_name: Option<&'a str>,
     /// What EC2 said about the AMIs of the snapshot (AWS only; empty elsewhere).
-    pub ec2: &'a crate::ec2::Ec2Facts,
+    pub ec2: &'a crate::facts::ec2::Ec2Facts,
     /// `Infrastructure.spec.platformSpec`: vSphere's failure domains say where templates live.
     pub platform_spec: Option<&'a Value>,
     /// What vCenter said about the templates vSphere rules want (vSphere only; empty elsewhere).
-    pub vcenter: &'a crate::vcenter::VcenterFacts,
+    pub vcenter: &'a crate::facts::vcenter::VcenterFacts,
 }
 
 /// A JSON Pointer relative to `providerSpec.value`, e.g. `/ami/id`. Most are constants and
@@ -449,26 +449,26 @@ mod tests {
     fn every_platform_with_a_rule_answers_every_question() {
         // vCenter already has the template of the release in the kit's failure domain.
         let infra = crate::testkit::provider_specs::INFRASTRUCTURE_NAME;
-        let mut vcenter = crate::vcenter::VcenterFacts::default();
+        let mut vcenter = crate::facts::vcenter::VcenterFacts::default();
         let template = vsphere::template_name(
             infra,
             crate::testkit::provider_specs::VSPHERE_FAILURE_DOMAIN,
             crate::testkit::streams::VMWARE_RELEASE_421,
         );
-        let key = crate::vcenter::TemplateKey {
+        let key = crate::facts::vcenter::TemplateKey {
             server: crate::testkit::provider_specs::VSPHERE_SERVER.into(),
             datacenter: "dc1".into(),
             name: template,
         };
         // The sample's template is of an earlier release.
-        let installer = crate::vcenter::TemplateKey {
+        let installer = crate::facts::vcenter::TemplateKey {
             name: format!("{infra}-rhcos"),
             ..key.clone()
         };
         vcenter
             .templates
-            .insert(key, crate::vcenter::TemplateState::Ready);
-        let earlier = crate::vcenter::TemplateVersion::Release("9.6.20250826-1".into());
+            .insert(key, crate::facts::vcenter::TemplateState::Ready);
+        let earlier = crate::facts::vcenter::TemplateVersion::Release("9.6.20250826-1".into());
         vcenter.versions.insert(installer, earlier);
         let cluster = Cluster::new(stream_4_21())
             .knowing(&["ami-09d23adad19cdb25c"])

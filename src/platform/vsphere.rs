@@ -3,16 +3,17 @@
 //! The golden stream publishes an OVA, not a template: the template for a release is one we
 //! import into each failure domain, under a name that says which (so a restart or a second
 //! replica finds it instead of importing again). Whether it exists is a fact of vCenter that the
-//! controller gathers in the background ([`crate::vcenter::VcenterFacts`]); this rule only reads
+//! controller gathers in the background ([`crate::facts::vcenter::VcenterFacts`]); this rule only reads
 //! it. Until it is there, the rule says what it would import.
 
 use ring::digest;
 use serde_json::Value;
 
 use super::{Changes, ImageOutcome, Input, PlatformRule, RuleContext, invalid, not_in_stream};
-use crate::golden_stream::VmwareOva;
+use crate::facts::vcenter::{
+    FailureDomain, TemplateKey, TemplateRequest, TemplateState, TemplateVersion,
+};
 use crate::reason::Reason;
-use crate::vcenter::{TemplateKey, TemplateState, TemplateVersion};
 
 pub(super) struct VSphere;
 
@@ -30,21 +31,6 @@ const WORKSPACE_INPUTS: [&str; 5] = [
     "/workspace/resourcePool",
     "/workspace/vmGroup",
 ];
-
-/// One failure domain of `Infrastructure.spec.platformSpec.vsphere.failureDomains`, as far as a
-/// template import needs it.
-#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
-pub struct FailureDomain {
-    pub name: String,
-    pub server: String,
-    pub datacenter: String,
-    pub datastore: String,
-    pub compute_cluster: String,
-    pub resource_pool: String,
-    pub folder: String,
-    pub network: String,
-    pub vm_group: String,
-}
 
 impl FailureDomain {
     fn from_json(fd: &Value) -> Self {
@@ -86,21 +72,6 @@ pub fn failure_domains(platform_spec: Option<&Value>) -> Vec<FailureDomain> {
         .map(FailureDomain::from_json)
         .filter(|fd| !fd.name.is_empty() && !fd.server.is_empty())
         .collect()
-}
-
-/// The template of the golden release for one failure domain, and where and from what to
-/// import it when it is not there yet.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct TemplateRequest {
-    pub key: TemplateKey,
-    pub failure_domain: FailureDomain,
-    /// The workspace folder of the MachineSet, where the MCO imports too; else the domain's.
-    pub folder: String,
-    pub ova: VmwareOva,
-    /// The template the MachineSet clones now (its `template`, a name or an inventory path) in
-    /// the same vCenter and datacenter: whether it is at the golden release already decides
-    /// whether anything is imported.
-    pub current: TemplateKey,
 }
 
 /// The name of our template of `release` in the failure domain `domain` of cluster `infra`:
@@ -409,10 +380,10 @@ mod tests {
 
     use super::*;
     use crate::arch::Arch;
+    use crate::facts::vcenter::VcenterFacts;
     use crate::testkit::provider_specs::{INFRASTRUCTURE_NAME as INFRA, vsphere as spec};
     use crate::testkit::rules::{Cluster, message, reason, single_update};
     use crate::testkit::streams::{VMWARE_OVA_421, VMWARE_RELEASE_421, stream_421_all_platforms};
-    use crate::vcenter::VcenterFacts;
 
     fn ours() -> String {
         format!("{INFRA}-rhcos-us-east-1a-{VMWARE_RELEASE_421}")

@@ -1,6 +1,6 @@
 //! What EC2 says about an AMI, for the unit tests of the EC2 facts and the AWS rule.
 
-use crate::ec2::AmiFacts;
+use crate::facts::ec2::AmiFacts;
 
 /// An AMI in us-east-1 as DescribeImages would describe it.
 pub fn ami(id: &str, owner: &str, name: &str, description: &str, arch: &str) -> AmiFacts {
@@ -20,7 +20,7 @@ pub fn ami(id: &str, owner: &str, name: &str, description: &str, arch: &str) -> 
 pub fn marketplace_ami(id: &str, product: &str, release: &str, arch: &str) -> AmiFacts {
     let mut image = ami(
         id,
-        crate::ec2::facts::MARKETPLACE_OWNER,
+        crate::facts::ec2::MARKETPLACE_OWNER,
         &format!("RHEL-9.4-RHCOS-{release}_HVM_GA-{arch}-0-{product}"),
         &format!("RHEL CoreOS {release} {arch}"),
         arch,

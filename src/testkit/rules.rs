@@ -14,9 +14,9 @@ pub struct Cluster {
     pub stream: GoldenStream,
     pub known_images: KnownImages,
     pub infrastructure_name: Option<String>,
-    pub ec2: crate::ec2::Ec2Facts,
+    pub ec2: crate::facts::ec2::Ec2Facts,
     pub platform_spec: Option<Value>,
-    pub vcenter: crate::vcenter::VcenterFacts,
+    pub vcenter: crate::facts::vcenter::VcenterFacts,
 }
 
 impl Cluster {
@@ -29,9 +29,9 @@ impl Cluster {
             stream,
             known_images,
             infrastructure_name: None,
-            ec2: crate::ec2::Ec2Facts::default(),
+            ec2: crate::facts::ec2::Ec2Facts::default(),
             platform_spec: None,
-            vcenter: crate::vcenter::VcenterFacts::default(),
+            vcenter: crate::facts::vcenter::VcenterFacts::default(),
         }
     }
 
@@ -43,7 +43,7 @@ impl Cluster {
     }
 
     /// What EC2 says about AMIs.
-    pub fn with_ec2(mut self, ec2: crate::ec2::Ec2Facts) -> Self {
+    pub fn with_ec2(mut self, ec2: crate::facts::ec2::Ec2Facts) -> Self {
         self.ec2 = ec2;
         self
     }
@@ -55,7 +55,7 @@ impl Cluster {
     }
 
     /// What vCenter says about templates.
-    pub fn with_vcenter(mut self, vcenter: crate::vcenter::VcenterFacts) -> Self {
+    pub fn with_vcenter(mut self, vcenter: crate::facts::vcenter::VcenterFacts) -> Self {
         self.vcenter = vcenter;
         self
     }

@@ -7,11 +7,11 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::{objects, provider_specs};
+use crate::facts::vcenter::{TemplateKey, TemplateState};
 use crate::names::{
     GOLDEN_CONFIGMAP_NAMESPACE, INFRASTRUCTURE_NAME, MACHINE_CONFIGURATION_NAME, OPT_IN_ANNOTATION,
 };
 use crate::plan::ClusterSnapshot;
-use crate::vcenter::{TemplateKey, TemplateState};
 
 pub struct ClusterSnapshotBuilder {
     snapshot: ClusterSnapshot,
@@ -116,7 +116,7 @@ pub trait ClusterChanges: Sized {
                 datacenter: "dc1".into(),
                 name: name.to_string(),
             };
-            let version = crate::vcenter::TemplateVersion::Release(release.into());
+            let version = crate::facts::vcenter::TemplateVersion::Release(release.into());
             c.vcenter.versions.insert(key, version);
         })
     }

@@ -30,8 +30,8 @@ use super::VcenterError;
 use super::client::{FileItem, LeaseInfo, VcenterClient, inventory_path};
 use super::ova::{self, Entry, OvaMirror, VerifiedOva};
 use super::soap::MoRef;
+use crate::facts::vcenter::TemplateRequest;
 use crate::http_client::error_chain;
-use crate::platform::vsphere::TemplateRequest;
 
 /// Connecting for the OVA's download and the disks' upload (a mirror, an ESXi host).
 const TRANSFER_CONNECT: Duration = Duration::from_secs(10);

@@ -1,6 +1,6 @@
 //! vCenter: the VM templates vSphere MachineSets clone.
 //!
-//! [`facts`] is the pure part the planner reads ([`VcenterFacts`], in the snapshot);
+//! What it answers is plain data the planner reads (`VcenterFacts`, in `crate::facts`);
 //! [`credentials`] reads the machine API's Secret; [`soap`] speaks the Web Services API and
 //! [`client`] makes the few calls we need; [`ova`] downloads and verifies an OVA; [`import`]
 //! turns one into a template, all or nothing; [`retention`] destroys old templates of ours;
@@ -8,7 +8,6 @@
 
 pub mod client;
 pub mod credentials;
-pub mod facts;
 pub mod import;
 pub mod ova;
 pub mod retention;
@@ -16,8 +15,6 @@ pub mod soap;
 pub mod version;
 
 use std::time::Duration;
-
-pub use facts::{TemplateKey, TemplateState, TemplateVersion, VcenterFacts};
 
 /// What went wrong talking to vCenter or getting an OVA; the message is for people.
 #[derive(Debug, thiserror::Error)]

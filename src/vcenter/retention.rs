@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 
 use super::VcenterError;
 use super::client::{VcenterClient, inventory_path};
-use crate::platform::vsphere::TemplateRequest;
+use crate::facts::vcenter::TemplateRequest;
 
 /// The names of our old templates to destroy: among `candidates` (name, creation time as
 /// vCenter writes it, whether it is a template), those of ours other than `current` and the

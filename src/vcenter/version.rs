@@ -3,9 +3,10 @@
 //! installer templates), as the MCO keeps it (`createNewVMTemplate`, vsphere_helpers.go at
 //! 7ff337a).
 
+use super::VcenterError;
 use super::client::{VcenterClient, inventory_path};
-use super::{TemplateVersion, VcenterError};
-use crate::platform::vsphere::TemplateRequest;
+use crate::facts::vcenter::TemplateRequest;
+use crate::facts::vcenter::TemplateVersion;
 
 /// The release of the template `request.current` names. A bare name is looked for where the
 /// MachineSet's workspace folder is, then in the datacenter's VM folder, the order the MCO

@@ -236,6 +236,123 @@ fn every_relative_link_of_the_docs_reaches_a_file_and_heading_that_exist() {
     assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
 }
 
+/// The source files a page names in code spans (`controller/act.rs`, `src/plan/mod.rs`), as
+/// written: paths under `src/` may leave `src/` out. Decision records and the changelog are
+/// left out: they name files as they were when written.
+fn source_files_named(page: &str) -> Vec<String> {
+    let mut named = Vec::new();
+    for span in page.split('`').skip(1).step_by(2) {
+        let is_path = !span.is_empty()
+            && (span.chars()).all(|c| c.is_ascii_alphanumeric() || "_./-".contains(c));
+        if is_path && span.ends_with(".rs") {
+            named.push(span.to_string());
+        }
+    }
+    named
+}
+
+#[test]
+fn every_source_file_the_docs_name_exists() {
+    let mut missing = Vec::new();
+    for page in pages() {
+        let name = page
+            .strip_prefix(repo())
+            .unwrap_or(&page)
+            .display()
+            .to_string();
+        if name.starts_with("docs/decisions/") || name == "CHANGELOG.md" {
+            continue;
+        }
+        let text = std::fs::read_to_string(&page).expect("read page");
+        for file in source_files_named(&text) {
+            let found = ["", "src", "tests/suite"]
+                .iter()
+                .any(|base| repo().join(base).join(&file).exists());
+            if !found {
+                missing.push(format!("{name}: {file}"));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "the docs name files that do not exist:\n{}",
+        missing.join("\n")
+    );
+}
+
+/// Every `.rs` file under `dir`, recursively.
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("read a source folder") {
+        let path = entry.expect("dir entry").path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The files of this repository a comment names: paths in code spans that start with one of
+/// its folders (or, for `src/...` and paths inside `src/`, one of the folders of `src/`), and
+/// `docs/*.md` anywhere. Paths in other repositories (tokio's `src/loom/...`) start elsewhere.
+fn files_named_in(comment: &str) -> Vec<String> {
+    let ours = |path: &str| {
+        let path = path.strip_prefix("src/").unwrap_or(path);
+        let first = path.split('/').next().unwrap_or("");
+        let folder = !first.is_empty() && !first.contains('.');
+        folder && ["docs", "tests", "benches", "examples", "hack", "manifests"].contains(&first)
+            || (folder && path.contains('/') && repo().join("src").join(first).is_dir())
+    };
+    let mut named = Vec::new();
+    for span in comment.split('`').skip(1).step_by(2) {
+        let is_path = (span.chars()).all(|c| c.is_ascii_alphanumeric() || "_./-".contains(c));
+        if is_path && span.contains('/') && span.contains('.') && ours(span) {
+            named.push(span.to_string());
+        }
+    }
+    for (at, _) in comment.match_indices("docs/") {
+        let rest = &comment[at..];
+        let end = rest.find(".md").map(|e| e + 3);
+        let path = end.map(|e| &rest[..e]);
+        let plain = |p: &&str| (p.chars()).all(|c| c.is_ascii_alphanumeric() || "_./-".contains(c));
+        if let Some(path) = path.filter(plain) {
+            named.push(path.to_string());
+        }
+    }
+    named
+}
+
+#[test]
+fn every_file_a_source_comment_names_exists() {
+    let mut files = Vec::new();
+    for dir in ["src", "benches", "tests"] {
+        rust_files(&repo().join(dir), &mut files);
+    }
+    let mut missing = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).expect("read a source file");
+        let name = file
+            .strip_prefix(repo())
+            .unwrap_or(&file)
+            .display()
+            .to_string();
+        let comments = text.lines().filter(|l| l.trim_start().starts_with("//"));
+        for path in comments.flat_map(files_named_in) {
+            let found = ["", "src"]
+                .iter()
+                .any(|base| repo().join(base).join(&path).exists());
+            if !found {
+                missing.push(format!("{name}: {path}"));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "comments name files that do not exist:\n{}",
+        missing.join("\n")
+    );
+}
+
 #[test]
 fn the_link_check_sees_a_missing_file_and_a_missing_heading() {
     let page = "# Title\n## Two words: `code`\n[a](#two-words-code) [b](#nowhere) `[c](#in-code)`\n\

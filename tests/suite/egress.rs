@@ -9,13 +9,13 @@ use crate::support;
 
 use std::time::{Duration, Instant};
 
+use boot_image_controller::facts::vcenter::{FailureDomain, TemplateKey, TemplateRequest};
 use boot_image_controller::golden_stream::VmwareOva;
 use boot_image_controller::http_client::{self, Egress, Proxies};
-use boot_image_controller::platform::vsphere::{FailureDomain, TemplateRequest};
+use boot_image_controller::vcenter::VcenterError;
 use boot_image_controller::vcenter::client::{Limits, VcenterClient, sdk_url};
 use boot_image_controller::vcenter::credentials::Credentials;
 use boot_image_controller::vcenter::import::{Ensured, ImportLimits, ensure_template};
-use boot_image_controller::vcenter::{TemplateKey, VcenterError};
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper_util::client::legacy::Client;

@@ -7,8 +7,11 @@ use crate::support;
 
 use std::time::Duration;
 
+use boot_image_controller::facts::vcenter::{
+    FailureDomain, TemplateKey, TemplateRequest, TemplateVersion,
+};
 use boot_image_controller::golden_stream::VmwareOva;
-use boot_image_controller::platform::vsphere::{FailureDomain, TemplateRequest};
+use boot_image_controller::vcenter::VcenterError;
 use boot_image_controller::vcenter::client::{Limits, VcenterClient, inventory_path, sdk_url};
 use boot_image_controller::vcenter::credentials::Credentials;
 use boot_image_controller::vcenter::import::{
@@ -16,7 +19,6 @@ use boot_image_controller::vcenter::import::{
 };
 use boot_image_controller::vcenter::retention::prune;
 use boot_image_controller::vcenter::version::template_version;
-use boot_image_controller::vcenter::{TemplateKey, TemplateVersion, VcenterError};
 use support::vcsim::{self, FileServer, Vcsim};
 
 const TEMPLATE: &str = "demo-x7k2p-rhcos-us-east-1a-9.6.20251023-0";

@@ -144,8 +144,7 @@ pub async fn crash_mid_import(client: &VcenterClient, ova: &[u8], template: &str
 /// What the installer leaves in vCenter: `ova` imported as the template `name` in vcsim's VM
 /// folder (served from loopback for the import, then no more).
 pub async fn install_template(client: &VcenterClient, name: &str, ova: &[u8]) {
-    use boot_image_controller::platform::vsphere::{FailureDomain, TemplateRequest};
-    use boot_image_controller::vcenter::TemplateKey;
+    use boot_image_controller::facts::vcenter::{FailureDomain, TemplateKey, TemplateRequest};
     use boot_image_controller::vcenter::import::{ImportLimits, ensure_template};
 
     let server = FileServer::start(ova.to_vec()).await;

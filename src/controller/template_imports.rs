@@ -19,18 +19,20 @@ use super::observe::Observation;
 use super::retry::{self, SECRET_TIMEOUT};
 use super::watches::Trigger;
 use crate::api::Secret;
+use crate::facts::vcenter::{
+    TemplateKey, TemplateRequest, TemplateState, TemplateVersion, VcenterFacts,
+};
 use crate::machine_kind::MachineObject;
 use crate::metrics::Metrics;
 use crate::plan::{Options, Planner};
 use crate::platform::Platform;
-use crate::platform::vsphere::TemplateRequest;
 use crate::reason::Reason;
+use crate::vcenter::VcenterError;
 use crate::vcenter::client::{Limits, VcenterClient, sdk_url};
 use crate::vcenter::credentials::{self, SECRET_NAME};
 use crate::vcenter::import::{Ensured, ImportLimits, ensure_template};
 use crate::vcenter::retention;
 use crate::vcenter::version::template_version;
-use crate::vcenter::{TemplateKey, TemplateState, TemplateVersion, VcenterError, VcenterFacts};
 
 /// A failed import is retried after this, doubled per failure up to the maximum.
 const FIRST_RETRY: Duration = Duration::from_secs(30);
@@ -470,9 +472,9 @@ fn template_of<M: MachineObject>(object: &M) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::facts::vcenter::FailureDomain;
     use crate::golden_stream::VmwareOva;
     use crate::names::MACHINE_API_NAMESPACE;
-    use crate::platform::vsphere::FailureDomain;
     use crate::testkit::snapshot::{ClusterChanges, cluster_snapshot};
     use crate::testkit::{objects, provider_specs, streams};
     use serde_json::{Value, json};

@@ -1,9 +1,11 @@
 //! What vCenter said about the templates the vSphere rule wants: the pure part the planner reads
-//! from the snapshot, as `Ec2Facts` (src/ec2) is for AWS. The controller fills it from
-//! answers already in; a pass never waits for vCenter.
+//! from the snapshot, as [`super::ec2::Ec2Facts`] is for AWS. The controller fills it from
+//! answers already in; a pass never waits for vCenter. And what the rule asks of vCenter
+//! ([`TemplateRequest`]), which the client in `src/vcenter` carries out.
 
 use std::collections::BTreeMap;
 
+use crate::golden_stream::VmwareOva;
 use crate::reason::Reason;
 
 /// Where a template lives: one vCenter, one datacenter, one name (vCenter names VMs uniquely per
@@ -64,4 +66,34 @@ impl VcenterFacts {
     pub fn version(&self, key: &TemplateKey) -> Option<&TemplateVersion> {
         self.versions.get(key)
     }
+}
+
+/// One failure domain of `Infrastructure.spec.platformSpec.vsphere.failureDomains`, as far as a
+/// template import needs it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct FailureDomain {
+    pub name: String,
+    pub server: String,
+    pub datacenter: String,
+    pub datastore: String,
+    pub compute_cluster: String,
+    pub resource_pool: String,
+    pub folder: String,
+    pub network: String,
+    pub vm_group: String,
+}
+
+/// The template of the golden release for one failure domain, and where and from what to
+/// import it when it is not there yet.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct TemplateRequest {
+    pub key: TemplateKey,
+    pub failure_domain: FailureDomain,
+    /// The workspace folder of the MachineSet, where the MCO imports too; else the domain's.
+    pub folder: String,
+    pub ova: VmwareOva,
+    /// The template the MachineSet clones now (its `template`, a name or an inventory path) in
+    /// the same vCenter and datacenter: whether it is at the golden release already decides
+    /// whether anything is imported.
+    pub current: TemplateKey,
 }

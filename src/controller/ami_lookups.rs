@@ -28,11 +28,10 @@ use super::retry::{self, SECRET_TIMEOUT};
 use super::watches::Trigger;
 use crate::api::{Infrastructure, Secret};
 use crate::ec2::client::Ec2Client;
-use crate::ec2::facts::MARKETPLACE_OWNER;
 use crate::ec2::query::Ec2Error;
 use crate::ec2::sigv4::Credentials;
 use crate::ec2::sts::{self, SecretCredentials, Session, WebIdentity};
-use crate::ec2::{AmiFacts, AmiOrigin, Consulted, Ec2Facts};
+use crate::facts::ec2::{AmiFacts, AmiOrigin, Consulted, Ec2Facts, MARKETPLACE_OWNER};
 use crate::metrics::Metrics;
 use crate::plan::{Options, Planner};
 use crate::platform::Platform;
@@ -549,7 +548,7 @@ pub(super) fn on_aws(infrastructure: Option<&Infrastructure>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ec2::facts::Answer;
+    use crate::facts::ec2::Answer;
 
     const RHCOS_AMI: &str = "ami-0000000000000000a";
     const MARKET_AMI: &str = "ami-0000000000000000b";
@@ -594,7 +593,7 @@ mod tests {
         found(
             &mut state,
             RHCOS_AMI,
-            crate::ec2::facts::RHCOS_OWNER,
+            crate::facts::ec2::RHCOS_OWNER,
             "rhcos",
         );
         let (facts, jobs, _) = state.answer(&asked, now + SEARCH_MAX_AGE * 10);
