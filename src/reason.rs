@@ -112,7 +112,7 @@ reasons! {
     NotOptedIn: Skip(skew: NotCounted),
     /// Another controller (a Cluster API MachineDeployment, ...) owns the object through an
     /// owner reference and would revert us. Hive's MachineSets carry none and are updated, as
-    /// upstream does (DESIGN.md section 2, rule 3).
+    /// upstream does (docs/how-it-decides.md, "Gates and rules", rule 3).
     // `reconcileSkipped` for ownerReferences (`syncMAPIMachineSet`).
     Owned: Skip(skew: Skipped),
     /// Another API acts on this object: a Machine API MachineSet whose authoritative API is
