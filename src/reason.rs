@@ -21,8 +21,29 @@ pub enum Category {
     Error,
 }
 
+/// How the Machine Config Operator counts a MachineSet when it updates the boot-image skew
+/// record (`syncMAPIMachineSets` and `syncMAPIMachineSet`, pkg/controller/bootimage/ms_helpers.go),
+/// as `controller/boot_image_status.rs` moves it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SkewTally {
+    /// Updated or already current (`reconcileSkipped` false, no error): the record may claim
+    /// its image.
+    Reconciled,
+    /// `reconcileSkipped`: left on an image that needs an administrator, so the record falls
+    /// back to the install release (`resetClusterBootImage`).
+    Skipped,
+    /// A sync error, or an update still under way: the record stays as it is.
+    Unsettled,
+    /// Excluded on purpose (another OS stream, Windows, ...) or not selected: not counted.
+    NotCounted,
+}
+
+/// Each reason is `Name: Category`, then for a skip `(skew: SkewTally)`, how a MachineSet skipped
+/// for it is counted in the skew record (every skip says it, or the table does not build; the
+/// comment beside it says why, "ours" marking a reason upstream has no counterpart for), then
+/// `+ degrades` for a hold that degrades.
 macro_rules! reasons {
-    ($($(#[$doc:meta])* $name:ident: $category:ident $(+ $degrades:ident)?),+ $(,)?) => {
+    ($($(#[$doc:meta])* $name:ident: $category:ident $((skew: $tally:ident))? $(+ $degrades:ident)?),+ $(,)?) => {
         /// Why a MachineSet got its action, or why the whole plan is held.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
         pub enum Reason { $($(#[$doc])* $name),+ }
@@ -50,8 +71,19 @@ macro_rules! reasons {
             pub fn degrades(self) -> bool {
                 match self { $(Reason::$name => reasons!(@degrades $category $($degrades)?)),+ }
             }
+
+            /// How a Machine API MachineSet skipped for this reason counts in the skew record.
+            /// A hold skips every object, and upstream does not sync then, so nothing is
+            /// recorded; the other categories are not reasons of a skip, and were one to be,
+            /// leaving the record is the cautious reading: both `Unsettled`.
+            pub fn skew_tally(self) -> SkewTally {
+                match self { $(Reason::$name => reasons!(@tally $category $($tally)?)),+ }
+            }
         }
     };
+    (@tally Skip) => { compile_error!("a skip says how the skew record counts it: (skew: ...)") };
+    (@tally Skip $tally:ident) => { SkewTally::$tally };
+    (@tally $category:ident) => { SkewTally::Unsettled };
     (@degrades Error) => { true };
     (@degrades $category:ident degrades) => { true };
     (@degrades $category:ident) => { false };
@@ -67,94 +99,140 @@ reasons! {
     UpToDate: UpToDate,
 
     /// The MachineSet carries the opt-out annotation.
-    OptedOut: Skip,
+    // Ours. Upstream has none: in All mode it manages every MachineSet, and leaving one out
+    // takes a Partial selection, which turns skew enforcement Manual. An opted-out MachineSet
+    // keeps whatever image it has, which is exactly what `reconcileSkipped` stands for.
+    OptedOut: Skip(skew: Skipped),
     /// The MachineConfiguration does not select this MachineSet.
-    NotSelected: Skip,
+    // Not in the lister's list at all: the selector leaves them out.
+    NotSelected: Skip(skew: NotCounted),
     /// Nobody opted this kind in, and the Machine Config Operator of this release does not
     /// update it by default either: nothing is written until the administrator opts in.
-    NotOptedIn: Skip,
+    // Not in the lister's list, as the MCO's default leaves out what nobody opted in.
+    NotOptedIn: Skip(skew: NotCounted),
     /// Another controller (a Cluster API MachineDeployment, ...) owns the object through an
     /// owner reference and would revert us. Hive's MachineSets carry none and are updated, as
-    /// upstream does (DESIGN.md section 2, rule 3).
-    Owned: Skip,
+    /// upstream does (docs/how-it-decides.md, "Gates and rules", rule 3).
+    // `reconcileSkipped` for ownerReferences (`syncMAPIMachineSet`).
+    Owned: Skip(skew: Skipped),
     /// Another API acts on this object: a Machine API MachineSet whose authoritative API is
     /// Cluster API (or is being handed over), or a paused Cluster API MachineSet mirroring a
     /// Machine API one. Its counterpart is managed instead.
-    AuthoritativeElsewhere: Skip,
+    // Returned as not skipped, with no error: a MachineSet whose Machine API is not
+    // authoritative is "out of scope for the MAPI path" (`syncMAPIMachineSet`'s doc comment).
+    AuthoritativeElsewhere: Skip(skew: NotCounted),
     /// A Cluster API MachineDeployment, updated only where the administrator opted in
     /// (`--update-machine-deployments`): a new template replaces every one of its machines.
-    MachineDeploymentNotOptedIn: Skip,
+    // Ours, Cluster API only (never on a Machine API MachineSet): nothing to count.
+    MachineDeploymentNotOptedIn: Skip(skew: NotCounted),
     /// A Cluster API MachineSet whose infrastructure template is of a kind we cannot update.
-    InfrastructureTemplateNotSupported: Skip,
-    WindowsMachine: Skip,
+    // Ours, Cluster API only: nothing to count.
+    InfrastructureTemplateNotSupported: Skip(skew: NotCounted),
+    // Returned as not skipped, with no error (`syncMAPIMachineSet`).
+    WindowsMachine: Skip(skew: NotCounted),
     /// The OS stream the machines boot (their `osstream` label) is not in the golden ConfigMap.
-    OSStreamNotPublished: Skip,
+    // Returned as not skipped, with no error: a non-default OS stream label
+    // (`syncMAPIMachineSet`).
+    OSStreamNotPublished: Skip(skew: NotCounted),
     /// An image the golden streams and the known-images list do not contain.
-    CustomImage: Skip,
+    // `reconcileSkipped`: an AMI of an unknown owner (`reconcileAWSProviderSpec`), a GCP image
+    // outside rhcos-cloud (`reconcileGCPProviderSpec`).
+    CustomImage: Skip(skew: Skipped),
     /// An AMI outside the golden streams and known images whose owner EC2 could not be asked
     /// (unreachable, throttled, refused): left alone until EC2 answers.
-    Ec2Unavailable: Skip,
+    // Ours: EC2 unreachable. Upstream asks EC2 within its sync: a failure there is an error.
+    Ec2Unavailable: Skip(skew: Unsettled),
     /// An AMI outside the golden streams and known images whose owner EC2 has not told yet.
-    Ec2LookupPending: Skip,
+    // Ours: EC2 not asked yet; until it answers nothing is known.
+    Ec2LookupPending: Skip(skew: Unsettled),
     /// A marketplace AMI with no newer AMI of its product and architecture in the region.
-    MarketplaceImageNotFound: Skip,
-    RegionNotInStream: Skip,
+    // `reconcileSkipped`: a marketplace product without a fitting AMI
+    // (`reconcileAWSProviderSpec`).
+    MarketplaceImageNotFound: Skip(skew: Skipped),
+    // `reconcileSkipped`: a region the stream lacks (`reconcileAWSProviderSpec`).
+    RegionNotInStream: Skip(skew: Skipped),
     /// The AMI is chosen by ARN or filters, which we cannot compare with a stream.
-    ImageNotById: Skip,
-    PlatformNotSupported: Skip,
+    // `reconcileSkipped`: an AMI not by id (`reconcileAWSProviderSpec`).
+    ImageNotById: Skip(skew: Skipped),
+    // Returned as not skipped, with no error: a platform without a rule (`checkMachineSet`).
+    PlatformNotSupported: Skip(skew: NotCounted),
     /// Azure confidential or trusted-launch VMs need images the marketplace stream lacks.
-    SecurityTypeUnsupported: Skip,
-    ArchitectureNotSupported: Skip,
+    // `reconcileSkipped` for an Azure securityType (confidential VMs, trusted launch) since MCO
+    // PR 6404 ("bootimage: fix Confidential Cluster skip", bf5c1c18c,
+    // `reconcileAzureProviderSpec`): such a MachineSet stays on its image, so the record must
+    // not claim it.
+    SecurityTypeUnsupported: Skip(skew: Skipped),
+    // Returned as not skipped, with no error: Azure's ppc64le/s390x
+    // (`reconcileAzureProviderSpec`).
+    ArchitectureNotSupported: Skip(skew: NotCounted),
     /// A MachineSet of a multi-architecture cluster that does not say its architecture; the
     /// Machine Config Operator skips these too.
-    ArchitectureNotDeclared: Skip,
+    // `reconcileSkipped`: an undeclared architecture on a multi-arch cluster
+    // (`syncMAPIMachineSet`).
+    ArchitectureNotDeclared: Skip(skew: Skipped),
     /// The stub secret the object names does not exist or cannot be read: its boot image is
     /// not moved, since nothing shows a new image can boot from it.
-    StubSecretMissing: Skip,
+    // A stub that cannot boot the new image (this one and the four below): upstream's
+    // `upgradeStubIgnitionIfRequired` (pkg/controller/bootimage/helpers.go) fails the
+    // MachineSet's sync, an error that leaves the record as it is.
+    StubSecretMissing: Skip(skew: Unsettled),
     /// The stub secret is not Ignition spec 3 and cannot be converted here (not JSON, no
     /// version, a spec we do not convert, more than a pointer config): the image is not moved
     /// until an administrator rewrites it.
-    StubSecretUnconvertible: Skip,
+    StubSecretUnconvertible: Skip(skew: Unsettled),
     /// The stub secret's userData is blanked, as must-gather and `oc adm inspect` write every
     /// secret: its spec cannot be told, so the image is not moved in that plan.
-    StubSecretUnverified: Skip,
+    StubSecretUnverified: Skip(skew: Unsettled),
     /// A Cluster API object's bootstrap secret is Ignition spec 2: this controller does not
     /// rewrite it (the cluster CAPI operator copies it from the Machine API's stub), so the
     /// image is not moved.
-    StubSecretIncompatible: Skip,
+    StubSecretIncompatible: Skip(skew: Unsettled),
     /// The stub secret is Ignition spec 2 and another object that names it does not move now
     /// (opted out, a custom image, an error, ...): upgrading it in place would leave that
     /// object's image, which may read spec 2 only, with a stub it cannot boot from, so neither
     /// the stub nor this image moves.
-    StubSecretShared: Skip,
+    StubSecretShared: Skip(skew: Unsettled),
     /// The stream publishes no Azure marketplace images at all (OKD, for one).
-    MarketplaceImagesNotPublished: Skip,
+    // `reconcileSkipped`: a stream without Azure marketplace images
+    // (`reconcileAzureProviderSpec`).
+    MarketplaceImagesNotPublished: Skip(skew: Skipped),
     /// Azure: the stream publishes no image of the Hyper-V generation the MachineSet boots
     /// (RHEL 10 streams retired the free Gen1 image); the other generation could not boot on its
     /// VM size.
-    HyperVGenerationNotPublished: Skip,
+    // `reconcileSkipped`, as a stream without the marketplace image (`reconcileAzureProviderSpec`).
+    HyperVGenerationNotPublished: Skip(skew: Skipped),
 
     /// vSphere: the template of the golden release is not in vCenter yet; it is to be imported
     /// (the message says from which OVA, as what and where).
-    TemplateImportPending: Skip,
+    // Ours: a vSphere template on its way (this one and the two below). Upstream imports
+    // templates within its sync: a failure there is an error, and until it is done nothing is
+    // known.
+    TemplateImportPending: Skip(skew: Unsettled),
     /// vSphere: the template of the golden release is being imported.
-    TemplateImporting: Skip,
+    TemplateImporting: Skip(skew: Unsettled),
     /// vSphere: vCenter is being asked which RHCOS release the MachineSet's template is; a
     /// template at the golden release is kept, another is replaced by an import.
-    TemplateVersionPending: Skip,
+    TemplateVersionPending: Skip(skew: Unsettled),
     /// vSphere: the cluster's templates cannot be placed (no failure domains in the
     /// Infrastructure, or no infrastructure name to recognise them by); left as they are.
-    VSphereTopologyUnknown: Skip,
+    // Ours: no failure domains or infrastructure name to place templates by; upstream's
+    // nearest is a nil vSphere platform spec (`reconcileVSphereProviderSpec`), not counted.
+    VSphereTopologyUnknown: Skip(skew: NotCounted),
     /// vSphere: the MachineSet's workspace is in none of the Infrastructure's failure domains,
     /// so there is nowhere to import its template; left as it is (the MCO skips it too).
-    FailureDomainNotFound: Skip,
+    // `reconcileSkipped`: a vSphere workspace in no failure domain (MCO PR 6477, after
+    // 7ff337a4f).
+    FailureDomainNotFound: Skip(skew: Skipped),
 
     /// The golden image failed to boot here and was reverted: the MachineSet stays on its
     /// previous image until the golden image changes or the hold annotation is removed.
-    BootImageHeld: Skip,
+    // Ours. Upstream never reverts; the MachineSet is on an image an administrator must look
+    // at, as with `reconcileSkipped`.
+    BootImageHeld: Skip(skew: Skipped),
 
     /// A warning beside a decision: the object uses an annotation key of an earlier release.
-    DeprecatedAnnotation: Skip,
+    // Ours: a warning beside a decision rather than one, nothing to count.
+    DeprecatedAnnotation: Skip(skew: NotCounted),
 
     MalformedObject: Error,
     /// A Cluster API MachineSet's infrastructure template does not exist or cannot be read.
@@ -291,6 +369,19 @@ mod tests {
         }
         assert!(Reason::GoldenConfigMapMissing.degrades());
         assert!(!Reason::ClusterUpgrading.degrades());
+    }
+
+    #[test]
+    fn only_a_skip_can_move_the_skew_record_and_one_on_its_way_never_does() {
+        for r in Reason::ALL {
+            if r.category() != Category::Skip || r.on_its_way() {
+                assert_eq!(r.skew_tally(), SkewTally::Unsettled, "{r}");
+            }
+            // Reconciled is what an up-to-date decision counts as, never a skip's reason.
+            assert_ne!(r.skew_tally(), SkewTally::Reconciled, "{r}");
+        }
+        assert_eq!(Reason::OptedOut.skew_tally(), SkewTally::Skipped);
+        assert_eq!(Reason::NotSelected.skew_tally(), SkewTally::NotCounted);
     }
 
     #[test]

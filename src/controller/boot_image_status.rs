@@ -19,7 +19,7 @@ use crate::machine_kind::MachineKind;
 use crate::plan::selection::{Declared, release_of};
 use crate::plan::{Action, Decision};
 use crate::platform::Platform;
-use crate::reason::{Category, Reason};
+use crate::reason::{Category, SkewTally};
 
 /// Our own condition, present in Manual skew enforcement only: whether the images in use are
 /// at least as new as the version the administrator declared.
@@ -208,138 +208,19 @@ fn install_version(cv: Option<&ClusterVersionStatus>) -> String {
         .unwrap_or_else(|| "0.0.0".into())
 }
 
-/// How the Machine Config Operator counts a MachineSet when it updates the skew record
-/// (`syncMAPIMachineSets` and `syncMAPIMachineSet`, pkg/controller/bootimage/ms_helpers.go).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Tally {
-    /// Updated or already current (`reconcileSkipped` false, no error): the record may claim
-    /// its image.
-    Reconciled,
-    /// `reconcileSkipped`: left on an image that needs an administrator, so the record falls
-    /// back to the install release (`resetClusterBootImage`).
-    Skipped,
-    /// A sync error, or an update still under way: the record stays as it is.
-    Unsettled,
-    /// Excluded on purpose (another OS stream, Windows, ...) or not selected: not counted.
-    NotCounted,
-}
-
 /// Only Machine API MachineSets move the record upstream: `syncMAPIMachineSets` is the only
 /// caller of `updateClusterBootImage` and `resetClusterBootImage`; ControlPlaneMachineSets
 /// never touch it, and upstream has no Cluster API path.
-fn tally(d: &Decision) -> Tally {
+fn tally(d: &Decision) -> SkewTally {
     if d.kind != MachineKind::MachineSet {
-        return Tally::NotCounted;
+        return SkewTally::NotCounted;
     }
     match d.action {
-        Action::UpToDate => Tally::Reconciled,
+        Action::UpToDate => SkewTally::Reconciled,
         // Upstream patches within its sync, so it has no update still to send; ours waits for a
         // pause, a conflict or the rest of a wave, and whatever was recorded still holds.
-        Action::Update | Action::Error => Tally::Unsettled,
-        Action::Skip => tally_skip(d.reason),
-    }
-}
-
-/// Every reason, so that a new one is classed here before it builds. Ours without an upstream
-/// counterpart are marked "ours" and classed by what their MachineSet's image is.
-fn tally_skip(reason: Reason) -> Tally {
-    match reason {
-        // Not in the lister's list at all: the selector leaves them out, as the MCO's default
-        // leaves out what nobody opted in.
-        Reason::NotSelected | Reason::NotOptedIn => Tally::NotCounted,
-        // Returned as not skipped, with no error: a non-default OS stream label, a Windows
-        // MachineSet (`syncMAPIMachineSet`), one whose Machine API is not authoritative ("out of
-        // scope for the MAPI path", its doc comment), Azure's ppc64le/s390x
-        // (`reconcileAzureProviderSpec`), a platform without a rule (`checkMachineSet`).
-        Reason::OSStreamNotPublished
-        | Reason::WindowsMachine
-        | Reason::AuthoritativeElsewhere
-        | Reason::ArchitectureNotSupported
-        | Reason::PlatformNotSupported => Tally::NotCounted,
-        // Ours: no failure domains or infrastructure name to place templates by; upstream's
-        // nearest is a nil vSphere platform spec (`reconcileVSphereProviderSpec`), not counted.
-        Reason::VSphereTopologyUnknown => Tally::NotCounted,
-        // reconcileSkipped: ownerReferences and an undeclared architecture on a multi-arch
-        // cluster (`syncMAPIMachineSet`); an AMI not by id, of an unknown owner, of a region the
-        // stream lacks, a marketplace product without a fitting AMI
-        // (`reconcileAWSProviderSpec`); a GCP image outside rhcos-cloud
-        // (`reconcileGCPProviderSpec`); a stream without Azure marketplace images
-        // (`reconcileAzureProviderSpec`); an Azure securityType (confidential VMs, trusted
-        // launch) since MCO PR 6404 ("bootimage: fix Confidential Cluster skip", bf5c1c18c,
-        // `reconcileAzureProviderSpec`: such a MachineSet stays on its image, so the record must
-        // not claim it); a vSphere workspace in no failure domain (MCO PR 6477, after
-        // 7ff337a4f).
-        Reason::Owned
-        | Reason::SecurityTypeUnsupported
-        | Reason::ArchitectureNotDeclared
-        | Reason::ImageNotById
-        | Reason::CustomImage
-        | Reason::RegionNotInStream
-        | Reason::MarketplaceImageNotFound
-        | Reason::MarketplaceImagesNotPublished
-        | Reason::HyperVGenerationNotPublished
-        | Reason::FailureDomainNotFound => Tally::Skipped,
-        // Ours: the opt-out annotation. Upstream has none: in All mode it manages every
-        // MachineSet, and leaving one out takes a Partial selection, which turns skew
-        // enforcement Manual. An opted-out MachineSet keeps whatever image it has, which is
-        // exactly what `reconcileSkipped` stands for.
-        Reason::OptedOut => Tally::Skipped,
-        // Ours: held on its previous image after the golden one failed to boot here. Upstream
-        // never reverts; the MachineSet is on an image an administrator must look at, as with
-        // `reconcileSkipped`.
-        Reason::BootImageHeld => Tally::Skipped,
-        // Ours: EC2 not asked yet or unreachable, a vSphere template on its way. Upstream asks
-        // EC2 and imports templates within its sync: a failure there is an error, and until
-        // they answer nothing is known.
-        Reason::Ec2LookupPending
-        | Reason::Ec2Unavailable
-        | Reason::TemplateVersionPending
-        | Reason::TemplateImportPending
-        | Reason::TemplateImporting => Tally::Unsettled,
-        // A stub that cannot boot the new image: upstream's `upgradeStubIgnitionIfRequired`
-        // (pkg/controller/bootimage/helpers.go) fails the MachineSet's sync, an error that
-        // leaves the record as it is.
-        Reason::StubSecretMissing
-        | Reason::StubSecretUnconvertible
-        | Reason::StubSecretUnverified
-        | Reason::StubSecretIncompatible
-        | Reason::StubSecretShared => Tally::Unsettled,
-        // Ours, Cluster API only (never on a Machine API MachineSet) or a warning beside a
-        // decision rather than one: nothing to count.
-        Reason::MachineDeploymentNotOptedIn
-        | Reason::InfrastructureTemplateNotSupported
-        | Reason::DeprecatedAnnotation => Tally::NotCounted,
-        // A hold skips every object: upstream does not sync then, so nothing is recorded.
-        Reason::MachineConfigurationMissing
-        | Reason::InfrastructureMissing
-        | Reason::GoldenConfigMapMissing
-        | Reason::GoldenStreamInvalid
-        | Reason::ReleaseVersionMissing
-        | Reason::ClusterVersionUnknown
-        | Reason::ClusterUpgrading
-        | Reason::ReleaseMismatch
-        | Reason::Paused
-        | Reason::AnotherManagerActive
-        | Reason::ReportOnly => Tally::Unsettled,
-        // Not reasons of a skip; were one to be, leaving the record is the cautious reading.
-        Reason::BootImageOutdated
-        | Reason::BootImageReverted
-        | Reason::UpToDate
-        | Reason::MalformedObject
-        | Reason::InfrastructureTemplateMissing
-        | Reason::InvalidProviderSpec
-        | Reason::InvalidSelector
-        | Reason::UnknownArchitecture
-        | Reason::ArchitectureUndetermined
-        | Reason::ArchitectureNotInStream
-        | Reason::ArchitectureMismatch
-        | Reason::ImageNotInStream
-        | Reason::StreamEntryInvalid
-        | Reason::HotLoop
-        | Reason::TemplateImportFailed
-        | Reason::OvaUnreachable
-        | Reason::VCenterUnavailable
-        | Reason::PatchFailed => Tally::Unsettled,
+        Action::Update | Action::Error => SkewTally::Unsettled,
+        Action::Skip => d.reason.skew_tally(),
     }
 }
 
@@ -350,17 +231,17 @@ fn tally_skip(reason: Reason) -> Tally {
 /// (`resetClusterBootImage`); otherwise what was recorded before.
 fn automatic_record(input: &FieldsInput<'_>, install: &str) -> Value {
     let install_record = || json!({"ocpVersion": install});
-    let tallied: Vec<(Tally, &Decision)> =
+    let tallied: Vec<(SkewTally, &Decision)> =
         (input.decisions.iter()).map(|d| (tally(d), *d)).collect();
-    let any = |class: Tally| tallied.iter().any(|(c, _)| *c == class);
-    if any(Tally::Unsettled) {
+    let any = |class: SkewTally| tallied.iter().any(|(c, _)| *c == class);
+    if any(SkewTally::Unsettled) {
         return recorded_automatic(input.mc).unwrap_or_else(install_record);
     }
-    if any(Tally::Skipped) {
+    if any(SkewTally::Skipped) {
         return install_record();
     }
     let releases = (tallied.iter())
-        .filter(|(c, _)| *c == Tally::Reconciled)
+        .filter(|(c, _)| *c == SkewTally::Reconciled)
         .filter_map(|(_, d)| d.rhcos_release.current.as_deref());
     let mut oldest: Option<&str> = None;
     for release in releases {
@@ -547,6 +428,7 @@ mod tests {
     use super::*;
     use crate::api::{MachineConfigurationStatus, ManagedBootImages, UpdateHistory};
     use crate::plan::Values;
+    use crate::reason::Reason;
 
     const MACHINE_API: &str = "machine.openshift.io";
 

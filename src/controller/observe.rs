@@ -1,6 +1,6 @@
 //! Step 1 of a pass: the stores become one snapshot, the planner's input.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::boot_watches::BootStores;
@@ -8,7 +8,8 @@ use super::lenient::Lenient;
 use super::secrets::SecretWatches;
 use super::watches::Stores;
 use crate::api::{
-    ClusterApiMachineDeployment, ClusterApiMachineSet, ControlPlaneMachineSet, MachineSet,
+    ClusterApiMachineDeployment, ClusterApiMachineSet, ControlPlaneMachineSet, Infrastructure,
+    MachineConfiguration, MachineSet, Secret,
 };
 use crate::known_images::KnownImages;
 use crate::machine_kind::{MachineKind, MachineObject};
@@ -42,21 +43,13 @@ pub(super) async fn observe(
     let cluster_api_machine_deployments = stores.cluster_api_machine_deployments();
     let machine_configuration = stores.machine_configuration(machine_configuration_name);
     let infrastructure = stores.infrastructure();
-    let platform = (infrastructure.as_ref())
-        .and_then(|i| i.status.as_ref()?.platform_status.as_ref())
-        .map(Platform::from_status);
     // Only objects the planner may update need their stub secret checked: watching the others'
     // would cost a watch each (and RBAC for secrets nothing uses).
-    let declared = machine_configuration.as_ref().map(Declared::read);
-    let release = (stores.cluster_version().as_ref())
-        .and_then(|cv| cv.status.as_ref())
-        .and_then(release_of);
-    let selected = |kind: MachineKind| match (&declared, &platform) {
-        (Some(declared), Some(platform)) => {
-            Selection::for_kind(declared, kind, platform, release).0
-        }
-        _ => Selection::None,
-    };
+    let selected = selections(
+        stores,
+        machine_configuration.as_ref(),
+        infrastructure.as_ref(),
+    );
     let wanted: BTreeSet<String> =
         secrets_to_verify(&machine_sets, &selected(MachineKind::MachineSet))
             .chain(secrets_to_verify(
@@ -73,13 +66,8 @@ pub(super) async fn observe(
         &selected(MachineKind::ClusterApiMachineDeployment),
     ))
     .collect();
-    // Both namespaces' first lists are awaited together.
-    tokio::join!(
-        secrets.ensure(&wanted),
-        cluster_api_secrets.ensure(&cluster_api_wanted)
-    );
-    let mut all_secrets = secrets.snapshot();
-    all_secrets.extend(cluster_api_secrets.snapshot());
+    let all_secrets =
+        watch_stub_secrets(secrets, &wanted, cluster_api_secrets, &cluster_api_wanted).await;
 
     let mut known_images = known.clone();
     known_images.merge(&stores.remembered_images());
@@ -112,6 +100,45 @@ pub(super) async fn observe(
         cluster_api_machine_sets,
         cluster_api_machine_deployments,
     }
+}
+
+/// How the MachineConfiguration selects each kind on the cluster's platform and release, as the
+/// planner reads it; nothing without a MachineConfiguration or a platform.
+fn selections(
+    stores: &Stores,
+    machine_configuration: Option<&MachineConfiguration>,
+    infrastructure: Option<&Infrastructure>,
+) -> impl Fn(MachineKind) -> Selection + use<> {
+    let platform = infrastructure
+        .and_then(|i| i.status.as_ref()?.platform_status.as_ref())
+        .map(Platform::from_status);
+    let declared = machine_configuration.map(Declared::read);
+    let release = (stores.cluster_version().as_ref())
+        .and_then(|cv| cv.status.as_ref())
+        .and_then(release_of);
+    move |kind| match (&declared, &platform) {
+        (Some(declared), Some(platform)) => {
+            Selection::for_kind(declared, kind, platform, release).0
+        }
+        _ => Selection::None,
+    }
+}
+
+/// Watches the stub secrets each namespace's objects name (both namespaces' first lists awaited
+/// together) and returns every watched secret.
+async fn watch_stub_secrets(
+    secrets: &mut SecretWatches,
+    wanted: &BTreeSet<String>,
+    cluster_api_secrets: &mut SecretWatches,
+    cluster_api_wanted: &BTreeSet<String>,
+) -> BTreeMap<(String, String), Secret> {
+    tokio::join!(
+        secrets.ensure(wanted),
+        cluster_api_secrets.ensure(cluster_api_wanted)
+    );
+    let mut all = secrets.snapshot();
+    all.extend(cluster_api_secrets.snapshot());
+    all
 }
 
 /// The stub secrets the readable objects among `objects` that `selection` selects name.

@@ -26,75 +26,14 @@ impl Controller {
         decided: PassFacts,
         applied: impl IntoIterator<Item = Applied>,
     ) {
-        if let Some(live) = &decided.live {
-            self.memory.objects.retain(|k, _| live.contains(k));
-        }
-        for key in &decided.gone {
-            self.memory.objects.remove(key);
-        }
+        self.forget_gone_objects(&decided);
         let mut all_done = true;
         for applied in applied {
-            let key = applied.decision.key();
-            if applied.outcome == Outcome::Deferred {
-                // Still failed as far as anyone can tell: keep reporting the failure.
-                all_done = false;
-                continue;
-            }
-            let object = self.memory.object(&key);
-            if applied.outcome == Outcome::Conflict {
-                object.conflicts += 1;
-            } else if applied.outcome != Outcome::Withheld {
-                object.conflicts = 0;
-            }
-            let in_a_row = object.conflicts;
-            let conflicted = applied.outcome == Outcome::Conflict;
-            all_done &= self.count_outcome(&applied);
-            let updated =
-                applied.decision.action == Action::Update && applied.outcome == Outcome::Patched;
-            let mut reported = reported(applied, in_a_row);
-            if updated {
-                // Queued for the Event task, which sends after the wave: Events never delay a
-                // rollout or its status.
-                let notice = match reported.reason {
-                    Reason::BootImageReverted => &REVERTED,
-                    _ => &UPDATED,
-                };
-                self.events.publish(&reported, notice);
-            } else if self.newly_failed_to_boot(&reported) {
-                self.events.publish(&reported, &FAILED_TO_BOOT);
-            } else if self.entered_error(&reported) || self.newly_held_by_its_stub(&reported) {
-                self.events
-                    .publish(&reported, &error_notice(reported.reason));
-            }
-            if let Some(reason) = self.new_warning(&reported) {
-                self.events.publish(&reported, &error_notice(reason));
-            }
-            // A conflict's quick retry stands, unless it has become an error with a backoff.
-            if !conflicted || reported.action == Action::Error {
-                self.schedule_retry(&reported);
-            }
-            let object = self.memory.object(&key);
-            object.patch_retry = (reported.reason == Reason::PatchFailed)
-                .then(|| Some(object.retry?.1))
-                .flatten();
-            // Patched: reported as planning the patched object will decide, so status says
-            // the rollout is done without waiting for the watch to echo every patch.
-            if updated {
-                Arc::make_mut(&mut reported).apply();
-            }
-            self.memory.object(&key).decision = Some(reported);
+            all_done &= self.record(applied);
         }
         self.warn_of_legacy_pause();
         self.adopt_gates(decided.blocked, decided.selections);
-        let golden = decided.golden.as_ref().map(|g| {
-            let release = g.release_version.as_deref().unwrap_or("");
-            (g.stream.stream.as_str(), release)
-        });
-        self.metrics.observe_plan(
-            self.memory.decisions().map(|(_, d)| &**d),
-            self.memory.last_blocked.as_ref(),
-            golden,
-        );
+        self.observe_plan(decided.golden.as_deref());
         self.write_status().await;
         // After the status: remembering the golden images is bookkeeping for later releases,
         // and must not delay the report of this one's rollout.
@@ -104,6 +43,89 @@ impl Controller {
         if all_done {
             self.metrics.last_sync.set(Timestamp::now().as_second());
         }
+    }
+
+    /// Forgets the objects the pass found gone (and, when it saw them all, every one it did
+    /// not see).
+    fn forget_gone_objects(&mut self, decided: &PassFacts) {
+        if let Some(live) = &decided.live {
+            self.memory.objects.retain(|k, _| live.contains(k));
+        }
+        for key in &decided.gone {
+            self.memory.objects.remove(key);
+        }
+    }
+
+    /// Records one decision and how its patch went: counted and logged, its Events queued, its
+    /// retry scheduled, and kept as the object's latest decision. False when the object still
+    /// needs another pass.
+    fn record(&mut self, applied: Applied) -> bool {
+        let key = applied.decision.key();
+        if applied.outcome == Outcome::Deferred {
+            // Still failed as far as anyone can tell: keep reporting the failure.
+            return false;
+        }
+        let object = self.memory.object(&key);
+        if applied.outcome == Outcome::Conflict {
+            object.conflicts += 1;
+        } else if applied.outcome != Outcome::Withheld {
+            object.conflicts = 0;
+        }
+        let in_a_row = object.conflicts;
+        let conflicted = applied.outcome == Outcome::Conflict;
+        let done = self.count_outcome(&applied);
+        let updated =
+            applied.decision.action == Action::Update && applied.outcome == Outcome::Patched;
+        let mut reported = reported(applied, in_a_row);
+        self.publish_events(&reported, updated);
+        // A conflict's quick retry stands, unless it has become an error with a backoff.
+        if !conflicted || reported.action == Action::Error {
+            self.schedule_retry(&reported);
+        }
+        let object = self.memory.object(&key);
+        object.patch_retry = (reported.reason == Reason::PatchFailed)
+            .then(|| Some(object.retry?.1))
+            .flatten();
+        // Patched: reported as planning the patched object will decide, so status says
+        // the rollout is done without waiting for the watch to echo every patch.
+        if updated {
+            Arc::make_mut(&mut reported).apply();
+        }
+        self.memory.object(&key).decision = Some(reported);
+        done
+    }
+
+    /// Queues the Events of one reported decision for the Event task, which sends after the
+    /// wave: Events never delay a rollout or its status.
+    fn publish_events(&self, reported: &Decision, updated: bool) {
+        if updated {
+            let notice = match reported.reason {
+                Reason::BootImageReverted => &REVERTED,
+                _ => &UPDATED,
+            };
+            self.events.publish(reported, notice);
+        } else if self.newly_failed_to_boot(reported) {
+            self.events.publish(reported, &FAILED_TO_BOOT);
+        } else if self.entered_error(reported) || self.newly_held_by_its_stub(reported) {
+            self.events
+                .publish(reported, &error_notice(reported.reason));
+        }
+        if let Some(reason) = self.new_warning(reported) {
+            self.events.publish(reported, &error_notice(reason));
+        }
+    }
+
+    /// The plan's gauges, from every object's latest decision and the gate that holds the pass.
+    fn observe_plan(&self, golden: Option<&GoldenConfig>) {
+        let golden = golden.map(|g| {
+            let release = g.release_version.as_deref().unwrap_or("");
+            (g.stream.stream.as_str(), release)
+        });
+        self.metrics.observe_plan(
+            self.memory.decisions().map(|(_, d)| &**d),
+            self.memory.last_blocked.as_ref(),
+            golden,
+        );
     }
 
     /// Remembers the golden images that are not yet (see [`remembered_images`]).

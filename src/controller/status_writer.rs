@@ -21,13 +21,16 @@ use crate::plan::{Blocked, Decision, ObjectKey};
 use crate::platform::Platform;
 use crate::reason::{Category, Reason};
 
+/// Boot-image status fields by name, as applied.
+type StatusFields = serde_json::Map<String, serde_json::Value>;
+
 /// A status write decided on: sent by [`Controller::send_status`] (alone, or beside a wave of
 /// patches), then recorded by [`Controller::status_sent`].
 pub(super) struct StatusWrite {
     /// The resourceVersion of the MachineConfiguration the conditions were computed against.
     basis: Option<String>,
     conditions: Vec<Condition>,
-    fields: Option<serde_json::Map<String, serde_json::Value>>,
+    fields: Option<StatusFields>,
     /// The conditions differ from what the object has (else they only carry the fields).
     conditions_changed: bool,
     /// The API server refused the fields: what [`Controller::status_sent`] remembers.
@@ -83,11 +86,7 @@ impl Controller {
     ) -> Option<StatusWrite> {
         let name = &self.args.machine_configuration_name.clone();
         let mc = self.stores.machine_configuration(name)?;
-        let decisions: Vec<&Decision> = (self.memory.decisions())
-            .filter(|(key, _)| !pending.contains_key(*key))
-            .map(|(_, decision)| &**decision)
-            .chain(pending.values().copied())
-            .collect();
+        let decisions = self.decisions_with(pending);
         let mut desired = status::desired(&status::StatusInput {
             blocked: self.memory.last_blocked.as_ref(),
             decisions: &decisions,
@@ -108,23 +107,8 @@ impl Controller {
             .flatten();
         let schema = self.schema.current();
         desired.extend(fields.as_ref().and_then(|f| f.manual_met.clone()));
-        // Fields the API server refused wait for their backoff; the conditions never do.
-        let refused =
-            (self.memory.fields_refused.as_ref()).is_some_and(|r| r.holds(&schema, Instant::now()));
-        let fields = fields.filter(|_| !refused);
+        let (entries, shared) = self.field_entries(&mc, fields.as_ref(), &schema);
         let (current, current_fields) = self.current_status(&mc);
-        // Never a field another manager owns, even an MCO that enrolls nothing: forced, our
-        // apply would take it over, and the MCO's controller enrolls what
-        // `managedBootImagesStatus` says (`syncMAPIMachineSets`, pkg/controller/bootimage/
-        // ms_helpers.go, release-4.21): our selection there would make it a second manager.
-        let owned_elsewhere = other_managers::status_fields_owned_by_others(&mc, FIELD_MANAGER);
-        let shared = fields_shared_with_others(&mc, &owned_elsewhere);
-        let mut entries = (fields.as_ref())
-            .map(|f| f.status_entries(&schema))
-            .unwrap_or_default();
-        entries.retain(|key, _| !owned_elsewhere.contains(key));
-        entries.extend(shared.clone());
-        let entries = Some(entries).filter(|entries| !entries.is_empty());
         let fields_changed = (entries.as_ref())
             .is_some_and(|entries| !boot_image_status::already_in(entries, &current_fields));
         let merged = status::merge(&current, &desired, mc.metadata.generation, Timestamp::now());
@@ -168,6 +152,42 @@ impl Controller {
                 .then(|| mc.metadata.resource_version.clone())
                 .flatten(),
         })
+    }
+
+    /// Every object's latest decision, with the `pending` ones in place of the same objects'.
+    fn decisions_with<'a>(
+        &'a self,
+        pending: &BTreeMap<ObjectKey, &'a Decision>,
+    ) -> Vec<&'a Decision> {
+        (self.memory.decisions())
+            .filter(|(key, _)| !pending.contains_key(*key))
+            .map(|(_, decision)| &**decision)
+            .chain(pending.values().copied())
+            .collect()
+    }
+
+    /// The boot-image fields to apply, none when empty, and (second) the fields other managers
+    /// share with us, which go along as they are.
+    fn field_entries(
+        &self,
+        mc: &MachineConfiguration,
+        fields: Option<&BootImageFields>,
+        schema: &StatusSchema,
+    ) -> (Option<StatusFields>, StatusFields) {
+        // Fields the API server refused wait for their backoff; the conditions never do.
+        let refused =
+            (self.memory.fields_refused.as_ref()).is_some_and(|r| r.holds(schema, Instant::now()));
+        let fields = fields.filter(|_| !refused);
+        // Never a field another manager owns, even an MCO that enrolls nothing: forced, our
+        // apply would take it over, and the MCO's controller enrolls what
+        // `managedBootImagesStatus` says (`syncMAPIMachineSets`, pkg/controller/bootimage/
+        // ms_helpers.go, release-4.21): our selection there would make it a second manager.
+        let owned_elsewhere = other_managers::status_fields_owned_by_others(mc, FIELD_MANAGER);
+        let shared = fields_shared_with_others(mc, &owned_elsewhere);
+        let mut entries = fields.map(|f| f.status_entries(schema)).unwrap_or_default();
+        entries.retain(|key, _| !owned_elsewhere.contains(key));
+        entries.extend(shared.clone());
+        (Some(entries).filter(|entries| !entries.is_empty()), shared)
     }
 
     /// The conditions and boot-image fields `mc` has, as far as we know: until the watch

@@ -152,9 +152,45 @@ pub fn judge(
     now: Timestamp,
     join_limit: SignedDuration,
 ) -> BootEvidence {
-    let Ok(moved_at) = moved_at.parse::<Timestamp>() else {
+    let Some(evidence) = machines_since_the_move(owner, moved_at, image, boots, now, join_limit)
+    else {
         return BootEvidence::unproven(None);
     };
+    let proves = |(_, v): &&(_, Verdict)| matches!(v, Verdict::Proves);
+    if let Some((m, _)) = evidence.iter().find(proves) {
+        return settled(BootState::Proven, m, None, now);
+    }
+    for (m, verdict) in &evidence {
+        if let Verdict::Fails(why) = verdict {
+            return settled(BootState::Failed, m, Some(why), now);
+        }
+    }
+    let next = (evidence.iter())
+        .filter_map(|(_, v)| match v {
+            Verdict::Open(at) => *at,
+            _ => None,
+        })
+        .min();
+    let no_node: Vec<&Machine> = (evidence.iter())
+        .filter_map(|(m, v)| matches!(v, Verdict::NoNode).then_some(*m))
+        .collect();
+    if no_node.is_empty() {
+        return BootEvidence::unproven(next);
+    }
+    without_a_node(&no_node, image, boots, now, join_limit, next)
+}
+
+/// The Machines `owner` created at or after the move that boot `image`, each with what it
+/// shows, oldest first; none when the move's time does not parse or `owner` makes no Machine.
+fn machines_since_the_move<'b>(
+    owner: &Owner<'_>,
+    moved_at: &str,
+    image: &Value,
+    boots: &'b Boots,
+    now: Timestamp,
+    join_limit: SignedDuration,
+) -> Option<Vec<(&'b Machine, Verdict)>> {
+    let moved_at = moved_at.parse::<Timestamp>().ok()?;
     // creationTimestamp has whole seconds: a Machine created in the second of the move counts,
     // and one created just before it is told apart by its image.
     let since = Timestamp::from_second(moved_at.as_second()).unwrap_or(moved_at);
@@ -163,11 +199,8 @@ pub fn judge(
     // `validateMachineset`): nothing counts for one here either.
     let selector = (owner.selector.cloned())
         .and_then(|s| Selector::try_from(s).ok())
-        .filter(|s| !s.selects_all());
-    let (Some(selector), Some(template)) = (selector, owner.template.map(ProviderSpec::leaves))
-    else {
-        return BootEvidence::unproven(None);
-    };
+        .filter(|s| !s.selects_all())?;
+    let template = owner.template.map(ProviderSpec::leaves)?;
     let mut evidence: Vec<(&Machine, Verdict)> = (boots.machines.iter())
         .map(Arc::as_ref)
         .filter(|m| created_by(m, owner.meta, &selector, &template))
@@ -183,40 +216,36 @@ pub fn judge(
         let (a, b) = (&a.metadata, &b.metadata);
         (a.creation_timestamp.as_ref(), &a.name).cmp(&(b.creation_timestamp.as_ref(), &b.name))
     });
-    let settled = |state, m: &Machine, reason: Option<&String>| BootEvidence {
+    Some(evidence)
+}
+
+/// Settled by Machine `m`, now.
+fn settled(state: BootState, m: &Machine, reason: Option<&String>, now: Timestamp) -> BootEvidence {
+    BootEvidence {
         state,
         machine: m.metadata.name.clone(),
         time: Some(now.to_string()),
         reason: reason.cloned(),
         look_again_at: None,
-    };
-    let proves = |(_, v): &&(_, Verdict)| matches!(v, Verdict::Proves);
-    if let Some((m, _)) = evidence.iter().find(proves) {
-        return settled(BootState::Proven, m, None);
     }
-    for (m, verdict) in &evidence {
-        if let Verdict::Fails(why) = verdict {
-            return settled(BootState::Failed, m, Some(why));
-        }
-    }
-    let next = (evidence.iter())
-        .filter_map(|(_, v)| match v {
-            Verdict::Open(at) => *at,
-            _ => None,
-        })
-        .min();
-    // A Node that never joins is not the image's fault on one Machine: a stalled CSR approver,
-    // an unreachable machine-config server or a slow first pull keep a kubelet out as surely.
-    // It settles only on more than one Machine, and while no Machine of the image anywhere in
-    // the cluster has a Ready Node.
-    let no_node: Vec<&Machine> = (evidence.iter())
-        .filter_map(|(m, v)| matches!(v, Verdict::NoNode).then_some(*m))
-        .collect();
-    let Some(first) = no_node.first() else {
-        return BootEvidence::unproven(next);
-    };
+}
+
+/// The evidence of Machines (`no_node`, oldest first, at least one) whose Node never joined.
+/// A Node that never joins is not the image's fault on one Machine: a stalled CSR approver,
+/// an unreachable machine-config server or a slow first pull keep a kubelet out as surely.
+/// It settles only on more than one Machine, and while no Machine of the image anywhere in
+/// the cluster has a Ready Node.
+fn without_a_node(
+    no_node: &[&Machine],
+    image: &Value,
+    boots: &Boots,
+    now: Timestamp,
+    join_limit: SignedDuration,
+    next: Option<Timestamp>,
+) -> BootEvidence {
+    let first = no_node[0];
     let within = join_limit_of(first, &boots.health_checks, join_limit).describe();
-    let names = named(&no_node);
+    let names = named(no_node);
     let proven_elsewhere = (boots.machines.iter()).find(|m| {
         holds_image(m.spec.provider_spec.value.as_ref(), image)
             && matches!(verdict(m, &boots.nodes, now, join_limit), Verdict::Proves)
@@ -229,7 +258,7 @@ pub fn judge(
                  failure",
                 no_node.len()
             );
-            return settled(BootState::Failed, first, Some(&why));
+            return settled(BootState::Failed, first, Some(&why), now);
         }
         None => format!(
             "no Node joined within {within} on Machine {names}, which alone is no verdict (a \

@@ -372,54 +372,10 @@ async fn respond(
     reviewer: Option<Reviewer>,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     let (status, body, content_type) = match req.uri().path() {
-        "/metrics" if endpoints.metrics => match reviewer {
-            None => (
-                StatusCode::OK,
-                metrics.render(),
-                "text/plain; version=0.0.4",
-            ),
-            Some(reviewer) => {
-                let authorization = req
-                    .headers()
-                    .get(hyper::header::AUTHORIZATION)
-                    .and_then(|v| v.to_str().ok());
-                match reviewer
-                    .review(peer, authorization, req.method().as_str(), "/metrics")
-                    .await
-                {
-                    Ok(Verdict::Allowed) => (
-                        StatusCode::OK,
-                        metrics.render(),
-                        "text/plain; version=0.0.4",
-                    ),
-                    Ok(Verdict::Unauthenticated) => {
-                        text(StatusCode::UNAUTHORIZED, "Unauthorized\n")
-                    }
-                    Ok(Verdict::Forbidden(user)) => {
-                        debug!(user, "refused a metrics client without get on /metrics");
-                        text(StatusCode::FORBIDDEN, "Forbidden\n")
-                    }
-                    Err(secure::ReviewError::TooMany) => {
-                        debug!("refused a metrics client: the review budget is spent");
-                        return Ok(Response::builder()
-                            .status(StatusCode::TOO_MANY_REQUESTS)
-                            .header("content-type", "text/plain")
-                            .header("retry-after", "1")
-                            .body(Full::new(Bytes::from_static(
-                                b"too many credential checks: retry in a second\n",
-                            )))
-                            .expect("static response parts are valid"));
-                    }
-                    Err(e) => {
-                        warn!(error = %e, "cannot review a metrics client's token");
-                        text(
-                            StatusCode::INTERNAL_SERVER_ERROR,
-                            "cannot check the client's credentials\n",
-                        )
-                    }
-                }
-            }
-        },
+        "/metrics" if endpoints.metrics => {
+            let method = req.method().as_str();
+            return Ok(serve_metrics(req.headers(), method, peer, &metrics, reviewer).await);
+        }
         "/healthz" | "/livez" if endpoints.probes => match health.stalled() {
             None => text(StatusCode::OK, "ok\n"),
             Some(idle) => (
@@ -438,11 +394,69 @@ async fn respond(
         ),
         _ => text(StatusCode::NOT_FOUND, "not found\n"),
     };
-    Ok(Response::builder()
+    Ok(response(status, body, content_type))
+}
+
+/// `/metrics`: to every client without a reviewer, else to those whose token may get it.
+async fn serve_metrics(
+    headers: &hyper::HeaderMap,
+    method: &str,
+    peer: std::net::IpAddr,
+    metrics: &Metrics,
+    reviewer: Option<Reviewer>,
+) -> Response<Full<Bytes>> {
+    let Some(reviewer) = reviewer else {
+        return response(
+            StatusCode::OK,
+            metrics.render(),
+            "text/plain; version=0.0.4",
+        );
+    };
+    let authorization = headers
+        .get(hyper::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    let (status, body, content_type) = match reviewer
+        .review(peer, authorization, method, "/metrics")
+        .await
+    {
+        Ok(Verdict::Allowed) => (
+            StatusCode::OK,
+            metrics.render(),
+            "text/plain; version=0.0.4",
+        ),
+        Ok(Verdict::Unauthenticated) => text(StatusCode::UNAUTHORIZED, "Unauthorized\n"),
+        Ok(Verdict::Forbidden(user)) => {
+            debug!(user, "refused a metrics client without get on /metrics");
+            text(StatusCode::FORBIDDEN, "Forbidden\n")
+        }
+        Err(secure::ReviewError::TooMany) => {
+            debug!("refused a metrics client: the review budget is spent");
+            return Response::builder()
+                .status(StatusCode::TOO_MANY_REQUESTS)
+                .header("content-type", "text/plain")
+                .header("retry-after", "1")
+                .body(Full::new(Bytes::from_static(
+                    b"too many credential checks: retry in a second\n",
+                )))
+                .expect("static response parts are valid");
+        }
+        Err(e) => {
+            warn!(error = %e, "cannot review a metrics client's token");
+            text(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "cannot check the client's credentials\n",
+            )
+        }
+    };
+    response(status, body, content_type)
+}
+
+fn response(status: StatusCode, body: String, content_type: &str) -> Response<Full<Bytes>> {
+    Response::builder()
         .status(status)
         .header("content-type", content_type)
         .body(Full::new(Bytes::from(body)))
-        .expect("static response parts are valid"))
+        .expect("static response parts are valid")
 }
 
 #[cfg(test)]

@@ -1,8 +1,9 @@
 //! The docs stay true: every flag of every command is on docs/configuration.md and nothing
 //! else is; every relative link of README.md and docs/ reaches a file and heading that exist;
 //! the demo's transcript has the demo's steps; the README stays short; the install
-//! overlay the docs show renders with the image it names and absolute runbook links; and the
-//! install docs' RBAC table is the manifests' rules.
+//! overlay the docs show renders with the image it names and absolute runbook links; the
+//! install docs' RBAC table is the manifests' rules; and the line budgets of
+//! docs/architecture.md are what hack/count-lines.sh counts.
 //!
 //! Pure file reads, no cluster (the overlay needs `kubectl kustomize`, else it skips).
 
@@ -1088,5 +1089,44 @@ fn the_manifests_readme_names_every_resource_each_rbac_file_grants() {
     assert!(
         missing.is_empty(),
         "manifests/README.md does not name what these files grant: {missing:?}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Line budgets
+
+/// docs/architecture.md's budget table is what `hack/count-lines.sh --markdown` prints today,
+/// and the script counts every file of src/ in an area (it fails on a file in none).
+#[test]
+fn the_line_budget_table_is_what_hack_count_lines_prints() {
+    let out = std::process::Command::new("bash")
+        .arg(repo().join("hack/count-lines.sh"))
+        .arg("--markdown")
+        .output()
+        .expect("bash runs hack/count-lines.sh");
+    assert!(
+        out.status.success(),
+        "hack/count-lines.sh failed (a file of src/ in no area?): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let counted = String::from_utf8(out.stdout).expect("UTF-8 table");
+    let page = read("docs/architecture.md");
+    let section = page
+        .split("\n## Line budgets\n")
+        .nth(1)
+        .expect("docs/architecture.md has a \"Line budgets\" section");
+    let section = section.split("\n## ").next().unwrap_or_default();
+    let shown: Vec<&str> = section.lines().filter(|l| l.starts_with('|')).collect();
+    let counted: Vec<&str> = counted.lines().collect();
+    let stale: Vec<String> = counted
+        .iter()
+        .filter(|row| !shown.contains(row))
+        .map(|row| format!("  {row}"))
+        .collect();
+    assert!(
+        shown == counted,
+        "docs/architecture.md's line budgets are not what `hack/count-lines.sh --markdown` \
+         prints (paste its output there); rows the docs lack:\n{}",
+        stale.join("\n")
     );
 }
