@@ -45,15 +45,15 @@ lease|360|controller/lease.rs
 planner|2300, safety 140, opt-in 173|plan/mod.rs plan/decision.rs plan/gates.rs plan/rules.rs plan/selection.rs plan/history.rs plan/patch.rs plan/other_managers.rs plan/nodes.rs
 stub|520, safety 108|plan/stub.rs plan/pointer_config.rs plan/shared_stubs.rs revert/stub_secret.rs
 Cluster API|520, safety 3|plan/cluster_api_templates.rs controller/templates.rs
-boot evidence|800, safety 527|plan/boot_evidence.rs plan/boot_follow.rs controller/boot_watches.rs controller/nodes.rs
+boot evidence|800, safety 527|plan/boot_evidence.rs plan/boot_follow.rs controller/boot_watches.rs controller/node_watch.rs
 platform/|1600, safety 11, opt-in 21|platform/
-EC2|1350, STS 143, egress 2|ec2/ controller/ec2.rs plan/amis.rs
+EC2|1350, STS 143, egress 2|ec2/ controller/ami_lookups.rs plan/amis.rs facts/ec2.rs facts/region.rs
 STS|0, STS 185|ec2/sts.rs
-vCenter|1950, OVA mirror 96, egress -9|vcenter/ controller/vcenter.rs
-revert|950|revert.rs cli/revert.rs
+vCenter|1950, OVA mirror 96, egress -9|vcenter/ controller/template_imports.rs facts/vcenter.rs
+revert|950|revert.rs cli/revert.rs plan/undo.rs
 CLI|1750, safety 18, egress 4, opt-in 11|cli/ manifests.rs main.rs
-model|1750, safety 270, OVA mirror 7, opt-in 9|api.rs machine_kind.rs golden_stream.rs known_images.rs controller/remembered_images.rs reason.rs names.rs arch.rs quoted.rs lib.rs
-plumbing|220, egress 201|api_client.rs http_client.rs kubeconfig.rs bounded_read.rs
+model|1750, safety 270, OVA mirror 7, opt-in 9|api.rs machine_kind.rs golden_stream.rs known_images.rs controller/remembered_images.rs reason.rs names.rs arch.rs quoted.rs lib.rs facts/mod.rs
+plumbing|220, egress 225|api_client.rs http_client.rs kubeconfig.rs bounded_read.rs
 egress proxy|0, egress 284|http_client/proxy.rs
 '
 

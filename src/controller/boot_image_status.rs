@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use super::status::Desired;
 use super::status_schema::StatusSchema;
 use crate::api::{ClusterVersionStatus, MachineConfiguration};
-use crate::ec2::facts::rhel_version;
+use crate::facts::ec2::rhel_version;
 use crate::machine_kind::MachineKind;
 use crate::plan::selection::{Declared, release_of};
 use crate::plan::{Action, Decision};

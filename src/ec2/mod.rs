@@ -15,10 +15,6 @@ use std::collections::BTreeSet;
 
 use crate::facts::ec2::{AmiOrigin, Ec2Facts};
 
-/// The facts moved to `crate::facts::ec2`; this path stays only for `controller/boot_image_status.rs`
-/// until it imports them from there.
-pub(crate) use crate::facts::ec2 as facts;
-
 /// Asks EC2 about `wanted` at once, region by region, and the marketplace products they belong
 /// to: for `plan`, which waits for the answers (the controller asks in the background).
 pub async fn gather(
@@ -61,7 +57,12 @@ async fn gather_region(
     }
     for product in products {
         let images = client
-            .describe_marketplace(region, credentials, facts::MARKETPLACE_OWNER, &product)
+            .describe_marketplace(
+                region,
+                credentials,
+                crate::facts::ec2::MARKETPLACE_OWNER,
+                &product,
+            )
             .await?;
         for image in images {
             facts.add_image(image);
