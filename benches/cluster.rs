@@ -442,8 +442,8 @@ impl Bench {
         samples(&self.controller.metrics().await)
     }
 
-    /// Waits until the controller has sent the Events it queued: it sends 20 a second, so those
-    /// of a rollout would load whatever is measured next.
+    /// Waits until the controller has sent the Events it queued: those of a rollout would load
+    /// whatever is measured next.
     async fn events_sent(&self) -> Result<()> {
         let event = |s: &str| label(s, "target") == "Event";
         let events = async || sum(&self.metrics().await, WRITES, event);

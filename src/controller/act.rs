@@ -8,7 +8,6 @@ use std::sync::{Arc, OnceLock};
 use futures::StreamExt;
 use kube::Client;
 use kube::api::{Api, DynamicObject, PatchParams, PostParams};
-use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::api::Secret;
@@ -53,9 +52,6 @@ pub(super) struct Patcher {
     apis: BTreeMap<MachineKind, Api<DynamicObject>>,
     client: Client,
     templates: Api<DynamicObject>,
-    /// True from a wave's first patch until its pass has reported it: the status write that
-    /// ends a rollout (Progressing=False) is on its critical path as much as the patches are.
-    patching: watch::Sender<bool>,
     /// The stub secret upgrades sent, by the patch that made them: the objects that share a
     /// stub all carry its upgrade, and the first to go sends it for the others. Held while one
     /// is sent, so that the others wait for it rather than race it.
@@ -86,18 +82,6 @@ impl OurCopies {
 }
 
 impl Patcher {
-    /// Whether a wave of patches is in flight or not yet reported, for writers that should
-    /// wait for it.
-    pub fn patching(&self) -> watch::Receiver<bool> {
-        self.patching.subscribe()
-    }
-
-    /// The pass has reported its wave (written its status, if that changed): the writers that
-    /// waited may go.
-    pub fn wave_reported(&self) {
-        (self.patching).send_if_modified(|patching| std::mem::replace(patching, false));
-    }
-
     pub fn new(client: &Client, machine_api: &str, cluster_api: &str) -> Self {
         let apis = MachineKind::ALL
             .into_iter()
@@ -116,7 +100,6 @@ impl Patcher {
             apis,
             client: client.clone(),
             templates: Api::namespaced_with(client.clone(), cluster_api, &templates),
-            patching: watch::Sender::new(false),
             stub_upgrades: Default::default(),
             copies: Default::default(),
         }
@@ -230,7 +213,6 @@ impl Patcher {
             } else if !may_write() {
                 stopped.extend(each(Outcome::Withheld));
             } else {
-                (self.patching).send_if_modified(|patching| !std::mem::replace(patching, true));
                 stopped.extend(self.upgrade_stub_for(&upgrade, &members, &sends).await);
             }
             for at in members {
@@ -449,8 +431,6 @@ pub(super) async fn act(
                 return (i, Outcome::Withheld);
             }
             first_sent.get_or_init(Instant::now);
-            // Other writers (the Event sender) wait while a wave of patches is in flight.
-            (patcher.patching).send_if_modified(|patching| !std::mem::replace(patching, true));
             (i, patcher.send(outgoing).await)
         }
     });

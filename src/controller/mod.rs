@@ -223,7 +223,6 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> Result<(), RunEr
             args.identity(),
             metrics.clone(),
             args.max_concurrent_patches,
-            patcher.patching(),
         ),
         patcher: Arc::new(patcher),
         configurations: Api::all(client.clone()),
@@ -654,8 +653,6 @@ impl Controller {
             act::Applied { decision, outcome }
         });
         self.report(facts, applied).await;
-        // The Events of the wave waited for its patches and for the status that reports them.
-        self.patcher.wave_reported();
         // Where a pass spends its time, for whoever wonders why a rollout starts late.
         let ms = |from: Instant, to: Instant| to.duration_since(from).as_secs_f64() * 1e3;
         debug!(

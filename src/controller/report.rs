@@ -95,8 +95,8 @@ impl Controller {
         done
     }
 
-    /// Queues the Events of one reported decision for the Event task, which sends after the
-    /// wave: Events never delay a rollout or its status.
+    /// Queues the Events of one reported decision for the Event task: Events never delay a
+    /// rollout or its status.
     fn publish_events(&self, reported: &Decision, updated: bool) {
         if updated {
             let notice = match reported.reason {
