@@ -9,8 +9,6 @@ use crate::support;
 
 use std::time::{Duration, Instant};
 
-use boot_image_controller::facts::vcenter::{FailureDomain, TemplateKey, TemplateRequest};
-use boot_image_controller::golden_stream::VmwareOva;
 use boot_image_controller::http_client::{self, Egress, Proxies};
 use boot_image_controller::vcenter::VcenterError;
 use boot_image_controller::vcenter::client::{Limits, VcenterClient, sdk_url};
@@ -68,35 +66,6 @@ async fn login(sdk: &str, egress: Egress) -> Result<VcenterClient, VcenterError>
         vcenter_limits(egress),
     )
     .await
-}
-
-fn template_request(vcsim: &Vcsim, ova_url: &str, sha256: &str) -> TemplateRequest {
-    let key = TemplateKey {
-        server: vcsim.server(),
-        datacenter: vcsim::DATACENTER.into(),
-        name: "egress-rhcos-9.6.20251023-0".into(),
-    };
-    TemplateRequest {
-        current: key.clone(),
-        key,
-        failure_domain: FailureDomain {
-            name: "us-east-1a".into(),
-            server: vcsim.server(),
-            datacenter: vcsim::DATACENTER.into(),
-            datastore: vcsim::DATASTORE.into(),
-            compute_cluster: "/DC0/host/DC0_C0".into(),
-            resource_pool: vcsim::RESOURCE_POOL.into(),
-            folder: vcsim::FOLDER.into(),
-            network: vcsim::NETWORK.into(),
-            vm_group: String::new(),
-        },
-        folder: vcsim::FOLDER.into(),
-        ova: VmwareOva {
-            release: "9.6.20251023-0".into(),
-            location: ova_url.into(),
-            sha256: sha256.into(),
-        },
-    }
 }
 
 /// `plan --ec2-lookup` (the binary, which reads the proxy from its environment) against moto at
@@ -206,7 +175,11 @@ async fn ec2_vcenter_and_the_ova_go_through_the_proxy_and_no_proxy_destinations_
     let client = login(&sdk, egress(&squid.url(""), ".cluster.local"))
         .await
         .expect("log in to vCenter through the proxy");
-    let request = template_request(&vcsim, &ova_url, &vcsim::sha256(&ova));
+    let request = vcsim.template_request(
+        "egress-rhcos-9.6.20251023-0",
+        &ova_url,
+        &vcsim::sha256(&ova),
+    );
     let dir = tempfile::tempdir().unwrap();
     let limits = ImportLimits {
         download_timeout: Duration::from_secs(60),

@@ -7,10 +7,7 @@ use crate::support;
 
 use std::time::Duration;
 
-use boot_image_controller::facts::vcenter::{
-    FailureDomain, TemplateKey, TemplateRequest, TemplateVersion,
-};
-use boot_image_controller::golden_stream::VmwareOva;
+use boot_image_controller::facts::vcenter::{TemplateKey, TemplateRequest, TemplateVersion};
 use boot_image_controller::vcenter::VcenterError;
 use boot_image_controller::vcenter::client::{Limits, VcenterClient, inventory_path, sdk_url};
 use boot_image_controller::vcenter::credentials::Credentials;
@@ -49,33 +46,7 @@ fn import_limits(dir: &tempfile::TempDir) -> ImportLimits {
 
 /// The template of vcsim's one failure domain, from the OVA at `url` with digest `sha256`.
 fn request(vcsim: &Vcsim, url: &str, sha256: &str) -> TemplateRequest {
-    let domain = FailureDomain {
-        name: "us-east-1a".into(),
-        server: vcsim.server(),
-        datacenter: vcsim::DATACENTER.into(),
-        datastore: vcsim::DATASTORE.into(),
-        compute_cluster: "/DC0/host/DC0_C0".into(),
-        resource_pool: vcsim::RESOURCE_POOL.into(),
-        folder: vcsim::FOLDER.into(),
-        network: vcsim::NETWORK.into(),
-        vm_group: String::new(),
-    };
-    let key = TemplateKey {
-        server: vcsim.server(),
-        datacenter: vcsim::DATACENTER.into(),
-        name: TEMPLATE.into(),
-    };
-    TemplateRequest {
-        current: key.clone(),
-        key,
-        failure_domain: domain,
-        folder: vcsim::FOLDER.into(),
-        ova: VmwareOva {
-            release: "9.6.20251023-0".into(),
-            location: url.into(),
-            sha256: sha256.into(),
-        },
-    }
+    vcsim.template_request(TEMPLATE, url, sha256)
 }
 
 async fn login(vcsim: &Vcsim) -> VcenterClient {

@@ -9,6 +9,8 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
 
+use boot_image_controller::facts::vcenter::{FailureDomain, TemplateKey, TemplateRequest};
+use boot_image_controller::golden_stream::VmwareOva;
 use boot_image_controller::vcenter::client::{Limits, VcenterClient, inventory_path, sdk_url};
 use boot_image_controller::vcenter::credentials::Credentials;
 use boot_image_controller::vcenter::soap::MoRef;
@@ -45,6 +47,37 @@ pub struct Vcsim {
 }
 
 impl Vcsim {
+    /// The template `name` of this vcsim's one failure domain, from the OVA at `url` with digest
+    /// `sha256`: what the planner would ask `vcenter::import` for.
+    pub fn template_request(&self, name: &str, url: &str, sha256: &str) -> TemplateRequest {
+        let key = TemplateKey {
+            server: self.server(),
+            datacenter: DATACENTER.into(),
+            name: name.into(),
+        };
+        TemplateRequest {
+            current: key.clone(),
+            key,
+            failure_domain: FailureDomain {
+                name: "us-east-1a".into(),
+                server: self.server(),
+                datacenter: DATACENTER.into(),
+                datastore: DATASTORE.into(),
+                compute_cluster: "/DC0/host/DC0_C0".into(),
+                resource_pool: RESOURCE_POOL.into(),
+                folder: FOLDER.into(),
+                network: NETWORK.into(),
+                vm_group: String::new(),
+            },
+            folder: FOLDER.into(),
+            ova: VmwareOva {
+                release: "9.6.20251023-0".into(),
+                location: url.into(),
+                sha256: sha256.into(),
+            },
+        }
+    }
+
     /// Starts vcsim on plain HTTP accepting [`USERNAME`] and [`PASSWORD`]; `None` (the test is
     /// then skipped) when it cannot be built.
     pub fn start() -> Option<Vcsim> {
