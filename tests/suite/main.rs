@@ -10,6 +10,7 @@ mod deploy;
 mod metrics_tls;
 mod support;
 
+mod acm;
 mod alert_runbooks;
 mod alerts_and_dashboards_use_exported_metrics;
 mod audit;
