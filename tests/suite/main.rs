@@ -23,6 +23,7 @@ mod docs;
 mod ec2;
 mod egress;
 mod faults;
+mod fleet;
 mod holds;
 mod hostile_objects;
 mod hot_loop_whole_object_writer;
