@@ -91,11 +91,25 @@ with open(out, "w") as f:
     json.dump({"groups": [{"name": "dashboard-queries", "rules": rules}]}, f, indent=1)
 PY
 
+# The per-cluster recording rules a fleet's hub collects, and the hub's own alerts (the
+# custom_rules.yaml of deploy/acm/observability/thanos-ruler-custom-rules.yaml); both run in
+# tests/suite/fleet.rs on three controllers' data.
+"$repo/hack/promtool/extract-rules.sh" "$repo/manifests/monitoring/prometheusrule-fleet.yaml" >"$work/fleet-rules.yaml"
+python3 - "$repo/deploy/acm/observability/thanos-ruler-custom-rules.yaml" >"$work/hub-rules.yaml" <<'PY'
+import sys
+# The ConfigMap's one literal block, without PyYAML: every line under `custom_rules.yaml: |`.
+lines = open(sys.argv[1]).read().split("\n")
+start = next(i for i, l in enumerate(lines) if l.strip() == "custom_rules.yaml: |") + 1
+indent = len(lines[start]) - len(lines[start].lstrip())
+print("\n".join(l[indent:] for l in lines[start:]))
+PY
+
 cd "$work"
 promtool check rules rules.yaml
+promtool check rules fleet-rules.yaml hub-rules.yaml
 promtool test rules tests.yaml
 if ! out="$(promtool check rules dashboard-queries.yaml 2>&1)"; then
   printf '%s\n' "$out" >&2
   die "a query in dashboards/ does not parse"
 fi
-log "ok: ${#alerts[@]} alerts checked and tested; dashboard queries parse"
+log "ok: ${#alerts[@]} alerts checked and tested; dashboard queries, fleet and hub rules parse"
