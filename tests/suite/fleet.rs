@@ -7,10 +7,10 @@
 //! cluster, as ACM's metrics collector does; then the hub dashboard's queries, read through the
 //! query API, give the rows a person reads, and the hub's rules fire for the right clusters.
 //!
-//! The clusters are namespaces of the harness's API server, each with its own MachineSets,
-//! MachineConfiguration, Infrastructure and ClusterVersion and its own controller process: what
-//! a controller sees of a cluster. The hub's store is Prometheus, not Thanos: docs/fleet.md says
-//! why. Without a Prometheus server the test prints `SKIPPED`, as tests/suite/prometheus.rs.
+//! The clusters are three control planes: the harness's and two private ones
+//! (`PrivateCluster`, hack/local-cluster.sh with a directory of their own), each with its
+//! MachineSets, MachineConfiguration, Infrastructure and ClusterVersion and its own controller
+//! process. The hub's store is Prometheus, not Thanos: docs/fleet.md says why. Without a Prometheus server the test prints `SKIPPED`, as tests/suite/prometheus.rs.
 
 use crate::boot_evidence::{AMI_NOT_FOUND, create_machine, fail, upgraded_cluster, wait_moved};
 use crate::prometheus::{Prometheus, prometheus_binary};
@@ -22,6 +22,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use support::fixtures::*;
+use support::private_cluster::PrivateCluster;
 use support::{ControllerProcess, REPO, TestEnv, eventually};
 
 const CONVERGE: Duration = Duration::from_secs(120);
@@ -321,18 +322,29 @@ async fn the_hub_dashboard_and_rules_read_three_clusters_in_three_states() {
     }
     let broken = machine_set(&acting.ns, "infra-a").arch("sparc64").build();
     acting.apply(broken).await;
-    // Stood down: --report-only, beside two outdated MachineSets it leaves as they are.
-    let stood_down = TestEnv::new("fleet-stood-down").await;
+    // Stood down, on a control plane of its own: --report-only, beside two outdated MachineSets
+    // it leaves as they are.
+    let (plane_b, plane_c) = (
+        PrivateCluster::up("fleet-b").await,
+        PrivateCluster::up("fleet-c").await,
+    );
+    let stood_down = plane_b.env("fleet-stood-down").await;
     upgraded_cluster(&stood_down).await;
     (stood_down.apply(machine_set(&stood_down.ns, "worker-b").build())).await;
-    // A failed boot: worker-a moved, then a Machine from it failed on the new image.
-    let failed = TestEnv::new("fleet-failed-boot").await;
+    // A failed boot, on a third control plane: worker-a moved, then a Machine from it failed on
+    // the new image.
+    let failed = plane_c.env("fleet-failed-boot").await;
     upgraded_cluster(&failed).await;
     tokio::time::sleep(Duration::from_millis(1100)).await;
 
     let acting_controller = acting.controller(&["--leader-elect"]);
-    let stood_down_controller = stood_down.controller(&["--leader-elect", "--report-only"]);
-    let failed_controller = failed.controller(&["--leader-elect"]);
+    let on = |env: &TestEnv, plane: &PrivateCluster, extra: &[&str]| {
+        let mut flags = env.controller_flags_with(&plane.kubeconfig);
+        flags.extend(extra.iter().map(|f| f.to_string()));
+        ControllerProcess::spawn(&env.ns, &flags)
+    };
+    let stood_down_controller = on(&stood_down, &plane_b, &["--leader-elect", "--report-only"]);
+    let failed_controller = on(&failed, &plane_c, &["--leader-elect"]);
     for c in [
         &acting_controller,
         &stood_down_controller,
