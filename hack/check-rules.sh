@@ -2,7 +2,10 @@
 # Checks the alerting rules with promtool: `promtool check rules` on the rules of
 # manifests/monitoring/prometheusrule.yaml, then `promtool test rules` with the unit tests in
 # hack/promtool/tests.yaml (every alert, firing and not firing). Also parses every query of
-# dashboards/*.json with promtool. Exits non-zero on any failure.
+# dashboards/*.json with promtool. For a fleet (docs/fleet.md): checks the per-cluster recording
+# rules of manifests/monitoring/prometheusrule-fleet.yaml and runs their unit tests
+# (hack/promtool/fleet-tests.yaml), and checks the hub's rules of
+# deploy/acm/observability/thanos-ruler-custom-rules.yaml. Exits non-zero on any failure.
 #
 # promtool comes from Debian's `prometheus` package, installed when missing by
 # hack/ensure-prometheus.sh (as root; the service is not started). Needs python3; PyYAML enables
@@ -107,9 +110,11 @@ PY
 cd "$work"
 promtool check rules rules.yaml
 promtool check rules fleet-rules.yaml hub-rules.yaml
+cp "$repo/hack/promtool/fleet-tests.yaml" fleet-tests.yaml
+promtool test rules fleet-tests.yaml
 promtool test rules tests.yaml
 if ! out="$(promtool check rules dashboard-queries.yaml 2>&1)"; then
   printf '%s\n' "$out" >&2
   die "a query in dashboards/ does not parse"
 fi
-log "ok: ${#alerts[@]} alerts checked and tested; dashboard queries, fleet and hub rules parse"
+log "ok: ${#alerts[@]} alerts checked and tested; dashboard queries and hub rules parse; fleet recording rules tested"
