@@ -10,7 +10,8 @@
 //! The clusters are three control planes: the harness's and two private ones
 //! (`PrivateCluster`, hack/local-cluster.sh with a directory of their own), each with its
 //! MachineSets, MachineConfiguration, Infrastructure and ClusterVersion and its own controller
-//! process. The hub's store is Prometheus, not Thanos: docs/fleet.md says why. Without a Prometheus server the test prints `SKIPPED`, as tests/suite/prometheus.rs.
+//! process. The hub's store is Prometheus, not Thanos: docs/fleet.md says why. Without a
+//! Prometheus server the test prints `SKIPPED`, as tests/suite/prometheus.rs.
 
 use crate::boot_evidence::{AMI_NOT_FOUND, create_machine, fail, upgraded_cluster, wait_moved};
 use crate::prometheus::{Prometheus, prometheus_binary};
@@ -61,18 +62,32 @@ fn allowlist() -> Vec<String> {
         .collect()
 }
 
-/// (title, refId, expr) of every query of the hub dashboard.
-fn dashboard_queries() -> Vec<(String, String, String)> {
+/// (column, expr) of every query of the hub dashboard's table: the column a person reads, as the
+/// panel's `organize` transformation names it (`Value #<refId>`, or the label the query keeps:
+/// `release`, `type`).
+fn dashboard_queries() -> Vec<(String, String)> {
     let dashboard = config_map_data(
         "deploy/acm/observability/dashboard.yaml",
         "boot-image-controller-fleet.json",
     );
     let mut queries = vec![];
     for panel in dashboard["panels"].as_array().expect("panels") {
+        let organize = (panel["transformations"].as_array().into_iter().flatten())
+            .find(|t| t["id"] == "organize")
+            .map(|t| t["options"]["renameByName"].clone())
+            .unwrap_or_default();
         for target in panel["targets"].as_array().into_iter().flatten() {
+            let ref_id = target["refId"].as_str().unwrap();
+            let key = match ref_id {
+                "A" => "release".to_string(),
+                "B" => "type".to_string(),
+                _ => format!("Value #{ref_id}"),
+            };
+            let column = organize[&key]
+                .as_str()
+                .unwrap_or_else(|| panic!("no column {key}"));
             queries.push((
-                panel["title"].as_str().unwrap_or_default().to_string(),
-                target["refId"].as_str().unwrap().to_string(),
+                column.to_string(),
                 target["expr"].as_str().unwrap().to_string(),
             ));
         }
@@ -150,7 +165,7 @@ fn metric_names_are_read_from_the_hubs_queries() {
 #[test]
 fn the_allowlist_names_exactly_what_the_hub_reads() {
     let mut used = BTreeSet::new();
-    for (_, _, expr) in dashboard_queries() {
+    for (_, expr) in dashboard_queries() {
         used.extend(metric_names(&expr));
     }
     for group in hub_rules()["groups"].as_array().expect("groups") {
@@ -271,29 +286,39 @@ fn hub_prometheus(binary: &Path, clusters: &[(&str, &Prometheus)]) -> Prometheus
     Prometheus::start_with(binary, &scrape, "hub", &shortened(hub_rules()), |_| {})
 }
 
-/// The dashboard's table as a person reads it: cluster -> column -> cell.
+/// The dashboard's table as a person reads it: cluster -> column -> cell, with the value
+/// mappings of the panel (Managing) and the last change as its age.
 async fn rows(hub: &Prometheus) -> BTreeMap<String, BTreeMap<String, String>> {
     let mut rows: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
-    for (_, ref_id, expr) in dashboard_queries() {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    for (column, expr) in dashboard_queries() {
         for sample in hub.query(&expr).await {
             let labels = &sample["metric"];
             let cluster = labels["cluster"].as_str().unwrap_or("?").to_string();
             let value = sample["value"][1].as_str().unwrap_or_default().to_string();
-            let cell = match ref_id.as_str() {
-                "A" => labels["release"].as_str().unwrap_or_default().to_string(),
-                "B" => labels["type"].as_str().unwrap_or_default().to_string(),
-                "C" => (if value == "1" {
-                    "stood down"
-                } else {
-                    "managing"
-                })
-                .to_string(),
-                "J" => "set".to_string(),
+            let cell = match column.as_str() {
+                "Release" => labels["release"].as_str().unwrap_or_default().to_string(),
+                "Platform" => labels["type"].as_str().unwrap_or_default().to_string(),
+                "Managing" if value == "1" => "stood down".to_string(),
+                "Managing" => "managing".to_string(),
+                "Last change" => {
+                    let millis: f64 = value.parse().unwrap_or_default();
+                    let age = now - millis / 1000.0;
+                    (if (0.0..600.0).contains(&age) {
+                        "minutes ago"
+                    } else {
+                        "long ago"
+                    })
+                    .into()
+                }
                 _ => value,
             };
             rows.entry(cluster)
                 .or_default()
-                .insert(ref_id.clone(), cell);
+                .insert(column.clone(), cell);
         }
     }
     rows
@@ -371,51 +396,49 @@ async fn the_hub_dashboard_and_rules_read_three_clusters_in_three_states() {
         p.wait_ready().await;
     }
 
-    // A: release, B: platform, C: managing, D: outdated, E: up to date, F: skipped,
-    // G: in error, H: boot proven, I: boot failed, J: last change.
     let expected = BTreeMap::from([
         (
             "cluster-a".to_string(),
             row(&[
-                ("A", "4.21.0"),
-                ("B", "AWS"),
-                ("C", "managing"),
-                ("D", "0"),
-                ("E", "3"),
-                ("F", "0"),
-                ("G", "1"),
-                ("H", "0"),
-                ("I", "0"),
-                ("J", "set"),
+                ("Release", "4.21.0"),
+                ("Platform", "AWS"),
+                ("Managing", "managing"),
+                ("Outdated", "0"),
+                ("Up to date", "3"),
+                ("Skipped", "0"),
+                ("In error", "1"),
+                ("Boot proven", "0"),
+                ("Boot failed", "0"),
+                ("Last change", "minutes ago"),
             ]),
         ),
         (
             "cluster-b".to_string(),
             row(&[
-                ("A", "4.21.0"),
-                ("B", "AWS"),
-                ("C", "stood down"),
-                ("D", "0"),
-                ("E", "0"),
-                ("F", "2"),
-                ("G", "0"),
-                ("H", "0"),
-                ("I", "0"),
+                ("Release", "4.21.0"),
+                ("Platform", "AWS"),
+                ("Managing", "stood down"),
+                ("Outdated", "0"),
+                ("Up to date", "0"),
+                ("Skipped", "2"),
+                ("In error", "0"),
+                ("Boot proven", "0"),
+                ("Boot failed", "0"),
             ]),
         ),
         (
             "cluster-c".to_string(),
             row(&[
-                ("A", "4.21.0"),
-                ("B", "AWS"),
-                ("C", "managing"),
-                ("D", "0"),
-                ("E", "1"),
-                ("F", "0"),
-                ("G", "0"),
-                ("H", "0"),
-                ("I", "1"),
-                ("J", "set"),
+                ("Release", "4.21.0"),
+                ("Platform", "AWS"),
+                ("Managing", "managing"),
+                ("Outdated", "0"),
+                ("Up to date", "1"),
+                ("Skipped", "0"),
+                ("In error", "0"),
+                ("Boot proven", "0"),
+                ("Boot failed", "1"),
+                ("Last change", "minutes ago"),
             ]),
         ),
     ]);
