@@ -2,7 +2,10 @@
 # Checks the alerting rules with promtool: `promtool check rules` on the rules of
 # manifests/monitoring/prometheusrule.yaml, then `promtool test rules` with the unit tests in
 # hack/promtool/tests.yaml (every alert, firing and not firing). Also parses every query of
-# dashboards/*.json with promtool. Exits non-zero on any failure.
+# dashboards/*.json with promtool. For a fleet (docs/fleet.md): checks the per-cluster recording
+# rules of manifests/monitoring/prometheusrule-fleet.yaml and runs their unit tests
+# (hack/promtool/fleet-tests.yaml), and checks the hub's rules of
+# deploy/acm/observability/thanos-ruler-custom-rules.yaml. Exits non-zero on any failure.
 #
 # promtool comes from Debian's `prometheus` package, installed when missing by
 # hack/ensure-prometheus.sh (as root; the service is not started). Needs python3; PyYAML enables
@@ -91,11 +94,27 @@ with open(out, "w") as f:
     json.dump({"groups": [{"name": "dashboard-queries", "rules": rules}]}, f, indent=1)
 PY
 
+# The per-cluster recording rules a fleet's hub collects, and the hub's own alerts (the
+# custom_rules.yaml of deploy/acm/observability/thanos-ruler-custom-rules.yaml); both run in
+# tests/suite/fleet.rs on three controllers' data.
+"$repo/hack/promtool/extract-rules.sh" "$repo/manifests/monitoring/prometheusrule-fleet.yaml" >"$work/fleet-rules.yaml"
+python3 - "$repo/deploy/acm/observability/thanos-ruler-custom-rules.yaml" >"$work/hub-rules.yaml" <<'PY'
+import sys
+# The ConfigMap's one literal block, without PyYAML: every line under `custom_rules.yaml: |`.
+lines = open(sys.argv[1]).read().split("\n")
+start = next(i for i, l in enumerate(lines) if l.strip() == "custom_rules.yaml: |") + 1
+indent = len(lines[start]) - len(lines[start].lstrip())
+print("\n".join(l[indent:] for l in lines[start:]))
+PY
+
 cd "$work"
 promtool check rules rules.yaml
+promtool check rules fleet-rules.yaml hub-rules.yaml
+cp "$repo/hack/promtool/fleet-tests.yaml" fleet-tests.yaml
+promtool test rules fleet-tests.yaml
 promtool test rules tests.yaml
 if ! out="$(promtool check rules dashboard-queries.yaml 2>&1)"; then
   printf '%s\n' "$out" >&2
   die "a query in dashboards/ does not parse"
 fi
-log "ok: ${#alerts[@]} alerts checked and tested; dashboard queries parse"
+log "ok: ${#alerts[@]} alerts checked and tested; dashboard queries and hub rules parse; fleet recording rules tested"

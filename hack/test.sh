@@ -43,6 +43,8 @@ hack/ensure-vcsim.sh >/dev/null
 
 log "olm-bundle, operator-framework's bundle validators (Go module proxy, built once)"
 hack/ensure-olm-bundle.sh >/dev/null
+log "ACM's policy and placement CRDs (Go module proxy, fetched once)"
+hack/ensure-acm-crds.sh >/dev/null
 log "squid and mitmproxy, a forward and a TLS-inspecting proxy (Debian's package; PyPI, installed once)"
 hack/ensure-squid.sh >/dev/null
 hack/ensure-mitmproxy.sh >/dev/null

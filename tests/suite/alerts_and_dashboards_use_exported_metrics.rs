@@ -40,6 +40,8 @@ const EXPORTED_METRICS: &[&str] = &[
 ];
 
 const DASHBOARD: &str = "dashboards/boot-image-controller.json";
+/// The per-cluster recording rules a fleet's hub collects (docs/fleet.md).
+const FLEET_RULES: &str = "manifests/monitoring/prometheusrule-fleet.yaml";
 /// The same dashboard, where the console's ConfigMap is generated from.
 const CONSOLE_DASHBOARD: &str = "manifests/console-dashboard/boot-image-controller.json";
 
@@ -86,6 +88,7 @@ fn metric_names(text: &str) -> BTreeSet<String> {
 fn used_metrics() -> BTreeMap<&'static str, BTreeSet<String>> {
     BTreeMap::from([
         (PROMETHEUS_RULE, metric_names(&read(PROMETHEUS_RULE))),
+        (FLEET_RULES, metric_names(&read(FLEET_RULES))),
         (DASHBOARD, metric_names(&read(DASHBOARD))),
         (CONSOLE_DASHBOARD, metric_names(&read(CONSOLE_DASHBOARD))),
     ])
@@ -191,7 +194,7 @@ fn label_values(text: &str, label: &str) -> BTreeSet<String> {
 fn alerts_and_dashboard_match_on_real_reasons_and_actions() {
     let reasons: BTreeSet<&str> = Reason::ALL.iter().map(|r| r.as_str()).collect();
     let actions: BTreeSet<&str> = Action::ALL.iter().map(|a| a.as_str()).collect();
-    for file in [PROMETHEUS_RULE, DASHBOARD, CONSOLE_DASHBOARD] {
+    for file in [PROMETHEUS_RULE, FLEET_RULES, DASHBOARD, CONSOLE_DASHBOARD] {
         // The dashboard is JSON: its quotes are escaped.
         let text = read(file).replace("\\\"", "\"");
         for reason in label_values(&text, "reason") {

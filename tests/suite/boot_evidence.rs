@@ -17,7 +17,7 @@ const HOLD: &str = "boot-image-controller.io/boot-failure-hold";
 const REVERT_ANNOTATION: &str = "boot-image-controller.io/revert-failed-boot-images";
 /// What the AWS provider says of a Machine whose AMI EC2 does not know
 /// (openshift/machine-api-provider-aws, pkg/actuators/machine/instances.go).
-const AMI_NOT_FOUND: &str = "error getting blockDeviceMappings: error describing AMI: \
+pub(crate) const AMI_NOT_FOUND: &str = "error getting blockDeviceMappings: error describing AMI: \
                              InvalidAMIID.NotFound: The image id '[ami-0123]' does not exist";
 /// ... and of one over the account's vCPU quota: EC2's sentence, without its code.
 const QUOTA: &str = "error launching instance: You have requested more vCPU capacity than your \
@@ -26,7 +26,7 @@ const QUOTA: &str = "error launching instance: You have requested more vCPU capa
 
 /// An AWS cluster on 4.21 that came from 4.20, with `worker-a` on 4.20's AMI and a spec-3 stub:
 /// the controller moves it without touching the stub.
-async fn upgraded_cluster(env: &TestEnv) {
+pub(crate) async fn upgraded_cluster(env: &TestEnv) {
     env.aws_cluster_without_secrets("4.21.0", &stream_421(), None)
         .await;
     env.apply(stub_secret(&env.ns, "worker-user-data", "3.2.0"))
@@ -35,7 +35,7 @@ async fn upgraded_cluster(env: &TestEnv) {
     env.apply(machine_set(&env.ns, "worker-a").build()).await;
 }
 
-async fn wait_moved(env: &TestEnv) -> Value {
+pub(crate) async fn wait_moved(env: &TestEnv) -> Value {
     wait_on(env, AMI_421_US_EAST_1).await
 }
 
@@ -57,7 +57,7 @@ fn machines(env: &TestEnv) -> Api<DynamicObject> {
 
 /// What the MachineSet controller creates for one replica: a Machine from the template, owned
 /// by the MachineSet.
-async fn create_machine(env: &TestEnv, name: &str) {
+pub(crate) async fn create_machine(env: &TestEnv, name: &str) {
     create_machine_edited(env, name, |_| {}).await
 }
 
@@ -116,7 +116,7 @@ async fn boot(env: &TestEnv, machine: &str) {
     set_status(env, machine, status).await;
 }
 
-async fn fail(env: &TestEnv, machine: &str, message: &str) {
+pub(crate) async fn fail(env: &TestEnv, machine: &str, message: &str) {
     let status =
         json!({"phase": "Failed", "errorReason": "InvalidConfiguration", "errorMessage": message});
     set_status(env, machine, status).await;

@@ -10,6 +10,7 @@ mod deploy;
 mod metrics_tls;
 mod support;
 
+mod acm;
 mod alert_runbooks;
 mod alerts_and_dashboards_use_exported_metrics;
 mod audit;
@@ -22,6 +23,7 @@ mod docs;
 mod ec2;
 mod egress;
 mod faults;
+mod fleet;
 mod holds;
 mod hostile_objects;
 mod hot_loop_whole_object_writer;

@@ -44,7 +44,7 @@ fn is_root() -> bool {
 }
 
 /// The Prometheus server binary, installed if needed and possible; `None` means skip.
-fn prometheus_binary() -> Option<PathBuf> {
+pub(crate) fn prometheus_binary() -> Option<PathBuf> {
     if let Some(path) = std::env::var_os("PROMETHEUS").filter(|p| !p.is_empty()) {
         let path = PathBuf::from(path);
         assert!(works(&path), "$PROMETHEUS={} does not run", path.display());
@@ -87,9 +87,9 @@ fn rules(for_duration: &str) -> String {
 }
 
 /// A Prometheus server scraping one target every second; killed when dropped.
-struct Prometheus {
+pub(crate) struct Prometheus {
     child: Child,
-    port: u16,
+    pub(crate) port: u16,
     log: PathBuf,
     _dir: tempfile::TempDir,
 }
@@ -107,7 +107,7 @@ impl Prometheus {
 
     /// Starts `binary` with the `scrape_configs` entries `scrape` (YAML list items, indented by
     /// two), after `prepare` has written what they refer to into the configuration folder.
-    fn start_with(
+    pub(crate) fn start_with(
         binary: &Path,
         scrape: &str,
         label: &str,
@@ -148,11 +148,11 @@ impl Prometheus {
         }
     }
 
-    fn logs(&self) -> String {
+    pub(crate) fn logs(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    async fn wait_ready(&self) {
+    pub(crate) async fn wait_ready(&self) {
         let ready = eventually(Duration::from_secs(60), || async {
             matches!(http_get(self.port, "/-/ready").await, Some((200, _))).then_some(())
         })
@@ -165,14 +165,14 @@ impl Prometheus {
     }
 
     /// `data` of a successful API answer.
-    async fn api(&self, path: &str) -> Option<Value> {
+    pub(crate) async fn api(&self, path: &str) -> Option<Value> {
         let (status, body) = http_get(self.port, path).await?;
         let answer: Value = serde_json::from_str(&body).ok()?;
         (status == 200 && answer["status"] == "success").then(|| answer["data"].clone())
     }
 
     /// An instant query's result vector.
-    async fn query(&self, promql: &str) -> Vec<Value> {
+    pub(crate) async fn query(&self, promql: &str) -> Vec<Value> {
         self.api(&format!("/api/v1/query?query={}", percent_encode(promql)))
             .await
             .and_then(|d| d["result"].as_array().cloned())
@@ -180,7 +180,7 @@ impl Prometheus {
     }
 
     /// The pending and firing alerts.
-    async fn alerts(&self) -> Vec<Value> {
+    pub(crate) async fn alerts(&self) -> Vec<Value> {
         self.api("/api/v1/alerts")
             .await
             .and_then(|d| d["alerts"].as_array().cloned())
