@@ -52,8 +52,8 @@ EC2|1350, STS 143, egress 2|ec2/ controller/ami_lookups.rs plan/amis.rs facts/ec
 STS|0, STS 185|ec2/sts.rs
 vCenter|1950, OVA mirror 96, egress -9|vcenter/ controller/template_imports.rs facts/vcenter.rs
 revert|950|revert.rs cli/revert.rs plan/undo.rs
-CLI|1750, safety 18, egress 4, opt-in 11, fleet report 54|cli/ manifests.rs main.rs
-fleet report|0, fleet report 345|cli/fleet.rs
+CLI|1750, safety 18, egress 4, opt-in 11, fleet report 56|cli/ manifests.rs main.rs
+fleet report|0, fleet report 353|cli/fleet.rs
 model|1750, safety 270, OVA mirror 7, opt-in 9|api.rs machine_kind.rs golden_stream.rs known_images.rs controller/remembered_images.rs reason.rs names.rs arch.rs quoted.rs lib.rs facts/mod.rs
 plumbing|220, egress 225|api_client.rs http_client.rs kubeconfig.rs bounded_read.rs
 egress proxy|0, egress 284|http_client/proxy.rs

@@ -30,13 +30,21 @@ pub struct FleetArgs {
     pub all: bool,
 
     /// Fleet report: how many clusters are read at the same time.
-    #[arg(long, value_name = "N", default_value_t = 8,
-          value_parser = clap::value_parser!(u16).range(1..))]
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 8,
+        value_parser = clap::value_parser!(u16).range(1..)
+    )]
     pub concurrency: u16,
 
     /// Fleet report: how long reading one cluster may take before it is reported as timed out.
-    #[arg(long, value_name = "PERIOD", default_value = "30s",
-          value_parser = crate::controller::config::parse_period)]
+    #[arg(
+        long,
+        value_name = "PERIOD",
+        default_value = "30s",
+        value_parser = crate::controller::config::parse_period
+    )]
     pub cluster_timeout: Duration,
 }
 
@@ -428,7 +436,10 @@ mod tests {
         let mco = mc_managed_by("machine-config-controller");
         assert_eq!(ManagedBy::of(&stood_down, &mco), ManagedBy::Mco);
         let person = mc_managed_by("kubectl-edit");
-        assert_eq!(ManagedBy::of(&stood_down, &person), ManagedBy::AnotherManager);
+        assert_eq!(
+            ManagedBy::of(&stood_down, &person),
+            ManagedBy::AnotherManager
+        );
         let mut plan = Plan::new(None, vec![]);
         let selected = |mode| Selected {
             mode,

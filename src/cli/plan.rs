@@ -193,8 +193,9 @@ pub(super) fn plan_snapshot(
         && snapshot.cluster_api.is_empty()
     {
         eprintln!(
-            "warning: {prefix}no MachineSets (machine.openshift.io/v1beta1 or cluster.x-k8s.io) or \
-             ControlPlaneMachineSets (machine.openshift.io/v1) found in the manifests"
+            "warning: {prefix}no MachineSets (machine.openshift.io/v1beta1 or \
+             cluster.x-k8s.io) or ControlPlaneMachineSets (machine.openshift.io/v1) found in the \
+             manifests"
         );
     }
     let options = Options {
@@ -204,13 +205,14 @@ pub(super) fn plan_snapshot(
         ..Options::default()
     };
     snapshot.cluster.ec2 = ec2_facts(args, snapshot, &options)?;
-    Ok(plan::plan_all(
+    let plan = plan::plan_all(
         &snapshot.cluster,
         &snapshot.machine_sets,
         &snapshot.control_plane_machine_sets,
         &snapshot.cluster_api,
         &options,
-    ))
+    );
+    Ok(plan)
 }
 
 /// What EC2 says, from `--ec2-facts` or asked with `--ec2-lookup`; nothing otherwise.
