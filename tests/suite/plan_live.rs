@@ -191,6 +191,10 @@ async fn a_fleet_report_has_a_row_per_cluster_and_an_error_row_for_a_stopped_one
     let (there, there_admin) = cluster_and_user(&second.kubeconfig);
     let mut stopped = here.clone();
     stopped["server"] = format!("https://127.0.0.1:{}", support::free_port()).into();
+    // Connections are queued by the kernel and never answered.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut silent = here.clone();
+    silent["server"] = format!("https://{}", listener.local_addr().unwrap()).into();
     let contexts = [
         ("acting", "here", "admin"),
         ("stood-down", "there", "there-admin"),
@@ -200,16 +204,17 @@ async fn a_fleet_report_has_a_row_per_cluster_and_an_error_row_for_a_stopped_one
     let kubeconfig = serde_json::json!({"apiVersion": "v1", "kind": "Config",
         "current-context": "acting",
         "clusters": [{"name": "here", "cluster": here}, {"name": "there", "cluster": there},
-            {"name": "stopped", "cluster": stopped}],
+            {"name": "stopped", "cluster": stopped}, {"name": "silent", "cluster": silent}],
         "users": [{"name": "admin", "user": admin}, {"name": "there-admin", "user": there_admin},
             {"name": "reader", "user": {"token": token}}],
         "contexts": contexts.map(|(name, cluster, user)|
             serde_json::json!({"name": name, "context": {"cluster": cluster, "user": user}})),
     });
+
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("fleet.kubeconfig");
     std::fs::write(&path, kubeconfig.to_string()).unwrap();
-    let fleet = |extra: &[&str]| {
+    let fleet_in = |path: &std::path::Path, extra: &[&str]| {
         let mut args = vec![
             "plan".to_string(),
             format!("--kubeconfig={}", path.display()),
@@ -221,6 +226,7 @@ async fn a_fleet_report_has_a_row_per_cluster_and_an_error_row_for_a_stopped_one
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         run_binary(&args)
     };
+    let fleet = |extra: &[&str]| fleet_in(&path, extra);
 
     // Every context, in the kubeconfig's order; a failed cluster is a row, and exit code 4.
     let out = fleet(&["--all-contexts"]);
@@ -305,4 +311,28 @@ async fn a_fleet_report_has_a_row_per_cluster_and_an_error_row_for_a_stopped_one
     assert_eq!(fleet(&both).status.code(), Some(0));
     let detailed = [&both[..], &["--detailed-exitcode"]].concat();
     assert_eq!(fleet(&detailed).status.code(), Some(3));
+
+    // An API server that never answers is a timeout, the next context reported all the same.
+    let mut silent_fleet = kubeconfig.clone();
+    silent_fleet["contexts"] = serde_json::json!([
+        {"name": "silent", "context": {"cluster": "silent", "user": "admin"}},
+        {"name": "stopped", "context": {"cluster": "stopped", "user": "admin"}},
+    ]);
+    let silent_path = dir.path().join("silent.kubeconfig");
+    std::fs::write(&silent_path, silent_fleet.to_string()).unwrap();
+    let out = fleet_in(
+        &silent_path,
+        &["--all-contexts", "-o", "json", "--cluster-timeout=1s"],
+    );
+    assert_eq!(out.status.code(), Some(4), "{}", stderr_of(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(
+        report["clusters"][0]["error"]["kind"], "timeout",
+        "{report}"
+    );
+    assert_eq!(
+        report["clusters"][1]["error"]["kind"], "unreachable",
+        "{report}"
+    );
+    drop(listener);
 }
