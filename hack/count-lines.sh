@@ -33,7 +33,8 @@ esac
 # A budget is issue 49's, then what each feature added to the area since the issue was written
 # (at c6c9e5c), as "name lines": "safety" is issue 46 (boot evidence that cannot blame a good
 # image, standing down before judging inputs, lenient watches, bounded text, shared stubs),
-# merged after it; the rest are issues 47 and 48. A feature with files of its own is an area.
+# merged after it; "fleet report" is issue 50's `plan --live` over several contexts; the rest
+# are issues 47 and 48. A feature with files of its own is an area.
 areas='
 loop|1750, safety 171, egress 18, STS 12, OVA mirror 14, opt-in 9, hold limit 7, stub-hold Event 21|controller/mod.rs controller/act.rs controller/decide.rs controller/observe.rs controller/report.rs controller/retry.rs controller/config.rs
 watches|750, safety 105|controller/watches.rs controller/watch_backoff.rs controller/lenient.rs controller/secrets.rs
@@ -51,7 +52,8 @@ EC2|1350, STS 143, egress 2|ec2/ controller/ami_lookups.rs plan/amis.rs facts/ec
 STS|0, STS 185|ec2/sts.rs
 vCenter|1950, OVA mirror 96, egress -9|vcenter/ controller/template_imports.rs facts/vcenter.rs
 revert|950|revert.rs cli/revert.rs plan/undo.rs
-CLI|1750, safety 18, egress 4, opt-in 11|cli/ manifests.rs main.rs
+CLI|1750, safety 18, egress 4, opt-in 11, fleet report 56|cli/ manifests.rs main.rs
+fleet report|0, fleet report 353|cli/fleet.rs
 model|1750, safety 270, OVA mirror 7, opt-in 9|api.rs machine_kind.rs golden_stream.rs known_images.rs controller/remembered_images.rs reason.rs names.rs arch.rs quoted.rs lib.rs facts/mod.rs
 plumbing|220, egress 225|api_client.rs http_client.rs kubeconfig.rs bounded_read.rs
 egress proxy|0, egress 284|http_client/proxy.rs

@@ -10,6 +10,7 @@
 //! patch holds the pointer config it replaces and the one it writes (a URL and a CA bundle).
 
 use std::collections::BTreeSet;
+use std::path::PathBuf;
 
 use clap::Args;
 use k8s_openapi::api::core::v1::Node;
@@ -36,8 +37,18 @@ pub struct LiveArgs {
     #[arg(long, conflicts_with = "manifests")]
     pub live: bool,
 
+    /// Kubeconfig file [default: the files listed in KUBECONFIG, merged as kubectl merges them,
+    /// else ~/.kube/config, else the in-cluster service account].
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Kubeconfig context to use instead of the current context. Repeated: one fleet report
+    /// over those clusters (docs/operations.md, "Fleet report").
+    #[arg(id = "context", long = "context", value_name = "NAME")]
+    pub contexts: Vec<String>,
+
     #[command(flatten)]
-    pub cluster: ClusterArgs,
+    pub fleet: super::fleet::FleetArgs,
 
     /// With --live: the namespace of the MachineSets.
     #[arg(long, value_name = "NS", default_value = names::MACHINE_API_NAMESPACE)]
@@ -81,8 +92,34 @@ pub struct ClusterObjects {
 
 impl LiveArgs {
     pub fn requested(&self) -> bool {
-        self.live || self.cluster.kubeconfig.is_some() || self.cluster.context.is_some()
+        self.live || self.kubeconfig.is_some() || !self.contexts.is_empty() || self.fleet.all
     }
+
+    /// Several clusters: `--context` repeated, or `--all-contexts`.
+    pub fn fleet(&self) -> bool {
+        self.contexts.len() > 1 || self.fleet.all
+    }
+
+    /// The cluster of one context (`None`: the current one) of the kubeconfig.
+    pub fn cluster(&self, context: Option<&str>) -> ClusterArgs {
+        ClusterArgs {
+            kubeconfig: self.kubeconfig.clone(),
+            context: context.map(str::to_string),
+        }
+    }
+}
+
+/// Why a cluster could not be read: the message `plan --live` prints, and for a fleet report
+/// the kind of failure ([`super::fleet::Failed`]).
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// No client configuration (no such context, an unreadable kubeconfig).
+    #[error("{0}")]
+    Config(String),
+    #[error("{0}")]
+    Api(#[from] kube::Error),
+    #[error("{0}")]
+    Load(String),
 }
 
 /// One object of kind `K` as JSON with its apiVersion and kind, read as the controller's watch
@@ -196,18 +233,17 @@ pub async fn snapshot(
     cluster: &ClusterArgs,
     machine_api_namespace: &str,
     objects: &ClusterObjects,
-) -> Result<Snapshot, String> {
-    let config = cluster.config().await?;
-    let client = Client::try_from(config).map_err(|e| e.to_string())?;
+) -> Result<Snapshot, ReadError> {
+    let config = cluster.config().await.map_err(ReadError::Config)?;
+    let client = Client::try_from(config)?;
     let mut unreadable = Unreadable::default();
-    let items = read_inputs(&client, machine_api_namespace, objects, &mut unreadable)
-        .await
-        .map_err(|e| e.to_string())?;
+    let items = read_inputs(&client, machine_api_namespace, objects, &mut unreadable).await?;
     let source = match &cluster.context {
         Some(context) => format!("cluster (context {context})"),
         None => "cluster".to_string(),
     };
-    let mut snapshot = manifests::from_values(&source, items).map_err(|e| e.to_string())?;
+    let mut snapshot =
+        manifests::from_values(&source, items).map_err(|e| ReadError::Load(e.to_string()))?;
     unreadable.add_to(&mut snapshot);
     Ok(snapshot)
 }

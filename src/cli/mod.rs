@@ -2,6 +2,7 @@
 //! its arguments and code live in a file of their own.
 
 mod crds;
+mod fleet;
 mod live;
 mod plan;
 mod revert;

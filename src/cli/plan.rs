@@ -30,8 +30,8 @@ pub struct PlanArgs {
         long = "manifests",
         short = 'f',
         value_name = "PATH",
-        required_unless_present_any = ["live", "kubeconfig", "context"],
-        conflicts_with_all = ["kubeconfig", "context"]
+        required_unless_present_any = ["live", "kubeconfig", "context", "all_contexts"],
+        conflicts_with_all = ["kubeconfig", "context", "all_contexts"]
     )]
     pub manifests: Vec<PathBuf>,
 
@@ -131,16 +131,52 @@ fn arch_parser() -> impl clap::builder::TypedValueParser<Value = Arch> {
 
 /// Runs the command; `Ok` holds the exit code (0, or [`CHANGES_PENDING_CODE`]).
 pub fn run(args: &PlanArgs) -> Result<u8, Failure> {
+    if args.live.fleet() {
+        return super::fleet::run(args);
+    }
     let mut snapshot = if args.live.requested() {
         read_cluster(&args.live)?
     } else {
         load(&args.manifests)?
     };
+    let plan = plan_snapshot(args, &mut snapshot, "")?;
+    let output = match args.output {
+        OutputFormat::Json => json(&plan)?,
+        OutputFormat::Yaml => {
+            serde_saphyr::to_string(&plan).context("cannot serialize the plan")?
+        }
+        OutputFormat::Table => table::render(&plan, &table::ClusterFacts::of(&snapshot.cluster)),
+        OutputFormat::Wide => {
+            let mut text = table::render(&plan, &table::ClusterFacts::of(&snapshot.cluster));
+            text.push_str(&patches(&plan)?);
+            text
+        }
+    };
+    write_stdout(&output)?;
+    Ok(if args.detailed_exitcode && pending(&plan) {
+        CHANGES_PENDING_CODE
+    } else {
+        0
+    })
+}
+
+/// Whether the plan updates something.
+pub(super) fn pending(plan: &Plan) -> bool {
+    plan.decisions.iter().any(|e| e.action == Action::Update)
+}
+
+/// The plan of one snapshot, as the flags ask for it; warnings to standard error, after
+/// `prefix` (the cluster's context in a fleet report).
+pub(super) fn plan_snapshot(
+    args: &PlanArgs,
+    snapshot: &mut manifests::Snapshot,
+    prefix: &str,
+) -> Result<Plan, Failure> {
     if let Some(mode) = args.assume_selection {
         assume_selection(&mut snapshot.cluster, mode);
     }
     for warning in &snapshot.warnings {
-        eprintln!("warning: {warning}");
+        eprintln!("warning: {prefix}{warning}");
     }
     if args.published_images {
         snapshot
@@ -157,8 +193,9 @@ pub fn run(args: &PlanArgs) -> Result<u8, Failure> {
         && snapshot.cluster_api.is_empty()
     {
         eprintln!(
-            "warning: no MachineSets (machine.openshift.io/v1beta1 or cluster.x-k8s.io) or \
-             ControlPlaneMachineSets (machine.openshift.io/v1) found in the manifests"
+            "warning: {prefix}no MachineSets (machine.openshift.io/v1beta1 or \
+             cluster.x-k8s.io) or ControlPlaneMachineSets (machine.openshift.io/v1) found in the \
+             manifests"
         );
     }
     let options = Options {
@@ -167,7 +204,7 @@ pub fn run(args: &PlanArgs) -> Result<u8, Failure> {
         now: args.now.unwrap_or_else(jiff::Timestamp::now),
         ..Options::default()
     };
-    snapshot.cluster.ec2 = ec2_facts(args, &snapshot, &options)?;
+    snapshot.cluster.ec2 = ec2_facts(args, snapshot, &options)?;
     let plan = plan::plan_all(
         &snapshot.cluster,
         &snapshot.machine_sets,
@@ -175,25 +212,7 @@ pub fn run(args: &PlanArgs) -> Result<u8, Failure> {
         &snapshot.cluster_api,
         &options,
     );
-    let output = match args.output {
-        OutputFormat::Json => json(&plan)?,
-        OutputFormat::Yaml => {
-            serde_saphyr::to_string(&plan).context("cannot serialize the plan")?
-        }
-        OutputFormat::Table => table::render(&plan, &table::ClusterFacts::of(&snapshot.cluster)),
-        OutputFormat::Wide => {
-            let mut text = table::render(&plan, &table::ClusterFacts::of(&snapshot.cluster));
-            text.push_str(&patches(&plan)?);
-            text
-        }
-    };
-    write_stdout(&output)?;
-    let pending = plan.decisions.iter().any(|e| e.action == Action::Update);
-    Ok(if args.detailed_exitcode && pending {
-        CHANGES_PENDING_CODE
-    } else {
-        0
-    })
+    Ok(plan)
 }
 
 /// What EC2 says, from `--ec2-facts` or asked with `--ec2-lookup`; nothing otherwise.
@@ -260,7 +279,7 @@ fn ec2_facts(
 }
 
 /// Exit code when the cluster cannot be read (unreachable, forbidden).
-const CLUSTER_READ_CODE: u8 = 1;
+pub(super) const CLUSTER_READ_CODE: u8 = 1;
 
 fn read_cluster(args: &super::live::LiveArgs) -> Result<manifests::Snapshot, Failure> {
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -269,7 +288,7 @@ fn read_cluster(args: &super::live::LiveArgs) -> Result<manifests::Snapshot, Fai
         .map_err(|e| Failure::runtime(CLUSTER_READ_CODE, e))?;
     runtime
         .block_on(super::live::snapshot(
-            &args.cluster,
+            &args.cluster(args.contexts.first().map(String::as_str)),
             &args.machine_api_namespace,
             &args.objects,
         ))
@@ -344,7 +363,7 @@ fn assume_selection(cluster: &mut ClusterSnapshot, mode: AssumedSelection) {
 
 /// The patches of a plan as `-o wide` lists them: one line per operation, each object's
 /// operations in the order the API server applies them.
-fn patches(plan: &Plan) -> Result<String, Failure> {
+pub(super) fn patches(plan: &Plan) -> Result<String, Failure> {
     let mut out = String::from("\nPatches (RFC 6902 JSON Patch, as `run` sends them):\n");
     let entries: Vec<_> = plan
         .decisions

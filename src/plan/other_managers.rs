@@ -37,7 +37,7 @@ const WHOLE_STATUS_WRITERS: [&str; 1] = ["machine-config-operator"];
 /// controller's binaries (`rest.AddUserAgent`, internal/clients/builder.go; the controller
 /// builds the boot image controller's client with `OperatorClientOrDie`,
 /// cmd/machine-config-controller/start.go, release-4.21).
-const MCO_MANAGERS: [&str; 2] = ["machine-config-operator", "machine-config-controller"];
+pub const MCO_MANAGERS: [&str; 2] = ["machine-config-operator", "machine-config-controller"];
 
 /// Another field manager that owns boot-image status on the MachineConfiguration.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -33,7 +33,7 @@ fn configurations(env: &TestEnv) -> Api<DynamicObject> {
 
 /// A status write as the MCO sends it: an Update (here a merge patch) of the status subresource
 /// under its own field manager, which then owns exactly the fields it changed.
-async fn write_status_as(env: &TestEnv, manager: &str, status: Value) {
+pub async fn write_status_as(env: &TestEnv, manager: &str, status: Value) {
     let params = PatchParams {
         field_manager: Some(manager.into()),
         ..PatchParams::default()
