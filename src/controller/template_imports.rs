@@ -24,8 +24,6 @@ use crate::facts::vcenter::{
 };
 use crate::machine_kind::MachineObject;
 use crate::metrics::Metrics;
-use crate::plan::{Options, Planner};
-use crate::platform::Platform;
 use crate::reason::Reason;
 use crate::vcenter::VcenterError;
 use crate::vcenter::client::{Limits, VcenterClient, sdk_url};
@@ -127,14 +125,15 @@ impl TemplateImports {
         }
     }
 
-    /// What is known of the `wanted` templates, starting imports of the others. `in_use`: the
-    /// templates machine resources clone now, which no clean-up may destroy.
-    pub fn facts(
-        &self,
-        wanted: &BTreeSet<TemplateRequest>,
-        in_use: &BTreeSet<String>,
-    ) -> VcenterFacts {
-        let (facts, jobs) = self.shared.lock().answer(wanted, Instant::now());
+    /// Everything vCenter has said, for the pass's snapshot.
+    pub fn facts(&self) -> VcenterFacts {
+        self.shared.lock().facts()
+    }
+
+    /// Starts the look-ups and imports the pass's decisions asked for that are due. `in_use`:
+    /// the templates machine resources clone now, which no clean-up may destroy.
+    pub fn ask(&self, wanted: &BTreeSet<TemplateRequest>, in_use: &BTreeSet<String>) {
+        let jobs = self.shared.lock().ask(wanted, Instant::now());
         for job in jobs {
             let shared = self.shared.clone();
             match job {
@@ -147,77 +146,71 @@ impl TemplateImports {
                 }
             }
         }
-        facts
     }
 }
 
 impl State {
-    /// What is known of `wanted` at `now`, and the look-ups and imports to start (marked under
-    /// way). Pure: no I/O, so the retry policy is unit-tested.
+    /// Every template found, imported, importing or failed, every release read, every vCenter
+    /// that cannot be asked. A release read stays known while its vCenter cannot be asked again.
+    fn facts(&self) -> VcenterFacts {
+        let templates = self.templates.iter().map(|(key, known)| {
+            let fact = match known {
+                Known::Ready(_) => TemplateState::Ready,
+                Known::Importing(percent) => TemplateState::Importing { percent: *percent },
+                Known::Failed {
+                    reason, message, ..
+                } => TemplateState::Failed {
+                    reason: *reason,
+                    message: message.clone(),
+                },
+            };
+            (key.clone(), fact)
+        });
+        let versions =
+            (self.versions.iter()).map(|(key, (version, _))| (key.clone(), version.clone()));
+        let unavailable =
+            (self.unavailable.iter()).map(|(server, (why, _))| (server.clone(), why.clone()));
+        VcenterFacts {
+            consulted: true,
+            templates: templates.collect(),
+            versions: versions.collect(),
+            unavailable: unavailable.collect(),
+        }
+    }
+
+    /// The look-ups and imports to start for `wanted` at `now` (marked under way). Pure: no I/O,
+    /// so the retry policy is unit-tested.
     ///
     /// A golden template is imported only once the release of the template a MachineSet clones
     /// now is known and is not the golden one: a fresh cluster, on the installer's templates of
     /// the golden release, imports nothing.
-    fn answer(
-        &mut self,
-        wanted: &BTreeSet<TemplateRequest>,
-        now: Instant,
-    ) -> (VcenterFacts, Vec<Job>) {
-        let mut facts = VcenterFacts {
-            consulted: true,
-            ..VcenterFacts::default()
-        };
+    fn ask(&mut self, wanted: &BTreeSet<TemplateRequest>, now: Instant) -> Vec<Job> {
         let mut jobs = Vec::new();
         for request in wanted {
-            let (server, key) = (&request.key.server, &request.key);
-            // A release read stays known while its vCenter cannot be asked again.
-            if let Some((version, _)) = self.versions.get(&request.current) {
-                (facts.versions).insert(request.current.clone(), version.clone());
-            }
-            if let Some((why, retry_at)) = self.unavailable.get(server) {
-                facts.unavailable.insert(server.clone(), why.clone());
-                if *retry_at > now {
-                    continue;
-                }
-            }
-            if !self.current_needs_import(request, now, &mut jobs) {
+            let key = &request.key;
+            let retry_at = self.unavailable.get(&key.server).map(|(_, at)| *at);
+            if retry_at.is_some_and(|at| at > now)
+                || !self.current_needs_import(request, now, &mut jobs)
+            {
                 continue;
             }
-            let (fact, due) = match self.templates.get(key) {
-                Some(Known::Ready(at)) => (
-                    Some(TemplateState::Ready),
-                    now.duration_since(*at) >= READY_MAX_AGE,
-                ),
-                Some(Known::Importing(percent)) => {
-                    (Some(TemplateState::Importing { percent: *percent }), false)
-                }
-                Some(Known::Failed {
-                    reason,
-                    message,
-                    retry_at,
-                }) => (
-                    Some(TemplateState::Failed {
-                        reason: *reason,
-                        message: message.clone(),
-                    }),
-                    *retry_at <= now,
-                ),
-                None => (None, true),
+            let (ready, due) = match self.templates.get(key) {
+                Some(Known::Ready(at)) => (true, now.duration_since(*at) >= READY_MAX_AGE),
+                Some(Known::Importing(_)) => (false, false),
+                Some(Known::Failed { retry_at, .. }) => (false, *retry_at <= now),
+                None => (false, true),
             };
             if due && self.in_flight.insert(key.clone()) {
                 // A template that was there stays usable while it is looked for again.
-                if !matches!(fact, Some(TemplateState::Ready)) {
+                if !ready {
                     self.templates.insert(key.clone(), Known::Importing(0));
                 }
                 jobs.push(Job::Import(request.clone()));
             }
-            if let Some(fact) = fact {
-                facts.templates.insert(key.clone(), fact);
-            }
         }
         // Requests that disappear (a MachineSet moved or opted out) are not forgotten: a
         // template found stays found, and a failure keeps its backoff.
-        (facts, jobs)
+        jobs
     }
 
     /// Whether the release of the template `request`'s MachineSet clones now is known and not
@@ -435,23 +428,6 @@ impl Shared {
     }
 }
 
-/// The templates the selected vSphere MachineSets of a pass should clone.
-pub(super) fn wanted(observed: &Observation, options: &Options) -> BTreeSet<TemplateRequest> {
-    let infrastructure = observed.snapshot.infrastructure.as_ref();
-    let platform = infrastructure.and_then(|i| i.status.as_ref()?.platform_status.as_ref());
-    if !platform.is_some_and(|p| Platform::from_status(p) == Platform::VSphere) {
-        return BTreeSet::new();
-    }
-    let planner = Planner::new(&observed.snapshot, options);
-    // An opted-out MachineSet asks for no template.
-    observed
-        .machine_sets
-        .iter()
-        .filter_map(|o| o.kept().ok())
-        .filter_map(|ms| planner.template_request(ms))
-        .collect()
-}
-
 /// The templates (names, without a folder) every machine resource of a pass clones.
 pub(super) fn in_use(observed: &Observation) -> BTreeSet<String> {
     let machine_sets = observed
@@ -472,15 +448,18 @@ fn template_of<M: MachineObject>(object: &M) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::MachineSet;
+    use crate::facts::Lookup;
     use crate::facts::vcenter::FailureDomain;
     use crate::golden_stream::VmwareOva;
     use crate::names::MACHINE_API_NAMESPACE;
+    use crate::plan::{Options, Planner};
     use crate::testkit::snapshot::{ClusterChanges, cluster_snapshot};
     use crate::testkit::{objects, provider_specs, streams};
     use serde_json::{Value, json};
 
-    /// The templates a pass asks for are those of the MachineSets the planner would judge, as
-    /// the watch stores them: not an opted-out one's, nor an unselected one's.
+    /// The decisions that ask for a template are those of the MachineSets the planner judges:
+    /// not an opted-out one's, nor an unselected one's.
     #[test]
     fn only_the_machine_sets_the_planner_judges_ask_for_a_template() {
         let ns = MACHINE_API_NAMESPACE;
@@ -501,27 +480,20 @@ mod tests {
             if opted_out {
                 ms = ms.opted_out();
             }
-            Arc::new(serde_json::from_str(&ms.build().to_string()).unwrap())
+            serde_json::from_value(ms.build()).unwrap()
         };
-        let asks = |selection: Value, machine_sets| {
-            let observed = Observation {
-                snapshot: cluster(selection),
-                machine_sets,
-                control_plane_machine_sets: Vec::new(),
-                cluster_api_machine_sets: Vec::new(),
-                cluster_api_machine_deployments: Vec::new(),
-            };
-            !super::wanted(&observed, &Options::default()).is_empty()
+        let asks = |selection: Value, machine_set: MachineSet| {
+            let snapshot = cluster(selection);
+            let options = Options::default();
+            let decided = Planner::new(&snapshot, &options).decide(Ok(&machine_set));
+            matches!(decided.asks, Some(Lookup::Template(_)))
         };
         let all = || objects::selection("All", None);
         let blue = || objects::selection("Partial", Some(json!({"matchLabels": {"pool": "blue"}})));
-        assert!(asks(all(), vec![machine_set("blue", false)]));
-        assert!(!asks(all(), vec![machine_set("blue", true)]), "opted out");
-        assert!(asks(blue(), vec![machine_set("blue", false)]), "selected");
-        assert!(
-            !asks(blue(), vec![machine_set("green", false)]),
-            "not selected"
-        );
+        assert!(asks(all(), machine_set("blue", false)));
+        assert!(!asks(all(), machine_set("blue", true)), "opted out");
+        assert!(asks(blue(), machine_set("blue", false)), "selected");
+        assert!(!asks(blue(), machine_set("green", false)), "not selected");
     }
 
     fn in_vc(name: &str) -> TemplateKey {
@@ -548,6 +520,16 @@ mod tests {
         }
     }
 
+    /// What a pass sees (the answers in before it decides), then what its decisions start.
+    fn answer(
+        state: &mut State,
+        wanted: &BTreeSet<TemplateRequest>,
+        now: Instant,
+    ) -> (VcenterFacts, Vec<Job>) {
+        let facts = state.facts();
+        (facts, state.ask(wanted, now))
+    }
+
     fn imports(jobs: &[Job]) -> usize {
         jobs.iter().filter(|j| matches!(j, Job::Import(_))).count()
     }
@@ -563,10 +545,10 @@ mod tests {
             ..request("golden")
         };
         let wanted: BTreeSet<_> = [fresh.clone()].into();
-        let (facts, jobs) = state.answer(&wanted, now);
+        let (facts, jobs) = answer(&mut state, &wanted, now);
         assert!(matches!(jobs.as_slice(), [Job::Version(r)] if r.current == fresh.current));
         assert_eq!(facts.version(&fresh.current), None);
-        let (_, jobs) = state.answer(&wanted, now);
+        let (_, jobs) = answer(&mut state, &wanted, now);
         assert!(jobs.is_empty(), "read twice: {jobs:?}");
 
         state.reading.clear();
@@ -574,7 +556,7 @@ mod tests {
         state
             .versions
             .insert(fresh.current.clone(), (current.clone(), now));
-        let (facts, jobs) = state.answer(&wanted, now);
+        let (facts, jobs) = answer(&mut state, &wanted, now);
         assert!(jobs.is_empty(), "{jobs:?}");
         assert_eq!(facts.version(&fresh.current), Some(&current));
         assert_eq!(facts.template(&fresh.key), None);
@@ -585,16 +567,16 @@ mod tests {
         ] {
             let mut state = State::default();
             state.versions.insert(fresh.current.clone(), (other, now));
-            let (_, jobs) = state.answer(&wanted, now);
+            let (_, jobs) = answer(&mut state, &wanted, now);
             assert_eq!(imports(&jobs), 1, "{jobs:?}");
         }
         // Read again hourly, the release known meanwhile still deciding.
-        let (_, jobs) = state.answer(&wanted, now + READY_MAX_AGE);
+        let (_, jobs) = answer(&mut state, &wanted, now + READY_MAX_AGE);
         assert!(matches!(jobs.as_slice(), [Job::Version(_)]), "{jobs:?}");
         // Known, it stays known while vCenter cannot be asked: the MachineSet stays current.
         let why = ("connection refused".to_string(), now + FIRST_RETRY);
         state.unavailable.insert("vc".into(), why);
-        let (facts, jobs) = state.answer(&wanted, now);
+        let (facts, jobs) = answer(&mut state, &wanted, now);
         assert!(jobs.is_empty(), "{jobs:?}");
         assert_eq!(facts.version(&fresh.current), Some(&current));
     }
@@ -607,11 +589,11 @@ mod tests {
     fn an_unknown_template_is_imported_once_and_reported_under_way() {
         let mut state = State::default();
         let now = Instant::now();
-        let (facts, jobs) = state.answer(&wanted(&["t1"]), now);
+        let (facts, jobs) = answer(&mut state, &wanted(&["t1"]), now);
         assert_eq!(imports(&jobs), 1);
         assert!(facts.consulted);
         assert_eq!(facts.template(&request("t1").key), None);
-        let (facts, jobs) = state.answer(&wanted(&["t1"]), now);
+        let (facts, jobs) = answer(&mut state, &wanted(&["t1"]), now);
         assert!(jobs.is_empty(), "imported twice");
         assert_eq!(
             facts.template(&request("t1").key),
@@ -630,12 +612,12 @@ mod tests {
             actual: "1".repeat(64),
         };
         assert_eq!(state.failed(&key, &mismatch, now), FIRST_RETRY);
-        let (facts, jobs) = state.answer(&wanted(&["t1"]), now);
+        let (facts, jobs) = answer(&mut state, &wanted(&["t1"]), now);
         assert!(jobs.is_empty());
         assert!(
             matches!(facts.template(&key), Some(TemplateState::Failed { message, .. }) if message.contains("sha256"))
         );
-        let (facts, jobs) = state.answer(&wanted(&["t1"]), now + FIRST_RETRY);
+        let (facts, jobs) = answer(&mut state, &wanted(&["t1"]), now + FIRST_RETRY);
         assert_eq!(jobs.len(), 1);
         // Reported as failed until the retry itself reports.
         assert!(matches!(
@@ -649,7 +631,7 @@ mod tests {
             message: "connection refused".into(),
         };
         assert_eq!(state.failed(&key, &unreachable, now), FIRST_RETRY * 2);
-        let (facts, _) = state.answer(&wanted(&["t1"]), now);
+        let (facts, _) = answer(&mut state, &wanted(&["t1"]), now);
         assert!(matches!(
             facts.template(&key),
             Some(TemplateState::Failed { reason: Reason::OvaUnreachable, message })
@@ -665,13 +647,13 @@ mod tests {
             "vc".into(),
             ("connection refused".into(), now + FIRST_RETRY),
         );
-        let (facts, jobs) = state.answer(&wanted(&["t1"]), now);
+        let (facts, jobs) = answer(&mut state, &wanted(&["t1"]), now);
         assert!(jobs.is_empty());
         assert_eq!(
             facts.unavailable.get("vc").map(String::as_str),
             Some("connection refused")
         );
-        let (_, jobs) = state.answer(&wanted(&["t1"]), now + FIRST_RETRY);
+        let (_, jobs) = answer(&mut state, &wanted(&["t1"]), now + FIRST_RETRY);
         assert_eq!(jobs.len(), 1);
     }
 
@@ -681,10 +663,10 @@ mod tests {
         let now = Instant::now();
         let key = request("t1").key;
         state.templates.insert(key.clone(), Known::Ready(now));
-        let (facts, jobs) = state.answer(&wanted(&["t1"]), now);
+        let (facts, jobs) = answer(&mut state, &wanted(&["t1"]), now);
         assert!(jobs.is_empty());
         assert_eq!(facts.template(&key), Some(&TemplateState::Ready));
-        let (facts, jobs) = state.answer(&wanted(&["t1"]), now + READY_MAX_AGE);
+        let (facts, jobs) = answer(&mut state, &wanted(&["t1"]), now + READY_MAX_AGE);
         assert_eq!(jobs.len(), 1);
         assert_eq!(facts.template(&key), Some(&TemplateState::Ready));
     }
