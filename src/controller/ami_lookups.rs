@@ -14,7 +14,7 @@
 //! An AMI's owner never changes, so an answer is kept for the life of the process; searches of
 //! marketplace products are repeated hourly, since new AMIs are published there.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -22,7 +22,7 @@ use kube::Api;
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
-use super::retry::{self, SECRET_TIMEOUT};
+use super::lookups::{self, Jobs, SECRET_TIMEOUT};
 use super::watches::Trigger;
 use crate::api::{Infrastructure, Secret};
 use crate::ec2::client::Ec2Client;
@@ -79,28 +79,32 @@ struct Shared {
     state: Mutex<State>,
 }
 
-#[derive(Default)]
 struct State {
     images: HashMap<(String, String), Looked>,
     searches: HashMap<(String, String), (Instant, Vec<AmiFacts>)>,
-    /// Regions with a look-up under way.
-    in_flight: HashSet<String>,
-    failures: HashMap<String, Failure>,
+    /// One look-up per region at a time, its failures retried with backoff.
+    jobs: Jobs<String>,
     /// Why there are no credentials to ask with, when that is the case, and when to look again.
     no_credentials: Option<(String, Instant)>,
     /// When the last call to each region's EC2 was sent.
     last_call: HashMap<String, Instant>,
 }
 
+impl Default for State {
+    fn default() -> Self {
+        State {
+            images: HashMap::new(),
+            searches: HashMap::new(),
+            jobs: Jobs::new(MAX_REGIONS_IN_FLIGHT, FIRST_RETRY, MAX_RETRY),
+            no_credentials: None,
+            last_call: HashMap::new(),
+        }
+    }
+}
+
 enum Looked {
     Found(AmiFacts),
     NotFound(Instant),
-}
-
-struct Failure {
-    message: String,
-    attempts: u32,
-    retry_at: Instant,
 }
 
 /// What a look-up job asks in one region.
@@ -175,7 +179,7 @@ impl Ec2Lookups {
         }
         for job in jobs {
             let shared = self.shared.clone();
-            tokio::spawn(async move { shared.run(job).await });
+            lookups::spawn(&self.shared.wake, async move { shared.run(job).await });
         }
     }
 }
@@ -203,7 +207,7 @@ impl State {
             }
             facts.add_search(region, product);
         }
-        for (region, failure) in &self.failures {
+        for (region, failure) in self.jobs.failures() {
             facts.set_unavailable(region, failure.message.clone());
         }
         facts
@@ -226,23 +230,18 @@ impl State {
         }
         if complete {
             // A region nothing needs asking in any more is not unavailable: forget its failure.
-            self.failures
-                .retain(|region, _| by_region.contains_key(region.as_str()));
+            (self.jobs).forget_failures(|region| by_region.contains_key(region.as_str()));
         }
         let mut unavailable = 0;
         for (region, ids) in by_region {
             let Some(job) = self.job(region, &ids, now) else {
-                self.failures.remove(region);
+                self.jobs.forget_failures(|other| other != region);
                 continue;
             };
-            if let Some(failure) = self.failures.get(region) {
+            if self.jobs.failure(&job.region).is_some() {
                 unavailable += 1;
-                if failure.retry_at > now {
-                    continue;
-                }
             }
-            let room = self.in_flight.len() < MAX_REGIONS_IN_FLIGHT;
-            if !waiting_for_credentials && room && self.in_flight.insert(region.to_string()) {
+            if !waiting_for_credentials && self.jobs.start(&job.region, now) {
                 jobs.push(job);
             }
         }
@@ -296,56 +295,38 @@ impl State {
 
 impl Shared {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        retry::lock(&self.state)
+        lookups::lock(&self.state)
     }
 
-    async fn run(&self, job: Job) {
+    /// Asks EC2 what `job` says; how long until a pass should ask again (only while some AMI
+    /// still needs asking, since only then is there a job).
+    async fn run(&self, job: Job) -> Option<Duration> {
         let region = job.region.clone();
         let outcome = self.ask(job).await;
-        let again_after;
-        {
-            let mut state = self.lock();
-            state.in_flight.remove(&region);
-            match &outcome {
-                Ok(()) => {
-                    again_after = None;
-                    state.no_credentials = None;
-                    if state.failures.remove(&region).is_some() {
-                        info!(region, "EC2 answers again");
-                    }
+        let mut state = self.lock();
+        match &outcome {
+            Ok(()) => {
+                state.no_credentials = None;
+                if state.jobs.succeeded(&region) {
+                    info!(region, "EC2 answers again");
                 }
-                Err(JobError::NoCredentials(why)) => {
-                    if state.no_credentials.is_none() {
-                        info!(reason = %why, "no AWS credentials: AMIs are recognised by the golden streams and known images only");
-                    }
-                    state.no_credentials =
-                        Some((why.clone(), Instant::now() + CREDENTIALS_RECHECK));
-                    state.failures.remove(&region);
-                    again_after = Some(CREDENTIALS_RECHECK);
-                }
-                Err(e) => {
-                    let attempts = state.failures.get(&region).map_or(0, |f| f.attempts) + 1;
-                    let delay = retry::doubling(FIRST_RETRY, MAX_RETRY, attempts);
-                    if attempts == 1 {
-                        warn!(region, error = %e, "EC2 cannot be asked about AMIs; only the golden streams and known images are recognised there until it answers");
-                    }
-                    state.failures.insert(
-                        region.clone(),
-                        Failure {
-                            message: e.to_string(),
-                            attempts,
-                            retry_at: Instant::now() + delay,
-                        },
-                    );
-                    again_after = Some(delay);
-                }
+                None
             }
-        }
-        let _ = self.wake.send(Trigger::All);
-        // The Secret is not watched and EC2 sends no events: a pass once the retry is due asks
-        // again (only while some AMI still needs asking, since only then is there a job).
-        if let Some(delay) = again_after {
-            retry::wake_after(&self.wake, delay);
+            Err(JobError::NoCredentials(why)) => {
+                if state.no_credentials.is_none() {
+                    info!(reason = %why, "no AWS credentials: AMIs are recognised by the golden streams and known images only");
+                }
+                state.no_credentials = Some((why.clone(), Instant::now() + CREDENTIALS_RECHECK));
+                state.jobs.succeeded(&region);
+                Some(CREDENTIALS_RECHECK)
+            }
+            Err(e) => {
+                let (delay, attempts) = state.jobs.failed(&region, e.to_string(), Instant::now());
+                if attempts == 1 {
+                    warn!(region, error = %e, "EC2 cannot be asked about AMIs; only the golden streams and known images are recognised there until it answers");
+                }
+                Some(delay)
+            }
         }
     }
 
@@ -594,7 +575,7 @@ mod tests {
         let (_, jobs, _) = answer(&mut state, &asked, now);
         assert!(jobs.is_empty());
         // Answered: known for good, nothing more to ask.
-        state.in_flight.clear();
+        state.jobs.succeeded(&"us-east-1".to_string());
         found(
             &mut state,
             RHCOS_AMI,
@@ -619,7 +600,7 @@ mod tests {
         let (_, jobs, _) = answer(&mut state, &asked, now);
         assert_eq!(jobs[0].products, vec![OCP.to_string()]);
         assert!(jobs[0].ids.is_empty());
-        state.in_flight.clear();
+        state.jobs.succeeded(&"us-east-1".to_string());
         let key = ("us-east-1".to_string(), OCP.to_string());
         state.searches.insert(key, (now, Vec::new()));
         let (_, jobs, _) = answer(&mut state, &asked, now + Duration::from_secs(60));
@@ -632,14 +613,7 @@ mod tests {
     fn a_failed_region_is_unavailable_until_its_retry_and_forgotten_when_not_needed() {
         let mut state = State::default();
         let now = Instant::now();
-        state.failures.insert(
-            "us-east-1".into(),
-            Failure {
-                message: "timed out".into(),
-                attempts: 1,
-                retry_at: now + FIRST_RETRY,
-            },
-        );
+        (state.jobs).failed(&"us-east-1".into(), "timed out".into(), now);
         let asked = wanted(&[("us-east-1", RHCOS_AMI)]);
         let (facts, jobs, unavailable) = answer(&mut state, &asked, now);
         assert_eq!(
@@ -653,7 +627,7 @@ mod tests {
         // The MachineSet moved to a listed AMI: nothing to ask, nothing unavailable.
         let (_, jobs, unavailable) = answer(&mut state, &BTreeSet::new(), now);
         assert_eq!((jobs.len(), unavailable), (0, 0));
-        assert!(state.failures.is_empty());
+        assert!(state.jobs.failures().next().is_none());
     }
 
     #[test]
@@ -678,16 +652,15 @@ mod tests {
         let asked: BTreeSet<(String, String)> = (regions.iter())
             .map(|r| (r.clone(), RHCOS_AMI.to_string()))
             .collect();
-        let (_, jobs, _) = answer(&mut state, &asked, now);
-        assert_eq!(jobs.len(), MAX_REGIONS_IN_FLIGHT);
+        let (_, first, _) = answer(&mut state, &asked, now);
+        assert_eq!(first.len(), MAX_REGIONS_IN_FLIGHT);
         let (_, jobs, _) = answer(&mut state, &asked, now);
         assert!(
             jobs.is_empty(),
             "more look-ups while the first are under way"
         );
         // One finishes: one more starts.
-        let done = state.in_flight.iter().next().cloned().unwrap();
-        state.in_flight.remove(&done);
+        state.jobs.succeeded(&first[0].region);
         let (_, jobs, _) = answer(&mut state, &asked, now);
         assert_eq!(jobs.len(), 1);
     }

@@ -16,6 +16,7 @@ mod boot_image_status;
 mod boot_watches;
 mod decide;
 mod events;
+mod lookups;
 mod observe;
 mod remembered_images;
 mod report;
@@ -47,7 +48,6 @@ use tracing::{debug, info, warn};
 
 use crate::api::{Condition, ConfigMap, MachineConfiguration};
 use crate::api_client::{self, ClientError};
-use crate::facts::Lookup;
 use crate::known_images::KnownImages;
 use crate::machine_kind::MachineKind;
 use crate::metrics::Metrics;
@@ -600,7 +600,11 @@ impl Controller {
         let planner = Planner::new(&observed.snapshot, &options);
         let (mut decisions, facts) = decide::decide(&observed, &scope, &planner);
         let decided_at = Instant::now();
-        self.ask_clouds(&decisions, &observed, &facts);
+        // Only the leader imports, and not while a gate holds writes.
+        let leading = *self.leader.borrow() && facts.blocked.is_none();
+        let imports = self.vcenter.as_ref().filter(|_| leading);
+        let complete = facts.live.is_some();
+        lookups::ask(self.ec2.as_ref(), imports, &decisions, &observed, complete);
         // A patch the API server refused waits for its retry even when a pass covers everything.
         let now = Instant::now();
         let ours = self.patcher.recorded_copies(templates::recorded(
@@ -714,32 +718,6 @@ impl Controller {
             observed.snapshot.vcenter = imports.facts();
         }
         (observed, options)
-    }
-
-    /// After deciding: the look-ups start what the decisions asked and have no fresh answer to
-    /// (their answers trigger the next pass). No import while a gate holds writes.
-    fn ask_clouds(
-        &self,
-        decisions: &[Decision],
-        observed: &observe::Observation,
-        facts: &decide::PassFacts,
-    ) {
-        let asks = || decisions.iter().filter_map(|d| d.asks.as_ref());
-        if let Some(lookups) = &self.ec2 {
-            let amis = asks().filter_map(|ask| match ask {
-                Lookup::Ami { region, image_id } => Some((region.clone(), image_id.clone())),
-                Lookup::Template(_) => None,
-            });
-            lookups.ask(&amis.collect(), facts.live.is_some());
-        }
-        let leading = *self.leader.borrow() && facts.blocked.is_none();
-        if let Some(imports) = self.vcenter.as_ref().filter(|_| leading) {
-            let templates = asks().filter_map(|ask| match ask {
-                Lookup::Template(request) => Some((**request).clone()),
-                Lookup::Ami { .. } => None,
-            });
-            imports.ask(&templates.collect(), &template_imports::in_use(observed));
-        }
     }
 
     fn may_write(&self) -> bool {

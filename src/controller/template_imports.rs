@@ -7,7 +7,7 @@
 //! 30 s, doubling up to 30 min. Only the leader's passes ask, so two replicas do not import at
 //! once; if they ever do, vCenter's unique names keep it to one template (`vcenter::import`).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -15,8 +15,8 @@ use kube::Api;
 use tokio::sync::{Semaphore, mpsc};
 use tracing::{info, warn};
 
+use super::lookups::{self, Jobs, SECRET_TIMEOUT};
 use super::observe::Observation;
-use super::retry::{self, SECRET_TIMEOUT};
 use super::watches::Trigger;
 use crate::api::Secret;
 use crate::facts::vcenter::{
@@ -70,19 +70,31 @@ struct Shared {
     state: Mutex<State>,
 }
 
-#[derive(Default)]
 struct State {
     templates: HashMap<TemplateKey, Known>,
     /// The releases of the templates MachineSets clone now, and when they were read.
     versions: HashMap<TemplateKey, (TemplateVersion, Instant)>,
     /// Templates whose release is being read.
-    reading: HashSet<TemplateKey>,
+    reading: Jobs<TemplateKey>,
     /// Servers that could not be asked, with why and when to try again.
     unavailable: BTreeMap<String, (String, Instant)>,
-    /// Templates with a job queued or under way.
-    in_flight: HashSet<TemplateKey>,
-    /// Failed imports in a row, by template: the backoff doubles with each.
-    attempts: HashMap<TemplateKey, u32>,
+    /// Imports queued or under way (one runs at a time), and their failures in a row: the
+    /// backoff doubles with each.
+    imports: Jobs<TemplateKey>,
+}
+
+impl Default for State {
+    fn default() -> Self {
+        // Templates are few (one per failure domain and release): the queue needs no bound.
+        let jobs = || Jobs::new(usize::MAX, FIRST_RETRY, MAX_RETRY);
+        State {
+            templates: HashMap::new(),
+            versions: HashMap::new(),
+            reading: jobs(),
+            unavailable: BTreeMap::new(),
+            imports: jobs(),
+        }
+    }
 }
 
 /// What a pass asks of vCenter in the background.
@@ -98,11 +110,8 @@ enum Known {
     Ready(Instant),
     /// Queued or under way; percent done.
     Importing(u8),
-    Failed {
-        reason: Reason,
-        message: String,
-        retry_at: Instant,
-    },
+    /// Why it failed is its failure's message (`State::imports`).
+    Failed(Reason),
 }
 
 impl TemplateImports {
@@ -134,15 +143,16 @@ impl TemplateImports {
     /// the templates machine resources clone now, which no clean-up may destroy.
     pub fn ask(&self, wanted: &BTreeSet<TemplateRequest>, in_use: &BTreeSet<String>) {
         let jobs = self.shared.lock().ask(wanted, Instant::now());
+        let wake = &self.shared.wake;
         for job in jobs {
             let shared = self.shared.clone();
             match job {
                 Job::Version(request) => {
-                    tokio::spawn(async move { shared.read_version(request).await });
+                    lookups::spawn(wake, async move { shared.read_version(request).await });
                 }
                 Job::Import(request) => {
                     let in_use = in_use.clone();
-                    tokio::spawn(async move { shared.run(request, in_use).await });
+                    lookups::spawn(wake, async move { shared.run(request, in_use).await });
                 }
             }
         }
@@ -157,11 +167,10 @@ impl State {
             let fact = match known {
                 Known::Ready(_) => TemplateState::Ready,
                 Known::Importing(percent) => TemplateState::Importing { percent: *percent },
-                Known::Failed {
-                    reason, message, ..
-                } => TemplateState::Failed {
+                Known::Failed(reason) => TemplateState::Failed {
                     reason: *reason,
-                    message: message.clone(),
+                    message: (self.imports.failure(key))
+                        .map_or_else(String::new, |f| f.message.clone()),
                 },
             };
             (key.clone(), fact)
@@ -197,10 +206,11 @@ impl State {
             let (ready, due) = match self.templates.get(key) {
                 Some(Known::Ready(at)) => (true, now.duration_since(*at) >= READY_MAX_AGE),
                 Some(Known::Importing(_)) => (false, false),
-                Some(Known::Failed { retry_at, .. }) => (false, *retry_at <= now),
+                // Due when its backoff is over, which `start` checks.
+                Some(Known::Failed(_)) => (false, true),
                 None => (false, true),
             };
-            if due && self.in_flight.insert(key.clone()) {
+            if due && self.imports.start(key, now) {
                 // A template that was there stays usable while it is looked for again.
                 if !ready {
                     self.templates.insert(key.clone(), Known::Importing(0));
@@ -228,7 +238,7 @@ impl State {
         }
         let known = self.versions.get(current);
         let due = known.is_none_or(|(_, at)| now.duration_since(*at) >= READY_MAX_AGE);
-        if due && self.reading.insert(current.clone()) {
+        if due && self.reading.start(current, now) {
             jobs.push(Job::Version(request.clone()));
         }
         let Some((version, _)) = known else {
@@ -238,47 +248,37 @@ impl State {
     }
 
     fn failed(&mut self, key: &TemplateKey, e: &VcenterError, now: Instant) -> Duration {
-        let attempts = self.attempts.entry(key.clone()).or_default();
-        *attempts += 1;
-        let attempts = *attempts;
-        let delay = retry::doubling(FIRST_RETRY, MAX_RETRY, attempts);
-        self.templates.insert(
-            key.clone(),
-            Known::Failed {
-                reason: match e {
-                    VcenterError::OvaUnreachable { .. } => Reason::OvaUnreachable,
-                    _ => Reason::TemplateImportFailed,
-                },
-                message: e.to_string(),
-                retry_at: now + delay,
-            },
-        );
-        delay
+        let reason = match e {
+            VcenterError::OvaUnreachable { .. } => Reason::OvaUnreachable,
+            _ => Reason::TemplateImportFailed,
+        };
+        self.templates.insert(key.clone(), Known::Failed(reason));
+        self.imports.failed(key, e.to_string(), now).0
     }
 }
 
 impl Shared {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        retry::lock(&self.state)
+        lookups::lock(&self.state)
     }
 
-    async fn run(&self, request: TemplateRequest, in_use: BTreeSet<String>) {
+    /// Finds or imports `request`'s golden template; how long until a pass should ask again.
+    async fn run(&self, request: TemplateRequest, in_use: BTreeSet<String>) -> Option<Duration> {
         let Ok(_turn) = self.one_at_a_time.acquire().await else {
-            return;
+            return None;
         };
         let key = request.key.clone();
         let outcome = self.import(&request, &in_use).await;
         let now = Instant::now();
         let retry = {
             let mut state = self.lock();
-            state.in_flight.remove(&key);
             match outcome {
                 Ok(ensured) => {
                     if ensured == Ensured::Imported {
                         info!(template = %key.name, server = %key.server, "imported the golden template");
                     }
                     state.unavailable.remove(&key.server);
-                    state.attempts.remove(&key);
+                    state.imports.succeeded(&key);
                     state.templates.insert(key.clone(), Known::Ready(now));
                     self.count(if ensured == Ensured::Imported {
                         "imported"
@@ -289,12 +289,14 @@ impl Shared {
                 }
                 Err(VcenterError::ImportInProgress(vm)) => {
                     info!(template = %key.name, vm, "another import of this template is under way");
+                    state.imports.ended(&key);
                     state.templates.insert(key.clone(), Known::Importing(0));
                     self.count("in_progress");
                     Some(BUSY_RETRY)
                 }
                 Err(e) if e.is_unavailable() => {
                     warn!(server = %key.server, error = %e, "vCenter cannot be asked about templates");
+                    state.imports.ended(&key);
                     state.templates.remove(&key);
                     let retry_at = now + FIRST_RETRY;
                     state
@@ -316,14 +318,12 @@ impl Shared {
             }
         };
         self.metrics.vsphere_import_progress.set(0);
-        let _ = self.wake.send(Trigger::All);
-        if let Some(delay) = retry {
-            retry::wake_after(&self.wake, delay);
-        }
+        retry
     }
 
-    /// Reads the release of `request`'s current template, then wakes a pass to decide on it.
-    async fn read_version(&self, request: TemplateRequest) {
+    /// Reads the release of `request`'s current template, for the pass its end triggers to
+    /// decide on; how long until a pass should ask again, when vCenter could not be asked.
+    async fn read_version(&self, request: TemplateRequest) -> Option<Duration> {
         let current = request.current.clone();
         let outcome = match self.login(&current.server).await {
             Ok(client) => {
@@ -336,7 +336,7 @@ impl Shared {
         let now = Instant::now();
         {
             let mut state = self.lock();
-            state.reading.remove(&current);
+            state.reading.ended(&current);
             let version = match outcome {
                 Ok(version) => version,
                 Err(e) if e.is_unavailable() => {
@@ -345,9 +345,7 @@ impl Shared {
                     (state.unavailable).insert(current.server.clone(), (e.to_string(), retry_at));
                     drop(state);
                     self.count("unavailable");
-                    let _ = self.wake.send(Trigger::All);
-                    retry::wake_after(&self.wake, FIRST_RETRY);
-                    return;
+                    return Some(FIRST_RETRY);
                 }
                 // Not knowing is not a reason to stay behind: the golden template is imported.
                 Err(e) => TemplateVersion::Unknown(format!(
@@ -359,7 +357,7 @@ impl Shared {
             state.unavailable.remove(&current.server);
             state.versions.insert(current, (version, now));
         }
-        let _ = self.wake.send(Trigger::All);
+        None
     }
 
     /// A session with the vCenter `server`, with the machine API's credentials.
@@ -551,7 +549,7 @@ mod tests {
         let (_, jobs) = answer(&mut state, &wanted, now);
         assert!(jobs.is_empty(), "read twice: {jobs:?}");
 
-        state.reading.clear();
+        state.reading.ended(&fresh.current);
         let current = TemplateVersion::Release("1".into());
         state
             .versions
@@ -624,7 +622,7 @@ mod tests {
             facts.template(&key),
             Some(TemplateState::Failed { .. })
         ));
-        state.in_flight.clear();
+        state.imports.ended(&key);
         let unreachable = VcenterError::OvaUnreachable {
             url: "https://x/y.ova".into(),
             mirrored: false,
