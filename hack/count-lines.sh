@@ -49,7 +49,7 @@ stub|520, safety 108|plan/stub.rs plan/pointer_config.rs plan/shared_stubs.rs re
 Cluster API|520, safety 3|plan/cluster_api_templates.rs controller/templates.rs
 boot evidence|800, safety 527|plan/boot_evidence.rs plan/boot_follow.rs controller/boot_watches.rs controller/node_watch.rs
 platform/|1600, safety 11, opt-in 21|platform/
-EC2|1350, STS 143, egress 2, look-ups -19|ec2/ controller/ami_lookups.rs plan/amis.rs facts/ec2.rs facts/region.rs
+EC2|1350, STS 143, egress 2, look-ups -19|ec2/ controller/ami_lookups.rs facts/ec2.rs facts/region.rs
 STS|0, STS 185|ec2/sts.rs
 vCenter|1950, OVA mirror 96, egress -9, look-ups -2|vcenter/ controller/template_imports.rs facts/vcenter.rs
 revert|950|revert.rs cli/revert.rs plan/undo.rs

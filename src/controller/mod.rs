@@ -674,8 +674,8 @@ impl Controller {
         );
     }
 
-    /// Step 1: the stores as one snapshot, with the known images and what EC2 and vCenter said
-    /// of the objects, and the options the pass decides with.
+    /// Step 1: the stores as one snapshot, with the known images and every answer EC2 and
+    /// vCenter gave so far, and the options the pass decides with.
     async fn observe(&mut self) -> (observe::Observation, Options) {
         if let Some(file) = self.known_file.as_mut().filter(|f| f.modified.is_none()) {
             file.reload();

@@ -2368,6 +2368,10 @@ fn decisions_name_the_unknown_amis_of_the_objects_they_judge_and_only_those() {
         asks(planner.decide(Ok(&capi_set))).as_deref(),
         Some("us-east-1/ami-capi")
     );
+    let orphan: ClusterApiMachineSet =
+        serde_json::from_value(cluster_api::machine_set(CLUSTER_API_NAMESPACE, "o", "gone"))
+            .unwrap();
+    assert_eq!(asks(planner.decide(Ok(&orphan))), None, "no such template");
     // A MachineDeployment only with --update-machine-deployments: otherwise it is never updated.
     assert_eq!(asks(planner.decide(Ok(&capi_deployment))), None);
     let options = Options {
