@@ -123,27 +123,8 @@ impl PlatformRule for Aws {
         // on either (openshift/machine-config-operator, pkg/controller/bootimage/
         // platform_helpers.go; release-4.20 and main at 7ff337a4f).
         let Some(golden) = golden else {
-            let missing = if ctx.stream.has_arch(ctx.arch) {
-                format!("no {} AMI for region {shown}", ctx.arch)
-            } else {
-                format!("no {} images at all", ctx.arch)
-            };
-            let unrecognised = if recognised {
-                String::new()
-            } else {
-                format!(" ({not_asked}; nothing is sent to it)")
-            };
-            let skip = ImageOutcome::Skip {
-                reason: Reason::RegionNotInStream,
-                message: format!(
-                    "the golden stream {} publishes {missing}{unrecognised}; the boot image is \
-                     left as is (check placement.region and the architecture in the capacity \
-                     annotation; else copy a published AMI into the region and set it by hand)",
-                    ctx.stream.stream
-                ),
-                current: Some(current.clone()),
-            };
-            return (skip, asks);
+            let unrecognised = (!recognised).then_some(not_asked.as_str());
+            return (not_in_stream(ctx, &shown, unrecognised, current), asks);
         };
         let target = &golden.image;
         let outcome = match answer {
@@ -151,6 +132,34 @@ impl PlatformRule for Aws {
             Some(answer) => unlisted(id, region, current, target, answer),
         };
         (outcome, asks)
+    }
+}
+
+/// The skip for a region or architecture the golden stream publishes no AMI for; `unrecognised`
+/// says why a region name is not asked about.
+fn not_in_stream(
+    ctx: &RuleContext<'_>,
+    shown: &str,
+    unrecognised: Option<&str>,
+    current: &Value,
+) -> ImageOutcome {
+    let missing = if ctx.stream.has_arch(ctx.arch) {
+        format!("no {} AMI for region {shown}", ctx.arch)
+    } else {
+        format!("no {} images at all", ctx.arch)
+    };
+    let unrecognised = unrecognised
+        .map(|why| format!(" ({why}; nothing is sent to it)"))
+        .unwrap_or_default();
+    ImageOutcome::Skip {
+        reason: Reason::RegionNotInStream,
+        message: format!(
+            "the golden stream {} publishes {missing}{unrecognised}; the boot image is left as \
+             is (check placement.region and the architecture in the capacity annotation; else \
+             copy a published AMI into the region and set it by hand)",
+            ctx.stream.stream
+        ),
+        current: Some(current.clone()),
     }
 }
 
