@@ -15,6 +15,7 @@ use crate::arch::Arch;
 use crate::bounded_read::MAX_INPUT_BYTES;
 use crate::ec2::client::{Ec2Client, Limits};
 use crate::ec2::sigv4::Credentials;
+use crate::facts::Lookup;
 use crate::facts::ec2::Ec2Facts;
 use crate::known_images::KnownImages;
 use crate::manifests;
@@ -246,15 +247,21 @@ fn ec2_facts(
         secret_access_key,
         session_token: var("AWS_SESSION_TOKEN"),
     };
-    let capi = &snapshot.cluster_api;
-    let planner = plan::Planner::new(&snapshot.cluster, options);
-    let wanted = plan::amis_to_ask(
-        &planner,
-        (snapshot.machine_sets.iter()).filter_map(|m| m.as_ref().ok()),
-        (snapshot.control_plane_machine_sets.iter()).filter_map(|m| m.as_ref().ok()),
-        (capi.machine_sets.iter()).filter_map(|m| m.as_ref().ok()),
-        (capi.machine_deployments.iter()).filter_map(|m| m.as_ref().ok()),
+    // A plan without EC2 names the AMIs its decisions would ask about; the plan printed is
+    // made again with the answers.
+    let unasked = plan::plan_all(
+        &snapshot.cluster,
+        &snapshot.machine_sets,
+        &snapshot.control_plane_machine_sets,
+        &snapshot.cluster_api,
+        options,
     );
+    let wanted = (unasked.decisions.iter())
+        .filter_map(|d| match d.asks.as_ref()? {
+            Lookup::Ami { region, image_id } => Some((region.clone(), image_id.clone())),
+            Lookup::Template(_) => None,
+        })
+        .collect();
     // The proxy of the environment, as the controller reads it; the system's CA roots only.
     let limits = Limits {
         egress: crate::http_client::Egress::from_env(None),

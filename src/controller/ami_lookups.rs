@@ -14,7 +14,7 @@
 //! An AMI's owner never changes, so an answer is kept for the life of the process; searches of
 //! marketplace products are repeated hourly, since new AMIs are published there.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -22,9 +22,7 @@ use kube::Api;
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
-use super::lenient::Lenient;
-use super::observe::Observation;
-use super::retry::{self, SECRET_TIMEOUT};
+use super::lookups::{self, Jobs, SECRET_TIMEOUT};
 use super::watches::Trigger;
 use crate::api::{Infrastructure, Secret};
 use crate::ec2::client::Ec2Client;
@@ -33,7 +31,6 @@ use crate::ec2::sigv4::Credentials;
 use crate::ec2::sts::{self, SecretCredentials, Session, WebIdentity};
 use crate::facts::ec2::{AmiFacts, AmiOrigin, Consulted, Ec2Facts, MARKETPLACE_OWNER};
 use crate::metrics::Metrics;
-use crate::plan::{Options, Planner};
 use crate::platform::Platform;
 
 /// The Secret of `--machine-api-namespace` holding the machine API's AWS credentials.
@@ -82,28 +79,32 @@ struct Shared {
     state: Mutex<State>,
 }
 
-#[derive(Default)]
 struct State {
     images: HashMap<(String, String), Looked>,
     searches: HashMap<(String, String), (Instant, Vec<AmiFacts>)>,
-    /// Regions with a look-up under way.
-    in_flight: HashSet<String>,
-    failures: HashMap<String, Failure>,
+    /// One look-up per region at a time, its failures retried with backoff.
+    jobs: Jobs<String>,
     /// Why there are no credentials to ask with, when that is the case, and when to look again.
     no_credentials: Option<(String, Instant)>,
     /// When the last call to each region's EC2 was sent.
     last_call: HashMap<String, Instant>,
 }
 
+impl Default for State {
+    fn default() -> Self {
+        State {
+            images: HashMap::new(),
+            searches: HashMap::new(),
+            jobs: Jobs::new(MAX_REGIONS_IN_FLIGHT, FIRST_RETRY, MAX_RETRY),
+            no_credentials: None,
+            last_call: HashMap::new(),
+        }
+    }
+}
+
 enum Looked {
     Found(AmiFacts),
     NotFound(Instant),
-}
-
-struct Failure {
-    message: String,
-    attempts: u32,
-    retry_at: Instant,
 }
 
 /// What a look-up job asks in one region.
@@ -163,63 +164,92 @@ impl Ec2Lookups {
         }
     }
 
-    /// The answers in for `wanted` (region, AMI) pairs, starting look-ups for the others.
-    pub fn facts(&self, wanted: &BTreeSet<(String, String)>) -> Ec2Facts {
-        let (facts, jobs, unavailable) = self.shared.lock().answer(wanted, Instant::now());
-        self.shared.metrics.ec2_unavailable_regions.set(unavailable);
+    /// Every answer in, for the pass's snapshot.
+    pub fn facts(&self) -> Ec2Facts {
+        self.shared.lock().facts(Instant::now())
+    }
+
+    /// Starts look-ups of the (region, AMI) pairs the pass's decisions asked about that have no
+    /// fresh answer. `complete`: the pass decided every object, so a region none asked about
+    /// any more is forgotten (and no longer counted unavailable).
+    pub fn ask(&self, wanted: &BTreeSet<(String, String)>, complete: bool) {
+        let (jobs, unavailable) = self.shared.lock().ask(wanted, complete, Instant::now());
+        if complete {
+            self.shared.metrics.ec2_unavailable_regions.set(unavailable);
+        }
         for job in jobs {
             let shared = self.shared.clone();
-            tokio::spawn(async move { shared.run(job).await });
+            lookups::spawn(&self.shared.wake, async move { shared.run(job).await });
         }
-        facts
     }
 }
 
 impl State {
-    /// What is known of `wanted` at `now`, the look-ups to start (marked in flight), and the
-    /// number of regions EC2 cannot be asked in. Pure: no I/O, so the policy is unit-tested.
-    fn answer(
+    /// Every answer held at `now`: AMIs found, AMIs not shown lately, marketplace searches, and
+    /// the regions EC2 cannot be asked in.
+    fn facts(&self, now: Instant) -> Ec2Facts {
+        let mut facts = Ec2Facts::consulted();
+        if let Some((why, _)) = &self.no_credentials {
+            facts.consulted = Consulted::Unable(why.clone());
+        }
+        for ((region, id), looked) in &self.images {
+            match looked {
+                Looked::Found(image) => facts.add_image(image.clone()),
+                Looked::NotFound(at) if now.duration_since(*at) < NOT_FOUND_MAX_AGE => {
+                    facts.add_not_found(region, id);
+                }
+                Looked::NotFound(_) => {}
+            }
+        }
+        for ((region, product), (_, images)) in &self.searches {
+            for image in images {
+                facts.add_image(image.clone());
+            }
+            facts.add_search(region, product);
+        }
+        for (region, failure) in self.jobs.failures() {
+            facts.set_unavailable(region, failure.message.clone());
+        }
+        facts
+    }
+
+    /// The look-ups to start for `wanted` at `now` (marked in flight), and the number of regions
+    /// EC2 cannot be asked in. Pure: no I/O, so the policy is unit-tested.
+    fn ask(
         &mut self,
         wanted: &BTreeSet<(String, String)>,
+        complete: bool,
         now: Instant,
-    ) -> (Ec2Facts, Vec<Job>, i64) {
-        let mut facts = Ec2Facts::consulted();
+    ) -> (Vec<Job>, i64) {
         let mut jobs = Vec::new();
-        let mut waiting_for_credentials = false;
-        if let Some((why, retry_at)) = &self.no_credentials {
-            facts.consulted = Consulted::Unable(why.clone());
-            waiting_for_credentials = *retry_at > now;
-        }
+        let waiting_for_credentials =
+            (self.no_credentials.as_ref()).is_some_and(|(_, at)| *at > now);
         let mut by_region: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
         for (region, id) in wanted {
             by_region.entry(region).or_default().push(id);
         }
-        // A region nothing needs asking in any more is not unavailable: forget its failure.
-        self.failures
-            .retain(|region, _| by_region.contains_key(region.as_str()));
+        if complete {
+            // A region nothing needs asking in any more is not unavailable: forget its failure.
+            (self.jobs).forget_failures(|region| by_region.contains_key(region.as_str()));
+        }
         let mut unavailable = 0;
         for (region, ids) in by_region {
-            let Some(job) = self.gather(region, &ids, now, &mut facts) else {
-                self.failures.remove(region);
+            let Some(job) = self.job(region, &ids, now) else {
+                self.jobs.forget_failures(|other| other != region);
                 continue;
             };
-            if let Some(failure) = self.failures.get(region) {
+            if self.jobs.failure(&job.region).is_some() {
                 unavailable += 1;
-                facts.set_unavailable(region, failure.message.clone());
-                if failure.retry_at > now {
-                    continue;
-                }
             }
-            let room = self.in_flight.len() < MAX_REGIONS_IN_FLIGHT;
-            if !waiting_for_credentials && room && self.in_flight.insert(region.to_string()) {
+            if !waiting_for_credentials && self.jobs.start(&job.region, now) {
                 jobs.push(job);
             }
         }
-        if self.images.len() > MAX_CACHED {
+        if complete && self.images.len() > MAX_CACHED {
             self.images
                 .retain(|key, _| wanted.contains(&(key.0.clone(), key.1.clone())));
         }
-        (facts, jobs, unavailable)
+        (jobs, unavailable)
     }
 
     /// Books the next call to `region`'s EC2: how long to wait for it. Calls long enough ago to
@@ -233,14 +263,9 @@ impl State {
         next - now
     }
 
-    /// Adds what is known of `ids` in `region` to `facts`; the job to ask for the rest.
-    fn gather(
-        &mut self,
-        region: &str,
-        ids: &[&str],
-        now: Instant,
-        facts: &mut Ec2Facts,
-    ) -> Option<Job> {
+    /// The job that asks `region` about what it has no fresh answer to: `ids` not looked up (or
+    /// not shown for long), and the searches of the marketplace products of those found.
+    fn job(&self, region: &str, ids: &[&str], now: Instant) -> Option<Job> {
         let mut job = Job {
             region: region.to_string(),
             ids: Vec::new(),
@@ -253,26 +278,15 @@ impl State {
                     if let AmiOrigin::Marketplace { product } = image.origin() {
                         products.insert(product);
                     }
-                    facts.add_image(image.clone());
                 }
-                Some(Looked::NotFound(at)) if now.duration_since(*at) < NOT_FOUND_MAX_AGE => {
-                    facts.add_not_found(region, id);
-                }
+                Some(Looked::NotFound(at)) if now.duration_since(*at) < NOT_FOUND_MAX_AGE => {}
                 _ => job.ids.push(id.to_string()),
             }
         }
         for product in products {
-            match self.searches.get(&(region.to_string(), product.clone())) {
-                Some((at, images)) => {
-                    for image in images {
-                        facts.add_image(image.clone());
-                    }
-                    facts.add_search(region, &product);
-                    if now.duration_since(*at) >= SEARCH_MAX_AGE {
-                        job.products.push(product);
-                    }
-                }
-                None => job.products.push(product),
+            let searched = self.searches.get(&(region.to_string(), product.clone()));
+            if searched.is_none_or(|(at, _)| now.duration_since(*at) >= SEARCH_MAX_AGE) {
+                job.products.push(product);
             }
         }
         (!job.ids.is_empty() || !job.products.is_empty()).then_some(job)
@@ -281,56 +295,38 @@ impl State {
 
 impl Shared {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        retry::lock(&self.state)
+        lookups::lock(&self.state)
     }
 
-    async fn run(&self, job: Job) {
+    /// Asks EC2 what `job` says; how long until a pass should ask again (only while some AMI
+    /// still needs asking, since only then is there a job).
+    async fn run(&self, job: Job) -> Option<Duration> {
         let region = job.region.clone();
         let outcome = self.ask(job).await;
-        let again_after;
-        {
-            let mut state = self.lock();
-            state.in_flight.remove(&region);
-            match &outcome {
-                Ok(()) => {
-                    again_after = None;
-                    state.no_credentials = None;
-                    if state.failures.remove(&region).is_some() {
-                        info!(region, "EC2 answers again");
-                    }
+        let mut state = self.lock();
+        match &outcome {
+            Ok(()) => {
+                state.no_credentials = None;
+                if state.jobs.succeeded(&region) {
+                    info!(region, "EC2 answers again");
                 }
-                Err(JobError::NoCredentials(why)) => {
-                    if state.no_credentials.is_none() {
-                        info!(reason = %why, "no AWS credentials: AMIs are recognised by the golden streams and known images only");
-                    }
-                    state.no_credentials =
-                        Some((why.clone(), Instant::now() + CREDENTIALS_RECHECK));
-                    state.failures.remove(&region);
-                    again_after = Some(CREDENTIALS_RECHECK);
-                }
-                Err(e) => {
-                    let attempts = state.failures.get(&region).map_or(0, |f| f.attempts) + 1;
-                    let delay = retry::doubling(FIRST_RETRY, MAX_RETRY, attempts);
-                    if attempts == 1 {
-                        warn!(region, error = %e, "EC2 cannot be asked about AMIs; only the golden streams and known images are recognised there until it answers");
-                    }
-                    state.failures.insert(
-                        region.clone(),
-                        Failure {
-                            message: e.to_string(),
-                            attempts,
-                            retry_at: Instant::now() + delay,
-                        },
-                    );
-                    again_after = Some(delay);
-                }
+                None
             }
-        }
-        let _ = self.wake.send(Trigger::All);
-        // The Secret is not watched and EC2 sends no events: a pass once the retry is due asks
-        // again (only while some AMI still needs asking, since only then is there a job).
-        if let Some(delay) = again_after {
-            retry::wake_after(&self.wake, delay);
+            Err(JobError::NoCredentials(why)) => {
+                if state.no_credentials.is_none() {
+                    info!(reason = %why, "no AWS credentials: AMIs are recognised by the golden streams and known images only");
+                }
+                state.no_credentials = Some((why.clone(), Instant::now() + CREDENTIALS_RECHECK));
+                state.jobs.succeeded(&region);
+                Some(CREDENTIALS_RECHECK)
+            }
+            Err(e) => {
+                let (delay, attempts) = state.jobs.failed(&region, e.to_string(), Instant::now());
+                if attempts == 1 {
+                    warn!(region, error = %e, "EC2 cannot be asked about AMIs; only the golden streams and known images are recognised there until it answers");
+                }
+                Some(delay)
+            }
         }
     }
 
@@ -518,27 +514,6 @@ fn secret_data(secret: &Secret) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// The (region, AMI) of every AWS machine resource the planner would judge whose AMI the lists
-/// do not already know.
-pub(super) fn wanted(observed: &Observation, options: &Options) -> BTreeSet<(String, String)> {
-    if !on_aws(observed.snapshot.infrastructure.as_ref()) {
-        return BTreeSet::new();
-    }
-    let planner = Planner::new(&observed.snapshot, options);
-    crate::plan::amis_to_ask(
-        &planner,
-        readable(&observed.machine_sets),
-        readable(&observed.control_plane_machine_sets),
-        readable(&observed.cluster_api_machine_sets),
-        readable(&observed.cluster_api_machine_deployments),
-    )
-}
-
-/// The readable objects of a store.
-fn readable<K>(objects: &[Arc<Lenient<K>>]) -> impl Iterator<Item = &K> {
-    objects.iter().filter_map(|o| o.kept().ok())
-}
-
 /// Whether the Infrastructure says AWS: EC2 is asked nothing elsewhere.
 pub(super) fn on_aws(infrastructure: Option<&Infrastructure>) -> bool {
     (infrastructure.and_then(|i| i.status.as_ref()?.platform_status.as_ref()))
@@ -553,6 +528,17 @@ mod tests {
     const RHCOS_AMI: &str = "ami-0000000000000000a";
     const MARKET_AMI: &str = "ami-0000000000000000b";
     const OCP: &str = "59ead7de-2540-4653-a8b0-fa7926d5c845";
+
+    /// What a pass sees (the answers in before it decides), then what its decisions start.
+    fn answer(
+        state: &mut State,
+        wanted: &BTreeSet<(String, String)>,
+        now: Instant,
+    ) -> (Ec2Facts, Vec<Job>, i64) {
+        let facts = state.facts(now);
+        let (jobs, unavailable) = state.ask(wanted, true, now);
+        (facts, jobs, unavailable)
+    }
 
     fn wanted(pairs: &[(&str, &str)]) -> BTreeSet<(String, String)> {
         pairs
@@ -580,23 +566,23 @@ mod tests {
         let mut state = State::default();
         let now = Instant::now();
         let asked = wanted(&[("us-east-1", RHCOS_AMI)]);
-        let (facts, jobs, unavailable) = state.answer(&asked, now);
+        let (facts, jobs, unavailable) = answer(&mut state, &asked, now);
         assert_eq!(facts.answer("us-east-1", RHCOS_AMI), Answer::Pending);
         assert_eq!(jobs.len(), 1);
         assert_eq!(jobs[0].ids, vec![RHCOS_AMI.to_string()]);
         assert_eq!(unavailable, 0);
         // The next pass, before the answer: no second look-up of the same region.
-        let (_, jobs, _) = state.answer(&asked, now);
+        let (_, jobs, _) = answer(&mut state, &asked, now);
         assert!(jobs.is_empty());
         // Answered: known for good, nothing more to ask.
-        state.in_flight.clear();
+        state.jobs.succeeded(&"us-east-1".to_string());
         found(
             &mut state,
             RHCOS_AMI,
             crate::facts::ec2::RHCOS_OWNER,
             "rhcos",
         );
-        let (facts, jobs, _) = state.answer(&asked, now + SEARCH_MAX_AGE * 10);
+        let (facts, jobs, _) = answer(&mut state, &asked, now + SEARCH_MAX_AGE * 10);
         assert!(matches!(
             facts.answer("us-east-1", RHCOS_AMI),
             Answer::Known(_)
@@ -611,15 +597,15 @@ mod tests {
         let name = format!("RHEL-9.4-RHCOS-9.6_HVM_GA-20260210-x86_64-0-{OCP}");
         found(&mut state, MARKET_AMI, MARKETPLACE_OWNER, &name);
         let asked = wanted(&[("us-east-1", MARKET_AMI)]);
-        let (_, jobs, _) = state.answer(&asked, now);
+        let (_, jobs, _) = answer(&mut state, &asked, now);
         assert_eq!(jobs[0].products, vec![OCP.to_string()]);
         assert!(jobs[0].ids.is_empty());
-        state.in_flight.clear();
+        state.jobs.succeeded(&"us-east-1".to_string());
         let key = ("us-east-1".to_string(), OCP.to_string());
         state.searches.insert(key, (now, Vec::new()));
-        let (_, jobs, _) = state.answer(&asked, now + Duration::from_secs(60));
+        let (_, jobs, _) = answer(&mut state, &asked, now + Duration::from_secs(60));
         assert!(jobs.is_empty());
-        let (_, jobs, _) = state.answer(&asked, now + SEARCH_MAX_AGE);
+        let (_, jobs, _) = answer(&mut state, &asked, now + SEARCH_MAX_AGE);
         assert_eq!(jobs.len(), 1);
     }
 
@@ -627,28 +613,21 @@ mod tests {
     fn a_failed_region_is_unavailable_until_its_retry_and_forgotten_when_not_needed() {
         let mut state = State::default();
         let now = Instant::now();
-        state.failures.insert(
-            "us-east-1".into(),
-            Failure {
-                message: "timed out".into(),
-                attempts: 1,
-                retry_at: now + FIRST_RETRY,
-            },
-        );
+        (state.jobs).failed(&"us-east-1".into(), "timed out".into(), now);
         let asked = wanted(&[("us-east-1", RHCOS_AMI)]);
-        let (facts, jobs, unavailable) = state.answer(&asked, now);
+        let (facts, jobs, unavailable) = answer(&mut state, &asked, now);
         assert_eq!(
             facts.answer("us-east-1", RHCOS_AMI),
             Answer::Unavailable("timed out")
         );
         assert!(jobs.is_empty());
         assert_eq!(unavailable, 1);
-        let (_, jobs, unavailable) = state.answer(&asked, now + FIRST_RETRY);
+        let (_, jobs, unavailable) = answer(&mut state, &asked, now + FIRST_RETRY);
         assert_eq!((jobs.len(), unavailable), (1, 1));
         // The MachineSet moved to a listed AMI: nothing to ask, nothing unavailable.
-        let (_, jobs, unavailable) = state.answer(&BTreeSet::new(), now);
+        let (_, jobs, unavailable) = answer(&mut state, &BTreeSet::new(), now);
         assert_eq!((jobs.len(), unavailable), (0, 0));
-        assert!(state.failures.is_empty());
+        assert!(state.jobs.failures().next().is_none());
     }
 
     #[test]
@@ -658,10 +637,10 @@ mod tests {
             ..State::default()
         };
         let asked = wanted(&[("us-east-1", RHCOS_AMI)]);
-        let (facts, jobs, _) = state.answer(&asked, Instant::now());
+        let (facts, jobs, _) = answer(&mut state, &asked, Instant::now());
         assert_eq!(facts.consulted, Consulted::Unable("no Secret".into()));
         assert!(jobs.is_empty());
-        let (_, jobs, _) = state.answer(&asked, Instant::now() + CREDENTIALS_RECHECK);
+        let (_, jobs, _) = answer(&mut state, &asked, Instant::now() + CREDENTIALS_RECHECK);
         assert_eq!(jobs.len(), 1);
     }
 
@@ -673,17 +652,16 @@ mod tests {
         let asked: BTreeSet<(String, String)> = (regions.iter())
             .map(|r| (r.clone(), RHCOS_AMI.to_string()))
             .collect();
-        let (_, jobs, _) = state.answer(&asked, now);
-        assert_eq!(jobs.len(), MAX_REGIONS_IN_FLIGHT);
-        let (_, jobs, _) = state.answer(&asked, now);
+        let (_, first, _) = answer(&mut state, &asked, now);
+        assert_eq!(first.len(), MAX_REGIONS_IN_FLIGHT);
+        let (_, jobs, _) = answer(&mut state, &asked, now);
         assert!(
             jobs.is_empty(),
             "more look-ups while the first are under way"
         );
         // One finishes: one more starts.
-        let done = state.in_flight.iter().next().cloned().unwrap();
-        state.in_flight.remove(&done);
-        let (_, jobs, _) = state.answer(&asked, now);
+        state.jobs.succeeded(&first[0].region);
+        let (_, jobs, _) = answer(&mut state, &asked, now);
         assert_eq!(jobs.len(), 1);
     }
 

@@ -16,6 +16,7 @@ mod boot_image_status;
 mod boot_watches;
 mod decide;
 mod events;
+mod lookups;
 mod observe;
 mod remembered_images;
 mod report;
@@ -599,6 +600,11 @@ impl Controller {
         let planner = Planner::new(&observed.snapshot, &options);
         let (mut decisions, facts) = decide::decide(&observed, &scope, &planner);
         let decided_at = Instant::now();
+        // Only the leader imports, and not while a gate holds writes.
+        let leading = *self.leader.borrow() && facts.blocked.is_none();
+        let imports = self.vcenter.as_ref().filter(|_| leading);
+        let complete = facts.live.is_some();
+        lookups::ask(self.ec2.as_ref(), imports, &decisions, &observed, complete);
         // A patch the API server refused waits for its retry even when a pass covers everything.
         let now = Instant::now();
         let ours = self.patcher.recorded_copies(templates::recorded(
@@ -668,8 +674,8 @@ impl Controller {
         );
     }
 
-    /// Step 1: the stores as one snapshot, with the known images and what EC2 and vCenter said
-    /// of the objects, and the options the pass decides with.
+    /// Step 1: the stores as one snapshot, with the known images and every answer EC2 and
+    /// vCenter gave so far, and the options the pass decides with.
     async fn observe(&mut self) -> (observe::Observation, Options) {
         if let Some(file) = self.known_file.as_mut().filter(|f| f.modified.is_none()) {
             file.reload();
@@ -705,14 +711,11 @@ impl Controller {
             revert_failed_boot_images: self.args.revert_failed_boot_images,
         };
         if let Some(lookups) = &self.ec2 {
-            let wanted = ami_lookups::wanted(&observed, &options);
-            observed.snapshot.ec2 = lookups.facts(&wanted);
+            observed.snapshot.ec2 = lookups.facts();
         }
-        // Only the leader imports: a follower's passes plan, and would import alongside it.
+        // Only the leader imports: a follower's vSphere decisions say what they would import.
         if let Some(imports) = self.vcenter.as_ref().filter(|_| *self.leader.borrow()) {
-            let wanted = template_imports::wanted(&observed, &options);
-            observed.snapshot.vcenter =
-                imports.facts(&wanted, &template_imports::in_use(&observed));
+            observed.snapshot.vcenter = imports.facts();
         }
         (observed, options)
     }

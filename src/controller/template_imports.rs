@@ -7,7 +7,7 @@
 //! 30 s, doubling up to 30 min. Only the leader's passes ask, so two replicas do not import at
 //! once; if they ever do, vCenter's unique names keep it to one template (`vcenter::import`).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -15,8 +15,8 @@ use kube::Api;
 use tokio::sync::{Semaphore, mpsc};
 use tracing::{info, warn};
 
+use super::lookups::{self, Jobs, SECRET_TIMEOUT};
 use super::observe::Observation;
-use super::retry::{self, SECRET_TIMEOUT};
 use super::watches::Trigger;
 use crate::api::Secret;
 use crate::facts::vcenter::{
@@ -24,8 +24,6 @@ use crate::facts::vcenter::{
 };
 use crate::machine_kind::MachineObject;
 use crate::metrics::Metrics;
-use crate::plan::{Options, Planner};
-use crate::platform::Platform;
 use crate::reason::Reason;
 use crate::vcenter::VcenterError;
 use crate::vcenter::client::{Limits, VcenterClient, sdk_url};
@@ -72,19 +70,31 @@ struct Shared {
     state: Mutex<State>,
 }
 
-#[derive(Default)]
 struct State {
     templates: HashMap<TemplateKey, Known>,
     /// The releases of the templates MachineSets clone now, and when they were read.
     versions: HashMap<TemplateKey, (TemplateVersion, Instant)>,
     /// Templates whose release is being read.
-    reading: HashSet<TemplateKey>,
+    reading: Jobs<TemplateKey>,
     /// Servers that could not be asked, with why and when to try again.
     unavailable: BTreeMap<String, (String, Instant)>,
-    /// Templates with a job queued or under way.
-    in_flight: HashSet<TemplateKey>,
-    /// Failed imports in a row, by template: the backoff doubles with each.
-    attempts: HashMap<TemplateKey, u32>,
+    /// Imports queued or under way (one runs at a time), and their failures in a row: the
+    /// backoff doubles with each.
+    imports: Jobs<TemplateKey>,
+}
+
+impl Default for State {
+    fn default() -> Self {
+        // Templates are few (one per failure domain and release): the queue needs no bound.
+        let jobs = || Jobs::new(usize::MAX, FIRST_RETRY, MAX_RETRY);
+        State {
+            templates: HashMap::new(),
+            versions: HashMap::new(),
+            reading: jobs(),
+            unavailable: BTreeMap::new(),
+            imports: jobs(),
+        }
+    }
 }
 
 /// What a pass asks of vCenter in the background.
@@ -100,11 +110,8 @@ enum Known {
     Ready(Instant),
     /// Queued or under way; percent done.
     Importing(u8),
-    Failed {
-        reason: Reason,
-        message: String,
-        retry_at: Instant,
-    },
+    /// Why it failed is its failure's message (`State::imports`).
+    Failed(Reason),
 }
 
 impl TemplateImports {
@@ -127,97 +134,93 @@ impl TemplateImports {
         }
     }
 
-    /// What is known of the `wanted` templates, starting imports of the others. `in_use`: the
-    /// templates machine resources clone now, which no clean-up may destroy.
-    pub fn facts(
-        &self,
-        wanted: &BTreeSet<TemplateRequest>,
-        in_use: &BTreeSet<String>,
-    ) -> VcenterFacts {
-        let (facts, jobs) = self.shared.lock().answer(wanted, Instant::now());
+    /// Everything vCenter has said, for the pass's snapshot.
+    pub fn facts(&self) -> VcenterFacts {
+        self.shared.lock().facts()
+    }
+
+    /// Starts the look-ups and imports the pass's decisions asked for that are due. `in_use`:
+    /// the templates machine resources clone now, which no clean-up may destroy.
+    pub fn ask(&self, wanted: &BTreeSet<TemplateRequest>, in_use: &BTreeSet<String>) {
+        let jobs = self.shared.lock().ask(wanted, Instant::now());
+        let wake = &self.shared.wake;
         for job in jobs {
             let shared = self.shared.clone();
             match job {
                 Job::Version(request) => {
-                    tokio::spawn(async move { shared.read_version(request).await });
+                    lookups::spawn(wake, async move { shared.read_version(request).await });
                 }
                 Job::Import(request) => {
                     let in_use = in_use.clone();
-                    tokio::spawn(async move { shared.run(request, in_use).await });
+                    lookups::spawn(wake, async move { shared.run(request, in_use).await });
                 }
             }
         }
-        facts
     }
 }
 
 impl State {
-    /// What is known of `wanted` at `now`, and the look-ups and imports to start (marked under
-    /// way). Pure: no I/O, so the retry policy is unit-tested.
+    /// Every template found, imported, importing or failed, every release read, every vCenter
+    /// that cannot be asked. A release read stays known while its vCenter cannot be asked again.
+    fn facts(&self) -> VcenterFacts {
+        let templates = self.templates.iter().map(|(key, known)| {
+            let fact = match known {
+                Known::Ready(_) => TemplateState::Ready,
+                Known::Importing(percent) => TemplateState::Importing { percent: *percent },
+                Known::Failed(reason) => TemplateState::Failed {
+                    reason: *reason,
+                    message: (self.imports.failure(key))
+                        .map_or_else(String::new, |f| f.message.clone()),
+                },
+            };
+            (key.clone(), fact)
+        });
+        let versions =
+            (self.versions.iter()).map(|(key, (version, _))| (key.clone(), version.clone()));
+        let unavailable =
+            (self.unavailable.iter()).map(|(server, (why, _))| (server.clone(), why.clone()));
+        VcenterFacts {
+            consulted: true,
+            templates: templates.collect(),
+            versions: versions.collect(),
+            unavailable: unavailable.collect(),
+        }
+    }
+
+    /// The look-ups and imports to start for `wanted` at `now` (marked under way). Pure: no I/O,
+    /// so the retry policy is unit-tested.
     ///
     /// A golden template is imported only once the release of the template a MachineSet clones
     /// now is known and is not the golden one: a fresh cluster, on the installer's templates of
     /// the golden release, imports nothing.
-    fn answer(
-        &mut self,
-        wanted: &BTreeSet<TemplateRequest>,
-        now: Instant,
-    ) -> (VcenterFacts, Vec<Job>) {
-        let mut facts = VcenterFacts {
-            consulted: true,
-            ..VcenterFacts::default()
-        };
+    fn ask(&mut self, wanted: &BTreeSet<TemplateRequest>, now: Instant) -> Vec<Job> {
         let mut jobs = Vec::new();
         for request in wanted {
-            let (server, key) = (&request.key.server, &request.key);
-            // A release read stays known while its vCenter cannot be asked again.
-            if let Some((version, _)) = self.versions.get(&request.current) {
-                (facts.versions).insert(request.current.clone(), version.clone());
-            }
-            if let Some((why, retry_at)) = self.unavailable.get(server) {
-                facts.unavailable.insert(server.clone(), why.clone());
-                if *retry_at > now {
-                    continue;
-                }
-            }
-            if !self.current_needs_import(request, now, &mut jobs) {
+            let key = &request.key;
+            let retry_at = self.unavailable.get(&key.server).map(|(_, at)| *at);
+            if retry_at.is_some_and(|at| at > now)
+                || !self.current_needs_import(request, now, &mut jobs)
+            {
                 continue;
             }
-            let (fact, due) = match self.templates.get(key) {
-                Some(Known::Ready(at)) => (
-                    Some(TemplateState::Ready),
-                    now.duration_since(*at) >= READY_MAX_AGE,
-                ),
-                Some(Known::Importing(percent)) => {
-                    (Some(TemplateState::Importing { percent: *percent }), false)
-                }
-                Some(Known::Failed {
-                    reason,
-                    message,
-                    retry_at,
-                }) => (
-                    Some(TemplateState::Failed {
-                        reason: *reason,
-                        message: message.clone(),
-                    }),
-                    *retry_at <= now,
-                ),
-                None => (None, true),
+            let (ready, due) = match self.templates.get(key) {
+                Some(Known::Ready(at)) => (true, now.duration_since(*at) >= READY_MAX_AGE),
+                Some(Known::Importing(_)) => (false, false),
+                // Due when its backoff is over, which `start` checks.
+                Some(Known::Failed(_)) => (false, true),
+                None => (false, true),
             };
-            if due && self.in_flight.insert(key.clone()) {
+            if due && self.imports.start(key, now) {
                 // A template that was there stays usable while it is looked for again.
-                if !matches!(fact, Some(TemplateState::Ready)) {
+                if !ready {
                     self.templates.insert(key.clone(), Known::Importing(0));
                 }
                 jobs.push(Job::Import(request.clone()));
             }
-            if let Some(fact) = fact {
-                facts.templates.insert(key.clone(), fact);
-            }
         }
         // Requests that disappear (a MachineSet moved or opted out) are not forgotten: a
         // template found stays found, and a failure keeps its backoff.
-        (facts, jobs)
+        jobs
     }
 
     /// Whether the release of the template `request`'s MachineSet clones now is known and not
@@ -235,7 +238,7 @@ impl State {
         }
         let known = self.versions.get(current);
         let due = known.is_none_or(|(_, at)| now.duration_since(*at) >= READY_MAX_AGE);
-        if due && self.reading.insert(current.clone()) {
+        if due && self.reading.start(current, now) {
             jobs.push(Job::Version(request.clone()));
         }
         let Some((version, _)) = known else {
@@ -245,47 +248,37 @@ impl State {
     }
 
     fn failed(&mut self, key: &TemplateKey, e: &VcenterError, now: Instant) -> Duration {
-        let attempts = self.attempts.entry(key.clone()).or_default();
-        *attempts += 1;
-        let attempts = *attempts;
-        let delay = retry::doubling(FIRST_RETRY, MAX_RETRY, attempts);
-        self.templates.insert(
-            key.clone(),
-            Known::Failed {
-                reason: match e {
-                    VcenterError::OvaUnreachable { .. } => Reason::OvaUnreachable,
-                    _ => Reason::TemplateImportFailed,
-                },
-                message: e.to_string(),
-                retry_at: now + delay,
-            },
-        );
-        delay
+        let reason = match e {
+            VcenterError::OvaUnreachable { .. } => Reason::OvaUnreachable,
+            _ => Reason::TemplateImportFailed,
+        };
+        self.templates.insert(key.clone(), Known::Failed(reason));
+        self.imports.failed(key, e.to_string(), now).0
     }
 }
 
 impl Shared {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        retry::lock(&self.state)
+        lookups::lock(&self.state)
     }
 
-    async fn run(&self, request: TemplateRequest, in_use: BTreeSet<String>) {
+    /// Finds or imports `request`'s golden template; how long until a pass should ask again.
+    async fn run(&self, request: TemplateRequest, in_use: BTreeSet<String>) -> Option<Duration> {
         let Ok(_turn) = self.one_at_a_time.acquire().await else {
-            return;
+            return None;
         };
         let key = request.key.clone();
         let outcome = self.import(&request, &in_use).await;
         let now = Instant::now();
         let retry = {
             let mut state = self.lock();
-            state.in_flight.remove(&key);
             match outcome {
                 Ok(ensured) => {
                     if ensured == Ensured::Imported {
                         info!(template = %key.name, server = %key.server, "imported the golden template");
                     }
                     state.unavailable.remove(&key.server);
-                    state.attempts.remove(&key);
+                    state.imports.succeeded(&key);
                     state.templates.insert(key.clone(), Known::Ready(now));
                     self.count(if ensured == Ensured::Imported {
                         "imported"
@@ -296,12 +289,14 @@ impl Shared {
                 }
                 Err(VcenterError::ImportInProgress(vm)) => {
                     info!(template = %key.name, vm, "another import of this template is under way");
+                    state.imports.ended(&key);
                     state.templates.insert(key.clone(), Known::Importing(0));
                     self.count("in_progress");
                     Some(BUSY_RETRY)
                 }
                 Err(e) if e.is_unavailable() => {
                     warn!(server = %key.server, error = %e, "vCenter cannot be asked about templates");
+                    state.imports.ended(&key);
                     state.templates.remove(&key);
                     let retry_at = now + FIRST_RETRY;
                     state
@@ -323,14 +318,12 @@ impl Shared {
             }
         };
         self.metrics.vsphere_import_progress.set(0);
-        let _ = self.wake.send(Trigger::All);
-        if let Some(delay) = retry {
-            retry::wake_after(&self.wake, delay);
-        }
+        retry
     }
 
-    /// Reads the release of `request`'s current template, then wakes a pass to decide on it.
-    async fn read_version(&self, request: TemplateRequest) {
+    /// Reads the release of `request`'s current template, for the pass its end triggers to
+    /// decide on; how long until a pass should ask again, when vCenter could not be asked.
+    async fn read_version(&self, request: TemplateRequest) -> Option<Duration> {
         let current = request.current.clone();
         let outcome = match self.login(&current.server).await {
             Ok(client) => {
@@ -343,7 +336,7 @@ impl Shared {
         let now = Instant::now();
         {
             let mut state = self.lock();
-            state.reading.remove(&current);
+            state.reading.ended(&current);
             let version = match outcome {
                 Ok(version) => version,
                 Err(e) if e.is_unavailable() => {
@@ -352,9 +345,7 @@ impl Shared {
                     (state.unavailable).insert(current.server.clone(), (e.to_string(), retry_at));
                     drop(state);
                     self.count("unavailable");
-                    let _ = self.wake.send(Trigger::All);
-                    retry::wake_after(&self.wake, FIRST_RETRY);
-                    return;
+                    return Some(FIRST_RETRY);
                 }
                 // Not knowing is not a reason to stay behind: the golden template is imported.
                 Err(e) => TemplateVersion::Unknown(format!(
@@ -366,7 +357,7 @@ impl Shared {
             state.unavailable.remove(&current.server);
             state.versions.insert(current, (version, now));
         }
-        let _ = self.wake.send(Trigger::All);
+        None
     }
 
     /// A session with the vCenter `server`, with the machine API's credentials.
@@ -435,23 +426,6 @@ impl Shared {
     }
 }
 
-/// The templates the selected vSphere MachineSets of a pass should clone.
-pub(super) fn wanted(observed: &Observation, options: &Options) -> BTreeSet<TemplateRequest> {
-    let infrastructure = observed.snapshot.infrastructure.as_ref();
-    let platform = infrastructure.and_then(|i| i.status.as_ref()?.platform_status.as_ref());
-    if !platform.is_some_and(|p| Platform::from_status(p) == Platform::VSphere) {
-        return BTreeSet::new();
-    }
-    let planner = Planner::new(&observed.snapshot, options);
-    // An opted-out MachineSet asks for no template.
-    observed
-        .machine_sets
-        .iter()
-        .filter_map(|o| o.kept().ok())
-        .filter_map(|ms| planner.template_request(ms))
-        .collect()
-}
-
 /// The templates (names, without a folder) every machine resource of a pass clones.
 pub(super) fn in_use(observed: &Observation) -> BTreeSet<String> {
     let machine_sets = observed
@@ -472,15 +446,18 @@ fn template_of<M: MachineObject>(object: &M) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::MachineSet;
+    use crate::facts::Lookup;
     use crate::facts::vcenter::FailureDomain;
     use crate::golden_stream::VmwareOva;
     use crate::names::MACHINE_API_NAMESPACE;
+    use crate::plan::{Options, Planner};
     use crate::testkit::snapshot::{ClusterChanges, cluster_snapshot};
     use crate::testkit::{objects, provider_specs, streams};
     use serde_json::{Value, json};
 
-    /// The templates a pass asks for are those of the MachineSets the planner would judge, as
-    /// the watch stores them: not an opted-out one's, nor an unselected one's.
+    /// The decisions that ask for a template are those of the MachineSets the planner judges:
+    /// not an opted-out one's, nor an unselected one's.
     #[test]
     fn only_the_machine_sets_the_planner_judges_ask_for_a_template() {
         let ns = MACHINE_API_NAMESPACE;
@@ -501,27 +478,20 @@ mod tests {
             if opted_out {
                 ms = ms.opted_out();
             }
-            Arc::new(serde_json::from_str(&ms.build().to_string()).unwrap())
+            serde_json::from_value(ms.build()).unwrap()
         };
-        let asks = |selection: Value, machine_sets| {
-            let observed = Observation {
-                snapshot: cluster(selection),
-                machine_sets,
-                control_plane_machine_sets: Vec::new(),
-                cluster_api_machine_sets: Vec::new(),
-                cluster_api_machine_deployments: Vec::new(),
-            };
-            !super::wanted(&observed, &Options::default()).is_empty()
+        let asks = |selection: Value, machine_set: MachineSet| {
+            let snapshot = cluster(selection);
+            let options = Options::default();
+            let decided = Planner::new(&snapshot, &options).decide(Ok(&machine_set));
+            matches!(decided.asks, Some(Lookup::Template(_)))
         };
         let all = || objects::selection("All", None);
         let blue = || objects::selection("Partial", Some(json!({"matchLabels": {"pool": "blue"}})));
-        assert!(asks(all(), vec![machine_set("blue", false)]));
-        assert!(!asks(all(), vec![machine_set("blue", true)]), "opted out");
-        assert!(asks(blue(), vec![machine_set("blue", false)]), "selected");
-        assert!(
-            !asks(blue(), vec![machine_set("green", false)]),
-            "not selected"
-        );
+        assert!(asks(all(), machine_set("blue", false)));
+        assert!(!asks(all(), machine_set("blue", true)), "opted out");
+        assert!(asks(blue(), machine_set("blue", false)), "selected");
+        assert!(!asks(blue(), machine_set("green", false)), "not selected");
     }
 
     fn in_vc(name: &str) -> TemplateKey {
@@ -548,6 +518,16 @@ mod tests {
         }
     }
 
+    /// What a pass sees (the answers in before it decides), then what its decisions start.
+    fn answer(
+        state: &mut State,
+        wanted: &BTreeSet<TemplateRequest>,
+        now: Instant,
+    ) -> (VcenterFacts, Vec<Job>) {
+        let facts = state.facts();
+        (facts, state.ask(wanted, now))
+    }
+
     fn imports(jobs: &[Job]) -> usize {
         jobs.iter().filter(|j| matches!(j, Job::Import(_))).count()
     }
@@ -563,18 +543,18 @@ mod tests {
             ..request("golden")
         };
         let wanted: BTreeSet<_> = [fresh.clone()].into();
-        let (facts, jobs) = state.answer(&wanted, now);
+        let (facts, jobs) = answer(&mut state, &wanted, now);
         assert!(matches!(jobs.as_slice(), [Job::Version(r)] if r.current == fresh.current));
         assert_eq!(facts.version(&fresh.current), None);
-        let (_, jobs) = state.answer(&wanted, now);
+        let (_, jobs) = answer(&mut state, &wanted, now);
         assert!(jobs.is_empty(), "read twice: {jobs:?}");
 
-        state.reading.clear();
+        state.reading.ended(&fresh.current);
         let current = TemplateVersion::Release("1".into());
         state
             .versions
             .insert(fresh.current.clone(), (current.clone(), now));
-        let (facts, jobs) = state.answer(&wanted, now);
+        let (facts, jobs) = answer(&mut state, &wanted, now);
         assert!(jobs.is_empty(), "{jobs:?}");
         assert_eq!(facts.version(&fresh.current), Some(&current));
         assert_eq!(facts.template(&fresh.key), None);
@@ -585,16 +565,16 @@ mod tests {
         ] {
             let mut state = State::default();
             state.versions.insert(fresh.current.clone(), (other, now));
-            let (_, jobs) = state.answer(&wanted, now);
+            let (_, jobs) = answer(&mut state, &wanted, now);
             assert_eq!(imports(&jobs), 1, "{jobs:?}");
         }
         // Read again hourly, the release known meanwhile still deciding.
-        let (_, jobs) = state.answer(&wanted, now + READY_MAX_AGE);
+        let (_, jobs) = answer(&mut state, &wanted, now + READY_MAX_AGE);
         assert!(matches!(jobs.as_slice(), [Job::Version(_)]), "{jobs:?}");
         // Known, it stays known while vCenter cannot be asked: the MachineSet stays current.
         let why = ("connection refused".to_string(), now + FIRST_RETRY);
         state.unavailable.insert("vc".into(), why);
-        let (facts, jobs) = state.answer(&wanted, now);
+        let (facts, jobs) = answer(&mut state, &wanted, now);
         assert!(jobs.is_empty(), "{jobs:?}");
         assert_eq!(facts.version(&fresh.current), Some(&current));
     }
@@ -607,11 +587,11 @@ mod tests {
     fn an_unknown_template_is_imported_once_and_reported_under_way() {
         let mut state = State::default();
         let now = Instant::now();
-        let (facts, jobs) = state.answer(&wanted(&["t1"]), now);
+        let (facts, jobs) = answer(&mut state, &wanted(&["t1"]), now);
         assert_eq!(imports(&jobs), 1);
         assert!(facts.consulted);
         assert_eq!(facts.template(&request("t1").key), None);
-        let (facts, jobs) = state.answer(&wanted(&["t1"]), now);
+        let (facts, jobs) = answer(&mut state, &wanted(&["t1"]), now);
         assert!(jobs.is_empty(), "imported twice");
         assert_eq!(
             facts.template(&request("t1").key),
@@ -630,26 +610,26 @@ mod tests {
             actual: "1".repeat(64),
         };
         assert_eq!(state.failed(&key, &mismatch, now), FIRST_RETRY);
-        let (facts, jobs) = state.answer(&wanted(&["t1"]), now);
+        let (facts, jobs) = answer(&mut state, &wanted(&["t1"]), now);
         assert!(jobs.is_empty());
         assert!(
             matches!(facts.template(&key), Some(TemplateState::Failed { message, .. }) if message.contains("sha256"))
         );
-        let (facts, jobs) = state.answer(&wanted(&["t1"]), now + FIRST_RETRY);
+        let (facts, jobs) = answer(&mut state, &wanted(&["t1"]), now + FIRST_RETRY);
         assert_eq!(jobs.len(), 1);
         // Reported as failed until the retry itself reports.
         assert!(matches!(
             facts.template(&key),
             Some(TemplateState::Failed { .. })
         ));
-        state.in_flight.clear();
+        state.imports.ended(&key);
         let unreachable = VcenterError::OvaUnreachable {
             url: "https://x/y.ova".into(),
             mirrored: false,
             message: "connection refused".into(),
         };
         assert_eq!(state.failed(&key, &unreachable, now), FIRST_RETRY * 2);
-        let (facts, _) = state.answer(&wanted(&["t1"]), now);
+        let (facts, _) = answer(&mut state, &wanted(&["t1"]), now);
         assert!(matches!(
             facts.template(&key),
             Some(TemplateState::Failed { reason: Reason::OvaUnreachable, message })
@@ -665,13 +645,13 @@ mod tests {
             "vc".into(),
             ("connection refused".into(), now + FIRST_RETRY),
         );
-        let (facts, jobs) = state.answer(&wanted(&["t1"]), now);
+        let (facts, jobs) = answer(&mut state, &wanted(&["t1"]), now);
         assert!(jobs.is_empty());
         assert_eq!(
             facts.unavailable.get("vc").map(String::as_str),
             Some("connection refused")
         );
-        let (_, jobs) = state.answer(&wanted(&["t1"]), now + FIRST_RETRY);
+        let (_, jobs) = answer(&mut state, &wanted(&["t1"]), now + FIRST_RETRY);
         assert_eq!(jobs.len(), 1);
     }
 
@@ -681,10 +661,10 @@ mod tests {
         let now = Instant::now();
         let key = request("t1").key;
         state.templates.insert(key.clone(), Known::Ready(now));
-        let (facts, jobs) = state.answer(&wanted(&["t1"]), now);
+        let (facts, jobs) = answer(&mut state, &wanted(&["t1"]), now);
         assert!(jobs.is_empty());
         assert_eq!(facts.template(&key), Some(&TemplateState::Ready));
-        let (facts, jobs) = state.answer(&wanted(&["t1"]), now + READY_MAX_AGE);
+        let (facts, jobs) = answer(&mut state, &wanted(&["t1"]), now + READY_MAX_AGE);
         assert_eq!(jobs.len(), 1);
         assert_eq!(facts.template(&key), Some(&TemplateState::Ready));
     }

@@ -87,19 +87,6 @@ pub fn region(infrastructure: Option<&crate::api::Infrastructure>) -> Option<&st
     status.aws.as_ref()?.region.as_deref()
 }
 
-/// What the AWS rule reads of the templates `objects` reference, for the EC2 look-ups
-/// ([`crate::plan::amis_to_ask`]).
-pub fn provider_spec_views<'a, M: crate::machine_kind::MachineObject + 'a>(
-    objects: impl IntoIterator<Item = &'a M> + 'a,
-    templates: &'a Templates,
-    region: Option<&'a str>,
-) -> impl Iterator<Item = ProviderSpec> + 'a {
-    objects.into_iter().filter_map(move |object| {
-        let view = view(object.infrastructure_ref(), templates, region, None, None);
-        Some(view.ok()?.template.spec.provider_spec)
-    })
-}
-
 /// A Cluster API MachineSet's template, seen as the AWS rule reads a provider spec.
 #[derive(Clone, Debug)]
 pub struct TemplateView<'a> {
@@ -794,23 +781,6 @@ mod tests {
             &forged,
         );
         assert!(of_theirs.to.starts_with("gpu-workers-"), "{}", of_theirs.to);
-    }
-
-    #[test]
-    fn ec2_is_asked_about_the_amis_of_the_templates_that_exist() {
-        let all = templates(&[template("worker-a", "ami-old")]);
-        let machine_set = |template: &str| -> crate::api::ClusterApiMachineSet {
-            let ms = crate::testkit::cluster_api::machine_set("ns", "m", template);
-            serde_json::from_value(ms).unwrap()
-        };
-        let objects = [machine_set("worker-a"), machine_set("gone")];
-        let views: Vec<Value> = provider_spec_views(&objects, &all, Some("us-east-1"))
-            .filter_map(|spec| spec.value)
-            .collect();
-        assert_eq!(
-            views,
-            [json!({"ami": {"id": "ami-old"}, "placement": {"region": "us-east-1"}})]
-        );
     }
 
     #[test]

@@ -12,6 +12,7 @@ use super::cluster_api_templates::TemplateCopy;
 use super::history::{self, HistoryEntry};
 use super::selection::Selected;
 use super::stub::StubUpgrade;
+use crate::facts::Lookup;
 use crate::machine_kind::MachineKind;
 use crate::names::BOOT_FAILURE_HOLD_ANNOTATION;
 use crate::platform::display_image;
@@ -150,6 +151,10 @@ pub struct Decision {
     /// (see `plan::boot_evidence`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub boot_evidence: Option<BootEvidence>,
+    /// What the platform rule asked a cloud to judge the image (an AMI's owner, a vSphere
+    /// template): the controller's look-ups ask it after the pass when they have no fresh answer.
+    #[serde(skip)]
+    pub asks: Option<Lookup>,
 }
 
 /// A reason and message reported as a Warning beside the decision.
@@ -186,6 +191,7 @@ impl Decision {
             recorded: None,
             warning: None,
             boot_evidence: None,
+            asks: None,
         }
     }
 

@@ -6,7 +6,6 @@
 //! The cluster-wide gates come first ([`gates`]); then each object goes through the rules in
 //! order ([`rules`]; docs/how-it-decides.md, "Gates and rules"), and the first that applies decides.
 
-mod amis;
 pub mod boot_evidence;
 mod boot_follow;
 pub mod cluster_api_templates;
@@ -38,7 +37,6 @@ use crate::known_images::KnownImages;
 use crate::machine_kind::{MachineKind, MachineObject};
 use crate::platform::ImageOutcome;
 use crate::reason::Reason;
-pub use amis::amis_to_ask;
 pub use decision::{Action, Blocked, Decision, ObjectKey, Plan, Values, Warning};
 use gates::Ready;
 pub use gates::{pause_key, paused};

@@ -18,7 +18,7 @@ use super::stub::{StubCheck, StubState};
 use super::{Planner, friendly_duration, stub};
 use crate::api::{LabelSelector, MachineTemplate, ObjectMeta, ProviderSpec};
 use crate::arch::Arch;
-use crate::facts::vcenter::TemplateRequest;
+use crate::facts::Lookup;
 use crate::golden_stream::{DEFAULT_OS_STREAM, GoldenStream};
 use crate::machine_kind::{Authority, MachineKind, MachineObject};
 use crate::names::{
@@ -26,7 +26,6 @@ use crate::names::{
     LEGACY_OPT_OUT_ANNOTATION, OPT_IN_ANNOTATION, OPT_OUT_ANNOTATION, OPT_OUT_VALUE, OS_ID_LABEL,
     OS_STREAM_LABEL,
 };
-use crate::platform::vsphere;
 use crate::platform::{ImageOutcome, Input, Platform, PlatformRule, RuleContext, display_image};
 use crate::reason::Reason;
 
@@ -111,6 +110,8 @@ fn not_opted_in_message(kind: MachineKind, ready: &Ready) -> String {
 /// A platform rule's verdict on one boot image, and what it was judged against.
 pub(super) struct Evaluated<'a> {
     pub outcome: ImageOutcome,
+    /// What the outcome rests on that a cloud answers.
+    asks: Option<Lookup>,
     rule: &'static dyn PlatformRule,
     ctx: RuleContext<'a>,
     provider_spec: &'a Value,
@@ -143,15 +144,31 @@ impl Planner<'_> {
         if let Some(decided) = self.screen(subject, ready) {
             return decided;
         }
+        let mut evaluated = match self.evaluate_image(subject, ready) {
+            Ok(evaluated) => evaluated,
+            Err(decided) => return *decided,
+        };
+        // Whatever the decision, it names what it waits for (or read) from a cloud.
+        let asks = evaluated.asks.take();
+        let mut decided = self.decide_evaluated(subject, ready, evaluated);
+        decided.asks = asks;
+        decided
+    }
+
+    /// Rules 6 and on, once the platform rule has judged the image.
+    fn decide_evaluated(
+        &self,
+        subject: &Subject<'_>,
+        ready: &Ready,
+        evaluated: Evaluated<'_>,
+    ) -> Decision {
         let Evaluated {
             outcome,
             rule,
             ctx,
             provider_spec,
-        } = match self.evaluate_image(subject, ready) {
-            Ok(evaluated) => evaluated,
-            Err(decided) => return *decided,
-        };
+            ..
+        } = evaluated;
         let (stream, arch) = (ctx.stream, ctx.arch);
         let release = stream.release(arch, rule.stream_key());
         let mut patch = Patch::default();
@@ -199,8 +216,10 @@ impl Planner<'_> {
         ready: &'s Ready,
     ) -> Result<Evaluated<'s>, Box<Decision>> {
         let (rule, ctx, provider_spec) = self.rule_input(subject, ready)?;
+        let (outcome, asks) = rule.evaluate_asking(provider_spec, &ctx);
         Ok(Evaluated {
-            outcome: rule.evaluate(provider_spec, &ctx),
+            outcome,
+            asks,
             rule,
             ctx,
             provider_spec,
@@ -280,32 +299,6 @@ impl Planner<'_> {
             vcenter: &self.snapshot.vcenter,
         };
         Ok((rule, ctx, provider_spec))
-    }
-
-    /// Whether the platform rule would judge `object`'s image: the gates let planning go ahead
-    /// and rules 1 to 4 leave it in (selected, not opted out nor owned). Nothing is asked of a
-    /// cloud about any other object: an object nobody selected must not make the controller
-    /// call out.
-    pub fn judges_image<M: MachineObject>(&self, object: &M) -> bool {
-        self.state
-            .as_ref()
-            .is_ok_and(|ready| self.screen(&Subject::of(object), ready).is_none())
-    }
-
-    /// The vSphere template `object` should clone, when the planner would let the vSphere rule
-    /// judge it (selected, not opted out nor owned, no gate holding writes): what the controller
-    /// imports into vCenter before the rule can move the MachineSet to it.
-    pub fn template_request<M: MachineObject>(&self, object: &M) -> Option<TemplateRequest> {
-        let ready = self.state.as_ref().ok()?;
-        if ready.hold.is_some() || ready.platform != Platform::VSphere {
-            return None;
-        }
-        let subject = Subject::of(object);
-        if self.screen(&subject, ready).is_some() {
-            return None;
-        }
-        let (_, ctx, provider_spec) = self.rule_input(&subject, ready).ok()?;
-        vsphere::template_request(provider_spec, &ctx).ok()
     }
 
     /// Rules 1 to 4: the objects we leave alone whatever their images.

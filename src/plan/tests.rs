@@ -2309,3 +2309,78 @@ fn entries_serialize_with_camel_case_fields() {
     assert_eq!(json["userDataSecret"]["target"], Value::Null);
     assert!(json.get("lastChange").is_none());
 }
+
+/// The planner runs once per pass: its decisions name the AMIs EC2 is asked about (those of
+/// every machine kind that no list names, in a region of AWS's form) and nothing else, so that
+/// nothing plans again to learn what to ask.
+#[test]
+fn decisions_name_the_unknown_amis_of_the_objects_they_judge_and_only_those() {
+    use crate::api::{ClusterApiMachineDeployment, ClusterApiMachineSet};
+    use crate::facts::Lookup;
+    use crate::names::{CLUSTER_API_NAMESPACE, MACHINE_API_NAMESPACE};
+    use crate::testkit::cluster_api;
+    let template = cluster_api::aws_machine_template(CLUSTER_API_NAMESPACE, "t", "ami-capi");
+    let cluster = cluster_snapshot("AWS", "4.21.0", &streams::stream_421())
+        .knowing(&["ami-known"])
+        .template(template)
+        .machine_managers(json!([objects::machine_manager(
+            "controlplanemachinesets",
+            json!({"mode": "All"})
+        )]))
+        .build();
+    let options = Options::default();
+    let planner = super::Planner::new(&cluster, &options);
+    let asks = |decided: Decision| match decided.asks {
+        Some(Lookup::Ami { region, image_id }) => Some(format!("{region}/{image_id}")),
+        Some(Lookup::Template(_)) => panic!("a template asked on AWS"),
+        None => None,
+    };
+    let machine_set = |builder: MachineSetBuilder| {
+        let ms: MachineSet = serde_json::from_value(builder.build()).unwrap();
+        asks(planner.decide(Ok(&ms)))
+    };
+    let named = |name, ami| objects::machine_set(MACHINE_API_NAMESPACE, name).ami(ami);
+    assert_eq!(
+        machine_set(named("a", "ami-unknown")).as_deref(),
+        Some("us-east-1/ami-unknown")
+    );
+    assert_eq!(machine_set(named("b", "ami-known")), None);
+    // Never asked: an object that is never updated, and a region that is no AWS region.
+    assert_eq!(machine_set(named("c", "ami-opted-out").opted_out()), None);
+    let elsewhere = named("d", "ami-elsewhere").region("x@127.0.0.1:8443/");
+    assert_eq!(machine_set(elsewhere), None);
+    let control_plane: ControlPlaneMachineSet = serde_json::from_value(
+        objects::control_plane_machine_set(MACHINE_API_NAMESPACE, "ami-cp"),
+    )
+    .unwrap();
+    assert_eq!(
+        asks(planner.decide(Ok(&control_plane))).as_deref(),
+        Some("us-east-1/ami-cp")
+    );
+    // Cluster API objects' AMIs are read from their templates, as the AWS rule reads them.
+    let capi_set: ClusterApiMachineSet =
+        serde_json::from_value(cluster_api::machine_set(CLUSTER_API_NAMESPACE, "s", "t")).unwrap();
+    let capi_deployment: ClusterApiMachineDeployment = serde_json::from_value(
+        cluster_api::machine_deployment(CLUSTER_API_NAMESPACE, "d", "t"),
+    )
+    .unwrap();
+    assert_eq!(
+        asks(planner.decide(Ok(&capi_set))).as_deref(),
+        Some("us-east-1/ami-capi")
+    );
+    let orphan: ClusterApiMachineSet =
+        serde_json::from_value(cluster_api::machine_set(CLUSTER_API_NAMESPACE, "o", "gone"))
+            .unwrap();
+    assert_eq!(asks(planner.decide(Ok(&orphan))), None, "no such template");
+    // A MachineDeployment only with --update-machine-deployments: otherwise it is never updated.
+    assert_eq!(asks(planner.decide(Ok(&capi_deployment))), None);
+    let options = Options {
+        update_machine_deployments: true,
+        ..Options::default()
+    };
+    let planner = super::Planner::new(&cluster, &options);
+    assert_eq!(
+        asks(planner.decide(Ok(&capi_deployment))).as_deref(),
+        Some("us-east-1/ami-capi")
+    );
+}

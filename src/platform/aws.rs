@@ -7,6 +7,7 @@
 use serde_json::{Map, Value};
 
 use super::{ImageOutcome, Input, PlatformRule, RuleContext, compare_single, invalid};
+use crate::facts::Lookup;
 use crate::facts::ec2::{self as facts, AmiFacts, AmiOrigin, Answer, NoCandidate};
 use crate::reason::Reason;
 
@@ -63,9 +64,19 @@ impl PlatformRule for Aws {
     }
 
     fn evaluate(&self, spec: &Value, ctx: &RuleContext<'_>) -> ImageOutcome {
+        self.evaluate_asking(spec, ctx).0
+    }
+
+    /// EC2 is asked about an AMI in a region of AWS's form that neither the golden streams nor
+    /// the known images list.
+    fn evaluate_asking(
+        &self,
+        spec: &Value,
+        ctx: &RuleContext<'_>,
+    ) -> (ImageOutcome, Option<Lookup>) {
         let (current, region) = match ami_and_region(spec) {
             Ok(read) => read,
-            Err(outcome) => return *outcome,
+            Err(outcome) => return (*outcome, None),
         };
         let id = current.as_str().unwrap_or_default();
         let golden = ctx.stream.aws_image(ctx.arch, region);
@@ -84,9 +95,13 @@ impl PlatformRule for Aws {
                 Answer::NotConsulted(Some(not_asked.as_str()))
             }
         });
+        let asks = (!listed && recognised).then(|| Lookup::Ami {
+            region: region.to_string(),
+            image_id: id.to_string(),
+        });
         if let Some(Answer::Known(facts)) = &answer {
             if let Some(arch) = facts.arch().filter(|a| *a != ctx.arch) {
-                return ImageOutcome::Error {
+                let mismatch = ImageOutcome::Error {
                     reason: Reason::ArchitectureMismatch,
                     message: format!(
                         "EC2 says AMI {id} is an {} image but the MachineSet's machines are {}; \
@@ -97,9 +112,10 @@ impl PlatformRule for Aws {
                     ),
                     current: Some(current.clone()),
                 };
+                return (mismatch, asks);
             }
             if let AmiOrigin::Marketplace { product } = facts.origin() {
-                return marketplace(ctx, region, current, facts, &product);
+                return (marketplace(ctx, region, current, facts, &product), asks);
             }
         }
         // A skip, as upstream: `GetAwsRegionImage` fails alike for an architecture the stream
@@ -107,32 +123,43 @@ impl PlatformRule for Aws {
         // on either (openshift/machine-config-operator, pkg/controller/bootimage/
         // platform_helpers.go; release-4.20 and main at 7ff337a4f).
         let Some(golden) = golden else {
-            let missing = if ctx.stream.has_arch(ctx.arch) {
-                format!("no {} AMI for region {shown}", ctx.arch)
-            } else {
-                format!("no {} images at all", ctx.arch)
-            };
-            let unrecognised = if recognised {
-                String::new()
-            } else {
-                format!(" ({not_asked}; nothing is sent to it)")
-            };
-            return ImageOutcome::Skip {
-                reason: Reason::RegionNotInStream,
-                message: format!(
-                    "the golden stream {} publishes {missing}{unrecognised}; the boot image is \
-                     left as is (check placement.region and the architecture in the capacity \
-                     annotation; else copy a published AMI into the region and set it by hand)",
-                    ctx.stream.stream
-                ),
-                current: Some(current.clone()),
-            };
+            let unrecognised = (!recognised).then_some(not_asked.as_str());
+            return (not_in_stream(ctx, &shown, unrecognised, current), asks);
         };
         let target = &golden.image;
-        match answer {
+        let outcome = match answer {
             None => compare_single(current, target, AMI_ID.into()),
             Some(answer) => unlisted(id, region, current, target, answer),
-        }
+        };
+        (outcome, asks)
+    }
+}
+
+/// The skip for a region or architecture the golden stream publishes no AMI for; `unrecognised`
+/// says why a region name is not asked about.
+fn not_in_stream(
+    ctx: &RuleContext<'_>,
+    shown: &str,
+    unrecognised: Option<&str>,
+    current: &Value,
+) -> ImageOutcome {
+    let missing = if ctx.stream.has_arch(ctx.arch) {
+        format!("no {} AMI for region {shown}", ctx.arch)
+    } else {
+        format!("no {} images at all", ctx.arch)
+    };
+    let unrecognised = unrecognised
+        .map(|why| format!(" ({why}; nothing is sent to it)"))
+        .unwrap_or_default();
+    ImageOutcome::Skip {
+        reason: Reason::RegionNotInStream,
+        message: format!(
+            "the golden stream {} publishes {missing}{unrecognised}; the boot image is left as \
+             is (check placement.region and the architecture in the capacity annotation; else \
+             copy a published AMI into the region and set it by hand)",
+            ctx.stream.stream
+        ),
+        current: Some(current.clone()),
     }
 }
 

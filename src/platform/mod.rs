@@ -15,6 +15,7 @@ use serde_json::{Map, Value};
 use std::borrow::Cow;
 
 use crate::arch::Arch;
+use crate::facts::Lookup;
 use crate::golden_stream::GoldenStream;
 use crate::known_images::KnownImages;
 use crate::reason::Reason;
@@ -249,6 +250,17 @@ pub trait PlatformRule: Sync {
 
     /// What the boot image of `provider_spec` should be.
     fn evaluate(&self, provider_spec: &Value, ctx: &RuleContext<'_>) -> ImageOutcome;
+
+    /// [`evaluate`](Self::evaluate), and the question to a cloud its outcome rests on (AWS: the
+    /// owner of an AMI no list names; vSphere: the golden template): whatever the outcome, so
+    /// that the look-ups also refresh an answer or retry a failure the decision read.
+    fn evaluate_asking(
+        &self,
+        provider_spec: &Value,
+        ctx: &RuleContext<'_>,
+    ) -> (ImageOutcome, Option<Lookup>) {
+        (self.evaluate(provider_spec, ctx), None)
+    }
 
     /// The RHCOS release `image` (an image [`evaluate`] returned for `provider_spec`) boots,
     /// where the image itself says so. The skew status records it instead of the golden

@@ -10,6 +10,7 @@ use ring::digest;
 use serde_json::Value;
 
 use super::{Changes, ImageOutcome, Input, PlatformRule, RuleContext, invalid, not_in_stream};
+use crate::facts::Lookup;
 use crate::facts::vcenter::{
     FailureDomain, TemplateKey, TemplateRequest, TemplateState, TemplateVersion,
 };
@@ -140,9 +141,8 @@ fn cluster_template<'s>(
 }
 
 /// The template a vSphere provider spec should clone, or the outcome that stops there (not
-/// ours, no failure domain, nothing published). The controller asks it which templates to
-/// import; [`VSphere::evaluate`] which to patch to.
-pub fn template_request(
+/// ours, no failure domain, nothing published).
+fn template_request(
     spec: &Value,
     ctx: &RuleContext<'_>,
 ) -> Result<TemplateRequest, Box<ImageOutcome>> {
@@ -280,74 +280,92 @@ fn by_import(
     }
 }
 
+/// The outcome for a provider spec whose golden template is `request`: up to date by name or by
+/// release, else what vCenter says of the release and of the golden template.
+fn judge(request: &TemplateRequest, spec: &Value, ctx: &RuleContext<'_>) -> ImageOutcome {
+    let current = Value::from(spec.get("template").and_then(Value::as_str).unwrap_or(""));
+    let target = Value::from(request.key.name.clone());
+    if current == target {
+        return ImageOutcome::UpToDate { current };
+    }
+    // Current by its release, not its name: the installer's templates of a fresh cluster
+    // are at the golden release under names without one, and the MCO keeps a template
+    // whose product version is the stream's release (`createNewVMTemplate`,
+    // vsphere_helpers.go at 7ff337a). Anything else about it (another release, no
+    // version, no such template) means importing ours, as before.
+    let version = ctx.vcenter.version(&request.current);
+    let release = &request.ova.release;
+    if matches!(version, Some(TemplateVersion::Release(r)) if r == release) {
+        return ImageOutcome::UpToDate { current };
+    }
+    let place = format!(
+        "{}/{} (datastore {}, folder {})",
+        request.key.server,
+        request.key.datacenter,
+        request.failure_domain.datastore,
+        request.folder
+    );
+    let pending = |reason, message: String| ImageOutcome::Skip {
+        reason,
+        message,
+        current: Some(current.clone()),
+    };
+    if let Some(why) = ctx.vcenter.unavailable.get(&request.key.server) {
+        return ImageOutcome::Error {
+            reason: Reason::VCenterUnavailable,
+            message: format!(
+                "vCenter {} cannot be asked for template {}: {why}; the template is left \
+                 as is until it answers",
+                request.key.server, request.key.name
+            ),
+            current: Some(current),
+        };
+    }
+    let name = request.current.name.as_str();
+    let why = match version {
+        Some(TemplateVersion::Release(other)) => {
+            format!("template {name} is RHCOS {other}, not the golden {release}")
+        }
+        Some(TemplateVersion::Unknown(why)) => why.clone(),
+        None if ctx.vcenter.consulted => {
+            return pending(
+                Reason::TemplateVersionPending,
+                format!(
+                    "asking vCenter {} which RHCOS release template {name} is: a template \
+                     at the golden {release} is kept, another one is replaced by {} \
+                     imported into {place}",
+                    request.key.server, request.key.name
+                ),
+            );
+        }
+        None => format!("if template {name} is not RHCOS {release} already"),
+    };
+    by_import(request, current, target, &place, &why, ctx)
+}
+
 impl PlatformRule for VSphere {
     fn stream_key(&self) -> &'static str {
         crate::golden_stream::VMWARE_KEY
     }
 
     fn evaluate(&self, spec: &Value, ctx: &RuleContext<'_>) -> ImageOutcome {
+        self.evaluate_asking(spec, ctx).0
+    }
+
+    /// vCenter is asked about the golden template of every MachineSet that has one, whatever
+    /// the outcome: the release of the template it clones, then the golden template found or
+    /// imported (and found again hourly, retried after a failure).
+    fn evaluate_asking(
+        &self,
+        spec: &Value,
+        ctx: &RuleContext<'_>,
+    ) -> (ImageOutcome, Option<Lookup>) {
         let request = match template_request(spec, ctx) {
             Ok(request) => request,
-            Err(outcome) => return *outcome,
+            Err(outcome) => return (*outcome, None),
         };
-        let current = Value::from(spec.get("template").and_then(Value::as_str).unwrap_or(""));
-        let target = Value::from(request.key.name.clone());
-        if current == target {
-            return ImageOutcome::UpToDate { current };
-        }
-        // Current by its release, not its name: the installer's templates of a fresh cluster
-        // are at the golden release under names without one, and the MCO keeps a template
-        // whose product version is the stream's release (`createNewVMTemplate`,
-        // vsphere_helpers.go at 7ff337a). Anything else about it (another release, no
-        // version, no such template) means importing ours, as before.
-        let version = ctx.vcenter.version(&request.current);
-        let release = &request.ova.release;
-        if matches!(version, Some(TemplateVersion::Release(r)) if r == release) {
-            return ImageOutcome::UpToDate { current };
-        }
-        let place = format!(
-            "{}/{} (datastore {}, folder {})",
-            request.key.server,
-            request.key.datacenter,
-            request.failure_domain.datastore,
-            request.folder
-        );
-        let pending = |reason, message: String| ImageOutcome::Skip {
-            reason,
-            message,
-            current: Some(current.clone()),
-        };
-        if let Some(why) = ctx.vcenter.unavailable.get(&request.key.server) {
-            return ImageOutcome::Error {
-                reason: Reason::VCenterUnavailable,
-                message: format!(
-                    "vCenter {} cannot be asked for template {}: {why}; the template is left \
-                     as is until it answers",
-                    request.key.server, request.key.name
-                ),
-                current: Some(current),
-            };
-        }
-        let name = request.current.name.as_str();
-        let why = match version {
-            Some(TemplateVersion::Release(other)) => {
-                format!("template {name} is RHCOS {other}, not the golden {release}")
-            }
-            Some(TemplateVersion::Unknown(why)) => why.clone(),
-            None if ctx.vcenter.consulted => {
-                return pending(
-                    Reason::TemplateVersionPending,
-                    format!(
-                        "asking vCenter {} which RHCOS release template {name} is: a template \
-                         at the golden {release} is kept, another one is replaced by {} \
-                         imported into {place}",
-                        request.key.server, request.key.name
-                    ),
-                );
-            }
-            None => format!("if template {name} is not RHCOS {release} already"),
-        };
-        by_import(&request, current, target, &place, &why, ctx)
+        let outcome = judge(&request, spec, ctx);
+        (outcome, Some(Lookup::Template(Box::new(request))))
     }
 
     /// The one `template` field, when the provider spec is a vSphere one (it has a workspace).
