@@ -12,7 +12,6 @@ mod node_watch;
 
 mod act;
 mod ami_lookups;
-mod boot_image_status;
 mod boot_watches;
 mod decide;
 mod events;
@@ -22,8 +21,6 @@ mod report;
 mod retry;
 mod secrets;
 pub mod status;
-pub(crate) mod status_schema;
-mod status_writer;
 mod template_imports;
 mod templates;
 mod watch_backoff;
@@ -213,8 +210,11 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> Result<(), RunEr
     );
     let ec2 = ec2_lookups(&args, &client, &stores, &trigger_tx, &metrics).await?;
     let vcenter = template_imports(&args, &client, &trigger_tx, &metrics);
-    let schema =
-        status_schema::ServedSchema::follow(client.clone(), trigger_tx.clone(), shutdown.clone());
+    let schema = status::served_schema::ServedSchema::follow(
+        client.clone(),
+        trigger_tx.clone(),
+        shutdown.clone(),
+    );
     let mut controller = Controller {
         schema,
         vcenter,
@@ -437,7 +437,7 @@ struct Controller {
     /// Told each time the loop goes round: /healthz fails when it stops doing so.
     health: Arc<Health>,
     /// The status fields the served MachineConfiguration schema declares.
-    schema: status_schema::ServedSchema,
+    schema: status::served_schema::ServedSchema,
 }
 
 /// What the controller remembers of one machine resource from one pass to the next.
@@ -469,7 +469,7 @@ struct Memory {
     /// The boot-image status fields our last write carried (with `status_basis`).
     fields_written: Option<serde_json::Map<String, serde_json::Value>>,
     /// The API server's last refusals of those fields, while they back off.
-    fields_refused: Option<status_writer::FieldsRefusal>,
+    fields_refused: Option<status::FieldsRefusal>,
     /// Whether the deprecated pause key has had its Warning Event (once per time it is set).
     legacy_pause_warned: bool,
     /// The gate that held writes in the last pass: logged when it changes, reported in status.
@@ -741,7 +741,7 @@ impl Controller {
         facts: &decide::PassFacts,
         decisions: &[Decision],
         now: Instant,
-    ) -> Option<status_writer::StatusWrite> {
+    ) -> Option<status::StatusWrite> {
         if facts.blocked.is_some() || !self.may_write() {
             return None;
         }

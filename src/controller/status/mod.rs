@@ -1,18 +1,29 @@
-//! Writing the conditions: only when they differ from what the object (or our last write, until
-//! the watch catches up) already says, and message-only changes at most once a second.
+//! The MachineConfiguration's status: our conditions ([`conditions`]) and, while we manage boot
+//! images, the boot-image fields ([`boot_image_fields`]) that the served schema declares
+//! ([`served_schema`]). Writing them: only when they differ from what the object (or our last
+//! write, until the watch catches up) already says, and message-only changes at most once a
+//! second.
+//!
+//! Writes are server-side applies with our own field manager listing only our fields; the
+//! conditions list is a map keyed by `type`, so the Machine Config Operator's own conditions are
+//! untouched.
+
+mod boot_image_fields;
+pub mod conditions;
+pub(crate) mod served_schema;
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use jiff::{SignedDuration, Timestamp};
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::json;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
-use super::boot_image_status::{self, Fields as BootImageFields};
 use super::retry::doubling;
-use super::status::HeldFor;
-use super::status_schema::StatusSchema;
-use super::{Controller, MAX_BACKOFF, MIN_BACKOFF, STATUS_MIN_INTERVAL, status};
+use super::{Controller, MAX_BACKOFF, MIN_BACKOFF, STATUS_MIN_INTERVAL};
 use crate::api::{Condition, MachineConfiguration};
+use crate::api_client;
 use crate::arch::Arch;
 use crate::golden_stream::GoldenConfig;
 use crate::names::FIELD_MANAGER;
@@ -20,6 +31,9 @@ use crate::plan::other_managers::{self, SHARED_CONDITION_TYPES};
 use crate::plan::{Blocked, Decision, ObjectKey};
 use crate::platform::Platform;
 use crate::reason::{Category, Reason};
+use boot_image_fields::Fields as BootImageFields;
+use conditions::HeldFor;
+use served_schema::StatusSchema;
 
 /// Boot-image status fields by name, as applied.
 type StatusFields = serde_json::Map<String, serde_json::Value>;
@@ -87,7 +101,7 @@ impl Controller {
         let name = &self.args.machine_configuration_name.clone();
         let mc = self.stores.machine_configuration(name)?;
         let decisions = self.decisions_with(pending);
-        let mut desired = status::desired(&status::StatusInput {
+        let mut desired = conditions::desired(&conditions::StatusInput {
             blocked: self.memory.last_blocked.as_ref(),
             decisions: &decisions,
             selections: &self.memory.last_selections,
@@ -110,8 +124,9 @@ impl Controller {
         let (entries, shared) = self.field_entries(&mc, fields.as_ref(), &schema);
         let (current, current_fields) = self.current_status(&mc);
         let fields_changed = (entries.as_ref())
-            .is_some_and(|entries| !boot_image_status::already_in(entries, &current_fields));
-        let merged = status::merge(&current, &desired, mc.metadata.generation, Timestamp::now());
+            .is_some_and(|entries| !boot_image_fields::already_in(entries, &current_fields));
+        let merged =
+            conditions::merge(&current, &desired, mc.metadata.generation, Timestamp::now());
         let conditions_changed = merged.is_some();
         let mut conditions = match merged {
             Some(conditions) => conditions,
@@ -224,8 +239,7 @@ impl Controller {
         let name = &self.args.machine_configuration_name;
         let api = &self.configurations;
         let guard = (write.force, write.precondition.as_deref());
-        let result =
-            status::write(api, name, &write.conditions, write.fields.as_ref(), guard).await;
+        let result = apply(api, name, &write.conditions, write.fields.as_ref(), guard).await;
         match result {
             Err(kube::Error::Api(refused)) if refused.code == 422 && write.fields.is_some() => {
                 warn!(error = %refused, "the API server refused the boot-image status fields; writing the conditions alone, if they changed, and the fields again after a backoff (1 s doubling to 5 min)");
@@ -237,7 +251,7 @@ impl Controller {
                 if !write.conditions_changed {
                     return Ok(());
                 }
-                status::write(api, name, &write.conditions, None, guard).await
+                apply(api, name, &write.conditions, None, guard).await
             }
             result => result,
         }
@@ -328,8 +342,8 @@ impl Controller {
             .extra
             .get("controlPlaneTopology")
             .is_some_and(|t| t == "SingleReplica");
-        Some(boot_image_status::compute(
-            &boot_image_status::FieldsInput {
+        Some(boot_image_fields::compute(
+            &boot_image_fields::FieldsInput {
                 mc,
                 platform: &platform,
                 decisions,
@@ -364,7 +378,7 @@ impl Controller {
                 let conditions = mc.status?.conditions?;
                 let progressing = conditions
                     .into_iter()
-                    .find(|c| c.type_ == status::PROGRESSING)?;
+                    .find(|c| c.type_ == conditions::PROGRESSING)?;
                 let holding = progressing.status == "False"
                     && Reason::of(Category::Hold).any(|r| r.as_str() == progressing.reason);
                 holding.then_some(progressing.last_transition_time.0)
@@ -458,4 +472,35 @@ fn fields_shared_with_others(
 /// How long a status write waits after `failures` in a row: the backoff of a failing resource.
 fn status_retry_delay(failures: u32) -> std::time::Duration {
     doubling(MIN_BACKOFF, MAX_BACKOFF, failures)
+}
+
+/// Applies our conditions to the MachineConfiguration's status subresource; forced only when
+/// `force` (we manage boot images), and only onto the resourceVersion `precondition` names when
+/// it names one (see `StatusWrite::precondition`).
+async fn apply(
+    api: &Api<MachineConfiguration>,
+    name: &str,
+    conditions: &[Condition],
+    fields: Option<&serde_json::Map<String, serde_json::Value>>,
+    (force, precondition): (bool, Option<&str>),
+) -> Result<(), kube::Error> {
+    let mut status = fields.cloned().unwrap_or_default();
+    status.insert("conditions".into(), json!(conditions));
+    let mut body = json!({
+        "apiVersion": "operator.openshift.io/v1",
+        "kind": "MachineConfiguration",
+        "metadata": {"name": name},
+        "status": status,
+    });
+    if let Some(resource_version) = precondition {
+        body["metadata"]["resourceVersion"] = json!(resource_version);
+    }
+    // Forcing takes over only the fields listed here, should a previous controller or an MCO
+    // that enrolls nothing have written them. Unforced, a field another manager changed since
+    // we read it is a conflict, never overwritten.
+    let mut params = PatchParams::apply(crate::names::FIELD_MANAGER);
+    params.force = force;
+    api_client::bounded(api.patch_status(name, &params, &Patch::Apply(body)))
+        .await
+        .map(|_| ())
 }
