@@ -85,8 +85,8 @@ pub struct StatusInput<'a> {
     /// first gate, and a release mismatch or missing ConfigMap would hide the pause and flip
     /// `BootImageUpdatePaused` to False for tools waiting on it, although nothing may write.
     ///
-    /// Status is computed after every write of a pass has returned, and a pause set meanwhile
-    /// withheld the rest, so a pause seen here is in effect.
+    /// Read from the pass's snapshot: a pause set while the pass patches withholds the rest of
+    /// its patches (see `act`), and its watch event starts the pass that reports it.
     pub paused: bool,
 }
 

@@ -1,8 +1,9 @@
 //! The MachineConfiguration's status: our conditions ([`conditions`]) and, while we manage boot
 //! images, the boot-image fields ([`boot_image_fields`]) that the served schema declares
-//! ([`served_schema`]). Writing them: only when they differ from what the object (or our last
-//! write, until the watch catches up) already says, and message-only changes at most once a
-//! second.
+//! ([`served_schema`]). A pass writes them from its own snapshot ([`StatusSources`]):
+//! `Progressing=True` before its patches when they change it, the result after them; each only
+//! when it differs from what the object (or our last write, until the watch catches up) already
+//! says.
 //!
 //! Writes are server-side applies with our own field manager listing only our fields; the
 //! conditions list is a map keyed by `type`, so the Machine Config Operator's own conditions are
@@ -13,6 +14,7 @@ pub mod conditions;
 pub(crate) mod served_schema;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, Patch, PatchParams};
@@ -21,14 +23,14 @@ use tokio::time::Instant;
 use tracing::{info, warn};
 
 use super::retry::doubling;
-use super::{Controller, MAX_BACKOFF, MIN_BACKOFF, STATUS_MIN_INTERVAL};
-use crate::api::{Condition, MachineConfiguration};
+use super::{Controller, MAX_BACKOFF, MIN_BACKOFF};
+use crate::api::{ClusterVersion, Condition, Infrastructure, MachineConfiguration};
 use crate::api_client;
 use crate::arch::Arch;
 use crate::golden_stream::GoldenConfig;
 use crate::names::FIELD_MANAGER;
 use crate::plan::other_managers::{self, SHARED_CONDITION_TYPES};
-use crate::plan::{Blocked, Decision, ObjectKey};
+use crate::plan::{self, Blocked, ClusterSnapshot, Decision, ObjectKey};
 use crate::platform::Platform;
 use crate::reason::{Category, Reason};
 use boot_image_fields::Fields as BootImageFields;
@@ -38,8 +40,41 @@ use served_schema::StatusSchema;
 /// Boot-image status fields by name, as applied.
 type StatusFields = serde_json::Map<String, serde_json::Value>;
 
-/// A status write decided on: sent by [`Controller::send_status`] (alone, or beside a wave of
-/// patches), then recorded by [`Controller::status_sent`].
+/// What a pass's status is computed from: the objects of its own snapshot, and the golden
+/// ConfigMap as its planner parsed it. The status never goes back to the stores: written after
+/// the patches, it says what the pass saw and did.
+pub(super) struct StatusSources {
+    pub mc: Option<MachineConfiguration>,
+    infrastructure: Option<Infrastructure>,
+    cluster_version: Option<ClusterVersion>,
+    golden: Option<Arc<GoldenConfig>>,
+}
+
+impl StatusSources {
+    /// Takes them out of the snapshot a pass has planned with.
+    pub fn take(snapshot: &mut ClusterSnapshot, golden: Option<Arc<GoldenConfig>>) -> Self {
+        StatusSources {
+            mc: snapshot.machine_configuration.take(),
+            infrastructure: snapshot.infrastructure.take(),
+            cluster_version: snapshot.cluster_version.take(),
+            golden,
+        }
+    }
+}
+
+/// Our last status write, while the watch has not delivered it.
+pub(super) struct Written {
+    /// The resourceVersion it was computed against: while the object is at that version, its
+    /// status is what we wrote.
+    basis: String,
+    /// The resourceVersion it made, which a guarded write that follows it requires.
+    version: Option<String>,
+    conditions: Vec<Condition>,
+    fields: Option<StatusFields>,
+}
+
+/// A status write decided on: sent by [`Controller::send_status`], then recorded by
+/// [`Controller::status_sent`].
 pub(super) struct StatusWrite {
     /// The resourceVersion of the MachineConfiguration the conditions were computed against.
     basis: Option<String>,
@@ -78,37 +113,35 @@ impl FieldsRefusal {
 }
 
 impl Controller {
-    /// Computes the conditions from the latest results and the gate of the last pass, and
-    /// writes them if they changed.
-    pub(super) async fn write_status(&mut self) {
-        if let Some(mut write) = self.status_to_write() {
+    /// Computes the status from `sources`, the gate of the pass and every object's latest
+    /// decision, with the `pending` ones in place of the same objects' (a rollout's
+    /// announcement), and writes it if it changed.
+    pub(super) async fn write_status(
+        &mut self,
+        sources: &StatusSources,
+        pending: &BTreeMap<ObjectKey, &Decision>,
+    ) {
+        if let Some(mut write) = self.status_to_write(sources, pending) {
             let result = self.send_status(&mut write).await;
             self.status_sent(write, result);
         }
     }
 
-    /// The status write the latest results call for, if any: none when nothing changed, when
-    /// not leading, or while a change is held back.
-    pub(super) fn status_to_write(&mut self) -> Option<StatusWrite> {
-        self.status_to_write_with(&BTreeMap::new())
-    }
-
-    /// The same, with `pending` decisions in place of the results of the same objects.
-    pub(super) fn status_to_write_with(
-        &mut self,
+    /// The status write they call for, if any: none when nothing changed, when not leading,
+    /// or while a failed write backs off.
+    fn status_to_write(
+        &self,
+        sources: &StatusSources,
         pending: &BTreeMap<ObjectKey, &Decision>,
     ) -> Option<StatusWrite> {
-        let name = &self.args.machine_configuration_name.clone();
-        let mc = self.stores.machine_configuration(name)?;
+        let mc = sources.mc.as_ref()?;
         let decisions = self.decisions_with(pending);
         let mut desired = conditions::desired(&conditions::StatusInput {
             blocked: self.memory.last_blocked.as_ref(),
             decisions: &decisions,
             selections: &self.memory.last_selections,
             held: self.held(),
-            // Read now rather than from the pass's snapshot: every patch of the pass has
-            // returned, and a pause set meanwhile withheld the rest (see `act`).
-            paused: self.stores.paused(name),
+            paused: plan::paused(&mc.metadata),
         });
         // The status the rest of OpenShift reads, only while we are the manager.
         let standing_down = self
@@ -117,12 +150,12 @@ impl Controller {
             .as_ref()
             .is_some_and(|b| b.reason.stands_down());
         let fields = (!standing_down)
-            .then(|| self.boot_image_fields(&mc, &decisions))
+            .then(|| self.boot_image_fields(sources, mc, &decisions))
             .flatten();
         let schema = self.schema.current();
         desired.extend(fields.as_ref().and_then(|f| f.manual_met.clone()));
-        let (entries, shared) = self.field_entries(&mc, fields.as_ref(), &schema);
-        let (current, current_fields) = self.current_status(&mc);
+        let (entries, shared) = self.field_entries(mc, fields.as_ref(), &schema);
+        let (current, current_fields, version) = self.current_status(mc);
         let fields_changed = (entries.as_ref())
             .is_some_and(|entries| !boot_image_fields::already_in(entries, &current_fields));
         let merged =
@@ -134,25 +167,16 @@ impl Controller {
             None if fields_changed => (desired.iter())
                 .filter_map(|d| current.iter().find(|c| c.type_ == d.type_).cloned())
                 .collect(),
-            None => {
-                self.memory.status_dirty = false;
-                return None;
-            }
+            None => return None,
         };
         if standing_down {
-            conditions.extend(shared_conditions_taken_over(&mc));
-        }
-        if !*self.leader.borrow() {
-            return None;
+            conditions.extend(shared_conditions_taken_over(mc));
         }
         // After a failure, whatever changed waits for its backoff: an API server that refuses
-        // this status (a webhook, a quota, RBAC) is not asked again on every pass.
-        let backing_off = self.memory.status_failures > 0
-            && self
-                .status_write_due()
-                .is_some_and(|due| due > Instant::now());
-        if backing_off || (!fields_changed && self.hold_back(&current, &conditions)) {
-            self.memory.status_dirty = true;
+        // this status (a webhook, a quota, RBAC) is not asked again on every pass. The loop
+        // wakes for a pass when the backoff ends (`Controller::wake`).
+        let backing_off = (self.memory.status_retry_at).is_some_and(|at| at > Instant::now());
+        if backing_off || !*self.leader.borrow() {
             return None;
         }
         Some(StatusWrite {
@@ -164,7 +188,7 @@ impl Controller {
             schema,
             force: !standing_down,
             precondition: (!standing_down && !shared.is_empty())
-                .then(|| mc.metadata.resource_version.clone())
+                .then_some(version)
                 .flatten(),
         })
     }
@@ -205,37 +229,38 @@ impl Controller {
         (Some(entries).filter(|entries| !entries.is_empty()), shared)
     }
 
-    /// The conditions and boot-image fields `mc` has, as far as we know: until the watch
-    /// delivers our own write, what we wrote rather than the stale copy.
+    /// The conditions, boot-image fields and resourceVersion `mc` has, as far as we know: until
+    /// the watch delivers our own write, what we wrote rather than the stale copy (the pass's
+    /// own snapshot is one when it announced its rollout).
     fn current_status(
         &self,
         mc: &MachineConfiguration,
-    ) -> (Vec<Condition>, serde_json::Map<String, serde_json::Value>) {
+    ) -> (Vec<Condition>, StatusFields, Option<String>) {
         let status = mc.status.as_ref();
         let mut current = status
             .and_then(|s| s.conditions.clone())
             .unwrap_or_default();
-        let mut fields: serde_json::Map<String, serde_json::Value> = status
+        let mut fields: StatusFields = status
             .map(|s| s.extra.clone().into_iter().collect())
             .unwrap_or_default();
-        if let Some((basis, written)) = &self.memory.status_basis
-            && mc.metadata.resource_version.as_ref() == Some(basis)
+        let mut version = mc.metadata.resource_version.clone();
+        if let Some(written) = &self.memory.status_written
+            && version.as_ref() == Some(&written.basis)
         {
-            current = written.clone();
-            if let Some(written) = &self.memory.fields_written {
-                fields.extend(written.clone());
-            }
+            current = written.conditions.clone();
+            fields.extend(written.fields.clone().unwrap_or_default());
+            version = written.version.clone();
         }
-        (current, fields)
+        (current, fields, version)
     }
 
-    /// Sends a status write; borrows nothing mutably, so a pass can send it beside its patches.
+    /// Sends a status write; answers the resourceVersion it made.
     ///
     /// Should the API server refuse the boot-image fields as invalid (a schema that changed
     /// since we read it, an admission policy), changed conditions go again alone at once: they
     /// must never wait for an optional field. The refusal is remembered (the fields back off)
     /// and the schema's index is read again, to see whether the schema changed.
-    pub(super) async fn send_status(&self, write: &mut StatusWrite) -> Result<(), kube::Error> {
+    async fn send_status(&self, write: &mut StatusWrite) -> Result<Option<String>, kube::Error> {
         let name = &self.args.machine_configuration_name;
         let api = &self.configurations;
         let guard = (write.force, write.precondition.as_deref());
@@ -249,7 +274,7 @@ impl Controller {
                 write.fields = None;
                 write.fields_refused = true;
                 if !write.conditions_changed {
-                    return Ok(());
+                    return Ok(None);
                 }
                 apply(api, name, &write.conditions, None, guard).await
             }
@@ -258,7 +283,7 @@ impl Controller {
     }
 
     /// Records how a status write went: what the next write compares with, or its backoff.
-    pub(super) fn status_sent(&mut self, write: StatusWrite, result: Result<(), kube::Error>) {
+    fn status_sent(&mut self, write: StatusWrite, result: Result<Option<String>, kube::Error>) {
         let StatusWrite {
             basis,
             conditions,
@@ -282,14 +307,17 @@ impl Controller {
             self.memory.fields_refused = None;
         }
         match result {
-            Ok(()) => {
-                self.memory.fields_written = fields;
+            Ok(version) => {
                 let target = ["MachineConfiguration/status"];
                 self.metrics.writes.with_label_values(&target).inc();
-                self.memory.last_status_write = Some(Instant::now());
                 self.memory.status_failures = 0;
-                self.memory.status_dirty = false;
-                self.memory.status_basis = basis.map(|rv| (rv, conditions));
+                self.memory.status_retry_at = None;
+                self.memory.status_written = basis.map(|basis| Written {
+                    basis,
+                    version,
+                    conditions,
+                    fields,
+                });
             }
             Err(e) => {
                 self.memory.status_failures = self.memory.status_failures.saturating_add(1);
@@ -303,8 +331,7 @@ impl Controller {
                 }
                 let target = ["MachineConfiguration/status"];
                 self.metrics.write_failures.with_label_values(&target).inc();
-                self.memory.status_dirty = true;
-                self.memory.last_status_write = Some(Instant::now());
+                self.memory.status_retry_at = Some(Instant::now() + retry_in);
             }
         }
     }
@@ -313,10 +340,11 @@ impl Controller {
     /// once the platform is known.
     fn boot_image_fields(
         &self,
+        sources: &StatusSources,
         mc: &MachineConfiguration,
         decisions: &[&Decision],
     ) -> Option<BootImageFields> {
-        let infrastructure = self.stores.infrastructure()?;
+        let infrastructure = sources.infrastructure.as_ref()?;
         let status = infrastructure.status.as_ref()?;
         let platform = Platform::from_status(status.platform_status.as_ref()?);
         // Elsewhere boot images are nobody's to update, and the MCO's operator decides the skew
@@ -325,11 +353,8 @@ impl Controller {
         if !platform.managed_by_default() {
             return None;
         }
-        let golden = self
-            .stores
-            .golden()
-            .and_then(|cm| GoldenConfig::shared(&cm).ok());
-        let golden_rhcos = golden.as_ref().and_then(|g| {
+        let golden = sources.golden.as_deref();
+        let golden_rhcos = golden.and_then(|g| {
             let key = platform.rule()?.stream_key();
             Arch::ALL
                 .iter()
@@ -337,7 +362,7 @@ impl Controller {
                 .min()
                 .map(str::to_string)
         });
-        let cluster_version = self.stores.cluster_version();
+        let cluster_version = sources.cluster_version.as_ref();
         let single_replica = status
             .extra
             .get("controlPlaneTopology")
@@ -347,9 +372,9 @@ impl Controller {
                 mc,
                 platform: &platform,
                 decisions,
-                golden_release: golden.as_ref().and_then(|g| g.release_version.as_deref()),
+                golden_release: golden.and_then(|g| g.release_version.as_deref()),
                 golden_rhcos: golden_rhcos.as_deref(),
-                cluster_version: cluster_version.as_ref().and_then(|cv| cv.status.as_ref()),
+                cluster_version: cluster_version.and_then(|cv| cv.status.as_ref()),
                 single_replica,
             },
         ))
@@ -365,20 +390,23 @@ impl Controller {
     }
 
     /// Tracks since when writes are held. A hold continues across passes and across restarts:
-    /// the Progressing condition we wrote says since when it has been False for that reason.
-    pub(super) fn track_hold(&mut self, blocked: Option<&Blocked>) {
+    /// the Progressing condition we wrote on `mc` says since when it has been False for that
+    /// reason.
+    pub(super) fn track_hold(
+        &mut self,
+        blocked: Option<&Blocked>,
+        mc: Option<&MachineConfiguration>,
+    ) {
         let Some(blocked) = blocked.filter(|b| b.reason.reported_when_lasting()) else {
             self.memory.hold_since = None;
             self.metrics.observe_hold(None);
             return;
         };
         if self.memory.hold_since.is_none() {
-            let name = &self.args.machine_configuration_name;
-            let reported = self.stores.machine_configuration(name).and_then(|mc| {
-                let conditions = mc.status?.conditions?;
-                let progressing = conditions
-                    .into_iter()
-                    .find(|c| c.type_ == conditions::PROGRESSING)?;
+            let reported = mc.and_then(|mc| {
+                let conditions = mc.status.as_ref()?.conditions.as_ref()?;
+                let progressing =
+                    (conditions.iter()).find(|c| c.type_ == conditions::PROGRESSING)?;
                 let holding = progressing.status == "False"
                     && Reason::of(Category::Hold).any(|r| r.as_str() == progressing.reason);
                 holding.then_some(progressing.last_transition_time.0)
@@ -388,33 +416,6 @@ impl Controller {
         let exceeded = self.held().is_some_and(|h| h.exceeded());
         self.metrics
             .observe_hold(exceeded.then_some(blocked.reason));
-    }
-
-    /// When a held-back status may be written: a second after the last write, or after the
-    /// backoff of the failures in a row.
-    pub(super) fn status_write_due(&self) -> Option<Instant> {
-        let last = self.memory.last_status_write?;
-        let wait = match self.memory.status_failures {
-            0 => STATUS_MIN_INTERVAL,
-            failures => status_retry_delay(failures),
-        };
-        Some(last + wait)
-    }
-
-    /// Whether to hold back a message-only change written too soon after the last write; it is
-    /// flushed when the interval ends. Flips of status or reason are never held back.
-    fn hold_back(&self, current: &[Condition], conditions: &[Condition]) -> bool {
-        let flips = conditions.iter().any(|c| {
-            current
-                .iter()
-                .find(|o| o.type_ == c.type_)
-                .is_none_or(|o| o.status != c.status || o.reason != c.reason)
-        });
-        let recent = self
-            .memory
-            .last_status_write
-            .is_some_and(|t| t.elapsed() < STATUS_MIN_INTERVAL);
-        recent && !flips
     }
 }
 
@@ -476,14 +477,14 @@ fn status_retry_delay(failures: u32) -> std::time::Duration {
 
 /// Applies our conditions to the MachineConfiguration's status subresource; forced only when
 /// `force` (we manage boot images), and only onto the resourceVersion `precondition` names when
-/// it names one (see `StatusWrite::precondition`).
+/// it names one (see `StatusWrite::precondition`). Answers the resourceVersion it made.
 async fn apply(
     api: &Api<MachineConfiguration>,
     name: &str,
     conditions: &[Condition],
     fields: Option<&serde_json::Map<String, serde_json::Value>>,
     (force, precondition): (bool, Option<&str>),
-) -> Result<(), kube::Error> {
+) -> Result<Option<String>, kube::Error> {
     let mut status = fields.cloned().unwrap_or_default();
     status.insert("conditions".into(), json!(conditions));
     let mut body = json!({
@@ -502,5 +503,5 @@ async fn apply(
     params.force = force;
     api_client::bounded(api.patch_status(name, &params, &Patch::Apply(body)))
         .await
-        .map(|_| ())
+        .map(|written| written.metadata.resource_version)
 }
