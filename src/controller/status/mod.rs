@@ -73,8 +73,7 @@ pub(super) struct Written {
     fields: Option<StatusFields>,
 }
 
-/// A status write decided on: sent by [`Controller::send_status`], then recorded by
-/// [`Controller::status_sent`].
+/// A status write decided on, which [`Controller::send_status`] sends and records.
 pub(super) struct StatusWrite {
     /// The resourceVersion of the MachineConfiguration the conditions were computed against.
     basis: Option<String>,
@@ -82,8 +81,6 @@ pub(super) struct StatusWrite {
     fields: Option<StatusFields>,
     /// The conditions differ from what the object has (else they only carry the fields).
     conditions_changed: bool,
-    /// The API server refused the fields: what [`Controller::status_sent`] remembers.
-    fields_refused: bool,
     /// The served schema the fields were written against.
     schema: StatusSchema,
     /// Whether the apply may take fields over: only while we manage boot images. Standing down,
@@ -121,9 +118,8 @@ impl Controller {
         sources: &StatusSources,
         pending: &BTreeMap<ObjectKey, &Decision>,
     ) {
-        if let Some(mut write) = self.status_to_write(sources, pending) {
-            let result = self.send_status(&mut write).await;
-            self.status_sent(write, result);
+        if let Some(write) = self.status_to_write(sources, pending) {
+            self.send_status(write).await;
         }
     }
 
@@ -184,7 +180,6 @@ impl Controller {
             conditions,
             fields: entries,
             conditions_changed,
-            fields_refused: false,
             schema,
             force: !standing_down,
             precondition: (!standing_down && !shared.is_empty())
@@ -254,69 +249,50 @@ impl Controller {
         (current, fields, version)
     }
 
-    /// Sends a status write; answers the resourceVersion it made.
+    /// Sends a status write and records how it went: what the next write compares with, or
+    /// its backoff.
     ///
     /// Should the API server refuse the boot-image fields as invalid (a schema that changed
     /// since we read it, an admission policy), changed conditions go again alone at once: they
     /// must never wait for an optional field. The refusal is remembered (the fields back off)
     /// and the schema's index is read again, to see whether the schema changed.
-    async fn send_status(&self, write: &mut StatusWrite) -> Result<Option<String>, kube::Error> {
+    async fn send_status(&mut self, mut write: StatusWrite) {
         let name = &self.args.machine_configuration_name;
         let api = &self.configurations;
         let guard = (write.force, write.precondition.as_deref());
-        let result = apply(api, name, &write.conditions, write.fields.as_ref(), guard).await;
-        match result {
-            Err(kube::Error::Api(refused)) if refused.code == 422 && write.fields.is_some() => {
-                warn!(error = %refused, "the API server refused the boot-image status fields; writing the conditions alone, if they changed, and the fields again after a backoff (1 s doubling to 5 min)");
-                let target = ["MachineConfiguration/status"];
-                self.metrics.write_failures.with_label_values(&target).inc();
-                self.schema.refresh();
-                write.fields = None;
-                write.fields_refused = true;
-                if !write.conditions_changed {
-                    return Ok(None);
-                }
-                apply(api, name, &write.conditions, None, guard).await
-            }
-            result => result,
-        }
-    }
-
-    /// Records how a status write went: what the next write compares with, or its backoff.
-    fn status_sent(&mut self, write: StatusWrite, result: Result<Option<String>, kube::Error>) {
-        let StatusWrite {
-            basis,
-            conditions,
-            fields,
-            conditions_changed,
-            fields_refused,
-            schema,
-            ..
-        } = write;
-        if fields_refused {
-            let times = (self.memory.fields_refused.as_ref())
-                .filter(|r| r.schema == schema)
+        let target = ["MachineConfiguration/status"];
+        let mut result = apply(api, name, &write.conditions, write.fields.as_ref(), guard).await;
+        if let Err(kube::Error::Api(refused)) = &result
+            && refused.code == 422
+            && write.fields.is_some()
+        {
+            warn!(error = %refused, "the API server refused the boot-image status fields; writing the conditions alone, if they changed, and the fields again after a backoff (1 s doubling to 5 min)");
+            self.metrics.write_failures.with_label_values(&target).inc();
+            self.schema.refresh();
+            let before = self.memory.fields_refused.take();
+            let times = (before.filter(|r| r.schema == write.schema))
                 .map_or(1, |r| r.times.saturating_add(1));
-            let at = Instant::now();
+            let (at, schema) = (Instant::now(), write.schema.clone());
             self.memory.fields_refused = Some(FieldsRefusal { times, at, schema });
-            // Nothing else was sent: the conditions had not changed.
-            if !conditions_changed {
+            write.fields = None;
+            // Nothing else to send: the conditions had not changed.
+            if !write.conditions_changed {
                 return;
             }
-        } else if fields.is_some() && result.is_ok() {
+            result = apply(api, name, &write.conditions, None, guard).await;
+        } else if write.fields.is_some() && result.is_ok() {
             self.memory.fields_refused = None;
         }
         match result {
             Ok(version) => {
-                let target = ["MachineConfiguration/status"];
                 self.metrics.writes.with_label_values(&target).inc();
                 self.memory.status_failures = 0;
                 self.memory.status_retry_at = None;
-                self.memory.status_written = basis.map(|basis| Written {
+                self.memory.status_written = write.basis.map(|basis| Written {
                     basis,
                     version,
-                    conditions,
-                    fields,
+                    conditions: write.conditions,
+                    fields: write.fields,
                 });
             }
             Err(e) => {
@@ -329,7 +305,6 @@ impl Controller {
                 } else {
                     warn!(error = %e, failures = self.memory.status_failures, retry_in = ?retry_in, "could not write MachineConfiguration status");
                 }
-                let target = ["MachineConfiguration/status"];
                 self.metrics.write_failures.with_label_values(&target).inc();
                 self.memory.status_retry_at = Some(Instant::now() + retry_in);
             }
