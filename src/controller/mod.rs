@@ -222,7 +222,7 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> Result<(), RunEr
             metrics.clone(),
             args.max_concurrent_patches,
         ),
-        patcher: Arc::new(patcher),
+        patcher,
         configurations: Api::all(client.clone()),
         known_images_api: Api::namespaced(client.clone(), &own_namespace),
         secrets: secrets::SecretWatches::new(
@@ -422,8 +422,7 @@ struct Controller {
     /// vSphere template imports (`--vsphere-template-imports`).
     vcenter: Option<template_imports::TemplateImports>,
     events: events::EventPublisher,
-    /// Shared with the pass's wave of patches, which runs while the pass updates the rest.
-    patcher: Arc<act::Patcher>,
+    patcher: act::Patcher,
     configurations: Api<MachineConfiguration>,
     known_images_api: Api<ConfigMap>,
     metrics: Metrics,
