@@ -64,9 +64,11 @@ impl StatusSources {
 
 /// Our last status write, while the watch has not delivered it.
 pub(super) struct Written {
-    /// The resourceVersion it was computed against: while the object is at that version, its
-    /// status is what we wrote.
-    basis: String,
+    /// The resourceVersions at which the object's status is what we wrote: the one our first
+    /// write in a row was computed against, and those our own writes made since, before this
+    /// one. A pass writes twice (`Progressing=True`, then its result) on one snapshot, and the
+    /// next pass may see either version while the watch catches up.
+    bases: Vec<String>,
     /// The resourceVersion it made, which a guarded write that follows it requires.
     version: Option<String>,
     conditions: Vec<Condition>,
@@ -75,8 +77,9 @@ pub(super) struct Written {
 
 /// A status write decided on, which [`Controller::send_status`] sends and records.
 pub(super) struct StatusWrite {
-    /// The resourceVersion of the MachineConfiguration the conditions were computed against.
-    basis: Option<String>,
+    /// The resourceVersions at which the object has the status the conditions were computed
+    /// against ([`Written::bases`]).
+    bases: Vec<String>,
     conditions: Vec<Condition>,
     fields: Option<StatusFields>,
     /// The conditions differ from what the object has (else they only carry the fields).
@@ -151,7 +154,7 @@ impl Controller {
         let schema = self.schema.current();
         desired.extend(fields.as_ref().and_then(|f| f.manual_met.clone()));
         let (entries, shared) = self.field_entries(mc, fields.as_ref(), &schema);
-        let (current, current_fields, version) = self.current_status(mc);
+        let (current, current_fields, version, bases) = self.current_status(mc);
         let fields_changed = (entries.as_ref())
             .is_some_and(|entries| !boot_image_fields::already_in(entries, &current_fields));
         let merged =
@@ -176,7 +179,7 @@ impl Controller {
             return None;
         }
         Some(StatusWrite {
-            basis: mc.metadata.resource_version.clone(),
+            bases,
             conditions,
             fields: entries,
             conditions_changed,
@@ -224,13 +227,14 @@ impl Controller {
         (Some(entries).filter(|entries| !entries.is_empty()), shared)
     }
 
-    /// The conditions, boot-image fields and resourceVersion `mc` has, as far as we know: until
-    /// the watch delivers our own write, what we wrote rather than the stale copy (the pass's
-    /// own snapshot is one when it announced its rollout).
+    /// The conditions, boot-image fields and resourceVersion `mc` has, as far as we know, and
+    /// the resourceVersions at which it has them: until the watch delivers our own write, what
+    /// we wrote rather than the stale copy (the pass's own snapshot is one once it announced its
+    /// rollout).
     fn current_status(
         &self,
         mc: &MachineConfiguration,
-    ) -> (Vec<Condition>, StatusFields, Option<String>) {
+    ) -> (Vec<Condition>, StatusFields, Option<String>, Vec<String>) {
         let status = mc.status.as_ref();
         let mut current = status
             .and_then(|s| s.conditions.clone())
@@ -239,14 +243,21 @@ impl Controller {
             .map(|s| s.extra.clone().into_iter().collect())
             .unwrap_or_default();
         let mut version = mc.metadata.resource_version.clone();
+        let mut bases = Vec::from_iter(version.clone());
         if let Some(written) = &self.memory.status_written
-            && version.as_ref() == Some(&written.basis)
+            && version.as_ref().is_some_and(|v| written.bases.contains(v))
         {
             current = written.conditions.clone();
             fields.extend(written.fields.clone().unwrap_or_default());
+            bases = written
+                .bases
+                .iter()
+                .chain(&written.version)
+                .cloned()
+                .collect();
             version = written.version.clone();
         }
-        (current, fields, version)
+        (current, fields, version, bases)
     }
 
     /// Sends a status write and records how it went: what the next write compares with, or
@@ -288,8 +299,8 @@ impl Controller {
                 self.metrics.writes.with_label_values(&target).inc();
                 self.memory.status_failures = 0;
                 self.memory.status_retry_at = None;
-                self.memory.status_written = write.basis.map(|basis| Written {
-                    basis,
+                self.memory.status_written = Some(Written {
+                    bases: write.bases,
                     version,
                     conditions: write.conditions,
                     fields: write.fields,
