@@ -9,7 +9,7 @@
 //!   `Planner::decide` for every MachineSet, without gathering the decisions into a `Plan`;
 //! - `fixed`: `plan` of zero MachineSets (gates, golden stream parsing, known-images set);
 //! - `status`: the conditions a pass reports once the plan's updates are applied, when every
-//!   updated MachineSet names its newest change (`controller::status::desired`).
+//!   updated MachineSet names its newest change (`controller::status::conditions::desired`).
 //!
 //! Besides times, it counts heap allocations per MachineSet (of one `plan` and one `pass`):
 //! unlike wall-clock time on a shared machine, that figure is the same on every run, and each
@@ -29,7 +29,7 @@ use std::hint::black_box;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use boot_image_controller::controller::status;
+use boot_image_controller::controller::status::conditions as status;
 use boot_image_controller::plan::{self, Decision, Planner};
 use serde_json::{Value, json};
 use support::{Data, PLATFORMS, Scenario};

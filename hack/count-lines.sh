@@ -40,7 +40,7 @@ esac
 areas='
 loop|1750, safety 171, egress 18, STS 12, OVA mirror 14, opt-in 9, hold limit 7, stub-hold Event 21, look-ups -47|controller/mod.rs controller/act.rs controller/decide.rs controller/observe.rs controller/report.rs controller/retry.rs controller/config.rs
 watches|750, safety 105|controller/watches.rs controller/watch_backoff.rs controller/lenient.rs controller/secrets.rs
-status|1050, safety 194, opt-in 25, OVA mirror 1|controller/status.rs controller/status_writer.rs controller/status_schema.rs controller/boot_image_status.rs
+status|1050, safety 194, opt-in 25, OVA mirror 1|controller/status/
 events|150, stub-hold Event 1|controller/events.rs
 metrics|330, OVA mirror 1|metrics.rs
 server|900, safety 172|server/

@@ -518,7 +518,7 @@ pub fn local_crds()
 
 /// `MachineConfiguration`'s CRD with the boot-image status fields the newest release declares
 /// (openshift/api 4.22, the Default feature set): the controller writes only what the served
-/// schema declares (`controller::status_schema`), so without them a local cluster would test
+/// schema declares (`controller::status::served_schema`), so without them a local cluster would test
 /// a release older than every other fixture. They are added here rather than typed in
 /// `MachineConfigurationStatus`, which reads the MCO's values from `extra` and must never fail
 /// to decode one.

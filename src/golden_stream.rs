@@ -8,7 +8,7 @@
 //! enrolls: `syncMAPIMachineSet`, pkg/controller/bootimage/ms_helpers.go, release-4.21).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -402,29 +402,7 @@ pub struct GoldenConfig {
     references: Arc<BTreeSet<String>>,
 }
 
-/// The last golden ConfigMap content parsed by [`GoldenConfig::shared`], and what it parsed to.
-type Parsed = (Option<BTreeMap<String, String>>, Arc<GoldenConfig>);
-
 impl GoldenConfig {
-    /// [`GoldenConfig::from_config_map`], parsed once per content and shared: the controller
-    /// reads the same ConfigMap in every pass and for every status write, and parsing costs
-    /// more than planning (docs/performance.md). Keyed by the content itself, not by
-    /// resourceVersion, so snapshots built by hand or read from files can never be served a
-    /// stale parse.
-    pub fn shared(cm: &ConfigMap) -> Result<Arc<Self>, StreamError> {
-        static LAST: Mutex<Option<Parsed>> = Mutex::new(None);
-        let last = || LAST.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((data, parsed)) = &*last()
-            && *data == cm.data
-        {
-            return Ok(parsed.clone());
-        }
-        // Parsed without the lock: a slow parse must not hold up readers of another content.
-        let parsed = Arc::new(Self::from_config_map(cm)?);
-        *last() = Some((cm.data.clone(), parsed.clone()));
-        Ok(parsed)
-    }
-
     pub fn from_config_map(cm: &ConfigMap) -> Result<Self, StreamError> {
         let data = cm.data.as_ref();
         let get = |key: &str| data.and_then(|d| d.get(key));

@@ -23,7 +23,7 @@ pub enum Category {
 
 /// How the Machine Config Operator counts a MachineSet when it updates the boot-image skew
 /// record (`syncMAPIMachineSets` and `syncMAPIMachineSet`, pkg/controller/bootimage/ms_helpers.go),
-/// as `controller/boot_image_status.rs` moves it.
+/// as `controller/status/boot_image_fields.rs` moves it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SkewTally {
     /// Updated or already current (`reconcileSkipped` false, no error): the record may claim

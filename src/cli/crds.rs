@@ -20,7 +20,7 @@ mod tests {
     use serde_json::Value;
 
     use super::*;
-    use crate::controller::status_schema::StatusSchema;
+    use crate::controller::status::served_schema::StatusSchema;
 
     /// YAML has many ways to turn a string into something else (`on`, `1e3`, `null`); reading
     /// the output back must give exactly the CRDs we generated.

@@ -3,12 +3,11 @@
 //! go to the API server and the outcome travels beside the rest.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use futures::StreamExt;
 use kube::Client;
 use kube::api::{Api, DynamicObject, PatchParams, PostParams};
-use tokio::time::Instant;
 
 use crate::api::Secret;
 use crate::api_client;
@@ -389,8 +388,7 @@ impl Outgoing {
 }
 
 /// Sends the patches of `decisions`, at most `concurrency` at a time, and says how each
-/// decision's patch went, in their order; when the first patch started, if one did. A patch
-/// whose retry is not due yet (`deferred`) waits; `may_write` is asked before each patch, so
+/// decision's patch went, in their order. A patch whose retry is not due yet (`deferred`) waits; `may_write` is asked before each patch, so
 /// that a pause or a lost lease stops the rest of a long rollout at once. The operations leave
 /// the decisions as they are sent.
 pub(super) async fn act(
@@ -399,7 +397,7 @@ pub(super) async fn act(
     concurrency: usize,
     may_write: &dyn Fn() -> bool,
     deferred: &dyn Fn(&Decision) -> bool,
-) -> (Vec<Outcome>, Option<Instant>) {
+) -> Vec<Outcome> {
     let mut outcomes = vec![Outcome::NothingToSend; decisions.len()];
     let mut sends = Vec::new();
     let mut deferred_stubs = BTreeSet::new();
@@ -416,30 +414,21 @@ pub(super) async fn act(
             sends.push((i, outgoing));
         }
     }
-    let upgrading = sends.iter().any(|(_, o)| o.stub_upgrade.is_some());
-    let first_sent = OnceLock::new();
-    if upgrading {
-        first_sent.get_or_init(Instant::now);
-    }
     let sends = (patcher)
         .upgrade_stubs(sends, &deferred_stubs, may_write, &mut outcomes)
         .await;
-    let sending = futures::stream::iter(sends).map(|(i, outgoing)| {
-        let first_sent = &first_sent;
-        async move {
-            if !may_write() {
-                return (i, Outcome::Withheld);
-            }
-            first_sent.get_or_init(Instant::now);
-            (i, patcher.send(outgoing).await)
+    let sending = futures::stream::iter(sends).map(|(i, outgoing)| async move {
+        if !may_write() {
+            return (i, Outcome::Withheld);
         }
+        (i, patcher.send(outgoing).await)
     });
     let mut sent = sending.buffer_unordered(concurrency.max(1));
     while let Some((i, outcome)) = sent.next().await {
         outcomes[i] = outcome;
     }
     drop(sent);
-    (outcomes, first_sent.into_inner())
+    outcomes
 }
 
 #[cfg(test)]

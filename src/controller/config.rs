@@ -344,7 +344,7 @@ mod tests {
             panic!("the run command")
         };
         let limit = jiff::SignedDuration::try_from(args.hold_limit).expect("a duration");
-        let held = |hours: i64| crate::controller::status::HeldFor {
+        let held = |hours: i64| crate::controller::status::conditions::HeldFor {
             duration: jiff::SignedDuration::from_hours(hours),
             limit,
         };

@@ -12,7 +12,6 @@ mod node_watch;
 
 mod act;
 mod ami_lookups;
-mod boot_image_status;
 mod boot_watches;
 mod decide;
 mod events;
@@ -23,8 +22,6 @@ mod report;
 mod retry;
 mod secrets;
 pub mod status;
-pub(crate) mod status_schema;
-mod status_writer;
 mod template_imports;
 mod templates;
 mod watch_backoff;
@@ -46,7 +43,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use crate::api::{Condition, ConfigMap, MachineConfiguration};
+use crate::api::{ConfigMap, MachineConfiguration};
 use crate::api_client::{self, ClientError};
 use crate::known_images::KnownImages;
 use crate::machine_kind::MachineKind;
@@ -64,8 +61,6 @@ const MIN_BACKOFF: Duration = Duration::from_secs(1);
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
 /// After a failed `test` op the store is usually one watch event behind; retry soon.
 const CONFLICT_RETRY: Duration = Duration::from_millis(500);
-/// Message-only status changes are written at most this often during a rollout.
-const STATUS_MIN_INTERVAL: Duration = Duration::from_secs(1);
 /// How often the known-images file is checked for changes.
 const FILE_POLL: Duration = Duration::from_secs(10);
 
@@ -214,8 +209,11 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> Result<(), RunEr
     );
     let ec2 = ec2_lookups(&args, &client, &stores, &trigger_tx, &metrics).await?;
     let vcenter = template_imports(&args, &client, &trigger_tx, &metrics);
-    let schema =
-        status_schema::ServedSchema::follow(client.clone(), trigger_tx.clone(), shutdown.clone());
+    let schema = status::served_schema::ServedSchema::follow(
+        client.clone(),
+        trigger_tx.clone(),
+        shutdown.clone(),
+    );
     let mut controller = Controller {
         schema,
         vcenter,
@@ -225,7 +223,7 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> Result<(), RunEr
             metrics.clone(),
             args.max_concurrent_patches,
         ),
-        patcher: Arc::new(patcher),
+        patcher,
         configurations: Api::all(client.clone()),
         known_images_api: Api::namespaced(client.clone(), &own_namespace),
         secrets: secrets::SecretWatches::new(
@@ -425,8 +423,7 @@ struct Controller {
     /// vSphere template imports (`--vsphere-template-imports`).
     vcenter: Option<template_imports::TemplateImports>,
     events: events::EventPublisher,
-    /// Shared with the pass's wave of patches, which runs while the pass updates the rest.
-    patcher: Arc<act::Patcher>,
+    patcher: act::Patcher,
     configurations: Api<MachineConfiguration>,
     known_images_api: Api<ConfigMap>,
     metrics: Metrics,
@@ -438,7 +435,7 @@ struct Controller {
     /// Told each time the loop goes round: /healthz fails when it stops doing so.
     health: Arc<Health>,
     /// The status fields the served MachineConfiguration schema declares.
-    schema: status_schema::ServedSchema,
+    schema: status::served_schema::ServedSchema,
 }
 
 /// What the controller remembers of one machine resource from one pass to the next.
@@ -460,17 +457,14 @@ struct ObjectState {
 #[derive(Default)]
 struct Memory {
     objects: BTreeMap<ObjectKey, ObjectState>,
-    last_status_write: Option<Instant>,
     /// Status writes that failed in a row: the next waits for a doubling backoff.
     status_failures: u32,
-    /// A status change was held back (by [`STATUS_MIN_INTERVAL`] or a failure's backoff).
-    status_dirty: bool,
-    /// The resourceVersion our last status write was based on, and what we wrote.
-    status_basis: Option<(String, Vec<Condition>)>,
-    /// The boot-image status fields our last write carried (with `status_basis`).
-    fields_written: Option<serde_json::Map<String, serde_json::Value>>,
+    /// When the backoff of a failed status write ends: a pass is woken then to write again.
+    status_retry_at: Option<Instant>,
+    /// Our last status write, for the writes that follow it until the watch delivers it.
+    status_written: Option<status::Written>,
     /// The API server's last refusals of those fields, while they back off.
-    fields_refused: Option<status_writer::FieldsRefusal>,
+    fields_refused: Option<status::FieldsRefusal>,
     /// Whether the deprecated pause key has had its Warning Event (once per time it is set).
     legacy_pause_warned: bool,
     /// The gate that held writes in the last pass: logged when it changes, reported in status.
@@ -533,7 +527,7 @@ impl Controller {
                 _ = file_poll.tick() => {
                     scope.all |= self.known_file.as_mut().is_some_and(KnownImagesFile::reload);
                 }
-                _ = sleep_until(self.next_wake()) => self.wake(&mut scope).await,
+                _ = sleep_until(self.next_wake()) => self.wake(&mut scope),
                 changed = self.leader.changed() => {
                     if changed.is_err() {
                         return;
@@ -556,27 +550,24 @@ impl Controller {
         }
     }
 
-    /// The next retry or held-back status write, whichever is due first.
+    /// The next retry (of an object or of a failed status write), hold limit or template
+    /// collection, whichever is due first.
     fn next_wake(&self) -> Option<Instant> {
         let next_retry = (self.memory.objects.values())
             .filter_map(|o| Some(o.retry?.1))
             .min();
-        let status_flush = self
-            .memory
-            .status_dirty
-            .then(|| self.status_write_due())
-            .flatten();
         let hold_limit = self.held().filter(|h| !h.exceeded()).map(|h| {
             let left = (h.limit - h.duration).unsigned_abs();
             Instant::now() + left
         });
-        [next_retry, status_flush, hold_limit, self.templates.due]
+        let status_retry = self.memory.status_retry_at;
+        [next_retry, status_retry, hold_limit, self.templates.due]
             .into_iter()
             .flatten()
             .min()
     }
 
-    async fn wake(&mut self, scope: &mut Scope) {
+    fn wake(&mut self, scope: &mut Scope) {
         let now = Instant::now();
         let due = (self.memory.objects.iter()).filter(|(_, o)| o.retry.is_some_and(|r| r.1 <= now));
         scope.keys.extend(due.map(|(key, _)| key.clone()));
@@ -584,22 +575,23 @@ impl Controller {
             self.templates.due = None;
             scope.all = true;
         }
-        if self.memory.status_dirty || self.held().is_some_and(|h| h.exceeded()) {
-            // Re-plan nothing: flush the held-back status, or report a hold that lasts too long.
-            let blocked = self.memory.last_blocked.clone();
-            self.track_hold(blocked.as_ref());
-            self.write_status().await;
+        // The status is written by a pass that covers everything: once a failed write's
+        // backoff ends, and once a hold has lasted past its limit (reported as such).
+        if self.memory.status_retry_at.is_some_and(|at| at <= now) {
+            self.memory.status_retry_at = None;
+            scope.all = true;
+        }
+        if self.held().is_some_and(|h| h.exceeded()) {
+            scope.all = true;
         }
     }
 
     /// One pass of the pipeline over `scope`.
     async fn pass(&mut self, scope: Scope) {
         let started = Instant::now();
-        let (observed, options) = self.observe().await;
-        let observed_at = Instant::now();
+        let (mut observed, options) = self.observe().await;
         let planner = Planner::new(&observed.snapshot, &options);
         let (mut decisions, facts) = decide::decide(&observed, &scope, &planner);
-        let decided_at = Instant::now();
         // Only the leader imports, and not while a gate holds writes.
         let leading = *self.leader.borrow() && facts.blocked.is_none();
         let imports = self.vcenter.as_ref().filter(|_| leading);
@@ -623,28 +615,24 @@ impl Controller {
             options.now,
         );
         drop(planner);
+        let sources = status::StatusSources::take(&mut observed.snapshot, facts.golden.clone());
         drop(observed);
-        let mut announced = self.announce_rollout(&facts, &decisions, now);
-        let patcher = Arc::clone(&self.patcher);
+        // Progressing=True goes before the first patch (a status write, a few milliseconds), and
+        // the result after the last one has returned (`report`).
+        self.announce_rollout(&sources, &facts, &decisions, now)
+            .await;
         let may_write = || self.may_write();
         let deferred = |d: &Decision| self.deferred(d, now);
         let concurrency = self.args.max_concurrent_patches;
-        let acting = act::act(&patcher, &mut decisions, concurrency, &may_write, &deferred);
-        // The announcement travels beside the patches rather than before them: the first patch
-        // waits for nothing, and Progressing=True is still written before the False that
-        // `report` writes once every patch has returned.
-        let announcing = async {
-            match announced.as_mut() {
-                Some(write) => Some(self.send_status(write).await),
-                None => None,
-            }
-        };
-        let ((outcomes, first_patch_at), announcing) = tokio::join!(acting, announcing);
-        let acted_at = Instant::now();
+        let outcomes = act::act(
+            &self.patcher,
+            &mut decisions,
+            concurrency,
+            &may_write,
+            &deferred,
+        )
+        .await;
         self.memory.remembered_patches = options.remembered_patches;
-        if let (Some(write), Some(result)) = (announced, announcing) {
-            self.status_sent(write, result);
-        }
         // Deleting is a write too: only while nothing holds writes.
         if facts.blocked.is_none() && self.may_write() {
             self.templates.collect(collectable.unused).await;
@@ -658,20 +646,9 @@ impl Controller {
             let decision = Arc::new(decision);
             act::Applied { decision, outcome }
         });
-        self.report(facts, applied).await;
-        // Where a pass spends its time, for whoever wonders why a rollout starts late.
-        let ms = |from: Instant, to: Instant| to.duration_since(from).as_secs_f64() * 1e3;
-        debug!(
-            everything = scope.all,
-            planned,
-            sent,
-            observe_ms = ms(started, observed_at),
-            decide_ms = ms(observed_at, decided_at),
-            first_patch_ms = first_patch_at.map(|at| ms(started, at)),
-            act_ms = ms(decided_at, acted_at),
-            report_ms = ms(acted_at, Instant::now()),
-            "pass finished"
-        );
+        self.report(facts, applied, &sources).await;
+        let ms = started.elapsed().as_secs_f64() * 1e3;
+        debug!(everything = scope.all, planned, sent, ms, "pass finished");
     }
 
     /// Step 1: the stores as one snapshot, with the known images and every answer EC2 and
@@ -736,23 +713,24 @@ impl Controller {
         retry.is_some_and(|due| due > now)
     }
 
-    /// Once a wave's updates are all decided: the status write that says they are under way
+    /// Before a pass sends updates: the status write that says they are under way
     /// (Progressing=True), if it changes anything. The results stay as they were until `report`:
     /// it compares each decision with the previous one to tell new errors and warnings.
-    fn announce_rollout(
+    async fn announce_rollout(
         &mut self,
+        sources: &status::StatusSources,
         facts: &decide::PassFacts,
         decisions: &[Decision],
         now: Instant,
-    ) -> Option<status_writer::StatusWrite> {
+    ) {
         if facts.blocked.is_some() || !self.may_write() {
-            return None;
+            return;
         }
         let rolling = |d: &&Decision| {
             d.action == Action::Update && !d.patch.0.is_empty() && !self.deferred(d, now)
         };
         if !decisions.iter().any(|d| rolling(&d)) {
-            return None;
+            return;
         }
         // The pass's other decisions are final whatever the patches do: its errors are reported
         // from this first write on, not a second later.
@@ -760,8 +738,8 @@ impl Controller {
             .filter(|d| d.action != Action::Update || rolling(d))
             .map(|d| (d.key(), d))
             .collect();
-        self.adopt_gates(None, facts.selections.clone());
-        self.status_to_write_with(&pending)
+        self.adopt_gates(None, facts.selections.clone(), sources.mc.as_ref());
+        self.write_status(sources, &pending).await;
     }
 
     /// Keeps the hot-loop guard's own memory of this pass's updates (see

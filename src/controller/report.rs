@@ -1,6 +1,8 @@
 //! Step 4 of a pass: say what happened. Logs, metrics, Events, retries, the known-images memory
-//! and the MachineConfiguration status are all written from here, and only here.
+//! and the MachineConfiguration status are all written from here (only a rollout's
+//! `Progressing=True` goes before its patches: `Controller::announce_rollout`).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use jiff::Timestamp;
@@ -11,7 +13,9 @@ use super::act::{Applied, Outcome};
 use super::decide::PassFacts;
 use super::events::Notice;
 use super::retry::doubling;
+use super::status::StatusSources;
 use super::{CONFLICT_RETRY, Controller, MAX_BACKOFF, MIN_BACKOFF, remembered_images};
+use crate::api::MachineConfiguration;
 use crate::golden_stream::GoldenConfig;
 use crate::machine_kind::MachineKind;
 use crate::names::{LEGACY_PAUSE_ANNOTATION, PAUSE_ANNOTATION};
@@ -25,16 +29,17 @@ impl Controller {
         &mut self,
         decided: PassFacts,
         applied: impl IntoIterator<Item = Applied>,
+        sources: &StatusSources,
     ) {
         self.forget_gone_objects(&decided);
         let mut all_done = true;
         for applied in applied {
             all_done &= self.record(applied);
         }
-        self.warn_of_legacy_pause();
-        self.adopt_gates(decided.blocked, decided.selections);
+        self.warn_of_legacy_pause(sources.mc.as_ref());
+        self.adopt_gates(decided.blocked, decided.selections, sources.mc.as_ref());
         self.observe_plan(decided.golden.as_deref());
-        self.write_status().await;
+        self.write_status(sources, &BTreeMap::new()).await;
         // After the status: remembering the golden images is bookkeeping for later releases,
         // and must not delay the report of this one's rollout.
         if let Some(golden) = &decided.golden {
@@ -281,9 +286,8 @@ impl Controller {
     }
 
     /// One Warning Event each time the deprecated pause key is set, not one per pass.
-    fn warn_of_legacy_pause(&mut self) {
-        let name = &self.args.machine_configuration_name;
-        let Some(mc) = self.stores.machine_configuration(name) else {
+    fn warn_of_legacy_pause(&mut self, mc: Option<&MachineConfiguration>) {
+        let Some(mc) = mc else {
             return;
         };
         let legacy = plan::pause_key(&mc.metadata) == Some(LEGACY_PAUSE_ANNOTATION);
@@ -304,15 +308,16 @@ impl Controller {
     }
 
     /// Takes on a pass's gate and selections as what status reports: logs a change of gate and
-    /// tracks how long a hold lasts. Idempotent, so the announcement of a rollout can adopt them
-    /// before `report` does.
+    /// tracks how long a hold lasts (`mc` says since when it was reported). Idempotent, so the
+    /// announcement of a rollout can adopt them before `report` does.
     pub(super) fn adopt_gates(
         &mut self,
         blocked: Option<Blocked>,
         selections: Vec<(MachineKind, Selected)>,
+        mc: Option<&MachineConfiguration>,
     ) {
         self.log_gate_change(blocked.as_ref());
-        self.track_hold(blocked.as_ref());
+        self.track_hold(blocked.as_ref(), mc);
         self.memory.last_blocked = blocked;
         self.memory.last_selections = selections;
     }

@@ -145,7 +145,7 @@ fn golden(
             "the golden ConfigMap coreos-bootimages does not exist; the Machine Config \
              Operator publishes it",
         )),
-        Some(cm) => GoldenConfig::shared(cm).map_err(|e| Blocked {
+        Some(cm) => (GoldenConfig::from_config_map(cm).map(Arc::new)).map_err(|e| Blocked {
             reason: Reason::GoldenStreamInvalid,
             message: format!("the golden ConfigMap cannot be used: {e}"),
         }),

@@ -180,3 +180,53 @@ async fn every_write_names_the_controller_as_user_agent_and_field_manager() {
     let event_managers = event["metadata"]["managedFields"].to_string();
     assert!(event_managers.contains("boot-image-controller"), "{event}");
 }
+
+/// When the API server received each of this controller's successful status writes to `name`
+/// (the audit log has them at the Metadata level), oldest first.
+fn status_writes_completed(log: &Path, name: &str) -> Vec<jiff::Timestamp> {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    (text.lines())
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| {
+            e["verb"] == "patch"
+                && e["stage"] == "ResponseComplete"
+                && e["responseStatus"]["code"] == 200
+                && e["objectRef"]["resource"] == "machineconfigurations"
+                && e["objectRef"]["subresource"] == "status"
+                && e["objectRef"]["name"] == name
+        })
+        .filter_map(|e| e["stageTimestamp"].as_str()?.parse().ok())
+        .collect()
+}
+
+/// A rollout says `Progressing=True` before its first patch goes out, not beside its patches
+/// (issue 49): by the API server's clock, a status write has completed when the patch arrives.
+#[tokio::test]
+async fn a_rollouts_progressing_is_written_before_its_first_patch() {
+    let Some(log) = audit_log() else { return };
+    let env = TestEnv::new("announce-first").await;
+    env.aws_cluster("4.21.0", &stream_421(), None).await;
+    env.remember_images(&AMIS_420).await;
+    // On a spec-3 stub: no stub upgrade goes before the patch.
+    let outdated = machine_set(&env.ns, "worker-a").user_data("worker-user-data-managed");
+    env.apply(outdated.build()).await;
+    let controller = env.controller(&[]);
+    let patched = eventually(CONVERGE, || async {
+        patch_events(&log, &env.ns)
+            .remove("worker-a")?
+            .into_iter()
+            .next()
+    })
+    .await
+    .unwrap_or_else(|| panic!("never patched:\n{}", controller.logs()));
+    let received: jiff::Timestamp = patched["requestReceivedTimestamp"]
+        .as_str()
+        .and_then(|t| t.parse().ok())
+        .expect("the audit event says when the patch arrived");
+    let written = status_writes_completed(&log, &env.singleton);
+    assert!(
+        written.first().is_some_and(|first| *first <= received),
+        "no status write completed before the first patch arrived at {received}: {written:?}\n{}",
+        controller.log_tail(20)
+    );
+}

@@ -563,6 +563,44 @@ async fn progressing_is_true_during_a_rollout_and_false_after_it() {
     );
 }
 
+/// Issue 49's critical path: a rollout costs its patches and at most three status writes
+/// (`Progressing=True` before the patches, the result after them), and the passes that follow
+/// it (the watch's echoes of its patches and of its own status writes, resyncs) write nothing
+/// more.
+#[tokio::test]
+async fn a_rollout_writes_the_status_at_most_three_times() {
+    const STATUS_WRITES: &str =
+        r#"boot_image_controller_writes_total{target="MachineConfiguration/status"}"#;
+    let env = TestEnv::new("rollout-status-writes").await;
+    env.aws_cluster("4.20.0", &stream_420(), None).await;
+    let names = ["worker-a", "worker-b", "worker-c"];
+    for name in names {
+        let ms = machine_set(&env.ns, name).user_data("worker-user-data-managed");
+        env.apply(ms.build()).await;
+    }
+    let ctl = env.controller(&["--resync-period", "2s"]);
+    ctl.wait_ready().await;
+    let c = [&ctl];
+    wait_for_message(&env, &c, PROGRESSING, &["0 to update, 3 up to date"]).await;
+    let passes = ctl.metric(FULL_PASSES).await.unwrap_or_default();
+    wait_for_metric(&ctl, FULL_PASSES, CONVERGE, |v| v > passes).await;
+    let before = ctl.metric(STATUS_WRITES).await.unwrap_or_default();
+
+    env.upgrade("4.21.0", &stream_421()).await;
+    for name in names {
+        wait_for_golden(&env, &c, name, AMI_421_US_EAST_1).await;
+    }
+    wait_for_condition(&env, &c, PROGRESSING, "False", Some("BootImagesCurrent")).await;
+    let passes = ctl.metric(FULL_PASSES).await.unwrap_or_default();
+    wait_for_metric(&ctl, FULL_PASSES, CONVERGE, |v| v >= passes + 2.0).await;
+    let written = ctl.metric(STATUS_WRITES).await.unwrap_or_default() - before;
+    assert!(
+        (1.0..=3.0).contains(&written),
+        "{written} status writes for one rollout\n{}",
+        ctl.log_tail(40)
+    );
+}
+
 /// Scenario 4 setup: a converged MachineSet `current`, then the golden ConfigMap deleted and an
 /// outdated MachineSet `outdated` created while it is gone. Returns once the status counts both as
 /// blocked, with the resourceVersions at that point.

@@ -859,10 +859,10 @@ fn uninstall_names_every_key_the_controller_leaves_behind() {
 // ---------------------------------------------------------------------------------------------
 // Conditions
 
-/// The condition types the controller writes, read from `src/controller/status.rs`: every
+/// The condition types the controller writes, read from `src/controller/status/conditions.rs`: every
 /// `pub const NAME: &str = "..."` there whose value starts with `BootImage`.
 fn condition_types_of_the_code() -> BTreeSet<String> {
-    let text = read("src/controller/status.rs");
+    let text = read("src/controller/status/conditions.rs");
     let production = text.split("#[cfg(test)]").next().unwrap_or_default();
     production
         .lines()
@@ -874,7 +874,7 @@ fn condition_types_of_the_code() -> BTreeSet<String> {
 
 /// The README's sample of the conditions, the observability page's sample status and the
 /// demo's transcript show every condition a managing controller writes, and the page explains each (the Manual skew
-/// condition, `boot_image_status.rs`, is explained there and in no sample).
+/// condition, `status/boot_image_fields.rs`, is explained there and in no sample).
 #[test]
 fn the_condition_samples_show_every_condition_the_controller_writes() {
     let types = condition_types_of_the_code();

@@ -25,7 +25,7 @@ const CONVERGE: Duration = Duration::from_secs(90);
 const PAUSE: &str = "boot-image-controller.io/boot-image-updates-paused";
 
 /// What a release's schema declares, as its CRD says (checked by the unit test of
-/// `status_schema` against the same files).
+/// `status::served_schema` against the same files).
 struct Declared {
     managed_boot_images_status: bool,
     control_plane_managers: bool,

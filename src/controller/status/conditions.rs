@@ -1,19 +1,14 @@
-//! Conditions on the MachineConfiguration: computed by pure code, written only when different.
+//! The conditions on the MachineConfiguration, computed by pure code from the decisions.
 //!
 //! We own our condition types and nothing else (the two the Machine Config Operator shares
-//! with us only while no other manager is active). Writes are server-side applies with our own
-//! field manager listing only those types; the conditions list is a map keyed by `type`, so the
-//! Machine Config Operator's own conditions are untouched.
+//! with us only while no other manager is active).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 use jiff::{SignedDuration, Timestamp};
-use kube::api::{Api, Patch, PatchParams};
-use serde_json::json;
 
-use crate::api::{Condition, MachineConfiguration, Time};
-use crate::api_client;
+use crate::api::{Condition, Time};
 use crate::machine_kind::MachineKind;
 use crate::plan::boot_evidence::{BootEvidence, BootState};
 use crate::plan::selection::{OPT_IN_COMMAND, Selected};
@@ -90,8 +85,8 @@ pub struct StatusInput<'a> {
     /// first gate, and a release mismatch or missing ConfigMap would hide the pause and flip
     /// `BootImageUpdatePaused` to False for tools waiting on it, although nothing may write.
     ///
-    /// Status is computed after every write of a pass has returned, and a pause set meanwhile
-    /// withheld the rest, so a pause seen here is in effect.
+    /// Read from the pass's snapshot: a pause set while the pass patches withholds the rest of
+    /// its patches (see `act`), and its watch event starts the pass that reports it.
     pub paused: bool,
 }
 
@@ -429,37 +424,6 @@ pub fn merge(
         })
         .collect();
     changed.then_some(merged)
-}
-
-/// Applies our conditions to the MachineConfiguration's status subresource; forced only when
-/// `force` (we manage boot images), and only onto the resourceVersion `precondition` names when
-/// it names one (see the status writer).
-pub async fn write(
-    api: &Api<MachineConfiguration>,
-    name: &str,
-    conditions: &[Condition],
-    fields: Option<&serde_json::Map<String, serde_json::Value>>,
-    (force, precondition): (bool, Option<&str>),
-) -> Result<(), kube::Error> {
-    let mut status = fields.cloned().unwrap_or_default();
-    status.insert("conditions".into(), json!(conditions));
-    let mut body = json!({
-        "apiVersion": "operator.openshift.io/v1",
-        "kind": "MachineConfiguration",
-        "metadata": {"name": name},
-        "status": status,
-    });
-    if let Some(resource_version) = precondition {
-        body["metadata"]["resourceVersion"] = json!(resource_version);
-    }
-    // Forcing takes over only the fields listed here, should a previous controller or an MCO
-    // that enrolls nothing have written them. Unforced, a field another manager changed since
-    // we read it is a conflict, never overwritten.
-    let mut params = PatchParams::apply(crate::names::FIELD_MANAGER);
-    params.force = force;
-    api_client::bounded(api.patch_status(name, &params, &Patch::Apply(body)))
-        .await
-        .map(|_| ())
 }
 
 #[cfg(test)]

@@ -11,8 +11,8 @@
 
 use serde_json::{Value, json};
 
-use super::status::Desired;
-use super::status_schema::StatusSchema;
+use super::conditions::Desired;
+use super::served_schema::StatusSchema;
 use crate::api::{ClusterVersionStatus, MachineConfiguration};
 use crate::facts::ec2::rhel_version;
 use crate::machine_kind::MachineKind;
@@ -356,7 +356,7 @@ fn manual_met(manual: &Value, input: &FieldsInput<'_>) -> Desired {
         );
     }
     let order = compare_versions(&declared, &golden);
-    let named = super::status::first_few(outdated.iter().cloned(), 10, ", ");
+    let named = super::conditions::first_few(outdated.iter().cloned(), 10, ", ");
     match (order, outdated.is_empty()) {
         (Some(std::cmp::Ordering::Greater), _) => condition(
             Some(false),

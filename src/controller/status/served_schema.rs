@@ -26,7 +26,7 @@ use tokio::sync::{Notify, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use super::watches::Trigger;
+use crate::controller::watches::Trigger;
 
 /// The group-version of `MachineConfiguration`, as the OpenAPI v3 index names it.
 const GROUP_VERSION_PATH: &str = "apis/operator.openshift.io/v1";

@@ -1,40 +1,89 @@
-//! Writing the conditions: only when they differ from what the object (or our last write, until
-//! the watch catches up) already says, and message-only changes at most once a second.
+//! The MachineConfiguration's status: our conditions ([`conditions`]) and, while we manage boot
+//! images, the boot-image fields ([`boot_image_fields`]) that the served schema declares
+//! ([`served_schema`]). A pass writes them from its own snapshot ([`StatusSources`]):
+//! `Progressing=True` before its patches when they change it, the result after them; each only
+//! when it differs from what the object (or our last write, until the watch catches up) already
+//! says.
+//!
+//! Writes are server-side applies with our own field manager listing only our fields; the
+//! conditions list is a map keyed by `type`, so the Machine Config Operator's own conditions are
+//! untouched.
+
+mod boot_image_fields;
+pub mod conditions;
+pub(crate) mod served_schema;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::json;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
-use super::boot_image_status::{self, Fields as BootImageFields};
 use super::retry::doubling;
-use super::status::HeldFor;
-use super::status_schema::StatusSchema;
-use super::{Controller, MAX_BACKOFF, MIN_BACKOFF, STATUS_MIN_INTERVAL, status};
-use crate::api::{Condition, MachineConfiguration};
+use super::{Controller, MAX_BACKOFF, MIN_BACKOFF};
+use crate::api::{ClusterVersion, Condition, Infrastructure, MachineConfiguration};
+use crate::api_client;
 use crate::arch::Arch;
 use crate::golden_stream::GoldenConfig;
 use crate::names::FIELD_MANAGER;
 use crate::plan::other_managers::{self, SHARED_CONDITION_TYPES};
-use crate::plan::{Blocked, Decision, ObjectKey};
+use crate::plan::{self, Blocked, ClusterSnapshot, Decision, ObjectKey};
 use crate::platform::Platform;
 use crate::reason::{Category, Reason};
+use boot_image_fields::Fields as BootImageFields;
+use conditions::HeldFor;
+use served_schema::StatusSchema;
 
 /// Boot-image status fields by name, as applied.
 type StatusFields = serde_json::Map<String, serde_json::Value>;
 
-/// A status write decided on: sent by [`Controller::send_status`] (alone, or beside a wave of
-/// patches), then recorded by [`Controller::status_sent`].
+/// What a pass's status is computed from: the objects of its own snapshot, and the golden
+/// ConfigMap as its planner parsed it. The status never goes back to the stores: written after
+/// the patches, it says what the pass saw and did.
+pub(super) struct StatusSources {
+    pub mc: Option<MachineConfiguration>,
+    infrastructure: Option<Infrastructure>,
+    cluster_version: Option<ClusterVersion>,
+    golden: Option<Arc<GoldenConfig>>,
+}
+
+impl StatusSources {
+    /// Takes them out of the snapshot a pass has planned with.
+    pub fn take(snapshot: &mut ClusterSnapshot, golden: Option<Arc<GoldenConfig>>) -> Self {
+        StatusSources {
+            mc: snapshot.machine_configuration.take(),
+            infrastructure: snapshot.infrastructure.take(),
+            cluster_version: snapshot.cluster_version.take(),
+            golden,
+        }
+    }
+}
+
+/// Our last status write, while the watch has not delivered it.
+pub(super) struct Written {
+    /// The resourceVersions at which the object's status is what we wrote: the one our first
+    /// write in a row was computed against, and those our own writes made since, before this
+    /// one. A pass writes twice (`Progressing=True`, then its result) on one snapshot, and the
+    /// next pass may see either version while the watch catches up.
+    bases: Vec<String>,
+    /// The resourceVersion it made, which a guarded write that follows it requires.
+    version: Option<String>,
+    conditions: Vec<Condition>,
+    fields: Option<StatusFields>,
+}
+
+/// A status write decided on, which [`Controller::send_status`] sends and records.
 pub(super) struct StatusWrite {
-    /// The resourceVersion of the MachineConfiguration the conditions were computed against.
-    basis: Option<String>,
+    /// The resourceVersions at which the object has the status the conditions were computed
+    /// against ([`Written::bases`]).
+    bases: Vec<String>,
     conditions: Vec<Condition>,
     fields: Option<StatusFields>,
     /// The conditions differ from what the object has (else they only carry the fields).
     conditions_changed: bool,
-    /// The API server refused the fields: what [`Controller::status_sent`] remembers.
-    fields_refused: bool,
     /// The served schema the fields were written against.
     schema: StatusSchema,
     /// Whether the apply may take fields over: only while we manage boot images. Standing down,
@@ -64,37 +113,34 @@ impl FieldsRefusal {
 }
 
 impl Controller {
-    /// Computes the conditions from the latest results and the gate of the last pass, and
-    /// writes them if they changed.
-    pub(super) async fn write_status(&mut self) {
-        if let Some(mut write) = self.status_to_write() {
-            let result = self.send_status(&mut write).await;
-            self.status_sent(write, result);
+    /// Computes the status from `sources`, the gate of the pass and every object's latest
+    /// decision, with the `pending` ones in place of the same objects' (a rollout's
+    /// announcement), and writes it if it changed.
+    pub(super) async fn write_status(
+        &mut self,
+        sources: &StatusSources,
+        pending: &BTreeMap<ObjectKey, &Decision>,
+    ) {
+        if let Some(write) = self.status_to_write(sources, pending) {
+            self.send_status(write).await;
         }
     }
 
-    /// The status write the latest results call for, if any: none when nothing changed, when
-    /// not leading, or while a change is held back.
-    pub(super) fn status_to_write(&mut self) -> Option<StatusWrite> {
-        self.status_to_write_with(&BTreeMap::new())
-    }
-
-    /// The same, with `pending` decisions in place of the results of the same objects.
-    pub(super) fn status_to_write_with(
-        &mut self,
+    /// The status write they call for, if any: none when nothing changed, when not leading,
+    /// or while a failed write backs off.
+    fn status_to_write(
+        &self,
+        sources: &StatusSources,
         pending: &BTreeMap<ObjectKey, &Decision>,
     ) -> Option<StatusWrite> {
-        let name = &self.args.machine_configuration_name.clone();
-        let mc = self.stores.machine_configuration(name)?;
+        let mc = sources.mc.as_ref()?;
         let decisions = self.decisions_with(pending);
-        let mut desired = status::desired(&status::StatusInput {
+        let mut desired = conditions::desired(&conditions::StatusInput {
             blocked: self.memory.last_blocked.as_ref(),
             decisions: &decisions,
             selections: &self.memory.last_selections,
             held: self.held(),
-            // Read now rather than from the pass's snapshot: every patch of the pass has
-            // returned, and a pause set meanwhile withheld the rest (see `act`).
-            paused: self.stores.paused(name),
+            paused: plan::paused(&mc.metadata),
         });
         // The status the rest of OpenShift reads, only while we are the manager.
         let standing_down = self
@@ -103,15 +149,16 @@ impl Controller {
             .as_ref()
             .is_some_and(|b| b.reason.stands_down());
         let fields = (!standing_down)
-            .then(|| self.boot_image_fields(&mc, &decisions))
+            .then(|| self.boot_image_fields(sources, mc, &decisions))
             .flatten();
         let schema = self.schema.current();
         desired.extend(fields.as_ref().and_then(|f| f.manual_met.clone()));
-        let (entries, shared) = self.field_entries(&mc, fields.as_ref(), &schema);
-        let (current, current_fields) = self.current_status(&mc);
+        let (entries, shared) = self.field_entries(mc, fields.as_ref(), &schema);
+        let (current, current_fields, version, bases) = self.current_status(mc);
         let fields_changed = (entries.as_ref())
-            .is_some_and(|entries| !boot_image_status::already_in(entries, &current_fields));
-        let merged = status::merge(&current, &desired, mc.metadata.generation, Timestamp::now());
+            .is_some_and(|entries| !boot_image_fields::already_in(entries, &current_fields));
+        let merged =
+            conditions::merge(&current, &desired, mc.metadata.generation, Timestamp::now());
         let conditions_changed = merged.is_some();
         let mut conditions = match merged {
             Some(conditions) => conditions,
@@ -119,37 +166,27 @@ impl Controller {
             None if fields_changed => (desired.iter())
                 .filter_map(|d| current.iter().find(|c| c.type_ == d.type_).cloned())
                 .collect(),
-            None => {
-                self.memory.status_dirty = false;
-                return None;
-            }
+            None => return None,
         };
         if standing_down {
-            conditions.extend(shared_conditions_taken_over(&mc));
-        }
-        if !*self.leader.borrow() {
-            return None;
+            conditions.extend(shared_conditions_taken_over(mc));
         }
         // After a failure, whatever changed waits for its backoff: an API server that refuses
-        // this status (a webhook, a quota, RBAC) is not asked again on every pass.
-        let backing_off = self.memory.status_failures > 0
-            && self
-                .status_write_due()
-                .is_some_and(|due| due > Instant::now());
-        if backing_off || (!fields_changed && self.hold_back(&current, &conditions)) {
-            self.memory.status_dirty = true;
+        // this status (a webhook, a quota, RBAC) is not asked again on every pass. The loop
+        // wakes for a pass when the backoff ends (`Controller::wake`).
+        let backing_off = (self.memory.status_retry_at).is_some_and(|at| at > Instant::now());
+        if backing_off || !*self.leader.borrow() {
             return None;
         }
         Some(StatusWrite {
-            basis: mc.metadata.resource_version.clone(),
+            bases,
             conditions,
             fields: entries,
             conditions_changed,
-            fields_refused: false,
             schema,
             force: !standing_down,
             precondition: (!standing_down && !shared.is_empty())
-                .then(|| mc.metadata.resource_version.clone())
+                .then_some(version)
                 .flatten(),
         })
     }
@@ -190,92 +227,84 @@ impl Controller {
         (Some(entries).filter(|entries| !entries.is_empty()), shared)
     }
 
-    /// The conditions and boot-image fields `mc` has, as far as we know: until the watch
-    /// delivers our own write, what we wrote rather than the stale copy.
+    /// The conditions, boot-image fields and resourceVersion `mc` has, as far as we know, and
+    /// the resourceVersions at which it has them: until the watch delivers our own write, what
+    /// we wrote rather than the stale copy (the pass's own snapshot is one once it announced its
+    /// rollout).
     fn current_status(
         &self,
         mc: &MachineConfiguration,
-    ) -> (Vec<Condition>, serde_json::Map<String, serde_json::Value>) {
+    ) -> (Vec<Condition>, StatusFields, Option<String>, Vec<String>) {
         let status = mc.status.as_ref();
         let mut current = status
             .and_then(|s| s.conditions.clone())
             .unwrap_or_default();
-        let mut fields: serde_json::Map<String, serde_json::Value> = status
+        let mut fields: StatusFields = status
             .map(|s| s.extra.clone().into_iter().collect())
             .unwrap_or_default();
-        if let Some((basis, written)) = &self.memory.status_basis
-            && mc.metadata.resource_version.as_ref() == Some(basis)
+        let mut version = mc.metadata.resource_version.clone();
+        let mut bases = Vec::from_iter(version.clone());
+        if let Some(written) = &self.memory.status_written
+            && version.as_ref().is_some_and(|v| written.bases.contains(v))
         {
-            current = written.clone();
-            if let Some(written) = &self.memory.fields_written {
-                fields.extend(written.clone());
-            }
+            current = written.conditions.clone();
+            fields.extend(written.fields.clone().unwrap_or_default());
+            bases = written
+                .bases
+                .iter()
+                .chain(&written.version)
+                .cloned()
+                .collect();
+            version = written.version.clone();
         }
-        (current, fields)
+        (current, fields, version, bases)
     }
 
-    /// Sends a status write; borrows nothing mutably, so a pass can send it beside its patches.
+    /// Sends a status write and records how it went: what the next write compares with, or
+    /// its backoff.
     ///
     /// Should the API server refuse the boot-image fields as invalid (a schema that changed
     /// since we read it, an admission policy), changed conditions go again alone at once: they
     /// must never wait for an optional field. The refusal is remembered (the fields back off)
     /// and the schema's index is read again, to see whether the schema changed.
-    pub(super) async fn send_status(&self, write: &mut StatusWrite) -> Result<(), kube::Error> {
+    async fn send_status(&mut self, mut write: StatusWrite) {
         let name = &self.args.machine_configuration_name;
         let api = &self.configurations;
         let guard = (write.force, write.precondition.as_deref());
-        let result =
-            status::write(api, name, &write.conditions, write.fields.as_ref(), guard).await;
-        match result {
-            Err(kube::Error::Api(refused)) if refused.code == 422 && write.fields.is_some() => {
-                warn!(error = %refused, "the API server refused the boot-image status fields; writing the conditions alone, if they changed, and the fields again after a backoff (1 s doubling to 5 min)");
-                let target = ["MachineConfiguration/status"];
-                self.metrics.write_failures.with_label_values(&target).inc();
-                self.schema.refresh();
-                write.fields = None;
-                write.fields_refused = true;
-                if !write.conditions_changed {
-                    return Ok(());
-                }
-                status::write(api, name, &write.conditions, None, guard).await
-            }
-            result => result,
-        }
-    }
-
-    /// Records how a status write went: what the next write compares with, or its backoff.
-    pub(super) fn status_sent(&mut self, write: StatusWrite, result: Result<(), kube::Error>) {
-        let StatusWrite {
-            basis,
-            conditions,
-            fields,
-            conditions_changed,
-            fields_refused,
-            schema,
-            ..
-        } = write;
-        if fields_refused {
-            let times = (self.memory.fields_refused.as_ref())
-                .filter(|r| r.schema == schema)
+        let target = ["MachineConfiguration/status"];
+        let mut result = apply(api, name, &write.conditions, write.fields.as_ref(), guard).await;
+        if let Err(kube::Error::Api(refused)) = &result
+            && refused.code == 422
+            && write.fields.is_some()
+        {
+            warn!(error = %refused, "the API server refused the boot-image status fields; writing the conditions alone, if they changed, and the fields again after a backoff (1 s doubling to 5 min)");
+            self.metrics.write_failures.with_label_values(&target).inc();
+            self.schema.refresh();
+            let before = self.memory.fields_refused.take();
+            let times = (before.filter(|r| r.schema == write.schema))
                 .map_or(1, |r| r.times.saturating_add(1));
-            let at = Instant::now();
+            let (at, schema) = (Instant::now(), write.schema.clone());
             self.memory.fields_refused = Some(FieldsRefusal { times, at, schema });
-            // Nothing else was sent: the conditions had not changed.
-            if !conditions_changed {
+            write.fields = None;
+            // Nothing else to send: the conditions had not changed.
+            if !write.conditions_changed {
                 return;
             }
-        } else if fields.is_some() && result.is_ok() {
+            result = apply(api, name, &write.conditions, None, guard).await;
+        } else if write.fields.is_some() && result.is_ok() {
             self.memory.fields_refused = None;
         }
         match result {
-            Ok(()) => {
-                self.memory.fields_written = fields;
-                let target = ["MachineConfiguration/status"];
+            Ok(version) => {
                 self.metrics.writes.with_label_values(&target).inc();
-                self.memory.last_status_write = Some(Instant::now());
                 self.memory.status_failures = 0;
-                self.memory.status_dirty = false;
-                self.memory.status_basis = basis.map(|rv| (rv, conditions));
+                self.memory.status_retry_at = None;
+                self.memory.status_written = Some(Written {
+                    bases: write.bases,
+                    version,
+                    conditions: write.conditions,
+                    fields: write.fields,
+                });
             }
             Err(e) => {
                 self.memory.status_failures = self.memory.status_failures.saturating_add(1);
@@ -287,10 +316,8 @@ impl Controller {
                 } else {
                     warn!(error = %e, failures = self.memory.status_failures, retry_in = ?retry_in, "could not write MachineConfiguration status");
                 }
-                let target = ["MachineConfiguration/status"];
                 self.metrics.write_failures.with_label_values(&target).inc();
-                self.memory.status_dirty = true;
-                self.memory.last_status_write = Some(Instant::now());
+                self.memory.status_retry_at = Some(Instant::now() + retry_in);
             }
         }
     }
@@ -299,10 +326,11 @@ impl Controller {
     /// once the platform is known.
     fn boot_image_fields(
         &self,
+        sources: &StatusSources,
         mc: &MachineConfiguration,
         decisions: &[&Decision],
     ) -> Option<BootImageFields> {
-        let infrastructure = self.stores.infrastructure()?;
+        let infrastructure = sources.infrastructure.as_ref()?;
         let status = infrastructure.status.as_ref()?;
         let platform = Platform::from_status(status.platform_status.as_ref()?);
         // Elsewhere boot images are nobody's to update, and the MCO's operator decides the skew
@@ -311,11 +339,8 @@ impl Controller {
         if !platform.managed_by_default() {
             return None;
         }
-        let golden = self
-            .stores
-            .golden()
-            .and_then(|cm| GoldenConfig::shared(&cm).ok());
-        let golden_rhcos = golden.as_ref().and_then(|g| {
+        let golden = sources.golden.as_deref();
+        let golden_rhcos = golden.and_then(|g| {
             let key = platform.rule()?.stream_key();
             Arch::ALL
                 .iter()
@@ -323,19 +348,19 @@ impl Controller {
                 .min()
                 .map(str::to_string)
         });
-        let cluster_version = self.stores.cluster_version();
+        let cluster_version = sources.cluster_version.as_ref();
         let single_replica = status
             .extra
             .get("controlPlaneTopology")
             .is_some_and(|t| t == "SingleReplica");
-        Some(boot_image_status::compute(
-            &boot_image_status::FieldsInput {
+        Some(boot_image_fields::compute(
+            &boot_image_fields::FieldsInput {
                 mc,
                 platform: &platform,
                 decisions,
-                golden_release: golden.as_ref().and_then(|g| g.release_version.as_deref()),
+                golden_release: golden.and_then(|g| g.release_version.as_deref()),
                 golden_rhcos: golden_rhcos.as_deref(),
-                cluster_version: cluster_version.as_ref().and_then(|cv| cv.status.as_ref()),
+                cluster_version: cluster_version.and_then(|cv| cv.status.as_ref()),
                 single_replica,
             },
         ))
@@ -351,20 +376,23 @@ impl Controller {
     }
 
     /// Tracks since when writes are held. A hold continues across passes and across restarts:
-    /// the Progressing condition we wrote says since when it has been False for that reason.
-    pub(super) fn track_hold(&mut self, blocked: Option<&Blocked>) {
+    /// the Progressing condition we wrote on `mc` says since when it has been False for that
+    /// reason.
+    pub(super) fn track_hold(
+        &mut self,
+        blocked: Option<&Blocked>,
+        mc: Option<&MachineConfiguration>,
+    ) {
         let Some(blocked) = blocked.filter(|b| b.reason.reported_when_lasting()) else {
             self.memory.hold_since = None;
             self.metrics.observe_hold(None);
             return;
         };
         if self.memory.hold_since.is_none() {
-            let name = &self.args.machine_configuration_name;
-            let reported = self.stores.machine_configuration(name).and_then(|mc| {
-                let conditions = mc.status?.conditions?;
-                let progressing = conditions
-                    .into_iter()
-                    .find(|c| c.type_ == status::PROGRESSING)?;
+            let reported = mc.and_then(|mc| {
+                let conditions = mc.status.as_ref()?.conditions.as_ref()?;
+                let progressing =
+                    (conditions.iter()).find(|c| c.type_ == conditions::PROGRESSING)?;
                 let holding = progressing.status == "False"
                     && Reason::of(Category::Hold).any(|r| r.as_str() == progressing.reason);
                 holding.then_some(progressing.last_transition_time.0)
@@ -374,33 +402,6 @@ impl Controller {
         let exceeded = self.held().is_some_and(|h| h.exceeded());
         self.metrics
             .observe_hold(exceeded.then_some(blocked.reason));
-    }
-
-    /// When a held-back status may be written: a second after the last write, or after the
-    /// backoff of the failures in a row.
-    pub(super) fn status_write_due(&self) -> Option<Instant> {
-        let last = self.memory.last_status_write?;
-        let wait = match self.memory.status_failures {
-            0 => STATUS_MIN_INTERVAL,
-            failures => status_retry_delay(failures),
-        };
-        Some(last + wait)
-    }
-
-    /// Whether to hold back a message-only change written too soon after the last write; it is
-    /// flushed when the interval ends. Flips of status or reason are never held back.
-    fn hold_back(&self, current: &[Condition], conditions: &[Condition]) -> bool {
-        let flips = conditions.iter().any(|c| {
-            current
-                .iter()
-                .find(|o| o.type_ == c.type_)
-                .is_none_or(|o| o.status != c.status || o.reason != c.reason)
-        });
-        let recent = self
-            .memory
-            .last_status_write
-            .is_some_and(|t| t.elapsed() < STATUS_MIN_INTERVAL);
-        recent && !flips
     }
 }
 
@@ -458,4 +459,35 @@ fn fields_shared_with_others(
 /// How long a status write waits after `failures` in a row: the backoff of a failing resource.
 fn status_retry_delay(failures: u32) -> std::time::Duration {
     doubling(MIN_BACKOFF, MAX_BACKOFF, failures)
+}
+
+/// Applies our conditions to the MachineConfiguration's status subresource; forced only when
+/// `force` (we manage boot images), and only onto the resourceVersion `precondition` names when
+/// it names one (see `StatusWrite::precondition`). Answers the resourceVersion it made.
+async fn apply(
+    api: &Api<MachineConfiguration>,
+    name: &str,
+    conditions: &[Condition],
+    fields: Option<&serde_json::Map<String, serde_json::Value>>,
+    (force, precondition): (bool, Option<&str>),
+) -> Result<Option<String>, kube::Error> {
+    let mut status = fields.cloned().unwrap_or_default();
+    status.insert("conditions".into(), json!(conditions));
+    let mut body = json!({
+        "apiVersion": "operator.openshift.io/v1",
+        "kind": "MachineConfiguration",
+        "metadata": {"name": name},
+        "status": status,
+    });
+    if let Some(resource_version) = precondition {
+        body["metadata"]["resourceVersion"] = json!(resource_version);
+    }
+    // Forcing takes over only the fields listed here, should a previous controller or an MCO
+    // that enrolls nothing have written them. Unforced, a field another manager changed since
+    // we read it is a conflict, never overwritten.
+    let mut params = PatchParams::apply(crate::names::FIELD_MANAGER);
+    params.force = force;
+    api_client::bounded(api.patch_status(name, &params, &Patch::Apply(body)))
+        .await
+        .map(|written| written.metadata.resource_version)
 }
