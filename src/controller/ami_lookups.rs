@@ -326,7 +326,7 @@ impl Shared {
                 }
             }
         }
-        let _ = self.wake.send(Trigger::All);
+        let _ = self.wake.send(Trigger);
         // The Secret is not watched and EC2 sends no events: a pass once the retry is due asks
         // again (only while some AMI still needs asking, since only then is there a job).
         if let Some(delay) = again_after {

@@ -1,6 +1,7 @@
 //! Step 4 of a pass: say what happened. Logs, metrics, Events, retries, the known-images memory
 //! and the MachineConfiguration status are all written from here, and only here.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use jiff::Timestamp;
@@ -26,11 +27,14 @@ impl Controller {
         decided: PassFacts,
         applied: impl IntoIterator<Item = Applied>,
     ) {
-        self.forget_gone_objects(&decided);
+        // A pass decides every object: the results of those it did not see go with them.
+        let mut seen = BTreeSet::new();
         let mut all_done = true;
         for applied in applied {
+            seen.insert(applied.decision.key());
             all_done &= self.record(applied);
         }
+        self.memory.objects.retain(|key, _| seen.contains(key));
         self.warn_of_legacy_pause();
         self.adopt_gates(decided.blocked, decided.selections);
         self.observe_plan(decided.golden.as_deref());
@@ -42,17 +46,6 @@ impl Controller {
         }
         if all_done {
             self.metrics.last_sync.set(Timestamp::now().as_second());
-        }
-    }
-
-    /// Forgets the objects the pass found gone (and, when it saw them all, every one it did
-    /// not see).
-    fn forget_gone_objects(&mut self, decided: &PassFacts) {
-        if let Some(live) = &decided.live {
-            self.memory.objects.retain(|k, _| live.contains(k));
-        }
-        for key in &decided.gone {
-            self.memory.objects.remove(key);
         }
     }
 
@@ -261,6 +254,9 @@ impl Controller {
     fn schedule_retry(&mut self, reported: &Decision) {
         let retry = &mut self.memory.object(&reported.key()).retry;
         match reported.action {
+            // Every pass plans every object: one before the error's retry is due is no attempt,
+            // and leaves the backoff as it is.
+            Action::Error if retry.is_some_and(|(_, at)| at > Instant::now()) => {}
             Action::Error => {
                 let attempts = retry.map_or(0, |(n, _)| n + 1);
                 let delay = doubling(MIN_BACKOFF, MAX_BACKOFF, attempts + 1);

@@ -30,7 +30,7 @@ pub(super) fn wake_after(wake: &mpsc::UnboundedSender<Trigger>, delay: Duration)
     let wake = wake.clone();
     tokio::spawn(async move {
         tokio::time::sleep(delay).await;
-        let _ = wake.send(Trigger::All);
+        let _ = wake.send(Trigger);
     });
 }
 

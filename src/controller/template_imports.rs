@@ -323,7 +323,7 @@ impl Shared {
             }
         };
         self.metrics.vsphere_import_progress.set(0);
-        let _ = self.wake.send(Trigger::All);
+        let _ = self.wake.send(Trigger);
         if let Some(delay) = retry {
             retry::wake_after(&self.wake, delay);
         }
@@ -352,7 +352,7 @@ impl Shared {
                     (state.unavailable).insert(current.server.clone(), (e.to_string(), retry_at));
                     drop(state);
                     self.count("unavailable");
-                    let _ = self.wake.send(Trigger::All);
+                    let _ = self.wake.send(Trigger);
                     retry::wake_after(&self.wake, FIRST_RETRY);
                     return;
                 }
@@ -366,7 +366,7 @@ impl Shared {
             state.unavailable.remove(&current.server);
             state.versions.insert(current, (version, now));
         }
-        let _ = self.wake.send(Trigger::All);
+        let _ = self.wake.send(Trigger);
     }
 
     /// A session with the vCenter `server`, with the machine API's credentials.
@@ -404,7 +404,7 @@ impl Shared {
                 if let Some(Known::Importing(p)) = self.lock().templates.get_mut(&request.key) {
                     *p = percent;
                 }
-                let _ = self.wake.send(Trigger::All);
+                let _ = self.wake.send(Trigger);
             }
         };
         // Each step is bounded on its own; this bounds what is left (looking for the template,
