@@ -152,10 +152,7 @@ pub fn run(args: &PlanArgs) -> Result<u8, Failure> {
         let known = KnownImages::read(file).map_err(Failure::input)?;
         snapshot.cluster.known_images.merge(&known);
     }
-    if snapshot.machine_sets.is_empty()
-        && snapshot.control_plane_machine_sets.is_empty()
-        && snapshot.cluster_api.is_empty()
-    {
+    if snapshot.machines.is_empty() {
         eprintln!(
             "warning: no MachineSets (machine.openshift.io/v1beta1 or cluster.x-k8s.io) or \
              ControlPlaneMachineSets (machine.openshift.io/v1) found in the manifests"
@@ -168,13 +165,7 @@ pub fn run(args: &PlanArgs) -> Result<u8, Failure> {
         ..Options::default()
     };
     snapshot.cluster.ec2 = ec2_facts(args, &snapshot, &options)?;
-    let plan = plan::plan_all(
-        &snapshot.cluster,
-        &snapshot.machine_sets,
-        &snapshot.control_plane_machine_sets,
-        &snapshot.cluster_api,
-        &options,
-    );
+    let plan = plan::plan(&snapshot.cluster, &snapshot.machines, &options);
     let output = match args.output {
         OutputFormat::Json => json(&plan)?,
         OutputFormat::Yaml => {
@@ -227,15 +218,12 @@ fn ec2_facts(
         secret_access_key,
         session_token: var("AWS_SESSION_TOKEN"),
     };
-    let capi = &snapshot.cluster_api;
     let planner = plan::Planner::new(&snapshot.cluster, options);
-    let wanted = plan::amis_to_ask(
-        &planner,
-        (snapshot.machine_sets.iter()).filter_map(|m| m.as_ref().ok()),
-        (snapshot.control_plane_machine_sets.iter()).filter_map(|m| m.as_ref().ok()),
-        (capi.machine_sets.iter()).filter_map(|m| m.as_ref().ok()),
-        (capi.machine_deployments.iter()).filter_map(|m| m.as_ref().ok()),
-    );
+    let machines = snapshot
+        .machines
+        .iter()
+        .filter_map(plan::MachineResource::readable);
+    let wanted = plan::amis_to_ask(&planner, machines);
     // The proxy of the environment, as the controller reads it; the system's CA roots only.
     let limits = Limits {
         egress: crate::http_client::Egress::from_env(None),

@@ -22,7 +22,6 @@ use kube::Api;
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
-use super::lenient::Lenient;
 use super::observe::Observation;
 use super::retry::{self, SECRET_TIMEOUT};
 use super::watches::Trigger;
@@ -33,7 +32,7 @@ use crate::ec2::sigv4::Credentials;
 use crate::ec2::sts::{self, SecretCredentials, Session, WebIdentity};
 use crate::facts::ec2::{AmiFacts, AmiOrigin, Consulted, Ec2Facts, MARKETPLACE_OWNER};
 use crate::metrics::Metrics;
-use crate::plan::{Options, Planner};
+use crate::plan::{MachineResource, Options, Planner};
 use crate::platform::Platform;
 
 /// The Secret of `--machine-api-namespace` holding the machine API's AWS credentials.
@@ -525,18 +524,11 @@ pub(super) fn wanted(observed: &Observation, options: &Options) -> BTreeSet<(Str
         return BTreeSet::new();
     }
     let planner = Planner::new(&observed.snapshot, options);
-    crate::plan::amis_to_ask(
-        &planner,
-        readable(&observed.machine_sets),
-        readable(&observed.control_plane_machine_sets),
-        readable(&observed.cluster_api_machine_sets),
-        readable(&observed.cluster_api_machine_deployments),
-    )
-}
-
-/// The readable objects of a store.
-fn readable<K>(objects: &[Arc<Lenient<K>>]) -> impl Iterator<Item = &K> {
-    objects.iter().filter_map(|o| o.kept().ok())
+    let machines = observed
+        .machines
+        .iter()
+        .filter_map(MachineResource::readable);
+    crate::plan::amis_to_ask(&planner, machines)
 }
 
 /// Whether the Infrastructure says AWS: EC2 is asked nothing elsewhere.

@@ -2,12 +2,10 @@
 
 use std::sync::Arc;
 
-use super::lenient::Lenient;
 use super::observe::Observation;
 use crate::golden_stream::GoldenConfig;
-use crate::machine_kind::{MachineKind, MachineObject};
+use crate::machine_kind::MachineKind;
 use crate::plan::selection::Selected;
-use crate::plan::shared_stubs::{hold_shared_upgrades, users_of};
 use crate::plan::{Blocked, Decision, Planner};
 
 /// What reporting needs to know of a pass besides its decisions.
@@ -18,30 +16,10 @@ pub(super) struct PassFacts {
     pub selections: Vec<(MachineKind, Selected)>,
 }
 
-/// Decides every object, kind by kind, each kind in the order its store lists them; and what
-/// reporting needs to know besides.
+/// Decides every object, in the order of the observed list; and what reporting needs to know
+/// besides.
 pub(super) fn decide(observed: &Observation, planner: &Planner<'_>) -> (Vec<Decision>, PassFacts) {
-    let mut decisions = Vec::new();
-    decide_kind(planner, &observed.machine_sets, &mut decisions);
-    decide_kind(
-        planner,
-        &observed.control_plane_machine_sets,
-        &mut decisions,
-    );
-    decide_kind(planner, &observed.cluster_api_machine_sets, &mut decisions);
-    decide_kind(
-        planner,
-        &observed.cluster_api_machine_deployments,
-        &mut decisions,
-    );
-    let users = users_of(
-        observed.machine_sets.iter().filter_map(|o| o.kept().ok()),
-        observed
-            .control_plane_machine_sets
-            .iter()
-            .filter_map(|o| o.kept().ok()),
-    );
-    hold_shared_upgrades(&mut decisions, &users);
+    let decisions = planner.decide_all(&observed.machines);
     let facts = PassFacts {
         blocked: planner.blocked().cloned(),
         golden: planner.golden().cloned(),
@@ -50,29 +28,28 @@ pub(super) fn decide(observed: &Observation, planner: &Planner<'_>) -> (Vec<Deci
     (decisions, facts)
 }
 
-fn decide_kind<M>(planner: &Planner<'_>, objects: &[Arc<Lenient<M>>], decisions: &mut Vec<Decision>)
-where
-    M: MachineObject,
-{
-    decisions.extend(objects.iter().map(|o| planner.decide(o.kept())));
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::Value;
 
     use super::*;
+    use crate::api::{ControlPlaneMachineSet, MachineSet};
+    use crate::controller::lenient::Lenient;
+    use crate::machine_kind::MachineObject;
     use crate::names::MACHINE_API_NAMESPACE;
+    use crate::plan::MachineResource;
     use crate::plan::Options;
     use crate::testkit::objects::{self, control_plane_machine_set};
     use crate::testkit::snapshot::{ClusterChanges, cluster_snapshot};
     use crate::testkit::streams::{self, AMI_420_US_EAST_1, AMI_421_US_EAST_1};
 
-    fn stored<K>(object: Value) -> Arc<Lenient<K>>
+    /// A machine resource as a watch stores it.
+    fn stored<K: MachineObject + 'static>(kind: MachineKind, object: Value) -> MachineResource
     where
         Lenient<K>: serde::de::DeserializeOwned,
     {
-        Arc::new(serde_json::from_str(&object.to_string()).unwrap())
+        let stored: Lenient<K> = serde_json::from_str(&object.to_string()).unwrap();
+        stored.listed(kind)
     }
 
     /// Seven outdated, current and unreadable MachineSets and a ControlPlaneMachineSet.
@@ -101,17 +78,14 @@ mod tests {
             if i == 4 {
                 object["spec"]["template"]["spec"]["providerSpec"] = "not an object".into();
             }
-            stored(object)
+            stored::<MachineSet>(MachineKind::MachineSet, object)
         };
+        let control_plane = control_plane_machine_set(ns, AMI_420_US_EAST_1);
+        let control_plane =
+            stored::<ControlPlaneMachineSet>(MachineKind::ControlPlaneMachineSet, control_plane);
         Observation {
             snapshot,
-            machine_sets: (0..7).map(machine_set).collect(),
-            control_plane_machine_sets: vec![stored(control_plane_machine_set(
-                ns,
-                AMI_420_US_EAST_1,
-            ))],
-            cluster_api_machine_sets: Vec::new(),
-            cluster_api_machine_deployments: Vec::new(),
+            machines: (0..7).map(machine_set).chain([control_plane]).collect(),
         }
     }
 
@@ -158,7 +132,7 @@ mod tests {
 
         // An opted-out one on the same stub holds them all.
         let pinned = objects::machine_set(ns, "pinned").opted_out().build();
-        observed.machine_sets.push(stored(pinned));
+        (observed.machines).insert(0, stored::<MachineSet>(MachineKind::MachineSet, pinned));
         let decisions = decide_all(&observed, &Options::default());
         let held = |d: &&Decision| d.reason == crate::reason::Reason::StubSecretShared;
         assert_eq!(decisions.iter().filter(held).count(), 3);

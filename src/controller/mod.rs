@@ -603,17 +603,13 @@ impl Controller {
         let decided_at = Instant::now();
         // A patch the API server refused waits for its retry even when a pass covers everything.
         let now = Instant::now();
-        let ours = self.patcher.recorded_copies(templates::recorded(
-            &observed.cluster_api_machine_sets,
-            &observed.cluster_api_machine_deployments,
-        ));
+        let ours = (self.patcher).recorded_copies(templates::recorded(&observed.machines));
         let moved_to = decisions
             .iter()
             .filter_map(|d| d.infrastructure_template.as_ref());
         let collectable = self.templates.candidates(
             &observed.snapshot.infrastructure_templates,
-            &observed.cluster_api_machine_sets,
-            &observed.cluster_api_machine_deployments,
+            &observed.machines,
             moved_to.map(|copy| copy.to.as_str()),
             &ours,
             options.now,

@@ -22,7 +22,7 @@ use crate::api::Secret;
 use crate::facts::vcenter::{
     TemplateKey, TemplateRequest, TemplateState, TemplateVersion, VcenterFacts,
 };
-use crate::machine_kind::MachineObject;
+use crate::machine_kind::{MachineKind, MachineObject};
 use crate::metrics::Metrics;
 use crate::plan::{Options, Planner};
 use crate::platform::Platform;
@@ -444,26 +444,20 @@ pub(super) fn wanted(observed: &Observation, options: &Options) -> BTreeSet<Temp
     }
     let planner = Planner::new(&observed.snapshot, options);
     // An opted-out MachineSet asks for no template.
-    observed
-        .machine_sets
-        .iter()
-        .filter_map(|o| o.kept().ok())
-        .filter_map(|ms| planner.template_request(ms))
+    (observed.machines.iter())
+        .filter(|m| m.kind == MachineKind::MachineSet)
+        .filter_map(|m| planner.template_request(m.readable()?))
         .collect()
 }
 
 /// The templates (names, without a folder) every machine resource of a pass clones.
 pub(super) fn in_use(observed: &Observation) -> BTreeSet<String> {
-    let machine_sets = observed
-        .machine_sets
-        .iter()
-        .filter_map(|o| template_of(o.kept().ok()?));
-    let control_planes =
-        (observed.control_plane_machine_sets.iter()).filter_map(|o| template_of(o.kept().ok()?));
-    machine_sets.chain(control_planes).collect()
+    (observed.machines.iter())
+        .filter_map(|m| template_of(m.readable()?))
+        .collect()
 }
 
-fn template_of<M: MachineObject>(object: &M) -> Option<String> {
+fn template_of(object: &dyn MachineObject) -> Option<String> {
     let spec = object.provider_spec()?.value.as_ref()?;
     let template = spec.pointer("/template")?.as_str()?;
     Some(template.rsplit('/').next().unwrap_or(template).to_string())
@@ -501,15 +495,14 @@ mod tests {
             if opted_out {
                 ms = ms.opted_out();
             }
-            Arc::new(serde_json::from_str(&ms.build().to_string()).unwrap())
+            let stored: crate::controller::lenient::Lenient<crate::api::MachineSet> =
+                serde_json::from_str(&ms.build().to_string()).unwrap();
+            stored.listed(MachineKind::MachineSet)
         };
-        let asks = |selection: Value, machine_sets| {
+        let asks = |selection: Value, machines| {
             let observed = Observation {
                 snapshot: cluster(selection),
-                machine_sets,
-                control_plane_machine_sets: Vec::new(),
-                cluster_api_machine_sets: Vec::new(),
-                cluster_api_machine_deployments: Vec::new(),
+                machines,
             };
             !super::wanted(&observed, &Options::default()).is_empty()
         };

@@ -29,7 +29,7 @@ use crate::api::{
 };
 use crate::known_images::KnownImages;
 use crate::machine_kind::{MachineKind, MachineObject};
-use crate::plan::{self, other_managers};
+use crate::plan::{self, MachineResource, other_managers};
 
 /// Something changed: plan everything again. A pass costs about 15 us per MachineSet
 /// (docs/performance.md), so no watch says what changed.
@@ -406,20 +406,6 @@ impl Stores {
         }
     }
 
-    pub fn cluster_api_machine_sets(&self) -> Vec<Arc<Lenient<ClusterApiMachineSet>>> {
-        (self.cluster_api.as_ref())
-            .map(|c| c.machine_sets.state())
-            .unwrap_or_default()
-    }
-
-    pub fn cluster_api_machine_deployments(
-        &self,
-    ) -> Vec<Arc<Lenient<ClusterApiMachineDeployment>>> {
-        (self.cluster_api.as_ref())
-            .map(|c| c.machine_deployments.state())
-            .unwrap_or_default()
-    }
-
     /// The AWS machine templates of the Cluster API namespace, as the planner reads them; an
     /// unreadable one is absent (the MachineSets naming it are told it cannot be read).
     pub fn infrastructure_templates(&self) -> plan::cluster_api_templates::Templates {
@@ -439,15 +425,31 @@ impl Stores {
             .collect()
     }
 
-    pub fn machine_sets(&self) -> Vec<Arc<Lenient<MachineSet>>> {
-        self.machine_sets.state()
-    }
-
-    pub fn control_plane_machine_sets(&self) -> Vec<Arc<Lenient<ControlPlaneMachineSet>>> {
-        self.control_plane
-            .as_ref()
-            .map(Store::state)
-            .unwrap_or_default()
+    /// Every machine resource, kind by kind, each kind in the order its store lists them: the
+    /// one list a pass plans.
+    pub fn machines(&self) -> Vec<MachineResource> {
+        fn listed<K: MachineObject + Resource<DynamicType = ()> + Clone + 'static>(
+            kind: MachineKind,
+            store: Option<&Store<Lenient<K>>>,
+        ) -> impl Iterator<Item = MachineResource> {
+            let objects = store.map(Store::state).unwrap_or_default();
+            objects.into_iter().map(move |o| o.listed(kind))
+        }
+        let cluster_api = self.cluster_api.as_ref();
+        listed(MachineKind::MachineSet, Some(&self.machine_sets))
+            .chain(listed(
+                MachineKind::ControlPlaneMachineSet,
+                self.control_plane.as_ref(),
+            ))
+            .chain(listed(
+                MachineKind::ClusterApiMachineSet,
+                cluster_api.map(|c| &c.machine_sets),
+            ))
+            .chain(listed(
+                MachineKind::ClusterApiMachineDeployment,
+                cluster_api.map(|c| &c.machine_deployments),
+            ))
+            .collect()
     }
 
     /// The MachineConfiguration, with its `managedFields`.

@@ -12,44 +12,23 @@ use crate::machine_kind::MachineObject;
 /// what EC2 is asked about, by the controller and by `plan --ec2-lookup` alike. Only objects the
 /// planner would judge (selected, not opted out nor owned) and regions of AWS's own form count.
 /// Cluster API objects' AMIs are read from their templates, as the AWS rule reads them.
-pub fn amis_to_ask<'a, A, B, C, D>(
+pub fn amis_to_ask<'a>(
     planner: &Planner<'a>,
-    machine_sets: impl IntoIterator<Item = &'a A>,
-    control_plane_machine_sets: impl IntoIterator<Item = &'a B>,
-    cluster_api_machine_sets: impl IntoIterator<Item = &'a C>,
-    cluster_api_machine_deployments: impl IntoIterator<Item = &'a D>,
-) -> BTreeSet<(String, String)>
-where
-    A: MachineObject + 'a,
-    B: MachineObject + 'a,
-    C: MachineObject + 'a,
-    D: MachineObject + 'a,
-{
+    machines: impl IntoIterator<Item = &'a dyn MachineObject>,
+) -> BTreeSet<(String, String)> {
     let cluster = planner.snapshot;
     let known = &cluster.known_images;
     let region = cluster_api_templates::region(cluster.infrastructure.as_ref());
     let templates = &cluster.infrastructure_templates;
-    let openshift = (machine_sets.into_iter())
+    let judged: Vec<&dyn MachineObject> = (machines.into_iter())
         .filter(|o| planner.judges_image(*o))
-        .filter_map(MachineObject::provider_spec)
-        .chain(
-            (control_plane_machine_sets.into_iter())
-                .filter(|o| planner.judges_image(*o))
-                .filter_map(MachineObject::provider_spec),
-        )
+        .collect();
+    let (cluster_api, openshift): (Vec<_>, Vec<_>) =
+        (judged.into_iter()).partition(|o| o.kind().is_cluster_api());
+    let openshift = (openshift.into_iter())
+        .filter_map(|o| o.provider_spec())
         .filter_map(|spec| unknown_ami(spec, known));
-    let capi_sets: Vec<&C> = (cluster_api_machine_sets.into_iter())
-        .filter(|o| planner.judges_image(*o))
-        .collect();
-    let capi_deployments: Vec<&D> = (cluster_api_machine_deployments.into_iter())
-        .filter(|o| planner.judges_image(*o))
-        .collect();
-    let cluster_api = cluster_api_templates::provider_spec_views(capi_sets, templates, region)
-        .chain(cluster_api_templates::provider_spec_views(
-            capi_deployments,
-            templates,
-            region,
-        ))
+    let cluster_api = cluster_api_templates::provider_spec_views(cluster_api, templates, region)
         .filter_map(|spec| unknown_ami(&spec, known));
     openshift.chain(cluster_api).collect()
 }
@@ -129,13 +108,16 @@ mod tests {
             "t",
         ));
 
-        let wanted = amis_to_ask(
-            &planner,
-            [&unknown, &known, &opted_out, &elsewhere],
-            [&control_plane],
-            [&capi_set],
-            [&capi_deployment],
-        );
+        let machines: [&dyn MachineObject; 7] = [
+            &unknown,
+            &known,
+            &opted_out,
+            &elsewhere,
+            &control_plane,
+            &capi_set,
+            &capi_deployment,
+        ];
+        let wanted = amis_to_ask(&planner, machines);
 
         let pair = |ami: &str| ("us-east-1".to_string(), ami.to_string());
         assert_eq!(

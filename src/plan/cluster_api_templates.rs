@@ -89,8 +89,8 @@ pub fn region(infrastructure: Option<&crate::api::Infrastructure>) -> Option<&st
 
 /// What the AWS rule reads of the templates `objects` reference, for the EC2 look-ups
 /// ([`crate::plan::amis_to_ask`]).
-pub fn provider_spec_views<'a, M: crate::machine_kind::MachineObject + 'a>(
-    objects: impl IntoIterator<Item = &'a M> + 'a,
+pub fn provider_spec_views<'a>(
+    objects: impl IntoIterator<Item = &'a dyn crate::machine_kind::MachineObject> + 'a,
     templates: &'a Templates,
     region: Option<&'a str>,
 ) -> impl Iterator<Item = ProviderSpec> + 'a {
@@ -804,7 +804,10 @@ mod tests {
             serde_json::from_value(ms).unwrap()
         };
         let objects = [machine_set("worker-a"), machine_set("gone")];
-        let views: Vec<Value> = provider_spec_views(&objects, &all, Some("us-east-1"))
+        let objects = objects
+            .iter()
+            .map(|o| o as &dyn crate::machine_kind::MachineObject);
+        let views: Vec<Value> = provider_spec_views(objects, &all, Some("us-east-1"))
             .filter_map(|spec| spec.value)
             .collect();
         assert_eq!(

@@ -42,10 +42,10 @@ pub(super) struct Subject<'a> {
 }
 
 impl<'a> Subject<'a> {
-    pub fn of<M: MachineObject>(object: &'a M) -> Self {
+    pub fn of(object: &'a dyn MachineObject) -> Self {
         let meta = object.meta();
         Subject {
-            kind: M::KIND,
+            kind: object.kind(),
             meta,
             template: object.machine_template(),
             selector: object.selector(),
@@ -55,8 +55,8 @@ impl<'a> Subject<'a> {
     }
 
     /// A Cluster API MachineSet, with the view of its template the rules judge.
-    pub fn with_template<M: MachineObject>(
-        object: &'a M,
+    pub fn with_template(
+        object: &'a dyn MachineObject,
         view: &'a Result<TemplateView<'a>, Unjudgeable>,
     ) -> Self {
         Subject {
@@ -286,7 +286,7 @@ impl Planner<'_> {
     /// and rules 1 to 4 leave it in (selected, not opted out nor owned). Nothing is asked of a
     /// cloud about any other object: an object nobody selected must not make the controller
     /// call out.
-    pub fn judges_image<M: MachineObject>(&self, object: &M) -> bool {
+    pub fn judges_image(&self, object: &dyn MachineObject) -> bool {
         self.state
             .as_ref()
             .is_ok_and(|ready| self.screen(&Subject::of(object), ready).is_none())
@@ -295,7 +295,7 @@ impl Planner<'_> {
     /// The vSphere template `object` should clone, when the planner would let the vSphere rule
     /// judge it (selected, not opted out nor owned, no gate holding writes): what the controller
     /// imports into vCenter before the rule can move the MachineSet to it.
-    pub fn template_request<M: MachineObject>(&self, object: &M) -> Option<TemplateRequest> {
+    pub fn template_request(&self, object: &dyn MachineObject) -> Option<TemplateRequest> {
         let ready = self.state.as_ref().ok()?;
         if ready.hold.is_some() || ready.platform != Platform::VSphere {
             return None;
