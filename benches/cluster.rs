@@ -359,7 +359,7 @@ impl Bench {
             bail!("the plain client's plan is blocked: {}", blocked.message);
         }
         let patch = |ms: Value| {
-            let decision = planner.decide(Ok(&serde_json::from_value::<MachineSet>(ms)?));
+            let decision = planner.decide_object(&serde_json::from_value::<MachineSet>(ms)?);
             if decision.action != Action::Update {
                 bail!(
                     "the plan does not update {}: {}",

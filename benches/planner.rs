@@ -4,7 +4,7 @@
 //! and size, builds a cluster whose MachineSets mix every outcome (outdated, up to date with our
 //! history annotations, custom images, opted out, owned, not selected, arm64, region not
 //! published, Windows, missing managed stub secret, ...), then times on one thread:
-//! - `plan`: `plan::plan(&Cluster, &machine_sets, &[], &Options)`, the whole decision;
+//! - `plan`: `plan::plan(&Cluster, &machines, &Options)`, the whole decision;
 //! - `pass`: what a controller pass decides: the planner's gates once (`Planner::new`), then
 //!   `Planner::decide` for every MachineSet, without gathering the decisions into a `Plan`;
 //! - `fixed`: `plan` of zero MachineSets (gates, golden stream parsing, known-images set);
@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use boot_image_controller::controller::status::conditions as status;
-use boot_image_controller::plan::{self, Decision, Planner};
+use boot_image_controller::plan::{self, Decision, MachineResource, Planner};
 use serde_json::{Value, json};
 use support::{Data, PLATFORMS, Scenario};
 
@@ -138,23 +138,22 @@ static PASS_CALLS: AtomicUsize = AtomicUsize::new(0);
 
 /// One `plan` of the scenario's MachineSets. Never inlined: profilers find it by name.
 #[inline(never)]
-fn plan_case(scenario: &Scenario) {
+fn plan_case(scenario: &Scenario, machines: &[MachineResource]) {
     PLAN_CALLS.fetch_add(1, Ordering::Relaxed);
     black_box(plan::plan(
         black_box(&scenario.cluster),
-        black_box(&scenario.machine_sets),
-        &[],
+        black_box(machines),
         &scenario.options,
     ));
 }
 
 /// One controller-style pass over the scenario's MachineSets. Never inlined, as above.
 #[inline(never)]
-fn pass_case(scenario: &Scenario) {
+fn pass_case(scenario: &Scenario, machines: &[MachineResource]) {
     PASS_CALLS.fetch_add(1, Ordering::Relaxed);
     let planner = Planner::new(black_box(&scenario.cluster), &scenario.options);
-    for ms in black_box(&scenario.machine_sets) {
-        black_box(planner.decide(ms.as_ref()));
+    for ms in black_box(machines) {
+        black_box(planner.decide(ms));
     }
 }
 
@@ -198,7 +197,6 @@ fn main() {
                     black_box(plan::plan(
                         black_box(&scenario.cluster),
                         black_box(&empty),
-                        &[],
                         &scenario.options,
                     ));
                 });
@@ -209,12 +207,8 @@ fn main() {
                     d.as_secs_f64() * 1e6
                 );
             }
-            let planned = plan::plan(
-                &scenario.cluster,
-                &scenario.machine_sets,
-                &[],
-                &scenario.options,
-            );
+            let machines = scenario.machines();
+            let planned = plan::plan(&scenario.cluster, &machines, &scenario.options);
             let (mix_text, reasons) = mix(&planned);
             // What the controller reports after a rollout: the decisions with their updates
             // applied, each updated MachineSet with the change it recorded.
@@ -226,9 +220,9 @@ fn main() {
                 (load(&PLAN_CALLS), load(&PASS_CALLS))
             };
             let calls_before = calls();
-            let plan_once = || plan_case(&scenario);
+            let plan_once = || plan_case(&scenario, &machines);
             let (plan_time, iterations) = measure(args.time, plan_once);
-            let pass = || pass_case(&scenario);
+            let pass = || pass_case(&scenario, &machines);
             let (pass_time, _) = measure(args.time / 2, pass);
             let reported: Vec<&Decision> = reported.iter().collect();
             let (status_time, _) = measure(args.time / 4, || status_case(&reported));

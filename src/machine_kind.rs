@@ -201,9 +201,10 @@ impl fmt::Display for MachineKind {
     }
 }
 
-/// A typed machine resource: what the planner reads of it.
-pub trait MachineObject {
-    const KIND: MachineKind;
+/// A typed machine resource: what the planner reads of it. The controller's pass and the
+/// `plan` command hold every kind in one list of these (`plan::MachineResource`).
+pub trait MachineObject: fmt::Debug + Send + Sync {
+    fn kind(&self) -> MachineKind;
     fn meta(&self) -> &ObjectMeta;
     /// The machine template holding the provider spec; `None` when the object has none.
     fn machine_template(&self) -> Option<&MachineTemplate>;
@@ -255,7 +256,9 @@ pub enum Authority {
 pub const CLUSTER_API_PAUSED_ANNOTATION: &str = "cluster.x-k8s.io/paused";
 
 impl MachineObject for MachineSet {
-    const KIND: MachineKind = MachineKind::MachineSet;
+    fn kind(&self) -> MachineKind {
+        MachineKind::MachineSet
+    }
     fn meta(&self) -> &ObjectMeta {
         &self.metadata
     }
@@ -306,7 +309,9 @@ impl MachineObject for MachineSet {
 }
 
 impl MachineObject for ControlPlaneMachineSet {
-    const KIND: MachineKind = MachineKind::ControlPlaneMachineSet;
+    fn kind(&self) -> MachineKind {
+        MachineKind::ControlPlaneMachineSet
+    }
     fn meta(&self) -> &ObjectMeta {
         &self.metadata
     }
@@ -329,7 +334,9 @@ impl MachineObject for ControlPlaneMachineSet {
 macro_rules! cluster_api_object {
     ($type:ty, $kind:expr) => {
         impl MachineObject for $type {
-            const KIND: MachineKind = $kind;
+            fn kind(&self) -> MachineKind {
+                $kind
+            }
             fn meta(&self) -> &ObjectMeta {
                 &self.metadata
             }
@@ -468,14 +475,14 @@ mod tests {
     /// source of the same facts, and must agree.
     #[test]
     fn names_agree_with_the_typed_api_views() {
-        fn check<K: Resource<DynamicType = ()> + MachineObject>() {
-            assert_eq!(K::KIND.kind(), K::kind(&()));
-            assert_eq!(K::KIND.plural(), K::plural(&()));
-            assert_eq!(K::KIND.api_group(), K::group(&()));
-            assert_eq!(K::KIND.api_version(), K::api_version(&()));
+        fn check<K: Resource<DynamicType = ()>>(kind: MachineKind) {
+            assert_eq!(kind.kind(), K::kind(&()));
+            assert_eq!(kind.plural(), K::plural(&()));
+            assert_eq!(kind.api_group(), K::group(&()));
+            assert_eq!(kind.api_version(), K::api_version(&()));
         }
-        check::<MachineSet>();
-        check::<ControlPlaneMachineSet>();
+        check::<MachineSet>(MachineKind::MachineSet);
+        check::<ControlPlaneMachineSet>(MachineKind::ControlPlaneMachineSet);
     }
 
     #[test]

@@ -18,15 +18,19 @@ use k8s_openapi::api::core::v1::Node;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-use crate::api::{ConfigMap, ControlPlaneMachineSet, MachineSet, Secret};
+use crate::api::{
+    ClusterApiMachineDeployment, ClusterApiMachineSet, ConfigMap, ControlPlaneMachineSet,
+    MachineSet, Secret,
+};
 use crate::bounded_read::{MAX_INPUT_BYTES, read_regular_file};
 use crate::known_images::KnownImages;
+use crate::machine_kind::{MachineKind, MachineObject};
 use crate::names::{
     CLUSTER_VERSION_NAME, GOLDEN_CONFIGMAP_NAME, GOLDEN_CONFIGMAP_NAMESPACE, INFRASTRUCTURE_NAME,
     KNOWN_IMAGES_CONFIGMAP_NAME, MACHINE_CONFIGURATION_NAME,
 };
 use crate::plan::nodes::{control_plane_arch, is_ready};
-use crate::plan::{ClusterApiObjects, ClusterSnapshot, Malformed};
+use crate::plan::{ClusterSnapshot, MachineResource, Malformed};
 
 /// File name endings read when walking a folder. A file named explicitly is read whatever its
 /// name, so `oc get ... > out.txt` works too.
@@ -36,9 +40,8 @@ const MANIFEST_EXTENSIONS: [&str; 3] = ["yaml", "yml", "json"];
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
     pub cluster: ClusterSnapshot,
-    pub machine_sets: Vec<Result<MachineSet, Malformed>>,
-    pub control_plane_machine_sets: Vec<Result<ControlPlaneMachineSet, Malformed>>,
-    pub cluster_api: ClusterApiObjects,
+    /// Every machine resource, of every kind.
+    pub machines: Vec<MachineResource>,
     /// Things worth telling a person that do not prevent a plan, e.g. conflicting duplicates.
     pub warnings: Vec<String>,
 }
@@ -423,18 +426,28 @@ impl Objects {
         let cluster = &mut snapshot.cluster;
         for (key, found) in self.by_key {
             match key.kind {
-                Kind::MachineSet => snapshot.machine_sets.push(typed_or_malformed(&key, found)),
-                Kind::ControlPlaneMachineSet => snapshot
-                    .control_plane_machine_sets
-                    .push(typed_or_malformed(&key, found)),
-                Kind::ClusterApiMachineSet => snapshot
-                    .cluster_api
-                    .machine_sets
-                    .push(typed_or_malformed(&key, found)),
-                Kind::ClusterApiMachineDeployment => snapshot
-                    .cluster_api
-                    .machine_deployments
-                    .push(typed_or_malformed(&key, found)),
+                Kind::MachineSet => snapshot.machines.push(machine::<MachineSet>(
+                    MachineKind::MachineSet,
+                    &key,
+                    found,
+                )),
+                Kind::ControlPlaneMachineSet => {
+                    snapshot.machines.push(machine::<ControlPlaneMachineSet>(
+                        MachineKind::ControlPlaneMachineSet,
+                        &key,
+                        found,
+                    ))
+                }
+                Kind::ClusterApiMachineSet => snapshot.machines.push(
+                    machine::<ClusterApiMachineSet>(MachineKind::ClusterApiMachineSet, &key, found),
+                ),
+                Kind::ClusterApiMachineDeployment => snapshot.machines.push(machine::<
+                    ClusterApiMachineDeployment,
+                >(
+                    MachineKind::ClusterApiMachineDeployment,
+                    &key,
+                    found,
+                )),
                 Kind::AwsMachineTemplate => {
                     let kind = crate::plan::cluster_api_templates::AWS_MACHINE_TEMPLATE.to_string();
                     cluster
@@ -519,12 +532,18 @@ fn typed_with_spec<T: DeserializeOwned>(
     typed(key, found)
 }
 
-fn typed_or_malformed<T: DeserializeOwned>(key: &ObjectKey, found: Found) -> Result<T, Malformed> {
-    serde_json::from_value(found.object).map_err(|e| Malformed {
+/// A machine resource of `kind`, typed or malformed.
+fn machine<T: DeserializeOwned + MachineObject + 'static>(
+    kind: MachineKind,
+    key: &ObjectKey,
+    found: Found,
+) -> MachineResource {
+    let typed = serde_json::from_value::<T>(found.object).map_err(|e| Malformed {
         namespace: key.namespace.clone(),
         name: key.name.clone(),
         error: format!("{} in {}: {e}", key.kind.name(), found.source.display()),
-    })
+    });
+    MachineResource::read(kind, typed)
 }
 
 fn parse_json(path: &Path, text: &str) -> Result<Vec<Value>, ManifestError> {
@@ -591,10 +610,8 @@ spec:
             MACHINE_SET.replace("demo-worker-a", "demo-worker-b")
         );
         let snapshot = load_one(&text);
-        let names: Vec<_> = snapshot
-            .machine_sets
-            .iter()
-            .map(|ms| ms.as_ref().unwrap().metadata.name.clone().unwrap())
+        let names: Vec<_> = (snapshot.machines.iter())
+            .map(|ms| ms.readable().unwrap().meta().name.clone().unwrap())
             .collect();
         assert_eq!(names, ["demo-worker-a", "demo-worker-b"]);
     }
@@ -616,8 +633,8 @@ items:
     spec: {}
 "#;
         let snapshot = load_one(text);
-        assert_eq!(snapshot.machine_sets.len(), 1);
-        assert!(snapshot.machine_sets[0].is_ok());
+        assert_eq!(snapshot.machines.len(), 1);
+        assert!(snapshot.machines[0].object.is_ok());
         let key = (
             "openshift-machine-api".to_string(),
             "worker-user-data-managed".to_string(),
@@ -666,8 +683,7 @@ data: {stream: "{}"}
 just a scalar
 "#;
         let snapshot = load_one(text);
-        assert!(snapshot.machine_sets.is_empty());
-        assert!(snapshot.cluster_api.is_empty());
+        assert!(snapshot.machines.is_empty());
         assert!(snapshot.cluster.infrastructure.is_none());
         assert!(snapshot.cluster.golden.is_none());
     }
@@ -702,10 +718,12 @@ metadata: {name: capi-beta2, namespace: openshift-cluster-api}
 spec: {clusterName: demo}
 "#;
         let snapshot = load_one(text);
-        assert!(snapshot.machine_sets.is_empty());
-        let names: Vec<_> = (snapshot.cluster_api.machine_sets.iter())
-            .map(|m| match m {
-                Ok(ms) => ms.metadata.name.clone().unwrap_or_default(),
+        let names: Vec<_> = (snapshot.machines.iter())
+            .map(|m| match &m.object {
+                Ok(ms) if m.kind == MachineKind::ClusterApiMachineSet => {
+                    ms.meta().name.clone().unwrap_or_default()
+                }
+                Ok(_) => panic!("{:?}", m.kind),
                 Err(malformed) => panic!("{}", malformed.error),
             })
             .collect();
@@ -722,7 +740,7 @@ spec:
   replicas: three
 "#;
         let snapshot = load_one(text);
-        let malformed = snapshot.machine_sets[0].as_ref().unwrap_err();
+        let malformed = snapshot.machines[0].object.as_ref().unwrap_err();
         assert_eq!(
             (malformed.namespace.as_str(), malformed.name.as_str()),
             ("openshift-machine-api", "broken")
@@ -775,11 +793,11 @@ data:
     #[test]
     fn duplicates_are_read_once_and_conflicts_are_reported() {
         let same = load_one(&format!("{MACHINE_SET}---\n{MACHINE_SET}"));
-        assert_eq!(same.machine_sets.len(), 1);
+        assert_eq!(same.machines.len(), 1);
         assert!(same.warnings.is_empty());
         let changed = MACHINE_SET.replace("ami-09d23adad19cdb25c", "ami-01095d1967818437c");
         let conflict = load_one(&format!("{MACHINE_SET}---\n{changed}"));
-        assert_eq!(conflict.machine_sets.len(), 1);
+        assert_eq!(conflict.machines.len(), 1);
         assert_eq!(conflict.warnings.len(), 1, "{:?}", conflict.warnings);
     }
 
@@ -791,7 +809,7 @@ data:
         std::fs::write(dir.path().join("a/notes.txt"), "not: [yaml").unwrap();
         std::fs::write(dir.path().join(".hidden.yaml"), "not: [yaml").unwrap();
         let snapshot = load(&[dir.path()]).unwrap();
-        assert_eq!(snapshot.machine_sets.len(), 1);
+        assert_eq!(snapshot.machines.len(), 1);
 
         let missing = dir.path().join("nope");
         let err = load(&[&missing]).unwrap_err();
@@ -813,7 +831,7 @@ data:
         text.extend(std::iter::repeat_n('a', size - text.len()));
         text.push('\n');
         let snapshot = from_str("big.yaml", &text).expect("a file within the input limit");
-        assert_eq!(snapshot.machine_sets.len(), 1);
+        assert_eq!(snapshot.machines.len(), 1);
     }
 
     #[test]
@@ -837,8 +855,8 @@ data:
         // Inside the folder: followed (its folder is walked once, the file read once).
         link(&dir.path().join("sub"), "same-sub");
         let snapshot = load(&[dir.path()]).unwrap();
-        let names: Vec<&str> = (snapshot.machine_sets.iter())
-            .filter_map(|m| m.as_ref().ok()?.metadata.name.as_deref())
+        let names: Vec<&str> = (snapshot.machines.iter())
+            .filter_map(|m| m.readable()?.meta().name.as_deref())
             .collect();
         assert_eq!(names, ["demo-worker-a"], "{:?}", snapshot.warnings);
         let warned = snapshot.warnings.join("\n");
@@ -850,7 +868,7 @@ data:
         }
         // Named on the command line, a link is followed wherever it leads.
         let named = load(&[dir.path().join("other.yaml")]).unwrap();
-        assert_eq!(named.machine_sets.len(), 1);
+        assert_eq!(named.machines.len(), 1);
     }
 
     #[test]
@@ -864,7 +882,7 @@ data:
         assert!(made.is_ok_and(|s| s.success()), "mkfifo");
         std::os::unix::fs::symlink("/dev/zero", dir.path().join("zero.yaml")).unwrap();
         let snapshot = load(&[dir.path()]).unwrap();
-        assert_eq!(snapshot.machine_sets.len(), 1);
+        assert_eq!(snapshot.machines.len(), 1);
         // Named on the command line, they are refused rather than read.
         for name in ["pipe.yaml", "zero.yaml"] {
             let err = load(&[dir.path().join(name)]).unwrap_err();

@@ -230,9 +230,7 @@ impl Metrics {
                 .with_label_values(&[state.as_str()])
                 .set(0);
         }
-        for scope in ["all", "some"] {
-            self.reconcile_duration.with_label_values(&[scope]);
-        }
+        self.reconcile_duration.with_label_values(&["all"]);
         for target in WRITE_TARGETS {
             self.writes.with_label_values(&[target]);
             self.write_failures.with_label_values(&[target]);

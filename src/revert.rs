@@ -249,17 +249,17 @@ mod tests {
     ) -> crate::plan::Decision {
         let planner = Planner::new(cluster, options);
         match kind {
-            MachineKind::MachineSet => planner.decide(Ok(&from::<MachineSet>(object.clone()))),
+            MachineKind::MachineSet => planner.decide_object(&from::<MachineSet>(object.clone())),
             MachineKind::ControlPlaneMachineSet => {
-                planner.decide(Ok(&from::<ControlPlaneMachineSet>(object.clone())))
+                planner.decide_object(&from::<ControlPlaneMachineSet>(object.clone()))
             }
-            MachineKind::ClusterApiMachineSet => planner.decide(Ok(&from::<
-                crate::api::ClusterApiMachineSet,
-            >(object.clone()))),
+            MachineKind::ClusterApiMachineSet => {
+                planner.decide_object(&from::<crate::api::ClusterApiMachineSet>(object.clone()))
+            }
             MachineKind::ClusterApiMachineDeployment => {
-                planner.decide(Ok(&from::<crate::api::ClusterApiMachineDeployment>(
+                planner.decide_object(&from::<crate::api::ClusterApiMachineDeployment>(
                     object.clone(),
-                )))
+                ))
             }
         }
     }

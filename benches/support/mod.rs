@@ -18,8 +18,11 @@ use boot_image_controller::api::{
 use boot_image_controller::arch::Arch;
 use boot_image_controller::golden_stream::GoldenStream;
 use boot_image_controller::known_images::KnownImages;
+use boot_image_controller::machine_kind::MachineKind;
 use boot_image_controller::names;
-use boot_image_controller::plan::{self, ClusterSnapshot, Malformed, Options, Planner};
+use boot_image_controller::plan::{
+    self, ClusterSnapshot, MachineResource, Malformed, Options, Planner,
+};
 use boot_image_controller::testkit::objects::{self, golden_config_map};
 use boot_image_controller::testkit::streams::CUSTOM_AMI;
 use jiff::Timestamp;
@@ -409,6 +412,14 @@ impl Built {
 }
 
 impl Scenario {
+    /// The scenario's MachineSets as the planner's list of machine resources.
+    pub fn machines(&self) -> Vec<MachineResource> {
+        let kind = MachineKind::MachineSet;
+        (self.machine_sets.iter().cloned())
+            .map(|ms| MachineResource::read(kind, ms))
+            .collect()
+    }
+
     /// The same cluster after `earlier` upgrades: every MachineSet that has no history of ours
     /// gets one of `earlier` changes, each shaped as an AWS update records it. Every decision
     /// then reads the newest entry of its MachineSet, and every update writes the older ones
@@ -556,7 +567,7 @@ pub fn scenario(data: &Data, platform: &str, count: usize) -> Option<Scenario> {
             let mut value = b.value;
             if b.updated_by_us {
                 let ms: MachineSet = typed(value.clone());
-                let entry = planner.decide(Ok(&ms));
+                let entry = planner.decide_object(&ms);
                 assert_eq!(
                     entry.action,
                     plan::Action::Update,

@@ -28,7 +28,7 @@ use crate::kubeconfig::ClusterArgs;
 use crate::machine_kind::MachineKind;
 use crate::manifests::{self, Snapshot};
 use crate::names;
-use crate::plan::Malformed;
+use crate::plan::{MachineResource, Malformed};
 
 #[derive(Args, Clone, Debug)]
 pub struct LiveArgs {
@@ -274,18 +274,8 @@ impl Unreadable {
 
     fn add_to(self, snapshot: &mut Snapshot) {
         for (kind, malformed) in self.machine_resources {
-            match kind {
-                MachineKind::MachineSet => snapshot.machine_sets.push(Err(malformed)),
-                MachineKind::ControlPlaneMachineSet => {
-                    snapshot.control_plane_machine_sets.push(Err(malformed))
-                }
-                MachineKind::ClusterApiMachineSet => {
-                    snapshot.cluster_api.machine_sets.push(Err(malformed))
-                }
-                MachineKind::ClusterApiMachineDeployment => {
-                    (snapshot.cluster_api.machine_deployments).push(Err(malformed))
-                }
-            }
+            let object = Err(malformed);
+            snapshot.machines.push(MachineResource { kind, object });
         }
         for object in self.left_out {
             let name = match object.namespace.as_str() {

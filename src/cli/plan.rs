@@ -189,10 +189,7 @@ pub(super) fn plan_snapshot(
         let known = KnownImages::read(file).map_err(Failure::input)?;
         snapshot.cluster.known_images.merge(&known);
     }
-    if snapshot.machine_sets.is_empty()
-        && snapshot.control_plane_machine_sets.is_empty()
-        && snapshot.cluster_api.is_empty()
-    {
+    if snapshot.machines.is_empty() {
         eprintln!(
             "warning: {prefix}no MachineSets (machine.openshift.io/v1beta1 or \
              cluster.x-k8s.io) or ControlPlaneMachineSets (machine.openshift.io/v1) found in the \
@@ -206,13 +203,7 @@ pub(super) fn plan_snapshot(
         ..Options::default()
     };
     snapshot.cluster.ec2 = ec2_facts(args, snapshot, &options)?;
-    let plan = plan::plan_all(
-        &snapshot.cluster,
-        &snapshot.machine_sets,
-        &snapshot.control_plane_machine_sets,
-        &snapshot.cluster_api,
-        &options,
-    );
+    let plan = plan::plan(&snapshot.cluster, &snapshot.machines, &options);
     Ok(plan)
 }
 
@@ -249,13 +240,7 @@ fn ec2_facts(
     };
     // A plan without EC2 names the AMIs its decisions would ask about; the plan printed is
     // made again with the answers.
-    let unasked = plan::plan_all(
-        &snapshot.cluster,
-        &snapshot.machine_sets,
-        &snapshot.control_plane_machine_sets,
-        &snapshot.cluster_api,
-        options,
-    );
+    let unasked = plan::plan(&snapshot.cluster, &snapshot.machines, options);
     let wanted = (unasked.decisions.iter())
         .filter_map(|d| match d.asks.as_ref()? {
             Lookup::Ami { region, image_id } => Some((region.clone(), image_id.clone())),

@@ -170,13 +170,11 @@ impl Ec2Lookups {
     }
 
     /// Starts look-ups of the (region, AMI) pairs the pass's decisions asked about that have no
-    /// fresh answer. `complete`: the pass decided every object, so a region none asked about
-    /// any more is forgotten (and no longer counted unavailable).
-    pub fn ask(&self, wanted: &BTreeSet<(String, String)>, complete: bool) {
-        let (jobs, unavailable) = self.shared.lock().ask(wanted, complete, Instant::now());
-        if complete {
-            self.shared.metrics.ec2_unavailable_regions.set(unavailable);
-        }
+    /// fresh answer. A pass decides every object, so a region none asked about any more is
+    /// forgotten (and no longer counted unavailable).
+    pub fn ask(&self, wanted: &BTreeSet<(String, String)>) {
+        let (jobs, unavailable) = self.shared.lock().ask(wanted, Instant::now());
+        self.shared.metrics.ec2_unavailable_regions.set(unavailable);
         for job in jobs {
             let shared = self.shared.clone();
             lookups::spawn(&self.shared.wake, async move { shared.run(job).await });
@@ -215,12 +213,7 @@ impl State {
 
     /// The look-ups to start for `wanted` at `now` (marked in flight), and the number of regions
     /// EC2 cannot be asked in. Pure: no I/O, so the policy is unit-tested.
-    fn ask(
-        &mut self,
-        wanted: &BTreeSet<(String, String)>,
-        complete: bool,
-        now: Instant,
-    ) -> (Vec<Job>, i64) {
+    fn ask(&mut self, wanted: &BTreeSet<(String, String)>, now: Instant) -> (Vec<Job>, i64) {
         let mut jobs = Vec::new();
         let waiting_for_credentials =
             (self.no_credentials.as_ref()).is_some_and(|(_, at)| *at > now);
@@ -228,10 +221,8 @@ impl State {
         for (region, id) in wanted {
             by_region.entry(region).or_default().push(id);
         }
-        if complete {
-            // A region nothing needs asking in any more is not unavailable: forget its failure.
-            (self.jobs).forget_failures(|region| by_region.contains_key(region.as_str()));
-        }
+        // A region nothing needs asking in any more is not unavailable: forget its failure.
+        (self.jobs).forget_failures(|region| by_region.contains_key(region.as_str()));
         let mut unavailable = 0;
         for (region, ids) in by_region {
             let Some(job) = self.job(region, &ids, now) else {
@@ -245,7 +236,7 @@ impl State {
                 jobs.push(job);
             }
         }
-        if complete && self.images.len() > MAX_CACHED {
+        if self.images.len() > MAX_CACHED {
             self.images
                 .retain(|key, _| wanted.contains(&(key.0.clone(), key.1.clone())));
         }
@@ -536,7 +527,7 @@ mod tests {
         now: Instant,
     ) -> (Ec2Facts, Vec<Job>, i64) {
         let facts = state.facts(now);
-        let (jobs, unavailable) = state.ask(wanted, true, now);
+        let (jobs, unavailable) = state.ask(wanted, now);
         (facts, jobs, unavailable)
     }
 

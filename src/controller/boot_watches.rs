@@ -3,13 +3,13 @@
 //! Machine's Node may take, and every Node ([`super::node_watch`], whose one store also tells the
 //! control plane's architecture).
 //!
-//! A Machine's event re-plans the MachineSet that created it, and so does a readiness change of
-//! the Node it runs on.
+//! A Machine's event re-plans everything, and so does a readiness change of a Node (batched:
+//! [`super::node_watch`]).
 //!
 //! Neither watch holds readiness: the controller is ready once its own inputs are listed, and
 //! its first pass waits for these lists at most [`FIRST_LIST_WAIT`].
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -24,10 +24,8 @@ use tracing::{info, warn};
 use super::lenient::{Keep, Lenient};
 use super::node_watch::Nodes;
 use super::watch_backoff::retried;
-use super::watches::{Trigger, paged, probe};
-use crate::api::{Machine, MachineHealthCheck, ObjectMeta};
-use crate::machine_kind::MachineKind;
-use crate::plan::ObjectKey;
+use super::watches::{Trigger, paged, probe, re_plan_all_on_change};
+use crate::api::{Machine, MachineHealthCheck};
 use crate::plan::boot_evidence::ERROR_MESSAGE_KEPT;
 use crate::quoted::bounded;
 
@@ -95,10 +93,7 @@ impl BootStores {
         let health_checks = served(client, &api, "MachineHealthChecks", namespace, without)
             .await
             .then(|| spawn_health_checks(api, tx.clone()));
-        let running_on = machines.clone();
-        let nodes = Nodes::start(client, tx.clone(), move |nodes| {
-            machine_sets_running_on(running_on.as_ref(), nodes)
-        });
+        let nodes = Nodes::start(client, tx.clone());
         BootStores {
             machines,
             removed,
@@ -161,25 +156,6 @@ where
         .collect()
 }
 
-/// The MachineSets that created the Machines running on `nodes`.
-fn machine_sets_running_on(
-    machines: Option<&Store<Lenient<Machine>>>,
-    nodes: &BTreeSet<String>,
-) -> BTreeSet<ObjectKey> {
-    let machines = machines.map(Store::state).unwrap_or_default();
-    (machines.iter())
-        .filter_map(|m| m.kept().ok())
-        .filter(|m| {
-            let node = m
-                .status
-                .as_ref()
-                .and_then(|s| s.node_ref.as_ref()?.name.as_ref());
-            node.is_some_and(|n| nodes.contains(n))
-        })
-        .flat_map(|m| owners(&m.metadata))
-        .collect()
-}
-
 /// Every MachineHealthCheck (a handful per cluster); any change re-plans everything.
 fn spawn_health_checks(
     api: Api<Lenient<MachineHealthCheck>>,
@@ -187,23 +163,12 @@ fn spawn_health_checks(
 ) -> Store<Lenient<MachineHealthCheck>> {
     let (store, writer) = reflector::store();
     let stream = retried("MachineHealthChecks", watcher(api, paged()).reflect(writer));
-    tokio::spawn(async move {
-        futures::pin_mut!(stream);
-        while let Some(event) = stream.next().await {
-            if matches!(
-                event,
-                Ok(watcher::Event::InitApply(_) | watcher::Event::Init)
-            ) {
-                continue;
-            }
-            if event.is_ok() && tx.send(Trigger::All).is_err() {
-                return;
-            }
-        }
-    });
+    tokio::spawn(re_plan_all_on_change(stream, tx, false));
     store
 }
 
+/// Every Machine; any change re-plans everything. A Machine deleted without a Node is
+/// remembered.
 fn spawn_machines(
     api: Api<Lenient<Machine>>,
     tx: UnboundedSender<Trigger>,
@@ -211,47 +176,24 @@ fn spawn_machines(
 ) -> Store<Lenient<Machine>> {
     let (store, writer) = reflector::store();
     let stream = retried("Machines", watcher(api, paged()).reflect(writer));
-    tokio::spawn(async move {
-        futures::pin_mut!(stream);
-        while let Some(event) = stream.next().await {
-            let triggers: Vec<Trigger> = match event {
-                Ok(watcher::Event::Delete(m)) => {
-                    let machine = m.shared();
-                    let status = machine.and_then(|m| m.status.as_ref());
-                    if let Some(machine) = machine
-                        && status.is_some_and(|s| s.node_ref.is_none())
-                    {
-                        let mut removed = removed.lock().unwrap_or_else(|e| e.into_inner());
-                        if removed.len() == REMOVED_KEPT {
-                            removed.pop_front();
-                        }
-                        removed.push_back(Arc::clone(machine));
-                    }
-                    owners(m.meta()).map(Trigger::One).collect()
-                }
-                Ok(watcher::Event::Apply(m)) => owners(m.meta()).map(Trigger::One).collect(),
-                Ok(watcher::Event::InitDone) => vec![Trigger::All],
-                Ok(_) | Err(_) => continue,
-            };
-            for trigger in triggers {
-                if tx.send(trigger).is_err() {
-                    return;
-                }
+    let stream = stream.inspect(move |event| {
+        let Ok(watcher::Event::Delete(m)) = event else {
+            return;
+        };
+        let machine = m.shared();
+        let status = machine.and_then(|m| m.status.as_ref());
+        if let Some(machine) = machine
+            && status.is_some_and(|s| s.node_ref.is_none())
+        {
+            let mut removed = removed.lock().unwrap_or_else(|e| e.into_inner());
+            if removed.len() == REMOVED_KEPT {
+                removed.pop_front();
             }
+            removed.push_back(Arc::clone(machine));
         }
     });
+    tokio::spawn(re_plan_all_on_change(stream, tx, false));
     store
-}
-
-/// The MachineSets a Machine names as its owner.
-fn owners(meta: &ObjectMeta) -> impl Iterator<Item = ObjectKey> + '_ {
-    let owners = meta.owner_references.as_deref().unwrap_or_default();
-    (owners.iter())
-        .filter(|o| o.kind == MachineKind::MachineSet.kind())
-        .map(|o| ObjectKey {
-            kind: MachineKind::MachineSet,
-            name: o.name.clone(),
-        })
 }
 
 /// Owner, labels (which MachineSet selects it), creation time, provider spec (as far as a

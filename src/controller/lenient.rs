@@ -27,8 +27,8 @@ use crate::api::{
     ClusterVersion, ConfigMap, Infrastructure, MachineConfiguration, ObjectMeta, OwnerReference,
     Secret,
 };
-use crate::machine_kind::MachineObject;
-use crate::plan::Malformed;
+use crate::machine_kind::{MachineKind, MachineObject};
+use crate::plan::{MachineResource, Malformed};
 
 /// The typed object is shared: a store's readers (the boot evidence's Machines, the templates)
 /// take it without a copy.
@@ -63,6 +63,19 @@ impl<K> Lenient<K> {
     /// The typed object as the store holds it; `None` when it is unreadable.
     pub fn shared(&self) -> Option<&Arc<K>> {
         self.0.as_ref().ok()
+    }
+
+    /// A stored machine resource of `kind`, as the list a pass plans holds it: the typed object
+    /// shared with the store, not copied.
+    pub fn listed(&self, kind: MachineKind) -> MachineResource
+    where
+        K: MachineObject + 'static,
+    {
+        let object = match &self.0 {
+            Ok(object) => Ok(Arc::clone(object) as Arc<dyn MachineObject>),
+            Err(unreadable) => Err(unreadable.malformed.clone()),
+        };
+        MachineResource { kind, object }
     }
 }
 

@@ -110,14 +110,12 @@ impl<K: Eq + Hash + Clone> Jobs<K> {
 
 /// After `decide`: hands the look-ups what the pass's decisions asked (`Decision::asks`), and
 /// they start jobs for what has no fresh answer; the answers trigger the next pass. `imports`
-/// only on the leader while no gate holds writes; `complete` when the pass decided every object,
-/// so that what none asks any more is forgotten.
+/// only on the leader while no gate holds writes.
 pub(super) fn ask(
     ec2: Option<&Ec2Lookups>,
     imports: Option<&TemplateImports>,
     decisions: &[Decision],
     observed: &Observation,
-    complete: bool,
 ) {
     let asks = || decisions.iter().filter_map(|d| d.asks.as_ref());
     if let Some(ec2) = ec2 {
@@ -125,7 +123,7 @@ pub(super) fn ask(
             Lookup::Ami { region, image_id } => Some((region.clone(), image_id.clone())),
             Lookup::Template(_) => None,
         });
-        ec2.ask(&amis.collect(), complete);
+        ec2.ask(&amis.collect());
     }
     if let Some(imports) = imports {
         let templates = asks().filter_map(|ask| match ask {
@@ -145,10 +143,10 @@ pub(super) fn spawn(
     let wake = wake.clone();
     tokio::spawn(async move {
         let again_after = job.await;
-        let _ = wake.send(Trigger::All);
+        let _ = wake.send(Trigger);
         if let Some(delay) = again_after {
             tokio::time::sleep(delay).await;
-            let _ = wake.send(Trigger::All);
+            let _ = wake.send(Trigger);
         }
     });
 }

@@ -53,7 +53,6 @@ use crate::plan::{Action, Blocked, Decision, ObjectKey, Options, Planner, histor
 use crate::reason::Reason;
 use crate::server::{self, Health};
 pub use config::RunArgs;
-use decide::Scope;
 use watches::{Stores, Trigger};
 
 /// Retries of a failing resource start here and double up to [`MAX_BACKOFF`].
@@ -495,7 +494,8 @@ impl Memory {
 
 impl Controller {
     async fn run_loop(&mut self, mut triggers: mpsc::UnboundedReceiver<Trigger>) {
-        let mut scope = Scope::everything();
+        // Whether something changed since the last pass: a pass plans everything.
+        let mut replan = true;
         let period = self.args.resync_period;
         let mut resync = tokio::time::interval_at(Instant::now() + period, period);
         let mut file_poll = tokio::time::interval(FILE_POLL);
@@ -504,37 +504,37 @@ impl Controller {
         file_poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             self.health.record_progress();
-            if !scope.is_empty() && *self.leader.borrow() {
+            if replan && *self.leader.borrow() {
+                replan = false;
                 let started = Instant::now();
-                let label = if scope.all { "all" } else { "some" };
-                self.pass(std::mem::take(&mut scope)).await;
+                self.pass().await;
                 self.metrics
                     .reconcile_duration
-                    .with_label_values(&[label])
+                    .with_label_values(&["all"])
                     .observe(started.elapsed().as_secs_f64());
             }
             self.metrics.leader.set(i64::from(*self.leader.borrow()));
             tokio::select! {
                 _ = self.shutdown.cancelled() => return,
                 received = triggers.recv() => match received {
-                    Some(t) => scope.add(t),
+                    Some(Trigger) => replan = true,
                     None => return,
                 },
                 _ = resync.tick() => {
                     debug!("periodic resync");
-                    scope.all = true;
+                    replan = true;
                 }
                 _ = file_poll.tick() => {
-                    scope.all |= self.known_file.as_mut().is_some_and(KnownImagesFile::reload);
+                    replan |= self.known_file.as_mut().is_some_and(KnownImagesFile::reload);
                 }
-                _ = sleep_until(self.next_wake()) => self.wake(&mut scope),
+                _ = sleep_until(self.next_wake()) => replan |= self.wake(),
                 changed = self.leader.changed() => {
                     if changed.is_err() {
                         return;
                     }
                     if *self.leader.borrow() {
                         info!("leading: planning everything");
-                        scope.all = true;
+                        replan = true;
                     } else {
                         warn!("no longer leading: stopped writing");
                     }
@@ -543,9 +543,9 @@ impl Controller {
             // Leading edge: act on a trigger at once (no debounce delays the first patch of a
             // rollout), taking along every trigger already queued. Triggers that arrive during a
             // pass (a rollout's own watch echoes, one per patched object) queue up meanwhile and
-            // are handled together by the next pass, so passes never outnumber what they cover.
-            while let Ok(t) = triggers.try_recv() {
-                scope.add(t);
+            // are handled together by the next pass.
+            while let Ok(Trigger) = triggers.try_recv() {
+                replan = true;
             }
         }
     }
@@ -567,49 +567,45 @@ impl Controller {
             .min()
     }
 
-    fn wake(&mut self, scope: &mut Scope) {
+    /// Whether a retry, the template collection, a status write's retry or a hold's limit is
+    /// due: then everything is planned again.
+    fn wake(&mut self) -> bool {
         let now = Instant::now();
-        let due = (self.memory.objects.iter()).filter(|(_, o)| o.retry.is_some_and(|r| r.1 <= now));
-        scope.keys.extend(due.map(|(key, _)| key.clone()));
+        let mut replan =
+            (self.memory.objects.values()).any(|o| o.retry.is_some_and(|r| r.1 <= now));
         if self.templates.due.is_some_and(|at| at <= now) {
             self.templates.due = None;
-            scope.all = true;
+            replan = true;
         }
         // The status is written by a pass that covers everything: once a failed write's
         // backoff ends, and once a hold has lasted past its limit (reported as such).
         if self.memory.status_retry_at.is_some_and(|at| at <= now) {
             self.memory.status_retry_at = None;
-            scope.all = true;
+            replan = true;
         }
-        if self.held().is_some_and(|h| h.exceeded()) {
-            scope.all = true;
-        }
+        replan |= self.held().is_some_and(|h| h.exceeded());
+        replan
     }
 
-    /// One pass of the pipeline over `scope`.
-    async fn pass(&mut self, scope: Scope) {
+    /// One pass of the pipeline over every machine resource.
+    async fn pass(&mut self) {
         let started = Instant::now();
         let (mut observed, options) = self.observe().await;
         let planner = Planner::new(&observed.snapshot, &options);
-        let (mut decisions, facts) = decide::decide(&observed, &scope, &planner);
+        let (mut decisions, facts) = decide::decide(&observed, &planner);
         // Only the leader imports, and not while a gate holds writes.
         let leading = *self.leader.borrow() && facts.blocked.is_none();
         let imports = self.vcenter.as_ref().filter(|_| leading);
-        let complete = facts.live.is_some();
-        lookups::ask(self.ec2.as_ref(), imports, &decisions, &observed, complete);
+        lookups::ask(self.ec2.as_ref(), imports, &decisions, &observed);
         // A patch the API server refused waits for its retry even when a pass covers everything.
         let now = Instant::now();
-        let ours = self.patcher.recorded_copies(templates::recorded(
-            &observed.cluster_api_machine_sets,
-            &observed.cluster_api_machine_deployments,
-        ));
+        let ours = (self.patcher).recorded_copies(templates::recorded(&observed.machines));
         let moved_to = decisions
             .iter()
             .filter_map(|d| d.infrastructure_template.as_ref());
         let collectable = self.templates.candidates(
             &observed.snapshot.infrastructure_templates,
-            &observed.cluster_api_machine_sets,
-            &observed.cluster_api_machine_deployments,
+            &observed.machines,
             moved_to.map(|copy| copy.to.as_str()),
             &ours,
             options.now,
@@ -648,7 +644,7 @@ impl Controller {
         });
         self.report(facts, applied, &sources).await;
         let ms = started.elapsed().as_secs_f64() * 1e3;
-        debug!(everything = scope.all, planned, sent, ms, "pass finished");
+        debug!(planned, sent, ms, "pass finished");
     }
 
     /// Step 1: the stores as one snapshot, with the known images and every answer EC2 and
@@ -770,17 +766,6 @@ impl Controller {
             memory.insert(uid.clone(), remembered);
         }
         memory.retain(|_, m| m.patches.iter().any(|t| now.duration_since(*t) < window));
-    }
-}
-
-impl Scope {
-    fn add(&mut self, trigger: Trigger) {
-        match trigger {
-            Trigger::All => self.all = true,
-            Trigger::One(key) => {
-                self.keys.insert(key);
-            }
-        }
     }
 }
 

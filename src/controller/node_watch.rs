@@ -5,11 +5,10 @@
 //!
 //! Kubelets write their Node every few seconds, and on a large cluster many Nodes a second: an
 //! event costs what it changes (the one Node's entry is compared and updated; the whole is
-//! rebuilt only when the Nodes are listed again), a readiness change re-plans only the
-//! MachineSets whose Machines run on that Node, and the changes of [`COALESCED`] are sent
-//! together.
+//! rebuilt only when the Nodes are listed again), and the changes of [`COALESCED`] re-plan
+//! once.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -26,7 +25,6 @@ use super::lenient::{Keep, Lenient};
 use super::watch_backoff::retried;
 use super::watches::{Trigger, paged};
 use crate::names::{ARCH_LABEL, CONTROL_PLANE_NODE_LABELS};
-use crate::plan::ObjectKey;
 use crate::plan::nodes::{control_plane_arch, is_ready};
 
 /// Node changes are sent to the planner at most this often. What they feed is slow anyway: a
@@ -40,13 +38,7 @@ pub(super) struct Nodes {
 }
 
 impl Nodes {
-    /// `running_on` names the MachineSets whose Machines run on some Nodes: those a readiness
-    /// change of these Nodes re-plans.
-    pub fn start(
-        client: &kube::Client,
-        tx: UnboundedSender<Trigger>,
-        running_on: impl Fn(&BTreeSet<String>) -> BTreeSet<ObjectKey> + Send + 'static,
-    ) -> Self {
+    pub fn start(client: &kube::Client, tx: UnboundedSender<Trigger>) -> Self {
         let (store, writer) = reflector::store();
         let stream = retried(
             "Nodes",
@@ -56,13 +48,15 @@ impl Nodes {
         let (reader, shared) = (store.clone(), read.clone());
         tokio::spawn(async move {
             futures::pin_mut!(stream);
-            let mut pending = Pending::default();
+            // When the changes not sent yet are due.
+            let mut due: Option<Instant> = None;
             let mut listed = false;
             loop {
                 let event = tokio::select! {
                     event = stream.next() => event,
-                    _ = sleep_until(pending.due) => {
-                        if !pending.send(&tx, &running_on) {
+                    _ = sleep_until(due) => {
+                        due = None;
+                        if tx.send(Trigger).is_err() {
                             return;
                         }
                         continue;
@@ -70,34 +64,32 @@ impl Nodes {
                 };
                 let Some(event) = event else { return };
                 let mut read = shared.lock().unwrap_or_else(PoisonError::into_inner);
-                match event {
-                    // A (re)list: the whole is read again, and everything re-planned if it
-                    // changed; at once, the first time (the first pass waits for it).
+                // A (re)list: the whole is read again, and everything re-planned if it changed;
+                // at once, the first time (the first pass waits for it).
+                let changed = match event {
                     Ok(watcher::Event::InitDone) => {
                         let fresh = WhatIsRead::of(&reader.state());
-                        if !listed || *read != fresh {
-                            *read = fresh;
-                            pending.all = true;
-                            if !listed {
-                                listed = true;
-                                pending.due = Some(Instant::now());
-                            }
+                        let changed = !listed || *read != fresh;
+                        *read = fresh;
+                        if !listed {
+                            listed = true;
+                            due = Some(Instant::now());
                         }
+                        changed
                     }
                     Ok(watcher::Event::Apply(node)) => {
                         let name = node.meta().name.clone().unwrap_or_default();
-                        let change = read.record(name, node.kept().ok());
-                        pending.add(change);
+                        read.record(name, node.kept().ok())
                     }
                     Ok(watcher::Event::Delete(node)) => {
                         let name = node.meta().name.clone().unwrap_or_default();
-                        pending.add(read.record(name, None));
+                        read.record(name, None)
                     }
-                    Ok(_) | Err(_) => {}
+                    Ok(_) | Err(_) => false,
+                };
+                if changed {
+                    due = due.or_else(|| Some(Instant::now() + COALESCED));
                 }
-                pending.due = pending
-                    .due
-                    .or_else(|| pending.any().then(|| Instant::now() + COALESCED));
             }
         });
         Nodes { store, read }
@@ -160,14 +152,6 @@ struct WhatIsRead {
     ready: BTreeMap<String, bool>,
 }
 
-/// What one Node's event changed of [`WhatIsRead`].
-#[derive(Debug, Default, PartialEq)]
-struct Change {
-    control_plane: bool,
-    /// The Node, when its readiness changed.
-    readiness: Option<String>,
-}
-
 impl WhatIsRead {
     fn of(nodes: &[Arc<Lenient<Node>>]) -> Self {
         let mut read = WhatIsRead::default();
@@ -179,8 +163,8 @@ impl WhatIsRead {
     }
 
     /// Records the Node `name` as it is now (`None`: deleted, or unreadable, which is evidence of
-    /// nothing), and says what changed.
-    fn record(&mut self, name: String, node: Option<&Node>) -> Change {
+    /// nothing), and says whether what is read of it changed.
+    fn record(&mut self, name: String, node: Option<&Node>) -> bool {
         let arch = node.and_then(control_plane_arch);
         let control_plane = match &arch {
             Some(arch) => self.control_plane.get(&name) != Some(arch),
@@ -194,47 +178,10 @@ impl WhatIsRead {
         }
         let ready = node.map(is_ready);
         let was = match ready {
-            Some(ready) => self.ready.insert(name.clone(), ready),
+            Some(ready) => self.ready.insert(name, ready),
             None => self.ready.remove(&name),
         };
-        Change {
-            control_plane,
-            readiness: (was != ready).then_some(name),
-        }
-    }
-}
-
-/// The changes not sent yet, and when they are due.
-#[derive(Default)]
-struct Pending {
-    all: bool,
-    nodes: BTreeSet<String>,
-    due: Option<Instant>,
-}
-
-impl Pending {
-    fn add(&mut self, change: Change) {
-        self.all |= change.control_plane;
-        self.nodes.extend(change.readiness);
-    }
-
-    fn any(&self) -> bool {
-        self.all || !self.nodes.is_empty()
-    }
-
-    /// Sends what is pending: everything when the control plane changed, else the MachineSets
-    /// whose Machines run on the Nodes whose readiness changed. False once nobody listens.
-    fn send(
-        &mut self,
-        tx: &UnboundedSender<Trigger>,
-        running_on: &impl Fn(&BTreeSet<String>) -> BTreeSet<ObjectKey>,
-    ) -> bool {
-        let nodes = std::mem::take(&mut self.nodes);
-        self.due = None;
-        if std::mem::take(&mut self.all) {
-            return tx.send(Trigger::All).is_ok();
-        }
-        (running_on(&nodes).into_iter()).all(|key| tx.send(Trigger::One(key)).is_ok())
+        control_plane || was != ready
     }
 }
 
@@ -323,30 +270,16 @@ mod tests {
         assert_eq!(read.control_plane, [("cp-0".to_string(), None)].into());
     }
 
-    /// A kubelet's status update changes nothing read; a readiness flip names its Node alone; a
-    /// control-plane Node's architecture and its deletion change the control plane.
+    /// A kubelet's status update changes nothing read; a readiness flip, a control-plane Node's
+    /// architecture and its deletion do.
     #[test]
     fn each_node_event_says_what_it_changed() {
         let mut read = WhatIsRead::default();
         let worker = |ready| node("worker-0", &[(ARCH_LABEL, "amd64")], ready);
-        let nothing = Change::default();
-        let flipped = Change {
-            control_plane: false,
-            readiness: Some("worker-0".into()),
-        };
-        assert_eq!(
-            read.record("worker-0".into(), Some(&worker("False"))),
-            flipped
-        );
-        assert_eq!(
-            read.record("worker-0".into(), Some(&worker("False"))),
-            nothing
-        );
-        assert_eq!(
-            read.record("worker-0".into(), Some(&worker("True"))),
-            flipped
-        );
-        assert_eq!(read.record("worker-0".into(), None), flipped, "deleted");
+        assert!(read.record("worker-0".into(), Some(&worker("False"))));
+        assert!(!read.record("worker-0".into(), Some(&worker("False"))));
+        assert!(read.record("worker-0".into(), Some(&worker("True"))));
+        assert!(read.record("worker-0".into(), None), "deleted");
         assert!(read.ready.is_empty());
 
         let master = |arch| {
@@ -356,21 +289,10 @@ mod tests {
                 "True",
             )
         };
-        let first = read.record("master-0".into(), Some(&master("amd64")));
-        assert!(
-            first.control_plane && first.readiness.is_some(),
-            "{first:?}"
-        );
-        assert_eq!(
-            read.record("master-0".into(), Some(&master("amd64"))),
-            nothing
-        );
-        let relabelled = read.record("master-0".into(), Some(&master("arm64")));
-        assert_eq!(
-            (relabelled.control_plane, relabelled.readiness),
-            (true, None)
-        );
-        assert!(read.record("master-0".into(), None).control_plane);
+        assert!(read.record("master-0".into(), Some(&master("amd64"))));
+        assert!(!read.record("master-0".into(), Some(&master("amd64"))));
+        assert!(read.record("master-0".into(), Some(&master("arm64"))));
+        assert!(read.record("master-0".into(), None));
         assert_eq!(read, WhatIsRead::default());
     }
 }

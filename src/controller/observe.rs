@@ -1,30 +1,22 @@
 //! Step 1 of a pass: the stores become one snapshot, the planner's input.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 
 use super::boot_watches::BootStores;
-use super::lenient::Lenient;
 use super::secrets::SecretWatches;
 use super::watches::Stores;
-use crate::api::{
-    ClusterApiMachineDeployment, ClusterApiMachineSet, ControlPlaneMachineSet, Infrastructure,
-    MachineConfiguration, MachineSet, Secret,
-};
+use crate::api::{Infrastructure, MachineConfiguration, Secret};
 use crate::known_images::KnownImages;
-use crate::machine_kind::{MachineKind, MachineObject};
+use crate::machine_kind::MachineKind;
 use crate::plan::boot_evidence::Boots;
 use crate::plan::selection::{Declared, Selection, release_of};
-use crate::plan::{ClusterSnapshot, stub};
+use crate::plan::{ClusterSnapshot, MachineResource, stub};
 use crate::platform::Platform;
 
 /// What a pass sees: the cluster-wide inputs and every machine resource.
 pub(super) struct Observation {
     pub snapshot: ClusterSnapshot,
-    pub machine_sets: Vec<Arc<Lenient<MachineSet>>>,
-    pub control_plane_machine_sets: Vec<Arc<Lenient<ControlPlaneMachineSet>>>,
-    pub cluster_api_machine_sets: Vec<Arc<Lenient<ClusterApiMachineSet>>>,
-    pub cluster_api_machine_deployments: Vec<Arc<Lenient<ClusterApiMachineDeployment>>>,
+    pub machines: Vec<MachineResource>,
 }
 
 /// Reads the stores, and first starts watching every stub secret a selected machine resource
@@ -37,10 +29,7 @@ pub(super) async fn observe(
     machine_configuration_name: &str,
     known: &KnownImages,
 ) -> Observation {
-    let machine_sets = stores.machine_sets();
-    let control_plane_machine_sets = stores.control_plane_machine_sets();
-    let cluster_api_machine_sets = stores.cluster_api_machine_sets();
-    let cluster_api_machine_deployments = stores.cluster_api_machine_deployments();
+    let machines = stores.machines();
     let machine_configuration = stores.machine_configuration(machine_configuration_name);
     let infrastructure = stores.infrastructure();
     // Only objects the planner may update need their stub secret checked: watching the others'
@@ -50,22 +39,11 @@ pub(super) async fn observe(
         machine_configuration.as_ref(),
         infrastructure.as_ref(),
     );
-    let wanted: BTreeSet<String> =
-        secrets_to_verify(&machine_sets, &selected(MachineKind::MachineSet))
-            .chain(secrets_to_verify(
-                &control_plane_machine_sets,
-                &selected(MachineKind::ControlPlaneMachineSet),
-            ))
-            .collect();
-    let cluster_api_wanted: BTreeSet<String> = secrets_to_verify(
-        &cluster_api_machine_sets,
-        &selected(MachineKind::ClusterApiMachineSet),
-    )
-    .chain(secrets_to_verify(
-        &cluster_api_machine_deployments,
-        &selected(MachineKind::ClusterApiMachineDeployment),
-    ))
-    .collect();
+    let selected: BTreeMap<MachineKind, Selection> = (MachineKind::ALL.into_iter())
+        .map(|kind| (kind, selected(kind)))
+        .collect();
+    let wanted = secrets_to_verify(&machines, &selected, false);
+    let cluster_api_wanted = secrets_to_verify(&machines, &selected, true);
     let all_secrets =
         watch_stub_secrets(secrets, &wanted, cluster_api_secrets, &cluster_api_wanted).await;
 
@@ -93,13 +71,7 @@ pub(super) async fn observe(
             health_checks: boots.health_checks(),
         },
     };
-    Observation {
-        snapshot,
-        machine_sets,
-        control_plane_machine_sets,
-        cluster_api_machine_sets,
-        cluster_api_machine_deployments,
-    }
+    Observation { snapshot, machines }
 }
 
 /// How the MachineConfiguration selects each kind on the cluster's platform and release, as the
@@ -141,18 +113,21 @@ async fn watch_stub_secrets(
     all
 }
 
-/// The stub secrets the readable objects among `objects` that `selection` selects name.
-fn secrets_to_verify<'a, M: MachineObject>(
-    objects: &'a [Arc<Lenient<M>>],
-    selection: &'a Selection,
-) -> impl Iterator<Item = String> + 'a {
-    objects
-        .iter()
-        .filter_map(|o| o.kept().ok())
-        .filter(move |o| selection.selects(o.meta().labels.as_ref()) == Ok(true))
-        .filter_map(|o| {
+/// The stub secrets the readable objects of the Cluster API namespace (`cluster_api`) or of the
+/// Machine API's that their kind's selection selects name.
+fn secrets_to_verify(
+    machines: &[MachineResource],
+    selected: &BTreeMap<MachineKind, Selection>,
+    cluster_api: bool,
+) -> BTreeSet<String> {
+    (machines.iter())
+        .filter(|m| m.kind.is_cluster_api() == cluster_api)
+        .filter_map(|m| Some((m.readable()?, selected.get(&m.kind)?)))
+        .filter(|(o, selection)| selection.selects(o.meta().labels.as_ref()) == Ok(true))
+        .filter_map(|(o, _)| {
             let in_provider_spec = || stub::kept_name(o.provider_spec()?);
             (o.data_secret_name()).or_else(in_provider_spec)
         })
         .map(str::to_string)
+        .collect()
 }

@@ -2,7 +2,7 @@
 //! and the MachineConfiguration status are all written from here (only a rollout's
 //! `Progressing=True` goes before its patches: `Controller::announce_rollout`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use jiff::Timestamp;
@@ -31,11 +31,14 @@ impl Controller {
         applied: impl IntoIterator<Item = Applied>,
         sources: &StatusSources,
     ) {
-        self.forget_gone_objects(&decided);
+        // A pass decides every object: the results of those it did not see go with them.
+        let mut seen = BTreeSet::new();
         let mut all_done = true;
         for applied in applied {
+            seen.insert(applied.decision.key());
             all_done &= self.record(applied);
         }
+        self.memory.objects.retain(|key, _| seen.contains(key));
         self.warn_of_legacy_pause(sources.mc.as_ref());
         self.adopt_gates(decided.blocked, decided.selections, sources.mc.as_ref());
         self.observe_plan(decided.golden.as_deref());
@@ -47,17 +50,6 @@ impl Controller {
         }
         if all_done {
             self.metrics.last_sync.set(Timestamp::now().as_second());
-        }
-    }
-
-    /// Forgets the objects the pass found gone (and, when it saw them all, every one it did
-    /// not see).
-    fn forget_gone_objects(&mut self, decided: &PassFacts) {
-        if let Some(live) = &decided.live {
-            self.memory.objects.retain(|k, _| live.contains(k));
-        }
-        for key in &decided.gone {
-            self.memory.objects.remove(key);
         }
     }
 
@@ -266,6 +258,9 @@ impl Controller {
     fn schedule_retry(&mut self, reported: &Decision) {
         let retry = &mut self.memory.object(&reported.key()).retry;
         match reported.action {
+            // Every pass plans every object: one before the error's retry is due is no attempt,
+            // and leaves the backoff as it is.
+            Action::Error if retry.is_some_and(|(_, at)| at > Instant::now()) => {}
             Action::Error => {
                 let attempts = retry.map_or(0, |(n, _)| n + 1);
                 let delay = doubling(MIN_BACKOFF, MAX_BACKOFF, attempts + 1);

@@ -395,7 +395,7 @@ impl Shared {
                 if let Some(Known::Importing(p)) = self.lock().templates.get_mut(&request.key) {
                     *p = percent;
                 }
-                let _ = self.wake.send(Trigger::All);
+                let _ = self.wake.send(Trigger);
             }
         };
         // Each step is bounded on its own; this bounds what is left (looking for the template,
@@ -428,16 +428,12 @@ impl Shared {
 
 /// The templates (names, without a folder) every machine resource of a pass clones.
 pub(super) fn in_use(observed: &Observation) -> BTreeSet<String> {
-    let machine_sets = observed
-        .machine_sets
-        .iter()
-        .filter_map(|o| template_of(o.kept().ok()?));
-    let control_planes =
-        (observed.control_plane_machine_sets.iter()).filter_map(|o| template_of(o.kept().ok()?));
-    machine_sets.chain(control_planes).collect()
+    (observed.machines.iter())
+        .filter_map(|m| template_of(m.readable()?))
+        .collect()
 }
 
-fn template_of<M: MachineObject>(object: &M) -> Option<String> {
+fn template_of(object: &dyn MachineObject) -> Option<String> {
     let spec = object.provider_spec()?.value.as_ref()?;
     let template = spec.pointer("/template")?.as_str()?;
     Some(template.rsplit('/').next().unwrap_or(template).to_string())
@@ -483,7 +479,7 @@ mod tests {
         let asks = |selection: Value, machine_set: MachineSet| {
             let snapshot = cluster(selection);
             let options = Options::default();
-            let decided = Planner::new(&snapshot, &options).decide(Ok(&machine_set));
+            let decided = Planner::new(&snapshot, &options).decide_object(&machine_set);
             matches!(decided.asks, Some(Lookup::Template(_)))
         };
         let all = || objects::selection("All", None);

@@ -4,15 +4,12 @@
 //! MachineDeployments; deletes carry uid and resourceVersion preconditions, so a template
 //! changed since it was seen is left alone.
 
-use std::sync::Arc;
-
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, Preconditions};
 use tracing::{info, warn};
 
-use super::lenient::Lenient;
 use crate::api_client;
-use crate::machine_kind::MachineObject;
+use crate::plan::MachineResource;
 use crate::plan::cluster_api_templates::{
     self, AWS_MACHINE_TEMPLATE, Collectable, RecordedCopy, Templates, Unused,
 };
@@ -42,22 +39,18 @@ impl TemplateCollector {
     /// unknown). The templates this pass points MachineSets at (`planned`) count as
     /// referenced: a copy left over from an earlier attempt is reused by the create that
     /// precedes the patch, and the snapshot does not show the MachineSet on it yet.
-    #[allow(clippy::too_many_arguments)]
-    pub fn candidates<'a, A: MachineObject, B: MachineObject>(
+    pub fn candidates<'a>(
         &mut self,
         templates: &'a Templates,
-        machine_sets: &'a [Arc<Lenient<A>>],
-        machine_deployments: &'a [Arc<Lenient<B>>],
+        machines: &'a [MachineResource],
         planned: impl IntoIterator<Item = &'a str>,
         ours: &[RecordedCopy],
         now: jiff::Timestamp,
     ) -> Collectable {
-        let (Some(sets), Some(deployments)) =
-            (references(machine_sets), references(machine_deployments))
-        else {
+        let Some(references) = references(machines) else {
             return Collectable::default();
         };
-        let references = sets.into_iter().chain(deployments).chain(planned);
+        let references = references.into_iter().chain(planned);
         let collectable =
             cluster_api_templates::unused_copies(templates, references, ours, now, self.grace);
         self.due = collectable.next.map(|at| {
@@ -92,24 +85,21 @@ impl TemplateCollector {
     }
 }
 
-/// The copies the readable objects of `machine_sets` and `machine_deployments` record as ours
+/// The copies the readable Cluster API MachineSets and MachineDeployments record as ours
 /// ([`cluster_api_templates::COPIES_ANNOTATION`]).
-pub(super) fn recorded<A: MachineObject, B: MachineObject>(
-    machine_sets: &[Arc<Lenient<A>>],
-    machine_deployments: &[Arc<Lenient<B>>],
-) -> Vec<RecordedCopy> {
-    fn of<M: MachineObject>(objects: &[Arc<Lenient<M>>]) -> impl Iterator<Item = RecordedCopy> {
-        (objects.iter().filter_map(|object| object.kept().ok()))
-            .flat_map(|kept| cluster_api_templates::recorded_copies(kept.meta()))
-    }
-    of(machine_sets).chain(of(machine_deployments)).collect()
+pub(super) fn recorded(machines: &[MachineResource]) -> Vec<RecordedCopy> {
+    (machines.iter().filter(|m| m.kind.is_cluster_api()))
+        .filter_map(MachineResource::readable)
+        .flat_map(|kept| cluster_api_templates::recorded_copies(kept.meta()))
+        .collect()
 }
 
-/// The AWS templates `objects` reference; `None` when one of them cannot be read.
-fn references<M: MachineObject>(objects: &[Arc<Lenient<M>>]) -> Option<Vec<&str>> {
+/// The AWS templates the Cluster API objects reference; `None` when one of them cannot be
+/// read.
+fn references(machines: &[MachineResource]) -> Option<Vec<&str>> {
     let mut names = Vec::new();
-    for object in objects {
-        let object = object.kept().ok()?;
+    for machine in machines.iter().filter(|m| m.kind.is_cluster_api()) {
+        let object = machine.readable()?;
         if let Some(reference) = object.infrastructure_ref()
             && reference.kind == AWS_MACHINE_TEMPLATE
         {
@@ -121,8 +111,9 @@ fn references<M: MachineObject>(objects: &[Arc<Lenient<M>>]) -> Option<Vec<&str>
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
-    use crate::api::{ClusterApiMachineDeployment, ClusterApiMachineSet};
     use crate::plan::cluster_api_templates::TemplateCopy;
     use crate::plan::{Action, Decision};
     use crate::reason::Reason;
@@ -171,8 +162,6 @@ mod tests {
         let object: DynamicObject = serde_json::from_value(copy).unwrap();
         let templates: Templates = [(key(name), Arc::new(object))].into();
         let now = "2026-02-01T00:00:00Z".parse().unwrap();
-        let sets: Vec<Arc<Lenient<ClusterApiMachineSet>>> = vec![];
-        let deployments: Vec<Arc<Lenient<ClusterApiMachineDeployment>>> = vec![];
         // Never contacted: judging candidates reads only the snapshot.
         let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
         let client = Client::try_from(config).unwrap();
@@ -182,7 +171,7 @@ mod tests {
             let planned = (decisions.iter())
                 .filter_map(|d| d.infrastructure_template.as_ref())
                 .map(|copy| copy.to.as_str());
-            let found = collector.candidates(&templates, &sets, &deployments, planned, &ours, now);
+            let found = collector.candidates(&templates, &[], planned, &ours, now);
             found.unused.into_iter().map(|u| u.name).collect::<Vec<_>>()
         };
 

@@ -1,6 +1,6 @@
 //! The watches: one reflector store per kind, each feeding the trigger channel.
 //!
-//! MachineSet events re-plan that MachineSet; every other kind re-plans everything. Singletons are
+//! Every change re-plans everything: a pass plans every machine resource. Singletons are
 //! watched by name (a `metadata.name` field selector), which is also what lets RBAC restrict the
 //! controller to those names. A watch error is logged and retried with backoff; it never ends the
 //! watch, and `Lenient` keeps one malformed object from failing a whole list (every kind is
@@ -29,14 +29,12 @@ use crate::api::{
 };
 use crate::known_images::KnownImages;
 use crate::machine_kind::{MachineKind, MachineObject};
-use crate::plan::{self, ObjectKey, other_managers};
+use crate::plan::{self, MachineResource, other_managers};
 
-/// What should be planned again.
+/// Something changed: plan everything again. A pass costs about 15 us per MachineSet
+/// (docs/performance.md), so no watch says what changed.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Trigger {
-    All,
-    One(ObjectKey),
-}
+pub struct Trigger;
 
 pub struct Stores {
     machine_sets: Store<Lenient<MachineSet>>,
@@ -230,8 +228,9 @@ fn spawn_templates(
     store
 }
 
-/// Drives a watch any change of which re-plans everything. With `quiet_first_list`, the end of
-/// the first list triggers nothing: the caller awaits it itself.
+/// Drives a watch any change of which re-plans everything. A (re)list changes the store only
+/// once it is done, so only its end triggers; with `quiet_first_list`, not even the first one:
+/// the caller awaits it itself.
 pub(super) async fn re_plan_all_on_change<K>(
     stream: impl futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
     tx: UnboundedSender<Trigger>,
@@ -241,8 +240,9 @@ pub(super) async fn re_plan_all_on_change<K>(
     while let Some(event) = stream.next().await {
         match event {
             Ok(watcher::Event::InitDone) if quiet_first_list => quiet_first_list = false,
+            Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => {}
             Ok(_) => {
-                if tx.send(Trigger::All).is_err() {
+                if tx.send(Trigger).is_err() {
                     return;
                 }
             }
@@ -278,7 +278,7 @@ where
     }
 }
 
-/// Watches a collection, re-planning one object per event (everything after a relist).
+/// Watches a collection, re-planning everything on each event.
 fn spawn<K>(
     api: Api<Lenient<K>>,
     config: watcher::Config,
@@ -297,24 +297,7 @@ where
 {
     let (store, writer) = reflector::store();
     let stream = retried(kind.label(), watcher(api, config).reflect(writer));
-    tokio::spawn(async move {
-        futures::pin_mut!(stream);
-        while let Some(event) = stream.next().await {
-            let trigger = match event {
-                Ok(watcher::Event::Apply(o) | watcher::Event::Delete(o)) => {
-                    Trigger::One(ObjectKey {
-                        kind,
-                        name: o.meta().name.clone().unwrap_or_default(),
-                    })
-                }
-                Ok(watcher::Event::InitDone) => Trigger::All,
-                Ok(_) | Err(_) => continue,
-            };
-            if tx.send(trigger).is_err() {
-                return;
-            }
-        }
-    });
+    tokio::spawn(re_plan_all_on_change(stream, tx, false));
     store
 }
 
@@ -356,7 +339,7 @@ where
                 Ok(watcher::Event::InitDone) => true,
                 Ok(_) | Err(_) => false,
             };
-            if relevant && tx.send(Trigger::All).is_err() {
+            if relevant && tx.send(Trigger).is_err() {
                 return;
             }
         }
@@ -423,20 +406,6 @@ impl Stores {
         }
     }
 
-    pub fn cluster_api_machine_sets(&self) -> Vec<Arc<Lenient<ClusterApiMachineSet>>> {
-        (self.cluster_api.as_ref())
-            .map(|c| c.machine_sets.state())
-            .unwrap_or_default()
-    }
-
-    pub fn cluster_api_machine_deployments(
-        &self,
-    ) -> Vec<Arc<Lenient<ClusterApiMachineDeployment>>> {
-        (self.cluster_api.as_ref())
-            .map(|c| c.machine_deployments.state())
-            .unwrap_or_default()
-    }
-
     /// The AWS machine templates of the Cluster API namespace, as the planner reads them; an
     /// unreadable one is absent (the MachineSets naming it are told it cannot be read).
     pub fn infrastructure_templates(&self) -> plan::cluster_api_templates::Templates {
@@ -456,15 +425,31 @@ impl Stores {
             .collect()
     }
 
-    pub fn machine_sets(&self) -> Vec<Arc<Lenient<MachineSet>>> {
-        self.machine_sets.state()
-    }
-
-    pub fn control_plane_machine_sets(&self) -> Vec<Arc<Lenient<ControlPlaneMachineSet>>> {
-        self.control_plane
-            .as_ref()
-            .map(Store::state)
-            .unwrap_or_default()
+    /// Every machine resource, kind by kind, each kind in the order its store lists them: the
+    /// one list a pass plans.
+    pub fn machines(&self) -> Vec<MachineResource> {
+        fn listed<K: MachineObject + Resource<DynamicType = ()> + Clone + 'static>(
+            kind: MachineKind,
+            store: Option<&Store<Lenient<K>>>,
+        ) -> impl Iterator<Item = MachineResource> {
+            let objects = store.map(Store::state).unwrap_or_default();
+            objects.into_iter().map(move |o| o.listed(kind))
+        }
+        let cluster_api = self.cluster_api.as_ref();
+        listed(MachineKind::MachineSet, Some(&self.machine_sets))
+            .chain(listed(
+                MachineKind::ControlPlaneMachineSet,
+                self.control_plane.as_ref(),
+            ))
+            .chain(listed(
+                MachineKind::ClusterApiMachineSet,
+                cluster_api.map(|c| &c.machine_sets),
+            ))
+            .chain(listed(
+                MachineKind::ClusterApiMachineDeployment,
+                cluster_api.map(|c| &c.machine_deployments),
+            ))
+            .collect()
     }
 
     /// The MachineConfiguration, with its `managedFields`.

@@ -27,10 +27,7 @@ use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
 
-use crate::api::{
-    ClusterApiMachineDeployment, ClusterApiMachineSet, ClusterVersion, ConfigMap,
-    ControlPlaneMachineSet, Infrastructure, MachineConfiguration, MachineSet, Secret,
-};
+use crate::api::{ClusterVersion, ConfigMap, Infrastructure, MachineConfiguration, Secret};
 use crate::arch::Arch;
 use crate::golden_stream::GoldenConfig;
 use crate::known_images::KnownImages;
@@ -135,64 +132,41 @@ pub struct Malformed {
     pub error: String,
 }
 
-/// Plans every Machine API resource of a snapshot.
-pub fn plan(
-    snapshot: &ClusterSnapshot,
-    machine_sets: &[Result<MachineSet, Malformed>],
-    control_plane_machine_sets: &[Result<ControlPlaneMachineSet, Malformed>],
-    options: &Options,
-) -> Plan {
-    let none = ClusterApiObjects::default();
-    plan_all(
-        snapshot,
-        machine_sets,
-        control_plane_machine_sets,
-        &none,
-        options,
-    )
+/// One machine resource of any kind as listed: the typed object, or why it could not be read as
+/// its kind. The controller's pass and the `plan` command plan one list of them, whatever the
+/// kinds.
+#[derive(Clone, Debug)]
+pub struct MachineResource {
+    pub kind: MachineKind,
+    pub object: Result<Arc<dyn MachineObject>, Malformed>,
 }
 
-/// The Cluster API objects whose boot images are managed.
-#[derive(Clone, Debug, Default)]
-pub struct ClusterApiObjects {
-    pub machine_sets: Vec<Result<ClusterApiMachineSet, Malformed>>,
-    pub machine_deployments: Vec<Result<ClusterApiMachineDeployment, Malformed>>,
-}
+impl MachineResource {
+    /// An object of `kind` as read, or why it could not be read.
+    pub fn read<M: MachineObject + 'static>(
+        kind: MachineKind,
+        object: Result<M, Malformed>,
+    ) -> Self {
+        let object = object.map(|o| Arc::new(o) as Arc<dyn MachineObject>);
+        MachineResource { kind, object }
+    }
 
-impl ClusterApiObjects {
-    pub fn is_empty(&self) -> bool {
-        self.machine_sets.is_empty() && self.machine_deployments.is_empty()
+    /// The typed object, unless it could not be read.
+    pub fn readable(&self) -> Option<&dyn MachineObject> {
+        self.object.as_deref().ok()
     }
 }
 
-/// Plans every machine resource of a snapshot, Cluster API MachineSets included.
-pub fn plan_all(
-    snapshot: &ClusterSnapshot,
-    machine_sets: &[Result<MachineSet, Malformed>],
-    control_plane_machine_sets: &[Result<ControlPlaneMachineSet, Malformed>],
-    cluster_api: &ClusterApiObjects,
-    options: &Options,
-) -> Plan {
+impl<M: MachineObject + 'static> From<M> for MachineResource {
+    fn from(object: M) -> Self {
+        MachineResource::read(object.kind(), Ok(object))
+    }
+}
+
+/// Plans every machine resource of a snapshot.
+pub fn plan(snapshot: &ClusterSnapshot, machines: &[MachineResource], options: &Options) -> Plan {
     let planner = Planner::new(snapshot, options);
-    let decisions = machine_sets
-        .iter()
-        .map(|ms| planner.decide(ms.as_ref()))
-        .chain(
-            control_plane_machine_sets
-                .iter()
-                .map(|cp| planner.decide(cp.as_ref())),
-        )
-        .chain((cluster_api.machine_sets.iter()).map(|ms| planner.decide(ms.as_ref())))
-        .chain((cluster_api.machine_deployments.iter()).map(|md| planner.decide(md.as_ref())));
-    let mut decisions: Vec<Decision> = decisions.collect();
-    let users = shared_stubs::users_of(
-        machine_sets.iter().filter_map(|o| o.as_ref().ok()),
-        control_plane_machine_sets
-            .iter()
-            .filter_map(|o| o.as_ref().ok()),
-    );
-    shared_stubs::hold_shared_upgrades(&mut decisions, &users);
-    let mut plan = Plan::new(planner.blocked().cloned(), decisions);
+    let mut plan = Plan::new(planner.blocked().cloned(), planner.decide_all(machines));
     plan.selection = planner
         .selections()
         .into_iter()
@@ -201,8 +175,7 @@ pub fn plan_all(
     plan
 }
 
-/// The planner with the global gates evaluated once; decides one object at a time, so the
-/// controller can re-plan a single MachineSet when only it changed.
+/// The planner with the global gates evaluated once; decides one object at a time.
 pub struct Planner<'a> {
     pub(crate) snapshot: &'a ClusterSnapshot,
     options: &'a Options,
@@ -267,13 +240,22 @@ impl<'a> Planner<'a> {
         self.state.as_ref().ok().map(|r| &r.golden)
     }
 
+    /// The decision on every machine resource, in their order; a spec-2 stub secret that
+    /// several of them name is upgraded only when all may move ([`shared_stubs`]).
+    pub fn decide_all(&self, machines: &[MachineResource]) -> Vec<Decision> {
+        let mut decisions: Vec<Decision> = machines.iter().map(|m| self.decide(m)).collect();
+        let users = shared_stubs::users_of(machines.iter().filter_map(MachineResource::readable));
+        shared_stubs::hold_shared_upgrades(&mut decisions, &users);
+        decisions
+    }
+
     /// The decision for one object, or for an object that could not be read as its kind.
-    pub fn decide<M: MachineObject>(&self, object: Result<&M, &Malformed>) -> Decision {
-        let object = match object {
-            Ok(object) => object,
+    pub fn decide(&self, machine: &MachineResource) -> Decision {
+        let object = match &machine.object {
+            Ok(object) => &**object,
             Err(bad) => {
                 return Decision::new(
-                    M::KIND,
+                    machine.kind,
                     &bad.namespace,
                     &bad.name,
                     Action::Error,
@@ -282,8 +264,13 @@ impl<'a> Planner<'a> {
                 );
             }
         };
+        self.decide_object(object)
+    }
+
+    /// The decision for one readable object.
+    pub fn decide_object(&self, object: &dyn MachineObject) -> Decision {
         let view;
-        let subject = if M::KIND.is_cluster_api() {
+        let subject = if object.kind().is_cluster_api() {
             view = self.template_view(object);
             rules::Subject::with_template(object, &view)
         } else {
@@ -302,9 +289,9 @@ impl<'a> Planner<'a> {
     }
 
     /// The view of a Cluster API MachineSet's infrastructure template the rules judge.
-    fn template_view<'s, M: MachineObject>(
+    fn template_view<'s>(
         &'s self,
-        object: &'s M,
+        object: &'s dyn MachineObject,
     ) -> Result<cluster_api_templates::TemplateView<'s>, cluster_api_templates::Unjudgeable> {
         let region = cluster_api_templates::region(self.snapshot.infrastructure.as_ref());
         cluster_api_templates::view(
@@ -320,7 +307,7 @@ impl<'a> Planner<'a> {
     /// (what it would update or leave as current), judged by the platform rule alone: selection,
     /// opt-out and ownership do not matter here. `revert` asks it of the value it would put back,
     /// since the history it reads can be written by anyone who can edit the object.
-    pub fn recognise<M: MachineObject>(&self, object: &M) -> Recognition {
+    pub fn recognise(&self, object: &dyn MachineObject) -> Recognition {
         let ready = match &self.state {
             Ok(ready) => ready,
             Err(blocked) => return Recognition::Unknown(blocked.message.clone()),

@@ -41,10 +41,10 @@ pub(super) struct Subject<'a> {
 }
 
 impl<'a> Subject<'a> {
-    pub fn of<M: MachineObject>(object: &'a M) -> Self {
+    pub fn of(object: &'a dyn MachineObject) -> Self {
         let meta = object.meta();
         Subject {
-            kind: M::KIND,
+            kind: object.kind(),
             meta,
             template: object.machine_template(),
             selector: object.selector(),
@@ -54,8 +54,8 @@ impl<'a> Subject<'a> {
     }
 
     /// A Cluster API MachineSet, with the view of its template the rules judge.
-    pub fn with_template<M: MachineObject>(
-        object: &'a M,
+    pub fn with_template(
+        object: &'a dyn MachineObject,
         view: &'a Result<TemplateView<'a>, Unjudgeable>,
     ) -> Self {
         Subject {

@@ -6,30 +6,16 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::decision::{Action, Decision, ObjectKey};
 use super::stub::kept_name;
-use crate::api::{ControlPlaneMachineSet, MachineSet};
 use crate::machine_kind::MachineObject;
 use crate::reason::Reason;
 
 /// The objects that name each stub secret, by the secret's namespace and name.
 pub type StubUsers = BTreeMap<(String, String), Vec<ObjectKey>>;
 
-/// The objects that name each stub secret, of the MachineSets and ControlPlaneMachineSets of a
-/// plan (the planner's and the controller's pass alike).
-pub fn users_of<'a>(
-    machine_sets: impl IntoIterator<Item = &'a MachineSet>,
-    control_planes: impl IntoIterator<Item = &'a ControlPlaneMachineSet>,
-) -> StubUsers {
+/// The objects that name each stub secret in their provider spec (the Machine API kinds: a
+/// Cluster API object names its bootstrap secret elsewhere, and never has it upgraded).
+pub fn users_of<'a>(objects: impl IntoIterator<Item = &'a dyn MachineObject>) -> StubUsers {
     let mut users = StubUsers::new();
-    add_users(&mut users, machine_sets);
-    add_users(&mut users, control_planes);
-    users
-}
-
-/// Adds to `users` the stub secret each of `objects` names.
-fn add_users<'a, M: MachineObject + 'a>(
-    users: &mut StubUsers,
-    objects: impl IntoIterator<Item = &'a M>,
-) {
     for object in objects {
         let meta = object.meta();
         let Some(name) = object.provider_spec().and_then(kept_name) else {
@@ -37,11 +23,12 @@ fn add_users<'a, M: MachineObject + 'a>(
         };
         let namespace = meta.namespace.clone().unwrap_or_default();
         let key = ObjectKey {
-            kind: M::KIND,
+            kind: object.kind(),
             name: meta.name.clone().unwrap_or_default(),
         };
         users.entry((namespace, name.into())).or_default().push(key);
     }
+    users
 }
 
 /// Objects a [`Reason::StubSecretShared`] message names at most.

@@ -12,7 +12,10 @@ use json_patch::PatchOperation;
 use serde_json::{Value, json};
 
 use super::history::{self, Change, HistoryEntry};
-use super::{Action, Blocked, ClusterSnapshot, Decision, Malformed, Options, Patch, Plan, plan};
+use super::{
+    Action, Blocked, ClusterSnapshot, Decision, MachineResource, Malformed, Options, Patch, Plan,
+    plan,
+};
 use crate::api::{ControlPlaneMachineSet, MachineSet};
 use crate::arch::Arch;
 use crate::machine_kind::MachineKind;
@@ -124,7 +127,14 @@ fn plan_machine_sets(
     cluster: &ClusterSnapshot,
     machine_sets: &[Result<MachineSet, Malformed>],
 ) -> Plan {
-    plan(cluster, machine_sets, &[], &options())
+    plan(cluster, &listed(machine_sets), &options())
+}
+
+/// MachineSets as the planner lists machine resources.
+fn listed(machine_sets: &[Result<MachineSet, Malformed>]) -> Vec<MachineResource> {
+    (machine_sets.iter().cloned())
+        .map(|ms| MachineResource::read(MachineKind::MachineSet, ms))
+        .collect()
 }
 
 /// The entry of a single MachineSet.
@@ -138,7 +148,8 @@ fn decide_control_plane(
     cluster: &ClusterSnapshot,
     cp: Result<ControlPlaneMachineSet, Malformed>,
 ) -> Decision {
-    let mut plan = plan(cluster, &[], &[cp], &options());
+    let cp = MachineResource::read(MachineKind::ControlPlaneMachineSet, cp);
+    let mut plan = plan(cluster, &[cp], &options());
     assert_eq!(plan.of(MachineKind::ControlPlaneMachineSet).len(), 1);
     plan.decisions.remove(0)
 }
@@ -269,15 +280,16 @@ fn assert_gate_when(change: impl FnOnce(&mut ClusterSnapshot), reason: Reason) {
 }
 
 fn assert_hard_gate(cluster: &ClusterSnapshot, reason: Reason) {
-    let plan = plan(
-        cluster,
-        &[
-            machine_set("worker-a").served(),
-            machine_set("worker-b").ami(AMI_US_EAST_1).served(),
-        ],
-        &[control_plane_machine_set().served()],
-        &options(),
-    );
+    let mut machines = listed(&[
+        machine_set("worker-a").served(),
+        machine_set("worker-b").ami(AMI_US_EAST_1).served(),
+    ]);
+    let cp = control_plane_machine_set().served();
+    machines.push(MachineResource::read(
+        MachineKind::ControlPlaneMachineSet,
+        cp,
+    ));
+    let plan = plan(cluster, &machines, &options());
     assert_eq!(
         plan.blocked.as_ref().map(|b| b.reason),
         Some(reason),
@@ -627,7 +639,11 @@ fn report_only_holds_every_write_and_never_forces_one() {
         report_only: true,
         ..options()
     };
-    let plan = plan(&updatable(), &[machine_set("a").served()], &[], &options);
+    let plan = plan(
+        &updatable(),
+        &listed(&[machine_set("a").served()]),
+        &options,
+    );
     assert_eq!(
         plan.blocked.as_ref().map(|b| b.reason),
         Some(Reason::ReportOnly)
@@ -639,7 +655,7 @@ fn report_only_holds_every_write_and_never_forces_one() {
 }
 
 fn plan_with(cluster: &ClusterSnapshot, options: &Options) -> Option<Blocked> {
-    plan(cluster, &[machine_set("a").served()], &[], options).blocked
+    plan(cluster, &listed(&[machine_set("a").served()]), options).blocked
 }
 
 #[test]
@@ -799,15 +815,16 @@ fn an_invalid_selector_is_an_error_for_its_resource_kind_only() {
         ),
         machine_manager("controlplanemachinesets", json!({"mode": "All"})),
     ]));
-    let plan = plan(
-        &cluster,
-        &[
-            machine_set("worker-a").served(),
-            machine_set("worker-b").served(),
-        ],
-        &[control_plane_machine_set().served()],
-        &options(),
-    );
+    let mut machines = listed(&[
+        machine_set("worker-a").served(),
+        machine_set("worker-b").served(),
+    ]);
+    let cp = control_plane_machine_set().served();
+    machines.push(MachineResource::read(
+        MachineKind::ControlPlaneMachineSet,
+        cp,
+    ));
+    let plan = plan(&cluster, &machines, &options());
     assert_eq!(plan.blocked, None);
     for entry in plan.of(MachineKind::MachineSet) {
         assert_decided(entry, Action::Error, Reason::InvalidSelector);
@@ -980,7 +997,7 @@ fn an_undetermined_architecture_is_an_error() {
 fn without_the_annotation_the_control_plane_nodes_architecture_applies() {
     let arm64 = updatable().control_plane_arch("arm64");
     let ms = machine_set("worker-a").ami(AMI_PREVIOUS_ARM64).served();
-    let worker = plan(&arm64, std::slice::from_ref(&ms), &[], &options())
+    let worker = plan(&arm64, &listed(std::slice::from_ref(&ms)), &options())
         .decisions
         .remove(0);
     assert_decided(&worker, Action::Update, Reason::BootImageOutdated);
@@ -993,7 +1010,7 @@ fn without_the_annotation_the_control_plane_nodes_architecture_applies() {
         control_plane_arch: Some(Arch::Arm64),
         ..options()
     };
-    let worker = plan(&updatable(), &[ms], &[], &override_arm64)
+    let worker = plan(&updatable(), &listed(&[ms]), &override_arm64)
         .decisions
         .remove(0);
     assert_decided(&worker, Action::Update, Reason::BootImageOutdated);
@@ -1009,7 +1026,8 @@ fn without_the_annotation_the_control_plane_nodes_architecture_applies() {
             json!({"mode": "All"})
         )]));
     let cp = control_plane_machine_set().ami(AMI_PREVIOUS_ARM64).served();
-    let planned = plan(&cluster, &[], &[cp], &override_arm64);
+    let cp = MachineResource::read(MachineKind::ControlPlaneMachineSet, cp);
+    let planned = plan(&cluster, &[cp], &override_arm64);
     let entry = &planned.of(MachineKind::ControlPlaneMachineSet)[0];
     assert_decided(entry, Action::Update, Reason::BootImageOutdated);
     assert_eq!(
@@ -2337,7 +2355,7 @@ fn decisions_name_the_unknown_amis_of_the_objects_they_judge_and_only_those() {
     };
     let machine_set = |builder: MachineSetBuilder| {
         let ms: MachineSet = serde_json::from_value(builder.build()).unwrap();
-        asks(planner.decide(Ok(&ms)))
+        asks(planner.decide_object(&ms))
     };
     let named = |name, ami| objects::machine_set(MACHINE_API_NAMESPACE, name).ami(ami);
     assert_eq!(
@@ -2354,7 +2372,7 @@ fn decisions_name_the_unknown_amis_of_the_objects_they_judge_and_only_those() {
     )
     .unwrap();
     assert_eq!(
-        asks(planner.decide(Ok(&control_plane))).as_deref(),
+        asks(planner.decide_object(&control_plane)).as_deref(),
         Some("us-east-1/ami-cp")
     );
     // Cluster API objects' AMIs are read from their templates, as the AWS rule reads them.
@@ -2365,22 +2383,26 @@ fn decisions_name_the_unknown_amis_of_the_objects_they_judge_and_only_those() {
     )
     .unwrap();
     assert_eq!(
-        asks(planner.decide(Ok(&capi_set))).as_deref(),
+        asks(planner.decide_object(&capi_set)).as_deref(),
         Some("us-east-1/ami-capi")
     );
     let orphan: ClusterApiMachineSet =
         serde_json::from_value(cluster_api::machine_set(CLUSTER_API_NAMESPACE, "o", "gone"))
             .unwrap();
-    assert_eq!(asks(planner.decide(Ok(&orphan))), None, "no such template");
+    assert_eq!(
+        asks(planner.decide_object(&orphan)),
+        None,
+        "no such template"
+    );
     // A MachineDeployment only with --update-machine-deployments: otherwise it is never updated.
-    assert_eq!(asks(planner.decide(Ok(&capi_deployment))), None);
+    assert_eq!(asks(planner.decide_object(&capi_deployment)), None);
     let options = Options {
         update_machine_deployments: true,
         ..Options::default()
     };
     let planner = super::Planner::new(&cluster, &options);
     assert_eq!(
-        asks(planner.decide(Ok(&capi_deployment))).as_deref(),
+        asks(planner.decide_object(&capi_deployment)).as_deref(),
         Some("us-east-1/ami-capi")
     );
 }

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::boot_evidence::{BootEvidence, BootState};
 use super::history::{Change, HistoryEntry};
-use super::{Action, ClusterSnapshot, Decision, Options, plan};
+use super::{Action, ClusterSnapshot, Decision, MachineResource, Options, plan};
 use crate::api::{Machine, MachineSet};
 use crate::names::{
     BOOT_FAILURE_HOLD_ANNOTATION, HISTORY_ANNOTATION, MACHINE_API_NAMESPACE,
@@ -126,7 +126,7 @@ fn decide_with(
     options: Options,
 ) -> Decision {
     let ms: MachineSet = ms.served().unwrap();
-    let mut plan = plan(cluster, &[Ok(ms)], &[], &options);
+    let mut plan = plan(cluster, &[ms.into()], &options);
     plan.decisions.remove(0)
 }
 
@@ -714,7 +714,8 @@ fn trimmed_as_the_watches_keep_them_machines_are_still_told_apart() {
     ] {
         let mut cluster = cluster();
         cluster.boots.machines = vec![machine];
-        let d = plan(&cluster, &[Ok(stored.clone())], &[], &reverting()).decisions[0].clone();
+        let stored = MachineResource::from(stored.clone());
+        let d = plan(&cluster, &[stored], &reverting()).decisions[0].clone();
         assert_eq!(
             d.reason == Reason::BootImageReverted,
             reverted,

@@ -4,8 +4,8 @@
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use super::{Action, ClusterApiObjects, ClusterSnapshot, Decision, Options, plan_all};
-use crate::api::{ClusterApiMachineSet, MachineSet};
+use super::{Action, ClusterSnapshot, Decision, MachineResource, Options, plan};
+use crate::api::{ClusterApiMachineDeployment, ClusterApiMachineSet, MachineSet};
 use crate::machine_kind::MachineKind;
 use crate::names::{CLUSTER_API_NAMESPACE, MACHINE_API_NAMESPACE};
 use crate::reason::Reason;
@@ -42,11 +42,8 @@ fn options() -> Options {
 }
 
 fn decide(cluster: &ClusterSnapshot, object: Value) -> Decision {
-    let objects = ClusterApiObjects {
-        machine_sets: vec![Ok(typed(object))],
-        ..Default::default()
-    };
-    let plan = plan_all(cluster, &[], &[], &objects, &options());
+    let object: ClusterApiMachineSet = typed(object);
+    let plan = plan(cluster, &[object.into()], &options());
     plan.decisions.into_iter().next().expect("one decision")
 }
 
@@ -208,7 +205,7 @@ fn a_machine_api_machine_set_whose_authority_is_elsewhere_is_skipped() {
         ms["spec"]["authoritativeAPI"] = spec["authoritativeAPI"].clone();
         ms["status"] = status.clone();
         let ms: MachineSet = typed(ms);
-        let plan = plan_all(&cluster, &[Ok(ms)], &[], &Default::default(), &options());
+        let plan = plan(&cluster, &[ms.into()], &options());
         let decided = &plan.of(MachineKind::MachineSet)[0];
         assert_eq!(
             (decided.action, decided.reason),
@@ -225,13 +222,8 @@ fn a_machine_api_machine_set_whose_authority_is_elsewhere_is_skipped() {
     // Machine API authoritative: managed as ever.
     let mut ms = objects::machine_set(MACHINE_API_NAMESPACE, "worker-a").build();
     ms["status"] = json!({"authoritativeAPI": "MachineAPI"});
-    let plan = plan_all(
-        &cluster,
-        &[Ok(typed(ms))],
-        &[],
-        &Default::default(),
-        &options(),
-    );
+    let ms: MachineSet = typed(ms);
+    let plan = plan(&cluster, &[ms.into()], &options());
     assert_ne!(
         plan.of(MachineKind::MachineSet)[0].reason,
         Reason::AuthoritativeElsewhere
@@ -264,12 +256,10 @@ fn reverting_points_the_machine_set_back_at_its_former_template() {
 fn a_machine_deployment_is_updated_only_when_the_administrator_opted_in() {
     let mut deployment = worker_a();
     deployment["kind"] = json!("MachineDeployment");
-    let objects = ClusterApiObjects {
-        machine_deployments: vec![Ok(typed(deployment))],
-        ..Default::default()
-    };
-    let plan = plan_all(&cluster(), &[], &[], &objects, &options());
-    let decided = &plan.of(MachineKind::ClusterApiMachineDeployment)[0];
+    let deployment: ClusterApiMachineDeployment = typed(deployment);
+    let objects: [MachineResource; 1] = [deployment.into()];
+    let planned = plan(&cluster(), &objects, &options());
+    let decided = &planned.of(MachineKind::ClusterApiMachineDeployment)[0];
     assert_eq!(
         (decided.action, decided.reason),
         (Action::Skip, Reason::MachineDeploymentNotOptedIn)
@@ -285,8 +275,8 @@ fn a_machine_deployment_is_updated_only_when_the_administrator_opted_in() {
         update_machine_deployments: true,
         ..options()
     };
-    let plan = plan_all(&cluster(), &[], &[], &objects, &opted_in);
-    let decided = &plan.of(MachineKind::ClusterApiMachineDeployment)[0];
+    let planned = plan(&cluster(), &objects, &opted_in);
+    let decided = &planned.of(MachineKind::ClusterApiMachineDeployment)[0];
     assert_eq!(decided.action, Action::Update, "{decided:?}");
     assert_eq!(
         decided.infrastructure_template.as_ref().unwrap().from,

@@ -146,12 +146,7 @@ fn the_json_output_is_exactly_the_planners_plan() {
         now: now.parse().unwrap(),
         ..plan::Options::default()
     };
-    let expected = plan::plan(
-        &snapshot.cluster,
-        &snapshot.machine_sets,
-        &snapshot.control_plane_machine_sets,
-        &options,
-    );
+    let expected = plan::plan(&snapshot.cluster, &snapshot.machines, &options);
     let output = run(&["plan", "-o", "json", "--now", now, "-f", &demo_cluster()]);
     assert_eq!(
         stdout(&output),

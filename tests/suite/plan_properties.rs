@@ -18,9 +18,8 @@ use boot_image_controller::arch::Arch;
 use boot_image_controller::controller::lenient::Lenient;
 use boot_image_controller::machine_kind::{MachineKind, MachineObject};
 use boot_image_controller::names;
-use boot_image_controller::plan::shared_stubs;
 use boot_image_controller::plan::{
-    Action, ClusterSnapshot, Decision, Malformed, Options, Plan, Planner, plan,
+    Action, ClusterSnapshot, Decision, MachineResource, Malformed, Options, Plan, Planner, plan,
 };
 use boot_image_controller::reason::Reason;
 use boot_image_controller::testkit::generators::*;
@@ -358,6 +357,15 @@ fn read<K: DeserializeOwned>(doc: &Value) -> Result<K, Malformed> {
     })
 }
 
+/// The planner's list of machine resources of `inputs`.
+fn machines((machine_sets, control_planes): &Inputs) -> Vec<MachineResource> {
+    let kind = MachineKind::ControlPlaneMachineSet;
+    (machine_sets.iter().cloned())
+        .map(|ms| MachineResource::read(MachineKind::MachineSet, ms))
+        .chain((control_planes.iter().cloned()).map(|cp| MachineResource::read(kind, cp)))
+        .collect()
+}
+
 fn inputs(docs: &[Value]) -> Inputs {
     let is_cp = |doc: &&Value| doc["kind"] == "ControlPlaneMachineSet";
     (
@@ -377,22 +385,16 @@ fn plan_stored(cluster: &ClusterSnapshot, docs: &[Value], options: &Options) -> 
     }
     let planner = Planner::new(cluster, options);
     let is_cp = |doc: &&Value| doc["kind"] == "ControlPlaneMachineSet";
-    let machine_sets: Vec<Lenient<MachineSet>> = (docs.iter().filter(|d| !is_cp(d)))
-        .map(stored::<MachineSet>)
-        .collect();
-    let control_planes: Vec<Lenient<ControlPlaneMachineSet>> = (docs.iter().filter(is_cp))
-        .map(stored::<ControlPlaneMachineSet>)
-        .collect();
-    let mut decisions: Vec<_> = (machine_sets.iter().map(|ms| planner.decide(ms.kept())))
-        .chain(control_planes.iter().map(|cp| planner.decide(cp.kept())))
+    let machines: Vec<MachineResource> = (docs.iter())
+        .map(|doc| match is_cp(&doc) {
+            true => {
+                stored::<ControlPlaneMachineSet>(doc).listed(MachineKind::ControlPlaneMachineSet)
+            }
+            false => stored::<MachineSet>(doc).listed(MachineKind::MachineSet),
+        })
         .collect();
     // As the controller's pass does (`controller::decide`): the stub rule across objects.
-    let users = shared_stubs::users_of(
-        machine_sets.iter().filter_map(|o| o.kept().ok()),
-        control_planes.iter().filter_map(|o| o.kept().ok()),
-    );
-    shared_stubs::hold_shared_upgrades(&mut decisions, &users);
-    Plan::new(planner.blocked().cloned(), decisions)
+    Plan::new(planner.blocked().cloned(), planner.decide_all(&machines))
 }
 
 fn docs(resources: &[(String, ResourceCase)]) -> Vec<Value> {
@@ -403,13 +405,7 @@ fn docs(resources: &[(String, ResourceCase)]) -> Vec<Value> {
 }
 
 fn run(case: &ClusterCase, docs: &[Value]) -> Plan {
-    let (machine_sets, control_planes) = inputs(docs);
-    plan(
-        &case.cluster(),
-        &machine_sets,
-        &control_planes,
-        &case.options(),
-    )
+    plan(&case.cluster(), &machines(&inputs(docs)), &case.options())
 }
 
 /// The entries of a plan with the provider-spec pointer of their kind and their object.
@@ -624,11 +620,11 @@ proptest! {
     #[test]
     fn the_watch_keeps_everything_the_planner_reads((case, resources) in arb_snapshot()) {
         let docs = docs(&resources);
-        let (mut machine_sets, mut control_planes) = inputs(&docs);
-        let whole = plan(&case.cluster(), &machine_sets, &control_planes, &case.options());
-        machine_sets.iter_mut().flatten().for_each(MachineObject::keep_only_what_the_planner_reads);
-        control_planes.iter_mut().flatten().for_each(MachineObject::keep_only_what_the_planner_reads);
-        let slimmed = plan(&case.cluster(), &machine_sets, &control_planes, &case.options());
+        let mut inputs = inputs(&docs);
+        let whole = plan(&case.cluster(), &machines(&inputs), &case.options());
+        inputs.0.iter_mut().flatten().for_each(MachineObject::keep_only_what_the_planner_reads);
+        inputs.1.iter_mut().flatten().for_each(MachineObject::keep_only_what_the_planner_reads);
+        let slimmed = plan(&case.cluster(), &machines(&inputs), &case.options());
         prop_assert_eq!(&whole, &slimmed);
         // And as the watch decodes them, labels and annotations kept apart, compactly.
         let stored = plan_stored(&case.cluster(), &docs, &case.options());

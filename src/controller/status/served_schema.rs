@@ -185,7 +185,7 @@ impl ServedSchema {
                         });
                         if changed {
                             info!(?schema, "read the served MachineConfiguration schema");
-                            let _ = wake.send(Trigger::All);
+                            let _ = wake.send(Trigger);
                         }
                     }
                     Ok(None) => {}
