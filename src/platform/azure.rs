@@ -399,40 +399,19 @@ fn target_image(
     golden: &AzureMarketplaceImage,
     variant: &str,
 ) -> Map<String, Value> {
-    let mut managed = managed_fields(golden, variant).map(|(key, value)| (key, value, false));
-    // Fields are set in place in a copy of the object, not looked up by key (each look-up
-    // hashes): docs/performance.md, "Measurements behind the code".
     let mut target = current.clone();
-    for (key, slot) in target.iter_mut() {
-        if let Some((_, value, seen)) = managed.iter_mut().find(|(k, _, _)| key == k) {
-            set_text(slot, value);
-            *seen = true;
-        } else if key == "resourceID" {
-            // A non-empty resourceID beside publisher, offer, sku or version is refused by the
-            // Machine API's admission webhook (openshift/machine-api-operator,
-            // pkg/webhooks/machine_webhook.go, `validateAzureImage`: "resourceID is already
-            // specified, other fields ... should not be set"), so it is cleared for the
-            // marketplace fields to take effect; an absent one stays absent.
-            set_text(slot, "");
-        }
+    for (key, value) in managed_fields(golden, variant) {
+        target.insert(key.to_string(), Value::String(value.to_string()));
     }
-    for (key, value, seen) in managed {
-        if !seen {
-            target.insert(key.to_string(), Value::String(value.to_string()));
-        }
+    // A non-empty resourceID beside publisher, offer, sku or version is refused by the Machine
+    // API's admission webhook (openshift/machine-api-operator, pkg/webhooks/machine_webhook.go,
+    // `validateAzureImage`: "resourceID is already specified, other fields ... should not be
+    // set"), so it is cleared for the marketplace fields to take effect; an absent one stays
+    // absent.
+    if let Some(id) = target.get_mut("resourceID") {
+        *id = Value::String(String::new());
     }
     target
-}
-
-/// Makes `slot` the string `text`, reusing its allocation when it holds a string already.
-fn set_text(slot: &mut Value, text: &str) {
-    match slot {
-        Value::String(s) => {
-            s.clear();
-            s.push_str(text);
-        }
-        other => *other = Value::String(text.to_string()),
-    }
 }
 
 fn custom(message: String, current: Value) -> ImageOutcome {
