@@ -28,6 +28,8 @@ pub const READ_TIMEOUT: Duration = Duration::from_secs(295);
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 /// The bound of one write (a patch, a status update) from request to response.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// Reading a credentials Secret (the machine API's, for EC2 or vCenter).
+pub const SECRET_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// `call`, or a timeout error once the API server has not answered within [`CALL_TIMEOUT`]: a
 /// write must never hold a pass, the status or an Event slot for the idle-read bound.

@@ -15,7 +15,7 @@
 //! marketplace products are repeated hourly, since new AMIs are published there.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use kube::Api;
@@ -24,9 +24,10 @@ use tracing::{info, warn};
 
 use super::lenient::Lenient;
 use super::observe::Observation;
-use super::retry::{self, SECRET_TIMEOUT};
+use super::retry;
 use super::watches::Trigger;
 use crate::api::{Infrastructure, Secret};
+use crate::api_client::SECRET_TIMEOUT;
 use crate::ec2::client::Ec2Client;
 use crate::ec2::query::Ec2Error;
 use crate::ec2::sigv4::Credentials;
@@ -281,7 +282,8 @@ impl State {
 
 impl Shared {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        retry::lock(&self.state)
+        // A panic while holding it leaves plain data behind, still usable.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     async fn run(&self, job: Job) {

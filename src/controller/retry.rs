@@ -1,22 +1,11 @@
-//! Retrying what failed: the doubling delay (of errors, status writes and look-ups) and the
-//! pass a look-up triggers once its retry is due (neither EC2 nor vCenter sends events); and
-//! what the look-ups that retry in the background (EC2, vCenter) share: their state behind a
-//! lock that survives a panic, and the bound on reading their credentials.
+//! When to retry what failed: the doubling delay (of errors, status writes and look-ups) and
+//! the pass a look-up triggers once its retry is due (neither EC2 nor vCenter sends events).
 
-use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::sync::mpsc;
 
 use super::watches::Trigger;
-
-/// Reading a credentials Secret (the machine API's, for EC2 or vCenter).
-pub(super) const SECRET_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// The state behind `lock`; a panic while holding it leaves plain data behind, still usable.
-pub(super) fn lock<T>(state: &Mutex<T>) -> MutexGuard<'_, T> {
-    state.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// `first`, doubled for each failure after the first, at most `max`.
 pub(super) fn doubling(first: Duration, max: Duration, attempts: u32) -> Duration {

@@ -8,7 +8,7 @@
 //! once; if they ever do, vCenter's unique names keep it to one template (`vcenter::import`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use kube::Api;
@@ -16,9 +16,10 @@ use tokio::sync::{Semaphore, mpsc};
 use tracing::{info, warn};
 
 use super::observe::Observation;
-use super::retry::{self, SECRET_TIMEOUT};
+use super::retry;
 use super::watches::Trigger;
 use crate::api::Secret;
+use crate::api_client::SECRET_TIMEOUT;
 use crate::facts::vcenter::{
     TemplateKey, TemplateRequest, TemplateState, TemplateVersion, VcenterFacts,
 };
@@ -266,7 +267,8 @@ impl State {
 
 impl Shared {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        retry::lock(&self.state)
+        // A panic while holding it leaves plain data behind, still usable.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     async fn run(&self, request: TemplateRequest, in_use: BTreeSet<String>) {
