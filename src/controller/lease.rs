@@ -260,7 +260,20 @@ pub async fn run(
 /// Gives the lease up at shutdown so the standby need not wait for it to expire; bounded like
 /// every other lease call.
 async fn release_on_shutdown(api: &Api<Lease>, config: &LeaseConfig) {
-    match tokio::time::timeout(config.retry_period, release(api, config)).await {
+    let release = async {
+        let mut lease = api.get(&config.name).await?;
+        let Some(spec) = lease.spec.as_mut() else {
+            return Ok(());
+        };
+        if spec.holder_identity.as_deref() != Some(config.identity.as_str()) {
+            return Ok(());
+        }
+        spec.holder_identity = None;
+        spec.lease_duration_seconds = Some(1);
+        let params = api_client::post_params();
+        api.replace(&config.name, &params, &lease).await.map(|_| ())
+    };
+    match tokio::time::timeout(config.retry_period, release).await {
         Ok(Ok(())) => info!(lease = %config.name, "released the leader lease"),
         Ok(Err(e)) => {
             warn!(error = %e, "could not release the leader lease; the standby waits for it to expire")
@@ -312,13 +325,9 @@ async fn acquire_or_renew(
             Err(e) => Err(e),
         };
     };
-    *observed = Observed::update(observed.take(), lease.spec.as_ref(), Instant::now());
-    match decide(
-        lease.spec.as_ref(),
-        &config.identity,
-        observed.as_ref(),
-        Instant::now(),
-    ) {
+    let (read, read_at) = (lease.spec.as_ref(), Instant::now());
+    *observed = Observed::update(observed.take(), read, read_at);
+    match decide(read, &config.identity, observed.as_ref(), read_at) {
         Decision::Follow { holder } => Ok(Some(Attempt::Taken(Some(holder)))),
         decision => {
             let previous = lease.spec.take();
@@ -330,10 +339,8 @@ async fn acquire_or_renew(
             lease.spec = Some(spec);
             // `replace` carries the resourceVersion we read: a concurrent candidate's write makes
             // ours fail with 409 instead of both succeeding.
-            match api
-                .replace(&config.name, &api_client::post_params(), &lease)
-                .await
-            {
+            let params = api_client::post_params();
+            match api.replace(&config.name, &params, &lease).await {
                 Ok(_) => Ok(Some(Attempt::Held)),
                 Err(kube::Error::Api(e)) if e.code == 409 && decision == Decision::Renew => {
                     Ok(None)
@@ -354,22 +361,6 @@ fn held_spec(config: &LeaseConfig, now: Timestamp, previous: Option<&LeaseSpec>)
         lease_transitions: Some(previous.and_then(|p| p.lease_transitions).unwrap_or(0) + 1),
         ..LeaseSpec::default()
     }
-}
-
-/// Gives the lease up so a standby does not have to wait for it to expire.
-async fn release(api: &Api<Lease>, config: &LeaseConfig) -> Result<(), kube::Error> {
-    let mut lease = api.get(&config.name).await?;
-    let Some(spec) = lease.spec.as_mut() else {
-        return Ok(());
-    };
-    if spec.holder_identity.as_deref() != Some(config.identity.as_str()) {
-        return Ok(());
-    }
-    spec.holder_identity = None;
-    spec.lease_duration_seconds = Some(1);
-    api.replace(&config.name, &api_client::post_params(), &lease)
-        .await
-        .map(|_| ())
 }
 
 #[cfg(test)]
