@@ -250,12 +250,9 @@ pub fn jittered(d: Duration) -> Duration {
 
 /// An error and all its sources, as one line.
 pub fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut message = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        message.push_str(": ");
-        message.push_str(&s.to_string());
-        source = s.source();
-    }
-    message
+    let chain = std::iter::successors(Some(e), |e| e.source());
+    chain
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(": ")
 }
