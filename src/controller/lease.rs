@@ -20,15 +20,6 @@ use tracing::{info, warn};
 use super::sleep_until;
 use crate::api_client;
 
-/// OpenShift's defaults for operators: openshift/library-go `LeaderElectionDefaulting` in
-/// pkg/config/leaderelection/leaderelection.go (checked at commit 93ac9206, lines 96-118). A
-/// standby takes over 137 s after it last saw a renewal, a leader that could not renew for 107 s
-/// steps down, candidates try every 26 s. Chosen there to tolerate about a minute of
-/// kube-apiserver downtime without a leader change, and 30 s of clock skew.
-pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(137);
-pub const DEFAULT_RENEW_DEADLINE: Duration = Duration::from_secs(107);
-pub const DEFAULT_RETRY_PERIOD: Duration = Duration::from_secs(26);
-
 #[derive(Clone, Debug)]
 pub struct LeaseConfig {
     pub namespace: String,
@@ -40,19 +31,6 @@ pub struct LeaseConfig {
     pub renew_deadline: Duration,
     /// Time between attempts; also the bound of each call to the API server.
     pub retry_period: Duration,
-}
-
-impl LeaseConfig {
-    pub fn new(namespace: String, name: String, identity: String) -> Self {
-        LeaseConfig {
-            namespace,
-            name,
-            identity,
-            lease_duration: DEFAULT_LEASE_DURATION,
-            renew_deadline: DEFAULT_RENEW_DEADLINE,
-            retry_period: DEFAULT_RETRY_PERIOD,
-        }
-    }
 }
 
 /// Why lease timings cannot work together.
@@ -429,11 +407,8 @@ mod tests {
     fn timings_must_leave_room_for_a_retry_and_for_expiry() {
         let s = Duration::from_secs;
         assert_eq!(
-            check_timings(
-                DEFAULT_LEASE_DURATION,
-                DEFAULT_RENEW_DEADLINE,
-                DEFAULT_RETRY_PERIOD
-            ),
+            // The defaults of `run` (controller/config.rs).
+            check_timings(s(137), s(107), s(26)),
             Ok(())
         );
         assert!(matches!(
