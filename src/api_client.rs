@@ -22,12 +22,10 @@ pub fn user_agent() -> String {
     format!("{FIELD_MANAGER}/{}", env!("CARGO_PKG_VERSION"))
 }
 
-/// A client for the cluster `cluster` names (as kubectl finds it).
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-pub const READ_TIMEOUT: Duration = Duration::from_secs(295);
-pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 /// The bound of one write (a patch, a status update) from request to response.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// Reading a credentials Secret (the machine API's, for EC2 or vCenter).
+pub const SECRET_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// `call`, or a timeout error once the API server has not answered within [`CALL_TIMEOUT`]: a
 /// write must never hold a pass, the status or an Event slot for the idle-read bound.
@@ -44,14 +42,15 @@ pub async fn bounded<T>(
         })
 }
 
+/// A client for the cluster `cluster` names (as kubectl finds it).
 pub async fn connect(cluster: &ClusterArgs) -> Result<Client, ClientError> {
     let mut config = cluster.config().await.map_err(ClientError::Config)?;
     // Without these a call to an API server that stops answering hangs for ever (kube's
     // defaults leave reads unbounded). Reads may idle as long as a watch does: kube-runtime asks
     // for watches of 290 s, and the API server sends bookmarks within them.
-    config.connect_timeout = Some(CONNECT_TIMEOUT);
-    config.read_timeout = Some(READ_TIMEOUT);
-    config.write_timeout = Some(WRITE_TIMEOUT);
+    config.connect_timeout = Some(Duration::from_secs(10));
+    config.read_timeout = Some(Duration::from_secs(295));
+    config.write_timeout = Some(Duration::from_secs(30));
     let agent = user_agent()
         .parse()
         .map_err(|_| ClientError::Config("the User-Agent is not a valid header value".into()))?;

@@ -7,7 +7,7 @@
 //! runs must not stop the others (the MCO reads only the entries of the machine resources it
 //! enrolls: `syncMAPIMachineSet`, pkg/controller/bootimage/ms_helpers.go, release-4.21).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use serde::Deserialize;
@@ -15,7 +15,6 @@ use serde_json::Value;
 
 use crate::api::ConfigMap;
 use crate::arch::Arch;
-use crate::known_images::KnownImages;
 
 /// Key of the golden ConfigMap holding the default stream.
 pub const STREAM_KEY: &str = "stream";
@@ -55,10 +54,9 @@ pub struct GoldenStream {
     #[serde(default)]
     architectures: BTreeMap<String, StreamArch>,
     /// Every image reference the stream publishes and its architecture, built once when the
-    /// stream is read: the planner asks it for every MachineSet (foldhash: hashed per
-    /// MachineSet, and built from the golden stream, not from what MachineSets hold).
+    /// stream is read: the planner asks it for every MachineSet.
     #[serde(skip)]
-    references: foldhash::HashMap<String, Arch>,
+    references: HashMap<String, Arch>,
     /// Architectures (stream keys) whose entry is malformed, and why: never read.
     #[serde(skip)]
     invalid: BTreeMap<String, String>,
@@ -465,11 +463,6 @@ impl GoldenConfig {
     /// Image references of every stream in the ConfigMap.
     pub fn image_references(&self) -> &BTreeSet<String> {
         &self.references
-    }
-
-    /// The same references as known images, shared rather than copied.
-    pub fn known_images(&self) -> KnownImages {
-        KnownImages::shared(self.references.clone())
     }
 }
 

@@ -225,20 +225,15 @@ fn read_bundle(path: &Path) -> Vec<CertificateDer<'static>> {
         tracing::debug!(path = %path.display(), "no trusted CA bundle (yet)");
         return Vec::new();
     }
-    let certificates = CertificateDer::pem_file_iter(path)
-        .map_err(|e| e.to_string())
-        .and_then(|certs| {
-            certs
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| e.to_string())
-        });
+    let certificates =
+        CertificateDer::pem_file_iter(path).and_then(|certs| certs.collect::<Result<Vec<_>, _>>());
     match certificates {
         Ok(certificates) => {
             tracing::info!(path = %path.display(), certificates = certificates.len(), "read the trusted CA bundle");
             certificates
         }
         Err(error) => {
-            tracing::warn!(path = %path.display(), error, "the trusted CA bundle cannot be read; trusting the other roots only");
+            tracing::warn!(path = %path.display(), error = %error, "the trusted CA bundle cannot be read; trusting the other roots only");
             Vec::new()
         }
     }
@@ -255,12 +250,9 @@ pub fn jittered(d: Duration) -> Duration {
 
 /// An error and all its sources, as one line.
 pub fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut message = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        message.push_str(": ");
-        message.push_str(&s.to_string());
-        source = s.source();
-    }
-    message
+    let chain = std::iter::successors(Some(e), |e| e.source());
+    chain
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(": ")
 }

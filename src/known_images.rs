@@ -5,21 +5,11 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
-/// A set of image references. Large sets that never change (the published list) are shared
-/// between copies, so that a snapshot per pass costs a pointer, not thousands of strings.
-#[derive(Clone, Debug, Default)]
-pub struct KnownImages {
-    shared: Vec<Arc<BTreeSet<String>>>,
-    own: BTreeSet<String>,
-}
-
-impl PartialEq for KnownImages {
-    fn eq(&self, other: &Self) -> bool {
-        self.iter().collect::<BTreeSet<_>>() == other.iter().collect::<BTreeSet<_>>()
-    }
-}
+/// A set of image references.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct KnownImages(BTreeSet<String>);
 
 /// The RHCOS AMIs published for OpenShift 4.x (see the file's header for its source).
 const PUBLISHED_AWS_AMIS: &str = include_str!("../data/rhcos-aws-amis.txt");
@@ -35,12 +25,7 @@ pub struct KnownImagesError {
 impl KnownImages {
     /// Parses one reference per line; blank lines and `#` comments (whole-line or trailing) are
     /// ignored so the file can document where its entries come from.
-    /// The set is shared by every copy (the controller copies it into each pass's snapshot).
     pub fn parse(text: &str) -> Self {
-        Self::shared(Arc::new(Self::parse_set(text)))
-    }
-
-    fn parse_set(text: &str) -> BTreeSet<String> {
         text.lines()
             .map(|line| line.split('#').next().unwrap_or_default().trim())
             .filter(|line| !line.is_empty())
@@ -48,26 +33,18 @@ impl KnownImages {
             .collect()
     }
 
-    /// A set that copies share instead of copying.
-    pub fn shared(set: Arc<BTreeSet<String>>) -> Self {
-        KnownImages {
-            shared: vec![set],
-            own: BTreeSet::new(),
-        }
-    }
-
     /// The images this project ships as published: every RHCOS AMI of OpenShift 4.12 and
-    /// later. Parsed once and shared.
+    /// later.
     pub fn published() -> Self {
-        static PUBLISHED: OnceLock<Arc<BTreeSet<String>>> = OnceLock::new();
-        let set = PUBLISHED.get_or_init(|| Arc::new(Self::parse_set(PUBLISHED_AWS_AMIS)));
-        Self::shared(set.clone())
+        static PUBLISHED: OnceLock<KnownImages> = OnceLock::new();
+        PUBLISHED
+            .get_or_init(|| Self::parse(PUBLISHED_AWS_AMIS))
+            .clone()
     }
 
-    /// Adds every image of `other`, sharing what it shares.
+    /// Adds every image of `other`.
     pub fn merge(&mut self, other: &KnownImages) {
-        self.shared.extend(other.shared.iter().cloned());
-        self.own.extend(other.own.iter().cloned());
+        self.extend(other.iter().cloned());
     }
 
     pub fn read(path: &Path) -> Result<Self, KnownImagesError> {
@@ -80,35 +57,29 @@ impl KnownImages {
     }
 
     pub fn contains(&self, reference: &str) -> bool {
-        self.own.contains(reference) || self.shared.iter().any(|s| s.contains(reference))
+        self.0.contains(reference)
     }
 
     pub fn extend<I: IntoIterator<Item = String>>(&mut self, refs: I) {
-        self.own.extend(refs);
+        self.0.extend(refs);
     }
 
-    /// How many references, counting one listed twice once per listing.
     pub fn len(&self) -> usize {
-        self.own.len() + self.shared.iter().map(|s| s.len()).sum::<usize>()
+        self.0.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.0.is_empty()
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &String> {
-        self.own
-            .iter()
-            .chain(self.shared.iter().flat_map(|s| s.iter()))
+        self.0.iter()
     }
 }
 
 impl FromIterator<String> for KnownImages {
     fn from_iter<I: IntoIterator<Item = String>>(iter: I) -> Self {
-        KnownImages {
-            shared: Vec::new(),
-            own: iter.into_iter().collect(),
-        }
+        KnownImages(iter.into_iter().collect())
     }
 }
 
@@ -133,7 +104,6 @@ mod tests {
         assert!(!published.contains("ami-0123456789abcdef0"));
         assert!(published.len() > 9000, "{}", published.len());
         assert!(published.iter().all(|a| a.starts_with("ami-")));
-        // Copies share the list instead of copying it.
         let mut copy = published.clone();
         copy.extend(["ami-1".to_string()]);
         assert!(copy.contains("ami-1") && !published.contains("ami-1"));

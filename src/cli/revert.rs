@@ -178,7 +178,11 @@ async fn revert_object(args: &RevertArgs) -> Result<(), Failure> {
     if let StubToRestore::Restore(restore) = &stub {
         send_stub_patch(&secrets, restore, &restore.patch, &params)
             .await
-            .map_err(|e| stub_failure(&described, &restore.name, e))?;
+            .map_err(|e| {
+                let stub = &restore.name;
+                let failed = format!("cannot put back the stub secret {stub} of {described}");
+                write_failure(&format!("{described}: its stub secret {stub}"), failed, e)
+            })?;
     }
     if args.dry_run {
         let _ = writeln!(
@@ -194,7 +198,7 @@ async fn revert_object(args: &RevertArgs) -> Result<(), Failure> {
             return Err(stub_not_upgraded_again(&described, &restore.name, e));
         }
     }
-    sent.map_err(|e| patch_failure(&described, e))?;
+    sent.map_err(|e| write_failure(&described, format!("cannot patch {described}"), e))?;
     out.push('\n');
     out.push_str(&if args.dry_run {
         "Dry run: the API server accepted the patch; nothing was written.\n".to_string()
@@ -218,22 +222,19 @@ fn stub_not_upgraded_again(described: &str, stub: &str, e: impl std::fmt::Displa
     )
 }
 
-/// Why the revert's patch was not applied.
-fn patch_failure(described: &str, error: kube::Error) -> Failure {
+/// Why a write of the revert (to `written`) was not applied; `failed` says what could not be done.
+fn write_failure(written: &str, failed: String, error: kube::Error) -> Failure {
     match error {
         // 422: a `test` op failed; someone wrote between our read and our patch.
         kube::Error::Api(e) if e.code == 422 || e.code == 409 => Failure::runtime(
             REFUSED_CODE,
             anyhow!(
-                "{described} changed while reverting ({}); nothing was written, run the revert \
+                "{written} changed while reverting ({}); nothing was written, run the revert \
                  again to re-check",
                 e.message
             ),
         ),
-        e => Failure::runtime(
-            RUNTIME_CODE,
-            anyhow!(e).context(format!("cannot patch {described}")),
-        ),
+        e => Failure::runtime(RUNTIME_CODE, anyhow!(e).context(failed)),
     }
 }
 
@@ -352,25 +353,6 @@ async fn send_stub_patch(
         .map(|_| ())
 }
 
-fn stub_failure(described: &str, stub: &str, e: kube::Error) -> Failure {
-    match e {
-        kube::Error::Api(status) if status.code == 422 || status.code == 409 => Failure::runtime(
-            REFUSED_CODE,
-            anyhow!(
-                "{described}: its stub secret {stub} changed while reverting ({}); nothing was \
-                 written, run the revert again to re-check",
-                status.message
-            ),
-        ),
-        e => Failure::runtime(
-            RUNTIME_CODE,
-            anyhow!(e).context(format!(
-                "cannot put back the stub secret {stub} of {described}"
-            )),
-        ),
-    }
-}
-
 /// Why a revert that points a Cluster API MachineSet back at an earlier template must not go
 /// ahead: that template is gone (the controller deletes its unused copies), and a MachineSet
 /// naming a missing template cannot create machines.
@@ -443,20 +425,14 @@ impl Provenance {
 
     fn describe(&self) -> String {
         let mut out = format!("\nHistory written by: {}\n", self.writers_text());
-        let foreign: Vec<&String> = self
-            .writers
-            .iter()
+        let foreign: Vec<&str> = (self.writers.iter().map(String::as_str))
             .filter(|w| !w.starts_with(crate::names::FIELD_MANAGER))
             .collect();
         if !foreign.is_empty() {
             let _ = writeln!(
                 out,
                 "  warning: not only the controller wrote it ({}): check the values above",
-                foreign
-                    .iter()
-                    .map(|w| w.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                foreign.join(", ")
             );
         }
         match &self.image {
@@ -485,11 +461,7 @@ async fn provenance(
     planned: &Revert,
 ) -> Provenance {
     let writers = revert::history_writers(object);
-    let restores_image = planned
-        .changes
-        .iter()
-        .any(|c| c.field == revert::Field::BootImage);
-    if !restores_image {
+    if !(planned.changes.iter()).any(|c| c.field == revert::Field::BootImage) {
         return Provenance {
             writers,
             image: None,

@@ -24,12 +24,10 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         LogFormat::Json => subscriber.json().flatten_event(true).init(),
         LogFormat::Text => subscriber.init(),
     }
-    let workers = worker_threads(std::env::var_os(WORKER_THREADS_VARIABLE).as_deref())
-        .map_err(|e| Failure::input(anyhow::anyhow!(e)))?;
+    // A worker per core, or `TOKIO_WORKER_THREADS`, which tokio reads itself. Not one by
+    // default: it saves CPU but converges later (docs/performance.md, "Measurements behind the
+    // code").
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
-    if let Some(workers) = workers {
-        runtime.worker_threads(workers);
-    }
     let runtime = runtime.enable_all().build().map_err(|e| {
         Failure::runtime(
             RUNTIME_FAILURE,
@@ -50,30 +48,6 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
     })
 }
 
-/// tokio's own name for the number of its worker threads, read here so that a bad value is
-/// refused with a message: tokio panics on a value that is not a number or is 0 (tokio 1.54,
-/// `src/loom/std/mod.rs`, `num_cpus`, which the builder calls when no count is set).
-const WORKER_THREADS_VARIABLE: &str = "TOKIO_WORKER_THREADS";
-
-/// Worker threads of the runtime as `TOKIO_WORKER_THREADS` sets them; `None` (tokio's default,
-/// a worker per core) when it is not set. Not one by default: it saves CPU but converges later
-/// (docs/performance.md, "Measurements behind the code").
-fn worker_threads(value: Option<&std::ffi::OsStr>) -> Result<Option<usize>, String> {
-    let Some(value) = value else {
-        return Ok(None);
-    };
-    (value.to_str())
-        .and_then(|text| text.trim().parse::<usize>().ok())
-        .filter(|workers| *workers > 0)
-        .map(Some)
-        .ok_or_else(|| {
-            format!(
-                "{WORKER_THREADS_VARIABLE}={} is not a positive number of worker threads",
-                value.to_string_lossy()
-            )
-        })
-}
-
 /// SIGTERM (Kubernetes) or SIGINT (a terminal) start a graceful shutdown.
 async fn stop_on_signal(shutdown: CancellationToken) {
     use tokio::signal::unix::{SignalKind, signal};
@@ -89,22 +63,4 @@ async fn stop_on_signal(shutdown: CancellationToken) {
         _ = int.recv() => info!("SIGINT: shutting down"),
     }
     shutdown.cancel();
-}
-
-#[cfg(test)]
-mod tests {
-    use std::ffi::OsStr;
-
-    use super::*;
-
-    #[test]
-    fn the_worker_threads_variable_is_a_positive_number_or_refused() {
-        assert_eq!(worker_threads(None), Ok(None));
-        assert_eq!(worker_threads(Some(OsStr::new("4"))), Ok(Some(4)));
-        assert_eq!(worker_threads(Some(OsStr::new(" 2 "))), Ok(Some(2)));
-        for bad in ["0", "-1", "two", ""] {
-            let refused = worker_threads(Some(OsStr::new(bad))).unwrap_err();
-            assert!(refused.contains("TOKIO_WORKER_THREADS"), "{refused}");
-        }
-    }
 }

@@ -22,9 +22,10 @@ use kube::Api;
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
-use super::lookups::{self, Jobs, SECRET_TIMEOUT};
+use super::lookups::{self, Jobs};
 use super::watches::Trigger;
 use crate::api::{Infrastructure, Secret};
+use crate::api_client::SECRET_TIMEOUT;
 use crate::ec2::client::Ec2Client;
 use crate::ec2::query::Ec2Error;
 use crate::ec2::sigv4::Credentials;

@@ -40,6 +40,10 @@ pub struct RunArgs {
     /// Name of the leader Lease; replicas with the same name elect one leader.
     #[arg(long, env = "BIC_LEADER_ELECTION_ID", default_value = names::LEADER_ELECTION_ID)]
     pub leader_election_id: String,
+    // The three timings are OpenShift's defaults for operators: openshift/library-go
+    // `LeaderElectionDefaulting`, pkg/config/leaderelection/leaderelection.go (checked at commit
+    // 93ac9206, lines 96-118), chosen there to tolerate about a minute of kube-apiserver downtime
+    // without a leader change, and 30 s of clock skew.
     /// How long a standby waits, after it last saw the leader renew the Lease, before taking
     /// over. OpenShift's operator default.
     #[arg(long, env = "BIC_LEADER_ELECT_LEASE_DURATION", default_value = "137s", value_parser = parse_period)]

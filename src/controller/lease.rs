@@ -20,15 +20,6 @@ use tracing::{info, warn};
 use super::sleep_until;
 use crate::api_client;
 
-/// OpenShift's defaults for operators: openshift/library-go `LeaderElectionDefaulting` in
-/// pkg/config/leaderelection/leaderelection.go (checked at commit 93ac9206, lines 96-118). A
-/// standby takes over 137 s after it last saw a renewal, a leader that could not renew for 107 s
-/// steps down, candidates try every 26 s. Chosen there to tolerate about a minute of
-/// kube-apiserver downtime without a leader change, and 30 s of clock skew.
-pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(137);
-pub const DEFAULT_RENEW_DEADLINE: Duration = Duration::from_secs(107);
-pub const DEFAULT_RETRY_PERIOD: Duration = Duration::from_secs(26);
-
 #[derive(Clone, Debug)]
 pub struct LeaseConfig {
     pub namespace: String,
@@ -40,19 +31,6 @@ pub struct LeaseConfig {
     pub renew_deadline: Duration,
     /// Time between attempts; also the bound of each call to the API server.
     pub retry_period: Duration,
-}
-
-impl LeaseConfig {
-    pub fn new(namespace: String, name: String, identity: String) -> Self {
-        LeaseConfig {
-            namespace,
-            name,
-            identity,
-            lease_duration: DEFAULT_LEASE_DURATION,
-            renew_deadline: DEFAULT_RENEW_DEADLINE,
-            retry_period: DEFAULT_RETRY_PERIOD,
-        }
-    }
 }
 
 /// Why lease timings cannot work together.
@@ -260,7 +238,20 @@ pub async fn run(
 /// Gives the lease up at shutdown so the standby need not wait for it to expire; bounded like
 /// every other lease call.
 async fn release_on_shutdown(api: &Api<Lease>, config: &LeaseConfig) {
-    match tokio::time::timeout(config.retry_period, release(api, config)).await {
+    let release = async {
+        let mut lease = api.get(&config.name).await?;
+        let Some(spec) = lease.spec.as_mut() else {
+            return Ok(());
+        };
+        if spec.holder_identity.as_deref() != Some(config.identity.as_str()) {
+            return Ok(());
+        }
+        spec.holder_identity = None;
+        spec.lease_duration_seconds = Some(1);
+        let params = api_client::post_params();
+        api.replace(&config.name, &params, &lease).await.map(|_| ())
+    };
+    match tokio::time::timeout(config.retry_period, release).await {
         Ok(Ok(())) => info!(lease = %config.name, "released the leader lease"),
         Ok(Err(e)) => {
             warn!(error = %e, "could not release the leader lease; the standby waits for it to expire")
@@ -312,13 +303,9 @@ async fn acquire_or_renew(
             Err(e) => Err(e),
         };
     };
-    *observed = Observed::update(observed.take(), lease.spec.as_ref(), Instant::now());
-    match decide(
-        lease.spec.as_ref(),
-        &config.identity,
-        observed.as_ref(),
-        Instant::now(),
-    ) {
+    let (read, read_at) = (lease.spec.as_ref(), Instant::now());
+    *observed = Observed::update(observed.take(), read, read_at);
+    match decide(read, &config.identity, observed.as_ref(), read_at) {
         Decision::Follow { holder } => Ok(Some(Attempt::Taken(Some(holder)))),
         decision => {
             let previous = lease.spec.take();
@@ -330,10 +317,8 @@ async fn acquire_or_renew(
             lease.spec = Some(spec);
             // `replace` carries the resourceVersion we read: a concurrent candidate's write makes
             // ours fail with 409 instead of both succeeding.
-            match api
-                .replace(&config.name, &api_client::post_params(), &lease)
-                .await
-            {
+            let params = api_client::post_params();
+            match api.replace(&config.name, &params, &lease).await {
                 Ok(_) => Ok(Some(Attempt::Held)),
                 Err(kube::Error::Api(e)) if e.code == 409 && decision == Decision::Renew => {
                     Ok(None)
@@ -354,22 +339,6 @@ fn held_spec(config: &LeaseConfig, now: Timestamp, previous: Option<&LeaseSpec>)
         lease_transitions: Some(previous.and_then(|p| p.lease_transitions).unwrap_or(0) + 1),
         ..LeaseSpec::default()
     }
-}
-
-/// Gives the lease up so a standby does not have to wait for it to expire.
-async fn release(api: &Api<Lease>, config: &LeaseConfig) -> Result<(), kube::Error> {
-    let mut lease = api.get(&config.name).await?;
-    let Some(spec) = lease.spec.as_mut() else {
-        return Ok(());
-    };
-    if spec.holder_identity.as_deref() != Some(config.identity.as_str()) {
-        return Ok(());
-    }
-    spec.holder_identity = None;
-    spec.lease_duration_seconds = Some(1);
-    api.replace(&config.name, &api_client::post_params(), &lease)
-        .await
-        .map(|_| ())
 }
 
 #[cfg(test)]
@@ -438,11 +407,8 @@ mod tests {
     fn timings_must_leave_room_for_a_retry_and_for_expiry() {
         let s = Duration::from_secs;
         assert_eq!(
-            check_timings(
-                DEFAULT_LEASE_DURATION,
-                DEFAULT_RENEW_DEADLINE,
-                DEFAULT_RETRY_PERIOD
-            ),
+            // The defaults of `run` (controller/config.rs).
+            check_timings(s(137), s(107), s(26)),
             Ok(())
         );
         assert!(matches!(

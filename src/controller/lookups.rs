@@ -20,9 +20,6 @@ use super::watches::Trigger;
 use crate::facts::Lookup;
 use crate::plan::Decision;
 
-/// Reading a credentials Secret (the machine API's, for EC2 or vCenter).
-pub(super) const SECRET_TIMEOUT: Duration = Duration::from_secs(10);
-
 /// A look-up's state behind its lock: a panic while holding it leaves plain data behind, still
 /// usable.
 pub(super) fn lock<T>(state: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -340,11 +340,9 @@ fn campaign(
         lease_duration: args.leader_elect_lease_duration,
         renew_deadline: args.leader_elect_renew_deadline,
         retry_period: args.leader_elect_retry_period,
-        ..lease::LeaseConfig::new(
-            namespace.clone(),
-            args.leader_election_id.clone(),
-            args.identity(),
-        )
+        namespace: namespace.clone(),
+        name: args.leader_election_id.clone(),
+        identity: args.identity(),
     };
     info!(identity = %config.identity, lease = %format!("{namespace}/{}", config.name), "campaigning for leadership");
     let api: Api<Lease> = Api::namespaced(client.clone(), &namespace);

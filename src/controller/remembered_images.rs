@@ -12,6 +12,7 @@ use tracing::{info, warn};
 
 use crate::api::ConfigMap;
 use crate::api_client;
+use crate::known_images::KnownImages;
 use crate::metrics::Metrics;
 use crate::plan::patch::Guarded;
 
@@ -21,20 +22,12 @@ pub const IMAGES_KEY: &str = "images";
 pub const LIMIT: usize = 20_000;
 
 /// The references stored in a known-images ConfigMap (one per line, `#` comments allowed).
-pub fn images(cm: &ConfigMap) -> Vec<String> {
-    cm.data
-        .as_ref()
-        .map(|d| {
-            d.values()
-                .flat_map(|text| {
-                    crate::known_images::KnownImages::parse(text)
-                        .iter()
-                        .cloned()
-                        .collect::<Vec<_>>()
-                })
-                .collect()
-        })
-        .unwrap_or_default()
+pub fn images(cm: &ConfigMap) -> KnownImages {
+    let mut images = KnownImages::default();
+    for text in cm.data.iter().flat_map(|data| data.values()) {
+        images.merge(&KnownImages::parse(text));
+    }
+    images
 }
 
 /// The new content of the images key, or `None` when every reference is already remembered.

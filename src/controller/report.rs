@@ -128,7 +128,7 @@ impl Controller {
     /// Remembers the golden images that are not yet (see [`remembered_images`]).
     async fn remember_images(&self, golden: &GoldenConfig) {
         let refs = golden.image_references();
-        // Usually all are remembered already; the check reads the ConfigMap parsed once.
+        // Usually all are remembered already.
         let remembered = self.stores.remembered_images();
         if refs.iter().any(|r| !remembered.contains(r)) {
             let existing = self.stores.known_images_config_map();

@@ -15,10 +15,11 @@ use kube::Api;
 use tokio::sync::{Semaphore, mpsc};
 use tracing::{info, warn};
 
-use super::lookups::{self, Jobs, SECRET_TIMEOUT};
+use super::lookups::{self, Jobs};
 use super::observe::Observation;
 use super::watches::Trigger;
 use crate::api::Secret;
+use crate::api_client::SECRET_TIMEOUT;
 use crate::facts::vcenter::{
     TemplateKey, TemplateRequest, TemplateState, TemplateVersion, VcenterFacts,
 };

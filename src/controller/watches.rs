@@ -7,7 +7,7 @@
 //! decoded item by item, and trimmed as it is read: [`Keep`]).
 
 use std::fmt::Debug;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject, ListParams};
@@ -44,9 +44,6 @@ pub struct Stores {
     infrastructure: Store<Lenient<Infrastructure>>,
     cluster_version: Option<Store<Lenient<ClusterVersion>>>,
     known_images: Store<Lenient<ConfigMap>>,
-    /// The images of the known-images ConfigMap, read once per resourceVersion: every pass
-    /// consults up to [`remembered_images::LIMIT`] of them.
-    remembered: Mutex<Option<(String, KnownImages)>>,
     /// Where the cluster serves Cluster API MachineSets and AWS machine templates.
     cluster_api: Option<ClusterApiStores>,
 }
@@ -142,7 +139,6 @@ pub async fn start(
             let name = crate::names::KNOWN_IMAGES_CONFIGMAP_NAME;
             spawn_singleton(api, name, &tx, resource_version)
         },
-        remembered: Mutex::default(),
     }
 }
 
@@ -494,28 +490,7 @@ impl Stores {
 
     /// Images of earlier golden streams, remembered in our ConfigMap.
     pub fn remembered_images(&self) -> KnownImages {
-        let Some(cm) = self.known_images_config_map() else {
-            return KnownImages::default();
-        };
-        let read = || {
-            KnownImages::shared(Arc::new(
-                remembered_images::images(&cm).into_iter().collect(),
-            ))
-        };
-        let Some(version) = cm.metadata.resource_version.clone() else {
-            return read();
-        };
-        let mut remembered = self
-            .remembered
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        match &*remembered {
-            Some((seen, images)) if *seen == version => images.clone(),
-            _ => {
-                let images = read();
-                *remembered = Some((version, images.clone()));
-                images
-            }
-        }
+        (self.known_images_config_map())
+            .map_or_else(KnownImages::default, |cm| remembered_images::images(&cm))
     }
 }

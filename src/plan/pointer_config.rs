@@ -10,7 +10,7 @@
 //! shape); a stub that carries more (files, units, users, disks) is not converted here, and its
 //! MachineSet keeps its boot image until an administrator converts it.
 
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 /// The spec the upgraded stub is written in. The MCO goes from spec 2 to 3.2 first (the
 /// `v2.2 -> v3.2` step of `buildConverterList`, pkg/controller/common/ignition_converter.go)
@@ -93,10 +93,7 @@ pub fn to_spec3(config: &Value) -> Result<Value, NotConverted> {
         }
     }
     out.insert("version".into(), Value::String(TARGET_VERSION.into()));
-    Ok(Value::Object(Map::from_iter([(
-        "ignition".to_string(),
-        Value::Object(out),
-    )])))
+    Ok(json!({ "ignition": out }))
 }
 
 /// `passwd`, `storage`, `systemd` or `networkd` as installers wrote them in a stub: absent,
@@ -160,10 +157,7 @@ fn convert_security(value: &Value) -> Result<Option<Value>, NotConverted> {
             cas = resources(&value, "ignition.security.tls.certificateAuthorities")?;
         }
     }
-    Ok((!cas.is_empty()).then(|| {
-        let tls = Map::from_iter([("certificateAuthorities".to_string(), Value::Array(cas))]);
-        Value::Object(Map::from_iter([("tls".to_string(), Value::Object(tls))]))
-    }))
+    Ok((!cas.is_empty()).then(|| json!({ "tls": { "certificateAuthorities": cas } })))
 }
 
 fn resources(value: &Value, what: &str) -> Result<Vec<Value>, NotConverted> {
@@ -179,12 +173,11 @@ fn resources(value: &Value, what: &str) -> Result<Vec<Value>, NotConverted> {
 fn resource(value: &Value, what: &str) -> Result<Value, NotConverted> {
     let invalid = || NotConverted::Invalid(what.to_string());
     let fields = value.as_object().ok_or_else(invalid)?;
-    let mut out = Map::new();
-    for (key, value) in fields {
+    for (key, field) in fields {
         match key.as_str() {
-            "source" if value.is_string() => {}
+            "source" if field.is_string() => {}
             "verification" => {
-                let verification = object(Some(value), what)?.unwrap_or_default();
+                let verification = object(Some(field), what)?.unwrap_or_default();
                 let hash_only = verification
                     .iter()
                     .all(|(k, v)| k == "hash" && (v.is_string() || v.is_null()));
@@ -194,12 +187,11 @@ fn resource(value: &Value, what: &str) -> Result<Value, NotConverted> {
             }
             _ => return Err(invalid()),
         }
-        out.insert(key.clone(), value.clone());
     }
-    if !out.contains_key("source") {
+    if !fields.contains_key("source") {
         return Err(invalid());
     }
-    Ok(Value::Object(out))
+    Ok(value.clone())
 }
 
 /// An optional object field: `None` when absent or null.

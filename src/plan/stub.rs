@@ -32,8 +32,9 @@ pub const USER_DATA_KEY: &str = "userData";
 /// The name's JSON Pointer in a provider spec (its field: `names::STUB_SECRET_FIELD`).
 pub const NAME_POINTER: &str = "/userDataSecret/name";
 
-const USER_DATA: &Pointer = Pointer::from_static("/data/userData");
-const PREVIOUS_USER_DATA: &Pointer =
+/// Where a Secret holds the stub, and the copy an upgrade keeps of it.
+pub const USER_DATA: &Pointer = Pointer::from_static("/data/userData");
+pub const PREVIOUS_USER_DATA: &Pointer =
     Pointer::from_static("/data/boot-image-controller.io-previous-userData");
 
 /// The largest `userData` an upgrade converts, so that the copy it keeps for `revert` stays

@@ -115,10 +115,11 @@ impl PlatformRule for Azure {
         let Some(golden) = variants.get(variant).and_then(|g| g.get(generation)) else {
             return generation_not_published(ctx, variant, generation, current);
         };
-        if is_current(image, golden, variant) {
+        let target = target_image(image, golden, variant);
+        if target == *image {
             return ImageOutcome::UpToDate { current };
         }
-        let target = Value::Object(target_image(image, golden, variant));
+        let target = Value::Object(target);
         ImageOutcome::Update {
             current,
             target,
@@ -380,59 +381,25 @@ fn managed_fields<'g>(
     ]
 }
 
-/// Whether [`target_image`] would leave `current` as it is: every managed field already holds
-/// its value, and a resourceID, if any, is empty. Asked first, so that an image already current
-/// (most of a settled fleet) is not copied to find out.
-fn is_current(current: &Map<String, Value>, golden: &AzureMarketplaceImage, variant: &str) -> bool {
-    let holds = |key, value: &str| matches!(current.get(key), Some(Value::String(s)) if s == value);
-    managed_fields(golden, variant)
-        .into_iter()
-        .all(|(key, value)| holds(key, value))
-        && current
-            .get("resourceID")
-            .is_none_or(|id| id.as_str() == Some(""))
-}
-
 /// The current image object pointed at `golden`, keeping any keys we do not manage.
 fn target_image(
     current: &Map<String, Value>,
     golden: &AzureMarketplaceImage,
     variant: &str,
 ) -> Map<String, Value> {
-    let mut managed = managed_fields(golden, variant).map(|(key, value)| (key, value, false));
-    // Fields are set in place in a copy of the object, not looked up by key (each look-up
-    // hashes): docs/performance.md, "Measurements behind the code".
     let mut target = current.clone();
-    for (key, slot) in target.iter_mut() {
-        if let Some((_, value, seen)) = managed.iter_mut().find(|(k, _, _)| key == k) {
-            set_text(slot, value);
-            *seen = true;
-        } else if key == "resourceID" {
-            // A non-empty resourceID beside publisher, offer, sku or version is refused by the
-            // Machine API's admission webhook (openshift/machine-api-operator,
-            // pkg/webhooks/machine_webhook.go, `validateAzureImage`: "resourceID is already
-            // specified, other fields ... should not be set"), so it is cleared for the
-            // marketplace fields to take effect; an absent one stays absent.
-            set_text(slot, "");
-        }
+    for (key, value) in managed_fields(golden, variant) {
+        target.insert(key.to_string(), Value::String(value.to_string()));
     }
-    for (key, value, seen) in managed {
-        if !seen {
-            target.insert(key.to_string(), Value::String(value.to_string()));
-        }
+    // A non-empty resourceID beside publisher, offer, sku or version is refused by the Machine
+    // API's admission webhook (openshift/machine-api-operator, pkg/webhooks/machine_webhook.go,
+    // `validateAzureImage`: "resourceID is already specified, other fields ... should not be
+    // set"), so it is cleared for the marketplace fields to take effect; an absent one stays
+    // absent.
+    if let Some(id) = target.get_mut("resourceID") {
+        *id = Value::String(String::new());
     }
     target
-}
-
-/// Makes `slot` the string `text`, reusing its allocation when it holds a string already.
-fn set_text(slot: &mut Value, text: &str) {
-    match slot {
-        Value::String(s) => {
-            s.clear();
-            s.push_str(text);
-        }
-        other => *other = Value::String(text.to_string()),
-    }
 }
 
 fn custom(message: String, current: Value) -> ImageOutcome {
@@ -447,11 +414,10 @@ fn custom(message: String, current: Value) -> ImageOutcome {
 mod tests {
     use std::collections::BTreeMap;
 
-    use serde_json::{Map, Value, json};
+    use serde_json::{Value, json};
 
     use super::{
         Azure, GEN1, GEN2, ImageFields, NO_PURCHASE_PLAN, choose_generation, find_variant,
-        is_current, target_image,
     };
     use crate::arch::Arch;
     use crate::golden_stream::AzureMarketplaceImage;
@@ -902,53 +868,6 @@ mod tests {
                 Some(Reason::InvalidProviderSpec),
                 "{spec}"
             );
-        }
-    }
-
-    /// An image is current exactly when pointing it at the golden image would leave it as it is,
-    /// whatever its fields: present or not, strings or not, with or without a resourceID.
-    #[test]
-    fn an_image_is_current_exactly_when_its_target_is_itself() {
-        let golden = AzureMarketplaceImage {
-            publisher: "azureopenshift".into(),
-            offer: "aro4".into(),
-            sku: "aro_421".into(),
-            version: "421.9.1".into(),
-        };
-        let fields = [
-            ("publisher", json!("azureopenshift")),
-            ("offer", json!("aro4")),
-            ("sku", json!("aro_421")),
-            ("version", json!("421.9.1")),
-            ("type", json!("MarketplaceNoPlan")),
-            ("resourceID", json!("")),
-            ("extra", json!({"kept": true})),
-        ];
-        let changes = [
-            None,
-            Some(json!("other")),
-            Some(json!(7)),
-            Some(Value::Null),
-        ];
-        for variant in ["no-purchase-plan", "ocp"] {
-            for (i, _) in fields.iter().enumerate() {
-                for change in &changes {
-                    // Field i changed (or dropped, for None), the others as golden.
-                    let image: Map<String, Value> = (fields.iter().enumerate())
-                        .filter_map(|(j, (k, v))| match (j == i, change) {
-                            (false, _) => Some((k.to_string(), v.clone())),
-                            (true, None) => None,
-                            (true, Some(c)) => Some((k.to_string(), c.clone())),
-                        })
-                        .collect();
-                    let unchanged = target_image(&image, &golden, variant) == image;
-                    assert_eq!(
-                        is_current(&image, &golden, variant),
-                        unchanged,
-                        "{variant} {image:?}"
-                    );
-                }
-            }
         }
     }
 

@@ -27,11 +27,9 @@ fn boot_disks(spec: &Value) -> Option<Vec<(usize, &Value)>> {
     )
 }
 
-/// `/disks/<index>/<field>`: built for every disk of every MachineSet a pass plans, so without
-/// the formatting machinery (docs/performance.md, "Measurements behind the code").
+/// `/disks/<index>/<field>`.
 fn disk_pointer(index: usize, field: &str) -> String {
-    let mut digits = itoa::Buffer::new();
-    ["/disks/", digits.format(index), "/", field].concat()
+    format!("/disks/{index}/{field}")
 }
 
 fn disk_image_pointer(index: usize) -> String {

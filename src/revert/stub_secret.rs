@@ -7,7 +7,6 @@
 //! so the revert refuses while other machine resources name it, unless told to keep the stub
 //! as it is.
 
-use jsonptr::Pointer;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -18,11 +17,7 @@ use crate::names::{
 };
 use crate::plan::Patch;
 use crate::plan::patch::{Guarded, RESOURCE_VERSION, annotation, remove_annotation};
-use crate::plan::stub::USER_DATA_KEY;
-
-const USER_DATA: &Pointer = Pointer::from_static("/data/userData");
-const PREVIOUS_USER_DATA: &Pointer =
-    Pointer::from_static("/data/boot-image-controller.io-previous-userData");
+use crate::plan::stub::{PREVIOUS_USER_DATA, USER_DATA, USER_DATA_KEY};
 
 /// The restore of one stub secret, ready to send, and the patch that undoes it should the
 /// machine resource's own revert fail after it.

@@ -359,10 +359,6 @@ where
     }
 }
 
-fn text(status: StatusCode, body: &str) -> (StatusCode, String, &'static str) {
-    (status, body.to_string(), "text/plain")
-}
-
 async fn respond(
     req: Request<Incoming>,
     peer: std::net::IpAddr,
@@ -371,20 +367,19 @@ async fn respond(
     health: Arc<Health>,
     reviewer: Option<Reviewer>,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
-    let (status, body, content_type) = match req.uri().path() {
+    Ok(match req.uri().path() {
         "/metrics" if endpoints.metrics => {
             let method = req.method().as_str();
-            return Ok(serve_metrics(req.headers(), method, peer, &metrics, reviewer).await);
+            serve_metrics(req.headers(), method, peer, &metrics, reviewer).await
         }
         "/healthz" | "/livez" if endpoints.probes => match health.stalled() {
             None => text(StatusCode::OK, "ok\n"),
-            Some(idle) => (
+            Some(idle) => text(
                 StatusCode::SERVICE_UNAVAILABLE,
                 format!(
                     "stuck: the reconcile loop has not gone round for {}s\n",
                     idle.as_secs()
                 ),
-                "text/plain",
             ),
         },
         "/readyz" if endpoints.probes && health.ready() => text(StatusCode::OK, "ok\n"),
@@ -393,9 +388,11 @@ async fn respond(
             "not ready: caches not synced or shutting down\n",
         ),
         _ => text(StatusCode::NOT_FOUND, "not found\n"),
-    };
-    Ok(response(status, body, content_type))
+    })
 }
+
+/// Prometheus's text exposition format.
+const EXPOSITION_FORMAT: &str = "text/plain; version=0.0.4";
 
 /// `/metrics`: to every client without a reviewer, else to those whose token may get it.
 async fn serve_metrics(
@@ -405,25 +402,16 @@ async fn serve_metrics(
     metrics: &Metrics,
     reviewer: Option<Reviewer>,
 ) -> Response<Full<Bytes>> {
+    let exposition = || response(StatusCode::OK, metrics.render(), EXPOSITION_FORMAT);
     let Some(reviewer) = reviewer else {
-        return response(
-            StatusCode::OK,
-            metrics.render(),
-            "text/plain; version=0.0.4",
-        );
+        return exposition();
     };
     let authorization = headers
         .get(hyper::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
-    let (status, body, content_type) = match reviewer
-        .review(peer, authorization, method, "/metrics")
-        .await
-    {
-        Ok(Verdict::Allowed) => (
-            StatusCode::OK,
-            metrics.render(),
-            "text/plain; version=0.0.4",
-        ),
+    let review = reviewer.review(peer, authorization, method, "/metrics");
+    match review.await {
+        Ok(Verdict::Allowed) => exposition(),
         Ok(Verdict::Unauthenticated) => text(StatusCode::UNAUTHORIZED, "Unauthorized\n"),
         Ok(Verdict::Forbidden(user)) => {
             debug!(user, "refused a metrics client without get on /metrics");
@@ -431,14 +419,13 @@ async fn serve_metrics(
         }
         Err(secure::ReviewError::TooMany) => {
             debug!("refused a metrics client: the review budget is spent");
-            return Response::builder()
-                .status(StatusCode::TOO_MANY_REQUESTS)
-                .header("content-type", "text/plain")
-                .header("retry-after", "1")
-                .body(Full::new(Bytes::from_static(
-                    b"too many credential checks: retry in a second\n",
-                )))
-                .expect("static response parts are valid");
+            let body = "too many credential checks: retry in a second\n";
+            let mut refused = text(StatusCode::TOO_MANY_REQUESTS, body);
+            let retry_after = hyper::header::HeaderValue::from_static("1");
+            refused
+                .headers_mut()
+                .insert(hyper::header::RETRY_AFTER, retry_after);
+            refused
         }
         Err(e) => {
             warn!(error = %e, "cannot review a metrics client's token");
@@ -447,15 +434,22 @@ async fn serve_metrics(
                 "cannot check the client's credentials\n",
             )
         }
-    };
-    response(status, body, content_type)
+    }
 }
 
-fn response(status: StatusCode, body: String, content_type: &str) -> Response<Full<Bytes>> {
+fn text(status: StatusCode, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
+    response(status, body, "text/plain")
+}
+
+fn response(
+    status: StatusCode,
+    body: impl Into<Bytes>,
+    content_type: &str,
+) -> Response<Full<Bytes>> {
     Response::builder()
         .status(status)
         .header("content-type", content_type)
-        .body(Full::new(Bytes::from(body)))
+        .body(Full::new(body.into()))
         .expect("static response parts are valid")
 }
 
