@@ -30,7 +30,7 @@ use crate::ec2::client::Ec2Client;
 use crate::ec2::query::Ec2Error;
 use crate::ec2::sigv4::Credentials;
 use crate::ec2::sts::{self, SecretCredentials, Session, WebIdentity};
-use crate::facts::ec2::{AmiFacts, AmiOrigin, Consulted, Ec2Facts, MARKETPLACE_OWNER};
+use crate::facts::ec2::{AmiFacts, AmiOrigin, Consulted, Ec2Facts};
 use crate::metrics::Metrics;
 use crate::platform::Platform;
 
@@ -377,12 +377,7 @@ impl Shared {
             let images = self
                 .counted(
                     "marketplace",
-                    self.client.describe_marketplace(
-                        region,
-                        &credentials,
-                        MARKETPLACE_OWNER,
-                        &product,
-                    ),
+                    (self.client).describe_marketplace(region, &credentials, &product),
                 )
                 .await?;
             self.lock()
@@ -515,7 +510,7 @@ pub(super) fn on_aws(infrastructure: Option<&Infrastructure>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::facts::ec2::Answer;
+    use crate::facts::ec2::{Answer, MARKETPLACE_OWNER};
 
     const RHCOS_AMI: &str = "ami-0000000000000000a";
     const MARKET_AMI: &str = "ami-0000000000000000b";

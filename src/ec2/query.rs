@@ -1,7 +1,7 @@
 //! The EC2 Query API's DescribeImages: the parameters we send and the XML we read back.
 //! Pure, so the parsing is tested on EC2's documented response shapes without a network.
 
-use crate::facts::ec2::AmiFacts;
+use crate::facts::ec2::{AmiFacts, MARKETPLACE_OWNER};
 
 /// The EC2 API version the Query API is asked in (the current one since 2016).
 pub const API_VERSION: &str = "2016-11-15";
@@ -86,9 +86,9 @@ pub fn describe_by_ids(ids: &[&str]) -> Vec<(String, String)> {
 /// account's images whose name contains the product id (the MCO's `findMarketplaceAMI` search),
 /// available ones only. Deprecated ones are left out, as the MCO leaves them: a new boot image
 /// should not be one AWS already retires.
-pub fn describe_marketplace(owner: &str, product: &str) -> Vec<(String, String)> {
+pub fn describe_marketplace(product: &str) -> Vec<(String, String)> {
     let mut params = base();
-    params.push(("Owner.1".into(), owner.into()));
+    params.push(("Owner.1".into(), MARKETPLACE_OWNER.into()));
     params.push(("Filter.1.Name".into(), "name".into()));
     params.push(("Filter.1.Value.1".into(), format!("*{product}*")));
     params.push(("Filter.2.Name".into(), "state".into()));
@@ -281,7 +281,7 @@ mod tests {
         let params = describe_by_ids(&["ami-1", "ami-2"]);
         assert!(params.contains(&("Filter.1.Value.2".into(), "ami-2".into())));
         assert!(params.contains(&("IncludeDeprecated".into(), "true".into())));
-        let params = describe_marketplace("679593333241", "abc");
+        let params = describe_marketplace("abc");
         assert!(params.contains(&("Filter.1.Value.1".into(), "*abc*".into())));
         assert!(params.contains(&("Owner.1".into(), "679593333241".into())));
     }
