@@ -127,7 +127,7 @@ pub fn parse_images(body: &str, region: &str) -> Result<Page, Ec2Error> {
     let Some(set) = child(root, "imagesSet") else {
         return Ok(page);
     };
-    for item in set.children().filter(|n| n.has_tag_name_local("item")) {
+    for item in set.children().filter(|n| is_named(n, "item")) {
         let Some(image_id) = child_text(item, "imageId") else {
             continue;
         };
@@ -149,7 +149,7 @@ pub fn parse_error(status: u16, body: &str) -> Ec2Error {
     let (code, message) = roxmltree::Document::parse(body)
         .ok()
         .and_then(|doc| {
-            let error = doc.descendants().find(|n| n.has_tag_name_local("Error"))?;
+            let error = doc.descendants().find(|n| is_named(n, "Error"))?;
             Some((
                 child_text(error, "Code").unwrap_or_default(),
                 child_text(error, "Message").unwrap_or_default(),
@@ -177,22 +177,16 @@ pub fn parse_error(status: u16, body: &str) -> Ec2Error {
 }
 
 fn child<'a, 'i>(node: roxmltree::Node<'a, 'i>, name: &str) -> Option<roxmltree::Node<'a, 'i>> {
-    node.children().find(|n| n.has_tag_name_local(name))
+    node.children().find(|n| is_named(n, name))
 }
 
 pub(super) fn child_text(node: roxmltree::Node<'_, '_>, name: &str) -> Option<String> {
     child(node, name).map(|n| n.text().unwrap_or_default().trim().to_string())
 }
 
-trait LocalName {
-    fn has_tag_name_local(&self, name: &str) -> bool;
-}
-
-impl LocalName for roxmltree::Node<'_, '_> {
-    // EC2 puts its answers in a versioned namespace; only the local names matter.
-    fn has_tag_name_local(&self, name: &str) -> bool {
-        self.is_element() && self.tag_name().name() == name
-    }
+// EC2 puts its answers in a versioned namespace; only the local names matter.
+fn is_named(node: &roxmltree::Node<'_, '_>, name: &str) -> bool {
+    node.is_element() && node.tag_name().name() == name
 }
 
 #[cfg(test)]
