@@ -296,15 +296,9 @@ impl Shared {
                     Some(BUSY_RETRY)
                 }
                 Err(e) if e.is_unavailable() => {
-                    warn!(server = %key.server, error = %e, "vCenter cannot be asked about templates");
                     state.imports.ended(&key);
                     state.templates.remove(&key);
-                    let retry_at = now + FIRST_RETRY;
-                    state
-                        .unavailable
-                        .insert(key.server.clone(), (e.to_string(), retry_at));
-                    self.count("unavailable");
-                    Some(FIRST_RETRY)
+                    self.unavailable(&mut state, &key.server, &e, now)
                 }
                 Err(e) => {
                     warn!(template = %key.name, error = %e, "importing the golden template failed");
@@ -335,30 +329,39 @@ impl Shared {
             Err(e) => Err(e),
         };
         let now = Instant::now();
-        {
-            let mut state = self.lock();
-            state.reading.ended(&current);
-            let version = match outcome {
-                Ok(version) => version,
-                Err(e) if e.is_unavailable() => {
-                    warn!(server = %current.server, error = %e, "vCenter cannot be asked about templates");
-                    let retry_at = now + FIRST_RETRY;
-                    (state.unavailable).insert(current.server.clone(), (e.to_string(), retry_at));
-                    drop(state);
-                    self.count("unavailable");
-                    return Some(FIRST_RETRY);
-                }
-                // Not knowing is not a reason to stay behind: the golden template is imported.
-                Err(e) => TemplateVersion::Unknown(format!(
-                    "vCenter could not say which release template {} is: {e}",
-                    current.name
-                )),
-            };
-            info!(template = %current.name, server = %current.server, ?version, "read the release of a template in use");
-            state.unavailable.remove(&current.server);
-            state.versions.insert(current, (version, now));
-        }
+        let mut state = self.lock();
+        state.reading.ended(&current);
+        let version = match outcome {
+            Ok(version) => version,
+            Err(e) if e.is_unavailable() => {
+                return self.unavailable(&mut state, &current.server, &e, now);
+            }
+            // Not knowing is not a reason to stay behind: the golden template is imported.
+            Err(e) => TemplateVersion::Unknown(format!(
+                "vCenter could not say which release template {} is: {e}",
+                current.name
+            )),
+        };
+        info!(template = %current.name, server = %current.server, ?version, "read the release of a template in use");
+        state.unavailable.remove(&current.server);
+        state.versions.insert(current, (version, now));
         None
+    }
+
+    /// vCenter `server` could not be asked (`e`): it is reported unavailable until a pass asks
+    /// again, after the returned delay.
+    fn unavailable(
+        &self,
+        state: &mut State,
+        server: &str,
+        e: &VcenterError,
+        now: Instant,
+    ) -> Option<Duration> {
+        warn!(server, error = %e, "vCenter cannot be asked about templates");
+        let why = (e.to_string(), now + FIRST_RETRY);
+        state.unavailable.insert(server.to_string(), why);
+        self.count("unavailable");
+        Some(FIRST_RETRY)
     }
 
     /// A session with the vCenter `server`, with the machine API's credentials.
