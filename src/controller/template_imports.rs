@@ -45,12 +45,6 @@ const WHOLE_JOB_SLACK: Duration = Duration::from_secs(300);
 /// Progress of an import wakes a pass when it moved by this many percent.
 const PROGRESS_STEP: u8 = 10;
 
-/// The controller's vCenter imports (none unless the cluster is on vSphere).
-#[derive(Clone)]
-pub(super) struct TemplateImports {
-    shared: Arc<Shared>,
-}
-
 /// How the controller reaches vCenter and imports (from the `run` flags).
 pub(super) struct Settings {
     /// `--vcenter-endpoint`: every server's SDK (a simulator, a proxy).
@@ -62,7 +56,8 @@ pub(super) struct Settings {
     pub keep: usize,
 }
 
-struct Shared {
+/// The controller's vCenter imports (none unless the cluster is on vSphere).
+pub(super) struct TemplateImports {
     secrets: Api<Secret>,
     settings: Settings,
     wake: mpsc::UnboundedSender<Trigger>,
@@ -122,38 +117,36 @@ impl TemplateImports {
         settings: Settings,
         wake: mpsc::UnboundedSender<Trigger>,
         metrics: Metrics,
-    ) -> Self {
-        TemplateImports {
-            shared: Arc::new(Shared {
-                secrets: Api::namespaced(client, namespace),
-                settings,
-                wake,
-                metrics,
-                one_at_a_time: Semaphore::new(1),
-                state: Mutex::new(State::default()),
-            }),
-        }
+    ) -> Arc<Self> {
+        Arc::new(TemplateImports {
+            secrets: Api::namespaced(client, namespace),
+            settings,
+            wake,
+            metrics,
+            one_at_a_time: Semaphore::new(1),
+            state: Mutex::new(State::default()),
+        })
     }
 
     /// Everything vCenter has said, for the pass's snapshot.
     pub fn facts(&self) -> VcenterFacts {
-        self.shared.lock().facts()
+        self.lock().facts()
     }
 
     /// Starts the look-ups and imports the pass's decisions asked for that are due. `in_use`:
     /// the templates machine resources clone now, which no clean-up may destroy.
-    pub fn ask(&self, wanted: &BTreeSet<TemplateRequest>, in_use: &BTreeSet<String>) {
-        let jobs = self.shared.lock().ask(wanted, Instant::now());
-        let wake = &self.shared.wake;
+    pub fn ask(self: &Arc<Self>, wanted: &BTreeSet<TemplateRequest>, in_use: &BTreeSet<String>) {
+        let jobs = self.lock().ask(wanted, Instant::now());
+        let wake = &self.wake;
         for job in jobs {
-            let shared = self.shared.clone();
+            let this = Arc::clone(self);
             match job {
                 Job::Version(request) => {
-                    lookups::spawn(wake, async move { shared.read_version(request).await });
+                    lookups::spawn(wake, async move { this.read_version(request).await });
                 }
                 Job::Import(request) => {
                     let in_use = in_use.clone();
-                    lookups::spawn(wake, async move { shared.run(request, in_use).await });
+                    lookups::spawn(wake, async move { this.run(request, in_use).await });
                 }
             }
         }
@@ -258,7 +251,7 @@ impl State {
     }
 }
 
-impl Shared {
+impl TemplateImports {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         lookups::lock(&self.state)
     }
