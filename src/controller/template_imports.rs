@@ -401,10 +401,8 @@ impl TemplateImports {
         let limits = &settings.import;
         let bound = limits.download_timeout + limits.import_timeout + WHOLE_JOB_SLACK;
         let ensured = ensure_template(&client, request, limits, &progress);
-        let outcome = match tokio::time::timeout(bound, ensured).await {
-            Ok(outcome) => outcome,
-            Err(_) => Err(VcenterError::Import(format!("not done within {bound:?}"))),
-        };
+        let outcome = (tokio::time::timeout(bound, ensured).await)
+            .unwrap_or_else(|_| Err(VcenterError::Import(format!("not done within {bound:?}"))));
         if outcome.is_ok() {
             // Best effort: a template left over is only disk space, never a failed import.
             if let Err(e) = retention::prune(&client, request, in_use, settings.keep).await {

@@ -288,6 +288,8 @@ async fn upload_disks(
     let https = client.connector(TRANSFER_CONNECT)?;
     let http: Client<_, UnsyncBoxBody<Bytes, std::io::Error>> =
         Client::builder(TokioExecutor::new()).build(https);
+    // The lease's URLs may name the host `*`: vCenter's own.
+    let host = client.sdk().authority().map_or("", |a| a.as_str());
     for file in files {
         let entry = entries
             .iter()
@@ -297,7 +299,7 @@ async fn upload_disks(
             .device_urls
             .iter()
             .find(|(key, _)| *key == file.device_id)
-            .map(|(_, url)| url.replace("://*/", &format!("://{}/", authority(client))))
+            .map(|(_, url)| url.replace("://*/", &format!("://{host}/")))
             .ok_or_else(|| {
                 let offered: Vec<&str> = info.device_urls.iter().map(|(k, _)| k.as_str()).collect();
                 VcenterError::Protocol(format!(
@@ -329,14 +331,6 @@ async fn upload_disks(
         }
     }
     Ok(())
-}
-
-fn authority(client: &VcenterClient) -> String {
-    client
-        .sdk()
-        .authority()
-        .map(|a| a.as_str().to_string())
-        .unwrap_or_default()
 }
 
 async fn send_file(
