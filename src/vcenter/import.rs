@@ -76,11 +76,7 @@ pub enum Ensured {
 /// vCenter's 80 characters whatever `name` is, and the same for every replica.
 pub fn temporary_name(name: &str) -> String {
     let digest = ring::digest::digest(&ring::digest::SHA256, name.as_bytes());
-    let short: String = digest.as_ref()[..6]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    format!("bic-importing-{short}")
+    format!("bic-importing-{}", ova::hex(&digest.as_ref()[..6]))
 }
 
 /// The template of `request`, imported from its OVA when vCenter does not have it yet.
