@@ -536,7 +536,7 @@ mod tests {
         let wanted: BTreeSet<_> = [fresh.clone()].into();
         let (facts, jobs) = answer(&mut state, &wanted, now);
         assert!(matches!(jobs.as_slice(), [Job::Version(r)] if r.current == fresh.current));
-        assert_eq!(facts.version(&fresh.current), None);
+        assert_eq!(facts.versions.get(&fresh.current), None);
         let (_, jobs) = answer(&mut state, &wanted, now);
         assert!(jobs.is_empty(), "read twice: {jobs:?}");
 
@@ -547,8 +547,8 @@ mod tests {
             .insert(fresh.current.clone(), (current.clone(), now));
         let (facts, jobs) = answer(&mut state, &wanted, now);
         assert!(jobs.is_empty(), "{jobs:?}");
-        assert_eq!(facts.version(&fresh.current), Some(&current));
-        assert_eq!(facts.template(&fresh.key), None);
+        assert_eq!(facts.versions.get(&fresh.current), Some(&current));
+        assert_eq!(facts.templates.get(&fresh.key), None);
 
         for other in [
             TemplateVersion::Release("0".into()),
@@ -567,7 +567,7 @@ mod tests {
         state.unavailable.insert("vc".into(), why);
         let (facts, jobs) = answer(&mut state, &wanted, now);
         assert!(jobs.is_empty(), "{jobs:?}");
-        assert_eq!(facts.version(&fresh.current), Some(&current));
+        assert_eq!(facts.versions.get(&fresh.current), Some(&current));
     }
 
     fn wanted(names: &[&str]) -> BTreeSet<TemplateRequest> {
@@ -581,11 +581,11 @@ mod tests {
         let (facts, jobs) = answer(&mut state, &wanted(&["t1"]), now);
         assert_eq!(imports(&jobs), 1);
         assert!(facts.consulted);
-        assert_eq!(facts.template(&request("t1").key), None);
+        assert_eq!(facts.templates.get(&request("t1").key), None);
         let (facts, jobs) = answer(&mut state, &wanted(&["t1"]), now);
         assert!(jobs.is_empty(), "imported twice");
         assert_eq!(
-            facts.template(&request("t1").key),
+            facts.templates.get(&request("t1").key),
             Some(&TemplateState::Importing { percent: 0 })
         );
     }
@@ -604,13 +604,13 @@ mod tests {
         let (facts, jobs) = answer(&mut state, &wanted(&["t1"]), now);
         assert!(jobs.is_empty());
         assert!(
-            matches!(facts.template(&key), Some(TemplateState::Failed { message, .. }) if message.contains("sha256"))
+            matches!(facts.templates.get(&key), Some(TemplateState::Failed { message, .. }) if message.contains("sha256"))
         );
         let (facts, jobs) = answer(&mut state, &wanted(&["t1"]), now + FIRST_RETRY);
         assert_eq!(jobs.len(), 1);
         // Reported as failed until the retry itself reports.
         assert!(matches!(
-            facts.template(&key),
+            facts.templates.get(&key),
             Some(TemplateState::Failed { .. })
         ));
         state.imports.ended(&key);
@@ -622,7 +622,7 @@ mod tests {
         assert_eq!(state.failed(&key, &unreachable, now), FIRST_RETRY * 2);
         let (facts, _) = answer(&mut state, &wanted(&["t1"]), now);
         assert!(matches!(
-            facts.template(&key),
+            facts.templates.get(&key),
             Some(TemplateState::Failed { reason: Reason::OvaUnreachable, message })
                 if message.contains("--vsphere-ova-mirror")
         ));
@@ -654,9 +654,9 @@ mod tests {
         state.templates.insert(key.clone(), Known::Ready(now));
         let (facts, jobs) = answer(&mut state, &wanted(&["t1"]), now);
         assert!(jobs.is_empty());
-        assert_eq!(facts.template(&key), Some(&TemplateState::Ready));
+        assert_eq!(facts.templates.get(&key), Some(&TemplateState::Ready));
         let (facts, jobs) = answer(&mut state, &wanted(&["t1"]), now + READY_MAX_AGE);
         assert_eq!(jobs.len(), 1);
-        assert_eq!(facts.template(&key), Some(&TemplateState::Ready));
+        assert_eq!(facts.templates.get(&key), Some(&TemplateState::Ready));
     }
 }
