@@ -30,7 +30,7 @@ use crate::ec2::client::Ec2Client;
 use crate::ec2::query::Ec2Error;
 use crate::ec2::sigv4::Credentials;
 use crate::ec2::sts::{self, SecretCredentials, Session, WebIdentity};
-use crate::facts::ec2::{AmiFacts, AmiOrigin, Consulted, Ec2Facts, MARKETPLACE_OWNER};
+use crate::facts::ec2::{AmiFacts, AmiOrigin, Consulted, Ec2Facts};
 use crate::metrics::Metrics;
 use crate::platform::Platform;
 
@@ -61,12 +61,7 @@ const MAX_CACHED: usize = 20_000;
 const MAX_REGIONS_IN_FLIGHT: usize = 4;
 
 /// The controller's EC2 look-ups (none when `--ec2-lookups=false`).
-#[derive(Clone)]
 pub(super) struct Ec2Lookups {
-    shared: Arc<Shared>,
-}
-
-struct Shared {
     client: Ec2Client,
     secrets: Api<Secret>,
     namespace: String,
@@ -138,47 +133,45 @@ impl Ec2Lookups {
         session_duration: Duration,
         wake: mpsc::UnboundedSender<Trigger>,
         metrics: Metrics,
-    ) -> Self {
+    ) -> Arc<Self> {
         let (namespace, own_namespace) = namespaces;
-        Ec2Lookups {
-            shared: Arc::new(Shared {
-                client,
-                secrets: Api::namespaced(client_kube.clone(), namespace),
-                namespace: namespace.to_string(),
-                own_secrets: Api::namespaced(client_kube, own_namespace),
-                own_namespace: own_namespace.to_string(),
-                session: tokio::sync::Mutex::new(None),
-                session_duration,
-                wake,
-                metrics,
-                state: Mutex::new(State::default()),
-            }),
-        }
+        Arc::new(Ec2Lookups {
+            client,
+            secrets: Api::namespaced(client_kube.clone(), namespace),
+            namespace: namespace.to_string(),
+            own_secrets: Api::namespaced(client_kube, own_namespace),
+            own_namespace: own_namespace.to_string(),
+            session: tokio::sync::Mutex::new(None),
+            session_duration,
+            wake,
+            metrics,
+            state: Mutex::new(State::default()),
+        })
     }
 
     /// Reads the credentials Secret once before the first pass, so that a cluster without one
     /// is planned as such from the start rather than as waiting for EC2.
     pub async fn check_credentials(&self) {
-        if let Err(JobError::NoCredentials(why)) = self.shared.secret_credentials().await {
+        if let Err(JobError::NoCredentials(why)) = self.secret_credentials().await {
             info!(reason = %why, "no AWS credentials: AMIs are recognised by the golden streams and known images only");
-            self.shared.lock().no_credentials = Some((why, Instant::now() + CREDENTIALS_RECHECK));
+            self.lock().no_credentials = Some((why, Instant::now() + CREDENTIALS_RECHECK));
         }
     }
 
     /// Every answer in, for the pass's snapshot.
     pub fn facts(&self) -> Ec2Facts {
-        self.shared.lock().facts(Instant::now())
+        self.lock().facts(Instant::now())
     }
 
     /// Starts look-ups of the (region, AMI) pairs the pass's decisions asked about that have no
     /// fresh answer. A pass decides every object, so a region none asked about any more is
     /// forgotten (and no longer counted unavailable).
-    pub fn ask(&self, wanted: &BTreeSet<(String, String)>) {
-        let (jobs, unavailable) = self.shared.lock().ask(wanted, Instant::now());
-        self.shared.metrics.ec2_unavailable_regions.set(unavailable);
+    pub fn ask(self: &Arc<Self>, wanted: &BTreeSet<(String, String)>) {
+        let (jobs, unavailable) = self.lock().ask(wanted, Instant::now());
+        self.metrics.ec2_unavailable_regions.set(unavailable);
         for job in jobs {
-            let shared = self.shared.clone();
-            lookups::spawn(&self.shared.wake, async move { shared.run(job).await });
+            let this = Arc::clone(self);
+            lookups::spawn(&self.wake, async move { this.run(job).await });
         }
     }
 }
@@ -285,7 +278,7 @@ impl State {
     }
 }
 
-impl Shared {
+impl Ec2Lookups {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         lookups::lock(&self.state)
     }
@@ -294,7 +287,7 @@ impl Shared {
     /// still needs asking, since only then is there a job).
     async fn run(&self, job: Job) -> Option<Duration> {
         let region = job.region.clone();
-        let outcome = self.ask(job).await;
+        let outcome = self.ask_ec2(job).await;
         let mut state = self.lock();
         match &outcome {
             Ok(()) => {
@@ -322,7 +315,7 @@ impl Shared {
         }
     }
 
-    async fn ask(&self, job: Job) -> Result<(), JobError> {
+    async fn ask_ec2(&self, job: Job) -> Result<(), JobError> {
         let region = job.region.as_str();
         let credentials = match self.credentials(region).await {
             Ok(c) => c,
@@ -377,12 +370,7 @@ impl Shared {
             let images = self
                 .counted(
                     "marketplace",
-                    self.client.describe_marketplace(
-                        region,
-                        &credentials,
-                        MARKETPLACE_OWNER,
-                        &product,
-                    ),
+                    (self.client).describe_marketplace(region, &credentials, &product),
                 )
                 .await?;
             self.lock()
@@ -515,7 +503,7 @@ pub(super) fn on_aws(infrastructure: Option<&Infrastructure>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::facts::ec2::Answer;
+    use crate::facts::ec2::{Answer, MARKETPLACE_OWNER};
 
     const RHCOS_AMI: &str = "ami-0000000000000000a";
     const MARKET_AMI: &str = "ami-0000000000000000b";

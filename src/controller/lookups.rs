@@ -7,7 +7,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
@@ -109,8 +109,8 @@ impl<K: Eq + Hash + Clone> Jobs<K> {
 /// they start jobs for what has no fresh answer; the answers trigger the next pass. `imports`
 /// only on the leader while no gate holds writes.
 pub(super) fn ask(
-    ec2: Option<&Ec2Lookups>,
-    imports: Option<&TemplateImports>,
+    ec2: Option<&Arc<Ec2Lookups>>,
+    imports: Option<&Arc<TemplateImports>>,
     decisions: &[Decision],
     observed: &Observation,
 ) {

@@ -110,7 +110,7 @@ async fn ec2_lookups(
     stores: &Stores,
     wake: &mpsc::UnboundedSender<Trigger>,
     metrics: &Metrics,
-) -> Result<Option<ami_lookups::Ec2Lookups>, RunError> {
+) -> Result<Option<Arc<ami_lookups::Ec2Lookups>>, RunError> {
     if !args.ec2_lookups {
         return Ok(None);
     }
@@ -141,7 +141,7 @@ fn template_imports(
     client: &kube::Client,
     wake: &mpsc::UnboundedSender<Trigger>,
     metrics: &Metrics,
-) -> Option<template_imports::TemplateImports> {
+) -> Option<Arc<template_imports::TemplateImports>> {
     if !args.vsphere_template_imports {
         return None;
     }
@@ -416,9 +416,9 @@ struct Controller {
     /// Deletes the infrastructure templates we created once nothing uses them.
     templates: templates::TemplateCollector,
     /// EC2 look-ups of AMI owners (`--ec2-lookups`).
-    ec2: Option<ami_lookups::Ec2Lookups>,
+    ec2: Option<Arc<ami_lookups::Ec2Lookups>>,
     /// vSphere template imports (`--vsphere-template-imports`).
-    vcenter: Option<template_imports::TemplateImports>,
+    vcenter: Option<Arc<template_imports::TemplateImports>>,
     events: events::EventPublisher,
     patcher: act::Patcher,
     configurations: Api<MachineConfiguration>,

@@ -45,12 +45,6 @@ const WHOLE_JOB_SLACK: Duration = Duration::from_secs(300);
 /// Progress of an import wakes a pass when it moved by this many percent.
 const PROGRESS_STEP: u8 = 10;
 
-/// The controller's vCenter imports (none unless the cluster is on vSphere).
-#[derive(Clone)]
-pub(super) struct TemplateImports {
-    shared: Arc<Shared>,
-}
-
 /// How the controller reaches vCenter and imports (from the `run` flags).
 pub(super) struct Settings {
     /// `--vcenter-endpoint`: every server's SDK (a simulator, a proxy).
@@ -62,7 +56,8 @@ pub(super) struct Settings {
     pub keep: usize,
 }
 
-struct Shared {
+/// The controller's vCenter imports (none unless the cluster is on vSphere).
+pub(super) struct TemplateImports {
     secrets: Api<Secret>,
     settings: Settings,
     wake: mpsc::UnboundedSender<Trigger>,
@@ -122,38 +117,36 @@ impl TemplateImports {
         settings: Settings,
         wake: mpsc::UnboundedSender<Trigger>,
         metrics: Metrics,
-    ) -> Self {
-        TemplateImports {
-            shared: Arc::new(Shared {
-                secrets: Api::namespaced(client, namespace),
-                settings,
-                wake,
-                metrics,
-                one_at_a_time: Semaphore::new(1),
-                state: Mutex::new(State::default()),
-            }),
-        }
+    ) -> Arc<Self> {
+        Arc::new(TemplateImports {
+            secrets: Api::namespaced(client, namespace),
+            settings,
+            wake,
+            metrics,
+            one_at_a_time: Semaphore::new(1),
+            state: Mutex::new(State::default()),
+        })
     }
 
     /// Everything vCenter has said, for the pass's snapshot.
     pub fn facts(&self) -> VcenterFacts {
-        self.shared.lock().facts()
+        self.lock().facts()
     }
 
     /// Starts the look-ups and imports the pass's decisions asked for that are due. `in_use`:
     /// the templates machine resources clone now, which no clean-up may destroy.
-    pub fn ask(&self, wanted: &BTreeSet<TemplateRequest>, in_use: &BTreeSet<String>) {
-        let jobs = self.shared.lock().ask(wanted, Instant::now());
-        let wake = &self.shared.wake;
+    pub fn ask(self: &Arc<Self>, wanted: &BTreeSet<TemplateRequest>, in_use: &BTreeSet<String>) {
+        let jobs = self.lock().ask(wanted, Instant::now());
+        let wake = &self.wake;
         for job in jobs {
-            let shared = self.shared.clone();
+            let this = Arc::clone(self);
             match job {
                 Job::Version(request) => {
-                    lookups::spawn(wake, async move { shared.read_version(request).await });
+                    lookups::spawn(wake, async move { this.read_version(request).await });
                 }
                 Job::Import(request) => {
                     let in_use = in_use.clone();
-                    lookups::spawn(wake, async move { shared.run(request, in_use).await });
+                    lookups::spawn(wake, async move { this.run(request, in_use).await });
                 }
             }
         }
@@ -258,7 +251,7 @@ impl State {
     }
 }
 
-impl Shared {
+impl TemplateImports {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         lookups::lock(&self.state)
     }
@@ -296,15 +289,9 @@ impl Shared {
                     Some(BUSY_RETRY)
                 }
                 Err(e) if e.is_unavailable() => {
-                    warn!(server = %key.server, error = %e, "vCenter cannot be asked about templates");
                     state.imports.ended(&key);
                     state.templates.remove(&key);
-                    let retry_at = now + FIRST_RETRY;
-                    state
-                        .unavailable
-                        .insert(key.server.clone(), (e.to_string(), retry_at));
-                    self.count("unavailable");
-                    Some(FIRST_RETRY)
+                    self.unavailable(&mut state, &key.server, &e, now)
                 }
                 Err(e) => {
                     warn!(template = %key.name, error = %e, "importing the golden template failed");
@@ -335,30 +322,39 @@ impl Shared {
             Err(e) => Err(e),
         };
         let now = Instant::now();
-        {
-            let mut state = self.lock();
-            state.reading.ended(&current);
-            let version = match outcome {
-                Ok(version) => version,
-                Err(e) if e.is_unavailable() => {
-                    warn!(server = %current.server, error = %e, "vCenter cannot be asked about templates");
-                    let retry_at = now + FIRST_RETRY;
-                    (state.unavailable).insert(current.server.clone(), (e.to_string(), retry_at));
-                    drop(state);
-                    self.count("unavailable");
-                    return Some(FIRST_RETRY);
-                }
-                // Not knowing is not a reason to stay behind: the golden template is imported.
-                Err(e) => TemplateVersion::Unknown(format!(
-                    "vCenter could not say which release template {} is: {e}",
-                    current.name
-                )),
-            };
-            info!(template = %current.name, server = %current.server, ?version, "read the release of a template in use");
-            state.unavailable.remove(&current.server);
-            state.versions.insert(current, (version, now));
-        }
+        let mut state = self.lock();
+        state.reading.ended(&current);
+        let version = match outcome {
+            Ok(version) => version,
+            Err(e) if e.is_unavailable() => {
+                return self.unavailable(&mut state, &current.server, &e, now);
+            }
+            // Not knowing is not a reason to stay behind: the golden template is imported.
+            Err(e) => TemplateVersion::Unknown(format!(
+                "vCenter could not say which release template {} is: {e}",
+                current.name
+            )),
+        };
+        info!(template = %current.name, server = %current.server, ?version, "read the release of a template in use");
+        state.unavailable.remove(&current.server);
+        state.versions.insert(current, (version, now));
         None
+    }
+
+    /// vCenter `server` could not be asked (`e`): it is reported unavailable until a pass asks
+    /// again, after the returned delay.
+    fn unavailable(
+        &self,
+        state: &mut State,
+        server: &str,
+        e: &VcenterError,
+        now: Instant,
+    ) -> Option<Duration> {
+        warn!(server, error = %e, "vCenter cannot be asked about templates");
+        let why = (e.to_string(), now + FIRST_RETRY);
+        state.unavailable.insert(server.to_string(), why);
+        self.count("unavailable");
+        Some(FIRST_RETRY)
     }
 
     /// A session with the vCenter `server`, with the machine API's credentials.
@@ -405,10 +401,8 @@ impl Shared {
         let limits = &settings.import;
         let bound = limits.download_timeout + limits.import_timeout + WHOLE_JOB_SLACK;
         let ensured = ensure_template(&client, request, limits, &progress);
-        let outcome = match tokio::time::timeout(bound, ensured).await {
-            Ok(outcome) => outcome,
-            Err(_) => Err(VcenterError::Import(format!("not done within {bound:?}"))),
-        };
+        let outcome = (tokio::time::timeout(bound, ensured).await)
+            .unwrap_or_else(|_| Err(VcenterError::Import(format!("not done within {bound:?}"))));
         if outcome.is_ok() {
             // Best effort: a template left over is only disk space, never a failed import.
             if let Err(e) = retention::prune(&client, request, in_use, settings.keep).await {
@@ -542,7 +536,7 @@ mod tests {
         let wanted: BTreeSet<_> = [fresh.clone()].into();
         let (facts, jobs) = answer(&mut state, &wanted, now);
         assert!(matches!(jobs.as_slice(), [Job::Version(r)] if r.current == fresh.current));
-        assert_eq!(facts.version(&fresh.current), None);
+        assert_eq!(facts.versions.get(&fresh.current), None);
         let (_, jobs) = answer(&mut state, &wanted, now);
         assert!(jobs.is_empty(), "read twice: {jobs:?}");
 
@@ -553,8 +547,8 @@ mod tests {
             .insert(fresh.current.clone(), (current.clone(), now));
         let (facts, jobs) = answer(&mut state, &wanted, now);
         assert!(jobs.is_empty(), "{jobs:?}");
-        assert_eq!(facts.version(&fresh.current), Some(&current));
-        assert_eq!(facts.template(&fresh.key), None);
+        assert_eq!(facts.versions.get(&fresh.current), Some(&current));
+        assert_eq!(facts.templates.get(&fresh.key), None);
 
         for other in [
             TemplateVersion::Release("0".into()),
@@ -573,7 +567,7 @@ mod tests {
         state.unavailable.insert("vc".into(), why);
         let (facts, jobs) = answer(&mut state, &wanted, now);
         assert!(jobs.is_empty(), "{jobs:?}");
-        assert_eq!(facts.version(&fresh.current), Some(&current));
+        assert_eq!(facts.versions.get(&fresh.current), Some(&current));
     }
 
     fn wanted(names: &[&str]) -> BTreeSet<TemplateRequest> {
@@ -587,11 +581,11 @@ mod tests {
         let (facts, jobs) = answer(&mut state, &wanted(&["t1"]), now);
         assert_eq!(imports(&jobs), 1);
         assert!(facts.consulted);
-        assert_eq!(facts.template(&request("t1").key), None);
+        assert_eq!(facts.templates.get(&request("t1").key), None);
         let (facts, jobs) = answer(&mut state, &wanted(&["t1"]), now);
         assert!(jobs.is_empty(), "imported twice");
         assert_eq!(
-            facts.template(&request("t1").key),
+            facts.templates.get(&request("t1").key),
             Some(&TemplateState::Importing { percent: 0 })
         );
     }
@@ -610,13 +604,13 @@ mod tests {
         let (facts, jobs) = answer(&mut state, &wanted(&["t1"]), now);
         assert!(jobs.is_empty());
         assert!(
-            matches!(facts.template(&key), Some(TemplateState::Failed { message, .. }) if message.contains("sha256"))
+            matches!(facts.templates.get(&key), Some(TemplateState::Failed { message, .. }) if message.contains("sha256"))
         );
         let (facts, jobs) = answer(&mut state, &wanted(&["t1"]), now + FIRST_RETRY);
         assert_eq!(jobs.len(), 1);
         // Reported as failed until the retry itself reports.
         assert!(matches!(
-            facts.template(&key),
+            facts.templates.get(&key),
             Some(TemplateState::Failed { .. })
         ));
         state.imports.ended(&key);
@@ -628,7 +622,7 @@ mod tests {
         assert_eq!(state.failed(&key, &unreachable, now), FIRST_RETRY * 2);
         let (facts, _) = answer(&mut state, &wanted(&["t1"]), now);
         assert!(matches!(
-            facts.template(&key),
+            facts.templates.get(&key),
             Some(TemplateState::Failed { reason: Reason::OvaUnreachable, message })
                 if message.contains("--vsphere-ova-mirror")
         ));
@@ -660,9 +654,9 @@ mod tests {
         state.templates.insert(key.clone(), Known::Ready(now));
         let (facts, jobs) = answer(&mut state, &wanted(&["t1"]), now);
         assert!(jobs.is_empty());
-        assert_eq!(facts.template(&key), Some(&TemplateState::Ready));
+        assert_eq!(facts.templates.get(&key), Some(&TemplateState::Ready));
         let (facts, jobs) = answer(&mut state, &wanted(&["t1"]), now + READY_MAX_AGE);
         assert_eq!(jobs.len(), 1);
-        assert_eq!(facts.template(&key), Some(&TemplateState::Ready));
+        assert_eq!(facts.templates.get(&key), Some(&TemplateState::Ready));
     }
 }

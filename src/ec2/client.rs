@@ -158,10 +158,9 @@ impl Ec2Client {
         &self,
         region: &str,
         credentials: &Credentials,
-        owner: &str,
         product: &str,
     ) -> Result<Vec<AmiFacts>, Ec2Error> {
-        let params = query::describe_marketplace(owner, product);
+        let params = query::describe_marketplace(product);
         self.describe_all(region, credentials, params).await
     }
 

@@ -56,14 +56,7 @@ async fn gather_region(
         }
     }
     for product in products {
-        let images = client
-            .describe_marketplace(
-                region,
-                credentials,
-                crate::facts::ec2::MARKETPLACE_OWNER,
-                &product,
-            )
-            .await?;
+        let images = (client.describe_marketplace(region, credentials, &product)).await?;
         for image in images {
             facts.add_image(image);
         }

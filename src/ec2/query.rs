@@ -1,7 +1,7 @@
 //! The EC2 Query API's DescribeImages: the parameters we send and the XML we read back.
 //! Pure, so the parsing is tested on EC2's documented response shapes without a network.
 
-use crate::facts::ec2::AmiFacts;
+use crate::facts::ec2::{AmiFacts, MARKETPLACE_OWNER};
 
 /// The EC2 API version the Query API is asked in (the current one since 2016).
 pub const API_VERSION: &str = "2016-11-15";
@@ -86,9 +86,9 @@ pub fn describe_by_ids(ids: &[&str]) -> Vec<(String, String)> {
 /// account's images whose name contains the product id (the MCO's `findMarketplaceAMI` search),
 /// available ones only. Deprecated ones are left out, as the MCO leaves them: a new boot image
 /// should not be one AWS already retires.
-pub fn describe_marketplace(owner: &str, product: &str) -> Vec<(String, String)> {
+pub fn describe_marketplace(product: &str) -> Vec<(String, String)> {
     let mut params = base();
-    params.push(("Owner.1".into(), owner.into()));
+    params.push(("Owner.1".into(), MARKETPLACE_OWNER.into()));
     params.push(("Filter.1.Name".into(), "name".into()));
     params.push(("Filter.1.Value.1".into(), format!("*{product}*")));
     params.push(("Filter.2.Name".into(), "state".into()));
@@ -127,7 +127,7 @@ pub fn parse_images(body: &str, region: &str) -> Result<Page, Ec2Error> {
     let Some(set) = child(root, "imagesSet") else {
         return Ok(page);
     };
-    for item in set.children().filter(|n| n.has_tag_name_local("item")) {
+    for item in set.children().filter(|n| is_named(n, "item")) {
         let Some(image_id) = child_text(item, "imageId") else {
             continue;
         };
@@ -149,7 +149,7 @@ pub fn parse_error(status: u16, body: &str) -> Ec2Error {
     let (code, message) = roxmltree::Document::parse(body)
         .ok()
         .and_then(|doc| {
-            let error = doc.descendants().find(|n| n.has_tag_name_local("Error"))?;
+            let error = doc.descendants().find(|n| is_named(n, "Error"))?;
             Some((
                 child_text(error, "Code").unwrap_or_default(),
                 child_text(error, "Message").unwrap_or_default(),
@@ -177,22 +177,16 @@ pub fn parse_error(status: u16, body: &str) -> Ec2Error {
 }
 
 fn child<'a, 'i>(node: roxmltree::Node<'a, 'i>, name: &str) -> Option<roxmltree::Node<'a, 'i>> {
-    node.children().find(|n| n.has_tag_name_local(name))
+    node.children().find(|n| is_named(n, name))
 }
 
 pub(super) fn child_text(node: roxmltree::Node<'_, '_>, name: &str) -> Option<String> {
     child(node, name).map(|n| n.text().unwrap_or_default().trim().to_string())
 }
 
-trait LocalName {
-    fn has_tag_name_local(&self, name: &str) -> bool;
-}
-
-impl LocalName for roxmltree::Node<'_, '_> {
-    // EC2 puts its answers in a versioned namespace; only the local names matter.
-    fn has_tag_name_local(&self, name: &str) -> bool {
-        self.is_element() && self.tag_name().name() == name
-    }
+// EC2 puts its answers in a versioned namespace; only the local names matter.
+fn is_named(node: &roxmltree::Node<'_, '_>, name: &str) -> bool {
+    node.is_element() && node.tag_name().name() == name
 }
 
 #[cfg(test)]
@@ -281,7 +275,7 @@ mod tests {
         let params = describe_by_ids(&["ami-1", "ami-2"]);
         assert!(params.contains(&("Filter.1.Value.2".into(), "ami-2".into())));
         assert!(params.contains(&("IncludeDeprecated".into(), "true".into())));
-        let params = describe_marketplace("679593333241", "abc");
+        let params = describe_marketplace("abc");
         assert!(params.contains(&("Filter.1.Value.1".into(), "*abc*".into())));
         assert!(params.contains(&("Owner.1".into(), "679593333241".into())));
     }

@@ -5,6 +5,7 @@
 //! (docs/decisions/own-ec2-client.md), for one read-only call. The algorithm is AWS's published one (canonical
 //! request, string to sign, derived key); the tests check it against AWS's own example.
 
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use ring::{digest, hmac};
 
 /// Access keys as the credentials Secret holds them.
@@ -110,30 +111,21 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// RFC 3986 encoding of a query value, as SigV4 wants it: everything but unreserved bytes.
-pub fn uri_encode(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    for b in value.bytes() {
-        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
+const ENCODED: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~');
 
 /// A form body (or canonical query) from parameters: encoded and sorted by name.
 pub fn form(params: &[(String, String)]) -> String {
-    let mut encoded: Vec<(String, String)> = params
-        .iter()
-        .map(|(k, v)| (uri_encode(k), uri_encode(v)))
+    let encode = |s: &str| utf8_percent_encode(s, ENCODED).to_string();
+    let mut encoded: Vec<(String, String)> = (params.iter())
+        .map(|(k, v)| (encode(k), encode(v)))
         .collect();
     encoded.sort();
-    encoded
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join("&")
+    let pairs: Vec<String> = encoded.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    pairs.join("&")
 }
 
 #[cfg(test)]

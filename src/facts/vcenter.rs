@@ -58,16 +58,6 @@ pub struct VcenterFacts {
     pub unavailable: BTreeMap<String, String>,
 }
 
-impl VcenterFacts {
-    pub fn template(&self, key: &TemplateKey) -> Option<&TemplateState> {
-        self.templates.get(key)
-    }
-
-    pub fn version(&self, key: &TemplateKey) -> Option<&TemplateVersion> {
-        self.versions.get(key)
-    }
-}
-
 /// One failure domain of `Infrastructure.spec.platformSpec.vsphere.failureDomains`, as far as a
 /// template import needs it.
 #[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]

@@ -240,7 +240,7 @@ fn by_import(
         message,
         current: Some(current.clone()),
     };
-    match ctx.vcenter.template(&request.key) {
+    match ctx.vcenter.templates.get(&request.key) {
         Some(TemplateState::Ready) => ImageOutcome::Update {
             current,
             target,
@@ -293,7 +293,7 @@ fn judge(request: &TemplateRequest, spec: &Value, ctx: &RuleContext<'_>) -> Imag
     // whose product version is the stream's release (`createNewVMTemplate`,
     // vsphere_helpers.go at 7ff337a). Anything else about it (another release, no
     // version, no such template) means importing ours, as before.
-    let version = ctx.vcenter.version(&request.current);
+    let version = ctx.vcenter.versions.get(&request.current);
     let release = &request.ova.release;
     if matches!(version, Some(TemplateVersion::Release(r)) if r == release) {
         return ImageOutcome::UpToDate { current };

@@ -126,8 +126,9 @@ impl VcenterClient {
         limits: Limits,
     ) -> Result<Self, VcenterError> {
         let extra_roots = limits.extra_roots()?;
-        let http = Session::build_http(limits.connect_timeout, &extra_roots, &limits.egress)?;
-        let session = Session::new(sdk, http, limits.call_timeout);
+        let connector =
+            super::soap::connector(limits.connect_timeout, &extra_roots, &limits.egress)?;
+        let session = Session::new(sdk, connector, limits.call_timeout);
         let instance = MoRef::new("ServiceInstance", "ServiceInstance");
         let answer = session
             .call(&request("RetrieveServiceContent", &instance, ""))

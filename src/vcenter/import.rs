@@ -76,11 +76,7 @@ pub enum Ensured {
 /// vCenter's 80 characters whatever `name` is, and the same for every replica.
 pub fn temporary_name(name: &str) -> String {
     let digest = ring::digest::digest(&ring::digest::SHA256, name.as_bytes());
-    let short: String = digest.as_ref()[..6]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    format!("bic-importing-{short}")
+    format!("bic-importing-{}", ova::hex(&digest.as_ref()[..6]))
 }
 
 /// The template of `request`, imported from its OVA when vCenter does not have it yet.
@@ -288,6 +284,8 @@ async fn upload_disks(
     let https = client.connector(TRANSFER_CONNECT)?;
     let http: Client<_, UnsyncBoxBody<Bytes, std::io::Error>> =
         Client::builder(TokioExecutor::new()).build(https);
+    // The lease's URLs may name the host `*`: vCenter's own.
+    let host = client.sdk().authority().map_or("", |a| a.as_str());
     for file in files {
         let entry = entries
             .iter()
@@ -297,7 +295,7 @@ async fn upload_disks(
             .device_urls
             .iter()
             .find(|(key, _)| *key == file.device_id)
-            .map(|(_, url)| url.replace("://*/", &format!("://{}/", authority(client))))
+            .map(|(_, url)| url.replace("://*/", &format!("://{host}/")))
             .ok_or_else(|| {
                 let offered: Vec<&str> = info.device_urls.iter().map(|(k, _)| k.as_str()).collect();
                 VcenterError::Protocol(format!(
@@ -329,14 +327,6 @@ async fn upload_disks(
         }
     }
     Ok(())
-}
-
-fn authority(client: &VcenterClient) -> String {
-    client
-        .sdk()
-        .authority()
-        .map(|a| a.as_str().to_string())
-        .unwrap_or_default()
 }
 
 async fn send_file(

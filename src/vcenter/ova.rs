@@ -23,7 +23,6 @@ pub const MAX_OVA_BYTES: u64 = 8 << 30;
 /// A downloaded OVA whose digest matched; removed when dropped.
 pub struct VerifiedOva {
     pub path: PathBuf,
-    pub size: u64,
 }
 
 impl Drop for VerifiedOva {
@@ -101,7 +100,7 @@ pub async fn download(
         &ova.sha256[..ova.sha256.len().min(16)]
     ));
     let file = tokio::fs::File::create(&path).await?;
-    let mut guard = VerifiedOva { path, size: 0 };
+    let guard = VerifiedOva { path };
     let fetch = async {
         let request = Request::get(uri)
             .header("user-agent", crate::api_client::user_agent())
@@ -138,9 +137,9 @@ pub async fn download(
             }
         }
         file.flush().await?;
-        Ok((size, hex(digest.finish().as_ref())))
+        Ok(hex(digest.finish().as_ref()))
     };
-    let (size, actual) = tokio::time::timeout(timeout, fetch)
+    let actual = tokio::time::timeout(timeout, fetch)
         .await
         .map_err(|_| failed(format!("not complete within {timeout:?}")))??;
     if actual != ova.sha256 {
@@ -150,11 +149,11 @@ pub async fn download(
             actual,
         });
     }
-    guard.size = size;
     Ok(guard)
 }
 
-fn hex(bytes: &[u8]) -> String {
+/// Bytes as lowercase hexadecimal, as digests are written.
+pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 

@@ -103,24 +103,13 @@ pub struct Session {
 }
 
 impl Session {
-    pub fn new(sdk: Uri, http: Client<Connector, Full<Bytes>>, call_timeout: Duration) -> Self {
+    pub fn new(sdk: Uri, connector: Connector, call_timeout: Duration) -> Self {
         Session {
-            http,
+            http: Client::builder(TokioExecutor::new()).build(connector),
             sdk,
             call_timeout,
             cookie: Mutex::new(None),
         }
-    }
-
-    /// An HTTP client for SOAP calls and downloads, trusting the system's CA roots and
-    /// `extra_roots` (a vCenter's private CA).
-    pub fn build_http(
-        connect_timeout: Duration,
-        extra_roots: &[CertificateDer<'static>],
-        egress: &Egress,
-    ) -> Result<Client<Connector, Full<Bytes>>, VcenterError> {
-        let connector = connector(connect_timeout, extra_roots, egress)?;
-        Ok(Client::builder(TokioExecutor::new()).build(connector))
     }
 
     pub fn sdk(&self) -> &Uri {
