@@ -183,11 +183,7 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> Result<(), RunEr
         )?;
     }
     let client = api_client::connect(&args.cluster).await?;
-    let metrics = Metrics::new();
-    // The loop goes round at least once per resync period, even with nothing to do.
-    let stall_limit = args.resync_period.saturating_mul(3) + Duration::from_secs(60);
-    let health = Arc::new(Health::new(stall_limit));
-    serve_endpoints(&args, &client, &metrics, &health, &shutdown).await?;
+    let (metrics, health) = serve_endpoints(&args, &client, &shutdown).await?;
 
     let own_namespace = args.own_namespace();
     let (trigger_tx, trigger_rx) = mpsc::unbounded_channel();
@@ -281,14 +277,17 @@ async fn caches_synced(
 }
 
 /// Metrics and probes on their own addresses, as kubebuilder controllers do; one listener
-/// serves both when the two flags name the same address (local runs and tests).
+/// serves both when the two flags name the same address (local runs and tests). Answers the
+/// metrics and the health they serve.
 async fn serve_endpoints(
     args: &RunArgs,
     client: &Client,
-    metrics: &Metrics,
-    health: &Arc<Health>,
     shutdown: &CancellationToken,
-) -> Result<(), RunError> {
+) -> Result<(Metrics, Arc<Health>), RunError> {
+    let metrics = Metrics::new();
+    // The loop goes round at least once per resync period, even with nothing to do.
+    let stall_limit = args.resync_period.saturating_mul(3) + Duration::from_secs(60);
+    let health = Arc::new(Health::new(stall_limit));
     let mut listeners: BTreeMap<SocketAddr, server::Endpoints> = BTreeMap::new();
     for (address, endpoints) in [
         (&args.metrics_bind_address, server::Endpoints::METRICS),
@@ -317,7 +316,7 @@ async fn serve_endpoints(
         .await
         .map_err(|source| RunError::Listen { address, source })?;
     }
-    Ok(())
+    Ok((metrics, health))
 }
 
 /// Starts campaigning for the lease; without leader election we lead from the start.
