@@ -332,17 +332,13 @@ fn manual_met(manual: &Value, input: &FieldsInput<'_>) -> Desired {
         .map(|d| format!("{}/{}", d.namespace, d.name))
         .collect();
     let (declared, golden, what) = declared_and_golden(manual, input);
-    let condition = |status: Option<bool>, reason: &str, message: String| Desired {
-        type_: MANUAL_SKEW_MET,
-        status,
-        reason: reason.into(),
-        message,
-    };
+    let condition =
+        |status, reason, message| Desired::new(MANUAL_SKEW_MET, status, reason, message);
     let (Some(declared), Some(golden)) = (declared, golden) else {
         return condition(
             None,
             "VersionUnknown",
-            "the declared version or the golden boot images' version is missing".into(),
+            "the declared version or the golden boot images' version is missing".to_string(),
         );
     };
     if judged.is_empty() {

@@ -56,18 +56,17 @@ pub struct Desired {
 }
 
 impl Desired {
-    fn new(
+    pub(super) fn new(
         type_: &'static str,
         status: Option<bool>,
         reason: impl Into<String>,
         message: impl Into<String>,
     ) -> Self {
-        let (reason, message) = (reason.into(), message.into());
         Desired {
             type_,
             status,
-            reason,
-            message,
+            reason: reason.into(),
+            message: message.into(),
         }
     }
 }
@@ -171,7 +170,6 @@ fn boot_failures(input: &StatusInput<'_>) -> Desired {
         failed.len(),
         first_few(named, NAMED_ERRORS, "; ")
     );
-    let message = bounded(&message, MESSAGE_LIMIT);
     Desired::new(BOOT_FAILED, Some(true), "BootImageFailed", message)
 }
 
@@ -197,12 +195,7 @@ fn progressing(input: &StatusInput<'_>) -> Desired {
     let updating =
         (input.decisions.iter()).any(|d| d.action == Action::Update || d.reason.on_its_way());
     let not_opted_in = (input.decisions.iter()).any(|d| d.reason == Reason::NotOptedIn);
-    let nothing_selected = (input.decisions.iter()).all(|d| {
-        matches!(
-            d.reason,
-            Reason::NotSelected | Reason::NotOptedIn | Reason::OptedOut
-        )
-    });
+    let nothing_selected = (input.decisions.iter()).all(|d| left_out(d));
     let reason = match (updating, not_opted_in && nothing_selected) {
         (true, _) => "BootImagesUpdating",
         (false, true) => Reason::NotOptedIn.as_str(),
@@ -317,16 +310,18 @@ fn imports_under_way(decisions: &[&Decision]) -> String {
         .collect()
 }
 
+/// The administrator's selection or opt-in leaves `d` out.
+fn left_out(d: &Decision) -> bool {
+    matches!(
+        d.reason,
+        Reason::NotSelected | Reason::NotOptedIn | Reason::OptedOut
+    )
+}
+
 /// `MachineSets (selection All from annotation): 3 total, 2 selected, ... (CustomImage: 1), 0
 /// errored. `
 fn kind_summary(kind: MachineKind, mode: Option<&Selected>, entries: &[&Decision]) -> String {
     let count = |f: &dyn Fn(&Decision) -> bool| entries.iter().filter(|e| f(e)).count();
-    let left_out = |e: &Decision| {
-        matches!(
-            e.reason,
-            Reason::NotSelected | Reason::NotOptedIn | Reason::OptedOut
-        )
-    };
     let selected = count(&|e| !left_out(e));
     let mut text = kind.plural_title().to_string();
     if let Some(mode) = mode {
