@@ -135,12 +135,8 @@ pub enum SchemaError {
     Json(#[from] serde_json::Error),
     #[error("cannot fetch the OpenAPI v3 document: {0}")]
     Fetch(#[from] kube::Error),
-    #[error("cannot build the request for {0}")]
-    Request(String),
     #[error("{path} is larger than {} MiB; not read", MAX_DOCUMENT_BYTES / (1024 * 1024))]
     TooLarge { path: String },
-    #[error("{path} answered HTTP {code}")]
-    Status { path: String, code: u16 },
     #[error("cannot read {path}: {message}")]
     Read { path: String, message: String },
 }
@@ -242,17 +238,18 @@ async fn read_if_changed(
 async fn get(client: &Client, path: &str) -> Result<String, SchemaError> {
     let request = hyper::Request::get(path)
         .body(kube::client::Body::from(Vec::new()))
-        .map_err(|_| SchemaError::Request(path.to_string()))?;
+        .map_err(|e| SchemaError::Read {
+            path: path.to_string(),
+            message: e.to_string(),
+        })?;
     let read = async {
         let response = client.send(request).await?;
         let code = response.status();
         let text = read_limited(response.into_body(), path).await?;
         if !code.is_success() {
             let path = path.to_string();
-            return Err(SchemaError::Status {
-                path,
-                code: code.as_u16(),
-            });
+            let message = format!("HTTP {}", code.as_u16());
+            return Err(SchemaError::Read { path, message });
         }
         Ok(text)
     };
