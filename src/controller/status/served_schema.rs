@@ -174,13 +174,9 @@ impl ServedSchema {
                 match read_if_changed(&client, read_from.as_deref()).await {
                     Ok(Some((url, schema))) => {
                         read_from = Some(url);
-                        let changed = tx.send_if_modified(|current| {
-                            let changed = *current != schema;
-                            *current = schema.clone();
-                            changed
-                        });
-                        if changed {
+                        if *tx.borrow() != schema {
                             info!(?schema, "read the served MachineConfiguration schema");
+                            tx.send_replace(schema);
                             let _ = wake.send(Trigger);
                         }
                     }
