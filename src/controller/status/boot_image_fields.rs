@@ -88,17 +88,10 @@ pub fn already_in(
 
 pub fn compute(input: &FieldsInput<'_>) -> Fields {
     let managed = effective_managers(input);
-    let machine_sets_all = managed
-        .as_ref()
-        .and_then(|m| m.get("machineManagers")?.as_array().cloned())
-        .unwrap_or_default()
-        .iter()
-        .any(|m| {
-            let machine_sets = MachineKind::MachineSet;
-            m["resource"] == machine_sets.plural()
-                && m["apiGroup"] == machine_sets.api_group()
-                && m["selection"]["mode"] == "All"
-        });
+    // `effective_managers` lists the MachineSets' entry first.
+    let machine_sets_all = (managed.as_ref())
+        .and_then(|m| m["machineManagers"].get(0))
+        .is_some_and(|m| m["selection"]["mode"] == "All");
     let spec = input.mc.spec.extra.get("bootImageSkewEnforcement");
     let declared = spec.filter(|s| s.as_object().is_some_and(|o| !o.is_empty()));
     let install = install_version(input.cluster_version);
@@ -111,7 +104,7 @@ pub fn compute(input: &FieldsInput<'_>) -> Fields {
         Some(_) => (json!({"mode": "None"}), None),
         // Single-node clusters do not scale, so skew does not matter (as the MCO decides).
         None if input.single_replica => (json!({"mode": "None"}), None),
-        None if managed.is_some() && machine_sets_all => {
+        None if machine_sets_all => {
             let automatic = automatic_record(input, &install);
             (json!({"mode": "Automatic", "automatic": automatic}), None)
         }
@@ -240,22 +233,16 @@ fn automatic_record(input: &FieldsInput<'_>, install: &str) -> Value {
     if any(SkewTally::Skipped) {
         return install_record();
     }
-    let releases = (tallied.iter())
+    let releases: Vec<&str> = (tallied.iter())
         .filter(|(c, _)| *c == SkewTally::Reconciled)
-        .filter_map(|(_, d)| d.rhcos_release.current.as_deref());
-    let mut oldest: Option<&str> = None;
-    for release in releases {
-        // A release the CRD cannot hold would have the whole status refused: claim no more
-        // than the install release then.
-        if !recordable_rhcos(release) {
-            return install_record();
-        }
-        let older = oldest.is_none_or(|o| rhcos_order(release, o).is_lt());
-        if older {
-            oldest = Some(release);
-        }
+        .filter_map(|(_, d)| d.rhcos_release.current.as_deref())
+        .collect();
+    // A release the CRD cannot hold would have the whole status refused: claim no more than the
+    // install release then.
+    if !releases.iter().all(|r| recordable_rhcos(r)) {
+        return install_record();
     }
-    if let Some(release) = oldest {
+    if let Some(release) = releases.into_iter().min_by(|a, b| rhcos_order(a, b)) {
         return json!({"rhcosVersion": release});
     }
     match input.golden_release.and_then(ocp_version) {
