@@ -650,11 +650,9 @@ impl Controller {
         if let Some(file) = self.known_file.as_mut().filter(|f| f.modified.is_none()) {
             file.reload();
         }
-        let mut known = if self.args.published_images {
-            KnownImages::published()
-        } else {
-            KnownImages::default()
-        };
+        let mut known = (self.args.published_images)
+            .then(KnownImages::published)
+            .unwrap_or_default();
         if let Some(file) = &self.known_file {
             known.merge(&file.images);
         }
@@ -698,12 +696,10 @@ impl Controller {
 
     /// Whether the patch of `d` waits for the retry of an earlier one the API server refused.
     fn deferred(&self, d: &Decision, now: Instant) -> bool {
-        let retry = self
-            .memory
-            .objects
-            .get(&d.key())
-            .and_then(|o| o.patch_retry);
-        retry.is_some_and(|due| due > now)
+        let object = self.memory.objects.get(&d.key());
+        object
+            .and_then(|o| o.patch_retry)
+            .is_some_and(|due| due > now)
     }
 
     /// Before a pass sends updates: the status write that says they are under way
