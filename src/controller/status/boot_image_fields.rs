@@ -288,9 +288,7 @@ fn recordable_rhcos(release: &str) -> bool {
     (14..=21).contains(&release.len())
         && digits(build)
         && fields.len() == 3
-        && digits(fields[0])
-        && digits(fields[1])
-        && digits(fields[2])
+        && fields.iter().all(|f| digits(f))
         && matches!(fields[2].len(), 8 | 12)
 }
 
