@@ -406,6 +406,7 @@ fn compare_versions(a: &str, b: &str) -> Option<std::cmp::Ordering> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::served_schema::AllowedResources;
     use super::*;
     use crate::api::{MachineConfigurationStatus, ManagedBootImages, UpdateHistory};
     use crate::plan::Values;
@@ -572,7 +573,12 @@ mod tests {
             .clone()
             .into_iter()
             .collect();
-        let entries = f.status_entries(&StatusSchema::NEWEST);
+        // Everything the newest release declares, with no limit on the managers' resources.
+        let newest = StatusSchema {
+            managed_boot_images: Some(AllowedResources::Any),
+            skew_enforcement: true,
+        };
+        let entries = f.status_entries(&newest);
         assert!(
             !already_in(&entries, &recorded),
             "a changed record is written"

@@ -75,13 +75,6 @@ impl StatusSchema {
         skew_enforcement: false,
     };
 
-    /// Everything the newest release declares, with no limit on the managers' resources.
-    #[cfg(test)]
-    pub const NEWEST: StatusSchema = StatusSchema {
-        managed_boot_images: Some(AllowedResources::Any),
-        skew_enforcement: true,
-    };
-
     /// Reads the schema of `MachineConfiguration` out of the group-version's OpenAPI v3
     /// document. Only that one schema is decoded: the document holds every kind of the group.
     pub fn from_openapi(document: &str) -> Result<StatusSchema, SchemaError> {
