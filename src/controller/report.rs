@@ -369,12 +369,12 @@ fn error_notice(reason: Reason) -> Notice {
     }
 }
 
-/// What status, metrics and the next pass see of an applied decision: the planner's decision,
-/// except that an update whose patch the API server refused is an error of its own.
 /// An update whose patch conflicted this many times in a row is reported as failed: something
 /// keeps changing the object between our read and our write.
 const CONFLICT_LIMIT: u32 = 5;
 
+/// What status, metrics and the next pass see of an applied decision: the planner's decision,
+/// except that an update whose patch the API server refused is an error of its own.
 fn reported(applied: Applied, conflicts_in_a_row: u32) -> Arc<Decision> {
     let Applied {
         mut decision,
