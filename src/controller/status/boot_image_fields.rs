@@ -263,11 +263,7 @@ fn rhcos_order(a: &str, b: &str) -> std::cmp::Ordering {
 
 /// The `automatic` record the object holds, when it is one the schema accepts back.
 fn recorded_automatic(mc: &MachineConfiguration) -> Option<Value> {
-    let status = mc
-        .status
-        .as_ref()?
-        .extra
-        .get("bootImageSkewEnforcementStatus")?;
+    let status = (mc.status.as_ref()?.extra).get("bootImageSkewEnforcementStatus")?;
     if status["mode"] != "Automatic" {
         return None;
     }
@@ -306,13 +302,10 @@ fn compared_with_golden(d: &Decision) -> bool {
 /// planner judged count: current ones boot the golden release; outdated ones something older,
 /// by how much image ids do not say.
 fn manual_met(manual: &Value, input: &FieldsInput<'_>) -> Desired {
-    let judged: Vec<&&Decision> = input
-        .decisions
-        .iter()
+    let judged: Vec<&&Decision> = (input.decisions.iter())
         .filter(|d| d.boot_image.current.is_some() && compared_with_golden(d))
         .collect();
-    let outdated: Vec<String> = judged
-        .iter()
+    let outdated: Vec<String> = (judged.iter())
         .filter(|d| d.boot_image.target.is_some())
         .map(|d| format!("{}/{}", d.namespace, d.name))
         .collect();
