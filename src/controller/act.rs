@@ -402,11 +402,11 @@ pub(super) async fn act(
     let mut sends = Vec::new();
     let mut deferred_stubs = BTreeSet::new();
     for (i, decision) in decisions.iter_mut().enumerate() {
-        if decision.patch.0.is_empty() {
-            continue;
-        }
         // Taken out either way: a decision is reported without its operations.
         let outgoing = Outgoing::take(decision);
+        if outgoing.patch.0.is_empty() {
+            continue;
+        }
         if deferred(decision) {
             outcomes[i] = Outcome::Deferred;
             deferred_stubs.extend(outgoing.stub_upgrade.as_deref().map(stub_key));

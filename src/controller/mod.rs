@@ -183,11 +183,7 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> Result<(), RunEr
         )?;
     }
     let client = api_client::connect(&args.cluster).await?;
-    let metrics = Metrics::new();
-    // The loop goes round at least once per resync period, even with nothing to do.
-    let stall_limit = args.resync_period.saturating_mul(3) + Duration::from_secs(60);
-    let health = Arc::new(Health::new(stall_limit));
-    serve_endpoints(&args, &client, &metrics, &health, &shutdown).await?;
+    let (metrics, health) = serve_endpoints(&args, &client, &shutdown).await?;
 
     let own_namespace = args.own_namespace();
     let (trigger_tx, trigger_rx) = mpsc::unbounded_channel();
@@ -281,14 +277,17 @@ async fn caches_synced(
 }
 
 /// Metrics and probes on their own addresses, as kubebuilder controllers do; one listener
-/// serves both when the two flags name the same address (local runs and tests).
+/// serves both when the two flags name the same address (local runs and tests). Answers the
+/// metrics and the health they serve.
 async fn serve_endpoints(
     args: &RunArgs,
     client: &Client,
-    metrics: &Metrics,
-    health: &Arc<Health>,
     shutdown: &CancellationToken,
-) -> Result<(), RunError> {
+) -> Result<(Metrics, Arc<Health>), RunError> {
+    let metrics = Metrics::new();
+    // The loop goes round at least once per resync period, even with nothing to do.
+    let stall_limit = args.resync_period.saturating_mul(3) + Duration::from_secs(60);
+    let health = Arc::new(Health::new(stall_limit));
     let mut listeners: BTreeMap<SocketAddr, server::Endpoints> = BTreeMap::new();
     for (address, endpoints) in [
         (&args.metrics_bind_address, server::Endpoints::METRICS),
@@ -317,7 +316,7 @@ async fn serve_endpoints(
         .await
         .map_err(|source| RunError::Listen { address, source })?;
     }
-    Ok(())
+    Ok((metrics, health))
 }
 
 /// Starts campaigning for the lease; without leader election we lead from the start.
@@ -651,11 +650,9 @@ impl Controller {
         if let Some(file) = self.known_file.as_mut().filter(|f| f.modified.is_none()) {
             file.reload();
         }
-        let mut known = if self.args.published_images {
-            KnownImages::published()
-        } else {
-            KnownImages::default()
-        };
+        let mut known = (self.args.published_images)
+            .then(KnownImages::published)
+            .unwrap_or_default();
         if let Some(file) = &self.known_file {
             known.merge(&file.images);
         }
@@ -699,12 +696,10 @@ impl Controller {
 
     /// Whether the patch of `d` waits for the retry of an earlier one the API server refused.
     fn deferred(&self, d: &Decision, now: Instant) -> bool {
-        let retry = self
-            .memory
-            .objects
-            .get(&d.key())
-            .and_then(|o| o.patch_retry);
-        retry.is_some_and(|due| due > now)
+        let object = self.memory.objects.get(&d.key());
+        object
+            .and_then(|o| o.patch_retry)
+            .is_some_and(|due| due > now)
     }
 
     /// Before a pass sends updates: the status write that says they are under way

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::boot_watches::BootStores;
 use super::secrets::SecretWatches;
 use super::watches::Stores;
-use crate::api::{Infrastructure, MachineConfiguration, Secret};
+use crate::api::{Infrastructure, MachineConfiguration};
 use crate::known_images::KnownImages;
 use crate::machine_kind::MachineKind;
 use crate::plan::boot_evidence::Boots;
@@ -39,13 +39,15 @@ pub(super) async fn observe(
         machine_configuration.as_ref(),
         infrastructure.as_ref(),
     );
-    let selected: BTreeMap<MachineKind, Selection> = (MachineKind::ALL.into_iter())
-        .map(|kind| (kind, selected(kind)))
-        .collect();
     let wanted = secrets_to_verify(&machines, &selected, false);
     let cluster_api_wanted = secrets_to_verify(&machines, &selected, true);
-    let all_secrets =
-        watch_stub_secrets(secrets, &wanted, cluster_api_secrets, &cluster_api_wanted).await;
+    // Both namespaces' first lists are awaited together.
+    tokio::join!(
+        secrets.ensure(&wanted),
+        cluster_api_secrets.ensure(&cluster_api_wanted)
+    );
+    let mut all_secrets = secrets.snapshot();
+    all_secrets.extend(cluster_api_secrets.snapshot());
 
     let mut known_images = known.clone();
     known_images.merge(&stores.remembered_images());
@@ -80,7 +82,7 @@ fn selections(
     stores: &Stores,
     machine_configuration: Option<&MachineConfiguration>,
     infrastructure: Option<&Infrastructure>,
-) -> impl Fn(MachineKind) -> Selection + use<> {
+) -> BTreeMap<MachineKind, Selection> {
     let platform = infrastructure
         .and_then(|i| i.status.as_ref()?.platform_status.as_ref())
         .map(Platform::from_status);
@@ -88,29 +90,15 @@ fn selections(
     let release = (stores.cluster_version().as_ref())
         .and_then(|cv| cv.status.as_ref())
         .and_then(release_of);
-    move |kind| match (&declared, &platform) {
+    let selection = |kind| match (&declared, &platform) {
         (Some(declared), Some(platform)) => {
             Selection::for_kind(declared, kind, platform, release).0
         }
         _ => Selection::None,
-    }
-}
-
-/// Watches the stub secrets each namespace's objects name (both namespaces' first lists awaited
-/// together) and returns every watched secret.
-async fn watch_stub_secrets(
-    secrets: &mut SecretWatches,
-    wanted: &BTreeSet<String>,
-    cluster_api_secrets: &mut SecretWatches,
-    cluster_api_wanted: &BTreeSet<String>,
-) -> BTreeMap<(String, String), Secret> {
-    tokio::join!(
-        secrets.ensure(wanted),
-        cluster_api_secrets.ensure(cluster_api_wanted)
-    );
-    let mut all = secrets.snapshot();
-    all.extend(cluster_api_secrets.snapshot());
-    all
+    };
+    (MachineKind::ALL.into_iter())
+        .map(|kind| (kind, selection(kind)))
+        .collect()
 }
 
 /// The stub secrets the readable objects of the Cluster API namespace (`cluster_api`) or of the

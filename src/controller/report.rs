@@ -369,33 +369,23 @@ fn error_notice(reason: Reason) -> Notice {
     }
 }
 
-/// What status, metrics and the next pass see of an applied decision: the planner's decision,
-/// except that an update whose patch the API server refused is an error of its own.
 /// An update whose patch conflicted this many times in a row is reported as failed: something
 /// keeps changing the object between our read and our write.
 const CONFLICT_LIMIT: u32 = 5;
 
+/// What status, metrics and the next pass see of an applied decision: the planner's decision,
+/// except that an update whose patch the API server refused is an error of its own.
 fn reported(applied: Applied, conflicts_in_a_row: u32) -> Arc<Decision> {
     let Applied {
         mut decision,
         outcome,
     } = applied;
-    // Sent or not, the operations are not reported: what is kept of a decision until the next
-    // pass (status, Events, metrics) is its outcome. At 10,000 MachineSets the patches and
-    // template copies kept would be tens of megabytes.
-    let unreported = !decision.patch.is_empty()
-        || decision.infrastructure_template.is_some()
-        || decision.stub_upgrade.is_some()
-        || (outcome != Outcome::Patched && decision.recorded.is_some());
-    // A decision shared with the previous pass's result has none of these: it stays shared.
-    if unreported {
-        let d = Arc::make_mut(&mut decision);
-        d.patch = Default::default();
-        d.infrastructure_template = None;
-        d.stub_upgrade = None;
-        if outcome != Outcome::Patched {
-            d.recorded = None;
-        }
+    // Sent or not, the operations are not reported (`act` took them out of every decision): what
+    // is kept of a decision until the next pass (status, Events, metrics) is its outcome. At
+    // 10,000 MachineSets the patches and template copies kept would be tens of megabytes. The
+    // change a patch records is kept only once it is made.
+    if outcome != Outcome::Patched && decision.recorded.is_some() {
+        Arc::make_mut(&mut decision).recorded = None;
     }
     if decision.action != Action::Update {
         return decision;

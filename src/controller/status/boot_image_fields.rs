@@ -88,17 +88,10 @@ pub fn already_in(
 
 pub fn compute(input: &FieldsInput<'_>) -> Fields {
     let managed = effective_managers(input);
-    let machine_sets_all = managed
-        .as_ref()
-        .and_then(|m| m.get("machineManagers")?.as_array().cloned())
-        .unwrap_or_default()
-        .iter()
-        .any(|m| {
-            let machine_sets = MachineKind::MachineSet;
-            m["resource"] == machine_sets.plural()
-                && m["apiGroup"] == machine_sets.api_group()
-                && m["selection"]["mode"] == "All"
-        });
+    // `effective_managers` lists the MachineSets' entry first.
+    let machine_sets_all = (managed.as_ref())
+        .and_then(|m| m["machineManagers"].get(0))
+        .is_some_and(|m| m["selection"]["mode"] == "All");
     let spec = input.mc.spec.extra.get("bootImageSkewEnforcement");
     let declared = spec.filter(|s| s.as_object().is_some_and(|o| !o.is_empty()));
     let install = install_version(input.cluster_version);
@@ -111,7 +104,7 @@ pub fn compute(input: &FieldsInput<'_>) -> Fields {
         Some(_) => (json!({"mode": "None"}), None),
         // Single-node clusters do not scale, so skew does not matter (as the MCO decides).
         None if input.single_replica => (json!({"mode": "None"}), None),
-        None if managed.is_some() && machine_sets_all => {
+        None if machine_sets_all => {
             let automatic = automatic_record(input, &install);
             (json!({"mode": "Automatic", "automatic": automatic}), None)
         }
@@ -240,22 +233,16 @@ fn automatic_record(input: &FieldsInput<'_>, install: &str) -> Value {
     if any(SkewTally::Skipped) {
         return install_record();
     }
-    let releases = (tallied.iter())
+    let releases: Vec<&str> = (tallied.iter())
         .filter(|(c, _)| *c == SkewTally::Reconciled)
-        .filter_map(|(_, d)| d.rhcos_release.current.as_deref());
-    let mut oldest: Option<&str> = None;
-    for release in releases {
-        // A release the CRD cannot hold would have the whole status refused: claim no more
-        // than the install release then.
-        if !recordable_rhcos(release) {
-            return install_record();
-        }
-        let older = oldest.is_none_or(|o| rhcos_order(release, o).is_lt());
-        if older {
-            oldest = Some(release);
-        }
+        .filter_map(|(_, d)| d.rhcos_release.current.as_deref())
+        .collect();
+    // A release the CRD cannot hold would have the whole status refused: claim no more than the
+    // install release then.
+    if !releases.iter().all(|r| recordable_rhcos(r)) {
+        return install_record();
     }
-    if let Some(release) = oldest {
+    if let Some(release) = releases.into_iter().min_by(|a, b| rhcos_order(a, b)) {
         return json!({"rhcosVersion": release});
     }
     match input.golden_release.and_then(ocp_version) {
@@ -276,11 +263,7 @@ fn rhcos_order(a: &str, b: &str) -> std::cmp::Ordering {
 
 /// The `automatic` record the object holds, when it is one the schema accepts back.
 fn recorded_automatic(mc: &MachineConfiguration) -> Option<Value> {
-    let status = mc
-        .status
-        .as_ref()?
-        .extra
-        .get("bootImageSkewEnforcementStatus")?;
+    let status = (mc.status.as_ref()?.extra).get("bootImageSkewEnforcementStatus")?;
     if status["mode"] != "Automatic" {
         return None;
     }
@@ -301,9 +284,7 @@ fn recordable_rhcos(release: &str) -> bool {
     (14..=21).contains(&release.len())
         && digits(build)
         && fields.len() == 3
-        && digits(fields[0])
-        && digits(fields[1])
-        && digits(fields[2])
+        && fields.iter().all(|f| digits(f))
         && matches!(fields[2].len(), 8 | 12)
 }
 
@@ -321,28 +302,21 @@ fn compared_with_golden(d: &Decision) -> bool {
 /// planner judged count: current ones boot the golden release; outdated ones something older,
 /// by how much image ids do not say.
 fn manual_met(manual: &Value, input: &FieldsInput<'_>) -> Desired {
-    let judged: Vec<&&Decision> = input
-        .decisions
-        .iter()
+    let judged: Vec<&&Decision> = (input.decisions.iter())
         .filter(|d| d.boot_image.current.is_some() && compared_with_golden(d))
         .collect();
-    let outdated: Vec<String> = judged
-        .iter()
+    let outdated: Vec<String> = (judged.iter())
         .filter(|d| d.boot_image.target.is_some())
         .map(|d| format!("{}/{}", d.namespace, d.name))
         .collect();
     let (declared, golden, what) = declared_and_golden(manual, input);
-    let condition = |status: Option<bool>, reason: &str, message: String| Desired {
-        type_: MANUAL_SKEW_MET,
-        status,
-        reason: reason.into(),
-        message,
-    };
+    let condition =
+        |status, reason, message| Desired::new(MANUAL_SKEW_MET, status, reason, message);
     let (Some(declared), Some(golden)) = (declared, golden) else {
         return condition(
             None,
             "VersionUnknown",
-            "the declared version or the golden boot images' version is missing".into(),
+            "the declared version or the golden boot images' version is missing".to_string(),
         );
     };
     if judged.is_empty() {
@@ -425,6 +399,7 @@ fn compare_versions(a: &str, b: &str) -> Option<std::cmp::Ordering> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::served_schema::AllowedResources;
     use super::*;
     use crate::api::{MachineConfigurationStatus, ManagedBootImages, UpdateHistory};
     use crate::plan::Values;
@@ -591,7 +566,12 @@ mod tests {
             .clone()
             .into_iter()
             .collect();
-        let entries = f.status_entries(&StatusSchema::NEWEST);
+        // Everything the newest release declares, with no limit on the managers' resources.
+        let newest = StatusSchema {
+            managed_boot_images: Some(AllowedResources::Any),
+            skew_enforcement: true,
+        };
+        let entries = f.status_entries(&newest);
         assert!(
             !already_in(&entries, &recorded),
             "a changed record is written"

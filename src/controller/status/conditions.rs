@@ -3,6 +3,7 @@
 //! We own our condition types and nothing else (the two the Machine Config Operator shares
 //! with us only while no other manager is active).
 
+use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
@@ -11,6 +12,7 @@ use jiff::{SignedDuration, Timestamp};
 use crate::api::{Condition, Time};
 use crate::machine_kind::MachineKind;
 use crate::plan::boot_evidence::{BootEvidence, BootState};
+use crate::plan::history::HistoryEntry;
 use crate::plan::selection::{OPT_IN_COMMAND, Selected};
 use crate::plan::{Action, Blocked, Decision, friendly_duration};
 use crate::quoted::bounded;
@@ -56,18 +58,17 @@ pub struct Desired {
 }
 
 impl Desired {
-    fn new(
+    pub(super) fn new(
         type_: &'static str,
         status: Option<bool>,
         reason: impl Into<String>,
         message: impl Into<String>,
     ) -> Self {
-        let (reason, message) = (reason.into(), message.into());
         Desired {
             type_,
             status,
-            reason,
-            message,
+            reason: reason.into(),
+            message: message.into(),
         }
     }
 }
@@ -171,7 +172,6 @@ fn boot_failures(input: &StatusInput<'_>) -> Desired {
         failed.len(),
         first_few(named, NAMED_ERRORS, "; ")
     );
-    let message = bounded(&message, MESSAGE_LIMIT);
     Desired::new(BOOT_FAILED, Some(true), "BootImageFailed", message)
 }
 
@@ -197,12 +197,7 @@ fn progressing(input: &StatusInput<'_>) -> Desired {
     let updating =
         (input.decisions.iter()).any(|d| d.action == Action::Update || d.reason.on_its_way());
     let not_opted_in = (input.decisions.iter()).any(|d| d.reason == Reason::NotOptedIn);
-    let nothing_selected = (input.decisions.iter()).all(|d| {
-        matches!(
-            d.reason,
-            Reason::NotSelected | Reason::NotOptedIn | Reason::OptedOut
-        )
-    });
+    let nothing_selected = (input.decisions.iter()).all(|d| left_out(d));
     let reason = match (updating, not_opted_in && nothing_selected) {
         (true, _) => "BootImagesUpdating",
         (false, true) => Reason::NotOptedIn.as_str(),
@@ -224,9 +219,7 @@ fn degraded(input: &StatusInput<'_>) -> Desired {
     if let Some(b) = input.blocked.filter(|b| b.reason.degrades()) {
         return Desired::new(DEGRADED, Some(true), b.reason.to_string(), &b.message);
     }
-    let errors: Vec<&&Decision> = input
-        .decisions
-        .iter()
+    let errors: Vec<&&Decision> = (input.decisions.iter())
         .filter(|e| e.action == Action::Error)
         .collect();
     let Some(first) = errors.first().map(|e| e.reason) else {
@@ -284,10 +277,7 @@ fn paused(paused: bool) -> Desired {
 fn summary(input: &StatusInput<'_>) -> String {
     let mut text = String::new();
     for kind in MachineKind::ALL {
-        let entries: Vec<&Decision> = input
-            .decisions
-            .iter()
-            .copied()
+        let entries: Vec<&Decision> = (input.decisions.iter().copied())
             .filter(|d| d.kind == kind)
             .collect();
         // MachineSets are always counted; other kinds only where the cluster has them.
@@ -306,8 +296,7 @@ fn summary(input: &StatusInput<'_>) -> String {
 /// so what an administrator waits for is said where they look. Imports run one at a time;
 /// MachineSets waiting for the same template say the same, so each is named once.
 fn imports_under_way(decisions: &[&Decision]) -> String {
-    let importing: BTreeSet<&str> = decisions
-        .iter()
+    let importing: BTreeSet<&str> = (decisions.iter())
         .filter(|d| d.reason == Reason::TemplateImporting)
         .map(|d| d.message.as_str())
         .collect();
@@ -317,16 +306,18 @@ fn imports_under_way(decisions: &[&Decision]) -> String {
         .collect()
 }
 
+/// The administrator's selection or opt-in leaves `d` out.
+fn left_out(d: &Decision) -> bool {
+    matches!(
+        d.reason,
+        Reason::NotSelected | Reason::NotOptedIn | Reason::OptedOut
+    )
+}
+
 /// `MachineSets (selection All from annotation): 3 total, 2 selected, ... (CustomImage: 1), 0
 /// errored. `
 fn kind_summary(kind: MachineKind, mode: Option<&Selected>, entries: &[&Decision]) -> String {
     let count = |f: &dyn Fn(&Decision) -> bool| entries.iter().filter(|e| f(e)).count();
-    let left_out = |e: &Decision| {
-        matches!(
-            e.reason,
-            Reason::NotSelected | Reason::NotOptedIn | Reason::OptedOut
-        )
-    };
     let selected = count(&|e| !left_out(e));
     let mut text = kind.plural_title().to_string();
     if let Some(mode) = mode {
@@ -356,20 +347,14 @@ fn kind_summary(kind: MachineKind, mode: Option<&Selected>, entries: &[&Decision
 
 /// The newest changes this controller recorded, newest first.
 fn last_changes(decisions: &[&Decision]) -> String {
-    let mut recent: Vec<&Decision> = decisions
-        .iter()
-        .copied()
-        .filter(|e| e.last_change.is_some())
+    let mut recent: Vec<(&Decision, &HistoryEntry)> = (decisions.iter())
+        .filter_map(|e| Some((*e, e.last_change.as_ref()?)))
         .collect();
     // Compared borrowed: a copy of both times at every comparison was most of a report after
     // a rollout, when every updated object names its change.
-    fn time(e: &Decision) -> Option<&str> {
-        e.last_change.as_ref().map(|c| c.time.as_str())
-    }
-    recent.sort_by(|a, b| time(b).cmp(&time(a)));
+    recent.sort_by_key(|(_, change)| Reverse(change.time.as_str()));
     let mut text = String::new();
-    for (i, e) in recent.iter().take(NAMED_CHANGES).enumerate() {
-        let change = e.last_change.as_ref().expect("filtered");
+    for (i, (e, change)) in recent.iter().take(NAMED_CHANGES).enumerate() {
         text.push_str(if i == 0 { "Last changes: " } else { "; " });
         // Whole seconds read better; the full time stays in the history annotation.
         let time = (change.time)

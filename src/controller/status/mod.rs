@@ -106,12 +106,6 @@ pub(super) struct FieldsRefusal {
     schema: StatusSchema,
 }
 
-impl FieldsRefusal {
-    fn holds(&self, schema: &StatusSchema, now: Instant) -> bool {
-        *schema == self.schema && now < self.at + status_retry_delay(self.times)
-    }
-}
-
 impl Controller {
     /// Computes the status from `sources`, the gate of the pass and every object's latest
     /// decision, with the `pending` ones in place of the same objects' (a rollout's
@@ -143,11 +137,8 @@ impl Controller {
             paused: plan::paused(&mc.metadata),
         });
         // The status the rest of OpenShift reads, only while we are the manager.
-        let standing_down = self
-            .memory
-            .last_blocked
-            .as_ref()
-            .is_some_and(|b| b.reason.stands_down());
+        let standing_down =
+            (self.memory.last_blocked.as_ref()).is_some_and(|b| b.reason.stands_down());
         let fields = (!standing_down)
             .then(|| self.boot_image_fields(sources, mc, &decisions))
             .flatten();
@@ -212,8 +203,9 @@ impl Controller {
         schema: &StatusSchema,
     ) -> (Option<StatusFields>, StatusFields) {
         // Fields the API server refused wait for their backoff; the conditions never do.
-        let refused =
-            (self.memory.fields_refused.as_ref()).is_some_and(|r| r.holds(schema, Instant::now()));
+        let refused = (self.memory.fields_refused.as_ref()).is_some_and(|r| {
+            r.schema == *schema && Instant::now() < r.at + status_retry_delay(r.times)
+        });
         let fields = fields.filter(|_| !refused);
         // Never a field another manager owns, even an MCO that enrolls nothing: forced, our
         // apply would take it over, and the MCO's controller enrolls what
@@ -249,9 +241,7 @@ impl Controller {
         {
             current = written.conditions.clone();
             fields.extend(written.fields.clone().unwrap_or_default());
-            bases = written
-                .bases
-                .iter()
+            bases = (written.bases.iter())
                 .chain(&written.version)
                 .cloned()
                 .collect();

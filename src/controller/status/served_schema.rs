@@ -75,13 +75,6 @@ impl StatusSchema {
         skew_enforcement: false,
     };
 
-    /// Everything the newest release declares, with no limit on the managers' resources.
-    #[cfg(test)]
-    pub const NEWEST: StatusSchema = StatusSchema {
-        managed_boot_images: Some(AllowedResources::Any),
-        skew_enforcement: true,
-    };
-
     /// Reads the schema of `MachineConfiguration` out of the group-version's OpenAPI v3
     /// document. Only that one schema is decoded: the document holds every kind of the group.
     pub fn from_openapi(document: &str) -> Result<StatusSchema, SchemaError> {
@@ -135,12 +128,8 @@ pub enum SchemaError {
     Json(#[from] serde_json::Error),
     #[error("cannot fetch the OpenAPI v3 document: {0}")]
     Fetch(#[from] kube::Error),
-    #[error("cannot build the request for {0}")]
-    Request(String),
     #[error("{path} is larger than {} MiB; not read", MAX_DOCUMENT_BYTES / (1024 * 1024))]
     TooLarge { path: String },
-    #[error("{path} answered HTTP {code}")]
-    Status { path: String, code: u16 },
     #[error("cannot read {path}: {message}")]
     Read { path: String, message: String },
 }
@@ -178,13 +167,9 @@ impl ServedSchema {
                 match read_if_changed(&client, read_from.as_deref()).await {
                     Ok(Some((url, schema))) => {
                         read_from = Some(url);
-                        let changed = tx.send_if_modified(|current| {
-                            let changed = *current != schema;
-                            *current = schema.clone();
-                            changed
-                        });
-                        if changed {
+                        if *tx.borrow() != schema {
                             info!(?schema, "read the served MachineConfiguration schema");
+                            tx.send_replace(schema);
                             let _ = wake.send(Trigger);
                         }
                     }
@@ -242,17 +227,18 @@ async fn read_if_changed(
 async fn get(client: &Client, path: &str) -> Result<String, SchemaError> {
     let request = hyper::Request::get(path)
         .body(kube::client::Body::from(Vec::new()))
-        .map_err(|_| SchemaError::Request(path.to_string()))?;
+        .map_err(|e| SchemaError::Read {
+            path: path.to_string(),
+            message: e.to_string(),
+        })?;
     let read = async {
         let response = client.send(request).await?;
         let code = response.status();
         let text = read_limited(response.into_body(), path).await?;
         if !code.is_success() {
             let path = path.to_string();
-            return Err(SchemaError::Status {
-                path,
-                code: code.as_u16(),
-            });
+            let message = format!("HTTP {}", code.as_u16());
+            return Err(SchemaError::Read { path, message });
         }
         Ok(text)
     };
