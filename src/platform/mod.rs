@@ -248,19 +248,15 @@ pub trait PlatformRule: Sync {
     /// not always its name in the Infrastructure (vSphere's is `vmware`).
     fn stream_key(&self) -> &'static str;
 
-    /// What the boot image of `provider_spec` should be.
-    fn evaluate(&self, provider_spec: &Value, ctx: &RuleContext<'_>) -> ImageOutcome;
-
-    /// [`evaluate`](Self::evaluate), and the question to a cloud its outcome rests on (AWS: the
-    /// owner of an AMI no list names; vSphere: the golden template): whatever the outcome, so
-    /// that the look-ups also refresh an answer or retry a failure the decision read.
-    fn evaluate_asking(
+    /// What the boot image of `provider_spec` should be, and the question to a cloud that
+    /// outcome rests on (AWS: the owner of an AMI no list names; vSphere: the golden template):
+    /// whatever the outcome, so that the look-ups also refresh an answer or retry a failure the
+    /// decision read.
+    fn evaluate(
         &self,
         provider_spec: &Value,
         ctx: &RuleContext<'_>,
-    ) -> (ImageOutcome, Option<Lookup>) {
-        (self.evaluate(provider_spec, ctx), None)
-    }
+    ) -> (ImageOutcome, Option<Lookup>);
 
     /// The RHCOS release `image` (an image [`evaluate`] returned for `provider_spec`) boots,
     /// where the image itself says so. The skew status records it instead of the golden
@@ -428,6 +424,7 @@ fn invalid(message: impl Into<String>, current: Option<Value>) -> ImageOutcome {
 
 #[cfg(test)]
 mod tests {
+    use crate::testkit::rules::Outcome;
     use serde_json::{Value, json};
 
     use super::*;
@@ -498,7 +495,7 @@ mod tests {
                 current,
                 target,
                 changes,
-            } = rule.evaluate(&spec, &ctx)
+            } = rule.outcome(&spec, &ctx)
             else {
                 panic!("{platform:?}: the outdated sample is not updated");
             };
@@ -506,7 +503,7 @@ mod tests {
                 *spec.pointer_mut(pointer).unwrap() = to.clone();
             }
             assert!(
-                matches!(rule.evaluate(&spec, &ctx), ImageOutcome::UpToDate { .. }),
+                matches!(rule.outcome(&spec, &ctx), ImageOutcome::UpToDate { .. }),
                 "{platform:?}"
             );
             let located = rule
@@ -537,8 +534,8 @@ mod tests {
                 .map(|(field, value)| (field.clone(), value.clone()))
                 .collect();
             assert_eq!(
-                rule.evaluate(&Value::Object(kept), &ctx),
-                rule.evaluate(&outdated, &ctx),
+                rule.outcome(&Value::Object(kept), &ctx),
+                rule.outcome(&outdated, &ctx),
                 "{platform:?}"
             );
         }

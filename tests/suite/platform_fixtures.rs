@@ -123,6 +123,7 @@ fn evaluate_on(
         .rule()
         .expect("platform has a rule")
         .evaluate(spec, &ctx)
+        .0
 }
 
 fn skip_reason(outcome: &ImageOutcome) -> Option<Reason> {
