@@ -8,7 +8,6 @@
 //! enrolls: `syncMAPIMachineSet`, pkg/controller/bootimage/ms_helpers.go, release-4.21).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -276,21 +275,17 @@ impl GoldenStream {
                 }
             }
         }
-        stream.index_references();
+        stream.references = Arch::ALL
+            .into_iter()
+            .filter_map(|arch| Some((arch, stream.arch(arch)?)))
+            .flat_map(|(arch, images)| images.image_references().map(move |r| (r, arch)))
+            .collect();
         Ok(stream)
     }
 
     /// Why this architecture's entry cannot be used, when it is malformed.
     pub fn invalid_entry(&self, arch: Arch) -> Option<&str> {
         self.invalid.get(arch.stream_key()).map(String::as_str)
-    }
-
-    fn index_references(&mut self) {
-        self.references = Arch::ALL
-            .into_iter()
-            .filter_map(|arch| Some((arch, self.arch(arch)?)))
-            .flat_map(|(arch, images)| images.image_references().map(move |r| (r, arch)))
-            .collect();
     }
 
     fn arch(&self, arch: Arch) -> Option<&StreamArch> {
@@ -346,26 +341,6 @@ impl GoldenStream {
     pub fn arch_of(&self, reference: &str) -> Option<Arch> {
         self.references.get(reference).copied()
     }
-
-    /// Merges an installer marketplace overlay (`marketplace-rhcos.json`: arch -> `azure` ->
-    /// variant -> generation -> image) into this stream, as the installer does when it renders
-    /// the golden ConfigMap.
-    pub fn merge_marketplace_overlay(&mut self, overlay: &Value) -> Result<(), StreamError> {
-        let Some(per_arch) = overlay.as_object() else {
-            return Ok(());
-        };
-        for (arch_key, platforms) in per_arch {
-            let marketplace: Marketplace = serde_json::from_value(platforms.clone())?;
-            let arch = self.architectures.entry(arch_key.clone()).or_default();
-            arch.extensions
-                .marketplace
-                .get_or_insert_with(Marketplace::default)
-                .azure
-                .extend(marketplace.azure);
-        }
-        self.index_references();
-        Ok(())
-    }
 }
 
 /// The release a golden ConfigMap belongs to (`releaseVersion`), read without its streams: the
@@ -396,8 +371,6 @@ pub struct GoldenConfig {
     /// Other OS streams whose entry is malformed, and why: never read.
     pub invalid_streams: BTreeMap<String, String>,
     pub release_version: Option<String>,
-    /// Image references of every stream, gathered once: each plan counts them as known.
-    references: Arc<BTreeSet<String>>,
 }
 
 impl GoldenConfig {
@@ -425,17 +398,11 @@ impl GoldenConfig {
                 }
             }
         }
-        let release_version = release_version(cm);
-        let mut references = stream.image_references();
-        for other in other_streams.values() {
-            references.extend(other.image_references());
-        }
         Ok(GoldenConfig {
             stream,
             other_streams,
             invalid_streams,
-            release_version,
-            references: Arc::new(references),
+            release_version: release_version(cm),
         })
     }
 
@@ -453,16 +420,20 @@ impl GoldenConfig {
         }
     }
 
-    /// The architecture of `reference` in any stream of the ConfigMap.
-    pub fn arch_of(&self, reference: &str) -> Option<Arch> {
-        std::iter::once(&self.stream)
-            .chain(self.other_streams.values())
-            .find_map(|s| s.arch_of(reference))
+    fn streams(&self) -> impl Iterator<Item = &GoldenStream> {
+        std::iter::once(&self.stream).chain(self.other_streams.values())
     }
 
-    /// Image references of every stream in the ConfigMap.
-    pub fn image_references(&self) -> &BTreeSet<String> {
-        &self.references
+    /// The architecture of `reference` in any stream of the ConfigMap.
+    pub fn arch_of(&self, reference: &str) -> Option<Arch> {
+        self.streams().find_map(|s| s.arch_of(reference))
+    }
+
+    /// Image references of every stream in the ConfigMap: each plan counts them as known.
+    pub fn image_references(&self) -> BTreeSet<String> {
+        self.streams()
+            .flat_map(GoldenStream::image_references)
+            .collect()
     }
 }
 
