@@ -366,11 +366,12 @@ fn golden_variant<'v>(
     Ok((variant, choose_generation(variant, fields.sku, ctx.arch)))
 }
 
-/// The fields of an image object we manage, as they are for `golden`.
-fn managed_fields<'g>(
-    golden: &'g AzureMarketplaceImage,
+/// The current image object pointed at `golden`, keeping any keys we do not manage.
+fn target_image(
+    current: &Map<String, Value>,
+    golden: &AzureMarketplaceImage,
     variant: &str,
-) -> [(&'static str, &'g str); 5] {
+) -> Map<String, Value> {
     // Paid images only boot with their purchase plan attached, which the machine controller
     // does only for MarketplaceWithPlan.
     let image_type = if variant == NO_PURCHASE_PLAN {
@@ -378,23 +379,15 @@ fn managed_fields<'g>(
     } else {
         "MarketplaceWithPlan"
     };
-    [
+    let managed = [
         ("publisher", golden.publisher.as_str()),
         ("offer", &golden.offer),
         ("sku", &golden.sku),
         ("version", &golden.version),
         ("type", image_type),
-    ]
-}
-
-/// The current image object pointed at `golden`, keeping any keys we do not manage.
-fn target_image(
-    current: &Map<String, Value>,
-    golden: &AzureMarketplaceImage,
-    variant: &str,
-) -> Map<String, Value> {
+    ];
     let mut target = current.clone();
-    for (key, value) in managed_fields(golden, variant) {
+    for (key, value) in managed {
         target.insert(key.to_string(), Value::String(value.to_string()));
     }
     // A non-empty resourceID beside publisher, offer, sku or version is refused by the Machine

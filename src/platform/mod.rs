@@ -355,20 +355,13 @@ pub fn read_by_a_rule(field: &str) -> bool {
 
 /// A boot image as a person reads it: the id, the path, or an Azure URN.
 pub fn display_image(image: Option<&Value>) -> String {
-    shown_image(image).into_owned()
-}
-
-/// [`display_image`], borrowed where the image is written as one string (an AMI, a GCP image).
-pub fn shown_image(image: Option<&Value>) -> Cow<'_, str> {
     match image {
-        None | Some(Value::Null) => Cow::Borrowed("-"),
-        Some(Value::String(s)) => Cow::Borrowed(s),
-        Some(other) => Cow::Owned(
-            (Platform::WITH_RULES.iter())
-                .filter_map(Platform::rule)
-                .find_map(|rule| rule.display(other))
-                .unwrap_or_else(|| other.to_string()),
-        ),
+        None | Some(Value::Null) => "-".to_string(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => (Platform::WITH_RULES.iter())
+            .filter_map(Platform::rule)
+            .find_map(|rule| rule.display(other))
+            .unwrap_or_else(|| other.to_string()),
     }
 }
 
