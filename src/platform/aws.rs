@@ -28,10 +28,6 @@ impl PlatformRule for Aws {
         Some(vec![(AMI_ID.into(), current)])
     }
 
-    fn display(&self, _image: &Value) -> Option<String> {
-        None
-    }
-
     fn provider_spec_fields(&self) -> &'static [&'static str] {
         &["ami", "placement"]
     }

@@ -59,10 +59,6 @@ impl PlatformRule for Gcp {
         Some(ours)
     }
 
-    fn display(&self, _image: &Value) -> Option<String> {
-        None
-    }
-
     fn provider_spec_fields(&self) -> &'static [&'static str] {
         &["disks"]
     }

@@ -286,8 +286,10 @@ pub trait PlatformRule: Sync {
     ) -> Option<Vec<(String, Value)>>;
 
     /// A boot image of this platform as people write it; `None` when `image` is not one of this
-    /// platform's structured images (plain strings need no help).
-    fn display(&self, image: &Value) -> Option<String>;
+    /// platform's structured images (plain strings need no help): by default, none has any.
+    fn display(&self, _image: &Value) -> Option<String> {
+        None
+    }
 
     /// The values of `provider_spec` besides the image that chose the target (a region, a boot
     /// flag, a security profile). The planner tests them in its patch, so that an edit between

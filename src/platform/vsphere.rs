@@ -367,10 +367,6 @@ impl PlatformRule for VSphere {
         Some(vec![("/template".into(), template.clone())])
     }
 
-    fn display(&self, _image: &Value) -> Option<String> {
-        None
-    }
-
     fn provider_spec_fields(&self) -> &'static [&'static str] {
         &["template", "workspace"]
     }
