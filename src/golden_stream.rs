@@ -46,11 +46,10 @@ pub enum StreamError {
 
 /// One parsed CoreOS stream (`stream.json`).
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(default)]
 pub struct GoldenStream {
     /// Stream name, e.g. `rhcos-4.21`.
-    #[serde(default)]
     pub stream: String,
-    #[serde(default)]
     architectures: BTreeMap<String, StreamArch>,
     /// Every image reference the stream publishes and its architecture, built once when the
     /// stream is read: the planner asks it for every MachineSet.
@@ -62,12 +61,11 @@ pub struct GoldenStream {
 }
 
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(default)]
 struct StreamArch {
-    #[serde(default)]
     artifacts: BTreeMap<String, Value>,
-    #[serde(default)]
     images: StreamImages,
-    #[serde(default, rename = "rhel-coreos-extensions")]
+    #[serde(rename = "rhel-coreos-extensions")]
     extensions: Extensions,
 }
 
@@ -125,18 +123,12 @@ impl StreamArch {
         }
         // vSphere's target is a template we import from this OVA: a download we cannot verify
         // or a location that is not a URL would be imported into every vCenter.
-        if let Some(vmware) = self.artifacts.get(VMWARE_KEY) {
-            let ova = vmware_ova(vmware);
-            if let Some(ova) = &ova
-                && !(is_sha256(&ova.sha256) && is_ova_location(&ova.location))
-            {
-                let value = format!("{} (sha256 {})", ova.location, ova.sha256);
-                return Err(invalid(
-                    "vmware OVA".into(),
-                    &value,
-                    "an http(s) URL with a SHA-256",
-                ));
-            }
+        if let Some(ova) = self.artifacts.get(VMWARE_KEY).and_then(vmware_ova)
+            && !(is_sha256(&ova.sha256) && is_ova_location(&ova.location))
+        {
+            let value = format!("{} (sha256 {})", ova.location, ova.sha256);
+            let expected = "an http(s) URL with a SHA-256";
+            return Err(invalid("vmware OVA".into(), &value, expected));
         }
         Ok(())
     }
@@ -153,9 +145,7 @@ impl StreamArch {
 
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 struct StreamImages {
-    #[serde(default)]
     aws: Option<AwsImages>,
-    #[serde(default)]
     gcp: Option<GcpImage>,
 }
 
@@ -191,7 +181,6 @@ impl GcpImage {
 
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 struct Extensions {
-    #[serde(default)]
     marketplace: Option<Marketplace>,
 }
 
