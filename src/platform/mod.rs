@@ -48,17 +48,11 @@ impl Platform {
         match (status.type_.as_str(), cloud) {
             // The installer's name for Azure Stack Hub (openshift/api AzureCloudEnvironment).
             ("Azure", Some("AzureStackCloud")) => Platform::AzureStackHub,
-            (type_, _) => Platform::from_type(type_),
-        }
-    }
-
-    pub fn from_type(type_: &str) -> Self {
-        match type_ {
-            "AWS" => Platform::Aws,
-            "GCP" => Platform::Gcp,
-            "Azure" => Platform::Azure,
-            "VSphere" => Platform::VSphere,
-            other => Platform::Other(other.to_string()),
+            ("AWS", _) => Platform::Aws,
+            ("GCP", _) => Platform::Gcp,
+            ("Azure", _) => Platform::Azure,
+            ("VSphere", _) => Platform::VSphere,
+            (other, _) => Platform::Other(other.to_string()),
         }
     }
 
@@ -484,7 +478,11 @@ mod tests {
             let rule = platform
                 .rule()
                 .expect("WITH_RULES lists platforms with a rule");
-            assert_eq!(Platform::from_type(platform.name()), platform);
+            let status = crate::api::PlatformStatus {
+                type_: platform.name().into(),
+                ..Default::default()
+            };
+            assert_eq!(Platform::from_status(&status), platform);
             let mut spec = outdated_spec(&platform);
             let ImageOutcome::Update {
                 current,
