@@ -25,8 +25,8 @@ pub type Extra = BTreeMap<String, Value>;
 
 /// Declares a typed view of (part of) an object: the fields we decide on, typed, and every other
 /// field kept verbatim in `extra`, so that the view round-trips what the API server sent and the
-/// generated CRD preserves unknown fields. Fields in `optional { .. }` (listed first) are
-/// `Option`s that are absent, not `null`, when unset.
+/// generated CRD preserves unknown fields. A field the object lacks reads as its default. Fields
+/// in `optional { .. }` (listed first) are `Option`s that are absent, not `null`, when unset.
 macro_rules! view {
     (
         $(#[$attr:meta])*
@@ -37,7 +37,7 @@ macro_rules! view {
     ) => {
         $(#[$attr])*
         #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
-        #[serde(rename_all = "camelCase")]
+        #[serde(default, rename_all = "camelCase")]
         #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
         pub struct $name {
             $($(
@@ -70,7 +70,6 @@ view! {
             /// Which Machines are this MachineSet's; the template's labels match it.
             pub selector: LabelSelector,
         }
-        #[serde(default)]
         pub template: MachineTemplate,
     }
 }
@@ -81,7 +80,6 @@ view! {
         optional {
             pub metadata: TemplateMetadata,
         }
-        #[serde(default)]
         pub spec: MachineSpec,
     }
 }
@@ -104,7 +102,6 @@ view! {
             #[serde(rename = "providerID")]
             pub provider_id: String,
         }
-        #[serde(default)]
         pub provider_spec: ProviderSpec,
     }
 }
@@ -264,7 +261,6 @@ view! {
     #[derive(CustomResource)]
     #[kube(group = "machine.openshift.io", version = "v1", kind = "ControlPlaneMachineSet", plural = "controlplanemachinesets", namespaced, status = "OpaqueStatus")]
     pub struct ControlPlaneMachineSetSpec {
-        #[serde(default)]
         pub template: ControlPlaneTemplate,
     }
 }
@@ -288,7 +284,6 @@ view! {
     #[derive(CustomResource)]
     #[kube(group = "cluster.x-k8s.io", version = "v1beta2", kind = "MachineSet", plural = "machinesets", namespaced, root = "ClusterApiMachineSet")]
     pub struct ClusterApiMachineSetSpec {
-        #[serde(default)]
         pub template: ClusterApiMachineTemplate,
     }
 }
@@ -297,7 +292,6 @@ view! {
     #[derive(CustomResource)]
     #[kube(group = "cluster.x-k8s.io", version = "v1beta2", kind = "MachineDeployment", plural = "machinedeployments", namespaced, root = "ClusterApiMachineDeployment")]
     pub struct ClusterApiMachineDeploymentSpec {
-        #[serde(default)]
         pub template: ClusterApiMachineTemplate,
     }
 }
@@ -307,7 +301,6 @@ view! {
         optional {
             pub metadata: TemplateMetadata,
         }
-        #[serde(default)]
         pub spec: ClusterApiMachineSpec,
     }
 }
@@ -338,9 +331,7 @@ view! {
             pub api_group: String,
             pub api_version: String,
         }
-        #[serde(default)]
         pub kind: String,
-        #[serde(default)]
         pub name: String,
     }
 }
@@ -436,7 +427,7 @@ view! {
 
 view! {
     pub struct PlatformStatus {
-        #[serde(rename = "type", default)]
+        #[serde(rename = "type")]
         pub type_: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub azure: Option<AzurePlatformStatus>,
@@ -476,7 +467,6 @@ view! {
             pub desired: Release,
         }
         /// Newest first: `history[0]` is the current or in-progress update.
-        #[serde(default)]
         pub history: Vec<UpdateHistory>,
     }
 }
@@ -493,9 +483,7 @@ view! {
 
 view! {
     pub struct UpdateHistory {
-        #[serde(default)]
         pub state: String,
-        #[serde(default)]
         pub version: String,
     }
 }

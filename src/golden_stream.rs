@@ -8,7 +8,6 @@
 //! enrolls: `syncMAPIMachineSet`, pkg/controller/bootimage/ms_helpers.go, release-4.21).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -47,11 +46,10 @@ pub enum StreamError {
 
 /// One parsed CoreOS stream (`stream.json`).
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(default)]
 pub struct GoldenStream {
     /// Stream name, e.g. `rhcos-4.21`.
-    #[serde(default)]
     pub stream: String,
-    #[serde(default)]
     architectures: BTreeMap<String, StreamArch>,
     /// Every image reference the stream publishes and its architecture, built once when the
     /// stream is read: the planner asks it for every MachineSet.
@@ -63,12 +61,11 @@ pub struct GoldenStream {
 }
 
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(default)]
 struct StreamArch {
-    #[serde(default)]
     artifacts: BTreeMap<String, Value>,
-    #[serde(default)]
     images: StreamImages,
-    #[serde(default, rename = "rhel-coreos-extensions")]
+    #[serde(rename = "rhel-coreos-extensions")]
     extensions: Extensions,
 }
 
@@ -126,18 +123,12 @@ impl StreamArch {
         }
         // vSphere's target is a template we import from this OVA: a download we cannot verify
         // or a location that is not a URL would be imported into every vCenter.
-        if let Some(vmware) = self.artifacts.get(VMWARE_KEY) {
-            let ova = vmware_ova(vmware);
-            if let Some(ova) = &ova
-                && !(is_sha256(&ova.sha256) && is_ova_location(&ova.location))
-            {
-                let value = format!("{} (sha256 {})", ova.location, ova.sha256);
-                return Err(invalid(
-                    "vmware OVA".into(),
-                    &value,
-                    "an http(s) URL with a SHA-256",
-                ));
-            }
+        if let Some(ova) = self.artifacts.get(VMWARE_KEY).and_then(vmware_ova)
+            && !(is_sha256(&ova.sha256) && is_ova_location(&ova.location))
+        {
+            let value = format!("{} (sha256 {})", ova.location, ova.sha256);
+            let expected = "an http(s) URL with a SHA-256";
+            return Err(invalid("vmware OVA".into(), &value, expected));
         }
         Ok(())
     }
@@ -154,9 +145,7 @@ impl StreamArch {
 
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 struct StreamImages {
-    #[serde(default)]
     aws: Option<AwsImages>,
-    #[serde(default)]
     gcp: Option<GcpImage>,
 }
 
@@ -192,7 +181,6 @@ impl GcpImage {
 
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 struct Extensions {
-    #[serde(default)]
     marketplace: Option<Marketplace>,
 }
 
@@ -276,21 +264,17 @@ impl GoldenStream {
                 }
             }
         }
-        stream.index_references();
+        stream.references = Arch::ALL
+            .into_iter()
+            .filter_map(|arch| Some((arch, stream.arch(arch)?)))
+            .flat_map(|(arch, images)| images.image_references().map(move |r| (r, arch)))
+            .collect();
         Ok(stream)
     }
 
     /// Why this architecture's entry cannot be used, when it is malformed.
     pub fn invalid_entry(&self, arch: Arch) -> Option<&str> {
         self.invalid.get(arch.stream_key()).map(String::as_str)
-    }
-
-    fn index_references(&mut self) {
-        self.references = Arch::ALL
-            .into_iter()
-            .filter_map(|arch| Some((arch, self.arch(arch)?)))
-            .flat_map(|(arch, images)| images.image_references().map(move |r| (r, arch)))
-            .collect();
     }
 
     fn arch(&self, arch: Arch) -> Option<&StreamArch> {
@@ -346,26 +330,6 @@ impl GoldenStream {
     pub fn arch_of(&self, reference: &str) -> Option<Arch> {
         self.references.get(reference).copied()
     }
-
-    /// Merges an installer marketplace overlay (`marketplace-rhcos.json`: arch -> `azure` ->
-    /// variant -> generation -> image) into this stream, as the installer does when it renders
-    /// the golden ConfigMap.
-    pub fn merge_marketplace_overlay(&mut self, overlay: &Value) -> Result<(), StreamError> {
-        let Some(per_arch) = overlay.as_object() else {
-            return Ok(());
-        };
-        for (arch_key, platforms) in per_arch {
-            let marketplace: Marketplace = serde_json::from_value(platforms.clone())?;
-            let arch = self.architectures.entry(arch_key.clone()).or_default();
-            arch.extensions
-                .marketplace
-                .get_or_insert_with(Marketplace::default)
-                .azure
-                .extend(marketplace.azure);
-        }
-        self.index_references();
-        Ok(())
-    }
 }
 
 /// The release a golden ConfigMap belongs to (`releaseVersion`), read without its streams: the
@@ -396,8 +360,6 @@ pub struct GoldenConfig {
     /// Other OS streams whose entry is malformed, and why: never read.
     pub invalid_streams: BTreeMap<String, String>,
     pub release_version: Option<String>,
-    /// Image references of every stream, gathered once: each plan counts them as known.
-    references: Arc<BTreeSet<String>>,
 }
 
 impl GoldenConfig {
@@ -425,17 +387,11 @@ impl GoldenConfig {
                 }
             }
         }
-        let release_version = release_version(cm);
-        let mut references = stream.image_references();
-        for other in other_streams.values() {
-            references.extend(other.image_references());
-        }
         Ok(GoldenConfig {
             stream,
             other_streams,
             invalid_streams,
-            release_version,
-            references: Arc::new(references),
+            release_version: release_version(cm),
         })
     }
 
@@ -453,16 +409,20 @@ impl GoldenConfig {
         }
     }
 
-    /// The architecture of `reference` in any stream of the ConfigMap.
-    pub fn arch_of(&self, reference: &str) -> Option<Arch> {
-        std::iter::once(&self.stream)
-            .chain(self.other_streams.values())
-            .find_map(|s| s.arch_of(reference))
+    fn streams(&self) -> impl Iterator<Item = &GoldenStream> {
+        std::iter::once(&self.stream).chain(self.other_streams.values())
     }
 
-    /// Image references of every stream in the ConfigMap.
-    pub fn image_references(&self) -> &BTreeSet<String> {
-        &self.references
+    /// The architecture of `reference` in any stream of the ConfigMap.
+    pub fn arch_of(&self, reference: &str) -> Option<Arch> {
+        self.streams().find_map(|s| s.arch_of(reference))
+    }
+
+    /// Image references of every stream in the ConfigMap: each plan counts them as known.
+    pub fn image_references(&self) -> BTreeSet<String> {
+        self.streams()
+            .flat_map(GoldenStream::image_references)
+            .collect()
     }
 }
 

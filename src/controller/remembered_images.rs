@@ -112,15 +112,14 @@ pub async fn remember(
 
 /// The ConfigMap of remembered images, holding `text`.
 fn new_config_map(text: String) -> ConfigMap {
-    let managed_by = ("app.kubernetes.io/managed-by", "boot-image-controller");
+    let managed_by = (
+        "app.kubernetes.io/managed-by".into(),
+        "boot-image-controller".into(),
+    );
     ConfigMap {
         metadata: ObjectMeta {
             name: Some(CONFIG_MAP_NAME.into()),
-            labels: Some(
-                [managed_by]
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .into(),
-            ),
+            labels: Some([managed_by].into()),
             ..ObjectMeta::default()
         },
         data: Some([(IMAGES_KEY.to_string(), text)].into()),

@@ -132,7 +132,7 @@ impl Controller {
         let remembered = self.stores.remembered_images();
         if refs.iter().any(|r| !remembered.contains(r)) {
             let existing = self.stores.known_images_config_map();
-            remembered_images::remember(&self.known_images_api, existing, refs, &self.metrics)
+            remembered_images::remember(&self.known_images_api, existing, &refs, &self.metrics)
                 .await;
         }
     }

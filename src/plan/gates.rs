@@ -102,7 +102,7 @@ impl Ready {
             (Err(failed), _) | (_, Err(failed)) => return Err(first_failing.unwrap_or(failed)),
         };
         let mut known_images = snapshot.known_images.clone();
-        known_images.extend(golden.image_references().iter().cloned());
+        known_images.extend(golden.image_references());
         let multi_arch = cv_status
             .and_then(|s| s.desired.as_ref())
             .and_then(|d| d.architecture.as_deref())

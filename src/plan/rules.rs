@@ -216,7 +216,7 @@ impl Planner<'_> {
         ready: &'s Ready,
     ) -> Result<Evaluated<'s>, Box<Decision>> {
         let (rule, ctx, provider_spec) = self.rule_input(subject, ready)?;
-        let (outcome, asks) = rule.evaluate_asking(provider_spec, &ctx);
+        let (outcome, asks) = rule.evaluate(provider_spec, &ctx);
         Ok(Evaluated {
             outcome,
             asks,

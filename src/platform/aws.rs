@@ -28,10 +28,6 @@ impl PlatformRule for Aws {
         Some(vec![(AMI_ID.into(), current)])
     }
 
-    fn display(&self, _image: &Value) -> Option<String> {
-        None
-    }
-
     fn provider_spec_fields(&self) -> &'static [&'static str] {
         &["ami", "placement"]
     }
@@ -63,17 +59,9 @@ impl PlatformRule for Aws {
         }
     }
 
-    fn evaluate(&self, spec: &Value, ctx: &RuleContext<'_>) -> ImageOutcome {
-        self.evaluate_asking(spec, ctx).0
-    }
-
     /// EC2 is asked about an AMI in a region of AWS's form that neither the golden streams nor
     /// the known images list.
-    fn evaluate_asking(
-        &self,
-        spec: &Value,
-        ctx: &RuleContext<'_>,
-    ) -> (ImageOutcome, Option<Lookup>) {
+    fn evaluate(&self, spec: &Value, ctx: &RuleContext<'_>) -> (ImageOutcome, Option<Lookup>) {
         let (current, region) = match ami_and_region(spec) {
             Ok(read) => read,
             Err(outcome) => return (*outcome, None),
@@ -328,11 +316,12 @@ fn marketplace(
 
 #[cfg(test)]
 mod tests {
+    use crate::testkit::rules::Outcome;
     use serde_json::{Value, json};
 
     use super::Aws;
     use crate::arch::Arch;
-    use crate::platform::{ImageOutcome, PlatformRule};
+    use crate::platform::ImageOutcome;
     use crate::reason::Reason;
     use crate::testkit::provider_specs;
     use crate::testkit::rules::{Cluster, message, reason, single_update, target};
@@ -358,13 +347,13 @@ mod tests {
 
     /// What the rule answers for the MachineSet on `ami` in `region` of an x86_64 cluster.
     fn evaluate(ami: &str, region: &str) -> ImageOutcome {
-        Aws.evaluate(&by_id(ami, region), &cluster().ctx(Arch::Amd64))
+        Aws.outcome(&by_id(ami, region), &cluster().ctx(Arch::Amd64))
     }
 
     #[test]
     fn an_older_published_ami_moves_to_the_golden_ami_of_its_region() {
         let cluster = cluster().knowing(&[AMI_4_20_US_EAST_1]);
-        let outcome = Aws.evaluate(
+        let outcome = Aws.outcome(
             &by_id(AMI_4_20_US_EAST_1, "us-east-1"),
             &cluster.ctx(Arch::Amd64),
         );
@@ -394,7 +383,7 @@ mod tests {
 
     #[test]
     fn the_arch_picks_the_stream_entry() {
-        let outcome = Aws.evaluate(
+        let outcome = Aws.outcome(
             &by_id(AMI_4_21_US_EAST_1, "us-east-1"),
             &cluster().ctx(Arch::Arm64),
         );
@@ -410,7 +399,7 @@ mod tests {
         assert!(message(&outcome).contains(ami), "{outcome:?}");
 
         let cluster = cluster().knowing(&[ami]);
-        let outcome = Aws.evaluate(&by_id(ami, "us-east-1"), &cluster.ctx(Arch::Amd64));
+        let outcome = Aws.outcome(&by_id(ami, "us-east-1"), &cluster.ctx(Arch::Amd64));
         assert!(
             matches!(outcome, ImageOutcome::Update { .. }),
             "{outcome:?}"
@@ -426,7 +415,7 @@ mod tests {
 
     #[test]
     fn an_arch_missing_from_the_stream_is_skipped_as_upstream_skips_it() {
-        let outcome = Aws.evaluate(
+        let outcome = Aws.outcome(
             &by_id(AMI_4_20_US_EAST_1, "us-east-1"),
             &cluster().ctx(Arch::S390x),
         );
@@ -443,8 +432,7 @@ mod tests {
         let by_arn = json!({"arn": "arn:aws:ec2:us-east-1::image/ami-0123456789abcdef0"});
         let by_filters = json!({"filters": [{"name": "tag:Name", "values": ["rhcos"]}]});
         for ami in [by_arn, by_filters] {
-            let outcome =
-                Aws.evaluate(&spec(ami.clone(), "us-east-1"), &cluster().ctx(Arch::Amd64));
+            let outcome = Aws.outcome(&spec(ami.clone(), "us-east-1"), &cluster().ctx(Arch::Amd64));
             assert_eq!(
                 outcome,
                 ImageOutcome::Skip {
@@ -459,14 +447,14 @@ mod tests {
     #[test]
     fn a_spec_without_an_ami_id_is_invalid() {
         for ami in [json!({}), json!({"id": 42}), Value::Null] {
-            let outcome = Aws.evaluate(&spec(ami, "us-east-1"), &cluster().ctx(Arch::Amd64));
+            let outcome = Aws.outcome(&spec(ami, "us-east-1"), &cluster().ctx(Arch::Amd64));
             assert_eq!(
                 reason(&outcome),
                 Some(Reason::InvalidProviderSpec),
                 "{outcome:?}"
             );
         }
-        let outcome = Aws.evaluate(&json!({}), &cluster().ctx(Arch::Amd64));
+        let outcome = Aws.outcome(&json!({}), &cluster().ctx(Arch::Amd64));
         assert_eq!(reason(&outcome), Some(Reason::InvalidProviderSpec));
     }
 
@@ -480,14 +468,14 @@ mod tests {
             "us-east-1.example.com",
             "r",
         ] {
-            let outcome = Aws.evaluate(
+            let outcome = Aws.outcome(
                 &by_id(AMI_4_20_US_EAST_1, region),
                 &cluster().with_ec2(ec2.clone()).ctx(Arch::Amd64),
             );
             assert!(matches!(outcome, ImageOutcome::Skip { .. }), "{outcome:?}");
             assert_eq!(reason(&outcome), Some(Reason::RegionNotInStream));
             assert!(message(&outcome).contains(&format!("{region:?} is not an AWS region name")));
-            let outcome = Aws.evaluate(
+            let outcome = Aws.outcome(
                 &by_id(CUSTOM_AMI, region),
                 &cluster().with_ec2(ec2.clone()).ctx(Arch::Amd64),
             );
@@ -505,12 +493,12 @@ mod tests {
         let cluster = Cluster::new(stream)
             .knowing(&[AMI_4_20_US_EAST_1])
             .with_ec2(ec2);
-        let outcome = Aws.evaluate(
+        let outcome = Aws.outcome(
             &by_id(AMI_4_20_US_EAST_1, "zz-north-1"),
             &cluster.ctx(Arch::Amd64),
         );
         assert_eq!(target(&outcome), AMI_4_21_US_EAST_1);
-        let outcome = Aws.evaluate(&by_id(CUSTOM_AMI, "zz-north-1"), &cluster.ctx(Arch::Amd64));
+        let outcome = Aws.outcome(&by_id(CUSTOM_AMI, "zz-north-1"), &cluster.ctx(Arch::Amd64));
         assert_eq!(reason(&outcome), Some(Reason::CustomImage), "{outcome:?}");
         assert!(
             message(&outcome).contains("EC2 not consulted: \"zz-north-1\" is not an AWS region"),
@@ -522,7 +510,7 @@ mod tests {
     fn a_spec_without_a_region_is_invalid() {
         let mut spec = by_id(AMI_4_20_US_EAST_1, "us-east-1");
         spec["placement"] = json!({"availabilityZone": "us-east-1a"});
-        let outcome = Aws.evaluate(&spec, &cluster().ctx(Arch::Amd64));
+        let outcome = Aws.outcome(&spec, &cluster().ctx(Arch::Amd64));
         assert_eq!(
             outcome,
             ImageOutcome::Error {
@@ -541,6 +529,7 @@ mod tests {
         use crate::platform::{ImageOutcome, PlatformRule};
         use crate::reason::Reason;
         use crate::testkit::ec2::{ami, marketplace_ami as market};
+        use crate::testkit::rules::Outcome;
         use crate::testkit::rules::{message, reason};
         use serde_json::json;
 
@@ -561,7 +550,7 @@ mod tests {
         }
 
         fn evaluate(ec2: Ec2Facts, id: &str, arch: Arch) -> ImageOutcome {
-            Aws.evaluate(&by_id(id, "us-east-1"), &cluster().with_ec2(ec2).ctx(arch))
+            Aws.outcome(&by_id(id, "us-east-1"), &cluster().with_ec2(ec2).ctx(arch))
         }
 
         fn target(outcome: &ImageOutcome) -> Option<&str> {
@@ -729,7 +718,7 @@ mod tests {
             );
             // A listed AMI is still updated while EC2 is away.
             let listed = "ami-09d23adad19cdb25c";
-            let outcome = Aws.evaluate(
+            let outcome = Aws.outcome(
                 &by_id(listed, "us-east-1"),
                 &cluster().knowing(&[listed]).with_ec2(ec2).ctx(Arch::Amd64),
             );

@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 
 use super::{Changes, ImageOutcome, Input, PlatformRule, RuleContext, invalid, not_in_stream};
 use crate::arch::Arch;
+use crate::facts::Lookup;
 use crate::golden_stream::AzureMarketplaceImage;
 use crate::reason::Reason;
 
@@ -64,70 +65,75 @@ impl PlatformRule for Azure {
         vec![Input::at(spec, "/securityProfile")]
     }
 
-    fn evaluate(&self, spec: &Value, ctx: &RuleContext<'_>) -> ImageOutcome {
-        let image = spec.get("image");
-        if let Some(skip) = unsupported_machine(spec, ctx) {
-            return skip;
+    fn evaluate(&self, spec: &Value, ctx: &RuleContext<'_>) -> (ImageOutcome, Option<Lookup>) {
+        (outcome(spec, ctx), None)
+    }
+}
+
+/// What the boot image of `spec` should be; Azure asks no cloud.
+fn outcome(spec: &Value, ctx: &RuleContext<'_>) -> ImageOutcome {
+    let image = spec.get("image");
+    if let Some(skip) = unsupported_machine(spec, ctx) {
+        return skip;
+    }
+    let Some(image) = image.and_then(Value::as_object) else {
+        return invalid(
+            "providerSpec has no image object; set image to a marketplace image \
+             (publisher, offer, sku, version) or a resourceID",
+            image.cloned(),
+        );
+    };
+    let current = Value::Object(image.clone());
+    let Some(variants) = ctx.stream.azure_marketplace(ctx.arch) else {
+        if !Arch::ALL
+            .iter()
+            .any(|a| ctx.stream.azure_marketplace(*a).is_some())
+        {
+            // OKD and other streams publish no marketplace images at all: nothing is wrong
+            // with the MachineSet, and there is nothing to move it to. The Machine Config
+            // Operator skips these too (`reconcileAzureProviderSpec`,
+            // pkg/controller/bootimage/platform_helpers.go).
+            return ImageOutcome::Skip {
+                reason: Reason::MarketplaceImagesNotPublished,
+                message: format!(
+                    "the golden stream {} publishes no Azure marketplace images for any \
+                     architecture, so Azure boot images are left as they are",
+                    ctx.stream.stream
+                ),
+                current: Some(current),
+            };
         }
-        let Some(image) = image.and_then(Value::as_object) else {
-            return invalid(
-                "providerSpec has no image object; set image to a marketplace image \
-                 (publisher, offer, sku, version) or a resourceID",
-                image.cloned(),
-            );
-        };
-        let current = Value::Object(image.clone());
-        let Some(variants) = ctx.stream.azure_marketplace(ctx.arch) else {
-            if !Arch::ALL
-                .iter()
-                .any(|a| ctx.stream.azure_marketplace(*a).is_some())
-            {
-                // OKD and other streams publish no marketplace images at all: nothing is wrong
-                // with the MachineSet, and there is nothing to move it to. The Machine Config
-                // Operator skips these too (`reconcileAzureProviderSpec`,
-                // pkg/controller/bootimage/platform_helpers.go).
-                return ImageOutcome::Skip {
-                    reason: Reason::MarketplaceImagesNotPublished,
-                    message: format!(
-                        "the golden stream {} publishes no Azure marketplace images for any \
-                         architecture, so Azure boot images are left as they are",
-                        ctx.stream.stream
-                    ),
-                    current: Some(current),
-                };
-            }
-            return not_in_stream(
-                ctx,
-                "Azure marketplace images (rhel-coreos-extensions.marketplace.azure in the \
-                 coreos-bootimages ConfigMap)",
-                "Azure boot images stay as they are until the release ships them",
-                Some(current),
-            );
-        };
-        let fields = match ImageFields::read(image) {
-            Ok(fields) => fields,
-            Err(message) => return invalid(message, Some(current)),
-        };
-        let (variant, generation) = match golden_variant(&fields, variants, ctx, &current) {
-            Ok(found) => found,
-            Err(outcome) => return *outcome,
-        };
-        let Some(golden) = variants.get(variant).and_then(|g| g.get(generation)) else {
-            return generation_not_published(ctx, variant, generation, current);
-        };
-        let target = target_image(image, golden, variant);
-        if target == *image {
-            return ImageOutcome::UpToDate { current };
-        }
-        let target = Value::Object(target);
-        ImageOutcome::Update {
-            current,
-            target,
-            // One change for the whole object: publisher, offer, sku, version and type only
-            // make sense together, and the planner's `test` on the whole object makes any
-            // concurrent edit of one of them fail the patch instead of producing a mix.
-            changes: Changes::Whole(IMAGE.into()),
-        }
+        return not_in_stream(
+            ctx,
+            "Azure marketplace images (rhel-coreos-extensions.marketplace.azure in the \
+             coreos-bootimages ConfigMap)",
+            "Azure boot images stay as they are until the release ships them",
+            Some(current),
+        );
+    };
+    let fields = match ImageFields::read(image) {
+        Ok(fields) => fields,
+        Err(message) => return invalid(message, Some(current)),
+    };
+    let (variant, generation) = match golden_variant(&fields, variants, ctx, &current) {
+        Ok(found) => found,
+        Err(outcome) => return *outcome,
+    };
+    let Some(golden) = variants.get(variant).and_then(|g| g.get(generation)) else {
+        return generation_not_published(ctx, variant, generation, current);
+    };
+    let target = target_image(image, golden, variant);
+    if target == *image {
+        return ImageOutcome::UpToDate { current };
+    }
+    let target = Value::Object(target);
+    ImageOutcome::Update {
+        current,
+        target,
+        // One change for the whole object: publisher, offer, sku, version and type only
+        // make sense together, and the planner's `test` on the whole object makes any
+        // concurrent edit of one of them fail the patch instead of producing a mix.
+        changes: Changes::Whole(IMAGE.into()),
     }
 }
 
@@ -360,11 +366,12 @@ fn golden_variant<'v>(
     Ok((variant, choose_generation(variant, fields.sku, ctx.arch)))
 }
 
-/// The fields of an image object we manage, as they are for `golden`.
-fn managed_fields<'g>(
-    golden: &'g AzureMarketplaceImage,
+/// The current image object pointed at `golden`, keeping any keys we do not manage.
+fn target_image(
+    current: &Map<String, Value>,
+    golden: &AzureMarketplaceImage,
     variant: &str,
-) -> [(&'static str, &'g str); 5] {
+) -> Map<String, Value> {
     // Paid images only boot with their purchase plan attached, which the machine controller
     // does only for MarketplaceWithPlan.
     let image_type = if variant == NO_PURCHASE_PLAN {
@@ -372,23 +379,15 @@ fn managed_fields<'g>(
     } else {
         "MarketplaceWithPlan"
     };
-    [
+    let managed = [
         ("publisher", golden.publisher.as_str()),
         ("offer", &golden.offer),
         ("sku", &golden.sku),
         ("version", &golden.version),
         ("type", image_type),
-    ]
-}
-
-/// The current image object pointed at `golden`, keeping any keys we do not manage.
-fn target_image(
-    current: &Map<String, Value>,
-    golden: &AzureMarketplaceImage,
-    variant: &str,
-) -> Map<String, Value> {
+    ];
     let mut target = current.clone();
-    for (key, value) in managed_fields(golden, variant) {
+    for (key, value) in managed {
         target.insert(key.to_string(), Value::String(value.to_string()));
     }
     // A non-empty resourceID beside publisher, offer, sku or version is refused by the Machine
@@ -412,6 +411,7 @@ fn custom(message: String, current: Value) -> ImageOutcome {
 
 #[cfg(test)]
 mod tests {
+    use crate::testkit::rules::Outcome;
     use std::collections::BTreeMap;
 
     use serde_json::{Value, json};
@@ -421,7 +421,7 @@ mod tests {
     };
     use crate::arch::Arch;
     use crate::golden_stream::AzureMarketplaceImage;
-    use crate::platform::{Changes, ImageOutcome, PlatformRule};
+    use crate::platform::{Changes, ImageOutcome};
     use crate::reason::Reason;
     use crate::testkit::provider_specs::{
         azure as spec, azure_marketplace as marketplace, azure_upload as upload,
@@ -437,7 +437,7 @@ mod tests {
     }
 
     fn evaluate(spec: &Value) -> ImageOutcome {
-        Azure.evaluate(spec, &cluster().ctx(Arch::Amd64))
+        Azure.outcome(spec, &cluster().ctx(Arch::Amd64))
     }
 
     /// The URN and type of the image a MachineSet on `current` moves to.
@@ -666,7 +666,7 @@ mod tests {
         let resource_id =
             format!("/resourceGroups/{INFRA}-rg/providers/Microsoft.Compute/images/{INFRA}");
         let unnamed = Cluster::new(stream_4_21());
-        let outcome = Azure.evaluate(&spec(upload(&resource_id)), &unnamed.ctx(Arch::Amd64));
+        let outcome = Azure.outcome(&spec(upload(&resource_id)), &unnamed.ctx(Arch::Amd64));
         assert_eq!(reason(&outcome), Some(Reason::CustomImage));
         assert!(message(&outcome).contains("infrastructure name is unknown"));
     }
@@ -704,7 +704,7 @@ mod tests {
             "419.6.20250523",
         ));
         for arch in [Arch::Ppc64le, Arch::S390x] {
-            let outcome = Azure.evaluate(&spec, &cluster().ctx(arch));
+            let outcome = Azure.outcome(&spec, &cluster().ctx(arch));
             assert_eq!(
                 reason(&outcome),
                 Some(Reason::ArchitectureNotSupported),
@@ -722,7 +722,7 @@ mod tests {
             "419.6.20250523",
         ));
         // The compact stream's aarch64 has AWS images only.
-        let outcome = Azure.evaluate(&spec, &cluster().ctx(Arch::Arm64));
+        let outcome = Azure.outcome(&spec, &cluster().ctx(Arch::Arm64));
         assert!(matches!(outcome, ImageOutcome::Error { .. }), "{outcome:?}");
         assert_eq!(reason(&outcome), Some(Reason::ImageNotInStream));
 
@@ -731,7 +731,7 @@ mod tests {
             .as_object_mut()
             .unwrap()
             .remove("aarch64");
-        let outcome = Azure.evaluate(&spec, &Cluster::new(x86_only).ctx(Arch::Arm64));
+        let outcome = Azure.outcome(&spec, &Cluster::new(x86_only).ctx(Arch::Arm64));
         assert_eq!(reason(&outcome), Some(Reason::ArchitectureNotInStream));
     }
 
@@ -748,7 +748,7 @@ mod tests {
             .as_object_mut()
             .unwrap()
             .remove("rhel-coreos-extensions");
-        let outcome = Azure.evaluate(&spec, &Cluster::new(okd).ctx(Arch::Amd64));
+        let outcome = Azure.outcome(&spec, &Cluster::new(okd).ctx(Arch::Amd64));
         assert!(matches!(outcome, ImageOutcome::Skip { .. }), "{outcome:?}");
         assert_eq!(
             reason(&outcome),
@@ -770,7 +770,7 @@ mod tests {
     #[test]
     fn a_gen1_machine_set_stays_when_the_stream_retires_gen1() {
         let cluster = Cluster::new(stream_without_free_gen1()).named(INFRA);
-        let evaluate = |image| Azure.evaluate(&spec(image), &cluster.ctx(Arch::Amd64));
+        let evaluate = |image| Azure.outcome(&spec(image), &cluster.ctx(Arch::Amd64));
         let gen1_upload =
             format!("/resourceGroups/{INFRA}-rg/providers/Microsoft.Compute/images/{INFRA}");
         for gen1 in [
@@ -825,12 +825,12 @@ mod tests {
         }}});
         let cluster = Cluster::new(stream).named(INFRA);
         let gen1 = format!("/resourceGroups/{INFRA}-rg/providers/Microsoft.Compute/images/{INFRA}");
-        let outcome = Azure.evaluate(&spec(upload(&gen1)), &cluster.ctx(Arch::Arm64));
+        let outcome = Azure.outcome(&spec(upload(&gen1)), &cluster.ctx(Arch::Arm64));
         assert_eq!(reason(&outcome), Some(Reason::HyperVGenerationNotPublished));
 
         // An arm64 marketplace image is Gen2 whatever its sku.
         let older = marketplace("azureopenshift", "aro4", "419-arm", "419.6.20250523");
-        let outcome = Azure.evaluate(&spec(older), &cluster.ctx(Arch::Arm64));
+        let outcome = Azure.outcome(&spec(older), &cluster.ctx(Arch::Arm64));
         assert_eq!(target(&outcome)["sku"], "420-arm");
 
         // A paid variant without its Gen2 image: skipped too, not an error.
@@ -846,7 +846,7 @@ mod tests {
             "rh-ocp-worker",
             "4.16.2024101109",
         );
-        let outcome = Azure.evaluate(&spec(paid), &cluster.ctx(Arch::Amd64));
+        let outcome = Azure.outcome(&spec(paid), &cluster.ctx(Arch::Amd64));
         assert_eq!(reason(&outcome), Some(Reason::HyperVGenerationNotPublished));
     }
 

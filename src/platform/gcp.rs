@@ -5,6 +5,7 @@ use serde_json::{Map, Value};
 use super::{
     Changes, FieldChange, ImageOutcome, Input, PlatformRule, RuleContext, invalid, not_in_stream,
 };
+use crate::facts::Lookup;
 use crate::reason::Reason;
 
 /// Images published by the CoreOS team live in this project; anything else was chosen by an
@@ -58,10 +59,6 @@ impl PlatformRule for Gcp {
         Some(ours)
     }
 
-    fn display(&self, _image: &Value) -> Option<String> {
-        None
-    }
-
     fn provider_spec_fields(&self) -> &'static [&'static str] {
         &["disks"]
     }
@@ -87,84 +84,88 @@ impl PlatformRule for Gcp {
             .collect()
     }
 
-    fn evaluate(&self, spec: &Value, ctx: &RuleContext<'_>) -> ImageOutcome {
-        let Some(boot) = boot_disks(spec) else {
-            return invalid("providerSpec has no disks list; fix the MachineSet", None);
+    fn evaluate(&self, spec: &Value, ctx: &RuleContext<'_>) -> (ImageOutcome, Option<Lookup>) {
+        (outcome(spec, ctx), None)
+    }
+}
+
+/// What the boot image of `spec` should be; GCP asks no cloud.
+fn outcome(spec: &Value, ctx: &RuleContext<'_>) -> ImageOutcome {
+    let Some(boot) = boot_disks(spec) else {
+        return invalid("providerSpec has no disks list; fix the MachineSet", None);
+    };
+    let Some(&(first_index, first)) = boot.first() else {
+        return invalid(
+            "providerSpec has no disk with boot: true; mark the boot disk in the MachineSet",
+            None,
+        );
+    };
+    if let Some((i, _)) = boot.iter().find(|(_, image)| !image.is_string()) {
+        return invalid(
+            format!("boot disk {i} has no string image"),
+            Some(first.clone()),
+        );
+    }
+    if let Some((_, custom)) = boot.iter().find(|(_, image)| {
+        !image
+            .as_str()
+            .unwrap_or_default()
+            .starts_with(RHCOS_IMAGE_PREFIX)
+    }) {
+        return ImageOutcome::Skip {
+            reason: Reason::CustomImage,
+            message: format!(
+                "boot image {} is outside {RHCOS_IMAGE_PREFIX}; custom images are never replaced \
+                 (set a {RHCOS_IMAGE_PREFIX} image by hand to have it managed)",
+                custom.as_str().unwrap_or_default()
+            ),
+            current: Some(first.clone()),
         };
-        let Some(&(first_index, first)) = boot.first() else {
-            return invalid(
-                "providerSpec has no disk with boot: true; mark the boot disk in the MachineSet",
-                None,
-            );
-        };
-        if let Some((i, _)) = boot.iter().find(|(_, image)| !image.is_string()) {
-            return invalid(
-                format!("boot disk {i} has no string image"),
-                Some(first.clone()),
-            );
-        }
-        if let Some((_, custom)) = boot.iter().find(|(_, image)| {
-            !image
-                .as_str()
-                .unwrap_or_default()
-                .starts_with(RHCOS_IMAGE_PREFIX)
-        }) {
-            return ImageOutcome::Skip {
-                reason: Reason::CustomImage,
-                message: format!(
-                    "boot image {} is outside {RHCOS_IMAGE_PREFIX}; custom images are never replaced \
-                     (set a {RHCOS_IMAGE_PREFIX} image by hand to have it managed)",
-                    custom.as_str().unwrap_or_default()
-                ),
-                current: Some(first.clone()),
+    }
+    let Some(golden) = ctx.stream.gcp_image(ctx.arch) else {
+        return not_in_stream(
+            ctx,
+            "GCP image",
+            "the boot image is left as is until the stream carries one",
+            Some(first.clone()),
+        );
+    };
+    let target = Value::String(golden.reference());
+    let outdated = || boot.iter().filter(|(_, image)| **image != target);
+    let mut found = outdated();
+    let changes = match (found.next(), found.next()) {
+        (None, _) => {
+            return ImageOutcome::UpToDate {
+                current: first.clone(),
             };
         }
-        let Some(golden) = ctx.stream.gcp_image(ctx.arch) else {
-            return not_in_stream(
-                ctx,
-                "GCP image",
-                "the boot image is left as is until the stream carries one",
-                Some(first.clone()),
-            );
-        };
-        let target = Value::String(golden.reference());
-        let outdated = || boot.iter().filter(|(_, image)| **image != target);
-        let mut found = outdated();
-        let changes = match (found.next(), found.next()) {
-            (None, _) => {
-                return ImageOutcome::UpToDate {
-                    current: first.clone(),
-                };
-            }
-            // The usual MachineSet: its one boot disk is the image, and nothing is copied.
-            (Some(&(i, _)), None) if i == first_index => {
-                Changes::Whole(disk_image_pointer(i).into())
-            }
-            _ => Changes::Each(
-                outdated()
-                    .map(|&(i, image)| FieldChange {
-                        pointer: disk_image_pointer(i).into(),
-                        from: image.clone(),
-                        to: target.clone(),
-                    })
-                    .collect(),
-            ),
-        };
-        ImageOutcome::Update {
-            current: first.clone(),
-            target,
-            changes,
-        }
+        // The usual MachineSet: its one boot disk is the image, and nothing is copied.
+        (Some(&(i, _)), None) if i == first_index => Changes::Whole(disk_image_pointer(i).into()),
+        _ => Changes::Each(
+            outdated()
+                .map(|&(i, image)| FieldChange {
+                    pointer: disk_image_pointer(i).into(),
+                    from: image.clone(),
+                    to: target.clone(),
+                })
+                .collect(),
+        ),
+    };
+    ImageOutcome::Update {
+        current: first.clone(),
+        target,
+        changes,
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use crate::testkit::rules::Outcome;
     use serde_json::{Value, json};
 
     use super::Gcp;
     use crate::arch::Arch;
-    use crate::platform::{ImageOutcome, PlatformRule};
+    use crate::platform::ImageOutcome;
     use crate::reason::Reason;
     use crate::testkit::provider_specs::{
         gcp as spec, gcp_boot_disk as boot_disk, gcp_data_disk as data_disk,
@@ -175,7 +176,7 @@ mod tests {
     };
 
     fn evaluate(spec: &Value, arch: Arch) -> ImageOutcome {
-        Gcp.evaluate(spec, &Cluster::new(stream_421_all_platforms()).ctx(arch))
+        Gcp.outcome(spec, &Cluster::new(stream_421_all_platforms()).ctx(arch))
     }
 
     #[test]

@@ -48,17 +48,11 @@ impl Platform {
         match (status.type_.as_str(), cloud) {
             // The installer's name for Azure Stack Hub (openshift/api AzureCloudEnvironment).
             ("Azure", Some("AzureStackCloud")) => Platform::AzureStackHub,
-            (type_, _) => Platform::from_type(type_),
-        }
-    }
-
-    pub fn from_type(type_: &str) -> Self {
-        match type_ {
-            "AWS" => Platform::Aws,
-            "GCP" => Platform::Gcp,
-            "Azure" => Platform::Azure,
-            "VSphere" => Platform::VSphere,
-            other => Platform::Other(other.to_string()),
+            ("AWS", _) => Platform::Aws,
+            ("GCP", _) => Platform::Gcp,
+            ("Azure", _) => Platform::Azure,
+            ("VSphere", _) => Platform::VSphere,
+            (other, _) => Platform::Other(other.to_string()),
         }
     }
 
@@ -248,19 +242,15 @@ pub trait PlatformRule: Sync {
     /// not always its name in the Infrastructure (vSphere's is `vmware`).
     fn stream_key(&self) -> &'static str;
 
-    /// What the boot image of `provider_spec` should be.
-    fn evaluate(&self, provider_spec: &Value, ctx: &RuleContext<'_>) -> ImageOutcome;
-
-    /// [`evaluate`](Self::evaluate), and the question to a cloud its outcome rests on (AWS: the
-    /// owner of an AMI no list names; vSphere: the golden template): whatever the outcome, so
-    /// that the look-ups also refresh an answer or retry a failure the decision read.
-    fn evaluate_asking(
+    /// What the boot image of `provider_spec` should be, and the question to a cloud that
+    /// outcome rests on (AWS: the owner of an AMI no list names; vSphere: the golden template):
+    /// whatever the outcome, so that the look-ups also refresh an answer or retry a failure the
+    /// decision read.
+    fn evaluate(
         &self,
         provider_spec: &Value,
         ctx: &RuleContext<'_>,
-    ) -> (ImageOutcome, Option<Lookup>) {
-        (self.evaluate(provider_spec, ctx), None)
-    }
+    ) -> (ImageOutcome, Option<Lookup>);
 
     /// The RHCOS release `image` (an image [`evaluate`] returned for `provider_spec`) boots,
     /// where the image itself says so. The skew status records it instead of the golden
@@ -290,8 +280,10 @@ pub trait PlatformRule: Sync {
     ) -> Option<Vec<(String, Value)>>;
 
     /// A boot image of this platform as people write it; `None` when `image` is not one of this
-    /// platform's structured images (plain strings need no help).
-    fn display(&self, image: &Value) -> Option<String>;
+    /// platform's structured images (plain strings need no help): by default, none has any.
+    fn display(&self, _image: &Value) -> Option<String> {
+        None
+    }
 
     /// The values of `provider_spec` besides the image that chose the target (a region, a boot
     /// flag, a security profile). The planner tests them in its patch, so that an edit between
@@ -359,20 +351,13 @@ pub fn read_by_a_rule(field: &str) -> bool {
 
 /// A boot image as a person reads it: the id, the path, or an Azure URN.
 pub fn display_image(image: Option<&Value>) -> String {
-    shown_image(image).into_owned()
-}
-
-/// [`display_image`], borrowed where the image is written as one string (an AMI, a GCP image).
-pub fn shown_image(image: Option<&Value>) -> Cow<'_, str> {
     match image {
-        None | Some(Value::Null) => Cow::Borrowed("-"),
-        Some(Value::String(s)) => Cow::Borrowed(s),
-        Some(other) => Cow::Owned(
-            (Platform::WITH_RULES.iter())
-                .filter_map(Platform::rule)
-                .find_map(|rule| rule.display(other))
-                .unwrap_or_else(|| other.to_string()),
-        ),
+        None | Some(Value::Null) => "-".to_string(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => (Platform::WITH_RULES.iter())
+            .filter_map(Platform::rule)
+            .find_map(|rule| rule.display(other))
+            .unwrap_or_else(|| other.to_string()),
     }
 }
 
@@ -428,6 +413,7 @@ fn invalid(message: impl Into<String>, current: Option<Value>) -> ImageOutcome {
 
 #[cfg(test)]
 mod tests {
+    use crate::testkit::rules::Outcome;
     use serde_json::{Value, json};
 
     use super::*;
@@ -492,13 +478,17 @@ mod tests {
             let rule = platform
                 .rule()
                 .expect("WITH_RULES lists platforms with a rule");
-            assert_eq!(Platform::from_type(platform.name()), platform);
+            let status = crate::api::PlatformStatus {
+                type_: platform.name().into(),
+                ..Default::default()
+            };
+            assert_eq!(Platform::from_status(&status), platform);
             let mut spec = outdated_spec(&platform);
             let ImageOutcome::Update {
                 current,
                 target,
                 changes,
-            } = rule.evaluate(&spec, &ctx)
+            } = rule.outcome(&spec, &ctx)
             else {
                 panic!("{platform:?}: the outdated sample is not updated");
             };
@@ -506,7 +496,7 @@ mod tests {
                 *spec.pointer_mut(pointer).unwrap() = to.clone();
             }
             assert!(
-                matches!(rule.evaluate(&spec, &ctx), ImageOutcome::UpToDate { .. }),
+                matches!(rule.outcome(&spec, &ctx), ImageOutcome::UpToDate { .. }),
                 "{platform:?}"
             );
             let located = rule
@@ -537,8 +527,8 @@ mod tests {
                 .map(|(field, value)| (field.clone(), value.clone()))
                 .collect();
             assert_eq!(
-                rule.evaluate(&Value::Object(kept), &ctx),
-                rule.evaluate(&outdated, &ctx),
+                rule.outcome(&Value::Object(kept), &ctx),
+                rule.outcome(&outdated, &ctx),
                 "{platform:?}"
             );
         }

@@ -348,18 +348,10 @@ impl PlatformRule for VSphere {
         crate::golden_stream::VMWARE_KEY
     }
 
-    fn evaluate(&self, spec: &Value, ctx: &RuleContext<'_>) -> ImageOutcome {
-        self.evaluate_asking(spec, ctx).0
-    }
-
     /// vCenter is asked about the golden template of every MachineSet that has one, whatever
     /// the outcome: the release of the template it clones, then the golden template found or
     /// imported (and found again hourly, retried after a failure).
-    fn evaluate_asking(
-        &self,
-        spec: &Value,
-        ctx: &RuleContext<'_>,
-    ) -> (ImageOutcome, Option<Lookup>) {
+    fn evaluate(&self, spec: &Value, ctx: &RuleContext<'_>) -> (ImageOutcome, Option<Lookup>) {
         let request = match template_request(spec, ctx) {
             Ok(request) => request,
             Err(outcome) => return (*outcome, None),
@@ -373,10 +365,6 @@ impl PlatformRule for VSphere {
         spec.get("workspace")?;
         let template = spec.get("template")?;
         Some(vec![("/template".into(), template.clone())])
-    }
-
-    fn display(&self, _image: &Value) -> Option<String> {
-        None
     }
 
     fn provider_spec_fields(&self) -> &'static [&'static str] {
@@ -394,6 +382,7 @@ impl PlatformRule for VSphere {
 
 #[cfg(test)]
 mod tests {
+    use crate::testkit::rules::Outcome;
     use serde_json::{Value, json};
 
     use super::*;
@@ -453,7 +442,7 @@ mod tests {
     }
 
     fn evaluate(spec: &Value, vcenter: VcenterFacts) -> ImageOutcome {
-        VSphere.evaluate(spec, &cluster(vcenter).ctx(Arch::Amd64))
+        VSphere.outcome(spec, &cluster(vcenter).ctx(Arch::Amd64))
     }
 
     #[test]
@@ -618,17 +607,17 @@ mod tests {
     fn without_failure_domains_or_infrastructure_name_the_template_stays() {
         let template = format!("{INFRA}-rhcos");
         let bare = Cluster::new(stream_421_all_platforms()).named(INFRA);
-        let outcome = VSphere.evaluate(&spec(&template), &bare.ctx(Arch::Amd64));
+        let outcome = VSphere.outcome(&spec(&template), &bare.ctx(Arch::Amd64));
         assert_eq!(reason(&outcome), Some(Reason::VSphereTopologyUnknown));
         let unnamed = Cluster::new(stream_421_all_platforms()).on_vsphere();
-        let outcome = VSphere.evaluate(&spec(&template), &unnamed.ctx(Arch::Amd64));
+        let outcome = VSphere.outcome(&spec(&template), &unnamed.ctx(Arch::Amd64));
         assert_eq!(reason(&outcome), Some(Reason::VSphereTopologyUnknown));
     }
 
     #[test]
     fn a_stream_without_an_ova_for_the_arch_is_an_error() {
         let template = format!("{INFRA}-rhcos");
-        let outcome = VSphere.evaluate(&spec(&template), &cluster(facts(None)).ctx(Arch::Arm64));
+        let outcome = VSphere.outcome(&spec(&template), &cluster(facts(None)).ctx(Arch::Arm64));
         assert_eq!(reason(&outcome), Some(Reason::ImageNotInStream));
     }
 
@@ -683,7 +672,7 @@ mod tests {
             cluster.platform_spec = Some(platform_spec);
             let _ = template_request(&spec, &cluster.ctx(Arch::Amd64));
             if let ImageOutcome::Update { changes, target, current } =
-                VSphere.evaluate(&spec, &cluster.ctx(Arch::Amd64))
+                VSphere.outcome(&spec, &cluster.ctx(Arch::Amd64))
             {
                 proptest::prop_assert_eq!(changes, Changes::Whole("/template".into()));
                 proptest::prop_assert_eq!(spec.get("template"), Some(&current));

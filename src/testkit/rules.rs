@@ -123,3 +123,14 @@ pub fn changed_pointers(outcome: &ImageOutcome) -> Vec<&str> {
     };
     changes.iter(current, target).map(|c| c.0).collect()
 }
+
+/// A rule's outcome without the look-up it asks for, for tests that only read the outcome.
+pub trait Outcome {
+    fn outcome(&self, spec: &Value, ctx: &RuleContext<'_>) -> ImageOutcome;
+}
+
+impl<R: crate::platform::PlatformRule + ?Sized> Outcome for R {
+    fn outcome(&self, spec: &Value, ctx: &RuleContext<'_>) -> ImageOutcome {
+        self.evaluate(spec, ctx).0
+    }
+}

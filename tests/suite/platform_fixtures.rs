@@ -42,12 +42,25 @@ fn stream(fixtures: &Path, name: &str) -> GoldenStream {
 }
 
 /// The 4.21 golden stream as the installer renders it for Azure: with the marketplace overlay.
+/// The overlay (`marketplace-rhcos.json`: arch -> `azure` -> variant -> generation -> image)
+/// goes into each architecture's `rhel-coreos-extensions.marketplace`, as the installer merges
+/// it when it renders the golden ConfigMap.
 fn stream_4_21_with_marketplace(fixtures: &Path) -> GoldenStream {
-    let mut golden = stream(fixtures, STREAM_4_21);
-    let overlay: Value =
-        serde_json::from_str(&read(&fixtures.join("streams").join(OVERLAY_4_21))).unwrap();
-    golden.merge_marketplace_overlay(&overlay).unwrap();
-    golden
+    let json = |name| -> Value {
+        serde_json::from_str(&read(&fixtures.join("streams").join(name))).unwrap()
+    };
+    let mut stream = json(STREAM_4_21);
+    let overlay = json(OVERLAY_4_21);
+    for (arch, platforms) in overlay.as_object().unwrap() {
+        let extensions = &mut stream["architectures"][arch]["rhel-coreos-extensions"];
+        let azure = &mut extensions["marketplace"]["azure"];
+        if azure.is_null() {
+            *azure = Value::Object(Default::default());
+        }
+        let variants = platforms["azure"].as_object().unwrap().clone();
+        azure.as_object_mut().unwrap().extend(variants);
+    }
+    GoldenStream::parse(&stream.to_string()).unwrap()
 }
 
 /// Known images as the planner builds them: the given list plus the golden stream's own images.
@@ -123,6 +136,7 @@ fn evaluate_on(
         .rule()
         .expect("platform has a rule")
         .evaluate(spec, &ctx)
+        .0
 }
 
 fn skip_reason(outcome: &ImageOutcome) -> Option<Reason> {
