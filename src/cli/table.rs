@@ -178,7 +178,7 @@ fn write_row(out: &mut String, row: &[String; 5], widths: &[usize; 5]) {
 }
 
 fn boot_image(e: &Decision) -> String {
-    let current = display(e.boot_image.current_value());
+    let current = display(e.boot_image.current.as_ref());
     match &e.boot_image.target {
         Some(target) => format!("{current} -> {}", display(Some(target))),
         None => current,
