@@ -134,8 +134,10 @@ impl Planner<'_> {
         // opt-out annotation was added meanwhile (JSON Patch cannot test that a key is still
         // absent: kube-apiserver 1.34 refuses a `test` of a missing key with `null`). A
         // concurrent edit anywhere then costs one conflict and a new decision.
-        if !decided.patch.is_empty() {
-            guard_resource_version(subject.meta, &mut decided.patch);
+        if !decided.patch.is_empty()
+            && let Some(rv) = &subject.meta.resource_version
+        {
+            decided.patch.guard_resource_version(rv);
         }
         decided
     }
@@ -807,13 +809,6 @@ fn input_guards(subject: &Subject<'_>, platform: Vec<Input>, patch: &mut Patch) 
         && let Some(value) = subject.annotation(AUTOSCALER_LABELS_ANNOTATION)
     {
         patch.test(annotation(AUTOSCALER_LABELS_ANNOTATION), value.to_string());
-    }
-}
-
-/// Adds a `test` of the resourceVersion the decision saw, unless the patch has one already.
-fn guard_resource_version(meta: &ObjectMeta, patch: &mut Patch) {
-    if let Some(rv) = &meta.resource_version {
-        patch.guard_resource_version(rv);
     }
 }
 
