@@ -75,7 +75,6 @@ pub async fn start(
     let ns = &args.machine_api_namespace;
     let machine_sets = spawn(
         Api::namespaced(client.clone(), ns),
-        paged(),
         tx.clone(),
         MachineKind::MachineSet,
     );
@@ -90,7 +89,6 @@ pub async fn start(
     {
         true => Some(spawn(
             Api::namespaced(client.clone(), ns),
-            paged(),
             tx.clone(),
             MachineKind::ControlPlaneMachineSet,
         )),
@@ -194,15 +192,9 @@ async fn cluster_api(
         }
     }
     Some(ClusterApiStores {
-        machine_sets: spawn(
-            machine_sets,
-            paged(),
-            tx.clone(),
-            MachineKind::ClusterApiMachineSet,
-        ),
+        machine_sets: spawn(machine_sets, tx.clone(), MachineKind::ClusterApiMachineSet),
         machine_deployments: spawn(
             machine_deployments,
-            paged(),
             tx.clone(),
             MachineKind::ClusterApiMachineDeployment,
         ),
@@ -274,10 +266,9 @@ where
     }
 }
 
-/// Watches a collection, re-planning everything on each event.
+/// Watches a collection of machine resources, re-planning everything on each event.
 fn spawn<K>(
     api: Api<Lenient<K>>,
-    config: watcher::Config,
     tx: UnboundedSender<Trigger>,
     kind: MachineKind,
 ) -> Store<Lenient<K>>
@@ -292,7 +283,7 @@ where
         + 'static,
 {
     let (store, writer) = reflector::store();
-    let stream = retried(kind.label(), watcher(api, config).reflect(writer));
+    let stream = retried(kind.label(), watcher(api, paged()).reflect(writer));
     tokio::spawn(re_plan_all_on_change(stream, tx, false));
     store
 }
