@@ -212,9 +212,8 @@ fn main() {
             let (mix_text, reasons) = mix(&planned);
             // What the controller reports after a rollout: the decisions with their updates
             // applied, each updated MachineSet with the change it recorded.
-            let reported: Vec<Decision> = (planned.decisions.into_iter())
-                .map(Decision::applied)
-                .collect();
+            let mut reported: Vec<Decision> = planned.decisions;
+            reported.iter_mut().for_each(Decision::apply);
             let calls = || {
                 let load = |calls: &AtomicUsize| calls.load(Ordering::Relaxed);
                 (load(&PLAN_CALLS), load(&PASS_CALLS))

@@ -15,7 +15,7 @@ use futures::StreamExt as _;
 use serde::Serialize;
 
 use super::live::{LiveArgs, ReadError};
-use super::plan::{self, CHANGES_PENDING_CODE, CLUSTER_READ_CODE, OutputFormat, PlanArgs};
+use super::plan::{self, CHANGES_PENDING_CODE, OutputFormat, PlanArgs};
 use super::{Failure, table, write_stdout};
 use crate::manifests::Snapshot;
 use crate::plan::other_managers::{self, MCO_MANAGERS};
@@ -157,11 +157,7 @@ struct Error {
 /// the exit code (0, [`CHANGES_PENDING_CODE`] or [`SOME_CLUSTER_FAILED_CODE`]).
 pub fn run(args: &PlanArgs) -> Result<u8, Failure> {
     let contexts = contexts(&args.live).map_err(Failure::input)?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Failure::runtime(CLUSTER_READ_CODE, e))?;
-    let read = runtime.block_on(read_all(&args.live, &contexts));
+    let read = super::runtime()?.block_on(read_all(&args.live, &contexts));
     let mut clusters = Vec::new();
     for (context, read) in contexts.into_iter().zip(read) {
         clusters.push(match read {

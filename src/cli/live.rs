@@ -144,12 +144,7 @@ where
     };
     let kind = K::kind(&());
     match lenient::read::<K>(&text).map_err(kube::Error::SerdeError)? {
-        Ok(object) => {
-            let mut value = serde_json::to_value(object).map_err(kube::Error::SerdeError)?;
-            value["apiVersion"] = json!(K::api_version(&()));
-            value["kind"] = json!(kind);
-            Ok(Some(value))
-        }
+        Ok(object) => Ok(Some(typed(&ApiResource::erase::<K>(&()), object))),
         Err(cannot) => {
             let malformed = cannot.malformed;
             let error = format!("{kind} cannot be read: {}", malformed.error);
@@ -189,7 +184,8 @@ async fn list(
         .map_err(kube::Error::BuildRequest)?;
     let text = match client.request_text(request).await {
         Ok(text) => text,
-        // A cluster without ControlPlaneMachineSets (the CRD is absent on some platforms).
+        // A kind the cluster does not serve: no ControlPlaneMachineSets (the CRD is absent on
+        // some platforms), no Machines or MachineHealthChecks.
         Err(kube::Error::Api(e)) if e.code == 404 => return Ok(Listed::default()),
         Err(e) => return Err(e),
     };
@@ -210,7 +206,8 @@ async fn list(
     Ok(out)
 }
 
-fn typed(ar: &ApiResource, object: DynamicObject) -> Value {
+/// An object as JSON with its apiVersion and kind.
+fn typed(ar: &ApiResource, object: impl Serialize) -> Value {
     let mut value = serde_json::to_value(object).unwrap_or(Value::Null);
     value["apiVersion"] = json!(ar.api_version);
     value["kind"] = json!(ar.kind);
@@ -302,7 +299,8 @@ async fn read_inputs(
         let listed = list(client, &kind.api_resource(), Some(ns)).await?;
         machine_resources.extend(unreadable.note(kind, listed));
     }
-    items.extend(read_stub_secrets(client, ns, machine_resources.iter(), unreadable).await?);
+    let stubs = stub_names(&machine_resources);
+    items.extend(read_secrets(client, ns, stubs, unreadable).await?);
     items.extend(machine_resources);
     let cluster_api = &objects.cluster_api_namespace;
     items.extend(read_cluster_api(client, cluster_api, unreadable).await?);
@@ -314,7 +312,7 @@ async fn read_inputs(
         ApiResource::erase::<crate::api::Machine>(&()),
         ApiResource::erase::<crate::api::MachineHealthCheck>(&()),
     ] {
-        items.extend(read_served(client, &resource, ns, unreadable).await?);
+        items.extend(unreadable.leave_out(list(client, &resource, Some(ns)).await?));
     }
     Ok(items)
 }
@@ -342,12 +340,7 @@ async fn read_cluster_api(
                 .as_str()
         })
         .collect();
-    let mut items = Vec::new();
-    for name in wanted {
-        if let Some(secret) = get::<Secret>(client, Some(ns), name, unreadable).await? {
-            items.push(secret);
-        }
-    }
+    let mut items = read_secrets(client, ns, wanted, unreadable).await?;
     items.extend(machine_resources);
     items.extend(templates);
     Ok(items)
@@ -415,46 +408,33 @@ async fn read_config_maps(
     Ok(items)
 }
 
-/// The stub secrets the objects name, read by name like the controller.
-async fn read_stub_secrets(
+/// The stub secrets the machine resources name.
+fn stub_names(machine_objects: &[Value]) -> BTreeSet<&str> {
+    (machine_objects.iter())
+        .flat_map(|o| {
+            let spec = &o["spec"]["template"];
+            [
+                &spec["spec"]["providerSpec"]["value"]["userDataSecret"]["name"],
+                &spec["machines_v1beta1_machine_openshift_io"]["spec"]["providerSpec"]["value"]
+                    ["userDataSecret"]["name"],
+            ]
+        })
+        .filter_map(Value::as_str)
+        .collect()
+}
+
+/// The secrets of `ns` named `wanted`, read by name like the controller.
+async fn read_secrets(
     client: &Client,
     ns: &str,
-    machine_objects: impl Iterator<Item = &Value>,
+    wanted: BTreeSet<&str>,
     unreadable: &mut Unreadable,
 ) -> Result<Vec<Value>, kube::Error> {
-    let wanted: BTreeSet<String> =
-        machine_objects
-            .flat_map(|o| {
-                let spec = &o["spec"]["template"];
-                [
-                    &spec["spec"]["providerSpec"]["value"]["userDataSecret"]["name"],
-                    &spec["machines_v1beta1_machine_openshift_io"]["spec"]["providerSpec"]["value"]
-                        ["userDataSecret"]["name"],
-                ]
-            })
-            .filter_map(Value::as_str)
-            .map(str::to_string)
-            .collect();
     let mut items = Vec::new();
-    for name in &wanted {
+    for name in wanted {
         if let Some(secret) = get::<Secret>(client, Some(ns), name, unreadable).await? {
             items.push(secret);
         }
     }
     Ok(items)
-}
-
-/// The objects of `resource` in the machine-API namespace; none where the cluster does not
-/// serve them.
-async fn read_served(
-    client: &Client,
-    resource: &ApiResource,
-    ns: &str,
-    unreadable: &mut Unreadable,
-) -> Result<Vec<Value>, kube::Error> {
-    match list(client, resource, Some(ns)).await {
-        Ok(listed) => Ok(unreadable.leave_out(listed)),
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(Vec::new()),
-        Err(e) => Err(e),
-    }
 }

@@ -10,6 +10,8 @@ mod run;
 mod table;
 
 use std::io::Write as _;
+
+use anyhow::Context as _;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -130,10 +132,6 @@ impl Failure {
         }
     }
 
-    pub fn code(&self) -> u8 {
-        self.code
-    }
-
     /// Prints `error: <message>` with every cause, never a backtrace.
     pub fn report(self) -> ExitCode {
         eprintln!("error: {}", self.message());
@@ -157,6 +155,14 @@ impl From<anyhow::Error> for Failure {
     fn from(error: anyhow::Error) -> Self {
         Failure { code: 1, error }
     }
+}
+
+/// The single-threaded runtime of a command's requests to a cluster or a cloud.
+fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
+    let built = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build();
+    Ok(built.context("cannot start the runtime")?)
 }
 
 /// Writes a command's output. A closed pipe (`... | head`) ends the output quietly: the reader
@@ -249,13 +255,13 @@ mod tests {
             source: io(),
         };
         let failure = Failure::input(quoting);
-        assert_eq!(failure.code(), Failure::INPUT_CODE);
+        assert_eq!(failure.code, Failure::INPUT_CODE);
         assert_eq!(
             failure.message(),
             "cannot read known images from known.txt: gone"
         );
         let wrapped = Failure::from(anyhow::Error::new(io()).context("cannot write to stdout"));
         assert_eq!(wrapped.message(), "cannot write to stdout: gone");
-        assert_eq!(wrapped.code(), 1);
+        assert_eq!(wrapped.code, 1);
     }
 }

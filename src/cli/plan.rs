@@ -253,11 +253,7 @@ fn ec2_facts(
         ..Limits::default()
     };
     let client = Ec2Client::new(args.ec2_endpoint.as_deref(), limits).map_err(Failure::input)?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Failure::runtime(CLUSTER_READ_CODE, e))?;
-    let facts = runtime.block_on(crate::ec2::gather(&client, &credentials, &wanted));
+    let facts = super::runtime()?.block_on(crate::ec2::gather(&client, &credentials, &wanted));
     for (region, message) in facts.unavailable() {
         eprintln!("warning: EC2 in {region} could not be asked: {message}");
     }
@@ -271,14 +267,10 @@ fn ec2_facts(
 }
 
 /// Exit code when the cluster cannot be read (unreachable, forbidden).
-pub(super) const CLUSTER_READ_CODE: u8 = 1;
+const CLUSTER_READ_CODE: u8 = 1;
 
 fn read_cluster(args: &super::live::LiveArgs) -> Result<manifests::Snapshot, Failure> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Failure::runtime(CLUSTER_READ_CODE, e))?;
-    runtime
+    super::runtime()?
         .block_on(super::live::snapshot(
             &args.cluster(args.contexts.first().map(String::as_str)),
             &args.machine_api_namespace,

@@ -122,11 +122,7 @@ impl RevertArgs {
 }
 
 pub fn run(args: &RevertArgs) -> Result<(), Failure> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Failure::runtime(RUNTIME_CODE, anyhow!("cannot start the runtime: {e}")))?;
-    runtime.block_on(revert_object(args))
+    super::runtime()?.block_on(revert_object(args))
 }
 
 async fn revert_object(args: &RevertArgs) -> Result<(), Failure> {

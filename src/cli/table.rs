@@ -166,19 +166,15 @@ fn render_rows(out: &mut String, entries: &[Decision], plan: &Plan) {
 }
 
 fn write_row(out: &mut String, row: &[String; 5], widths: &[usize; 5]) {
-    let mut line = String::new();
-    for (i, (cell, width)) in row.iter().zip(widths).enumerate() {
-        if i > 0 {
-            line.push_str(GAP);
-        }
-        let _ = write!(line, "{cell:<width$}");
-    }
-    out.push_str(line.trim_end());
+    let cells: Vec<String> = (row.iter().zip(widths))
+        .map(|(cell, width)| format!("{cell:<width$}"))
+        .collect();
+    out.push_str(cells.join(GAP).trim_end());
     out.push('\n');
 }
 
 fn boot_image(e: &Decision) -> String {
-    let current = display(e.boot_image.current_value());
+    let current = display(e.boot_image.current.as_ref());
     match &e.boot_image.target {
         Some(target) => format!("{current} -> {}", display(Some(target))),
         None => current,

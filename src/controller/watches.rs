@@ -75,45 +75,29 @@ pub async fn start(
     let ns = &args.machine_api_namespace;
     let machine_sets = spawn(
         Api::namespaced(client.clone(), ns),
-        paged(),
         tx.clone(),
         MachineKind::MachineSet,
     );
     // Clusters without these CRDs (ControlPlaneMachineSets on some platforms, ClusterVersion
     // outside OpenShift) work without them.
-    let control_plane = match installed::<Lenient<ControlPlaneMachineSet>>(
-        client,
-        Api::namespaced(client.clone(), ns),
-        ListParams::default(),
-    )
-    .await
-    {
-        true => Some(spawn(
-            Api::namespaced(client.clone(), ns),
-            paged(),
-            tx.clone(),
-            MachineKind::ControlPlaneMachineSet,
-        )),
-        false => None,
-    };
+    let control_plane_api = Api::namespaced(client.clone(), ns);
+    let control_plane =
+        (installed(client, &control_plane_api, ListParams::default()).await).then(|| {
+            spawn(
+                control_plane_api,
+                tx.clone(),
+                MachineKind::ControlPlaneMachineSet,
+            )
+        });
     // Asked by name: RBAC grants this controller the ClusterVersion `version` only.
     let by_version_name =
         ListParams::default().fields(&format!("metadata.name={}", args.cluster_version_name));
-    let cluster_version = match installed::<Lenient<ClusterVersion>>(
-        client,
-        Api::all(client.clone()),
-        by_version_name,
-    )
-    .await
-    {
-        true => Some(spawn_singleton(
-            Api::all(client.clone()),
-            &args.cluster_version_name,
-            &tx,
-            resource_version,
-        )),
-        false => None,
-    };
+    let cluster_version_api = Api::<Lenient<ClusterVersion>>::all(client.clone());
+    let cluster_version =
+        (installed(client, &cluster_version_api, by_version_name).await).then(|| {
+            let name = &args.cluster_version_name;
+            spawn_singleton(cluster_version_api, name, &tx, resource_version)
+        });
     let cluster_api = cluster_api(client, &args.cluster_api_namespace, &tx).await;
     Stores {
         cluster_api,
@@ -194,15 +178,9 @@ async fn cluster_api(
         }
     }
     Some(ClusterApiStores {
-        machine_sets: spawn(
-            machine_sets,
-            paged(),
-            tx.clone(),
-            MachineKind::ClusterApiMachineSet,
-        ),
+        machine_sets: spawn(machine_sets, tx.clone(), MachineKind::ClusterApiMachineSet),
         machine_deployments: spawn(
             machine_deployments,
-            paged(),
             tx.clone(),
             MachineKind::ClusterApiMachineDeployment,
         ),
@@ -261,11 +239,11 @@ pub(super) async fn probe<K: Resource>(
     client.request_text(request).await.map(drop)
 }
 
-async fn installed<K>(client: &Client, api: Api<K>, params: ListParams) -> bool
+async fn installed<K>(client: &Client, api: &Api<K>, params: ListParams) -> bool
 where
     K: Resource<DynamicType = ()>,
 {
-    match probe(client, &api, &params).await {
+    match probe(client, api, &params).await {
         Err(kube::Error::Api(e)) if e.code == 404 => {
             info!(kind = %K::kind(&()), "CRD not installed; not watching it");
             false
@@ -274,10 +252,9 @@ where
     }
 }
 
-/// Watches a collection, re-planning everything on each event.
+/// Watches a collection of machine resources, re-planning everything on each event.
 fn spawn<K>(
     api: Api<Lenient<K>>,
-    config: watcher::Config,
     tx: UnboundedSender<Trigger>,
     kind: MachineKind,
 ) -> Store<Lenient<K>>
@@ -292,7 +269,7 @@ where
         + 'static,
 {
     let (store, writer) = reflector::store();
-    let stream = retried(kind.label(), watcher(api, config).reflect(writer));
+    let stream = retried(kind.label(), watcher(api, paged()).reflect(writer));
     tokio::spawn(re_plan_all_on_change(stream, tx, false));
     store
 }

@@ -59,29 +59,10 @@ pub struct Blocked {
 }
 
 /// A compared value: what the object has, and what we write (or would have written).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Values<T> {
     pub current: Option<T>,
     pub target: Option<T>,
-}
-
-impl<T> Default for Values<T> {
-    fn default() -> Self {
-        Values {
-            current: None,
-            target: None,
-        }
-    }
-}
-
-impl Values<Value> {
-    pub fn current_value(&self) -> Option<&Value> {
-        self.current.as_ref()
-    }
-
-    pub fn target_value(&self) -> Option<&Value> {
-        self.target.as_ref()
-    }
 }
 
 impl<T: Clone> Values<T> {
@@ -141,7 +122,7 @@ pub struct Decision {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_change: Option<HistoryEntry>,
     /// Of an Update: the change its patch records in the history annotation, which becomes
-    /// the object's newest change once the patch is applied (see [`Decision::applied`]).
+    /// the object's newest change once the patch is applied (see [`Decision::apply`]).
     #[serde(skip)]
     pub recorded: Option<Box<HistoryEntry>>,
     /// Something the decision worked around and an administrator should know of.
@@ -203,17 +184,12 @@ impl Decision {
         self.stub_upgrade = None;
     }
 
-    /// What planning the object again decides once this Update's patch is applied: up to date,
-    /// at the values the patch wrote, with the change it recorded as the newest. The API server
-    /// accepted every `test` of the patch, so it stored exactly those values: the controller
-    /// reports the rollout from the patch responses instead of waiting for the watch to echo
-    /// every patched object (a test checks this against planning the patched object).
-    pub fn applied(mut self) -> Decision {
-        self.apply();
-        self
-    }
-
-    /// Makes this decision [`Decision::applied`] where it is.
+    /// Makes this decision what planning the object again decides once this Update's patch is
+    /// applied: up to date, at the values the patch wrote, with the change it recorded as the
+    /// newest. The API server accepted every `test` of the patch, so it stored exactly those
+    /// values: the controller reports the rollout from the patch responses instead of waiting
+    /// for the watch to echo every patched object (a test checks this against planning the
+    /// patched object).
     pub fn apply(&mut self) {
         if self.action != Action::Update {
             return;
@@ -376,6 +352,15 @@ impl Serialize for Plan {
             }
         }
         map.end()
+    }
+}
+
+#[cfg(test)]
+impl Decision {
+    /// This decision once its patch is applied ([`Decision::apply`]).
+    pub fn applied(mut self) -> Decision {
+        self.apply();
+        self
     }
 }
 

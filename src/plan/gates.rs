@@ -122,10 +122,10 @@ impl Ready {
     }
 }
 
-fn blocked(reason: Reason, message: &str) -> Blocked {
+fn blocked(reason: Reason, message: impl Into<String>) -> Blocked {
     Blocked {
         reason,
-        message: message.to_string(),
+        message: message.into(),
     }
 }
 
@@ -145,9 +145,9 @@ fn golden(
             "the golden ConfigMap coreos-bootimages does not exist; the Machine Config \
              Operator publishes it",
         )),
-        Some(cm) => (GoldenConfig::from_config_map(cm).map(Arc::new)).map_err(|e| Blocked {
-            reason: Reason::GoldenStreamInvalid,
-            message: format!("the golden ConfigMap cannot be used: {e}"),
+        Some(cm) => (GoldenConfig::from_config_map(cm).map(Arc::new)).map_err(|e| {
+            let message = format!("the golden ConfigMap cannot be used: {e}");
+            blocked(Reason::GoldenStreamInvalid, message)
         }),
     };
     match read {
@@ -240,10 +240,7 @@ fn pause_hold(mc: &MachineConfiguration) -> Option<Blocked> {
              {PAUSE_ANNOTATION}=true instead"
         ));
     }
-    Some(Blocked {
-        reason: Reason::Paused,
-        message,
-    })
+    Some(blocked(Reason::Paused, message))
 }
 
 /// Report-only when another manager owns the boot-image status, or when asked to. Never the
@@ -269,68 +266,65 @@ fn stand_down(
             ),
             None => String::new(),
         };
-        return Some(Blocked {
-            reason: Reason::AnotherManagerActive,
-            message: format!(
+        return Some(blocked(
+            Reason::AnotherManagerActive,
+            format!(
                 "another boot image manager is active on MachineConfiguration {} ({}){likely}; \
                  this controller only plans and reports, and takes over by itself once that \
                  manager's boot-image status is gone (see docs/operations.md, Switching over and back)",
                 mc.metadata.name.as_deref().unwrap_or("cluster"),
                 who.join("; ")
             ),
-        });
+        ));
     }
-    report_only.then(|| Blocked {
-        reason: Reason::ReportOnly,
-        message: "started with --report-only: this controller only plans and reports".into(),
+    report_only.then(|| {
+        let message = "started with --report-only: this controller only plans and reports";
+        blocked(Reason::ReportOnly, message)
     })
 }
 
 /// Mid-upgrade the golden ConfigMap may already describe the next release while machines still
 /// run the old one; writing then could roll MachineSets forward too early.
 fn upgrade_hold(status: &ClusterVersionStatus) -> Option<Blocked> {
-    let hold = |reason, message| Some(Blocked { reason, message });
     let Some(current) = status.history.first() else {
-        return hold(
+        return Some(blocked(
             Reason::ClusterUpgrading,
-            "ClusterVersion has no update history yet; waiting for the install to complete".into(),
-        );
+            "ClusterVersion has no update history yet; waiting for the install to complete",
+        ));
     };
     if current.state != "Completed" {
-        return hold(
+        return Some(blocked(
             Reason::ClusterUpgrading,
             format!(
                 "the cluster is updating to {} ({}); boot images are updated once it completes",
                 current.version, current.state
             ),
-        );
+        ));
     }
     None
 }
 
 /// Whether the golden ConfigMap belongs to the release the (stable) cluster runs.
 fn release_hold(status: &ClusterVersionStatus, cm_release: Option<&str>) -> Option<Blocked> {
-    let hold = |reason, message| Some(Blocked { reason, message });
     let current = status.history.first()?;
     let Some(cm_release) = cm_release else {
-        return hold(
+        return Some(blocked(
             Reason::ReleaseVersionMissing,
             "the golden ConfigMap has no releaseVersion, so it cannot be matched to the cluster's \
-             release"
-                .into(),
-        );
+             release",
+        ));
     };
     if same_release(cm_release, &current.version) {
         return None;
     }
-    hold(
+    Some(blocked(
         Reason::ReleaseMismatch,
         format!(
             "the golden ConfigMap is for release {cm_release} but the cluster runs {}; waiting \
              for the Machine Config Operator to publish this release's boot images",
             current.version
         ),
-    )
+    ))
 }
 
 /// Build metadata is not part of a version's identity (semver 2.0 section 10), but

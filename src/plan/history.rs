@@ -183,9 +183,7 @@ pub fn remember_patch(
     window: SignedDuration,
 ) -> HotLoopMemory {
     let mut memory = memory.unwrap_or_default();
-    if memory.target != target {
-        memory.target = target.to_string();
-    }
+    memory.target = target.to_string();
     memory
         .patches
         .retain(|t| clamped(*t, now).is_some_and(|t| now.duration_since(t) < window));

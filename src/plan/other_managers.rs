@@ -16,7 +16,7 @@
 //!
 //! Except the MCO when it enrolls nothing: see [`mco_enrolls_nothing`].
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
@@ -107,7 +107,7 @@ pub fn status_fields_owned_by_others(mc: &MachineConfiguration, ours: &str) -> B
 
 /// Every field manager other than `ours` that owns boot-image status fields, in name order.
 fn owners_other_than(mc: &MachineConfiguration, ours: &str) -> Vec<OtherManager> {
-    let mut found: Vec<OtherManager> = Vec::new();
+    let mut found: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
     for entry in mc.metadata.managed_fields.iter().flatten() {
         let Some(manager) = entry.manager.as_deref().filter(|m| *m != ours) else {
             continue;
@@ -123,20 +123,14 @@ fn owners_other_than(mc: &MachineConfiguration, ours: &str) -> Vec<OtherManager>
             continue;
         }
         // One manager may have several entries (an Update of status and one of the object).
-        match found.iter_mut().find(|f| f.manager == manager) {
-            Some(existing) => {
-                let mut all: BTreeSet<String> = existing.owns.drain(..).collect();
-                all.extend(owns);
-                existing.owns = all.into_iter().collect();
-            }
-            None => found.push(OtherManager {
-                manager: manager.to_string(),
-                owns: owns.into_iter().collect(),
-            }),
-        }
+        found.entry(manager).or_default().extend(owns);
     }
-    found.sort_by(|a, b| a.manager.cmp(&b.manager));
-    found
+    (found.into_iter())
+        .map(|(manager, owns)| OtherManager {
+            manager: manager.to_string(),
+            owns: owns.into_iter().collect(),
+        })
+        .collect()
 }
 
 /// The boot-image status fields a `fieldsV1` tree owns. The tree is cluster input: anything

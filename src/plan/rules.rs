@@ -13,7 +13,7 @@ use super::decision::{Action, Decision, Values, Warning, current_message, with_w
 use super::gates::Ready;
 use super::history::{self, HistoryEntry};
 use super::patch::{Guarded, annotation, remove_annotation, under, under_known};
-use super::selection::{OPT_IN_COMMAND, Origin};
+use super::selection::{OPT_IN_COMMAND, Origin, clipped};
 use super::stub::{StubCheck, StubState};
 use super::{Planner, friendly_duration, stub};
 use crate::api::{LabelSelector, MachineTemplate, ObjectMeta, ProviderSpec};
@@ -134,8 +134,10 @@ impl Planner<'_> {
         // opt-out annotation was added meanwhile (JSON Patch cannot test that a key is still
         // absent: kube-apiserver 1.34 refuses a `test` of a missing key with `null`). A
         // concurrent edit anywhere then costs one conflict and a new decision.
-        if !decided.patch.is_empty() {
-            guard_resource_version(subject.meta, &mut decided.patch);
+        if !decided.patch.is_empty()
+            && let Some(rv) = &subject.meta.resource_version
+        {
+            decided.patch.guard_resource_version(rv);
         }
         decided
     }
@@ -639,20 +641,8 @@ impl Planner<'_> {
     }
 }
 
-/// The Cluster API `Cluster` a stand-alone Cluster API MachineSet is given as owner (not as
-/// controller) by Cluster API's MachineSet reconciler (sigs.k8s.io/cluster-api,
-/// core/reconcilers/machineset/machineset_controller.go, `shouldAdopt`): it never reverts a
-/// MachineSet's template, unlike a MachineDeployment owner, which does.
 /// OS streams an `OSStreamNotPublished` message names at most.
 const OS_STREAMS_NAMED: usize = 5;
-
-/// A stream name as a message quotes it: at most a label value's 63 characters, since longer
-/// ones name no stream a MachineSet can choose.
-fn clipped(name: &str) -> &str {
-    name.char_indices()
-        .nth(63)
-        .map_or(name, |(end, _)| &name[..end])
-}
 
 /// Why a Cluster API MachineSet's template is not judged: off AWS, or a template that cannot be.
 fn cluster_api_refusal(subject: &Subject<'_>, ready: &Ready) -> Option<Decision> {
@@ -711,6 +701,10 @@ fn opted_out(subject: &Subject<'_>, ready: &Ready) -> Option<Decision> {
     Some(decided)
 }
 
+/// The Cluster API `Cluster` a stand-alone Cluster API MachineSet is given as owner (not as
+/// controller) by Cluster API's MachineSet reconciler (sigs.k8s.io/cluster-api,
+/// core/reconcilers/machineset/machineset_controller.go, `shouldAdopt`): it never reverts a
+/// MachineSet's template, unlike a MachineDeployment owner, which does.
 fn is_cluster(owner: &crate::api::OwnerReference) -> bool {
     owner.kind == "Cluster" && owner.api_version.starts_with("cluster.x-k8s.io/")
 }
@@ -815,13 +809,6 @@ fn input_guards(subject: &Subject<'_>, platform: Vec<Input>, patch: &mut Patch) 
         && let Some(value) = subject.annotation(AUTOSCALER_LABELS_ANNOTATION)
     {
         patch.test(annotation(AUTOSCALER_LABELS_ANNOTATION), value.to_string());
-    }
-}
-
-/// Adds a `test` of the resourceVersion the decision saw, unless the patch has one already.
-fn guard_resource_version(meta: &ObjectMeta, patch: &mut Patch) {
-    if let Some(rv) = &meta.resource_version {
-        patch.guard_resource_version(rv);
     }
 }
 

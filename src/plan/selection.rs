@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use kube::core::{Expression, Selector};
+use kube::core::{Selector, SelectorExt};
 
 use crate::api::{ClusterVersionStatus, MachineConfiguration, MachineManager, ManagedBootImages};
 use crate::machine_kind::MachineKind;
@@ -18,7 +18,7 @@ pub enum Selection {
     All,
     None,
     /// The selector's requirements, every one of which a selected resource meets.
-    Partial(Vec<Expression>),
+    Partial(Selector),
     /// The configuration cannot be interpreted; every resource of this kind is an error.
     Invalid(String),
 }
@@ -196,7 +196,7 @@ impl Selection {
                     ));
                 }
                 match Selector::try_from(selector) {
-                    Ok(selector) => Selection::Partial(selector.into_iter().collect()),
+                    Ok(selector) => Selection::Partial(selector),
                     Err(e) => Selection::Invalid(format!(
                         "partial.machineResourceSelector of {} is invalid: {e}",
                         kind.plural()
@@ -211,12 +211,16 @@ impl Selection {
     }
 
     /// Whether a resource with these labels is selected; `Err` carries the invalid-config text.
+    /// kube-core matches a requirement as Kubernetes does: `notin` and `!=` are met by a
+    /// resource without the label (k8s.io/apimachinery, pkg/labels/selector.go,
+    /// `Requirement.Matches`; the Machine Config Operator matches MachineSets with
+    /// `metav1.LabelSelectorAsSelector`, which builds those requirements).
     pub fn selects(&self, labels: Option<&BTreeMap<String, String>>) -> Result<bool, &str> {
         match self {
             Selection::All => Ok(true),
             Selection::None => Ok(false),
-            Selection::Partial(requirements) => {
-                Ok((requirements.iter()).all(|requirement| meets(requirement, labels)))
+            Selection::Partial(selector) => {
+                Ok(selector.matches(labels.unwrap_or(&BTreeMap::new())))
             }
             Selection::Invalid(message) => Err(message),
         }
@@ -317,31 +321,12 @@ fn is_dns_subdomain(name: &str) -> bool {
     name.len() <= 253 && name.split('.').all(label_ok)
 }
 
-/// At most 64 characters of `text`, to quote it in a message.
-fn clipped(text: &str) -> &str {
+/// At most 64 characters of `text`, to quote it in a message: a label key or value, or the OS
+/// stream a label names (longer ones name no stream a MachineSet can choose).
+pub(super) fn clipped(text: &str) -> &str {
     text.char_indices()
         .nth(64)
         .map_or(text, |(end, _)| &text[..end])
-}
-
-/// Whether `labels` meet one requirement of a label selector, as Kubernetes matches them:
-/// `notin` and `!=` are met by a resource without the label (k8s.io/apimachinery,
-/// pkg/labels/selector.go, `Requirement.Matches`; the Machine Config Operator matches
-/// MachineSets with `metav1.LabelSelectorAsSelector`, which builds those requirements).
-fn meets(requirement: &Expression, labels: Option<&BTreeMap<String, String>>) -> bool {
-    let label = |key: &str| {
-        labels
-            .and_then(|labels| labels.get(key))
-            .map(String::as_str)
-    };
-    match requirement {
-        Expression::In(key, values) => label(key).is_some_and(|v| values.contains(v)),
-        Expression::NotIn(key, values) => label(key).is_none_or(|v| !values.contains(v)),
-        Expression::Equal(key, value) => label(key) == Some(value.as_str()),
-        Expression::NotEqual(key, value) => label(key) != Some(value.as_str()),
-        Expression::Exists(key) => label(key).is_some(),
-        Expression::DoesNotExist(key) => label(key).is_none(),
-    }
 }
 
 #[cfg(test)]

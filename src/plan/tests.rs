@@ -331,7 +331,7 @@ fn assert_hold(cluster: &ClusterSnapshot, reason: Reason) {
     };
     assert_decided(outdated, Action::Skip, reason);
     assert_eq!(
-        outdated.boot_image.target_value(),
+        outdated.boot_image.target.as_ref(),
         Some(&json!(AMI_US_EAST_1))
     );
     assert!(
@@ -923,7 +923,7 @@ fn a_machine_set_of_another_os_stream_is_updated_from_that_stream() {
     let ms = machine_set("worker-rhel10").label(OS_STREAM_LABEL, "rhel-10");
     let entry = decide(&cluster, ms.served());
     assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
-    assert_eq!(entry.boot_image.target_value(), Some(&json!(AMI_RHEL_10)));
+    assert_eq!(entry.boot_image.target.as_ref(), Some(&json!(AMI_RHEL_10)));
     assert_mentions(&entry.message, "rhcos-4.22 10.2.20260405-0");
     let history = recorded_history(
         &entry,
@@ -935,7 +935,7 @@ fn a_machine_set_of_another_os_stream_is_updated_from_that_stream() {
     // The default stream's MachineSets are unaffected.
     let default = decide(&cluster, machine_set("worker-a").served());
     assert_eq!(
-        default.boot_image.target_value(),
+        default.boot_image.target.as_ref(),
         Some(&json!(AMI_US_EAST_1))
     );
 }
@@ -951,11 +951,14 @@ fn the_autoscaler_annotation_names_the_architecture() {
     });
     assert_decided(&entry, Action::Update, Reason::BootImageOutdated);
     assert_eq!(
-        entry.boot_image.target_value(),
+        entry.boot_image.target.as_ref(),
         Some(&json!(AMI_ARM64_US_EAST_1))
     );
     let amd64 = decide_worker_a(|ms| ms.capacity_labels(" kubernetes.io/arch = amd64 ,foo=bar"));
-    assert_eq!(amd64.boot_image.target_value(), Some(&json!(AMI_US_EAST_1)));
+    assert_eq!(
+        amd64.boot_image.target.as_ref(),
+        Some(&json!(AMI_US_EAST_1))
+    );
 }
 
 #[test]
@@ -1002,7 +1005,7 @@ fn without_the_annotation_the_control_plane_nodes_architecture_applies() {
         .remove(0);
     assert_decided(&worker, Action::Update, Reason::BootImageOutdated);
     assert_eq!(
-        worker.boot_image.target_value(),
+        worker.boot_image.target.as_ref(),
         Some(&json!(AMI_ARM64_US_EAST_1))
     );
     // --control-plane-arch overrides what the Nodes say.
@@ -1015,7 +1018,7 @@ fn without_the_annotation_the_control_plane_nodes_architecture_applies() {
         .remove(0);
     assert_decided(&worker, Action::Update, Reason::BootImageOutdated);
     assert_eq!(
-        worker.boot_image.target_value(),
+        worker.boot_image.target.as_ref(),
         Some(&json!(AMI_ARM64_US_EAST_1))
     );
     // Control planes never carry the annotation, on multi-arch clusters too.
@@ -1031,7 +1034,7 @@ fn without_the_annotation_the_control_plane_nodes_architecture_applies() {
     let entry = &planned.of(MachineKind::ControlPlaneMachineSet)[0];
     assert_decided(entry, Action::Update, Reason::BootImageOutdated);
     assert_eq!(
-        entry.boot_image.target_value(),
+        entry.boot_image.target.as_ref(),
         Some(&json!(AMI_ARM64_US_EAST_1))
     );
 }
@@ -1105,7 +1108,10 @@ fn a_region_without_a_golden_ami_is_skipped() {
     let entry = decide_worker_a(|ms| ms.region("eu-west-3"));
     assert_decided(&entry, Action::Skip, Reason::RegionNotInStream);
     assert_mentions(&entry.message, "eu-west-3");
-    assert_eq!(entry.boot_image.current_value(), Some(&json!(AMI_PREVIOUS)));
+    assert_eq!(
+        entry.boot_image.current.as_ref(),
+        Some(&json!(AMI_PREVIOUS))
+    );
     // The arm64 part of the stream has no us-east-2.
     let arm = decide(
         &updatable(),
@@ -1121,8 +1127,8 @@ fn a_region_without_a_golden_ami_is_skipped() {
 fn images_we_did_not_publish_are_never_replaced() {
     let entry = decide_worker_a_on(AMI_CUSTOM);
     assert_decided(&entry, Action::Skip, Reason::CustomImage);
-    assert_eq!(entry.boot_image.current_value(), Some(&json!(AMI_CUSTOM)));
-    assert_eq!(entry.boot_image.target_value(), None);
+    assert_eq!(entry.boot_image.current.as_ref(), Some(&json!(AMI_CUSTOM)));
+    assert_eq!(entry.boot_image.target.as_ref(), None);
     // The previous release's AMI is ours only once it is a known image.
     let unknown = decide(&aws_cluster(), machine_set("worker-a").served());
     assert_decided(&unknown, Action::Skip, Reason::CustomImage);
@@ -1136,7 +1142,7 @@ fn images_we_did_not_publish_are_never_replaced() {
     );
     assert_decided(&copied, Action::Update, Reason::BootImageOutdated);
     assert_eq!(
-        copied.boot_image.target_value(),
+        copied.boot_image.target.as_ref(),
         Some(&json!(AMI_US_EAST_2))
     );
 }
@@ -1146,7 +1152,7 @@ fn amis_chosen_by_filters_are_skipped() {
     let filters = json!({"filters": [{"name": "tag:Name", "values": ["rhcos-9.6*"]}]});
     let entry = decide_worker_a(|ms| ms.spec_field(&["ami"], filters.clone()));
     assert_decided(&entry, Action::Skip, Reason::ImageNotById);
-    assert_eq!(entry.boot_image.current_value(), Some(&filters));
+    assert_eq!(entry.boot_image.current.as_ref(), Some(&filters));
 }
 
 #[test]
@@ -1486,7 +1492,10 @@ fn an_unconvertible_stub_keeps_the_image_and_says_what_to_do() {
             &entry.message,
             "Rewrite its userData as an Ignition 3 config",
         );
-        assert_eq!(entry.boot_image.target_value(), Some(&json!(AMI_US_EAST_1)));
+        assert_eq!(
+            entry.boot_image.target.as_ref(),
+            Some(&json!(AMI_US_EAST_1))
+        );
     }
 }
 
@@ -1638,7 +1647,7 @@ fn a_current_image_on_the_managed_stub_is_up_to_date() {
     );
     assert_decided(&entry, Action::UpToDate, Reason::UpToDate);
     assert_eq!(
-        entry.boot_image.current_value(),
+        entry.boot_image.current.as_ref(),
         Some(&json!(AMI_US_EAST_1))
     );
     assert_eq!(
@@ -1712,7 +1721,10 @@ fn repeated_reverts_within_the_window_stop_the_updates() {
     let entry = decide(&updatable(), ms);
     assert_decided(&entry, Action::Error, Reason::HotLoop);
     assert_mentions(&entry.message, "3 times within 1h");
-    assert_eq!(entry.boot_image.target_value(), Some(&json!(AMI_US_EAST_1)));
+    assert_eq!(
+        entry.boot_image.target.as_ref(),
+        Some(&json!(AMI_US_EAST_1))
+    );
     let last = entry.last_change.expect("our patches are in the history");
     assert_eq!(last.time, minutes_ago(10).to_string());
 }
@@ -1750,8 +1762,14 @@ fn an_update_tests_then_replaces_each_changed_value() {
         patch_json(&entry),
         aws_update_patch(MACHINE_SET_SPEC, AMI_PREVIOUS, AMI_US_EAST_1)
     );
-    assert_eq!(entry.boot_image.current_value(), Some(&json!(AMI_PREVIOUS)));
-    assert_eq!(entry.boot_image.target_value(), Some(&json!(AMI_US_EAST_1)));
+    assert_eq!(
+        entry.boot_image.current.as_ref(),
+        Some(&json!(AMI_PREVIOUS))
+    );
+    assert_eq!(
+        entry.boot_image.target.as_ref(),
+        Some(&json!(AMI_US_EAST_1))
+    );
     assert_eq!(entry.user_data_secret.current.as_deref(), Some(STUB));
     assert_eq!(entry.user_data_secret.target, None);
     assert_eq!(
@@ -1904,7 +1922,7 @@ fn objects_planned_together_are_each_decided_as_alone() {
             .iter()
             .find(|d| d.name == name)
             .unwrap();
-        decided.boot_image.target_value().cloned()
+        decided.boot_image.target.as_ref().cloned()
     };
     assert_eq!(target("east-1a"), Some(json!(AMI_US_EAST_1)));
     assert_eq!(target("east-1b"), Some(json!(AMI_US_EAST_1)));
@@ -1924,11 +1942,11 @@ fn objects_planned_together_are_each_decided_as_alone() {
     assert_decided(trusted, Action::Skip, Reason::SecurityTypeUnsupported);
     assert_decided(no_image, Action::Error, Reason::InvalidProviderSpec);
     assert_decided(null_image, Action::Error, Reason::InvalidProviderSpec);
-    assert_eq!(no_image.boot_image.current_value(), None);
-    assert_eq!(null_image.boot_image.current_value(), Some(&Value::Null));
+    assert_eq!(no_image.boot_image.current.as_ref(), None);
+    assert_eq!(null_image.boot_image.current.as_ref(), Some(&Value::Null));
 }
 
-/// The controller reports a rollout from its patch responses (`Decision::applied`) instead of
+/// The controller reports a rollout from its patch responses (`Decision::apply`) instead of
 /// waiting for the watch to echo each patched object: what it reports must be exactly what
 /// planning the patched object decides, or the echo would change the status once more.
 #[test]
