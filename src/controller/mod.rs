@@ -662,7 +662,7 @@ impl Controller {
             &mut self.secrets,
             &mut self.cluster_api_secrets,
             &self.args.machine_configuration_name,
-            &known,
+            known,
         )
         .await;
         let options = Options {
@@ -694,12 +694,17 @@ impl Controller {
             && !self.stores.paused(&self.args.machine_configuration_name)
     }
 
-    /// Whether the patch of `d` waits for the retry of an earlier one the API server refused.
+    /// Whether the patch of `d` waits: for the retry of an earlier one the API server refused,
+    /// or for the retry after a conflict. Every pass plans everything, so without the latter a
+    /// writer that keeps changing the object would meet a patch from every pass, each one behind
+    /// the writer's latest version: a hot loop against the API server.
     fn deferred(&self, d: &Decision, now: Instant) -> bool {
-        let object = self.memory.objects.get(&d.key());
-        object
-            .and_then(|o| o.patch_retry)
-            .is_some_and(|due| due > now)
+        let Some(object) = self.memory.objects.get(&d.key()) else {
+            return false;
+        };
+        let refused = object.patch_retry.is_some_and(|due| due > now);
+        let conflicted = object.conflicts > 0 && object.retry.is_some_and(|(_, due)| due > now);
+        refused || conflicted
     }
 
     /// Before a pass sends updates: the status write that says they are under way

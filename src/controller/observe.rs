@@ -27,7 +27,7 @@ pub(super) async fn observe(
     secrets: &mut SecretWatches,
     cluster_api_secrets: &mut SecretWatches,
     machine_configuration_name: &str,
-    known: &KnownImages,
+    mut known_images: KnownImages,
 ) -> Observation {
     let machines = stores.machines();
     let machine_configuration = stores.machine_configuration(machine_configuration_name);
@@ -49,7 +49,6 @@ pub(super) async fn observe(
     let mut all_secrets = secrets.snapshot();
     all_secrets.extend(cluster_api_secrets.snapshot());
 
-    let mut known_images = known.clone();
     known_images.merge(&stores.remembered_images());
     let snapshot = ClusterSnapshot {
         machine_configuration,

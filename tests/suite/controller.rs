@@ -789,7 +789,11 @@ async fn concurrent_replica_changes_are_never_undone() {
         env.apply(machine_set(&env.ns, name).build()).await;
     }
 
-    // The writer keeps scaling every MachineSet, as an autoscaler under load would.
+    // The writer keeps scaling every MachineSet, ten rounds a second: far more often than an
+    // autoscaler (cluster-autoscaler scans every 10 s by default, `--scan-interval`), and still
+    // racing every pass of the rollout. A writer that never paused would be ahead of any guarded
+    // client whose pass takes longer than the writer's round, which in a debug build on a loaded
+    // machine is a matter of luck.
     let stop = Arc::new(AtomicBool::new(false));
     let rounds = Arc::new(AtomicI64::new(0));
     let writer = {
@@ -807,7 +811,7 @@ async fn concurrent_replica_changes_are_never_undone() {
                         .unwrap_or_else(|e| panic!("the writer scales {name}: {e}"));
                     last.insert(name, replicas);
                 }
-                tokio::task::yield_now().await;
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
             }
             (last, replicas)
         })
@@ -850,6 +854,18 @@ async fn concurrent_replica_changes_are_never_undone() {
         )
     );
     assert_eq!(sample(&metrics, PATCHES_UPDATED), Some(names.len() as f64));
+    // A conflicted patch waits for its retry (500 ms, doubling) however often the writer's
+    // changes start a pass: never a patch per pass against a writer that is always ahead.
+    let conflicts = sample(
+        &metrics,
+        r#"boot_image_controller_patches_total{kind="MachineSet",result="conflict"}"#,
+    )
+    .unwrap_or(0.0);
+    assert!(
+        conflicts <= (names.len() * 8) as f64,
+        "{conflicts} conflicts for {} MachineSets: patches did not wait for their retry",
+        names.len()
+    );
 }
 
 /// Scenario 7 setup: MachineSet `fought`, updated to 4.21 by a running controller.
