@@ -7,10 +7,8 @@
 //! report keeps the order of the contexts whatever order the clusters answer in.
 
 use std::fmt::Write as _;
-use std::time::Duration;
 
 use anyhow::Context as _;
-use clap::Args;
 use futures::StreamExt as _;
 use serde::Serialize;
 
@@ -22,31 +20,6 @@ use crate::plan::other_managers::{self, MCO_MANAGERS};
 use crate::plan::{Action, ClusterSnapshot, Plan};
 use crate::quoted::printable;
 use crate::reason::Reason;
-
-#[derive(Args, Clone, Debug)]
-pub struct FleetArgs {
-    /// Every context of the kubeconfig, in its order: one fleet report over those clusters.
-    #[arg(id = "all_contexts", long = "all-contexts", conflicts_with = "context")]
-    pub all: bool,
-
-    /// Fleet report: how many clusters are read at the same time.
-    #[arg(
-        long,
-        value_name = "N",
-        default_value_t = 8,
-        value_parser = clap::value_parser!(u16).range(1..)
-    )]
-    pub concurrency: u16,
-
-    /// Fleet report: how long reading one cluster may take before it is reported as timed out.
-    #[arg(
-        long,
-        value_name = "PERIOD",
-        default_value = "30s",
-        value_parser = crate::controller::config::parse_period
-    )]
-    pub cluster_timeout: Duration,
-}
 
 /// Exit code of a fleet report in which at least one cluster could not be read (the others are
 /// reported all the same); it wins over [`CHANGES_PENDING_CODE`].

@@ -11,6 +11,7 @@
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::Args;
 use k8s_openapi::api::core::v1::Node;
@@ -43,12 +44,12 @@ pub struct LiveArgs {
     pub kubeconfig: Option<PathBuf>,
 
     /// Kubeconfig context to use instead of the current context. Repeated: one fleet report
-    /// over those clusters (docs/operations.md, "Fleet report").
+    /// over those clusters (docs/fleet.md, "The fleet report").
     #[arg(id = "context", long = "context", value_name = "NAME")]
     pub contexts: Vec<String>,
 
     #[command(flatten)]
-    pub fleet: super::fleet::FleetArgs,
+    pub fleet: FleetArgs,
 
     /// With --live: the namespace of the MachineSets.
     #[arg(long, value_name = "NS", default_value = names::MACHINE_API_NAMESPACE)]
@@ -56,6 +57,32 @@ pub struct LiveArgs {
 
     #[command(flatten)]
     pub objects: ClusterObjects,
+}
+
+/// How a fleet report (several contexts) reads its clusters.
+#[derive(Args, Clone, Debug)]
+pub struct FleetArgs {
+    /// Every context of the kubeconfig, in its order: one fleet report over those clusters.
+    #[arg(id = "all_contexts", long = "all-contexts", conflicts_with = "context")]
+    pub all: bool,
+
+    /// Fleet report: how many clusters are read at the same time.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 8,
+        value_parser = clap::value_parser!(u16).range(1..)
+    )]
+    pub concurrency: u16,
+
+    /// Fleet report: how long reading one cluster may take before it is reported as timed out.
+    #[arg(
+        long,
+        value_name = "PERIOD",
+        default_value = "30s",
+        value_parser = crate::controller::config::parse_period
+    )]
+    pub cluster_timeout: Duration,
 }
 
 /// Where the controller's inputs live in a cluster: the names `plan --live` and `revert` read.
@@ -110,7 +137,7 @@ impl LiveArgs {
 }
 
 /// Why a cluster could not be read: the message `plan --live` prints, and for a fleet report
-/// the kind of failure ([`super::fleet::Failed`]).
+/// the kind of failure.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
     /// No client configuration (no such context, an unreadable kubeconfig).

@@ -82,6 +82,7 @@ pub fn main() -> ExitCode {
     // clap prints usage errors itself and exits with 2, the code we use for unusable input too.
     let cli = Cli::parse();
     let outcome = match cli.command {
+        Command::Plan(args) if args.live.fleet() => fleet::run(&args),
         Command::Plan(args) => plan::run(&args),
         Command::Crds => crds::run().map(|()| 0),
         Command::Run(args) => run::run(args).map(|()| 0),

@@ -132,9 +132,6 @@ fn arch_parser() -> impl clap::builder::TypedValueParser<Value = Arch> {
 
 /// Runs the command; `Ok` holds the exit code (0, or [`CHANGES_PENDING_CODE`]).
 pub fn run(args: &PlanArgs) -> Result<u8, Failure> {
-    if args.live.fleet() {
-        return super::fleet::run(args);
-    }
     let mut snapshot = if args.live.requested() {
         read_cluster(&args.live)?
     } else {

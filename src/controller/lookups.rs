@@ -7,18 +7,13 @@
 
 use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
-use super::ami_lookups::Ec2Lookups;
-use super::observe::Observation;
 use super::retry;
-use super::template_imports::{self, TemplateImports};
 use super::watches::Trigger;
-use crate::facts::Lookup;
-use crate::plan::Decision;
 
 /// A look-up's state behind its lock: a panic while holding it leaves plain data behind, still
 /// usable.
@@ -102,32 +97,6 @@ impl<K: Eq + Hash + Clone> Jobs<K> {
     /// Forgets the failures of the keys `keep` says nothing needs any more.
     pub fn forget_failures(&mut self, keep: impl Fn(&K) -> bool) {
         self.failures.retain(|key, _| keep(key));
-    }
-}
-
-/// After `decide`: hands the look-ups what the pass's decisions asked (`Decision::asks`), and
-/// they start jobs for what has no fresh answer; the answers trigger the next pass. `imports`
-/// only on the leader while no gate holds writes.
-pub(super) fn ask(
-    ec2: Option<&Arc<Ec2Lookups>>,
-    imports: Option<&Arc<TemplateImports>>,
-    decisions: &[Decision],
-    observed: &Observation,
-) {
-    let asks = || decisions.iter().filter_map(|d| d.asks.as_ref());
-    if let Some(ec2) = ec2 {
-        let amis = asks().filter_map(|ask| match ask {
-            Lookup::Ami { region, image_id } => Some((region.clone(), image_id.clone())),
-            Lookup::Template(_) => None,
-        });
-        ec2.ask(&amis.collect());
-    }
-    if let Some(imports) = imports {
-        let templates = asks().filter_map(|ask| match ask {
-            Lookup::Template(request) => Some((**request).clone()),
-            Lookup::Ami { .. } => None,
-        });
-        imports.ask(&templates.collect(), &template_imports::in_use(observed));
     }
 }
 

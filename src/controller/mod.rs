@@ -593,7 +593,7 @@ impl Controller {
         // Only the leader imports, and not while a gate holds writes.
         let leading = *self.leader.borrow() && facts.blocked.is_none();
         let imports = self.vcenter.as_ref().filter(|_| leading);
-        lookups::ask(self.ec2.as_ref(), imports, &decisions, &observed);
+        ask_clouds(self.ec2.as_ref(), imports, &decisions, &observed);
         // A patch the API server refused waits for its retry even when a pass covers everything.
         let now = Instant::now();
         let ours = (self.patcher).recorded_copies(templates::recorded(&observed.machines));
@@ -764,6 +764,34 @@ impl Controller {
             memory.insert(uid.clone(), remembered);
         }
         memory.retain(|_, m| m.patches.iter().any(|t| now.duration_since(*t) < window));
+    }
+}
+
+/// After `decide`: hands the look-ups what the pass's decisions asked (`Decision::asks`), and
+/// they start jobs for what has no fresh answer; the answers trigger the next pass. `imports`
+/// only on the leader while no gate holds writes.
+fn ask_clouds(
+    ec2: Option<&Arc<ami_lookups::Ec2Lookups>>,
+    imports: Option<&Arc<template_imports::TemplateImports>>,
+    decisions: &[Decision],
+    observed: &observe::Observation,
+) {
+    let asks = || decisions.iter().filter_map(|d| d.asks.as_ref());
+    if let Some(ec2) = ec2 {
+        let amis = asks().filter_map(|ask| match ask {
+            crate::facts::Lookup::Ami { region, image_id } => {
+                Some((region.clone(), image_id.clone()))
+            }
+            crate::facts::Lookup::Template(_) => None,
+        });
+        ec2.ask(&amis.collect());
+    }
+    if let Some(imports) = imports {
+        let templates = asks().filter_map(|ask| match ask {
+            crate::facts::Lookup::Template(request) => Some((**request).clone()),
+            crate::facts::Lookup::Ami { .. } => None,
+        });
+        imports.ask(&templates.collect(), &template_imports::in_use(observed));
     }
 }
 
