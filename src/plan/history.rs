@@ -12,6 +12,7 @@ use jiff::{SignedDuration, Timestamp};
 use json_patch::Patch;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use super::CLOCK_SKEW;
 use super::boot_evidence::BootEvidence;
@@ -98,8 +99,10 @@ pub fn history(meta: &ObjectMeta) -> Vec<HistoryEntry> {
 }
 
 /// The history's entries as they were written, each kept whole: an entry this version cannot
-/// read (a newer version's fields, a hand edit) is written back as it was.
-fn history_entries(meta: &ObjectMeta) -> Vec<Value> {
+/// read (a newer version's fields, a hand edit) is written back as it was. Read as raw text
+/// (`RawValue`) where they are only carried over or one of them is read: a tree of every entry
+/// was most of what an update cost the planner (docs/performance.md).
+fn history_entries<T: serde::de::DeserializeOwned>(meta: &ObjectMeta) -> Vec<T> {
     (annotation_of(meta, HISTORY_ANNOTATION))
         .and_then(|text| serde_json::from_str(text).ok())
         .unwrap_or_default()
@@ -107,7 +110,8 @@ fn history_entries(meta: &ObjectMeta) -> Vec<Value> {
 
 /// The newest change recorded on the object, if it can be read.
 pub fn last_change(meta: &ObjectMeta) -> Option<HistoryEntry> {
-    serde_json::from_value(history_entries(meta).pop()?).ok()
+    let newest: Box<RawValue> = history_entries(meta).pop()?;
+    serde_json::from_str(newest.get()).ok()
 }
 
 pub fn hot_loop_memory(meta: &ObjectMeta) -> Option<HotLoopMemory> {
@@ -117,7 +121,7 @@ pub fn hot_loop_memory(meta: &ObjectMeta) -> Option<HotLoopMemory> {
 /// The entries an update keeps beside the one it adds, within [`HISTORY_LIMIT`]: the first ever
 /// recorded, whose `from` is what the object held before this controller changed it and what
 /// `revert` must still reach, then the newest.
-fn kept_entries(mut earlier: Vec<Value>) -> Vec<Value> {
+fn kept_entries<T>(mut earlier: Vec<T>) -> Vec<T> {
     let room = HISTORY_LIMIT - 1;
     if earlier.len() > room {
         earlier.drain(1..earlier.len() - (room - 1));
@@ -129,11 +133,7 @@ fn kept_entries(mut earlier: Vec<Value>) -> Vec<Value> {
 /// `[boot image, stub secret]`. An earlier version of the controller may have written the key
 /// an annotation holds: its text must not change, or an upgrade resets the guard.
 pub fn target_key(boot_image: Option<&Value>, user_data_secret: Option<&str>) -> String {
-    Value::Array(vec![
-        boot_image.cloned().unwrap_or(Value::Null),
-        user_data_secret.map_or(Value::Null, Value::from),
-    ])
-    .to_string()
+    serde_json::to_string(&(boot_image, user_data_secret)).unwrap_or_default()
 }
 
 /// How many times we already patched this object, to any values, within `window` before
@@ -204,9 +204,9 @@ pub fn record_ops(
     now: Timestamp,
     window: SignedDuration,
 ) {
-    let mut entries = kept_entries(history_entries(meta));
-    entries.push(serde_json::to_value(entry).unwrap_or_default());
-    let history = Value::Array(entries).to_string();
+    let mut entries: Vec<Box<RawValue>> = kept_entries(history_entries(meta));
+    entries.extend(serde_json::value::to_raw_value(entry));
+    let history = serde_json::to_string(&entries).unwrap_or_default();
     let memory = remember_patch(hot_loop_memory(meta), target, now, window);
     let memory = serde_json::to_string(&memory).unwrap_or_default();
     match annotation_of(meta, HISTORY_ANNOTATION) {
@@ -234,7 +234,7 @@ pub fn record_boot_ops(
     let Some(old) = annotation_of(meta, HISTORY_ANNOTATION) else {
         return;
     };
-    let mut entries = history_entries(meta);
+    let mut entries: Vec<Value> = history_entries(meta);
     let Some(Value::Object(newest)) = entries.last_mut() else {
         return;
     };
