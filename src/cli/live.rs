@@ -143,13 +143,12 @@ impl LiveArgs {
 /// the kind of failure.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
-    /// No client configuration (no such context, an unreadable kubeconfig).
-    #[error("{0}")]
-    Config(String),
     #[error("{0}")]
     Api(#[from] kube::Error),
+    /// No client configuration (no such context, an unreadable kubeconfig), or a cluster-wide
+    /// object the loader refuses.
     #[error("{0}")]
-    Load(String),
+    Other(String),
 }
 
 /// One object of kind `K` as JSON with its apiVersion and kind, read as the controller's watch
@@ -248,7 +247,7 @@ pub async fn snapshot(
     machine_api_namespace: &str,
     objects: &ClusterObjects,
 ) -> Result<Snapshot, ReadError> {
-    let config = cluster.config().await.map_err(ReadError::Config)?;
+    let config = cluster.config().await.map_err(ReadError::Other)?;
     let client = Client::try_from(config)?;
     let mut unreadable = Unreadable::default();
     let items = read_inputs(&client, machine_api_namespace, objects, &mut unreadable).await?;
@@ -257,7 +256,7 @@ pub async fn snapshot(
         None => "cluster".to_string(),
     };
     let mut snapshot =
-        manifests::from_values(&source, items).map_err(|e| ReadError::Load(e.to_string()))?;
+        manifests::from_values(&source, items).map_err(|e| ReadError::Other(e.to_string()))?;
     snapshot.machines.extend(unreadable.machines);
     snapshot.warnings.extend(unreadable.warnings);
     Ok(snapshot)
