@@ -230,10 +230,8 @@ fn io_error(path: &Path, source: std::io::Error) -> ManifestError {
 /// The kinds we plan on, identified by apiVersion, kind and, for singletons, name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Kind {
-    MachineSet,
-    ControlPlaneMachineSet,
-    ClusterApiMachineSet,
-    ClusterApiMachineDeployment,
+    /// Planned as malformed when it does not fit its typed view.
+    MachineResource(MachineKind),
     AwsMachineTemplate,
     MachineConfiguration,
     Infrastructure,
@@ -248,16 +246,16 @@ enum Kind {
 
 impl Kind {
     fn classify(api_version: &str, kind: &str, namespace: &str, name: &str) -> Option<Kind> {
+        let machine_kind = MachineKind::ALL.into_iter().find(|k| {
+            // A Cluster API kind in either version: the shapes that differ (infrastructureRef)
+            // are both read.
+            let older = k.is_cluster_api() && api_version == "cluster.x-k8s.io/v1beta1";
+            k.kind() == kind && (k.api_version() == api_version || older)
+        });
+        if let Some(machine_kind) = machine_kind {
+            return Some(Kind::MachineResource(machine_kind));
+        }
         Some(match (api_version, kind) {
-            ("machine.openshift.io/v1beta1", "MachineSet") => Kind::MachineSet,
-            ("machine.openshift.io/v1", "ControlPlaneMachineSet") => Kind::ControlPlaneMachineSet,
-            // Either version: the shapes that differ (infrastructureRef) are both read.
-            ("cluster.x-k8s.io/v1beta2" | "cluster.x-k8s.io/v1beta1", "MachineSet") => {
-                Kind::ClusterApiMachineSet
-            }
-            ("cluster.x-k8s.io/v1beta2" | "cluster.x-k8s.io/v1beta1", "MachineDeployment") => {
-                Kind::ClusterApiMachineDeployment
-            }
             (
                 "infrastructure.cluster.x-k8s.io/v1beta2"
                 | "infrastructure.cluster.x-k8s.io/v1beta1",
@@ -292,10 +290,8 @@ impl Kind {
 
     fn name(self) -> &'static str {
         match self {
-            Kind::MachineSet | Kind::ClusterApiMachineSet => "MachineSet",
-            Kind::ControlPlaneMachineSet => "ControlPlaneMachineSet",
+            Kind::MachineResource(kind) => kind.kind(),
             Kind::AwsMachineTemplate => "AWSMachineTemplate",
-            Kind::ClusterApiMachineDeployment => "MachineDeployment",
             Kind::MachineConfiguration => "MachineConfiguration",
             Kind::Infrastructure => "Infrastructure",
             Kind::ClusterVersion => "ClusterVersion",
@@ -426,28 +422,7 @@ impl Objects {
         let cluster = &mut snapshot.cluster;
         for (key, found) in self.by_key {
             match key.kind {
-                Kind::MachineSet => snapshot.machines.push(machine::<MachineSet>(
-                    MachineKind::MachineSet,
-                    &key,
-                    found,
-                )),
-                Kind::ControlPlaneMachineSet => {
-                    snapshot.machines.push(machine::<ControlPlaneMachineSet>(
-                        MachineKind::ControlPlaneMachineSet,
-                        &key,
-                        found,
-                    ))
-                }
-                Kind::ClusterApiMachineSet => snapshot.machines.push(
-                    machine::<ClusterApiMachineSet>(MachineKind::ClusterApiMachineSet, &key, found),
-                ),
-                Kind::ClusterApiMachineDeployment => snapshot.machines.push(machine::<
-                    ClusterApiMachineDeployment,
-                >(
-                    MachineKind::ClusterApiMachineDeployment,
-                    &key,
-                    found,
-                )),
+                Kind::MachineResource(kind) => snapshot.machines.push(machine(kind, &key, found)),
                 Kind::AwsMachineTemplate => {
                     let kind = crate::plan::cluster_api_templates::AWS_MACHINE_TEMPLATE.to_string();
                     cluster
@@ -533,17 +508,26 @@ fn typed_with_spec<T: DeserializeOwned>(
 }
 
 /// A machine resource of `kind`, typed or malformed.
-fn machine<T: DeserializeOwned + MachineObject + 'static>(
-    kind: MachineKind,
-    key: &ObjectKey,
-    found: Found,
-) -> MachineResource {
-    let typed = serde_json::from_value::<T>(found.object).map_err(|e| Malformed {
+fn machine(kind: MachineKind, key: &ObjectKey, found: Found) -> MachineResource {
+    fn read<T: DeserializeOwned + MachineObject + 'static>(
+        object: Value,
+    ) -> serde_json::Result<Arc<dyn MachineObject>> {
+        Ok(Arc::new(serde_json::from_value::<T>(object)?))
+    }
+    let object = match kind {
+        MachineKind::MachineSet => read::<MachineSet>(found.object),
+        MachineKind::ControlPlaneMachineSet => read::<ControlPlaneMachineSet>(found.object),
+        MachineKind::ClusterApiMachineSet => read::<ClusterApiMachineSet>(found.object),
+        MachineKind::ClusterApiMachineDeployment => {
+            read::<ClusterApiMachineDeployment>(found.object)
+        }
+    };
+    let object = object.map_err(|e| Malformed {
         namespace: key.namespace.clone(),
         name: key.name.clone(),
         error: format!("{} in {}: {e}", key.kind.name(), found.source.display()),
     });
-    MachineResource::read(kind, typed)
+    MachineResource { kind, object }
 }
 
 fn parse_json(path: &Path, text: &str) -> Result<Vec<Value>, ManifestError> {

@@ -375,7 +375,7 @@ mod tests {
             Failed::of(&io(std::io::ErrorKind::TimedOut)),
             Failed::Timeout
         );
-        let no_context = ReadError::Config("context \"x\" not found".into());
+        let no_context = ReadError::Other("context \"x\" not found".into());
         assert_eq!(Failed::of(&no_context), Failed::Other);
     }
 

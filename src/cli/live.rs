@@ -28,7 +28,10 @@ use crate::api::{ClusterVersion, ConfigMap, Infrastructure, MachineConfiguration
 use crate::kubeconfig::ClusterArgs;
 use crate::machine_kind::MachineKind;
 use crate::manifests::{self, Snapshot};
-use crate::names;
+use crate::names::{
+    self, CLUSTER_VERSION_NAME, GOLDEN_CONFIGMAP_NAME, GOLDEN_CONFIGMAP_NAMESPACE,
+    INFRASTRUCTURE_NAME, KNOWN_IMAGES_CONFIGMAP_NAME, MACHINE_CONFIGURATION_NAME,
+};
 use crate::plan::{MachineResource, Malformed};
 
 #[derive(Args, Clone, Debug)]
@@ -140,13 +143,12 @@ impl LiveArgs {
 /// the kind of failure.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
-    /// No client configuration (no such context, an unreadable kubeconfig).
-    #[error("{0}")]
-    Config(String),
     #[error("{0}")]
     Api(#[from] kube::Error),
+    /// No client configuration (no such context, an unreadable kubeconfig), or a cluster-wide
+    /// object the loader refuses.
     #[error("{0}")]
-    Load(String),
+    Other(String),
 }
 
 /// One object of kind `K` as JSON with its apiVersion and kind, read as the controller's watch
@@ -169,24 +171,14 @@ where
         Err(kube::Error::Api(e)) if e.code == 403 || e.code == 404 => return Ok(None),
         Err(e) => return Err(e),
     };
-    let kind = K::kind(&());
+    let ar = ApiResource::erase::<K>(&());
     match lenient::read::<K>(&text).map_err(kube::Error::SerdeError)? {
-        Ok(object) => Ok(Some(typed(&ApiResource::erase::<K>(&()), object))),
+        Ok(object) => Ok(Some(typed(&ar, object))),
         Err(cannot) => {
-            let malformed = cannot.malformed;
-            let error = format!("{kind} cannot be read: {}", malformed.error);
-            unreadable.left_out.push(Malformed { error, ..malformed });
+            unreadable.note(&ar.kind, None, cannot.malformed);
             Ok(None)
         }
     }
-}
-
-/// The objects of a list: those read as JSON, and those that cannot be (as the controller's
-/// watches report them, see [`crate::controller::lenient`]).
-#[derive(Default)]
-struct Listed {
-    readable: Vec<Value>,
-    unreadable: Vec<Malformed>,
 }
 
 /// A list response, its items kept as text: serde_json's recursion limit (128) counts from the
@@ -199,12 +191,15 @@ struct RawList<'a> {
     items: Vec<&'a RawValue>,
 }
 
-/// The objects of `ar` in `namespace` (`None`: a cluster-scoped kind).
+/// The objects of `ar` in `namespace` (`None`: a cluster-scoped kind) that can be read, as
+/// JSON; the others noted in `unreadable`, as machine resources of `machine_kind` if it is one.
 async fn list(
     client: &Client,
     ar: &ApiResource,
     namespace: Option<&str>,
-) -> Result<Listed, kube::Error> {
+    machine_kind: Option<MachineKind>,
+    unreadable: &mut Unreadable,
+) -> Result<Vec<Value>, kube::Error> {
     let url = <DynamicObject as kube::Resource>::url_path(ar, namespace);
     let request = kube::core::Request::new(url)
         .list(&ListParams::default())
@@ -213,24 +208,18 @@ async fn list(
         Ok(text) => text,
         // A kind the cluster does not serve: no ControlPlaneMachineSets (the CRD is absent on
         // some platforms), no Machines or MachineHealthChecks.
-        Err(kube::Error::Api(e)) if e.code == 404 => return Ok(Listed::default()),
+        Err(kube::Error::Api(e)) if e.code == 404 => return Ok(Vec::new()),
         Err(e) => return Err(e),
     };
     let listed: RawList = serde_json::from_str(&text).map_err(kube::Error::SerdeError)?;
-    let mut out = Listed::default();
+    let mut readable = Vec::new();
     for item in listed.items {
         match lenient::read::<DynamicObject>(item.get()).map_err(kube::Error::SerdeError)? {
-            Ok(object) => out.readable.push(typed(ar, object)),
-            Err(unreadable) => {
-                let malformed = unreadable.malformed;
-                out.unreadable.push(Malformed {
-                    error: format!("{} cannot be read: {}", ar.kind, malformed.error),
-                    ..malformed
-                });
-            }
+            Ok(object) => readable.push(typed(ar, object)),
+            Err(cannot) => unreadable.note(&ar.kind, machine_kind, cannot.malformed),
         }
     }
-    Ok(out)
+    Ok(readable)
 }
 
 /// An object as JSON with its apiVersion and kind.
@@ -258,7 +247,7 @@ pub async fn snapshot(
     machine_api_namespace: &str,
     objects: &ClusterObjects,
 ) -> Result<Snapshot, ReadError> {
-    let config = cluster.config().await.map_err(ReadError::Config)?;
+    let config = cluster.config().await.map_err(ReadError::Other)?;
     let client = Client::try_from(config)?;
     let mut unreadable = Unreadable::default();
     let items = read_inputs(&client, machine_api_namespace, objects, &mut unreadable).await?;
@@ -267,50 +256,41 @@ pub async fn snapshot(
         None => "cluster".to_string(),
     };
     let mut snapshot =
-        manifests::from_values(&source, items).map_err(|e| ReadError::Load(e.to_string()))?;
-    unreadable.add_to(&mut snapshot);
+        manifests::from_values(&source, items).map_err(|e| ReadError::Other(e.to_string()))?;
+    snapshot.machines.extend(unreadable.machines);
+    snapshot.warnings.extend(unreadable.warnings);
     Ok(snapshot)
 }
 
-/// The objects that could not be read, by kind: the machine resources are planned as
-/// malformed, as the controller plans them; any other object (a template, a Node, a Machine) is
-/// left out with a warning, as the controller leaves it out (the MachineSets naming a template
-/// are told it cannot be read).
+/// The objects that could not be read: the machine resources are planned as malformed, as the
+/// controller plans them; any other object (a template, a Node, a Machine) is left out with a
+/// warning, as the controller leaves it out (the MachineSets naming a template are told it
+/// cannot be read).
 #[derive(Default)]
 struct Unreadable {
-    machine_resources: Vec<(MachineKind, Malformed)>,
-    left_out: Vec<Malformed>,
+    machines: Vec<MachineResource>,
+    warnings: Vec<String>,
 }
 
 impl Unreadable {
-    /// The readable objects of `listed`; the others noted as `kind`s.
-    fn note(&mut self, kind: MachineKind, listed: Listed) -> Vec<Value> {
-        let unreadable = listed.unreadable.into_iter().map(|m| (kind, m));
-        self.machine_resources.extend(unreadable);
-        listed.readable
-    }
-
-    /// The readable objects of `listed`; the others left out.
-    fn leave_out(&mut self, listed: Listed) -> Vec<Value> {
-        self.left_out.extend(listed.unreadable);
-        listed.readable
-    }
-
-    fn add_to(self, snapshot: &mut Snapshot) {
-        for (kind, malformed) in self.machine_resources {
-            let object = Err(malformed);
-            snapshot.machines.push(MachineResource { kind, object });
-        }
-        for object in self.left_out {
-            let name = match object.namespace.as_str() {
-                "" => object.name,
-                namespace => format!("{namespace}/{}", object.name),
+    /// An object of `kind` that cannot be read; `machine_kind` when it is a machine resource.
+    fn note(&mut self, kind: &str, machine_kind: Option<MachineKind>, malformed: Malformed) {
+        let error = format!("{kind} cannot be read: {}", malformed.error);
+        let Some(kind) = machine_kind else {
+            let name = match malformed.namespace.as_str() {
+                "" => malformed.name,
+                namespace => format!("{namespace}/{}", malformed.name),
             };
-            let error = object.error;
-            (snapshot.warnings).push(format!("{name}: {error}; left out of the plan"));
-        }
+            (self.warnings).push(format!("{name}: {error}; left out of the plan"));
+            return;
+        };
+        let object = Err(Malformed { error, ..malformed });
+        self.machines.push(MachineResource { kind, object });
     }
 }
+
+/// Where a Cluster API machine resource names its bootstrap (stub) secret.
+const BOOTSTRAP_SECRET: &str = "/spec/template/spec/bootstrap/dataSecretName";
 
 /// Every object the planner reads, as JSON; those that cannot be read noted in `unreadable`.
 async fn read_inputs(
@@ -319,149 +299,63 @@ async fn read_inputs(
     objects: &ClusterObjects,
     unreadable: &mut Unreadable,
 ) -> Result<Vec<Value>, kube::Error> {
-    let mut items = read_singletons(client, objects, unreadable).await?;
-    items.extend(read_config_maps(client, objects, unreadable).await?);
-    let mut machine_resources = Vec::new();
-    for kind in [MachineKind::MachineSet, MachineKind::ControlPlaneMachineSet] {
-        let listed = list(client, &kind.api_resource(), Some(ns)).await?;
-        machine_resources.extend(unreadable.note(kind, listed));
+    let mut items = read_named(client, objects, unreadable).await?;
+    let cluster_api = objects.cluster_api_namespace.as_str();
+    let mut secrets = BTreeSet::new();
+    for kind in MachineKind::ALL {
+        // Where the objects of `kind` are, and where they name their stub secret.
+        let spec = kind.provider_spec_pointer();
+        let (namespace, secret) = match kind.is_cluster_api() {
+            true => (cluster_api, BOOTSTRAP_SECRET.to_string()),
+            false => (ns, format!("{spec}/userDataSecret/name")),
+        };
+        let resource = kind.api_resource();
+        let listed = list(client, &resource, Some(namespace), Some(kind), unreadable).await?;
+        let named = listed.iter().filter_map(|o| o.pointer(&secret)?.as_str());
+        secrets.extend(named.map(|name| (namespace, name.to_string())));
+        items.extend(listed);
     }
-    let stubs = stub_names(&machine_resources);
-    items.extend(read_secrets(client, ns, stubs, unreadable).await?);
-    items.extend(machine_resources);
-    let cluster_api = &objects.cluster_api_namespace;
-    items.extend(read_cluster_api(client, cluster_api, unreadable).await?);
-    let nodes = list(client, &ApiResource::erase::<Node>(&()), None).await?;
-    items.extend(unreadable.leave_out(nodes));
+    // The stub secrets the machine resources name, read by name like the controller.
+    for (namespace, name) in secrets {
+        items.extend(get::<Secret>(client, Some(namespace), &name, unreadable).await?);
+    }
+    let templates = crate::plan::cluster_api_templates::api_resource();
+    items.extend(list(client, &templates, Some(cluster_api), None, unreadable).await?);
+    let nodes = ApiResource::erase::<Node>(&());
+    items.extend(list(client, &nodes, None, None, unreadable).await?);
     // The Machines, whose boots show whether new images work, and the MachineHealthChecks,
     // which set the join limit of the Machines they select.
     for resource in [
         ApiResource::erase::<crate::api::Machine>(&()),
         ApiResource::erase::<crate::api::MachineHealthCheck>(&()),
     ] {
-        items.extend(unreadable.leave_out(list(client, &resource, Some(ns)).await?));
+        items.extend(list(client, &resource, Some(ns), None, unreadable).await?);
     }
     Ok(items)
 }
 
-/// The Cluster API MachineSets, their AWS machine templates and the bootstrap secrets they
-/// name, where the cluster serves them.
-async fn read_cluster_api(
-    client: &Client,
-    ns: &str,
-    unreadable: &mut Unreadable,
-) -> Result<Vec<Value>, kube::Error> {
-    let mut machine_resources = Vec::new();
-    for kind in [
-        MachineKind::ClusterApiMachineSet,
-        MachineKind::ClusterApiMachineDeployment,
-    ] {
-        let listed = list(client, &kind.api_resource(), Some(ns)).await?;
-        machine_resources.extend(unreadable.note(kind, listed));
-    }
-    let templates = crate::plan::cluster_api_templates::api_resource();
-    let templates = unreadable.leave_out(list(client, &templates, Some(ns)).await?);
-    let wanted: BTreeSet<&str> = (machine_resources.iter())
-        .filter_map(|o| {
-            o.pointer("/spec/template/spec/bootstrap/dataSecretName")?
-                .as_str()
-        })
-        .collect();
-    let mut items = read_secrets(client, ns, wanted, unreadable).await?;
-    items.extend(machine_resources);
-    items.extend(templates);
-    Ok(items)
-}
-
-/// MachineConfiguration, Infrastructure and ClusterVersion, under their canonical names.
-async fn read_singletons(
+/// The objects read by name: MachineConfiguration, Infrastructure, ClusterVersion and the golden
+/// ConfigMap, presented under their canonical names, and our known images.
+async fn read_named(
     client: &Client,
     objects: &ClusterObjects,
     unreadable: &mut Unreadable,
 ) -> Result<Vec<Value>, kube::Error> {
-    let found = [
-        (
-            get::<MachineConfiguration>(
-                client,
-                None,
-                &objects.machine_configuration_name,
-                unreadable,
-            )
-            .await?,
-            names::MACHINE_CONFIGURATION_NAME,
-        ),
-        (
-            get::<Infrastructure>(client, None, &objects.infrastructure_name, unreadable).await?,
-            names::INFRASTRUCTURE_NAME,
-        ),
-        (
-            get::<ClusterVersion>(client, None, &objects.cluster_version_name, unreadable).await?,
-            names::CLUSTER_VERSION_NAME,
-        ),
-    ];
-    let renamed = found.into_iter();
-    Ok(renamed
-        .filter_map(|(found, canonical)| Some(rename(found?, None, canonical)))
-        .collect())
-}
-
-/// The golden ConfigMap (presented in its canonical namespace) and our known images.
-async fn read_config_maps(
-    client: &Client,
-    objects: &ClusterObjects,
-    unreadable: &mut Unreadable,
-) -> Result<Vec<Value>, kube::Error> {
-    let wanted = [
-        (
-            &objects.golden_configmap_namespace,
-            names::GOLDEN_CONFIGMAP_NAME,
-            Some(names::GOLDEN_CONFIGMAP_NAMESPACE),
-        ),
-        (
-            &objects.controller_namespace,
-            names::KNOWN_IMAGES_CONFIGMAP_NAME,
-            None,
-        ),
-    ];
     let mut items = Vec::new();
-    for (namespace, name, canonical_namespace) in wanted {
-        if let Some(found) = get::<ConfigMap>(client, Some(namespace), name, unreadable).await? {
-            items.push(match canonical_namespace {
-                Some(canonical) => rename(found, Some(canonical), name),
-                None => found,
-            });
-        }
-    }
-    Ok(items)
-}
-
-/// The stub secrets the machine resources name.
-fn stub_names(machine_objects: &[Value]) -> BTreeSet<&str> {
-    (machine_objects.iter())
-        .flat_map(|o| {
-            let spec = &o["spec"]["template"];
-            [
-                &spec["spec"]["providerSpec"]["value"]["userDataSecret"]["name"],
-                &spec["machines_v1beta1_machine_openshift_io"]["spec"]["providerSpec"]["value"]
-                    ["userDataSecret"]["name"],
-            ]
-        })
-        .filter_map(Value::as_str)
-        .collect()
-}
-
-/// The secrets of `ns` named `wanted`, read by name like the controller.
-async fn read_secrets(
-    client: &Client,
-    ns: &str,
-    wanted: BTreeSet<&str>,
-    unreadable: &mut Unreadable,
-) -> Result<Vec<Value>, kube::Error> {
-    let mut items = Vec::new();
-    for name in wanted {
-        if let Some(secret) = get::<Secret>(client, Some(ns), name, unreadable).await? {
-            items.push(secret);
-        }
-    }
+    let name = &objects.machine_configuration_name;
+    let found = get::<MachineConfiguration>(client, None, name, unreadable).await?;
+    items.extend(found.map(|o| rename(o, None, MACHINE_CONFIGURATION_NAME)));
+    let name = &objects.infrastructure_name;
+    let found = get::<Infrastructure>(client, None, name, unreadable).await?;
+    items.extend(found.map(|o| rename(o, None, INFRASTRUCTURE_NAME)));
+    let name = &objects.cluster_version_name;
+    let found = get::<ClusterVersion>(client, None, name, unreadable).await?;
+    items.extend(found.map(|o| rename(o, None, CLUSTER_VERSION_NAME)));
+    let golden = Some(objects.golden_configmap_namespace.as_str());
+    let found = get::<ConfigMap>(client, golden, GOLDEN_CONFIGMAP_NAME, unreadable).await?;
+    let canonical = Some(GOLDEN_CONFIGMAP_NAMESPACE);
+    items.extend(found.map(|o| rename(o, canonical, GOLDEN_CONFIGMAP_NAME)));
+    let ours = Some(objects.controller_namespace.as_str());
+    items.extend(get::<ConfigMap>(client, ours, KNOWN_IMAGES_CONFIGMAP_NAME, unreadable).await?);
     Ok(items)
 }

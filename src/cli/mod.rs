@@ -152,6 +152,7 @@ impl Failure {
     }
 }
 
+/// Any other failure (a cluster that cannot be read, a lost leader lease): exit code 1.
 impl From<anyhow::Error> for Failure {
     fn from(error: anyhow::Error) -> Self {
         Failure { code: 1, error }

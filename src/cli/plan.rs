@@ -257,28 +257,16 @@ fn ec2_facts(
     if let Some(path) = &args.save_ec2_facts {
         let text = serde_json::to_string_pretty(&facts).context("cannot serialize EC2 facts")?;
         std::fs::write(path, text + "\n")
-            .with_context(|| format!("cannot write {}", path.display()))
-            .map_err(|e| Failure::runtime(1, e))?;
+            .with_context(|| format!("cannot write {}", path.display()))?;
     }
     Ok(facts)
 }
 
-/// Exit code when the cluster cannot be read (unreachable, forbidden).
-const CLUSTER_READ_CODE: u8 = 1;
-
 fn read_cluster(args: &super::live::LiveArgs) -> Result<manifests::Snapshot, Failure> {
-    super::runtime()?
-        .block_on(super::live::snapshot(
-            &args.cluster(args.contexts.first().map(String::as_str)),
-            &args.machine_api_namespace,
-            &args.objects,
-        ))
-        .map_err(|e| {
-            Failure::runtime(
-                CLUSTER_READ_CODE,
-                anyhow::anyhow!("cannot read the cluster: {e}"),
-            )
-        })
+    let cluster = args.cluster(args.contexts.first().map(String::as_str));
+    let read = super::live::snapshot(&cluster, &args.machine_api_namespace, &args.objects);
+    let read = super::runtime()?.block_on(read);
+    Ok(read.map_err(|e| anyhow::anyhow!("cannot read the cluster: {e}"))?)
 }
 
 /// The manifests, `-` being standard input (on its own: a snapshot is read from one source

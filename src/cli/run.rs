@@ -2,15 +2,14 @@
 
 use std::io::IsTerminal as _;
 
+use anyhow::Context as _;
+
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info};
 use tracing_subscriber::EnvFilter;
 
 use super::Failure;
 use crate::controller::{self, RunArgs, config::LogFormat};
-
-/// Exit code when the controller stops on an error (e.g. a lost leader lease).
-const RUNTIME_FAILURE: u8 = 1;
 
 pub fn run(args: RunArgs) -> Result<(), Failure> {
     let filter = EnvFilter::try_new(&args.log_level)
@@ -28,12 +27,7 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
     // default: it saves CPU but converges later (docs/performance.md, "Measurements behind the
     // code").
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
-    let runtime = runtime.enable_all().build().map_err(|e| {
-        Failure::runtime(
-            RUNTIME_FAILURE,
-            anyhow::anyhow!("cannot start the async runtime: {e}"),
-        )
-    })?;
+    let runtime = (runtime.enable_all().build()).context("cannot start the async runtime")?;
     runtime.block_on(async move {
         let shutdown = CancellationToken::new();
         tokio::spawn(stop_on_signal(shutdown.clone()));
@@ -43,7 +37,7 @@ pub fn run(args: RunArgs) -> Result<(), Failure> {
         );
         controller::run(args, shutdown).await.map_err(|e| {
             error!(error = %e, "controller stopped");
-            Failure::runtime(RUNTIME_FAILURE, e)
+            Failure::from(anyhow::Error::new(e))
         })
     })
 }
