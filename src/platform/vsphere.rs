@@ -41,7 +41,6 @@ impl FailureDomain {
             server: text("/server").into(),
             datacenter: text("/topology/datacenter").into(),
             datastore: text("/topology/datastore").into(),
-            compute_cluster: text("/topology/computeCluster").into(),
             resource_pool: text("/topology/resourcePool").into(),
             folder: text("/topology/folder").into(),
             network: text("/topology/networks/0").into(),
