@@ -383,15 +383,14 @@ impl TemplateImports {
     ) -> Result<Ensured, VcenterError> {
         let settings = &self.settings;
         let client = self.login(&request.key.server).await?;
-        let last = std::sync::atomic::AtomicU8::new(0);
+        // A pass is woken each time the import moved by a step, to show it in the status.
         let progress = |percent: u8| {
             self.metrics.vsphere_import_progress.set(i64::from(percent));
-            let before = last.load(std::sync::atomic::Ordering::Relaxed);
-            if percent >= before.saturating_add(PROGRESS_STEP) || (percent == 100 && before < 100) {
-                last.store(percent, std::sync::atomic::Ordering::Relaxed);
-                if let Some(Known::Importing(p)) = self.lock().templates.get_mut(&request.key) {
-                    *p = percent;
-                }
+            if let Some(Known::Importing(before)) = self.lock().templates.get_mut(&request.key)
+                && (percent >= before.saturating_add(PROGRESS_STEP)
+                    || (percent == 100 && *before < 100))
+            {
+                *before = percent;
                 let _ = self.wake.send(Trigger);
             }
         };

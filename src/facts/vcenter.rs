@@ -66,7 +66,6 @@ pub struct FailureDomain {
     pub server: String,
     pub datacenter: String,
     pub datastore: String,
-    pub compute_cluster: String,
     pub resource_pool: String,
     pub folder: String,
     pub network: String,

@@ -6,7 +6,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{ImageOutcome, Input, PlatformRule, RuleContext, compare_single, invalid};
+use super::{ImageOutcome, Input, PlatformRule, RuleContext, compare_single, invalid, skip};
 use crate::facts::Lookup;
 use crate::facts::ec2::{self as facts, AmiFacts, AmiOrigin, Answer, NoCandidate};
 use crate::reason::Reason;
@@ -190,19 +190,17 @@ fn shown_region(region: &str) -> String {
 
 /// An AMI neither the golden streams nor the known images list: what EC2 said about it decides.
 fn unlisted(id: &str, region: &str, current: &Value, target: &str, answer: Answer) -> ImageOutcome {
-    let custom = |why: String| ImageOutcome::Skip {
-        reason: Reason::CustomImage,
-        message: format!("AMI {id} {why}; custom images are never replaced"),
-        current: Some(current.clone()),
+    let custom = |why: String| {
+        let message = format!("AMI {id} {why}; custom images are never replaced");
+        skip(Reason::CustomImage, message, current)
     };
-    let unknown = |reason, why: String| ImageOutcome::Skip {
-        reason,
-        message: format!(
+    let unknown = |reason, why: String| {
+        let message = format!(
             "AMI {id} is neither in the golden streams nor in the known images, and {why}; \
              it is left as is until EC2 tells its owner (AMIs the streams and known images \
              list are still updated)"
-        ),
-        current: Some(current.clone()),
+        );
+        skip(reason, message, current)
     };
     match answer {
         Answer::Known(facts) => match facts.origin() {
@@ -254,11 +252,7 @@ fn marketplace(
     product: &str,
 ) -> ImageOutcome {
     let name = facts::product_name(product);
-    let skip = |reason, message: String| ImageOutcome::Skip {
-        reason,
-        message,
-        current: Some(current.clone()),
-    };
+    let skip = |reason, message| skip(reason, message, current);
     let Some(release) = ctx.stream.release(ctx.arch, "aws") else {
         return skip(
             Reason::MarketplaceImageNotFound,

@@ -10,7 +10,9 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use super::{Changes, ImageOutcome, Input, PlatformRule, RuleContext, invalid, not_in_stream};
+use super::{
+    Changes, ImageOutcome, Input, PlatformRule, RuleContext, invalid, not_in_stream, skip,
+};
 use crate::arch::Arch;
 use crate::facts::Lookup;
 use crate::golden_stream::AzureMarketplaceImage;
@@ -344,7 +346,7 @@ fn golden_variant<'v>(
     if !fields.resource_id.is_empty() {
         return match installer_upload_generation(fields.resource_id, ctx.infrastructure_name) {
             Ok(generation) => Ok((NO_PURCHASE_PLAN, generation)),
-            Err(message) => Err(Box::new(custom(message, current.clone()))),
+            Err(message) => Err(Box::new(skip(Reason::CustomImage, message, current))),
         };
     }
     if fields.publisher.is_empty() || fields.offer.is_empty() {
@@ -361,7 +363,7 @@ fn golden_variant<'v>(
              image to have it managed)",
             fields.publisher, fields.offer, fields.sku, fields.version
         );
-        return Err(Box::new(custom(message, current.clone())));
+        return Err(Box::new(skip(Reason::CustomImage, message, current)));
     };
     Ok((variant, choose_generation(variant, fields.sku, ctx.arch)))
 }
@@ -399,14 +401,6 @@ fn target_image(
         *id = Value::String(String::new());
     }
     target
-}
-
-fn custom(message: String, current: Value) -> ImageOutcome {
-    ImageOutcome::Skip {
-        reason: Reason::CustomImage,
-        message,
-        current: Some(current),
-    }
 }
 
 #[cfg(test)]

@@ -403,6 +403,15 @@ fn not_in_stream(
     }
 }
 
+/// A skip that leaves `current` as it is.
+fn skip(reason: Reason, message: String, current: &Value) -> ImageOutcome {
+    ImageOutcome::Skip {
+        reason,
+        message,
+        current: Some(current.clone()),
+    }
+}
+
 fn invalid(message: impl Into<String>, current: Option<Value>) -> ImageOutcome {
     ImageOutcome::Error {
         reason: Reason::InvalidProviderSpec,

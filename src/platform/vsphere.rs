@@ -9,7 +9,9 @@
 use ring::digest;
 use serde_json::Value;
 
-use super::{Changes, ImageOutcome, Input, PlatformRule, RuleContext, invalid, not_in_stream};
+use super::{
+    Changes, ImageOutcome, Input, PlatformRule, RuleContext, invalid, not_in_stream, skip,
+};
 use crate::facts::Lookup;
 use crate::facts::vcenter::{
     FailureDomain, TemplateKey, TemplateRequest, TemplateState, TemplateVersion,
@@ -41,7 +43,6 @@ impl FailureDomain {
             server: text("/server").into(),
             datacenter: text("/topology/datacenter").into(),
             datastore: text("/topology/datastore").into(),
-            compute_cluster: text("/topology/computeCluster").into(),
             resource_pool: text("/topology/resourcePool").into(),
             folder: text("/topology/folder").into(),
             network: text("/topology/networks/0").into(),
@@ -235,11 +236,7 @@ fn by_import(
     why: &str,
     ctx: &RuleContext<'_>,
 ) -> ImageOutcome {
-    let pending = |reason, message: String| ImageOutcome::Skip {
-        reason,
-        message,
-        current: Some(current.clone()),
-    };
+    let pending = |reason, message| skip(reason, message, &current);
     match ctx.vcenter.templates.get(&request.key) {
         Some(TemplateState::Ready) => ImageOutcome::Update {
             current,
@@ -305,11 +302,7 @@ fn judge(request: &TemplateRequest, spec: &Value, ctx: &RuleContext<'_>) -> Imag
         request.failure_domain.datastore,
         request.folder
     );
-    let pending = |reason, message: String| ImageOutcome::Skip {
-        reason,
-        message,
-        current: Some(current.clone()),
-    };
+    let pending = |reason, message| skip(reason, message, &current);
     if let Some(why) = ctx.vcenter.unavailable.get(&request.key.server) {
         return ImageOutcome::Error {
             reason: Reason::VCenterUnavailable,

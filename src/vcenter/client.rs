@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use hyper::Uri;
+use roxmltree::Node;
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject as _;
 
@@ -130,17 +131,18 @@ impl VcenterClient {
             super::soap::connector(limits.connect_timeout, &extra_roots, &limits.egress)?;
         let session = Session::new(sdk, connector, limits.call_timeout);
         let instance = MoRef::new("ServiceInstance", "ServiceInstance");
-        let answer = session
-            .call(&request("RetrieveServiceContent", &instance, ""))
+        let content = session
+            .call("RetrieveServiceContent", &instance, "", service_content)
             .await?;
-        let content = parse_service_content(&answer)?;
         let arguments = format!(
             "<userName>{}</userName><password>{}</password>",
             escape(&credentials.username),
             escape(&credentials.password)
         );
-        let login = request("Login", &content.session_manager, &arguments);
-        session.call(&login).await?;
+        let manager = &content.session_manager;
+        session
+            .call("Login", manager, &arguments, |_| Ok(()))
+            .await?;
         Ok(VcenterClient {
             session,
             content,
@@ -173,10 +175,11 @@ impl VcenterClient {
     /// The object at an inventory path (`dc1/vm/folder/name`), if any.
     pub async fn find(&self, inventory_path: &str) -> Result<Option<MoRef>, VcenterError> {
         let path = format!("<inventoryPath>{}</inventoryPath>", escape(inventory_path));
-        let body = request("FindByInventoryPath", &self.content.search_index, &path);
-        let answer = self.session.call(&body).await?;
-        let doc = parse(&answer)?;
-        Ok(child(doc.root(), "returnval").and_then(MoRef::from_node))
+        let index = &self.content.search_index;
+        let found = |root: Node<'_, '_>| Ok(child(root, "returnval").and_then(MoRef::from_node));
+        self.session
+            .call("FindByInventoryPath", index, &path, found)
+            .await
     }
 
     /// [`find`](Self::find), or [`VcenterError::NotFound`] naming `what`.
@@ -186,9 +189,13 @@ impl VcenterClient {
             .ok_or_else(|| VcenterError::NotFound(format!("{what} {inventory_path}")))
     }
 
-    /// The answer to reading one property of `object`; its `val` element holds the value
-    /// (absent when unset). Read with [`value_text`] or by walking the parsed answer.
-    pub async fn property(&self, object: &MoRef, path: &str) -> Result<String, VcenterError> {
+    /// One property of `object`, as `read` makes it of its `val` element (`None` when unset).
+    async fn property<T>(
+        &self,
+        object: &MoRef,
+        path: &str,
+        read: impl FnOnce(Option<Node<'_, '_>>) -> T,
+    ) -> Result<T, VcenterError> {
         let spec = format!(
             concat!(
                 "<specSet><propSet><type>{kind}</type><pathSet>{path}</pathSet></propSet>",
@@ -199,19 +206,20 @@ impl VcenterClient {
             obj = object.xml("obj"),
         );
         let collector = &self.content.property_collector;
+        let value = |root: Node<'_, '_>| Ok(read(child(root, "val")));
         self.session
-            .call(&request("RetrievePropertiesEx", collector, &spec))
+            .call("RetrievePropertiesEx", collector, &spec, value)
             .await
     }
 
-    /// The text of a simple property (a name, a state, a flag), `None` when unset.
+    /// The text of a simple property (a name, a state, a flag), trimmed; `None` when unset.
     pub async fn property_text(
         &self,
         object: &MoRef,
         path: &str,
     ) -> Result<Option<String>, VcenterError> {
-        let answer = self.property(object, path).await?;
-        value_text(&answer)
+        let text = |val: Option<Node<'_, '_>>| Some(val?.text().unwrap_or("").trim().to_string());
+        self.property(object, path, text).await
     }
 
     /// Whether the VM `vm` is marked as a template.
@@ -225,12 +233,12 @@ impl VcenterClient {
     /// (`createNewVMTemplate`, vsphere_helpers.go at 7ff337a); vcsim keeps it only in
     /// `config.vAppConfig.product`, so that is read when the summary has none.
     pub async fn product_version(&self, vm: &MoRef) -> Result<Option<String>, VcenterError> {
-        let summary = self.property(vm, "summary.config").await?;
-        if let Some(version) = product_versions(&summary)?.into_iter().next() {
-            return Ok(Some(version));
+        let summary = self.property(vm, "summary.config", product_version).await?;
+        if summary.is_some() {
+            return Ok(summary);
         }
-        let vapp = self.property(vm, "config.vAppConfig").await?;
-        Ok(product_versions(&vapp)?.into_iter().next())
+        self.property(vm, "config.vAppConfig", product_version)
+            .await
     }
 
     /// Asks vCenter to turn an OVF descriptor into an import spec for `name`.
@@ -266,51 +274,10 @@ impl VcenterClient {
             name = escape(name),
             mappings = mappings,
         );
-        let body = request("CreateImportSpec", &self.content.ovf_manager, &arguments);
-        let answer = self.session.call(&body).await?;
-        let doc = parse(&answer)?;
-        let returnval = child(doc.root(), "returnval")
-            .ok_or_else(|| VcenterError::Protocol("CreateImportSpec returned nothing".into()))?;
-        let errors: Vec<&str> = returnval
-            .children()
-            .filter(|n| n.tag_name().name() == "error")
-            .filter_map(|n| text_of(n, "localizedMessage"))
-            .collect();
-        if !errors.is_empty() {
-            return Err(VcenterError::Import(format!(
-                "vCenter cannot import the OVF: {}",
-                errors.join("; ")
-            )));
-        }
-        let spec = returnval
-            .children()
-            .find(|n| n.tag_name().name() == "importSpec")
-            .ok_or_else(|| VcenterError::Protocol("CreateImportSpec gave no importSpec".into()))?;
-        let spec_type = spec
-            .attribute(("http://www.w3.org/2001/XMLSchema-instance", "type"))
-            .unwrap_or("VirtualMachineImportSpec")
-            .to_string();
-        let files = returnval
-            .children()
-            .filter(|n| n.tag_name().name() == "fileItem")
-            .map(|n| FileItem {
-                device_id: text_of(n, "deviceId").unwrap_or_default().to_string(),
-                path: text_of(n, "path").unwrap_or_default().to_string(),
-                create: text_of(n, "create") == Some("true"),
-            })
-            .collect();
-        let namespaces = spec
-            .namespaces()
-            .filter_map(|ns| Some((ns.name()?, ns.uri())))
-            .filter(|(prefix, _)| *prefix != "xml")
-            .map(|(prefix, uri)| format!(r#" xmlns:{prefix}="{}""#, escape(uri)))
-            .collect();
-        Ok(ImportSpec {
-            namespaces,
-            spec_xml: inner_xml(&answer, spec),
-            spec_type,
-            files,
-        })
+        let manager = &self.content.ovf_manager;
+        (self.session)
+            .call("CreateImportSpec", manager, &arguments, import_spec)
+            .await
     }
 
     /// Starts importing `spec` into `pool` and `folder`; the lease accepts the disks.
@@ -327,8 +294,7 @@ impl VcenterClient {
             spec.spec_xml,
             folder.xml("folder")
         );
-        self.returned_ref(&request("ImportVApp", pool, &arguments), "ImportVApp")
-            .await
+        self.returned("ImportVApp", pool, &arguments).await
     }
 
     /// Waits until the lease is ready for uploads, and says where each disk goes.
@@ -349,29 +315,27 @@ impl VcenterClient {
                 _ => tokio::time::sleep(self.limits.poll_interval).await,
             }
         }
-        let answer = self.property(lease, "info").await?;
-
-        let doc = parse(&answer)?;
-        let root = child(doc.root(), "val")
-            .ok_or_else(|| VcenterError::Protocol("the import lease has no info".into()))?;
-        let entity = root
-            .children()
-            .find(|n| n.tag_name().name() == "entity")
-            .and_then(MoRef::from_node);
-        let device_urls = root
-            .children()
-            .filter(|n| n.tag_name().name() == "deviceUrl")
-            .filter_map(|n| {
-                Some((
-                    text_of(n, "importKey")?.to_string(),
-                    text_of(n, "url")?.to_string(),
-                ))
+        let info = |val: Option<Node<'_, '_>>| {
+            let val = val?;
+            let entity = (val.children())
+                .find(|n| n.tag_name().name() == "entity")
+                .and_then(MoRef::from_node);
+            let device_urls = (val.children())
+                .filter(|n| n.tag_name().name() == "deviceUrl")
+                .filter_map(|n| {
+                    Some((
+                        text_of(n, "importKey")?.to_string(),
+                        text_of(n, "url")?.to_string(),
+                    ))
+                })
+                .collect();
+            Some(LeaseInfo {
+                entity,
+                device_urls,
             })
-            .collect();
-        Ok(LeaseInfo {
-            entity,
-            device_urls,
-        })
+        };
+        (self.property(lease, "info", info).await?)
+            .ok_or_else(|| VcenterError::Protocol("the import lease has no info".into()))
     }
 
     pub async fn lease_progress(&self, lease: &MoRef, percent: u8) -> Result<(), VcenterError> {
@@ -394,29 +358,25 @@ impl VcenterClient {
 
     pub async fn rename(&self, entity: &MoRef, name: &str) -> Result<(), VcenterError> {
         let new_name = format!("<newName>{}</newName>", escape(name));
-        let body = request("Rename_Task", entity, &new_name);
-        let task = self.returned_ref(&body, "Rename_Task").await?;
+        let task = self.returned("Rename_Task", entity, &new_name).await?;
         self.wait_task(&task).await
     }
 
     pub async fn destroy(&self, entity: &MoRef) -> Result<(), VcenterError> {
-        let body = request("Destroy_Task", entity, "");
-        let task = self.returned_ref(&body, "Destroy_Task").await?;
+        let task = self.returned("Destroy_Task", entity, "").await?;
         self.wait_task(&task).await
     }
 
     /// The VMs directly in `folder`, by name.
     pub async fn child_vms(&self, folder: &MoRef) -> Result<Vec<(String, MoRef)>, VcenterError> {
-        let answer = self.property(folder, "childEntity").await?;
-        let doc = parse(&answer)?;
-        let vms: Vec<MoRef> = child(doc.root(), "val")
-            .into_iter()
-            .flat_map(|val| val.children())
-            .filter_map(MoRef::from_node)
-            .filter(|r| r.kind == "VirtualMachine")
-            .collect();
+        let vms = |val: Option<Node<'_, '_>>| -> Vec<MoRef> {
+            (val.into_iter().flat_map(|val| val.children()))
+                .filter_map(MoRef::from_node)
+                .filter(|r| r.kind == "VirtualMachine")
+                .collect()
+        };
         let mut named = Vec::new();
-        for vm in vms {
+        for vm in self.property(folder, "childEntity", vms).await? {
             if let Some(name) = self.property_text(&vm, "name").await? {
                 named.push((name, vm));
             }
@@ -441,12 +401,12 @@ impl VcenterClient {
 
     /// The `localizedMessage` of a fault property (a lease's `error`, a task's `info.error`).
     async fn error_message(&self, object: &MoRef, path: &str) -> Result<String, VcenterError> {
-        let answer = self.property(object, path).await?;
-        let doc = parse(&answer)?;
-        Ok(child(doc.root(), "val")
-            .and_then(|val| text_of(val, "localizedMessage"))
-            .unwrap_or("unknown error")
-            .to_string())
+        let message = |val: Option<Node<'_, '_>>| {
+            (val.and_then(|val| text_of(val, "localizedMessage")))
+                .unwrap_or("unknown error")
+                .to_string()
+        };
+        self.property(object, path, message).await
     }
 
     /// Calls `method` for its effect alone.
@@ -456,72 +416,96 @@ impl VcenterClient {
         this: &MoRef,
         arguments: &str,
     ) -> Result<(), VcenterError> {
-        self.session
-            .call(&request(method, this, arguments))
-            .await
-            .map(drop)
+        self.session.call(method, this, arguments, |_| Ok(())).await
     }
 
-    async fn returned_ref(&self, body: &str, method: &str) -> Result<MoRef, VcenterError> {
-        let answer = self.session.call(body).await?;
-        let doc = parse(&answer)?;
-        child(doc.root(), "returnval")
-            .and_then(MoRef::from_node)
-            .ok_or_else(|| VcenterError::Protocol(format!("{method} returned no object")))
+    /// Calls `method`, which returns an object (a lease, a task).
+    async fn returned(
+        &self,
+        method: &str,
+        this: &MoRef,
+        arguments: &str,
+    ) -> Result<MoRef, VcenterError> {
+        let object = |root: Node<'_, '_>| {
+            child(root, "returnval")
+                .and_then(MoRef::from_node)
+                .ok_or_else(|| VcenterError::Protocol(format!("{method} returned no object")))
+        };
+        self.session.call(method, this, arguments, object).await
     }
 }
 
-/// The body of a call of `method` on `this` with `arguments` (already XML, in schema order).
-fn request(method: &str, this: &MoRef, arguments: &str) -> String {
-    format!(
-        r#"<{method} xmlns="urn:vim25">{}{arguments}</{method}>"#,
-        this.xml("_this")
-    )
-}
-
-fn parse(text: &str) -> Result<roxmltree::Document<'_>, VcenterError> {
-    roxmltree::Document::parse(text).map_err(|e| VcenterError::Protocol(format!("not XML: {e}")))
+/// What `CreateImportSpec` answered (its `returnval`), or the errors it found in the OVF.
+fn import_spec(root: Node<'_, '_>) -> Result<ImportSpec, VcenterError> {
+    let returnval = child(root, "returnval")
+        .ok_or_else(|| VcenterError::Protocol("CreateImportSpec returned nothing".into()))?;
+    let errors: Vec<&str> = returnval
+        .children()
+        .filter(|n| n.tag_name().name() == "error")
+        .filter_map(|n| text_of(n, "localizedMessage"))
+        .collect();
+    if !errors.is_empty() {
+        return Err(VcenterError::Import(format!(
+            "vCenter cannot import the OVF: {}",
+            errors.join("; ")
+        )));
+    }
+    let spec = returnval
+        .children()
+        .find(|n| n.tag_name().name() == "importSpec")
+        .ok_or_else(|| VcenterError::Protocol("CreateImportSpec gave no importSpec".into()))?;
+    let spec_type = spec
+        .attribute(("http://www.w3.org/2001/XMLSchema-instance", "type"))
+        .unwrap_or("VirtualMachineImportSpec")
+        .to_string();
+    let files = returnval
+        .children()
+        .filter(|n| n.tag_name().name() == "fileItem")
+        .map(|n| FileItem {
+            device_id: text_of(n, "deviceId").unwrap_or_default().to_string(),
+            path: text_of(n, "path").unwrap_or_default().to_string(),
+            create: text_of(n, "create") == Some("true"),
+        })
+        .collect();
+    let namespaces = spec
+        .namespaces()
+        .filter_map(|ns| Some((ns.name()?, ns.uri())))
+        .filter(|(prefix, _)| *prefix != "xml")
+        .map(|(prefix, uri)| format!(r#" xmlns:{prefix}="{}""#, escape(uri)))
+        .collect();
+    Ok(ImportSpec {
+        namespaces,
+        spec_xml: inner_xml(spec),
+        spec_type,
+        files,
+    })
 }
 
 /// The XML between an element's tags, verbatim (to send an import spec back as vCenter wrote
 /// it). Our envelope declares the same `xsi` and `xsd` prefixes vCenter and vcsim use.
-fn inner_xml(text: &str, node: roxmltree::Node<'_, '_>) -> String {
-    let outer = &text[node.range()];
+fn inner_xml(node: Node<'_, '_>) -> String {
+    let outer = &node.document().input_text()[node.range()];
     let start = outer.find('>').map_or(outer.len(), |i| i + 1);
     let end = outer.rfind("</").unwrap_or(outer.len()).max(start);
     outer[start..end].to_string()
 }
 
-/// The non-empty `version`s of the `product` elements right under a property answer's `val`
-/// (a `VirtualMachineConfigSummary` has one, a `VmConfigInfo` a list).
-fn product_versions(answer: &str) -> Result<Vec<String>, VcenterError> {
-    let doc = parse(answer)?;
-    let Some(val) = child(doc.root(), "val") else {
-        return Ok(Vec::new());
-    };
-    let element = |node: &roxmltree::Node<'_, '_>, name: &str| {
-        node.is_element() && node.tag_name().name() == name
-    };
-    Ok(val
-        .children()
+/// The first non-empty `version` of the `product` elements right under a property's `val` (a
+/// `VirtualMachineConfigSummary` has one, a `VmConfigInfo` a list).
+fn product_version(val: Option<Node<'_, '_>>) -> Option<String> {
+    let element =
+        |node: &Node<'_, '_>, name: &str| node.is_element() && node.tag_name().name() == name;
+    (val?.children())
         .filter(|n| element(n, "product"))
         .filter_map(|product| {
             let version = product.children().find(|n| element(n, "version"))?;
             Some(version.text()?.trim().to_string())
         })
-        .filter(|version| !version.is_empty())
-        .collect())
+        .find(|version| !version.is_empty())
 }
 
-/// The text of the `val` of a property answer, trimmed; `None` when the property is unset.
-pub fn value_text(answer: &str) -> Result<Option<String>, VcenterError> {
-    let doc = parse(answer)?;
-    Ok(child(doc.root(), "val").map(|val| val.text().unwrap_or("").trim().to_string()))
-}
-
-fn parse_service_content(answer: &str) -> Result<ServiceContent, VcenterError> {
-    let doc = parse(answer)?;
-    let returnval = child(doc.root(), "returnval")
+fn service_content(root: Node<'_, '_>) -> Result<ServiceContent, VcenterError> {
+    let returnval = child(root, "returnval")
         .ok_or_else(|| VcenterError::Protocol("no ServiceContent".into()))?;
     let get = |name: &str| {
         child(returnval, name)
@@ -568,26 +552,23 @@ mod tests {
 
     #[test]
     fn product_versions_are_read_from_a_summary_or_a_vapp_config() {
-        let answer = |val: &str| {
-            format!(
-                r#"<RetrievePropertiesExResponse xmlns="urn:vim25"><returnval><objects><propSet><name>p</name><val>{val}</val></propSet></objects></returnval></RetrievePropertiesExResponse>"#
-            )
+        let version = |val: &str| {
+            let answer = format!(
+                r#"<RetrievePropertiesExResponse xmlns="urn:vim25"><returnval><objects><propSet><name>p</name>{val}</propSet></objects></returnval></RetrievePropertiesExResponse>"#
+            );
+            let doc = roxmltree::Document::parse(&answer).unwrap();
+            product_version(child(doc.root(), "val"))
         };
-        let summary = answer(
-            "<name>t</name><product><name>RHCOS</name><version>9.6.20251023-0</version></product>",
+        assert_eq!(
+            version("<val><name>t</name><product><name>RHCOS</name><version>9.6.20251023-0</version></product></val>").as_deref(),
+            Some("9.6.20251023-0")
         );
-        assert_eq!(product_versions(&summary).unwrap(), ["9.6.20251023-0"]);
-        let vapp = answer(
-            "<product><key>0</key><version></version></product><product><key>1</key><version> 9.6.1 </version></product>",
+        assert_eq!(
+            version("<val><product><key>0</key><version></version></product><product><key>1</key><version> 9.6.1 </version></product></val>").as_deref(),
+            Some("9.6.1")
         );
-        assert_eq!(product_versions(&vapp).unwrap(), ["9.6.1"]);
-        assert!(
-            product_versions(&answer("<name>t</name>"))
-                .unwrap()
-                .is_empty()
-        );
-        let unset = r#"<RetrievePropertiesExResponse xmlns="urn:vim25"><returnval/></RetrievePropertiesExResponse>"#;
-        assert!(product_versions(unset).unwrap().is_empty());
+        assert_eq!(version("<val><name>t</name></val>"), None);
+        assert_eq!(version(""), None, "unset");
     }
 
     #[test]

@@ -32,30 +32,25 @@ impl std::fmt::Debug for Credentials {
 
 /// The credentials `secret` holds for `server`.
 pub fn for_server(secret: &Secret, server: &str) -> Result<Credentials, VcenterError> {
+    let refused = |why: String| VcenterError::Credentials {
+        server: server.into(),
+        why,
+    };
     let value = |key: String| -> Result<String, VcenterError> {
-        let bytes = secret
-            .data
-            .as_ref()
-            .and_then(|d| d.get(&key))
+        let bytes = (secret.data.as_ref().and_then(|d| d.get(&key)))
             .map(|b| b.0.clone())
             .or_else(|| {
                 let text = secret.string_data.as_ref()?.get(&key)?;
                 Some(text.clone().into_bytes())
             })
-            .ok_or_else(|| VcenterError::Credentials {
-                server: server.into(),
-                why: format!("Secret {SECRET_NAME} has no key {key}"),
-            })?;
-        let text = String::from_utf8(bytes).map_err(|_| VcenterError::Credentials {
-            server: server.into(),
-            why: format!("key {key} of Secret {SECRET_NAME} is not UTF-8"),
-        })?;
+            .ok_or_else(|| refused(format!("Secret {SECRET_NAME} has no key {key}")))?;
+        let text = String::from_utf8(bytes)
+            .map_err(|_| refused(format!("key {key} of Secret {SECRET_NAME} is not UTF-8")))?;
         let text = text.trim().to_string();
         if text.is_empty() {
-            return Err(VcenterError::Credentials {
-                server: server.into(),
-                why: format!("key {key} of Secret {SECRET_NAME} is empty"),
-            });
+            return Err(refused(format!(
+                "key {key} of Secret {SECRET_NAME} is empty"
+            )));
         }
         Ok(text)
     };

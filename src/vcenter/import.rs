@@ -25,6 +25,7 @@ use hyper::body::Frame;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
+use tokio_util::io::ReaderStream;
 
 use super::VcenterError;
 use super::client::{FileItem, LeaseInfo, VcenterClient, inventory_path};
@@ -340,24 +341,12 @@ async fn send_file(
 ) -> Result<(), VcenterError> {
     let mut file = tokio::fs::File::open(&ova.path).await?;
     file.seek(std::io::SeekFrom::Start(entry.offset)).await?;
-    let reader = file.take(entry.size);
-    let chunks = futures::stream::unfold(Some(reader), move |reader| {
-        let sent = sent.clone();
-        async move {
-            let mut reader = reader?;
-            let mut buf = vec![0u8; 1 << 20];
-            match reader.read(&mut buf).await {
-                Ok(0) => None,
-                Ok(n) => {
-                    buf.truncate(n);
-                    sent.fetch_add(n as u64, Ordering::Relaxed);
-                    Some((Ok(Frame::data(Bytes::from(buf))), Some(reader)))
-                }
-                Err(e) => Some((Err(e), None)),
-            }
-        }
+    let chunks = ReaderStream::with_capacity(file.take(entry.size), 1 << 20).map(move |chunk| {
+        let chunk = chunk?;
+        sent.fetch_add(chunk.len() as u64, Ordering::Relaxed);
+        Ok(Frame::data(chunk))
     });
-    let body = StreamBody::new(chunks.boxed()).boxed_unsync();
+    let body = StreamBody::new(chunks).boxed_unsync();
     let mut request = Request::builder()
         .method(if create { "PUT" } else { "POST" })
         .uri(url)

@@ -121,18 +121,27 @@ impl Session {
         self.cookie.lock().ok()?.clone()
     }
 
-    /// Sends one call (`body`: the method element) and returns the answer's XML text; a SOAP
-    /// fault becomes [`VcenterError::Fault`].
-    pub async fn call(&self, body: &str) -> Result<String, VcenterError> {
+    /// Calls `method` on `this` with `arguments` (already XML, in schema order) and reads the
+    /// answer with `read`, given its root; a SOAP fault becomes [`VcenterError::Fault`].
+    pub async fn call<T>(
+        &self,
+        method: &str,
+        this: &MoRef,
+        arguments: &str,
+        read: impl FnOnce(roxmltree::Node<'_, '_>) -> Result<T, VcenterError>,
+    ) -> Result<T, VcenterError> {
         let envelope = format!(
             concat!(
                 r#"<?xml version="1.0" encoding="UTF-8"?>"#,
                 r#"<soapenv:Envelope xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/" "#,
                 r#"xmlns:xsd="http://www.w3.org/2001/XMLSchema" "#,
                 r#"xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">"#,
-                "<soapenv:Body>{}</soapenv:Body></soapenv:Envelope>"
+                r#"<soapenv:Body><{method} xmlns="urn:vim25">{this}{arguments}</{method}>"#,
+                "</soapenv:Body></soapenv:Envelope>"
             ),
-            body
+            method = method,
+            this = this.xml("_this"),
+            arguments = arguments,
         );
         let mut request = Request::post(self.sdk.clone())
             .header("content-type", "text/xml; charset=utf-8")
@@ -166,7 +175,8 @@ impl Session {
         let (status, text) = tokio::time::timeout(self.call_timeout, exchange)
             .await
             .map_err(|_| VcenterError::TimedOut(self.call_timeout))??;
-        if let Some(fault) = fault_of(&text) {
+        let doc = roxmltree::Document::parse(&text);
+        if let Some(fault) = doc.as_ref().ok().and_then(fault_of) {
             return Err(fault);
         }
         if !(200..300).contains(&status) {
@@ -174,7 +184,8 @@ impl Session {
                 "vCenter answered HTTP {status}"
             )));
         }
-        Ok(text)
+        let doc = doc.map_err(|e| VcenterError::Protocol(format!("not XML: {e}")))?;
+        read(doc.root())
     }
 }
 
@@ -192,8 +203,7 @@ fn session_cookie(headers: &hyper::HeaderMap) -> Option<String> {
 
 /// The SOAP fault of an answer, if it is one: its fault type (`InvalidLogin`, `DuplicateName`,
 /// ...) and message.
-fn fault_of(text: &str) -> Option<VcenterError> {
-    let doc = roxmltree::Document::parse(text).ok()?;
+fn fault_of(doc: &roxmltree::Document<'_>) -> Option<VcenterError> {
     let fault = child(doc.root(), "Fault")?;
     let message = text_of(fault, "faultstring")
         .unwrap_or("")
@@ -218,14 +228,15 @@ mod tests {
     #[test]
     fn faults_carry_their_type_and_message() {
         let text = r#"<?xml version="1.0"?><soapenv:Envelope xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"><soapenv:Body><soapenv:Fault><faultcode>ServerFaultCode</faultcode><faultstring>Login failure</faultstring><detail><InvalidLoginFault xmlns="urn:vim25" xsi:type="InvalidLogin"></InvalidLoginFault></detail></soapenv:Fault></soapenv:Body></soapenv:Envelope>"#;
-        let Some(VcenterError::Fault { kind, message }) = fault_of(text) else {
+        let doc = roxmltree::Document::parse(text).unwrap();
+        let Some(VcenterError::Fault { kind, message }) = fault_of(&doc) else {
             panic!("not read as a fault");
         };
         assert_eq!(
             (kind.as_str(), message.as_str()),
             ("InvalidLogin", "Login failure")
         );
-        assert!(fault_of("<a/>").is_none());
+        assert!(fault_of(&roxmltree::Document::parse("<a/>").unwrap()).is_none());
     }
 
     #[test]

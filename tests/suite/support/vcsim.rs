@@ -63,7 +63,6 @@ impl Vcsim {
                 server: self.server(),
                 datacenter: DATACENTER.into(),
                 datastore: DATASTORE.into(),
-                compute_cluster: "/DC0/host/DC0_C0".into(),
                 resource_pool: RESOURCE_POOL.into(),
                 folder: FOLDER.into(),
                 network: NETWORK.into(),
