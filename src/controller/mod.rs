@@ -240,7 +240,10 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> Result<(), RunEr
         metrics: metrics.clone(),
         leader: leader_rx,
         shutdown,
-        known_file: args.known_images_file.clone().map(KnownImagesFile::new),
+        known_file: (args.known_images_file.clone()).map(|path| KnownImagesFile {
+            path,
+            ..Default::default()
+        }),
         args,
         memory: Memory::default(),
         health: health.clone(),
@@ -353,6 +356,7 @@ async fn finish(leadership: Leadership) -> Result<(), RunError> {
 }
 
 /// The `--known-images-file`, reloaded when it changes.
+#[derive(Default)]
 struct KnownImagesFile {
     path: PathBuf,
     /// Modification time of the content held; `None` until the first successful read.
@@ -361,14 +365,6 @@ struct KnownImagesFile {
 }
 
 impl KnownImagesFile {
-    fn new(path: PathBuf) -> Self {
-        KnownImagesFile {
-            path,
-            modified: None,
-            images: KnownImages::default(),
-        }
-    }
-
     /// Reads the file again if it changed; true when its content changed.
     fn reload(&mut self) -> bool {
         let modified = std::fs::metadata(&self.path)
