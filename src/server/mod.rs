@@ -324,9 +324,7 @@ async fn respond(
     let (health, probes) = (&site.health, site.serves_probes);
     Ok(match req.uri().path() {
         "/metrics" if site.serves_metrics => {
-            let method = req.method().as_str();
-            let reviewer = site.security.as_ref().map(|s| &s.reviewer);
-            serve_metrics(req.headers(), method, peer, &site.metrics, reviewer).await
+            serve_metrics(req.headers(), req.method().as_str(), peer, &site).await
         }
         "/healthz" | "/livez" if probes => match health.stalled(std::time::Instant::now()) {
             None => text(StatusCode::OK, "ok\n"),
@@ -355,11 +353,10 @@ async fn serve_metrics(
     headers: &hyper::HeaderMap,
     method: &str,
     peer: std::net::IpAddr,
-    metrics: &Metrics,
-    reviewer: Option<&Reviewer>,
+    site: &Site,
 ) -> Response<Full<Bytes>> {
-    let exposition = || response(StatusCode::OK, metrics.render(), EXPOSITION_FORMAT);
-    let Some(reviewer) = reviewer else {
+    let exposition = || response(StatusCode::OK, site.metrics.render(), EXPOSITION_FORMAT);
+    let Some(Security { reviewer, .. }) = &site.security else {
         return exposition();
     };
     let authorization = headers
