@@ -38,8 +38,8 @@ esac
 # "look-ups" is the bookkeeping EC2 and vCenter share (issue 49, detour 1): its budget is what it
 # took out of the loop, EC2 and vCenter.
 areas='
-loop|1750, safety 171, egress 18, STS 12, OVA mirror 14, opt-in 9, hold limit 7, stub-hold Event 21, look-ups -47|controller/mod.rs controller/act.rs controller/decide.rs controller/observe.rs controller/report.rs controller/retry.rs controller/config.rs
-watches|750, safety 105|controller/watches.rs controller/watch_backoff.rs controller/lenient.rs controller/secrets.rs
+loop|1750, safety 171, egress 18, STS 12, OVA mirror 14, opt-in 9, hold limit 7, stub-hold Event 21, look-ups -47|controller/mod.rs controller/act.rs controller/observe.rs controller/report.rs controller/retry.rs controller/config.rs
+watches|750, safety 105|controller/watches.rs controller/lenient.rs controller/secrets.rs
 status|1050, safety 194, opt-in 25, OVA mirror 1|controller/status/
 events|150, stub-hold Event 1|controller/events.rs
 metrics|330, OVA mirror 1|metrics.rs

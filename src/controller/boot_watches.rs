@@ -21,9 +21,9 @@ use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::mpsc::UnboundedSender;
 use tracing::{info, warn};
 
+use super::lenient::retried;
 use super::lenient::{Keep, Lenient};
 use super::node_watch::Nodes;
-use super::watch_backoff::retried;
 use super::watches::{Trigger, paged, probe, re_plan_all_on_change};
 use crate::api::{Machine, MachineHealthCheck};
 use crate::plan::boot_evidence::ERROR_MESSAGE_KEPT;

@@ -246,58 +246,26 @@ impl RunArgs {
     }
 }
 
-/// Durations as Kubernetes users write them: `90s`, `10m`, `1h`, `1h30m`, `500ms`.
 /// The longest duration a flag accepts: a year. Longer ones are mistakes, and would overflow
 /// the timers they arm.
 const MAX_DURATION: Duration = Duration::from_secs(366 * 24 * 3600);
 
-/// A duration flag that must not be zero (a zero period would spin).
+/// A duration flag, written as Kubernetes users write durations: `90s`, `10m`, `1h`, `1h30m`,
+/// `500ms` (jiff's "friendly" format, which also reads `1.5h` or `1h 30m`). It must not be zero
+/// (a zero period would spin).
 pub fn parse_period(text: &str) -> Result<Duration, String> {
-    let period = parse_duration(text)?;
+    let invalid = |why: &dyn std::fmt::Display| format!("invalid duration {text:?}: {why}");
+    let parser = jiff::fmt::friendly::SpanParser::new();
+    let signed: jiff::SignedDuration =
+        (parser.parse_duration(text.trim())).map_err(|e| invalid(&e))?;
+    let period = Duration::try_from(signed).map_err(|_| invalid(&"negative"))?;
+    if period > MAX_DURATION {
+        return Err(invalid(&"longer than a year"));
+    }
     if period.is_zero() {
         return Err(format!("invalid period {text:?}: must be longer than zero"));
     }
     Ok(period)
-}
-
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let mut total = Duration::ZERO;
-    let mut rest = text.trim();
-    if rest.is_empty() {
-        return Err("empty duration".into());
-    }
-    while !rest.is_empty() {
-        let digits = rest
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        if digits == 0 {
-            return Err(format!("invalid duration {text:?}: expected a number"));
-        }
-        let n: u64 = rest[..digits]
-            .parse()
-            .map_err(|e| format!("invalid duration {text:?}: {e}"))?;
-        rest = &rest[digits..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        let seconds_per_unit = match &rest[..unit_len] {
-            "ms" => None,
-            "s" => Some(1),
-            "m" => Some(60),
-            "h" => Some(3600),
-            other => return Err(format!("invalid duration {text:?}: unknown unit {other:?}")),
-        };
-        let unit = match seconds_per_unit {
-            None => Some(Duration::from_millis(n)),
-            Some(factor) => n.checked_mul(factor).map(Duration::from_secs),
-        };
-        total = unit
-            .and_then(|unit| total.checked_add(unit))
-            .filter(|total| *total <= MAX_DURATION)
-            .ok_or_else(|| format!("invalid duration {text:?}: longer than a year"))?;
-        rest = &rest[unit_len..];
-    }
-    Ok(total)
 }
 
 #[cfg(test)]
@@ -306,12 +274,13 @@ mod tests {
 
     #[test]
     fn durations() {
-        assert_eq!(parse_duration("10m"), Ok(Duration::from_secs(600)));
-        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
-        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
-        assert!(parse_duration("10").is_err());
-        assert!(parse_duration("m").is_err());
-        assert!(parse_duration("5d").is_err());
+        assert_eq!(parse_period("10m"), Ok(Duration::from_secs(600)));
+        assert_eq!(parse_period("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_period("250ms"), Ok(Duration::from_millis(250)));
+        assert!(parse_period("10").is_err());
+        assert!(parse_period("m").is_err());
+        assert!(parse_period("5d").is_err());
+        assert!(parse_period("-1h").is_err());
     }
 
     #[test]
@@ -325,16 +294,13 @@ mod tests {
             "9000h",
             "5124095576030431h",
         ] {
-            let err = parse_duration(huge).unwrap_err();
+            let err = parse_period(huge).unwrap_err();
             assert!(
                 err.contains("longer than a year") || err.contains("invalid"),
                 "{huge}: {err}"
             );
         }
-        assert_eq!(
-            parse_duration("8760h"),
-            Ok(Duration::from_secs(8760 * 3600))
-        );
+        assert_eq!(parse_period("8760h"), Ok(Duration::from_secs(8760 * 3600)));
     }
 
     /// An ordinary minor upgrade (about two hours of `Partial` history, twice on an EUS-to-EUS

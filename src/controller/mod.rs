@@ -1,9 +1,9 @@
 //! The controller: watch, plan, patch, report.
 //!
 //! Watches feed reflector stores and a trigger channel; one loop turns triggers into passes.
-//! A pass is a pipeline, one file a step: [`observe`] (stores -> snapshot), [`decide`] (the
-//! pure planner), [`act`] (guarded JSON Patches) and [`report`] (status, Events, metrics,
-//! bookkeeping). This file only wires tasks together. Only the leader writes.
+//! A pass is a pipeline: [`observe`] (stores -> snapshot), decide (the pure planner,
+//! `Planner::decide_all`), [`act`] (guarded JSON Patches) and [`report`] (status, Events,
+//! metrics, bookkeeping). This file only wires tasks together. Only the leader writes.
 
 pub mod config;
 mod lease;
@@ -13,7 +13,6 @@ mod node_watch;
 mod act;
 mod ami_lookups;
 mod boot_watches;
-mod decide;
 mod events;
 mod lookups;
 mod observe;
@@ -24,10 +23,9 @@ mod secrets;
 pub mod status;
 mod template_imports;
 mod templates;
-mod watch_backoff;
 mod watches;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -242,7 +240,10 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> Result<(), RunEr
         metrics: metrics.clone(),
         leader: leader_rx,
         shutdown,
-        known_file: args.known_images_file.clone().map(KnownImagesFile::new),
+        known_file: (args.known_images_file.clone()).map(|path| KnownImagesFile {
+            path,
+            ..Default::default()
+        }),
         args,
         memory: Memory::default(),
         health: health.clone(),
@@ -288,33 +289,26 @@ async fn serve_endpoints(
     // The loop goes round at least once per resync period, even with nothing to do.
     let stall_limit = args.resync_period.saturating_mul(3) + Duration::from_secs(60);
     let health = Arc::new(Health::new(stall_limit));
-    let mut listeners: BTreeMap<SocketAddr, server::Endpoints> = BTreeMap::new();
-    for (address, endpoints) in [
-        (&args.metrics_bind_address, server::Endpoints::METRICS),
-        (&args.health_probe_bind_address, server::Endpoints::PROBES),
-    ] {
-        let parsed =
-            server::parse_bind_address(address).map_err(|source| RunError::BindAddress {
-                address: address.clone(),
-                source,
-            })?;
-        if let Some(addr) = parsed {
-            *listeners.entry(addr).or_default() |= endpoints;
-        }
-    }
+    let parse = |address: &String| {
+        server::parse_bind_address(address).map_err(|source| RunError::BindAddress {
+            address: address.clone(),
+            source,
+        })
+    };
+    let metrics_at = parse(&args.metrics_bind_address)?;
+    let probes_at = parse(&args.health_probe_bind_address)?;
     let security = server::Security::from_args(&args.metrics_server, client, shutdown)?;
-    for (address, endpoints) in listeners {
-        server::serve(
-            address,
-            endpoints,
-            metrics.clone(),
-            health.clone(),
-            shutdown.clone(),
-            security.clone(),
-            server::ConnectionLimits::default(),
-        )
-        .await
-        .map_err(|source| RunError::Listen { address, source })?;
+    for address in BTreeSet::from_iter([metrics_at, probes_at].into_iter().flatten()) {
+        let site = server::Site {
+            serves_metrics: metrics_at == Some(address),
+            serves_probes: probes_at == Some(address),
+            metrics: metrics.clone(),
+            health: health.clone(),
+            security: security.clone(),
+            limits: server::ConnectionLimits::default(),
+        };
+        (server::serve(address, site, shutdown.clone()).await)
+            .map_err(|source| RunError::Listen { address, source })?;
     }
     Ok((metrics, health))
 }
@@ -362,6 +356,7 @@ async fn finish(leadership: Leadership) -> Result<(), RunError> {
 }
 
 /// The `--known-images-file`, reloaded when it changes.
+#[derive(Default)]
 struct KnownImagesFile {
     path: PathBuf,
     /// Modification time of the content held; `None` until the first successful read.
@@ -370,14 +365,6 @@ struct KnownImagesFile {
 }
 
 impl KnownImagesFile {
-    fn new(path: PathBuf) -> Self {
-        KnownImagesFile {
-            path,
-            modified: None,
-            images: KnownImages::default(),
-        }
-    }
-
     /// Reads the file again if it changed; true when its content changed.
     fn reload(&mut self) -> bool {
         let modified = std::fs::metadata(&self.path)
@@ -445,8 +432,6 @@ struct ObjectState {
     retry: Option<(u32, Instant)>,
     /// Its patches that conflicted in a row.
     conflicts: u32,
-    /// When its patch, which the API server refused, may be sent again.
-    patch_retry: Option<Instant>,
 }
 
 /// What the controller remembers from one pass to the next.
@@ -524,7 +509,15 @@ impl Controller {
                 _ = file_poll.tick() => {
                     replan |= self.known_file.as_mut().is_some_and(KnownImagesFile::reload);
                 }
-                _ = sleep_until(self.next_wake()) => replan |= self.wake(),
+                _ = sleep_until(self.next_wake()) => {
+                    // A retry, the template collection, a status write's retry or a hold's limit
+                    // is due: everything is planned again. The latter two are cleared here, as a
+                    // pass need not reset them (a follower runs none).
+                    let now = Instant::now();
+                    self.templates.due.take_if(|at| *at <= now);
+                    self.memory.status_retry_at.take_if(|at| *at <= now);
+                    replan = true;
+                }
                 changed = self.leader.changed() => {
                     if changed.is_err() {
                         return;
@@ -564,32 +557,13 @@ impl Controller {
             .min()
     }
 
-    /// Whether a retry, the template collection, a status write's retry or a hold's limit is
-    /// due: then everything is planned again.
-    fn wake(&mut self) -> bool {
-        let now = Instant::now();
-        let mut replan =
-            (self.memory.objects.values()).any(|o| o.retry.is_some_and(|r| r.1 <= now));
-        if self.templates.due.is_some_and(|at| at <= now) {
-            self.templates.due = None;
-            replan = true;
-        }
-        // The status is written by a pass that covers everything: once a failed write's
-        // backoff ends, and once a hold has lasted past its limit (reported as such).
-        if self.memory.status_retry_at.is_some_and(|at| at <= now) {
-            self.memory.status_retry_at = None;
-            replan = true;
-        }
-        replan |= self.held().is_some_and(|h| h.exceeded());
-        replan
-    }
-
     /// One pass of the pipeline over every machine resource.
     async fn pass(&mut self) {
         let started = Instant::now();
         let (mut observed, options) = self.observe().await;
         let planner = Planner::new(&observed.snapshot, &options);
-        let (mut decisions, facts) = decide::decide(&observed, &planner);
+        let mut decisions = planner.decide_all(&observed.machines);
+        let facts = report::PassFacts::of(&planner);
         // Only the leader imports, and not while a gate holds writes.
         let leading = *self.leader.borrow() && facts.blocked.is_none();
         let imports = self.vcenter.as_ref().filter(|_| leading);
@@ -661,7 +635,6 @@ impl Controller {
             &self.boots,
             &mut self.secrets,
             &mut self.cluster_api_secrets,
-            &self.args.machine_configuration_name,
             known,
         )
         .await;
@@ -689,9 +662,7 @@ impl Controller {
     }
 
     fn may_write(&self) -> bool {
-        !self.shutdown.is_cancelled()
-            && *self.leader.borrow()
-            && !self.stores.paused(&self.args.machine_configuration_name)
+        !self.shutdown.is_cancelled() && *self.leader.borrow() && !self.stores.paused()
     }
 
     /// Whether the patch of `d` waits: for the retry of an earlier one the API server refused,
@@ -702,9 +673,10 @@ impl Controller {
         let Some(object) = self.memory.objects.get(&d.key()) else {
             return false;
         };
-        let refused = object.patch_retry.is_some_and(|due| due > now);
-        let conflicted = object.conflicts > 0 && object.retry.is_some_and(|(_, due)| due > now);
-        refused || conflicted
+        // A refused patch is reported as PatchFailed, its retry scheduled as the error's.
+        let refused = (object.decision.as_ref()).is_some_and(|d| d.reason == Reason::PatchFailed);
+        let waiting = object.retry.is_some_and(|(_, due)| due > now);
+        waiting && (refused || object.conflicts > 0)
     }
 
     /// Before a pass sends updates: the status write that says they are under way
@@ -713,7 +685,7 @@ impl Controller {
     async fn announce_rollout(
         &mut self,
         sources: &status::StatusSources,
-        facts: &decide::PassFacts,
+        facts: &report::PassFacts,
         decisions: &[Decision],
         now: Instant,
     ) {

@@ -21,8 +21,8 @@ use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::time::Instant;
 
+use super::lenient::retried;
 use super::lenient::{Keep, Lenient};
-use super::watch_backoff::retried;
 use super::watches::{Trigger, paged};
 use crate::names::{ARCH_LABEL, CONTROL_PLANE_NODE_LABELS};
 use crate::plan::nodes::{control_plane_arch, is_ready};
@@ -79,7 +79,7 @@ impl Nodes {
                     }
                     Ok(watcher::Event::Apply(node)) => {
                         let name = node.meta().name.clone().unwrap_or_default();
-                        read.record(name, node.kept().ok())
+                        read.record(name, node.object().ok())
                     }
                     Ok(watcher::Event::Delete(node)) => {
                         let name = node.meta().name.clone().unwrap_or_default();
@@ -157,7 +157,7 @@ impl WhatIsRead {
         let mut read = WhatIsRead::default();
         for node in nodes {
             let name = node.meta().name.clone().unwrap_or_default();
-            read.record(name, node.kept().ok());
+            read.record(name, node.object().ok());
         }
         read
     }

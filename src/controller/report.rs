@@ -10,7 +10,6 @@ use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use super::act::{Applied, Outcome};
-use super::decide::PassFacts;
 use super::events::Notice;
 use super::retry::doubling;
 use super::status::StatusSources;
@@ -21,8 +20,26 @@ use crate::machine_kind::MachineKind;
 use crate::names::{LEGACY_PAUSE_ANNOTATION, PAUSE_ANNOTATION};
 use crate::plan::boot_evidence::BootState;
 use crate::plan::selection::Selected;
-use crate::plan::{self, Action, Blocked, Decision};
+use crate::plan::{self, Action, Blocked, Decision, Planner};
 use crate::reason::Reason;
+
+/// What reporting needs to know of a pass besides its decisions.
+pub(super) struct PassFacts {
+    pub blocked: Option<Blocked>,
+    pub golden: Option<Arc<GoldenConfig>>,
+    /// The effective selection mode of each kind.
+    pub selections: Vec<(MachineKind, Selected)>,
+}
+
+impl PassFacts {
+    pub fn of(planner: &Planner<'_>) -> Self {
+        PassFacts {
+            blocked: planner.blocked().cloned(),
+            golden: planner.golden().cloned(),
+            selections: planner.selections(),
+        }
+    }
+}
 
 impl Controller {
     pub(super) async fn report(
@@ -79,10 +96,6 @@ impl Controller {
         if !conflicted || reported.action == Action::Error {
             self.schedule_retry(&reported);
         }
-        let object = self.memory.object(&key);
-        object.patch_retry = (reported.reason == Reason::PatchFailed)
-            .then(|| Some(object.retry?.1))
-            .flatten();
         // Patched: reported as planning the patched object will decide, so status says
         // the rollout is done without waiting for the watch to echo every patch.
         if updated {

@@ -16,7 +16,7 @@ use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
 use super::lenient::Lenient;
-use super::watch_backoff::retried;
+use super::lenient::retried;
 use super::watches::{Trigger, re_plan_all_on_change};
 use crate::api::Secret;
 
@@ -102,7 +102,7 @@ impl SecretWatches {
             .iter()
             .filter_map(|(name, watch)| {
                 let secret = watch.store.state().into_iter().next()?;
-                let secret = secret.kept().ok()?.clone();
+                let secret = secret.object().ok()?.clone();
                 Some(((self.namespace.clone(), name.clone()), secret))
             })
             .collect()

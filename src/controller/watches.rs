@@ -19,9 +19,9 @@ use tokio::sync::mpsc::UnboundedSender;
 use tracing::{info, warn};
 
 use super::config::RunArgs;
+use super::lenient::retried;
 use super::lenient::{Keep, Lenient};
 use super::remembered_images;
-use super::watch_backoff::retried;
 
 use crate::api::{
     ClusterApiMachineDeployment, ClusterApiMachineSet, ClusterVersion, ConfigMap,
@@ -75,19 +75,17 @@ pub async fn start(
     let ns = &args.machine_api_namespace;
     let machine_sets = spawn(
         Api::namespaced(client.clone(), ns),
-        tx.clone(),
-        MachineKind::MachineSet,
+        (),
+        MachineKind::MachineSet.label(),
+        &tx,
     );
     // Clusters without these CRDs (ControlPlaneMachineSets on some platforms, ClusterVersion
     // outside OpenShift) work without them.
     let control_plane_api = Api::namespaced(client.clone(), ns);
     let control_plane =
         (installed(client, &control_plane_api, ListParams::default()).await).then(|| {
-            spawn(
-                control_plane_api,
-                tx.clone(),
-                MachineKind::ControlPlaneMachineSet,
-            )
+            let kind = MachineKind::ControlPlaneMachineSet;
+            spawn(control_plane_api, (), kind.label(), &tx)
         });
     // Asked by name: RBAC grants this controller the ClusterVersion `version` only.
     let by_version_name =
@@ -134,11 +132,9 @@ async fn cluster_api(
     tx: &UnboundedSender<Trigger>,
 ) -> Option<ClusterApiStores> {
     let machine_sets = Api::<Lenient<ClusterApiMachineSet>>::namespaced(client.clone(), namespace);
-    let templates: Api<Lenient<DynamicObject>> = Api::namespaced_with(
-        client.clone(),
-        namespace,
-        &plan::cluster_api_templates::api_resource(),
-    );
+    let template_resource = plan::cluster_api_templates::api_resource();
+    let templates: Api<Lenient<DynamicObject>> =
+        Api::namespaced_with(client.clone(), namespace, &template_resource);
     let machine_deployments =
         Api::<Lenient<ClusterApiMachineDeployment>>::namespaced(client.clone(), namespace);
     let all = ListParams::default();
@@ -177,29 +173,16 @@ async fn cluster_api(
             _ => {}
         }
     }
+    let (machine_set, machine_deployment) = (
+        MachineKind::ClusterApiMachineSet.label(),
+        MachineKind::ClusterApiMachineDeployment.label(),
+    );
+    let template = plan::cluster_api_templates::AWS_MACHINE_TEMPLATE;
     Some(ClusterApiStores {
-        machine_sets: spawn(machine_sets, tx.clone(), MachineKind::ClusterApiMachineSet),
-        machine_deployments: spawn(
-            machine_deployments,
-            tx.clone(),
-            MachineKind::ClusterApiMachineDeployment,
-        ),
-        templates: spawn_templates(templates, tx),
+        machine_sets: spawn(machine_sets, (), machine_set, tx),
+        machine_deployments: spawn(machine_deployments, (), machine_deployment, tx),
+        templates: spawn(templates, template_resource, template, tx),
     })
-}
-
-/// Watches the AWS machine templates of the Cluster API namespace; any change re-plans
-/// everything (they are few, and change when MachineSets move).
-fn spawn_templates(
-    api: Api<Lenient<DynamicObject>>,
-    tx: &UnboundedSender<Trigger>,
-) -> Store<Lenient<DynamicObject>> {
-    let writer = reflector::store::Writer::new(plan::cluster_api_templates::api_resource());
-    let store = writer.as_reader();
-    let stream = watcher(api, paged()).reflect(writer);
-    let stream = retried(plan::cluster_api_templates::AWS_MACHINE_TEMPLATE, stream);
-    tokio::spawn(re_plan_all_on_change(stream, tx.clone(), false));
-    store
 }
 
 /// Drives a watch any change of which re-plans everything. A (re)list changes the store only
@@ -252,25 +235,23 @@ where
     }
 }
 
-/// Watches a collection of machine resources, re-planning everything on each event.
+/// Watches a collection (machine resources of one kind, or the AWS machine templates of the
+/// Cluster API namespace, which are few and change when MachineSets move), re-planning
+/// everything on each event.
 fn spawn<K>(
     api: Api<Lenient<K>>,
-    tx: UnboundedSender<Trigger>,
-    kind: MachineKind,
+    dynamic_type: K::DynamicType,
+    name: &'static str,
+    tx: &UnboundedSender<Trigger>,
 ) -> Store<Lenient<K>>
 where
-    K: kube::Resource<DynamicType = ()>
-        + MachineObject
-        + Clone
-        + Debug
-        + DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
+    K: Keep + Clone + Debug + DeserializeOwned + Send + Sync + 'static,
+    K::DynamicType: Clone + Eq + std::hash::Hash,
 {
-    let (store, writer) = reflector::store();
-    let stream = retried(kind.label(), watcher(api, paged()).reflect(writer));
-    tokio::spawn(re_plan_all_on_change(stream, tx, false));
+    let writer = reflector::store::Writer::new(dynamic_type);
+    let store = writer.as_reader();
+    let stream = retried(name, watcher(api, paged()).reflect(writer));
+    tokio::spawn(re_plan_all_on_change(stream, tx.clone(), false));
     store
 }
 
@@ -425,23 +406,15 @@ impl Stores {
             .collect()
     }
 
-    /// The MachineConfiguration, with its `managedFields`.
-    pub fn machine_configuration(&self, name: &str) -> Option<MachineConfiguration> {
-        let found = self
-            .configurations
-            .state()
-            .into_iter()
-            .find(|m| m.meta().name.as_deref() == Some(name));
-        parsed(found)
+    /// The MachineConfiguration (its store holds the one watched by name), with its
+    /// `managedFields`.
+    pub fn machine_configuration(&self) -> Option<MachineConfiguration> {
+        parsed(first(&self.configurations))
     }
 
     /// Read straight from the store before each write, so a pause takes effect mid-pass.
-    pub fn paused(&self, name: &str) -> bool {
-        self.configurations
-            .state()
-            .iter()
-            .filter(|m| m.meta().name.as_deref() == Some(name))
-            .any(|m| plan::paused(m.meta()))
+    pub fn paused(&self) -> bool {
+        first(&self.configurations).is_some_and(|m| plan::paused(m.meta()))
     }
 
     pub fn golden(&self) -> Option<ConfigMap> {

@@ -90,12 +90,6 @@ pub struct Health {
     stall_limit: Duration,
 }
 
-impl Default for Health {
-    fn default() -> Self {
-        Health::new(Duration::from_secs(3600))
-    }
-}
-
 impl Health {
     pub fn new(stall_limit: Duration) -> Self {
         Health {
@@ -125,40 +119,11 @@ impl Health {
         self.progress_ms.store(now, Ordering::SeqCst);
     }
 
-    /// How long the loop has not gone round, when that is longer than the limit.
-    pub fn stalled(&self) -> Option<Duration> {
-        self.stalled_at(std::time::Instant::now())
-    }
-
-    fn stalled_at(&self, now: std::time::Instant) -> Option<Duration> {
+    /// How long the loop has not gone round at `now`, when that is longer than the limit.
+    fn stalled(&self, now: std::time::Instant) -> Option<Duration> {
         let last = self.started + Duration::from_millis(self.progress_ms.load(Ordering::SeqCst));
         let idle = now.saturating_duration_since(last);
         (idle > self.stall_limit).then_some(idle)
-    }
-}
-
-/// Which paths a listener serves.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Endpoints {
-    pub metrics: bool,
-    pub probes: bool,
-}
-
-impl Endpoints {
-    pub const METRICS: Endpoints = Endpoints {
-        metrics: true,
-        probes: false,
-    };
-    pub const PROBES: Endpoints = Endpoints {
-        metrics: false,
-        probes: true,
-    };
-}
-
-impl std::ops::BitOrAssign for Endpoints {
-    fn bitor_assign(&mut self, other: Endpoints) {
-        self.metrics |= other.metrics;
-        self.probes |= other.probes;
     }
 }
 
@@ -233,19 +198,28 @@ pub fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     TcpListener::from_std(socket.into())
 }
 
+/// What one listener serves, shared by its connections.
+#[derive(Clone)]
+pub struct Site {
+    /// `/metrics`.
+    pub serves_metrics: bool,
+    /// `/healthz`, `/livez` and `/readyz`.
+    pub serves_probes: bool,
+    pub metrics: Metrics,
+    pub health: Arc<Health>,
+    pub security: Option<Security>,
+    pub limits: ConnectionLimits,
+}
+
 /// Binds now (so a port conflict fails start-up) and serves until `shutdown`. With `security`,
 /// the listener speaks TLS and checks every /metrics client; it must then not serve the probes.
 pub async fn serve(
     addr: SocketAddr,
-    endpoints: Endpoints,
-    metrics: Metrics,
-    health: Arc<Health>,
+    mut site: Site,
     shutdown: CancellationToken,
-    security: Option<Security>,
-    limits: ConnectionLimits,
 ) -> std::io::Result<tokio::task::JoinHandle<()>> {
-    let security = security.filter(|_| endpoints.metrics);
-    if security.is_some() && endpoints.probes {
+    site.security = site.security.filter(|_| site.serves_metrics);
+    if site.security.is_some() && site.serves_probes {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
             "with --metrics-secure the probes need an address of their own: the kubelet probes \
@@ -254,7 +228,8 @@ pub async fn serve(
     }
     let listener = bind(addr)?;
     let connections = Arc::new(Connections::default());
-    info!(address = %listener.local_addr()?, metrics = endpoints.metrics, probes = endpoints.probes, tls = security.is_some(), "serving HTTP");
+    info!(address = %listener.local_addr()?, metrics = site.serves_metrics, probes = site.serves_probes, tls = site.security.is_some(), "serving HTTP");
+    let site = Arc::new(site);
     Ok(tokio::spawn(async move {
         loop {
             let (stream, peer) = tokio::select! {
@@ -264,18 +239,17 @@ pub async fn serve(
                     Err(e) => { debug!(error = %e, "accept failed"); continue; }
                 },
             };
+            let limits = &site.limits;
             let slot = connections.admit(
                 peer.ip(),
                 limits.max_connections,
                 limits.max_connections_per_peer,
             );
-            let metrics = metrics.clone();
-            let health = health.clone();
-            let security = security.clone();
+            let site = site.clone();
             tokio::spawn(async move {
                 let evicted = slot.evicted.clone();
                 tokio::select! {
-                    _ = serve_peer(stream, peer.ip(), endpoints, metrics, health, security, limits) => {}
+                    _ = serve_peer(stream, peer.ip(), site) => {}
                     _ = evicted.cancelled() => {
                         debug!(%peer, "closing a connection to make room for a newer one");
                     }
@@ -287,30 +261,13 @@ pub async fn serve(
 }
 
 /// Serves one accepted connection until it ends.
-async fn serve_peer(
-    stream: tokio::net::TcpStream,
-    peer: std::net::IpAddr,
-    endpoints: Endpoints,
-    metrics: Metrics,
-    health: Arc<Health>,
-    security: Option<Security>,
-    limits: ConnectionLimits,
-) {
-    let reviewer = security.as_ref().map(|s| s.reviewer.clone());
-    let service = service_fn(move |req| {
-        respond(
-            req,
-            peer,
-            endpoints,
-            metrics.clone(),
-            health.clone(),
-            reviewer.clone(),
-        )
-    });
-    let served = match security {
-        Some(security) => {
-            let handshake =
-                tokio::time::timeout(limits.handshake_timeout, security.acceptor.accept(stream));
+async fn serve_peer(stream: tokio::net::TcpStream, peer: std::net::IpAddr, site: Arc<Site>) {
+    let limits = site.limits;
+    let acceptor = site.security.as_ref().map(|s| s.acceptor.clone());
+    let service = service_fn(move |req| respond(req, peer, site.clone()));
+    let served = match acceptor {
+        Some(acceptor) => {
+            let handshake = tokio::time::timeout(limits.handshake_timeout, acceptor.accept(stream));
             match handshake.await {
                 Ok(Ok(tls)) => serve_connection(tls, service, limits).await,
                 Ok(Err(e)) => {
@@ -362,17 +319,14 @@ where
 async fn respond(
     req: Request<Incoming>,
     peer: std::net::IpAddr,
-    endpoints: Endpoints,
-    metrics: Metrics,
-    health: Arc<Health>,
-    reviewer: Option<Reviewer>,
+    site: Arc<Site>,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
+    let (health, probes) = (&site.health, site.serves_probes);
     Ok(match req.uri().path() {
-        "/metrics" if endpoints.metrics => {
-            let method = req.method().as_str();
-            serve_metrics(req.headers(), method, peer, &metrics, reviewer).await
+        "/metrics" if site.serves_metrics => {
+            serve_metrics(req.headers(), req.method().as_str(), peer, &site).await
         }
-        "/healthz" | "/livez" if endpoints.probes => match health.stalled() {
+        "/healthz" | "/livez" if probes => match health.stalled(std::time::Instant::now()) {
             None => text(StatusCode::OK, "ok\n"),
             Some(idle) => text(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -382,8 +336,8 @@ async fn respond(
                 ),
             ),
         },
-        "/readyz" if endpoints.probes && health.ready() => text(StatusCode::OK, "ok\n"),
-        "/readyz" if endpoints.probes => text(
+        "/readyz" if probes && health.ready() => text(StatusCode::OK, "ok\n"),
+        "/readyz" if probes => text(
             StatusCode::SERVICE_UNAVAILABLE,
             "not ready: caches not synced or shutting down\n",
         ),
@@ -399,11 +353,10 @@ async fn serve_metrics(
     headers: &hyper::HeaderMap,
     method: &str,
     peer: std::net::IpAddr,
-    metrics: &Metrics,
-    reviewer: Option<Reviewer>,
+    site: &Site,
 ) -> Response<Full<Bytes>> {
-    let exposition = || response(StatusCode::OK, metrics.render(), EXPOSITION_FORMAT);
-    let Some(reviewer) = reviewer else {
+    let exposition = || response(StatusCode::OK, site.metrics.render(), EXPOSITION_FORMAT);
+    let Some(Security { reviewer, .. }) = &site.security else {
         return exposition();
     };
     let authorization = headers
@@ -460,6 +413,12 @@ mod tests {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpStream;
 
+    impl Default for Health {
+        fn default() -> Self {
+            Health::new(Duration::from_secs(3600))
+        }
+    }
+
     #[test]
     fn bind_addresses() {
         assert_eq!(
@@ -481,15 +440,12 @@ mod tests {
         let h = Health::new(limit);
         h.record_progress();
         let recorded = std::time::Instant::now();
-        assert_eq!(h.stalled_at(recorded), None);
-        assert_eq!(
-            h.stalled_at(recorded + limit - Duration::from_secs(1)),
-            None
-        );
+        assert_eq!(h.stalled(recorded), None);
+        assert_eq!(h.stalled(recorded + limit - Duration::from_secs(1)), None);
         let later = recorded + limit + Duration::from_secs(1);
-        assert!(h.stalled_at(later).is_some_and(|idle| idle > limit));
+        assert!(h.stalled(later).is_some_and(|idle| idle > limit));
         h.record_progress();
-        assert_eq!(h.stalled_at(std::time::Instant::now()), None);
+        assert_eq!(h.stalled(std::time::Instant::now()), None);
     }
 
     #[tokio::test]
@@ -497,8 +453,7 @@ mod tests {
         // No progress allowed at all: stalled from the first instant, whatever the timing.
         let health = Arc::new(Health::new(Duration::ZERO));
         let limits = ConnectionLimits::default();
-        let (addr, shutdown) =
-            server_on("127.0.0.1", Endpoints::PROBES, health.clone(), None, limits).await;
+        let (addr, shutdown) = server_on("127.0.0.1", false, health.clone(), None, limits).await;
         health.record_progress();
         assert!(get(addr, "/healthz").await.contains(" 503 "));
         shutdown.cancel();
@@ -517,13 +472,14 @@ mod tests {
     /// A probe listener on a free port of `ip`, with `limits`, until the token is cancelled.
     async fn probe_server(ip: &str, limits: ConnectionLimits) -> (SocketAddr, CancellationToken) {
         let health = Arc::new(Health::default());
-        server_on(ip, Endpoints::PROBES, health, None, limits).await
+        server_on(ip, false, health, None, limits).await
     }
 
-    /// A listener serving `endpoints` on a free port of `ip`, until the token is cancelled.
+    /// A listener serving /metrics (`metrics`) or else the probes on a free port of `ip`, until
+    /// the token is cancelled.
     async fn server_on(
         ip: &str,
-        endpoints: Endpoints,
+        metrics: bool,
         health: Arc<Health>,
         tls: Option<Security>,
         limits: ConnectionLimits,
@@ -533,18 +489,15 @@ mod tests {
         drop(free);
         let addr: SocketAddr = format!("{ip}:{port}").parse().expect("address");
         let shutdown = CancellationToken::new();
-        let metrics = Metrics::new();
-        serve(
-            addr,
-            endpoints,
-            metrics,
+        let site = Site {
+            serves_metrics: metrics,
+            serves_probes: !metrics,
+            metrics: Metrics::new(),
             health,
-            shutdown.clone(),
-            tls,
+            security: tls,
             limits,
-        )
-        .await
-        .expect("serve");
+        };
+        serve(addr, site, shutdown.clone()).await.expect("serve");
         (addr, shutdown)
     }
 
@@ -678,8 +631,7 @@ mod tests {
         let tls = Some(tls_without_certificate());
         let health = Arc::new(Health::default());
         let limits = ConnectionLimits::default();
-        let (addr, shutdown) =
-            server_on("127.0.0.1", Endpoints::METRICS, health, tls, limits).await;
+        let (addr, shutdown) = server_on("127.0.0.1", true, health, tls, limits).await;
         let mut silent = TcpStream::connect(addr).await.expect("connect");
         let took = time_to_close(&mut silent, Duration::from_secs(9)).await;
         assert!(
@@ -749,8 +701,7 @@ mod tests {
     async fn one_peer_with_80_idle_connections_does_not_keep_another_from_metrics() {
         let health = Arc::new(Health::default());
         let limits = ConnectionLimits::default();
-        let (addr, shutdown) =
-            server_on("127.0.0.1", Endpoints::METRICS, health, None, limits).await;
+        let (addr, shutdown) = server_on("127.0.0.1", true, health, None, limits).await;
         let mut idle = idle_connections("127.0.0.1", addr, 80).await;
         for _ in 0..5 {
             let status = get_from("127.0.0.2", addr, "/metrics").await;

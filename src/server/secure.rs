@@ -58,13 +58,14 @@ pub enum TlsError {
 pub struct ReloadingCertificate {
     dir: PathBuf,
     /// The files' bytes (to notice a change) and what they parsed into.
-    current: RwLock<(Vec<u8>, Arc<CertifiedKey>)>,
+    current: RwLock<([Vec<u8>; 2], Arc<CertifiedKey>)>,
 }
 
 impl ReloadingCertificate {
     /// Reads the folder now, so a missing or broken certificate fails start-up.
     pub fn load(dir: &Path) -> Result<Arc<Self>, TlsError> {
-        let (bytes, key) = read_pair(dir)?;
+        let bytes = raw_pair(dir)?;
+        let key = parse_pair(dir, &bytes)?;
         Ok(Arc::new(ReloadingCertificate {
             dir: dir.to_path_buf(),
             current: RwLock::new((bytes, key)),
@@ -93,8 +94,8 @@ impl ReloadingCertificate {
         if self.current.read().is_ok_and(|c| c.0 == bytes) {
             return;
         }
-        match read_pair(&self.dir) {
-            Ok((bytes, key)) => {
+        match parse_pair(&self.dir, &bytes) {
+            Ok(key) => {
                 if let Ok(mut current) = self.current.write() {
                     *current = (bytes, key);
                     info!(dir = %self.dir.display(), "serving a renewed metrics certificate");
@@ -112,41 +113,38 @@ impl ResolvesServerCert for ReloadingCertificate {
     }
 }
 
-fn raw_pair(dir: &Path) -> Result<Vec<u8>, TlsError> {
-    let mut bytes = Vec::new();
-    for name in [CERT_FILE, KEY_FILE] {
+/// The certificate's and the key's bytes.
+fn raw_pair(dir: &Path) -> Result<[Vec<u8>; 2], TlsError> {
+    let read = |name: &str| {
         let path = dir.join(name);
-        bytes.extend(std::fs::read(&path).map_err(|source| TlsError::Read { path, source })?);
-    }
-    Ok(bytes)
+        std::fs::read(&path).map_err(|source| TlsError::Read { path, source })
+    };
+    Ok([read(CERT_FILE)?, read(KEY_FILE)?])
 }
 
-fn read_pair(dir: &Path) -> Result<(Vec<u8>, Arc<CertifiedKey>), TlsError> {
-    let bytes = raw_pair(dir)?;
-    let cert_path = dir.join(CERT_FILE);
-    let key_path = dir.join(KEY_FILE);
-    let invalid = |path: &Path, message: String| TlsError::Invalid {
-        path: path.to_path_buf(),
+/// The certificate and key in `bytes`, as [`raw_pair`] read them from `dir`.
+fn parse_pair(dir: &Path, bytes: &[Vec<u8>; 2]) -> Result<Arc<CertifiedKey>, TlsError> {
+    let invalid = |name: &str, message: String| TlsError::Invalid {
+        path: dir.join(name),
         message,
     };
-    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&cert_path)
-        .map_err(|e| invalid(&cert_path, e.to_string()))?
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&bytes[0])
         .collect::<Result<_, _>>()
-        .map_err(|e| invalid(&cert_path, e.to_string()))?;
+        .map_err(|e| invalid(CERT_FILE, e.to_string()))?;
     if chain.is_empty() {
-        return Err(invalid(&cert_path, "no certificate".into()));
+        return Err(invalid(CERT_FILE, "no certificate".into()));
     }
     let key =
-        PrivateKeyDer::from_pem_file(&key_path).map_err(|e| invalid(&key_path, e.to_string()))?;
+        PrivateKeyDer::from_pem_slice(&bytes[1]).map_err(|e| invalid(KEY_FILE, e.to_string()))?;
     let signing = rustls::crypto::ring::sign::any_supported_type(&key)
-        .map_err(|e| invalid(&key_path, e.to_string()))?;
+        .map_err(|e| invalid(KEY_FILE, e.to_string()))?;
     let certified = CertifiedKey::new(chain, signing);
     // A renewed certificate arrives with its own key; serving it with the old one would fail
     // every handshake.
     certified
         .keys_match()
-        .map_err(|e| invalid(&key_path, format!("does not match {CERT_FILE}: {e}")))?;
-    Ok((bytes, Arc::new(certified)))
+        .map_err(|e| invalid(KEY_FILE, format!("does not match {CERT_FILE}: {e}")))?;
+    Ok(Arc::new(certified))
 }
 
 /// A TLS acceptor serving the current certificate, HTTP/1.1 only.
@@ -235,10 +233,6 @@ impl Recent {
         let age = self.age(now);
         age >= VERDICT_TTL && age < ALLOWED_GRACE && self.verdict.get() == Some(&Verdict::Allowed)
     }
-
-    fn kept(&self, now: Instant) -> bool {
-        self.age(now) < VERDICT_TTL || self.stale_allowed(now)
-    }
 }
 
 /// What a request finds among the recent verdicts.
@@ -312,7 +306,8 @@ impl Verdicts {
         }
         let verdict = SharedVerdict::default();
         if self.recent.len() >= MAX_VERDICTS {
-            self.recent.retain(|_, r| r.kept(now));
+            self.recent
+                .retain(|_, r| r.age(now) < VERDICT_TTL || r.stale_allowed(now));
         }
         if self.recent.len() < MAX_VERDICTS || self.recent.contains_key(&key) {
             let recent = Recent {
