@@ -77,11 +77,9 @@ pub(super) struct Written {
 
 /// A status write decided on, which [`Controller::send_status`] sends and records.
 pub(super) struct StatusWrite {
-    /// The resourceVersions at which the object has the status the conditions were computed
-    /// against ([`Written::bases`]).
-    bases: Vec<String>,
-    conditions: Vec<Condition>,
-    fields: Option<StatusFields>,
+    /// What it writes, and the resourceVersions at which the object has the status it was
+    /// computed against: recorded once written, with the version the write made.
+    status: Written,
     /// The conditions differ from what the object has (else they only carry the fields).
     conditions_changed: bool,
     /// The served schema the fields were written against.
@@ -146,8 +144,8 @@ impl Controller {
         desired.extend(fields.as_ref().and_then(|f| f.manual_met.clone()));
         let (entries, shared) = self.field_entries(mc, fields.as_ref(), &schema);
         let (current, current_fields, version, bases) = self.current_status(mc);
-        let fields_changed = (entries.as_ref())
-            .is_some_and(|entries| !boot_image_fields::already_in(entries, &current_fields));
+        let fields_changed =
+            (entries.iter().flatten()).any(|(key, value)| current_fields.get(key) != Some(value));
         let merged =
             conditions::merge(&current, &desired, mc.metadata.generation, Timestamp::now());
         let conditions_changed = merged.is_some();
@@ -170,9 +168,12 @@ impl Controller {
             return None;
         }
         Some(StatusWrite {
-            bases,
-            conditions,
-            fields: entries,
+            status: Written {
+                bases,
+                version: None,
+                conditions,
+                fields: entries,
+            },
             conditions_changed,
             schema,
             force: !standing_down,
@@ -262,10 +263,11 @@ impl Controller {
         let api = &self.configurations;
         let guard = (write.force, write.precondition.as_deref());
         let target = ["MachineConfiguration/status"];
-        let mut result = apply(api, name, &write.conditions, write.fields.as_ref(), guard).await;
+        let status = &mut write.status;
+        let mut result = apply(api, name, &status.conditions, status.fields.as_ref(), guard).await;
         if let Err(kube::Error::Api(refused)) = &result
             && refused.code == 422
-            && write.fields.is_some()
+            && status.fields.is_some()
         {
             warn!(error = %refused, "the API server refused the boot-image status fields; writing the conditions alone, if they changed, and the fields again after a backoff (1 s doubling to 5 min)");
             self.metrics.write_failures.with_label_values(&target).inc();
@@ -275,13 +277,13 @@ impl Controller {
                 .map_or(1, |r| r.times.saturating_add(1));
             let (at, schema) = (Instant::now(), write.schema.clone());
             self.memory.fields_refused = Some(FieldsRefusal { times, at, schema });
-            write.fields = None;
+            status.fields = None;
             // Nothing else to send: the conditions had not changed.
             if !write.conditions_changed {
                 return;
             }
-            result = apply(api, name, &write.conditions, None, guard).await;
-        } else if write.fields.is_some() && result.is_ok() {
+            result = apply(api, name, &status.conditions, None, guard).await;
+        } else if status.fields.is_some() && result.is_ok() {
             self.memory.fields_refused = None;
         }
         match result {
@@ -290,10 +292,8 @@ impl Controller {
                 self.memory.status_failures = 0;
                 self.memory.status_retry_at = None;
                 self.memory.status_written = Some(Written {
-                    bases: write.bases,
                     version,
-                    conditions: write.conditions,
-                    fields: write.fields,
+                    ..write.status
                 });
             }
             Err(e) => {
