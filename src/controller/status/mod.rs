@@ -62,7 +62,8 @@ impl StatusSources {
     }
 }
 
-/// Our last status write, while the watch has not delivered it.
+/// Our conditions and boot-image fields: as a write sends them, as our last write left them
+/// while the watch has not delivered it, or as the object has them as far as we know.
 pub(super) struct Written {
     /// The resourceVersions at which the object's status is what we wrote: the one our first
     /// write in a row was computed against, and those our own writes made since, before this
@@ -72,16 +73,14 @@ pub(super) struct Written {
     /// The resourceVersion it made, which a guarded write that follows it requires.
     version: Option<String>,
     conditions: Vec<Condition>,
-    fields: Option<StatusFields>,
+    fields: StatusFields,
 }
 
 /// A status write decided on, which [`Controller::send_status`] sends and records.
 pub(super) struct StatusWrite {
-    /// The resourceVersions at which the object has the status the conditions were computed
-    /// against ([`Written::bases`]).
-    bases: Vec<String>,
-    conditions: Vec<Condition>,
-    fields: Option<StatusFields>,
+    /// What it writes, and the resourceVersions at which the object has the status it was
+    /// computed against: recorded once written, with the version the write made.
+    status: Written,
     /// The conditions differ from what the object has (else they only carry the fields).
     conditions_changed: bool,
     /// The served schema the fields were written against.
@@ -145,11 +144,11 @@ impl Controller {
         let schema = self.schema.current();
         desired.extend(fields.as_ref().and_then(|f| f.manual_met.clone()));
         let (entries, shared) = self.field_entries(mc, fields.as_ref(), &schema);
-        let (current, current_fields, version, bases) = self.current_status(mc);
-        let fields_changed = (entries.as_ref())
-            .is_some_and(|entries| !boot_image_fields::already_in(entries, &current_fields));
-        let merged =
-            conditions::merge(&current, &desired, mc.metadata.generation, Timestamp::now());
+        let known = self.current_status(mc);
+        let current = &known.conditions;
+        let fields_changed =
+            (entries.iter()).any(|(key, value)| known.fields.get(key) != Some(value));
+        let merged = conditions::merge(current, &desired, mc.metadata.generation, Timestamp::now());
         let conditions_changed = merged.is_some();
         let mut conditions = match merged {
             Some(conditions) => conditions,
@@ -170,14 +169,17 @@ impl Controller {
             return None;
         }
         Some(StatusWrite {
-            bases,
-            conditions,
-            fields: entries,
+            status: Written {
+                bases: known.bases,
+                version: None,
+                conditions,
+                fields: entries,
+            },
             conditions_changed,
             schema,
             force: !standing_down,
             precondition: (!standing_down && !shared.is_empty())
-                .then_some(version)
+                .then_some(known.version)
                 .flatten(),
         })
     }
@@ -194,14 +196,14 @@ impl Controller {
             .collect()
     }
 
-    /// The boot-image fields to apply, none when empty, and (second) the fields other managers
-    /// share with us, which go along as they are.
+    /// The boot-image fields to apply, and (second) the fields other managers share with us,
+    /// which go along as they are.
     fn field_entries(
         &self,
         mc: &MachineConfiguration,
         fields: Option<&BootImageFields>,
         schema: &StatusSchema,
-    ) -> (Option<StatusFields>, StatusFields) {
+    ) -> (StatusFields, StatusFields) {
         // Fields the API server refused wait for their backoff; the conditions never do.
         let refused = (self.memory.fields_refused.as_ref()).is_some_and(|r| {
             r.schema == *schema && Instant::now() < r.at + status_retry_delay(r.times)
@@ -216,38 +218,33 @@ impl Controller {
         let mut entries = fields.map(|f| f.status_entries(schema)).unwrap_or_default();
         entries.retain(|key, _| !owned_elsewhere.contains(key));
         entries.extend(shared.clone());
-        (Some(entries).filter(|entries| !entries.is_empty()), shared)
+        (entries, shared)
     }
 
     /// The conditions, boot-image fields and resourceVersion `mc` has, as far as we know, and
     /// the resourceVersions at which it has them: until the watch delivers our own write, what
     /// we wrote rather than the stale copy (the pass's own snapshot is one once it announced its
     /// rollout).
-    fn current_status(
-        &self,
-        mc: &MachineConfiguration,
-    ) -> (Vec<Condition>, StatusFields, Option<String>, Vec<String>) {
+    fn current_status(&self, mc: &MachineConfiguration) -> Written {
         let status = mc.status.as_ref();
-        let mut current = status
-            .and_then(|s| s.conditions.clone())
-            .unwrap_or_default();
-        let mut fields: StatusFields = status
-            .map(|s| s.extra.clone().into_iter().collect())
-            .unwrap_or_default();
-        let mut version = mc.metadata.resource_version.clone();
-        let mut bases = Vec::from_iter(version.clone());
+        let mut known = Written {
+            bases: Vec::from_iter(mc.metadata.resource_version.clone()),
+            version: mc.metadata.resource_version.clone(),
+            conditions: (status.and_then(|s| s.conditions.clone())).unwrap_or_default(),
+            fields: (status.map(|s| s.extra.clone().into_iter().collect())).unwrap_or_default(),
+        };
         if let Some(written) = &self.memory.status_written
-            && version.as_ref().is_some_and(|v| written.bases.contains(v))
+            && (known.version.as_ref()).is_some_and(|v| written.bases.contains(v))
         {
-            current = written.conditions.clone();
-            fields.extend(written.fields.clone().unwrap_or_default());
-            bases = (written.bases.iter())
+            known.conditions = written.conditions.clone();
+            known.fields.extend(written.fields.clone());
+            known.bases = (written.bases.iter())
                 .chain(&written.version)
                 .cloned()
                 .collect();
-            version = written.version.clone();
+            known.version = written.version.clone();
         }
-        (current, fields, version, bases)
+        known
     }
 
     /// Sends a status write and records how it went: what the next write compares with, or
@@ -262,10 +259,11 @@ impl Controller {
         let api = &self.configurations;
         let guard = (write.force, write.precondition.as_deref());
         let target = ["MachineConfiguration/status"];
-        let mut result = apply(api, name, &write.conditions, write.fields.as_ref(), guard).await;
+        let status = &mut write.status;
+        let mut result = apply(api, name, status, guard).await;
         if let Err(kube::Error::Api(refused)) = &result
             && refused.code == 422
-            && write.fields.is_some()
+            && !status.fields.is_empty()
         {
             warn!(error = %refused, "the API server refused the boot-image status fields; writing the conditions alone, if they changed, and the fields again after a backoff (1 s doubling to 5 min)");
             self.metrics.write_failures.with_label_values(&target).inc();
@@ -275,13 +273,13 @@ impl Controller {
                 .map_or(1, |r| r.times.saturating_add(1));
             let (at, schema) = (Instant::now(), write.schema.clone());
             self.memory.fields_refused = Some(FieldsRefusal { times, at, schema });
-            write.fields = None;
+            status.fields.clear();
             // Nothing else to send: the conditions had not changed.
             if !write.conditions_changed {
                 return;
             }
-            result = apply(api, name, &write.conditions, None, guard).await;
-        } else if write.fields.is_some() && result.is_ok() {
+            result = apply(api, name, status, guard).await;
+        } else if !status.fields.is_empty() && result.is_ok() {
             self.memory.fields_refused = None;
         }
         match result {
@@ -290,10 +288,8 @@ impl Controller {
                 self.memory.status_failures = 0;
                 self.memory.status_retry_at = None;
                 self.memory.status_written = Some(Written {
-                    bases: write.bases,
                     version,
-                    conditions: write.conditions,
-                    fields: write.fields,
+                    ..write.status
                 });
             }
             Err(e) => {
@@ -451,23 +447,22 @@ fn status_retry_delay(failures: u32) -> std::time::Duration {
     doubling(MIN_BACKOFF, MAX_BACKOFF, failures)
 }
 
-/// Applies our conditions to the MachineConfiguration's status subresource; forced only when
+/// Applies `status` to the MachineConfiguration's status subresource; forced only when
 /// `force` (we manage boot images), and only onto the resourceVersion `precondition` names when
 /// it names one (see `StatusWrite::precondition`). Answers the resourceVersion it made.
 async fn apply(
     api: &Api<MachineConfiguration>,
     name: &str,
-    conditions: &[Condition],
-    fields: Option<&serde_json::Map<String, serde_json::Value>>,
+    status: &Written,
     (force, precondition): (bool, Option<&str>),
 ) -> Result<Option<String>, kube::Error> {
-    let mut status = fields.cloned().unwrap_or_default();
-    status.insert("conditions".into(), json!(conditions));
+    let mut fields = status.fields.clone();
+    fields.insert("conditions".into(), json!(status.conditions));
     let mut body = json!({
         "apiVersion": "operator.openshift.io/v1",
         "kind": "MachineConfiguration",
         "metadata": {"name": name},
-        "status": status,
+        "status": fields,
     });
     if let Some(resource_version) = precondition {
         body["metadata"]["resourceVersion"] = json!(resource_version);

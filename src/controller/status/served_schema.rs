@@ -126,10 +126,6 @@ pub enum SchemaError {
     KindNotServed,
     #[error("cannot read the OpenAPI v3 document: {0}")]
     Json(#[from] serde_json::Error),
-    #[error("cannot fetch the OpenAPI v3 document: {0}")]
-    Fetch(#[from] kube::Error),
-    #[error("{path} is larger than {} MiB; not read", MAX_DOCUMENT_BYTES / (1024 * 1024))]
-    TooLarge { path: String },
     #[error("cannot read {path}: {message}")]
     Read { path: String, message: String },
 }
@@ -200,20 +196,10 @@ async fn read_if_changed(
     client: &Client,
     known: Option<&str>,
 ) -> Result<Option<(String, StatusSchema)>, SchemaError> {
-    #[derive(Deserialize)]
-    struct Index {
-        paths: HashMap<String, Entry>,
-    }
-    #[derive(Deserialize)]
-    struct Entry {
-        #[serde(rename = "serverRelativeURL")]
-        url: String,
-    }
-    let index: Index = serde_json::from_str(&get(client, "/openapi/v3").await?)?;
-    let url = (index.paths.get(GROUP_VERSION_PATH))
+    let index: Value = serde_json::from_str(&get(client, "/openapi/v3").await?)?;
+    let url = (index["paths"][GROUP_VERSION_PATH]["serverRelativeURL"].as_str())
         .ok_or(SchemaError::GroupVersionNotServed)?
-        .url
-        .clone();
+        .to_string();
     if known == Some(url.as_str()) {
         return Ok(None);
     }
@@ -225,53 +211,47 @@ async fn read_if_changed(
 
 /// The body at `path`, at most [`MAX_DOCUMENT_BYTES`] of it, answered within the bound of a call.
 async fn get(client: &Client, path: &str) -> Result<String, SchemaError> {
-    let request = hyper::Request::get(path)
-        .body(kube::client::Body::from(Vec::new()))
-        .map_err(|e| SchemaError::Read {
-            path: path.to_string(),
-            message: e.to_string(),
-        })?;
     let read = async {
+        let request = hyper::Request::get(path).body(kube::client::Body::from(Vec::new()))?;
         let response = client.send(request).await?;
         let code = response.status();
-        let text = read_limited(response.into_body(), path).await?;
-        if !code.is_success() {
-            let path = path.to_string();
-            let message = format!("HTTP {}", code.as_u16());
-            return Err(SchemaError::Read { path, message });
+        let text = read_limited(response.into_body()).await?;
+        match code.is_success() {
+            true => Ok(text),
+            false => Err(format!("HTTP {}", code.as_u16()).into()),
         }
-        Ok(text)
     };
     let secs = crate::api_client::CALL_TIMEOUT.as_secs();
-    (tokio::time::timeout(crate::api_client::CALL_TIMEOUT, read).await).unwrap_or_else(|_| {
-        let late = kube::Error::Service(format!("no answer within {secs}s").into());
-        Err(SchemaError::Fetch(late))
+    let late = || Err(format!("no answer within {secs}s").into());
+    let result = (tokio::time::timeout(crate::api_client::CALL_TIMEOUT, read).await)
+        .unwrap_or_else(|_| late());
+    result.map_err(|e: BoxError| SchemaError::Read {
+        path: path.to_string(),
+        message: e.to_string(),
     })
 }
 
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
 /// `body` as text, refused once it passes [`MAX_DOCUMENT_BYTES`] (nothing more is read).
-async fn read_limited<B>(body: B, path: &str) -> Result<String, SchemaError>
+async fn read_limited<B>(body: B) -> Result<String, BoxError>
 where
     B: hyper::body::Body,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B::Error: Into<BoxError>,
 {
     use http_body_util::BodyExt as _;
     let limited = http_body_util::Limited::new(body, MAX_DOCUMENT_BYTES);
-    let path = path.to_string();
-    let bytes = match limited.collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
-            return Err(SchemaError::TooLarge { path });
+    let bytes = (limited.collect().await).map_err(|e| {
+        match e.is::<http_body_util::LengthLimitError>() {
+            true => format!(
+                "larger than {} MiB; not read",
+                MAX_DOCUMENT_BYTES / (1024 * 1024)
+            )
+            .into(),
+            false => e,
         }
-        Err(e) => {
-            let message = e.to_string();
-            return Err(SchemaError::Read { path, message });
-        }
-    };
-    String::from_utf8(Vec::from(bytes)).map_err(|e| SchemaError::Read {
-        path,
-        message: e.to_string(),
-    })
+    })?;
+    Ok(String::from_utf8(bytes.to_bytes().into())?)
 }
 
 #[cfg(test)]
@@ -292,14 +272,12 @@ mod tests {
 
     #[tokio::test]
     async fn a_document_is_read_up_to_its_bound_and_no_further() {
-        let within = read_limited(chunked(MAX_DOCUMENT_BYTES / (1024 * 1024)), "/openapi/v3").await;
+        let within = read_limited(chunked(MAX_DOCUMENT_BYTES / (1024 * 1024))).await;
         assert_eq!(within.expect("at the bound").len(), MAX_DOCUMENT_BYTES);
         // An endless body: refused once past the bound, without waiting for its end.
-        let endless = read_limited(chunked(usize::MAX), "/openapi/v3").await;
-        assert!(
-            matches!(endless, Err(SchemaError::TooLarge { .. })),
-            "{endless:?}"
-        );
+        let endless = read_limited(chunked(usize::MAX)).await;
+        let error = endless.expect_err("past the bound").to_string();
+        assert!(error.contains("larger than 16 MiB"), "{error}");
     }
 
     #[test]
