@@ -37,18 +37,15 @@ pub enum StreamError {
 }
 
 /// One parsed CoreOS stream (`stream.json`).
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
-#[serde(default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct GoldenStream {
     /// Stream name, e.g. `rhcos-4.21`.
     pub stream: String,
     architectures: BTreeMap<String, StreamArch>,
     /// Every image reference the stream publishes and its architecture, built once when the
     /// stream is read: the planner asks it for every MachineSet.
-    #[serde(skip)]
     references: HashMap<String, Arch>,
     /// Architectures (stream keys) whose entry is malformed, and why: never read.
-    #[serde(skip)]
     invalid: BTreeMap<String, String>,
 }
 
@@ -150,16 +147,12 @@ struct AwsImages {
 /// The AMI published for one AWS region.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 pub struct AwsRegionImage {
-    #[serde(default)]
-    pub release: String,
     pub image: String,
 }
 
 /// The image published in the `rhcos-cloud` GCP project.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 pub struct GcpImage {
-    #[serde(default)]
-    pub release: String,
     pub project: String,
     pub name: String,
 }
