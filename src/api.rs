@@ -23,18 +23,18 @@ pub use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
 /// Unknown fields kept verbatim so a typed view never loses data the API server sent.
 pub type Extra = BTreeMap<String, Value>;
 
-/// Declares a typed view of (part of) an object: the fields we decide on, typed, and every other
-/// field kept verbatim in `extra`, so that the view round-trips what the API server sent and the
+/// Declares typed views of (parts of) objects: the fields we decide on, typed, and every other
+/// field kept verbatim in `extra`, so that a view round-trips what the API server sent and the
 /// generated CRD preserves unknown fields. A field the object lacks reads as its default. Fields
 /// in `optional { .. }` (listed first) are `Option`s that are absent, not `null`, when unset.
 macro_rules! view {
-    (
+    ($(
         $(#[$attr:meta])*
         pub struct $name:ident {
             $(optional { $($(#[$opt_attr:meta])* pub $opt:ident: $opt_type:ty,)* })?
             $($(#[$field_attr:meta])* pub $field:ident: $type:ty,)*
         }
-    ) => {
+    )*) => {$(
         $(#[$attr])*
         #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
         #[serde(default, rename_all = "camelCase")]
@@ -50,7 +50,7 @@ macro_rules! view {
             #[schemars(skip)]
             pub extra: Extra,
         }
-    };
+    )*};
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -72,9 +72,7 @@ view! {
         }
         pub template: MachineTemplate,
     }
-}
 
-view! {
     /// `spec.template` of a MachineSet, also embedded in ControlPlaneMachineSets.
     pub struct MachineTemplate {
         optional {
@@ -82,17 +80,13 @@ view! {
         }
         pub spec: MachineSpec,
     }
-}
 
-view! {
     pub struct TemplateMetadata {
         optional {
             pub labels: BTreeMap<String, String>,
         }
     }
-}
 
-view! {
     /// The spec of a Machine, and of the Machines a MachineSet's template stamps out.
     #[derive(CustomResource)]
     #[kube(group = "machine.openshift.io", version = "v1beta1", kind = "Machine", plural = "machines", namespaced, status = "MachineStatus")]
@@ -104,9 +98,7 @@ view! {
         }
         pub provider_spec: ProviderSpec,
     }
-}
 
-view! {
     /// What the Machine API says of one Machine: what `plan::boot_evidence` judges a new boot
     /// image by.
     pub struct MachineStatus {
@@ -120,9 +112,7 @@ view! {
             pub error_message: String,
         }
     }
-}
 
-view! {
     /// What deletes Machines whose Node does not come (openshift/machine-api-operator,
     /// pkg/controller/machinehealthcheck/machinehealthcheck_controller.go): read by
     /// `plan::boot_evidence` for the join limit that applies to a Machine.
@@ -137,18 +127,29 @@ view! {
             pub remediation_template: RemediationTemplate,
         }
     }
-}
 
-view! {
     /// A reference to an external remediation template; only its presence is read.
     pub struct RemediationTemplate {
     }
-}
 
-view! {
     pub struct NodeRef {
         optional {
             pub name: String,
+        }
+    }
+
+    /// A status we never interpret, kept so the generated CRDs carry a status subresource.
+    pub struct OpaqueStatus {
+    }
+
+    pub struct MachineSetStatus {
+        optional {
+            /// The API that currently acts on this MachineSet, set by the machine API migration
+            /// controller: `MachineAPI`, `ClusterAPI` or `Migrating` (absent without the
+            /// MachineAPIMigration feature gate, when the Machine API is).
+            #[serde(rename = "authoritativeAPI")]
+            #[schemars(extend("enum" = ["MachineAPI", "ClusterAPI", "Migrating"]))]
+            pub authoritative_api: String,
         }
     }
 }
@@ -235,25 +236,6 @@ impl ProviderSpec {
     }
 }
 
-view! {
-    /// A status we never interpret, kept so the generated CRDs carry a status subresource.
-    pub struct OpaqueStatus {
-    }
-}
-
-view! {
-    pub struct MachineSetStatus {
-        optional {
-            /// The API that currently acts on this MachineSet, set by the machine API migration
-            /// controller: `MachineAPI`, `ClusterAPI` or `Migrating` (absent without the
-            /// MachineAPIMigration feature gate, when the Machine API is).
-            #[serde(rename = "authoritativeAPI")]
-            #[schemars(extend("enum" = ["MachineAPI", "ClusterAPI", "Migrating"]))]
-            pub authoritative_api: String,
-        }
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // machine.openshift.io/v1 ControlPlaneMachineSet
 
@@ -263,16 +245,12 @@ view! {
     pub struct ControlPlaneMachineSetSpec {
         pub template: ControlPlaneTemplate,
     }
-}
 
-view! {
     pub struct ControlPlaneTemplate {
-        #[serde(
-            rename = "machines_v1beta1_machine_openshift_io",
-            default,
-            skip_serializing_if = "Option::is_none"
-        )]
-        pub machines_v1beta1: Option<MachineTemplate>,
+        optional {
+            #[serde(rename = "machines_v1beta1_machine_openshift_io")]
+            pub machines_v1beta1: MachineTemplate,
+        }
     }
 }
 
@@ -286,44 +264,34 @@ view! {
     pub struct ClusterApiMachineSetSpec {
         pub template: ClusterApiMachineTemplate,
     }
-}
 
-view! {
     #[derive(CustomResource)]
     #[kube(group = "cluster.x-k8s.io", version = "v1beta2", kind = "MachineDeployment", plural = "machinedeployments", namespaced, root = "ClusterApiMachineDeployment")]
     pub struct ClusterApiMachineDeploymentSpec {
         pub template: ClusterApiMachineTemplate,
     }
-}
 
-view! {
     pub struct ClusterApiMachineTemplate {
         optional {
             pub metadata: TemplateMetadata,
         }
         pub spec: ClusterApiMachineSpec,
     }
-}
 
-view! {
     pub struct ClusterApiMachineSpec {
         optional {
             pub bootstrap: Bootstrap,
             pub infrastructure_ref: InfrastructureRef,
         }
     }
-}
 
-view! {
     pub struct Bootstrap {
         optional {
             /// The secret holding the machines' user data (the Ignition stub on OpenShift).
             pub data_secret_name: String,
         }
     }
-}
 
-view! {
     /// `spec.template.spec.infrastructureRef`: `{apiGroup, kind, name}` in v1beta2,
     /// `{apiVersion, kind, name}` in v1beta1; both are read.
     pub struct InfrastructureRef {
@@ -357,6 +325,14 @@ view! {
         optional {
             /// `None` (absent) means the platform default; `Some` with an empty list opts out of all.
             pub managed_boot_images: ManagedBootImages,
+        }
+    }
+
+    pub struct MachineConfigurationStatus {
+        optional {
+            pub observed_generation: i64,
+            #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+            pub conditions: Vec<Condition>,
         }
     }
 }
@@ -395,16 +371,6 @@ pub struct PartialSelector {
     pub machine_resource_selector: Option<LabelSelector>,
 }
 
-view! {
-    pub struct MachineConfigurationStatus {
-        optional {
-            pub observed_generation: i64,
-            #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
-            pub conditions: Vec<Condition>,
-        }
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // config.openshift.io/v1 Infrastructure and ClusterVersion
 
@@ -413,9 +379,7 @@ view! {
     #[kube(group = "config.openshift.io", version = "v1", kind = "Infrastructure", plural = "infrastructures", status = "InfrastructureStatus")]
     pub struct InfrastructureSpec {
     }
-}
 
-view! {
     pub struct InfrastructureStatus {
         optional {
             /// Prefix of every cloud resource the installer created; Azure image uploads carry it.
@@ -423,45 +387,35 @@ view! {
             pub platform_status: PlatformStatus,
         }
     }
-}
 
-view! {
     pub struct PlatformStatus {
+        optional {
+            pub azure: AzurePlatformStatus,
+            pub aws: AwsPlatformStatus,
+        }
         #[serde(rename = "type")]
         pub type_: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub azure: Option<AzurePlatformStatus>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub aws: Option<AwsPlatformStatus>,
     }
-}
 
-view! {
     pub struct AwsPlatformStatus {
         optional {
             /// The cluster's region: Cluster API machine templates do not name it.
             pub region: String,
         }
     }
-}
 
-view! {
     pub struct AzurePlatformStatus {
         optional {
             /// `AzureStackCloud` on Azure Stack Hub, whose boot images are not managed.
             pub cloud_name: String,
         }
     }
-}
 
-view! {
     #[derive(CustomResource)]
     #[kube(group = "config.openshift.io", version = "v1", kind = "ClusterVersion", plural = "clusterversions", status = "ClusterVersionStatus")]
     pub struct ClusterVersionSpec {
     }
-}
 
-view! {
     pub struct ClusterVersionStatus {
         optional {
             pub desired: Release,
@@ -469,9 +423,7 @@ view! {
         /// Newest first: `history[0]` is the current or in-progress update.
         pub history: Vec<UpdateHistory>,
     }
-}
 
-view! {
     pub struct Release {
         optional {
             pub version: String,
@@ -479,9 +431,7 @@ view! {
             pub architecture: String,
         }
     }
-}
 
-view! {
     pub struct UpdateHistory {
         pub state: String,
         pub version: String,
@@ -513,7 +463,6 @@ pub fn local_crds()
 fn machine_configuration_crd()
 -> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
     use kube::CustomResourceExt;
-    let mut crd = MachineConfiguration::crd();
     let mode = |values: &[&str]| serde_json::json!({"type": "string", "enum": values});
     let versions = serde_json::json!({"type": "object", "properties": {
         "ocpVersion": {"type": "string"}, "rhcosVersion": {"type": "string"}}});
@@ -536,23 +485,12 @@ fn machine_configuration_crd()
                 "mode": mode(&["OCPVersion", "RHCOSVersion"]),
                 "ocpVersion": {"type": "string"}, "rhcosVersion": {"type": "string"}}}}},
     });
-    for version in &mut crd.spec.versions {
-        let schema = version
-            .schema
-            .as_mut()
-            .and_then(|s| s.open_api_v3_schema.as_mut());
-        let Some(status) = schema
-            .and_then(|s| s.properties.as_mut())
-            .and_then(|p| p.get_mut("status"))
-        else {
-            continue;
-        };
-        let properties = status.properties.get_or_insert_with(Default::default);
+    let mut crd = serde_json::to_value(MachineConfiguration::crd()).expect("a CRD is JSON");
+    for version in crd["spec"]["versions"].as_array_mut().into_iter().flatten() {
+        let status = &mut version["schema"]["openAPIV3Schema"]["properties"]["status"];
         for (field, schema) in declared.as_object().into_iter().flatten() {
-            let schema = serde_json::from_value(schema.clone())
-                .expect("the declared status schemas are valid JSONSchemaProps");
-            properties.insert(field.clone(), schema);
+            status["properties"][field] = schema.clone();
         }
     }
-    crd
+    serde_json::from_value(crd).expect("the declared status schemas are valid JSONSchemaProps")
 }

@@ -34,29 +34,18 @@ pub enum StreamError {
     Invalid(#[from] serde_json::Error),
     #[error("stream metadata lists no architectures")]
     NoArchitectures,
-    /// A target we would write is malformed: never written, whatever else the stream says.
-    #[error("the stream's {arch} {what} is {value:?}, which is not {expected}")]
-    InvalidImage {
-        arch: String,
-        what: String,
-        value: String,
-        expected: &'static str,
-    },
 }
 
 /// One parsed CoreOS stream (`stream.json`).
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
-#[serde(default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct GoldenStream {
     /// Stream name, e.g. `rhcos-4.21`.
     pub stream: String,
     architectures: BTreeMap<String, StreamArch>,
     /// Every image reference the stream publishes and its architecture, built once when the
     /// stream is read: the planner asks it for every MachineSet.
-    #[serde(skip)]
     references: HashMap<String, Arch>,
     /// Architectures (stream keys) whose entry is malformed, and why: never read.
-    #[serde(skip)]
     invalid: BTreeMap<String, String>,
 }
 
@@ -90,26 +79,26 @@ fn is_urn_field(field: &str) -> bool {
 }
 
 impl StreamArch {
-    /// Every image this architecture publishes for a platform we write is well-formed.
-    fn validate(&self, arch: &str) -> Result<(), StreamError> {
-        let invalid = |what: String, value: &str, expected| StreamError::InvalidImage {
-            arch: arch.to_string(),
-            what,
-            value: value.to_string(),
-            expected,
+    /// Every image this architecture publishes for a platform we write is well-formed, or why
+    /// not: a malformed target is never written, whatever else the stream says.
+    fn validate(&self, arch: &str) -> Result<(), String> {
+        let invalid = |what: String, value: &str, expected: &str| {
+            Err(format!(
+                "the stream's {arch} {what} is {value:?}, which is not {expected}"
+            ))
         };
         let regions = self.images.aws.iter().flat_map(|aws| &aws.regions);
         for (region, image) in regions {
             if !is_ami_id(&image.image) {
                 let what = format!("AWS image for {region}");
-                return Err(invalid(what, &image.image, "an AMI id"));
+                return invalid(what, &image.image, "an AMI id");
             }
         }
         if let Some(gcp) = &self.images.gcp
             && !(is_gcp_name(&gcp.project) && is_gcp_name(&gcp.name))
         {
             let what = "GCP image".to_string();
-            return Err(invalid(what, &gcp.reference(), "a GCP image in a project"));
+            return invalid(what, &gcp.reference(), "a GCP image in a project");
         }
         let market = self.extensions.marketplace.iter();
         for (variant, generations) in market.flat_map(|m| &m.azure) {
@@ -117,7 +106,7 @@ impl StreamArch {
                 let fields = [&image.publisher, &image.offer, &image.sku, &image.version];
                 if !fields.iter().all(|f| is_urn_field(f)) {
                     let what = format!("Azure {variant} {generation} image");
-                    return Err(invalid(what, &image.urn(), "a marketplace URN"));
+                    return invalid(what, &image.urn(), "a marketplace URN");
                 }
             }
         }
@@ -128,7 +117,7 @@ impl StreamArch {
         {
             let value = format!("{} (sha256 {})", ova.location, ova.sha256);
             let expected = "an http(s) URL with a SHA-256";
-            return Err(invalid("vmware OVA".into(), &value, expected));
+            return invalid("vmware OVA".into(), &value, expected);
         }
         Ok(())
     }
@@ -158,16 +147,12 @@ struct AwsImages {
 /// The AMI published for one AWS region.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 pub struct AwsRegionImage {
-    #[serde(default)]
-    pub release: String,
     pub image: String,
 }
 
 /// The image published in the `rhcos-cloud` GCP project.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 pub struct GcpImage {
-    #[serde(default)]
-    pub release: String,
     pub project: String,
     pub name: String,
 }
@@ -253,14 +238,14 @@ impl GoldenStream {
         };
         for (arch, entry) in document.architectures {
             let parsed = serde_json::from_value::<StreamArch>(entry)
-                .map_err(StreamError::from)
+                .map_err(|e| StreamError::from(e).to_string())
                 .and_then(|images| images.validate(&arch).map(|()| images));
             match parsed {
                 Ok(images) => {
                     stream.architectures.insert(arch, images);
                 }
-                Err(e) => {
-                    stream.invalid.insert(arch, e.to_string());
+                Err(why) => {
+                    stream.invalid.insert(arch, why);
                 }
             }
         }

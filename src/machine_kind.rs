@@ -60,13 +60,8 @@ impl MachineKind {
     }
 
     /// The kind in the plural, as people write it in messages: `MachineSets`.
-    pub fn plural_title(self) -> &'static str {
-        match self {
-            MachineKind::MachineSet => "MachineSets",
-            MachineKind::ControlPlaneMachineSet => "ControlPlaneMachineSets",
-            MachineKind::ClusterApiMachineSet => "Cluster API MachineSets",
-            MachineKind::ClusterApiMachineDeployment => "Cluster API MachineDeployments",
-        }
+    pub fn plural_title(self) -> String {
+        format!("{self}s")
     }
 
     /// The resource name, which is also what `managedBootImages.machineManagers[].resource`
@@ -80,11 +75,7 @@ impl MachineKind {
     }
 
     pub fn api_group(self) -> &'static str {
-        if self.is_cluster_api() {
-            "cluster.x-k8s.io"
-        } else {
-            "machine.openshift.io"
-        }
+        self.api_version().split('/').next().unwrap_or_default()
     }
 
     pub fn api_version(self) -> &'static str {
@@ -132,15 +123,10 @@ impl MachineKind {
         }
     }
 
-    /// JSON Pointer to `providerSpec.value` inside an object of this kind. A Cluster API
-    /// MachineSet has none: the planner judges a view of its infrastructure template in that
-    /// shape (see [`crate::plan::cluster_api_templates`]), which it never patches in place.
-    pub fn provider_spec_pointer(self) -> &'static str {
-        self.provider_spec_path().as_str()
-    }
-
-    /// [`MachineKind::provider_spec_pointer`] as a pointer checked once, at compile time, so
-    /// that the planner joins field pointers to it without parsing it again.
+    /// JSON Pointer to `providerSpec.value` inside an object of this kind, checked at compile
+    /// time. A Cluster API MachineSet has none: the planner judges a view of its infrastructure
+    /// template in that shape (see [`crate::plan::cluster_api_templates`]), which it never
+    /// patches in place.
     pub fn provider_spec_path(self) -> &'static Pointer {
         const MACHINE_SET: &Pointer =
             Pointer::from_static("/spec/template/spec/providerSpec/value");
@@ -500,7 +486,7 @@ mod tests {
         ];
         for (kind, object) in objects {
             assert_eq!(
-                object.pointer(kind.provider_spec_pointer()),
+                object.pointer(kind.provider_spec_path().as_str()),
                 Some(&json!({"marker": 1})),
                 "{kind}"
             );

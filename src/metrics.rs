@@ -21,74 +21,112 @@ pub mod build {
     pub const COMMIT: &str = env!("BIC_GIT_COMMIT");
 }
 
-/// Declares each metric family once: its name (in [`names`]) and its help text (in [`families`]).
-macro_rules! metric_families {
-    ($($(#[$doc:meta])* $id:ident = $name:literal, $help:literal;)*) => {
+/// Declares each metric once: the field of [`Metrics`] holding it, its type and labels, its
+/// name (in [`names`]) and its help text. `Metrics::new` makes and registers every one.
+macro_rules! metrics {
+    ($(
+        $(#[$doc:meta])*
+        $vis:vis $field:ident: $type:ty [$($label:literal),*] = $id:ident $name:literal, $help:literal;
+    )*) => {
         /// Metric names, shared with the alert rules and the dashboard (a test checks they
         /// match).
         pub mod names {
             $($(#[$doc])* pub const $id: &str = $name;)*
         }
 
-        /// Name and help text of each family.
-        mod families {
-            $(pub const $id: super::Family = super::Family { name: $name, help: $help };)*
+        #[derive(Clone)]
+        pub struct Metrics {
+            registry: Registry,
+            $($(#[$doc])* $vis $field: $type,)*
+        }
+
+        impl Metrics {
+            /// Every metric of the table, registered in `registry`.
+            fn registered(registry: Registry) -> Self {
+                Metrics {
+                    $($field: Family::make(&registry, Opts::new($name, $help), &[$($label),*]),)*
+                    registry,
+                }
+            }
         }
     };
 }
 
-metric_families! {
-    MACHINE_RESOURCES = "boot_image_controller_machine_resources",
+metrics! {
+    pub machine_resources: IntGaugeVec ["kind", "action", "reason"] = MACHINE_RESOURCES
+        "boot_image_controller_machine_resources",
         "Machine resources by kind, planned action and reason";
-    PATCHES = "boot_image_controller_patches_total", "Boot image patches sent, by kind and result";
-    ERRORS = "boot_image_controller_errors_total",
+    /// Results: `updated`, `conflict`, `failed`.
+    pub patches: IntCounterVec ["kind", "result"] = PATCHES
+        "boot_image_controller_patches_total", "Boot image patches sent, by kind and result";
+    pub errors: IntCounterVec ["kind", "reason"] = ERRORS
+        "boot_image_controller_errors_total",
         "Machine resources that entered an error, by kind and reason";
-    HOT_LOOPS = "boot_image_controller_hot_loops_total",
+    pub hot_loops: IntCounterVec ["kind"] = HOT_LOOPS
+        "boot_image_controller_hot_loops_total",
         "Hot loops detected: another writer kept reverting our patch";
-    BLOCKED = "boot_image_controller_blocked", "1 while a global gate blocks all boot image writes";
-    RECONCILE_DURATION = "boot_image_controller_reconcile_duration_seconds",
-        "Duration of a reconcile pass";
-    LAST_SYNC = "boot_image_controller_last_successful_sync_timestamp_seconds",
+    pub blocked: IntGaugeVec ["reason"] = BLOCKED
+        "boot_image_controller_blocked", "1 while a global gate blocks all boot image writes";
+    pub reconcile_duration: HistogramVec ["scope"] = RECONCILE_DURATION
+        "boot_image_controller_reconcile_duration_seconds", "Duration of a reconcile pass";
+    /// Labelled by nothing, so that its series does not exist until the first complete sync: a
+    /// zero would read as "last synced in 1970", and `time() - last_sync` as 56 years of
+    /// staleness for a controller that simply has not finished its first pass (alerts use
+    /// `absent()` for that).
+    pub last_sync: IntGaugeVec [] = LAST_SYNC
+        "boot_image_controller_last_successful_sync_timestamp_seconds",
         "Unix time of the last reconcile pass that ended with every write done";
-    GOLDEN_STREAM = "boot_image_controller_golden_stream_info",
-        "The golden CoreOS stream in use (value 1)";
-    LEADER = "boot_image_controller_leader", "1 while this replica holds the leader lease";
-    WRITES = "boot_image_controller_writes_total",
+    pub golden_stream: IntGaugeVec ["stream", "release"] = GOLDEN_STREAM
+        "boot_image_controller_golden_stream_info", "The golden CoreOS stream in use (value 1)";
+    pub leader: IntGauge [] = LEADER
+        "boot_image_controller_leader", "1 while this replica holds the leader lease";
+    /// Targets: one of [`WRITE_TARGETS`].
+    pub writes: IntCounterVec ["target"] = WRITES
+        "boot_image_controller_writes_total",
         "Successful writes to the Kubernetes API, by object (and subresource) written";
-    WRITE_FAILURES = "boot_image_controller_write_failures_total",
+    /// Conflicts we retry by design are not failures.
+    pub write_failures: IntCounterVec ["target"] = WRITE_FAILURES
+        "boot_image_controller_write_failures_total",
         "Writes to the Kubernetes API that failed, by object (and subresource)";
-    BUILD_INFO = "boot_image_controller_build_info",
+    build_info: IntGaugeVec ["version", "commit"] = BUILD_INFO
+        "boot_image_controller_build_info",
         "The controller's version and source commit (value 1)";
-    READY = "boot_image_controller_ready", "1 once every watch has synced";
-    HOLD_EXCEEDED = "boot_image_controller_hold_exceeded",
+    pub ready: IntGauge [] = READY
+        "boot_image_controller_ready", "1 once every watch has synced";
+    /// By the reason of the hold, while it has lasted longer than `--hold-limit`.
+    pub hold_exceeded: IntGaugeVec ["reason"] = HOLD_EXCEEDED
+        "boot_image_controller_hold_exceeded",
         "1 while a gate has held boot image writes longer than the configured limit";
-    STOOD_DOWN = "boot_image_controller_stood_down",
+    pub stood_down: IntGauge [] = STOOD_DOWN
+        "boot_image_controller_stood_down",
         "1 while this controller only reports because another boot image manager is active or \
          --report-only is set";
-    EC2_REQUESTS = "boot_image_controller_ec2_requests_total",
+    /// Calls: `images`, `marketplace`; results: `ok` or an `Ec2Error::kind` of
+    /// `src/ec2/query.rs`, `no_credentials`.
+    pub ec2_requests: IntCounterVec ["call", "result"] = EC2_REQUESTS
+        "boot_image_controller_ec2_requests_total",
         "EC2 DescribeImages calls, by what they asked and how they ended";
-    EC2_UNAVAILABLE_REGIONS = "boot_image_controller_ec2_unavailable_regions",
+    pub ec2_unavailable_regions: IntGauge [] = EC2_UNAVAILABLE_REGIONS
+        "boot_image_controller_ec2_unavailable_regions",
         "Regions where EC2 cannot be asked about AMIs now (stream and known images only)";
-    VSPHERE_IMPORTS = "boot_image_controller_vsphere_template_imports_total",
+    pub vsphere_imports: IntCounterVec ["result"] = VSPHERE_IMPORTS
+        "boot_image_controller_vsphere_template_imports_total",
         "vSphere template imports, by how they ended (imported, found, in_progress, failed, \
          digest_mismatch, ova_unreachable, unavailable; unavailable also counts the look-ups of a template's \
          release that found vCenter unreachable)";
-    VSPHERE_IMPORT_PROGRESS = "boot_image_controller_vsphere_template_import_progress",
+    pub vsphere_import_progress: IntGauge [] = VSPHERE_IMPORT_PROGRESS
+        "boot_image_controller_vsphere_template_import_progress",
         "Percent done of the vSphere template import under way (imports run one at a time; 0 \
          when none)";
-    BOOT_EVIDENCE = "boot_image_controller_boot_evidence_machinesets",
+    /// Moved MachineSets by the state of their new image (`plan::boot_evidence`).
+    pub boot_evidence: IntGaugeVec ["state"] = BOOT_EVIDENCE
+        "boot_image_controller_boot_evidence_machinesets",
         "MachineSets on a boot image this controller moved them to, by what their Machines showed \
          of it since (Unproven, Proven, Failed)";
     /// Same name and meaning as the Machine Config Operator's gauge, so existing alerts and
     /// dashboards keep working after the switch.
-    MCC_UPDATE_ERROR = "mcc_bootimage_update_error",
-        "1 while the boot image of a MachineSet cannot be updated";
-}
-
-/// A metric family's name and help text.
-struct Family {
-    name: &'static str,
-    help: &'static str,
+    pub mcc_update_error: GaugeVec ["machineset"] = MCC_UPDATE_ERROR
+        "mcc_bootimage_update_error", "1 while the boot image of a MachineSet cannot be updated";
 }
 
 /// How a vSphere template import ends (`result` of the imports counter).
@@ -111,91 +149,48 @@ pub const WRITE_TARGETS: [&str; 5] = [
     "Event",
     "ConfigMap",
 ];
-#[derive(Clone)]
-pub struct Metrics {
-    registry: Registry,
-    /// Machine resources by kind, action and reason, as of the last plan.
-    pub machine_resources: IntGaugeVec,
-    /// Successful patches by kind and result (`updated`, `conflict`, `failed`).
-    pub patches: IntCounterVec,
-    /// Resources entering an error, by kind and reason.
-    pub errors: IntCounterVec,
-    pub hot_loops: IntCounterVec,
-    /// 1 for the gate currently blocking all writes.
-    pub blocked: IntGaugeVec,
-    pub reconcile_duration: HistogramVec,
-    pub last_sync: LastSync,
-    pub golden_stream: IntGaugeVec,
-    pub leader: IntGauge,
-    pub ready: IntGauge,
-    /// 1 while another boot image manager is active (or `--report-only`): we only report.
-    pub stood_down: IntGauge,
-    /// Successful writes to the API, by target (one of [`WRITE_TARGETS`]).
-    pub writes: IntCounterVec,
-    /// Writes the API refused or that did not reach it, by target. Conflicts we retry by
-    /// design are not failures.
-    pub write_failures: IntCounterVec,
-    build_info: IntGaugeVec,
-    pub mcc_update_error: GaugeVec,
-    /// 1 while a hold has lasted longer than `--hold-limit`, by its reason.
-    pub hold_exceeded: IntGaugeVec,
-    /// EC2 DescribeImages calls by what they asked (`images`, `marketplace`) and how they ended
-    /// (`ok` or an `Ec2Error::kind` of `src/ec2/query.rs`, `no_credentials`).
-    pub ec2_requests: IntCounterVec,
-    /// Regions whose AMIs EC2 cannot be asked about now: there only the golden streams and the
-    /// known images are recognised.
-    pub ec2_unavailable_regions: IntGauge,
-    pub vsphere_imports: IntCounterVec,
-    pub vsphere_import_progress: IntGauge,
-    /// Moved MachineSets by the state of their new image (`plan::boot_evidence`).
-    pub boot_evidence: IntGaugeVec,
+
+/// A metric made from its options and labels (none for a plain gauge) and registered as it is
+/// made. Names and labels are constants, so neither step can fail.
+trait Family: Collector + Clone + 'static {
+    fn new_family(opts: Opts, labels: &[&str]) -> prometheus::Result<Self>;
+
+    fn make(registry: &Registry, opts: Opts, labels: &[&str]) -> Self {
+        let made = Self::new_family(opts, labels).expect("metric names and labels are valid");
+        (registry.register(Box::new(made.clone()))).expect("metric names are unique");
+        made
+    }
+}
+
+macro_rules! labelled_families {
+    ($($type:ty),*) => {$(
+        impl Family for $type {
+            fn new_family(opts: Opts, labels: &[&str]) -> prometheus::Result<Self> {
+                Self::new(opts, labels)
+            }
+        }
+    )*};
+}
+
+labelled_families!(IntGaugeVec, IntCounterVec, GaugeVec);
+
+impl Family for IntGauge {
+    fn new_family(opts: Opts, _: &[&str]) -> prometheus::Result<Self> {
+        Self::with_opts(opts)
+    }
+}
+
+/// The one histogram: reconcile durations.
+impl Family for HistogramVec {
+    fn new_family(opts: Opts, labels: &[&str]) -> prometheus::Result<Self> {
+        let buckets = vec![0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 15.0, 60.0];
+        Self::new(HistogramOpts::from(opts).buckets(buckets), labels)
+    }
 }
 
 impl Metrics {
     pub fn new() -> Self {
-        use families::*;
         let registry = Registry::new();
-        let r = Registrar(&registry);
-        let m = Metrics {
-            machine_resources: r.family(
-                IntGaugeVec::new,
-                MACHINE_RESOURCES,
-                &["kind", "action", "reason"],
-            ),
-            patches: r.family(IntCounterVec::new, PATCHES, &["kind", "result"]),
-            errors: r.family(IntCounterVec::new, ERRORS, &["kind", "reason"]),
-            hot_loops: r.family(IntCounterVec::new, HOT_LOOPS, &["kind"]),
-            blocked: r.family(IntGaugeVec::new, BLOCKED, &["reason"]),
-            reconcile_duration: r.register(
-                HistogramVec::new(
-                    HistogramOpts::new(RECONCILE_DURATION.name, RECONCILE_DURATION.help).buckets(
-                        vec![0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 15.0, 60.0],
-                    ),
-                    &["scope"],
-                )
-                .expect("metric names and labels are valid"),
-            ),
-            last_sync: LastSync(r.family(IntGaugeVec::new, LAST_SYNC, &[])),
-            golden_stream: r.family(IntGaugeVec::new, GOLDEN_STREAM, &["stream", "release"]),
-            leader: r.register(IntGauge::new(LEADER.name, LEADER.help).unwrap()),
-            ready: r.register(IntGauge::new(READY.name, READY.help).unwrap()),
-            stood_down: r.register(IntGauge::new(STOOD_DOWN.name, STOOD_DOWN.help).unwrap()),
-            writes: r.family(IntCounterVec::new, WRITES, &["target"]),
-            write_failures: r.family(IntCounterVec::new, WRITE_FAILURES, &["target"]),
-            build_info: r.family(IntGaugeVec::new, BUILD_INFO, &["version", "commit"]),
-            mcc_update_error: r.family(GaugeVec::new, MCC_UPDATE_ERROR, &["machineset"]),
-            hold_exceeded: r.family(IntGaugeVec::new, HOLD_EXCEEDED, &["reason"]),
-            ec2_requests: r.family(IntCounterVec::new, EC2_REQUESTS, &["call", "result"]),
-            ec2_unavailable_regions: r.register(
-                IntGauge::new(EC2_UNAVAILABLE_REGIONS.name, EC2_UNAVAILABLE_REGIONS.help).unwrap(),
-            ),
-            vsphere_imports: r.family(IntCounterVec::new, VSPHERE_IMPORTS, &["result"]),
-            vsphere_import_progress: r.register(
-                IntGauge::new(VSPHERE_IMPORT_PROGRESS.name, VSPHERE_IMPORT_PROGRESS.help).unwrap(),
-            ),
-            boot_evidence: r.family(IntGaugeVec::new, BOOT_EVIDENCE, &["state"]),
-            registry: registry.clone(),
-        };
         // Process metrics (CPU, memory, file descriptors, start time) under the usual
         // `process_` names, so the cluster's standard queries and alerts apply. They read
         // /proc, hence Linux only.
@@ -205,7 +200,10 @@ impl Metrics {
                 prometheus::process_collector::ProcessCollector::for_self(),
             ))
             .expect("process metric names are unique");
+        let m = Metrics::registered(registry);
         m.initialize_series();
+        // The gauges of a plan and of a hold, at zero for every bounded label.
+        m.observe_plan([], None, None);
         m.observe_hold(None);
         m
     }
@@ -221,14 +219,6 @@ impl Metrics {
             for reason in Reason::of(Category::Error) {
                 self.errors.with_label_values(&[kind, reason.as_str()]);
             }
-        }
-        for reason in Reason::of(Category::Hold) {
-            self.blocked.with_label_values(&[reason.as_str()]).set(0);
-        }
-        for state in BootState::ALL {
-            self.boot_evidence
-                .with_label_values(&[state.as_str()])
-                .set(0);
         }
         self.reconcile_duration.with_label_values(&["all"]);
         for target in WRITE_TARGETS {
@@ -321,43 +311,6 @@ impl Metrics {
     }
 }
 
-/// Registers each family as it is made. Names and labels are constants, so neither step can
-/// fail.
-struct Registrar<'a>(&'a Registry);
-
-impl Registrar<'_> {
-    fn register<C: Collector + Clone + 'static>(&self, collector: C) -> C {
-        self.0
-            .register(Box::new(collector.clone()))
-            .expect("metric names are unique");
-        collector
-    }
-
-    /// A labelled family made by `new` (e.g. `IntGaugeVec::new`).
-    fn family<M: Collector + Clone + 'static>(
-        &self,
-        new: fn(Opts, &[&str]) -> prometheus::Result<M>,
-        family: Family,
-        labels: &[&str],
-    ) -> M {
-        let made = new(Opts::new(family.name, family.help), labels)
-            .expect("metric names and labels are valid");
-        self.register(made)
-    }
-}
-
-/// The time of the last complete sync. Its series does not exist until the first one: a zero
-/// would read as "last synced in 1970", and `time() - last_sync` as 56 years of staleness for a
-/// controller that simply has not finished its first pass (alerts use `absent()` for that).
-#[derive(Clone)]
-pub struct LastSync(IntGaugeVec);
-
-impl LastSync {
-    pub fn set(&self, unix_seconds: i64) {
-        self.0.with_label_values::<&str>(&[]).set(unix_seconds);
-    }
-}
-
 impl Default for Metrics {
     fn default() -> Self {
         Self::new()
@@ -390,7 +343,9 @@ mod tests {
     fn the_last_sync_time_is_absent_until_the_first_sync() {
         let m = Metrics::new();
         assert!(!has_sample(&m.render(), names::LAST_SYNC), "{}", m.render());
-        m.last_sync.set(1_700_000_000);
+        m.last_sync
+            .with_label_values::<&str>(&[])
+            .set(1_700_000_000);
         assert!(
             m.render()
                 .contains(&format!("{} 1700000000", names::LAST_SYNC)),

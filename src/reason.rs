@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-use serde::{Serialize, Serializer};
+use serde::Serialize;
 
 /// What a reason means for the object it is about, and so how it is counted and reported.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -45,7 +45,7 @@ pub enum SkewTally {
 macro_rules! reasons {
     ($($(#[$doc:meta])* $name:ident: $category:ident $((skew: $tally:ident))? $(+ $degrades:ident)?),+ $(,)?) => {
         /// Why a MachineSet got its action, or why the whole plan is held.
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
         pub enum Reason { $($(#[$doc])* $name),+ }
 
         impl Reason {
@@ -332,12 +332,6 @@ impl Reason {
 impl fmt::Display for Reason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
-    }
-}
-
-impl Serialize for Reason {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.as_str())
     }
 }
 

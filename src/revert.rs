@@ -265,7 +265,7 @@ mod tests {
     }
 
     fn spec_of(kind: MachineKind, object: &Value) -> &Value {
-        object.pointer(kind.provider_spec_pointer()).unwrap()
+        object.pointer(kind.provider_spec_path().as_str()).unwrap()
     }
 
     fn annotation(object: &Value, key: &str) -> Option<String> {
@@ -387,7 +387,7 @@ mod tests {
                 .iter()
                 .filter(|op| op["op"] == "replace")
                 .map(|op| op["path"].as_str().unwrap().to_string())
-                .filter(|path| path.starts_with(kind.provider_spec_pointer()))
+                .filter(|path| path.starts_with(kind.provider_spec_path().as_str()))
                 .collect();
             assert_eq!(paths(&revert), written);
         }

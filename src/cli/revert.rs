@@ -270,7 +270,7 @@ async fn stub_to_restore(
 ) -> Result<StubToRestore, String> {
     let restores_image = (planned.changes.iter()).any(|c| c.field == revert::Field::BootImage);
     let named = object
-        .pointer(kind.provider_spec_pointer())
+        .pointer(kind.provider_spec_path().as_str())
         .and_then(crate::plan::stub::current_name);
     let (false, true, Some(stub_name)) = (kind.is_cluster_api(), restores_image, named) else {
         return Ok(StubToRestore::Nothing);

@@ -66,7 +66,8 @@ impl Controller {
             self.remember_images(golden).await;
         }
         if all_done {
-            self.metrics.last_sync.set(Timestamp::now().as_second());
+            (self.metrics.last_sync.with_label_values::<&str>(&[]))
+                .set(Timestamp::now().as_second());
         }
     }
 

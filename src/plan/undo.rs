@@ -129,7 +129,7 @@ fn restores(
     if kind.is_cluster_api() {
         return template_restores(object, undone, described);
     }
-    let base = kind.provider_spec_pointer();
+    let base = kind.provider_spec_path().as_str();
     let spec = || {
         object
             .pointer(base)

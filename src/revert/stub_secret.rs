@@ -97,7 +97,7 @@ pub fn other_users<'a>(
             crate::machine_kind::MachineKind::ALL
                 .iter()
                 .filter(|k| !k.is_cluster_api())
-                .filter_map(|k| o.pointer(k.provider_spec_pointer()))
+                .filter_map(|k| o.pointer(k.provider_spec_path().as_str()))
                 .any(|spec| crate::plan::stub::current_name(spec) == Some(name))
         })
         .filter_map(|o| o.pointer("/metadata/name").and_then(Value::as_str))
