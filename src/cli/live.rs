@@ -304,7 +304,7 @@ async fn read_inputs(
     let mut secrets = BTreeSet::new();
     for kind in MachineKind::ALL {
         // Where the objects of `kind` are, and where they name their stub secret.
-        let spec = kind.provider_spec_pointer();
+        let spec = kind.provider_spec_path();
         let (namespace, secret) = match kind.is_cluster_api() {
             true => (cluster_api, BOOTSTRAP_SECRET.to_string()),
             false => (ns, format!("{spec}/userDataSecret/name")),

@@ -200,8 +200,6 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> Result<(), RunEr
         &args.machine_api_namespace,
         &args.cluster_api_namespace,
     );
-    let ec2 = ec2_lookups(&args, &client, &stores, &trigger_tx, &metrics).await?;
-    let vcenter = template_imports(&args, &client, &trigger_tx, &metrics);
     let schema = status::served_schema::ServedSchema::follow(
         client.clone(),
         trigger_tx.clone(),
@@ -209,7 +207,8 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> Result<(), RunEr
     );
     let mut controller = Controller {
         schema,
-        vcenter,
+        ec2: ec2_lookups(&args, &client, &stores, &trigger_tx, &metrics).await?,
+        vcenter: template_imports(&args, &client, &trigger_tx, &metrics),
         events: events::EventPublisher::start(
             client.clone(),
             args.identity(),
@@ -234,7 +233,6 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> Result<(), RunEr
             &args.cluster_api_namespace,
             trigger_tx,
         ),
-        ec2,
         stores,
         boots,
         metrics: metrics.clone(),
