@@ -71,9 +71,8 @@ pub async fn ask_region(
     }
     for product in products {
         tokio::time::sleep(MIN_CALL_INTERVAL).await;
-        let images = client
-            .describe_marketplace(region, credentials, &product)
-            .await;
+        let params = query::describe_marketplace(&product);
+        let images = client.describe(region, credentials, params).await;
         count("marketplace", query::Ec2Error::outcome(&images));
         answered(Answered::Search(product, images?));
     }
