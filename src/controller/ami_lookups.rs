@@ -200,28 +200,21 @@ impl State {
         wanted: &BTreeSet<(String, String)>,
         now: Instant,
     ) -> (Vec<RegionLookup>, i64) {
-        let mut jobs = Vec::new();
         let waiting_for_credentials =
             (self.no_credentials.as_ref()).is_some_and(|(_, at)| *at > now);
         let mut by_region: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
         for (region, id) in wanted {
             by_region.entry(region).or_default().push(id);
         }
+        let due: Vec<RegionLookup> = (by_region.iter())
+            .filter_map(|(region, ids)| self.job(region, ids, now))
+            .collect();
         // A region nothing needs asking in any more is not unavailable: forget its failure.
-        (self.jobs).forget_failures(|region| by_region.contains_key(region.as_str()));
-        let mut unavailable = 0;
-        for (region, ids) in by_region {
-            let Some(job) = self.job(region, &ids, now) else {
-                self.jobs.forget_failures(|other| other != region);
-                continue;
-            };
-            if self.jobs.failure(&job.region).is_some() {
-                unavailable += 1;
-            }
-            if !waiting_for_credentials && self.jobs.start(&job.region, now) {
-                jobs.push(job);
-            }
-        }
+        (self.jobs).forget_failures(|region| due.iter().any(|job| job.region == *region));
+        let unavailable = self.jobs.failures().count() as i64;
+        let jobs = (due.into_iter())
+            .filter(|job| !waiting_for_credentials && self.jobs.start(&job.region, now))
+            .collect();
         if self.images.len() > MAX_CACHED {
             self.images
                 .retain(|key, _| wanted.contains(&(key.0.clone(), key.1.clone())));
