@@ -62,9 +62,7 @@ const MAX_REGIONS_IN_FLIGHT: usize = 4;
 pub(super) struct Ec2Lookups {
     client: Ec2Client,
     secrets: Api<Secret>,
-    namespace: String,
     own_secrets: Api<Secret>,
-    own_namespace: String,
     /// The temporary credentials of the web identity; one exchange at a time.
     session: tokio::sync::Mutex<Option<Session>>,
     session_duration: Duration,
@@ -126,9 +124,7 @@ impl Ec2Lookups {
         Arc::new(Ec2Lookups {
             client,
             secrets: Api::namespaced(client_kube.clone(), namespace),
-            namespace: namespace.to_string(),
             own_secrets: Api::namespaced(client_kube, own_namespace),
-            own_namespace: own_namespace.to_string(),
             session: tokio::sync::Mutex::new(None),
             session_duration,
             wake,
@@ -360,7 +356,8 @@ impl Ec2Lookups {
             return Err(JobError::NoCredentials(format!(
                 "no Secret {OWN_CREDENTIALS_SECRET} in namespace {} nor {CREDENTIALS_SECRET} in \
                  namespace {}",
-                self.own_namespace, self.namespace
+                (self.own_secrets.namespace()).unwrap_or_default(),
+                self.secrets.namespace().unwrap_or_default()
             )));
         };
         match sts::read_secret(&secret_data(&secret)) {
