@@ -13,7 +13,7 @@ use super::{Failure, table, write_stdout};
 use crate::api::{MachineConfiguration, MachineManager, MachineManagerSelector, ManagedBootImages};
 use crate::arch::Arch;
 use crate::bounded_read::MAX_INPUT_BYTES;
-use crate::ec2::client::{Ec2Client, Limits};
+use crate::ec2::client::Ec2Client;
 use crate::ec2::sigv4::Credentials;
 use crate::facts::Lookup;
 use crate::facts::ec2::Ec2Facts;
@@ -245,11 +245,9 @@ fn ec2_facts(
         })
         .collect();
     // The proxy of the environment, as the controller reads it; the system's CA roots only.
-    let limits = Limits {
-        egress: crate::http_client::Egress::from_env(None),
-        ..Limits::default()
-    };
-    let client = Ec2Client::new(args.ec2_endpoint.as_deref(), limits).map_err(Failure::input)?;
+    let egress = crate::http_client::Egress::from_env(None);
+    let client =
+        Ec2Client::new(args.ec2_endpoint.as_deref(), None, &egress).map_err(Failure::input)?;
     let facts = super::runtime()?.block_on(crate::ec2::gather(&client, &credentials, &wanted));
     for (region, message) in facts.unavailable() {
         eprintln!("warning: EC2 in {region} could not be asked: {message}");

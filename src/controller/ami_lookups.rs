@@ -30,6 +30,7 @@ use crate::ec2::client::Ec2Client;
 use crate::ec2::query::Ec2Error;
 use crate::ec2::sigv4::Credentials;
 use crate::ec2::sts::{self, SecretCredentials, Session, WebIdentity};
+use crate::ec2::{Answered, RegionLookup};
 use crate::facts::ec2::{AmiFacts, AmiOrigin, Consulted, Ec2Facts};
 use crate::metrics::Metrics;
 use crate::platform::Platform;
@@ -41,9 +42,6 @@ pub const OWN_CREDENTIALS_SECRET: &str = "boot-image-controller-aws-credentials"
 /// A ServiceAccount token is a few KiB; a Secret may name any file.
 const MAX_TOKEN_BYTES: u64 = 64 << 10;
 
-/// Calls to EC2 in one region are at least this far apart (EC2 throttles per account, and the
-/// machine API shares the account's budget).
-const MIN_CALL_INTERVAL: Duration = Duration::from_secs(1);
 /// Marketplace searches are repeated this often: new AMIs of a product appear there.
 const SEARCH_MAX_AGE: Duration = Duration::from_secs(3600);
 /// An AMI EC2 did not show is asked about again after this long (it may have been shared since).
@@ -64,9 +62,7 @@ const MAX_REGIONS_IN_FLIGHT: usize = 4;
 pub(super) struct Ec2Lookups {
     client: Ec2Client,
     secrets: Api<Secret>,
-    namespace: String,
     own_secrets: Api<Secret>,
-    own_namespace: String,
     /// The temporary credentials of the web identity; one exchange at a time.
     session: tokio::sync::Mutex<Option<Session>>,
     session_duration: Duration,
@@ -82,8 +78,6 @@ struct State {
     jobs: Jobs<String>,
     /// Why there are no credentials to ask with, when that is the case, and when to look again.
     no_credentials: Option<(String, Instant)>,
-    /// When the last call to each region's EC2 was sent.
-    last_call: HashMap<String, Instant>,
 }
 
 impl Default for State {
@@ -93,7 +87,6 @@ impl Default for State {
             searches: HashMap::new(),
             jobs: Jobs::new(MAX_REGIONS_IN_FLIGHT, FIRST_RETRY, MAX_RETRY),
             no_credentials: None,
-            last_call: HashMap::new(),
         }
     }
 }
@@ -101,13 +94,6 @@ impl Default for State {
 enum Looked {
     Found(AmiFacts),
     NotFound(Instant),
-}
-
-/// What a look-up job asks in one region.
-struct Job {
-    region: String,
-    ids: Vec<String>,
-    products: Vec<String>,
 }
 
 /// Why a job could not ask EC2.
@@ -138,9 +124,7 @@ impl Ec2Lookups {
         Arc::new(Ec2Lookups {
             client,
             secrets: Api::namespaced(client_kube.clone(), namespace),
-            namespace: namespace.to_string(),
             own_secrets: Api::namespaced(client_kube, own_namespace),
-            own_namespace: own_namespace.to_string(),
             session: tokio::sync::Mutex::new(None),
             session_duration,
             wake,
@@ -207,29 +191,26 @@ impl State {
 
     /// The look-ups to start for `wanted` at `now` (marked in flight), and the number of regions
     /// EC2 cannot be asked in. Pure: no I/O, so the policy is unit-tested.
-    fn ask(&mut self, wanted: &BTreeSet<(String, String)>, now: Instant) -> (Vec<Job>, i64) {
-        let mut jobs = Vec::new();
+    fn ask(
+        &mut self,
+        wanted: &BTreeSet<(String, String)>,
+        now: Instant,
+    ) -> (Vec<RegionLookup>, i64) {
         let waiting_for_credentials =
             (self.no_credentials.as_ref()).is_some_and(|(_, at)| *at > now);
         let mut by_region: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
         for (region, id) in wanted {
             by_region.entry(region).or_default().push(id);
         }
+        let due: Vec<RegionLookup> = (by_region.iter())
+            .filter_map(|(region, ids)| self.job(region, ids, now))
+            .collect();
         // A region nothing needs asking in any more is not unavailable: forget its failure.
-        (self.jobs).forget_failures(|region| by_region.contains_key(region.as_str()));
-        let mut unavailable = 0;
-        for (region, ids) in by_region {
-            let Some(job) = self.job(region, &ids, now) else {
-                self.jobs.forget_failures(|other| other != region);
-                continue;
-            };
-            if self.jobs.failure(&job.region).is_some() {
-                unavailable += 1;
-            }
-            if !waiting_for_credentials && self.jobs.start(&job.region, now) {
-                jobs.push(job);
-            }
-        }
+        (self.jobs).forget_failures(|region| due.iter().any(|job| job.region == *region));
+        let unavailable = self.jobs.failures().count() as i64;
+        let jobs = (due.into_iter())
+            .filter(|job| !waiting_for_credentials && self.jobs.start(&job.region, now))
+            .collect();
         if self.images.len() > MAX_CACHED {
             self.images
                 .retain(|key, _| wanted.contains(&(key.0.clone(), key.1.clone())));
@@ -237,44 +218,52 @@ impl State {
         (jobs, unavailable)
     }
 
-    /// Books the next call to `region`'s EC2: how long to wait for it. Calls long enough ago to
-    /// hold nobody back are forgotten, so the map holds only regions called within the interval.
-    fn book_call(&mut self, region: &str, now: Instant) -> Duration {
-        self.last_call
-            .retain(|_, last| *last + MIN_CALL_INTERVAL > now);
-        let next =
-            (self.last_call.get(region)).map_or(now, |last| (*last + MIN_CALL_INTERVAL).max(now));
-        self.last_call.insert(region.to_string(), next);
-        next - now
-    }
-
     /// The job that asks `region` about what it has no fresh answer to: `ids` not looked up (or
     /// not shown for long), and the searches of the marketplace products of those found.
-    fn job(&self, region: &str, ids: &[&str], now: Instant) -> Option<Job> {
-        let mut job = Job {
+    fn job(&self, region: &str, ids: &[&str], now: Instant) -> Option<RegionLookup> {
+        let mut job = RegionLookup {
             region: region.to_string(),
             ids: Vec::new(),
-            products: Vec::new(),
+            products: BTreeSet::new(),
         };
-        let mut products = BTreeSet::new();
         for id in ids {
             match self.images.get(&(region.to_string(), id.to_string())) {
                 Some(Looked::Found(image)) => {
-                    if let AmiOrigin::Marketplace { product } = image.origin() {
-                        products.insert(product);
+                    if let AmiOrigin::Marketplace { product } = image.origin()
+                        && !self.searched_lately(region, &product, now)
+                    {
+                        job.products.insert(product);
                     }
                 }
                 Some(Looked::NotFound(at)) if now.duration_since(*at) < NOT_FOUND_MAX_AGE => {}
                 _ => job.ids.push(id.to_string()),
             }
         }
-        for product in products {
-            let searched = self.searches.get(&(region.to_string(), product.clone()));
-            if searched.is_none_or(|(at, _)| now.duration_since(*at) >= SEARCH_MAX_AGE) {
-                job.products.push(product);
+        (!job.ids.is_empty() || !job.products.is_empty()).then_some(job)
+    }
+
+    /// Whether `product`'s AMIs in `region` were searched for within the hour.
+    fn searched_lately(&self, region: &str, product: &str, now: Instant) -> bool {
+        let key = (region.to_string(), product.to_string());
+        (self.searches.get(&key)).is_some_and(|(at, _)| now.duration_since(*at) < SEARCH_MAX_AGE)
+    }
+
+    /// Keeps an answer of a look-up in `region`, come at `now`.
+    fn record(&mut self, region: &str, answer: Answered, now: Instant) {
+        match answer {
+            Answered::Image(image) => {
+                let key = (region.to_string(), image.image_id.clone());
+                self.images.insert(key, Looked::Found(image));
+            }
+            Answered::NotFound(id) => {
+                self.images
+                    .insert((region.to_string(), id), Looked::NotFound(now));
+            }
+            Answered::Search(product, images) => {
+                self.searches
+                    .insert((region.to_string(), product), (now, images));
             }
         }
-        (!job.ids.is_empty() || !job.products.is_empty()).then_some(job)
     }
 }
 
@@ -285,7 +274,7 @@ impl Ec2Lookups {
 
     /// Asks EC2 what `job` says; how long until a pass should ask again (only while some AMI
     /// still needs asking, since only then is there a job).
-    async fn run(&self, job: Job) -> Option<Duration> {
+    async fn run(&self, job: RegionLookup) -> Option<Duration> {
         let region = job.region.clone();
         let outcome = self.ask_ec2(job).await;
         let mut state = self.lock();
@@ -315,85 +304,29 @@ impl Ec2Lookups {
         }
     }
 
-    async fn ask_ec2(&self, job: Job) -> Result<(), JobError> {
-        let region = job.region.as_str();
-        let credentials = match self.credentials(region).await {
-            Ok(c) => c,
-            Err(e) => {
-                // An exchange with STS was counted as such.
-                let result = match e {
-                    JobError::NoCredentials(_) => Some("no_credentials"),
-                    JobError::Secret(_) => Some("secret_unreadable"),
-                    _ => None,
-                };
-                if let Some(result) = result {
-                    self.count("images", result);
-                }
-                return Err(e);
+    async fn ask_ec2(&self, job: RegionLookup) -> Result<(), JobError> {
+        let region = job.region.clone();
+        let credentials = self.credentials(&region).await.inspect_err(|e| {
+            // An exchange with STS was counted as such.
+            match e {
+                JobError::NoCredentials(_) => self.count("images", "no_credentials"),
+                JobError::Secret(_) => self.count("images", "secret_unreadable"),
+                _ => {}
             }
-        };
-        let mut products: BTreeSet<String> = job.products.into_iter().collect();
-        if !job.ids.is_empty() {
-            self.pace(region).await;
-            let ids: Vec<&str> = job.ids.iter().map(String::as_str).collect();
-            let found = self
-                .counted(
-                    "images",
-                    self.client.describe_ids(region, &credentials, &ids),
-                )
-                .await?;
-            let now = Instant::now();
-            let mut state = self.lock();
-            for id in &job.ids {
-                let key = (region.to_string(), id.clone());
-                match found.iter().find(|i| &i.image_id == id) {
-                    Some(image) => {
-                        if let AmiOrigin::Marketplace { product } = image.origin() {
-                            let fresh = state
-                                .searches
-                                .get(&(region.to_string(), product.clone()))
-                                .is_some_and(|(at, _)| now.duration_since(*at) < SEARCH_MAX_AGE);
-                            if !fresh {
-                                products.insert(product);
-                            }
-                        }
-                        state.images.insert(key, Looked::Found(image.clone()));
-                    }
-                    None => {
-                        state.images.insert(key, Looked::NotFound(now));
-                    }
-                }
-            }
-        }
-        for product in products {
-            self.pace(region).await;
-            let images = self
-                .counted(
-                    "marketplace",
-                    (self.client).describe_marketplace(region, &credentials, &product),
-                )
-                .await?;
-            self.lock()
-                .searches
-                .insert((region.to_string(), product), (Instant::now(), images));
-        }
-        Ok(())
-    }
-
-    /// Waits until the region may be called again.
-    async fn pace(&self, region: &str) {
-        let wait = self.lock().book_call(region, Instant::now());
-        tokio::time::sleep(wait).await;
-    }
-
-    async fn counted<T>(
-        &self,
-        call: &str,
-        request: impl Future<Output = Result<T, Ec2Error>>,
-    ) -> Result<T, Ec2Error> {
-        let result = request.await;
-        self.count(call, result.as_ref().map_or_else(|e| e.kind(), |_| "ok"));
-        result
+        })?;
+        let searched_lately =
+            |product: &str| (self.lock()).searched_lately(&region, product, Instant::now());
+        let count = |call: &str, result: &str| self.count(call, result);
+        let record = |answer| self.lock().record(&region, answer, Instant::now());
+        let asked = crate::ec2::ask_region(
+            &self.client,
+            &credentials,
+            job,
+            searched_lately,
+            count,
+            record,
+        );
+        Ok(asked.await?)
     }
 
     fn count(&self, call: &str, result: &str) {
@@ -423,7 +356,8 @@ impl Ec2Lookups {
             return Err(JobError::NoCredentials(format!(
                 "no Secret {OWN_CREDENTIALS_SECRET} in namespace {} nor {CREDENTIALS_SECRET} in \
                  namespace {}",
-                self.own_namespace, self.namespace
+                (self.own_secrets.namespace()).unwrap_or_default(),
+                self.secrets.namespace().unwrap_or_default()
             )));
         };
         match sts::read_secret(&secret_data(&secret)) {
@@ -465,13 +399,11 @@ impl Ec2Lookups {
             ))
         })?;
         let duration = self.session_duration;
-        let (credentials, expiration) = self
-            .counted(
-                "assume_role",
-                (self.client).assume_role_with_web_identity(region, &identity, &token, duration),
-            )
-            .await
-            .map_err(|e| failed(e.to_string()))?;
+        let exchanged = (self.client)
+            .assume_role_with_web_identity(region, &identity, &token, duration)
+            .await;
+        self.count("assume_role", Ec2Error::outcome(&exchanged));
+        let (credentials, expiration) = exchanged.map_err(|e| failed(e.to_string()))?;
         info!(role = %identity.role_arn, %expiration, "assumed the role with the ServiceAccount token");
         let now = (jiff::Timestamp::now(), Instant::now());
         let new = Session::new(identity, credentials.clone(), expiration, now.0, now.1);
@@ -514,7 +446,7 @@ mod tests {
         state: &mut State,
         wanted: &BTreeSet<(String, String)>,
         now: Instant,
-    ) -> (Ec2Facts, Vec<Job>, i64) {
+    ) -> (Ec2Facts, Vec<RegionLookup>, i64) {
         let facts = state.facts(now);
         let (jobs, unavailable) = state.ask(wanted, now);
         (facts, jobs, unavailable)
@@ -578,7 +510,7 @@ mod tests {
         found(&mut state, MARKET_AMI, MARKETPLACE_OWNER, &name);
         let asked = wanted(&[("us-east-1", MARKET_AMI)]);
         let (_, jobs, _) = answer(&mut state, &asked, now);
-        assert_eq!(jobs[0].products, vec![OCP.to_string()]);
+        assert_eq!(jobs[0].products, BTreeSet::from([OCP.to_string()]));
         assert!(jobs[0].ids.is_empty());
         state.jobs.succeeded(&"us-east-1".to_string());
         let key = ("us-east-1".to_string(), OCP.to_string());
@@ -643,20 +575,5 @@ mod tests {
         state.jobs.succeeded(&first[0].region);
         let (_, jobs, _) = answer(&mut state, &asked, now);
         assert_eq!(jobs.len(), 1);
-    }
-
-    #[test]
-    fn calls_are_paced_per_region_and_old_ones_forgotten() {
-        let mut state = State::default();
-        let now = Instant::now();
-        assert_eq!(state.book_call("us-east-1", now), Duration::ZERO);
-        assert_eq!(state.book_call("us-east-1", now), MIN_CALL_INTERVAL);
-        assert_eq!(state.book_call("us-west-2", now), Duration::ZERO);
-        for n in 1..=100 {
-            state.book_call(&format!("eu-west-{n}"), now);
-        }
-        let later = now + MIN_CALL_INTERVAL * 3;
-        assert_eq!(state.book_call("us-east-1", later), Duration::ZERO);
-        assert_eq!(state.last_call.len(), 1, "{:?}", state.last_call.keys());
     }
 }

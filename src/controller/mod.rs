@@ -112,12 +112,8 @@ async fn ec2_lookups(
     if !args.ec2_lookups {
         return Ok(None);
     }
-    let limits = crate::ec2::client::Limits {
-        egress: egress(args),
-        ..Default::default()
-    };
-    let ec2_client = crate::ec2::client::Ec2Client::new(args.ec2_endpoint.as_deref(), limits)
-        .and_then(|c| c.with_sts_endpoint(args.sts_endpoint.as_deref()))
+    let (endpoint, sts_endpoint) = (args.ec2_endpoint.as_deref(), args.sts_endpoint.as_deref());
+    let ec2_client = crate::ec2::client::Ec2Client::new(endpoint, sts_endpoint, &egress(args))
         .map_err(RunError::Ec2)?;
     let lookups = ami_lookups::Ec2Lookups::new(
         ec2_client,

@@ -21,31 +21,13 @@ const MAX_BODY: usize = 16 << 20;
 /// Pages of one search followed at most; each page of an unbounded answer holds up to 1,000.
 const MAX_PAGES: usize = 10;
 
-/// How a client bounds and retries each call.
-#[derive(Clone, Debug)]
-pub struct Limits {
-    pub connect_timeout: Duration,
-    /// One HTTP exchange, from sending to the last byte of the answer.
-    pub call_timeout: Duration,
-    /// Attempts of one call when EC2 throttles or fails transiently.
-    pub attempts: u32,
-    /// The first backoff after a throttled attempt; doubled, with jitter, for each further one.
-    pub first_backoff: Duration,
-    /// The cluster's proxy and trusted CA bundle.
-    pub egress: Egress,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            connect_timeout: Duration::from_secs(5),
-            call_timeout: Duration::from_secs(20),
-            attempts: 4,
-            first_backoff: Duration::from_millis(500),
-            egress: Egress::default(),
-        }
-    }
-}
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// One HTTP exchange, from sending to the last byte of the answer.
+const CALL_TIMEOUT: Duration = Duration::from_secs(20);
+/// Attempts of one call when EC2 throttles or fails transiently.
+const ATTEMPTS: u32 = 4;
+/// The first backoff after a throttled attempt; doubled, with jitter, for each further one.
+const FIRST_BACKOFF: Duration = Duration::from_millis(500);
 
 /// A DescribeImages client for any region, and the STS calls that get it temporary
 /// credentials: one HTTP client (one connector, so one proxy and one set of CA roots) for both.
@@ -56,7 +38,6 @@ pub struct Ec2Client {
     endpoint: Option<Uri>,
     /// `--sts-endpoint`: the same for STS.
     sts_endpoint: Option<Uri>,
-    limits: Limits,
 }
 
 /// The AWS services called, by their SigV4 signing name.
@@ -87,23 +68,20 @@ fn parse_endpoint(endpoint: Option<&str>) -> Result<Option<Uri>, Ec2Error> {
 }
 
 impl Ec2Client {
-    pub fn new(endpoint: Option<&str>, limits: Limits) -> Result<Self, Ec2Error> {
-        let endpoint = parse_endpoint(endpoint)?;
-        let https =
-            crate::http_client::connector(limits.connect_timeout, "EC2", &[], &limits.egress)
-                .map_err(|e| Ec2Error::Malformed(e.to_string()))?;
+    /// A client through `egress` (the cluster's proxy and trusted CA bundle), sending to
+    /// `endpoint` and `sts_endpoint` when given rather than to `https://<service>.<region>.<suffix>`.
+    pub fn new(
+        endpoint: Option<&str>,
+        sts_endpoint: Option<&str>,
+        egress: &Egress,
+    ) -> Result<Self, Ec2Error> {
+        let https = crate::http_client::connector(CONNECT_TIMEOUT, "EC2", &[], egress)
+            .map_err(|e| Ec2Error::Malformed(e.to_string()))?;
         Ok(Ec2Client {
             http: Client::builder(TokioExecutor::new()).build(https),
-            endpoint,
-            sts_endpoint: None,
-            limits,
+            endpoint: parse_endpoint(endpoint)?,
+            sts_endpoint: parse_endpoint(sts_endpoint)?,
         })
-    }
-
-    /// Sends STS calls to `endpoint` rather than `https://sts.<region>.amazonaws.com`.
-    pub fn with_sts_endpoint(mut self, endpoint: Option<&str>) -> Result<Self, Ec2Error> {
-        self.sts_endpoint = parse_endpoint(endpoint)?;
-        Ok(self)
     }
 
     /// Where `region`'s requests go; none for a name that is not an AWS region, which is never
@@ -146,25 +124,15 @@ impl Ec2Client {
         let mut images = Vec::new();
         for chunk in ids.chunks(query::IDS_PER_REQUEST) {
             let params = query::describe_by_ids(chunk);
-            images.extend(self.describe_all(region, credentials, params).await?);
+            images.extend(self.describe(region, credentials, params).await?);
         }
         // A filter answers with what matches; keep only what was asked, whatever the server.
         images.retain(|i| ids.contains(&i.image_id.as_str()));
         Ok(images)
     }
 
-    /// The marketplace AMIs of `product` in `region`.
-    pub async fn describe_marketplace(
-        &self,
-        region: &str,
-        credentials: &Credentials,
-        product: &str,
-    ) -> Result<Vec<AmiFacts>, Ec2Error> {
-        let params = query::describe_marketplace(product);
-        self.describe_all(region, credentials, params).await
-    }
-
-    async fn describe_all(
+    /// The AMIs DescribeImages with `params` shows in `region`, page after page.
+    pub async fn describe(
         &self,
         region: &str,
         credentials: &Credentials,
@@ -199,11 +167,8 @@ impl Ec2Client {
         let mut attempt = 0;
         loop {
             match self.exchange(service, region, credentials, params).await {
-                Err(e) if e.is_transient() && attempt + 1 < self.limits.attempts => {
-                    let backoff = self
-                        .limits
-                        .first_backoff
-                        .saturating_mul(1 << attempt.min(10));
+                Err(e) if e.is_transient() && attempt + 1 < ATTEMPTS => {
+                    let backoff = FIRST_BACKOFF.saturating_mul(1 << attempt.min(10));
                     tracing::debug!(region, ?service, error = %e, ?backoff, "call failed; retrying");
                     tokio::time::sleep(jittered(backoff)).await;
                     attempt += 1;
@@ -258,7 +223,7 @@ impl Ec2Client {
         let request = request
             .body(Full::new(Bytes::from(body)))
             .map_err(|e| Ec2Error::Malformed(e.to_string()))?;
-        let timeout = self.limits.call_timeout;
+        let timeout = CALL_TIMEOUT;
         let started = Instant::now();
         let response = tokio::time::timeout(timeout, self.http.request(request))
             .await

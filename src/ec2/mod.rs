@@ -11,9 +11,73 @@ pub(crate) mod query;
 pub(crate) mod sigv4;
 pub(crate) mod sts;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
-use crate::facts::ec2::{AmiOrigin, Ec2Facts};
+use crate::facts::ec2::{AmiFacts, AmiOrigin, Ec2Facts};
+
+/// A marketplace search waits this long after the call before it (EC2 throttles per account,
+/// and the machine API shares the account's budget).
+const MIN_CALL_INTERVAL: Duration = Duration::from_secs(1);
+
+/// What to ask EC2 in one region: AMIs by id, and marketplace products to search.
+#[derive(Debug)]
+pub struct RegionLookup {
+    pub region: String,
+    pub ids: Vec<String>,
+    pub products: BTreeSet<String>,
+}
+
+/// One answer of a [`RegionLookup`].
+pub enum Answered {
+    Image(AmiFacts),
+    /// EC2 does not show this AMI (deregistered, or private to another account).
+    NotFound(String),
+    /// The AMIs of a marketplace product.
+    Search(String, Vec<AmiFacts>),
+}
+
+/// Asks EC2 what `lookup` says, and searches the marketplace products of the AMIs found unless
+/// `searched_lately`; `count` sees each call's outcome and `answered` each answer as it comes,
+/// so a failure keeps the answers before it. The one path of `plan --ec2-lookup` and of the
+/// controller's look-ups.
+pub async fn ask_region(
+    client: &client::Ec2Client,
+    credentials: &sigv4::Credentials,
+    lookup: RegionLookup,
+    searched_lately: impl Fn(&str) -> bool,
+    count: impl Fn(&str, &str),
+    mut answered: impl FnMut(Answered),
+) -> Result<(), query::Ec2Error> {
+    let region = lookup.region.as_str();
+    let mut products = lookup.products;
+    if !lookup.ids.is_empty() {
+        let ids: Vec<&str> = lookup.ids.iter().map(String::as_str).collect();
+        let found = client.describe_ids(region, credentials, &ids).await;
+        count("images", query::Ec2Error::outcome(&found));
+        let found = found?;
+        for id in lookup.ids {
+            let Some(image) = found.iter().find(|i| i.image_id == id) else {
+                answered(Answered::NotFound(id));
+                continue;
+            };
+            if let AmiOrigin::Marketplace { product } = image.origin()
+                && !searched_lately(&product)
+            {
+                products.insert(product);
+            }
+            answered(Answered::Image(image.clone()));
+        }
+    }
+    for product in products {
+        tokio::time::sleep(MIN_CALL_INTERVAL).await;
+        let params = query::describe_marketplace(&product);
+        let images = client.describe(region, credentials, params).await;
+        count("marketplace", query::Ec2Error::outcome(&images));
+        answered(Answered::Search(product, images?));
+    }
+    Ok(())
+}
 
 /// Asks EC2 about `wanted` at once, region by region, and the marketplace products they belong
 /// to: for `plan`, which waits for the answers (the controller asks in the background).
@@ -23,44 +87,31 @@ pub async fn gather(
     wanted: &BTreeSet<(String, String)>,
 ) -> Ec2Facts {
     let mut facts = Ec2Facts::consulted();
-    let mut by_region: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+    let mut by_region: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (region, id) in wanted {
-        by_region.entry(region).or_default().push(id);
+        by_region
+            .entry(region.clone())
+            .or_default()
+            .push(id.clone());
     }
     for (region, ids) in by_region {
-        if let Err(e) = gather_region(client, credentials, region, &ids, &mut facts).await {
-            facts.set_unavailable(region, e.to_string());
+        let lookup = RegionLookup {
+            region: region.clone(),
+            ids,
+            products: BTreeSet::new(),
+        };
+        let record = |answer| match answer {
+            Answered::Image(image) => facts.add_image(image),
+            Answered::NotFound(id) => facts.add_not_found(&region, &id),
+            Answered::Search(product, images) => {
+                images.into_iter().for_each(|image| facts.add_image(image));
+                facts.add_search(&region, &product);
+            }
+        };
+        let asked = ask_region(client, credentials, lookup, |_| false, |_, _| {}, record).await;
+        if let Err(e) = asked {
+            facts.set_unavailable(&region, e.to_string());
         }
     }
     facts
-}
-
-async fn gather_region(
-    client: &client::Ec2Client,
-    credentials: &sigv4::Credentials,
-    region: &str,
-    ids: &[&str],
-    facts: &mut Ec2Facts,
-) -> Result<(), query::Ec2Error> {
-    let found = client.describe_ids(region, credentials, ids).await?;
-    let mut products = BTreeSet::new();
-    for id in ids {
-        match found.iter().find(|i| i.image_id == *id) {
-            Some(image) => {
-                if let AmiOrigin::Marketplace { product } = image.origin() {
-                    products.insert(product);
-                }
-                facts.add_image(image.clone());
-            }
-            None => facts.add_not_found(region, id),
-        }
-    }
-    for product in products {
-        let images = (client.describe_marketplace(region, credentials, &product)).await?;
-        for image in images {
-            facts.add_image(image);
-        }
-        facts.add_search(region, &product);
-    }
-    Ok(())
 }

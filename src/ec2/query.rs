@@ -54,9 +54,10 @@ impl Ec2Error {
         }
     }
 
-    /// A bounded label for the requests metric.
-    pub fn kind(&self) -> &'static str {
-        match self {
+    /// A call's outcome as a bounded label for the requests metric.
+    pub fn outcome<T>(result: &Result<T, Ec2Error>) -> &'static str {
+        let Err(e) = result else { return "ok" };
+        match e {
             Ec2Error::Throttled { .. } => "throttled",
             Ec2Error::Refused { .. } | Ec2Error::StsRefused { .. } => "refused",
             Ec2Error::Failed { .. } => "failed",

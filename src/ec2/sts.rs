@@ -302,7 +302,7 @@ mod tests {
         assert!(
             matches!(&refusal, Ec2Error::StsRefused { code, .. } if code == "ExpiredTokenException")
         );
-        assert_eq!(refusal.kind(), "refused");
+        assert_eq!(Ec2Error::outcome(&Err::<(), _>(refusal.clone())), "refused");
         assert!(!refusal.is_transient());
         let throttled = refused(Ec2Error::Throttled {
             code: "Throttling".into(),
