@@ -38,6 +38,7 @@ pub use decision::{Action, Blocked, Decision, ObjectKey, Plan, Values, Warning};
 use gates::Ready;
 pub use gates::{pause_key, paused};
 pub use json_patch::Patch;
+use patch::Guarded;
 use selection::Selected;
 
 /// The cluster-wide inputs of a plan, as observed at one moment.
@@ -284,6 +285,16 @@ impl<'a> Planner<'a> {
         decision.last_change = history::last_change(subject.meta);
         if let Ok(ready) = &self.state {
             self.follow_boot(&subject, ready, &mut decision);
+        }
+        // Every write is guarded by the resourceVersion the decision read: the `test`s of the
+        // values a patch replaces cannot say that what chose them is unchanged, e.g. that no
+        // opt-out annotation was added meanwhile (JSON Patch cannot test that a key is still
+        // absent: kube-apiserver 1.34 refuses a `test` of a missing key with `null`). A
+        // concurrent edit anywhere then costs one conflict and a new decision.
+        if !decision.patch.is_empty()
+            && let Some(rv) = &subject.meta.resource_version
+        {
+            decision.patch.guard_resource_version(rv);
         }
         decision
     }

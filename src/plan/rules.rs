@@ -127,22 +127,8 @@ struct ImageChange {
 }
 
 impl Planner<'_> {
+    /// The decision of the rules, before its resourceVersion guard ([`Planner::decide_object`]).
     pub(super) fn decide_readable(&self, subject: &Subject<'_>, ready: &Ready) -> Decision {
-        let mut decided = self.decide_unguarded(subject, ready);
-        // Every write is guarded by the resourceVersion the decision read: the `test`s of the
-        // values a patch replaces cannot say that what chose them is unchanged, e.g. that no
-        // opt-out annotation was added meanwhile (JSON Patch cannot test that a key is still
-        // absent: kube-apiserver 1.34 refuses a `test` of a missing key with `null`). A
-        // concurrent edit anywhere then costs one conflict and a new decision.
-        if !decided.patch.is_empty()
-            && let Some(rv) = &subject.meta.resource_version
-        {
-            decided.patch.guard_resource_version(rv);
-        }
-        decided
-    }
-
-    fn decide_unguarded(&self, subject: &Subject<'_>, ready: &Ready) -> Decision {
         if let Some(decided) = self.screen(subject, ready) {
             return decided;
         }
@@ -210,31 +196,13 @@ impl Planner<'_> {
     }
 
     /// The platform rule's verdict on the boot image alone, with what it was judged against;
-    /// `Err` with the decision when the image cannot be judged (unsupported platform, unknown
+    /// `Err` with the decision when there is nothing to judge (unsupported platform, unknown
     /// architecture, no provider spec).
     pub(super) fn evaluate_image<'s>(
         &'s self,
         subject: &Subject<'s>,
         ready: &'s Ready,
     ) -> Result<Evaluated<'s>, Box<Decision>> {
-        let (rule, ctx, provider_spec) = self.rule_input(subject, ready)?;
-        let (outcome, asks) = rule.evaluate(provider_spec, &ctx);
-        Ok(Evaluated {
-            outcome,
-            asks,
-            rule,
-            ctx,
-            provider_spec,
-        })
-    }
-
-    /// The rule of the cluster's platform and what it is handed for `subject`; `Err` with the
-    /// decision when there is nothing to judge.
-    fn rule_input<'s>(
-        &'s self,
-        subject: &Subject<'s>,
-        ready: &'s Ready,
-    ) -> Result<(&'static dyn PlatformRule, RuleContext<'s>, &'s Value), Box<Decision>> {
         // Before the architecture and providerSpec checks: on a platform we never write to, their
         // errors would only raise a false Degraded (e.g. every MachineSet of a multi-arch
         // bare-metal cluster without the autoscaler annotation).
@@ -264,11 +232,7 @@ impl Planner<'_> {
             return Err(Box::new(refused));
         }
         let stream = self.os_stream(subject, ready)?;
-        let arch = self
-            .arch(subject, ready)
-            .map_err(|(action, reason, message)| {
-                Box::new(subject.decision(action, reason, message))
-            })?;
+        let arch = self.arch(subject, ready)?;
         // Only the entries that objects use are judged (docs/how-it-decides.md, "Gates and rules").
         if let Some(why) = stream.invalid_entry(arch) {
             let message = format!(
@@ -300,7 +264,14 @@ impl Planner<'_> {
             platform_spec: infrastructure.and_then(|i| i.spec.extra.get("platformSpec")),
             vcenter: &self.snapshot.vcenter,
         };
-        Ok((rule, ctx, provider_spec))
+        let (outcome, asks) = rule.evaluate(provider_spec, &ctx);
+        Ok(Evaluated {
+            outcome,
+            asks,
+            rule,
+            ctx,
+            provider_spec,
+        })
     }
 
     /// Rules 1 to 4: the objects we leave alone whatever their images.
@@ -416,11 +387,12 @@ impl Planner<'_> {
     /// plane's, as the cluster's Nodes report it. The MCO uses its own pod's architecture there;
     /// Nodes say it without depending on where this controller runs, and there is never a
     /// built-in default: an arm64 control plane must not get an x86_64 image.
-    fn arch(&self, subject: &Subject<'_>, ready: &Ready) -> Result<Arch, (Action, Reason, String)> {
+    fn arch(&self, subject: &Subject<'_>, ready: &Ready) -> Result<Arch, Box<Decision>> {
+        let refuse = |action, reason, message| Box::new(subject.decision(action, reason, message));
         let control_plane = || {
             ready.control_plane_arch.clone().map_err(|why| {
                 let message = format!("the control-plane architecture is unknown: {why}");
-                (Action::Error, Reason::ArchitectureUndetermined, message)
+                refuse(Action::Error, Reason::ArchitectureUndetermined, message)
             })
         };
         if subject.kind == MachineKind::ControlPlaneMachineSet {
@@ -435,29 +407,23 @@ impl Planner<'_> {
                      architecture: add kubernetes.io/arch=<arch> to its \
                      {AUTOSCALER_LABELS_ANNOTATION} annotation to have it managed"
                 );
-                return Err((Action::Skip, Reason::ArchitectureNotDeclared, message));
+                return Err(refuse(Action::Skip, Reason::ArchitectureNotDeclared, message));
             }
             return control_plane();
         };
-        let error = |reason, message| (Action::Error, reason, message);
         let arch = labels
             .split(',')
             .filter_map(|pair| pair.trim().split_once('='))
             .find(|(key, _)| key.trim() == "kubernetes.io/arch")
             .map(|(_, value)| value.trim());
         let Some(arch) = arch else {
-            return Err(error(
-                Reason::ArchitectureUndetermined,
-                format!(
-                    "annotation {AUTOSCALER_LABELS_ANNOTATION} has no kubernetes.io/arch entry"
-                ),
-            ));
+            let message =
+                format!("annotation {AUTOSCALER_LABELS_ANNOTATION} has no kubernetes.io/arch entry");
+            return Err(refuse(Action::Error, Reason::ArchitectureUndetermined, message));
         };
         arch.parse().map_err(|e: crate::arch::UnknownArch| {
-            error(
-                Reason::UnknownArchitecture,
-                format!("annotation {AUTOSCALER_LABELS_ANNOTATION}: {e}"),
-            )
+            let message = format!("annotation {AUTOSCALER_LABELS_ANNOTATION}: {e}");
+            refuse(Action::Error, Reason::UnknownArchitecture, message)
         })
     }
 
