@@ -327,27 +327,16 @@ impl Serialize for Plan {
             map.serialize_entry("selection", &modes)?;
             map.serialize_entry("selectionFrom", &origins)?;
         }
-        let lists = [
-            (MachineKind::MachineSet, "machineSets", true),
-            (
-                MachineKind::ControlPlaneMachineSet,
-                "controlPlaneMachineSets",
-                true,
-            ),
-            (
-                MachineKind::ClusterApiMachineSet,
-                "clusterApiMachineSets",
-                false,
-            ),
-            (
-                MachineKind::ClusterApiMachineDeployment,
-                "clusterApiMachineDeployments",
-                false,
-            ),
+        // One list per kind of [`MachineKind::ALL`], in its order.
+        let keys = [
+            "machineSets",
+            "controlPlaneMachineSets",
+            "clusterApiMachineSets",
+            "clusterApiMachineDeployments",
         ];
-        for (kind, key, always) in lists {
+        for (kind, key) in MachineKind::ALL.into_iter().zip(keys) {
             let decisions = self.of(kind);
-            if always || !decisions.is_empty() {
+            if !kind.is_cluster_api() || !decisions.is_empty() {
                 map.serialize_entry(key, decisions)?;
             }
         }
