@@ -4,6 +4,8 @@
 //! MachineDeployments; deletes carry uid and resourceVersion preconditions, so a template
 //! changed since it was seen is left alone.
 
+use std::sync::Arc;
+
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, Preconditions};
 use tracing::{info, warn};
@@ -11,7 +13,7 @@ use tracing::{info, warn};
 use crate::api_client;
 use crate::plan::MachineResource;
 use crate::plan::cluster_api_templates::{
-    self, AWS_MACHINE_TEMPLATE, Collectable, RecordedCopy, Templates, Unused,
+    self, AWS_MACHINE_TEMPLATE, Collectable, RecordedCopy, Templates,
 };
 
 pub(super) struct TemplateCollector {
@@ -60,24 +62,26 @@ impl TemplateCollector {
         collectable
     }
 
-    pub async fn collect(&self, unused: Vec<Unused>) {
+    pub async fn collect(&self, unused: Vec<Arc<DynamicObject>>) {
         for unused in unused {
+            let meta = &unused.metadata;
+            let name = meta.name.as_deref().unwrap_or_default();
             let params = DeleteParams {
                 preconditions: Some(Preconditions {
-                    uid: unused.uid.clone(),
-                    resource_version: unused.resource_version.clone(),
+                    uid: meta.uid.clone(),
+                    resource_version: meta.resource_version.clone(),
                 }),
                 ..DeleteParams::default()
             };
-            match api_client::bounded(self.templates.delete(&unused.name, &params)).await {
+            match api_client::bounded(self.templates.delete(name, &params)).await {
                 Ok(_) => info!(
-                    template = %unused.name,
+                    template = %name,
                     "deleted an infrastructure template this controller created and nothing uses"
                 ),
                 // Gone already, or changed since it was seen: left for the next pass to judge.
                 Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
                 Err(e) => warn!(
-                    template = %unused.name, error = %e,
+                    template = %name, error = %e,
                     "cannot delete an unused infrastructure template"
                 ),
             }
@@ -172,7 +176,8 @@ mod tests {
                 .filter_map(|d| d.infrastructure_template.as_ref())
                 .map(|copy| copy.to.as_str());
             let found = collector.candidates(&templates, &[], planned, &ours, now);
-            found.unused.into_iter().map(|u| u.name).collect::<Vec<_>>()
+            let names = found.unused.iter().filter_map(|u| u.metadata.name.clone());
+            names.collect::<Vec<_>>()
         };
 
         assert_eq!(unused(&[moving_to("worker-b-4-21")]), [name]);

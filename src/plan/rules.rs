@@ -624,12 +624,7 @@ fn cluster_api_refusal(subject: &Subject<'_>, ready: &Ready) -> Option<Decision>
         ));
     }
     let refused = infrastructure.as_ref().err()?;
-    let action = if refused.error {
-        Action::Error
-    } else {
-        Action::Skip
-    };
-    Some(subject.decision(action, refused.reason, refused.message.clone()))
+    Some(subject.decision(refused.action, refused.reason, refused.message.clone()))
 }
 
 /// Rule 1: an object opted out by annotation.
