@@ -214,10 +214,7 @@ impl Decision {
         self.rhcos_release.apply();
         self.user_data_secret.apply();
         self.withdraw_writes();
-        self.message = with_warning(
-            current_message(self.boot_image.current.as_ref()),
-            self.warning.as_ref(),
-        );
+        self.message = current_message(self.boot_image.current.as_ref());
         if let Some(failed) = reverted {
             // As the next plan sees it: held off the image that failed, which it would move to.
             self.action = Action::Skip;
@@ -267,14 +264,6 @@ pub(super) fn held_message(image: &Values<Value>, why: Option<&str>) -> String {
 /// The message of a decision that leaves a current boot image as it is.
 pub(super) fn current_message(image: Option<&Value>) -> String {
     format!("boot image is current ({})", display_image(image))
-}
-
-/// A warning travels in the message too, where people read decisions.
-pub(super) fn with_warning(message: String, warning: Option<&Warning>) -> String {
-    match warning {
-        Some(w) => format!("{message}; {}", w.message),
-        None => message,
-    }
 }
 
 /// The whole decision, as `plan -o json` prints it: every decision listed under its kind.

@@ -9,7 +9,7 @@ use jsonptr::Pointer;
 use serde_json::Value;
 
 use super::cluster_api_templates::{self, TemplateCopy, TemplateView, Unjudgeable};
-use super::decision::{Action, Decision, Values, Warning, current_message, with_warning};
+use super::decision::{Action, Decision, Values, Warning, current_message};
 use super::gates::Ready;
 use super::history::{self, HistoryEntry};
 use super::patch::{Guarded, annotation, remove_annotation, under, under_known};
@@ -188,10 +188,6 @@ impl Planner<'_> {
             decided.message = change_message(&decided, stream, release);
             self.update(subject, ready, stream, &mut decided);
         }
-        decided.message = with_warning(
-            std::mem::take(&mut decided.message),
-            decided.warning.as_ref(),
-        );
         decided
     }
 
