@@ -772,18 +772,14 @@ fn input_guards(subject: &Subject<'_>, platform: Vec<Input>, patch: &mut Patch) 
 fn change_message(decided: &Decision, stream: &GoldenStream, release: Option<&str>) -> String {
     let mut message = String::new();
     if let Some(target) = &decided.boot_image.target {
+        let release = release.map(|r| format!(" {r}")).unwrap_or_default();
         let _ = write!(
             message,
-            "boot image {} -> {} ({}",
+            "boot image {} -> {} ({}{release})",
             display_image(decided.boot_image.current.as_ref()),
             display_image(Some(target)),
             stream.stream
         );
-        if let Some(release) = release {
-            message.push(' ');
-            message.push_str(release);
-        }
-        message.push(')');
     }
     if let Some(upgrade) = &decided.stub_upgrade {
         let _ = write!(
