@@ -36,10 +36,10 @@ impl TemplateCollector {
         }
     }
 
-    /// Our templates that no Cluster API MachineSet or MachineDeployment references, judged
-    /// from one pass's snapshot; none while one of them cannot be read (what it references is
-    /// unknown). The templates this pass points MachineSets at (`planned`) count as
-    /// referenced: a copy left over from an earlier attempt is reused by the create that
+    /// Our templates that no Cluster API MachineSet or MachineDeployment references (as an AWS
+    /// template), judged from one pass's snapshot; none while one of them cannot be read (what it
+    /// references is unknown). The templates this pass points MachineSets at (`planned`) count
+    /// as referenced: a copy left over from an earlier attempt is reused by the create that
     /// precedes the patch, and the snapshot does not show the MachineSet on it yet.
     pub fn candidates<'a>(
         &mut self,
@@ -49,10 +49,17 @@ impl TemplateCollector {
         ours: &[RecordedCopy],
         now: jiff::Timestamp,
     ) -> Collectable {
-        let Some(references) = references(machines) else {
-            return Collectable::default();
-        };
-        let references = references.into_iter().chain(planned);
+        let mut references: Vec<&str> = planned.into_iter().collect();
+        for machine in machines.iter().filter(|m| m.kind.is_cluster_api()) {
+            let Some(object) = machine.readable() else {
+                return Collectable::default();
+            };
+            if let Some(reference) = object.infrastructure_ref()
+                && reference.kind == AWS_MACHINE_TEMPLATE
+            {
+                references.push(reference.name.as_str());
+            }
+        }
         let collectable =
             cluster_api_templates::unused_copies(templates, references, ours, now, self.grace);
         self.due = collectable.next.map(|at| {
@@ -96,21 +103,6 @@ pub(super) fn recorded(machines: &[MachineResource]) -> Vec<RecordedCopy> {
         .filter_map(MachineResource::readable)
         .flat_map(|kept| cluster_api_templates::recorded_copies(kept.meta()))
         .collect()
-}
-
-/// The AWS templates the Cluster API objects reference; `None` when one of them cannot be
-/// read.
-fn references(machines: &[MachineResource]) -> Option<Vec<&str>> {
-    let mut names = Vec::new();
-    for machine in machines.iter().filter(|m| m.kind.is_cluster_api()) {
-        let object = machine.readable()?;
-        if let Some(reference) = object.infrastructure_ref()
-            && reference.kind == AWS_MACHINE_TEMPLATE
-        {
-            names.push(reference.name.as_str());
-        }
-    }
-    Some(names)
 }
 
 #[cfg(test)]
