@@ -37,9 +37,7 @@ use serde_json::{Map, Value, json};
 
 use super::decision::Action;
 use super::patch::{Guarded, annotation};
-use crate::api::{
-    InfrastructureRef, MachineSpec, MachineTemplate, ObjectMeta, ProviderSpec, TemplateMetadata,
-};
+use crate::api::{InfrastructureRef, MachineTemplate, ObjectMeta, TemplateMetadata};
 use crate::reason::Reason;
 
 /// The API group of Cluster API infrastructure providers' templates.
@@ -158,20 +156,12 @@ pub fn view<'a>(
     if let Some(name) = data_secret_name {
         spec.insert("userDataSecret".into(), json!({"name": name}));
     }
-    let template = MachineTemplate {
-        metadata: Some(TemplateMetadata {
-            labels: labels.cloned(),
-            ..Default::default()
-        }),
-        spec: MachineSpec {
-            provider_spec: ProviderSpec {
-                value: Some(Value::Object(spec)),
-                leaves: None,
-            },
-            ..Default::default()
-        },
+    let mut template = MachineTemplate::default();
+    template.spec.provider_spec.value = Some(Value::Object(spec));
+    template.metadata = Some(TemplateMetadata {
+        labels: labels.cloned(),
         ..Default::default()
-    };
+    });
     Ok(TemplateView {
         template,
         source,
