@@ -110,12 +110,12 @@ pub fn undo(
         // A Cluster API MachineSet's boot image is its template's: the revert points it back at
         // the template it used before (which the update left untouched), if it still names the
         // one the newest entry moved it to.
-        if let Some((newest, oldest)) = span(undone, |e| e.infrastructure_template.as_ref()) {
+        if let Some(values) = span(undone, |e| e.infrastructure_template.as_ref()) {
             let pointer = crate::plan::cluster_api_templates::REFERENCE_NAME_POINTER;
             let current = object.pointer(pointer).cloned().unwrap_or(Value::Null);
             let field = Field::InfrastructureTemplate;
-            let (newest, oldest) = (newest.to.clone().into(), oldest.from.clone().into());
-            changes.push(restore(described, field, pointer.to_string(), current, newest, oldest)?);
+            let restored = restore(described, field, pointer.to_string(), current, values)?;
+            changes.push(restored);
         }
         changes.retain(|c| c.from != c.to);
         return Ok(changes);
@@ -130,51 +130,55 @@ pub fn undo(
                 path: base.to_string(),
             })
     };
-    if let Some((newest, oldest)) = span(undone, |e| e.boot_image.as_ref()) {
+    if let Some(values) = span(undone, |e| e.boot_image.as_ref()) {
         let places =
-            image_locations(spec()?, &newest.to).ok_or_else(|| RevertError::BootImageNotFound {
+            image_locations(spec()?, &values.0).ok_or_else(|| RevertError::BootImageNotFound {
                 object: described.to_string(),
-                image: display(Some(&newest.to)),
+                image: display(Some(&values.0)),
             })?;
         for (pointer, current) in places {
             let path = format!("{base}{pointer}");
-            let (newest, oldest) = (newest.to.clone(), oldest.from.clone());
-            changes.push(restore(described, Field::BootImage, path, current, newest, oldest)?);
+            let restored = restore(described, Field::BootImage, path, current, values.clone())?;
+            changes.push(restored);
         }
     }
-    if let Some((newest, oldest)) = span(undone, |e| e.user_data_secret.as_ref()) {
+    if let Some(values) = span(undone, |e| e.user_data_secret.as_ref()) {
         let current = spec()?.pointer(stub::NAME_POINTER).cloned();
-        let path = format!("{base}{}", stub::NAME_POINTER);
-        let (newest, oldest) = (newest.to.clone().into(), oldest.from.clone().into());
         let current = current.unwrap_or(Value::Null);
-        changes.push(restore(described, Field::UserDataSecret, path, current, newest, oldest)?);
+        let path = format!("{base}{}", stub::NAME_POINTER);
+        let restored = restore(described, Field::UserDataSecret, path, current, values)?;
+        changes.push(restored);
     }
     changes.retain(|c| c.from != c.to);
     Ok(changes)
 }
 
-/// The newest and the oldest change of one field among the `undone` entries.
-fn span<'a, T>(
+/// Of one field among the `undone` entries: the `to` of its newest change (what the object must
+/// hold now) and the `from` of its oldest (what it held before).
+fn span<'a, T: Clone + Into<Value> + 'a>(
     undone: &'a [HistoryEntry],
     field: impl Fn(&'a HistoryEntry) -> Option<&'a Change<T>>,
-) -> Option<(&'a Change<T>, &'a Change<T>)> {
-    Some((undone.iter().rev().find_map(&field)?, undone.iter().find_map(&field)?))
+) -> Option<(Value, Value)> {
+    let newest = undone.iter().rev().find_map(&field)?;
+    let oldest = undone.iter().find_map(&field)?;
+    Some((newest.to.clone().into(), oldest.from.clone().into()))
 }
 
+/// `restored` put back at `path`, if the object still holds there what the controller wrote
+/// (`expected`).
 fn restore(
     described: &str,
     field: Field,
     path: String,
     current: Value,
-    newest: Value,
-    oldest: Value,
+    (expected, restored): (Value, Value),
 ) -> Result<Restore, RevertError> {
-    if current != newest {
+    if current != expected {
         return Err(RevertError::ChangedSince {
             object: described.to_string(),
             field,
             path,
-            expected: display(Some(&newest)),
+            expected: display(Some(&expected)),
             current: if current.is_null() {
                 "absent".into()
             } else {
@@ -186,7 +190,7 @@ fn restore(
         field,
         path,
         from: current,
-        to: oldest,
+        to: restored,
     })
 }
 
@@ -198,4 +202,3 @@ pub fn put_back(patch: &mut Patch, changes: &[Restore]) {
         patch.guarded_replace(path.to_buf(), change.from.clone(), change.to.clone());
     }
 }
-
