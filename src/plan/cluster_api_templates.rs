@@ -729,7 +729,9 @@ mod tests {
         let proven = [&old_unused, &old_used, &new_unused].map(|t| recorded(name_of(t), "u-1"));
         let collectable = unused_copies(&all, [name_of(&old_used)], &proven, now, grace);
         let unused = &collectable.unused;
-        let names: Vec<&str> = (unused.iter()).filter_map(|u| u.metadata.name.as_deref()).collect();
+        let names: Vec<&str> = (unused.iter())
+            .filter_map(|u| u.metadata.name.as_deref())
+            .collect();
         assert_eq!(names, [name_of(&old_unused)]);
         // The young one is collected once its grace is over.
         assert_eq!(

@@ -403,7 +403,8 @@ impl Planner<'_> {
                      architecture: add kubernetes.io/arch=<arch> to its \
                      {AUTOSCALER_LABELS_ANNOTATION} annotation to have it managed"
                 );
-                return Err(refuse(Action::Skip, Reason::ArchitectureNotDeclared, message));
+                let refused = refuse(Action::Skip, Reason::ArchitectureNotDeclared, message);
+                return Err(refused);
             }
             return control_plane();
         };
@@ -413,9 +414,11 @@ impl Planner<'_> {
             .find(|(key, _)| key.trim() == "kubernetes.io/arch")
             .map(|(_, value)| value.trim());
         let Some(arch) = arch else {
-            let message =
-                format!("annotation {AUTOSCALER_LABELS_ANNOTATION} has no kubernetes.io/arch entry");
-            return Err(refuse(Action::Error, Reason::ArchitectureUndetermined, message));
+            let message = format!(
+                "annotation {AUTOSCALER_LABELS_ANNOTATION} has no kubernetes.io/arch entry"
+            );
+            let refused = refuse(Action::Error, Reason::ArchitectureUndetermined, message);
+            return Err(refused);
         };
         arch.parse().map_err(|e: crate::arch::UnknownArch| {
             let message = format!("annotation {AUTOSCALER_LABELS_ANNOTATION}: {e}");
