@@ -14,7 +14,7 @@ use super::gates::Ready;
 use super::history::{self, HistoryEntry};
 use super::patch::{Guarded, annotation, remove_annotation, under, under_known};
 use super::selection::{OPT_IN_COMMAND, Origin, clipped};
-use super::stub::{StubCheck, StubState};
+use super::stub::StubState;
 use super::{Planner, friendly_duration, stub};
 use crate::api::{LabelSelector, MachineTemplate, ObjectMeta, ProviderSpec};
 use crate::arch::Arch;
@@ -485,7 +485,11 @@ impl Planner<'_> {
         };
         decided.boot_image = image.values;
         if let Some(name) = current.filter(|_| decided.boot_image.target.is_some()) {
-            match self.stub_check(subject, name) {
+            // A stub secret the snapshot does not hold is missing.
+            let key = (subject.namespace().to_string(), name.to_string());
+            let checked = (self.stub_checks.get(&key).cloned())
+                .unwrap_or_else(|| stub::check(&key.0, name, None, &self.now_text));
+            match checked {
                 Ok(StubState::Spec3) => {}
                 Ok(StubState::Upgrade(upgrade)) if subject.kind.upgrades_stub_secret() => {
                     decided.stub_upgrade = Some(upgrade);
@@ -527,16 +531,6 @@ impl Planner<'_> {
             decided.message = current_message(decided.boot_image.current.as_ref());
         }
         decided
-    }
-
-    /// The check of the stub secret `name` of the object's namespace; a secret the snapshot
-    /// does not hold is missing.
-    fn stub_check(&self, subject: &Subject<'_>, name: &str) -> StubCheck {
-        let namespace = subject.namespace();
-        match (self.stub_checks).get(&(namespace.to_string(), name.to_string())) {
-            Some(checked) => checked.clone(),
-            None => stub::check(namespace, name, None, &self.now_text),
-        }
     }
 
     /// Rules 8 and 9: a change to make, unless someone keeps reverting it or a gate holds
