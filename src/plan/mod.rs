@@ -272,7 +272,15 @@ impl<'a> Planner<'a> {
     pub fn decide_object(&self, object: &dyn MachineObject) -> Decision {
         let view;
         let subject = if object.kind().is_cluster_api() {
-            view = self.template_view(object);
+            // The view of its infrastructure template the rules judge.
+            let region = cluster_api_templates::region(self.snapshot.infrastructure.as_ref());
+            view = cluster_api_templates::view(
+                object.infrastructure_ref(),
+                &self.snapshot.infrastructure_templates,
+                region,
+                object.data_secret_name(),
+                object.template_labels(),
+            );
             rules::Subject::with_template(object, &view)
         } else {
             rules::Subject::of(object)
@@ -297,21 +305,6 @@ impl<'a> Planner<'a> {
             decision.patch.guard_resource_version(rv);
         }
         decision
-    }
-
-    /// The view of a Cluster API MachineSet's infrastructure template the rules judge.
-    fn template_view<'s>(
-        &'s self,
-        object: &'s dyn MachineObject,
-    ) -> Result<cluster_api_templates::TemplateView<'s>, cluster_api_templates::Unjudgeable> {
-        let region = cluster_api_templates::region(self.snapshot.infrastructure.as_ref());
-        cluster_api_templates::view(
-            object.infrastructure_ref(),
-            &self.snapshot.infrastructure_templates,
-            region,
-            object.data_secret_name(),
-            object.template_labels(),
-        )
     }
 
     /// Whether the boot image `object` holds is one the controller recognises as a CoreOS image
