@@ -252,20 +252,17 @@ impl<'a> Planner<'a> {
 
     /// The decision for one object, or for an object that could not be read as its kind.
     pub fn decide(&self, machine: &MachineResource) -> Decision {
-        let object = match &machine.object {
-            Ok(object) => &**object,
-            Err(bad) => {
-                return Decision::new(
-                    machine.kind,
-                    &bad.namespace,
-                    &bad.name,
-                    Action::Error,
-                    Reason::MalformedObject,
-                    format!("cannot read the object: {}", bad.error),
-                );
-            }
-        };
-        self.decide_object(object)
+        match &machine.object {
+            Ok(object) => self.decide_object(&**object),
+            Err(bad) => Decision::new(
+                machine.kind,
+                &bad.namespace,
+                &bad.name,
+                Action::Error,
+                Reason::MalformedObject,
+                format!("cannot read the object: {}", bad.error),
+            ),
+        }
     }
 
     /// The decision for one readable object.
