@@ -4,6 +4,8 @@
 //! MachineDeployments; deletes carry uid and resourceVersion preconditions, so a template
 //! changed since it was seen is left alone.
 
+use std::sync::Arc;
+
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, Preconditions};
 use tracing::{info, warn};
@@ -11,7 +13,7 @@ use tracing::{info, warn};
 use crate::api_client;
 use crate::plan::MachineResource;
 use crate::plan::cluster_api_templates::{
-    self, AWS_MACHINE_TEMPLATE, Collectable, RecordedCopy, Templates, Unused,
+    self, AWS_MACHINE_TEMPLATE, Collectable, RecordedCopy, Templates,
 };
 
 pub(super) struct TemplateCollector {
@@ -34,10 +36,10 @@ impl TemplateCollector {
         }
     }
 
-    /// Our templates that no Cluster API MachineSet or MachineDeployment references, judged
-    /// from one pass's snapshot; none while one of them cannot be read (what it references is
-    /// unknown). The templates this pass points MachineSets at (`planned`) count as
-    /// referenced: a copy left over from an earlier attempt is reused by the create that
+    /// Our templates that no Cluster API MachineSet or MachineDeployment references (as an AWS
+    /// template), judged from one pass's snapshot; none while one of them cannot be read (what it
+    /// references is unknown). The templates this pass points MachineSets at (`planned`) count
+    /// as referenced: a copy left over from an earlier attempt is reused by the create that
     /// precedes the patch, and the snapshot does not show the MachineSet on it yet.
     pub fn candidates<'a>(
         &mut self,
@@ -47,10 +49,17 @@ impl TemplateCollector {
         ours: &[RecordedCopy],
         now: jiff::Timestamp,
     ) -> Collectable {
-        let Some(references) = references(machines) else {
-            return Collectable::default();
-        };
-        let references = references.into_iter().chain(planned);
+        let mut references: Vec<&str> = planned.into_iter().collect();
+        for machine in machines.iter().filter(|m| m.kind.is_cluster_api()) {
+            let Some(object) = machine.readable() else {
+                return Collectable::default();
+            };
+            if let Some(reference) = object.infrastructure_ref()
+                && reference.kind == AWS_MACHINE_TEMPLATE
+            {
+                references.push(reference.name.as_str());
+            }
+        }
         let collectable =
             cluster_api_templates::unused_copies(templates, references, ours, now, self.grace);
         self.due = collectable.next.map(|at| {
@@ -60,24 +69,26 @@ impl TemplateCollector {
         collectable
     }
 
-    pub async fn collect(&self, unused: Vec<Unused>) {
+    pub async fn collect(&self, unused: Vec<Arc<DynamicObject>>) {
         for unused in unused {
+            let meta = &unused.metadata;
+            let name = meta.name.as_deref().unwrap_or_default();
             let params = DeleteParams {
                 preconditions: Some(Preconditions {
-                    uid: unused.uid.clone(),
-                    resource_version: unused.resource_version.clone(),
+                    uid: meta.uid.clone(),
+                    resource_version: meta.resource_version.clone(),
                 }),
                 ..DeleteParams::default()
             };
-            match api_client::bounded(self.templates.delete(&unused.name, &params)).await {
+            match api_client::bounded(self.templates.delete(name, &params)).await {
                 Ok(_) => info!(
-                    template = %unused.name,
+                    template = %name,
                     "deleted an infrastructure template this controller created and nothing uses"
                 ),
                 // Gone already, or changed since it was seen: left for the next pass to judge.
                 Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
                 Err(e) => warn!(
-                    template = %unused.name, error = %e,
+                    template = %name, error = %e,
                     "cannot delete an unused infrastructure template"
                 ),
             }
@@ -92,21 +103,6 @@ pub(super) fn recorded(machines: &[MachineResource]) -> Vec<RecordedCopy> {
         .filter_map(MachineResource::readable)
         .flat_map(|kept| cluster_api_templates::recorded_copies(kept.meta()))
         .collect()
-}
-
-/// The AWS templates the Cluster API objects reference; `None` when one of them cannot be
-/// read.
-fn references(machines: &[MachineResource]) -> Option<Vec<&str>> {
-    let mut names = Vec::new();
-    for machine in machines.iter().filter(|m| m.kind.is_cluster_api()) {
-        let object = machine.readable()?;
-        if let Some(reference) = object.infrastructure_ref()
-            && reference.kind == AWS_MACHINE_TEMPLATE
-        {
-            names.push(reference.name.as_str());
-        }
-    }
-    Some(names)
 }
 
 #[cfg(test)]
@@ -172,7 +168,8 @@ mod tests {
                 .filter_map(|d| d.infrastructure_template.as_ref())
                 .map(|copy| copy.to.as_str());
             let found = collector.candidates(&templates, &[], planned, &ours, now);
-            found.unused.into_iter().map(|u| u.name).collect::<Vec<_>>()
+            let names = found.unused.iter().filter_map(|u| u.metadata.name.clone());
+            names.collect::<Vec<_>>()
         };
 
         assert_eq!(unused(&[moving_to("worker-b-4-21")]), [name]);

@@ -35,10 +35,9 @@ use kube::api::DynamicObject;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
+use super::decision::Action;
 use super::patch::{Guarded, annotation};
-use crate::api::{
-    InfrastructureRef, MachineSpec, MachineTemplate, ObjectMeta, ProviderSpec, TemplateMetadata,
-};
+use crate::api::{InfrastructureRef, MachineTemplate, ObjectMeta, TemplateMetadata};
 use crate::reason::Reason;
 
 /// The API group of Cluster API infrastructure providers' templates.
@@ -95,10 +94,10 @@ pub struct TemplateView<'a> {
     pub source_name: &'a str,
 }
 
-/// Why a Cluster API MachineSet's template cannot be judged.
+/// Why a Cluster API MachineSet's template cannot be judged: a Skip or an Error.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Unjudgeable {
-    pub error: bool,
+    pub action: Action,
     pub reason: Reason,
     pub message: String,
 }
@@ -111,21 +110,21 @@ pub fn view<'a>(
     data_secret_name: Option<&str>,
     labels: Option<&BTreeMap<String, String>>,
 ) -> Result<TemplateView<'a>, Unjudgeable> {
-    let refuse = |error, reason, message: String| Unjudgeable {
-        error,
+    let refuse = |action, reason, message: String| Unjudgeable {
+        action,
         reason,
         message,
     };
     let Some(reference) = reference.filter(|r| !r.name.is_empty()) else {
         return Err(refuse(
-            true,
+            Action::Error,
             Reason::InfrastructureTemplateMissing,
             "spec.template.spec.infrastructureRef names no template".into(),
         ));
     };
     if reference.kind != AWS_MACHINE_TEMPLATE || reference.group() != INFRASTRUCTURE_GROUP {
         return Err(refuse(
-            false,
+            Action::Skip,
             Reason::InfrastructureTemplateNotSupported,
             format!(
                 "its infrastructure template is a {} ({}); only {AWS_MACHINE_TEMPLATE}s \
@@ -138,7 +137,7 @@ pub fn view<'a>(
     let key = (reference.kind.clone(), reference.name.clone());
     let Some(((_, source_name), source)) = templates.get_key_value(&key) else {
         return Err(refuse(
-            true,
+            Action::Error,
             Reason::InfrastructureTemplateMissing,
             format!(
                 "its {AWS_MACHINE_TEMPLATE} {} does not exist or cannot be read",
@@ -157,20 +156,12 @@ pub fn view<'a>(
     if let Some(name) = data_secret_name {
         spec.insert("userDataSecret".into(), json!({"name": name}));
     }
-    let template = MachineTemplate {
-        metadata: Some(TemplateMetadata {
-            labels: labels.cloned(),
-            ..Default::default()
-        }),
-        spec: MachineSpec {
-            provider_spec: ProviderSpec {
-                value: Some(Value::Object(spec)),
-                leaves: None,
-            },
-            ..Default::default()
-        },
+    let mut template = MachineTemplate::default();
+    template.spec.provider_spec.value = Some(Value::Object(spec));
+    template.metadata = Some(TemplateMetadata {
+        labels: labels.cloned(),
         ..Default::default()
-    };
+    });
     Ok(TemplateView {
         template,
         source,
@@ -368,18 +359,11 @@ fn copy_name(original: &str, release: Option<&str>, digest: &str) -> String {
     format!("{}{suffix}", base.trim_end_matches(['-', '.']))
 }
 
-/// A template this controller created that nothing uses any more.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Unused {
-    pub name: String,
-    pub uid: Option<String>,
-    pub resource_version: Option<String>,
-}
-
 /// What garbage collection may delete now, and when the next unused copy becomes deletable.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Collectable {
-    pub unused: Vec<Unused>,
+    /// Templates this controller created that nothing uses any more, as served.
+    pub unused: Vec<Arc<DynamicObject>>,
     /// The earliest moment an unused copy still in its grace period leaves it.
     pub next: Option<jiff::Timestamp>,
 }
@@ -417,11 +401,7 @@ pub fn unused_copies<'a>(
             collectable.next = Some(earliest);
             continue;
         }
-        collectable.unused.push(Unused {
-            name: name.to_string(),
-            uid: meta.uid.clone(),
-            resource_version: meta.resource_version.clone(),
-        });
+        collectable.unused.push(Arc::clone(template));
     }
     collectable
 }
@@ -520,13 +500,13 @@ mod tests {
         let refused = |kind, name| view(Some(&reference(kind, name)), &all, None, None, None);
         let gcp = refused("GCPMachineTemplate", "worker-a").unwrap_err();
         assert_eq!(
-            (gcp.error, gcp.reason),
-            (false, Reason::InfrastructureTemplateNotSupported)
+            (gcp.action, gcp.reason),
+            (Action::Skip, Reason::InfrastructureTemplateNotSupported)
         );
         let missing = refused("AWSMachineTemplate", "gone").unwrap_err();
         assert_eq!(
-            (missing.error, missing.reason),
-            (true, Reason::InfrastructureTemplateMissing)
+            (missing.action, missing.reason),
+            (Action::Error, Reason::InfrastructureTemplateMissing)
         );
         assert!(missing.message.contains("gone"), "{}", missing.message);
         let none = view(None, &all, None, None, None).unwrap_err();
@@ -749,15 +729,17 @@ mod tests {
         let proven = [&old_unused, &old_used, &new_unused].map(|t| recorded(name_of(t), "u-1"));
         let collectable = unused_copies(&all, [name_of(&old_used)], &proven, now, grace);
         let unused = &collectable.unused;
-        let names: Vec<&str> = unused.iter().map(|u| u.name.as_str()).collect();
+        let names: Vec<&str> = (unused.iter())
+            .filter_map(|u| u.metadata.name.as_deref())
+            .collect();
         assert_eq!(names, [name_of(&old_unused)]);
         // The young one is collected once its grace is over.
         assert_eq!(
             collectable.next,
             Some("2026-01-01T01:09:00Z".parse().unwrap())
         );
-        assert_eq!(unused[0].uid.as_deref(), Some("u-1"));
-        assert_eq!(unused[0].resource_version.as_deref(), Some("7"));
+        assert_eq!(unused[0].metadata.uid.as_deref(), Some("u-1"));
+        assert_eq!(unused[0].metadata.resource_version.as_deref(), Some("7"));
     }
 
     /// Record and history are annotations anyone who may patch a MachineSet or

@@ -214,10 +214,7 @@ impl Decision {
         self.rhcos_release.apply();
         self.user_data_secret.apply();
         self.withdraw_writes();
-        self.message = with_warning(
-            current_message(self.boot_image.current.as_ref()),
-            self.warning.as_ref(),
-        );
+        self.message = current_message(self.boot_image.current.as_ref());
         if let Some(failed) = reverted {
             // As the next plan sees it: held off the image that failed, which it would move to.
             self.action = Action::Skip;
@@ -267,14 +264,6 @@ pub(super) fn held_message(image: &Values<Value>, why: Option<&str>) -> String {
 /// The message of a decision that leaves a current boot image as it is.
 pub(super) fn current_message(image: Option<&Value>) -> String {
     format!("boot image is current ({})", display_image(image))
-}
-
-/// A warning travels in the message too, where people read decisions.
-pub(super) fn with_warning(message: String, warning: Option<&Warning>) -> String {
-    match warning {
-        Some(w) => format!("{message}; {}", w.message),
-        None => message,
-    }
 }
 
 /// The whole decision, as `plan -o json` prints it: every decision listed under its kind.
@@ -327,27 +316,16 @@ impl Serialize for Plan {
             map.serialize_entry("selection", &modes)?;
             map.serialize_entry("selectionFrom", &origins)?;
         }
-        let lists = [
-            (MachineKind::MachineSet, "machineSets", true),
-            (
-                MachineKind::ControlPlaneMachineSet,
-                "controlPlaneMachineSets",
-                true,
-            ),
-            (
-                MachineKind::ClusterApiMachineSet,
-                "clusterApiMachineSets",
-                false,
-            ),
-            (
-                MachineKind::ClusterApiMachineDeployment,
-                "clusterApiMachineDeployments",
-                false,
-            ),
+        // One list per kind of [`MachineKind::ALL`], in its order.
+        let keys = [
+            "machineSets",
+            "controlPlaneMachineSets",
+            "clusterApiMachineSets",
+            "clusterApiMachineDeployments",
         ];
-        for (kind, key, always) in lists {
+        for (kind, key) in MachineKind::ALL.into_iter().zip(keys) {
             let decisions = self.of(kind);
-            if always || !decisions.is_empty() {
+            if !kind.is_cluster_api() || !decisions.is_empty() {
                 map.serialize_entry(key, decisions)?;
             }
         }

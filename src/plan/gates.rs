@@ -156,23 +156,6 @@ fn golden(
     }
 }
 
-/// Whether the cluster is stable, as far as ClusterVersion tells; the release is matched
-/// separately ([`release_hold`]) once the golden ConfigMap's release is known.
-fn stability_hold(
-    snapshot: &ClusterSnapshot,
-    cv_status: Option<&ClusterVersionStatus>,
-) -> Option<Blocked> {
-    match cv_status {
-        None if snapshot.cluster_version_served => Some(blocked(
-            Reason::ClusterVersionUnknown,
-            "ClusterVersion version is missing, unreadable or has no status, so neither the \
-             running release nor a running upgrade is known; writes wait until it can be read",
-        )),
-        None => None,
-        Some(status) => upgrade_hold(status),
-    }
-}
-
 /// The architecture every control-plane Node reports in its `kubernetes.io/arch` label; never
 /// a guess: without Nodes, or with Nodes that disagree, there is no answer.
 fn control_plane_arch(nodes: &BTreeMap<String, Option<String>>) -> Result<Arch, String> {
@@ -283,25 +266,38 @@ fn stand_down(
     })
 }
 
-/// Mid-upgrade the golden ConfigMap may already describe the next release while machines still
-/// run the old one; writing then could roll MachineSets forward too early.
-fn upgrade_hold(status: &ClusterVersionStatus) -> Option<Blocked> {
+/// Whether the cluster is stable, as far as ClusterVersion tells; the release is matched
+/// separately ([`release_hold`]) once the golden ConfigMap's release is known. Mid-upgrade the
+/// golden ConfigMap may already describe the next release while machines still run the old one;
+/// writing then could roll MachineSets forward too early.
+fn stability_hold(
+    snapshot: &ClusterSnapshot,
+    cv_status: Option<&ClusterVersionStatus>,
+) -> Option<Blocked> {
+    let Some(status) = cv_status else {
+        return snapshot.cluster_version_served.then(|| {
+            blocked(
+                Reason::ClusterVersionUnknown,
+                "ClusterVersion version is missing, unreadable or has no status, so neither the \
+                 running release nor a running upgrade is known; writes wait until it can be read",
+            )
+        });
+    };
     let Some(current) = status.history.first() else {
         return Some(blocked(
             Reason::ClusterUpgrading,
             "ClusterVersion has no update history yet; waiting for the install to complete",
         ));
     };
-    if current.state != "Completed" {
-        return Some(blocked(
+    (current.state != "Completed").then(|| {
+        blocked(
             Reason::ClusterUpgrading,
             format!(
                 "the cluster is updating to {} ({}); boot images are updated once it completes",
                 current.version, current.state
             ),
-        ));
-    }
-    None
+        )
+    })
 }
 
 /// Whether the golden ConfigMap belongs to the release the (stable) cluster runs.

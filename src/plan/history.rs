@@ -209,18 +209,9 @@ pub fn record_ops(
     let history = serde_json::to_string(&entries).unwrap_or_default();
     let memory = remember_patch(hot_loop_memory(meta), target, now, window);
     let memory = serde_json::to_string(&memory).unwrap_or_default();
-    match annotation_of(meta, HISTORY_ANNOTATION) {
-        // Replaced apart from the rest, so that its `test` holds the text as it was, even when
-        // it is not JSON this version reads.
-        Some(old) => {
-            patch.guarded_replace(annotation(HISTORY_ANNOTATION), old, history);
-            set_annotations(patch, meta, [(HOT_LOOP_ANNOTATION, memory)]);
-        }
-        None => {
-            let values = [(HISTORY_ANNOTATION, history), (HOT_LOOP_ANNOTATION, memory)];
-            set_annotations(patch, meta, values);
-        }
-    }
+    // The history's `test` holds the text as it was, even when it is not JSON this version reads.
+    let values = [(HISTORY_ANNOTATION, history), (HOT_LOOP_ANNOTATION, memory)];
+    set_annotations(patch, meta, values);
 }
 
 /// Adds to `patch` the operations that settle the newest entry's `bootEvidence` and, for a

@@ -38,6 +38,7 @@ pub use decision::{Action, Blocked, Decision, ObjectKey, Plan, Values, Warning};
 use gates::Ready;
 pub use gates::{pause_key, paused};
 pub use json_patch::Patch;
+use patch::Guarded;
 use selection::Selected;
 
 /// The cluster-wide inputs of a plan, as observed at one moment.
@@ -251,27 +252,32 @@ impl<'a> Planner<'a> {
 
     /// The decision for one object, or for an object that could not be read as its kind.
     pub fn decide(&self, machine: &MachineResource) -> Decision {
-        let object = match &machine.object {
-            Ok(object) => &**object,
-            Err(bad) => {
-                return Decision::new(
-                    machine.kind,
-                    &bad.namespace,
-                    &bad.name,
-                    Action::Error,
-                    Reason::MalformedObject,
-                    format!("cannot read the object: {}", bad.error),
-                );
-            }
-        };
-        self.decide_object(object)
+        match &machine.object {
+            Ok(object) => self.decide_object(&**object),
+            Err(bad) => Decision::new(
+                machine.kind,
+                &bad.namespace,
+                &bad.name,
+                Action::Error,
+                Reason::MalformedObject,
+                format!("cannot read the object: {}", bad.error),
+            ),
+        }
     }
 
     /// The decision for one readable object.
     pub fn decide_object(&self, object: &dyn MachineObject) -> Decision {
         let view;
         let subject = if object.kind().is_cluster_api() {
-            view = self.template_view(object);
+            // The view of its infrastructure template the rules judge.
+            let region = cluster_api_templates::region(self.snapshot.infrastructure.as_ref());
+            view = cluster_api_templates::view(
+                object.infrastructure_ref(),
+                &self.snapshot.infrastructure_templates,
+                region,
+                object.data_secret_name(),
+                object.template_labels(),
+            );
             rules::Subject::with_template(object, &view)
         } else {
             rules::Subject::of(object)
@@ -285,22 +291,17 @@ impl<'a> Planner<'a> {
         if let Ok(ready) = &self.state {
             self.follow_boot(&subject, ready, &mut decision);
         }
+        // Every write is guarded by the resourceVersion the decision read: the `test`s of the
+        // values a patch replaces cannot say that what chose them is unchanged, e.g. that no
+        // opt-out annotation was added meanwhile (JSON Patch cannot test that a key is still
+        // absent: kube-apiserver 1.34 refuses a `test` of a missing key with `null`). A
+        // concurrent edit anywhere then costs one conflict and a new decision.
+        if !decision.patch.is_empty()
+            && let Some(rv) = &subject.meta.resource_version
+        {
+            decision.patch.guard_resource_version(rv);
+        }
         decision
-    }
-
-    /// The view of a Cluster API MachineSet's infrastructure template the rules judge.
-    fn template_view<'s>(
-        &'s self,
-        object: &'s dyn MachineObject,
-    ) -> Result<cluster_api_templates::TemplateView<'s>, cluster_api_templates::Unjudgeable> {
-        let region = cluster_api_templates::region(self.snapshot.infrastructure.as_ref());
-        cluster_api_templates::view(
-            object.infrastructure_ref(),
-            &self.snapshot.infrastructure_templates,
-            region,
-            object.data_secret_name(),
-            object.template_labels(),
-        )
     }
 
     /// Whether the boot image `object` holds is one the controller recognises as a CoreOS image

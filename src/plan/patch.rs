@@ -34,7 +34,6 @@ pub fn under_known(base: &Pointer, relative: &str) -> PointerBuf {
 /// The operations a plan writes, added to a [`Patch`].
 pub trait Guarded {
     fn test(&mut self, path: PointerBuf, value: impl Into<Value>);
-    fn replace(&mut self, path: PointerBuf, value: impl Into<Value>);
     fn add(&mut self, path: PointerBuf, value: impl Into<Value>);
     fn remove(&mut self, path: PointerBuf);
     /// A `test` of the old value, then its `replace`.
@@ -50,12 +49,6 @@ impl Guarded for Patch {
             .push(PatchOperation::Test(TestOperation { path, value }));
     }
 
-    fn replace(&mut self, path: PointerBuf, value: impl Into<Value>) {
-        let value = value.into();
-        self.0
-            .push(PatchOperation::Replace(ReplaceOperation { path, value }));
-    }
-
     fn add(&mut self, path: PointerBuf, value: impl Into<Value>) {
         let value = value.into();
         self.0
@@ -69,7 +62,9 @@ impl Guarded for Patch {
 
     fn guarded_replace(&mut self, path: PointerBuf, from: impl Into<Value>, to: impl Into<Value>) {
         self.test(path.clone(), from);
-        self.replace(path, to);
+        let value = to.into();
+        self.0
+            .push(PatchOperation::Replace(ReplaceOperation { path, value }));
     }
 
     fn guard_resource_version(&mut self, seen: &str) {

@@ -9,12 +9,12 @@ use jsonptr::Pointer;
 use serde_json::Value;
 
 use super::cluster_api_templates::{self, TemplateCopy, TemplateView, Unjudgeable};
-use super::decision::{Action, Decision, Values, Warning, current_message, with_warning};
+use super::decision::{Action, Decision, Values, Warning, current_message};
 use super::gates::Ready;
 use super::history::{self, HistoryEntry};
 use super::patch::{Guarded, annotation, remove_annotation, under, under_known};
 use super::selection::{OPT_IN_COMMAND, Origin, clipped};
-use super::stub::{StubCheck, StubState};
+use super::stub::StubState;
 use super::{Planner, friendly_duration, stub};
 use crate::api::{LabelSelector, MachineTemplate, ObjectMeta, ProviderSpec};
 use crate::arch::Arch;
@@ -127,22 +127,8 @@ struct ImageChange {
 }
 
 impl Planner<'_> {
+    /// The decision of the rules, before its resourceVersion guard ([`Planner::decide_object`]).
     pub(super) fn decide_readable(&self, subject: &Subject<'_>, ready: &Ready) -> Decision {
-        let mut decided = self.decide_unguarded(subject, ready);
-        // Every write is guarded by the resourceVersion the decision read: the `test`s of the
-        // values a patch replaces cannot say that what chose them is unchanged, e.g. that no
-        // opt-out annotation was added meanwhile (JSON Patch cannot test that a key is still
-        // absent: kube-apiserver 1.34 refuses a `test` of a missing key with `null`). A
-        // concurrent edit anywhere then costs one conflict and a new decision.
-        if !decided.patch.is_empty()
-            && let Some(rv) = &subject.meta.resource_version
-        {
-            decided.patch.guard_resource_version(rv);
-        }
-        decided
-    }
-
-    fn decide_unguarded(&self, subject: &Subject<'_>, ready: &Ready) -> Decision {
         if let Some(decided) = self.screen(subject, ready) {
             return decided;
         }
@@ -202,39 +188,17 @@ impl Planner<'_> {
             decided.message = change_message(&decided, stream, release);
             self.update(subject, ready, stream, &mut decided);
         }
-        decided.message = with_warning(
-            std::mem::take(&mut decided.message),
-            decided.warning.as_ref(),
-        );
         decided
     }
 
     /// The platform rule's verdict on the boot image alone, with what it was judged against;
-    /// `Err` with the decision when the image cannot be judged (unsupported platform, unknown
+    /// `Err` with the decision when there is nothing to judge (unsupported platform, unknown
     /// architecture, no provider spec).
     pub(super) fn evaluate_image<'s>(
         &'s self,
         subject: &Subject<'s>,
         ready: &'s Ready,
     ) -> Result<Evaluated<'s>, Box<Decision>> {
-        let (rule, ctx, provider_spec) = self.rule_input(subject, ready)?;
-        let (outcome, asks) = rule.evaluate(provider_spec, &ctx);
-        Ok(Evaluated {
-            outcome,
-            asks,
-            rule,
-            ctx,
-            provider_spec,
-        })
-    }
-
-    /// The rule of the cluster's platform and what it is handed for `subject`; `Err` with the
-    /// decision when there is nothing to judge.
-    fn rule_input<'s>(
-        &'s self,
-        subject: &Subject<'s>,
-        ready: &'s Ready,
-    ) -> Result<(&'static dyn PlatformRule, RuleContext<'s>, &'s Value), Box<Decision>> {
         // Before the architecture and providerSpec checks: on a platform we never write to, their
         // errors would only raise a false Degraded (e.g. every MachineSet of a multi-arch
         // bare-metal cluster without the autoscaler annotation).
@@ -264,11 +228,7 @@ impl Planner<'_> {
             return Err(Box::new(refused));
         }
         let stream = self.os_stream(subject, ready)?;
-        let arch = self
-            .arch(subject, ready)
-            .map_err(|(action, reason, message)| {
-                Box::new(subject.decision(action, reason, message))
-            })?;
+        let arch = self.arch(subject, ready)?;
         // Only the entries that objects use are judged (docs/how-it-decides.md, "Gates and rules").
         if let Some(why) = stream.invalid_entry(arch) {
             let message = format!(
@@ -300,7 +260,14 @@ impl Planner<'_> {
             platform_spec: infrastructure.and_then(|i| i.spec.extra.get("platformSpec")),
             vcenter: &self.snapshot.vcenter,
         };
-        Ok((rule, ctx, provider_spec))
+        let (outcome, asks) = rule.evaluate(provider_spec, &ctx);
+        Ok(Evaluated {
+            outcome,
+            asks,
+            rule,
+            ctx,
+            provider_spec,
+        })
     }
 
     /// Rules 1 to 4: the objects we leave alone whatever their images.
@@ -416,11 +383,12 @@ impl Planner<'_> {
     /// plane's, as the cluster's Nodes report it. The MCO uses its own pod's architecture there;
     /// Nodes say it without depending on where this controller runs, and there is never a
     /// built-in default: an arm64 control plane must not get an x86_64 image.
-    fn arch(&self, subject: &Subject<'_>, ready: &Ready) -> Result<Arch, (Action, Reason, String)> {
+    fn arch(&self, subject: &Subject<'_>, ready: &Ready) -> Result<Arch, Box<Decision>> {
+        let refuse = |action, reason, message| Box::new(subject.decision(action, reason, message));
         let control_plane = || {
             ready.control_plane_arch.clone().map_err(|why| {
                 let message = format!("the control-plane architecture is unknown: {why}");
-                (Action::Error, Reason::ArchitectureUndetermined, message)
+                refuse(Action::Error, Reason::ArchitectureUndetermined, message)
             })
         };
         if subject.kind == MachineKind::ControlPlaneMachineSet {
@@ -435,29 +403,26 @@ impl Planner<'_> {
                      architecture: add kubernetes.io/arch=<arch> to its \
                      {AUTOSCALER_LABELS_ANNOTATION} annotation to have it managed"
                 );
-                return Err((Action::Skip, Reason::ArchitectureNotDeclared, message));
+                let refused = refuse(Action::Skip, Reason::ArchitectureNotDeclared, message);
+                return Err(refused);
             }
             return control_plane();
         };
-        let error = |reason, message| (Action::Error, reason, message);
         let arch = labels
             .split(',')
             .filter_map(|pair| pair.trim().split_once('='))
             .find(|(key, _)| key.trim() == "kubernetes.io/arch")
             .map(|(_, value)| value.trim());
         let Some(arch) = arch else {
-            return Err(error(
-                Reason::ArchitectureUndetermined,
-                format!(
-                    "annotation {AUTOSCALER_LABELS_ANNOTATION} has no kubernetes.io/arch entry"
-                ),
-            ));
+            let message = format!(
+                "annotation {AUTOSCALER_LABELS_ANNOTATION} has no kubernetes.io/arch entry"
+            );
+            let refused = refuse(Action::Error, Reason::ArchitectureUndetermined, message);
+            return Err(refused);
         };
         arch.parse().map_err(|e: crate::arch::UnknownArch| {
-            error(
-                Reason::UnknownArchitecture,
-                format!("annotation {AUTOSCALER_LABELS_ANNOTATION}: {e}"),
-            )
+            let message = format!("annotation {AUTOSCALER_LABELS_ANNOTATION}: {e}");
+            refuse(Action::Error, Reason::UnknownArchitecture, message)
         })
     }
 
@@ -520,7 +485,11 @@ impl Planner<'_> {
         };
         decided.boot_image = image.values;
         if let Some(name) = current.filter(|_| decided.boot_image.target.is_some()) {
-            match self.stub_check(subject, name) {
+            // A stub secret the snapshot does not hold is missing.
+            let key = (subject.namespace().to_string(), name.to_string());
+            let checked = (self.stub_checks.get(&key).cloned())
+                .unwrap_or_else(|| stub::check(&key.0, name, None, &self.now_text));
+            match checked {
                 Ok(StubState::Spec3) => {}
                 Ok(StubState::Upgrade(upgrade)) if subject.kind.upgrades_stub_secret() => {
                     decided.stub_upgrade = Some(upgrade);
@@ -562,16 +531,6 @@ impl Planner<'_> {
             decided.message = current_message(decided.boot_image.current.as_ref());
         }
         decided
-    }
-
-    /// The check of the stub secret `name` of the object's namespace; a secret the snapshot
-    /// does not hold is missing.
-    fn stub_check(&self, subject: &Subject<'_>, name: &str) -> StubCheck {
-        let namespace = subject.namespace();
-        match (self.stub_checks).get(&(namespace.to_string(), name.to_string())) {
-            Some(checked) => checked.clone(),
-            None => stub::check(namespace, name, None, &self.now_text),
-        }
     }
 
     /// Rules 8 and 9: a change to make, unless someone keeps reverting it or a gate holds
@@ -658,12 +617,7 @@ fn cluster_api_refusal(subject: &Subject<'_>, ready: &Ready) -> Option<Decision>
         ));
     }
     let refused = infrastructure.as_ref().err()?;
-    let action = if refused.error {
-        Action::Error
-    } else {
-        Action::Skip
-    };
-    Some(subject.decision(action, refused.reason, refused.message.clone()))
+    Some(subject.decision(refused.action, refused.reason, refused.message.clone()))
 }
 
 /// Rule 1: an object opted out by annotation.
@@ -815,18 +769,14 @@ fn input_guards(subject: &Subject<'_>, platform: Vec<Input>, patch: &mut Patch) 
 fn change_message(decided: &Decision, stream: &GoldenStream, release: Option<&str>) -> String {
     let mut message = String::new();
     if let Some(target) = &decided.boot_image.target {
+        let release = release.map(|r| format!(" {r}")).unwrap_or_default();
         let _ = write!(
             message,
-            "boot image {} -> {} ({}",
+            "boot image {} -> {} ({}{release})",
             display_image(decided.boot_image.current.as_ref()),
             display_image(Some(target)),
             stream.stream
         );
-        if let Some(release) = release {
-            message.push(' ');
-            message.push_str(release);
-        }
-        message.push(')');
     }
     if let Some(upgrade) = &decided.stub_upgrade {
         let _ = write!(

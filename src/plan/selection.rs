@@ -189,16 +189,10 @@ impl Selection {
                         "selection mode Partial needs partial.machineResourceSelector".into(),
                     );
                 };
-                if let Err(why) = rejected_by_kubernetes(&selector) {
-                    return Selection::Invalid(format!(
-                        "partial.machineResourceSelector of {} is invalid: {why}",
-                        kind.plural()
-                    ));
-                }
-                match Selector::try_from(selector) {
+                match kubernetes_selector(selector) {
                     Ok(selector) => Selection::Partial(selector),
-                    Err(e) => Selection::Invalid(format!(
-                        "partial.machineResourceSelector of {} is invalid: {e}",
+                    Err(why) => Selection::Invalid(format!(
+                        "partial.machineResourceSelector of {} is invalid: {why}",
                         kind.plural()
                     )),
                 }
@@ -237,14 +231,15 @@ impl Selection {
     }
 }
 
-/// Why Kubernetes refuses `selector`, if it does. The Machine Config Operator turns the selector
+/// `selector` as kube-core matches it, or why Kubernetes refuses it. The Machine Config Operator
+/// turns the selector
 /// into a `labels.Selector` with `metav1.LabelSelectorAsSelector`
 /// (`getMachineResourceSelectorFromMachineManagers`, pkg/controller/bootimage/helpers.go) and
 /// enqueues nothing when that fails; its checks are `labels.NewRequirement`'s
 /// (k8s.io/apimachinery, pkg/labels/selector.go): a qualified-name key, `In` and `NotIn` with at
 /// least one value, `Exists` and `DoesNotExist` with none, and label-value syntax for every
 /// value. kube-core's `Selector` checks only the operator: `NotIn []` would select everything.
-fn rejected_by_kubernetes(selector: &LabelSelector) -> Result<(), String> {
+fn kubernetes_selector(selector: LabelSelector) -> Result<Selector, String> {
     let labels = (selector.match_labels.iter().flatten()).map(|(k, v)| (k, "In", Some(vec![v])));
     let expressions = (selector.match_expressions.iter().flatten()).map(|e| {
         (
@@ -275,7 +270,7 @@ fn rejected_by_kubernetes(selector: &LabelSelector) -> Result<(), String> {
             ));
         }
     }
-    Ok(())
+    Selector::try_from(selector).map_err(|e| e.to_string())
 }
 
 /// A label key: an optional DNS subdomain prefix and `/`, then a name

@@ -7,7 +7,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::Patch;
-use super::history::HistoryEntry;
+use super::history::{Change, HistoryEntry};
 use super::patch::Guarded;
 use super::stub;
 use crate::machine_kind::MachineKind;
@@ -96,38 +96,29 @@ pub struct Restore {
 }
 
 /// The values that undo the changes `undone` recorded on `object`, for `revert` and for the
-/// controller's automatic revert of a failed boot image alike; values the changes left as they
-/// were are not listed.
+/// controller's automatic revert of a failed boot image alike: for each field the undone entries
+/// recorded, the `from` of the oldest of them, guarded by the `to` of the newest (what the object
+/// must hold now). Values the changes left as they were are not listed.
 pub fn undo(
     kind: MachineKind,
     object: &Value,
     undone: &[HistoryEntry],
     described: &str,
 ) -> Result<Vec<Restore>, RevertError> {
-    let mut changes = restores(kind, object, undone, described)?;
-    changes.retain(|c| c.from != c.to);
-    Ok(changes)
-}
-
-/// Adds to `patch` the replaces that put back `changes`, each tested against what the object
-/// must hold now.
-pub fn put_back(patch: &mut Patch, changes: &[Restore]) {
-    for change in changes {
-        let path = Pointer::parse(&change.path).expect("restored paths are built as pointers");
-        patch.guarded_replace(path.to_buf(), change.from.clone(), change.to.clone());
-    }
-}
-
-/// The values to put back: for each field the undone entries recorded, the `from` of the oldest
-/// of them, guarded by the `to` of the newest (what the object must hold now).
-fn restores(
-    kind: MachineKind,
-    object: &Value,
-    undone: &[HistoryEntry],
-    described: &str,
-) -> Result<Vec<Restore>, RevertError> {
+    let mut changes = Vec::new();
     if kind.is_cluster_api() {
-        return template_restores(object, undone, described);
+        // A Cluster API MachineSet's boot image is its template's: the revert points it back at
+        // the template it used before (which the update left untouched), if it still names the
+        // one the newest entry moved it to.
+        if let Some(values) = span(undone, |e| e.infrastructure_template.as_ref()) {
+            let pointer = crate::plan::cluster_api_templates::REFERENCE_NAME_POINTER;
+            let current = object.pointer(pointer).cloned().unwrap_or(Value::Null);
+            let field = Field::InfrastructureTemplate;
+            let restored = restore(described, field, pointer.to_string(), current, values)?;
+            changes.push(restored);
+        }
+        changes.retain(|c| c.from != c.to);
+        return Ok(changes);
     }
     let base = kind.provider_spec_path().as_str();
     let spec = || {
@@ -139,95 +130,55 @@ fn restores(
                 path: base.to_string(),
             })
     };
-    let mut changes = Vec::new();
-    // Newest entry recording a field: what the object must hold now. Oldest: what it held before.
-    let newest_image = undone.iter().rev().find_map(|e| e.boot_image.as_ref());
-    let oldest_image = undone.iter().find_map(|e| e.boot_image.as_ref());
-    if let (Some(newest), Some(oldest)) = (newest_image, oldest_image) {
-        let spec = spec()?;
+    if let Some(values) = span(undone, |e| e.boot_image.as_ref()) {
         let places =
-            image_locations(spec, &newest.to).ok_or_else(|| RevertError::BootImageNotFound {
+            image_locations(spec()?, &values.0).ok_or_else(|| RevertError::BootImageNotFound {
                 object: described.to_string(),
-                image: display(Some(&newest.to)),
+                image: display(Some(&values.0)),
             })?;
         for (pointer, current) in places {
-            changes.push(restore(
-                described,
-                Field::BootImage,
-                format!("{base}{pointer}"),
-                current,
-                &newest.to,
-                &oldest.from,
-            )?);
+            let path = format!("{base}{pointer}");
+            let restored = restore(described, Field::BootImage, path, current, values.clone())?;
+            changes.push(restored);
         }
     }
-    let newest_secret = undone
-        .iter()
-        .rev()
-        .find_map(|e| e.user_data_secret.as_ref());
-    let oldest_secret = undone.iter().find_map(|e| e.user_data_secret.as_ref());
-    if let (Some(newest), Some(oldest)) = (newest_secret, oldest_secret) {
-        let current = spec()?
-            .pointer(stub::NAME_POINTER)
-            .cloned()
-            .unwrap_or(Value::Null);
-        changes.push(restore(
-            described,
-            Field::UserDataSecret,
-            format!("{base}{}", stub::NAME_POINTER),
-            current,
-            &Value::String(newest.to.clone()),
-            &Value::String(oldest.from.clone()),
-        )?);
+    if let Some(values) = span(undone, |e| e.user_data_secret.as_ref()) {
+        let current = spec()?.pointer(stub::NAME_POINTER).cloned();
+        let current = current.unwrap_or(Value::Null);
+        let path = format!("{base}{}", stub::NAME_POINTER);
+        let restored = restore(described, Field::UserDataSecret, path, current, values)?;
+        changes.push(restored);
     }
+    changes.retain(|c| c.from != c.to);
     Ok(changes)
 }
 
-/// A Cluster API MachineSet's boot image is its template's: the revert points it back at the
-/// template it used before (which the update left untouched), as the oldest undone entry
-/// recorded it, if it still names the one the newest entry moved it to.
-fn template_restores(
-    object: &Value,
-    undone: &[HistoryEntry],
-    described: &str,
-) -> Result<Vec<Restore>, RevertError> {
-    let newest = undone
-        .iter()
-        .rev()
-        .find_map(|e| e.infrastructure_template.as_ref());
-    let oldest = undone
-        .iter()
-        .find_map(|e| e.infrastructure_template.as_ref());
-    let (Some(newest), Some(oldest)) = (newest, oldest) else {
-        return Ok(Vec::new());
-    };
-    let pointer = crate::plan::cluster_api_templates::REFERENCE_NAME_POINTER;
-    let current = object.pointer(pointer).cloned().unwrap_or(Value::Null);
-    let restored = restore(
-        described,
-        Field::InfrastructureTemplate,
-        pointer.to_string(),
-        current,
-        &Value::String(newest.to.clone()),
-        &Value::String(oldest.from.clone()),
-    )?;
-    Ok(vec![restored])
+/// Of one field among the `undone` entries: the `to` of its newest change (what the object must
+/// hold now) and the `from` of its oldest (what it held before).
+fn span<'a, T: Clone + Into<Value> + 'a>(
+    undone: &'a [HistoryEntry],
+    field: impl Fn(&'a HistoryEntry) -> Option<&'a Change<T>>,
+) -> Option<(Value, Value)> {
+    let newest = undone.iter().rev().find_map(&field)?;
+    let oldest = undone.iter().find_map(&field)?;
+    Some((newest.to.clone().into(), oldest.from.clone().into()))
 }
 
+/// `restored` put back at `path`, if the object still holds there what the controller wrote
+/// (`expected`).
 fn restore(
     described: &str,
     field: Field,
     path: String,
     current: Value,
-    expected: &Value,
-    restored: &Value,
+    (expected, restored): (Value, Value),
 ) -> Result<Restore, RevertError> {
-    if current != *expected {
+    if current != expected {
         return Err(RevertError::ChangedSince {
             object: described.to_string(),
             field,
             path,
-            expected: display(Some(expected)),
+            expected: display(Some(&expected)),
             current: if current.is_null() {
                 "absent".into()
             } else {
@@ -239,6 +190,15 @@ fn restore(
         field,
         path,
         from: current,
-        to: restored.clone(),
+        to: restored,
     })
+}
+
+/// Adds to `patch` the replaces that put back `changes`, each tested against what the object
+/// must hold now.
+pub fn put_back(patch: &mut Patch, changes: &[Restore]) {
+    for change in changes {
+        let path = Pointer::parse(&change.path).expect("restored paths are built as pointers");
+        patch.guarded_replace(path.to_buf(), change.from.clone(), change.to.clone());
+    }
 }
