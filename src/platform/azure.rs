@@ -307,8 +307,8 @@ fn installer_upload_generation(
 /// Machines whose boot image we cannot manage whatever it is.
 fn unsupported_machine(spec: &Value, ctx: &RuleContext<'_>) -> Option<ImageOutcome> {
     let image = spec.get("image");
-    if let Some(security_type) = spec
-        .pointer("/securityProfile/settings/securityType")
+    // Indexed rather than `pointer`ed: a pointer is parsed anew for every MachineSet.
+    if let Some(security_type) = Some(&spec["securityProfile"]["settings"]["securityType"])
         .filter(|t| !t.is_null() && t.as_str() != Some(""))
     {
         return Some(ImageOutcome::Skip {
