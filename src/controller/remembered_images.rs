@@ -23,7 +23,7 @@ pub const LIMIT: usize = 20_000;
 pub fn images(cm: &ConfigMap) -> KnownImages {
     let mut images = KnownImages::default();
     for text in cm.data.iter().flat_map(|data| data.values()) {
-        images.merge(&KnownImages::parse(text));
+        images.extend(KnownImages::parse(text).iter().cloned());
     }
     images
 }
