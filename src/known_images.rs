@@ -42,11 +42,6 @@ impl KnownImages {
             .clone()
     }
 
-    /// Adds every image of `other`.
-    pub fn merge(&mut self, other: &KnownImages) {
-        self.extend(other.iter().cloned());
-    }
-
     pub fn read(path: &Path) -> Result<Self, KnownImagesError> {
         crate::bounded_read::read_regular_file(path, crate::bounded_read::MAX_INPUT_BYTES)
             .map(|text| Self::parse(&text))

@@ -478,7 +478,7 @@ pub fn scenario(data: &Data, platform: &str, count: usize) -> Option<Scenario> {
                     allowed.len(),
                     list.file_name().unwrap_or_default().to_string_lossy()
                 ));
-                known.merge(&allowed);
+                known.extend(allowed.iter().cloned());
             }
             ("AWS", data.new_stream.clone(), known, description)
         }

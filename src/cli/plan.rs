@@ -180,11 +180,11 @@ pub(super) fn plan_snapshot(
         snapshot
             .cluster
             .known_images
-            .merge(&KnownImages::published());
+            .extend(KnownImages::published().iter().cloned());
     }
     if let Some(file) = &args.known_images_file {
         let known = KnownImages::read(file).map_err(Failure::input)?;
-        snapshot.cluster.known_images.merge(&known);
+        snapshot.cluster.known_images.extend(known.iter().cloned());
     }
     if snapshot.machines.is_empty() {
         eprintln!(

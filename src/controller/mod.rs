@@ -622,7 +622,7 @@ impl Controller {
             .then(KnownImages::published)
             .unwrap_or_default();
         if let Some(file) = &self.known_file {
-            known.merge(&file.images);
+            known.extend(file.images.iter().cloned());
         }
         let mut observed = observe::observe(
             &self.stores,

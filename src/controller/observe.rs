@@ -48,7 +48,7 @@ pub(super) async fn observe(
     let mut all_secrets = secrets.snapshot();
     all_secrets.extend(cluster_api_secrets.snapshot());
 
-    known_images.merge(&stores.remembered_images());
+    known_images.extend(stores.remembered_images().iter().cloned());
     let snapshot = ClusterSnapshot {
         machine_configuration,
         infrastructure,

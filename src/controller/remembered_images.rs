@@ -6,15 +6,13 @@
 
 use std::collections::{BTreeSet, HashSet};
 
-use jsonptr::PointerBuf;
-use kube::api::{Api, ObjectMeta, Patch};
+use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 use tracing::{info, warn};
 
 use crate::api::ConfigMap;
 use crate::api_client;
 use crate::known_images::KnownImages;
 use crate::metrics::Metrics;
-use crate::plan::patch::Guarded;
 
 pub use crate::names::KNOWN_IMAGES_CONFIGMAP_NAME as CONFIG_MAP_NAME;
 pub const IMAGES_KEY: &str = "images";
@@ -25,7 +23,7 @@ pub const LIMIT: usize = 20_000;
 pub fn images(cm: &ConfigMap) -> KnownImages {
     let mut images = KnownImages::default();
     for text in cm.data.iter().flat_map(|data| data.values()) {
-        images.merge(&KnownImages::parse(text));
+        images.extend(KnownImages::parse(text).iter().cloned());
     }
     images
 }
@@ -65,33 +63,31 @@ pub async fn remember(
     let Some(text) = merged(existing.map(String::as_str), refs) else {
         return;
     };
-    let result = match &current {
-        None => {
-            let cm = new_config_map(text);
-            api_client::bounded(api.create(&api_client::post_params(), &cm))
-                .await
-                .map(|_| ())
-        }
-        Some(cm) => {
-            let path = PointerBuf::from_tokens(["data", IMAGES_KEY]);
-            let mut ops = json_patch::Patch::default();
-            match (cm.data.is_some(), existing) {
-                (_, Some(old)) => ops.guarded_replace(path, old.as_str(), text),
-                (true, None) => ops.add(path, text),
-                (false, None) => ops.add(
-                    PointerBuf::from_tokens(["data"]),
-                    serde_json::json!({ IMAGES_KEY: text }),
-                ),
+    let write = async {
+        match &current {
+            None => {
+                api.create(&api_client::post_params(), &new_config_map(text))
+                    .await
             }
-            let patch = Patch::Json::<()>(ops);
-            let params = api_client::patch_params();
-            api_client::bounded(api.patch(CONFIG_MAP_NAME, &params, &patch))
-                .await
-                .map(|_| ())
+            // Applied over the resourceVersion `existing` was read at: a ConfigMap changed since
+            // is a conflict (409), never overwritten. Forced, since the key may be owned by our
+            // own create or by an older version's JSON Patch (other managers in `managedFields`).
+            Some(cm) => {
+                let body = serde_json::json!({
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "metadata": {"name": CONFIG_MAP_NAME, "resourceVersion": cm.metadata.resource_version},
+                    "data": {IMAGES_KEY: text},
+                });
+                let mut params = PatchParams::apply(crate::names::FIELD_MANAGER);
+                params.force = true;
+                api.patch(CONFIG_MAP_NAME, &params, &Patch::Apply(body))
+                    .await
+            }
         }
     };
-    match result {
-        Ok(()) => {
+    match api_client::bounded(write).await {
+        Ok(_) => {
             metrics.writes.with_label_values(&["ConfigMap"]).inc();
             info!(
                 configmap = CONFIG_MAP_NAME,
@@ -99,7 +95,7 @@ pub async fn remember(
             );
         }
         // Someone (another replica, a previous pass) wrote first; the next pass merges again.
-        Err(kube::Error::Api(e)) if e.code == 409 || e.code == 422 => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
         Err(e) => {
             metrics
                 .write_failures

@@ -163,6 +163,27 @@ async fn an_upgrade_ends_with_the_status_current_and_an_event_naming_the_new_ima
     assert_eq!(sample(&metrics, PATCHES_UPDATED), Some(1.0), "{metrics}");
 }
 
+/// An earlier run's known-images ConfigMap keeps its images and gains the new golden stream's,
+/// appended after them (oldest first, so bounding drops the oldest).
+#[tokio::test]
+async fn the_known_images_configmap_keeps_earlier_images_and_gains_the_new_ones() {
+    let env = TestEnv::new("remembered").await;
+    env.aws_cluster("4.21.0", &stream_421(), None).await;
+    env.remember_images(&AMIS_420).await;
+    let controller = env.controller(&[]);
+    controller.wait_ready().await;
+    let name = boot_image_controller::names::KNOWN_IMAGES_CONFIGMAP_NAME;
+    let images = eventually(Duration::from_secs(30), || async {
+        let cm = env.get("v1", "ConfigMap", name).await?;
+        let text = cm.data["data"]["images"].as_str()?.to_string();
+        text.contains(AMI_421_US_EAST_1).then_some(text)
+    })
+    .await
+    .unwrap_or_else(|| panic!("the 4.21 AMI never remembered\n{}", controller.logs()));
+    let lines: Vec<&str> = images.lines().collect();
+    assert_eq!(lines[..AMIS_420.len()], AMIS_420, "{images}");
+}
+
 /// An administrator's own stub secret (a custom disk layout, say) stays the MachineSet's stub
 /// while its image moves.
 #[tokio::test]
