@@ -42,7 +42,7 @@ pub struct FieldsInput<'a> {
 /// The status we maintain besides the conditions.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Fields {
-    /// `status.managedBootImagesStatus`, where the platform has boot image management at all.
+    /// `status.managedBootImagesStatus`, unless the declaration cannot be read.
     pub managed_boot_images: Option<Value>,
     pub skew_enforcement: Value,
     /// [`MANUAL_SKEW_MET`], in Manual mode with a declared version.
@@ -78,7 +78,14 @@ impl Fields {
     }
 }
 
-pub fn compute(input: &FieldsInput<'_>) -> Fields {
+/// The fields, where the platform has boot image management at all. Elsewhere boot images are
+/// nobody's to update, and the MCO's operator decides the skew mode by itself on every platform
+/// (`syncBootImageSkewEnforcementStatus`, pkg/operator/sync.go): publishing ours there would only
+/// contradict it.
+pub fn compute(input: &FieldsInput<'_>) -> Option<Fields> {
+    if !input.platform.managed_by_default() {
+        return None;
+    }
     let managed = effective_managers(input);
     // `effective_managers` lists the MachineSets' entry first.
     let machine_sets_all = (managed.as_ref())
@@ -105,11 +112,11 @@ pub fn compute(input: &FieldsInput<'_>) -> Fields {
             None,
         ),
     };
-    Fields {
+    Some(Fields {
         managed_boot_images: managed,
         skew_enforcement,
         manual_met,
-    }
+    })
 }
 
 /// The effective selection, resolved per resource as the MCO's operator does
@@ -117,12 +124,8 @@ pub fn compute(input: &FieldsInput<'_>) -> Fields {
 /// (see `plan::selection::Declared`): an empty list opts out of everything and is published as
 /// it is; otherwise MachineSets take the declared entry or the release's default, and
 /// ControlPlaneMachineSets (where the platform supports them) the declared entry or None.
-/// `None` where the MCO publishes nothing (unsupported platforms), and while the declaration
-/// cannot be read.
+/// `None` while the declaration cannot be read.
 fn effective_managers(input: &FieldsInput<'_>) -> Option<Value> {
-    if !input.platform.managed_by_default() {
-        return None;
-    }
     let declared = Declared::read(input.mc);
     if declared.opts_out_of_everything() {
         return Some(json!({"machineManagers": []}));
@@ -442,6 +445,7 @@ mod tests {
             cluster_version: Some(&cv),
             single_replica: false,
         })
+        .expect("AWS has boot image management")
     }
 
     #[test]
@@ -815,12 +819,13 @@ mod tests {
             golden_rhcos: None,
             cluster_version: None,
             single_replica: true,
-        });
+        })
+        .expect("AWS has boot image management");
         assert_eq!(f.skew_enforcement, json!({"mode": "None"}));
     }
 
     #[test]
-    fn unsupported_platforms_publish_no_effective_selection() {
+    fn unsupported_platforms_publish_no_boot_image_fields() {
         let refs: Vec<&Decision> = Vec::new();
         let f = compute(&FieldsInput {
             mc: &mc(json!({}), None),
@@ -831,10 +836,6 @@ mod tests {
             cluster_version: None,
             single_replica: false,
         });
-        assert_eq!(f.managed_boot_images, None);
-        assert_eq!(
-            f.skew_enforcement,
-            json!({"mode": "Manual", "manual": {"mode": "OCPVersion", "ocpVersion": "0.0.0"}})
-        );
+        assert_eq!(f, None);
     }
 }

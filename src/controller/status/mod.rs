@@ -76,7 +76,7 @@ pub(super) struct Written {
     fields: StatusFields,
 }
 
-/// A status write decided on, which [`Controller::send_status`] sends and records.
+/// A status write decided on, which [`Controller::write_status`] sends and records.
 pub(super) struct StatusWrite {
     /// What it writes, and the resourceVersions at which the object has the status it was
     /// computed against: recorded once written, with the version the write made.
@@ -106,20 +106,9 @@ pub(super) struct FieldsRefusal {
 }
 
 impl Controller {
-    /// Computes the status from `sources`, the gate of the pass and every object's latest
-    /// decision, with the `pending` ones in place of the same objects' (a rollout's
-    /// announcement), and writes it if it changed.
-    pub(super) async fn write_status(
-        &mut self,
-        sources: &StatusSources,
-        pending: &BTreeMap<ObjectKey, &Decision>,
-    ) {
-        if let Some(write) = self.status_to_write(sources, pending) {
-            self.send_status(write).await;
-        }
-    }
-
-    /// The status write they call for, if any: none when nothing changed, when not leading,
+    /// The status write that `sources`, the gate of the pass and every object's latest
+    /// decision (with the `pending` ones in place of the same objects', a rollout's
+    /// announcement) call for, if any: none when nothing changed, when not leading,
     /// or while a failed write backs off.
     fn status_to_write(
         &self,
@@ -247,14 +236,21 @@ impl Controller {
         known
     }
 
-    /// Sends a status write and records how it went: what the next write compares with, or
-    /// its backoff.
+    /// Sends the status write [`Controller::status_to_write`] calls for, if any, and records how
+    /// it went: what the next write compares with, or its backoff.
     ///
     /// Should the API server refuse the boot-image fields as invalid (a schema that changed
     /// since we read it, an admission policy), changed conditions go again alone at once: they
     /// must never wait for an optional field. The refusal is remembered (the fields back off)
     /// and the schema's index is read again, to see whether the schema changed.
-    async fn send_status(&mut self, mut write: StatusWrite) {
+    pub(super) async fn write_status(
+        &mut self,
+        sources: &StatusSources,
+        pending: &BTreeMap<ObjectKey, &Decision>,
+    ) {
+        let Some(mut write) = self.status_to_write(sources, pending) else {
+            return;
+        };
         let name = &self.args.machine_configuration_name;
         let api = &self.configurations;
         let guard = (write.force, write.precondition.as_deref());
@@ -309,7 +305,7 @@ impl Controller {
     }
 
     /// `managedBootImagesStatus` and `bootImageSkewEnforcementStatus` as we would publish them,
-    /// once the platform is known.
+    /// once the platform is known (see [`boot_image_fields::compute`]).
     fn boot_image_fields(
         &self,
         sources: &StatusSources,
@@ -319,12 +315,6 @@ impl Controller {
         let infrastructure = sources.infrastructure.as_ref()?;
         let status = infrastructure.status.as_ref()?;
         let platform = Platform::from_status(status.platform_status.as_ref()?);
-        // Elsewhere boot images are nobody's to update, and the MCO's operator decides the skew
-        // mode by itself on every platform (`syncBootImageSkewEnforcementStatus`,
-        // pkg/operator/sync.go): publishing ours there would only contradict it.
-        if !platform.managed_by_default() {
-            return None;
-        }
         let golden = sources.golden.as_deref();
         let golden_rhcos = golden.and_then(|g| {
             let key = platform.rule()?.stream_key();
@@ -339,17 +329,15 @@ impl Controller {
             .extra
             .get("controlPlaneTopology")
             .is_some_and(|t| t == "SingleReplica");
-        Some(boot_image_fields::compute(
-            &boot_image_fields::FieldsInput {
-                mc,
-                platform: &platform,
-                decisions,
-                golden_release: golden.and_then(|g| g.release_version.as_deref()),
-                golden_rhcos: golden_rhcos.as_deref(),
-                cluster_version: cluster_version.and_then(|cv| cv.status.as_ref()),
-                single_replica,
-            },
-        ))
+        boot_image_fields::compute(&boot_image_fields::FieldsInput {
+            mc,
+            platform: &platform,
+            decisions,
+            golden_release: golden.and_then(|g| g.release_version.as_deref()),
+            golden_rhcos: golden_rhcos.as_deref(),
+            cluster_version: cluster_version.and_then(|cv| cv.status.as_ref()),
+            single_replica,
+        })
     }
 
     /// How long the current hold that is reported when lasting has held, against its limit.

@@ -42,7 +42,8 @@ const POLL: Duration = Duration::from_secs(300);
 /// status goes on with what the last read said (conditions alone until the first).
 pub const MAX_DOCUMENT_BYTES: usize = 16 * 1024 * 1024;
 
-/// What the served schema lets us write into `status` besides the conditions.
+/// What the served schema lets us write into `status` besides the conditions. The default is
+/// nothing (conditions only: what every release accepts), used until the schema has been read.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct StatusSchema {
     /// `status.managedBootImagesStatus` is declared; with the values its machine managers'
@@ -69,12 +70,6 @@ impl AllowedResources {
 }
 
 impl StatusSchema {
-    /// Conditions only: what every release accepts, used until the schema has been read.
-    pub const CONDITIONS_ONLY: StatusSchema = StatusSchema {
-        managed_boot_images: None,
-        skew_enforcement: false,
-    };
-
     /// Reads the schema of `MachineConfiguration` out of the group-version's OpenAPI v3
     /// document. Only that one schema is decoded: the document holds every kind of the group.
     pub fn from_openapi(document: &str) -> Result<StatusSchema, SchemaError> {
@@ -154,7 +149,7 @@ impl ServedSchema {
         wake: mpsc::UnboundedSender<Trigger>,
         shutdown: CancellationToken,
     ) -> ServedSchema {
-        let (tx, rx) = watch::channel(StatusSchema::CONDITIONS_ONLY);
+        let (tx, rx) = watch::channel(StatusSchema::default());
         let refresh = std::sync::Arc::new(Notify::new());
         let asked = refresh.clone();
         tokio::spawn(async move {
@@ -285,7 +280,7 @@ mod tests {
         let schema = kind_schema(json!({"conditions": {}, "observedGeneration": {}}));
         assert_eq!(
             StatusSchema::from_kind_schema(&schema),
-            StatusSchema::CONDITIONS_ONLY
+            StatusSchema::default()
         );
     }
 
