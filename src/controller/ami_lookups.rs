@@ -183,7 +183,7 @@ impl State {
             }
             facts.add_search(region, product);
         }
-        for (region, failure) in self.jobs.failures() {
+        for (region, failure) in &self.jobs.failures {
             facts.set_unavailable(region, failure.message.clone());
         }
         facts
@@ -206,8 +206,8 @@ impl State {
             .filter_map(|(region, ids)| self.job(region, ids, now))
             .collect();
         // A region nothing needs asking in any more is not unavailable: forget its failure.
-        (self.jobs).forget_failures(|region| due.iter().any(|job| job.region == *region));
-        let unavailable = self.jobs.failures().count() as i64;
+        (self.jobs.failures).retain(|region, _| due.iter().any(|job| job.region == *region));
+        let unavailable = self.jobs.failures.len() as i64;
         let jobs = (due.into_iter())
             .filter(|job| !waiting_for_credentials && self.jobs.start(&job.region, now))
             .collect();
@@ -539,7 +539,7 @@ mod tests {
         // The MachineSet moved to a listed AMI: nothing to ask, nothing unavailable.
         let (_, jobs, unavailable) = answer(&mut state, &BTreeSet::new(), now);
         assert_eq!((jobs.len(), unavailable), (0, 0));
-        assert!(state.jobs.failures().next().is_none());
+        assert!(state.jobs.failures.is_empty());
     }
 
     #[test]

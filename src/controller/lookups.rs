@@ -24,7 +24,8 @@ pub(super) fn lock<T>(state: &Mutex<T>) -> MutexGuard<'_, T> {
 /// The jobs of one kind, by what each asks (a region, a template).
 pub(super) struct Jobs<K> {
     in_flight: HashSet<K>,
-    failures: HashMap<K, Failure>,
+    /// Read by each look-up for what it reports, and forgotten where nothing needs them.
+    pub failures: HashMap<K, Failure>,
     max_in_flight: usize,
     first_retry: Duration,
     max_retry: Duration,
@@ -58,14 +59,6 @@ impl<K: Eq + Hash + Clone> Jobs<K> {
         !waiting && room && self.in_flight.insert(key.clone())
     }
 
-    pub fn failure(&self, key: &K) -> Option<&Failure> {
-        self.failures.get(key)
-    }
-
-    pub fn failures(&self) -> impl Iterator<Item = (&K, &Failure)> {
-        self.failures.iter()
-    }
-
     /// The job of `key` ended, neither answered nor failed (someone else is at it, its server
     /// could not be asked): its failures in a row still count.
     pub fn ended(&mut self, key: &K) {
@@ -92,11 +85,6 @@ impl<K: Eq + Hash + Clone> Jobs<K> {
         };
         self.failures.insert(key.clone(), failure);
         (delay, attempts)
-    }
-
-    /// Forgets the failures of the keys `keep` says nothing needs any more.
-    pub fn forget_failures(&mut self, keep: impl Fn(&K) -> bool) {
-        self.failures.retain(|key, _| keep(key));
     }
 }
 
@@ -144,7 +132,7 @@ mod tests {
         assert_eq!(jobs.failed(&"a", "timed out".into(), now), (FIRST, 1));
         assert!(!jobs.start(&"a", now));
         assert_eq!(
-            jobs.failure(&"a").map(|f| f.message.as_str()),
+            jobs.failures.get(&"a").map(|f| f.message.as_str()),
             Some("timed out")
         );
         assert!(jobs.start(&"a", now + FIRST));
@@ -152,10 +140,10 @@ mod tests {
         for _ in 0..10 {
             jobs.failed(&"a", "timed out".into(), now);
         }
-        assert_eq!(jobs.failure(&"a").map(|f| f.retry_at), Some(now + MAX));
+        assert_eq!(jobs.failures.get(&"a").map(|f| f.retry_at), Some(now + MAX));
         assert!(jobs.start(&"a", now + MAX));
         assert!(jobs.succeeded(&"a"), "it had failed");
-        assert!(jobs.failure(&"a").is_none());
+        assert!(!jobs.failures.contains_key(&"a"));
         assert!(jobs.start(&"a", now));
     }
 }

@@ -163,7 +163,7 @@ impl State {
                 Known::Importing(percent) => TemplateState::Importing { percent: *percent },
                 Known::Failed(reason) => TemplateState::Failed {
                     reason: *reason,
-                    message: (self.imports.failure(key))
+                    message: (self.imports.failures.get(key))
                         .map_or_else(String::new, |f| f.message.clone()),
                 },
             };

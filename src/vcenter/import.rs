@@ -12,7 +12,6 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -127,13 +126,14 @@ pub async fn ensure_template(
     .await?;
     progress(50);
 
-    let started = Started::default();
+    // Filled as the import goes; once a timeout has dropped it, what it holds is undone.
+    let mut started = Started::default();
     let work = import(
         client,
         request,
         &ova,
         &folder_path,
-        &started,
+        &mut started,
         limits,
         progress,
     );
@@ -164,28 +164,18 @@ async fn age_of(client: &VcenterClient, vm: &MoRef) -> Result<Option<Duration>, 
 /// What an import has created so far: what a failure must undo.
 #[derive(Default)]
 struct Started {
-    lease: Mutex<Option<MoRef>>,
-    vm: Mutex<Option<MoRef>>,
+    lease: Option<MoRef>,
+    vm: Option<MoRef>,
 }
 
 impl Started {
-    fn set(slot: &Mutex<Option<MoRef>>, value: Option<MoRef>) {
-        if let Ok(mut slot) = slot.lock() {
-            *slot = value;
-        }
-    }
-
-    fn take(slot: &Mutex<Option<MoRef>>) -> Option<MoRef> {
-        slot.lock().ok().and_then(|mut s| s.take())
-    }
-
     /// Aborts the lease and destroys the VM this import created; failures are logged (the next
     /// attempt finds the VM once it is older than the timeout).
-    async fn undo(&self, client: &VcenterClient, name: &str) {
-        if let Some(lease) = Self::take(&self.lease) {
+    async fn undo(self, client: &VcenterClient, name: &str) {
+        if let Some(lease) = self.lease {
             let _ = client.lease_abort(&lease).await;
         }
-        if let Some(vm) = Self::take(&self.vm) {
+        if let Some(vm) = self.vm {
             match client.destroy(&vm).await {
                 Ok(()) => tracing::info!(vm = name, "removed the half-imported VM"),
                 // Aborting the lease may have removed it already.
@@ -203,7 +193,7 @@ async fn import(
     request: &TemplateRequest,
     ova: &VerifiedOva,
     folder_path: &str,
-    started: &Started,
+    started: &mut Started,
     limits: &ImportLimits,
     progress: &(dyn Fn(u8) + Sync),
 ) -> Result<(), VcenterError> {
@@ -238,13 +228,13 @@ async fn import(
         .create_import_spec(&descriptor, &pool, &datastore, &name, &networks)
         .await?;
     let lease = client.import_vapp(&pool, &spec, &folder).await?;
-    Started::set(&started.lease, Some(lease.clone()));
+    started.lease = Some(lease.clone());
     let info = client.wait_lease_ready(&lease).await?;
     let vm = info
         .entity
         .clone()
         .ok_or_else(|| VcenterError::Protocol("the import lease names no VM".into()))?;
-    Started::set(&started.vm, Some(vm.clone()));
+    started.vm = Some(vm.clone());
     upload_disks(
         client,
         &lease,
@@ -257,7 +247,7 @@ async fn import(
     )
     .await?;
     client.lease_complete(&lease).await?;
-    Started::set(&started.lease, None);
+    started.lease = None;
     client.mark_as_template(&vm).await?;
     client.rename(&vm, &request.key.name).await?;
     progress(100);

@@ -58,19 +58,18 @@ pub async fn prune(
     };
     let folder_path = inventory_path(&request.key.datacenter, "vm", &request.folder);
     let folder = client.require(&folder_path, "folder").await?;
+    let vms = client.child_vms(&folder).await?;
     let mut candidates = Vec::new();
-    let mut refs = Vec::new();
-    for (name, vm) in client.child_vms(&folder).await? {
-        if !is_ours(&name, prefix) || name == *current {
+    for (name, vm) in &vms {
+        if !is_ours(name, prefix) || name == current {
             continue;
         }
-        let created = client.property_text(&vm, "config.createDate").await?;
-        let template = client.is_template(&vm).await?;
+        let created = client.property_text(vm, "config.createDate").await?;
+        let template = client.is_template(vm).await?;
         candidates.push((name.clone(), created.unwrap_or_default(), template));
-        refs.push((name, vm));
     }
     let doomed = to_destroy(&candidates, prefix, current, in_use, keep);
-    for (name, vm) in refs.iter().filter(|(name, _)| doomed.contains(name)) {
+    for (name, vm) in vms.iter().filter(|(name, _)| doomed.contains(name)) {
         tracing::info!(template = %name, "destroying an old template no MachineSet uses");
         client.destroy(vm).await?;
     }
