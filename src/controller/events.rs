@@ -136,9 +136,7 @@ fn event_name(object: &str, at: Timestamp) -> String {
         return format!("{object}.{time}");
     }
     let digest = ring::digest::digest(&ring::digest::SHA256, object.as_bytes());
-    let hash: String = (digest.as_ref()[..8].iter())
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let hash = hex::encode(&digest.as_ref()[..8]);
     let room = MAX_NAME - time.len() - hash.len() - 2;
     let mut end = room.min(object.len());
     while !object.is_char_boundary(end) {

@@ -71,15 +71,15 @@ pub fn sign(
         request.query,
         canonical_headers,
         signed_headers,
-        hex(digest::digest(&digest::SHA256, request.payload).as_ref()),
+        hex::encode(digest::digest(&digest::SHA256, request.payload).as_ref()),
     );
     let scope = format!("{date}/{region}/{service}/aws4_request");
     let string_to_sign = format!(
         "AWS4-HMAC-SHA256\n{amz_date}\n{scope}\n{}",
-        hex(digest::digest(&digest::SHA256, canonical_request.as_bytes()).as_ref())
+        hex::encode(digest::digest(&digest::SHA256, canonical_request.as_bytes()).as_ref())
     );
     let key = signing_key(&credentials.secret_access_key, date, region, service);
-    let signature = hex(hmac::sign(&key, string_to_sign.as_bytes()).as_ref());
+    let signature = hex::encode(hmac::sign(&key, string_to_sign.as_bytes()).as_ref());
     let mut out = vec![("x-amz-date", amz_date.to_string())];
     if let Some(token) = &credentials.session_token {
         out.push(("x-amz-security-token", token.clone()));
@@ -106,9 +106,6 @@ fn signing_key(secret: &str, date: &str, region: &str, service: &str) -> hmac::K
     hmac::Key::new(hmac::HMAC_SHA256, k_signing.as_ref())
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
 
 /// RFC 3986 encoding of a query value, as SigV4 wants it: everything but unreserved bytes.
 const ENCODED: &AsciiSet = &NON_ALPHANUMERIC

@@ -327,9 +327,7 @@ fn copied_metadata(source: &ObjectMeta, name: &str, original: &str) -> Value {
 fn spec_digest(spec: &Value) -> String {
     let text = serde_json::to_string(spec).unwrap_or_default();
     let digest = ring::digest::digest(&ring::digest::SHA256, text.as_bytes());
-    (digest.as_ref()[..DIGEST_HEX / 2].iter())
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex::encode(&digest.as_ref()[..DIGEST_HEX / 2])
 }
 
 /// `<original>-<release>-<digest of the spec>`, within the 253 characters of a DNS subdomain

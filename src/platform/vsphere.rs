@@ -88,10 +88,7 @@ pub fn template_name(infra: &str, domain: &str, release: &str) -> String {
         return name;
     }
     let hash = digest::digest(&digest::SHA256, domain.as_bytes());
-    let short: String = hash.as_ref()[..4]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let short = hex::encode(&hash.as_ref()[..4]);
     format!("{infra}-rhcos-{short}-{release}")
 }
 

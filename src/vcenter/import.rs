@@ -76,7 +76,7 @@ pub enum Ensured {
 /// vCenter's 80 characters whatever `name` is, and the same for every replica.
 pub fn temporary_name(name: &str) -> String {
     let digest = ring::digest::digest(&ring::digest::SHA256, name.as_bytes());
-    format!("bic-importing-{}", ova::hex(&digest.as_ref()[..6]))
+    format!("bic-importing-{}", hex::encode(&digest.as_ref()[..6]))
 }
 
 /// The template of `request`, imported from its OVA when vCenter does not have it yet.

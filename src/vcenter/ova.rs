@@ -137,7 +137,7 @@ pub async fn download(
             }
         }
         file.flush().await?;
-        Ok(hex(digest.finish().as_ref()))
+        Ok(hex::encode(digest.finish()))
     };
     let actual = tokio::time::timeout(timeout, fetch)
         .await
@@ -150,11 +150,6 @@ pub async fn download(
         });
     }
     Ok(guard)
-}
-
-/// Bytes as lowercase hexadecimal, as digests are written.
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// One file of a tar archive: where its content starts and how long it is.
