@@ -198,12 +198,8 @@ impl State {
     ) -> (Vec<RegionLookup>, i64) {
         let waiting_for_credentials =
             (self.no_credentials.as_ref()).is_some_and(|(_, at)| *at > now);
-        let mut by_region: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-        for (region, id) in wanted {
-            by_region.entry(region).or_default().push(id);
-        }
-        let due: Vec<RegionLookup> = (by_region.iter())
-            .filter_map(|(region, ids)| self.job(region, ids, now))
+        let due: Vec<RegionLookup> = (crate::ec2::lookups(wanted).into_iter())
+            .filter_map(|lookup| self.job(lookup, now))
             .collect();
         // A region nothing needs asking in any more is not unavailable: forget its failure.
         (self.jobs.failures).retain(|region, _| due.iter().any(|job| job.region == *region));
@@ -218,25 +214,20 @@ impl State {
         (jobs, unavailable)
     }
 
-    /// The job that asks `region` about what it has no fresh answer to: `ids` not looked up (or
-    /// not shown for long), and the searches of the marketplace products of those found.
-    fn job(&self, region: &str, ids: &[&str], now: Instant) -> Option<RegionLookup> {
-        let mut job = RegionLookup {
-            region: region.to_string(),
-            ids: Vec::new(),
-            products: BTreeSet::new(),
-        };
-        for id in ids {
-            match self.images.get(&(region.to_string(), id.to_string())) {
+    /// What of `lookup` has no fresh answer: its AMIs not looked up (or not shown for long), and
+    /// the searches of the marketplace products of those found.
+    fn job(&self, mut job: RegionLookup, now: Instant) -> Option<RegionLookup> {
+        for id in std::mem::take(&mut job.ids) {
+            match self.images.get(&(job.region.clone(), id.clone())) {
                 Some(Looked::Found(image)) => {
                     if let AmiOrigin::Marketplace { product } = image.origin()
-                        && !self.searched_lately(region, &product, now)
+                        && !self.searched_lately(&job.region, &product, now)
                     {
                         job.products.insert(product);
                     }
                 }
                 Some(Looked::NotFound(at)) if now.duration_since(*at) < NOT_FOUND_MAX_AGE => {}
-                _ => job.ids.push(id.to_string()),
+                _ => job.ids.push(id),
             }
         }
         (!job.ids.is_empty() || !job.products.is_empty()).then_some(job)

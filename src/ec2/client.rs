@@ -34,25 +34,25 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(500);
 #[derive(Clone)]
 pub struct Ec2Client {
     http: Client<Connector, Full<Bytes>>,
-    /// `--ec2-endpoint`: every region's requests go there (a simulator, a VPC endpoint).
-    endpoint: Option<Uri>,
-    /// `--sts-endpoint`: the same for STS.
-    sts_endpoint: Option<Uri>,
+    ec2: Service,
+    sts: Service,
 }
 
-/// The AWS services called, by their SigV4 signing name.
-#[derive(Clone, Copy, Debug)]
-enum Service {
-    Ec2,
-    Sts,
+/// An AWS service called: its SigV4 signing name, and where every region's requests go when
+/// given (`--ec2-endpoint`, `--sts-endpoint`: a simulator, a VPC endpoint).
+#[derive(Clone)]
+struct Service {
+    name: &'static str,
+    endpoint: Option<Uri>,
 }
 
 impl Service {
-    fn name(self) -> &'static str {
-        match self {
-            Service::Ec2 => "ec2",
-            Service::Sts => "sts",
-        }
+    /// Where `region`'s requests go; none for a name that is not an AWS region, which is never
+    /// put in a host (nor sent to a given endpoint, which then could not be told from AWS).
+    fn url(&self, region: &str) -> Result<String, Ec2Error> {
+        let aws = crate::facts::region::endpoint(self.name, region)
+            .ok_or_else(|| Ec2Error::Malformed(format!("{region:?} is not an AWS region name")))?;
+        Ok(self.endpoint.as_ref().map_or(aws, Uri::to_string))
     }
 }
 
@@ -79,21 +79,15 @@ impl Ec2Client {
             .map_err(|e| Ec2Error::Malformed(e.to_string()))?;
         Ok(Ec2Client {
             http: Client::builder(TokioExecutor::new()).build(https),
-            endpoint: parse_endpoint(endpoint)?,
-            sts_endpoint: parse_endpoint(sts_endpoint)?,
+            ec2: Service {
+                name: "ec2",
+                endpoint: parse_endpoint(endpoint)?,
+            },
+            sts: Service {
+                name: "sts",
+                endpoint: parse_endpoint(sts_endpoint)?,
+            },
         })
-    }
-
-    /// Where `region`'s requests go; none for a name that is not an AWS region, which is never
-    /// put in a host (nor sent to `--ec2-endpoint`, which then could not be told from AWS).
-    fn endpoint(&self, service: Service, region: &str) -> Result<String, Ec2Error> {
-        let aws = crate::facts::region::endpoint(service.name(), region)
-            .ok_or_else(|| Ec2Error::Malformed(format!("{region:?} is not an AWS region name")))?;
-        let given = match service {
-            Service::Ec2 => &self.endpoint,
-            Service::Sts => &self.sts_endpoint,
-        };
-        Ok(given.as_ref().map_or(aws, Uri::to_string))
     }
 
     /// Temporary credentials for `identity`'s role from `region`'s STS, with `token` (the
@@ -108,7 +102,7 @@ impl Ec2Client {
     ) -> Result<(Credentials, jiff::Timestamp), Ec2Error> {
         let params = sts::assume_role_params(identity, token, duration);
         let body = self
-            .call(Service::Sts, region, None, &params)
+            .call(&self.sts, region, None, &params)
             .await
             .map_err(sts::refused)?;
         sts::parse_assumed_role(&body)
@@ -145,7 +139,7 @@ impl Ec2Client {
             if let Some(token) = token.take() {
                 page_params.push(("NextToken".into(), token));
             }
-            let body = (self.call(Service::Ec2, region, Some(credentials), &page_params)).await?;
+            let body = (self.call(&self.ec2, region, Some(credentials), &page_params)).await?;
             let page = query::parse_images(&body, region)?;
             images.extend(page.images);
             match page.next_token {
@@ -159,7 +153,7 @@ impl Ec2Client {
     /// One call, retried with backoff while EC2 throttles or fails transiently.
     async fn call(
         &self,
-        service: Service,
+        service: &Service,
         region: &str,
         credentials: Option<&Credentials>,
         params: &[(String, String)],
@@ -169,7 +163,7 @@ impl Ec2Client {
             match self.exchange(service, region, credentials, params).await {
                 Err(e) if e.is_transient() && attempt + 1 < ATTEMPTS => {
                     let backoff = FIRST_BACKOFF.saturating_mul(1 << attempt.min(10));
-                    tracing::debug!(region, ?service, error = %e, ?backoff, "call failed; retrying");
+                    tracing::debug!(region, service = service.name, error = %e, ?backoff, "call failed; retrying");
                     tokio::time::sleep(jittered(backoff)).await;
                     attempt += 1;
                 }
@@ -182,12 +176,12 @@ impl Ec2Client {
     /// are given.
     async fn exchange(
         &self,
-        service: Service,
+        service: &Service,
         region: &str,
         credentials: Option<&Credentials>,
         params: &[(String, String)],
     ) -> Result<String, Ec2Error> {
-        let endpoint = self.endpoint(service, region)?;
+        let endpoint = service.url(region)?;
         let uri: Uri = endpoint
             .parse()
             .map_err(|_| Ec2Error::Malformed(format!("invalid endpoint {endpoint}")))?;
@@ -209,7 +203,7 @@ impl Ec2Client {
                 },
                 credentials,
                 region,
-                service.name(),
+                service.name,
                 &amz_date,
             )
         });

@@ -11,7 +11,7 @@ pub(crate) mod query;
 pub(crate) mod sigv4;
 pub(crate) mod sts;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use crate::facts::ec2::{AmiFacts, AmiOrigin, Ec2Facts};
@@ -79,6 +79,23 @@ pub async fn ask_region(
     Ok(())
 }
 
+/// One look-up per region of the (region, AMI) pairs of `wanted`, asking about all its AMIs.
+pub fn lookups(wanted: &BTreeSet<(String, String)>) -> Vec<RegionLookup> {
+    let mut lookups: Vec<RegionLookup> = Vec::new();
+    // Sorted by region: a region's AMIs come one after the other.
+    for (region, id) in wanted {
+        match lookups.last_mut() {
+            Some(last) if last.region == *region => last.ids.push(id.clone()),
+            _ => lookups.push(RegionLookup {
+                region: region.clone(),
+                ids: vec![id.clone()],
+                products: BTreeSet::new(),
+            }),
+        }
+    }
+    lookups
+}
+
 /// Asks EC2 about `wanted` at once, region by region, and the marketplace products they belong
 /// to: for `plan`, which waits for the answers (the controller asks in the background).
 pub async fn gather(
@@ -87,19 +104,8 @@ pub async fn gather(
     wanted: &BTreeSet<(String, String)>,
 ) -> Ec2Facts {
     let mut facts = Ec2Facts::consulted();
-    let mut by_region: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for (region, id) in wanted {
-        by_region
-            .entry(region.clone())
-            .or_default()
-            .push(id.clone());
-    }
-    for (region, ids) in by_region {
-        let lookup = RegionLookup {
-            region: region.clone(),
-            ids,
-            products: BTreeSet::new(),
-        };
+    for lookup in lookups(wanted) {
+        let region = lookup.region.clone();
         let record = |answer| match answer {
             Answered::Image(image) => facts.add_image(image),
             Answered::NotFound(id) => facts.add_not_found(&region, &id),

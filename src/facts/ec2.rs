@@ -211,96 +211,65 @@ pub enum Consulted {
     Yes,
 }
 
-/// Every EC2 answer a plan may need, by region.
+/// Every EC2 answer a plan may need, by region. Its JSON form (`plan --ec2-facts FILE`) holds
+/// lists, so it reads and diffs well.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(from = "Ec2FactsFile", into = "Ec2FactsFile")]
-pub struct Ec2Facts {
-    pub consulted: Consulted,
-    images: BTreeMap<(String, String), AmiFacts>,
-    not_found: BTreeSet<(String, String)>,
-    /// Marketplace searches answered, by (region, product).
-    searched: BTreeSet<(String, String)>,
-    unavailable: BTreeMap<String, String>,
-}
-
-/// The JSON form (`plan --ec2-facts FILE`): lists, so it reads and diffs well.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct Ec2FactsFile {
+pub struct Ec2Facts {
     #[serde(default = "consulted_yes")]
-    consulted: Consulted,
-    #[serde(default)]
-    images: Vec<AmiFacts>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    not_found: Vec<RegionalImage>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    marketplace_searches: Vec<MarketplaceSearch>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    unavailable: Vec<RegionUnavailable>,
+    pub consulted: Consulted,
+    /// By (region, id).
+    #[serde(default, with = "listed")]
+    images: BTreeMap<(String, String), AmiFacts>,
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    not_found: BTreeSet<RegionalImage>,
+    /// Marketplace searches answered.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    marketplace_searches: BTreeSet<MarketplaceSearch>,
+    /// One per region.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    unavailable: BTreeSet<RegionUnavailable>,
 }
 
 fn consulted_yes() -> Consulted {
     Consulted::Yes
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct RegionalImage {
     region: String,
     image_id: String,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct MarketplaceSearch {
     region: String,
     product_id: String,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct RegionUnavailable {
     region: String,
     message: String,
 }
 
-impl From<Ec2FactsFile> for Ec2Facts {
-    fn from(file: Ec2FactsFile) -> Self {
-        let mut facts = Ec2Facts {
-            consulted: file.consulted,
-            ..Ec2Facts::default()
-        };
-        for image in file.images {
-            facts.add_image(image);
-        }
-        for missing in file.not_found {
-            facts.add_not_found(&missing.region, &missing.image_id);
-        }
-        for search in file.marketplace_searches {
-            facts.add_search(&search.region, &search.product_id);
-        }
-        for u in file.unavailable {
-            facts.set_unavailable(&u.region, u.message);
-        }
-        facts
-    }
-}
+/// The images, written as a list (each names its region and id).
+mod listed {
+    use super::*;
 
-impl From<Ec2Facts> for Ec2FactsFile {
-    fn from(facts: Ec2Facts) -> Self {
-        Ec2FactsFile {
-            consulted: facts.consulted,
-            images: facts.images.into_values().collect(),
-            not_found: (facts.not_found.into_iter())
-                .map(|(region, image_id)| RegionalImage { region, image_id })
-                .collect(),
-            marketplace_searches: (facts.searched.into_iter())
-                .map(|(region, product_id)| MarketplaceSearch { region, product_id })
-                .collect(),
-            unavailable: (facts.unavailable.into_iter())
-                .map(|(region, message)| RegionUnavailable { region, message })
-                .collect(),
-        }
+    type Images = BTreeMap<(String, String), AmiFacts>;
+
+    pub fn serialize<S: serde::Serializer>(images: &Images, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(images.values())
+    }
+
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Images, D::Error> {
+        let images = Vec::<AmiFacts>::deserialize(d)?;
+        let keyed = |i: AmiFacts| ((i.region.clone(), i.image_id.clone()), i);
+        Ok(images.into_iter().map(keyed).collect())
     }
 }
 
@@ -324,25 +293,29 @@ impl Ec2Facts {
     }
 
     pub fn add_image(&mut self, image: AmiFacts) {
-        let key = (image.region.clone(), image.image_id.clone());
-        self.not_found.remove(&key);
-        self.images.insert(key, image);
+        let (region, image_id) = (image.region.clone(), image.image_id.clone());
+        self.not_found.remove(&RegionalImage { region, image_id });
+        (self.images).insert((image.region.clone(), image.image_id.clone()), image);
     }
 
     pub fn add_not_found(&mut self, region: &str, image_id: &str) {
         let key = (region.to_string(), image_id.to_string());
         if !self.images.contains_key(&key) {
-            self.not_found.insert(key);
+            let (region, image_id) = key;
+            self.not_found.insert(RegionalImage { region, image_id });
         }
     }
 
     pub fn add_search(&mut self, region: &str, product: &str) {
-        self.searched
-            .insert((region.to_string(), product.to_string()));
+        let (region, product_id) = (region.to_string(), product.to_string());
+        (self.marketplace_searches).insert(MarketplaceSearch { region, product_id });
     }
 
     pub fn set_unavailable(&mut self, region: &str, message: String) {
-        self.unavailable.insert(region.to_string(), message);
+        self.unavailable.retain(|u| u.region != region);
+        let region = region.to_string();
+        self.unavailable
+            .insert(RegionUnavailable { region, message });
     }
 
     pub fn images(&self) -> impl Iterator<Item = &AmiFacts> {
@@ -351,7 +324,13 @@ impl Ec2Facts {
 
     /// The regions EC2 could not be asked in, and why.
     pub fn unavailable(&self) -> impl Iterator<Item = (&str, &str)> {
-        (self.unavailable.iter()).map(|(region, message)| (region.as_str(), message.as_str()))
+        (self.unavailable.iter()).map(|u| (u.region.as_str(), u.message.as_str()))
+    }
+
+    /// Why EC2 could not be asked in `region`, if it could not.
+    fn unavailable_in(&self, region: &str) -> Option<&str> {
+        let found = self.unavailable.iter().find(|u| u.region == region);
+        found.map(|u| u.message.as_str())
     }
 
     /// What EC2 said about `image_id` in `region`.
@@ -365,10 +344,14 @@ impl Ec2Facts {
         if let Some(image) = self.images.get(&key) {
             return Answer::Known(image);
         }
-        if self.not_found.contains(&key) {
+        let missing = RegionalImage {
+            region: key.0,
+            image_id: key.1,
+        };
+        if self.not_found.contains(&missing) {
             return Answer::NotFound;
         }
-        match self.unavailable.get(region) {
+        match self.unavailable_in(region) {
             Some(message) => Answer::Unavailable(message),
             None => Answer::Pending,
         }
@@ -385,11 +368,12 @@ impl Ec2Facts {
         arch: Arch,
         golden_release: &str,
     ) -> Result<&AmiFacts, NoCandidate<'_>> {
-        if !self
-            .searched
-            .contains(&(region.to_string(), product.to_string()))
-        {
-            return Err(match self.unavailable.get(region) {
+        let search = MarketplaceSearch {
+            region: region.to_string(),
+            product_id: product.to_string(),
+        };
+        if !self.marketplace_searches.contains(&search) {
+            return Err(match self.unavailable_in(region) {
                 Some(message) => NoCandidate::Unavailable(message),
                 None => NoCandidate::Pending,
             });
