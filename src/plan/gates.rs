@@ -123,9 +123,13 @@ pub fn selections(snapshot: &ClusterSnapshot) -> BTreeMap<MachineKind, (Selectio
         .and_then(|cv| cv.status.as_ref())
         .and_then(release_of);
     let declared = Declared::read(mc);
-    (MachineKind::ALL.into_iter())
-        .map(|kind| (kind, Selection::for_kind(&declared, kind, &platform, release)))
-        .collect()
+    let selection = |kind| {
+        (
+            kind,
+            Selection::for_kind(&declared, kind, &platform, release),
+        )
+    };
+    MachineKind::ALL.into_iter().map(selection).collect()
 }
 
 fn blocked(reason: Reason, message: impl Into<String>) -> Blocked {
