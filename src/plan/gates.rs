@@ -207,12 +207,6 @@ fn platform(snapshot: &ClusterSnapshot) -> Option<Platform> {
         .map(Platform::from_status)
 }
 
-/// Whether the pause annotation (or its deprecated key) is set on (the metadata of) the
-/// MachineConfiguration.
-pub fn paused(meta: &ObjectMeta) -> bool {
-    pause_key(meta).is_some()
-}
-
 /// The annotation key that pauses updates, if any: ours, else the deprecated one.
 pub fn pause_key(meta: &ObjectMeta) -> Option<&'static str> {
     let annotations = meta.annotations.as_ref()?;
