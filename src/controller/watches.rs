@@ -414,7 +414,7 @@ impl Stores {
 
     /// Read straight from the store before each write, so a pause takes effect mid-pass.
     pub fn paused(&self) -> bool {
-        first(&self.configurations).is_some_and(|m| plan::paused(m.meta()))
+        first(&self.configurations).is_some_and(|m| plan::pause_key(m.meta()).is_some())
     }
 
     pub fn golden(&self) -> Option<ConfigMap> {

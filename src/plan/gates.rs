@@ -76,17 +76,7 @@ impl Ready {
             .as_ref()
             .and_then(|cv| cv.status.as_ref());
         let release = cv_status.and_then(release_of);
-        let declared = Declared::read(mc);
-        let selections: BTreeMap<MachineKind, (Selection, Origin)> = (platform.as_ref().ok())
-            .map(|platform| {
-                (MachineKind::ALL.into_iter())
-                    .map(|kind| {
-                        let selection = Selection::for_kind(&declared, kind, platform, release);
-                        (kind, selection)
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
+        let selections = selections(snapshot);
         let golden = golden(snapshot, &selections);
         let first_failing = stand_down(mc, platform.as_ref().ok(), report_only)
             .or_else(|| stability_hold(snapshot, cv_status))
@@ -120,6 +110,26 @@ impl Ready {
             hold: first_failing,
         })
     }
+}
+
+/// How the MachineConfiguration selects each kind on the snapshot's platform and release;
+/// nothing without a MachineConfiguration or a platform. The controller asks it before the
+/// snapshot is complete, to know which stub secrets to watch.
+pub fn selections(snapshot: &ClusterSnapshot) -> BTreeMap<MachineKind, (Selection, Origin)> {
+    let (Some(mc), Some(platform)) = (&snapshot.machine_configuration, platform(snapshot)) else {
+        return BTreeMap::new();
+    };
+    let release = (snapshot.cluster_version.as_ref())
+        .and_then(|cv| cv.status.as_ref())
+        .and_then(release_of);
+    let declared = Declared::read(mc);
+    let selection = |kind| {
+        (
+            kind,
+            Selection::for_kind(&declared, kind, &platform, release),
+        )
+    };
+    MachineKind::ALL.into_iter().map(selection).collect()
 }
 
 fn blocked(reason: Reason, message: impl Into<String>) -> Blocked {
@@ -195,12 +205,6 @@ fn platform(snapshot: &ClusterSnapshot) -> Option<Platform> {
         .as_ref()
         .filter(|p| !p.type_.is_empty())
         .map(Platform::from_status)
-}
-
-/// Whether the pause annotation (or its deprecated key) is set on (the metadata of) the
-/// MachineConfiguration.
-pub fn paused(meta: &ObjectMeta) -> bool {
-    pause_key(meta).is_some()
 }
 
 /// The annotation key that pauses updates, if any: ours, else the deprecated one.

@@ -36,7 +36,7 @@ use crate::platform::ImageOutcome;
 use crate::reason::Reason;
 pub use decision::{Action, Blocked, Decision, ObjectKey, Plan, Values, Warning};
 use gates::Ready;
-pub use gates::{pause_key, paused};
+pub use gates::{pause_key, selections};
 pub use json_patch::Patch;
 use patch::Guarded;
 use selection::Selected;

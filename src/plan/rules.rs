@@ -132,30 +132,18 @@ impl Planner<'_> {
         if let Some(decided) = self.screen(subject, ready) {
             return decided;
         }
-        let mut evaluated = match self.evaluate_image(subject, ready) {
+        let evaluated = match self.evaluate_image(subject, ready) {
             Ok(evaluated) => evaluated,
             Err(decided) => return *decided,
         };
-        // Whatever the decision, it names what it waits for (or read) from a cloud.
-        let asks = evaluated.asks.take();
-        let mut decided = self.decide_evaluated(subject, ready, evaluated);
-        decided.asks = asks;
-        decided
-    }
-
-    /// Rules 6 and on, once the platform rule has judged the image.
-    fn decide_evaluated(
-        &self,
-        subject: &Subject<'_>,
-        ready: &Ready,
-        evaluated: Evaluated<'_>,
-    ) -> Decision {
+        // Rules 6 and on, once the platform rule has judged the image. Whatever the decision, it
+        // names what it waits for (or read) from a cloud.
         let Evaluated {
             outcome,
+            asks,
             rule,
             ctx,
             provider_spec,
-            ..
         } = evaluated;
         let (stream, arch) = (ctx.stream, ctx.arch);
         let release = stream.release(arch, rule.stream_key());
@@ -176,14 +164,17 @@ impl Planner<'_> {
             Ok(image) => image,
             Err(mut decided) => {
                 decided.rhcos_release = rhcos_release;
+                decided.asks = asks;
                 return *decided;
             }
         };
-        if let Some(mismatch) = self.arch_mismatch(subject, ready, arch, &image) {
+        if let Some(mut mismatch) = self.arch_mismatch(subject, ready, arch, &image) {
+            mismatch.asks = asks;
             return mismatch;
         }
         let mut decided = self.stub_secret(subject, provider_spec, image);
         decided.rhcos_release = rhcos_release;
+        decided.asks = asks;
         if decided.action == Action::UpToDate && !decided.patch.is_empty() {
             decided.message = change_message(&decided, stream, release);
             self.update(subject, ready, stream, &mut decided);

@@ -122,7 +122,7 @@ impl Controller {
             decisions: &decisions,
             selections: &self.memory.last_selections,
             held: self.held(),
-            paused: plan::paused(&mc.metadata),
+            paused: plan::pause_key(&mc.metadata).is_some(),
         });
         // The status the rest of OpenShift reads, only while we are the manager.
         let standing_down =
