@@ -106,7 +106,6 @@ fn signing_key(secret: &str, date: &str, region: &str, service: &str) -> hmac::K
     hmac::Key::new(hmac::HMAC_SHA256, k_signing.as_ref())
 }
 
-
 /// RFC 3986 encoding of a query value, as SigV4 wants it: everything but unreserved bytes.
 const ENCODED: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'-')
