@@ -12,7 +12,8 @@ use kube::api::{Api, DynamicObject, PatchParams, PostParams};
 use crate::api::Secret;
 use crate::api_client;
 use crate::machine_kind::MachineKind;
-use crate::plan::cluster_api_templates::{self, RecordedCopy, TemplateCopy};
+use crate::plan::TemplateCopy;
+use crate::plan::cluster_api_templates::{self, RecordedCopy};
 use crate::plan::stub::StubUpgrade;
 use crate::plan::{Decision, Patch};
 

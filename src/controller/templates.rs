@@ -110,7 +110,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::plan::cluster_api_templates::TemplateCopy;
+    use crate::plan::TemplateCopy;
     use crate::plan::{Action, Decision};
     use crate::reason::Reason;
     use crate::testkit::cluster_api::aws_machine_template;

@@ -35,7 +35,7 @@ use kube::api::DynamicObject;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use super::decision::Action;
+use super::decision::{Action, TemplateCopy};
 use super::patch::{Guarded, annotation};
 use crate::api::{InfrastructureRef, MachineTemplate, ObjectMeta, TemplateMetadata};
 use crate::reason::Reason;
@@ -167,16 +167,6 @@ pub fn view<'a>(
         source,
         source_name,
     })
-}
-
-/// The template an update creates, and the names the MachineSet moves between.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct TemplateCopy {
-    pub kind: String,
-    pub from: String,
-    pub to: String,
-    /// The object created, as sent.
-    pub object: Value,
 }
 
 /// The copy of `view`'s template with `changes` (pointers into the provider-spec view, and the

@@ -8,7 +8,6 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::boot_evidence::{BootEvidence, BootState};
-use super::cluster_api_templates::TemplateCopy;
 use super::history::{self, HistoryEntry};
 use super::selection::Selected;
 use super::stub::StubUpgrade;
@@ -83,6 +82,16 @@ impl<T: Clone> Values<T> {
             self.current = Some(to);
         }
     }
+}
+
+/// The template an update creates, and the names the MachineSet moves between.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TemplateCopy {
+    pub kind: String,
+    pub from: String,
+    pub to: String,
+    /// The object created, as sent.
+    pub object: Value,
 }
 
 /// The decision for one machine resource.

@@ -34,7 +34,7 @@ use crate::known_images::KnownImages;
 use crate::machine_kind::{MachineKind, MachineObject};
 use crate::platform::ImageOutcome;
 use crate::reason::Reason;
-pub use decision::{Action, Blocked, Decision, ObjectKey, Plan, Values, Warning};
+pub use decision::{Action, Blocked, Decision, ObjectKey, Plan, TemplateCopy, Values, Warning};
 use gates::Ready;
 pub use gates::{pause_key, selections};
 pub use json_patch::Patch;

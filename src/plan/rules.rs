@@ -8,8 +8,8 @@ use json_patch::Patch;
 use jsonptr::Pointer;
 use serde_json::Value;
 
-use super::cluster_api_templates::{self, TemplateCopy, TemplateView, Unjudgeable};
-use super::decision::{Action, Decision, Values, Warning, current_message};
+use super::cluster_api_templates::{self, TemplateView, Unjudgeable};
+use super::decision::{Action, Decision, TemplateCopy, Values, Warning, current_message};
 use super::gates::Ready;
 use super::history::{self, HistoryEntry};
 use super::patch::{Guarded, annotation, remove_annotation, under, under_known};
