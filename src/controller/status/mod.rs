@@ -115,6 +115,14 @@ impl Controller {
         sources: &StatusSources,
         pending: &BTreeMap<ObjectKey, &Decision>,
     ) -> Option<StatusWrite> {
+        // After a failure, whatever changed waits for its backoff: an API server that refuses
+        // this status (a webhook, a quota, RBAC) is not asked again on every pass. The loop
+        // wakes for a pass when the backoff ends. Checked first, so that a follower or a
+        // backoff costs no merging of conditions.
+        let backing_off = (self.memory.status_retry_at).is_some_and(|at| at > Instant::now());
+        if backing_off || !*self.leader.borrow() {
+            return None;
+        }
         let mc = sources.mc.as_ref()?;
         let decisions = self.decisions_with(pending);
         let mut desired = conditions::desired(&conditions::StatusInput {
@@ -149,13 +157,6 @@ impl Controller {
         };
         if standing_down {
             conditions.extend(shared_conditions_taken_over(mc));
-        }
-        // After a failure, whatever changed waits for its backoff: an API server that refuses
-        // this status (a webhook, a quota, RBAC) is not asked again on every pass. The loop
-        // wakes for a pass when the backoff ends (`Controller::wake`).
-        let backing_off = (self.memory.status_retry_at).is_some_and(|at| at > Instant::now());
-        if backing_off || !*self.leader.borrow() {
-            return None;
         }
         Some(StatusWrite {
             status: Written {
