@@ -131,7 +131,9 @@ pub struct Decision {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_change: Option<HistoryEntry>,
     /// Of an Update: the change its patch records in the history annotation, which becomes
-    /// the object's newest change once the patch is applied (see [`Decision::apply`]).
+    /// the object's newest change once the patch is applied (see [`Decision::apply`]). Its boot
+    /// image change may be left out, when it is `boot_image` (current to target): a plan keeps
+    /// every decision, and an image object is the largest thing a decision holds.
     #[serde(skip)]
     pub recorded: Option<Box<HistoryEntry>>,
     /// Something the decision worked around and an administrator should know of.
@@ -208,17 +210,19 @@ impl Decision {
             .flatten();
         // A MachineSet just moved to a new image has no Machine on it yet: unproven, as the next
         // plan says, so that the status it reports is not written twice.
-        let moved = self.kind == MachineKind::MachineSet
-            && reverted.is_none()
-            && (self.recorded.as_ref()).is_some_and(|r| r.boot_image.is_some());
+        let mut moved = false;
+        if let Some(mut recorded) = self.recorded.take() {
+            recorded.boot_image = recorded.boot_image.or_else(|| self.boot_image.change());
+            moved = self.kind == MachineKind::MachineSet
+                && reverted.is_none()
+                && recorded.boot_image.is_some();
+            self.last_change = Some(*recorded);
+        }
         if moved {
             self.boot_evidence = Some(BootEvidence::unproven(None));
         }
         self.action = Action::UpToDate;
         self.reason = Reason::UpToDate;
-        if let Some(recorded) = self.recorded.take() {
-            self.last_change = Some(*recorded);
-        }
         self.boot_image.apply();
         self.rhcos_release.apply();
         self.user_data_secret.apply();

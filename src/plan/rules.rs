@@ -565,7 +565,7 @@ impl Planner<'_> {
             decided.withdraw_writes();
             return;
         }
-        let recorded = HistoryEntry {
+        let mut recorded = HistoryEntry {
             time: self.now_text.clone(),
             release: ready.golden.release_version.clone(),
             stream: stream.stream.clone(),
@@ -586,6 +586,8 @@ impl Planner<'_> {
         if let Some(copy) = &decided.infrastructure_template {
             cluster_api_templates::record_copy(&mut decided.patch, subject.meta, &copy.to);
         }
+        // `boot_image` holds the image change: `Decision::apply` takes it from there.
+        recorded.boot_image = None;
         decided.recorded = Some(Box::new(recorded));
         decided.action = Action::Update;
     }

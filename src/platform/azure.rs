@@ -124,10 +124,9 @@ fn outcome(spec: &Value, ctx: &RuleContext<'_>) -> ImageOutcome {
     let Some(golden) = variants.get(variant).and_then(|g| g.get(generation)) else {
         return generation_not_published(ctx, variant, generation, current);
     };
-    let target = target_image(image, golden, variant);
-    if target == *image {
+    let Some(target) = target_image(image, golden, variant) else {
         return ImageOutcome::UpToDate { current };
-    }
+    };
     let target = Value::Object(target);
     ImageOutcome::Update {
         current,
@@ -368,12 +367,13 @@ fn golden_variant<'v>(
     Ok((variant, choose_generation(variant, fields.sku, ctx.arch)))
 }
 
-/// The current image object pointed at `golden`, keeping any keys we do not manage.
+/// The current image object pointed at `golden`, keeping any keys we do not manage; `None` when
+/// it already is. Copied only once a field differs: most images a pass reads are up to date.
 fn target_image(
     current: &Map<String, Value>,
     golden: &AzureMarketplaceImage,
     variant: &str,
-) -> Map<String, Value> {
+) -> Option<Map<String, Value>> {
     // Paid images only boot with their purchase plan attached, which the machine controller
     // does only for MarketplaceWithPlan.
     let image_type = if variant == NO_PURCHASE_PLAN {
@@ -381,24 +381,28 @@ fn target_image(
     } else {
         "MarketplaceWithPlan"
     };
-    let managed = [
-        ("publisher", golden.publisher.as_str()),
-        ("offer", &golden.offer),
-        ("sku", &golden.sku),
-        ("version", &golden.version),
-        ("type", image_type),
-    ];
-    let mut target = current.clone();
-    for (key, value) in managed {
-        target.insert(key.to_string(), Value::String(value.to_string()));
-    }
     // A non-empty resourceID beside publisher, offer, sku or version is refused by the Machine
     // API's admission webhook (openshift/machine-api-operator, pkg/webhooks/machine_webhook.go,
     // `validateAzureImage`: "resourceID is already specified, other fields ... should not be
     // set"), so it is cleared for the marketplace fields to take effect; an absent one stays
     // absent.
-    if let Some(id) = target.get_mut("resourceID") {
-        *id = Value::String(String::new());
+    let resource_id = current.get("resourceID").map(|_| "");
+    let managed = [
+        ("publisher", Some(golden.publisher.as_str())),
+        ("offer", Some(golden.offer.as_str())),
+        ("sku", Some(golden.sku.as_str())),
+        ("version", Some(golden.version.as_str())),
+        ("type", Some(image_type)),
+        ("resourceID", resource_id),
+    ];
+    let mut target = None;
+    for (key, value) in managed {
+        let Some(value) = value.filter(|v| current.get(key).and_then(Value::as_str) != Some(v))
+        else {
+            continue;
+        };
+        let target = target.get_or_insert_with(|| current.clone());
+        target.insert(key.to_string(), Value::String(value.to_string()));
     }
     target
 }
