@@ -11,22 +11,12 @@ use tracing::{info, warn};
 
 use crate::api::ConfigMap;
 use crate::api_client;
-use crate::known_images::KnownImages;
 use crate::metrics::Metrics;
 
 pub use crate::names::KNOWN_IMAGES_CONFIGMAP_NAME as CONFIG_MAP_NAME;
 pub const IMAGES_KEY: &str = "images";
 /// About 40 releases of every AWS region and architecture; the oldest entries go first.
 pub const LIMIT: usize = 20_000;
-
-/// The references stored in a known-images ConfigMap (one per line, `#` comments allowed).
-pub fn images(cm: &ConfigMap) -> KnownImages {
-    let mut images = KnownImages::default();
-    for text in cm.data.iter().flat_map(|data| data.values()) {
-        images.extend(KnownImages::parse(text).iter().cloned());
-    }
-    images
-}
 
 /// The new content of the images key, or `None` when every reference is already remembered.
 /// Order is oldest first so that bounding drops the oldest releases.
