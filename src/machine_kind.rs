@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use jsonptr::Pointer;
-use kube::core::ApiResource;
+use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::Value;
 
 use crate::api::{
@@ -90,16 +90,9 @@ impl MachineKind {
 
     /// For dynamic clients (the `revert` command patches objects it reads as JSON).
     pub fn api_resource(self) -> ApiResource {
-        match self {
-            MachineKind::MachineSet => ApiResource::erase::<MachineSet>(&()),
-            MachineKind::ControlPlaneMachineSet => {
-                ApiResource::erase::<ControlPlaneMachineSet>(&())
-            }
-            MachineKind::ClusterApiMachineSet => ApiResource::erase::<ClusterApiMachineSet>(&()),
-            MachineKind::ClusterApiMachineDeployment => {
-                ApiResource::erase::<ClusterApiMachineDeployment>(&())
-            }
-        }
+        let version = self.api_version().rsplit('/').next().unwrap_or_default();
+        let gvk = GroupVersionKind::gvk(self.api_group(), version, self.kind());
+        ApiResource::from_gvk_with_plural(&gvk, self.plural())
     }
 
     /// Whether objects of this kind live in the Cluster API namespace (`openshift-cluster-api`)
@@ -466,9 +459,12 @@ mod tests {
             assert_eq!(kind.plural(), K::plural(&()));
             assert_eq!(kind.api_group(), K::group(&()));
             assert_eq!(kind.api_version(), K::api_version(&()));
+            assert_eq!(kind.api_resource(), ApiResource::erase::<K>(&()));
         }
         check::<MachineSet>(MachineKind::MachineSet);
         check::<ControlPlaneMachineSet>(MachineKind::ControlPlaneMachineSet);
+        check::<ClusterApiMachineSet>(MachineKind::ClusterApiMachineSet);
+        check::<ClusterApiMachineDeployment>(MachineKind::ClusterApiMachineDeployment);
     }
 
     #[test]
