@@ -332,8 +332,17 @@ macro_rules! cluster_api_object {
             fn template_labels(&self) -> Option<&BTreeMap<String, String>> {
                 self.spec.template.metadata.as_ref()?.labels.as_ref()
             }
+            /// A paused Cluster API object is a mirror of the Machine API one, which is
+            /// authoritative.
             fn authority(&self) -> Authority {
-                cluster_api_authority(&self.metadata)
+                let annotations = self.metadata.annotations.as_ref();
+                if !annotations.is_some_and(|a| a.contains_key(CLUSTER_API_PAUSED_ANNOTATION)) {
+                    return Authority::ThisApi;
+                }
+                Authority::Elsewhere(format!(
+                    "paused ({CLUSTER_API_PAUSED_ANNOTATION}): the Machine API object it mirrors \
+                     is authoritative and managed instead"
+                ))
             }
             fn keep_only_what_the_planner_reads(&mut self) {
                 keep_only_the_metadata_the_planner_reads(&mut self.metadata);
@@ -386,19 +395,6 @@ fn keep_only_the_metadata_the_planner_reads(metadata: &mut ObjectMeta) {
             *annotations = BTreeMap::new();
         }
     }
-}
-
-/// A paused Cluster API object is a mirror of the Machine API one, which is authoritative.
-fn cluster_api_authority(meta: &ObjectMeta) -> Authority {
-    let paused =
-        (meta.annotations.as_ref()).is_some_and(|a| a.contains_key(CLUSTER_API_PAUSED_ANNOTATION));
-    if paused {
-        return Authority::Elsewhere(format!(
-            "paused ({CLUSTER_API_PAUSED_ANNOTATION}): the Machine API object it mirrors is \
-             authoritative and managed instead"
-        ));
-    }
-    Authority::ThisApi
 }
 
 impl MachineTemplate {
