@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use jsonptr::Pointer;
-use kube::core::ApiResource;
+use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::Value;
 
 use crate::api::{
@@ -90,16 +90,9 @@ impl MachineKind {
 
     /// For dynamic clients (the `revert` command patches objects it reads as JSON).
     pub fn api_resource(self) -> ApiResource {
-        match self {
-            MachineKind::MachineSet => ApiResource::erase::<MachineSet>(&()),
-            MachineKind::ControlPlaneMachineSet => {
-                ApiResource::erase::<ControlPlaneMachineSet>(&())
-            }
-            MachineKind::ClusterApiMachineSet => ApiResource::erase::<ClusterApiMachineSet>(&()),
-            MachineKind::ClusterApiMachineDeployment => {
-                ApiResource::erase::<ClusterApiMachineDeployment>(&())
-            }
-        }
+        let version = self.api_version().rsplit('/').next().unwrap_or_default();
+        let gvk = GroupVersionKind::gvk(self.api_group(), version, self.kind());
+        ApiResource::from_gvk_with_plural(&gvk, self.plural())
     }
 
     /// Whether objects of this kind live in the Cluster API namespace (`openshift-cluster-api`)
@@ -339,8 +332,17 @@ macro_rules! cluster_api_object {
             fn template_labels(&self) -> Option<&BTreeMap<String, String>> {
                 self.spec.template.metadata.as_ref()?.labels.as_ref()
             }
+            /// A paused Cluster API object is a mirror of the Machine API one, which is
+            /// authoritative.
             fn authority(&self) -> Authority {
-                cluster_api_authority(&self.metadata)
+                let annotations = self.metadata.annotations.as_ref();
+                if !annotations.is_some_and(|a| a.contains_key(CLUSTER_API_PAUSED_ANNOTATION)) {
+                    return Authority::ThisApi;
+                }
+                Authority::Elsewhere(format!(
+                    "paused ({CLUSTER_API_PAUSED_ANNOTATION}): the Machine API object it mirrors \
+                     is authoritative and managed instead"
+                ))
             }
             fn keep_only_what_the_planner_reads(&mut self) {
                 keep_only_the_metadata_the_planner_reads(&mut self.metadata);
@@ -393,19 +395,6 @@ fn keep_only_the_metadata_the_planner_reads(metadata: &mut ObjectMeta) {
             *annotations = BTreeMap::new();
         }
     }
-}
-
-/// A paused Cluster API object is a mirror of the Machine API one, which is authoritative.
-fn cluster_api_authority(meta: &ObjectMeta) -> Authority {
-    let paused =
-        (meta.annotations.as_ref()).is_some_and(|a| a.contains_key(CLUSTER_API_PAUSED_ANNOTATION));
-    if paused {
-        return Authority::Elsewhere(format!(
-            "paused ({CLUSTER_API_PAUSED_ANNOTATION}): the Machine API object it mirrors is \
-             authoritative and managed instead"
-        ));
-    }
-    Authority::ThisApi
 }
 
 impl MachineTemplate {
@@ -466,9 +455,12 @@ mod tests {
             assert_eq!(kind.plural(), K::plural(&()));
             assert_eq!(kind.api_group(), K::group(&()));
             assert_eq!(kind.api_version(), K::api_version(&()));
+            assert_eq!(kind.api_resource(), ApiResource::erase::<K>(&()));
         }
         check::<MachineSet>(MachineKind::MachineSet);
         check::<ControlPlaneMachineSet>(MachineKind::ControlPlaneMachineSet);
+        check::<ClusterApiMachineSet>(MachineKind::ClusterApiMachineSet);
+        check::<ClusterApiMachineDeployment>(MachineKind::ClusterApiMachineDeployment);
     }
 
     #[test]

@@ -23,7 +23,7 @@ use crate::api::{
     MachineSet, Secret,
 };
 use crate::bounded_read::{MAX_INPUT_BYTES, read_regular_file};
-use crate::known_images::KnownImages;
+use crate::known_images;
 use crate::machine_kind::{MachineKind, MachineObject};
 use crate::names::{
     CLUSTER_VERSION_NAME, GOLDEN_CONFIGMAP_NAME, GOLDEN_CONFIGMAP_NAMESPACE, INFRASTRUCTURE_NAME,
@@ -441,11 +441,9 @@ impl Objects {
                 Kind::GoldenConfigMap => cluster.golden = Some(typed(&key, found)?),
                 Kind::KnownImagesConfigMap => {
                     let cm: ConfigMap = typed(&key, found)?;
-                    for images in cm.data.iter().flat_map(|d| d.values()) {
-                        cluster
-                            .known_images
-                            .extend(KnownImages::parse(images).iter().cloned());
-                    }
+                    cluster
+                        .known_images
+                        .extend(known_images::in_config_map(&cm));
                 }
                 Kind::Secret => {
                     let secret: Secret = typed(&key, found)?;

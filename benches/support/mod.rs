@@ -17,7 +17,7 @@ use boot_image_controller::api::{
 };
 use boot_image_controller::arch::Arch;
 use boot_image_controller::golden_stream::GoldenStream;
-use boot_image_controller::known_images::KnownImages;
+use boot_image_controller::known_images::{self, KnownImages};
 use boot_image_controller::machine_kind::MachineKind;
 use boot_image_controller::names;
 use boot_image_controller::plan::{
@@ -472,7 +472,7 @@ pub fn scenario(data: &Data, platform: &str, count: usize) -> Option<Scenario> {
                 Data::stream_name(&data.old_stream)
             );
             if let Some(list) = &data.allowed_amis {
-                let allowed = KnownImages::read(list).expect("allowed AMIs");
+                let allowed = known_images::read(list).expect("allowed AMIs");
                 description.push_str(&format!(
                     " + {} AMIs of --known-images-file {}",
                     allowed.len(),

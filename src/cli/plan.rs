@@ -17,7 +17,7 @@ use crate::ec2::client::Ec2Client;
 use crate::ec2::sigv4::Credentials;
 use crate::facts::Lookup;
 use crate::facts::ec2::Ec2Facts;
-use crate::known_images::KnownImages;
+use crate::known_images;
 use crate::manifests;
 use crate::names::{MACHINE_CONFIGURATION_NAME, OPT_IN_ANNOTATION};
 use crate::plan::{self, Action, ClusterSnapshot, Options, Plan};
@@ -180,11 +180,11 @@ pub(super) fn plan_snapshot(
         snapshot
             .cluster
             .known_images
-            .extend(KnownImages::published().iter().cloned());
+            .extend(known_images::published());
     }
     if let Some(file) = &args.known_images_file {
-        let known = KnownImages::read(file).map_err(Failure::input)?;
-        snapshot.cluster.known_images.extend(known.iter().cloned());
+        let known = known_images::read(file).map_err(Failure::input)?;
+        snapshot.cluster.known_images.extend(known);
     }
     if snapshot.machines.is_empty() {
         eprintln!(

@@ -43,7 +43,7 @@ use tracing::{debug, info, warn};
 
 use crate::api::{ConfigMap, MachineConfiguration};
 use crate::api_client::{self, ClientError};
-use crate::known_images::KnownImages;
+use crate::known_images::{self, KnownImages};
 use crate::machine_kind::MachineKind;
 use crate::metrics::Metrics;
 use crate::plan::selection::Selected;
@@ -367,7 +367,7 @@ impl KnownImagesFile {
         if modified.is_some() && modified == self.modified {
             return false;
         }
-        match KnownImages::read(&self.path) {
+        match known_images::read(&self.path) {
             Ok(fresh) => {
                 self.modified = modified;
                 let changed = fresh != self.images;
@@ -619,7 +619,7 @@ impl Controller {
             file.reload();
         }
         let mut known = (self.args.published_images)
-            .then(KnownImages::published)
+            .then(known_images::published)
             .unwrap_or_default();
         if let Some(file) = &self.known_file {
             known.extend(file.images.iter().cloned());

@@ -11,22 +11,12 @@ use tracing::{info, warn};
 
 use crate::api::ConfigMap;
 use crate::api_client;
-use crate::known_images::KnownImages;
 use crate::metrics::Metrics;
 
 pub use crate::names::KNOWN_IMAGES_CONFIGMAP_NAME as CONFIG_MAP_NAME;
 pub const IMAGES_KEY: &str = "images";
 /// About 40 releases of every AWS region and architecture; the oldest entries go first.
 pub const LIMIT: usize = 20_000;
-
-/// The references stored in a known-images ConfigMap (one per line, `#` comments allowed).
-pub fn images(cm: &ConfigMap) -> KnownImages {
-    let mut images = KnownImages::default();
-    for text in cm.data.iter().flat_map(|data| data.values()) {
-        images.extend(KnownImages::parse(text).iter().cloned());
-    }
-    images
-}
 
 /// The new content of the images key, or `None` when every reference is already remembered.
 /// Order is oldest first so that bounding drops the oldest releases.
@@ -63,22 +53,17 @@ pub async fn remember(
     let Some(text) = merged(existing.map(String::as_str), refs) else {
         return;
     };
+    let read_at = current
+        .as_ref()
+        .and_then(|cm| cm.metadata.resource_version.clone());
+    let body = new_config_map(text, read_at);
     let write = async {
         match &current {
-            None => {
-                api.create(&api_client::post_params(), &new_config_map(text))
-                    .await
-            }
+            None => api.create(&api_client::post_params(), &body).await,
             // Applied over the resourceVersion `existing` was read at: a ConfigMap changed since
             // is a conflict (409), never overwritten. Forced, since the key may be owned by our
             // own create or by an older version's JSON Patch (other managers in `managedFields`).
-            Some(cm) => {
-                let body = serde_json::json!({
-                    "apiVersion": "v1",
-                    "kind": "ConfigMap",
-                    "metadata": {"name": CONFIG_MAP_NAME, "resourceVersion": cm.metadata.resource_version},
-                    "data": {IMAGES_KEY: text},
-                });
+            Some(_) => {
                 let mut params = PatchParams::apply(crate::names::FIELD_MANAGER);
                 params.force = true;
                 api.patch(CONFIG_MAP_NAME, &params, &Patch::Apply(body))
@@ -106,8 +91,9 @@ pub async fn remember(
     }
 }
 
-/// The ConfigMap of remembered images, holding `text`.
-fn new_config_map(text: String) -> ConfigMap {
+/// The ConfigMap of remembered images, holding `text`, as read at `resource_version` (none to
+/// create it).
+fn new_config_map(text: String, resource_version: Option<String>) -> ConfigMap {
     let managed_by = (
         "app.kubernetes.io/managed-by".into(),
         "boot-image-controller".into(),
@@ -116,6 +102,7 @@ fn new_config_map(text: String) -> ConfigMap {
         metadata: ObjectMeta {
             name: Some(CONFIG_MAP_NAME.into()),
             labels: Some([managed_by].into()),
+            resource_version,
             ..ObjectMeta::default()
         },
         data: Some([(IMAGES_KEY.to_string(), text)].into()),

@@ -21,13 +21,12 @@ use tracing::{info, warn};
 use super::config::RunArgs;
 use super::lenient::retried;
 use super::lenient::{Keep, Lenient};
-use super::remembered_images;
 
 use crate::api::{
     ClusterApiMachineDeployment, ClusterApiMachineSet, ClusterVersion, ConfigMap,
     ControlPlaneMachineSet, Infrastructure, MachineConfiguration, MachineSet,
 };
-use crate::known_images::KnownImages;
+use crate::known_images::{self, KnownImages};
 use crate::machine_kind::{MachineKind, MachineObject};
 use crate::plan::{self, MachineResource, other_managers};
 
@@ -441,6 +440,6 @@ impl Stores {
     /// Images of earlier golden streams, remembered in our ConfigMap.
     pub fn remembered_images(&self) -> KnownImages {
         (self.known_images_config_map())
-            .map_or_else(KnownImages::default, |cm| remembered_images::images(&cm))
+            .map_or_else(KnownImages::default, |cm| known_images::in_config_map(&cm))
     }
 }

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use boot_image_controller::arch::Arch;
 use boot_image_controller::golden_stream::GoldenStream;
-use boot_image_controller::known_images::KnownImages;
+use boot_image_controller::known_images::{self, KnownImages};
 use boot_image_controller::platform::{Changes, ImageOutcome, Platform, RuleContext};
 use boot_image_controller::reason::Reason;
 use boot_image_controller::testkit::streams::{AMI_421_US_EAST_1, AMI_421_US_EAST_2};
@@ -66,7 +66,7 @@ fn stream_4_21_with_marketplace(fixtures: &Path) -> GoldenStream {
 /// Known images as the planner builds them: the given list plus the golden stream's own images.
 fn known_images(golden: &GoldenStream, list: Option<&Path>) -> KnownImages {
     let mut known = list.map_or_else(KnownImages::default, |path| {
-        KnownImages::read(path).unwrap()
+        known_images::read(path).unwrap()
     });
     known.extend(golden.image_references());
     known
