@@ -44,7 +44,9 @@ const MAX_CONVERTED: usize = 64 * 1024;
 /// The provider spec's `userDataSecret.name`, whatever its type: the stub secret it names when
 /// it is a string.
 pub fn name_field(provider_spec: &Value) -> Option<&Value> {
-    provider_spec.pointer(NAME_POINTER)
+    // Resolved by `jsonptr`, which unescapes a token only when it has to: `Value::pointer`
+    // allocates for every token, and every MachineSet of every pass is read here twice.
+    Pointer::from_static(NAME_POINTER).resolve(provider_spec).ok()
 }
 
 /// The stub secret a provider spec names, if it names one.

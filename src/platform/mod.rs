@@ -327,7 +327,10 @@ pub struct Input {
 impl Input {
     pub fn at(provider_spec: &Value, pointer: impl Into<Pointer>) -> Self {
         let pointer = pointer.into();
-        let value = provider_spec.pointer(&pointer).cloned();
+        // `jsonptr` unescapes a token only when it must; `Value::pointer` allocates for each.
+        let value = (jsonptr::Pointer::parse(pointer.as_ref()).ok())
+            .and_then(|p| p.resolve(provider_spec).ok())
+            .cloned();
         Input { pointer, value }
     }
 }
