@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Patch, PatchParams};
 use serde_json::json;
 use tokio::time::Instant;
 use tracing::{info, warn};
@@ -81,8 +81,6 @@ pub(super) struct StatusWrite {
     /// What it writes, and the resourceVersions at which the object has the status it was
     /// computed against: recorded once written, with the version the write made.
     status: Written,
-    /// The conditions differ from what the object has (else they only carry the fields).
-    conditions_changed: bool,
     /// The served schema the fields were written against.
     schema: StatusSchema,
     /// Whether the apply may take fields over: only while we manage boot images. Standing down,
@@ -146,7 +144,6 @@ impl Controller {
         let fields_changed =
             (entries.iter()).any(|(key, value)| known.fields.get(key) != Some(value));
         let merged = conditions::merge(current, &desired, mc.metadata.generation, Timestamp::now());
-        let conditions_changed = merged.is_some();
         let mut conditions = match merged {
             Some(conditions) => conditions,
             // Conditions unchanged: applied again as they are, since an apply drops what it omits.
@@ -165,7 +162,6 @@ impl Controller {
                 conditions,
                 fields: entries,
             },
-            conditions_changed,
             schema,
             force: !standing_down,
             precondition: (!standing_down && !shared.is_empty())
@@ -241,9 +237,10 @@ impl Controller {
     /// it went: what the next write compares with, or its backoff.
     ///
     /// Should the API server refuse the boot-image fields as invalid (a schema that changed
-    /// since we read it, an admission policy), changed conditions go again alone at once: they
-    /// must never wait for an optional field. The refusal is remembered (the fields back off)
-    /// and the schema's index is read again, to see whether the schema changed.
+    /// since we read it, an admission policy), the refusal is remembered (the fields back off)
+    /// and the schema's index is read again, to see whether the schema changed; then the status
+    /// is decided again without them, so that changed conditions go at once: they must never
+    /// wait for an optional field.
     pub(super) async fn write_status(
         &mut self,
         sources: &StatusSources,
@@ -252,15 +249,11 @@ impl Controller {
         let Some(mut write) = self.status_to_write(sources, pending) else {
             return;
         };
-        let name = &self.args.machine_configuration_name;
-        let api = &self.configurations;
-        let guard = (write.force, write.precondition.as_deref());
         let target = ["MachineConfiguration/status"];
-        let status = &mut write.status;
-        let mut result = apply(api, name, status, guard).await;
+        let mut result = self.apply(&write).await;
         if let Err(kube::Error::Api(refused)) = &result
             && refused.code == 422
-            && !status.fields.is_empty()
+            && !write.status.fields.is_empty()
         {
             warn!(error = %refused, "the API server refused the boot-image status fields; writing the conditions alone, if they changed, and the fields again after a backoff (1 s doubling to 5 min)");
             self.metrics.write_failures.with_label_values(&target).inc();
@@ -270,13 +263,12 @@ impl Controller {
                 .map_or(1, |r| r.times.saturating_add(1));
             let (at, schema) = (Instant::now(), write.schema.clone());
             self.memory.fields_refused = Some(FieldsRefusal { times, at, schema });
-            status.fields.clear();
-            // Nothing else to send: the conditions had not changed.
-            if !write.conditions_changed {
+            let Some(without_fields) = self.status_to_write(sources, pending) else {
                 return;
-            }
-            result = apply(api, name, status, guard).await;
-        } else if !status.fields.is_empty() && result.is_ok() {
+            };
+            write = without_fields;
+            result = self.apply(&write).await;
+        } else if !write.status.fields.is_empty() && result.is_ok() {
             self.memory.fields_refused = None;
         }
         match result {
@@ -303,6 +295,35 @@ impl Controller {
                 self.memory.status_retry_at = Some(Instant::now() + retry_in);
             }
         }
+    }
+
+    /// Applies `write` to the MachineConfiguration's status subresource; forced only when
+    /// `write.force` (we manage boot images), and only onto the resourceVersion
+    /// `write.precondition` names when it names one. Answers the resourceVersion it made.
+    async fn apply(&self, write: &StatusWrite) -> Result<Option<String>, kube::Error> {
+        let name = &self.args.machine_configuration_name;
+        let mut fields = write.status.fields.clone();
+        fields.insert("conditions".into(), json!(write.status.conditions));
+        let mut body = json!({
+            "apiVersion": "operator.openshift.io/v1",
+            "kind": "MachineConfiguration",
+            "metadata": {"name": name},
+            "status": fields,
+        });
+        if let Some(resource_version) = &write.precondition {
+            body["metadata"]["resourceVersion"] = json!(resource_version);
+        }
+        // Forcing takes over only the fields listed here, should a previous controller or an
+        // MCO that enrolls nothing have written them. Unforced, a field another manager changed
+        // since we read it is a conflict, never overwritten.
+        let params = PatchParams {
+            force: write.force,
+            ..PatchParams::apply(FIELD_MANAGER)
+        };
+        let sent = Patch::Apply(body);
+        api_client::bounded(self.configurations.patch_status(name, &params, &sent))
+            .await
+            .map(|written| written.metadata.resource_version)
     }
 
     /// `managedBootImagesStatus` and `bootImageSkewEnforcementStatus` as we would publish them,
@@ -434,34 +455,4 @@ fn fields_shared_with_others(
 /// How long a status write waits after `failures` in a row: the backoff of a failing resource.
 fn status_retry_delay(failures: u32) -> std::time::Duration {
     doubling(MIN_BACKOFF, MAX_BACKOFF, failures)
-}
-
-/// Applies `status` to the MachineConfiguration's status subresource; forced only when
-/// `force` (we manage boot images), and only onto the resourceVersion `precondition` names when
-/// it names one (see `StatusWrite::precondition`). Answers the resourceVersion it made.
-async fn apply(
-    api: &Api<MachineConfiguration>,
-    name: &str,
-    status: &Written,
-    (force, precondition): (bool, Option<&str>),
-) -> Result<Option<String>, kube::Error> {
-    let mut fields = status.fields.clone();
-    fields.insert("conditions".into(), json!(status.conditions));
-    let mut body = json!({
-        "apiVersion": "operator.openshift.io/v1",
-        "kind": "MachineConfiguration",
-        "metadata": {"name": name},
-        "status": fields,
-    });
-    if let Some(resource_version) = precondition {
-        body["metadata"]["resourceVersion"] = json!(resource_version);
-    }
-    // Forcing takes over only the fields listed here, should a previous controller or an MCO
-    // that enrolls nothing have written them. Unforced, a field another manager changed since
-    // we read it is a conflict, never overwritten.
-    let mut params = PatchParams::apply(crate::names::FIELD_MANAGER);
-    params.force = force;
-    api_client::bounded(api.patch_status(name, &params, &Patch::Apply(body)))
-        .await
-        .map(|written| written.metadata.resource_version)
 }
