@@ -29,7 +29,7 @@ use crate::api_client;
 use crate::arch::Arch;
 use crate::golden_stream::GoldenConfig;
 use crate::names::FIELD_MANAGER;
-use crate::plan::other_managers::{self, SHARED_CONDITION_TYPES};
+use crate::plan::other_managers;
 use crate::plan::{self, Blocked, ClusterSnapshot, Decision, ObjectKey};
 use crate::platform::Platform;
 use crate::reason::{Category, Reason};
@@ -410,29 +410,28 @@ impl Controller {
 /// linger), and entries we never applied stay the other manager's alone.
 fn shared_conditions_taken_over(mc: &MachineConfiguration) -> Vec<Condition> {
     let others = other_managers::other_managers(mc, FIELD_MANAGER);
-    let applied_by_us = applied_status(mc)
-        .filter_map(|status| status.get("f:conditions")?.as_object())
-        .flat_map(|entries| entries.keys().cloned())
-        .collect::<Vec<String>>();
+    // Other managers own only the shared types (`other_managers`), so these are all shared.
     let keep = |type_: &str| {
         let owned = format!("condition {type_}");
-        let key = format!("k:{}", serde_json::json!({ "type": type_ }));
-        others.iter().any(|m| m.owns.contains(&owned)) && applied_by_us.contains(&key)
+        let entry = format!("/f:conditions/k:{}", json!({ "type": type_ }));
+        others.iter().any(|m| m.owns.contains(&owned)) && applied_by_us(mc, &entry)
     };
     let conditions = mc.status.as_ref().and_then(|s| s.conditions.as_ref());
     (conditions.into_iter().flatten())
-        .filter(|c| SHARED_CONDITION_TYPES.contains(&c.type_.as_str()) && keep(&c.type_))
+        .filter(|c| keep(&c.type_))
         .cloned()
         .collect()
 }
 
-/// The `f:status` trees of our server-side applies, as `managedFields` records them.
-fn applied_status(mc: &MachineConfiguration) -> impl Iterator<Item = &serde_json::Value> {
+/// Whether one of our server-side applies holds `pointer` (a JSON pointer into `f:status`), as
+/// `managedFields` records them.
+fn applied_by_us(mc: &MachineConfiguration, pointer: &str) -> bool {
     (mc.metadata.managed_fields.iter().flatten())
         .filter(|e| {
             e.manager.as_deref() == Some(FIELD_MANAGER) && e.operation.as_deref() == Some("Apply")
         })
         .filter_map(|e| e.fields_v1.as_ref()?.0.get("f:status"))
+        .any(|status| status.pointer(pointer).is_some())
 }
 
 /// The boot-image status fields another manager changed after we applied them (on 4.21, the
@@ -447,7 +446,7 @@ fn fields_shared_with_others(
 ) -> serde_json::Map<String, serde_json::Value> {
     let held = mc.status.as_ref().map(|s| &s.extra);
     (owned_elsewhere.iter())
-        .filter(|key| applied_status(mc).any(|status| status.get(format!("f:{key}")).is_some()))
+        .filter(|key| applied_by_us(mc, &format!("/f:{key}")))
         .filter_map(|key| Some((key.clone(), held?.get(key)?.clone())))
         .collect()
 }
