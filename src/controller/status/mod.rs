@@ -143,15 +143,13 @@ impl Controller {
         let current = &known.conditions;
         let fields_changed =
             (entries.iter()).any(|(key, value)| known.fields.get(key) != Some(value));
-        let merged = conditions::merge(current, &desired, mc.metadata.generation, Timestamp::now());
-        let mut conditions = match merged {
-            Some(conditions) => conditions,
-            // Conditions unchanged: applied again as they are, since an apply drops what it omits.
-            None if fields_changed => (desired.iter())
-                .filter_map(|d| current.iter().find(|c| c.type_ == d.type_).cloned())
-                .collect(),
-            None => return None,
-        };
+        // Unchanged conditions still go with changed fields, as they are: an apply drops what
+        // it omits.
+        let mut conditions =
+            conditions::merge(current, &desired, mc.metadata.generation, Timestamp::now());
+        if !fields_changed && conditions.iter().all(|c| current.contains(c)) {
+            return None;
+        }
         if standing_down {
             conditions.extend(shared_conditions_taken_over(mc));
         }
