@@ -258,20 +258,14 @@ pub(super) fn first_few(
 }
 
 fn paused(paused: bool) -> Desired {
-    match paused {
-        true => Desired::new(
-            PAUSED,
-            Some(true),
-            Reason::Paused.to_string(),
+    let (reason, message) = match paused {
+        true => (
+            Reason::Paused.as_str(),
             "boot image updates are paused; no MachineSet is being written",
         ),
-        false => Desired::new(
-            PAUSED,
-            Some(false),
-            "NotPaused",
-            "boot image updates are not paused",
-        ),
-    }
+        false => ("NotPaused", "boot image updates are not paused"),
+    };
+    Desired::new(PAUSED, Some(paused), reason, message)
 }
 
 fn summary(input: &StatusInput<'_>) -> String {
