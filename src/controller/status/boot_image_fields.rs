@@ -56,15 +56,15 @@ impl Fields {
     /// conditions with it.
     pub fn status_entries(&self, schema: &StatusSchema) -> serde_json::Map<String, Value> {
         let mut status = serde_json::Map::new();
-        if let (Some(managed), Some(allowed)) =
-            (&self.managed_boot_images, &schema.managed_boot_images)
+        if let Some(managed) = &self.managed_boot_images
+            && schema.managed_boot_images
         {
             let mut managed = managed.clone();
             if let Some(list) = managed
                 .get_mut("machineManagers")
                 .and_then(Value::as_array_mut)
             {
-                list.retain(|m| m["resource"].as_str().is_some_and(|r| allowed.allows(r)));
+                list.retain(|m| m["resource"].as_str().is_some_and(|r| schema.allows(r)));
             }
             status.insert("managedBootImagesStatus".into(), managed);
         }
@@ -386,7 +386,6 @@ fn compare_versions(a: &str, b: &str) -> Option<std::cmp::Ordering> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::served_schema::AllowedResources;
     use super::*;
     use crate::api::{MachineConfigurationStatus, ManagedBootImages, UpdateHistory};
     use crate::plan::Values;
@@ -556,7 +555,8 @@ mod tests {
             .collect();
         // Everything the newest release declares, with no limit on the managers' resources.
         let newest = StatusSchema {
-            managed_boot_images: Some(AllowedResources::Any),
+            managed_boot_images: true,
+            managed_resources: None,
             skew_enforcement: true,
         };
         let entries = f.status_entries(&newest);

@@ -258,20 +258,14 @@ pub(super) fn first_few(
 }
 
 fn paused(paused: bool) -> Desired {
-    match paused {
-        true => Desired::new(
-            PAUSED,
-            Some(true),
-            Reason::Paused.to_string(),
+    let (reason, message) = match paused {
+        true => (
+            Reason::Paused.as_str(),
             "boot image updates are paused; no MachineSet is being written",
         ),
-        false => Desired::new(
-            PAUSED,
-            Some(false),
-            "NotPaused",
-            "boot image updates are not paused",
-        ),
-    }
+        false => ("NotPaused", "boot image updates are not paused"),
+    };
+    Desired::new(PAUSED, Some(paused), reason, message)
 }
 
 fn summary(input: &StatusInput<'_>) -> String {
@@ -367,7 +361,8 @@ fn last_changes(decisions: &[&Decision]) -> String {
     text
 }
 
-/// The conditions to write, or `None` when the current ones already say the same.
+/// The conditions to write: the `current` ones, where they already say the same, are returned
+/// as they are.
 ///
 /// `lastTransitionTime` moves only when a condition's status flips (the predecessor bumped it on
 /// every message change, which made "how long has this been degraded" unanswerable).
@@ -376,25 +371,15 @@ pub fn merge(
     desired: &[Desired],
     generation: Option<i64>,
     now: Timestamp,
-) -> Option<Vec<Condition>> {
-    let mut changed = false;
-    let merged = desired
-        .iter()
+) -> Vec<Condition> {
+    (desired.iter())
         .map(|d| {
             let status = match d.status {
                 Some(true) => "True",
                 Some(false) => "False",
                 None => "Unknown",
             };
-            let existing = current.iter().find(|c| c.type_ == d.type_);
-            let same = existing.is_some_and(|c| {
-                c.status == status
-                    && c.reason == d.reason
-                    && c.message == bounded(&d.message, MESSAGE_LIMIT)
-                    && c.observed_generation == generation
-            });
-            changed |= !same;
-            let transition = match existing {
+            let transition = match current.iter().find(|c| c.type_ == d.type_) {
                 Some(c) if c.status == status => c.last_transition_time.clone(),
                 _ => Time(now),
             };
@@ -407,8 +392,7 @@ pub fn merge(
                 last_transition_time: transition,
             }
         })
-        .collect();
-    changed.then_some(merged)
+        .collect()
 }
 
 #[cfg(test)]
@@ -443,7 +427,7 @@ mod tests {
     }
 
     fn conditions(input: &StatusInput<'_>) -> Vec<Condition> {
-        merge(&[], &desired(input), Some(3), Timestamp::UNIX_EPOCH).unwrap()
+        merge(&[], &desired(input), Some(3), Timestamp::UNIX_EPOCH)
     }
 
     fn get<'a>(c: &'a [Condition], type_: &str) -> &'a Condition {
@@ -591,23 +575,23 @@ mod tests {
             ..deciding(&decided)
         };
         let t0 = Timestamp::UNIX_EPOCH;
-        let first = merge(&[], &desired(&input), Some(1), t0).unwrap();
+        let first = merge(&[], &desired(&input), Some(1), t0);
         let message = &get(&first, PROGRESSING).message;
         assert!(
             message.starts_with("MachineSets (selection All from annotation): 1 total"),
             "{message}"
         );
         let t1: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
-        assert_eq!(merge(&first, &desired(&input), Some(1), t1), None);
+        assert_eq!(merge(&first, &desired(&input), Some(1), t1), first);
 
         // A message change keeps the transition time.
         let b = entry("b", Action::Skip, Reason::OptedOut);
-        let second = merge(&first, &desired(&deciding(&[&a, &b])), Some(1), t1).unwrap();
+        let second = merge(&first, &desired(&deciding(&[&a, &b])), Some(1), t1);
         assert_eq!(get(&second, PROGRESSING).last_transition_time, Time(t0));
 
         // A status flip moves it.
         let c = entry("c", Action::Error, Reason::HotLoop);
-        let third = merge(&second, &desired(&deciding(&[&a, &c])), Some(1), t1).unwrap();
+        let third = merge(&second, &desired(&deciding(&[&a, &c])), Some(1), t1);
         assert_eq!(get(&third, DEGRADED).last_transition_time, Time(t1));
         assert_eq!(get(&third, PROGRESSING).last_transition_time, Time(t0));
     }

@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use jiff::{SignedDuration, Timestamp};
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Patch, PatchParams};
 use serde_json::json;
 use tokio::time::Instant;
 use tracing::{info, warn};
@@ -29,7 +29,7 @@ use crate::api_client;
 use crate::arch::Arch;
 use crate::golden_stream::GoldenConfig;
 use crate::names::FIELD_MANAGER;
-use crate::plan::other_managers::{self, SHARED_CONDITION_TYPES};
+use crate::plan::other_managers;
 use crate::plan::{self, Blocked, ClusterSnapshot, Decision, ObjectKey};
 use crate::platform::Platform;
 use crate::reason::{Category, Reason};
@@ -81,8 +81,6 @@ pub(super) struct StatusWrite {
     /// What it writes, and the resourceVersions at which the object has the status it was
     /// computed against: recorded once written, with the version the write made.
     status: Written,
-    /// The conditions differ from what the object has (else they only carry the fields).
-    conditions_changed: bool,
     /// The served schema the fields were written against.
     schema: StatusSchema,
     /// Whether the apply may take fields over: only while we manage boot images. Standing down,
@@ -145,16 +143,13 @@ impl Controller {
         let current = &known.conditions;
         let fields_changed =
             (entries.iter()).any(|(key, value)| known.fields.get(key) != Some(value));
-        let merged = conditions::merge(current, &desired, mc.metadata.generation, Timestamp::now());
-        let conditions_changed = merged.is_some();
-        let mut conditions = match merged {
-            Some(conditions) => conditions,
-            // Conditions unchanged: applied again as they are, since an apply drops what it omits.
-            None if fields_changed => (desired.iter())
-                .filter_map(|d| current.iter().find(|c| c.type_ == d.type_).cloned())
-                .collect(),
-            None => return None,
-        };
+        // Unchanged conditions still go with changed fields, as they are: an apply drops what
+        // it omits.
+        let mut conditions =
+            conditions::merge(current, &desired, mc.metadata.generation, Timestamp::now());
+        if !fields_changed && conditions.iter().all(|c| current.contains(c)) {
+            return None;
+        }
         if standing_down {
             conditions.extend(shared_conditions_taken_over(mc));
         }
@@ -165,7 +160,6 @@ impl Controller {
                 conditions,
                 fields: entries,
             },
-            conditions_changed,
             schema,
             force: !standing_down,
             precondition: (!standing_down && !shared.is_empty())
@@ -241,9 +235,10 @@ impl Controller {
     /// it went: what the next write compares with, or its backoff.
     ///
     /// Should the API server refuse the boot-image fields as invalid (a schema that changed
-    /// since we read it, an admission policy), changed conditions go again alone at once: they
-    /// must never wait for an optional field. The refusal is remembered (the fields back off)
-    /// and the schema's index is read again, to see whether the schema changed.
+    /// since we read it, an admission policy), the refusal is remembered (the fields back off)
+    /// and the schema's index is read again, to see whether the schema changed; then the status
+    /// is decided again without them, so that changed conditions go at once: they must never
+    /// wait for an optional field.
     pub(super) async fn write_status(
         &mut self,
         sources: &StatusSources,
@@ -252,15 +247,11 @@ impl Controller {
         let Some(mut write) = self.status_to_write(sources, pending) else {
             return;
         };
-        let name = &self.args.machine_configuration_name;
-        let api = &self.configurations;
-        let guard = (write.force, write.precondition.as_deref());
         let target = ["MachineConfiguration/status"];
-        let status = &mut write.status;
-        let mut result = apply(api, name, status, guard).await;
+        let mut result = self.apply(&write).await;
         if let Err(kube::Error::Api(refused)) = &result
             && refused.code == 422
-            && !status.fields.is_empty()
+            && !write.status.fields.is_empty()
         {
             warn!(error = %refused, "the API server refused the boot-image status fields; writing the conditions alone, if they changed, and the fields again after a backoff (1 s doubling to 5 min)");
             self.metrics.write_failures.with_label_values(&target).inc();
@@ -270,13 +261,12 @@ impl Controller {
                 .map_or(1, |r| r.times.saturating_add(1));
             let (at, schema) = (Instant::now(), write.schema.clone());
             self.memory.fields_refused = Some(FieldsRefusal { times, at, schema });
-            status.fields.clear();
-            // Nothing else to send: the conditions had not changed.
-            if !write.conditions_changed {
+            let Some(without_fields) = self.status_to_write(sources, pending) else {
                 return;
-            }
-            result = apply(api, name, status, guard).await;
-        } else if !status.fields.is_empty() && result.is_ok() {
+            };
+            write = without_fields;
+            result = self.apply(&write).await;
+        } else if !write.status.fields.is_empty() && result.is_ok() {
             self.memory.fields_refused = None;
         }
         match result {
@@ -303,6 +293,35 @@ impl Controller {
                 self.memory.status_retry_at = Some(Instant::now() + retry_in);
             }
         }
+    }
+
+    /// Applies `write` to the MachineConfiguration's status subresource; forced only when
+    /// `write.force` (we manage boot images), and only onto the resourceVersion
+    /// `write.precondition` names when it names one. Answers the resourceVersion it made.
+    async fn apply(&self, write: &StatusWrite) -> Result<Option<String>, kube::Error> {
+        let name = &self.args.machine_configuration_name;
+        let mut fields = write.status.fields.clone();
+        fields.insert("conditions".into(), json!(write.status.conditions));
+        let mut body = json!({
+            "apiVersion": "operator.openshift.io/v1",
+            "kind": "MachineConfiguration",
+            "metadata": {"name": name},
+            "status": fields,
+        });
+        if let Some(resource_version) = &write.precondition {
+            body["metadata"]["resourceVersion"] = json!(resource_version);
+        }
+        // Forcing takes over only the fields listed here, should a previous controller or an
+        // MCO that enrolls nothing have written them. Unforced, a field another manager changed
+        // since we read it is a conflict, never overwritten.
+        let params = PatchParams {
+            force: write.force,
+            ..PatchParams::apply(FIELD_MANAGER)
+        };
+        let sent = Patch::Apply(body);
+        api_client::bounded(self.configurations.patch_status(name, &params, &sent))
+            .await
+            .map(|written| written.metadata.resource_version)
     }
 
     /// `managedBootImagesStatus` and `bootImageSkewEnforcementStatus` as we would publish them,
@@ -389,29 +408,28 @@ impl Controller {
 /// linger), and entries we never applied stay the other manager's alone.
 fn shared_conditions_taken_over(mc: &MachineConfiguration) -> Vec<Condition> {
     let others = other_managers::other_managers(mc, FIELD_MANAGER);
-    let applied_by_us = applied_status(mc)
-        .filter_map(|status| status.get("f:conditions")?.as_object())
-        .flat_map(|entries| entries.keys().cloned())
-        .collect::<Vec<String>>();
+    // Other managers own only the shared types (`other_managers`), so these are all shared.
     let keep = |type_: &str| {
         let owned = format!("condition {type_}");
-        let key = format!("k:{}", serde_json::json!({ "type": type_ }));
-        others.iter().any(|m| m.owns.contains(&owned)) && applied_by_us.contains(&key)
+        let entry = format!("/f:conditions/k:{}", json!({ "type": type_ }));
+        others.iter().any(|m| m.owns.contains(&owned)) && applied_by_us(mc, &entry)
     };
     let conditions = mc.status.as_ref().and_then(|s| s.conditions.as_ref());
     (conditions.into_iter().flatten())
-        .filter(|c| SHARED_CONDITION_TYPES.contains(&c.type_.as_str()) && keep(&c.type_))
+        .filter(|c| keep(&c.type_))
         .cloned()
         .collect()
 }
 
-/// The `f:status` trees of our server-side applies, as `managedFields` records them.
-fn applied_status(mc: &MachineConfiguration) -> impl Iterator<Item = &serde_json::Value> {
+/// Whether one of our server-side applies holds `pointer` (a JSON pointer into `f:status`), as
+/// `managedFields` records them.
+fn applied_by_us(mc: &MachineConfiguration, pointer: &str) -> bool {
     (mc.metadata.managed_fields.iter().flatten())
         .filter(|e| {
             e.manager.as_deref() == Some(FIELD_MANAGER) && e.operation.as_deref() == Some("Apply")
         })
         .filter_map(|e| e.fields_v1.as_ref()?.0.get("f:status"))
+        .any(|status| status.pointer(pointer).is_some())
 }
 
 /// The boot-image status fields another manager changed after we applied them (on 4.21, the
@@ -426,7 +444,7 @@ fn fields_shared_with_others(
 ) -> serde_json::Map<String, serde_json::Value> {
     let held = mc.status.as_ref().map(|s| &s.extra);
     (owned_elsewhere.iter())
-        .filter(|key| applied_status(mc).any(|status| status.get(format!("f:{key}")).is_some()))
+        .filter(|key| applied_by_us(mc, &format!("/f:{key}")))
         .filter_map(|key| Some((key.clone(), held?.get(key)?.clone())))
         .collect()
 }
@@ -434,34 +452,4 @@ fn fields_shared_with_others(
 /// How long a status write waits after `failures` in a row: the backoff of a failing resource.
 fn status_retry_delay(failures: u32) -> std::time::Duration {
     doubling(MIN_BACKOFF, MAX_BACKOFF, failures)
-}
-
-/// Applies `status` to the MachineConfiguration's status subresource; forced only when
-/// `force` (we manage boot images), and only onto the resourceVersion `precondition` names when
-/// it names one (see `StatusWrite::precondition`). Answers the resourceVersion it made.
-async fn apply(
-    api: &Api<MachineConfiguration>,
-    name: &str,
-    status: &Written,
-    (force, precondition): (bool, Option<&str>),
-) -> Result<Option<String>, kube::Error> {
-    let mut fields = status.fields.clone();
-    fields.insert("conditions".into(), json!(status.conditions));
-    let mut body = json!({
-        "apiVersion": "operator.openshift.io/v1",
-        "kind": "MachineConfiguration",
-        "metadata": {"name": name},
-        "status": fields,
-    });
-    if let Some(resource_version) = precondition {
-        body["metadata"]["resourceVersion"] = json!(resource_version);
-    }
-    // Forcing takes over only the fields listed here, should a previous controller or an MCO
-    // that enrolls nothing have written them. Unforced, a field another manager changed since
-    // we read it is a conflict, never overwritten.
-    let mut params = PatchParams::apply(crate::names::FIELD_MANAGER);
-    params.force = force;
-    api_client::bounded(api.patch_status(name, &params, &Patch::Apply(body)))
-        .await
-        .map(|written| written.metadata.resource_version)
 }

@@ -46,30 +46,21 @@ pub const MAX_DOCUMENT_BYTES: usize = 16 * 1024 * 1024;
 /// nothing (conditions only: what every release accepts), used until the schema has been read.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct StatusSchema {
-    /// `status.managedBootImagesStatus` is declared; with the values its machine managers'
-    /// `resource` may take (no enum: any).
-    pub managed_boot_images: Option<AllowedResources>,
+    /// `status.managedBootImagesStatus` is declared.
+    pub managed_boot_images: bool,
+    /// The values its machine managers' `resource` may take, where the schema lists them (an
+    /// enum); any otherwise.
+    pub managed_resources: Option<BTreeSet<String>>,
     /// `status.bootImageSkewEnforcementStatus` is declared.
     pub skew_enforcement: bool,
 }
 
-/// The `resource` values a machine manager entry may carry.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum AllowedResources {
-    Any,
-    Only(BTreeSet<String>),
-}
-
-impl AllowedResources {
-    pub fn allows(&self, resource: &str) -> bool {
-        match self {
-            AllowedResources::Any => true,
-            AllowedResources::Only(values) => values.contains(resource),
-        }
-    }
-}
-
 impl StatusSchema {
+    /// Whether a machine manager entry of `managedBootImagesStatus` may carry `resource`.
+    pub fn allows(&self, resource: &str) -> bool {
+        (self.managed_resources.as_ref()).is_none_or(|values| values.contains(resource))
+    }
+
     /// Reads the schema of `MachineConfiguration` out of the group-version's OpenAPI v3
     /// document. Only that one schema is decoded: the document holds every kind of the group.
     pub fn from_openapi(document: &str) -> Result<StatusSchema, SchemaError> {
@@ -93,21 +84,16 @@ impl StatusSchema {
     /// The same from the kind's schema itself (the CRD's `openAPIV3Schema` has this shape too).
     pub fn from_kind_schema(schema: &Value) -> StatusSchema {
         let status = &schema["properties"]["status"]["properties"];
-        let managed_boot_images = status.get("managedBootImagesStatus").map(|managed| {
-            let resource =
-                &managed["properties"]["machineManagers"]["items"]["properties"]["resource"];
-            match resource.get("enum").and_then(Value::as_array) {
-                Some(values) => AllowedResources::Only(
-                    values
-                        .iter()
-                        .filter_map(|v| v.as_str().map(str::to_string))
-                        .collect(),
-                ),
-                None => AllowedResources::Any,
-            }
-        });
+        let managed = &status["managedBootImagesStatus"];
+        let resource = &managed["properties"]["machineManagers"]["items"]["properties"]["resource"];
+        let values = resource.get("enum").and_then(Value::as_array);
         StatusSchema {
-            managed_boot_images,
+            managed_boot_images: !managed.is_null(),
+            managed_resources: values.map(|values| {
+                (values.iter())
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect()
+            }),
             skew_enforcement: status.get("bootImageSkewEnforcementStatus").is_some(),
         }
     }
@@ -291,9 +277,9 @@ mod tests {
                 "resource": {"enum": ["machinesets"], "type": "string"}}}}}},
         }));
         let read = StatusSchema::from_kind_schema(&schema);
-        let allowed = read.managed_boot_images.expect("declared");
-        assert!(allowed.allows("machinesets"));
-        assert!(!allowed.allows("controlplanemachinesets"));
+        assert!(read.managed_boot_images);
+        assert!(read.allows("machinesets"));
+        assert!(!read.allows("controlplanemachinesets"));
         assert!(!read.skew_enforcement);
     }
 
@@ -305,7 +291,7 @@ mod tests {
         }}});
         let read = StatusSchema::from_openapi(&document.to_string()).unwrap();
         assert!(read.skew_enforcement);
-        assert_eq!(read.managed_boot_images, None);
+        assert!(!read.managed_boot_images);
         let without = json!({"components": {"schemas": {}}}).to_string();
         assert!(matches!(
             StatusSchema::from_openapi(&without),
@@ -338,16 +324,10 @@ mod tests {
             let crd: Value = serde_saphyr::from_str(&text).unwrap();
             let schema = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
             let read = StatusSchema::from_kind_schema(schema);
-            assert_eq!(
-                read.managed_boot_images
-                    .as_ref()
-                    .map(|a| a.allows("controlplanemachinesets")),
-                control_plane_allowed,
-                "{release}"
-            );
-            if let Some(allowed) = &read.managed_boot_images {
-                assert!(allowed.allows("machinesets"), "{release}");
-            }
+            let declared = read.managed_boot_images;
+            let control_plane = declared.then(|| read.allows("controlplanemachinesets"));
+            assert_eq!(control_plane, control_plane_allowed, "{release}");
+            assert!(!declared || read.allows("machinesets"), "{release}");
             assert_eq!(read.skew_enforcement, skew, "{release}");
         }
     }
