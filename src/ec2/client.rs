@@ -107,42 +107,29 @@ impl Ec2Client {
         sts::parse_assumed_role(&body)
     }
 
-    /// What EC2 shows of the given AMIs of `region` (an AMI it does not show is absent), to be
-    /// picked by id: a server that ignored the filter would answer with more.
-    pub async fn describe_ids(
-        &self,
-        region: &str,
-        credentials: &Credentials,
-        ids: &[&str],
-    ) -> Result<Vec<AmiFacts>, Ec2Error> {
-        let mut images = Vec::new();
-        for chunk in ids.chunks(query::IDS_PER_REQUEST) {
-            let params = query::describe_by_ids(chunk);
-            images.extend(self.describe(region, credentials, params).await?);
-        }
-        Ok(images)
-    }
-
-    /// The AMIs DescribeImages with `params` shows in `region`, page after page.
+    /// The AMIs DescribeImages shows in `region` for each of `requests` (its parameters), page
+    /// after page.
     pub async fn describe(
         &self,
         region: &str,
         credentials: &Credentials,
-        params: Vec<(String, String)>,
+        requests: impl IntoIterator<Item = Vec<(String, String)>>,
     ) -> Result<Vec<AmiFacts>, Ec2Error> {
         let mut images = Vec::new();
-        let mut token: Option<String> = None;
-        for _ in 0..MAX_PAGES {
-            let mut page_params = params.clone();
-            if let Some(token) = token.take() {
-                page_params.push(("NextToken".into(), token));
-            }
-            let body = (self.call(&self.ec2, region, Some(credentials), &page_params)).await?;
-            let page = query::parse_images(&body, region)?;
-            images.extend(page.images);
-            match page.next_token {
-                Some(next) => token = Some(next),
-                None => return Ok(images),
+        for params in requests {
+            let mut token: Option<String> = None;
+            for _ in 0..MAX_PAGES {
+                let mut page_params = params.clone();
+                if let Some(token) = token.take() {
+                    page_params.push(("NextToken".into(), token));
+                }
+                let body = (self.call(&self.ec2, region, Some(credentials), &page_params)).await?;
+                let page = query::parse_images(&body, region)?;
+                images.extend(page.images);
+                token = page.next_token;
+                if token.is_none() {
+                    break;
+                }
             }
         }
         Ok(images)
