@@ -209,10 +209,8 @@ impl Ec2Client {
             let response = response.map_err(|e| unreachable(error_chain(&e)))?;
             let status = response.status().as_u16();
             let body = Limited::new(response.into_body(), MAX_BODY).collect().await;
-            Ok((
-                status,
-                body.map_err(|e| unreachable(e.to_string()))?.to_bytes(),
-            ))
+            let body = body.map_err(|e| unreachable(e.to_string()))?;
+            Ok((status, body.to_bytes()))
         };
         let (status, bytes) = tokio::time::timeout(CALL_TIMEOUT, exchange)
             .await
