@@ -208,8 +208,7 @@ impl State {
             .filter(|job| !waiting_for_credentials && self.jobs.start(&job.region, now))
             .collect();
         if self.images.len() > MAX_CACHED {
-            self.images
-                .retain(|key, _| wanted.contains(&(key.0.clone(), key.1.clone())));
+            self.images.retain(|key, _| wanted.contains(key));
         }
         (jobs, unavailable)
     }

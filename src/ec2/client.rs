@@ -1,7 +1,7 @@
 //! Sends DescribeImages to EC2 over HTTPS (or plain HTTP to a local simulator), signed with
 //! SigV4, bounded in time and retried with backoff when EC2 throttles.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
@@ -47,24 +47,29 @@ struct Service {
 }
 
 impl Service {
-    /// Where `region`'s requests go; none for a name that is not an AWS region, which is never
-    /// put in a host (nor sent to a given endpoint, which then could not be told from AWS).
-    fn url(&self, region: &str) -> Result<String, Ec2Error> {
-        let aws = crate::facts::region::endpoint(self.name, region)
-            .ok_or_else(|| Ec2Error::Malformed(format!("{region:?} is not an AWS region name")))?;
-        Ok(self.endpoint.as_ref().map_or(aws, Uri::to_string))
-    }
-}
-
-fn parse_endpoint(endpoint: Option<&str>) -> Result<Option<Uri>, Ec2Error> {
-    endpoint
-        .map(|e| {
-            e.parse::<Uri>()
-                .ok()
+    /// `name`'s requests, all sent to `endpoint` when one is given (it must name a host).
+    fn new(name: &'static str, endpoint: Option<&str>) -> Result<Self, Ec2Error> {
+        let parse = |e: &str| {
+            (e.parse::<Uri>().ok())
                 .filter(|u| u.host().is_some())
                 .ok_or_else(|| Ec2Error::Malformed(format!("invalid endpoint {e:?}")))
-        })
-        .transpose()
+        };
+        let endpoint = endpoint.map(parse).transpose()?;
+        Ok(Service { name, endpoint })
+    }
+
+    /// Where `region`'s requests go; none for a name that is not an AWS region, which is never
+    /// put in a host (nor sent to a given endpoint, which then could not be told from AWS).
+    fn url(&self, region: &str) -> Result<Uri, Ec2Error> {
+        let aws = crate::facts::region::endpoint(self.name, region)
+            .ok_or_else(|| Ec2Error::Malformed(format!("{region:?} is not an AWS region name")))?;
+        match &self.endpoint {
+            Some(endpoint) => Ok(endpoint.clone()),
+            None => {
+                (aws.parse()).map_err(|_| Ec2Error::Malformed(format!("invalid endpoint {aws}")))
+            }
+        }
+    }
 }
 
 impl Ec2Client {
@@ -79,14 +84,8 @@ impl Ec2Client {
             .map_err(|e| Ec2Error::Malformed(e.to_string()))?;
         Ok(Ec2Client {
             http: Client::builder(TokioExecutor::new()).build(https),
-            ec2: Service {
-                name: "ec2",
-                endpoint: parse_endpoint(endpoint)?,
-            },
-            sts: Service {
-                name: "sts",
-                endpoint: parse_endpoint(sts_endpoint)?,
-            },
+            ec2: Service::new("ec2", endpoint)?,
+            sts: Service::new("sts", sts_endpoint)?,
         })
     }
 
@@ -108,43 +107,29 @@ impl Ec2Client {
         sts::parse_assumed_role(&body)
     }
 
-    /// The given AMIs of `region` that EC2 shows; an AMI it does not show is absent.
-    pub async fn describe_ids(
-        &self,
-        region: &str,
-        credentials: &Credentials,
-        ids: &[&str],
-    ) -> Result<Vec<AmiFacts>, Ec2Error> {
-        let mut images = Vec::new();
-        for chunk in ids.chunks(query::IDS_PER_REQUEST) {
-            let params = query::describe_by_ids(chunk);
-            images.extend(self.describe(region, credentials, params).await?);
-        }
-        // A filter answers with what matches; keep only what was asked, whatever the server.
-        images.retain(|i| ids.contains(&i.image_id.as_str()));
-        Ok(images)
-    }
-
-    /// The AMIs DescribeImages with `params` shows in `region`, page after page.
+    /// The AMIs DescribeImages shows in `region` for each of `requests` (its parameters), page
+    /// after page.
     pub async fn describe(
         &self,
         region: &str,
         credentials: &Credentials,
-        params: Vec<(String, String)>,
+        requests: impl IntoIterator<Item = Vec<(String, String)>>,
     ) -> Result<Vec<AmiFacts>, Ec2Error> {
         let mut images = Vec::new();
-        let mut token: Option<String> = None;
-        for _ in 0..MAX_PAGES {
-            let mut page_params = params.clone();
-            if let Some(token) = token.take() {
-                page_params.push(("NextToken".into(), token));
-            }
-            let body = (self.call(&self.ec2, region, Some(credentials), &page_params)).await?;
-            let page = query::parse_images(&body, region)?;
-            images.extend(page.images);
-            match page.next_token {
-                Some(next) => token = Some(next),
-                None => return Ok(images),
+        for params in requests {
+            let mut token: Option<String> = None;
+            for _ in 0..MAX_PAGES {
+                let mut page_params = params.clone();
+                if let Some(token) = token.take() {
+                    page_params.push(("NextToken".into(), token));
+                }
+                let body = (self.call(&self.ec2, region, Some(credentials), &page_params)).await?;
+                let page = query::parse_images(&body, region)?;
+                images.extend(page.images);
+                token = page.next_token;
+                if token.is_none() {
+                    break;
+                }
             }
         }
         Ok(images)
@@ -181,10 +166,8 @@ impl Ec2Client {
         credentials: Option<&Credentials>,
         params: &[(String, String)],
     ) -> Result<String, Ec2Error> {
-        let endpoint = service.url(region)?;
-        let uri: Uri = endpoint
-            .parse()
-            .map_err(|_| Ec2Error::Malformed(format!("invalid endpoint {endpoint}")))?;
+        let uri = service.url(region)?;
+        let endpoint = uri.to_string();
         let host = uri.authority().map(|a| a.as_str()).unwrap_or_default();
         let body = sigv4::form(params);
         let content_type = "application/x-www-form-urlencoded; charset=utf-8";
@@ -217,28 +200,21 @@ impl Ec2Client {
         let request = request
             .body(Full::new(Bytes::from(body)))
             .map_err(|e| Ec2Error::Malformed(e.to_string()))?;
-        let timeout = CALL_TIMEOUT;
-        let started = Instant::now();
-        let response = tokio::time::timeout(timeout, self.http.request(request))
+        let unreachable = |message| Ec2Error::Unreachable {
+            endpoint: endpoint.clone(),
+            message,
+        };
+        let exchange = async {
+            let response = self.http.request(request).await;
+            let response = response.map_err(|e| unreachable(error_chain(&e)))?;
+            let status = response.status().as_u16();
+            let body = Limited::new(response.into_body(), MAX_BODY).collect().await;
+            let body = body.map_err(|e| unreachable(e.to_string()))?;
+            Ok((status, body.to_bytes()))
+        };
+        let (status, bytes) = tokio::time::timeout(CALL_TIMEOUT, exchange)
             .await
-            .map_err(|_| Ec2Error::TimedOut(timeout))?
-            .map_err(|e| Ec2Error::Unreachable {
-                endpoint: endpoint.clone(),
-                message: error_chain(&e),
-            })?;
-        let status = response.status().as_u16();
-        let remaining = timeout.saturating_sub(started.elapsed());
-        let bytes = tokio::time::timeout(
-            remaining,
-            Limited::new(response.into_body(), MAX_BODY).collect(),
-        )
-        .await
-        .map_err(|_| Ec2Error::TimedOut(timeout))?
-        .map_err(|e| Ec2Error::Unreachable {
-            endpoint,
-            message: e.to_string(),
-        })?
-        .to_bytes();
+            .map_err(|_| Ec2Error::TimedOut(CALL_TIMEOUT))??;
         let text = String::from_utf8_lossy(&bytes).into_owned();
         if (200..300).contains(&status) {
             Ok(text)

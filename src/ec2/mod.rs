@@ -53,7 +53,10 @@ pub async fn ask_region(
     let mut products = lookup.products;
     if !lookup.ids.is_empty() {
         let ids: Vec<&str> = lookup.ids.iter().map(String::as_str).collect();
-        let found = client.describe_ids(region, credentials, &ids).await;
+        let requests = ids
+            .chunks(query::IDS_PER_REQUEST)
+            .map(query::describe_by_ids);
+        let found = client.describe(region, credentials, requests).await;
         count("images", query::Ec2Error::outcome(&found));
         let found = found?;
         for id in lookup.ids {
@@ -72,7 +75,7 @@ pub async fn ask_region(
     for product in products {
         tokio::time::sleep(MIN_CALL_INTERVAL).await;
         let params = query::describe_marketplace(&product);
-        let images = client.describe(region, credentials, params).await;
+        let images = client.describe(region, credentials, [params]).await;
         count("marketplace", query::Ec2Error::outcome(&images));
         answered(Answered::Search(product, images?));
     }

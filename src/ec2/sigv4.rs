@@ -47,16 +47,17 @@ pub fn sign(
     amz_date: &str,
 ) -> Vec<(&'static str, String)> {
     let date = &amz_date[..amz_date.len().min(8)];
-    let mut headers: Vec<(String, String)> = request
-        .headers
-        .iter()
+    // The headers added are signed too.
+    let mut out = vec![("x-amz-date", amz_date.to_string())];
+    if let Some(token) = &credentials.session_token {
+        out.push(("x-amz-security-token", token.clone()));
+    }
+    let added = out.iter().map(|(k, v)| (*k, v.as_str()));
+    let mut headers: Vec<(String, String)> = (request.headers.iter().copied())
+        .chain([("host", request.host)])
+        .chain(added)
         .map(|(k, v)| (k.to_ascii_lowercase(), v.trim().to_string()))
         .collect();
-    headers.push(("host".into(), request.host.into()));
-    headers.push(("x-amz-date".into(), amz_date.into()));
-    if let Some(token) = &credentials.session_token {
-        headers.push(("x-amz-security-token".into(), token.clone()));
-    }
     headers.sort();
     let signed_headers = headers
         .iter()
@@ -80,10 +81,6 @@ pub fn sign(
     );
     let key = signing_key(&credentials.secret_access_key, date, region, service);
     let signature = hex::encode(hmac::sign(&key, string_to_sign.as_bytes()).as_ref());
-    let mut out = vec![("x-amz-date", amz_date.to_string())];
-    if let Some(token) = &credentials.session_token {
-        out.push(("x-amz-security-token", token.clone()));
-    }
     out.push((
         "authorization",
         format!(

@@ -318,10 +318,6 @@ impl Ec2Facts {
             .insert(RegionUnavailable { region, message });
     }
 
-    pub fn images(&self) -> impl Iterator<Item = &AmiFacts> {
-        self.images.values()
-    }
-
     /// The regions EC2 could not be asked in, and why.
     pub fn unavailable(&self) -> impl Iterator<Item = (&str, &str)> {
         (self.unavailable.iter()).map(|u| (u.region.as_str(), u.message.as_str()))
