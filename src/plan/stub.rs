@@ -46,7 +46,9 @@ const MAX_CONVERTED: usize = 64 * 1024;
 pub fn name_field(provider_spec: &Value) -> Option<&Value> {
     // Resolved by `jsonptr`, which unescapes a token only when it has to: `Value::pointer`
     // allocates for every token, and every MachineSet of every pass is read here twice.
-    Pointer::from_static(NAME_POINTER).resolve(provider_spec).ok()
+    Pointer::from_static(NAME_POINTER)
+        .resolve(provider_spec)
+        .ok()
 }
 
 /// The stub secret a provider spec names, if it names one.

@@ -15,6 +15,7 @@ use support::{ConditionLog, TestEnv, eventually};
 const CONVERGE: Duration = Duration::from_secs(60);
 const DEGRADED: &str = "BootImageUpdateDegraded";
 const HELD_TOO_LONG: &str = "BootImageUpdateHeldTooLong";
+const PASSES: &str = r#"boot_image_controller_reconcile_duration_seconds_count{scope="all"}"#;
 
 fn exceeded(reason: &str) -> String {
     format!("boot_image_controller_hold_exceeded{{reason=\"{reason}\"}}")
@@ -57,6 +58,13 @@ async fn report_cleared(env: &TestEnv) {
         "{:?}",
         env.condition(HELD_TOO_LONG).await
     );
+}
+
+/// The gauge of a hold of `reason` past its limit, once a pass has ended (it reads 0 from the
+/// start).
+async fn hold_after_a_pass(controller: &support::ControllerProcess, reason: &str) -> Option<f64> {
+    (controller.metric(PASSES).await? >= 1.0).then_some(())?;
+    controller.metric(&exceeded(reason)).await
 }
 
 /// Degraded was never True while `log` recorded the conditions.
@@ -231,4 +239,57 @@ async fn a_malformed_entry_for_an_architecture_nobody_runs_stops_nothing() {
     .await;
     assert!(done.is_some(), "{}", controller.log_tail(40));
     never_degraded(&log);
+}
+
+/// A restart during an upgrade that began while Progressing was already False (the usual case:
+/// boot images were current) does not report the hold as too long at once, as it did when the
+/// hold was dated from Progressing's `lastTransitionTime`, which moved only with its status,
+/// long before. A hold already reported too long stays reported across a restart.
+#[tokio::test]
+async fn a_restart_during_a_hold_times_it_from_its_start_not_from_progressing() {
+    const LIMIT: &str = "--hold-limit=10s";
+    let env = TestEnv::new("hold-restart").await;
+    env.aws_cluster("4.20.0", &stream_420(), None).await;
+    env.apply(machine_set(&env.ns, "worker-a").build()).await;
+    let mut first = env.controller(&[LIMIT]);
+    first.wait_ready().await;
+    let progressing = |reason: &'static str| {
+        let env = &env;
+        async move {
+            let c = env.condition("BootImageUpdateProgressing").await?;
+            (c["status"] == "False" && c["reason"] == reason).then_some(())
+        }
+    };
+    let current = eventually(CONVERGE, || progressing("BootImagesCurrent")).await;
+    assert!(current.is_some(), "{}", first.log_tail(30));
+    // Progressing has been False for longer than the limit when the upgrade starts.
+    tokio::time::sleep(Duration::from_secs(11)).await;
+    env.apply(cluster_version(&env.singleton, "4.21.0", "Partial"))
+        .await;
+    env.apply(golden_config_map(&env.ns, "4.21.0", &stream_421()))
+        .await;
+    let held = eventually(CONVERGE, || progressing("ClusterUpgrading")).await;
+    assert!(held.is_some(), "{}", first.log_tail(30));
+    first.kill();
+
+    let mut second = env.controller(&[LIMIT]);
+    second.wait_ready().await;
+    let first_report =
+        eventually(CONVERGE, || hold_after_a_pass(&second, "ClusterUpgrading")).await;
+    assert_eq!(first_report, Some(0.0), "{}", second.log_tail(30));
+    let condition = env.condition(HELD_TOO_LONG).await.expect("HeldTooLong");
+    assert_eq!(condition["status"], "False", "{condition}");
+
+    // The hold outlasts its limit, and a restart then keeps it reported.
+    let reported = eventually(CONVERGE, || async {
+        let c = env.condition(HELD_TOO_LONG).await?;
+        (c["status"] == "True").then_some(())
+    })
+    .await;
+    assert!(reported.is_some(), "{}", second.log_tail(30));
+    second.kill();
+    let third = env.controller(&[LIMIT]);
+    third.wait_ready().await;
+    let still = eventually(CONVERGE, || hold_after_a_pass(&third, "ClusterUpgrading")).await;
+    assert_eq!(still, Some(1.0), "{}", third.log_tail(30));
 }

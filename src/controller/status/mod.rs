@@ -32,7 +32,6 @@ use crate::names::FIELD_MANAGER;
 use crate::plan::other_managers;
 use crate::plan::{self, Blocked, ClusterSnapshot, Decision, ObjectKey};
 use crate::platform::Platform;
-use crate::reason::{Category, Reason};
 use boot_image_fields::Fields as BootImageFields;
 use conditions::HeldFor;
 use served_schema::StatusSchema;
@@ -369,9 +368,12 @@ impl Controller {
         })
     }
 
-    /// Tracks since when writes are held. A hold continues across passes and across restarts:
-    /// the Progressing condition we wrote on `mc` says since when it has been False for that
-    /// reason.
+    /// Tracks since when writes are held, across passes and restarts. After a restart, a hold
+    /// `mc` already reports as too long began its limit before that report did; any other hold
+    /// is timed from now. Progressing cannot date it: its `lastTransitionTime` moves only when its
+    /// status flips, and a hold usually begins while it is already False (an upgrade starting on
+    /// a cluster whose boot images are current), so a restart during that upgrade would date the
+    /// hold from the older flip and report it too long at once.
     pub(super) fn track_hold(
         &mut self,
         blocked: Option<&Blocked>,
@@ -383,13 +385,12 @@ impl Controller {
             return;
         };
         if self.memory.hold_since.is_none() {
+            let limit = SignedDuration::try_from(self.args.hold_limit).ok();
             let reported = mc.and_then(|mc| {
                 let conditions = mc.status.as_ref()?.conditions.as_ref()?;
-                let progressing =
-                    (conditions.iter()).find(|c| c.type_ == conditions::PROGRESSING)?;
-                let holding = progressing.status == "False"
-                    && Reason::of(Category::Hold).any(|r| r.as_str() == progressing.reason);
-                holding.then_some(progressing.last_transition_time.0)
+                let too_long = (conditions.iter())
+                    .find(|c| c.type_ == conditions::HELD_TOO_LONG && c.status == "True")?;
+                too_long.last_transition_time.0.checked_sub(limit?).ok()
             });
             self.memory.hold_since = Some(reported.unwrap_or_else(Timestamp::now));
         }
