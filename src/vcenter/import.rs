@@ -199,8 +199,7 @@ async fn import(
 ) -> Result<(), VcenterError> {
     let dc = &request.key.datacenter;
     let domain = &request.failure_domain;
-    let entries = ova::entries(&ova.path)?;
-    let descriptor = ova::descriptor(&ova.path, &entries)?;
+    let (entries, descriptor) = ova::contents(&ova.path)?;
     let pool = client
         .require(
             &inventory_path(dc, "host", &domain.resource_pool),
