@@ -299,22 +299,7 @@ impl VcenterClient {
 
     /// Waits until the lease is ready for uploads, and says where each disk goes.
     pub async fn wait_lease_ready(&self, lease: &MoRef) -> Result<LeaseInfo, VcenterError> {
-        loop {
-            let state = self.property_text(lease, "state").await?;
-            match state.as_deref() {
-                Some("ready") => break,
-                Some("error") => {
-                    let message = self.error_message(lease, "error").await?;
-                    return Err(VcenterError::Import(format!(
-                        "the import lease failed: {message}"
-                    )));
-                }
-                Some("done") => {
-                    return Err(VcenterError::Import("the import lease ended early".into()));
-                }
-                _ => tokio::time::sleep(self.limits.poll_interval).await,
-            }
-        }
+        self.wait_for(lease, "state", "ready", "error").await?;
         let info = |val: Option<Node<'_, '_>>| {
             let val = val?;
             let entity = (val.children())
@@ -338,33 +323,17 @@ impl VcenterClient {
             .ok_or_else(|| VcenterError::Protocol("the import lease has no info".into()))
     }
 
-    pub async fn lease_progress(&self, lease: &MoRef, percent: u8) -> Result<(), VcenterError> {
-        let percent = format!("<percent>{percent}</percent>");
-        self.invoke("HttpNfcLeaseProgress", lease, &percent).await
-    }
-
-    pub async fn lease_complete(&self, lease: &MoRef) -> Result<(), VcenterError> {
-        self.invoke("HttpNfcLeaseComplete", lease, "").await
-    }
-
-    /// Abandons an import; vCenter then removes the VM it was creating.
-    pub async fn lease_abort(&self, lease: &MoRef) -> Result<(), VcenterError> {
-        self.invoke("HttpNfcLeaseAbort", lease, "").await
-    }
-
-    pub async fn mark_as_template(&self, vm: &MoRef) -> Result<(), VcenterError> {
-        self.invoke("MarkAsTemplate", vm, "").await
-    }
-
     pub async fn rename(&self, entity: &MoRef, name: &str) -> Result<(), VcenterError> {
         let new_name = format!("<newName>{}</newName>", escape(name));
         let task = self.returned("Rename_Task", entity, &new_name).await?;
-        self.wait_task(&task).await
+        self.wait_for(&task, "info.state", "success", "info.error")
+            .await
     }
 
     pub async fn destroy(&self, entity: &MoRef) -> Result<(), VcenterError> {
         let task = self.returned("Destroy_Task", entity, "").await?;
-        self.wait_task(&task).await
+        self.wait_for(&task, "info.state", "success", "info.error")
+            .await
     }
 
     /// The VMs directly in `folder`, by name.
@@ -384,33 +353,39 @@ impl VcenterClient {
         Ok(named)
     }
 
-    /// Waits for a task to end; its error becomes [`VcenterError::Import`].
-    async fn wait_task(&self, task: &MoRef) -> Result<(), VcenterError> {
+    /// Waits until the property `state` of `object` (a task's `info.state`, a lease's `state`)
+    /// is `done`; `error` becomes [`VcenterError::Import`] with the `localizedMessage` of the
+    /// fault at `fault`. A lease is `done` before `ready` only when it ended early.
+    async fn wait_for(
+        &self,
+        object: &MoRef,
+        state: &str,
+        done: &str,
+        fault: &str,
+    ) -> Result<(), VcenterError> {
+        let message = |val: Option<Node<'_, '_>>| {
+            (val.and_then(|val| text_of(val, "localizedMessage")))
+                .unwrap_or("unknown error")
+                .to_string()
+        };
         loop {
-            let state = self.property_text(task, "info.state").await?;
-            match state.as_deref() {
-                Some("success") => return Ok(()),
+            match self.property_text(object, state).await?.as_deref() {
+                Some(now) if now == done => return Ok(()),
                 Some("error") => {
-                    let message = self.error_message(task, "info.error").await?;
+                    let message = self.property(object, fault, message).await?;
                     return Err(VcenterError::Import(message));
+                }
+                Some("done") => {
+                    return Err(VcenterError::Import("the import lease ended early".into()));
                 }
                 _ => tokio::time::sleep(self.limits.poll_interval).await,
             }
         }
     }
 
-    /// The `localizedMessage` of a fault property (a lease's `error`, a task's `info.error`).
-    async fn error_message(&self, object: &MoRef, path: &str) -> Result<String, VcenterError> {
-        let message = |val: Option<Node<'_, '_>>| {
-            (val.and_then(|val| text_of(val, "localizedMessage")))
-                .unwrap_or("unknown error")
-                .to_string()
-        };
-        self.property(object, path, message).await
-    }
-
-    /// Calls `method` for its effect alone.
-    async fn invoke(
+    /// Calls `method` for its effect alone (a lease's progress, completion or abort, marking a
+    /// VM as template).
+    pub async fn invoke(
         &self,
         method: &str,
         this: &MoRef,

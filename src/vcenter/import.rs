@@ -172,8 +172,9 @@ impl Started {
     /// Aborts the lease and destroys the VM this import created; failures are logged (the next
     /// attempt finds the VM once it is older than the timeout).
     async fn undo(self, client: &VcenterClient, name: &str) {
+        // Aborting the lease makes vCenter remove the VM it was creating.
         if let Some(lease) = self.lease {
-            let _ = client.lease_abort(&lease).await;
+            let _ = client.invoke("HttpNfcLeaseAbort", &lease, "").await;
         }
         if let Some(vm) = self.vm {
             match client.destroy(&vm).await {
@@ -245,9 +246,9 @@ async fn import(
         progress,
     )
     .await?;
-    client.lease_complete(&lease).await?;
+    client.invoke("HttpNfcLeaseComplete", &lease, "").await?;
     started.lease = None;
-    client.mark_as_template(&vm).await?;
+    client.invoke("MarkAsTemplate", &vm, "").await?;
     client.rename(&vm, &request.key.name).await?;
     progress(100);
     Ok(())
@@ -310,7 +311,8 @@ async fn upload_disks(
                 _ = ticks.tick() => {
                     let percent = (sent.load(Ordering::Relaxed) * 100 / total).min(99) as u8;
                     // The lease expires without progress reports; a failed report is not fatal.
-                    let _ = client.lease_progress(lease, percent).await;
+                    let percent_done = format!("<percent>{percent}</percent>");
+                    let _ = client.invoke("HttpNfcLeaseProgress", lease, &percent_done).await;
                     progress(50 + percent / 2);
                 }
             }
