@@ -3,7 +3,6 @@
 //! as the tar archive it is (an OVF descriptor and disks) with the `tar` crate.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -14,6 +13,7 @@ use hyper_util::client::legacy::Client;
 use tokio::io::AsyncWriteExt;
 
 use super::VcenterError;
+use crate::bounded_read::read_bounded;
 use crate::golden_stream::VmwareOva;
 use crate::http_client::{Connector, error_chain};
 
@@ -185,13 +185,9 @@ pub fn contents(path: &Path) -> Result<(Vec<Entry>, String), VcenterError> {
             continue;
         }
         if descriptor.is_none() && name.ends_with(".ovf") {
-            if size > 16 << 20 {
-                return Err(VcenterError::InvalidOva(
-                    "the .ovf descriptor is over 16 MiB".into(),
-                ));
-            }
-            let mut text = String::new();
-            entry.read_to_string(&mut text)?;
+            // Read whole: no RHCOS descriptor comes near 16 MiB.
+            let text = read_bounded(&mut entry, 16 << 20)
+                .map_err(|e| VcenterError::InvalidOva(format!("the .ovf descriptor: {e}")))?;
             descriptor = Some(text);
         }
         entries.push(Entry { name, offset, size });
@@ -302,7 +298,7 @@ mod tests {
     }
 
     #[test]
-    fn an_ova_cut_short_or_without_a_descriptor_is_refused() {
+    fn an_ova_cut_short_without_a_descriptor_or_with_a_huge_one_is_refused() {
         let bytes = ova(&[("rhcos.ovf", b"<Envelope/>"), ("disk.vmdk", &[7u8; 1000])]);
         let cut = &bytes[..512 * 4];
         assert!(
@@ -313,6 +309,11 @@ mod tests {
             read(&no_descriptor),
             Err(VcenterError::InvalidOva(_))
         ));
+        let huge = vec![b' '; (16 << 20) + 1];
+        let huge = read(&ova(&[("rhcos.ovf", &huge)]));
+        assert!(
+            matches!(huge, Err(VcenterError::InvalidOva(why)) if why.contains("larger than 16 MiB"))
+        );
     }
 
     #[test]
