@@ -151,18 +151,14 @@ impl VcenterClient {
         })
     }
 
-    pub fn sdk(&self) -> &Uri {
-        self.session.sdk()
+    pub fn session(&self) -> &Session {
+        &self.session
     }
 
     /// A connector trusting what this client's session trusts (for the disk uploads, which go
     /// to vCenter's hosts, and the OVA download).
     pub fn connector(&self, connect_timeout: Duration) -> Result<Connector, VcenterError> {
         super::soap::connector(connect_timeout, &self.extra_roots, &self.limits.egress)
-    }
-
-    pub fn cookie(&self) -> Option<String> {
-        self.session.cookie()
     }
 
     /// Ends the session (best effort: vCenter expires idle sessions anyway).

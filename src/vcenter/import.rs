@@ -19,7 +19,6 @@ use bytes::Bytes;
 use futures::StreamExt;
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, StreamBody};
-use hyper::Request;
 use hyper::body::Frame;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
@@ -29,7 +28,7 @@ use tokio_util::io::ReaderStream;
 use super::VcenterError;
 use super::client::{FileItem, LeaseInfo, VcenterClient, inventory_path};
 use super::ova::{self, Entry, OvaMirror, VerifiedOva};
-use super::soap::MoRef;
+use super::soap::{MoRef, Session};
 use crate::facts::vcenter::TemplateRequest;
 use crate::http_client::error_chain;
 
@@ -276,7 +275,11 @@ async fn upload_disks(
     let http: Client<_, UnsyncBoxBody<Bytes, std::io::Error>> =
         Client::builder(TokioExecutor::new()).build(https);
     // The lease's URLs may name the host `*`: vCenter's own.
-    let host = client.sdk().authority().map_or("", |a| a.as_str());
+    let host = client
+        .session()
+        .sdk()
+        .authority()
+        .map_or("", |a| a.as_str());
     for file in files {
         let entry = entries
             .iter()
@@ -296,7 +299,7 @@ async fn upload_disks(
             })?;
         let upload = send_file(
             &http,
-            client.cookie(),
+            client.session(),
             &url,
             file.create,
             ova,
@@ -323,7 +326,7 @@ async fn upload_disks(
 
 async fn send_file(
     http: &Client<crate::http_client::Connector, UnsyncBoxBody<Bytes, std::io::Error>>,
-    cookie: Option<String>,
+    session: &Session,
     url: &str,
     create: bool,
     ova: &VerifiedOva,
@@ -338,16 +341,9 @@ async fn send_file(
         Ok(Frame::data(chunk))
     });
     let body = StreamBody::new(chunks).boxed_unsync();
-    let mut request = Request::builder()
-        .method(if create { "PUT" } else { "POST" })
-        .uri(url)
+    let request = (session.request(if create { "PUT" } else { "POST" }, url))
         .header("content-type", "application/x-vnd.vmware-streamVmdk")
         .header("content-length", entry.size)
-        .header("user-agent", crate::api_client::user_agent());
-    if let Some(cookie) = cookie {
-        request = request.header("cookie", format!("vmware_soap_session={cookie}"));
-    }
-    let request = request
         .body(body)
         .map_err(|e| VcenterError::Protocol(e.to_string()))?;
     let response = http.request(request).await.map_err(|e| {

@@ -116,9 +116,15 @@ impl Session {
         &self.sdk
     }
 
-    /// The session cookie, for the uploads of an import (they authenticate with it too).
-    pub fn cookie(&self) -> Option<String> {
-        self.cookie.lock().ok()?.clone()
+    /// A request to `uri` with our user agent and the session's cookie: the SOAP calls, and the
+    /// disk uploads of an import, which authenticate with it too.
+    pub fn request(&self, method: &str, uri: &str) -> hyper::http::request::Builder {
+        let request = (Request::builder().method(method).uri(uri))
+            .header("user-agent", crate::api_client::user_agent());
+        match self.cookie.lock().ok().and_then(|cookie| cookie.clone()) {
+            Some(cookie) => request.header("cookie", format!("{SESSION_COOKIE}={cookie}")),
+            None => request,
+        }
     }
 
     /// Calls `method` on `this` with `arguments` (already XML, in schema order) and reads the
@@ -143,14 +149,9 @@ impl Session {
             this = this.xml("_this"),
             arguments = arguments,
         );
-        let mut request = Request::post(self.sdk.clone())
+        let request = (self.request("POST", &self.sdk.to_string()))
             .header("content-type", "text/xml; charset=utf-8")
             .header("soapaction", SOAP_ACTION)
-            .header("user-agent", crate::api_client::user_agent());
-        if let Some(cookie) = self.cookie() {
-            request = request.header("cookie", format!("{SESSION_COOKIE}={cookie}"));
-        }
-        let request = request
             .body(Full::new(Bytes::from(envelope)))
             .map_err(|e| VcenterError::Protocol(e.to_string()))?;
         let exchange = async {
