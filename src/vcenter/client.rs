@@ -42,23 +42,26 @@ impl Default for Limits {
 }
 
 impl Limits {
-    /// The certificates of [`Limits::ca_file`]; a file that cannot be read or holds none is an
-    /// error rather than a silently weaker trust.
-    fn extra_roots(&self) -> Result<Vec<CertificateDer<'static>>, VcenterError> {
-        let Some(path) = &self.ca_file else {
-            return Ok(Vec::new());
-        };
-        let unusable = |why: String| {
-            VcenterError::Protocol(format!("the vCenter CA file {}: {why}", path.display()))
-        };
-        let roots = CertificateDer::pem_file_iter(path)
-            .map_err(|e| unusable(e.to_string()))?
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| unusable(e.to_string()))?;
-        if roots.is_empty() {
-            return Err(unusable("no PEM certificate in it".into()));
+    /// A connector to vCenter and its hosts, connecting within `connect_timeout`: HTTPS
+    /// trusting the system's CA roots, the cluster's bundle and the certificates of
+    /// [`Limits::ca_file`], or plain HTTP (a simulator); through the cluster's proxy. A CA file
+    /// that cannot be read or holds none is an error rather than a silently weaker trust.
+    fn connector(&self, connect_timeout: Duration) -> Result<Connector, VcenterError> {
+        let mut roots = Vec::new();
+        if let Some(path) = &self.ca_file {
+            let unusable = |why: String| {
+                VcenterError::Protocol(format!("the vCenter CA file {}: {why}", path.display()))
+            };
+            roots = CertificateDer::pem_file_iter(path)
+                .map_err(|e| unusable(e.to_string()))?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| unusable(e.to_string()))?;
+            if roots.is_empty() {
+                return Err(unusable("no PEM certificate in it".into()));
+            }
         }
-        Ok(roots)
+        crate::http_client::connector(connect_timeout, "vCenter", &roots, &self.egress)
+            .map_err(|e| VcenterError::Unreachable(e.to_string()))
     }
 }
 
@@ -76,8 +79,6 @@ pub struct VcenterClient {
     session: Session,
     content: ServiceContent,
     limits: Limits,
-    /// What the session trusts besides the system's roots; the disk uploads trust the same.
-    extra_roots: Vec<CertificateDer<'static>>,
 }
 
 /// What `CreateImportSpec` made of an OVF descriptor: the spec to import, verbatim, and the
@@ -126,9 +127,7 @@ impl VcenterClient {
         credentials: &Credentials,
         limits: Limits,
     ) -> Result<Self, VcenterError> {
-        let extra_roots = limits.extra_roots()?;
-        let connector =
-            super::soap::connector(limits.connect_timeout, &extra_roots, &limits.egress)?;
+        let connector = limits.connector(limits.connect_timeout)?;
         let session = Session::new(sdk, connector, limits.call_timeout);
         let instance = MoRef::new("ServiceInstance", "ServiceInstance");
         let content = session
@@ -147,7 +146,6 @@ impl VcenterClient {
             session,
             content,
             limits,
-            extra_roots,
         })
     }
 
@@ -158,7 +156,7 @@ impl VcenterClient {
     /// A connector trusting what this client's session trusts (for the disk uploads, which go
     /// to vCenter's hosts, and the OVA download).
     pub fn connector(&self, connect_timeout: Duration) -> Result<Connector, VcenterError> {
-        super::soap::connector(connect_timeout, &self.extra_roots, &self.limits.egress)
+        self.limits.connector(connect_timeout)
     }
 
     /// Ends the session (best effort: vCenter expires idle sessions anyway).

@@ -12,10 +12,9 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::{Request, Uri};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use rustls::pki_types::CertificateDer;
 
 use super::VcenterError;
-use crate::http_client::{Connector, Egress, error_chain};
+use crate::http_client::{Connector, error_chain};
 
 /// An answer larger than this is refused (property answers of a few objects are kilobytes).
 const MAX_BODY: usize = 8 << 20;
@@ -81,17 +80,6 @@ pub fn child<'a, 'i>(node: roxmltree::Node<'a, 'i>, name: &str) -> Option<roxmlt
 /// The text of the first descendant of `node` named `name`.
 pub fn text_of<'a>(node: roxmltree::Node<'a, '_>, name: &str) -> Option<&'a str> {
     child(node, name)?.text()
-}
-
-/// The connector of every vCenter client: HTTPS trusting the system's CA roots, the cluster's
-/// bundle and `extra_roots`, or plain HTTP (a simulator); through the cluster's proxy.
-pub fn connector(
-    connect_timeout: Duration,
-    extra_roots: &[CertificateDer<'static>],
-    egress: &Egress,
-) -> Result<Connector, VcenterError> {
-    crate::http_client::connector(connect_timeout, "vCenter", extra_roots, egress)
-        .map_err(|e| VcenterError::Unreachable(e.to_string()))
 }
 
 /// One logged-in connection to a vCenter's `/sdk`.
