@@ -129,7 +129,10 @@ impl VcenterClient {
     ) -> Result<Self, VcenterError> {
         let connector = limits.connector(limits.connect_timeout)?;
         let session = Session::new(sdk, connector, limits.call_timeout);
-        let instance = MoRef::new("ServiceInstance", "ServiceInstance");
+        let instance = MoRef {
+            kind: "ServiceInstance".into(),
+            value: "ServiceInstance".into(),
+        };
         let content = session
             .call("RetrieveServiceContent", &instance, "", service_content)
             .await?;

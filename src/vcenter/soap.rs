@@ -30,13 +30,6 @@ pub struct MoRef {
 }
 
 impl MoRef {
-    pub fn new(kind: &str, value: &str) -> Self {
-        MoRef {
-            kind: kind.into(),
-            value: value.into(),
-        }
-    }
-
     /// This reference as the element `tag` of a request.
     pub fn xml(&self, tag: &str) -> String {
         format!(
