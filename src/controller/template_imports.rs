@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use kube::Api;
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use super::lookups::{self, Jobs};
@@ -65,7 +65,6 @@ pub(super) struct TemplateImports {
     settings: Settings,
     wake: mpsc::UnboundedSender<Trigger>,
     metrics: Metrics,
-    one_at_a_time: Semaphore,
     state: Mutex<State>,
 }
 
@@ -78,21 +77,22 @@ struct State {
     reading: Jobs<TemplateKey>,
     /// Servers that could not be asked, with why and when to try again.
     unavailable: Jobs<String>,
-    /// Imports queued or under way (one runs at a time), and their failures in a row: the
-    /// backoff doubles with each.
+    /// The import under way (one at a time), and failures in a row: the backoff doubles with
+    /// each.
     imports: Jobs<TemplateKey>,
 }
 
 impl Default for State {
     fn default() -> Self {
-        // Templates are few (one per failure domain and release): the queue needs no bound.
-        let jobs = || Jobs::new(usize::MAX, FIRST_RETRY, MAX_RETRY);
+        // Templates are few (one per failure domain and release), and vCenters fewer: reading
+        // needs no bound. One import runs at a time (each moves a gigabyte-sized OVA); the next
+        // starts in the pass the end of the last one triggers.
         State {
             templates: HashMap::new(),
             versions: HashMap::new(),
-            reading: jobs(),
+            reading: Jobs::new(usize::MAX, FIRST_RETRY, MAX_RETRY),
             unavailable: Jobs::new(usize::MAX, FIRST_RETRY, UNAVAILABLE_MAX_RETRY),
-            imports: jobs(),
+            imports: Jobs::new(1, FIRST_RETRY, MAX_RETRY),
         }
     }
 }
@@ -119,7 +119,6 @@ impl TemplateImports {
             settings,
             wake,
             metrics,
-            one_at_a_time: Semaphore::new(1),
             state: Mutex::new(State::default()),
         })
     }
@@ -250,9 +249,6 @@ impl TemplateImports {
 
     /// Finds or imports `request`'s golden template; how long until a pass should ask again.
     async fn run(&self, request: TemplateRequest, in_use: BTreeSet<String>) -> Option<Duration> {
-        let Ok(_turn) = self.one_at_a_time.acquire().await else {
-            return None;
-        };
         let key = request.key.clone();
         let outcome = self.import(&request, &in_use).await;
         let now = Instant::now();
@@ -581,6 +577,28 @@ mod tests {
         assert_eq!(
             facts.templates.get(&request("t1").key),
             Some(&TemplateState::Importing { percent: 0 })
+        );
+    }
+
+    /// A second template waits, pending, for the pass the end of the first import triggers.
+    #[test]
+    fn imports_run_one_at_a_time() {
+        let mut state = State::default();
+        let now = Instant::now();
+        let both = wanted(&["t1", "t2"]);
+        let (_, jobs) = answer(&mut state, &both, now);
+        assert!(
+            matches!(jobs.as_slice(), [Job::Import(r)] if r.key.name == "t1"),
+            "{jobs:?}"
+        );
+        let (facts, jobs) = answer(&mut state, &both, now);
+        assert!(jobs.is_empty(), "{jobs:?}");
+        assert_eq!(facts.templates.get(&request("t2").key), None);
+        state.imports.succeeded(&request("t1").key);
+        let (_, jobs) = answer(&mut state, &both, now);
+        assert!(
+            matches!(jobs.as_slice(), [Job::Import(r)] if r.key.name == "t2"),
+            "{jobs:?}"
         );
     }
 
