@@ -251,54 +251,48 @@ impl TemplateImports {
     async fn run(&self, request: TemplateRequest, in_use: BTreeSet<String>) -> Option<Duration> {
         let key = request.key.clone();
         let outcome = self.import(&request, &in_use).await;
-        let now = Instant::now();
-        let retry = {
-            let mut state = self.lock();
-            match outcome {
-                Ok(ensured) => {
-                    if ensured == Ensured::Imported {
-                        info!(template = %key.name, server = %key.server, "imported the golden template");
-                    }
-                    state.unavailable.succeeded(&key.server);
-                    state.imports.succeeded(&key);
-                    state
-                        .templates
-                        .insert(key.clone(), (TemplateState::Ready, now));
-                    self.count(if ensured == Ensured::Imported {
-                        "imported"
-                    } else {
-                        "found"
-                    });
-                    None
-                }
-                Err(VcenterError::ImportInProgress(vm)) => {
-                    info!(template = %key.name, vm, "another import of this template is under way");
-                    state.imports.ended(&key);
-                    state
-                        .templates
-                        .insert(key.clone(), (TemplateState::Importing { percent: 0 }, now));
-                    self.count("in_progress");
-                    Some(BUSY_RETRY)
-                }
-                Err(e) if e.is_unavailable() => {
-                    state.imports.ended(&key);
-                    state.templates.remove(&key);
-                    self.unavailable(&mut state, &key.server, &e, now)
-                }
-                Err(e) => {
-                    warn!(template = %key.name, error = %e, "importing the golden template failed");
-                    let result = match e {
-                        VcenterError::DigestMismatch { .. } => "digest_mismatch",
-                        VcenterError::OvaUnreachable { .. } => "ova_unreachable",
-                        _ => "failed",
-                    };
-                    self.count(result);
-                    Some(state.failed(&key, &e, now))
-                }
-            }
-        };
         self.metrics.vsphere_import_progress.set(0);
-        retry
+        let now = Instant::now();
+        let mut state = self.lock();
+        match outcome {
+            Ok(ensured) => {
+                state.unavailable.succeeded(&key.server);
+                state.imports.succeeded(&key);
+                state
+                    .templates
+                    .insert(key.clone(), (TemplateState::Ready, now));
+                self.count(if ensured == Ensured::Imported {
+                    "imported"
+                } else {
+                    "found"
+                });
+                None
+            }
+            Err(VcenterError::ImportInProgress(vm)) => {
+                info!(template = %key.name, vm, "another import of this template is under way");
+                state.imports.ended(&key);
+                state
+                    .templates
+                    .insert(key.clone(), (TemplateState::Importing { percent: 0 }, now));
+                self.count("in_progress");
+                Some(BUSY_RETRY)
+            }
+            Err(e) if e.is_unavailable() => {
+                state.imports.ended(&key);
+                state.templates.remove(&key);
+                self.unavailable(&mut state, &key.server, &e, now)
+            }
+            Err(e) => {
+                warn!(template = %key.name, error = %e, "importing the golden template failed");
+                let result = match e {
+                    VcenterError::DigestMismatch { .. } => "digest_mismatch",
+                    VcenterError::OvaUnreachable { .. } => "ova_unreachable",
+                    _ => "failed",
+                };
+                self.count(result);
+                Some(state.failed(&key, &e, now))
+            }
+        }
     }
 
     /// Reads the release of `request`'s current template, for the pass its end triggers to

@@ -147,6 +147,8 @@ pub async fn ensure_template(
         started.undo(client, &temporary).await;
         return Err(e);
     }
+    let key = &request.key;
+    tracing::info!(template = %key.name, server = %key.server, "imported the golden template");
     Ok(Ensured::Imported)
 }
 
@@ -200,26 +202,18 @@ async fn import(
     let dc = &request.key.datacenter;
     let domain = &request.failure_domain;
     let (entries, descriptor) = ova::contents(&ova.path)?;
-    let pool = client
-        .require(
-            &inventory_path(dc, "host", &domain.resource_pool),
-            "resource pool",
-        )
-        .await?;
-    let datastore = client
-        .require(
-            &inventory_path(dc, "datastore", &domain.datastore),
-            "datastore",
-        )
-        .await?;
+    // The failure domain's objects, under the datacenter's folder of their `kind`.
+    let find = async |kind: &str, path: &str, what: &str| {
+        client.require(&inventory_path(dc, kind, path), what).await
+    };
+    let pool = find("host", &domain.resource_pool, "resource pool").await?;
+    let datastore = find("datastore", &domain.datastore, "datastore").await?;
     let folder = client.require(folder_path, "folder").await?;
     // The RHCOS OVA has one network; it is mapped to the failure domain's, as the installer
     // and the MCO map it (getCISP, vsphere_helpers.go at 7ff337a).
     let mut networks = Vec::new();
     for ovf_network in ova::networks(&descriptor) {
-        let network = client
-            .require(&inventory_path(dc, "network", &domain.network), "network")
-            .await?;
+        let network = find("network", &domain.network, "network").await?;
         networks.push((ovf_network, network));
     }
     let name = temporary_name(&request.key.name);
