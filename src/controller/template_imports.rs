@@ -186,7 +186,10 @@ impl State {
                 Some((TemplateState::Ready, at)) => {
                     (true, now.duration_since(*at) >= READY_MAX_AGE)
                 }
-                Some((TemplateState::Importing { .. }, _)) => (false, false),
+                // Ours is in flight, which `start` checks; another importer's is looked at again.
+                Some((TemplateState::Importing { .. }, at)) => {
+                    (false, now.duration_since(*at) >= BUSY_RETRY)
+                }
                 // Due when its backoff is over, which `start` checks.
                 Some((TemplateState::Failed { .. }, _)) | None => (false, true),
             };
@@ -594,6 +597,30 @@ mod tests {
             matches!(jobs.as_slice(), [Job::Import(r)] if r.key.name == "t2"),
             "{jobs:?}"
         );
+    }
+
+    /// Another importer's temporary VM (`run` on `ImportInProgress`): reported under way, and
+    /// looked at again after `BUSY_RETRY` rather than never.
+    #[test]
+    fn another_importers_template_is_looked_at_again() {
+        let mut state = State::default();
+        let now = Instant::now();
+        let key = request("t1").key;
+        let (_, jobs) = answer(&mut state, &wanted(&["t1"]), now);
+        assert_eq!(imports(&jobs), 1);
+        let (_, jobs) = answer(&mut state, &wanted(&["t1"]), now + BUSY_RETRY);
+        assert!(jobs.is_empty(), "ours is still in flight: {jobs:?}");
+        state.imports.ended(&key);
+        let busy = (TemplateState::Importing { percent: 0 }, now);
+        state.templates.insert(key.clone(), busy);
+        let (facts, jobs) = answer(&mut state, &wanted(&["t1"]), now);
+        assert!(jobs.is_empty(), "{jobs:?}");
+        assert_eq!(
+            facts.templates.get(&key),
+            Some(&TemplateState::Importing { percent: 0 })
+        );
+        let (_, jobs) = answer(&mut state, &wanted(&["t1"]), now + BUSY_RETRY);
+        assert_eq!(imports(&jobs), 1, "{jobs:?}");
     }
 
     #[test]
