@@ -81,14 +81,11 @@ pub struct VcenterClient {
     limits: Limits,
 }
 
-/// What `CreateImportSpec` made of an OVF descriptor: the spec to import, verbatim, and the
-/// files the lease expects (device id, file name in the OVA, whether it is created).
+/// What `CreateImportSpec` made of an OVF descriptor: the spec to import, as vCenter wrote it
+/// (the `spec` argument of `ImportVApp`), and the files the lease expects (device id, file name
+/// in the OVA, whether it is created).
 pub struct ImportSpec {
-    pub spec_xml: String,
-    /// The namespace prefixes in scope where vCenter wrote the spec (`xmlns:p="uri"` each):
-    /// its content may use any of them (vcsim declares its own `xsi` on the spec element).
-    pub namespaces: String,
-    pub spec_type: String,
+    pub spec: String,
     pub files: Vec<FileItem>,
 }
 
@@ -284,13 +281,7 @@ impl VcenterClient {
         spec: &ImportSpec,
         folder: &MoRef,
     ) -> Result<MoRef, VcenterError> {
-        let arguments = format!(
-            r#"<spec{} xsi:type="{}">{}</spec>{}"#,
-            spec.namespaces,
-            escape(&spec.spec_type),
-            spec.spec_xml,
-            folder.xml("folder")
-        );
+        let arguments = format!("{}{}", spec.spec, folder.xml("folder"));
         self.returned("ImportVApp", pool, &arguments).await
     }
 
@@ -428,8 +419,7 @@ fn import_spec(root: Node<'_, '_>) -> Result<ImportSpec, VcenterError> {
         .ok_or_else(|| VcenterError::Protocol("CreateImportSpec gave no importSpec".into()))?;
     let spec_type = spec
         .attribute(("http://www.w3.org/2001/XMLSchema-instance", "type"))
-        .unwrap_or("VirtualMachineImportSpec")
-        .to_string();
+        .unwrap_or("VirtualMachineImportSpec");
     let files = returnval
         .children()
         .filter(|n| n.tag_name().name() == "fileItem")
@@ -439,18 +429,17 @@ fn import_spec(root: Node<'_, '_>) -> Result<ImportSpec, VcenterError> {
             create: text_of(n, "create") == Some("true"),
         })
         .collect();
-    let namespaces = spec
+    // The namespace prefixes in scope where vCenter wrote the spec (`xmlns:p="uri"` each): its
+    // content may use any of them (vcsim declares its own `xsi` on the spec element).
+    let namespaces: String = spec
         .namespaces()
         .filter_map(|ns| Some((ns.name()?, ns.uri())))
         .filter(|(prefix, _)| *prefix != "xml")
         .map(|(prefix, uri)| format!(r#" xmlns:{prefix}="{}""#, escape(uri)))
         .collect();
-    Ok(ImportSpec {
-        namespaces,
-        spec_xml: inner_xml(spec),
-        spec_type,
-        files,
-    })
+    let (spec_type, content) = (escape(spec_type), inner_xml(spec));
+    let spec = format!(r#"<spec{namespaces} xsi:type="{spec_type}">{content}</spec>"#);
+    Ok(ImportSpec { spec, files })
 }
 
 /// The XML between an element's tags, verbatim (to send an import spec back as vCenter wrote
@@ -505,6 +494,36 @@ pub fn inventory_path(datacenter: &str, kind: &str, given: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_import_spec_is_sent_back_as_vcenter_wrote_it_with_the_prefixes_in_scope() {
+        let answer = concat!(
+            r#"<soapenv:Envelope xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/" "#,
+            r#"xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"><soapenv:Body>"#,
+            r#"<CreateImportSpecResponse xmlns="urn:vim25"><returnval>"#,
+            r#"<importSpec xsi:type="VirtualMachineImportSpec"><configSpec><name>t</name>"#,
+            r#"</configSpec></importSpec><fileItem><deviceId>/t/disk0</deviceId>"#,
+            r#"<path>disk.vmdk</path><create>true</create></fileItem></returnval>"#,
+            r#"</CreateImportSpecResponse></soapenv:Body></soapenv:Envelope>"#
+        );
+        let doc = roxmltree::Document::parse(answer).unwrap();
+        let spec = import_spec(doc.root()).unwrap();
+        assert_eq!(
+            spec.spec,
+            concat!(
+                r#"<spec xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/" "#,
+                r#"xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" "#,
+                r#"xsi:type="VirtualMachineImportSpec"><configSpec><name>t</name></configSpec>"#,
+                "</spec>"
+            )
+        );
+        let file = &spec.files[0];
+        assert_eq!(
+            (file.device_id.as_str(), file.path.as_str()),
+            ("/t/disk0", "disk.vmdk")
+        );
+        assert!(file.create);
+    }
 
     #[test]
     fn inventory_paths_from_absolute_paths_and_names() {
