@@ -132,18 +132,14 @@ impl TemplateImports {
     /// the templates machine resources clone now, which no clean-up may destroy.
     pub fn ask(self: &Arc<Self>, wanted: &BTreeSet<TemplateRequest>, in_use: &BTreeSet<String>) {
         let jobs = self.lock().ask(wanted, Instant::now());
-        let wake = &self.wake;
         for job in jobs {
-            let this = Arc::clone(self);
-            match job {
-                Job::Version(request) => {
-                    lookups::spawn(wake, async move { this.read_version(request).await });
+            let (this, in_use) = (Arc::clone(self), in_use.clone());
+            lookups::spawn(&self.wake, async move {
+                match job {
+                    Job::Version(request) => this.read_version(request).await,
+                    Job::Import(request) => this.run(request, in_use).await,
                 }
-                Job::Import(request) => {
-                    let in_use = in_use.clone();
-                    lookups::spawn(wake, async move { this.run(request, in_use).await });
-                }
-            }
+            });
         }
     }
 }
