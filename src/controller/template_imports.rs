@@ -4,15 +4,16 @@
 //!
 //! Credentials are the machine API's (`vcenter::credentials`). Imports run one at a time (each
 //! moves a gigabyte-sized OVA), each bounded by the import limits; a failed one is retried after
-//! 30 s, doubling up to 30 min. Only the leader's passes ask, so two replicas do not import at
-//! once; if they ever do, vCenter's unique names keep it to one template (`vcenter::import`).
+//! 30 s, doubling up to 30 min, a vCenter that cannot be asked after 30 s, doubling up to 1 min.
+//! Only the leader's passes ask, so two replicas do not import at once; if they ever do,
+//! vCenter's unique names keep it to one template (`vcenter::import`).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use kube::Api;
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use super::lookups::{self, Jobs};
@@ -36,6 +37,8 @@ use crate::vcenter::version::template_version;
 /// A failed import is retried after this, doubled per failure up to the maximum.
 const FIRST_RETRY: Duration = Duration::from_secs(30);
 const MAX_RETRY: Duration = Duration::from_secs(30 * 60);
+/// A vCenter that cannot be asked is asked again sooner: nothing of it moves until it answers.
+const UNAVAILABLE_MAX_RETRY: Duration = Duration::from_secs(60);
 /// Another importer's temporary VM is looked at again this often.
 const BUSY_RETRY: Duration = Duration::from_secs(30);
 /// A template found or imported is looked for again after this long (someone may delete it).
@@ -62,33 +65,34 @@ pub(super) struct TemplateImports {
     settings: Settings,
     wake: mpsc::UnboundedSender<Trigger>,
     metrics: Metrics,
-    one_at_a_time: Semaphore,
     state: Mutex<State>,
 }
 
 struct State {
-    templates: HashMap<TemplateKey, Known>,
+    /// The golden templates wanted, and since when each is in its state.
+    templates: HashMap<TemplateKey, (TemplateState, Instant)>,
     /// The releases of the templates MachineSets clone now, and when they were read.
     versions: HashMap<TemplateKey, (TemplateVersion, Instant)>,
     /// Templates whose release is being read.
     reading: Jobs<TemplateKey>,
     /// Servers that could not be asked, with why and when to try again.
-    unavailable: BTreeMap<String, (String, Instant)>,
-    /// Imports queued or under way (one runs at a time), and their failures in a row: the
-    /// backoff doubles with each.
+    unavailable: Jobs<String>,
+    /// The import under way (one at a time), and failures in a row: the backoff doubles with
+    /// each.
     imports: Jobs<TemplateKey>,
 }
 
 impl Default for State {
     fn default() -> Self {
-        // Templates are few (one per failure domain and release): the queue needs no bound.
-        let jobs = || Jobs::new(usize::MAX, FIRST_RETRY, MAX_RETRY);
+        // Templates are few (one per failure domain and release), and vCenters fewer: reading
+        // needs no bound. One import runs at a time (each moves a gigabyte-sized OVA); the next
+        // starts in the pass the end of the last one triggers.
         State {
             templates: HashMap::new(),
             versions: HashMap::new(),
-            reading: jobs(),
-            unavailable: BTreeMap::new(),
-            imports: jobs(),
+            reading: Jobs::new(usize::MAX, FIRST_RETRY, MAX_RETRY),
+            unavailable: Jobs::new(usize::MAX, FIRST_RETRY, UNAVAILABLE_MAX_RETRY),
+            imports: Jobs::new(1, FIRST_RETRY, MAX_RETRY),
         }
     }
 }
@@ -100,14 +104,6 @@ enum Job {
     Version(TemplateRequest),
     /// Find or import the request's golden template.
     Import(TemplateRequest),
-}
-
-enum Known {
-    Ready(Instant),
-    /// Queued or under way; percent done.
-    Importing(u8),
-    /// Why it failed is its failure's message (`State::imports`).
-    Failed(Reason),
 }
 
 impl TemplateImports {
@@ -123,7 +119,6 @@ impl TemplateImports {
             settings,
             wake,
             metrics,
-            one_at_a_time: Semaphore::new(1),
             state: Mutex::new(State::default()),
         })
     }
@@ -137,18 +132,14 @@ impl TemplateImports {
     /// the templates machine resources clone now, which no clean-up may destroy.
     pub fn ask(self: &Arc<Self>, wanted: &BTreeSet<TemplateRequest>, in_use: &BTreeSet<String>) {
         let jobs = self.lock().ask(wanted, Instant::now());
-        let wake = &self.wake;
         for job in jobs {
-            let this = Arc::clone(self);
-            match job {
-                Job::Version(request) => {
-                    lookups::spawn(wake, async move { this.read_version(request).await });
+            let (this, in_use) = (Arc::clone(self), in_use.clone());
+            lookups::spawn(&self.wake, async move {
+                match job {
+                    Job::Version(request) => this.read_version(request).await,
+                    Job::Import(request) => this.run(request, in_use).await,
                 }
-                Job::Import(request) => {
-                    let in_use = in_use.clone();
-                    lookups::spawn(wake, async move { this.run(request, in_use).await });
-                }
-            }
+            });
         }
     }
 }
@@ -157,22 +148,12 @@ impl State {
     /// Every template found, imported, importing or failed, every release read, every vCenter
     /// that cannot be asked. A release read stays known while its vCenter cannot be asked again.
     fn facts(&self) -> VcenterFacts {
-        let templates = self.templates.iter().map(|(key, known)| {
-            let fact = match known {
-                Known::Ready(_) => TemplateState::Ready,
-                Known::Importing(percent) => TemplateState::Importing { percent: *percent },
-                Known::Failed(reason) => TemplateState::Failed {
-                    reason: *reason,
-                    message: (self.imports.failures.get(key))
-                        .map_or_else(String::new, |f| f.message.clone()),
-                },
-            };
-            (key.clone(), fact)
-        });
+        let templates =
+            (self.templates.iter()).map(|(key, (state, _))| (key.clone(), state.clone()));
         let versions =
             (self.versions.iter()).map(|(key, (version, _))| (key.clone(), version.clone()));
-        let unavailable =
-            (self.unavailable.iter()).map(|(server, (why, _))| (server.clone(), why.clone()));
+        let unavailable = (self.unavailable.failures.iter())
+            .map(|(server, failure)| (server.clone(), failure.message.clone()));
         VcenterFacts {
             consulted: true,
             templates: templates.collect(),
@@ -191,23 +172,28 @@ impl State {
         let mut jobs = Vec::new();
         for request in wanted {
             let key = &request.key;
-            let retry_at = self.unavailable.get(&key.server).map(|(_, at)| *at);
-            if retry_at.is_some_and(|at| at > now)
+            let unavailable = self.unavailable.failures.get(&key.server);
+            if unavailable.is_some_and(|failure| failure.retry_at > now)
                 || !self.current_needs_import(request, now, &mut jobs)
             {
                 continue;
             }
             let (ready, due) = match self.templates.get(key) {
-                Some(Known::Ready(at)) => (true, now.duration_since(*at) >= READY_MAX_AGE),
-                Some(Known::Importing(_)) => (false, false),
+                Some((TemplateState::Ready, at)) => {
+                    (true, now.duration_since(*at) >= READY_MAX_AGE)
+                }
+                // Ours is in flight, which `start` checks; another importer's is looked at again.
+                Some((TemplateState::Importing { .. }, at)) => {
+                    (false, now.duration_since(*at) >= BUSY_RETRY)
+                }
                 // Due when its backoff is over, which `start` checks.
-                Some(Known::Failed(_)) => (false, true),
-                None => (false, true),
+                Some((TemplateState::Failed { .. }, _)) | None => (false, true),
             };
             if due && self.imports.start(key, now) {
                 // A template that was there stays usable while it is looked for again.
                 if !ready {
-                    self.templates.insert(key.clone(), Known::Importing(0));
+                    self.templates
+                        .insert(key.clone(), (TemplateState::Importing { percent: 0 }, now));
                 }
                 jobs.push(Job::Import(request.clone()));
             }
@@ -246,7 +232,11 @@ impl State {
             VcenterError::OvaUnreachable { .. } => Reason::OvaUnreachable,
             _ => Reason::TemplateImportFailed,
         };
-        self.templates.insert(key.clone(), Known::Failed(reason));
+        let failed = TemplateState::Failed {
+            reason,
+            message: e.to_string(),
+        };
+        self.templates.insert(key.clone(), (failed, now));
         self.imports.failed(key, e.to_string(), now).0
     }
 }
@@ -258,55 +248,50 @@ impl TemplateImports {
 
     /// Finds or imports `request`'s golden template; how long until a pass should ask again.
     async fn run(&self, request: TemplateRequest, in_use: BTreeSet<String>) -> Option<Duration> {
-        let Ok(_turn) = self.one_at_a_time.acquire().await else {
-            return None;
-        };
         let key = request.key.clone();
         let outcome = self.import(&request, &in_use).await;
-        let now = Instant::now();
-        let retry = {
-            let mut state = self.lock();
-            match outcome {
-                Ok(ensured) => {
-                    if ensured == Ensured::Imported {
-                        info!(template = %key.name, server = %key.server, "imported the golden template");
-                    }
-                    state.unavailable.remove(&key.server);
-                    state.imports.succeeded(&key);
-                    state.templates.insert(key.clone(), Known::Ready(now));
-                    self.count(if ensured == Ensured::Imported {
-                        "imported"
-                    } else {
-                        "found"
-                    });
-                    None
-                }
-                Err(VcenterError::ImportInProgress(vm)) => {
-                    info!(template = %key.name, vm, "another import of this template is under way");
-                    state.imports.ended(&key);
-                    state.templates.insert(key.clone(), Known::Importing(0));
-                    self.count("in_progress");
-                    Some(BUSY_RETRY)
-                }
-                Err(e) if e.is_unavailable() => {
-                    state.imports.ended(&key);
-                    state.templates.remove(&key);
-                    self.unavailable(&mut state, &key.server, &e, now)
-                }
-                Err(e) => {
-                    warn!(template = %key.name, error = %e, "importing the golden template failed");
-                    let result = match e {
-                        VcenterError::DigestMismatch { .. } => "digest_mismatch",
-                        VcenterError::OvaUnreachable { .. } => "ova_unreachable",
-                        _ => "failed",
-                    };
-                    self.count(result);
-                    Some(state.failed(&key, &e, now))
-                }
-            }
-        };
         self.metrics.vsphere_import_progress.set(0);
-        retry
+        let now = Instant::now();
+        let mut state = self.lock();
+        match outcome {
+            Ok(ensured) => {
+                state.unavailable.succeeded(&key.server);
+                state.imports.succeeded(&key);
+                state
+                    .templates
+                    .insert(key.clone(), (TemplateState::Ready, now));
+                self.count(if ensured == Ensured::Imported {
+                    "imported"
+                } else {
+                    "found"
+                });
+                None
+            }
+            Err(VcenterError::ImportInProgress(vm)) => {
+                info!(template = %key.name, vm, "another import of this template is under way");
+                state.imports.ended(&key);
+                state
+                    .templates
+                    .insert(key.clone(), (TemplateState::Importing { percent: 0 }, now));
+                self.count("in_progress");
+                Some(BUSY_RETRY)
+            }
+            Err(e) if e.is_unavailable() => {
+                state.imports.ended(&key);
+                state.templates.remove(&key);
+                self.unavailable(&mut state, &key.server, &e, now)
+            }
+            Err(e) => {
+                warn!(template = %key.name, error = %e, "importing the golden template failed");
+                let result = match e {
+                    VcenterError::DigestMismatch { .. } => "digest_mismatch",
+                    VcenterError::OvaUnreachable { .. } => "ova_unreachable",
+                    _ => "failed",
+                };
+                self.count(result);
+                Some(state.failed(&key, &e, now))
+            }
+        }
     }
 
     /// Reads the release of `request`'s current template, for the pass its end triggers to
@@ -336,7 +321,7 @@ impl TemplateImports {
             )),
         };
         info!(template = %current.name, server = %current.server, ?version, "read the release of a template in use");
-        state.unavailable.remove(&current.server);
+        state.unavailable.succeeded(&current.server);
         state.versions.insert(current, (version, now));
         None
     }
@@ -351,10 +336,9 @@ impl TemplateImports {
         now: Instant,
     ) -> Option<Duration> {
         warn!(server, error = %e, "vCenter cannot be asked about templates");
-        let why = (e.to_string(), now + FIRST_RETRY);
-        state.unavailable.insert(server.to_string(), why);
         self.count("unavailable");
-        Some(FIRST_RETRY)
+        let (delay, _) = (state.unavailable).failed(&server.into(), e.to_string(), now);
+        Some(delay)
     }
 
     /// A session with the vCenter `server`, with the machine API's credentials.
@@ -386,7 +370,8 @@ impl TemplateImports {
         // A pass is woken each time the import moved by a step, to show it in the status.
         let progress = |percent: u8| {
             self.metrics.vsphere_import_progress.set(i64::from(percent));
-            if let Some(Known::Importing(before)) = self.lock().templates.get_mut(&request.key)
+            if let Some((TemplateState::Importing { percent: before }, _)) =
+                self.lock().templates.get_mut(&request.key)
                 && (percent >= before.saturating_add(PROGRESS_STEP)
                     || (percent == 100 && *before < 100))
             {
@@ -562,8 +547,7 @@ mod tests {
         let (_, jobs) = answer(&mut state, &wanted, now + READY_MAX_AGE);
         assert!(matches!(jobs.as_slice(), [Job::Version(_)]), "{jobs:?}");
         // Known, it stays known while vCenter cannot be asked: the MachineSet stays current.
-        let why = ("connection refused".to_string(), now + FIRST_RETRY);
-        state.unavailable.insert("vc".into(), why);
+        (state.unavailable).failed(&"vc".into(), "connection refused".into(), now);
         let (facts, jobs) = answer(&mut state, &wanted, now);
         assert!(jobs.is_empty(), "{jobs:?}");
         assert_eq!(facts.versions.get(&fresh.current), Some(&current));
@@ -587,6 +571,52 @@ mod tests {
             facts.templates.get(&request("t1").key),
             Some(&TemplateState::Importing { percent: 0 })
         );
+    }
+
+    /// A second template waits, pending, for the pass the end of the first import triggers.
+    #[test]
+    fn imports_run_one_at_a_time() {
+        let mut state = State::default();
+        let now = Instant::now();
+        let both = wanted(&["t1", "t2"]);
+        let (_, jobs) = answer(&mut state, &both, now);
+        assert!(
+            matches!(jobs.as_slice(), [Job::Import(r)] if r.key.name == "t1"),
+            "{jobs:?}"
+        );
+        let (facts, jobs) = answer(&mut state, &both, now);
+        assert!(jobs.is_empty(), "{jobs:?}");
+        assert_eq!(facts.templates.get(&request("t2").key), None);
+        state.imports.succeeded(&request("t1").key);
+        let (_, jobs) = answer(&mut state, &both, now);
+        assert!(
+            matches!(jobs.as_slice(), [Job::Import(r)] if r.key.name == "t2"),
+            "{jobs:?}"
+        );
+    }
+
+    /// Another importer's temporary VM (`run` on `ImportInProgress`): reported under way, and
+    /// looked at again after `BUSY_RETRY` rather than never.
+    #[test]
+    fn another_importers_template_is_looked_at_again() {
+        let mut state = State::default();
+        let now = Instant::now();
+        let key = request("t1").key;
+        let (_, jobs) = answer(&mut state, &wanted(&["t1"]), now);
+        assert_eq!(imports(&jobs), 1);
+        let (_, jobs) = answer(&mut state, &wanted(&["t1"]), now + BUSY_RETRY);
+        assert!(jobs.is_empty(), "ours is still in flight: {jobs:?}");
+        state.imports.ended(&key);
+        let busy = (TemplateState::Importing { percent: 0 }, now);
+        state.templates.insert(key.clone(), busy);
+        let (facts, jobs) = answer(&mut state, &wanted(&["t1"]), now);
+        assert!(jobs.is_empty(), "{jobs:?}");
+        assert_eq!(
+            facts.templates.get(&key),
+            Some(&TemplateState::Importing { percent: 0 })
+        );
+        let (_, jobs) = answer(&mut state, &wanted(&["t1"]), now + BUSY_RETRY);
+        assert_eq!(imports(&jobs), 1, "{jobs:?}");
     }
 
     #[test]
@@ -631,10 +661,7 @@ mod tests {
     fn an_unavailable_vcenter_is_reported_until_its_retry() {
         let mut state = State::default();
         let now = Instant::now();
-        state.unavailable.insert(
-            "vc".into(),
-            ("connection refused".into(), now + FIRST_RETRY),
-        );
+        (state.unavailable).failed(&"vc".into(), "connection refused".into(), now);
         let (facts, jobs) = answer(&mut state, &wanted(&["t1"]), now);
         assert!(jobs.is_empty());
         assert_eq!(
@@ -645,12 +672,30 @@ mod tests {
         assert_eq!(jobs.len(), 1);
     }
 
+    /// The documented retry of a vCenter that cannot be asked: 30 s, doubling to 1 min.
+    #[test]
+    fn an_unavailable_vcenter_is_asked_again_after_30_s_doubling_to_1_min() {
+        let mut state = State::default();
+        let now = Instant::now();
+        let delays: Vec<Duration> = (0..3)
+            .map(|_| {
+                (state.unavailable)
+                    .failed(&"vc".into(), "refused".into(), now)
+                    .0
+            })
+            .collect();
+        let secs = |s| Duration::from_secs(s);
+        assert_eq!(delays, [secs(30), secs(60), secs(60)]);
+    }
+
     #[test]
     fn a_template_found_is_ready_and_looked_for_again_hourly() {
         let mut state = State::default();
         let now = Instant::now();
         let key = request("t1").key;
-        state.templates.insert(key.clone(), Known::Ready(now));
+        state
+            .templates
+            .insert(key.clone(), (TemplateState::Ready, now));
         let (facts, jobs) = answer(&mut state, &wanted(&["t1"]), now);
         assert!(jobs.is_empty());
         assert_eq!(facts.templates.get(&key), Some(&TemplateState::Ready));

@@ -42,23 +42,26 @@ impl Default for Limits {
 }
 
 impl Limits {
-    /// The certificates of [`Limits::ca_file`]; a file that cannot be read or holds none is an
-    /// error rather than a silently weaker trust.
-    fn extra_roots(&self) -> Result<Vec<CertificateDer<'static>>, VcenterError> {
-        let Some(path) = &self.ca_file else {
-            return Ok(Vec::new());
-        };
-        let unusable = |why: String| {
-            VcenterError::Protocol(format!("the vCenter CA file {}: {why}", path.display()))
-        };
-        let roots = CertificateDer::pem_file_iter(path)
-            .map_err(|e| unusable(e.to_string()))?
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| unusable(e.to_string()))?;
-        if roots.is_empty() {
-            return Err(unusable("no PEM certificate in it".into()));
+    /// A connector to vCenter and its hosts, connecting within `connect_timeout`: HTTPS
+    /// trusting the system's CA roots, the cluster's bundle and the certificates of
+    /// [`Limits::ca_file`], or plain HTTP (a simulator); through the cluster's proxy. A CA file
+    /// that cannot be read or holds none is an error rather than a silently weaker trust.
+    fn connector(&self, connect_timeout: Duration) -> Result<Connector, VcenterError> {
+        let mut roots = Vec::new();
+        if let Some(path) = &self.ca_file {
+            let unusable = |why: String| {
+                VcenterError::Protocol(format!("the vCenter CA file {}: {why}", path.display()))
+            };
+            roots = CertificateDer::pem_file_iter(path)
+                .map_err(|e| unusable(e.to_string()))?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| unusable(e.to_string()))?;
+            if roots.is_empty() {
+                return Err(unusable("no PEM certificate in it".into()));
+            }
         }
-        Ok(roots)
+        crate::http_client::connector(connect_timeout, "vCenter", &roots, &self.egress)
+            .map_err(|e| VcenterError::Unreachable(e.to_string()))
     }
 }
 
@@ -76,18 +79,13 @@ pub struct VcenterClient {
     session: Session,
     content: ServiceContent,
     limits: Limits,
-    /// What the session trusts besides the system's roots; the disk uploads trust the same.
-    extra_roots: Vec<CertificateDer<'static>>,
 }
 
-/// What `CreateImportSpec` made of an OVF descriptor: the spec to import, verbatim, and the
-/// files the lease expects (device id, file name in the OVA, whether it is created).
+/// What `CreateImportSpec` made of an OVF descriptor: the spec to import, as vCenter wrote it
+/// (the `spec` argument of `ImportVApp`), and the files the lease expects (device id, file name
+/// in the OVA, whether it is created).
 pub struct ImportSpec {
-    pub spec_xml: String,
-    /// The namespace prefixes in scope where vCenter wrote the spec (`xmlns:p="uri"` each):
-    /// its content may use any of them (vcsim declares its own `xsi` on the spec element).
-    pub namespaces: String,
-    pub spec_type: String,
+    pub spec: String,
     pub files: Vec<FileItem>,
 }
 
@@ -126,11 +124,12 @@ impl VcenterClient {
         credentials: &Credentials,
         limits: Limits,
     ) -> Result<Self, VcenterError> {
-        let extra_roots = limits.extra_roots()?;
-        let connector =
-            super::soap::connector(limits.connect_timeout, &extra_roots, &limits.egress)?;
+        let connector = limits.connector(limits.connect_timeout)?;
         let session = Session::new(sdk, connector, limits.call_timeout);
-        let instance = MoRef::new("ServiceInstance", "ServiceInstance");
+        let instance = MoRef {
+            kind: "ServiceInstance".into(),
+            value: "ServiceInstance".into(),
+        };
         let content = session
             .call("RetrieveServiceContent", &instance, "", service_content)
             .await?;
@@ -147,22 +146,17 @@ impl VcenterClient {
             session,
             content,
             limits,
-            extra_roots,
         })
     }
 
-    pub fn sdk(&self) -> &Uri {
-        self.session.sdk()
+    pub fn session(&self) -> &Session {
+        &self.session
     }
 
     /// A connector trusting what this client's session trusts (for the disk uploads, which go
     /// to vCenter's hosts, and the OVA download).
     pub fn connector(&self, connect_timeout: Duration) -> Result<Connector, VcenterError> {
-        super::soap::connector(connect_timeout, &self.extra_roots, &self.limits.egress)
-    }
-
-    pub fn cookie(&self) -> Option<String> {
-        self.session.cookie()
+        self.limits.connector(connect_timeout)
     }
 
     /// Ends the session (best effort: vCenter expires idle sessions anyway).
@@ -287,34 +281,13 @@ impl VcenterClient {
         spec: &ImportSpec,
         folder: &MoRef,
     ) -> Result<MoRef, VcenterError> {
-        let arguments = format!(
-            r#"<spec{} xsi:type="{}">{}</spec>{}"#,
-            spec.namespaces,
-            escape(&spec.spec_type),
-            spec.spec_xml,
-            folder.xml("folder")
-        );
+        let arguments = format!("{}{}", spec.spec, folder.xml("folder"));
         self.returned("ImportVApp", pool, &arguments).await
     }
 
     /// Waits until the lease is ready for uploads, and says where each disk goes.
     pub async fn wait_lease_ready(&self, lease: &MoRef) -> Result<LeaseInfo, VcenterError> {
-        loop {
-            let state = self.property_text(lease, "state").await?;
-            match state.as_deref() {
-                Some("ready") => break,
-                Some("error") => {
-                    let message = self.error_message(lease, "error").await?;
-                    return Err(VcenterError::Import(format!(
-                        "the import lease failed: {message}"
-                    )));
-                }
-                Some("done") => {
-                    return Err(VcenterError::Import("the import lease ended early".into()));
-                }
-                _ => tokio::time::sleep(self.limits.poll_interval).await,
-            }
-        }
+        self.wait_for(lease, "state", "ready", "error").await?;
         let info = |val: Option<Node<'_, '_>>| {
             let val = val?;
             let entity = (val.children())
@@ -338,33 +311,17 @@ impl VcenterClient {
             .ok_or_else(|| VcenterError::Protocol("the import lease has no info".into()))
     }
 
-    pub async fn lease_progress(&self, lease: &MoRef, percent: u8) -> Result<(), VcenterError> {
-        let percent = format!("<percent>{percent}</percent>");
-        self.invoke("HttpNfcLeaseProgress", lease, &percent).await
-    }
-
-    pub async fn lease_complete(&self, lease: &MoRef) -> Result<(), VcenterError> {
-        self.invoke("HttpNfcLeaseComplete", lease, "").await
-    }
-
-    /// Abandons an import; vCenter then removes the VM it was creating.
-    pub async fn lease_abort(&self, lease: &MoRef) -> Result<(), VcenterError> {
-        self.invoke("HttpNfcLeaseAbort", lease, "").await
-    }
-
-    pub async fn mark_as_template(&self, vm: &MoRef) -> Result<(), VcenterError> {
-        self.invoke("MarkAsTemplate", vm, "").await
-    }
-
     pub async fn rename(&self, entity: &MoRef, name: &str) -> Result<(), VcenterError> {
         let new_name = format!("<newName>{}</newName>", escape(name));
         let task = self.returned("Rename_Task", entity, &new_name).await?;
-        self.wait_task(&task).await
+        self.wait_for(&task, "info.state", "success", "info.error")
+            .await
     }
 
     pub async fn destroy(&self, entity: &MoRef) -> Result<(), VcenterError> {
         let task = self.returned("Destroy_Task", entity, "").await?;
-        self.wait_task(&task).await
+        self.wait_for(&task, "info.state", "success", "info.error")
+            .await
     }
 
     /// The VMs directly in `folder`, by name.
@@ -384,33 +341,39 @@ impl VcenterClient {
         Ok(named)
     }
 
-    /// Waits for a task to end; its error becomes [`VcenterError::Import`].
-    async fn wait_task(&self, task: &MoRef) -> Result<(), VcenterError> {
+    /// Waits until the property `state` of `object` (a task's `info.state`, a lease's `state`)
+    /// is `done`; `error` becomes [`VcenterError::Import`] with the `localizedMessage` of the
+    /// fault at `fault`. A lease is `done` before `ready` only when it ended early.
+    async fn wait_for(
+        &self,
+        object: &MoRef,
+        state: &str,
+        done: &str,
+        fault: &str,
+    ) -> Result<(), VcenterError> {
+        let message = |val: Option<Node<'_, '_>>| {
+            (val.and_then(|val| text_of(val, "localizedMessage")))
+                .unwrap_or("unknown error")
+                .to_string()
+        };
         loop {
-            let state = self.property_text(task, "info.state").await?;
-            match state.as_deref() {
-                Some("success") => return Ok(()),
+            match self.property_text(object, state).await?.as_deref() {
+                Some(now) if now == done => return Ok(()),
                 Some("error") => {
-                    let message = self.error_message(task, "info.error").await?;
+                    let message = self.property(object, fault, message).await?;
                     return Err(VcenterError::Import(message));
+                }
+                Some("done") => {
+                    return Err(VcenterError::Import("the import lease ended early".into()));
                 }
                 _ => tokio::time::sleep(self.limits.poll_interval).await,
             }
         }
     }
 
-    /// The `localizedMessage` of a fault property (a lease's `error`, a task's `info.error`).
-    async fn error_message(&self, object: &MoRef, path: &str) -> Result<String, VcenterError> {
-        let message = |val: Option<Node<'_, '_>>| {
-            (val.and_then(|val| text_of(val, "localizedMessage")))
-                .unwrap_or("unknown error")
-                .to_string()
-        };
-        self.property(object, path, message).await
-    }
-
-    /// Calls `method` for its effect alone.
-    async fn invoke(
+    /// Calls `method` for its effect alone (a lease's progress, completion or abort, marking a
+    /// VM as template).
+    pub async fn invoke(
         &self,
         method: &str,
         this: &MoRef,
@@ -456,8 +419,7 @@ fn import_spec(root: Node<'_, '_>) -> Result<ImportSpec, VcenterError> {
         .ok_or_else(|| VcenterError::Protocol("CreateImportSpec gave no importSpec".into()))?;
     let spec_type = spec
         .attribute(("http://www.w3.org/2001/XMLSchema-instance", "type"))
-        .unwrap_or("VirtualMachineImportSpec")
-        .to_string();
+        .unwrap_or("VirtualMachineImportSpec");
     let files = returnval
         .children()
         .filter(|n| n.tag_name().name() == "fileItem")
@@ -467,18 +429,17 @@ fn import_spec(root: Node<'_, '_>) -> Result<ImportSpec, VcenterError> {
             create: text_of(n, "create") == Some("true"),
         })
         .collect();
-    let namespaces = spec
+    // The namespace prefixes in scope where vCenter wrote the spec (`xmlns:p="uri"` each): its
+    // content may use any of them (vcsim declares its own `xsi` on the spec element).
+    let namespaces: String = spec
         .namespaces()
         .filter_map(|ns| Some((ns.name()?, ns.uri())))
         .filter(|(prefix, _)| *prefix != "xml")
         .map(|(prefix, uri)| format!(r#" xmlns:{prefix}="{}""#, escape(uri)))
         .collect();
-    Ok(ImportSpec {
-        namespaces,
-        spec_xml: inner_xml(spec),
-        spec_type,
-        files,
-    })
+    let (spec_type, content) = (escape(spec_type), inner_xml(spec));
+    let spec = format!(r#"<spec{namespaces} xsi:type="{spec_type}">{content}</spec>"#);
+    Ok(ImportSpec { spec, files })
 }
 
 /// The XML between an element's tags, verbatim (to send an import spec back as vCenter wrote
@@ -533,6 +494,36 @@ pub fn inventory_path(datacenter: &str, kind: &str, given: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_import_spec_is_sent_back_as_vcenter_wrote_it_with_the_prefixes_in_scope() {
+        let answer = concat!(
+            r#"<soapenv:Envelope xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/" "#,
+            r#"xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"><soapenv:Body>"#,
+            r#"<CreateImportSpecResponse xmlns="urn:vim25"><returnval>"#,
+            r#"<importSpec xsi:type="VirtualMachineImportSpec"><configSpec><name>t</name>"#,
+            r#"</configSpec></importSpec><fileItem><deviceId>/t/disk0</deviceId>"#,
+            r#"<path>disk.vmdk</path><create>true</create></fileItem></returnval>"#,
+            r#"</CreateImportSpecResponse></soapenv:Body></soapenv:Envelope>"#
+        );
+        let doc = roxmltree::Document::parse(answer).unwrap();
+        let spec = import_spec(doc.root()).unwrap();
+        assert_eq!(
+            spec.spec,
+            concat!(
+                r#"<spec xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/" "#,
+                r#"xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" "#,
+                r#"xsi:type="VirtualMachineImportSpec"><configSpec><name>t</name></configSpec>"#,
+                "</spec>"
+            )
+        );
+        let file = &spec.files[0];
+        assert_eq!(
+            (file.device_id.as_str(), file.path.as_str()),
+            ("/t/disk0", "disk.vmdk")
+        );
+        assert!(file.create);
+    }
 
     #[test]
     fn inventory_paths_from_absolute_paths_and_names() {

@@ -37,14 +37,10 @@ pub fn for_server(secret: &Secret, server: &str) -> Result<Credentials, VcenterE
         why,
     };
     let value = |key: String| -> Result<String, VcenterError> {
+        // Read from the API server, which serves `stringData` as `data`.
         let bytes = (secret.data.as_ref().and_then(|d| d.get(&key)))
-            .map(|b| b.0.clone())
-            .or_else(|| {
-                let text = secret.string_data.as_ref()?.get(&key)?;
-                Some(text.clone().into_bytes())
-            })
             .ok_or_else(|| refused(format!("Secret {SECRET_NAME} has no key {key}")))?;
-        let text = String::from_utf8(bytes)
+        let text = String::from_utf8(bytes.0.clone())
             .map_err(|_| refused(format!("key {key} of Secret {SECRET_NAME} is not UTF-8")))?;
         let text = text.trim().to_string();
         if text.is_empty() {

@@ -19,7 +19,6 @@ use bytes::Bytes;
 use futures::StreamExt;
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, StreamBody};
-use hyper::Request;
 use hyper::body::Frame;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
@@ -29,7 +28,7 @@ use tokio_util::io::ReaderStream;
 use super::VcenterError;
 use super::client::{FileItem, LeaseInfo, VcenterClient, inventory_path};
 use super::ova::{self, Entry, OvaMirror, VerifiedOva};
-use super::soap::MoRef;
+use super::soap::{MoRef, Session};
 use crate::facts::vcenter::TemplateRequest;
 use crate::http_client::error_chain;
 
@@ -148,6 +147,8 @@ pub async fn ensure_template(
         started.undo(client, &temporary).await;
         return Err(e);
     }
+    let key = &request.key;
+    tracing::info!(template = %key.name, server = %key.server, "imported the golden template");
     Ok(Ensured::Imported)
 }
 
@@ -172,8 +173,9 @@ impl Started {
     /// Aborts the lease and destroys the VM this import created; failures are logged (the next
     /// attempt finds the VM once it is older than the timeout).
     async fn undo(self, client: &VcenterClient, name: &str) {
+        // Aborting the lease makes vCenter remove the VM it was creating.
         if let Some(lease) = self.lease {
-            let _ = client.lease_abort(&lease).await;
+            let _ = client.invoke("HttpNfcLeaseAbort", &lease, "").await;
         }
         if let Some(vm) = self.vm {
             match client.destroy(&vm).await {
@@ -199,28 +201,19 @@ async fn import(
 ) -> Result<(), VcenterError> {
     let dc = &request.key.datacenter;
     let domain = &request.failure_domain;
-    let entries = ova::entries(&ova.path)?;
-    let descriptor = ova::descriptor(&ova.path, &entries)?;
-    let pool = client
-        .require(
-            &inventory_path(dc, "host", &domain.resource_pool),
-            "resource pool",
-        )
-        .await?;
-    let datastore = client
-        .require(
-            &inventory_path(dc, "datastore", &domain.datastore),
-            "datastore",
-        )
-        .await?;
+    let (entries, descriptor) = ova::contents(&ova.path)?;
+    // The failure domain's objects, under the datacenter's folder of their `kind`.
+    let find = async |kind: &str, path: &str, what: &str| {
+        client.require(&inventory_path(dc, kind, path), what).await
+    };
+    let pool = find("host", &domain.resource_pool, "resource pool").await?;
+    let datastore = find("datastore", &domain.datastore, "datastore").await?;
     let folder = client.require(folder_path, "folder").await?;
     // The RHCOS OVA has one network; it is mapped to the failure domain's, as the installer
     // and the MCO map it (getCISP, vsphere_helpers.go at 7ff337a).
     let mut networks = Vec::new();
     for ovf_network in ova::networks(&descriptor) {
-        let network = client
-            .require(&inventory_path(dc, "network", &domain.network), "network")
-            .await?;
+        let network = find("network", &domain.network, "network").await?;
         networks.push((ovf_network, network));
     }
     let name = temporary_name(&request.key.name);
@@ -246,9 +239,9 @@ async fn import(
         progress,
     )
     .await?;
-    client.lease_complete(&lease).await?;
+    client.invoke("HttpNfcLeaseComplete", &lease, "").await?;
     started.lease = None;
-    client.mark_as_template(&vm).await?;
+    client.invoke("MarkAsTemplate", &vm, "").await?;
     client.rename(&vm, &request.key.name).await?;
     progress(100);
     Ok(())
@@ -276,7 +269,11 @@ async fn upload_disks(
     let http: Client<_, UnsyncBoxBody<Bytes, std::io::Error>> =
         Client::builder(TokioExecutor::new()).build(https);
     // The lease's URLs may name the host `*`: vCenter's own.
-    let host = client.sdk().authority().map_or("", |a| a.as_str());
+    let host = client
+        .session()
+        .sdk()
+        .authority()
+        .map_or("", |a| a.as_str());
     for file in files {
         let entry = entries
             .iter()
@@ -296,7 +293,7 @@ async fn upload_disks(
             })?;
         let upload = send_file(
             &http,
-            client.cookie(),
+            client.session(),
             &url,
             file.create,
             ova,
@@ -311,7 +308,8 @@ async fn upload_disks(
                 _ = ticks.tick() => {
                     let percent = (sent.load(Ordering::Relaxed) * 100 / total).min(99) as u8;
                     // The lease expires without progress reports; a failed report is not fatal.
-                    let _ = client.lease_progress(lease, percent).await;
+                    let percent_done = format!("<percent>{percent}</percent>");
+                    let _ = client.invoke("HttpNfcLeaseProgress", lease, &percent_done).await;
                     progress(50 + percent / 2);
                 }
             }
@@ -322,7 +320,7 @@ async fn upload_disks(
 
 async fn send_file(
     http: &Client<crate::http_client::Connector, UnsyncBoxBody<Bytes, std::io::Error>>,
-    cookie: Option<String>,
+    session: &Session,
     url: &str,
     create: bool,
     ova: &VerifiedOva,
@@ -337,16 +335,9 @@ async fn send_file(
         Ok(Frame::data(chunk))
     });
     let body = StreamBody::new(chunks).boxed_unsync();
-    let mut request = Request::builder()
-        .method(if create { "PUT" } else { "POST" })
-        .uri(url)
+    let request = (session.request(if create { "PUT" } else { "POST" }, url))
         .header("content-type", "application/x-vnd.vmware-streamVmdk")
         .header("content-length", entry.size)
-        .header("user-agent", crate::api_client::user_agent());
-    if let Some(cookie) = cookie {
-        request = request.header("cookie", format!("vmware_soap_session={cookie}"));
-    }
-    let request = request
         .body(body)
         .map_err(|e| VcenterError::Protocol(e.to_string()))?;
     let response = http.request(request).await.map_err(|e| {

@@ -1,9 +1,8 @@
 //! An OVA: downloaded once to a local file (from the stream's location or the administrator's
 //! mirror), its SHA-256 checked against the golden stream's before anything reads it, then read
-//! as the tar archive it is (an OVF descriptor and disks).
+//! as the tar archive it is (an OVF descriptor and disks) with the `tar` crate.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -14,6 +13,7 @@ use hyper_util::client::legacy::Client;
 use tokio::io::AsyncWriteExt;
 
 use super::VcenterError;
+use crate::bounded_read::read_bounded;
 use crate::golden_stream::VmwareOva;
 use crate::http_client::{Connector, error_chain};
 
@@ -152,7 +152,7 @@ pub async fn download(
     Ok(guard)
 }
 
-/// One file of a tar archive: where its content starts and how long it is.
+/// One file of an OVA: where its content starts and how long it is.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Entry {
     pub name: String,
@@ -160,64 +160,41 @@ pub struct Entry {
     pub size: u64,
 }
 
-/// The regular files of the tar archive at `path` (ustar headers, as OVAs are written).
-pub fn entries(path: &Path) -> Result<Vec<Entry>, VcenterError> {
-    let mut file = std::fs::File::open(path)?;
+/// The regular files of the OVA (a tar archive) at `path`, and its OVF descriptor (its one
+/// `*.ovf` file) as text. A file that ends past the archive's end is refused rather than read
+/// short.
+pub fn contents(path: &Path) -> Result<(Vec<Entry>, String), VcenterError> {
+    let file = std::fs::File::open(path)?;
     let total = file.metadata()?.len();
+    let invalid = |e: std::io::Error| VcenterError::InvalidOva(e.to_string());
+    let mut archive = tar::Archive::new(file);
     let mut entries = Vec::new();
-    let mut offset = 0u64;
-    let mut header = [0u8; 512];
-    while offset + 512 <= total {
-        file.seek(SeekFrom::Start(offset))?;
-        file.read_exact(&mut header)?;
-        if header.iter().all(|b| *b == 0) {
-            break;
-        }
-        let field = |range: std::ops::Range<usize>| {
-            let raw = &header[range];
-            let end = raw.iter().position(|b| *b == 0).unwrap_or(raw.len());
-            String::from_utf8_lossy(&raw[..end]).trim().to_string()
-        };
-        let size = u64::from_str_radix(&field(124..136), 8).map_err(|_| {
-            VcenterError::InvalidOva(format!("a tar header at byte {offset} has no size"))
-        })?;
-        let name = match field(345..500) {
-            prefix if !prefix.is_empty() => format!("{prefix}/{}", field(0..100)),
-            _ => field(0..100),
-        };
-        let kind = header[156];
-        let start = offset + 512;
-        if start + size > total {
+    let mut descriptor = None;
+    for entry in archive.entries_with_seek().map_err(invalid)? {
+        let mut entry = entry.map_err(invalid)?;
+        let name = entry
+            .path()
+            .map_err(invalid)?
+            .to_string_lossy()
+            .into_owned();
+        let (offset, size) = (entry.raw_file_position(), entry.size());
+        if offset.saturating_add(size) > total {
             return Err(VcenterError::InvalidOva(format!("{name} is cut short")));
         }
-        if kind == b'0' || kind == 0 {
-            entries.push(Entry {
-                name,
-                offset: start,
-                size,
-            });
+        if !entry.header().entry_type().is_file() {
+            continue;
         }
-        offset = start + size.div_ceil(512) * 512;
+        if descriptor.is_none() && name.ends_with(".ovf") {
+            // Read whole: no RHCOS descriptor comes near 16 MiB.
+            let text = read_bounded(&mut entry, 16 << 20)
+                .map_err(|e| VcenterError::InvalidOva(format!("the .ovf descriptor: {e}")))?;
+            descriptor = Some(text);
+        }
+        entries.push(Entry { name, offset, size });
     }
-    Ok(entries)
-}
-
-/// The OVF descriptor of an OVA (its one `*.ovf` file), as text.
-pub fn descriptor(path: &Path, entries: &[Entry]) -> Result<String, VcenterError> {
-    let ovf = entries
-        .iter()
-        .find(|e| e.name.ends_with(".ovf"))
-        .ok_or_else(|| VcenterError::InvalidOva("no .ovf descriptor inside".into()))?;
-    if ovf.size > 16 << 20 {
-        return Err(VcenterError::InvalidOva(
-            "the .ovf descriptor is over 16 MiB".into(),
-        ));
-    }
-    let mut file = std::fs::File::open(path)?;
-    file.seek(SeekFrom::Start(ovf.offset))?;
-    let mut text = String::new();
-    file.take(ovf.size).read_to_string(&mut text)?;
-    Ok(text)
+    let descriptor =
+        descriptor.ok_or_else(|| VcenterError::InvalidOva("no .ovf descriptor inside".into()))?;
+    Ok((entries, descriptor))
 }
 
 /// The names of the networks an OVF descriptor's VM connects to (`NetworkSection/Network`).
@@ -286,6 +263,57 @@ mod tests {
             ..mirror
         };
         assert_eq!(only_exact.source(&other), other);
+    }
+
+    /// An OVA of `files`, written by the `tar` crate's builder (ustar headers).
+    fn ova(files: &[(&str, &[u8])]) -> Vec<u8> {
+        let mut builder = tar::Builder::new(Vec::new());
+        for (name, content) in files {
+            let mut header = tar::Header::new_ustar();
+            header.set_size(content.len() as u64);
+            header.set_cksum();
+            builder.append_data(&mut header, name, *content).unwrap();
+        }
+        builder.into_inner().unwrap()
+    }
+
+    fn read(bytes: &[u8]) -> Result<(Vec<Entry>, String), VcenterError> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.ova");
+        std::fs::write(&path, bytes).unwrap();
+        contents(&path)
+    }
+
+    #[test]
+    fn an_ova_is_read_as_its_files_and_its_descriptor() {
+        let disk = vec![7u8; 1000];
+        let bytes = ova(&[("rhcos.ovf", b"<Envelope/>"), ("disk.vmdk", &disk)]);
+        let (entries, descriptor) = read(&bytes).unwrap();
+        assert_eq!(descriptor, "<Envelope/>");
+        let names: Vec<&str> = entries.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, ["rhcos.ovf", "disk.vmdk"]);
+        let vmdk = &entries[1];
+        let start = vmdk.offset as usize;
+        assert_eq!(&bytes[start..start + vmdk.size as usize], disk.as_slice());
+    }
+
+    #[test]
+    fn an_ova_cut_short_without_a_descriptor_or_with_a_huge_one_is_refused() {
+        let bytes = ova(&[("rhcos.ovf", b"<Envelope/>"), ("disk.vmdk", &[7u8; 1000])]);
+        let cut = &bytes[..512 * 4];
+        assert!(
+            matches!(read(cut), Err(VcenterError::InvalidOva(why)) if why.contains("disk.vmdk is cut short"))
+        );
+        let no_descriptor = ova(&[("disk.vmdk", &[7u8; 10])]);
+        assert!(matches!(
+            read(&no_descriptor),
+            Err(VcenterError::InvalidOva(_))
+        ));
+        let huge = vec![b' '; (16 << 20) + 1];
+        let huge = read(&ova(&[("rhcos.ovf", &huge)]));
+        assert!(
+            matches!(huge, Err(VcenterError::InvalidOva(why)) if why.contains("larger than 16 MiB"))
+        );
     }
 
     #[test]

@@ -12,10 +12,9 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::{Request, Uri};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use rustls::pki_types::CertificateDer;
 
 use super::VcenterError;
-use crate::http_client::{Connector, Egress, error_chain};
+use crate::http_client::{Connector, error_chain};
 
 /// An answer larger than this is refused (property answers of a few objects are kilobytes).
 const MAX_BODY: usize = 8 << 20;
@@ -31,13 +30,6 @@ pub struct MoRef {
 }
 
 impl MoRef {
-    pub fn new(kind: &str, value: &str) -> Self {
-        MoRef {
-            kind: kind.into(),
-            value: value.into(),
-        }
-    }
-
     /// This reference as the element `tag` of a request.
     pub fn xml(&self, tag: &str) -> String {
         format!(
@@ -83,17 +75,6 @@ pub fn text_of<'a>(node: roxmltree::Node<'a, '_>, name: &str) -> Option<&'a str>
     child(node, name)?.text()
 }
 
-/// The connector of every vCenter client: HTTPS trusting the system's CA roots, the cluster's
-/// bundle and `extra_roots`, or plain HTTP (a simulator); through the cluster's proxy.
-pub fn connector(
-    connect_timeout: Duration,
-    extra_roots: &[CertificateDer<'static>],
-    egress: &Egress,
-) -> Result<Connector, VcenterError> {
-    crate::http_client::connector(connect_timeout, "vCenter", extra_roots, egress)
-        .map_err(|e| VcenterError::Unreachable(e.to_string()))
-}
-
 /// One logged-in connection to a vCenter's `/sdk`.
 pub struct Session {
     http: Client<Connector, Full<Bytes>>,
@@ -116,9 +97,15 @@ impl Session {
         &self.sdk
     }
 
-    /// The session cookie, for the uploads of an import (they authenticate with it too).
-    pub fn cookie(&self) -> Option<String> {
-        self.cookie.lock().ok()?.clone()
+    /// A request to `uri` with our user agent and the session's cookie: the SOAP calls, and the
+    /// disk uploads of an import, which authenticate with it too.
+    pub fn request(&self, method: &str, uri: &str) -> hyper::http::request::Builder {
+        let request = (Request::builder().method(method).uri(uri))
+            .header("user-agent", crate::api_client::user_agent());
+        match self.cookie.lock().ok().and_then(|cookie| cookie.clone()) {
+            Some(cookie) => request.header("cookie", format!("{SESSION_COOKIE}={cookie}")),
+            None => request,
+        }
     }
 
     /// Calls `method` on `this` with `arguments` (already XML, in schema order) and reads the
@@ -143,14 +130,9 @@ impl Session {
             this = this.xml("_this"),
             arguments = arguments,
         );
-        let mut request = Request::post(self.sdk.clone())
+        let request = (self.request("POST", &self.sdk.to_string()))
             .header("content-type", "text/xml; charset=utf-8")
             .header("soapaction", SOAP_ACTION)
-            .header("user-agent", crate::api_client::user_agent());
-        if let Some(cookie) = self.cookie() {
-            request = request.header("cookie", format!("{SESSION_COOKIE}={cookie}"));
-        }
-        let request = request
             .body(Full::new(Bytes::from(envelope)))
             .map_err(|e| VcenterError::Protocol(e.to_string()))?;
         let exchange = async {

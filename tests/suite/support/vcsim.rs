@@ -156,8 +156,9 @@ pub async fn crash_mid_import(client: &VcenterClient, ova: &[u8], template: &str
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("x.ova");
         std::fs::write(&path, ova).unwrap();
-        let entries = boot_image_controller::vcenter::ova::entries(&path).unwrap();
-        boot_image_controller::vcenter::ova::descriptor(&path, &entries).unwrap()
+        boot_image_controller::vcenter::ova::contents(&path)
+            .unwrap()
+            .1
     };
     let pool = object(client, "host", RESOURCE_POOL).await;
     let datastore = object(client, "datastore", DATASTORE).await;
