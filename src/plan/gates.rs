@@ -25,7 +25,7 @@ pub(super) struct Ready {
     /// The snapshot's known images plus the golden stream's own.
     pub known_images: KnownImages,
     /// Which objects of each kind are selected, and where that came from.
-    selections: BTreeMap<MachineKind, (Selection, Origin)>,
+    pub selections: BTreeMap<MachineKind, (Selection, Origin)>,
     /// The running release's major and minor version, as ClusterVersion says.
     pub release: Option<(u64, u64)>,
     pub multi_arch: bool,
