@@ -2,9 +2,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{
-    Changes, FieldChange, ImageOutcome, Input, PlatformRule, RuleContext, invalid, not_in_stream,
-};
+use super::{Changes, ImageOutcome, Input, PlatformRule, RuleContext, invalid, not_in_stream};
 use crate::facts::Lookup;
 use crate::reason::Reason;
 
@@ -143,11 +141,7 @@ fn outcome(spec: &Value, ctx: &RuleContext<'_>) -> ImageOutcome {
         (Some(&(i, _)), None) if i == first_index => Changes::Whole(disk_image_pointer(i).into()),
         _ => Changes::Each(
             outdated()
-                .map(|&(i, image)| FieldChange {
-                    pointer: disk_image_pointer(i).into(),
-                    from: image.clone(),
-                    to: target.clone(),
-                })
+                .map(|&(i, _)| disk_image_pointer(i).into())
                 .collect(),
         ),
     };

@@ -155,14 +155,6 @@ pub struct RuleContext<'a> {
 /// borrowed as such; GCP's name a disk by its index.
 pub type Pointer = Cow<'static, str>;
 
-/// One value to replace inside the provider spec.
-#[derive(Clone, Debug, PartialEq)]
-pub struct FieldChange {
-    pub pointer: Pointer,
-    pub from: Value,
-    pub to: Value,
-}
-
 /// Where an update writes its target image in the provider spec.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Changes {
@@ -170,23 +162,26 @@ pub enum Changes {
     /// `target` (an AMI ID, an Azure image object, a vSphere template): nothing is copied for
     /// the patch, which reads both.
     Whole(Pointer),
-    /// Values replaced one by one, each from its own current value (GCP's boot disks).
-    Each(Vec<FieldChange>),
+    /// Values each replaced by the outcome's `target`, from its own current value in the
+    /// provider spec (GCP's boot disks).
+    Each(Vec<Pointer>),
 }
 
 impl Changes {
-    /// Every value replaced, as `(pointer, from, to)`, given the outcome's `current` and
-    /// `target`.
+    /// Every value replaced, as `(pointer, from, to)`, given the provider spec the outcome was
+    /// judged on and the outcome's `current` and `target`.
     pub fn iter<'a>(
         &'a self,
+        spec: &'a Value,
         current: &'a Value,
         target: &'a Value,
     ) -> impl Iterator<Item = (&'a str, &'a Value, &'a Value)> {
-        let (whole, each): (Option<(&str, _, _)>, &[FieldChange]) = match self {
+        let (whole, each): (Option<(&str, _, _)>, &[Pointer]) = match self {
             Changes::Whole(pointer) => (Some((pointer, current, target)), &[]),
-            Changes::Each(changes) => (None, changes),
+            Changes::Each(pointers) => (None, pointers),
         };
-        let each = each.iter().map(|c| (&*c.pointer, &c.from, &c.to));
+        let from = |pointer: &'a str| spec.pointer(pointer).unwrap_or(&Value::Null);
+        let each = each.iter().map(move |p| (&**p, from(p), target));
         whole.into_iter().chain(each)
     }
 }
@@ -501,8 +496,11 @@ mod tests {
             else {
                 panic!("{platform:?}: the outdated sample is not updated");
             };
-            for (pointer, _, to) in changes.iter(&current, &target) {
-                *spec.pointer_mut(pointer).unwrap() = to.clone();
+            let changed: Vec<String> = (changes.iter(&spec, &current, &target))
+                .map(|c| c.0.to_string())
+                .collect();
+            for pointer in &changed {
+                *spec.pointer_mut(pointer).unwrap() = target.clone();
             }
             assert!(
                 matches!(rule.outcome(&spec, &ctx), ImageOutcome::UpToDate { .. }),
@@ -512,7 +510,6 @@ mod tests {
                 .image_locations(&spec, &target)
                 .expect("the image is found");
             let pointers: Vec<&str> = located.iter().map(|(p, _)| p.as_str()).collect();
-            let changed: Vec<&str> = (changes.iter(&current, &target)).map(|c| c.0).collect();
             assert_eq!(pointers, changed, "{platform:?}");
             assert!(located.iter().all(|(_, v)| *v == target), "{platform:?}");
             let shown = display_image(Some(&target));
