@@ -2,7 +2,9 @@
 
 use serde_json::{Map, Value};
 
-use super::{Changes, ImageOutcome, Input, PlatformRule, RuleContext, invalid, not_in_stream};
+use super::{
+    Changes, ImageOutcome, Input, PlatformRule, RuleContext, invalid, not_in_stream, skip,
+};
 use crate::facts::Lookup;
 use crate::reason::Reason;
 
@@ -110,15 +112,12 @@ fn outcome(spec: &Value, ctx: &RuleContext<'_>) -> ImageOutcome {
             .unwrap_or_default()
             .starts_with(RHCOS_IMAGE_PREFIX)
     }) {
-        return ImageOutcome::Skip {
-            reason: Reason::CustomImage,
-            message: format!(
-                "boot image {} is outside {RHCOS_IMAGE_PREFIX}; custom images are never replaced \
-                 (set a {RHCOS_IMAGE_PREFIX} image by hand to have it managed)",
-                custom.as_str().unwrap_or_default()
-            ),
-            current: Some(first.clone()),
-        };
+        let message = format!(
+            "boot image {} is outside {RHCOS_IMAGE_PREFIX}; custom images are never replaced (set \
+             a {RHCOS_IMAGE_PREFIX} image by hand to have it managed)",
+            custom.as_str().unwrap_or_default()
+        );
+        return skip(Reason::CustomImage, message, first);
     }
     let Some(golden) = ctx.stream.gcp_image(ctx.arch) else {
         return not_in_stream(
