@@ -33,15 +33,11 @@ pub enum Platform {
     Other(String),
 }
 
-impl Platform {
-    /// Every platform with a rule; tests check each answers every question of [`PlatformRule`].
-    pub const WITH_RULES: [Platform; 4] = [
-        Platform::Aws,
-        Platform::Gcp,
-        Platform::Azure,
-        Platform::VSphere,
-    ];
+/// Every platform's rule (those [`Platform::rule`] gives), for the questions about a provider
+/// spec whose platform is not known.
+const RULES: [&dyn PlatformRule; 4] = [&aws::Aws, &gcp::Gcp, &azure::Azure, &vsphere::VSphere];
 
+impl Platform {
     /// The platform an Infrastructure's `status.platformStatus` describes.
     pub fn from_status(status: &crate::api::PlatformStatus) -> Self {
         let cloud = status.azure.as_ref().and_then(|a| a.cloud_name.as_deref());
@@ -305,7 +301,7 @@ pub trait PlatformRule: Sync {
 /// Every rule's [`PlatformRule::keep_only_what_it_reads`], for a provider spec of a platform
 /// not known yet: a rule only trims inside the fields that it alone reads.
 pub fn keep_only_what_the_rules_read(spec: &mut Map<String, Value>) {
-    for rule in Platform::WITH_RULES.iter().filter_map(Platform::rule) {
+    for rule in RULES {
         rule.keep_only_what_it_reads(spec);
     }
 }
@@ -330,18 +326,12 @@ impl Input {
 /// Where the boot image lives in a provider spec, asking each platform in turn: `revert` reads
 /// objects without knowing the cluster's platform.
 pub fn image_locations(provider_spec: &Value, written: &Value) -> Option<Vec<(String, Value)>> {
-    Platform::WITH_RULES
-        .iter()
-        .filter_map(Platform::rule)
-        .find_map(|rule| rule.image_locations(provider_spec, written))
+    (RULES.iter()).find_map(|rule| rule.image_locations(provider_spec, written))
 }
 
 /// Whether any platform's rule reads the top-level provider-spec field `field`.
 pub fn read_by_a_rule(field: &str) -> bool {
-    Platform::WITH_RULES
-        .iter()
-        .filter_map(Platform::rule)
-        .any(|rule| rule.provider_spec_fields().contains(&field))
+    (RULES.iter()).any(|rule| rule.provider_spec_fields().contains(&field))
 }
 
 /// A boot image as a person reads it: the id, the path, or an Azure URN.
@@ -349,8 +339,7 @@ pub fn display_image(image: Option<&Value>) -> String {
     match image {
         None | Some(Value::Null) => "-".to_string(),
         Some(Value::String(s)) => s.clone(),
-        Some(other) => (Platform::WITH_RULES.iter())
-            .filter_map(Platform::rule)
+        Some(other) => (RULES.iter())
             .find_map(|rule| rule.display(other))
             .unwrap_or_else(|| other.to_string()),
     }
@@ -424,6 +413,25 @@ mod tests {
     use crate::testkit::rules::Cluster;
     use crate::testkit::streams::stream_421_all_platforms as stream_4_21;
 
+    /// Every platform with a rule; each must answer every question of [`PlatformRule`].
+    const WITH_RULES: [Platform; 4] = [
+        Platform::Aws,
+        Platform::Gcp,
+        Platform::Azure,
+        Platform::VSphere,
+    ];
+
+    #[test]
+    fn the_rules_asked_of_any_provider_spec_are_those_of_the_platforms_with_rules() {
+        let keys = |rules: Vec<&dyn PlatformRule>| {
+            rules.iter().map(|r| r.stream_key()).collect::<Vec<_>>()
+        };
+        let of_platforms = WITH_RULES.iter().filter_map(Platform::rule).collect();
+        assert_eq!(keys(of_platforms), keys(RULES.to_vec()));
+        let others = [Platform::AzureStackHub, Platform::Other("BareMetal".into())];
+        assert!(others.iter().all(|p| p.rule().is_none()));
+    }
+
     /// A provider spec of `platform` on an older image than the compact 4.21 stream's.
     fn outdated_spec(platform: &Platform) -> Value {
         match platform {
@@ -478,7 +486,7 @@ mod tests {
             .on_vsphere()
             .with_vcenter(vcenter);
         let ctx = cluster.ctx(Arch::Amd64);
-        for platform in Platform::WITH_RULES {
+        for platform in WITH_RULES {
             let rule = platform
                 .rule()
                 .expect("WITH_RULES lists platforms with a rule");
@@ -518,7 +526,7 @@ mod tests {
                 "{platform:?}: {shown}"
             );
             // Only the owner of a provider spec recognises it.
-            for other in Platform::WITH_RULES.iter().filter(|p| **p != platform) {
+            for other in WITH_RULES.iter().filter(|p| **p != platform) {
                 let other_rule = other.rule().unwrap();
                 assert_eq!(
                     other_rule.image_locations(&outdated_spec(&platform), &target),
