@@ -610,15 +610,11 @@ fn cluster_api_refusal(subject: &Subject<'_>, ready: &Ready) -> Option<Decision>
 
 /// Rule 1: an object opted out by annotation.
 fn opted_out(subject: &Subject<'_>, ready: &Ready) -> Option<Decision> {
-    let legacy = subject.annotation(LEGACY_OPT_OUT_ANNOTATION) == Some(OPT_OUT_VALUE);
-    if subject.annotation(OPT_OUT_ANNOTATION) != Some(OPT_OUT_VALUE) && !legacy {
-        return None;
-    }
-    let key = if legacy {
-        LEGACY_OPT_OUT_ANNOTATION
-    } else {
-        OPT_OUT_ANNOTATION
-    };
+    // The deprecated key is named when both are set, so that its Warning is not lost.
+    let key = [LEGACY_OPT_OUT_ANNOTATION, OPT_OUT_ANNOTATION]
+        .into_iter()
+        .find(|key| subject.annotation(key) == Some(OPT_OUT_VALUE))?;
+    let legacy = key == LEGACY_OPT_OUT_ANNOTATION;
     let mut decided = subject.decision(
         Action::Skip,
         Reason::OptedOut,
