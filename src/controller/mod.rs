@@ -702,21 +702,18 @@ impl Controller {
     ) {
         let memory = &mut self.memory.remembered_patches;
         for (d, outcome) in decisions.iter().zip(outcomes) {
-            // Opting out resets the guard (docs/runbooks/BootImageHotLoop.md): this memory as
-            // well as the annotation, which a whole-object writer has already erased.
-            if let (Some(uid), Reason::OptedOut) = (&d.uid, d.reason) {
-                memory.remove(uid);
-                continue;
-            }
-            let (Some(uid), true) = (
-                &d.uid,
-                d.action == Action::Update && *outcome == act::Outcome::Patched,
-            ) else {
+            let Some(uid) = &d.uid else {
                 continue;
             };
-            let remembered =
-                history::remember_patch(memory.remove(uid), &d.target_key(), now, window);
-            memory.insert(uid.clone(), remembered);
+            // Opting out resets the guard (docs/runbooks/BootImageHotLoop.md): this memory as
+            // well as the annotation, which a whole-object writer has already erased.
+            if d.reason == Reason::OptedOut {
+                memory.remove(uid);
+            } else if d.action == Action::Update && *outcome == act::Outcome::Patched {
+                let remembered =
+                    history::remember_patch(memory.remove(uid), &d.target_key(), now, window);
+                memory.insert(uid.clone(), remembered);
+            }
         }
         memory.retain(|_, m| m.patches.iter().any(|t| now.duration_since(*t) < window));
     }
