@@ -143,24 +143,9 @@ pub struct MachineResource {
 }
 
 impl MachineResource {
-    /// An object of `kind` as read, or why it could not be read.
-    pub fn read<M: MachineObject + 'static>(
-        kind: MachineKind,
-        object: Result<M, Malformed>,
-    ) -> Self {
-        let object = object.map(|o| Arc::new(o) as Arc<dyn MachineObject>);
-        MachineResource { kind, object }
-    }
-
     /// The typed object, unless it could not be read.
     pub fn readable(&self) -> Option<&dyn MachineObject> {
         self.object.as_deref().ok()
-    }
-}
-
-impl<M: MachineObject + 'static> From<M> for MachineResource {
-    fn from(object: M) -> Self {
-        MachineResource::read(object.kind(), Ok(object))
     }
 }
 
