@@ -8,10 +8,10 @@ use serde_json::{Value, json};
 
 use super::{objects, provider_specs};
 use crate::facts::vcenter::{TemplateKey, TemplateState};
+use crate::machine_kind::{MachineKind, MachineObject};
 use crate::names::{
     GOLDEN_CONFIGMAP_NAMESPACE, INFRASTRUCTURE_NAME, MACHINE_CONFIGURATION_NAME, OPT_IN_ANNOTATION,
 };
-use crate::machine_kind::{MachineKind, MachineObject};
 use crate::plan::{ClusterSnapshot, MachineResource, Malformed};
 
 impl MachineResource {
