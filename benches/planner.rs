@@ -6,7 +6,7 @@
 //! published, Windows, missing managed stub secret, ...), then times on one thread:
 //! - `plan`: `plan::plan(&Cluster, &machines, &Options)`, the whole decision;
 //! - `pass`: what a controller pass decides: the planner's gates once (`Planner::new`), then
-//!   `Planner::decide` for every MachineSet, without gathering the decisions into a `Plan`;
+//!   `Planner::decide_object` for every MachineSet, without gathering the decisions into a `Plan`;
 //! - `fixed`: `plan` of zero MachineSets (gates, golden stream parsing, known-images set);
 //! - `status`: the conditions a pass reports once the plan's updates are applied, when every
 //!   updated MachineSet names its newest change (`controller::status::conditions::desired`).
@@ -152,8 +152,11 @@ fn plan_case(scenario: &Scenario, machines: &[MachineResource]) {
 fn pass_case(scenario: &Scenario, machines: &[MachineResource]) {
     PASS_CALLS.fetch_add(1, Ordering::Relaxed);
     let planner = Planner::new(black_box(&scenario.cluster), &scenario.options);
-    for ms in black_box(machines) {
-        black_box(planner.decide(ms));
+    for ms in black_box(machines)
+        .iter()
+        .filter_map(MachineResource::readable)
+    {
+        black_box(planner.decide_object(ms));
     }
 }
 

@@ -273,16 +273,12 @@ impl Patcher {
         }
     }
 
-    /// Upgrades a spec-2 stub secret in place with its guarded patch, unless this very upgrade
-    /// was sent already for another object naming the same stub. A failed `test` (the secret
-    /// changed since the pass read it) is a conflict: the object is planned again from the
-    /// secret as it is now.
+    /// Upgrades a spec-2 stub secret in place with its guarded patch (`upgrade_stub_for` sends
+    /// each upgrade once). A failed `test` (the secret changed since the pass read it) is a
+    /// conflict: the object is planned again from the secret as it is now.
     async fn upgrade_stub(&self, upgrade: &StubUpgrade) -> Result<(), Outcome> {
         let key = stub_key(upgrade);
         let mut sent = self.stub_upgrades.lock().await;
-        if sent.get(&key) == Some(&upgrade.patch) {
-            return Ok(());
-        }
         let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &upgrade.namespace);
         let patch = kube::api::Patch::Json::<()>(upgrade.patch.clone());
         let params = api_client::patch_params();

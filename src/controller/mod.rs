@@ -26,7 +26,6 @@ mod templates;
 mod watches;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -65,20 +64,12 @@ const FILE_POLL: Duration = Duration::from_secs(10);
 pub enum RunError {
     #[error(transparent)]
     Client(#[from] ClientError),
-    #[error("invalid bind address {address:?}: {source}")]
-    BindAddress {
-        address: String,
-        source: std::net::AddrParseError,
-    },
-    #[error("cannot listen on {address}: {source}")]
-    Listen {
-        address: SocketAddr,
-        source: std::io::Error,
-    },
     #[error("cannot serve /metrics over TLS: {0}")]
     MetricsTls(#[from] server::secure::TlsError),
-    #[error("cannot set up EC2 look-ups: {0}")]
-    Ec2(crate::ec2::query::Ec2Error),
+    /// An address, listener or the EC2 client that could not be set up, as people read it:
+    /// nothing tells these apart but the message.
+    #[error("{0}")]
+    Setup(String),
     #[error(transparent)]
     LeaseLost(#[from] lease::LeaseLost),
     #[error("invalid leader election timings: {0}")]
@@ -114,7 +105,7 @@ async fn ec2_lookups(
     }
     let (endpoint, sts_endpoint) = (args.ec2_endpoint.as_deref(), args.sts_endpoint.as_deref());
     let ec2_client = crate::ec2::client::Ec2Client::new(endpoint, sts_endpoint, &egress(args))
-        .map_err(RunError::Ec2)?;
+        .map_err(|e| RunError::Setup(format!("cannot set up EC2 look-ups: {e}")))?;
     let lookups = ami_lookups::Ec2Lookups::new(
         ec2_client,
         client.clone(),
@@ -284,10 +275,8 @@ async fn serve_endpoints(
     let stall_limit = args.resync_period.saturating_mul(3) + Duration::from_secs(60);
     let health = Arc::new(Health::new(stall_limit));
     let parse = |address: &String| {
-        server::parse_bind_address(address).map_err(|source| RunError::BindAddress {
-            address: address.clone(),
-            source,
-        })
+        server::parse_bind_address(address)
+            .map_err(|e| RunError::Setup(format!("invalid bind address {address:?}: {e}")))
     };
     let metrics_at = parse(&args.metrics_bind_address)?;
     let probes_at = parse(&args.health_probe_bind_address)?;
@@ -302,7 +291,7 @@ async fn serve_endpoints(
             limits: server::ConnectionLimits::default(),
         };
         (server::serve(address, site, shutdown.clone()).await)
-            .map_err(|source| RunError::Listen { address, source })?;
+            .map_err(|e| RunError::Setup(format!("cannot listen on {address}: {e}")))?;
     }
     Ok((metrics, health))
 }
@@ -713,21 +702,18 @@ impl Controller {
     ) {
         let memory = &mut self.memory.remembered_patches;
         for (d, outcome) in decisions.iter().zip(outcomes) {
-            // Opting out resets the guard (docs/runbooks/BootImageHotLoop.md): this memory as
-            // well as the annotation, which a whole-object writer has already erased.
-            if let (Some(uid), Reason::OptedOut) = (&d.uid, d.reason) {
-                memory.remove(uid);
-                continue;
-            }
-            let (Some(uid), true) = (
-                &d.uid,
-                d.action == Action::Update && *outcome == act::Outcome::Patched,
-            ) else {
+            let Some(uid) = &d.uid else {
                 continue;
             };
-            let remembered =
-                history::remember_patch(memory.remove(uid), &d.target_key(), now, window);
-            memory.insert(uid.clone(), remembered);
+            // Opting out resets the guard (docs/runbooks/BootImageHotLoop.md): this memory as
+            // well as the annotation, which a whole-object writer has already erased.
+            if d.reason == Reason::OptedOut {
+                memory.remove(uid);
+            } else if d.action == Action::Update && *outcome == act::Outcome::Patched {
+                let remembered =
+                    history::remember_patch(memory.remove(uid), &d.target_key(), now, window);
+                memory.insert(uid.clone(), remembered);
+            }
         }
         memory.retain(|_, m| m.patches.iter().any(|t| now.duration_since(*t) < window));
     }

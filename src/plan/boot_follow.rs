@@ -142,7 +142,7 @@ impl Planner<'_> {
             ));
         }
         let failed = &moved.boot_image.as_ref()?.to;
-        let reverted_before = (history::history(subject.meta).iter()).any(|e| {
+        let reverted_before = (history::history::<HistoryEntry>(subject.meta).iter()).any(|e| {
             e.reverted_after.is_some() && e.boot_image.as_ref().is_some_and(|c| c.from == *failed)
         });
         if reverted_before {

@@ -25,7 +25,7 @@ pub(super) struct Ready {
     /// The snapshot's known images plus the golden stream's own.
     pub known_images: KnownImages,
     /// Which objects of each kind are selected, and where that came from.
-    selections: BTreeMap<MachineKind, (Selection, Origin)>,
+    pub selections: BTreeMap<MachineKind, (Selection, Origin)>,
     /// The running release's major and minor version, as ClusterVersion says.
     pub release: Option<(u64, u64)>,
     pub multi_arch: bool,
@@ -36,14 +36,6 @@ pub(super) struct Ready {
 }
 
 impl Ready {
-    pub fn selection(&self, kind: MachineKind) -> &Selection {
-        &self.selections[&kind].0
-    }
-
-    pub fn origin(&self, kind: MachineKind) -> Origin {
-        self.selections[&kind].1
-    }
-
     /// The gates, in the order of docs/how-it-decides.md ("Gates and rules"): MachineConfiguration
     /// readable, no other active boot-image manager, cluster stable and release matching, platform
     /// known, golden ConfigMap present and parseable, updates not paused. The first that fails is

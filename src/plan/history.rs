@@ -90,19 +90,13 @@ fn annotation_of<'m>(meta: &'m ObjectMeta, key: &str) -> Option<&'m str> {
     meta.annotations.as_ref()?.get(key).map(String::as_str)
 }
 
-/// The history recorded on an object, oldest first. An unreadable annotation counts as empty:
-/// the history is informational and must never block an update.
-pub fn history(meta: &ObjectMeta) -> Vec<HistoryEntry> {
-    (annotation_of(meta, HISTORY_ANNOTATION))
-        .and_then(|text| serde_json::from_str(text).ok())
-        .unwrap_or_default()
-}
-
-/// The history's entries as they were written, each kept whole: an entry this version cannot
-/// read (a newer version's fields, a hand edit) is written back as it was. Read as raw text
-/// (`RawValue`) where they are only carried over or one of them is read: a tree of every entry
-/// was most of what an update cost the planner (docs/performance.md).
-fn history_entries<T: serde::de::DeserializeOwned>(meta: &ObjectMeta) -> Vec<T> {
+/// The history recorded on an object, oldest first, as [`HistoryEntry`]s or as the entries
+/// were written, each kept whole: an entry this version cannot read (a newer version's fields, a
+/// hand edit) is written back as it was. Read as raw text (`RawValue`) where they are only
+/// carried over or one of them is read: a tree of every entry was most of what an update cost
+/// the planner (docs/performance.md). An unreadable annotation counts as empty: the history is
+/// informational and must never block an update.
+pub fn history<T: serde::de::DeserializeOwned>(meta: &ObjectMeta) -> Vec<T> {
     (annotation_of(meta, HISTORY_ANNOTATION))
         .and_then(|text| serde_json::from_str(text).ok())
         .unwrap_or_default()
@@ -110,7 +104,7 @@ fn history_entries<T: serde::de::DeserializeOwned>(meta: &ObjectMeta) -> Vec<T> 
 
 /// The newest change recorded on the object, if it can be read.
 pub fn last_change(meta: &ObjectMeta) -> Option<HistoryEntry> {
-    let newest: Box<RawValue> = history_entries(meta).pop()?;
+    let newest: Box<RawValue> = history(meta).pop()?;
     serde_json::from_str(newest.get()).ok()
 }
 
@@ -204,7 +198,7 @@ pub fn record_ops(
     now: Timestamp,
     window: SignedDuration,
 ) {
-    let mut entries: Vec<Box<RawValue>> = kept_entries(history_entries(meta));
+    let mut entries: Vec<Box<RawValue>> = kept_entries(history(meta));
     entries.extend(serde_json::value::to_raw_value(entry));
     let history = serde_json::to_string(&entries).unwrap_or_default();
     let memory = remember_patch(hot_loop_memory(meta), target, now, window);
@@ -225,7 +219,7 @@ pub fn record_boot_ops(
     let Some(old) = annotation_of(meta, HISTORY_ANNOTATION) else {
         return;
     };
-    let mut entries: Vec<Value> = history_entries(meta);
+    let mut entries: Vec<Value> = history(meta);
     let Some(Value::Object(newest)) = entries.last_mut() else {
         return;
     };
@@ -303,7 +297,7 @@ mod tests {
                 Some(serde_json::to_string(&kept).unwrap().as_str())
             );
         }
-        let h = history(&meta);
+        let h: Vec<HistoryEntry> = history(&meta);
         assert_eq!(h.len(), HISTORY_LIMIT);
         // The first change stays: its `from` is what the object held before the controller.
         assert_eq!(h.first().unwrap(), &entry(0));

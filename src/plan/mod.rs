@@ -39,7 +39,7 @@ use gates::Ready;
 pub use gates::{pause_key, selections};
 pub use json_patch::Patch;
 use patch::Guarded;
-use selection::Selected;
+use selection::{Origin, Selected, Selection};
 
 /// The cluster-wide inputs of a plan, as observed at one moment.
 #[derive(Clone, Debug, Default)]
@@ -143,24 +143,9 @@ pub struct MachineResource {
 }
 
 impl MachineResource {
-    /// An object of `kind` as read, or why it could not be read.
-    pub fn read<M: MachineObject + 'static>(
-        kind: MachineKind,
-        object: Result<M, Malformed>,
-    ) -> Self {
-        let object = object.map(|o| Arc::new(o) as Arc<dyn MachineObject>);
-        MachineResource { kind, object }
-    }
-
     /// The typed object, unless it could not be read.
     pub fn readable(&self) -> Option<&dyn MachineObject> {
         self.object.as_deref().ok()
-    }
-}
-
-impl<M: MachineObject + 'static> From<M> for MachineResource {
-    fn from(object: M) -> Self {
-        MachineResource::read(object.kind(), Ok(object))
     }
 }
 
@@ -221,19 +206,11 @@ impl<'a> Planner<'a> {
         let Ok(ready) = &self.state else {
             return Vec::new();
         };
-        MachineKind::ALL
-            .into_iter()
-            .map(|kind| {
-                let mode = ready.selection(kind).describe();
-                (
-                    kind,
-                    Selected {
-                        mode,
-                        origin: ready.origin(kind),
-                    },
-                )
-            })
-            .collect()
+        let selected = |(kind, (selection, origin)): (&MachineKind, &(Selection, Origin))| {
+            let (mode, origin) = (selection.describe(), *origin);
+            (*kind, Selected { mode, origin })
+        };
+        ready.selections.iter().map(selected).collect()
     }
 
     /// The golden ConfigMap's content, once it passed its gates.
@@ -243,16 +220,9 @@ impl<'a> Planner<'a> {
 
     /// The decision on every machine resource, in their order; a spec-2 stub secret that
     /// several of them name is upgraded only when all may move ([`shared_stubs`]).
+    /// An object that could not be read as its kind is an error decision.
     pub fn decide_all(&self, machines: &[MachineResource]) -> Vec<Decision> {
-        let mut decisions: Vec<Decision> = machines.iter().map(|m| self.decide(m)).collect();
-        let users = shared_stubs::users_of(machines.iter().filter_map(MachineResource::readable));
-        shared_stubs::hold_shared_upgrades(&mut decisions, &users);
-        decisions
-    }
-
-    /// The decision for one object, or for an object that could not be read as its kind.
-    pub fn decide(&self, machine: &MachineResource) -> Decision {
-        match &machine.object {
+        let decide = |machine: &MachineResource| match &machine.object {
             Ok(object) => self.decide_object(&**object),
             Err(bad) => Decision::new(
                 machine.kind,
@@ -262,7 +232,11 @@ impl<'a> Planner<'a> {
                 Reason::MalformedObject,
                 format!("cannot read the object: {}", bad.error),
             ),
-        }
+        };
+        let mut decisions: Vec<Decision> = machines.iter().map(decide).collect();
+        let users = shared_stubs::users_of(machines.iter().filter_map(MachineResource::readable));
+        shared_stubs::hold_shared_upgrades(&mut decisions, &users);
+        decisions
     }
 
     /// The decision for one readable object.

@@ -160,7 +160,7 @@ impl Planner<'_> {
             current: release_of(outcome.current()),
             target: release_of(outcome.target()),
         };
-        let image = match image_change(subject, outcome, release, patch) {
+        let image = match image_change(subject, outcome, provider_spec, release, patch) {
             Ok(image) => image,
             Err(mut decided) => {
                 decided.rhcos_release = rhcos_release;
@@ -266,24 +266,21 @@ impl Planner<'_> {
         if let Some(decided) = opted_out(subject, ready) {
             return Some(decided);
         }
-        let selection = ready.selection(subject.kind);
+        let (selection, origin) = &ready.selections[&subject.kind];
         match selection.selects(subject.meta.labels.as_ref()) {
             Err(message) => {
                 let message = message.to_string();
                 return Some(subject.decision(Action::Error, Reason::InvalidSelector, message));
             }
             // Where opting in would change nothing (no platform rule), it is not offered.
-            Ok(false)
-                if ready.origin(subject.kind) == Origin::Default
-                    && ready.platform.rule().is_some() =>
-            {
+            Ok(false) if *origin == Origin::Default && ready.platform.rule().is_some() => {
                 let message = not_opted_in_message(subject.kind, ready);
                 return Some(subject.decision(Action::Skip, Reason::NotOptedIn, message));
             }
             Ok(false) => {
                 let message = format!(
                     "not selected by {} ({} mode {})",
-                    ready.origin(subject.kind).describe(),
+                    origin.describe(),
                     subject.kind.plural(),
                     selection.describe()
                 );
@@ -615,15 +612,11 @@ fn cluster_api_refusal(subject: &Subject<'_>, ready: &Ready) -> Option<Decision>
 
 /// Rule 1: an object opted out by annotation.
 fn opted_out(subject: &Subject<'_>, ready: &Ready) -> Option<Decision> {
-    let legacy = subject.annotation(LEGACY_OPT_OUT_ANNOTATION) == Some(OPT_OUT_VALUE);
-    if subject.annotation(OPT_OUT_ANNOTATION) != Some(OPT_OUT_VALUE) && !legacy {
-        return None;
-    }
-    let key = if legacy {
-        LEGACY_OPT_OUT_ANNOTATION
-    } else {
-        OPT_OUT_ANNOTATION
-    };
+    // The deprecated key is named when both are set, so that its Warning is not lost.
+    let key = [LEGACY_OPT_OUT_ANNOTATION, OPT_OUT_ANNOTATION]
+        .into_iter()
+        .find(|key| subject.annotation(key) == Some(OPT_OUT_VALUE))?;
+    let legacy = key == LEGACY_OPT_OUT_ANNOTATION;
     let mut decided = subject.decision(
         Action::Skip,
         Reason::OptedOut,
@@ -673,6 +666,7 @@ fn screen_windows(subject: &Subject<'_>) -> Option<Decision> {
 fn image_change(
     subject: &Subject<'_>,
     outcome: ImageOutcome,
+    provider_spec: &Value,
     release: Option<&str>,
     mut ops: Patch,
 ) -> Result<ImageChange, Box<Decision>> {
@@ -705,7 +699,7 @@ fn image_change(
             target,
             changes,
         } => {
-            let each = || changes.iter(&current, &target);
+            let each = || changes.iter(provider_spec, &current, &target);
             let template = match subject.infrastructure {
                 // A new template, and the MachineSet repointed from the one it was judged on.
                 Some(Ok(view)) => {

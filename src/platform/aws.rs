@@ -139,16 +139,13 @@ fn not_in_stream(
     let unrecognised = unrecognised
         .map(|why| format!(" ({why}; nothing is sent to it)"))
         .unwrap_or_default();
-    ImageOutcome::Skip {
-        reason: Reason::RegionNotInStream,
-        message: format!(
-            "the golden stream {} publishes {missing}{unrecognised}; the boot image is left as \
-             is (check placement.region and the architecture in the capacity annotation; else \
-             copy a published AMI into the region and set it by hand)",
-            ctx.stream.stream
-        ),
-        current: Some(current.clone()),
-    }
+    let message = format!(
+        "the golden stream {} publishes {missing}{unrecognised}; the boot image is left as is \
+         (check placement.region and the architecture in the capacity annotation; else copy a \
+         published AMI into the region and set it by hand)",
+        ctx.stream.stream
+    );
+    skip(Reason::RegionNotInStream, message, current)
 }
 
 /// The AMI id and the region of an AWS provider spec, or why they cannot be judged.
@@ -226,18 +223,17 @@ fn unlisted(id: &str, region: &str, current: &Value, target: &str, answer: Answe
             format!("EC2 has not answered about it in {region} yet"),
         ),
         // As before EC2 was asked: the message the known-images file is the answer to.
-        Answer::NotConsulted(why) => ImageOutcome::Skip {
-            reason: Reason::CustomImage,
-            message: format!(
+        Answer::NotConsulted(why) => {
+            let message = format!(
                 "AMI {id} is not a published CoreOS AMI (not in the golden streams nor the \
                  known images{}); custom images are never replaced. If it is an RHCOS AMI, \
                  add its id to the known-images file (--known-images-file; on a cluster, \
                  the ConfigMap boot-image-controller-published-images)",
                 why.map(|w| format!("; EC2 not consulted: {w}"))
                     .unwrap_or_default()
-            ),
-            current: Some(current.clone()),
-        },
+            );
+            skip(Reason::CustomImage, message, current)
+        }
     }
 }
 

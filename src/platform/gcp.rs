@@ -3,7 +3,7 @@
 use serde_json::{Map, Value};
 
 use super::{
-    Changes, FieldChange, ImageOutcome, Input, PlatformRule, RuleContext, invalid, not_in_stream,
+    Changes, ImageOutcome, Input, PlatformRule, RuleContext, invalid, not_in_stream, skip,
 };
 use crate::facts::Lookup;
 use crate::reason::Reason;
@@ -112,15 +112,12 @@ fn outcome(spec: &Value, ctx: &RuleContext<'_>) -> ImageOutcome {
             .unwrap_or_default()
             .starts_with(RHCOS_IMAGE_PREFIX)
     }) {
-        return ImageOutcome::Skip {
-            reason: Reason::CustomImage,
-            message: format!(
-                "boot image {} is outside {RHCOS_IMAGE_PREFIX}; custom images are never replaced \
-                 (set a {RHCOS_IMAGE_PREFIX} image by hand to have it managed)",
-                custom.as_str().unwrap_or_default()
-            ),
-            current: Some(first.clone()),
-        };
+        let message = format!(
+            "boot image {} is outside {RHCOS_IMAGE_PREFIX}; custom images are never replaced (set \
+             a {RHCOS_IMAGE_PREFIX} image by hand to have it managed)",
+            custom.as_str().unwrap_or_default()
+        );
+        return skip(Reason::CustomImage, message, first);
     }
     let Some(golden) = ctx.stream.gcp_image(ctx.arch) else {
         return not_in_stream(
@@ -143,11 +140,7 @@ fn outcome(spec: &Value, ctx: &RuleContext<'_>) -> ImageOutcome {
         (Some(&(i, _)), None) if i == first_index => Changes::Whole(disk_image_pointer(i).into()),
         _ => Changes::Each(
             outdated()
-                .map(|&(i, image)| FieldChange {
-                    pointer: disk_image_pointer(i).into(),
-                    from: image.clone(),
-                    to: target.clone(),
-                })
+                .map(|&(i, _)| disk_image_pointer(i).into())
                 .collect(),
         ),
     };

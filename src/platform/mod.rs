@@ -33,15 +33,11 @@ pub enum Platform {
     Other(String),
 }
 
-impl Platform {
-    /// Every platform with a rule; tests check each answers every question of [`PlatformRule`].
-    pub const WITH_RULES: [Platform; 4] = [
-        Platform::Aws,
-        Platform::Gcp,
-        Platform::Azure,
-        Platform::VSphere,
-    ];
+/// Every platform's rule (those [`Platform::rule`] gives), for the questions about a provider
+/// spec whose platform is not known.
+const RULES: [&dyn PlatformRule; 4] = [&aws::Aws, &gcp::Gcp, &azure::Azure, &vsphere::VSphere];
 
+impl Platform {
     /// The platform an Infrastructure's `status.platformStatus` describes.
     pub fn from_status(status: &crate::api::PlatformStatus) -> Self {
         let cloud = status.azure.as_ref().and_then(|a| a.cloud_name.as_deref());
@@ -155,14 +151,6 @@ pub struct RuleContext<'a> {
 /// borrowed as such; GCP's name a disk by its index.
 pub type Pointer = Cow<'static, str>;
 
-/// One value to replace inside the provider spec.
-#[derive(Clone, Debug, PartialEq)]
-pub struct FieldChange {
-    pub pointer: Pointer,
-    pub from: Value,
-    pub to: Value,
-}
-
 /// Where an update writes its target image in the provider spec.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Changes {
@@ -170,23 +158,26 @@ pub enum Changes {
     /// `target` (an AMI ID, an Azure image object, a vSphere template): nothing is copied for
     /// the patch, which reads both.
     Whole(Pointer),
-    /// Values replaced one by one, each from its own current value (GCP's boot disks).
-    Each(Vec<FieldChange>),
+    /// Values each replaced by the outcome's `target`, from its own current value in the
+    /// provider spec (GCP's boot disks).
+    Each(Vec<Pointer>),
 }
 
 impl Changes {
-    /// Every value replaced, as `(pointer, from, to)`, given the outcome's `current` and
-    /// `target`.
+    /// Every value replaced, as `(pointer, from, to)`, given the provider spec the outcome was
+    /// judged on and the outcome's `current` and `target`.
     pub fn iter<'a>(
         &'a self,
+        spec: &'a Value,
         current: &'a Value,
         target: &'a Value,
     ) -> impl Iterator<Item = (&'a str, &'a Value, &'a Value)> {
-        let (whole, each): (Option<(&str, _, _)>, &[FieldChange]) = match self {
+        let (whole, each): (Option<(&str, _, _)>, &[Pointer]) = match self {
             Changes::Whole(pointer) => (Some((pointer, current, target)), &[]),
-            Changes::Each(changes) => (None, changes),
+            Changes::Each(pointers) => (None, pointers),
         };
-        let each = each.iter().map(|c| (&*c.pointer, &c.from, &c.to));
+        let from = |pointer: &'a str| spec.pointer(pointer).unwrap_or(&Value::Null);
+        let each = each.iter().map(move |p| (&**p, from(p), target));
         whole.into_iter().chain(each)
     }
 }
@@ -310,7 +301,7 @@ pub trait PlatformRule: Sync {
 /// Every rule's [`PlatformRule::keep_only_what_it_reads`], for a provider spec of a platform
 /// not known yet: a rule only trims inside the fields that it alone reads.
 pub fn keep_only_what_the_rules_read(spec: &mut Map<String, Value>) {
-    for rule in Platform::WITH_RULES.iter().filter_map(Platform::rule) {
+    for rule in RULES {
         rule.keep_only_what_it_reads(spec);
     }
 }
@@ -338,18 +329,12 @@ impl Input {
 /// Where the boot image lives in a provider spec, asking each platform in turn: `revert` reads
 /// objects without knowing the cluster's platform.
 pub fn image_locations(provider_spec: &Value, written: &Value) -> Option<Vec<(String, Value)>> {
-    Platform::WITH_RULES
-        .iter()
-        .filter_map(Platform::rule)
-        .find_map(|rule| rule.image_locations(provider_spec, written))
+    (RULES.iter()).find_map(|rule| rule.image_locations(provider_spec, written))
 }
 
 /// Whether any platform's rule reads the top-level provider-spec field `field`.
 pub fn read_by_a_rule(field: &str) -> bool {
-    Platform::WITH_RULES
-        .iter()
-        .filter_map(Platform::rule)
-        .any(|rule| rule.provider_spec_fields().contains(&field))
+    (RULES.iter()).any(|rule| rule.provider_spec_fields().contains(&field))
 }
 
 /// A boot image as a person reads it: the id, the path, or an Azure URN.
@@ -357,8 +342,7 @@ pub fn display_image(image: Option<&Value>) -> String {
     match image {
         None | Some(Value::Null) => "-".to_string(),
         Some(Value::String(s)) => s.clone(),
-        Some(other) => (Platform::WITH_RULES.iter())
-            .filter_map(Platform::rule)
+        Some(other) => (RULES.iter())
             .find_map(|rule| rule.display(other))
             .unwrap_or_else(|| other.to_string()),
     }
@@ -432,6 +416,25 @@ mod tests {
     use crate::testkit::rules::Cluster;
     use crate::testkit::streams::stream_421_all_platforms as stream_4_21;
 
+    /// Every platform with a rule; each must answer every question of [`PlatformRule`].
+    const WITH_RULES: [Platform; 4] = [
+        Platform::Aws,
+        Platform::Gcp,
+        Platform::Azure,
+        Platform::VSphere,
+    ];
+
+    #[test]
+    fn the_rules_asked_of_any_provider_spec_are_those_of_the_platforms_with_rules() {
+        let keys = |rules: Vec<&dyn PlatformRule>| {
+            rules.iter().map(|r| r.stream_key()).collect::<Vec<_>>()
+        };
+        let of_platforms = WITH_RULES.iter().filter_map(Platform::rule).collect();
+        assert_eq!(keys(of_platforms), keys(RULES.to_vec()));
+        let others = [Platform::AzureStackHub, Platform::Other("BareMetal".into())];
+        assert!(others.iter().all(|p| p.rule().is_none()));
+    }
+
     /// A provider spec of `platform` on an older image than the compact 4.21 stream's.
     fn outdated_spec(platform: &Platform) -> Value {
         match platform {
@@ -486,7 +489,7 @@ mod tests {
             .on_vsphere()
             .with_vcenter(vcenter);
         let ctx = cluster.ctx(Arch::Amd64);
-        for platform in Platform::WITH_RULES {
+        for platform in WITH_RULES {
             let rule = platform
                 .rule()
                 .expect("WITH_RULES lists platforms with a rule");
@@ -504,8 +507,11 @@ mod tests {
             else {
                 panic!("{platform:?}: the outdated sample is not updated");
             };
-            for (pointer, _, to) in changes.iter(&current, &target) {
-                *spec.pointer_mut(pointer).unwrap() = to.clone();
+            let changed: Vec<String> = (changes.iter(&spec, &current, &target))
+                .map(|c| c.0.to_string())
+                .collect();
+            for pointer in &changed {
+                *spec.pointer_mut(pointer).unwrap() = target.clone();
             }
             assert!(
                 matches!(rule.outcome(&spec, &ctx), ImageOutcome::UpToDate { .. }),
@@ -515,7 +521,6 @@ mod tests {
                 .image_locations(&spec, &target)
                 .expect("the image is found");
             let pointers: Vec<&str> = located.iter().map(|(p, _)| p.as_str()).collect();
-            let changed: Vec<&str> = (changes.iter(&current, &target)).map(|c| c.0).collect();
             assert_eq!(pointers, changed, "{platform:?}");
             assert!(located.iter().all(|(_, v)| *v == target), "{platform:?}");
             let shown = display_image(Some(&target));
@@ -524,7 +529,7 @@ mod tests {
                 "{platform:?}: {shown}"
             );
             // Only the owner of a provider spec recognises it.
-            for other in Platform::WITH_RULES.iter().filter(|p| **p != platform) {
+            for other in WITH_RULES.iter().filter(|p| **p != platform) {
                 let other_rule = other.rule().unwrap();
                 assert_eq!(
                     other_rule.image_locations(&outdated_spec(&platform), &target),

@@ -114,26 +114,19 @@ fn cluster_template<'s>(
             None,
         )));
     };
-    let current_value = Some(Value::from(current));
+    let skipped = |reason, message| Err(Box::new(skip(reason, message, &Value::from(current))));
     let Some(infra) = ctx.infrastructure_name.filter(|i| !i.is_empty()) else {
-        return Err(Box::new(ImageOutcome::Skip {
-            reason: Reason::VSphereTopologyUnknown,
-            message: "the Infrastructure has no infrastructureName, so this cluster's templates \
-                      cannot be told from custom ones; the template is left as is"
-                .into(),
-            current: current_value,
-        }));
+        let message = "the Infrastructure has no infrastructureName, so this cluster's templates \
+                       cannot be told from custom ones; the template is left as is";
+        return skipped(Reason::VSphereTopologyUnknown, message.into());
     };
     if !is_cluster_template(current, infra) {
-        return Err(Box::new(ImageOutcome::Skip {
-            reason: Reason::CustomImage,
-            message: format!(
-                "template {current} was not created by the installer or a boot image controller \
-                 for this cluster (their names start with {infra}-rhcos); custom templates are \
-                 never replaced"
-            ),
-            current: current_value,
-        }));
+        let message = format!(
+            "template {current} was not created by the installer or a boot image controller for \
+             this cluster (their names start with {infra}-rhcos); custom templates are never \
+             replaced"
+        );
+        return skipped(Reason::CustomImage, message);
     }
     Ok((current, infra))
 }
@@ -145,19 +138,16 @@ fn template_request(
     ctx: &RuleContext<'_>,
 ) -> Result<TemplateRequest, Box<ImageOutcome>> {
     let (current, infra) = cluster_template(spec, ctx)?;
-    let current_value = Some(Value::from(current));
+    let current_value = Value::from(current);
+    let skipped = |reason, message| Err(Box::new(skip(reason, message, &current_value)));
     let domains = failure_domains(ctx.platform_spec);
     if domains.is_empty() {
         // The MCO skips such clusters too (`reconcileVSphereProviderSpec`, platform_helpers.go
         // at 7ff337a): without failure domains there is no datastore or cluster to import into.
-        return Err(Box::new(ImageOutcome::Skip {
-            reason: Reason::VSphereTopologyUnknown,
-            message: "the Infrastructure lists no vSphere failure domains \
-                      (spec.platformSpec.vsphere.failureDomains), so there is nowhere to import \
-                      a new template; the template is left as is"
-                .into(),
-            current: current_value,
-        }));
+        let message = "the Infrastructure lists no vSphere failure domains \
+                       (spec.platformSpec.vsphere.failureDomains), so there is nowhere to import \
+                       a new template; the template is left as is";
+        return skipped(Reason::VSphereTopologyUnknown, message.into());
     }
     let workspace = spec.get("workspace").unwrap_or(&Value::Null);
     let Some(domain) = domains.into_iter().find(|fd| fd.holds(workspace)) else {
@@ -166,27 +156,24 @@ fn template_request(
         // machine-config-operator PR 6477, OCPBUGS-115203, reverting f5ca014a8 of
         // `createNewVMTemplate`, vsphere_helpers.go). Such a MachineSet keeps its template and
         // falls behind on skew, so the message says the two ways out upstream gives.
-        return Err(Box::new(ImageOutcome::Skip {
-            reason: Reason::FailureDomainNotFound,
-            message: format!(
-                "the providerSpec workspace {} matches no failure domain of the Infrastructure \
-                 (server, datacenter, datastore, resourcePool and vmGroup must all match one), \
-                 so there is nowhere to import a new template and the template is left as is; \
-                 add a failure domain for this workspace to the Infrastructure's \
-                 spec.platformSpec.vsphere.failureDomains, or manage this MachineSet's boot \
-                 image by hand: opt it out (and where the release enforces boot image skew, set \
-                 that to Manual, or to None if the MachineSet is never scaled up)",
-                compact(workspace)
-            ),
-            current: current_value,
-        }));
+        let message = format!(
+            "the providerSpec workspace {} matches no failure domain of the Infrastructure \
+             (server, datacenter, datastore, resourcePool and vmGroup must all match one), so \
+             there is nowhere to import a new template and the template is left as is; add a \
+             failure domain for this workspace to the Infrastructure's \
+             spec.platformSpec.vsphere.failureDomains, or manage this MachineSet's boot image by \
+             hand: opt it out (and where the release enforces boot image skew, set that to \
+             Manual, or to None if the MachineSet is never scaled up)",
+            compact(workspace)
+        );
+        return skipped(Reason::FailureDomainNotFound, message);
     };
     let Some(ova) = ctx.stream.vmware_ova(ctx.arch) else {
         return Err(Box::new(not_in_stream(
             ctx,
             "vSphere OVA",
             "the template is left as is until the stream carries one",
-            current_value,
+            Some(current_value),
         )));
     };
     let folder = workspace

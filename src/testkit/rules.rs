@@ -121,7 +121,10 @@ pub fn changed_pointers(outcome: &ImageOutcome) -> Vec<&str> {
     else {
         panic!("expected an update, got {outcome:?}");
     };
-    changes.iter(current, target).map(|c| c.0).collect()
+    changes
+        .iter(&Value::Null, current, target)
+        .map(|c| c.0)
+        .collect()
 }
 
 /// A rule's outcome without the look-up it asks for, for tests that only read the outcome.

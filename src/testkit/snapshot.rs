@@ -8,10 +8,28 @@ use serde_json::{Value, json};
 
 use super::{objects, provider_specs};
 use crate::facts::vcenter::{TemplateKey, TemplateState};
+use crate::machine_kind::{MachineKind, MachineObject};
 use crate::names::{
     GOLDEN_CONFIGMAP_NAMESPACE, INFRASTRUCTURE_NAME, MACHINE_CONFIGURATION_NAME, OPT_IN_ANNOTATION,
 };
-use crate::plan::ClusterSnapshot;
+use crate::plan::{ClusterSnapshot, MachineResource, Malformed};
+
+impl MachineResource {
+    /// An object of `kind` as read, or why it could not be read.
+    pub fn read<M: MachineObject + 'static>(
+        kind: MachineKind,
+        object: Result<M, Malformed>,
+    ) -> Self {
+        let object = object.map(|o| Arc::new(o) as Arc<dyn MachineObject>);
+        MachineResource { kind, object }
+    }
+}
+
+impl<M: MachineObject + 'static> From<M> for MachineResource {
+    fn from(object: M) -> Self {
+        MachineResource::read(object.kind(), Ok(object))
+    }
+}
 
 pub struct ClusterSnapshotBuilder {
     snapshot: ClusterSnapshot,
