@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::time::Duration;
 
 use jiff::Timestamp;
 use tokio::time::Instant;
@@ -187,7 +188,7 @@ impl Controller {
                 debug!(kind, name = %d.name, in_a_row, "object changed under us; re-planning");
                 // The store is usually one watch event behind: retry soon, then back off, and
                 // past CONFLICT_LIMIT in a row report the object (see `reported`).
-                let delay = CONFLICT_RETRY.saturating_mul(1 << in_a_row.min(CONFLICT_LIMIT));
+                let delay = doubling(CONFLICT_RETRY, CONFLICT_RETRY_MAX, in_a_row);
                 self.memory.object(&d.key()).retry = Some((0, Instant::now() + delay));
                 false
             }
@@ -386,6 +387,8 @@ fn error_notice(reason: Reason) -> Notice {
 /// An update whose patch conflicted this many times in a row is reported as failed: something
 /// keeps changing the object between our read and our write.
 const CONFLICT_LIMIT: u32 = 5;
+/// The longest wait after a conflict: 500 ms doubled five times, once past the limit.
+const CONFLICT_RETRY_MAX: Duration = Duration::from_secs(16);
 
 /// What status, metrics and the next pass see of an applied decision: the planner's decision,
 /// except that an update whose patch the API server refused is an error of its own.
