@@ -187,13 +187,8 @@ pub async fn run(args: RunArgs, shutdown: CancellationToken) -> Result<(), RunEr
         &args.machine_api_namespace,
         &args.cluster_api_namespace,
     );
-    let schema = status::served_schema::ServedSchema::follow(
-        client.clone(),
-        trigger_tx.clone(),
-        shutdown.clone(),
-    );
     let mut controller = Controller {
-        schema,
+        schema: status::served_schema::ServedSchema::new(client.clone()),
         ec2: ec2_lookups(&args, &client, &stores, &trigger_tx, &metrics).await?,
         vcenter: template_imports(&args, &client, &trigger_tx, &metrics),
         events: events::EventPublisher::start(

@@ -135,7 +135,7 @@ impl Controller {
         let fields = (!standing_down)
             .then(|| self.boot_image_fields(sources, mc, &decisions))
             .flatten();
-        let schema = self.schema.current();
+        let schema = self.schema.current.clone();
         desired.extend(fields.as_ref().and_then(|f| f.manual_met.clone()));
         let (entries, shared) = self.field_entries(mc, fields.as_ref(), &schema);
         let known = self.current_status(mc);
@@ -233,16 +233,20 @@ impl Controller {
     /// Sends the status write [`Controller::status_to_write`] calls for, if any, and records how
     /// it went: what the next write compares with, or its backoff.
     ///
+    /// The leader reads the served schema first, when that is due (5 minutes after the last read).
     /// Should the API server refuse the boot-image fields as invalid (a schema that changed
     /// since we read it, an admission policy), the refusal is remembered (the fields back off)
     /// and the schema's index is read again, to see whether the schema changed; then the status
-    /// is decided again without them, so that changed conditions go at once: they must never
-    /// wait for an optional field.
+    /// is decided again without them (or with the fields a changed schema declares), so that
+    /// changed conditions go at once: they must never wait for an optional field.
     pub(super) async fn write_status(
         &mut self,
         sources: &StatusSources,
         pending: &BTreeMap<ObjectKey, &Decision>,
     ) {
+        if *self.leader.borrow() {
+            self.schema.read_if_due().await;
+        }
         let Some(mut write) = self.status_to_write(sources, pending) else {
             return;
         };
@@ -254,16 +258,16 @@ impl Controller {
         {
             warn!(error = %refused, "the API server refused the boot-image status fields; writing the conditions alone, if they changed, and the fields again after a backoff (1 s doubling to 5 min)");
             self.metrics.write_failures.with_label_values(&target).inc();
-            self.schema.refresh();
             let before = self.memory.fields_refused.take();
             let times = (before.filter(|r| r.schema == write.schema))
                 .map_or(1, |r| r.times.saturating_add(1));
             let (at, schema) = (Instant::now(), write.schema.clone());
             self.memory.fields_refused = Some(FieldsRefusal { times, at, schema });
-            let Some(without_fields) = self.status_to_write(sources, pending) else {
+            self.schema.read().await;
+            let Some(again) = self.status_to_write(sources, pending) else {
                 return;
             };
-            write = without_fields;
+            write = again;
             result = self.apply(&write).await;
         } else if !write.status.fields.is_empty() && result.is_ok() {
             self.memory.fields_refused = None;

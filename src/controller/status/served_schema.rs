@@ -11,8 +11,8 @@
 //!
 //! The OpenAPI v3 document needs no RBAC of its own (the `system:discovery` ClusterRole lets
 //! every authenticated user read `/openapi/*`), and its index names each group-version's
-//! document by a hash of its content: a changed CRD (a cluster upgrade) is a new URL, so a poll of
-//! the small index is enough to follow it.
+//! document by a hash of its content: a changed CRD (a cluster upgrade) is a new URL, so reading
+//! the small index again now and then is enough to follow it.
 
 use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap};
@@ -22,19 +22,16 @@ use kube::Client;
 use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
-use tokio::sync::{Notify, mpsc, watch};
-use tokio_util::sync::CancellationToken;
+use tokio::time::Instant;
 use tracing::{debug, info, warn};
-
-use crate::controller::watches::Trigger;
 
 /// The group-version of `MachineConfiguration`, as the OpenAPI v3 index names it.
 const GROUP_VERSION_PATH: &str = "apis/operator.openshift.io/v1";
 /// The schema's name in that document: the API server names a CRD's schema after its group
 /// written backwards, its version and its kind.
 const SCHEMA_NAME: &str = "io.openshift.operator.v1.MachineConfiguration";
-/// How often the index is read again when nothing asked for it sooner.
-const POLL: Duration = Duration::from_secs(300);
+/// How long after a read the index is read again, when no refusal asked for it sooner.
+const READ_AGAIN: Duration = Duration::from_secs(300);
 /// The most of one OpenAPI document (or the index) read. The group-version's document holds
 /// every kind of `operator.openshift.io/v1`: 131 kB for the MachineConfiguration CRD alone (105
 /// kB of YAML), so about 2 to 3 MB on OpenShift (28 CRDs, about 1 MB of YAML, in openshift/api's
@@ -111,83 +108,64 @@ pub enum SchemaError {
     Read { path: String, message: String },
 }
 
-/// The served schema as last read, and a way to ask for it to be read again at once (after
-/// the API server refused a status write as invalid).
-#[derive(Clone)]
+/// The served schema as last read. The leader's status write reads the index again once
+/// [`READ_AGAIN`] has passed since the last read, and at once after the API server refused a
+/// write as invalid; the document only when the index names a new one.
 pub struct ServedSchema {
-    current: watch::Receiver<StatusSchema>,
-    refresh: std::sync::Arc<Notify>,
+    client: Client,
+    pub current: StatusSchema,
+    /// The URL the document was read from.
+    read_from: Option<String>,
+    /// When the index is due to be read again.
+    due: Instant,
 }
 
 impl ServedSchema {
-    pub fn current(&self) -> StatusSchema {
-        self.current.borrow().clone()
-    }
-
-    pub fn refresh(&self) {
-        self.refresh.notify_one();
-    }
-
-    /// Starts following the schema: read now, then on every poll or refresh. A change wakes
-    /// the controller, whose next status write then carries what the schema now declares.
-    pub fn follow(
-        client: Client,
-        wake: mpsc::UnboundedSender<Trigger>,
-        shutdown: CancellationToken,
-    ) -> ServedSchema {
-        let (tx, rx) = watch::channel(StatusSchema::default());
-        let refresh = std::sync::Arc::new(Notify::new());
-        let asked = refresh.clone();
-        tokio::spawn(async move {
-            let mut read_from: Option<String> = None;
-            loop {
-                match read_if_changed(&client, read_from.as_deref()).await {
-                    Ok(Some((url, schema))) => {
-                        read_from = Some(url);
-                        if *tx.borrow() != schema {
-                            info!(?schema, "read the served MachineConfiguration schema");
-                            tx.send_replace(schema);
-                            let _ = wake.send(Trigger);
-                        }
-                    }
-                    Ok(None) => {}
-                    // Keep what we had: conditions alone are always accepted.
-                    Err(e) => {
-                        warn!(error = %e, "cannot read the served MachineConfiguration schema; status fields other than conditions wait for it")
-                    }
-                }
-                // Asked after a refused write: the index says whether the schema changed (its
-                // URL is a hash of the content); the same document read again would say the same.
-                tokio::select! {
-                    _ = shutdown.cancelled() => return,
-                    _ = asked.notified() => {}
-                    _ = tokio::time::sleep(POLL) => {}
-                }
-            }
-        });
+    /// Not read yet: due at once.
+    pub fn new(client: Client) -> ServedSchema {
         ServedSchema {
-            current: rx,
-            refresh,
+            client,
+            current: StatusSchema::default(),
+            read_from: None,
+            due: Instant::now(),
         }
     }
-}
 
-/// The schema and the URL it was read from, unless the index still names `known` (unchanged).
-async fn read_if_changed(
-    client: &Client,
-    known: Option<&str>,
-) -> Result<Option<(String, StatusSchema)>, SchemaError> {
-    let index: Value = serde_json::from_str(&get(client, "/openapi/v3").await?)?;
-    let url = (index["paths"][GROUP_VERSION_PATH]["serverRelativeURL"].as_str())
-        .ok_or(SchemaError::GroupVersionNotServed)?
-        .to_string();
-    if known == Some(url.as_str()) {
-        return Ok(None);
+    /// Reads the schema if [`READ_AGAIN`] has passed since the last read (or none was made).
+    pub async fn read_if_due(&mut self) {
+        if self.due <= Instant::now() {
+            self.read().await;
+        }
     }
-    let document = get(client, &url).await?;
-    debug!(%url, bytes = document.len(), "read the served schema's OpenAPI document");
-    let schema = StatusSchema::from_openapi(&document)?;
-    Ok(Some((url, schema)))
+
+    /// Reads the index, and the document if the index names a new one.
+    pub async fn read(&mut self) {
+        self.due = Instant::now() + READ_AGAIN;
+        // Keep what we had: conditions alone are always accepted.
+        if let Err(e) = self.read_if_changed().await {
+            warn!(error = %e, "cannot read the served MachineConfiguration schema; status fields other than conditions wait for it")
+        }
+    }
+
+    /// Reads the document the index names, unless it is the one read last: its URL is a hash
+    /// of its content, so the same document read again would say the same.
+    async fn read_if_changed(&mut self) -> Result<(), SchemaError> {
+        let index: Value = serde_json::from_str(&get(&self.client, "/openapi/v3").await?)?;
+        let url = (index["paths"][GROUP_VERSION_PATH]["serverRelativeURL"].as_str())
+            .ok_or(SchemaError::GroupVersionNotServed)?;
+        if self.read_from.as_deref() == Some(url) {
+            return Ok(());
+        }
+        let document = get(&self.client, url).await?;
+        debug!(%url, bytes = document.len(), "read the served schema's OpenAPI document");
+        let schema = StatusSchema::from_openapi(&document)?;
+        if self.current != schema {
+            info!(?schema, "read the served MachineConfiguration schema");
+            self.current = schema;
+        }
+        self.read_from = Some(url.to_string());
+        Ok(())
+    }
 }
 
 /// The body at `path`, at most [`MAX_DOCUMENT_BYTES`] of it, answered within the bound of a call.
