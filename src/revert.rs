@@ -501,7 +501,7 @@ mod tests {
             let meta: ObjectMeta = serde_json::from_value(object["metadata"].clone()).unwrap();
             let window = jiff::SignedDuration::from_hours(1);
             let mut patch = Patch::default();
-            record_ops(&mut patch, &meta, &entry, "t", now, window);
+            record_ops(&mut patch, &meta, &entry, now, window);
             json_patch::patch(&mut object, &patch.0).unwrap();
             *object.pointer_mut(ami).unwrap() = next;
         }

@@ -705,8 +705,7 @@ impl Controller {
             if d.reason == Reason::OptedOut {
                 memory.remove(uid);
             } else if d.action == Action::Update && *outcome == act::Outcome::Patched {
-                let remembered =
-                    history::remember_patch(memory.remove(uid), &d.target_key(), now, window);
+                let remembered = history::remember_patch(memory.remove(uid), now, window);
                 memory.insert(uid.clone(), remembered);
             }
         }

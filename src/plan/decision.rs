@@ -253,14 +253,6 @@ impl Decision {
             name: self.name.clone(),
         }
     }
-
-    /// Identity of the values this decision writes, for the hot-loop guard.
-    pub fn target_key(&self) -> String {
-        history::target_key(
-            self.boot_image.target.as_ref(),
-            self.user_data_secret.target.as_deref(),
-        )
-    }
 }
 
 /// The message of a MachineSet held on `image.current` off `image.target`, which failed.

@@ -4,7 +4,7 @@
 //! boot-image change, so they can never disagree with it:
 //! - [`HISTORY_ANNOTATION`]: the last [`HISTORY_LIMIT`] changes (what was replaced, by what,
 //!   for which release, when). `revert` reads it to restore the previous values.
-//! - [`HOT_LOOP_ANNOTATION`]: when we patched to the current target within the hot-loop window.
+//! - [`HOT_LOOP_ANNOTATION`]: when we patched the object within the hot-loop window.
 //!   Kept on the object rather than in memory so that restarts and leader changes do not reset
 //!   the guard (the predecessor's counter was lost on restart).
 
@@ -77,11 +77,11 @@ pub struct Change<T> {
     pub to: T,
 }
 
-/// Our patches to one object within the hot-loop window.
+/// Our patches to one object within the hot-loop window. Versions before 2026-11-28 also wrote
+/// a `target` (the values of the newest patch), which nothing read: it is ignored here, and an
+/// older version reads memory without it as none, so a downgrade starts the count again.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct HotLoopMemory {
-    /// Identifies the values we wrote last (see [`target_key`]).
-    pub target: String,
     /// Times of our patches, to whatever values, oldest first.
     pub patches: Vec<Timestamp>,
 }
@@ -123,13 +123,6 @@ fn kept_entries<T>(mut earlier: Vec<T>) -> Vec<T> {
     earlier
 }
 
-/// A stable identity for "these are the values we would write": the JSON array
-/// `[boot image, stub secret]`. An earlier version of the controller may have written the key
-/// an annotation holds: its text must not change, or an upgrade resets the guard.
-pub fn target_key(boot_image: Option<&Value>, user_data_secret: Option<&str>) -> String {
-    serde_json::to_string(&(boot_image, user_data_secret)).unwrap_or_default()
-}
-
 /// How many times we already patched this object, to any values, within `window` before
 /// `now`: the larger of what the object's annotation and the controller's own memory
 /// (`remembered`, lost on restart, kept when a whole-object writer erases the annotation) say.
@@ -167,17 +160,15 @@ fn clamped(time: Timestamp, now: Timestamp) -> Option<Timestamp> {
     }
 }
 
-/// The controller's memory after patching an object to `target` at `now`: entries outside the
-/// window are forgotten, and those of other targets kept (the guard counts every patch of an
-/// object, see [`recent_patches`]); `target` names the newest.
+/// The controller's memory after patching an object at `now`: entries outside the window are
+/// forgotten (the guard counts every patch of an object, whatever its values, see
+/// [`recent_patches`]).
 pub fn remember_patch(
     memory: Option<HotLoopMemory>,
-    target: &str,
     now: Timestamp,
     window: SignedDuration,
 ) -> HotLoopMemory {
     let mut memory = memory.unwrap_or_default();
-    memory.target = target.to_string();
     memory
         .patches
         .retain(|t| clamped(*t, now).is_some_and(|t| now.duration_since(t) < window));
@@ -194,14 +185,13 @@ pub fn record_ops(
     patch: &mut Patch,
     meta: &ObjectMeta,
     entry: &HistoryEntry,
-    target: &str,
     now: Timestamp,
     window: SignedDuration,
 ) {
     let mut entries: Vec<Box<RawValue>> = kept_entries(history(meta));
     entries.extend(serde_json::value::to_raw_value(entry));
     let history = serde_json::to_string(&entries).unwrap_or_default();
-    let memory = remember_patch(hot_loop_memory(meta), target, now, window);
+    let memory = remember_patch(hot_loop_memory(meta), now, window);
     let memory = serde_json::to_string(&memory).unwrap_or_default();
     // The history's `test` holds the text as it was, even when it is not JSON this version reads.
     let values = [(HISTORY_ANNOTATION, history), (HOT_LOOP_ANNOTATION, memory)];
@@ -266,9 +256,9 @@ mod tests {
     }
 
     /// The operations that record `entry` on an object with `meta`.
-    fn recorded(meta: &ObjectMeta, entry: &HistoryEntry, target: &str, now: Timestamp) -> Patch {
+    fn recorded(meta: &ObjectMeta, entry: &HistoryEntry, now: Timestamp) -> Patch {
         let mut patch = Patch::default();
-        record_ops(&mut patch, meta, entry, target, now, HOUR);
+        record_ops(&mut patch, meta, entry, now, HOUR);
         patch
     }
 
@@ -284,7 +274,7 @@ mod tests {
             ..ObjectMeta::default()
         };
         for n in 0..7 {
-            meta = apply(&meta, recorded(&meta, &entry(n), "t", now));
+            meta = apply(&meta, recorded(&meta, &entry(n), now));
             // Byte for byte what serde writes for the kept entries and the new one, whether the
             // kept text was copied from the old history's escaped text or written anew.
             let newest = (n + 1).saturating_sub(HISTORY_LIMIT - 1).max(1);
@@ -321,7 +311,7 @@ mod tests {
         };
         assert_eq!(last_change(&meta), Some(entry(1)));
 
-        let after = apply(&meta, recorded(&meta, &entry(2), "t", now));
+        let after = apply(&meta, recorded(&meta, &entry(2), now));
         let newest = serde_json::to_string(&entry(2)).unwrap();
         assert_eq!(
             written(&after).unwrap(),
@@ -331,7 +321,7 @@ mod tests {
     }
 
     #[test]
-    fn hot_loop_counts_every_patch_within_window_whatever_its_target() {
+    fn hot_loop_counts_every_patch_within_window_whatever_its_values() {
         let t0: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
         let mut meta = ObjectMeta {
             annotations: Some(BTreeMap::from([("other".into(), "x".into())])),
@@ -339,31 +329,29 @@ mod tests {
         };
         for minutes in [0, 10, 20] {
             let now = t0 + SignedDuration::from_mins(minutes);
-            meta = apply(&meta, recorded(&meta, &entry(1), "t", now));
+            meta = apply(&meta, recorded(&meta, &entry(1), now));
         }
         let at = |m: i64| t0 + SignedDuration::from_mins(m);
         assert_eq!(recent_patches(&meta, None, at(30), HOUR), 3);
         // The first patch leaves the window after an hour.
         assert_eq!(recent_patches(&meta, None, at(65), HOUR), 2);
         // A patch to other values counts with the rest.
-        meta = apply(&meta, recorded(&meta, &entry(2), "u", at(31)));
+        meta = apply(&meta, recorded(&meta, &entry(2), at(31)));
         assert_eq!(recent_patches(&meta, None, at(32), HOUR), 4);
-        assert_eq!(hot_loop_memory(&meta).unwrap().target, "u");
         assert_eq!(meta.annotations.unwrap()["other"], "x");
     }
 
-    /// A golden ConfigMap flipping between two images every 100 ms: each patch's target is
-    /// the other one, and the count still reaches the threshold (it stayed at one, issue 38).
+    /// A golden ConfigMap flipping between two images every 100 ms: each patch's values are
+    /// the other ones, and the count still reaches the threshold (it stayed at one, issue 38).
     #[test]
-    fn a_target_flipping_back_and_forth_is_counted() {
+    fn values_flipping_back_and_forth_are_counted() {
         let t0: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
         let mut meta = ObjectMeta::default();
         let mut remembered = None;
         for i in 0..6 {
             let now = t0 + SignedDuration::from_millis(100 * i);
-            let target = if i % 2 == 0 { "a" } else { "b" };
-            meta = apply(&meta, recorded(&meta, &entry(1), target, now));
-            remembered = Some(remember_patch(remembered, target, now, HOUR));
+            meta = apply(&meta, recorded(&meta, &entry(1 + i as usize % 2), now));
+            remembered = Some(remember_patch(remembered, now, HOUR));
         }
         let now = t0 + SignedDuration::from_secs(1);
         assert_eq!(recent_patches(&meta, None, now, HOUR), 6);
@@ -377,7 +365,7 @@ mod tests {
         let at = |m: i64| t0 + SignedDuration::from_mins(m);
         let mut remembered = None;
         for minutes in [0, 10, 20] {
-            remembered = Some(remember_patch(remembered, "t", at(minutes), HOUR));
+            remembered = Some(remember_patch(remembered, at(minutes), HOUR));
         }
         // The object as another writer put it back: no annotation of ours left.
         let erased = ObjectMeta::default();
@@ -391,16 +379,14 @@ mod tests {
             recent_patches(&erased, remembered.as_ref(), at(65), HOUR),
             2
         );
-        let other = remember_patch(remembered, "u", at(71), HOUR);
+        let other = remember_patch(remembered, at(71), HOUR);
         assert_eq!(other.patches, vec![at(20), at(71)]);
-        assert_eq!(other.target, "u");
     }
 
     #[test]
     fn future_dated_entries_count_only_within_clock_skew() {
         let now: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
         let memory = |times: &[i64]| HotLoopMemory {
-            target: "t".into(),
             patches: times
                 .iter()
                 .map(|m| now + SignedDuration::from_mins(*m))
@@ -414,24 +400,20 @@ mod tests {
         let edited = memory(&[525_600, 525_600, 525_600]);
         assert_eq!(recent_patches(&meta, Some(&edited), now, HOUR), 0);
         // Writing the memory again drops it.
-        let rewritten = remember_patch(Some(edited), "t", now, HOUR);
+        let rewritten = remember_patch(Some(edited), now, HOUR);
         assert_eq!(rewritten.patches, vec![now]);
     }
 
-    /// The key is compared with the one the annotation holds, which an earlier version of the
-    /// controller may have written: its text must not change, or an upgrade resets the guard.
+    /// Memory an older version wrote, with the `target` it kept beside the times, still counts.
     #[test]
-    fn the_target_key_is_the_json_array_of_image_and_secret_in_the_images_own_order() {
-        let image = serde_json::json!({"publisher": "p", "offer": "o", "sku": "s", "version": "1"});
-        assert_eq!(
-            target_key(Some(&image), Some("worker-user-data-managed")),
-            r#"[{"publisher":"p","offer":"o","sku":"s","version":"1"},"worker-user-data-managed"]"#
-        );
-        assert_eq!(target_key(None, Some("a\"b")), r#"[null,"a\"b"]"#);
-        assert_eq!(
-            target_key(Some(&Value::from("ami-1")), None),
-            r#"["ami-1",null]"#
-        );
+    fn memory_with_an_older_versions_target_is_read() {
+        let old = r#"{"target":"[\"ami-1\",null]","patches":["2026-01-01T00:00:00Z"]}"#;
+        let meta = ObjectMeta {
+            annotations: Some(BTreeMap::from([(HOT_LOOP_ANNOTATION.into(), old.into())])),
+            ..ObjectMeta::default()
+        };
+        let now: Timestamp = "2026-01-01T00:10:00Z".parse().unwrap();
+        assert_eq!(recent_patches(&meta, None, now, HOUR), 1);
     }
 
     #[test]

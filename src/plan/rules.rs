@@ -535,7 +535,6 @@ impl Planner<'_> {
             decided.withdraw_writes();
             return;
         }
-        let target_key = decided.target_key();
         let (now, window) = (self.options.now, self.options.hot_loop_window);
         let remembered =
             (subject.meta.uid.as_ref()).and_then(|uid| self.options.remembered_patches.get(uid));
@@ -577,7 +576,7 @@ impl Planner<'_> {
             ..Default::default()
         };
         let patch = &mut decided.patch;
-        history::record_ops(patch, subject.meta, &recorded, &target_key, now, window);
+        history::record_ops(patch, subject.meta, &recorded, now, window);
         // A hold on an earlier golden image ends with the move to a newer one.
         remove_annotation(patch, subject.meta, BOOT_FAILURE_HOLD_ANNOTATION);
         if let Some(copy) = &decided.infrastructure_template {

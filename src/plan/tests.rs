@@ -1702,14 +1702,7 @@ fn reverted_at(
         };
         let window = options().hot_loop_window;
         let mut ops = Patch::default();
-        history::record_ops(
-            &mut ops,
-            &ms.metadata,
-            &entry,
-            &first.target_key(),
-            at,
-            window,
-        );
+        history::record_ops(&mut ops, &ms.metadata, &entry, at, window);
         ms = apply(&ms, &ops.0);
     }
     Ok(ms)

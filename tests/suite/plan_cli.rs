@@ -110,7 +110,7 @@ fn the_demo_cluster_updates_outdated_machine_sets_and_says_why_it_leaves_the_oth
                     r#"[{{"time":"{now}","release":"4.21.0","stream":"rhcos-4.21","bootImage":{{"from":"{AMI_420_US_EAST_1}","to":"{AMI_421_US_EAST_1}"}}}}]"#
                 ),
                 "boot-image-controller.io/hot-loop": format!(
-                    r#"{{"target":"[\"{AMI_421_US_EAST_1}\",null]","patches":["{now}"]}}"#
+                    r#"{{"patches":["{now}"]}}"#
                 )
             }},
         ])
