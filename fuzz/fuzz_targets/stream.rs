@@ -33,10 +33,16 @@ fn with_overlay(stream: &str, overlay: &str) -> Option<String> {
     let overlay: Map<String, Value> = serde_json::from_str(overlay).ok()?;
     let arches = stream.get_mut("architectures")?.as_object_mut()?;
     for (arch, platforms) in overlay {
-        if let Some(entry) = arches.get_mut(&arch).and_then(Value::as_object_mut) {
+        let Some(entry) = arches.get_mut(&arch).and_then(Value::as_object_mut) else {
+            continue;
+        };
+        // Beside the extensions the stream has (`azure-disk`, `aws-winli`).
+        let extensions = (entry.entry("rhel-coreos-extensions")).or_insert_with(|| json!({}));
+        let marketplace = (extensions.as_object_mut())
+            .map(|e| e.entry("marketplace").or_insert_with(|| json!({})));
+        if let Some(marketplace) = marketplace.and_then(Value::as_object_mut) {
             let azure = platforms.get("azure").cloned().unwrap_or(Value::Null);
-            let marketplace = json!({"marketplace": {"azure": azure}});
-            entry.insert("rhel-coreos-extensions".into(), marketplace);
+            marketplace.insert("azure".into(), azure);
         }
     }
     Some(stream.to_string())
