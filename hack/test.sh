@@ -75,6 +75,12 @@ export PATH="$BIC_BIN_DIR:$PATH"
 log "lints"
 cargo clippy --all-targets --locked -- -D warnings
 
+# The fuzz targets (fuzz/, a workspace of its own that nothing above compiles) still compile
+# against the library: stable Rust checks them; running them needs nightly (hack/fuzz.sh). The
+# shared target dir reuses the dependencies the lints just checked.
+log "fuzz targets compile (cargo check; hack/fuzz.sh runs them)"
+cargo check --manifest-path fuzz/Cargo.toml --bins --locked --target-dir "${CARGO_TARGET_DIR:-$repo/target}"
+
 log "tests"
 cargo test --locked "$@"
 

@@ -15,12 +15,13 @@ use boot_image_controller::api::{
 };
 use boot_image_controller::arch::Arch;
 use boot_image_controller::known_images::KnownImages;
+use boot_image_controller::machine_kind::MachineKind;
 use boot_image_controller::names;
 use boot_image_controller::plan::{
-    self, Action, ClusterSnapshot as Cluster, Malformed, Options, Planner, history,
+    self, Action, ClusterSnapshot as Cluster, MachineResource, Malformed, Options, Planner, history,
 };
 use boot_image_controller_fuzz as g;
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 use libfuzzer_sys::fuzz_target;
 use serde_json::{Map, Value, json};
 
@@ -54,20 +55,33 @@ fn machine_configuration(
             "selection": selection,
         }));
     }
-    let mut spec = match u.int_in_range(0..=2)? {
+    // Declared nowhere (the release's default), in the spec, or in our opt-in annotation,
+    // which the planner reads first.
+    let declared = json!({"machineManagers": managers});
+    let mut annotations = Map::new();
+    let mut spec = match u.int_in_range(0..=3)? {
         0 => json!({}),
-        _ => json!({"managedBootImages": {"machineManagers": managers}}),
+        1 => {
+            let text = if g::rarely(u, 8)? {
+                u.arbitrary::<String>()?
+            } else {
+                declared.to_string()
+            };
+            annotations.insert(names::OPT_IN_ANNOTATION.into(), json!(text));
+            json!({})
+        }
+        _ => json!({"managedBootImages": declared}),
     };
     maybe_mutate(u, &mut spec, 8)?;
-    let mut object = json!({
-        "apiVersion": "operator.openshift.io/v1", "kind": "MachineConfiguration",
-        "metadata": {"name": "cluster", "resourceVersion": "1"}, "spec": spec,
-    });
     if g::rarely(u, 6)? {
-        object["metadata"]["annotations"] = json!({
-            names::PAUSE_ANNOTATION: g::pick(u, &["true", "false", ""])?
-        });
+        let paused = g::pick(u, &["true", "false", ""])?;
+        annotations.insert(names::PAUSE_ANNOTATION.into(), json!(paused));
     }
+    let object = json!({
+        "apiVersion": "operator.openshift.io/v1", "kind": "MachineConfiguration",
+        "metadata": {"name": "cluster", "resourceVersion": "1", "annotations": annotations},
+        "spec": spec,
+    });
     Ok(serde_json::from_value(object).ok())
 }
 
@@ -338,6 +352,8 @@ fn run(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
     for _ in 0..u.int_in_range(0..=3)? {
         known_images.extend([g::pick(u, g::AMIS)?.to_string()]);
     }
+    // Every field the generators do not draw (EC2 and vCenter facts, Cluster API templates,
+    // boot evidence; new ones too) keeps its default.
     let cluster = Cluster {
         machine_configuration: machine_configuration(u)?,
         infrastructure: infrastructure(u, platform)?,
@@ -347,6 +363,7 @@ fn run(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
         secrets: secrets(u, "openshift-machine-api")?,
         known_images,
         control_plane_nodes: control_plane_nodes(u)?,
+        ..Cluster::default()
     };
     let options = Options {
         control_plane_arch: if u.arbitrary()? {
@@ -356,48 +373,51 @@ fn run(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
         },
         now: Timestamp::from_second(NOW).expect("in range"),
         hot_loop_threshold: u.int_in_range(1..=4)?,
-        hot_loop_window: SignedDuration::from_hours(1),
+        report_only: g::rarely(u, 8)?,
+        ..Options::default()
     };
-    let mut machine_sets = Vec::new();
+    let mut machines = Vec::new();
     for i in 0..u.int_in_range(0..=5)? {
-        machine_sets.push(machine_set_json(u, i, shape)?);
+        machines.push((MachineKind::MachineSet, machine_set_json(u, i, shape)?));
     }
-    let mut control_plane = Vec::new();
     for i in 0..u.int_in_range(0..=1)? {
-        control_plane.push(control_plane_json(u, i, shape)?);
+        let doc = control_plane_json(u, i, shape)?;
+        machines.push((MachineKind::ControlPlaneMachineSet, doc));
     }
 
     let planner = Planner::new(&cluster, &options);
     let blocked = planner.blocked().is_some();
-    for (i, doc) in machine_sets.iter().enumerate() {
-        let input: Result<MachineSet, Malformed> = typed(doc, format!("ms-{i}"));
-        let entry = planner.decide(input.as_ref());
-        check(&planner, doc, &entry, blocked, |d| {
-            planner.decide(typed::<MachineSet>(d, format!("ms-{i}")).as_ref())
-        });
+    for (kind, doc) in &machines {
+        let decide = |doc: &Value| planner.decide_all(&[resource(*kind, doc)]).remove(0);
+        check(&planner, doc, &decide(doc), blocked, decide);
     }
-    for (i, doc) in control_plane.iter().enumerate() {
-        let input: Result<ControlPlaneMachineSet, Malformed> = typed(doc, format!("cp-{i}"));
-        let entry = planner.decide(input.as_ref());
-        check(&planner, doc, &entry, blocked, |d| {
-            planner.decide(typed::<ControlPlaneMachineSet>(d, format!("cp-{i}")).as_ref())
-        });
+    // The whole-plan entry point (sorting, gates, stub secrets shared by several objects) on
+    // the same snapshot: one decision per object, and a plan that serializes.
+    let resources: Vec<_> = (machines.iter())
+        .map(|(kind, doc)| resource(*kind, doc))
+        .collect();
+    let whole = plan::plan(&cluster, &resources, &options);
+    assert_eq!(whole.decisions.len(), machines.len());
+    for kind in [MachineKind::MachineSet, MachineKind::ControlPlaneMachineSet] {
+        let planned = machines.iter().filter(|(k, _)| *k == kind).count();
+        assert_eq!(whole.of(kind).len(), planned, "{kind:?} decisions");
     }
-    // The whole-plan entry point (sorting, gates) on the same snapshot.
-    let ms: Vec<_> = machine_sets
-        .iter()
-        .enumerate()
-        .map(|(i, d)| typed(d, format!("ms-{i}")))
-        .collect();
-    let cp: Vec<_> = control_plane
-        .iter()
-        .enumerate()
-        .map(|(i, d)| typed(d, format!("cp-{i}")))
-        .collect();
-    let whole = plan::plan(&cluster, &ms, &cp, &options);
-    assert_eq!(whole.machine_sets.len(), ms.len());
     let _ = serde_json::to_string(&whole).expect("a plan serializes");
     Ok(())
+}
+
+/// `doc` as the planner receives it: typed as `kind`, or why it could not be read.
+fn resource(kind: MachineKind, doc: &Value) -> MachineResource {
+    let name = doc["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    match kind {
+        MachineKind::ControlPlaneMachineSet => {
+            MachineResource::read(kind, typed::<ControlPlaneMachineSet>(doc, name))
+        }
+        _ => MachineResource::read(kind, typed::<MachineSet>(doc, name)),
+    }
 }
 
 fn check(

@@ -1,5 +1,5 @@
-//! `spec.managedBootImages` and label selectors: `Selection::for_resource` on arbitrary
-//! MachineConfigurations, then `selects` on arbitrary labels. No panic, and a Partial selection
+//! `spec.managedBootImages` and label selectors: `Selection::for_kind` on arbitrary
+//! MachineConfigurations, platforms and releases, then `selects` on arbitrary labels. No panic, and a Partial selection
 //! agrees with a plain reading of the selector it was built from.
 #![no_main]
 
@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use arbitrary::Unstructured;
 use boot_image_controller::api::MachineConfiguration;
 use boot_image_controller::machine_kind::MachineKind;
-use boot_image_controller::plan::selection::Selection;
+use boot_image_controller::plan::selection::{Declared, Origin, Selection};
 use boot_image_controller::platform::Platform;
 use boot_image_controller_fuzz as g;
 use libfuzzer_sys::fuzz_target;
@@ -137,15 +137,30 @@ fn run(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
     for _ in 0..u.int_in_range(0..=4)? {
         labels.insert(label_key(u)?, label_value(u)?);
     }
-    let platform = Platform::from_type(g::pick(u, &["AWS", "GCP", "Azure", "VSphere", "None"])?);
+    let platform = match u.int_in_range(0..=4)? {
+        0 => Platform::Aws,
+        1 => Platform::Gcp,
+        2 => Platform::Azure,
+        3 => Platform::VSphere,
+        _ => Platform::Other("None".into()),
+    };
+    let release = *u.choose(&[
+        None,
+        Some((4, 16)),
+        Some((4, 19)),
+        Some((4, 21)),
+        Some((4, 22)),
+    ])?;
+    let declared = Declared::read(&mc);
     for resource in MachineKind::ALL {
-        let selection = Selection::for_kind(&mc, resource, &platform);
+        let (selection, origin) = Selection::for_kind(&declared, resource, &platform, release);
         let _ = selection.describe();
-        let selected = selection.selects(&labels);
+        let selected = selection.selects(Some(&labels));
         // Compare only when the selector we generated is the one in effect.
+        // (Cluster API MachineSets follow the MachineSets' entry.)
         let ours = !mutated
             && mode == "Partial"
-            && resource == MachineKind::MachineSet
+            && resource.selected_as() == MachineKind::MachineSet
             && managers.len() == 1
             && mc
                 .spec
@@ -167,6 +182,13 @@ fn run(u: &mut Unstructured<'_>) -> arbitrary::Result<()> {
                                         == requirements.len()
                             })
                 });
+        if ours {
+            assert_eq!(
+                origin,
+                Origin::Spec,
+                "the selection of {resource:?} is not the spec's"
+            );
+        }
         if ours
             && let (Ok(got), Some(want)) =
                 (selected, expected(&match_labels, &requirements, &labels))

@@ -1,5 +1,6 @@
-//! The golden stream parsers on raw bytes: `GoldenStream::parse`, `GoldenConfig::from_config_map`
-//! and the Azure marketplace overlay merge. Seeds: the real streams under
+//! The golden stream parsers on raw bytes: `GoldenStream::parse` (also of a stream with an
+//! Azure marketplace overlay merged in, as the installer renders it) and
+//! `GoldenConfig::from_config_map`. Seeds: the real streams under
 //! `../shared/fixtures/streams` (hack/fuzz.sh passes them as a read-only corpus).
 #![no_main]
 
@@ -9,6 +10,7 @@ use boot_image_controller::api::ConfigMap;
 use boot_image_controller::arch::Arch;
 use boot_image_controller::golden_stream::{GoldenConfig, GoldenStream};
 use libfuzzer_sys::fuzz_target;
+use serde_json::{Map, Value, json};
 
 fn config_map(entries: &[(&str, &str)]) -> ConfigMap {
     ConfigMap {
@@ -20,6 +22,30 @@ fn config_map(entries: &[(&str, &str)]) -> ConfigMap {
         ),
         ..ConfigMap::default()
     }
+}
+
+/// `stream` with an installer marketplace overlay (`marketplace-rhcos.json`: arch -> `azure` ->
+/// variant -> generation -> image) in each architecture's `rhel-coreos-extensions.marketplace`,
+/// as the installer merges it when it renders the golden ConfigMap (the library parses only the
+/// result; tests/suite/platform_fixtures.rs merges the real overlay the same way).
+fn with_overlay(stream: &str, overlay: &str) -> Option<String> {
+    let mut stream: Value = serde_json::from_str(stream).ok()?;
+    let overlay: Map<String, Value> = serde_json::from_str(overlay).ok()?;
+    let arches = stream.get_mut("architectures")?.as_object_mut()?;
+    for (arch, platforms) in overlay {
+        let Some(entry) = arches.get_mut(&arch).and_then(Value::as_object_mut) else {
+            continue;
+        };
+        // Beside the extensions the stream has (`azure-disk`, `aws-winli`).
+        let extensions = (entry.entry("rhel-coreos-extensions")).or_insert_with(|| json!({}));
+        let marketplace = (extensions.as_object_mut())
+            .map(|e| e.entry("marketplace").or_insert_with(|| json!({})));
+        if let Some(marketplace) = marketplace.and_then(Value::as_object_mut) {
+            let azure = platforms.get("azure").cloned().unwrap_or(Value::Null);
+            marketplace.insert("azure".into(), azure);
+        }
+    }
+    Some(stream.to_string())
 }
 
 /// Every query the planner and the platform rules make of a parsed stream.
@@ -54,13 +80,13 @@ fuzz_target!(|data: &[u8]| {
     };
     let second = second.and_then(|s| std::str::from_utf8(s).ok());
 
-    if let Ok(mut stream) = GoldenStream::parse(first) {
+    if let Ok(stream) = GoldenStream::parse(first) {
         query(&stream);
-        if let Some(overlay) = second.and_then(|s| serde_json::from_str(s).ok())
-            && stream.merge_marketplace_overlay(&overlay).is_ok()
-        {
-            query(&stream);
-        }
+    }
+    if let Some(merged) = second.and_then(|overlay| with_overlay(first, overlay))
+        && let Ok(stream) = GoldenStream::parse(&merged)
+    {
+        query(&stream);
     }
 
     let mut entries = vec![("stream", first), ("releaseVersion", "4.21.0")];
