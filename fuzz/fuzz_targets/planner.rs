@@ -220,11 +220,6 @@ fn metadata(u: &mut Unstructured<'_>, name: &str, namespace: &str) -> arbitrary:
         annotations.insert(history::HISTORY_ANNOTATION.into(), json!(history));
     }
     if u.ratio(1, 4)? {
-        // Often the very target the planner will compute, so the guard really counts.
-        let target = history::target_key(
-            Some(&json!(g::pick(u, g::AMIS)?)),
-            Some(g::pick(u, g::SECRET_NAMES)?),
-        );
         let mut patches = Vec::new();
         for _ in 0..u.int_in_range(0..=4)? {
             let ago = u.int_in_range(0..=7200)?;
@@ -237,7 +232,7 @@ fn metadata(u: &mut Unstructured<'_>, name: &str, namespace: &str) -> arbitrary:
         let memory = if g::rarely(u, 6)? {
             json!(u.arbitrary::<String>()?)
         } else {
-            json!(json!({"target": target, "patches": patches}).to_string())
+            json!(json!({"patches": patches}).to_string())
         };
         annotations.insert(history::HOT_LOOP_ANNOTATION.into(), memory);
     }
