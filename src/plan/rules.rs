@@ -740,9 +740,9 @@ fn input_guards(subject: &Subject<'_>, platform: Vec<Input>, patch: &mut Patch) 
         return;
     }
     let base = subject.kind.provider_spec_path();
-    for input in &platform {
-        if let (Some(path), Some(value)) = (under(base, &input.pointer), &input.value) {
-            patch.test(path, value.clone());
+    for input in platform {
+        if let (Some(path), Some(value)) = (under(base, &input.pointer), input.value) {
+            patch.test(path, value);
         }
     }
     if subject.kind == MachineKind::MachineSet
