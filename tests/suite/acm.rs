@@ -111,18 +111,13 @@ fn the_acm_objects_pass_a_server_side_dry_run_against_acms_crds() {
         return;
     };
     cluster.ok(&["apply", "--server-side", "-f", &crds], None);
-    cluster.ok(
-        &[
-            "wait",
-            "--for=condition=Established",
-            "crd/policies.policy.open-cluster-management.io",
-            "crd/placementbindings.policy.open-cluster-management.io",
-            "crd/configurationpolicies.policy.open-cluster-management.io",
-            "crd/placements.cluster.open-cluster-management.io",
-            "crd/managedclustersetbindings.cluster.open-cluster-management.io",
-        ],
-        None,
-    );
+    cluster.wait_established(&[
+        "crd/policies.policy.open-cluster-management.io",
+        "crd/placementbindings.policy.open-cluster-management.io",
+        "crd/configurationpolicies.policy.open-cluster-management.io",
+        "crd/placements.cluster.open-cluster-management.io",
+        "crd/managedclustersetbindings.cluster.open-cluster-management.io",
+    ]);
     for ns in [HUB_NAMESPACE, OBSERVABILITY_NAMESPACE] {
         let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
         cluster.apply(&[namespace]);

@@ -114,6 +114,21 @@ impl Cluster {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// Waits until the CRDs `crds` (`crd/<name>`) are established. `kubectl wait` fails at once
+    /// on a CRD created a moment ago whose status has no conditions yet (".status.conditions
+    /// accessor error"), so it is asked again for a while before the test fails.
+    pub fn wait_established(&self, crds: &[&str]) {
+        let mut args = vec!["wait", "--for=condition=Established", "--timeout=60s"];
+        args.extend(crds);
+        for _ in 0..20 {
+            if self.run(&args, None).status.success() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(250));
+        }
+        self.ok(&args, None);
+    }
+
     /// The (apiVersion, kind) pairs the server serves.
     pub fn served_kinds(&self) -> BTreeSet<(String, String)> {
         // Columns: NAME [SHORTNAMES] APIVERSION NAMESPACED KIND; SHORTNAMES may be empty, so
