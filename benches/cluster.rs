@@ -7,12 +7,13 @@
 //!    its own for the plain client;
 //! 2. the controller starts: seconds to `/readyz` 200, then to `BootImagesCurrent`;
 //! 3. with `--switch`, `--rounds` times, both fleets move to the other stream (the new one first),
-//!    one side at a time: the plain client first in odd rounds and second in even ones, each turn
-//!    once the controller has sent the Events of its last rollout. The controller's turn: the
-//!    ClusterVersion, then the golden ConfigMap, moves to the release, timed from the ConfigMap
-//!    update until every MachineSet has its new AMI and `BootImageUpdateProgressing=False`. The
-//!    plain client's turn: the patches the planner writes for its fleet, as many in flight, timed
-//!    until this benchmark's watch has seen every change. Each turn records its CPU;
+//!    one side at a time: the plain client first in rounds 1, 2, 5, 6... and second in the
+//!    others, each turn once the controller has sent the Events of its last rollout. The
+//!    controller's turn: the ClusterVersion, then the golden ConfigMap, moves to the release,
+//!    timed from the ConfigMap update until every MachineSet has its new AMI and
+//!    `BootImageUpdateProgressing=False`. The plain client's turn: the patches the planner writes
+//!    for its fleet, as many in flight, timed until this benchmark's watch has seen every change.
+//!    Each turn records its CPU;
 //! 4. with `--steady-periods P`, writes and API requests are counted during P resync periods;
 //! 5. with `--nodes N` (created before the controller starts, each with a Machine of the fleet
 //!    running on it) and `--node-flips F`, F Nodes go NotReady, 20 a second, as kubelets report:
@@ -214,7 +215,10 @@ impl Bench {
 
     /// Round `round`: each side's turn, to the new stream in odd rounds and back in even ones.
     async fn round(&self, round: usize) -> Result<Value> {
-        let (new, plain_first) = (round.is_multiple_of(2), round.is_multiple_of(2));
+        // The order flips every second round, so that each direction is measured going first
+        // and going second: with both flipping together, the controller went first only on the
+        // way back, and the two could not be told apart.
+        let (new, plain_first) = (round.is_multiple_of(2), (round / 2).is_multiple_of(2));
         let mut plain = None;
         if plain_first {
             plain = self.plain_turn(new).await?;
