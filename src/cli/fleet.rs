@@ -80,8 +80,7 @@ impl ManagedBy {
     fn of(plan: &Plan, cluster: &ClusterSnapshot) -> ManagedBy {
         if plan.blocked.as_ref().map(|b| b.reason) == Some(Reason::AnotherManagerActive) {
             let mc = cluster.machine_configuration.as_ref();
-            let others =
-                mc.map(|mc| other_managers::other_managers(mc, crate::names::FIELD_MANAGER));
+            let others = mc.map(other_managers::other_managers);
             let mco = (others.unwrap_or_default().iter())
                 .any(|o| MCO_MANAGERS.contains(&o.manager.as_str()));
             return if mco {

@@ -40,6 +40,8 @@ pub fn merged(existing: Option<&str>, refs: &BTreeSet<String>) -> Option<String>
     Some(text)
 }
 
+/// Adds the `refs` not in `current` yet (the ConfigMap as the watch has it) to it; no write
+/// when there are none.
 pub async fn remember(
     api: &Api<ConfigMap>,
     current: Option<std::sync::Arc<ConfigMap>>,

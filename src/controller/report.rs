@@ -62,9 +62,12 @@ impl Controller {
         self.observe_plan(decided.golden.as_deref());
         self.write_status(sources, &BTreeMap::new()).await;
         // After the status: remembering the golden images is bookkeeping for later releases,
-        // and must not delay the report of this one's rollout.
+        // and must not delay the report of this one's rollout. Usually all are remembered
+        // already, and nothing is written.
         if let Some(golden) = &decided.golden {
-            self.remember_images(golden).await;
+            let existing = self.stores.known_images_config_map();
+            let (api, refs) = (&self.known_images_api, golden.image_references());
+            remembered_images::remember(api, existing, &refs, &self.metrics).await;
         }
         if all_done {
             (self.metrics.last_sync.with_label_values::<&str>(&[]))
@@ -138,18 +141,6 @@ impl Controller {
             self.memory.last_blocked.as_ref(),
             golden,
         );
-    }
-
-    /// Remembers the golden images that are not yet (see [`remembered_images`]).
-    async fn remember_images(&self, golden: &GoldenConfig) {
-        let refs = golden.image_references();
-        // Usually all are remembered already.
-        let remembered = self.stores.remembered_images();
-        if refs.iter().any(|r| !remembered.contains(r)) {
-            let existing = self.stores.known_images_config_map();
-            remembered_images::remember(&self.known_images_api, existing, &refs, &self.metrics)
-                .await;
-        }
     }
 
     /// Counts and logs how a patch went; false when the object still needs another pass.

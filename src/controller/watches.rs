@@ -312,7 +312,7 @@ fn resource_version<K: Resource>(object: &K) -> String {
 /// down, or take over, at once rather than at the next resync.
 fn configuration_fingerprint(mc: &Lenient<MachineConfiguration>) -> String {
     let managers = match mc.object() {
-        Ok(parsed) => other_managers::other_managers(parsed, crate::names::FIELD_MANAGER),
+        Ok(parsed) => other_managers::other_managers(parsed),
         Err(_) => Vec::new(),
     };
     let meta = mc.meta();

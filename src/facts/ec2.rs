@@ -8,7 +8,9 @@
 //! is not newer than the golden release's.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::LazyLock;
 
+use regex::Regex;
 use serde::{Deserialize, Serialize};
 
 use crate::arch::Arch;
@@ -106,57 +108,25 @@ pub fn product_name(product: &str) -> &str {
         .map_or(product, |(_, name)| name)
 }
 
-/// The product id a marketplace AMI name ends with: the last five `-`-separated parts form a
-/// UUID (`RHEL-9.4-RHCOS-9.6_HVM_GA-20260210-x86_64-0-<product>`; `ExtractProductID`).
+/// The product id a marketplace AMI name ends with: its last five `-`-separated parts, when
+/// they form a UUID (`RHEL-9.4-RHCOS-9.6_HVM_GA-20260210-x86_64-0-<product>`; `ExtractProductID`
+/// and its `productIDRegex`, marketplace.go).
 pub fn product_id(name: &str) -> Option<&str> {
-    let mut dashes = name.rmatch_indices('-').map(|(i, _)| i);
-    let start = dashes.nth(4).map_or(0, |i| i + 1);
-    let candidate = &name[start..];
-    is_uuid(candidate).then_some(candidate)
+    static PRODUCT: LazyLock<Regex> = LazyLock::new(|| {
+        let uuid = r"[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}";
+        Regex::new(&format!("(?:^|-){uuid}$")).expect("a valid pattern")
+    });
+    let found = PRODUCT.find(name)?.as_str();
+    Some(found.strip_prefix('-').unwrap_or(found))
 }
 
-fn is_uuid(s: &str) -> bool {
-    let lengths = [8, 4, 4, 4, 12];
-    let parts: Vec<&str> = s.split('-').collect();
-    parts.len() == lengths.len()
-        && parts
-            .iter()
-            .zip(lengths)
-            .all(|(p, n)| p.len() == n && p.bytes().all(|b| b.is_ascii_hexdigit()))
-}
-
-/// The first `N.M.<8 or 12 digits>-<digits>` in `text` (the MCO's `descriptionVersionRe`).
+/// The first `N.M.<8 or 12 digits>-<digits>` in `text`: the MCO's `descriptionVersionRe`
+/// (marketplace.go), with ASCII digits only.
 fn release_in(text: &str) -> Option<&str> {
-    let bytes = text.as_bytes();
-    (0..bytes.len())
-        .filter(|&i| bytes[i].is_ascii_digit() && (i == 0 || !bytes[i - 1].is_ascii_digit()))
-        .find_map(|start| release_at(text, start).map(|end| &text[start..end]))
-}
-
-/// The end of a release string starting at `start`, if one does.
-fn release_at(text: &str, start: usize) -> Option<usize> {
-    let bytes = text.as_bytes();
-    let digits = |from: usize| {
-        bytes[from..]
-            .iter()
-            .take_while(|b| b.is_ascii_digit())
-            .count()
-    };
-    let mut i = start;
-    for _ in 0..2 {
-        let n = digits(i);
-        if n == 0 || bytes.get(i + n) != Some(&b'.') {
-            return None;
-        }
-        i += n + 1;
-    }
-    let stamp = digits(i);
-    if !(stamp == 8 || stamp == 12) || bytes.get(i + stamp) != Some(&b'-') {
-        return None;
-    }
-    i += stamp + 1;
-    let serial = digits(i);
-    (serial > 0).then_some(i + serial)
+    static RELEASE: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"[0-9]+\.[0-9]+\.(?:[0-9]{8}|[0-9]{12})-[0-9]+").expect("a valid pattern")
+    });
+    Some(RELEASE.find(text)?.as_str())
 }
 
 /// The `major.minor` of a release (`9.6.20260210-0` -> (9, 6)), which is what marketplace AMIs
@@ -444,6 +414,7 @@ mod tests {
             None
         );
         assert_eq!(product_id("x-59ead7de-2540-4653-a8b0-fa7926d5c84"), None);
+        assert_eq!(product_id("x-159ead7de-2540-4653-a8b0-fa7926d5c845"), None);
         assert_eq!(product_id(""), None);
         assert_eq!(product_name(ROSA_PRODUCT), "ROSA");
         assert_eq!(product_name("unlisted"), "unlisted");
@@ -465,6 +436,10 @@ mod tests {
         );
         assert_eq!(release_in("RHEL CoreOS 9.6"), None);
         assert_eq!(release_in("9.6.2026021-0"), None);
+        assert_eq!(release_in("9.6.2026021012-0"), None);
+        // Only ASCII digits are digits here, as in Go's `\d` (Rust's counts others).
+        let arabic_six = "9.\u{0666}.20260210-0, then 9.6.20260210-0";
+        assert_eq!(release_in(arabic_six), Some("9.6.20260210-0"));
         assert_eq!(release_in(""), None);
         assert_eq!(version_token("9.6.20260210-0"), Some((9, 6)));
         assert_eq!(version_token("10.2.20260405-0"), Some((10, 2)));

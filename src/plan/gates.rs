@@ -13,7 +13,6 @@ use crate::arch::Arch;
 use crate::golden_stream::{self, GoldenConfig};
 use crate::known_images::KnownImages;
 use crate::machine_kind::MachineKind;
-use crate::names::FIELD_MANAGER;
 use crate::names::{LEGACY_PAUSE_ANNOTATION, PAUSE_ANNOTATION};
 use crate::platform::Platform;
 use crate::reason::Reason;
@@ -229,7 +228,7 @@ fn stand_down(
     platform: Option<&Platform>,
     report_only: bool,
 ) -> Option<Blocked> {
-    let others = other_managers::other_managers(mc, FIELD_MANAGER);
+    let others = other_managers::other_managers(mc);
     if !others.is_empty() {
         let who: Vec<String> = others
             .iter()

@@ -21,6 +21,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 
 use crate::api::MachineConfiguration;
+use crate::names::FIELD_MANAGER;
 
 /// The condition types both the MCO's boot image controller and we report.
 pub const SHARED_CONDITION_TYPES: [&str; 2] =
@@ -85,31 +86,31 @@ pub fn mco_enrolls_nothing(mc: &MachineConfiguration) -> bool {
     published_none && spec_none
 }
 
-/// Every field manager other than `ours` that manages boot images, told from the boot-image
+/// Every field manager but ours that manages boot images, told from the boot-image
 /// status fields it owns, in name order.
-pub fn other_managers(mc: &MachineConfiguration, ours: &str) -> Vec<OtherManager> {
+pub fn other_managers(mc: &MachineConfiguration) -> Vec<OtherManager> {
     let idle_mco = mco_enrolls_nothing(mc);
-    owners_other_than(mc, ours)
+    owners_other_than(mc)
         .into_iter()
         .filter(|owner| !(idle_mco && MCO_MANAGERS.contains(&owner.manager.as_str())))
         .collect()
 }
 
 /// The boot-image status fields (`managedBootImagesStatus`, `bootImageSkewEnforcementStatus`)
-/// some manager other than `ours` owns, whether it manages boot images or not: a server-side
+/// some manager other than ours owns, whether it manages boot images or not: a server-side
 /// apply of ours must never take them (forced) nor drop them.
-pub fn status_fields_owned_by_others(mc: &MachineConfiguration, ours: &str) -> BTreeSet<String> {
-    let owned = owners_other_than(mc, ours).into_iter().flat_map(|o| o.owns);
+pub fn status_fields_owned_by_others(mc: &MachineConfiguration) -> BTreeSet<String> {
+    let owned = owners_other_than(mc).into_iter().flat_map(|o| o.owns);
     owned
         .filter_map(|field| field.strip_prefix("status.").map(str::to_string))
         .collect()
 }
 
-/// Every field manager other than `ours` that owns boot-image status fields, in name order.
-fn owners_other_than(mc: &MachineConfiguration, ours: &str) -> Vec<OtherManager> {
+/// Every field manager other than ours that owns boot-image status fields, in name order.
+fn owners_other_than(mc: &MachineConfiguration) -> Vec<OtherManager> {
     let mut found: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
     for entry in mc.metadata.managed_fields.iter().flatten() {
-        let Some(manager) = entry.manager.as_deref().filter(|m| *m != ours) else {
+        let Some(manager) = entry.manager.as_deref().filter(|m| *m != FIELD_MANAGER) else {
             continue;
         };
         let Some(fields) = &entry.fields_v1 else {
@@ -212,7 +213,7 @@ mod tests {
             json!({"f:status": {"f:managedBootImagesStatus": {".": {}, "f:machineManagers": {}},
                                 "f:observedGeneration": {}}}),
         )]);
-        let found = other_managers(&mc, "boot-image-controller");
+        let found = other_managers(&mc);
         assert_eq!(
             found,
             vec![OtherManager {
@@ -228,7 +229,7 @@ mod tests {
         let fields =
             json!({"f:status": {"f:conditions": condition_fields("BootImageUpdateDegraded")}});
         let mc = configuration(vec![entry("machine-config-controller", "Update", fields)]);
-        let found = other_managers(&mc, "boot-image-controller");
+        let found = other_managers(&mc);
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].owns, vec!["condition BootImageUpdateDegraded"]);
     }
@@ -258,7 +259,7 @@ mod tests {
                 json!({"f:metadata": {"f:annotations": {}}}),
             ),
         ]);
-        assert_eq!(other_managers(&mc, "boot-image-controller"), vec![]);
+        assert_eq!(other_managers(&mc), vec![]);
     }
 
     #[test]
@@ -273,7 +274,7 @@ mod tests {
             entry("c", "Update", json!({"f:status": {"f:conditions": ["x"]}})),
             ManagedFieldsEntry::default(),
         ]);
-        assert_eq!(other_managers(&mc, "boot-image-controller"), vec![]);
+        assert_eq!(other_managers(&mc), vec![]);
     }
 
     /// The MCO on an Azure or vSphere cluster of 4.21 whose administrator has no opinion: its
@@ -307,13 +308,12 @@ mod tests {
 
     #[test]
     fn an_mco_that_enrolls_nothing_is_not_another_manager() {
-        let ours = "boot-image-controller";
         let mc = idle_mco(json!({"managementState": "Managed"}), "None");
         assert!(mco_enrolls_nothing(&mc));
-        assert_eq!(other_managers(&mc, ours), vec![]);
+        assert_eq!(other_managers(&mc), vec![]);
         // Its fields stay its own: we neither take nor drop them.
         assert_eq!(
-            status_fields_owned_by_others(&mc, ours),
+            status_fields_owned_by_others(&mc),
             BTreeSet::from(["managedBootImagesStatus".to_string()])
         );
         // It manages once it enrolls something, or once the administrator asks it to.
@@ -325,7 +325,7 @@ mod tests {
         );
         for mc in [publishing_all, opted_in] {
             assert!(!mco_enrolls_nothing(&mc));
-            let found = other_managers(&mc, ours);
+            let found = other_managers(&mc);
             let names: Vec<&str> = found.iter().map(|f| f.manager.as_str()).collect();
             assert_eq!(
                 names,
@@ -335,7 +335,7 @@ mod tests {
         // Without a published status it cannot be told: its fields count, as before.
         let mut unpublished = idle_mco(json!({}), "None");
         unpublished.status = None;
-        assert_eq!(other_managers(&unpublished, ours).len(), 2);
+        assert_eq!(other_managers(&unpublished).len(), 2);
     }
 
     #[test]
@@ -352,7 +352,7 @@ mod tests {
                 json!({"f:status": {"f:conditions": condition_fields("BootImageUpdateProgressing")}}),
             ),
         ]);
-        let found = other_managers(&mc, "boot-image-controller");
+        let found = other_managers(&mc);
         assert_eq!(found.len(), 1);
         assert_eq!(
             found[0].owns,

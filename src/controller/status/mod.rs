@@ -196,7 +196,7 @@ impl Controller {
         // apply would take it over, and the MCO's controller enrolls what
         // `managedBootImagesStatus` says (`syncMAPIMachineSets`, pkg/controller/bootimage/
         // ms_helpers.go, release-4.21): our selection there would make it a second manager.
-        let owned_elsewhere = other_managers::status_fields_owned_by_others(mc, FIELD_MANAGER);
+        let owned_elsewhere = other_managers::status_fields_owned_by_others(mc);
         let shared = fields_shared_with_others(mc, &owned_elsewhere);
         let mut entries = fields.map(|f| f.status_entries(schema)).unwrap_or_default();
         entries.retain(|key, _| !owned_elsewhere.contains(key));
@@ -412,7 +412,7 @@ impl Controller {
 /// wholly ours are left out, and so removed (a stale `BootImageUpdateDegraded` of ours must not
 /// linger), and entries we never applied stay the other manager's alone.
 fn shared_conditions_taken_over(mc: &MachineConfiguration) -> Vec<Condition> {
-    let others = other_managers::other_managers(mc, FIELD_MANAGER);
+    let others = other_managers::other_managers(mc);
     // Other managers own only the shared types (`other_managers`), so these are all shared.
     let keep = |type_: &str| {
         let owned = format!("condition {type_}");
