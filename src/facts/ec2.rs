@@ -122,7 +122,7 @@ pub fn product_id(name: &str) -> Option<&str> {
 
 /// The first `N.M.<8 or 12 digits>-<digits>` in `text`: the MCO's `descriptionVersionRe`
 /// (marketplace.go), with ASCII digits only.
-fn release_in(text: &str) -> Option<&str> {
+pub fn release_in(text: &str) -> Option<&str> {
     static RELEASE: LazyLock<Regex> = LazyLock::new(|| {
         Regex::new(r"[0-9]+\.[0-9]+\.(?:[0-9]{8}|[0-9]{12})-[0-9]+").expect("a valid pattern")
     });

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use super::conditions::Desired;
 use super::served_schema::StatusSchema;
 use crate::api::{ClusterVersionStatus, MachineConfiguration};
-use crate::facts::ec2::rhel_version;
+use crate::facts::ec2::{release_in, rhel_version};
 use crate::machine_kind::MachineKind;
 use crate::plan::selection::{Declared, release_of};
 use crate::plan::{Action, Decision};
@@ -261,18 +261,9 @@ fn recorded_automatic(mc: &MachineConfiguration) -> Option<Value> {
 }
 
 /// Whether the 4.22 CRD accepts `release` as `automatic.rhcosVersion`: 14 to 21 characters of
-/// `^[0-9]+\.[0-9]+\.([0-9]{8}|[0-9]{12})-[0-9]+$`.
+/// `^[0-9]+\.[0-9]+\.([0-9]{8}|[0-9]{12})-[0-9]+$`, the pattern marketplace AMIs name theirs by.
 fn recordable_rhcos(release: &str) -> bool {
-    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    let Some((head, build)) = release.split_once('-') else {
-        return false;
-    };
-    let fields: Vec<&str> = head.split('.').collect();
-    (14..=21).contains(&release.len())
-        && digits(build)
-        && fields.len() == 3
-        && fields.iter().all(|f| digits(f))
-        && matches!(fields[2].len(), 8 | 12)
+    (14..=21).contains(&release.len()) && release_in(release) == Some(release)
 }
 
 /// Whether the planner compared the decision's image with the golden one: current, to be
