@@ -18,6 +18,7 @@ use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
+use futures::AsyncReadExt as _;
 use kube::Client;
 use serde::Deserialize;
 use serde_json::Value;
@@ -171,46 +172,29 @@ impl ServedSchema {
 /// The body at `path`, at most [`MAX_DOCUMENT_BYTES`] of it, answered within the bound of a call.
 async fn get(client: &Client, path: &str) -> Result<String, SchemaError> {
     let read = async {
-        let request = hyper::Request::get(path).body(kube::client::Body::from(Vec::new()))?;
-        let response = client.send(request).await?;
-        let code = response.status();
-        let text = read_limited(response.into_body()).await?;
-        match code.is_success() {
-            true => Ok(text),
-            false => Err(format!("HTTP {}", code.as_u16()).into()),
-        }
+        let request = hyper::Request::get(path).body(Vec::new());
+        // Answers an HTTP error as the API server's Status, and the body as it arrives.
+        let body = client.request_stream(request.map_err(kube::Error::HttpError)?);
+        read_limited(body.await?)
+            .await
+            .map_err(|e| kube::Error::Service(e.into()))
     };
-    let secs = crate::api_client::CALL_TIMEOUT.as_secs();
-    let late = || Err(format!("no answer within {secs}s").into());
-    let result = (tokio::time::timeout(crate::api_client::CALL_TIMEOUT, read).await)
-        .unwrap_or_else(|_| late());
-    result.map_err(|e: BoxError| SchemaError::Read {
+    let read = crate::api_client::bounded(read).await;
+    read.map_err(|e| SchemaError::Read {
         path: path.to_string(),
         message: e.to_string(),
     })
 }
 
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
 /// `body` as text, refused once it passes [`MAX_DOCUMENT_BYTES`] (nothing more is read).
-async fn read_limited<B>(body: B) -> Result<String, BoxError>
-where
-    B: hyper::body::Body,
-    B::Error: Into<BoxError>,
-{
-    use http_body_util::BodyExt as _;
-    let limited = http_body_util::Limited::new(body, MAX_DOCUMENT_BYTES);
-    let bytes = (limited.collect().await).map_err(|e| {
-        match e.is::<http_body_util::LengthLimitError>() {
-            true => format!(
-                "larger than {} MiB; not read",
-                MAX_DOCUMENT_BYTES / (1024 * 1024)
-            )
-            .into(),
-            false => e,
-        }
-    })?;
-    Ok(String::from_utf8(bytes.to_bytes().into())?)
+async fn read_limited(body: impl futures::AsyncRead) -> std::io::Result<String> {
+    let limit = MAX_DOCUMENT_BYTES as u64;
+    let mut bytes = Vec::new();
+    // A byte past the bound tells a document at the bound from a larger one.
+    std::pin::pin!(body.take(limit + 1))
+        .read_to_end(&mut bytes)
+        .await?;
+    crate::bounded_read::read_bounded(bytes.as_slice(), limit)
 }
 
 #[cfg(test)]
@@ -223,10 +207,11 @@ mod tests {
     }
 
     /// A body sent in chunks of 1 MiB, `chunks` of them.
-    fn chunked(chunks: usize) -> impl hyper::body::Body<Error = std::convert::Infallible> {
+    fn chunked(chunks: usize) -> impl futures::AsyncRead {
+        use futures::TryStreamExt as _;
         let chunk = bytes::Bytes::from(vec![b' '; 1024 * 1024]);
-        let frames = (0..chunks).map(move |_| Ok(hyper::body::Frame::data(chunk.clone())));
-        http_body_util::StreamBody::new(futures::stream::iter(frames))
+        let frames = (0..chunks).map(move |_| Ok(chunk.clone()));
+        futures::stream::iter(frames).into_async_read()
     }
 
     #[tokio::test]
