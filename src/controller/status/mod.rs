@@ -61,25 +61,22 @@ impl StatusSources {
     }
 }
 
-/// Our conditions and boot-image fields: as a write sends them, as our last write left them
-/// while the watch has not delivered it, or as the object has them as far as we know.
+/// The object as our last status write left it, while the watch has not delivered it.
 pub(super) struct Written {
-    /// The resourceVersions at which the object's status is what we wrote: the one our first
-    /// write in a row was computed against, and those our own writes made since, before this
-    /// one. A pass writes twice (`Progressing=True`, then its result) on one snapshot, and the
-    /// next pass may see either version while the watch catches up.
-    bases: Vec<String>,
-    /// The resourceVersion it made, which a guarded write that follows it requires.
-    version: Option<String>,
-    conditions: Vec<Condition>,
-    fields: StatusFields,
+    /// The resourceVersions of the copies it is newer than: the one our first write in a row was
+    /// computed against, and those our own writes made since, before this one. A pass writes
+    /// twice (`Progressing=True`, then its result) on one snapshot, and the next pass may see
+    /// either version while the watch catches up.
+    older: Vec<String>,
+    object: MachineConfiguration,
 }
 
 /// A status write decided on, which [`Controller::write_status`] sends and records.
 pub(super) struct StatusWrite {
-    /// What it writes, and the resourceVersions at which the object has the status it was
-    /// computed against: recorded once written, with the version the write made.
-    status: Written,
+    conditions: Vec<Condition>,
+    fields: StatusFields,
+    /// The resourceVersions older than the object the write makes (see [`Written`]).
+    older: Vec<String>,
     /// The served schema the fields were written against.
     schema: StatusSchema,
     /// Whether the apply may take fields over: only while we manage boot images. Standing down,
@@ -138,10 +135,11 @@ impl Controller {
         let schema = self.schema.current.clone();
         desired.extend(fields.as_ref().and_then(|f| f.manual_met.clone()));
         let (entries, shared) = self.field_entries(mc, fields.as_ref(), &schema);
-        let known = self.current_status(mc);
-        let current = &known.conditions;
-        let fields_changed =
-            (entries.iter()).any(|(key, value)| known.fields.get(key) != Some(value));
+        let (known, older) = self.current_status(mc);
+        let status = known.status.as_ref();
+        let current = (status.and_then(|s| s.conditions.as_deref())).unwrap_or_default();
+        let fields_changed = (entries.iter())
+            .any(|(key, value)| status.and_then(|s| s.extra.get(key)) != Some(value));
         // Unchanged conditions still go with changed fields, as they are: an apply drops what
         // it omits.
         let mut conditions =
@@ -153,16 +151,13 @@ impl Controller {
             conditions.extend(shared_conditions_taken_over(mc));
         }
         Some(StatusWrite {
-            status: Written {
-                bases: known.bases,
-                version: None,
-                conditions,
-                fields: entries,
-            },
+            conditions,
+            fields: entries,
+            older,
             schema,
             force: !standing_down,
             precondition: (!standing_down && !shared.is_empty())
-                .then_some(known.version)
+                .then(|| known.metadata.resource_version.clone())
                 .flatten(),
         })
     }
@@ -204,30 +199,22 @@ impl Controller {
         (entries, shared)
     }
 
-    /// The conditions, boot-image fields and resourceVersion `mc` has, as far as we know, and
-    /// the resourceVersions at which it has them: until the watch delivers our own write, what
-    /// we wrote rather than the stale copy (the pass's own snapshot is one once it announced its
-    /// rollout).
-    fn current_status(&self, mc: &MachineConfiguration) -> Written {
-        let status = mc.status.as_ref();
-        let mut known = Written {
-            bases: Vec::from_iter(mc.metadata.resource_version.clone()),
-            version: mc.metadata.resource_version.clone(),
-            conditions: (status.and_then(|s| s.conditions.clone())).unwrap_or_default(),
-            fields: (status.map(|s| s.extra.clone().into_iter().collect())).unwrap_or_default(),
-        };
-        if let Some(written) = &self.memory.status_written
-            && (known.version.as_ref()).is_some_and(|v| written.bases.contains(v))
-        {
-            known.conditions = written.conditions.clone();
-            known.fields.extend(written.fields.clone());
-            known.bases = (written.bases.iter())
-                .chain(&written.version)
-                .cloned()
-                .collect();
-            known.version = written.version.clone();
+    /// `mc` as far as we know, and the resourceVersions of the copies older than it: until the
+    /// watch delivers our own write, the object our write answered rather than the stale copy
+    /// (the pass's own snapshot is one once it announced its rollout).
+    fn current_status<'a>(
+        &'a self,
+        mc: &'a MachineConfiguration,
+    ) -> (&'a MachineConfiguration, Vec<String>) {
+        let version = mc.metadata.resource_version.as_ref();
+        match &self.memory.status_written {
+            Some(written) if version.is_some_and(|v| written.older.contains(v)) => {
+                let newest = written.object.metadata.resource_version.iter();
+                let older = written.older.iter().chain(newest).cloned().collect();
+                (&written.object, older)
+            }
+            _ => (mc, Vec::from_iter(version.cloned())),
         }
-        known
     }
 
     /// Sends the status write [`Controller::status_to_write`] calls for, if any, and records how
@@ -254,7 +241,7 @@ impl Controller {
         let mut result = self.apply(&write).await;
         if let Err(kube::Error::Api(refused)) = &result
             && refused.code == 422
-            && !write.status.fields.is_empty()
+            && !write.fields.is_empty()
         {
             warn!(error = %refused, "the API server refused the boot-image status fields; writing the conditions alone, if they changed, and the fields again after a backoff (1 s doubling to 5 min)");
             self.metrics.write_failures.with_label_values(&target).inc();
@@ -269,18 +256,16 @@ impl Controller {
             };
             write = again;
             result = self.apply(&write).await;
-        } else if !write.status.fields.is_empty() && result.is_ok() {
+        } else if !write.fields.is_empty() && result.is_ok() {
             self.memory.fields_refused = None;
         }
         match result {
-            Ok(version) => {
+            Ok(object) => {
                 self.metrics.writes.with_label_values(&target).inc();
                 self.memory.status_failures = 0;
                 self.memory.status_retry_at = None;
-                self.memory.status_written = Some(Written {
-                    version,
-                    ..write.status
-                });
+                let older = write.older;
+                self.memory.status_written = Some(Written { older, object });
             }
             Err(e) => {
                 self.memory.status_failures = self.memory.status_failures.saturating_add(1);
@@ -300,11 +285,11 @@ impl Controller {
 
     /// Applies `write` to the MachineConfiguration's status subresource; forced only when
     /// `write.force` (we manage boot images), and only onto the resourceVersion
-    /// `write.precondition` names when it names one. Answers the resourceVersion it made.
-    async fn apply(&self, write: &StatusWrite) -> Result<Option<String>, kube::Error> {
+    /// `write.precondition` names when it names one. Answers the object it made.
+    async fn apply(&self, write: &StatusWrite) -> Result<MachineConfiguration, kube::Error> {
         let name = &self.args.machine_configuration_name;
-        let mut fields = write.status.fields.clone();
-        fields.insert("conditions".into(), json!(write.status.conditions));
+        let mut fields = write.fields.clone();
+        fields.insert("conditions".into(), json!(write.conditions));
         let mut body = json!({
             "apiVersion": "operator.openshift.io/v1",
             "kind": "MachineConfiguration",
@@ -322,9 +307,7 @@ impl Controller {
             ..PatchParams::apply(FIELD_MANAGER)
         };
         let sent = Patch::Apply(body);
-        api_client::bounded(self.configurations.patch_status(name, &params, &sent))
-            .await
-            .map(|written| written.metadata.resource_version)
+        api_client::bounded(self.configurations.patch_status(name, &params, &sent)).await
     }
 
     /// `managedBootImagesStatus` and `bootImageSkewEnforcementStatus` as we would publish them,
