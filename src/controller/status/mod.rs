@@ -77,8 +77,6 @@ pub(super) struct StatusWrite {
     fields: StatusFields,
     /// The resourceVersions older than the object the write makes (see [`Written`]).
     older: Vec<String>,
-    /// The served schema the fields were written against.
-    schema: StatusSchema,
     /// Whether the apply may take fields over: only while we manage boot images. Standing down,
     /// what another manager owns is never forced (docs/how-it-decides.md, "Beside the Machine
     /// Config Operator"): a value of its that changed since we read it makes our write a conflict,
@@ -132,9 +130,8 @@ impl Controller {
         let fields = (!standing_down)
             .then(|| self.boot_image_fields(sources, mc, &decisions))
             .flatten();
-        let schema = self.schema.current.clone();
         desired.extend(fields.as_ref().and_then(|f| f.manual_met.clone()));
-        let (entries, shared) = self.field_entries(mc, fields.as_ref(), &schema);
+        let (entries, shared) = self.field_entries(mc, fields.as_ref());
         let (known, older) = self.current_status(mc);
         let status = known.status.as_ref();
         let current = (status.and_then(|s| s.conditions.as_deref())).unwrap_or_default();
@@ -154,7 +151,6 @@ impl Controller {
             conditions,
             fields: entries,
             older,
-            schema,
             force: !standing_down,
             precondition: (!standing_down && !shared.is_empty())
                 .then(|| known.metadata.resource_version.clone())
@@ -174,14 +170,14 @@ impl Controller {
             .collect()
     }
 
-    /// The boot-image fields to apply, and (second) the fields other managers share with us,
-    /// which go along as they are.
+    /// The boot-image fields to apply, as the served schema declares them, and (second) the
+    /// fields other managers share with us, which go along as they are.
     fn field_entries(
         &self,
         mc: &MachineConfiguration,
         fields: Option<&BootImageFields>,
-        schema: &StatusSchema,
     ) -> (StatusFields, StatusFields) {
+        let schema = &self.schema.current;
         // Fields the API server refused wait for their backoff; the conditions never do.
         let refused = (self.memory.fields_refused.as_ref()).is_some_and(|r| {
             r.schema == *schema && Instant::now() < r.at + status_retry_delay(r.times)
@@ -246,9 +242,11 @@ impl Controller {
             warn!(error = %refused, "the API server refused the boot-image status fields; writing the conditions alone, if they changed, and the fields again after a backoff (1 s doubling to 5 min)");
             self.metrics.write_failures.with_label_values(&target).inc();
             let before = self.memory.fields_refused.take();
-            let times = (before.filter(|r| r.schema == write.schema))
+            // The schema the write was decided on: it is read again only below.
+            let schema = self.schema.current.clone();
+            let times = (before.filter(|r| r.schema == schema))
                 .map_or(1, |r| r.times.saturating_add(1));
-            let (at, schema) = (Instant::now(), write.schema.clone());
+            let at = Instant::now();
             self.memory.fields_refused = Some(FieldsRefusal { times, at, schema });
             self.schema.read().await;
             let Some(again) = self.status_to_write(sources, pending) else {
