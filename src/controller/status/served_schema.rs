@@ -194,6 +194,7 @@ async fn read_limited(body: impl futures::AsyncRead) -> std::io::Result<String> 
     std::pin::pin!(body.take(limit + 1))
         .read_to_end(&mut bytes)
         .await?;
+    // Bound and UTF-8 checked as for every other input, at the cost of one copy within the bound.
     crate::bounded_read::read_bounded(bytes.as_slice(), limit)
 }
 
