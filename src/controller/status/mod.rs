@@ -244,8 +244,8 @@ impl Controller {
             let before = self.memory.fields_refused.take();
             // The schema the write was decided on: it is read again only below.
             let schema = self.schema.current.clone();
-            let times = (before.filter(|r| r.schema == schema))
-                .map_or(1, |r| r.times.saturating_add(1));
+            let times =
+                (before.filter(|r| r.schema == schema)).map_or(1, |r| r.times.saturating_add(1));
             let at = Instant::now();
             self.memory.fields_refused = Some(FieldsRefusal { times, at, schema });
             self.schema.read().await;
