@@ -78,7 +78,7 @@ pub fn text_of<'a>(node: roxmltree::Node<'a, '_>, name: &str) -> Option<&'a str>
 /// One logged-in connection to a vCenter's `/sdk`.
 pub struct Session {
     http: Client<Connector, Full<Bytes>>,
-    sdk: Uri,
+    pub sdk: Uri,
     call_timeout: Duration,
     cookie: Mutex<Option<String>>,
 }
@@ -91,10 +91,6 @@ impl Session {
             call_timeout,
             cookie: Mutex::new(None),
         }
-    }
-
-    pub fn sdk(&self) -> &Uri {
-        &self.sdk
     }
 
     /// A request to `uri` with our user agent and the session's cookie: the SOAP calls, and the
