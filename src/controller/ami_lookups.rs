@@ -293,14 +293,16 @@ impl Ec2Lookups {
 
     async fn ask_ec2(&self, job: RegionLookup) -> Result<(), JobError> {
         let region = job.region.clone();
-        let credentials = self.credentials(&region).await.inspect_err(|e| {
-            // An exchange with STS was counted as such.
-            match e {
-                JobError::NoCredentials(_) => self.count("images", "no_credentials"),
-                JobError::Secret(_) => self.count("images", "secret_unreadable"),
-                _ => {}
-            }
+        let secret = self.secret_credentials().await.inspect_err(|e| match e {
+            JobError::NoCredentials(_) => self.count("images", "no_credentials"),
+            _ => self.count("images", "secret_unreadable"),
         })?;
+        // The keys of the Secret, or the temporary credentials of its web identity, exchanged
+        // again at four fifths of their life (an exchange with STS is counted as such).
+        let credentials = match secret {
+            SecretCredentials::Keys(keys) => keys,
+            SecretCredentials::WebIdentity(identity) => self.assume(&region, identity).await?,
+        };
         let searched_lately =
             |product: &str| (self.state.lock()).searched_lately(&region, product, Instant::now());
         let count = |call: &str, result: &str| self.count(call, result);
@@ -321,15 +323,6 @@ impl Ec2Lookups {
             .ec2_requests
             .with_label_values(&[call, result])
             .inc();
-    }
-
-    /// The credentials to ask `region`'s EC2 with: the keys of the Secret, or the temporary
-    /// credentials of its web identity, exchanged again at four fifths of their life.
-    async fn credentials(&self, region: &str) -> Result<Credentials, JobError> {
-        match self.secret_credentials().await? {
-            SecretCredentials::Keys(keys) => Ok(keys),
-            SecretCredentials::WebIdentity(identity) => self.assume(region, identity).await,
-        }
     }
 
     /// The controller's own Secret, else the machine API's static keys, or why there are none.
