@@ -15,10 +15,11 @@
 //! marketplace products are repeated hourly, since new AMIs are published there.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kube::Api;
+use parking_lot::Mutex;
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
@@ -138,20 +139,20 @@ impl Ec2Lookups {
     pub async fn check_credentials(&self) {
         if let Err(JobError::NoCredentials(why)) = self.secret_credentials().await {
             info!(reason = %why, "no AWS credentials: AMIs are recognised by the golden streams and known images only");
-            self.lock().no_credentials = Some((why, Instant::now() + CREDENTIALS_RECHECK));
+            self.state.lock().no_credentials = Some((why, Instant::now() + CREDENTIALS_RECHECK));
         }
     }
 
     /// Every answer in, for the pass's snapshot.
     pub fn facts(&self) -> Ec2Facts {
-        self.lock().facts(Instant::now())
+        self.state.lock().facts(Instant::now())
     }
 
     /// Starts look-ups of the (region, AMI) pairs the pass's decisions asked about that have no
     /// fresh answer. A pass decides every object, so a region none asked about any more is
     /// forgotten (and no longer counted unavailable).
     pub fn ask(self: &Arc<Self>, wanted: &BTreeSet<(String, String)>) {
-        let (jobs, unavailable) = self.lock().ask(wanted, Instant::now());
+        let (jobs, unavailable) = self.state.lock().ask(wanted, Instant::now());
         self.metrics.ec2_unavailable_regions.set(unavailable);
         for job in jobs {
             let this = Arc::clone(self);
@@ -258,16 +259,12 @@ impl State {
 }
 
 impl Ec2Lookups {
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        lookups::lock(&self.state)
-    }
-
     /// Asks EC2 what `job` says; how long until a pass should ask again (only while some AMI
     /// still needs asking, since only then is there a job).
     async fn run(&self, job: RegionLookup) -> Option<Duration> {
         let region = job.region.clone();
         let outcome = self.ask_ec2(job).await;
-        let mut state = self.lock();
+        let mut state = self.state.lock();
         match &outcome {
             Ok(()) => {
                 state.no_credentials = None;
@@ -296,18 +293,20 @@ impl Ec2Lookups {
 
     async fn ask_ec2(&self, job: RegionLookup) -> Result<(), JobError> {
         let region = job.region.clone();
-        let credentials = self.credentials(&region).await.inspect_err(|e| {
-            // An exchange with STS was counted as such.
-            match e {
-                JobError::NoCredentials(_) => self.count("images", "no_credentials"),
-                JobError::Secret(_) => self.count("images", "secret_unreadable"),
-                _ => {}
-            }
+        let secret = self.secret_credentials().await.inspect_err(|e| match e {
+            JobError::NoCredentials(_) => self.count("images", "no_credentials"),
+            _ => self.count("images", "secret_unreadable"),
         })?;
+        // The keys of the Secret, or the temporary credentials of its web identity, exchanged
+        // again at four fifths of their life (an exchange with STS is counted as such).
+        let credentials = match secret {
+            SecretCredentials::Keys(keys) => keys,
+            SecretCredentials::WebIdentity(identity) => self.assume(&region, identity).await?,
+        };
         let searched_lately =
-            |product: &str| (self.lock()).searched_lately(&region, product, Instant::now());
+            |product: &str| (self.state.lock()).searched_lately(&region, product, Instant::now());
         let count = |call: &str, result: &str| self.count(call, result);
-        let record = |answer| self.lock().record(&region, answer, Instant::now());
+        let record = |answer| self.state.lock().record(&region, answer, Instant::now());
         let asked = crate::ec2::ask_region(
             &self.client,
             &credentials,
@@ -324,15 +323,6 @@ impl Ec2Lookups {
             .ec2_requests
             .with_label_values(&[call, result])
             .inc();
-    }
-
-    /// The credentials to ask `region`'s EC2 with: the keys of the Secret, or the temporary
-    /// credentials of its web identity, exchanged again at four fifths of their life.
-    async fn credentials(&self, region: &str) -> Result<Credentials, JobError> {
-        match self.secret_credentials().await? {
-            SecretCredentials::Keys(keys) => Ok(keys),
-            SecretCredentials::WebIdentity(identity) => self.assume(region, identity).await,
-        }
     }
 
     /// The controller's own Secret, else the machine API's static keys, or why there are none.

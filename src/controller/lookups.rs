@@ -7,19 +7,12 @@
 
 use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
-use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
 use super::retry;
 use super::watches::Trigger;
-
-/// A look-up's state behind its lock: a panic while holding it leaves plain data behind, still
-/// usable.
-pub(super) fn lock<T>(state: &Mutex<T>) -> MutexGuard<'_, T> {
-    state.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// The jobs of one kind, by what each asks (a region, a template).
 pub(super) struct Jobs<K> {

@@ -9,10 +9,11 @@
 //! vCenter's unique names keep it to one template (`vcenter::import`).
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kube::Api;
+use parking_lot::Mutex;
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
@@ -125,13 +126,13 @@ impl TemplateImports {
 
     /// Everything vCenter has said, for the pass's snapshot.
     pub fn facts(&self) -> VcenterFacts {
-        self.lock().facts()
+        self.state.lock().facts()
     }
 
     /// Starts the look-ups and imports the pass's decisions asked for that are due. `in_use`:
     /// the templates machine resources clone now, which no clean-up may destroy.
     pub fn ask(self: &Arc<Self>, wanted: &BTreeSet<TemplateRequest>, in_use: &BTreeSet<String>) {
-        let jobs = self.lock().ask(wanted, Instant::now());
+        let jobs = self.state.lock().ask(wanted, Instant::now());
         for job in jobs {
             let (this, in_use) = (Arc::clone(self), in_use.clone());
             lookups::spawn(&self.wake, async move {
@@ -242,17 +243,13 @@ impl State {
 }
 
 impl TemplateImports {
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        lookups::lock(&self.state)
-    }
-
     /// Finds or imports `request`'s golden template; how long until a pass should ask again.
     async fn run(&self, request: TemplateRequest, in_use: BTreeSet<String>) -> Option<Duration> {
         let key = request.key.clone();
         let outcome = self.import(&request, &in_use).await;
         self.metrics.vsphere_import_progress.set(0);
         let now = Instant::now();
-        let mut state = self.lock();
+        let mut state = self.state.lock();
         match outcome {
             Ok(ensured) => {
                 state.unavailable.succeeded(&key.server);
@@ -307,7 +304,7 @@ impl TemplateImports {
             Err(e) => Err(e),
         };
         let now = Instant::now();
-        let mut state = self.lock();
+        let mut state = self.state.lock();
         state.reading.ended(&current);
         let version = match outcome {
             Ok(version) => version,
@@ -371,7 +368,7 @@ impl TemplateImports {
         let progress = |percent: u8| {
             self.metrics.vsphere_import_progress.set(i64::from(percent));
             if let Some((TemplateState::Importing { percent: before }, _)) =
-                self.lock().templates.get_mut(&request.key)
+                self.state.lock().templates.get_mut(&request.key)
                 && (percent >= before.saturating_add(PROGRESS_STEP)
                     || (percent == 100 && *before < 100))
             {

@@ -8,54 +8,42 @@
 //! SDKs' endpoint data (`packages/util-endpoints/src/lib/aws/partitions.json` in
 //! aws/aws-sdk-js-v3; botocore and the Go SDK ship the same file).
 
-/// (region prefixes, DNS suffix) per partition: a region is `<prefix>-<word>-<number>`.
-const PARTITIONS: &[(&[&str], &str)] = &[
-    (
-        &["us", "eu", "ap", "sa", "ca", "me", "af", "il", "mx"],
-        "amazonaws.com",
-    ),
-    (&["cn"], "amazonaws.com.cn"),
-    (&["us-gov"], "amazonaws.com"),
-    (&["us-iso"], "c2s.ic.gov"),
-    (&["us-isob"], "sc2s.sgov.gov"),
-    (&["eu-isoe"], "cloud.adc-e.uk"),
-    (&["us-isof"], "csp.hci.ic.gov"),
-    (&["eusc-de"], "amazonaws.eu"),
-];
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+/// A region of any partition: `<prefix>-<word>-<number>`, the partitions' `regionRegex` in one,
+/// their `\w+` narrowed to what AWS uses (1 to 20 lowercase letters), since it ends up in a
+/// host name. Captures the prefix, which names the partition.
+static REGION: LazyLock<Regex> = LazyLock::new(|| {
+    let prefixes = "us|eu|ap|sa|ca|me|af|il|mx|cn|us-gov|us-iso|us-isob|eu-isoe|us-isof|eusc-de";
+    Regex::new(&format!("^({prefixes})-[a-z]{{1,20}}-[0-9]{{1,3}}$")).expect("a valid pattern")
+});
 
 /// The DNS suffix of `region`'s partition, `None` when it is not an AWS region name.
-pub fn dns_suffix(region: &str) -> Option<&'static str> {
-    PARTITIONS.iter().find_map(|(prefixes, suffix)| {
-        let named = prefixes.iter().any(|prefix| {
-            let rest = region
-                .strip_prefix(prefix)
-                .and_then(|r| r.strip_prefix('-'));
-            rest.and_then(|r| r.split_once('-'))
-                .is_some_and(|(word, number)| is_word(word) && is_number(number))
-        });
-        named.then_some(*suffix)
+fn dns_suffix(region: &str) -> Option<&'static str> {
+    let prefix = REGION.captures(region)?.get(1)?.as_str();
+    Some(match prefix {
+        "cn" => "amazonaws.com.cn",
+        "us-iso" => "c2s.ic.gov",
+        "us-isob" => "sc2s.sgov.gov",
+        "eu-isoe" => "cloud.adc-e.uk",
+        "us-isof" => "csp.hci.ic.gov",
+        "eusc-de" => "amazonaws.eu",
+        // The commercial partition's and `us-gov`'s.
+        _ => "amazonaws.com",
     })
 }
 
 /// Whether `region` has the form of an AWS region name.
 pub fn is_region(region: &str) -> bool {
-    dns_suffix(region).is_some()
+    REGION.is_match(region)
 }
 
 /// `service`'s regional endpoint in `region` (`ec2`, `sts`: both are served at
 /// `<service>.<region>.<suffix>` in every partition), `None` when it is not an AWS region name.
 pub fn endpoint(service: &str, region: &str) -> Option<String> {
     dns_suffix(region).map(|suffix| format!("https://{service}.{region}.{suffix}/"))
-}
-
-/// The middle of a region name (`east`, `southeast`, `central`); the SDKs' `\w+`, narrowed to
-/// what AWS uses, since it ends up in a host name.
-fn is_word(s: &str) -> bool {
-    (1..=20).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_lowercase())
-}
-
-fn is_number(s: &str) -> bool {
-    (1..=3).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_digit())
 }
 
 #[cfg(test)]

@@ -74,7 +74,12 @@ impl PlatformRule for Aws {
         // A name not of AWS's form is never put in a host a signed request goes to (see
         // `ec2::region`), nor asked about: the stream and the known images alone judge it.
         let recognised = crate::facts::region::is_region(region);
-        let shown = shown_region(region);
+        // As messages show it: any other name bounded and quoted, since anyone who may edit
+        // MachineSets writes it.
+        let shown = match recognised {
+            true => region.to_string(),
+            false => format!("{:?}", region.chars().take(64).collect::<String>()),
+        };
         let not_asked = format!("{shown} is not an AWS region name this controller recognises");
         let answer = (!listed).then(|| {
             if recognised {
@@ -174,15 +179,6 @@ fn ami_and_region(spec: &Value) -> Result<(&Value, &str), Box<ImageOutcome>> {
         )));
     };
     Ok((current, region))
-}
-
-/// A region as messages show it: a recognised name as it is, any other bounded and quoted,
-/// since anyone who may edit MachineSets writes it.
-fn shown_region(region: &str) -> String {
-    if crate::facts::region::is_region(region) {
-        return region.to_string();
-    }
-    format!("{:?}", region.chars().take(64).collect::<String>())
 }
 
 /// An AMI neither the golden streams nor the known images list: what EC2 said about it decides.

@@ -42,11 +42,12 @@ impl Default for Limits {
 }
 
 impl Limits {
-    /// A connector to vCenter and its hosts, connecting within `connect_timeout`: HTTPS
-    /// trusting the system's CA roots, the cluster's bundle and the certificates of
-    /// [`Limits::ca_file`], or plain HTTP (a simulator); through the cluster's proxy. A CA file
-    /// that cannot be read or holds none is an error rather than a silently weaker trust.
-    fn connector(&self, connect_timeout: Duration) -> Result<Connector, VcenterError> {
+    /// A connector to vCenter and its hosts (the SOAP calls, the disk uploads, the OVA
+    /// download), connecting within `connect_timeout`: HTTPS trusting the system's CA roots, the
+    /// cluster's bundle and the certificates of [`Limits::ca_file`], or plain HTTP (a
+    /// simulator); through the cluster's proxy. A CA file that cannot be read or holds none is
+    /// an error rather than a silently weaker trust.
+    pub fn connector(&self, connect_timeout: Duration) -> Result<Connector, VcenterError> {
         let mut roots = Vec::new();
         if let Some(path) = &self.ca_file {
             let unusable = |why: String| {
@@ -76,9 +77,9 @@ struct ServiceContent {
 
 /// A logged-in vCenter.
 pub struct VcenterClient {
-    session: Session,
+    pub session: Session,
     content: ServiceContent,
-    limits: Limits,
+    pub limits: Limits,
 }
 
 /// What `CreateImportSpec` made of an OVF descriptor: the spec to import, as vCenter wrote it
@@ -147,16 +148,6 @@ impl VcenterClient {
             content,
             limits,
         })
-    }
-
-    pub fn session(&self) -> &Session {
-        &self.session
-    }
-
-    /// A connector trusting what this client's session trusts (for the disk uploads, which go
-    /// to vCenter's hosts, and the OVA download).
-    pub fn connector(&self, connect_timeout: Duration) -> Result<Connector, VcenterError> {
-        self.limits.connector(connect_timeout)
     }
 
     /// Ends the session (best effort: vCenter expires idle sessions anyway).

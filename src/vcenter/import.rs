@@ -109,7 +109,8 @@ pub async fn ensure_template(
         client.destroy(&vm).await?;
     }
 
-    let http = Client::builder(TokioExecutor::new()).build(client.connector(TRANSFER_CONNECT)?);
+    let http =
+        Client::builder(TokioExecutor::new()).build(client.limits.connector(TRANSFER_CONNECT)?);
     progress(0);
     let source = limits.mirror.source(&request.ova.location);
     if source != request.ova.location {
@@ -265,15 +266,11 @@ async fn upload_disks(
         .sum::<u64>()
         .max(1);
     let sent = Arc::new(AtomicU64::new(0));
-    let https = client.connector(TRANSFER_CONNECT)?;
+    let https = client.limits.connector(TRANSFER_CONNECT)?;
     let http: Client<_, UnsyncBoxBody<Bytes, std::io::Error>> =
         Client::builder(TokioExecutor::new()).build(https);
     // The lease's URLs may name the host `*`: vCenter's own.
-    let host = client
-        .session()
-        .sdk()
-        .authority()
-        .map_or("", |a| a.as_str());
+    let host = client.session.sdk.authority().map_or("", |a| a.as_str());
     for file in files {
         let entry = entries
             .iter()
@@ -293,7 +290,7 @@ async fn upload_disks(
             })?;
         let upload = send_file(
             &http,
-            client.session(),
+            &client.session,
             &url,
             file.create,
             ova,

@@ -4,7 +4,6 @@
 //! vSphere templates need exist only there (vcsim serves it whole), and its XML is read with the
 //! one XML reader the project already has. Only the few calls of [`super::client`] are spoken.
 
-use std::sync::Mutex;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -12,6 +11,7 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::{Request, Uri};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
+use parking_lot::Mutex;
 
 use super::VcenterError;
 use crate::http_client::{Connector, error_chain};
@@ -78,7 +78,7 @@ pub fn text_of<'a>(node: roxmltree::Node<'a, '_>, name: &str) -> Option<&'a str>
 /// One logged-in connection to a vCenter's `/sdk`.
 pub struct Session {
     http: Client<Connector, Full<Bytes>>,
-    sdk: Uri,
+    pub sdk: Uri,
     call_timeout: Duration,
     cookie: Mutex<Option<String>>,
 }
@@ -93,16 +93,12 @@ impl Session {
         }
     }
 
-    pub fn sdk(&self) -> &Uri {
-        &self.sdk
-    }
-
     /// A request to `uri` with our user agent and the session's cookie: the SOAP calls, and the
     /// disk uploads of an import, which authenticate with it too.
     pub fn request(&self, method: &str, uri: &str) -> hyper::http::request::Builder {
         let request = (Request::builder().method(method).uri(uri))
             .header("user-agent", crate::api_client::user_agent());
-        match self.cookie.lock().ok().and_then(|cookie| cookie.clone()) {
+        match self.cookie.lock().clone() {
             Some(cookie) => request.header("cookie", format!("{SESSION_COOKIE}={cookie}")),
             None => request,
         }
@@ -141,10 +137,8 @@ impl Session {
                 .request(request)
                 .await
                 .map_err(|e| VcenterError::Unreachable(error_chain(&e)))?;
-            if let Some(cookie) = session_cookie(response.headers())
-                && let Ok(mut slot) = self.cookie.lock()
-            {
-                *slot = Some(cookie);
+            if let Some(cookie) = session_cookie(response.headers()) {
+                *self.cookie.lock() = Some(cookie);
             }
             let status = response.status().as_u16();
             let bytes = Limited::new(response.into_body(), MAX_BODY)
