@@ -43,12 +43,11 @@ pub enum StreamError {
 pub struct GoldenStream {
     /// Stream name, e.g. `rhcos-4.21`.
     pub stream: String,
-    architectures: BTreeMap<String, StreamArch>,
+    /// Each architecture's images, or why its entry is malformed (then never read).
+    architectures: BTreeMap<String, Result<StreamArch, String>>,
     /// Every image reference the stream publishes and its architecture, built once when the
     /// stream is read: the planner asks it for every MachineSet.
     references: HashMap<String, Arch>,
-    /// Architectures (stream keys) whose entry is malformed, and why: never read.
-    invalid: BTreeMap<String, String>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
@@ -213,23 +212,19 @@ impl GoldenStream {
         if document.architectures.is_empty() {
             return Err(StreamError::NoArchitectures);
         }
+        let architectures = (document.architectures.into_iter())
+            .map(|(arch, entry)| {
+                let parsed = serde_json::from_value::<StreamArch>(entry)
+                    .map_err(|e| StreamError::from(e).to_string())
+                    .and_then(|images| images.validate(&arch).map(|()| images));
+                (arch, parsed)
+            })
+            .collect();
         let mut stream = GoldenStream {
             stream: document.stream,
+            architectures,
             ..GoldenStream::default()
         };
-        for (arch, entry) in document.architectures {
-            let parsed = serde_json::from_value::<StreamArch>(entry)
-                .map_err(|e| StreamError::from(e).to_string())
-                .and_then(|images| images.validate(&arch).map(|()| images));
-            match parsed {
-                Ok(images) => {
-                    stream.architectures.insert(arch, images);
-                }
-                Err(why) => {
-                    stream.invalid.insert(arch, why);
-                }
-            }
-        }
         stream.references = Arch::ALL
             .into_iter()
             .filter_map(|arch| Some((arch, stream.arch(arch)?)))
@@ -240,11 +235,12 @@ impl GoldenStream {
 
     /// Why this architecture's entry cannot be used, when it is malformed.
     pub fn invalid_entry(&self, arch: Arch) -> Option<&str> {
-        self.invalid.get(arch.stream_key()).map(String::as_str)
+        let entry = self.architectures.get(arch.stream_key())?;
+        entry.as_ref().err().map(String::as_str)
     }
 
     fn arch(&self, arch: Arch) -> Option<&StreamArch> {
-        self.architectures.get(arch.stream_key())
+        self.architectures.get(arch.stream_key())?.as_ref().ok()
     }
 
     /// Whether the stream publishes anything at all for this architecture.
@@ -286,8 +282,7 @@ impl GoldenStream {
     /// Every image reference the stream publishes: AMIs, GCP image paths and Azure marketplace
     /// URNs. Images listed here are "ours": an image found here is never a custom image.
     pub fn image_references(&self) -> BTreeSet<String> {
-        self.architectures
-            .values()
+        (self.architectures.values().flatten())
             .flat_map(StreamArch::image_references)
             .collect()
     }
