@@ -201,11 +201,10 @@ fn vmware_ova(artifact: &Value) -> Option<VmwareOva> {
 impl GoldenStream {
     pub fn parse(json: &str) -> Result<Self, StreamError> {
         /// The document with each architecture still unread, so each is judged on its own.
-        #[derive(Deserialize)]
+        #[derive(Default, Deserialize)]
+        #[serde(default)]
         struct Document {
-            #[serde(default)]
             stream: String,
-            #[serde(default)]
             architectures: BTreeMap<String, Value>,
         }
         let document: Document = serde_json::from_str(json)?;
