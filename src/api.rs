@@ -20,9 +20,6 @@ pub use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     Condition, LabelSelector, LabelSelectorRequirement, ObjectMeta, OwnerReference, Time,
 };
 
-/// Unknown fields kept verbatim so a typed view never loses data the API server sent.
-pub type Extra = BTreeMap<String, Value>;
-
 /// Declares typed views of (parts of) objects: the fields we decide on, typed, and every other
 /// field kept verbatim in `extra`, so that a view round-trips what the API server sent and the
 /// generated CRD preserves unknown fields. A field the object lacks reads as its default; an
@@ -46,7 +43,7 @@ macro_rules! view {
             )*
             #[serde(flatten)]
             #[schemars(skip)]
-            pub extra: Extra,
+            pub extra: BTreeMap<String, Value>,
         }
 
         impl Absent for $name {}
