@@ -132,16 +132,14 @@ view! {
     }
 
     /// A reference to an external remediation template; only its presence is read.
-    pub struct RemediationTemplate {
-    }
+    pub struct RemediationTemplate {}
 
     pub struct NodeRef {
         pub name: Option<String>,
     }
 
     /// A status we never interpret, kept so the generated CRDs carry a status subresource.
-    pub struct OpaqueStatus {
-    }
+    pub struct OpaqueStatus {}
 
     pub struct MachineSetStatus {
         /// The API that currently acts on this MachineSet, set by the machine API migration
@@ -362,8 +360,7 @@ pub struct PartialSelector {
 view! {
     #[derive(CustomResource)]
     #[kube(group = "config.openshift.io", version = "v1", kind = "Infrastructure", plural = "infrastructures", status = "InfrastructureStatus")]
-    pub struct InfrastructureSpec {
-    }
+    pub struct InfrastructureSpec {}
 
     pub struct InfrastructureStatus {
         /// Prefix of every cloud resource the installer created; Azure image uploads carry it.
@@ -390,8 +387,7 @@ view! {
 
     #[derive(CustomResource)]
     #[kube(group = "config.openshift.io", version = "v1", kind = "ClusterVersion", plural = "clusterversions", status = "ClusterVersionStatus")]
-    pub struct ClusterVersionSpec {
-    }
+    pub struct ClusterVersionSpec {}
 
     pub struct ClusterVersionStatus {
         pub desired: Option<Release>,
