@@ -10,7 +10,8 @@
 
 use std::collections::BTreeMap;
 
-use kube::CustomResource;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::{CustomResource, CustomResourceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -408,10 +409,7 @@ view! {
 }
 
 /// The CRDs of every OpenShift kind we touch, for local clusters without the upstream ones.
-pub fn local_crds()
--> Vec<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>
-{
-    use kube::CustomResourceExt;
+pub fn local_crds() -> Vec<CustomResourceDefinition> {
     vec![
         MachineSet::crd(),
         Machine::crd(),
@@ -429,9 +427,7 @@ pub fn local_crds()
 /// a release older than every other fixture. They are added here rather than typed in
 /// `MachineConfigurationStatus`, which reads the MCO's values from `extra` and must never fail
 /// to decode one.
-fn machine_configuration_crd()
--> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
-    use kube::CustomResourceExt;
+fn machine_configuration_crd() -> CustomResourceDefinition {
     let mode = |values: &[&str]| serde_json::json!({"type": "string", "enum": values});
     let versions = serde_json::json!({"type": "object", "properties": {
         "ocpVersion": {"type": "string"}, "rhcosVersion": {"type": "string"}}});
