@@ -10,7 +10,8 @@
 
 use std::collections::BTreeMap;
 
-use kube::CustomResource;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::{CustomResource, CustomResourceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -20,18 +21,14 @@ pub use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     Condition, LabelSelector, LabelSelectorRequirement, ObjectMeta, OwnerReference, Time,
 };
 
-/// Unknown fields kept verbatim so a typed view never loses data the API server sent.
-pub type Extra = BTreeMap<String, Value>;
-
 /// Declares typed views of (parts of) objects: the fields we decide on, typed, and every other
 /// field kept verbatim in `extra`, so that a view round-trips what the API server sent and the
-/// generated CRD preserves unknown fields. A field the object lacks reads as its default. Fields
-/// in `optional { .. }` (listed first) are `Option`s that are absent, not `null`, when unset.
+/// generated CRD preserves unknown fields. A field the object lacks reads as its default; an
+/// `Option` is absent, not `null`, when unset ([`Absent`]).
 macro_rules! view {
     ($(
         $(#[$attr:meta])*
         pub struct $name:ident {
-            $(optional { $($(#[$opt_attr:meta])* pub $opt:ident: $opt_type:ty,)* })?
             $($(#[$field_attr:meta])* pub $field:ident: $type:ty,)*
         }
     )*) => {$(
@@ -40,18 +37,37 @@ macro_rules! view {
         #[serde(default, rename_all = "camelCase")]
         #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
         pub struct $name {
-            $($(
-                $(#[$opt_attr])*
-                #[serde(default, skip_serializing_if = "Option::is_none")]
-                pub $opt: Option<$opt_type>,
-            )*)?
-            $($(#[$field_attr])* pub $field: $type,)*
+            $(
+                $(#[$field_attr])*
+                #[serde(skip_serializing_if = "Absent::absent")]
+                pub $field: $type,
+            )*
             #[serde(flatten)]
             #[schemars(skip)]
-            pub extra: Extra,
+            pub extra: BTreeMap<String, Value>,
         }
+
+        impl Absent for $name {}
     )*};
 }
+
+/// Which field values a view leaves out when written: an `Option` that is `None`. Every other
+/// value is written, even empty.
+trait Absent {
+    fn absent(&self) -> bool {
+        false
+    }
+}
+
+impl<T> Absent for Option<T> {
+    fn absent(&self) -> bool {
+        self.is_none()
+    }
+}
+
+impl Absent for String {}
+impl<T> Absent for Vec<T> {}
+impl Absent for ProviderSpec {}
 
 // ---------------------------------------------------------------------------------------------
 // machine.openshift.io/v1beta1 MachineSet
@@ -60,57 +76,47 @@ view! {
     #[derive(CustomResource)]
     #[kube(group = "machine.openshift.io", version = "v1beta1", kind = "MachineSet", plural = "machinesets", namespaced, status = "MachineSetStatus")]
     pub struct MachineSetSpec {
-        optional {
-            pub replicas: i32,
-            /// Which API should be authoritative (feature gate MachineAPIMigration); what is,
-            /// is in the status.
-            #[serde(rename = "authoritativeAPI")]
-            #[schemars(extend("enum" = ["MachineAPI", "ClusterAPI"]))]
-            pub authoritative_api: String,
-            /// Which Machines are this MachineSet's; the template's labels match it.
-            pub selector: LabelSelector,
-        }
+        pub replicas: Option<i32>,
+        /// Which API should be authoritative (feature gate MachineAPIMigration); what is,
+        /// is in the status.
+        #[serde(rename = "authoritativeAPI")]
+        #[schemars(extend("enum" = ["MachineAPI", "ClusterAPI"]))]
+        pub authoritative_api: Option<String>,
+        /// Which Machines are this MachineSet's; the template's labels match it.
+        pub selector: Option<LabelSelector>,
         pub template: MachineTemplate,
     }
 
     /// `spec.template` of a MachineSet, also embedded in ControlPlaneMachineSets.
     pub struct MachineTemplate {
-        optional {
-            pub metadata: TemplateMetadata,
-        }
+        pub metadata: Option<TemplateMetadata>,
         pub spec: MachineSpec,
     }
 
     pub struct TemplateMetadata {
-        optional {
-            pub labels: BTreeMap<String, String>,
-        }
+        pub labels: Option<BTreeMap<String, String>>,
     }
 
     /// The spec of a Machine, and of the Machines a MachineSet's template stamps out.
     #[derive(CustomResource)]
     #[kube(group = "machine.openshift.io", version = "v1beta1", kind = "Machine", plural = "machines", namespaced, status = "MachineStatus")]
     pub struct MachineSpec {
-        optional {
-            /// Of a Machine: its instance's ID at the cloud, set once the instance exists.
-            #[serde(rename = "providerID")]
-            pub provider_id: String,
-        }
+        /// Of a Machine: its instance's ID at the cloud, set once the instance exists.
+        #[serde(rename = "providerID")]
+        pub provider_id: Option<String>,
         pub provider_spec: ProviderSpec,
     }
 
     /// What the Machine API says of one Machine: what `plan::boot_evidence` judges a new boot
     /// image by.
     pub struct MachineStatus {
-        optional {
-            /// `Provisioning`, `Provisioned` (the instance exists), `Running` (its Node
-            /// joined), `Deleting` or `Failed`.
-            pub phase: String,
-            pub node_ref: NodeRef,
-            /// Set with `Failed`: a `MachineStatusError` constant of openshift/api.
-            pub error_reason: String,
-            pub error_message: String,
-        }
+        /// `Provisioning`, `Provisioned` (the instance exists), `Running` (its Node
+        /// joined), `Deleting` or `Failed`.
+        pub phase: Option<String>,
+        pub node_ref: Option<NodeRef>,
+        /// Set with `Failed`: a `MachineStatusError` constant of openshift/api.
+        pub error_reason: Option<String>,
+        pub error_message: Option<String>,
     }
 
     /// What deletes Machines whose Node does not come (openshift/machine-api-operator,
@@ -119,38 +125,30 @@ view! {
     #[derive(CustomResource)]
     #[kube(group = "machine.openshift.io", version = "v1beta1", kind = "MachineHealthCheck", plural = "machinehealthchecks", namespaced, status = "OpaqueStatus")]
     pub struct MachineHealthCheckSpec {
-        optional {
-            pub selector: LabelSelector,
-            /// A Go duration (`10m`, `1h0m0s`); absent means 10 minutes, `0` never.
-            pub node_startup_timeout: String,
-            /// Set: remediation is external and no Machine is deleted.
-            pub remediation_template: RemediationTemplate,
-        }
+        pub selector: Option<LabelSelector>,
+        /// A Go duration (`10m`, `1h0m0s`); absent means 10 minutes, `0` never.
+        pub node_startup_timeout: Option<String>,
+        /// Set: remediation is external and no Machine is deleted.
+        pub remediation_template: Option<RemediationTemplate>,
     }
 
     /// A reference to an external remediation template; only its presence is read.
-    pub struct RemediationTemplate {
-    }
+    pub struct RemediationTemplate {}
 
     pub struct NodeRef {
-        optional {
-            pub name: String,
-        }
+        pub name: Option<String>,
     }
 
     /// A status we never interpret, kept so the generated CRDs carry a status subresource.
-    pub struct OpaqueStatus {
-    }
+    pub struct OpaqueStatus {}
 
     pub struct MachineSetStatus {
-        optional {
-            /// The API that currently acts on this MachineSet, set by the machine API migration
-            /// controller: `MachineAPI`, `ClusterAPI` or `Migrating` (absent without the
-            /// MachineAPIMigration feature gate, when the Machine API is).
-            #[serde(rename = "authoritativeAPI")]
-            #[schemars(extend("enum" = ["MachineAPI", "ClusterAPI", "Migrating"]))]
-            pub authoritative_api: String,
-        }
+        /// The API that currently acts on this MachineSet, set by the machine API migration
+        /// controller: `MachineAPI`, `ClusterAPI` or `Migrating` (absent without the
+        /// MachineAPIMigration feature gate, when the Machine API is).
+        #[serde(rename = "authoritativeAPI")]
+        #[schemars(extend("enum" = ["MachineAPI", "ClusterAPI", "Migrating"]))]
+        pub authoritative_api: Option<String>,
     }
 }
 
@@ -247,10 +245,8 @@ view! {
     }
 
     pub struct ControlPlaneTemplate {
-        optional {
-            #[serde(rename = "machines_v1beta1_machine_openshift_io")]
-            pub machines_v1beta1: MachineTemplate,
-        }
+        #[serde(rename = "machines_v1beta1_machine_openshift_io")]
+        pub machines_v1beta1: Option<MachineTemplate>,
     }
 }
 
@@ -272,33 +268,25 @@ view! {
     }
 
     pub struct ClusterApiMachineTemplate {
-        optional {
-            pub metadata: TemplateMetadata,
-        }
+        pub metadata: Option<TemplateMetadata>,
         pub spec: ClusterApiMachineSpec,
     }
 
     pub struct ClusterApiMachineSpec {
-        optional {
-            pub bootstrap: Bootstrap,
-            pub infrastructure_ref: InfrastructureRef,
-        }
+        pub bootstrap: Option<Bootstrap>,
+        pub infrastructure_ref: Option<InfrastructureRef>,
     }
 
     pub struct Bootstrap {
-        optional {
-            /// The secret holding the machines' user data (the Ignition stub on OpenShift).
-            pub data_secret_name: String,
-        }
+        /// The secret holding the machines' user data (the Ignition stub on OpenShift).
+        pub data_secret_name: Option<String>,
     }
 
     /// `spec.template.spec.infrastructureRef`: `{apiGroup, kind, name}` in v1beta2,
     /// `{apiVersion, kind, name}` in v1beta1; both are read.
     pub struct InfrastructureRef {
-        optional {
-            pub api_group: String,
-            pub api_version: String,
-        }
+        pub api_group: Option<String>,
+        pub api_version: Option<String>,
         pub kind: String,
         pub name: String,
     }
@@ -322,18 +310,14 @@ view! {
     #[derive(CustomResource)]
     #[kube(group = "operator.openshift.io", version = "v1", kind = "MachineConfiguration", plural = "machineconfigurations", status = "MachineConfigurationStatus")]
     pub struct MachineConfigurationSpec {
-        optional {
-            /// `None` (absent) means the platform default; `Some` with an empty list opts out of all.
-            pub managed_boot_images: ManagedBootImages,
-        }
+        /// `None` (absent) means the platform default; `Some` with an empty list opts out of all.
+        pub managed_boot_images: Option<ManagedBootImages>,
     }
 
     pub struct MachineConfigurationStatus {
-        optional {
-            pub observed_generation: i64,
-            #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
-            pub conditions: Vec<Condition>,
-        }
+        pub observed_generation: Option<i64>,
+        #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+        pub conditions: Option<Vec<Condition>>,
     }
 }
 
@@ -377,59 +361,45 @@ pub struct PartialSelector {
 view! {
     #[derive(CustomResource)]
     #[kube(group = "config.openshift.io", version = "v1", kind = "Infrastructure", plural = "infrastructures", status = "InfrastructureStatus")]
-    pub struct InfrastructureSpec {
-    }
+    pub struct InfrastructureSpec {}
 
     pub struct InfrastructureStatus {
-        optional {
-            /// Prefix of every cloud resource the installer created; Azure image uploads carry it.
-            pub infrastructure_name: String,
-            pub platform_status: PlatformStatus,
-        }
+        /// Prefix of every cloud resource the installer created; Azure image uploads carry it.
+        pub infrastructure_name: Option<String>,
+        pub platform_status: Option<PlatformStatus>,
     }
 
     pub struct PlatformStatus {
-        optional {
-            pub azure: AzurePlatformStatus,
-            pub aws: AwsPlatformStatus,
-        }
+        pub azure: Option<AzurePlatformStatus>,
+        pub aws: Option<AwsPlatformStatus>,
         #[serde(rename = "type")]
         pub type_: String,
     }
 
     pub struct AwsPlatformStatus {
-        optional {
-            /// The cluster's region: Cluster API machine templates do not name it.
-            pub region: String,
-        }
+        /// The cluster's region: Cluster API machine templates do not name it.
+        pub region: Option<String>,
     }
 
     pub struct AzurePlatformStatus {
-        optional {
-            /// `AzureStackCloud` on Azure Stack Hub, whose boot images are not managed.
-            pub cloud_name: String,
-        }
+        /// `AzureStackCloud` on Azure Stack Hub, whose boot images are not managed.
+        pub cloud_name: Option<String>,
     }
 
     #[derive(CustomResource)]
     #[kube(group = "config.openshift.io", version = "v1", kind = "ClusterVersion", plural = "clusterversions", status = "ClusterVersionStatus")]
-    pub struct ClusterVersionSpec {
-    }
+    pub struct ClusterVersionSpec {}
 
     pub struct ClusterVersionStatus {
-        optional {
-            pub desired: Release,
-        }
+        pub desired: Option<Release>,
         /// Newest first: `history[0]` is the current or in-progress update.
         pub history: Vec<UpdateHistory>,
     }
 
     pub struct Release {
-        optional {
-            pub version: String,
-            /// `Multi` on heterogeneous clusters, where a MachineSet must name its architecture.
-            pub architecture: String,
-        }
+        pub version: Option<String>,
+        /// `Multi` on heterogeneous clusters, where a MachineSet must name its architecture.
+        pub architecture: Option<String>,
     }
 
     pub struct UpdateHistory {
@@ -439,10 +409,7 @@ view! {
 }
 
 /// The CRDs of every OpenShift kind we touch, for local clusters without the upstream ones.
-pub fn local_crds()
--> Vec<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>
-{
-    use kube::CustomResourceExt;
+pub fn local_crds() -> Vec<CustomResourceDefinition> {
     vec![
         MachineSet::crd(),
         Machine::crd(),
@@ -460,9 +427,7 @@ pub fn local_crds()
 /// a release older than every other fixture. They are added here rather than typed in
 /// `MachineConfigurationStatus`, which reads the MCO's values from `extra` and must never fail
 /// to decode one.
-fn machine_configuration_crd()
--> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
-    use kube::CustomResourceExt;
+fn machine_configuration_crd() -> CustomResourceDefinition {
     let mode = |values: &[&str]| serde_json::json!({"type": "string", "enum": values});
     let versions = serde_json::json!({"type": "object", "properties": {
         "ocpVersion": {"type": "string"}, "rhcosVersion": {"type": "string"}}});

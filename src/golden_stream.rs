@@ -8,7 +8,9 @@
 //! enrolls: `syncMAPIMachineSet`, pkg/controller/bootimage/ms_helpers.go, release-4.21).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::LazyLock;
 
+use regex::Regex;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -41,12 +43,11 @@ pub enum StreamError {
 pub struct GoldenStream {
     /// Stream name, e.g. `rhcos-4.21`.
     pub stream: String,
-    architectures: BTreeMap<String, StreamArch>,
+    /// Each architecture's images, or why its entry is malformed (then never read).
+    architectures: BTreeMap<String, Result<StreamArch, String>>,
     /// Every image reference the stream publishes and its architecture, built once when the
     /// stream is read: the planner asks it for every MachineSet.
     references: HashMap<String, Arch>,
-    /// Architectures (stream keys) whose entry is malformed, and why: never read.
-    invalid: BTreeMap<String, String>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
@@ -58,68 +59,57 @@ struct StreamArch {
     extensions: Extensions,
 }
 
-/// An AMI id: `ami-` and 8 or 17 hexadecimal digits.
-fn is_ami_id(id: &str) -> bool {
-    id.strip_prefix("ami-").is_some_and(|hex| {
-        matches!(hex.len(), 8 | 17) && hex.bytes().all(|b| b.is_ascii_hexdigit())
-    })
-}
-
-/// A GCP resource name (project or image): lowercase letters, digits and dashes.
-fn is_gcp_name(name: &str) -> bool {
-    !name.is_empty()
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-}
-
-/// One field of an Azure marketplace URN: not empty, and no URN separator or space in it.
-fn is_urn_field(field: &str) -> bool {
-    !field.is_empty() && !field.contains([':', ' ', '/'])
-}
+/// What each target a stream publishes for a platform we write must look like, as the message
+/// about it shows it: an AMI id (`ami-` and 8 or 17 hexadecimal digits), a GCP image path
+/// (project and image of lowercase letters, digits and dashes), an Azure marketplace URN (four
+/// fields, none empty, without a separator or a space), and a vSphere OVA's location (an
+/// http(s) URL without spaces) with its SHA-256 (64 hexadecimal digits).
+static SHAPES: LazyLock<[Regex; 4]> = LazyLock::new(|| {
+    [
+        r"^ami-(?:[0-9a-fA-F]{8}|[0-9a-fA-F]{17})$",
+        r"^projects/[a-z0-9-]+/global/images/[a-z0-9-]+$",
+        r"^[^: /]+(?::[^: /]+){3}$",
+        r"^https?://\S* \(sha256 [0-9a-fA-F]{64}\)$",
+    ]
+    .map(|pattern| Regex::new(pattern).expect("a valid pattern"))
+});
 
 impl StreamArch {
     /// Every image this architecture publishes for a platform we write is well-formed, or why
     /// not: a malformed target is never written, whatever else the stream says.
     fn validate(&self, arch: &str) -> Result<(), String> {
-        let invalid = |what: String, value: &str, expected: &str| {
-            Err(format!(
-                "the stream's {arch} {what} is {value:?}, which is not {expected}"
-            ))
-        };
+        let [ami, gcp, urn, ova] = &*SHAPES;
         let regions = self.images.aws.iter().flat_map(|aws| &aws.regions);
-        for (region, image) in regions {
-            if !is_ami_id(&image.image) {
-                let what = format!("AWS image for {region}");
-                return invalid(what, &image.image, "an AMI id");
-            }
-        }
-        if let Some(gcp) = &self.images.gcp
-            && !(is_gcp_name(&gcp.project) && is_gcp_name(&gcp.name))
-        {
-            let what = "GCP image".to_string();
-            return invalid(what, &gcp.reference(), "a GCP image in a project");
-        }
-        let market = self.extensions.marketplace.iter();
-        for (variant, generations) in market.flat_map(|m| &m.azure) {
-            for (generation, image) in generations {
-                let fields = [&image.publisher, &image.offer, &image.sku, &image.version];
-                if !fields.iter().all(|f| is_urn_field(f)) {
-                    let what = format!("Azure {variant} {generation} image");
-                    return invalid(what, &image.urn(), "a marketplace URN");
-                }
-            }
-        }
+        let aws = regions.map(|(region, image)| {
+            let what = format!("AWS image for {region}");
+            (what, image.image.clone(), ami, "an AMI id")
+        });
+        let gcp = self.images.gcp.iter().map(|image| {
+            let expected = "a GCP image in a project";
+            ("GCP image".to_string(), image.reference(), gcp, expected)
+        });
+        let market = self.extensions.marketplace.iter().flat_map(|m| &m.azure);
+        let azure = market.flat_map(|(variant, generations)| {
+            generations.iter().map(move |(generation, image)| {
+                let what = format!("Azure {variant} {generation} image");
+                (what, image.urn(), urn, "a marketplace URN")
+            })
+        });
         // vSphere's target is a template we import from this OVA: a download we cannot verify
         // or a location that is not a URL would be imported into every vCenter.
-        if let Some(ova) = self.artifacts.get(VMWARE_KEY).and_then(vmware_ova)
-            && !(is_sha256(&ova.sha256) && is_ova_location(&ova.location))
-        {
-            let value = format!("{} (sha256 {})", ova.location, ova.sha256);
+        let vmware = self.artifacts.get(VMWARE_KEY).and_then(vmware_ova);
+        let vmware = vmware.map(|image| {
+            let value = format!("{} (sha256 {})", image.location, image.sha256);
             let expected = "an http(s) URL with a SHA-256";
-            return invalid("vmware OVA".into(), &value, expected);
+            ("vmware OVA".to_string(), value, ova, expected)
+        });
+        let mut targets = aws.chain(gcp).chain(azure).chain(vmware);
+        match targets.find(|(_, value, shape, _)| !shape.is_match(value)) {
+            None => Ok(()),
+            Some((what, value, _, expected)) => Err(format!(
+                "the stream's {arch} {what} is {value:?}, which is not {expected}"
+            )),
         }
-        Ok(())
     }
 
     fn image_references(&self) -> impl Iterator<Item = String> + '_ {
@@ -185,11 +175,6 @@ pub struct VmwareOva {
     pub sha256: String,
 }
 
-/// A SHA-256 digest as streams spell it: 64 hexadecimal digits.
-fn is_sha256(digest: &str) -> bool {
-    digest.len() == 64 && digest.bytes().all(|b| b.is_ascii_hexdigit())
-}
-
 /// An Azure marketplace image as stream metadata and providerSpecs both spell it.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
 pub struct AzureMarketplaceImage {
@@ -201,11 +186,6 @@ pub struct AzureMarketplaceImage {
 
 /// The stream key of vSphere's artifacts (its Infrastructure name is `VSphere`).
 pub const VMWARE_KEY: &str = "vmware";
-
-fn is_ova_location(location: &str) -> bool {
-    (location.starts_with("https://") || location.starts_with("http://"))
-        && !location.contains(char::is_whitespace)
-}
 
 /// The OVA of a `vmware` artifact, when it has one (location and digest, as published).
 fn vmware_ova(artifact: &Value) -> Option<VmwareOva> {
@@ -221,34 +201,29 @@ fn vmware_ova(artifact: &Value) -> Option<VmwareOva> {
 impl GoldenStream {
     pub fn parse(json: &str) -> Result<Self, StreamError> {
         /// The document with each architecture still unread, so each is judged on its own.
-        #[derive(Deserialize)]
+        #[derive(Default, Deserialize)]
+        #[serde(default)]
         struct Document {
-            #[serde(default)]
             stream: String,
-            #[serde(default)]
             architectures: BTreeMap<String, Value>,
         }
         let document: Document = serde_json::from_str(json)?;
         if document.architectures.is_empty() {
             return Err(StreamError::NoArchitectures);
         }
+        let architectures = (document.architectures.into_iter())
+            .map(|(arch, entry)| {
+                let parsed = serde_json::from_value::<StreamArch>(entry)
+                    .map_err(|e| StreamError::from(e).to_string())
+                    .and_then(|images| images.validate(&arch).map(|()| images));
+                (arch, parsed)
+            })
+            .collect();
         let mut stream = GoldenStream {
             stream: document.stream,
+            architectures,
             ..GoldenStream::default()
         };
-        for (arch, entry) in document.architectures {
-            let parsed = serde_json::from_value::<StreamArch>(entry)
-                .map_err(|e| StreamError::from(e).to_string())
-                .and_then(|images| images.validate(&arch).map(|()| images));
-            match parsed {
-                Ok(images) => {
-                    stream.architectures.insert(arch, images);
-                }
-                Err(why) => {
-                    stream.invalid.insert(arch, why);
-                }
-            }
-        }
         stream.references = Arch::ALL
             .into_iter()
             .filter_map(|arch| Some((arch, stream.arch(arch)?)))
@@ -259,11 +234,12 @@ impl GoldenStream {
 
     /// Why this architecture's entry cannot be used, when it is malformed.
     pub fn invalid_entry(&self, arch: Arch) -> Option<&str> {
-        self.invalid.get(arch.stream_key()).map(String::as_str)
+        let entry = self.architectures.get(arch.stream_key())?;
+        entry.as_ref().err().map(String::as_str)
     }
 
     fn arch(&self, arch: Arch) -> Option<&StreamArch> {
-        self.architectures.get(arch.stream_key())
+        self.architectures.get(arch.stream_key())?.as_ref().ok()
     }
 
     /// Whether the stream publishes anything at all for this architecture.
@@ -305,8 +281,7 @@ impl GoldenStream {
     /// Every image reference the stream publishes: AMIs, GCP image paths and Azure marketplace
     /// URNs. Images listed here are "ours": an image found here is never a custom image.
     pub fn image_references(&self) -> BTreeSet<String> {
-        self.architectures
-            .values()
+        (self.architectures.values().flatten())
             .flat_map(StreamArch::image_references)
             .collect()
     }
@@ -500,6 +475,40 @@ mod tests {
         let parsed = GoldenStream::parse(market).unwrap();
         assert!(parsed.azure_marketplace(Arch::Amd64).is_none());
         assert!(parsed.invalid_entry(Arch::Amd64).is_some());
+    }
+
+    /// The shapes as the hand-written checks they replaced drew them.
+    #[test]
+    fn each_target_shape_takes_what_the_stream_publishes_and_nothing_near_it() {
+        let [ami, gcp, urn, ova] = &*SHAPES;
+        let digest = "14fa549bb83b2e730de22312419b503bc1ce85adf72269582f0af60e366d87ff";
+        let cases = [
+            (ami, "ami-01095d1967818437c", true),
+            (ami, "ami-0123ABCD", true),
+            (ami, "ami-0123456", false),
+            (ami, "ami-01095d1967818437c\n", false),
+            (ami, "xami-0123abcd", false),
+            (gcp, "projects/rhcos-cloud/global/images/rhcos-9-6", true),
+            (gcp, "projects/RHCOS/global/images/rhcos", false),
+            (gcp, "projects//global/images/rhcos", false),
+            (gcp, "projects/a/b/global/images/rhcos", false),
+            (urn, "redhat:rh-ocp-worker:rh-ocp-worker:4.18.2025", true),
+            (urn, "redhat::sku:1", false),
+            (urn, "redhat:offer:sku:1:2", false),
+            (urn, "red hat:offer:sku:1", false),
+            (urn, "redhat:of/fer:sku:1", false),
+        ];
+        for (shape, value, expected) in cases {
+            assert_eq!(shape.is_match(value), expected, "{value}");
+        }
+        let ova_of = |location: &str, digest: &str| format!("{location} (sha256 {digest})");
+        assert!(ova.is_match(&ova_of("https://x/y.ova", digest)));
+        assert!(ova.is_match(&ova_of("http://mirror/y.ova", digest)));
+        assert!(!ova.is_match(&ova_of("https://x/a b.ova", digest)));
+        assert!(!ova.is_match(&ova_of("https://x/a\u{a0}b.ova", digest)));
+        assert!(!ova.is_match(&ova_of("ftp://x/y.ova", digest)));
+        assert!(!ova.is_match(&ova_of("https://x/y.ova", &digest[1..])));
+        assert!(!ova.is_match(&ova_of("https://x/y.ova", &format!("{digest}0"))));
     }
 
     #[test]

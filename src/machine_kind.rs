@@ -170,13 +170,10 @@ impl MachineKind {
 
 impl fmt::Display for MachineKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            MachineKind::ClusterApiMachineSet => f.write_str("Cluster API MachineSet"),
-            MachineKind::ClusterApiMachineDeployment => {
-                f.write_str("Cluster API MachineDeployment")
-            }
-            other => f.write_str(other.kind()),
+        if self.is_cluster_api() {
+            f.write_str("Cluster API ")?;
         }
+        f.write_str(self.kind())
     }
 }
 

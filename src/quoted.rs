@@ -3,7 +3,6 @@
 //! edit Machines, put there).
 
 use std::borrow::Cow;
-use std::fmt::Write as _;
 
 /// `text` safe to print on a terminal or in a text log: control characters (escape sequences,
 /// carriage returns, newlines that would forge rows or log lines) and bidirectional overrides
@@ -17,7 +16,7 @@ pub fn printable(text: &str) -> Cow<'_, str> {
     let mut escaped = String::with_capacity(text.len() + 8);
     for c in text.chars() {
         if unsafe_char(c) {
-            let _ = write!(escaped, "\\u{{{:x}}}", u32::from(c));
+            escaped.extend(c.escape_unicode());
         } else {
             escaped.push(c);
         }

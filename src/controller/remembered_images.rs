@@ -25,15 +25,12 @@ pub fn merged(existing: Option<&str>, refs: &BTreeSet<String>) -> Option<String>
         .map(|t| t.lines().filter(|l| !l.trim().is_empty()).collect())
         .unwrap_or_default();
     let present: HashSet<&str> = lines.iter().copied().collect();
-    let new: Vec<&str> = refs
-        .iter()
-        .map(String::as_str)
-        .filter(|r| !present.contains(r))
-        .collect();
-    if new.is_empty() {
+    let remembered = lines.len();
+    let refs = refs.iter().map(String::as_str);
+    lines.extend(refs.filter(|r| !present.contains(r)));
+    if lines.len() == remembered {
         return None;
     }
-    lines.extend(new);
     let excess = lines.len().saturating_sub(LIMIT);
     let mut text = lines[excess..].join("\n");
     text.push('\n');

@@ -114,13 +114,11 @@ pub fn selections(snapshot: &ClusterSnapshot) -> BTreeMap<MachineKind, (Selectio
         .and_then(|cv| cv.status.as_ref())
         .and_then(release_of);
     let declared = Declared::read(mc);
-    let selection = |kind| {
-        (
-            kind,
-            Selection::for_kind(&declared, kind, &platform, release),
-        )
-    };
-    MachineKind::ALL.into_iter().map(selection).collect()
+    let selection = |kind| Selection::for_kind(&declared, kind, &platform, release);
+    MachineKind::ALL
+        .into_iter()
+        .map(|kind| (kind, selection(kind)))
+        .collect()
 }
 
 fn blocked(reason: Reason, message: impl Into<String>) -> Blocked {

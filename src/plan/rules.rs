@@ -42,10 +42,9 @@ pub(super) struct Subject<'a> {
 
 impl<'a> Subject<'a> {
     pub fn of(object: &'a dyn MachineObject) -> Self {
-        let meta = object.meta();
         Subject {
             kind: object.kind(),
-            meta,
+            meta: object.meta(),
             template: object.machine_template(),
             selector: object.selector(),
             authority: object.authority(),

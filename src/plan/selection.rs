@@ -105,12 +105,9 @@ impl Declared {
             };
         }
         let spec = (mc.spec.managed_boot_images.as_ref()).and_then(|m| m.machine_managers.clone());
+        let origin = spec.as_ref().map_or(Origin::Default, |_| Origin::Spec);
         Declared {
-            origin: if spec.is_some() {
-                Origin::Spec
-            } else {
-                Origin::Default
-            },
+            origin,
             managers: Ok(spec),
         }
     }
