@@ -243,7 +243,7 @@ fn automatic_record(input: &FieldsInput<'_>, install: &str) -> Value {
 /// build. The MCO keeps the oldest by `CmpRHCOSVersion` (pkg/controller/bootimage/marketplace),
 /// whose `major.minor` makes a 4.18 release (`418.94`) newer than 9.6; the oldest for the skew
 /// check is the one it reads as the oldest.
-fn rhcos_order(a: &str, b: &str) -> std::cmp::Ordering {
+pub(super) fn rhcos_order(a: &str, b: &str) -> std::cmp::Ordering {
     (rhel_version(a).cmp(&rhel_version(b)))
         .then_with(|| compare_versions(a, b).unwrap_or(std::cmp::Ordering::Equal))
 }
@@ -579,6 +579,16 @@ mod tests {
         let f = fields(mc, decisions);
         assert_eq!(f.skew_enforcement["mode"], "Automatic", "{f:?}");
         f.skew_enforcement["automatic"].clone()
+    }
+
+    #[test]
+    fn rhcos_releases_order_by_the_rhel_release_they_are_built_on_not_as_text() {
+        use std::cmp::Ordering::*;
+        // As text "10.1.." comes first; the golden stream's oldest release (Manual mode's
+        // RHCOSVersion) is the one built on the older RHEL.
+        assert_eq!(rhcos_order("10.1.20260301-0", "9.6.20251023-0"), Greater);
+        assert_eq!(rhcos_order("418.94.202511191518-0", "9.6.20251023-0"), Less);
+        assert_eq!(rhcos_order("9.6.20251023-0", "9.6.20251101-0"), Less);
     }
 
     #[test]

@@ -325,7 +325,8 @@ impl Controller {
             Arch::ALL
                 .iter()
                 .filter_map(|arch| g.stream.release(*arch, key))
-                .min()
+                // By RHEL release, not as text: "10.1.." sorts before "9.6.." as text.
+                .min_by(|a, b| boot_image_fields::rhcos_order(a, b))
                 .map(str::to_string)
         });
         let cluster_version = sources.cluster_version.as_ref();
