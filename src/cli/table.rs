@@ -21,18 +21,8 @@ pub struct ClusterFacts {
     pub platform: Option<String>,
     /// `history[0]` of the ClusterVersion: version and state.
     pub cluster_release: Option<(String, String)>,
-    pub golden: Golden,
-}
-
-#[derive(Clone, Debug, Default, PartialEq)]
-pub enum Golden {
-    #[default]
-    Missing,
-    Unreadable,
-    Stream {
-        name: String,
-        release: Option<String>,
-    },
+    /// The golden stream's name and release, or why there is none; `None`: missing.
+    pub golden: Option<String>,
 }
 
 impl ClusterFacts {
@@ -50,14 +40,14 @@ impl ClusterFacts {
             .and_then(|cv| cv.status.as_ref())
             .and_then(|s| s.history.first())
             .map(|h| (h.version.clone(), h.state.clone()));
-        let golden = match cluster.golden.as_ref().map(GoldenConfig::from_config_map) {
-            None => Golden::Missing,
-            Some(Err(_)) => Golden::Unreadable,
-            Some(Ok(golden)) => Golden::Stream {
-                name: golden.stream.stream,
-                release: golden.release_version,
-            },
-        };
+        let golden =
+            (cluster.golden.as_ref().map(GoldenConfig::from_config_map)).map(|read| match read {
+                Err(_) => "unreadable".into(),
+                Ok(golden) => match golden.release_version {
+                    Some(release) => format!("{} (release {release})", golden.stream.stream),
+                    None => golden.stream.stream,
+                },
+            });
         ClusterFacts {
             platform,
             cluster_release,
@@ -71,17 +61,8 @@ impl ClusterFacts {
         if let Some((version, state)) = &self.cluster_release {
             let _ = write!(line, "   Cluster: {version} ({state})");
         }
-        line.push_str("   Golden stream: ");
-        match &self.golden {
-            Golden::Missing => line.push_str("missing"),
-            Golden::Unreadable => line.push_str("unreadable"),
-            Golden::Stream { name, release } => {
-                line.push_str(name);
-                if let Some(release) = release {
-                    let _ = write!(line, " (release {release})");
-                }
-            }
-        }
+        let golden = self.golden.as_deref().unwrap_or("missing");
+        let _ = write!(line, "   Golden stream: {golden}");
         line
     }
 }
@@ -285,10 +266,7 @@ mod tests {
         ClusterFacts {
             platform: Some("AWS".into()),
             cluster_release: Some(("4.21.0".into(), "Completed".into())),
-            golden: Golden::Stream {
-                name: "rhcos-4.21".into(),
-                release: Some("4.21.0".into()),
-            },
+            golden: Some("rhcos-4.21 (release 4.21.0)".into()),
         }
     }
 
