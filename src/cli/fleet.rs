@@ -141,13 +141,14 @@ pub fn run(args: &PlanArgs) -> Result<u8, Failure> {
         });
     }
     let output = match args.output {
-        OutputFormat::Json => json(&clusters)?,
-        OutputFormat::Yaml => serde_saphyr::to_string(&Report {
-            clusters: &clusters,
-        })
-        .context("cannot serialize the report")?,
         OutputFormat::Table => render(&clusters, false)?,
         OutputFormat::Wide => render(&clusters, true)?,
+        format => plan::serialized(
+            &Report {
+                clusters: &clusters,
+            },
+            format,
+        )?,
     };
     write_stdout(&output)?;
     let pending = (clusters.iter()).any(|c| c.plan.as_ref().is_some_and(plan::pending));
@@ -240,12 +241,6 @@ fn failed(context: String, kind: Failed, message: String) -> Cluster {
 #[derive(Serialize)]
 struct Report<'a> {
     clusters: &'a [Cluster],
-}
-
-fn json(clusters: &[Cluster]) -> Result<String, Failure> {
-    let report = Report { clusters };
-    let text = serde_json::to_string_pretty(&report).context("cannot serialize the report")?;
-    Ok(text + "\n")
 }
 
 /// One row per cluster, then each cluster's plan as `plan` prints it (with `wide`, its patches
@@ -469,7 +464,16 @@ mod tests {
             "{text}"
         );
 
-        let json: serde_json::Value = serde_json::from_str(&json(&clusters).unwrap()).unwrap();
+        let json: serde_json::Value = serde_json::from_str(
+            &plan::serialized(
+                &Report {
+                    clusters: &clusters,
+                },
+                OutputFormat::Json,
+            )
+            .unwrap(),
+        )
+        .unwrap();
         let contexts: Vec<&str> = (json["clusters"].as_array().unwrap().iter())
             .map(|c| c["context"].as_str().unwrap())
             .collect();
