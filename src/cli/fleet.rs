@@ -276,7 +276,7 @@ fn render(clusters: &[Cluster], wide: bool) -> Result<String, Failure> {
         }
         rows.push(row.iter().map(|c| printable(c).into_owned()).collect());
     }
-    let mut out = aligned(&rows);
+    let mut out = table::aligned(&rows);
     for cluster in clusters {
         let _ = writeln!(out, "\n=== {} ===", printable(&cluster.context));
         if let Some(error) = &cluster.error {
@@ -291,27 +291,6 @@ fn render(clusters: &[Cluster], wide: bool) -> Result<String, Failure> {
         }
     }
     Ok(out)
-}
-
-/// Rows as columns padded to their widest cell, two spaces apart.
-fn aligned(rows: &[Vec<String>]) -> String {
-    let mut widths = Vec::new();
-    for row in rows {
-        widths.resize(widths.len().max(row.len()), 0);
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
-        }
-    }
-    let mut out = String::new();
-    for row in rows {
-        let mut line = String::new();
-        for (cell, width) in row.iter().zip(&widths) {
-            let _ = write!(line, "{cell:<width$}  ");
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
 }
 
 #[cfg(test)]

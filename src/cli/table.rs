@@ -114,30 +114,25 @@ fn render_rows(out: &mut String, entries: &[Decision], plan: &Plan) {
         "STUB SECRET",
     ]
     .map(String::from);
-    let rows: Vec<[String; 5]> = entries
-        .iter()
-        .map(|e| {
-            [
-                format!("{}/{}", e.namespace, e.name),
-                e.action.as_str().to_string(),
-                e.reason.to_string(),
-                boot_image(e),
-                stub_secret(e),
-            ]
-            .map(|cell| printable(&cell).into_owned())
-        })
-        .collect();
-    let mut widths = [0; 5];
-    for row in std::iter::once(&header).chain(&rows) {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
-        }
-    }
-    let table_width = widths.iter().sum::<usize>() + GAP.len() * (widths.len() - 1);
+    let rows = entries.iter().map(|e| {
+        [
+            format!("{}/{}", e.namespace, e.name),
+            e.action.as_str().to_string(),
+            e.reason.to_string(),
+            boot_image(e),
+            stub_secret(e),
+        ]
+        .map(|cell| printable(&cell).into_owned())
+    });
+    let rows: Vec<Vec<String>> = std::iter::once(header).chain(rows).map(Vec::from).collect();
+    let table = aligned(&rows);
+    // The row with the widest last cell is as wide as the table.
+    let table_width = table.lines().map(|l| l.chars().count()).max().unwrap_or(0);
     let message_width = table_width.clamp(*MESSAGE_WIDTH.start(), *MESSAGE_WIDTH.end());
-    write_row(out, &header, &widths);
-    for (entry, row) in entries.iter().zip(&rows) {
-        write_row(out, row, &widths);
+    let mut lines = table.lines();
+    let _ = writeln!(out, "{}", lines.next().unwrap_or_default());
+    for (entry, row) in entries.iter().zip(lines) {
+        let _ = writeln!(out, "{row}");
         if let Some(message) = message(entry, plan) {
             for line in wrap(&printable(message), message_width - MESSAGE_INDENT.len()) {
                 let _ = writeln!(out, "{MESSAGE_INDENT}{line}");
@@ -146,12 +141,25 @@ fn render_rows(out: &mut String, entries: &[Decision], plan: &Plan) {
     }
 }
 
-fn write_row(out: &mut String, row: &[String; 5], widths: &[usize; 5]) {
-    let cells: Vec<String> = (row.iter().zip(widths))
-        .map(|(cell, width)| format!("{cell:<width$}"))
-        .collect();
-    out.push_str(cells.join(GAP).trim_end());
-    out.push('\n');
+/// Rows (of any length) as columns padded to their widest cell, two spaces apart.
+pub(super) fn aligned(rows: &[Vec<String>]) -> String {
+    let mut widths = Vec::new();
+    for row in rows {
+        widths.resize(widths.len().max(row.len()), 0);
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for row in rows {
+        let mut line = String::new();
+        for (cell, width) in row.iter().zip(&widths) {
+            let _ = write!(line, "{cell:<width$}{GAP}");
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
 }
 
 fn boot_image(e: &Decision) -> String {
