@@ -519,25 +519,19 @@ fn report(described: &str, planned: &Revert, dry_run: bool) -> String {
         let _ = writeln!(out, "  {}", describe_entry(entry));
     }
     out.push_str("\nChanges:\n");
-    let rows: Vec<[String; 3]> = planned
+    let rows: Vec<Vec<String>> = planned
         .changes
         .iter()
         .map(|c| {
-            [
+            vec![
                 c.field.to_string(),
                 format!("{} -> {}", display(Some(&c.from)), display(Some(&c.to))),
-                c.path.clone(),
+                format!("({})", c.path),
             ]
         })
         .collect();
-    let widths = [0, 1].map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0));
-    for [field, change, path] in &rows {
-        let _ = writeln!(
-            out,
-            "  {field:<w0$}  {change:<w1$}  ({path})",
-            w0 = widths[0],
-            w1 = widths[1]
-        );
+    for line in super::table::aligned(&rows).lines() {
+        let _ = writeln!(out, "  {line}");
     }
     if rows.is_empty() {
         out.push_str(
