@@ -106,7 +106,7 @@ impl ManagedBy {
 }
 
 /// One cluster of the report: `error` set, or the rest.
-#[derive(Serialize)]
+#[derive(Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 struct Cluster {
     context: String,
@@ -230,11 +230,7 @@ fn failed(context: String, kind: Failed, message: String) -> Cluster {
     Cluster {
         context,
         error: Some(Error { kind, message }),
-        release: None,
-        platform: None,
-        managed_by: None,
-        plan: None,
-        facts: table::ClusterFacts::default(),
+        ..Cluster::default()
     }
 }
 
