@@ -23,8 +23,6 @@ use crate::revert::{self, Revert, RevertError};
 
 /// Exit code when the object changed since the controller wrote it: the revert is refused.
 pub const REFUSED_CODE: u8 = 3;
-/// Exit code when the API server cannot be reached or rejects the request for another reason.
-const RUNTIME_CODE: u8 = 1;
 
 #[derive(Debug, Args)]
 #[command(group(
@@ -130,18 +128,12 @@ async fn revert_object(args: &RevertArgs) -> Result<(), Failure> {
     let described = format!("{kind} {}/{name}", args.namespace());
     let client = api_client::connect(&args.cluster)
         .await
-        .map_err(|e| Failure::runtime(RUNTIME_CODE, e))?;
+        .map_err(anyhow::Error::new)?;
     let api: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), args.namespace(), &kind.api_resource());
-    let object = match api.get_opt(name).await {
-        Ok(Some(object)) => object,
-        Ok(None) => return Err(Failure::input(anyhow!("{described} not found"))),
-        Err(e) => {
-            return Err(Failure::runtime(
-                RUNTIME_CODE,
-                anyhow!(e).context(format!("cannot read {described}")),
-            ));
-        }
+    let read = api.get_opt(name).await;
+    let Some(object) = read.with_context(|| format!("cannot read {described}"))? else {
+        return Err(Failure::input(anyhow!("{described} not found")));
     };
     let value = serde_json::to_value(&object).context("cannot read the object as JSON")?;
     let planned = revert::revert(kind, &value, args.steps as usize).map_err(refusal)?;
@@ -207,15 +199,12 @@ async fn revert_object(args: &RevertArgs) -> Result<(), Failure> {
 /// The revert's patch was refused after its stub secret went back, and upgrading the stub
 /// again failed too: what the administrator must do by hand.
 fn stub_not_upgraded_again(described: &str, stub: &str, e: impl std::fmt::Display) -> Failure {
-    Failure::runtime(
-        RUNTIME_CODE,
-        anyhow!(
-            "{described} could not be reverted, and its stub secret {stub}, already put back to \
-             its earlier content, could not be upgraded again ({e}): restore its userData from \
-             the key {} by hand, or re-run the revert",
-            names::PREVIOUS_USER_DATA_KEY
-        ),
-    )
+    Failure::from(anyhow!(
+        "{described} could not be reverted, and its stub secret {stub}, already put back to \
+         its earlier content, could not be upgraded again ({e}): restore its userData from \
+         the key {} by hand, or re-run the revert",
+        names::PREVIOUS_USER_DATA_KEY
+    ))
 }
 
 /// Why a write of the revert (to `written`) was not applied; `failed` says what could not be done.
@@ -230,7 +219,7 @@ fn write_failure(written: &str, failed: String, error: kube::Error) -> Failure {
                 e.message
             ),
         ),
-        e => Failure::runtime(RUNTIME_CODE, anyhow!(e).context(failed)),
+        e => anyhow!(e).context(failed).into(),
     }
 }
 
