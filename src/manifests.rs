@@ -493,22 +493,27 @@ fn typed_with_spec<T: DeserializeOwned>(
     typed(key, found)
 }
 
-/// A machine resource of `kind`, typed or malformed.
-fn machine(kind: MachineKind, key: &ObjectKey, found: Found) -> MachineResource {
+/// `object` read as the typed view of a machine resource of `kind`.
+pub fn machine_object(
+    kind: MachineKind,
+    object: Value,
+) -> serde_json::Result<Arc<dyn MachineObject>> {
     fn read<T: DeserializeOwned + MachineObject + 'static>(
         object: Value,
     ) -> serde_json::Result<Arc<dyn MachineObject>> {
         Ok(Arc::new(serde_json::from_value::<T>(object)?))
     }
-    let object = match kind {
-        MachineKind::MachineSet => read::<MachineSet>(found.object),
-        MachineKind::ControlPlaneMachineSet => read::<ControlPlaneMachineSet>(found.object),
-        MachineKind::ClusterApiMachineSet => read::<ClusterApiMachineSet>(found.object),
-        MachineKind::ClusterApiMachineDeployment => {
-            read::<ClusterApiMachineDeployment>(found.object)
-        }
-    };
-    let object = object.map_err(|e| Malformed {
+    match kind {
+        MachineKind::MachineSet => read::<MachineSet>(object),
+        MachineKind::ControlPlaneMachineSet => read::<ControlPlaneMachineSet>(object),
+        MachineKind::ClusterApiMachineSet => read::<ClusterApiMachineSet>(object),
+        MachineKind::ClusterApiMachineDeployment => read::<ClusterApiMachineDeployment>(object),
+    }
+}
+
+/// A machine resource of `kind`, typed or malformed.
+fn machine(kind: MachineKind, key: &ObjectKey, found: Found) -> MachineResource {
+    let object = machine_object(kind, found.object).map_err(|e| Malformed {
         namespace: key.namespace.clone(),
         name: key.name.clone(),
         error: format!("{} in {}: {e}", key.kind_name, found.source.display()),

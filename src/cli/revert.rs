@@ -11,7 +11,7 @@ use clap::{ArgGroup, Args};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 
 use super::{Failure, write_stdout};
-use crate::api::{ControlPlaneMachineSet, MachineSet, Secret};
+use crate::api::Secret;
 use crate::api_client;
 use crate::machine_kind::MachineKind;
 use crate::names::{self, OPT_OUT_ANNOTATION, OPT_OUT_VALUE};
@@ -465,26 +465,16 @@ async fn provenance(
     }
 }
 
+/// The controller's judgement of the boot image of `after`. A Cluster API object is never
+/// asked: its revert restores a template reference, never an image.
 fn recognise(
     cluster: &ClusterSnapshot,
     kind: MachineKind,
     after: serde_json::Value,
 ) -> Recognition {
-    let options = Options::default();
-    let planner = Planner::new(cluster, &options);
-    let unreadable =
-        |e: serde_json::Error| Recognition::Unknown(format!("cannot read it as a {kind}: {e}"));
-    match kind {
-        MachineKind::MachineSet => serde_json::from_value::<MachineSet>(after)
-            .map_or_else(unreadable, |o| planner.recognise(&o)),
-        MachineKind::ControlPlaneMachineSet => {
-            serde_json::from_value::<ControlPlaneMachineSet>(after)
-                .map_or_else(unreadable, |o| planner.recognise(&o))
-        }
-        // Its revert restores a template reference, never an image: nothing to recognise.
-        MachineKind::ClusterApiMachineSet | MachineKind::ClusterApiMachineDeployment => {
-            Recognition::Unknown("a Cluster API MachineSet holds no image".into())
-        }
+    match crate::manifests::machine_object(kind, after) {
+        Err(e) => Recognition::Unknown(format!("cannot read it as a {kind}: {e}")),
+        Ok(object) => Planner::new(cluster, &Options::default()).recognise(object.as_ref()),
     }
 }
 
