@@ -287,21 +287,6 @@ impl Kind {
             _ => return None,
         })
     }
-
-    fn name(self) -> &'static str {
-        match self {
-            Kind::MachineResource(kind) => kind.kind(),
-            Kind::AwsMachineTemplate => "AWSMachineTemplate",
-            Kind::MachineConfiguration => "MachineConfiguration",
-            Kind::Infrastructure => "Infrastructure",
-            Kind::ClusterVersion => "ClusterVersion",
-            Kind::GoldenConfigMap | Kind::KnownImagesConfigMap => "ConfigMap",
-            Kind::Secret => "Secret",
-            Kind::Node => "Node",
-            Kind::Machine => "Machine",
-            Kind::MachineHealthCheck => "MachineHealthCheck",
-        }
-    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -309,14 +294,16 @@ struct ObjectKey {
     kind: Kind,
     namespace: String,
     name: String,
+    /// The object's `kind` (one per [`Kind`]), for messages.
+    kind_name: String,
 }
 
 impl fmt::Display for ObjectKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.namespace.is_empty() {
-            write!(f, "{} {}", self.kind.name(), self.name)
+            write!(f, "{} {}", self.kind_name, self.name)
         } else {
-            write!(f, "{} {}/{}", self.kind.name(), self.namespace, self.name)
+            write!(f, "{} {}/{}", self.kind_name, self.namespace, self.name)
         }
     }
 }
@@ -357,8 +344,8 @@ impl Objects {
             return;
         };
         let api_version = str_field(&object, "apiVersion").to_string();
-        let kind = str_field(&object, "kind").to_string();
-        if let Some(item_kind) = kind.strip_suffix("List")
+        let kind_name = str_field(&object, "kind").to_string();
+        if let Some(item_kind) = kind_name.strip_suffix("List")
             && let Some(Value::Array(items)) = object.remove("items")
         {
             for mut item in items {
@@ -384,13 +371,14 @@ impl Objects {
                 .to_string()
         };
         let (namespace, name) = (meta_field("namespace"), meta_field("name"));
-        let Some(kind) = Kind::classify(&api_version, &kind, &namespace, &name) else {
+        let Some(kind) = Kind::classify(&api_version, &kind_name, &namespace, &name) else {
             return;
         };
         let key = ObjectKey {
             kind,
             namespace,
             name,
+            kind_name,
         };
         let object = Value::Object(object);
         if let Some(earlier) = self.by_key.get(&key)
@@ -505,25 +493,30 @@ fn typed_with_spec<T: DeserializeOwned>(
     typed(key, found)
 }
 
-/// A machine resource of `kind`, typed or malformed.
-fn machine(kind: MachineKind, key: &ObjectKey, found: Found) -> MachineResource {
+/// `object` read as the typed view of a machine resource of `kind`.
+pub fn machine_object(
+    kind: MachineKind,
+    object: Value,
+) -> serde_json::Result<Arc<dyn MachineObject>> {
     fn read<T: DeserializeOwned + MachineObject + 'static>(
         object: Value,
     ) -> serde_json::Result<Arc<dyn MachineObject>> {
         Ok(Arc::new(serde_json::from_value::<T>(object)?))
     }
-    let object = match kind {
-        MachineKind::MachineSet => read::<MachineSet>(found.object),
-        MachineKind::ControlPlaneMachineSet => read::<ControlPlaneMachineSet>(found.object),
-        MachineKind::ClusterApiMachineSet => read::<ClusterApiMachineSet>(found.object),
-        MachineKind::ClusterApiMachineDeployment => {
-            read::<ClusterApiMachineDeployment>(found.object)
-        }
-    };
-    let object = object.map_err(|e| Malformed {
+    match kind {
+        MachineKind::MachineSet => read::<MachineSet>(object),
+        MachineKind::ControlPlaneMachineSet => read::<ControlPlaneMachineSet>(object),
+        MachineKind::ClusterApiMachineSet => read::<ClusterApiMachineSet>(object),
+        MachineKind::ClusterApiMachineDeployment => read::<ClusterApiMachineDeployment>(object),
+    }
+}
+
+/// A machine resource of `kind`, typed or malformed.
+fn machine(kind: MachineKind, key: &ObjectKey, found: Found) -> MachineResource {
+    let object = machine_object(kind, found.object).map_err(|e| Malformed {
         namespace: key.namespace.clone(),
         name: key.name.clone(),
-        error: format!("{} in {}: {e}", key.kind.name(), found.source.display()),
+        error: format!("{} in {}: {e}", key.kind_name, found.source.display()),
     });
     MachineResource { kind, object }
 }

@@ -106,7 +106,7 @@ impl ManagedBy {
 }
 
 /// One cluster of the report: `error` set, or the rest.
-#[derive(Serialize)]
+#[derive(Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 struct Cluster {
     context: String,
@@ -141,13 +141,14 @@ pub fn run(args: &PlanArgs) -> Result<u8, Failure> {
         });
     }
     let output = match args.output {
-        OutputFormat::Json => json(&clusters)?,
-        OutputFormat::Yaml => serde_saphyr::to_string(&Report {
-            clusters: &clusters,
-        })
-        .context("cannot serialize the report")?,
         OutputFormat::Table => render(&clusters, false)?,
         OutputFormat::Wide => render(&clusters, true)?,
+        format => plan::serialized(
+            &Report {
+                clusters: &clusters,
+            },
+            format,
+        )?,
     };
     write_stdout(&output)?;
     let pending = (clusters.iter()).any(|c| c.plan.as_ref().is_some_and(plan::pending));
@@ -229,23 +230,13 @@ fn failed(context: String, kind: Failed, message: String) -> Cluster {
     Cluster {
         context,
         error: Some(Error { kind, message }),
-        release: None,
-        platform: None,
-        managed_by: None,
-        plan: None,
-        facts: table::ClusterFacts::default(),
+        ..Cluster::default()
     }
 }
 
 #[derive(Serialize)]
 struct Report<'a> {
     clusters: &'a [Cluster],
-}
-
-fn json(clusters: &[Cluster]) -> Result<String, Failure> {
-    let report = Report { clusters };
-    let text = serde_json::to_string_pretty(&report).context("cannot serialize the report")?;
-    Ok(text + "\n")
 }
 
 /// One row per cluster, then each cluster's plan as `plan` prints it (with `wide`, its patches
@@ -281,7 +272,7 @@ fn render(clusters: &[Cluster], wide: bool) -> Result<String, Failure> {
         }
         rows.push(row.iter().map(|c| printable(c).into_owned()).collect());
     }
-    let mut out = aligned(&rows);
+    let mut out = table::aligned(&rows);
     for cluster in clusters {
         let _ = writeln!(out, "\n=== {} ===", printable(&cluster.context));
         if let Some(error) = &cluster.error {
@@ -296,27 +287,6 @@ fn render(clusters: &[Cluster], wide: bool) -> Result<String, Failure> {
         }
     }
     Ok(out)
-}
-
-/// Rows as columns padded to their widest cell, two spaces apart.
-fn aligned(rows: &[Vec<String>]) -> String {
-    let mut widths = Vec::new();
-    for row in rows {
-        widths.resize(widths.len().max(row.len()), 0);
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
-        }
-    }
-    let mut out = String::new();
-    for row in rows {
-        let mut line = String::new();
-        for (cell, width) in row.iter().zip(&widths) {
-            let _ = write!(line, "{cell:<width$}  ");
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
 }
 
 #[cfg(test)]
@@ -469,7 +439,16 @@ mod tests {
             "{text}"
         );
 
-        let json: serde_json::Value = serde_json::from_str(&json(&clusters).unwrap()).unwrap();
+        let json: serde_json::Value = serde_json::from_str(
+            &plan::serialized(
+                &Report {
+                    clusters: &clusters,
+                },
+                OutputFormat::Json,
+            )
+            .unwrap(),
+        )
+        .unwrap();
         let contexts: Vec<&str> = (json["clusters"].as_array().unwrap().iter())
             .map(|c| c["context"].as_str().unwrap())
             .collect();

@@ -139,16 +139,13 @@ pub fn run(args: &PlanArgs) -> Result<u8, Failure> {
     };
     let plan = plan_snapshot(args, &mut snapshot, "")?;
     let output = match args.output {
-        OutputFormat::Json => json(&plan)?,
-        OutputFormat::Yaml => {
-            serde_saphyr::to_string(&plan).context("cannot serialize the plan")?
-        }
         OutputFormat::Table => table::render(&plan, &table::ClusterFacts::of(&snapshot.cluster)),
         OutputFormat::Wide => {
             let mut text = table::render(&plan, &table::ClusterFacts::of(&snapshot.cluster));
             text.push_str(&patches(&plan)?);
             text
         }
+        format => serialized(&plan, format)?,
     };
     write_stdout(&output)?;
     Ok(if args.detailed_exitcode && pending(&plan) {
@@ -356,9 +353,15 @@ pub(super) fn patches(plan: &Plan) -> Result<String, Failure> {
     Ok(out)
 }
 
-fn json(plan: &Plan) -> Result<String, Failure> {
-    let mut text = serde_json::to_string_pretty(plan).context("cannot serialize the plan")?;
-    text.push('\n');
+/// `value` as `-o json` or `-o yaml` prints it (the same content).
+pub(super) fn serialized(
+    value: &impl serde::Serialize,
+    format: OutputFormat,
+) -> Result<String, Failure> {
+    let text = match format {
+        OutputFormat::Yaml => serde_saphyr::to_string(value).context("cannot serialize as YAML")?,
+        _ => serde_json::to_string_pretty(value).context("cannot serialize as JSON")? + "\n",
+    };
     Ok(text)
 }
 

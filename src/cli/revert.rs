@@ -11,7 +11,7 @@ use clap::{ArgGroup, Args};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 
 use super::{Failure, write_stdout};
-use crate::api::{ControlPlaneMachineSet, MachineSet, Secret};
+use crate::api::Secret;
 use crate::api_client;
 use crate::machine_kind::MachineKind;
 use crate::names::{self, OPT_OUT_ANNOTATION, OPT_OUT_VALUE};
@@ -23,8 +23,6 @@ use crate::revert::{self, Revert, RevertError};
 
 /// Exit code when the object changed since the controller wrote it: the revert is refused.
 pub const REFUSED_CODE: u8 = 3;
-/// Exit code when the API server cannot be reached or rejects the request for another reason.
-const RUNTIME_CODE: u8 = 1;
 
 #[derive(Debug, Args)]
 #[command(group(
@@ -130,18 +128,12 @@ async fn revert_object(args: &RevertArgs) -> Result<(), Failure> {
     let described = format!("{kind} {}/{name}", args.namespace());
     let client = api_client::connect(&args.cluster)
         .await
-        .map_err(|e| Failure::runtime(RUNTIME_CODE, e))?;
+        .map_err(anyhow::Error::new)?;
     let api: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), args.namespace(), &kind.api_resource());
-    let object = match api.get_opt(name).await {
-        Ok(Some(object)) => object,
-        Ok(None) => return Err(Failure::input(anyhow!("{described} not found"))),
-        Err(e) => {
-            return Err(Failure::runtime(
-                RUNTIME_CODE,
-                anyhow!(e).context(format!("cannot read {described}")),
-            ));
-        }
+    let read = api.get_opt(name).await;
+    let Some(object) = read.with_context(|| format!("cannot read {described}"))? else {
+        return Err(Failure::input(anyhow!("{described} not found")));
     };
     let value = serde_json::to_value(&object).context("cannot read the object as JSON")?;
     let planned = revert::revert(kind, &value, args.steps as usize).map_err(refusal)?;
@@ -207,15 +199,12 @@ async fn revert_object(args: &RevertArgs) -> Result<(), Failure> {
 /// The revert's patch was refused after its stub secret went back, and upgrading the stub
 /// again failed too: what the administrator must do by hand.
 fn stub_not_upgraded_again(described: &str, stub: &str, e: impl std::fmt::Display) -> Failure {
-    Failure::runtime(
-        RUNTIME_CODE,
-        anyhow!(
-            "{described} could not be reverted, and its stub secret {stub}, already put back to \
-             its earlier content, could not be upgraded again ({e}): restore its userData from \
-             the key {} by hand, or re-run the revert",
-            names::PREVIOUS_USER_DATA_KEY
-        ),
-    )
+    Failure::from(anyhow!(
+        "{described} could not be reverted, and its stub secret {stub}, already put back to \
+         its earlier content, could not be upgraded again ({e}): restore its userData from \
+         the key {} by hand, or re-run the revert",
+        names::PREVIOUS_USER_DATA_KEY
+    ))
 }
 
 /// Why a write of the revert (to `written`) was not applied; `failed` says what could not be done.
@@ -230,7 +219,7 @@ fn write_failure(written: &str, failed: String, error: kube::Error) -> Failure {
                 e.message
             ),
         ),
-        e => Failure::runtime(RUNTIME_CODE, anyhow!(e).context(failed)),
+        e => anyhow!(e).context(failed).into(),
     }
 }
 
@@ -476,26 +465,16 @@ async fn provenance(
     }
 }
 
+/// The controller's judgement of the boot image of `after`. A Cluster API object is never
+/// asked: its revert restores a template reference, never an image.
 fn recognise(
     cluster: &ClusterSnapshot,
     kind: MachineKind,
     after: serde_json::Value,
 ) -> Recognition {
-    let options = Options::default();
-    let planner = Planner::new(cluster, &options);
-    let unreadable =
-        |e: serde_json::Error| Recognition::Unknown(format!("cannot read it as a {kind}: {e}"));
-    match kind {
-        MachineKind::MachineSet => serde_json::from_value::<MachineSet>(after)
-            .map_or_else(unreadable, |o| planner.recognise(&o)),
-        MachineKind::ControlPlaneMachineSet => {
-            serde_json::from_value::<ControlPlaneMachineSet>(after)
-                .map_or_else(unreadable, |o| planner.recognise(&o))
-        }
-        // Its revert restores a template reference, never an image: nothing to recognise.
-        MachineKind::ClusterApiMachineSet | MachineKind::ClusterApiMachineDeployment => {
-            Recognition::Unknown("a Cluster API MachineSet holds no image".into())
-        }
+    match crate::manifests::machine_object(kind, after) {
+        Err(e) => Recognition::Unknown(format!("cannot read it as a {kind}: {e}")),
+        Ok(object) => Planner::new(cluster, &Options::default()).recognise(object.as_ref()),
     }
 }
 
@@ -519,25 +498,19 @@ fn report(described: &str, planned: &Revert, dry_run: bool) -> String {
         let _ = writeln!(out, "  {}", describe_entry(entry));
     }
     out.push_str("\nChanges:\n");
-    let rows: Vec<[String; 3]> = planned
+    let rows: Vec<Vec<String>> = planned
         .changes
         .iter()
         .map(|c| {
-            [
+            vec![
                 c.field.to_string(),
                 format!("{} -> {}", display(Some(&c.from)), display(Some(&c.to))),
-                c.path.clone(),
+                format!("({})", c.path),
             ]
         })
         .collect();
-    let widths = [0, 1].map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0));
-    for [field, change, path] in &rows {
-        let _ = writeln!(
-            out,
-            "  {field:<w0$}  {change:<w1$}  ({path})",
-            w0 = widths[0],
-            w1 = widths[1]
-        );
+    for line in super::table::aligned(&rows).lines() {
+        let _ = writeln!(out, "  {line}");
     }
     if rows.is_empty() {
         out.push_str(

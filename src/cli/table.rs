@@ -21,18 +21,8 @@ pub struct ClusterFacts {
     pub platform: Option<String>,
     /// `history[0]` of the ClusterVersion: version and state.
     pub cluster_release: Option<(String, String)>,
-    pub golden: Golden,
-}
-
-#[derive(Clone, Debug, Default, PartialEq)]
-pub enum Golden {
-    #[default]
-    Missing,
-    Unreadable,
-    Stream {
-        name: String,
-        release: Option<String>,
-    },
+    /// The golden stream's name and release, or why there is none; `None`: missing.
+    pub golden: Option<String>,
 }
 
 impl ClusterFacts {
@@ -50,14 +40,14 @@ impl ClusterFacts {
             .and_then(|cv| cv.status.as_ref())
             .and_then(|s| s.history.first())
             .map(|h| (h.version.clone(), h.state.clone()));
-        let golden = match cluster.golden.as_ref().map(GoldenConfig::from_config_map) {
-            None => Golden::Missing,
-            Some(Err(_)) => Golden::Unreadable,
-            Some(Ok(golden)) => Golden::Stream {
-                name: golden.stream.stream,
-                release: golden.release_version,
-            },
-        };
+        let golden =
+            (cluster.golden.as_ref().map(GoldenConfig::from_config_map)).map(|read| match read {
+                Err(_) => "unreadable".into(),
+                Ok(golden) => match golden.release_version {
+                    Some(release) => format!("{} (release {release})", golden.stream.stream),
+                    None => golden.stream.stream,
+                },
+            });
         ClusterFacts {
             platform,
             cluster_release,
@@ -71,17 +61,8 @@ impl ClusterFacts {
         if let Some((version, state)) = &self.cluster_release {
             let _ = write!(line, "   Cluster: {version} ({state})");
         }
-        line.push_str("   Golden stream: ");
-        match &self.golden {
-            Golden::Missing => line.push_str("missing"),
-            Golden::Unreadable => line.push_str("unreadable"),
-            Golden::Stream { name, release } => {
-                line.push_str(name);
-                if let Some(release) = release {
-                    let _ = write!(line, " (release {release})");
-                }
-            }
-        }
+        let golden = self.golden.as_deref().unwrap_or("missing");
+        let _ = write!(line, "   Golden stream: {golden}");
         line
     }
 }
@@ -133,30 +114,25 @@ fn render_rows(out: &mut String, entries: &[Decision], plan: &Plan) {
         "STUB SECRET",
     ]
     .map(String::from);
-    let rows: Vec<[String; 5]> = entries
-        .iter()
-        .map(|e| {
-            [
-                format!("{}/{}", e.namespace, e.name),
-                e.action.as_str().to_string(),
-                e.reason.to_string(),
-                boot_image(e),
-                stub_secret(e),
-            ]
-            .map(|cell| printable(&cell).into_owned())
-        })
-        .collect();
-    let mut widths = [0; 5];
-    for row in std::iter::once(&header).chain(&rows) {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
-        }
-    }
-    let table_width = widths.iter().sum::<usize>() + GAP.len() * (widths.len() - 1);
+    let rows = entries.iter().map(|e| {
+        [
+            format!("{}/{}", e.namespace, e.name),
+            e.action.as_str().to_string(),
+            e.reason.to_string(),
+            boot_image(e),
+            stub_secret(e),
+        ]
+        .map(|cell| printable(&cell).into_owned())
+    });
+    let rows: Vec<Vec<String>> = std::iter::once(header).chain(rows).map(Vec::from).collect();
+    let table = aligned(&rows);
+    // The row with the widest last cell is as wide as the table.
+    let table_width = table.lines().map(|l| l.chars().count()).max().unwrap_or(0);
     let message_width = table_width.clamp(*MESSAGE_WIDTH.start(), *MESSAGE_WIDTH.end());
-    write_row(out, &header, &widths);
-    for (entry, row) in entries.iter().zip(&rows) {
-        write_row(out, row, &widths);
+    let mut lines = table.lines();
+    let _ = writeln!(out, "{}", lines.next().unwrap_or_default());
+    for (entry, row) in entries.iter().zip(lines) {
+        let _ = writeln!(out, "{row}");
         if let Some(message) = message(entry, plan) {
             for line in wrap(&printable(message), message_width - MESSAGE_INDENT.len()) {
                 let _ = writeln!(out, "{MESSAGE_INDENT}{line}");
@@ -165,12 +141,25 @@ fn render_rows(out: &mut String, entries: &[Decision], plan: &Plan) {
     }
 }
 
-fn write_row(out: &mut String, row: &[String; 5], widths: &[usize; 5]) {
-    let cells: Vec<String> = (row.iter().zip(widths))
-        .map(|(cell, width)| format!("{cell:<width$}"))
-        .collect();
-    out.push_str(cells.join(GAP).trim_end());
-    out.push('\n');
+/// Rows (of any length) as columns padded to their widest cell, two spaces apart.
+pub(super) fn aligned(rows: &[Vec<String>]) -> String {
+    let mut widths = Vec::new();
+    for row in rows {
+        widths.resize(widths.len().max(row.len()), 0);
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for row in rows {
+        let mut line = String::new();
+        for (cell, width) in row.iter().zip(&widths) {
+            let _ = write!(line, "{cell:<width$}{GAP}");
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
 }
 
 fn boot_image(e: &Decision) -> String {
@@ -285,10 +274,7 @@ mod tests {
         ClusterFacts {
             platform: Some("AWS".into()),
             cluster_release: Some(("4.21.0".into(), "Completed".into())),
-            golden: Golden::Stream {
-                name: "rhcos-4.21".into(),
-                release: Some("4.21.0".into()),
-            },
+            golden: Some("rhcos-4.21 (release 4.21.0)".into()),
         }
     }
 

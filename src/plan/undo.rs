@@ -67,19 +67,13 @@ pub enum Field {
     InfrastructureTemplate,
 }
 
-impl Field {
-    pub fn as_str(self) -> &'static str {
-        match self {
+impl std::fmt::Display for Field {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
             Field::BootImage => "bootImage",
             Field::UserDataSecret => "userDataSecret",
             Field::InfrastructureTemplate => "infrastructureTemplate",
-        }
-    }
-}
-
-impl std::fmt::Display for Field {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+        })
     }
 }
 
