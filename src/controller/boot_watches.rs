@@ -10,7 +10,7 @@
 //! its first pass waits for these lists at most [`FIRST_LIST_WAIT`].
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -18,13 +18,14 @@ use kube::Resource;
 use kube::api::{Api, ListParams};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
+use parking_lot::Mutex;
 use tokio::sync::mpsc::UnboundedSender;
 use tracing::{info, warn};
 
 use super::lenient::retried;
 use super::lenient::{Keep, Lenient};
 use super::node_watch::Nodes;
-use super::watches::{Trigger, paged, probe, re_plan_all_on_change};
+use super::watches::{Trigger, paged, probe, re_plan_all_on_change, spawn};
 use crate::api::{Machine, MachineHealthCheck};
 use crate::plan::boot_evidence::ERROR_MESSAGE_KEPT;
 use crate::quoted::bounded;
@@ -92,7 +93,7 @@ impl BootStores {
         let without = "only --node-join-timeout limits how long a new Machine's Node may take";
         let health_checks = served(client, &api, "MachineHealthChecks", namespace, without)
             .await
-            .then(|| spawn_health_checks(api, tx.clone()));
+            .then(|| spawn(api, (), "MachineHealthChecks", tx));
         let nodes = Nodes::start(client, tx.clone());
         BootStores {
             machines,
@@ -134,8 +135,7 @@ impl BootStores {
     /// an unreadable one is evidence of nothing.
     pub fn machines(&self) -> Vec<Arc<Machine>> {
         let mut machines = readable(self.machines.as_ref());
-        let removed = self.removed.lock().unwrap_or_else(|e| e.into_inner());
-        machines.extend(removed.iter().cloned());
+        machines.extend(self.removed.lock().iter().cloned());
         machines
     }
 
@@ -156,17 +156,6 @@ where
         .collect()
 }
 
-/// Every MachineHealthCheck (a handful per cluster); any change re-plans everything.
-fn spawn_health_checks(
-    api: Api<Lenient<MachineHealthCheck>>,
-    tx: UnboundedSender<Trigger>,
-) -> Store<Lenient<MachineHealthCheck>> {
-    let (store, writer) = reflector::store();
-    let stream = retried("MachineHealthChecks", watcher(api, paged()).reflect(writer));
-    tokio::spawn(re_plan_all_on_change(stream, tx, false));
-    store
-}
-
 /// Every Machine; any change re-plans everything. A Machine deleted without a Node is
 /// remembered.
 fn spawn_machines(
@@ -185,7 +174,7 @@ fn spawn_machines(
         if let Some(machine) = machine
             && status.is_some_and(|s| s.node_ref.is_none())
         {
-            let mut removed = removed.lock().unwrap_or_else(|e| e.into_inner());
+            let mut removed = removed.lock();
             if removed.len() == REMOVED_KEPT {
                 removed.pop_front();
             }
@@ -203,21 +192,17 @@ fn spawn_machines(
 /// status chooses it).
 impl Keep for Machine {
     fn keep_only_what_the_planner_reads(&mut self) {
-        keep_only_what_the_evidence_reads(self);
-    }
-}
-
-fn keep_only_what_the_evidence_reads(machine: &mut Machine) {
-    let meta = &mut machine.metadata;
-    (meta.managed_fields, meta.annotations) = (None, None);
-    machine.spec.keep_only_what_the_rules_read();
-    if let Some(status) = &mut machine.status {
-        status.extra = Default::default();
-        if let Some(message) = &mut status.error_message {
-            *message = bounded(message, ERROR_MESSAGE_KEPT);
-        }
-        if let Some(node) = &mut status.node_ref {
-            node.extra = Default::default();
+        let meta = &mut self.metadata;
+        (meta.managed_fields, meta.annotations) = (None, None);
+        self.spec.keep_only_what_the_rules_read();
+        if let Some(status) = &mut self.status {
+            status.extra = Default::default();
+            if let Some(message) = &mut status.error_message {
+                *message = bounded(message, ERROR_MESSAGE_KEPT);
+            }
+            if let Some(node) = &mut status.node_ref {
+                node.extra = Default::default();
+            }
         }
     }
 }

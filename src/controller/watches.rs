@@ -234,10 +234,10 @@ where
     }
 }
 
-/// Watches a collection (machine resources of one kind, or the AWS machine templates of the
-/// Cluster API namespace, which are few and change when MachineSets move), re-planning
-/// everything on each event.
-fn spawn<K>(
+/// Watches a collection (machine resources of one kind, the AWS machine templates of the
+/// Cluster API namespace, which are few and change when MachineSets move, or the
+/// MachineHealthChecks, a handful per cluster), re-planning everything on each event.
+pub(super) fn spawn<K>(
     api: Api<Lenient<K>>,
     dynamic_type: K::DynamicType,
     name: &'static str,
