@@ -15,17 +15,17 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use kube::Resource;
-use kube::api::{Api, ListParams};
+use kube::api::Api;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use parking_lot::Mutex;
 use tokio::sync::mpsc::UnboundedSender;
-use tracing::{info, warn};
+use tracing::warn;
 
 use super::lenient::retried;
 use super::lenient::{Keep, Lenient};
 use super::node_watch::Nodes;
-use super::watches::{Trigger, paged, probe, re_plan_all_on_change, spawn};
+use super::watches::{Trigger, paged, re_plan_all_on_change, served, spawn};
 use crate::api::{Machine, MachineHealthCheck};
 use crate::plan::boot_evidence::ERROR_MESSAGE_KEPT;
 use crate::quoted::bounded;
@@ -52,46 +52,23 @@ pub(super) struct BootStores {
 /// How many deleted Machines [`BootStores`] remembers.
 const REMOVED_KEPT: usize = 64;
 
-/// Whether `api` can be listed; says why not, once, when it cannot.
-async fn served<K: Resource>(
-    client: &kube::Client,
-    api: &Api<K>,
-    what: &str,
-    namespace: &str,
-    without: &str,
-) -> bool {
-    match probe(client, api, &ListParams::default()).await {
-        Err(kube::Error::Api(e)) if e.code == 404 => {
-            info!("{what} are not served; {without}");
-            false
-        }
-        // RBAC of an earlier release of this controller, which did not read them.
-        Err(kube::Error::Api(e)) if e.code == 403 => {
-            warn!(
-                namespace,
-                "not allowed to list {what}; {without} (apply this release's RBAC)"
-            );
-            false
-        }
-        _ => true,
-    }
-}
-
 impl BootStores {
     pub async fn start(
         client: &kube::Client,
         namespace: &str,
         tx: &UnboundedSender<Trigger>,
     ) -> Self {
+        // Forbidden by the RBAC of an earlier release of this controller, which did not read them.
+        let rbac = "apply this release's RBAC";
         let api: Api<Lenient<Machine>> = Api::namespaced(client.clone(), namespace);
         let removed = Arc::default();
         let without = "new boot images are not followed";
-        let machines = served(client, &api, "Machines", namespace, without)
+        let machines = served(client, &api, "Machines", without, rbac)
             .await
             .then(|| spawn_machines(api, tx.clone(), Arc::clone(&removed)));
         let api: Api<Lenient<MachineHealthCheck>> = Api::namespaced(client.clone(), namespace);
         let without = "only --node-join-timeout limits how long a new Machine's Node may take";
-        let health_checks = served(client, &api, "MachineHealthChecks", namespace, without)
+        let health_checks = served(client, &api, "MachineHealthChecks", without, rbac)
             .await
             .then(|| spawn(api, (), "MachineHealthChecks", tx));
         let nodes = Nodes::start(client, tx.clone());
