@@ -154,22 +154,16 @@ impl WhatIsRead {
     /// nothing), and says whether what is read of it changed.
     fn record(&mut self, name: String, node: Option<&Node>) -> bool {
         let arch = node.and_then(control_plane_arch);
-        let control_plane = match &arch {
-            Some(arch) => self.control_plane.get(&name) != Some(arch),
-            None => self.control_plane.contains_key(&name),
+        let was_arch = match arch.clone() {
+            Some(arch) => self.control_plane.insert(name.clone(), arch),
+            None => self.control_plane.remove(&name),
         };
-        if control_plane {
-            match arch {
-                Some(arch) => self.control_plane.insert(name.clone(), arch),
-                None => self.control_plane.remove(&name),
-            };
-        }
         let ready = node.map(is_ready);
         let was = match ready {
             Some(ready) => self.ready.insert(name, ready),
             None => self.ready.remove(&name),
         };
-        control_plane || was != ready
+        was_arch != arch || was != ready
     }
 }
 
