@@ -125,12 +125,8 @@ fn readable<K: Resource + Clone>(store: Option<&Store<Lenient<K>>>) -> Vec<Arc<K
 where
     K::DynamicType: Eq + std::hash::Hash + Clone,
 {
-    let Some(store) = store else {
-        return Vec::new();
-    };
-    (store.state().iter())
-        .filter_map(|o| o.shared().cloned())
-        .collect()
+    let objects = store.map(Store::state).unwrap_or_default();
+    objects.iter().filter_map(|o| o.shared().cloned()).collect()
 }
 
 /// Every Machine; any change re-plans everything. A Machine deleted without a Node is
