@@ -10,21 +10,22 @@
 //! its first pass waits for these lists at most [`FIRST_LIST_WAIT`].
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
 use kube::Resource;
-use kube::api::{Api, ListParams};
+use kube::api::Api;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
+use parking_lot::Mutex;
 use tokio::sync::mpsc::UnboundedSender;
-use tracing::{info, warn};
+use tracing::warn;
 
 use super::lenient::retried;
 use super::lenient::{Keep, Lenient};
 use super::node_watch::Nodes;
-use super::watches::{Trigger, paged, probe, re_plan_all_on_change};
+use super::watches::{Trigger, paged, re_plan_all_on_change, served, spawn};
 use crate::api::{Machine, MachineHealthCheck};
 use crate::plan::boot_evidence::ERROR_MESSAGE_KEPT;
 use crate::quoted::bounded;
@@ -51,48 +52,25 @@ pub(super) struct BootStores {
 /// How many deleted Machines [`BootStores`] remembers.
 const REMOVED_KEPT: usize = 64;
 
-/// Whether `api` can be listed; says why not, once, when it cannot.
-async fn served<K: Resource>(
-    client: &kube::Client,
-    api: &Api<K>,
-    what: &str,
-    namespace: &str,
-    without: &str,
-) -> bool {
-    match probe(client, api, &ListParams::default()).await {
-        Err(kube::Error::Api(e)) if e.code == 404 => {
-            info!("{what} are not served; {without}");
-            false
-        }
-        // RBAC of an earlier release of this controller, which did not read them.
-        Err(kube::Error::Api(e)) if e.code == 403 => {
-            warn!(
-                namespace,
-                "not allowed to list {what}; {without} (apply this release's RBAC)"
-            );
-            false
-        }
-        _ => true,
-    }
-}
-
 impl BootStores {
     pub async fn start(
         client: &kube::Client,
         namespace: &str,
         tx: &UnboundedSender<Trigger>,
     ) -> Self {
+        // Forbidden by the RBAC of an earlier release of this controller, which did not read them.
+        let rbac = "apply this release's RBAC";
         let api: Api<Lenient<Machine>> = Api::namespaced(client.clone(), namespace);
         let removed = Arc::default();
         let without = "new boot images are not followed";
-        let machines = served(client, &api, "Machines", namespace, without)
+        let machines = served(client, &api, "Machines", without, rbac)
             .await
             .then(|| spawn_machines(api, tx.clone(), Arc::clone(&removed)));
         let api: Api<Lenient<MachineHealthCheck>> = Api::namespaced(client.clone(), namespace);
         let without = "only --node-join-timeout limits how long a new Machine's Node may take";
-        let health_checks = served(client, &api, "MachineHealthChecks", namespace, without)
+        let health_checks = served(client, &api, "MachineHealthChecks", without, rbac)
             .await
-            .then(|| spawn_health_checks(api, tx.clone()));
+            .then(|| spawn(api, (), "MachineHealthChecks", tx));
         let nodes = Nodes::start(client, tx.clone());
         BootStores {
             machines,
@@ -134,8 +112,7 @@ impl BootStores {
     /// an unreadable one is evidence of nothing.
     pub fn machines(&self) -> Vec<Arc<Machine>> {
         let mut machines = readable(self.machines.as_ref());
-        let removed = self.removed.lock().unwrap_or_else(|e| e.into_inner());
-        machines.extend(removed.iter().cloned());
+        machines.extend(self.removed.lock().iter().cloned());
         machines
     }
 
@@ -148,23 +125,8 @@ fn readable<K: Resource + Clone>(store: Option<&Store<Lenient<K>>>) -> Vec<Arc<K
 where
     K::DynamicType: Eq + std::hash::Hash + Clone,
 {
-    let Some(store) = store else {
-        return Vec::new();
-    };
-    (store.state().iter())
-        .filter_map(|o| o.shared().cloned())
-        .collect()
-}
-
-/// Every MachineHealthCheck (a handful per cluster); any change re-plans everything.
-fn spawn_health_checks(
-    api: Api<Lenient<MachineHealthCheck>>,
-    tx: UnboundedSender<Trigger>,
-) -> Store<Lenient<MachineHealthCheck>> {
-    let (store, writer) = reflector::store();
-    let stream = retried("MachineHealthChecks", watcher(api, paged()).reflect(writer));
-    tokio::spawn(re_plan_all_on_change(stream, tx, false));
-    store
+    let objects = store.map(Store::state).unwrap_or_default();
+    objects.iter().filter_map(|o| o.shared().cloned()).collect()
 }
 
 /// Every Machine; any change re-plans everything. A Machine deleted without a Node is
@@ -185,7 +147,7 @@ fn spawn_machines(
         if let Some(machine) = machine
             && status.is_some_and(|s| s.node_ref.is_none())
         {
-            let mut removed = removed.lock().unwrap_or_else(|e| e.into_inner());
+            let mut removed = removed.lock();
             if removed.len() == REMOVED_KEPT {
                 removed.pop_front();
             }
@@ -203,21 +165,17 @@ fn spawn_machines(
 /// status chooses it).
 impl Keep for Machine {
     fn keep_only_what_the_planner_reads(&mut self) {
-        keep_only_what_the_evidence_reads(self);
-    }
-}
-
-fn keep_only_what_the_evidence_reads(machine: &mut Machine) {
-    let meta = &mut machine.metadata;
-    (meta.managed_fields, meta.annotations) = (None, None);
-    machine.spec.keep_only_what_the_rules_read();
-    if let Some(status) = &mut machine.status {
-        status.extra = Default::default();
-        if let Some(message) = &mut status.error_message {
-            *message = bounded(message, ERROR_MESSAGE_KEPT);
-        }
-        if let Some(node) = &mut status.node_ref {
-            node.extra = Default::default();
+        let meta = &mut self.metadata;
+        (meta.managed_fields, meta.annotations) = (None, None);
+        self.spec.keep_only_what_the_rules_read();
+        if let Some(status) = &mut self.status {
+            status.extra = Default::default();
+            if let Some(message) = &mut status.error_message {
+                *message = bounded(message, ERROR_MESSAGE_KEPT);
+            }
+            if let Some(node) = &mut status.node_ref {
+                node.extra = Default::default();
+            }
         }
     }
 }

@@ -9,7 +9,7 @@
 //! once.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -18,11 +18,13 @@ use kube::Resource;
 use kube::api::Api;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
+use parking_lot::Mutex;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::time::Instant;
 
 use super::lenient::retried;
 use super::lenient::{Keep, Lenient};
+use super::sleep_until;
 use super::watches::{Trigger, paged};
 use crate::names::{ARCH_LABEL, CONTROL_PLANE_NODE_LABELS};
 use crate::plan::nodes::{control_plane_arch, is_ready};
@@ -63,7 +65,7 @@ impl Nodes {
                     }
                 };
                 let Some(event) = event else { return };
-                let mut read = shared.lock().unwrap_or_else(PoisonError::into_inner);
+                let mut read = shared.lock();
                 // A (re)list: the whole is read again, and everything re-planned if it changed;
                 // at once, the first time (the first pass waits for it).
                 let changed = match event {
@@ -99,25 +101,14 @@ impl Nodes {
         let _ = self.store.wait_until_ready().await;
     }
 
-    fn read(&self) -> std::sync::MutexGuard<'_, WhatIsRead> {
-        self.read.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
     /// Every control-plane Node and its architecture label.
     pub fn control_plane(&self) -> BTreeMap<String, Option<String>> {
-        self.read().control_plane.clone()
+        self.read.lock().control_plane.clone()
     }
 
     /// Every Node by name, and whether it is Ready.
     pub fn readiness(&self) -> BTreeMap<String, bool> {
-        self.read().ready.clone()
-    }
-}
-
-async fn sleep_until(deadline: Option<Instant>) {
-    match deadline {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
+        self.read.lock().ready.clone()
     }
 }
 
@@ -125,24 +116,21 @@ async fn sleep_until(deadline: Option<Instant>) {
 /// its images, addresses and capacity go.
 impl Keep for Node {
     fn keep_only_what_the_planner_reads(&mut self) {
-        keep_only_what_is_read(self);
+        let meta = &mut self.metadata;
+        (meta.managed_fields, meta.annotations) = (None, None);
+        if let Some(labels) = &mut meta.labels {
+            labels
+                .retain(|key, _| key == ARCH_LABEL || CONTROL_PLANE_NODE_LABELS.contains(&&**key));
+        }
+        self.spec = None;
+        let conditions = (self.status.take())
+            .and_then(|s| s.conditions)
+            .map(|c| c.into_iter().filter(|c| c.type_ == "Ready").collect());
+        self.status = Some(NodeStatus {
+            conditions,
+            ..Default::default()
+        });
     }
-}
-
-fn keep_only_what_is_read(node: &mut Node) {
-    let meta = &mut node.metadata;
-    (meta.managed_fields, meta.annotations) = (None, None);
-    if let Some(labels) = &mut meta.labels {
-        labels.retain(|key, _| key == ARCH_LABEL || CONTROL_PLANE_NODE_LABELS.contains(&&**key));
-    }
-    node.spec = None;
-    let conditions = (node.status.take())
-        .and_then(|s| s.conditions)
-        .map(|c| c.into_iter().filter(|c| c.type_ == "Ready").collect());
-    node.status = Some(NodeStatus {
-        conditions,
-        ..Default::default()
-    });
 }
 
 /// What the planner reads of the Nodes.
@@ -166,22 +154,16 @@ impl WhatIsRead {
     /// nothing), and says whether what is read of it changed.
     fn record(&mut self, name: String, node: Option<&Node>) -> bool {
         let arch = node.and_then(control_plane_arch);
-        let control_plane = match &arch {
-            Some(arch) => self.control_plane.get(&name) != Some(arch),
-            None => self.control_plane.contains_key(&name),
+        let was_arch = match arch.clone() {
+            Some(arch) => self.control_plane.insert(name.clone(), arch),
+            None => self.control_plane.remove(&name),
         };
-        if control_plane {
-            match arch {
-                Some(arch) => self.control_plane.insert(name.clone(), arch),
-                None => self.control_plane.remove(&name),
-            };
-        }
         let ready = node.map(is_ready);
         let was = match ready {
             Some(ready) => self.ready.insert(name, ready),
             None => self.ready.remove(&name),
         };
-        control_plane || was != ready
+        was_arch != arch || was != ready
     }
 }
 
@@ -228,8 +210,8 @@ mod tests {
             "True",
         );
         let mut worker = node("worker-0", &[(ARCH_LABEL, "amd64")], "False");
-        keep_only_what_is_read(&mut master);
-        keep_only_what_is_read(&mut worker);
+        master.keep_only_what_the_planner_reads();
+        worker.keep_only_what_the_planner_reads();
         assert_eq!(
             master.metadata.labels.as_ref().unwrap().len(),
             2,

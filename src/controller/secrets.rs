@@ -62,17 +62,15 @@ impl SecretWatches {
             }
             needed
         });
-        let missing: Vec<String> = names
-            .iter()
-            .filter(|n| !self.watches.contains_key(*n))
-            .cloned()
-            .collect();
         let mut new = Vec::new();
-        for name in missing {
+        for name in names {
+            if self.watches.contains_key(name) {
+                continue;
+            }
             info!(secret = %name, "watching a stub secret a selected object points at");
-            let watch = self.start(&name);
+            let watch = self.start(name);
             new.push(watch.store.clone());
-            self.watches.insert(name, watch);
+            self.watches.insert(name.clone(), watch);
         }
         let first_lists = futures::future::join_all(new.iter().map(|s| s.wait_until_ready()));
         if tokio::time::timeout(FIRST_LIST_TIMEOUT, first_lists)

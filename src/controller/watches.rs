@@ -136,41 +136,15 @@ async fn cluster_api(
         Api::namespaced_with(client.clone(), namespace, &template_resource);
     let machine_deployments =
         Api::<Lenient<ClusterApiMachineDeployment>>::namespaced(client.clone(), namespace);
-    let all = ListParams::default();
-    let answers = [
-        (
-            "MachineSet.cluster.x-k8s.io",
-            probe(client, &machine_sets, &all).await.err(),
-        ),
-        (
-            "MachineDeployment.cluster.x-k8s.io",
-            probe(client, &machine_deployments, &all).await.err(),
-        ),
-        (
-            "AWSMachineTemplate",
-            probe(client, &templates, &all).await.err(),
-        ),
-    ];
-    for (kind, error) in answers {
-        match error {
-            Some(kube::Error::Api(e)) if e.code == 404 => {
-                info!(
-                    kind,
-                    "CRD not installed; Cluster API MachineSets are not managed"
-                );
-                return None;
-            }
-            // The RBAC for Cluster API ships as an opt-in component (manifests/cluster-api).
-            Some(kube::Error::Api(e)) if e.code == 403 => {
-                warn!(
-                    kind,
-                    namespace,
-                    "not allowed to list; Cluster API MachineSets are not managed (apply the manifests/cluster-api component)"
-                );
-                return None;
-            }
-            _ => {}
-        }
+    let without = "Cluster API MachineSets are not managed";
+    // The RBAC for Cluster API ships as an opt-in component (manifests/cluster-api).
+    let rbac = "apply the manifests/cluster-api component";
+    let (sets, deployments) = ("Cluster API MachineSets", "Cluster API MachineDeployments");
+    let all_served = served(client, &machine_sets, sets, without, rbac).await
+        && served(client, &machine_deployments, deployments, without, rbac).await
+        && served(client, &templates, "AWSMachineTemplates", without, rbac).await;
+    if !all_served {
+        return None;
     }
     let (machine_set, machine_deployment) = (
         MachineKind::ClusterApiMachineSet.label(),
@@ -221,6 +195,29 @@ pub(super) async fn probe<K: Resource>(
     client.request_text(request).await.map(drop)
 }
 
+/// Whether `api` can be listed; says why not, once, when it cannot: what goes `without` it,
+/// and, when it is forbidden, what grants the `rbac`.
+pub(super) async fn served<K: Resource>(
+    client: &Client,
+    api: &Api<K>,
+    what: &str,
+    without: &str,
+    rbac: &str,
+) -> bool {
+    match probe(client, api, &ListParams::default()).await {
+        Err(kube::Error::Api(e)) if e.code == 404 => {
+            info!("{what} are not served; {without}");
+            false
+        }
+        Err(kube::Error::Api(e)) if e.code == 403 => {
+            let url = api.resource_url();
+            warn!(url, "not allowed to list {what}; {without} ({rbac})");
+            false
+        }
+        _ => true,
+    }
+}
+
 async fn installed<K>(client: &Client, api: &Api<K>, params: ListParams) -> bool
 where
     K: Resource<DynamicType = ()>,
@@ -234,10 +231,10 @@ where
     }
 }
 
-/// Watches a collection (machine resources of one kind, or the AWS machine templates of the
-/// Cluster API namespace, which are few and change when MachineSets move), re-planning
-/// everything on each event.
-fn spawn<K>(
+/// Watches a collection (machine resources of one kind, the AWS machine templates of the
+/// Cluster API namespace, which are few and change when MachineSets move, or the
+/// MachineHealthChecks, a handful per cluster), re-planning everything on each event.
+pub(super) fn spawn<K>(
     api: Api<Lenient<K>>,
     dynamic_type: K::DynamicType,
     name: &'static str,

@@ -438,15 +438,11 @@ fn join_limit_of<'a>(
         .filter_map(|c| Some((node_startup_timeout(c)?, c.metadata.name.as_deref()?)))
         .filter(|(within, _)| *within < limit)
         .min();
-    match shorter {
-        Some((within, name)) => JoinLimit {
-            within,
-            health_check: Some(name),
-        },
-        None => JoinLimit {
-            within: limit,
-            health_check: None,
-        },
+    let (within, health_check) =
+        shorter.map_or((limit, None), |(within, name)| (within, Some(name)));
+    JoinLimit {
+        within,
+        health_check,
     }
 }
 

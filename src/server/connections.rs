@@ -10,8 +10,9 @@
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
+use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
 /// The address a peer is counted by: an IPv4 address (also when it arrives mapped into IPv6 on a
@@ -77,9 +78,7 @@ pub struct Slot {
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        if let Ok(mut table) = self.connections.table.lock() {
-            table.open.remove(&self.id);
-        }
+        self.connections.table.lock().open.remove(&self.id);
     }
 }
 
@@ -92,10 +91,7 @@ impl Connections {
         max_per_peer: usize,
     ) -> Slot {
         let peer = peer_of(ip);
-        let mut table = self
-            .table
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut table = self.table.lock();
         let open: Vec<(u64, IpAddr)> = table.open.iter().map(|(id, (p, _))| (*id, *p)).collect();
         if let Some(victim) = to_close(&open, peer, max_connections, max_per_peer)
             && let Some((_, evicted)) = table.open.remove(&victim)
@@ -116,7 +112,7 @@ impl Connections {
     /// How many connections are open.
     #[cfg(test)]
     pub fn len(&self) -> usize {
-        self.table.lock().map(|t| t.open.len()).unwrap_or_default()
+        self.table.lock().open.len()
     }
 }
 

@@ -17,7 +17,7 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec, UserInfo};
@@ -26,6 +26,7 @@ use k8s_openapi::api::authorization::v1::{
 };
 use kube::Client;
 use kube::api::{Api, PostParams};
+use parking_lot::{Mutex, RwLock};
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::{ClientHello, ResolvesServerCert};
@@ -91,15 +92,13 @@ impl ReloadingCertificate {
         let Ok(bytes) = raw_pair(&self.dir) else {
             return;
         };
-        if self.current.read().is_ok_and(|c| c.0 == bytes) {
+        if self.current.read().0 == bytes {
             return;
         }
         match parse_pair(&self.dir, &bytes) {
             Ok(key) => {
-                if let Ok(mut current) = self.current.write() {
-                    *current = (bytes, key);
-                    info!(dir = %self.dir.display(), "serving a renewed metrics certificate");
-                }
+                *self.current.write() = (bytes, key);
+                info!(dir = %self.dir.display(), "serving a renewed metrics certificate");
             }
             // Caught half-written, or a key that does not match yet: the next round retries.
             Err(e) => warn!(error = %e, "keeping the previous metrics certificate"),
@@ -109,7 +108,7 @@ impl ReloadingCertificate {
 
 impl ResolvesServerCert for ReloadingCertificate {
     fn resolve(&self, _: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        self.current.read().ok().map(|c| c.1.clone())
+        Some(self.current.read().1.clone())
     }
 }
 
@@ -425,7 +424,7 @@ impl Reviewer {
             return Ok(Verdict::Unauthenticated);
         };
         let key = verdict_key(token, verb, path);
-        let found = self.lock().look_up(key, Instant::now());
+        let found = self.verdicts.lock().look_up(key, Instant::now());
         let shared = match found {
             Found::Shared(shared) => shared,
             Found::StaleAllowed { recheck } => {
@@ -438,7 +437,11 @@ impl Reviewer {
         // A failed review leaves the cell empty: the next request asks again.
         let verdict = shared
             .get_or_try_init(|| async {
-                if !self.lock().spend(Caller::Unknown(peer), Instant::now()) {
+                if !self
+                    .verdicts
+                    .lock()
+                    .spend(Caller::Unknown(peer), Instant::now())
+                {
                     return Err(ReviewError::TooMany);
                 }
                 self.review_now(token, verb, path).await
@@ -452,7 +455,7 @@ impl Reviewer {
         let this = self.clone();
         let (token, verb, path) = (token.to_string(), verb.to_string(), path.to_string());
         tokio::spawn(async move {
-            let spent = this.lock().spend(Caller::Allowed, Instant::now());
+            let spent = this.verdicts.lock().spend(Caller::Allowed, Instant::now());
             let verdict = match spent {
                 false => None,
                 true => match this.review_now(&token, &verb, &path).await {
@@ -463,14 +466,8 @@ impl Reviewer {
                     }
                 },
             };
-            this.lock().rechecked(key, verdict, Instant::now());
+            this.verdicts.lock().rechecked(key, verdict, Instant::now());
         });
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Verdicts> {
-        self.verdicts
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Asks the API server, without looking at recent verdicts.
